@@ -1,0 +1,295 @@
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { cpus, hostname } from 'node:os';
+import { join } from 'node:path';
+import { Command, Option } from '@commander-js/extra-typings';
+import { logUpdateStderr } from 'log-update';
+import { request } from 'undici';
+import { createRunClock } from '../engine/clock.js';
+import { parseBaseUrl, type TargetConfig } from '../engine/http.js';
+import { RecordWriter } from '../engine/records.js';
+import { type EngineProgress, runEngine } from '../engine/run.js';
+import { SummaryBuilder } from '../metrics/summary.js';
+import {
+  PlanError,
+  parseRunPlan,
+  RUN_DEFAULTS,
+  type RunPlan,
+  redactPlan,
+} from '../plan/runPlan.js';
+import { renderTerminalSummary } from '../report/terminal.js';
+import { VERSION } from '../version.js';
+import { createSyntheticWorkload } from '../workload/synthetic.js';
+import { spawnSimulator } from './simProcess.js';
+
+export const EXIT = { ok: 0, failure: 1, invalidOptions: 2, interrupted: 130 } as const;
+
+const d = RUN_DEFAULTS;
+
+export function runCommand(): Command {
+  return new Command('run')
+    .description(
+      'Benchmark an OpenAI-compatible streaming endpoint (without --url: the built-in simulator).',
+    )
+    .option(
+      '--url <url>',
+      'server base URL, e.g. http://127.0.0.1:8000 (default: start the built-in simulator)',
+    )
+    .option('--model <name>', 'model name (default: the first id from GET /v1/models)')
+    .option(
+      '--endpoint <kind>',
+      `chat (/v1/chat/completions) or completions (/v1/completions) (default: ${d.endpoint})`,
+    )
+    .option('--concurrency <n>', `closed loop: requests kept in flight (default: ${d.concurrency})`)
+    .option('--rate <r>', 'open loop: requests per second, instead of --concurrency')
+    .option('--arrival <kind>', 'open loop arrivals: poisson or constant (default: poisson)')
+    .option(
+      '--max-concurrency <n>',
+      'open loop: cap on requests in flight; the rest wait in the client',
+    )
+    .option(
+      '--requests <n>',
+      `measured requests to send (default: ${d.requests}, or unlimited with --duration)`,
+    )
+    .option(
+      '--duration <s>',
+      'measurement window in seconds (stops sending after it; in-flight requests finish)',
+    )
+    .option('--warmup <n>', 'requests sent first and not counted (default: 0)')
+    .option('--input-tokens <n>', `prompt length in tokens (default: ${d.inputTokens})`)
+    .option('--output-tokens <n>', `max_tokens of each request (default: ${d.outputTokens})`)
+    .option('--ignore-eos', 'ask the server for exactly --output-tokens (vLLM, SGLang: ignore_eos)')
+    .option(
+      '--continuous-usage-stats',
+      'ask for usage on every event (vLLM) to count tokens per event exactly',
+    )
+    .option('--temperature <t>', `sampling temperature (default: ${d.temperature})`)
+    .option(
+      '--timeout <s>',
+      `per-request limit in seconds, headers to last token (default: ${d.timeoutS})`,
+    )
+    .option(
+      '--grace <s>',
+      `after Ctrl-C, seconds in-flight requests may finish before they are cancelled (default: ${d.graceS})`,
+    )
+    .option('--slo <list>', "per-request SLOs for goodput, e.g. 'ttft<500,tpot<50,e2e<10000' (ms)")
+    .option('--seed <n>', `seed for prompts and arrivals (default: ${d.seed})`)
+    .option(
+      '--api-key-env <var>',
+      'environment variable holding the API key (default: OPENAI_API_KEY when set)',
+    )
+    .addOption(
+      new Option('--header <header>', "extra request header 'Name: value' (repeatable)").argParser(
+        (value: string, previous: string[] | undefined) => [...(previous ?? []), value],
+      ),
+    )
+    .option('--extra-body <json>', 'JSON object merged into every request body')
+    .option('--out <dir>', 'results directory (default: infergauge-results/<UTC time>-<label>/)')
+    .option('--label <name>', 'label for the default results directory (default: sim or run)')
+    .option('--json', 'print the summary JSON to stdout instead of the table')
+    .action(async (options) => {
+      process.exitCode = await run(options);
+    });
+}
+
+type RunOptions = Parameters<typeof parseRunPlan>[0] & { json?: boolean };
+
+async function run(options: RunOptions): Promise<number> {
+  const { json, ...input } = options;
+  let plan: RunPlan;
+  try {
+    plan = parseRunPlan(input, process.env);
+  } catch (err) {
+    if (!(err instanceof PlanError)) throw err;
+    process.stderr.write(
+      `infergauge run: invalid options\n${err.problems.map((p) => `  - ${p}`).join('\n')}\n`,
+    );
+    return EXIT.invalidOptions;
+  }
+
+  const sim = plan.url === undefined ? await spawnSimulator() : undefined;
+  try {
+    return await benchmark(plan, sim?.url ?? (plan.url as string), json === true);
+  } catch (err) {
+    process.stderr.write(`infergauge run: ${(err as Error).message}\n`);
+    return EXIT.failure;
+  } finally {
+    await sim?.stop();
+  }
+}
+
+async function benchmark(plan: RunPlan, url: string, json: boolean): Promise<number> {
+  const apiKey = plan.apiKeyEnv ? process.env[plan.apiKeyEnv] : undefined;
+  const models = await fetchModels(url, apiKey, plan.headers);
+  const model = plan.model ?? firstModelId(models);
+  if (model === undefined) {
+    throw new Error(
+      `could not learn the model from ${url}/v1/models (${describeModelsError(models)}); pass --model NAME`,
+    );
+  }
+  const outDir = plan.out ?? join('infergauge-results', `${utcStamp()}-${plan.label}`);
+  if (existsSync(join(outDir, 'records.jsonl'))) {
+    throw new Error(`${outDir} already holds a run (records.jsonl); choose another --out`);
+  }
+  mkdirSync(outDir, { recursive: true });
+  const clock = createRunClock();
+  writeJson(join(outDir, 'manifest.json'), {
+    schemaVersion: 1,
+    tool: { name: 'infergauge', version: VERSION },
+    startedAt: clock.originIso,
+    node: process.version,
+    host: {
+      hostname: hostname(),
+      platform: process.platform,
+      arch: process.arch,
+      cpus: cpus().length,
+      cpuModel: cpus()[0]?.model,
+    },
+    server: { url, builtInSimulator: plan.url === undefined, models },
+    model,
+    plan: redactPlan(plan),
+    windows: {
+      warmupRequests: plan.warmupRequests,
+      measuredRequests: plan.requests ?? null,
+      measuredDurationS: plan.durationS ?? null,
+      note: 'warm-up requests are recorded with phase "warmup" and not counted; no request is sent after the measurement window closes',
+    },
+  });
+
+  const target: TargetConfig = {
+    baseUrl: url,
+    endpoint: plan.endpoint,
+    model,
+    temperature: plan.temperature,
+    ignoreEos: plan.ignoreEos,
+    continuousUsageStats: plan.continuousUsageStats,
+    headers: plan.headers,
+    timeoutMs: plan.timeoutS * 1000,
+    ...(apiKey ? { apiKey } : {}),
+    ...(plan.extraBody ? { extraBody: plan.extraBody } : {}),
+  };
+  const writer = new RecordWriter(join(outDir, 'records.jsonl'));
+  const builder = new SummaryBuilder({
+    load: plan.load,
+    ...(plan.slo ? { slo: plan.slo } : {}),
+  });
+  const stop = new AbortController();
+  const cancel = new AbortController();
+  const progress: EngineProgress = { sent: 0, finished: 0, failed: 0, inFlight: 0 };
+  const live = process.stderr.isTTY && !json;
+  const draw = live
+    ? setInterval(() => logUpdateStderr(progressLine(progress, clock.nowUs(), plan)), 250)
+    : undefined;
+  let graceTimer: NodeJS.Timeout | undefined;
+  const onSignal = () => {
+    if (stop.signal.aborted) {
+      cancel.abort();
+      return;
+    }
+    stop.abort();
+    process.stderr.write(
+      `\ninfergauge run: stopping; ${progress.inFlight} requests in flight get ${plan.graceS} s to finish (Ctrl-C again cancels them)\n`,
+    );
+    graceTimer = setTimeout(() => cancel.abort(), plan.graceS * 1000);
+  };
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
+  let result: Awaited<ReturnType<typeof runEngine>>;
+  try {
+    result = await runEngine(
+      {
+        target,
+        load: plan.load,
+        ...(plan.requests !== undefined ? { requests: plan.requests } : {}),
+        ...(plan.durationS !== undefined ? { durationS: plan.durationS } : {}),
+        warmupRequests: plan.warmupRequests,
+        seed: plan.seed,
+        nextRequest: createSyntheticWorkload({
+          inputTokens: plan.inputTokens,
+          outputTokens: plan.outputTokens,
+          seed: plan.seed,
+        }),
+        onRecord: (record) => {
+          writer.write(record);
+          builder.add(record);
+        },
+        stopSignal: stop.signal,
+        cancelSignal: cancel.signal,
+        clock,
+      },
+      progress,
+    );
+  } finally {
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
+    clearTimeout(graceTimer);
+    if (draw) {
+      clearInterval(draw);
+      logUpdateStderr.clear();
+    }
+    writer.close();
+  }
+  const interrupted = result.stoppedBy === 'signal';
+  const summary = builder.build({ clientHealth: result.clientHealth, interrupted });
+  writeJson(join(outDir, 'summary.json'), summary);
+  if (json) process.stdout.write(`${JSON.stringify(summary, null, 2)}\n`);
+  else {
+    process.stdout.write(
+      `${renderTerminalSummary(summary, {
+        color: process.stdout.isTTY === true,
+        model,
+        endpoint: plan.endpoint,
+        outDir,
+      })}\n`,
+    );
+  }
+  return interrupted ? EXIT.interrupted : EXIT.ok;
+}
+
+function progressLine(progress: EngineProgress, nowUs: number, plan: RunPlan): string {
+  const total = plan.requests !== undefined ? plan.requests + plan.warmupRequests : undefined;
+  const done = total !== undefined ? `${progress.finished}/${total}` : `${progress.finished}`;
+  return `[${(nowUs / 1e6).toFixed(1)} s] ${done} finished, ${progress.inFlight} in flight, ${progress.failed} failed`;
+}
+
+async function fetchModels(
+  url: string,
+  apiKey: string | undefined,
+  headers: Record<string, string>,
+): Promise<unknown> {
+  const { origin, prefix } = parseBaseUrl(url);
+  try {
+    const response = await request(`${origin}${prefix}/v1/models`, {
+      headers: { ...headers, ...(apiKey ? { authorization: `Bearer ${apiKey}` } : {}) },
+      headersTimeout: 10_000,
+      bodyTimeout: 10_000,
+    });
+    const text = await response.body.text();
+    if (response.statusCode !== 200) return { error: `HTTP ${response.statusCode}` };
+    return JSON.parse(text) as unknown;
+  } catch (err) {
+    const code = (err as { code?: string }).code;
+    return { error: code ? `${code}: ${(err as Error).message}` : (err as Error).message };
+  }
+}
+
+function firstModelId(models: unknown): string | undefined {
+  const data = (models as { data?: { id?: unknown }[] } | undefined)?.data;
+  const id = Array.isArray(data) ? data[0]?.id : undefined;
+  return typeof id === 'string' ? id : undefined;
+}
+
+function utcStamp(): string {
+  return new Date()
+    .toISOString()
+    .replace(/[-:]/g, '')
+    .replace(/\.\d+Z$/, 'Z');
+}
+
+function writeJson(path: string, value: unknown): void {
+  writeFileSync(path, `${JSON.stringify(value, null, 2)}\n`);
+}
+
+function describeModelsError(models: unknown): string {
+  const error = (models as { error?: unknown } | undefined)?.error;
+  return typeof error === 'string' ? error : 'no models listed';
+}

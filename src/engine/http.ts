@@ -1,0 +1,329 @@
+import { TextDecoder } from 'node:util';
+import type { Dispatcher, Pool } from 'undici';
+import {
+  buildRequestBody,
+  type DecodedStream,
+  ENDPOINT_PATHS,
+  errorBodyMessage,
+  type OpenAIRequestOptions,
+  OpenAIStreamDecoder,
+  type RequestSpec,
+  type StreamFault,
+} from '../backends/openai.js';
+import type { RequestError, RequestPhase, RequestRecord } from '../record.js';
+import { type RunClock, usToMs } from './clock.js';
+
+/** Where and how requests go. */
+export interface TargetConfig extends OpenAIRequestOptions {
+  /** Base URL of the server, without the `/v1` route. */
+  baseUrl: string;
+  /** Extra request headers (the API key goes in `apiKey`, never here, so it can be redacted). */
+  headers: Record<string, string>;
+  apiKey?: string;
+  /** Whole-request limit in ms: headers, prefill and the full stream. */
+  timeoutMs: number;
+}
+
+/** Counters the client keeps about its own reads (client health, METRICS.md section 6). */
+export interface ReadCounters {
+  readsWithEvents: number;
+  readsWithSeveralTokenEvents: number;
+}
+
+/** The part of a request the caller knows before sending it. */
+export interface PendingRequest {
+  id: number;
+  phase: RequestPhase;
+  scheduledAtUs: number;
+  spec: RequestSpec;
+}
+
+const MAX_ERROR_BODY_BYTES = 64 * 1024;
+
+class Cancelled extends Error {
+  constructor(readonly kind: 'timeout' | 'cancelled' | 'bad_stream' | 'fault') {
+    super(kind);
+  }
+}
+
+/** Splits a user's URL into the pool origin and a path prefix (a trailing `/v1` is dropped). */
+export function parseBaseUrl(baseUrl: string): { origin: string; prefix: string } {
+  const url = new URL(baseUrl);
+  const prefix = url.pathname.replace(/\/+$/, '').replace(/\/v1$/, '');
+  return { origin: url.origin, prefix };
+}
+
+export function requestHeaders(target: TargetConfig, id: number): Record<string, string> {
+  const headers: Record<string, string> = {
+    'content-type': 'application/json',
+    accept: 'text/event-stream',
+    'x-request-id': String(id),
+    ...target.headers,
+  };
+  if (target.apiKey) headers.authorization = `Bearer ${target.apiKey}`;
+  return headers;
+}
+
+/**
+ * Sends one streaming request and resolves with its raw record. Never rejects: every failure
+ * becomes a record with a categorised error. While in flight, its abort function sits in
+ * `cancellers` (Ctrl-C after the grace period calls them all).
+ */
+export function executeRequest(
+  pool: Pool,
+  target: TargetConfig,
+  prefix: string,
+  pending: PendingRequest,
+  clock: RunClock,
+  counters: ReadCounters,
+  cancellers: Set<() => void>,
+): Promise<RequestRecord> {
+  const body = buildRequestBody(pending.spec, target);
+  return new Promise((resolve) => {
+    const sentAtUs = clock.nowUs();
+    let headersAtUs: number | undefined;
+    let status: number | undefined;
+    let controller: Dispatcher.DispatchController | undefined;
+    let abortReason: Cancelled | undefined;
+    let decoder: OpenAIStreamDecoder | undefined;
+    let jsonBody: string | undefined;
+    let errorBody: string | undefined;
+    let textDecoder: TextDecoder | undefined;
+    let settled = false;
+
+    const abort = (reason: Cancelled) => {
+      if (abortReason || settled) return;
+      abortReason = reason;
+      controller?.abort(reason);
+    };
+    const timer = setTimeout(() => abort(new Cancelled('timeout')), target.timeoutMs);
+    const onCancel = () => abort(new Cancelled('cancelled'));
+    cancellers.add(onCancel);
+
+    const finish = (error: RequestError | undefined, decoded: DecodedStream | undefined) => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      cancellers.delete(onCancel);
+      const endAtUs = decoded?.doneUs !== undefined ? sentAtUs + decoded.doneUs : clock.nowUs();
+      resolve(buildRecord(pending, sentAtUs, headersAtUs, endAtUs, status, decoded, error));
+    };
+
+    const handler: Dispatcher.DispatchHandler = {
+      onRequestStart(c) {
+        controller = c;
+        if (abortReason) c.abort(abortReason);
+      },
+      onResponseStart(_c, statusCode, headers) {
+        headersAtUs = clock.nowUs();
+        status = statusCode;
+        textDecoder = new TextDecoder();
+        if (statusCode < 200 || statusCode >= 300) {
+          errorBody = '';
+          return;
+        }
+        const contentType = String(headers['content-type'] ?? '');
+        if (contentType.includes('application/json')) jsonBody = '';
+        else decoder = new OpenAIStreamDecoder(target.endpoint, sentAtUs);
+      },
+      onResponseData(_c, chunk) {
+        const atUs = clock.nowUs();
+        const text = (textDecoder as TextDecoder).decode(chunk, { stream: true });
+        if (decoder) {
+          const tokenEvents = decoder.feed(text, atUs);
+          if (tokenEvents > 0) {
+            counters.readsWithEvents++;
+            if (tokenEvents > 1) counters.readsWithSeveralTokenEvents++;
+          }
+          if (decoder.fault) abort(new Cancelled('fault'));
+          // Everything needed has arrived; the response's own end is then ignored, and the
+          // connection stays open for the next request.
+          else if (decoder.done) finish(undefined, decoder.finish());
+        } else if (errorBody !== undefined) {
+          if (errorBody.length < MAX_ERROR_BODY_BYTES) errorBody += text;
+        } else if (jsonBody !== undefined) {
+          jsonBody += text;
+        }
+      },
+      onResponseEnd() {
+        if (settled) return;
+        const atUs = clock.nowUs();
+        if (errorBody !== undefined) {
+          finish(httpError(status as number, errorBody), undefined);
+        } else if (decoder) {
+          decoder.end(atUs);
+          const decoded = decoder.finish();
+          if (decoder.fault) finish(faultError(decoder.fault), decoded);
+          else finish(undefined, decoded);
+        } else if (jsonBody !== undefined) {
+          const decoded = decodeJsonResponse(jsonBody, atUs - sentAtUs, target.endpoint);
+          if ('kind' in decoded) finish(decoded, undefined);
+          else finish(undefined, decoded);
+        } else {
+          finish(undefined, undefined);
+        }
+      },
+      onResponseError(_c, err) {
+        if (settled) return;
+        const decoded = decoder?.finish();
+        if (decoder?.fault) return finish(faultError(decoder.fault), decoded);
+        const reason = abortReason?.kind ?? (err instanceof Cancelled ? err.kind : undefined);
+        if (reason === 'timeout') {
+          return finish(
+            { kind: 'timeout', message: `no complete response within ${target.timeoutMs} ms` },
+            decoded,
+          );
+        }
+        if (reason === 'cancelled') {
+          return finish({ kind: 'cancelled', message: 'cancelled by the client' }, decoded);
+        }
+        finish(transportError(err, headersAtUs !== undefined), decoded);
+      },
+    };
+
+    try {
+      pool.dispatch(
+        {
+          path: prefix + ENDPOINT_PATHS[target.endpoint],
+          method: 'POST',
+          body,
+          headers: requestHeaders(target, pending.id),
+          headersTimeout: target.timeoutMs,
+          bodyTimeout: target.timeoutMs,
+        },
+        handler,
+      );
+    } catch (err) {
+      finish(transportError(err as Error, false), undefined);
+    }
+  });
+}
+
+function buildRecord(
+  pending: PendingRequest,
+  sentAtUs: number,
+  headersAtUs: number | undefined,
+  endAtUs: number,
+  status: number | undefined,
+  decoded: DecodedStream | undefined,
+  error: RequestError | undefined,
+): RequestRecord {
+  const record: RequestRecord = {
+    id: pending.id,
+    phase: pending.phase,
+    scheduledAt: usToMs(pending.scheduledAtUs),
+    sentAt: usToMs(sentAtUs),
+    endAt: usToMs(endAtUs),
+    requestedInputTokens: pending.spec.requestedInputTokens,
+    requestedOutputTokens: pending.spec.requestedOutputTokens,
+    outputTokens: decoded?.outputTokens ?? 0,
+    outputTokensSource: decoded?.outputTokensSource ?? 'events',
+    events: decoded?.events ?? { dtUs: [], tokens: [], contentChars: [] },
+  };
+  if (headersAtUs !== undefined) record.headersAt = usToMs(headersAtUs);
+  if (status !== undefined) record.status = status;
+  if (decoded) {
+    if (decoded.firstTokenUs !== undefined) {
+      record.firstTokenAt = usToMs(sentAtUs + decoded.firstTokenUs);
+    }
+    if (decoded.firstContentUs !== undefined) {
+      record.firstContentAt = usToMs(sentAtUs + decoded.firstContentUs);
+    }
+    if (decoded.lastTokenUs !== undefined) {
+      record.lastTokenAt = usToMs(sentAtUs + decoded.lastTokenUs);
+    }
+    if (decoded.tokenCountMismatch !== undefined) {
+      record.tokenCountMismatch = decoded.tokenCountMismatch;
+    }
+    if (decoded.finishReason !== undefined) record.finishReason = decoded.finishReason;
+  }
+  if (decoded?.inputTokens !== undefined) {
+    record.inputTokens = decoded.inputTokens;
+    record.inputTokensSource = 'server';
+  } else if (!error) {
+    record.inputTokens = pending.spec.requestedInputTokens;
+    record.inputTokensSource = 'requested';
+  }
+  if (error) record.error = error;
+  return record;
+}
+
+function httpError(status: number, body: string): RequestError {
+  return {
+    kind: status >= 400 && status < 500 ? 'http_4xx' : 'http_5xx',
+    status,
+    message: `HTTP ${status}: ${errorBodyMessage(body)}`,
+  };
+}
+
+function faultError(fault: StreamFault): RequestError {
+  return fault.status === undefined
+    ? { kind: fault.kind, message: fault.message }
+    : { kind: fault.kind, message: fault.message, status: fault.status };
+}
+
+const CONNECT_CODES = new Set([
+  'ECONNREFUSED',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'UND_ERR_CONNECT_TIMEOUT',
+  'ERR_TLS_CERT_ALTNAME_INVALID',
+  'DEPTH_ZERO_SELF_SIGNED_CERT',
+]);
+
+/** Categorises a transport failure into a stable error kind. */
+function transportError(err: Error, afterHeaders: boolean): RequestError {
+  const code = (err as { code?: string }).code ?? '';
+  if (code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT') {
+    return { kind: 'timeout', message: `${code}: ${err.message}` };
+  }
+  if (!afterHeaders && CONNECT_CODES.has(code)) {
+    return { kind: 'connect', message: `${code}: ${err.message}` };
+  }
+  const where = afterHeaders ? 'mid-stream' : 'before the response';
+  return {
+    kind: 'stream_broken',
+    message: `connection failed ${where}: ${code ? `${code}: ` : ''}${err.message}`,
+  };
+}
+
+/** A server that ignored `stream: true` and answered with one JSON body: one event at its end. */
+function decodeJsonResponse(
+  body: string,
+  atUs: number,
+  endpoint: 'chat' | 'completions',
+): DecodedStream | RequestError {
+  let parsed: Record<string, unknown>;
+  try {
+    parsed = JSON.parse(body) as Record<string, unknown>;
+  } catch {
+    return { kind: 'bad_stream', message: `expected an event stream, got unparsable JSON` };
+  }
+  const choice = (Array.isArray(parsed.choices) ? parsed.choices[0] : undefined) as
+    | Record<string, unknown>
+    | undefined;
+  if (!choice)
+    return { kind: 'bad_stream', message: 'expected an event stream, got JSON without choices' };
+  const text =
+    endpoint === 'chat'
+      ? String((choice.message as Record<string, unknown> | undefined)?.content ?? '')
+      : String(choice.text ?? '');
+  const usage = parsed.usage as Record<string, number> | undefined;
+  const outputTokens = usage?.completion_tokens ?? (text.length > 0 ? 1 : 0);
+  const decoded: DecodedStream = {
+    events: { dtUs: [atUs], tokens: [outputTokens], contentChars: [text.length] },
+    outputTokens,
+    outputTokensSource: usage?.completion_tokens !== undefined ? 'server' : 'events',
+    doneUs: atUs,
+  };
+  if (outputTokens > 0) {
+    decoded.firstTokenUs = atUs;
+    decoded.lastTokenUs = atUs;
+    decoded.firstContentUs = atUs;
+  }
+  if (usage?.prompt_tokens !== undefined) decoded.inputTokens = usage.prompt_tokens;
+  if (typeof choice.finish_reason === 'string') decoded.finishReason = choice.finish_reason;
+  return decoded;
+}

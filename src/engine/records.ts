@@ -1,0 +1,52 @@
+import { closeSync, createReadStream, openSync, writeSync } from 'node:fs';
+import { createInterface } from 'node:readline';
+import type { RequestRecord } from '../record.js';
+
+/**
+ * Appends records to `records.jsonl`, one line per finished request, written through to the
+ * kernel at once (a synchronous write on an open descriptor, a few microseconds), so a crash or
+ * Ctrl-C loses no finished request.
+ */
+export class RecordWriter {
+  private fd: number | undefined;
+  written = 0;
+
+  constructor(readonly path: string) {
+    this.fd = openSync(path, 'a');
+  }
+
+  write(record: RequestRecord): void {
+    if (this.fd === undefined) throw new Error(`records file ${this.path} is closed`);
+    writeSync(this.fd, `${JSON.stringify(record)}\n`);
+    this.written++;
+  }
+
+  close(): void {
+    if (this.fd !== undefined) closeSync(this.fd);
+    this.fd = undefined;
+  }
+}
+
+/**
+ * Reads `records.jsonl` line by line. A last line cut short by a crash is skipped and reported
+ * through `onBadLine`, never thrown, so everything before it is still usable.
+ */
+export async function* readRecords(
+  path: string,
+  onBadLine: (lineNumber: number, error: Error) => void = () => {},
+): AsyncGenerator<RequestRecord> {
+  const lines = createInterface({
+    input: createReadStream(path, { encoding: 'utf8', highWaterMark: 1 << 20 }),
+    crlfDelay: Number.POSITIVE_INFINITY,
+  });
+  let lineNumber = 0;
+  for await (const line of lines) {
+    lineNumber++;
+    if (line.length === 0) continue;
+    try {
+      yield JSON.parse(line) as RequestRecord;
+    } catch (err) {
+      onBadLine(lineNumber, err as Error);
+    }
+  }
+}

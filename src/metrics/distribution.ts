@@ -1,0 +1,199 @@
+import * as hdr from 'hdr-histogram-js';
+
+/**
+ * Statistics of one metric over a run (METRICS.md section 4). Percentiles are exact with linear
+ * interpolation between closest ranks (numpy's default), unless `approximate` says otherwise.
+ */
+export interface Distribution {
+  count: number;
+  mean: number;
+  /** Population standard deviation. */
+  stddev: number;
+  min: number;
+  p50: number;
+  p90: number;
+  p95: number;
+  p99: number;
+  p99_9: number;
+  max: number;
+  /** Percentiles that the sample count cannot resolve (p99 needs 100 samples, p99.9 needs 1,000). */
+  lowConfidence?: PercentileName[];
+  /** Set when the percentiles come from an HDR histogram (3 significant digits), not raw samples. */
+  approximate?: 'hdr3';
+}
+
+export const PERCENTILES = { p50: 50, p90: 90, p95: 95, p99: 99, p99_9: 99.9 } as const;
+export type PercentileName = keyof typeof PERCENTILES;
+
+/** Percentile `q` (0-100) of ascending `sorted`, linear interpolation as `numpy.percentile`. */
+export function percentileOfSorted(sorted: ArrayLike<number>, q: number): number {
+  const n = sorted.length;
+  if (n === 0) return Number.NaN;
+  const rank = (q / 100) * (n - 1);
+  const lo = Math.floor(rank);
+  const hi = Math.min(lo + 1, n - 1);
+  const frac = rank - lo;
+  return frac === 0 ? sorted[lo] : sorted[lo] + (sorted[hi] - sorted[lo]) * frac;
+}
+
+/**
+ * Percentile `q` of `sorted` extended by `infinities` values of +Infinity (failed requests in the
+ * adjusted view, METRICS.md section 4). Returns null where the result is infinite.
+ */
+export function percentileWithFailures(
+  sorted: ArrayLike<number>,
+  infinities: number,
+  q: number,
+): number | null {
+  const n = sorted.length + infinities;
+  if (n === 0) return null;
+  const rank = (q / 100) * (n - 1);
+  const lo = Math.floor(rank);
+  const frac = rank - lo;
+  const at = (i: number) => (i < sorted.length ? sorted[i] : Number.POSITIVE_INFINITY);
+  const hi = Math.min(lo + 1, n - 1);
+  const value = frac === 0 ? at(lo) : at(lo) + (at(hi) - at(lo)) * frac;
+  return Number.isFinite(value) ? value : null;
+}
+
+/** Minimum sample counts for a percentile to be resolvable at all. */
+const MIN_SAMPLES: Record<PercentileName, number> = {
+  p50: 2,
+  p90: 10,
+  p95: 20,
+  p99: 100,
+  p99_9: 1000,
+};
+
+/** Above this many samples a SampleSet moves to an HDR histogram (METRICS.md section 4). */
+export const EXACT_SAMPLE_LIMIT = 1_000_000;
+
+/** HDR values are recorded in thousandths of the metric's unit (ms -> us). */
+const HDR_SCALE = 1000;
+
+/**
+ * Collects the samples of one metric: exact (a growable Float64Array) up to `exactLimit`, then an
+ * HDR histogram with 3 significant digits. Mean, stddev, min and max stay exact in both modes.
+ */
+export class SampleSet {
+  private values: Float64Array;
+  private size = 0;
+  private histogram: hdr.Histogram | undefined;
+  private readonly exactLimit: number;
+  private sum = 0;
+  private sumSquares = 0;
+  private minValue = Number.POSITIVE_INFINITY;
+  private maxValue = Number.NEGATIVE_INFINITY;
+  private total = 0;
+
+  constructor(exactLimit = EXACT_SAMPLE_LIMIT) {
+    this.exactLimit = exactLimit;
+    this.values = new Float64Array(64);
+  }
+
+  get count(): number {
+    return this.total;
+  }
+
+  /** Adds `value` `times` times (per-token ITL adds k equal samples per event). */
+  add(value: number, times = 1): void {
+    this.total += times;
+    this.sum += value * times;
+    this.sumSquares += value * value * times;
+    if (value < this.minValue) this.minValue = value;
+    if (value > this.maxValue) this.maxValue = value;
+    if (!this.histogram && this.size + times > this.exactLimit) this.moveToHistogram();
+    if (this.histogram) {
+      this.histogram.recordValueWithCount(Math.max(0, Math.round(value * HDR_SCALE)), times);
+      return;
+    }
+    if (this.size + times > this.values.length) {
+      let capacity = this.values.length * 2;
+      while (capacity < this.size + times) capacity *= 2;
+      const grown = new Float64Array(capacity);
+      grown.set(this.values.subarray(0, this.size));
+      this.values = grown;
+    }
+    this.values.fill(value, this.size, this.size + times);
+    this.size += times;
+  }
+
+  private moveToHistogram(): void {
+    const histogram = hdr.build({
+      bitBucketSize: 'packed',
+      numberOfSignificantValueDigits: 3,
+      autoResize: true,
+    });
+    for (let i = 0; i < this.size; i++) {
+      histogram.recordValue(Math.max(0, Math.round(this.values[i] * HDR_SCALE)));
+    }
+    this.histogram = histogram;
+    this.values = new Float64Array(0);
+    this.size = 0;
+  }
+
+  /** The exact samples in ascending order, or undefined once the set has moved to HDR. */
+  sorted(): Float64Array | undefined {
+    if (this.histogram) return undefined;
+    return this.values.slice(0, this.size).sort();
+  }
+
+  describe(): Distribution {
+    const n = this.total;
+    if (n === 0) return emptyDistribution();
+    const mean = this.sum / n;
+    const variance = Math.max(0, this.sumSquares / n - mean * mean);
+    const result: Distribution = {
+      count: n,
+      mean,
+      stddev: Math.sqrt(variance),
+      min: this.minValue,
+      p50: 0,
+      p90: 0,
+      p95: 0,
+      p99: 0,
+      p99_9: 0,
+      max: this.maxValue,
+    };
+    const sorted = this.sorted();
+    for (const [name, q] of Object.entries(PERCENTILES) as [PercentileName, number][]) {
+      result[name] = sorted
+        ? percentileOfSorted(sorted, q)
+        : clamp(
+            (this.histogram as hdr.Histogram).getValueAtPercentile(q) / HDR_SCALE,
+            this.minValue,
+            this.maxValue,
+          );
+    }
+    if (sorted) {
+      // Recompute stddev in two passes: the one-pass formula loses digits on large, tight sets.
+      let squares = 0;
+      for (let i = 0; i < sorted.length; i++) squares += (sorted[i] - mean) ** 2;
+      result.stddev = Math.sqrt(squares / n);
+    } else {
+      result.approximate = 'hdr3';
+    }
+    const low = (Object.keys(MIN_SAMPLES) as PercentileName[]).filter((p) => n < MIN_SAMPLES[p]);
+    if (low.length > 0) result.lowConfidence = low;
+    return result;
+  }
+}
+
+function clamp(value: number, min: number, max: number): number {
+  return Math.min(max, Math.max(min, value));
+}
+
+export function emptyDistribution(): Distribution {
+  return {
+    count: 0,
+    mean: Number.NaN,
+    stddev: Number.NaN,
+    min: Number.NaN,
+    p50: Number.NaN,
+    p90: Number.NaN,
+    p95: Number.NaN,
+    p99: Number.NaN,
+    p99_9: Number.NaN,
+    max: Number.NaN,
+  };
+}

@@ -1,0 +1,381 @@
+import type { LoadSpec } from '../load.js';
+import { ERROR_KINDS, type ErrorKind, type RequestRecord } from '../record.js';
+import {
+  assessClientHealth,
+  type ClientHealth,
+  type ClientHealthMeasurements,
+} from './clientHealth.js';
+import {
+  type Distribution,
+  PERCENTILES,
+  type PercentileName,
+  percentileWithFailures,
+  SampleSet,
+} from './distribution.js';
+import { forEachTokenGap, type RequestMetrics, requestMetrics } from './requestMetrics.js';
+import { formatSlo, meetsSlo, type SloCondition } from './slo.js';
+
+export const SUMMARY_SCHEMA_VERSION = 1;
+
+export interface Warning {
+  /** Stable code, for tools that filter warnings. */
+  code: string;
+  message: string;
+}
+
+export interface LatencySummary {
+  ttftMs: Distribution;
+  ttfcMs: Distribution;
+  ttfbMs: Distribution;
+  tpotMs: Distribution;
+  /** Per token: each event's gap spread over the tokens it carried. */
+  itlMs: Distribution;
+  /** Per event: raw gaps between consecutive token events. */
+  chunkGapMs: Distribution;
+  e2eMs: Distribution;
+  queueDelayMs: Distribution;
+  userTtftMs: Distribution;
+  userE2eMs: Distribution;
+  maxStallMs: Distribution;
+  outputSpeedTokS: Distribution;
+  prefillSpeedTokS: Distribution;
+}
+
+/** Percentiles with each failed request counted as +infinity; null where that is the result. */
+export type AdjustedPercentiles = Record<PercentileName, number | null>;
+
+export interface RunSummary {
+  schemaVersion: typeof SUMMARY_SCHEMA_VERSION;
+  load: LoadSpec & {
+    /** Time-weighted mean of requests in flight over the measured duration. */
+    meanConcurrency: number;
+  };
+  requests: {
+    completed: number;
+    failed: number;
+    /** Sent during warm-up; recorded but not counted anywhere else. */
+    warmup: number;
+    errorsByKind: Partial<Record<ErrorKind, number>>;
+  };
+  /** From the first `sentAt` to the last `endAt` of the counted requests. */
+  durationS: number;
+  tokens: {
+    input: number;
+    output: number;
+    requestedInput: number;
+    requestedOutput: number;
+  };
+  throughput: {
+    requestsPerS: number;
+    outputTokensPerS: number;
+    inputTokensPerS: number;
+    totalTokensPerS: number;
+    /** Output tokens after each request's first, per second. */
+    decodeTokensPerS: number;
+  };
+  latency: LatencySummary;
+  latencyAdjusted: { ttftMs: AdjustedPercentiles; e2eMs: AdjustedPercentiles };
+  streaming: {
+    /** Output tokens per token-carrying event, over all completed requests. */
+    tokensPerEvent: number;
+    /** How output tokens were counted: requests per source. */
+    outputTokensSource: Record<string, number>;
+    /** Requests whose per-event token deltas disagreed with the server's total. */
+    tokenCountMismatches: number;
+  };
+  goodput?: {
+    slo: string;
+    goodRequests: number;
+    requestsPerS: number;
+    /** Share of counted requests (failures included) that met every SLO. */
+    sloAttainment: number;
+  };
+  clientHealth?: ClientHealth;
+  interrupted: boolean;
+  warnings: Warning[];
+}
+
+/** What the summary needs to know before the records arrive. */
+export interface SummaryContext {
+  load: LoadSpec;
+  slo?: SloCondition[];
+}
+
+/** What is known only once the run is over. */
+export interface RunOutcome {
+  clientHealth?: ClientHealthMeasurements;
+  /** The run was stopped by a signal before its plan finished. */
+  interrupted?: boolean;
+}
+
+const LATENCY_KEYS = [
+  'ttftMs',
+  'ttfcMs',
+  'ttfbMs',
+  'tpotMs',
+  'e2eMs',
+  'queueDelayMs',
+  'userTtftMs',
+  'userE2eMs',
+  'maxStallMs',
+  'outputSpeedTokS',
+  'prefillSpeedTokS',
+] as const satisfies readonly (keyof RequestMetrics & keyof LatencySummary)[];
+
+/** Relative gap between server-counted and requested input tokens that earns a warning. */
+const INPUT_DRIFT_WARN = 0.05;
+
+/**
+ * Builds a run summary from raw records, one record at a time, so that a run of any length is
+ * summarised in bounded memory (per-request scalars, plus per-token samples up to the HDR limit).
+ * A pure function of the records and the context: the same records give the same summary.
+ */
+export class SummaryBuilder {
+  private readonly context: SummaryContext;
+  private readonly samples = Object.fromEntries(
+    [...LATENCY_KEYS, 'itlMs', 'chunkGapMs'].map((k) => [k, new SampleSet()]),
+  ) as Record<keyof LatencySummary, SampleSet>;
+  private completed = 0;
+  private failed = 0;
+  private warmup = 0;
+  private readonly errorsByKind: Partial<Record<ErrorKind, number>> = {};
+  private windowStart = Number.POSITIVE_INFINITY;
+  private windowEnd = Number.NEGATIVE_INFINITY;
+  private busyMs = 0;
+  private inputTokens = 0;
+  private outputTokens = 0;
+  private decodeTokens = 0;
+  private requestedInput = 0;
+  private requestedOutput = 0;
+  private serverCountedInput = 0;
+  private serverCountedInputRequested = 0;
+  private serverCountedInputRequests = 0;
+  private shortOutputs = 0;
+  private tokenEvents = 0;
+  private tokenCountMismatches = 0;
+  private readonly outputSources: Record<string, number> = {};
+  private goodRequests = 0;
+  private firstScheduled = Number.POSITIVE_INFINITY;
+  private lastScheduled = Number.NEGATIVE_INFINITY;
+  private firstSent = Number.POSITIVE_INFINITY;
+  private lastSent = Number.NEGATIVE_INFINITY;
+
+  constructor(context: SummaryContext) {
+    this.context = context;
+  }
+
+  add(record: RequestRecord): void {
+    if (record.phase === 'warmup') {
+      this.warmup++;
+      return;
+    }
+    this.windowStart = Math.min(this.windowStart, record.sentAt);
+    this.windowEnd = Math.max(this.windowEnd, record.endAt);
+    this.firstScheduled = Math.min(this.firstScheduled, record.scheduledAt);
+    this.lastScheduled = Math.max(this.lastScheduled, record.scheduledAt);
+    this.firstSent = Math.min(this.firstSent, record.sentAt);
+    this.lastSent = Math.max(this.lastSent, record.sentAt);
+    this.busyMs += record.endAt - record.sentAt;
+    if (record.error) {
+      this.failed++;
+      this.errorsByKind[record.error.kind] = (this.errorsByKind[record.error.kind] ?? 0) + 1;
+      return;
+    }
+    this.completed++;
+    const metrics = requestMetrics(record);
+    for (const key of LATENCY_KEYS) {
+      const value = metrics[key];
+      if (value !== undefined) this.samples[key].add(value);
+    }
+    const itl = this.samples.itlMs;
+    const chunkGap = this.samples.chunkGapMs;
+    forEachTokenGap(record, (gapMs, tokens) => {
+      chunkGap.add(gapMs);
+      itl.add(gapMs / tokens, tokens);
+    });
+    this.tokenEvents += metrics.tokenEvents;
+    this.outputTokens += record.outputTokens;
+    if (record.outputTokens > 0) this.decodeTokens += record.outputTokens - 1;
+    this.inputTokens += record.inputTokens ?? 0;
+    this.requestedInput += record.requestedInputTokens;
+    this.requestedOutput += record.requestedOutputTokens;
+    if (record.inputTokensSource === 'server' && record.inputTokens !== undefined) {
+      this.serverCountedInput += record.inputTokens;
+      this.serverCountedInputRequested += record.requestedInputTokens;
+      this.serverCountedInputRequests++;
+    }
+    if (record.outputTokens < record.requestedOutputTokens) this.shortOutputs++;
+    if (record.tokenCountMismatch) this.tokenCountMismatches++;
+    this.outputSources[record.outputTokensSource] =
+      (this.outputSources[record.outputTokensSource] ?? 0) + 1;
+    if (this.context.slo && meetsSlo(metrics, this.context.slo)) this.goodRequests++;
+  }
+
+  build(outcome: RunOutcome = {}): RunSummary {
+    const { context } = this;
+    const counted = this.completed + this.failed;
+    const durationMs = counted > 0 ? this.windowEnd - this.windowStart : 0;
+    const durationS = durationMs / 1000;
+    const perS = (n: number) => (durationS > 0 ? n / durationS : 0);
+    const latency = Object.fromEntries(
+      Object.entries(this.samples).map(([k, set]) => [k, set.describe()]),
+    ) as unknown as LatencySummary;
+    const summary: RunSummary = {
+      schemaVersion: SUMMARY_SCHEMA_VERSION,
+      load: { ...context.load, meanConcurrency: durationMs > 0 ? this.busyMs / durationMs : 0 },
+      requests: {
+        completed: this.completed,
+        failed: this.failed,
+        warmup: this.warmup,
+        errorsByKind: this.errorsByKind,
+      },
+      durationS,
+      tokens: {
+        input: this.inputTokens,
+        output: this.outputTokens,
+        requestedInput: this.requestedInput,
+        requestedOutput: this.requestedOutput,
+      },
+      throughput: {
+        requestsPerS: perS(this.completed),
+        outputTokensPerS: perS(this.outputTokens),
+        inputTokensPerS: perS(this.inputTokens),
+        totalTokensPerS: perS(this.inputTokens + this.outputTokens),
+        decodeTokensPerS: perS(this.decodeTokens),
+      },
+      latency,
+      latencyAdjusted: {
+        ttftMs: this.adjusted('ttftMs'),
+        e2eMs: this.adjusted('e2eMs'),
+      },
+      streaming: {
+        tokensPerEvent: this.tokenEvents > 0 ? this.outputTokens / this.tokenEvents : 0,
+        outputTokensSource: this.outputSources,
+        tokenCountMismatches: this.tokenCountMismatches,
+      },
+      interrupted: outcome.interrupted ?? false,
+      warnings: [],
+    };
+    if (context.slo) {
+      summary.goodput = {
+        slo: formatSlo(context.slo),
+        goodRequests: this.goodRequests,
+        requestsPerS: perS(this.goodRequests),
+        sloAttainment: counted > 0 ? this.goodRequests / counted : 0,
+      };
+    }
+    if (outcome.clientHealth) {
+      const open = context.load.mode === 'open';
+      const rate = (first: number, last: number) =>
+        counted > 1 && last > first ? ((counted - 1) / (last - first)) * 1000 : undefined;
+      summary.clientHealth = assessClientHealth(outcome.clientHealth, {
+        intendedRatePerS: open ? rate(this.firstScheduled, this.lastScheduled) : undefined,
+        achievedRatePerS: open ? rate(this.firstSent, this.lastSent) : undefined,
+        capped: context.load.mode === 'open' && context.load.maxConcurrency !== undefined,
+      });
+    }
+    summary.warnings = this.warnings(summary);
+    return summary;
+  }
+
+  private adjusted(key: 'ttftMs' | 'e2eMs'): AdjustedPercentiles {
+    const sorted = this.samples[key].sorted() ?? new Float64Array(0);
+    // A successful request without any token has no TTFT; for the user it never came either.
+    const missing = this.completed - sorted.length;
+    const failures = this.failed + Math.max(0, missing);
+    return Object.fromEntries(
+      Object.entries(PERCENTILES).map(([name, q]) => [
+        name,
+        percentileWithFailures(sorted, failures, q),
+      ]),
+    ) as AdjustedPercentiles;
+  }
+
+  private warnings(summary: RunSummary): Warning[] {
+    const warnings: Warning[] = [];
+    const counted = this.completed + this.failed;
+    if (summary.clientHealth?.clientLimited) {
+      warnings.push({
+        code: 'client_limited',
+        message: `the client may have limited this run (${summary.clientHealth.reasons.join('; ')}); use more workers or another machine`,
+      });
+    }
+    if (summary.interrupted) {
+      warnings.push({
+        code: 'interrupted',
+        message: 'the run was interrupted: this summary covers only the requests that finished',
+      });
+    }
+    if (counted === 0) {
+      warnings.push({ code: 'no_requests', message: 'no request was counted' });
+      return warnings;
+    }
+    if (this.failed > 0) {
+      const kinds = ERROR_KINDS.filter((k) => this.errorsByKind[k])
+        .map((k) => `${k} ${this.errorsByKind[k]}`)
+        .join(', ');
+      warnings.push({
+        code: 'requests_failed',
+        message: `${this.failed} of ${counted} requests failed (${pct(this.failed / counted)}): ${kinds}; latency percentiles cover successes only, see the adjusted view`,
+      });
+    }
+    if (this.completed > 0 && this.completed < 100) {
+      warnings.push({
+        code: 'low_sample',
+        message: `only ${this.completed} completed requests: per-request p99 needs 100 and p99.9 needs 1,000 to be resolved`,
+      });
+    }
+    if (this.serverCountedInputRequests > 0 && this.serverCountedInputRequested > 0) {
+      const drift = this.serverCountedInput / this.serverCountedInputRequested - 1;
+      if (Math.abs(drift) > INPUT_DRIFT_WARN) {
+        const mean = this.serverCountedInput / this.serverCountedInputRequests;
+        const requested = this.serverCountedInputRequested / this.serverCountedInputRequests;
+        warnings.push({
+          code: 'input_drift',
+          message: `the server counted ${mean.toFixed(1)} input tokens per request, ${pct(Math.abs(drift))} ${drift > 0 ? 'more' : 'fewer'} than the ${requested.toFixed(1)} requested (tokenizer or chat template)`,
+        });
+      }
+    }
+    if (this.shortOutputs > 0) {
+      warnings.push({
+        code: 'output_short',
+        message: `${this.shortOutputs} of ${this.completed} completed requests stopped before the requested output length (mean ${(this.outputTokens / this.completed).toFixed(1)} of ${(this.requestedOutput / this.completed).toFixed(1)} tokens); --ignore-eos asks vLLM and SGLang for exact lengths`,
+      });
+    }
+    const tokensPerEvent = summary.streaming.tokensPerEvent;
+    if (tokensPerEvent > 1.05) {
+      warnings.push({
+        code: 'multi_token_events',
+        message: `the server sent ${tokensPerEvent.toFixed(2)} tokens per stream event on average: itl spreads each event's gap over its tokens, chunkGap keeps the raw gaps`,
+      });
+    }
+    if (this.outputSources.events) {
+      warnings.push({
+        code: 'no_usage',
+        message: `${this.outputSources.events} requests had no usage from the server: their output tokens were counted as one per stream event`,
+      });
+    }
+    if (this.tokenCountMismatches > 0) {
+      warnings.push({
+        code: 'token_count_mismatch',
+        message: `${this.tokenCountMismatches} requests had per-event token counts that disagreed with the server's total; the events were rescaled to the total`,
+      });
+    }
+    return warnings;
+  }
+}
+
+/** Summarises a finite list of records (convenience over SummaryBuilder). */
+export function summarize(
+  records: Iterable<RequestRecord>,
+  context: SummaryContext,
+  outcome: RunOutcome = {},
+): RunSummary {
+  const builder = new SummaryBuilder(context);
+  for (const record of records) builder.add(record);
+  return builder.build(outcome);
+}
+
+function pct(share: number): string {
+  return `${(share * 100).toFixed(1)}%`;
+}

@@ -1,0 +1,263 @@
+import { z } from 'zod';
+import type { Endpoint } from '../backends/openai.js';
+import type { LoadSpec } from '../load.js';
+import type { SloCondition } from '../metrics/slo.js';
+import { parseSlo } from './slo.js';
+
+/** Everything one `infergauge run` does, validated; the manifest stores it (API key redacted). */
+export interface RunPlan {
+  /** Base URL of an OpenAI-compatible server; undefined runs against the built-in simulator. */
+  url?: string;
+  /** Model name; undefined asks the server's `/v1/models` and takes the first. */
+  model?: string;
+  endpoint: Endpoint;
+  load: LoadSpec;
+  requests?: number;
+  durationS?: number;
+  warmupRequests: number;
+  inputTokens: number;
+  outputTokens: number;
+  temperature: number;
+  ignoreEos: boolean;
+  continuousUsageStats: boolean;
+  timeoutS: number;
+  /** Seconds in-flight requests may take to finish after Ctrl-C before they are cancelled. */
+  graceS: number;
+  slo?: SloCondition[];
+  seed: number;
+  /** Name of the environment variable holding the API key (the key itself is never stored). */
+  apiKeyEnv?: string;
+  headers: Record<string, string>;
+  extraBody?: Record<string, unknown>;
+  out?: string;
+  label: string;
+}
+
+/** The options as they arrive from the command line (strings), before validation. */
+export interface RunPlanInput {
+  url?: string;
+  model?: string;
+  endpoint?: string;
+  concurrency?: string;
+  rate?: string;
+  arrival?: string;
+  maxConcurrency?: string;
+  requests?: string;
+  duration?: string;
+  warmup?: string;
+  inputTokens?: string;
+  outputTokens?: string;
+  temperature?: string;
+  ignoreEos?: boolean;
+  continuousUsageStats?: boolean;
+  timeout?: string;
+  grace?: string;
+  slo?: string;
+  seed?: string;
+  apiKeyEnv?: string;
+  header?: string[];
+  extraBody?: string;
+  out?: string;
+  label?: string;
+}
+
+export const RUN_DEFAULTS = {
+  concurrency: 16,
+  requests: 200,
+  inputTokens: 256,
+  outputTokens: 128,
+  temperature: 0,
+  timeoutS: 600,
+  graceS: 10,
+  seed: 42,
+  endpoint: 'chat',
+  arrival: 'poisson',
+} as const;
+
+/** How each field is spelled on the command line, with an example of a valid value. */
+const FLAGS: Record<string, { flag: string; example: string }> = {
+  url: { flag: '--url', example: '--url http://127.0.0.1:8000' },
+  endpoint: { flag: '--endpoint', example: '--endpoint chat' },
+  concurrency: { flag: '--concurrency', example: '--concurrency 16' },
+  rate: { flag: '--rate', example: '--rate 2.5' },
+  arrival: { flag: '--arrival', example: '--arrival poisson' },
+  maxConcurrency: { flag: '--max-concurrency', example: '--max-concurrency 64' },
+  requests: { flag: '--requests', example: '--requests 200' },
+  duration: { flag: '--duration', example: '--duration 60' },
+  warmup: { flag: '--warmup', example: '--warmup 10' },
+  inputTokens: { flag: '--input-tokens', example: '--input-tokens 256' },
+  outputTokens: { flag: '--output-tokens', example: '--output-tokens 128' },
+  temperature: { flag: '--temperature', example: '--temperature 0' },
+  timeout: { flag: '--timeout', example: '--timeout 600' },
+  grace: { flag: '--grace', example: '--grace 10' },
+  slo: { flag: '--slo', example: "--slo 'ttft<500,tpot<50'" },
+  seed: { flag: '--seed', example: '--seed 42' },
+  apiKeyEnv: { flag: '--api-key-env', example: '--api-key-env OPENAI_API_KEY' },
+  header: { flag: '--header', example: "--header 'X-Tenant: a'" },
+  extraBody: { flag: '--extra-body', example: '--extra-body \'{"top_p": 1}\'' },
+  label: { flag: '--label', example: '--label baseline' },
+};
+
+const int = (min: number) =>
+  z.coerce
+    .number({ error: 'must be a number' })
+    .int({ error: 'must be a whole number' })
+    .min(min, { error: `must be at least ${min}` });
+const positive = () =>
+  z.coerce.number({ error: 'must be a number' }).positive({ error: 'must be greater than 0' });
+
+const schema = z
+  .object({
+    url: z.url({ protocol: /^https?$/, error: 'must be an http:// or https:// URL' }).optional(),
+    model: z.string().min(1).optional(),
+    endpoint: z.enum(['chat', 'completions'], { error: 'must be chat or completions' }).optional(),
+    concurrency: int(1).optional(),
+    rate: positive().optional(),
+    arrival: z.enum(['poisson', 'constant'], { error: 'must be poisson or constant' }).optional(),
+    maxConcurrency: int(1).optional(),
+    requests: int(1).optional(),
+    duration: positive().optional(),
+    warmup: int(0).optional(),
+    inputTokens: int(1).optional(),
+    outputTokens: int(1).optional(),
+    temperature: z.coerce.number({ error: 'must be a number' }).min(0).max(2).optional(),
+    ignoreEos: z.boolean().optional(),
+    continuousUsageStats: z.boolean().optional(),
+    timeout: positive().optional(),
+    grace: z.coerce.number({ error: 'must be a number' }).min(0).optional(),
+    slo: z.string().optional(),
+    seed: int(0).optional(),
+    apiKeyEnv: z
+      .string()
+      .regex(/^[A-Za-z_][A-Za-z0-9_]*$/, { error: 'must be an environment variable name' })
+      .optional(),
+    header: z.array(z.string()).optional(),
+    extraBody: z.string().optional(),
+    out: z.string().min(1).optional(),
+    label: z
+      .string()
+      .regex(/^[A-Za-z0-9._-]+$/, { error: 'may hold only letters, digits, dot, dash, underscore' })
+      .optional(),
+  })
+  .strict();
+
+/** A plan that cannot run, with the flag to change and an example of a valid value. */
+export class PlanError extends Error {
+  readonly code = 'IG_PLAN_INVALID';
+  constructor(readonly problems: string[]) {
+    super(problems.join('\n'));
+  }
+}
+
+function problem(field: string, message: string): string {
+  const spelling = FLAGS[field];
+  return spelling
+    ? `${spelling.flag} ${message} (for example ${spelling.example})`
+    : `${field} ${message}`;
+}
+
+/** Validates command-line input into a RunPlan, or throws PlanError naming every bad field. */
+export function parseRunPlan(input: RunPlanInput, env: NodeJS.ProcessEnv = {}): RunPlan {
+  const parsed = schema.safeParse(
+    Object.fromEntries(Object.entries(input).filter(([, v]) => v !== undefined)),
+  );
+  if (!parsed.success) {
+    throw new PlanError(
+      parsed.error.issues.map((issue) => problem(String(issue.path[0] ?? ''), issue.message)),
+    );
+  }
+  const o = parsed.data;
+  const problems: string[] = [];
+  if (o.concurrency !== undefined && o.rate !== undefined) {
+    problems.push(
+      '--concurrency and --rate cannot be combined: --concurrency N keeps N requests in flight (closed loop), --rate R sends R requests/s (open loop); cap an open loop with --max-concurrency',
+    );
+  }
+  if (o.maxConcurrency !== undefined && o.rate === undefined) {
+    problems.push(
+      problem('maxConcurrency', 'applies only with --rate; for a closed loop use --concurrency'),
+    );
+  }
+  if (o.arrival !== undefined && o.rate === undefined) {
+    problems.push(problem('arrival', 'applies only with --rate'));
+  }
+  let slo: SloCondition[] | undefined;
+  if (o.slo !== undefined) {
+    try {
+      slo = parseSlo(o.slo);
+    } catch (err) {
+      problems.push(problem('slo', (err as Error).message));
+    }
+  }
+  let extraBody: Record<string, unknown> | undefined;
+  if (o.extraBody !== undefined) {
+    try {
+      const value: unknown = JSON.parse(o.extraBody);
+      if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new Error();
+      extraBody = value as Record<string, unknown>;
+    } catch {
+      problems.push(problem('extraBody', 'must be a JSON object'));
+    }
+  }
+  const headers: Record<string, string> = {};
+  for (const h of o.header ?? []) {
+    const colon = h.indexOf(':');
+    if (colon <= 0) {
+      problems.push(problem('header', `"${h}" must look like "Name: value"`));
+      continue;
+    }
+    headers[h.slice(0, colon).trim().toLowerCase()] = h.slice(colon + 1).trim();
+  }
+  let apiKeyEnv = o.apiKeyEnv;
+  if (apiKeyEnv !== undefined && env[apiKeyEnv] === undefined) {
+    problems.push(problem('apiKeyEnv', `names ${apiKeyEnv}, which is not set in the environment`));
+  }
+  if (apiKeyEnv === undefined && env.OPENAI_API_KEY !== undefined) apiKeyEnv = 'OPENAI_API_KEY';
+  if (problems.length > 0) throw new PlanError(problems);
+
+  const load: LoadSpec =
+    o.rate !== undefined
+      ? {
+          mode: 'open',
+          rate: o.rate,
+          arrival: o.arrival ?? RUN_DEFAULTS.arrival,
+          ...(o.maxConcurrency !== undefined ? { maxConcurrency: o.maxConcurrency } : {}),
+        }
+      : { mode: 'closed', concurrency: o.concurrency ?? RUN_DEFAULTS.concurrency };
+  const requests = o.requests ?? (o.duration === undefined ? RUN_DEFAULTS.requests : undefined);
+  const plan: RunPlan = {
+    endpoint: o.endpoint ?? RUN_DEFAULTS.endpoint,
+    load,
+    warmupRequests: o.warmup ?? 0,
+    inputTokens: o.inputTokens ?? RUN_DEFAULTS.inputTokens,
+    outputTokens: o.outputTokens ?? RUN_DEFAULTS.outputTokens,
+    temperature: o.temperature ?? RUN_DEFAULTS.temperature,
+    ignoreEos: o.ignoreEos ?? false,
+    continuousUsageStats: o.continuousUsageStats ?? false,
+    timeoutS: o.timeout ?? RUN_DEFAULTS.timeoutS,
+    graceS: o.grace ?? RUN_DEFAULTS.graceS,
+    seed: o.seed ?? RUN_DEFAULTS.seed,
+    headers,
+    label: o.label ?? (o.url === undefined ? 'sim' : 'run'),
+  };
+  if (o.url !== undefined) plan.url = o.url;
+  if (o.model !== undefined) plan.model = o.model;
+  if (requests !== undefined) plan.requests = requests;
+  if (o.duration !== undefined) plan.durationS = o.duration;
+  if (slo) plan.slo = slo;
+  if (apiKeyEnv !== undefined) plan.apiKeyEnv = apiKeyEnv;
+  if (extraBody) plan.extraBody = extraBody;
+  if (o.out !== undefined) plan.out = o.out;
+  return plan;
+}
+
+/** The plan as stored in the manifest: header values that look like credentials are hidden. */
+export function redactPlan(plan: RunPlan): RunPlan {
+  const headers = Object.fromEntries(
+    Object.entries(plan.headers).map(([k, v]) => [
+      k,
+      /auth|key|token|secret|cookie/i.test(k) ? '<redacted>' : v,
+    ]),
+  );
+  return { ...plan, headers };
+}

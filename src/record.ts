@@ -1,0 +1,84 @@
+/**
+ * The raw per-request record (METRICS.md section 1): the source of truth that flows from the
+ * engine to disk (`records.jsonl`) and into every summary, view and report.
+ *
+ * All times are milliseconds on the run's monotonic clock (0 = run start), rounded to whole
+ * microseconds so that a record read back from disk is identical to the one written.
+ */
+
+/** Stable error kinds; reports and tests rely on these strings. */
+export const ERROR_KINDS = [
+  'connect',
+  'timeout',
+  'http_4xx',
+  'http_5xx',
+  'stream_broken',
+  'bad_stream',
+  'cancelled',
+] as const;
+export type ErrorKind = (typeof ERROR_KINDS)[number];
+
+export interface RequestError {
+  kind: ErrorKind;
+  message: string;
+  /** HTTP status, when the server sent one. */
+  status?: number;
+}
+
+/** Where a token count came from (METRICS.md section 1). */
+export type TokenCountSource = 'server' | 'tokenizer' | 'events' | 'requested';
+
+/**
+ * The per-event timeline, stored column-wise and delta-encoded so a long run stays small in
+ * memory and on disk (one small integer per event and column instead of an object per event).
+ */
+export interface EventTimeline {
+  /** Microseconds from the previous event (the first: from `sentAt`). One entry per data event. */
+  dtUs: number[];
+  /** Output tokens carried by each event (0 for role-only, empty and usage-only events). */
+  tokens: number[];
+  /** Characters of visible content in each event. */
+  contentChars: number[];
+  /** Characters of reasoning content in each event; omitted when the stream had none. */
+  reasoningChars?: number[];
+}
+
+export type RequestPhase = 'warmup' | 'measure';
+
+export interface RequestRecord {
+  /** Index of the request in issue order (0-based); sent to the server as `x-request-id`. */
+  id: number;
+  /** Warm-up requests are recorded but never counted (METRICS.md section 5). */
+  phase: RequestPhase;
+  /** When the workload wanted this request sent (open loop: its arrival; closed loop: slot free). */
+  scheduledAt: number;
+  /** Just before the request was handed to the connection pool. */
+  sentAt: number;
+  /** Response status line and headers received. */
+  headersAt?: number;
+  /** First event carrying at least one output token (content or reasoning). */
+  firstTokenAt?: number;
+  /** First event carrying visible (non-reasoning) content. */
+  firstContentAt?: number;
+  /** Last event carrying at least one output token. */
+  lastTokenAt?: number;
+  /** Stream finished (`[DONE]`, clean close) or the request failed. */
+  endAt: number;
+  /** HTTP status, when one arrived. */
+  status?: number;
+  requestedInputTokens: number;
+  requestedOutputTokens: number;
+  inputTokens?: number;
+  inputTokensSource?: TokenCountSource;
+  outputTokens: number;
+  outputTokensSource: TokenCountSource;
+  /**
+   * Server total minus the sum of per-event token deltas, when the deltas came from the server
+   * or a tokenizer and disagreed (the deltas were rescaled to the server's total).
+   */
+  tokenCountMismatch?: number;
+  /** `finish_reason` of the last choice, when the server sent one. */
+  finishReason?: string;
+  events: EventTimeline;
+  error?: RequestError;
+}

@@ -1,0 +1,43 @@
+import type { RequestSpec } from '../backends/openai.js';
+import { createRng } from './rng.js';
+
+/**
+ * Common English words that are single tokens (with their leading space) in the Llama 3, GPT-4
+ * (cl100k/o200k), Mistral and Qwen vocabularies, so a prompt of N words comes close to N tokens
+ * on real servers without a tokenizer. The built-in simulator counts exactly one token per word.
+ */
+const WORDS = (
+  'the of and to in is was for on with as by at from that this it be are or an not have' +
+  ' has had but were which their one all can more other some time when there what so up out' +
+  ' about into than them only new would these two may first any like over also after most' +
+  ' made many such well people back just year used work way then day good each how even state' +
+  ' world life high part small place long great old large right house number under' +
+  ' still water light city power game music family school group system program point' +
+  ' money market night story study food book north south east west river field table paper' +
+  ' green black white red blue open close early late young human public local social simple'
+).split(' ');
+
+export interface SyntheticWorkloadOptions {
+  inputTokens: number;
+  outputTokens: number;
+  seed: number;
+}
+
+/**
+ * Fixed-length synthetic requests: each prompt is `inputTokens` words drawn with the run's seed
+ * (request i always gets the same prompt), distinct per request so no two share a long prefix.
+ */
+export function createSyntheticWorkload(
+  options: SyntheticWorkloadOptions,
+): (id: number) => RequestSpec {
+  return (id) => {
+    const rng = createRng((options.seed * 1_000_003 + id) >>> 0);
+    const words = new Array<string>(options.inputTokens);
+    for (let i = 0; i < words.length; i++) words[i] = WORDS[rng.int(WORDS.length)];
+    return {
+      prompt: words.join(' '),
+      requestedInputTokens: options.inputTokens,
+      requestedOutputTokens: options.outputTokens,
+    };
+  };
+}
