@@ -196,9 +196,10 @@ export class OpenAIStreamDecoder {
     // Usage on every token event (continuous usage stats): the deltas are the server's own.
     if (tokenEvents > 0 && everyTokenEventHasUsage) {
       source = 'server';
+      // Deltas run between token events only: some servers already count the first token in
+      // the usage of a role-only event, which must not leave the first content event with 0.
       let previous = 0;
       for (let i = 0; i < tokens.length; i++) {
-        if (eventUsage[i] !== NO_USAGE && tokens[i] === 0) previous = eventUsage[i];
         if (tokens[i] === 0) continue;
         tokens[i] = Math.max(0, eventUsage[i] - previous);
         previous = eventUsage[i];

@@ -80,7 +80,9 @@ export function executeRequest(
 ): Promise<RequestRecord> {
   const body = buildRequestBody(pending.spec, target);
   return new Promise((resolve) => {
-    const sentAtUs = clock.nowUs();
+    // Until the pool hands the request to a connected socket, "sent" means "dispatched";
+    // connection setup and pool waits then count as client-side queueDelay, not as TTFT.
+    let sentAtUs = clock.nowUs();
     let headersAtUs: number | undefined;
     let status: number | undefined;
     let controller: Dispatcher.DispatchController | undefined;
@@ -111,6 +113,7 @@ export function executeRequest(
 
     const handler: Dispatcher.DispatchHandler = {
       onRequestStart(c) {
+        sentAtUs = clock.nowUs();
         controller = c;
         if (abortReason) c.abort(abortReason);
       },

@@ -125,15 +125,7 @@ export async function runEngine(
   const send = async (pending: PendingRequest): Promise<void> => {
     progress.sent++;
     progress.inFlight++;
-    const record = await executeRequest(
-      pool,
-      target,
-      prefix,
-      pending,
-      clock,
-      counters,
-      cancellers,
-    );
+    const record = await executeRequest(pool, target, prefix, pending, clock, counters, cancellers);
     progress.inFlight--;
     progress.finished++;
     if (record.error) progress.failed++;

@@ -8,7 +8,7 @@ export interface TruthRecord {
   /** The client's `x-request-id` header, or the simulator's own counter. */
   requestId: string;
   endpoint: 'chat' | 'completions';
-  /** Request received (headers and body parsed). */
+  /** Request headers received (before the body is read). */
   arrivedAt: number;
   /** A slot was free and generation began. */
   startedAt?: number;
@@ -85,13 +85,13 @@ export function startSimServer(options: SimServerOptions): Promise<RunningSimSer
     if (req.method !== 'POST' || endpoint === null) {
       return error(res, 404, `no route ${req.method} ${url}`, 'NotFoundError');
     }
+    const arrivedAt = now();
     let body: Record<string, unknown>;
     try {
       body = JSON.parse(await readBody(req)) as Record<string, unknown>;
     } catch (err) {
       return error(res, 400, `invalid JSON body: ${(err as Error).message}`, 'BadRequestError');
     }
-    const arrivedAt = now();
     if (body.model !== options.model) {
       return error(
         res,
@@ -143,13 +143,14 @@ export function startSimServer(options: SimServerOptions): Promise<RunningSimSer
           record.startedAt = now();
         },
         onTokens: (tokens, last) => {
-          record.outputTokens += tokens;
           if (!stream) {
+            record.outputTokens += tokens;
             if (last) finishJson();
             return;
           }
           const continuous = streamOptions.continuous_usage_stats === true;
           let out = '';
+          // vLLM's role-only first chat event carries no token (completion_tokens 0).
           if (record.events.length === 0 && endpoint === 'chat') {
             out += format.event(
               { role: 'assistant', content: '' },
@@ -157,6 +158,7 @@ export function startSimServer(options: SimServerOptions): Promise<RunningSimSer
               continuous ? usage() : undefined,
             );
           }
+          record.outputTokens += tokens;
           if (tokens > 0) {
             out += format.event(
               format.text(tokens),

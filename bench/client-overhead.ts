@@ -1,0 +1,342 @@
+/**
+ * Client overhead and timing error of the real engine against the built-in simulator.
+ *
+ * The simulator runs in a child process (spawnSimulator) so that the client has its own event
+ * loop and core, as in `infergauge run`. For each ITL setting and closed-loop concurrency the
+ * engine sends a fixed number of requests; the row reports what the client achieved, what it cost
+ * in CPU, and how far its TTFT and TPOT are from the simulator's ground truth (/debug/truth).
+ *
+ *   node --import tsx bench/client-overhead.ts [--levels 1,4,16] [--itl-ms 0,1] [--seconds 3]
+ *     [--requests N] [--output-tokens 256] [--input-tokens 16]
+ */
+import { parseArgs } from 'node:util';
+import { type SimulatorProcess, spawnSimulator } from '../src/cli/simProcess.js';
+import type { TargetConfig } from '../src/engine/http.js';
+import { type EngineResult, runEngine } from '../src/engine/run.js';
+import { percentileOfSorted } from '../src/metrics/distribution.js';
+import type { RequestRecord } from '../src/record.js';
+import type { TruthRecord } from '../src/sim/server.js';
+import { createSyntheticWorkload } from '../src/workload/synthetic.js';
+
+const MODEL = 'sim-llama-3-8b';
+
+/**
+ * Rough rates used only to size each level so it lasts about `--seconds`; measured on a 2-core
+ * machine with the simulator on the other core. A wrong guess changes the duration, not the
+ * numbers reported.
+ */
+const SIM_EVENTS_PER_S = 120_000;
+/** With --itl-ms 0 one stream alone is paced by the simulator's setImmediate chain. */
+const ZERO_ITL_STREAM_EVENTS_PER_S = 80_000;
+
+/**
+ * Client token gaps below this, where the server's gap was at least MERGED_TRUTH_GAP_US, mean the
+ * two events reached the client together (most likely in one socket read) and were timestamped as
+ * one, whatever the engine's own coalesced-read counter says.
+ */
+const MERGED_CLIENT_GAP_US = 50;
+const MERGED_TRUTH_GAP_US = 200;
+
+interface Options {
+  levels: number[];
+  itlMs: number[];
+  seconds: number;
+  requests: number | undefined;
+  outputTokens: number;
+  inputTokens: number;
+}
+
+function parseOptions(): Options {
+  const { values } = parseArgs({
+    options: {
+      levels: { type: 'string', default: '1,4,16,64,256,1024' },
+      'itl-ms': { type: 'string', default: '0,1' },
+      seconds: { type: 'string', default: '3' },
+      requests: { type: 'string' },
+      'output-tokens': { type: 'string', default: '256' },
+      'input-tokens': { type: 'string', default: '16' },
+    },
+    strict: true,
+  });
+  return {
+    levels: values.levels.split(',').map((part) => numberArg('--levels', part, 1, true)),
+    itlMs: values['itl-ms'].split(',').map((part) => numberArg('--itl-ms', part, 0, false)),
+    seconds: numberArg('--seconds', values.seconds, 0.1, false),
+    requests:
+      values.requests === undefined ? undefined : numberArg('--requests', values.requests, 1, true),
+    outputTokens: numberArg('--output-tokens', values['output-tokens'], 2, true),
+    inputTokens: numberArg('--input-tokens', values['input-tokens'], 1, true),
+  };
+}
+
+function numberArg(name: string, text: string, min: number, integer: boolean): number {
+  const n = Number(text.trim());
+  if (!Number.isFinite(n) || n < min || (integer && !Number.isInteger(n))) {
+    throw new Error(
+      `${name}: expected ${integer ? 'an integer' : 'a number'} >= ${min}, got "${text}"`,
+    );
+  }
+  return n;
+}
+
+/** Requests that keep a level busy for about `seconds` at the rate it can reach. */
+function requestsFor(options: Options, concurrency: number, itlMs: number): number {
+  if (options.requests !== undefined) return options.requests;
+  const streamRate = itlMs > 0 ? 1000 / itlMs : ZERO_ITL_STREAM_EVENTS_PER_S;
+  const eventsPerS = Math.min(concurrency * streamRate, SIM_EVENTS_PER_S);
+  const estimated = Math.ceil((options.seconds * eventsPerS) / (options.outputTokens + 1));
+  // At least every virtual user twice over, so the level is more than its own ramp-up; at least
+  // 20 requests so a mean means something.
+  return Math.max(estimated, concurrency * 2, 20);
+}
+
+function target(url: string): TargetConfig {
+  return {
+    baseUrl: url,
+    endpoint: 'completions',
+    model: MODEL,
+    temperature: 0,
+    ignoreEos: false,
+    continuousUsageStats: false,
+    headers: {},
+    // Generous: at high concurrency with zero ITL a request waits its turn on the sim's one core.
+    timeoutMs: 300_000,
+  };
+}
+
+async function fetchTruth(url: string): Promise<TruthRecord[]> {
+  const response = await fetch(`${url}/debug/truth`);
+  if (!response.ok) throw new Error(`GET /debug/truth: HTTP ${response.status}`);
+  return ((await response.json()) as { requests: TruthRecord[] }).requests;
+}
+
+async function resetTruth(url: string): Promise<void> {
+  const response = await fetch(`${url}/debug/truth/reset`, { method: 'POST' });
+  if (!response.ok) throw new Error(`POST /debug/truth/reset: HTTP ${response.status}`);
+  await response.arrayBuffer();
+}
+
+interface LevelRun {
+  records: RequestRecord[];
+  result: EngineResult;
+}
+
+async function runLevel(
+  url: string,
+  concurrency: number,
+  requests: number,
+  options: Options,
+): Promise<LevelRun> {
+  const records: RequestRecord[] = [];
+  const result = await runEngine({
+    target: target(url),
+    load: { mode: 'closed', concurrency },
+    requests,
+    // Warm-up is a separate run (see main): a warm-up phase here would share the CPU and wall
+    // readings of clientHealth with the measured requests.
+    warmupRequests: 0,
+    seed: 7,
+    nextRequest: createSyntheticWorkload({
+      inputTokens: options.inputTokens,
+      outputTokens: options.outputTokens,
+      seed: 7,
+    }),
+    onRecord: (record) => records.push(record),
+  });
+  return { records, result };
+}
+
+interface Row {
+  itlMs: number;
+  concurrency: number;
+  requests: number;
+  failed: number;
+  wallS: number;
+  eventsPerS: number;
+  tokensPerS: number;
+  cpuShare: number;
+  cpuUsPerEvent: number;
+  loopP99Ms: number;
+  coalescedShare: number;
+  mergedShare: number;
+  matched: number;
+  ttftErrMeanUs: number;
+  ttftErrP99Us: number;
+  tpotErrMeanUs: number;
+  tpotErrP99Us: number;
+}
+
+function mean(values: number[]): number {
+  let sum = 0;
+  for (const v of values) sum += v;
+  return values.length > 0 ? sum / values.length : Number.NaN;
+}
+
+function p99(values: number[]): number {
+  return percentileOfSorted(Float64Array.from(values).sort(), 99);
+}
+
+function measure(itlMs: number, concurrency: number, run: LevelRun, truth: TruthRecord[]): Row {
+  const { records, result } = run;
+  const health = result.clientHealth;
+  const byId = new Map(truth.map((t) => [t.requestId, t]));
+  let events = 0;
+  let tokens = 0;
+  let failed = 0;
+  const ttftErrMs: number[] = [];
+  const tpotErrMs: number[] = [];
+  let gaps = 0;
+  let merged = 0;
+  for (const record of records) {
+    events += record.events.dtUs.length;
+    tokens += record.outputTokens;
+    if (record.error) {
+      failed++;
+      continue;
+    }
+    const t = byId.get(String(record.id));
+    if (!t || record.firstTokenAt === undefined || record.lastTokenAt === undefined) continue;
+    const tokenEvents = t.events.filter((e) => e.tokens > 0);
+    if (tokenEvents.length === 0) continue;
+    const first = tokenEvents[0];
+    const last = tokenEvents[tokenEvents.length - 1];
+    ttftErrMs.push(record.firstTokenAt - record.sentAt - (first.at - t.arrivedAt));
+    // The i-th client token event is the i-th server write (one token per event, in order).
+    const { dtUs, tokens: eventTokens } = record.events;
+    let k = 0;
+    for (let i = 0; i < dtUs.length && k < tokenEvents.length; i++) {
+      if (eventTokens[i] <= 0) continue;
+      if (k > 0) {
+        gaps++;
+        const truthGapUs = (tokenEvents[k].at - tokenEvents[k - 1].at) * 1000;
+        if (dtUs[i] < MERGED_CLIENT_GAP_US && truthGapUs >= MERGED_TRUTH_GAP_US) merged++;
+      }
+      k++;
+    }
+    if (record.outputTokens > 1 && t.outputTokens > 1) {
+      const clientTpot = (record.lastTokenAt - record.firstTokenAt) / (record.outputTokens - 1);
+      const truthTpot = (last.at - first.at) / (t.outputTokens - 1);
+      tpotErrMs.push(clientTpot - truthTpot);
+    }
+  }
+  const cpuS = health.cpuUserS + health.cpuSystemS;
+  return {
+    itlMs,
+    concurrency,
+    requests: records.length,
+    failed,
+    wallS: health.wallS,
+    eventsPerS: events / health.wallS,
+    tokensPerS: tokens / health.wallS,
+    cpuShare: cpuS / health.wallS,
+    cpuUsPerEvent: events > 0 ? (cpuS * 1e6) / events : Number.NaN,
+    loopP99Ms: health.eventLoopDelayMs.p99,
+    coalescedShare:
+      health.readsWithEvents > 0 ? health.readsWithSeveralTokenEvents / health.readsWithEvents : 0,
+    mergedShare: gaps > 0 ? merged / gaps : 0,
+    matched: ttftErrMs.length,
+    ttftErrMeanUs: mean(ttftErrMs) * 1000,
+    ttftErrP99Us: p99(ttftErrMs) * 1000,
+    tpotErrMeanUs: mean(tpotErrMs) * 1000,
+    tpotErrP99Us: p99(tpotErrMs) * 1000,
+  };
+}
+
+const COLUMNS: { title: string; width: number; cell: (row: Row) => string }[] = [
+  { title: 'itl_ms', width: 6, cell: (r) => String(r.itlMs) },
+  { title: 'conc', width: 5, cell: (r) => String(r.concurrency) },
+  { title: 'reqs', width: 6, cell: (r) => String(r.requests) },
+  { title: 'fail', width: 4, cell: (r) => String(r.failed) },
+  { title: 'wall_s', width: 6, cell: (r) => r.wallS.toFixed(2) },
+  { title: 'events/s', width: 9, cell: (r) => r.eventsPerS.toFixed(0) },
+  { title: 'out_tok/s', width: 9, cell: (r) => r.tokensPerS.toFixed(0) },
+  { title: 'cpu%', width: 5, cell: (r) => (r.cpuShare * 100).toFixed(0) },
+  { title: 'cpu_us/ev', width: 9, cell: (r) => r.cpuUsPerEvent.toFixed(2) },
+  { title: 'loop_p99_ms', width: 11, cell: (r) => r.loopP99Ms.toFixed(2) },
+  { title: 'coalesced%', width: 10, cell: (r) => (r.coalescedShare * 100).toFixed(1) },
+  { title: 'merged%', width: 7, cell: (r) => (r.mergedShare * 100).toFixed(1) },
+  { title: 'ttft_err_mean_us', width: 16, cell: (r) => r.ttftErrMeanUs.toFixed(0) },
+  { title: 'ttft_err_p99_us', width: 15, cell: (r) => r.ttftErrP99Us.toFixed(0) },
+  { title: 'tpot_err_mean_us', width: 16, cell: (r) => r.tpotErrMeanUs.toFixed(2) },
+  { title: 'tpot_err_p99_us', width: 15, cell: (r) => r.tpotErrP99Us.toFixed(2) },
+];
+
+function line(cells: string[]): string {
+  return cells.map((cell, i) => cell.padStart(COLUMNS[i].width)).join('  ');
+}
+
+function printHeader(options: Options): void {
+  const out = process.stdout;
+  out.write(
+    [
+      `client overhead: closed loop, completions endpoint, ${options.inputTokens} input / ${options.outputTokens} output tokens,`,
+      'simulator in a child process (TTFT 0 ms, no prefill cost, no concurrency limit).',
+      'itl_ms 0 = the simulator emits with setImmediate (as fast as it can); > 0 = timer-paced.',
+      '  events/s, out_tok/s  stream events parsed / output tokens received per second of run wall time',
+      '  cpu%                 client CPU (user + system) / wall time, 100 = one core',
+      '  cpu_us/ev            client CPU microseconds per parsed stream event',
+      '  loop_p99_ms          client event-loop delay p99 (monitorEventLoopDelay, beyond its 2 ms tick)',
+      "  coalesced%           the engine's own count: data callbacks that carried several token events",
+      `  merged%              token gaps the server spaced >= ${MERGED_TRUTH_GAP_US} us apart that the client saw < ${MERGED_CLIENT_GAP_US} us apart`,
+      '                       (most likely one socket read: the events got one timestamp)',
+      '  ttft_err_*_us        client TTFT (firstTokenAt - sentAt) minus server TTFT',
+      '                       (first token write - request parsed), mean and p99, over requests',
+      '  tpot_err_*_us        client TPOT minus server TPOT, per request, mean and p99 (signed)',
+      '',
+      line(COLUMNS.map((c) => c.title)),
+      '',
+    ].join('\n'),
+  );
+}
+
+async function main(): Promise<void> {
+  const options = parseOptions();
+  const maxRequests = Math.max(
+    ...options.itlMs.flatMap((itl) => options.levels.map((c) => requestsFor(options, c, itl))),
+  );
+  printHeader(options);
+  for (const itlMs of options.itlMs) {
+    let sim: SimulatorProcess | undefined;
+    try {
+      sim = await spawnSimulator([
+        '--ttft-base-ms',
+        '0',
+        '--ttft-per-input-token-ms',
+        '0',
+        '--itl-ms',
+        String(itlMs),
+        '--max-concurrency',
+        '100000',
+        // Every request of a level must still be in the truth when it is fetched.
+        '--truth-limit',
+        String(maxRequests + 1000),
+      ]);
+      // Warm both processes' JIT and the simulator's sockets, outside any measured level.
+      await runLevel(sim.url, 16, 64, options);
+      for (const concurrency of options.levels) {
+        await resetTruth(sim.url);
+        const run = await runLevel(
+          sim.url,
+          concurrency,
+          requestsFor(options, concurrency, itlMs),
+          options,
+        );
+        const truth = await fetchTruth(sim.url);
+        const row = measure(itlMs, concurrency, run, truth);
+        process.stdout.write(`${line(COLUMNS.map((c) => c.cell(row)))}\n`);
+        if (row.matched < row.requests - row.failed) {
+          process.stdout.write(
+            `  (only ${row.matched} of ${row.requests - row.failed} successful requests matched their truth record)\n`,
+          );
+        }
+      }
+    } finally {
+      await sim?.stop();
+    }
+  }
+}
+
+main().catch((err: Error) => {
+  process.stderr.write(`client-overhead: ${err.stack ?? err.message}\n`);
+  process.exitCode = 1;
+});
