@@ -112,18 +112,22 @@ class MemoryPeak {
   readonly startRss: number;
   maxRss: number;
   maxHeapUsed: number;
+  /** SampleSet keeps its exact samples in Float64Arrays: outside heapUsed, inside arrayBuffers. */
+  maxArrayBuffers: number;
 
   constructor() {
     const m = process.memoryUsage();
     this.startRss = m.rss;
     this.maxRss = m.rss;
     this.maxHeapUsed = m.heapUsed;
+    this.maxArrayBuffers = m.arrayBuffers;
   }
 
   sample(): void {
     const m = process.memoryUsage();
     if (m.rss > this.maxRss) this.maxRss = m.rss;
     if (m.heapUsed > this.maxHeapUsed) this.maxHeapUsed = m.heapUsed;
+    if (m.arrayBuffers > this.maxArrayBuffers) this.maxArrayBuffers = m.arrayBuffers;
   }
 }
 
@@ -152,7 +156,8 @@ function report(label: string, records: number, result: PhaseResult, extra = '')
     `${seconds.toFixed(2).padStart(8)} s`,
     `${rate.padStart(10)} records/s`,
     `rss ${(memory.startRss / MB).toFixed(0).padStart(5)} -> peak ${(memory.maxRss / MB).toFixed(0).padStart(5)} MB`,
-    `heapUsed max ${(memory.maxHeapUsed / MB).toFixed(0).padStart(5)} MB`,
+    `heapUsed max ${(memory.maxHeapUsed / MB).toFixed(0).padStart(4)} MB`,
+    `arrayBuffers max ${(memory.maxArrayBuffers / MB).toFixed(0).padStart(4)} MB`,
   ];
   process.stdout.write(`${cells.join('   ')}${extra ? `   ${extra}` : ''}\n`);
 }

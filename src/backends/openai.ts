@@ -245,33 +245,34 @@ export class OpenAIStreamDecoder {
 }
 
 /**
- * Rescales per-event token counts in place so they sum to `total`, keeping at least one token
- * on every token-carrying event and distributing the rest in proportion (largest remainder).
+ * Rescales per-event token counts in place so they sum to `total` (at least the number of
+ * token-carrying events): each gets its proportional share rounded down, at least one, and the
+ * tokens left over go to the largest remainders (ties: earlier events first).
  */
 export function rescale(tokens: number[], total: number): void {
   let sum = 0;
-  let events = 0;
-  for (const t of tokens) {
-    sum += t;
-    if (t > 0) events++;
-  }
-  if (sum === 0 || events === 0) return;
-  const spare = total - events;
-  let assigned = 0;
+  for (const t of tokens) sum += t;
+  if (sum === 0) return;
   const remainders: { index: number; remainder: number }[] = [];
+  let assigned = 0;
   for (let i = 0; i < tokens.length; i++) {
     if (tokens[i] === 0) continue;
-    const share = (spare * tokens[i]) / sum;
-    const whole = Math.floor(share);
-    tokens[i] = 1 + whole;
-    assigned += whole;
-    remainders.push({ index: i, remainder: share - whole });
+    const exact = (total * tokens[i]) / sum;
+    tokens[i] = Math.max(1, Math.floor(exact));
+    assigned += tokens[i];
+    remainders.push({ index: i, remainder: exact - tokens[i] });
   }
-  let left = spare - assigned;
-  if (left > 0) {
-    remainders.sort((a, b) => b.remainder - a.remainder || a.index - b.index);
-    for (let j = 0; left > 0; j = (j + 1) % remainders.length, left--) {
-      tokens[remainders[j].index]++;
+  remainders.sort((a, b) => b.remainder - a.remainder || a.index - b.index);
+  // Too few: top up the largest remainders. Too many (from the at-least-one floor): take back
+  // from the smallest remainders that can spare a token.
+  for (let j = 0; assigned < total; j = (j + 1) % remainders.length, assigned++) {
+    tokens[remainders[j].index]++;
+  }
+  for (let j = remainders.length - 1; assigned > total; j = j > 0 ? j - 1 : remainders.length - 1) {
+    const i = remainders[j].index;
+    if (tokens[i] > 1) {
+      tokens[i]--;
+      assigned--;
     }
   }
 }

@@ -161,38 +161,35 @@ export function parseRunPlan(input: RunPlanInput, env: NodeJS.ProcessEnv = {}): 
   const parsed = schema.safeParse(
     Object.fromEntries(Object.entries(input).filter(([, v]) => v !== undefined)),
   );
-  if (!parsed.success) {
-    throw new PlanError(
-      parsed.error.issues.map((issue) => problem(String(issue.path[0] ?? ''), issue.message)),
-    );
-  }
-  const o = parsed.data;
-  const problems: string[] = [];
-  if (o.concurrency !== undefined && o.rate !== undefined) {
+  // Every problem is reported at once, so one attempt fixes them all.
+  const problems = parsed.success
+    ? []
+    : parsed.error.issues.map((issue) => problem(String(issue.path[0] ?? ''), issue.message));
+  if (input.concurrency !== undefined && input.rate !== undefined) {
     problems.push(
       '--concurrency and --rate cannot be combined: --concurrency N keeps N requests in flight (closed loop), --rate R sends R requests/s (open loop); cap an open loop with --max-concurrency',
     );
   }
-  if (o.maxConcurrency !== undefined && o.rate === undefined) {
+  if (input.maxConcurrency !== undefined && input.rate === undefined) {
     problems.push(
       problem('maxConcurrency', 'applies only with --rate; for a closed loop use --concurrency'),
     );
   }
-  if (o.arrival !== undefined && o.rate === undefined) {
+  if (input.arrival !== undefined && input.rate === undefined) {
     problems.push(problem('arrival', 'applies only with --rate'));
   }
   let slo: SloCondition[] | undefined;
-  if (o.slo !== undefined) {
+  if (input.slo !== undefined) {
     try {
-      slo = parseSlo(o.slo);
+      slo = parseSlo(input.slo);
     } catch (err) {
       problems.push(problem('slo', (err as Error).message));
     }
   }
   let extraBody: Record<string, unknown> | undefined;
-  if (o.extraBody !== undefined) {
+  if (input.extraBody !== undefined) {
     try {
-      const value: unknown = JSON.parse(o.extraBody);
+      const value: unknown = JSON.parse(input.extraBody);
       if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new Error();
       extraBody = value as Record<string, unknown>;
     } catch {
@@ -200,7 +197,7 @@ export function parseRunPlan(input: RunPlanInput, env: NodeJS.ProcessEnv = {}): 
     }
   }
   const headers: Record<string, string> = {};
-  for (const h of o.header ?? []) {
+  for (const h of input.header ?? []) {
     const colon = h.indexOf(':');
     if (colon <= 0) {
       problems.push(problem('header', `"${h}" must look like "Name: value"`));
@@ -208,12 +205,13 @@ export function parseRunPlan(input: RunPlanInput, env: NodeJS.ProcessEnv = {}): 
     }
     headers[h.slice(0, colon).trim().toLowerCase()] = h.slice(colon + 1).trim();
   }
-  let apiKeyEnv = o.apiKeyEnv;
+  let apiKeyEnv = input.apiKeyEnv;
   if (apiKeyEnv !== undefined && env[apiKeyEnv] === undefined) {
     problems.push(problem('apiKeyEnv', `names ${apiKeyEnv}, which is not set in the environment`));
   }
   if (apiKeyEnv === undefined && env.OPENAI_API_KEY !== undefined) apiKeyEnv = 'OPENAI_API_KEY';
-  if (problems.length > 0) throw new PlanError(problems);
+  if (!parsed.success || problems.length > 0) throw new PlanError(problems);
+  const o = parsed.data;
 
   const load: LoadSpec =
     o.rate !== undefined

@@ -3,7 +3,11 @@ import type { AddressInfo, Socket } from 'node:net';
 import { performance } from 'node:perf_hooks';
 
 /** One step of a scripted response: wait, then write bytes (or do something to the socket). */
-export type Step = { wait: number } | { write: string } | { destroy: true } | { end: true };
+export type Step =
+  | { wait: number }
+  | { write: string | Uint8Array }
+  | { destroy: true }
+  | { end: true };
 
 export interface ScriptedServer {
   url: string;
