@@ -82,3 +82,18 @@ export interface RequestRecord {
   events: EventTimeline;
   error?: RequestError;
 }
+
+/** What the engine measured about itself during a run (client health, METRICS.md section 6). */
+export interface ClientHealthMeasurements {
+  /** Event-loop delay from `perf_hooks.monitorEventLoopDelay`, in ms. */
+  eventLoopDelayMs: { p50: number; p99: number; max: number };
+  cpuUserS: number;
+  cpuSystemS: number;
+  wallS: number;
+  /** Open loop: how late the scheduler noticed each arrival (timer lateness), in ms. */
+  sendSlipMs: number[];
+  /** Network reads that carried at least one token event. */
+  readsWithEvents: number;
+  /** Of those, reads that carried two or more token events (their events share one timestamp). */
+  readsWithSeveralTokenEvents: number;
+}

@@ -41,7 +41,7 @@ export interface PendingRequest {
 const MAX_ERROR_BODY_BYTES = 64 * 1024;
 
 class Cancelled extends Error {
-  constructor(readonly kind: 'timeout' | 'cancelled' | 'bad_stream' | 'fault') {
+  constructor(readonly kind: 'timeout' | 'cancelled' | 'fault') {
     super(kind);
   }
 }

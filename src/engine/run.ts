@@ -2,7 +2,7 @@ import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { Pool } from 'undici';
 import type { RequestSpec } from '../backends/openai.js';
 import type { LoadSpec } from '../load.js';
-import type { RequestRecord } from '../record.js';
+import type { ClientHealthMeasurements, RequestRecord } from '../record.js';
 import { createArrivalSchedule } from '../workload/arrivals.js';
 import { createRunClock, type RunClock } from './clock.js';
 import {
@@ -53,15 +53,7 @@ export interface EngineResult {
   stoppedBy: 'plan' | 'signal';
   /** Open loop with a concurrency cap: arrivals still waiting when the run was stopped. */
   unsentRequests: number;
-  clientHealth: {
-    eventLoopDelayMs: { p50: number; p99: number; max: number };
-    cpuUserS: number;
-    cpuSystemS: number;
-    wallS: number;
-    sendSlipMs: number[];
-    readsWithEvents: number;
-    readsWithSeveralTokenEvents: number;
-  };
+  clientHealth: ClientHealthMeasurements;
 }
 
 /**

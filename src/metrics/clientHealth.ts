@@ -1,19 +1,5 @@
+import type { ClientHealthMeasurements } from '../record.js';
 import { type Distribution, SampleSet } from './distribution.js';
-
-/** What the engine measured about itself during a run (METRICS.md section 6). */
-export interface ClientHealthMeasurements {
-  /** Event-loop delay from `perf_hooks.monitorEventLoopDelay`, in ms. */
-  eventLoopDelayMs: { p50: number; p99: number; max: number };
-  cpuUserS: number;
-  cpuSystemS: number;
-  wallS: number;
-  /** Open loop: how late the scheduler noticed each arrival (timer lateness), in ms. */
-  sendSlipMs: number[];
-  /** Network reads that carried at least one stream event. */
-  readsWithEvents: number;
-  /** Of those, reads that carried two or more token events (their events share one timestamp). */
-  readsWithSeveralTokenEvents: number;
-}
 
 /**
  * Limits past which the client, not the server, may be what the numbers measure. Chosen so that

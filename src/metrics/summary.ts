@@ -1,10 +1,11 @@
 import type { LoadSpec } from '../load.js';
-import { ERROR_KINDS, type ErrorKind, type RequestRecord } from '../record.js';
 import {
-  assessClientHealth,
-  type ClientHealth,
   type ClientHealthMeasurements,
-} from './clientHealth.js';
+  ERROR_KINDS,
+  type ErrorKind,
+  type RequestRecord,
+} from '../record.js';
+import { assessClientHealth, type ClientHealth } from './clientHealth.js';
 import {
   type Distribution,
   PERCENTILES,
