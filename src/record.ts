@@ -92,8 +92,11 @@ export interface ClientHealthMeasurements {
   wallS: number;
   /** Open loop: how late the scheduler noticed each arrival (timer lateness), in ms. */
   sendSlipMs: number[];
-  /** Network reads that carried at least one token event. */
-  readsWithEvents: number;
-  /** Of those, reads that carried two or more token events (their events share one timestamp). */
-  readsWithSeveralTokenEvents: number;
+  /** Token-carrying stream events received. */
+  tokenEvents: number;
+  /**
+   * Token events that arrived in the same network read as the previous token event of their
+   * request: their gap reads as ~0 however the server spaced them.
+   */
+  coalescedTokenEvents: number;
 }

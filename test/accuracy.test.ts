@@ -52,7 +52,11 @@ for (const tokensPerEvent of [1, 4]) {
   describe(`accuracy against ground truth, ${tokensPerEvent} token(s) per event`, () => {
     let sim: SimulatorProcess;
     before(async () => {
+      // A short TTFT keeps both processes from idling long: on a VM, waking an idle process
+      // costs ~0.3 ms per hop (a raw TCP ping-pong shows it), which is the host, not the client.
       sim = await startSim({
+        'ttft-base-ms': 2,
+        'ttft-per-input-token-ms': 0.01,
         'itl-ms': 4,
         'tokens-per-event': tokensPerEvent,
         'max-concurrency': 256,

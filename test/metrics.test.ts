@@ -271,3 +271,21 @@ describe('rescaling per-event token counts to the server total', () => {
     assert.deepEqual(odd, [2, 2, 1, 1]);
   });
 });
+
+describe('the adjusted view past the exact-sample limit', () => {
+  test('HDR mode still puts failures at +infinity, not everything', () => {
+    const exact = new SampleSet();
+    const hdr = new SampleSet(100);
+    for (let i = 1; i <= 1000; i++) {
+      exact.add(i);
+      hdr.add(i);
+    }
+    for (const q of [50, 90, 95]) {
+      const a = exact.percentileWithFailures(q, 20) as number;
+      const b = hdr.percentileWithFailures(q, 20) as number;
+      assert.ok(Math.abs(a - b) / a < 2e-3, `p${q}: ${b} vs ${a}`);
+    }
+    assert.equal(hdr.percentileWithFailures(99, 20), null);
+    assert.equal(exact.percentileWithFailures(99, 20), null);
+  });
+});

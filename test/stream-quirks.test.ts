@@ -233,6 +233,31 @@ describe('stream quirks', () => {
     );
   });
 
+  test('events that arrive in one network read are counted as coalesced', async () => {
+    const server = await startScriptedServer(() => ({
+      steps: [
+        { write: say('a') },
+        { wait: 30 },
+        { write: say('b') + say('c') + say('d') },
+        { wait: 30 },
+        { write: say('e') },
+        { write: DONE },
+      ],
+    }));
+    try {
+      const { records, result, summary } = await runAgainst(server.url, {
+        target: { endpoint: 'chat' },
+        requests: 1,
+      });
+      assert.deepEqual(records[0].events.tokens, [1, 1, 1, 1, 1]);
+      assert.equal(result.clientHealth.tokenEvents, 5);
+      assert.equal(result.clientHealth.coalescedTokenEvents, 2, 'c and d came with b');
+      assert.ok(summary.warnings.some((w) => w.code === 'coalesced_events'));
+    } finally {
+      await server.close();
+    }
+  });
+
   test('completions: text events', async () => {
     const r = await oneRecord(
       [

@@ -24,10 +24,30 @@ export interface TargetConfig extends OpenAIRequestOptions {
   timeoutMs: number;
 }
 
-/** Counters the client keeps about its own reads (client health, METRICS.md section 6). */
-export interface ReadCounters {
-  readsWithEvents: number;
-  readsWithSeveralTokenEvents: number;
+/**
+ * Counts token events, and those that arrived in the same network read as their request's
+ * previous token event. undici calls back once per HTTP chunk, not per socket read, so a "read"
+ * is recognised as one synchronous run of callbacks: the epoch changes whenever the microtask
+ * queue drains, which Node does after every I/O callback.
+ */
+export class ReadTracker {
+  tokenEvents = 0;
+  coalescedTokenEvents = 0;
+  private epoch = 0;
+  private open = false;
+  private readonly close = () => {
+    this.open = false;
+  };
+
+  /** The current read's number. */
+  currentRead(): number {
+    if (!this.open) {
+      this.epoch++;
+      this.open = true;
+      queueMicrotask(this.close);
+    }
+    return this.epoch;
+  }
 }
 
 /** The part of a request the caller knows before sending it. */
@@ -75,7 +95,7 @@ export function executeRequest(
   prefix: string,
   pending: PendingRequest,
   clock: RunClock,
-  counters: ReadCounters,
+  reads: ReadTracker,
   cancellers: Set<() => void>,
 ): Promise<RequestRecord> {
   const body = buildRequestBody(pending.spec, target);
@@ -92,6 +112,7 @@ export function executeRequest(
     let errorBody: string | undefined;
     let textDecoder: TextDecoder | undefined;
     let settled = false;
+    let lastTokenRead = -1;
 
     const abort = (reason: Cancelled) => {
       if (abortReason || settled) return;
@@ -135,8 +156,10 @@ export function executeRequest(
         if (decoder) {
           const tokenEvents = decoder.feed(text, atUs);
           if (tokenEvents > 0) {
-            counters.readsWithEvents++;
-            if (tokenEvents > 1) counters.readsWithSeveralTokenEvents++;
+            const read = reads.currentRead();
+            reads.tokenEvents += tokenEvents;
+            reads.coalescedTokenEvents += tokenEvents - 1 + (read === lastTokenRead ? 1 : 0);
+            lastTokenRead = read;
           }
           if (decoder.fault) abort(new Cancelled('fault'));
           // Everything needed has arrived; the response's own end is then ignored, and the

@@ -12,7 +12,8 @@ export class RecordWriter {
   written = 0;
 
   constructor(readonly path: string) {
-    this.fd = openSync(path, 'a');
+    // 'wx': never append to (or overwrite) an earlier run's records.
+    this.fd = openSync(path, 'wx');
   }
 
   write(record: RequestRecord): void {

@@ -9,7 +9,7 @@ import {
   executeRequest,
   type PendingRequest,
   parseBaseUrl,
-  type ReadCounters,
+  ReadTracker,
   type TargetConfig,
 } from './http.js';
 
@@ -78,7 +78,7 @@ export async function runEngine(
     keepAliveTimeout: 60_000,
   });
   const clock = options.clock ?? createRunClock();
-  const counters: ReadCounters = { readsWithEvents: 0, readsWithSeveralTokenEvents: 0 };
+  const reads = new ReadTracker();
   const loopDelay = monitorEventLoopDelay({ resolution: LOOP_DELAY_RESOLUTION_MS });
   loopDelay.enable();
   const cpuStart = process.cpuUsage();
@@ -117,7 +117,7 @@ export async function runEngine(
   const send = async (pending: PendingRequest): Promise<void> => {
     progress.sent++;
     progress.inFlight++;
-    const record = await executeRequest(pool, target, prefix, pending, clock, counters, cancellers);
+    const record = await executeRequest(pool, target, prefix, pending, clock, reads, cancellers);
     progress.inFlight--;
     progress.finished++;
     if (record.error) progress.failed++;
@@ -171,7 +171,8 @@ export async function runEngine(
       cpuSystemS: cpu.system / 1e6,
       wallS: clock.nowUs() / 1e6,
       sendSlipMs,
-      ...counters,
+      tokenEvents: reads.tokenEvents,
+      coalescedTokenEvents: reads.coalescedTokenEvents,
     },
   };
 }

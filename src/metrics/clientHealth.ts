@@ -22,8 +22,8 @@ export interface ClientHealth {
   sendSlipMs?: Distribution;
   intendedRatePerS?: number;
   achievedRatePerS?: number;
-  /** Share of event-carrying reads that delivered several token events at once. */
-  coalescedReadShare: number;
+  /** Share of token events that arrived in one network read with their predecessor. */
+  coalescedEventShare: number;
   clientLimited: boolean;
   /** Why `clientLimited` is set, one line per limit crossed. */
   reasons: string[];
@@ -47,10 +47,8 @@ export function assessClientHealth(
   const health: ClientHealth = {
     eventLoopDelayMs: measured.eventLoopDelayMs,
     cpu: { userS: measured.cpuUserS, systemS: measured.cpuSystemS, utilisation },
-    coalescedReadShare:
-      measured.readsWithEvents > 0
-        ? measured.readsWithSeveralTokenEvents / measured.readsWithEvents
-        : 0,
+    coalescedEventShare:
+      measured.tokenEvents > 0 ? measured.coalescedTokenEvents / measured.tokenEvents : 0,
     clientLimited: false,
     reasons,
   };

@@ -119,8 +119,9 @@ export class SampleSet {
   }
 
   private moveToHistogram(): void {
+    // 64-bit buckets: about 4x faster to record into than 'packed', and a few hundred KiB.
     const histogram = hdr.build({
-      bitBucketSize: 'packed',
+      bitBucketSize: 64,
       numberOfSignificantValueDigits: 3,
       autoResize: true,
     });
@@ -136,6 +137,25 @@ export class SampleSet {
   sorted(): Float64Array | undefined {
     if (this.histogram) return undefined;
     return this.values.slice(0, this.size).sort();
+  }
+
+  /**
+   * Percentile `q` with `infinities` extra samples of +Infinity (the adjusted view, METRICS.md
+   * section 4); null where the result is infinite.
+   */
+  percentileWithFailures(q: number, infinities: number): number | null {
+    const sorted = this.sorted();
+    if (sorted) return percentileWithFailures(sorted, infinities, q);
+    // HDR mode: the rank falls among the finite samples or it does not.
+    const n = this.total + infinities;
+    const rank = (q / 100) * (n - 1);
+    if (rank > this.total - 1) return null;
+    const finiteQ = this.total > 1 ? (rank / (this.total - 1)) * 100 : 100;
+    return clamp(
+      (this.histogram as hdr.Histogram).getValueAtPercentile(finiteQ) / HDR_SCALE,
+      this.minValue,
+      this.maxValue,
+    );
   }
 
   describe(): Distribution {

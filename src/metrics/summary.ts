@@ -6,13 +6,7 @@ import {
   type RequestRecord,
 } from '../record.js';
 import { assessClientHealth, type ClientHealth } from './clientHealth.js';
-import {
-  type Distribution,
-  PERCENTILES,
-  type PercentileName,
-  percentileWithFailures,
-  SampleSet,
-} from './distribution.js';
+import { type Distribution, PERCENTILES, type PercentileName, SampleSet } from './distribution.js';
 import { forEachTokenGap, type RequestMetrics, requestMetrics } from './requestMetrics.js';
 import { formatSlo, meetsSlo, type SloCondition } from './slo.js';
 
@@ -122,6 +116,9 @@ const LATENCY_KEYS = [
   'outputSpeedTokS',
   'prefillSpeedTokS',
 ] as const satisfies readonly (keyof RequestMetrics & keyof LatencySummary)[];
+
+/** Share of token events read together with their predecessor that earns a warning. */
+const COALESCED_WARN = 0.05;
 
 /** Relative gap between server-counted and requested input tokens that earns a warning. */
 const INPUT_DRIFT_WARN = 0.05;
@@ -280,14 +277,13 @@ export class SummaryBuilder {
   }
 
   private adjusted(key: 'ttftMs' | 'e2eMs'): AdjustedPercentiles {
-    const sorted = this.samples[key].sorted() ?? new Float64Array(0);
+    const set = this.samples[key];
     // A successful request without any token has no TTFT; for the user it never came either.
-    const missing = this.completed - sorted.length;
-    const failures = this.failed + Math.max(0, missing);
+    const failures = this.failed + Math.max(0, this.completed - set.count);
     return Object.fromEntries(
       Object.entries(PERCENTILES).map(([name, q]) => [
         name,
-        percentileWithFailures(sorted, failures, q),
+        set.percentileWithFailures(q, failures),
       ]),
     ) as AdjustedPercentiles;
   }
@@ -299,6 +295,13 @@ export class SummaryBuilder {
       warnings.push({
         code: 'client_limited',
         message: `the client may have limited this run (${summary.clientHealth.reasons.join('; ')}); use more workers or another machine`,
+      });
+    }
+    const coalesced = summary.clientHealth?.coalescedEventShare ?? 0;
+    if (coalesced > COALESCED_WARN) {
+      warnings.push({
+        code: 'coalesced_events',
+        message: `${pct(coalesced)} of token events arrived in one network read with the previous event of their request, so their gaps read as ~0 (the server or network batched them, or the client read late)`,
       });
     }
     if (summary.interrupted) {

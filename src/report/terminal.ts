@@ -102,7 +102,7 @@ export function renderTerminalSummary(summary: RunSummary, options: TerminalOpti
   const h = summary.clientHealth;
   if (h) {
     lines.push(
-      `Client health: event-loop delay p99 ${fmt(h.eventLoopDelayMs.p99, 2)} ms, CPU ${fmt(h.cpu.utilisation * 100, 0)}% of one core, coalesced reads ${fmt(h.coalescedReadShare * 100, 1)}%${h.sendSlipMs ? `, send slip p99 ${fmt(h.sendSlipMs.p99, 2)} ms` : ''}: ${h.clientLimited ? c.red('client-limited') : c.green('ok')}`,
+      `Client health: event-loop delay p99 ${fmt(h.eventLoopDelayMs.p99, 2)} ms, CPU ${fmt(h.cpu.utilisation * 100, 0)}% of one core, coalesced events ${fmt(h.coalescedEventShare * 100, 1)}%${h.sendSlipMs ? `, send slip p99 ${fmt(h.sendSlipMs.p99, 2)} ms` : ''}: ${h.clientLimited ? c.red('client-limited') : c.green('ok')}`,
     );
   }
   if (summary.warnings.length > 0) {

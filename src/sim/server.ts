@@ -201,7 +201,9 @@ export function startSimServer(options: SimServerOptions): Promise<RunningSimSer
   });
   return new Promise((resolve, reject) => {
     server.once('error', reject);
-    server.listen(options.port, options.host, () => {
+    // A deep accept queue: a client opening 1,000+ connections at once must not wait in SYN
+    // retries (Node's default backlog is 511), which would read as seconds of TTFT.
+    server.listen({ port: options.port, host: options.host, backlog: 4096 }, () => {
       const { port } = server.address() as AddressInfo;
       const host = options.host.includes(':') ? `[${options.host}]` : options.host;
       resolve({
