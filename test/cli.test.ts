@@ -1,11 +1,10 @@
 import assert from 'node:assert/strict';
-import { mkdtempSync, readdirSync, readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import type { RunSummary } from '../src/metrics/summary.js';
-import { runCli } from './helpers/cli.js';
+import { runCli, tempDir } from './helpers/cli.js';
 
 const RUN_FLAGS = [
   '--url',
@@ -76,7 +75,7 @@ describe('command line', () => {
   });
 
   test('a run against the built-in simulator: summary on stdout, files on disk, key never written', async () => {
-    const out = join(mkdtempSync(join(tmpdir(), 'ig-cli-')), 'run');
+    const out = join(tempDir('ig-cli-'), 'run');
     const secret = 'sk-test-do-not-leak-4242';
     const result = await runCli(
       [
@@ -120,7 +119,7 @@ describe('command line', () => {
   });
 
   test('the terminal summary states the load first', async () => {
-    const out = join(mkdtempSync(join(tmpdir(), 'ig-cli-')), 'run');
+    const out = join(tempDir('ig-cli-'), 'run');
     const result = await runCli([
       'run',
       '--requests',

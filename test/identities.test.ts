@@ -1,6 +1,5 @@
 import assert from 'node:assert/strict';
-import { mkdtempSync, readFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { before, describe, test } from 'node:test';
 import { readRecords } from '../src/engine/records.js';
@@ -8,11 +7,11 @@ import { forEachTokenGap, requestMetrics } from '../src/metrics/requestMetrics.j
 import { type RunSummary, summarize } from '../src/metrics/summary.js';
 import { parseSlo } from '../src/plan/slo.js';
 import type { RequestRecord } from '../src/record.js';
-import { runCli } from './helpers/cli.js';
+import { runCli, tempDir } from './helpers/cli.js';
 
 /** METRICS.md section 2 and 3 identities, over a real run of the CLI against the simulator. */
 describe('identities over a real run', () => {
-  const out = join(mkdtempSync(join(tmpdir(), 'ig-id-')), 'run');
+  const out = join(tempDir('ig-id-'), 'run');
   const records: RequestRecord[] = [];
   let summary: RunSummary;
   before(async () => {

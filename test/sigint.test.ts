@@ -1,11 +1,10 @@
 import assert from 'node:assert/strict';
-import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import type { RunSummary } from '../src/metrics/summary.js';
 import type { RequestRecord } from '../src/record.js';
-import { collect, spawnCli } from './helpers/cli.js';
+import { collect, spawnCli, tempDir } from './helpers/cli.js';
 
 function lines(path: string): string[] {
   return existsSync(path)
@@ -30,7 +29,7 @@ async function waitForRecords(path: string, count: number): Promise<void> {
  */
 describe('Ctrl-C during a run', () => {
   test('SIGINT: stop sending, finish in-flight requests, write the summary, exit 130', async () => {
-    const out = join(mkdtempSync(join(tmpdir(), 'ig-int-')), 'run');
+    const out = join(tempDir('ig-int-'), 'run');
     const child = spawnCli(
       ['run', '--requests', '100000', '--concurrency', '8', '--output-tokens', '48', '--out', out],
       { detached: true },
@@ -56,7 +55,7 @@ describe('Ctrl-C during a run', () => {
   });
 
   test('a second SIGINT cancels in-flight requests; every line still parses', async () => {
-    const out = join(mkdtempSync(join(tmpdir(), 'ig-int-')), 'run');
+    const out = join(tempDir('ig-int-'), 'run');
     const child = spawnCli(
       [
         'run',

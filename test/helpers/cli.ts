@@ -1,4 +1,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 export const MAIN = fileURLToPath(new URL('../../src/cli/main.ts', import.meta.url));
@@ -38,4 +41,11 @@ export function collect(child: ChildProcess): Promise<CliResult> {
 
 export function runCli(args: string[], env?: NodeJS.ProcessEnv): Promise<CliResult> {
   return collect(spawnCli(args, env ? { env } : {}));
+}
+
+/** A fresh temporary directory, removed when the test process exits. */
+export function tempDir(prefix: string): string {
+  const dir = mkdtempSync(join(tmpdir(), prefix));
+  process.once('exit', () => rmSync(dir, { recursive: true, force: true }));
+  return dir;
 }
