@@ -16,6 +16,7 @@ import { type EngineResult, runEngine } from '../src/engine/run.js';
 import { percentileOfSorted } from '../src/metrics/distribution.js';
 import type { RequestRecord } from '../src/record.js';
 import type { TruthRecord } from '../src/sim/server.js';
+import { fetchTruth, resetTruth } from '../src/sim/truth.js';
 import { createSyntheticWorkload } from '../src/workload/synthetic.js';
 
 const MODEL = 'sim-llama-3-8b';
@@ -102,18 +103,6 @@ function target(url: string): TargetConfig {
     // Generous: at high concurrency with zero ITL a request waits its turn on the sim's one core.
     timeoutMs: 300_000,
   };
-}
-
-async function fetchTruth(url: string): Promise<TruthRecord[]> {
-  const response = await fetch(`${url}/debug/truth`);
-  if (!response.ok) throw new Error(`GET /debug/truth: HTTP ${response.status}`);
-  return ((await response.json()) as { requests: TruthRecord[] }).requests;
-}
-
-async function resetTruth(url: string): Promise<void> {
-  const response = await fetch(`${url}/debug/truth/reset`, { method: 'POST' });
-  if (!response.ok) throw new Error(`POST /debug/truth/reset: HTTP ${response.status}`);
-  await response.arrayBuffer();
 }
 
 interface LevelRun {

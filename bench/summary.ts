@@ -19,6 +19,7 @@ import type { LoadSpec } from '../src/load.js';
 import type { SloCondition } from '../src/metrics/slo.js';
 import { type RunSummary, SummaryBuilder } from '../src/metrics/summary.js';
 import type { RequestRecord } from '../src/record.js';
+import { createRng } from '../src/workload/rng.js';
 
 const OUTPUT_TOKENS = 256;
 const INPUT_TOKENS = 512;
@@ -39,26 +40,14 @@ const SLO: SloCondition[] = [
 setFlagsFromString('--expose-gc');
 const gc = runInNewContext('gc') as () => void;
 
-/** mulberry32: tiny, fast and good enough for timing jitter; the same seed gives the same run. */
-function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 /**
  * Deterministic records in issue order, laid out as a closed loop of CONCURRENCY users: each
  * user sends its next request shortly after its last one ended. Times are whole microseconds
  * divided by 1000, as the engine writes them (so they survive JSON exactly).
  */
 function createRecordSource(seed: number): () => RequestRecord {
-  const random = mulberry32(seed);
-  const between = (lo: number, hi: number) => lo + Math.floor(random() * (hi - lo + 1));
+  const rng = createRng(seed);
+  const between = (lo: number, hi: number) => lo + rng.int(hi - lo + 1);
   const userFreeUs = new Array<number>(CONCURRENCY).fill(0);
   let id = 0;
   return () => {

@@ -95,6 +95,20 @@ describe('errors become categorised records and the run goes on', () => {
     }
   });
 
+  test('a 200 that holds no stream event (a wrong route, a proxy page) is a bad stream', async () => {
+    const server = await startScriptedServer(() => ({
+      headers: { 'content-type': 'text/html' },
+      steps: [{ write: '<html><body>Welcome</body></html>' }],
+    }));
+    try {
+      const { records } = await runAgainst(server.url, { requests: 1 });
+      assert.equal(records[0].error?.kind, 'bad_stream');
+      assert.match(records[0].error?.message ?? '', /no stream events \(content-type text\/html\)/);
+    } finally {
+      await server.close();
+    }
+  });
+
   test('connection refused', async () => {
     const port = await new Promise<number>((resolve) => {
       const s = createServer().listen(0, '127.0.0.1', () => {

@@ -69,8 +69,8 @@ const NO_USAGE = -1;
 
 /**
  * Turns an OpenAI-compatible SSE stream into the per-event token timeline (METRICS.md section 1).
- * Feed it decoded text with the time the network read arrived; every event parsed from that read
- * shares the timestamp. Role-only, empty, keep-alive and usage-only events are kept as events
+ * Feed it decoded text with the time it arrived; every event completed by that piece shares the
+ * timestamp. Role-only, empty, keep-alive and usage-only events are kept as events
  * with zero tokens and never count as tokens.
  */
 export class OpenAIStreamDecoder {
@@ -106,8 +106,8 @@ export class OpenAIStreamDecoder {
   }
 
   /**
-   * Parses one network read. Returns how many token-carrying events it completed (more than one
-   * means events were coalesced into one read and share a timestamp).
+   * Parses one piece of the body (an HTTP chunk) that arrived at `atUs`. Returns how many
+   * token-carrying events it completed; they all share that timestamp.
    */
   feed(text: string, atUs: number): number {
     this.readUs = atUs;

@@ -113,6 +113,7 @@ export function executeRequest(
     let textDecoder: TextDecoder | undefined;
     let settled = false;
     let lastTokenRead = -1;
+    let contentType = '';
 
     const abort = (reason: Cancelled) => {
       if (abortReason || settled) return;
@@ -146,7 +147,7 @@ export function executeRequest(
           errorBody = '';
           return;
         }
-        const contentType = String(headers['content-type'] ?? '');
+        contentType = String(headers['content-type'] ?? '');
         if (contentType.includes('application/json')) jsonBody = '';
         else decoder = new OpenAIStreamDecoder(target.endpoint, sentAtUs);
       },
@@ -180,7 +181,16 @@ export function executeRequest(
           decoder.end(atUs);
           const decoded = decoder.finish();
           if (decoder.fault) finish(faultError(decoder.fault), decoded);
-          else finish(undefined, decoded);
+          else if (decoded.events.dtUs.length === 0) {
+            // A 200 with no event at all is a wrong route or a proxy page, not an empty answer.
+            finish(
+              {
+                kind: 'bad_stream',
+                message: `the response held no stream events (content-type ${contentType || 'none'})`,
+              },
+              decoded,
+            );
+          } else finish(undefined, decoded);
         } else if (jsonBody !== undefined) {
           const decoded = decodeJsonResponse(jsonBody, atUs - sentAtUs, target.endpoint);
           if ('kind' in decoded) finish(decoded, undefined);
