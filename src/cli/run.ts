@@ -229,7 +229,11 @@ async function benchmark(plan: RunPlan, url: string, json: boolean): Promise<num
     writer.close();
   }
   const interrupted = result.stoppedBy === 'signal';
-  const summary = builder.build({ clientHealth: result.clientHealth, interrupted });
+  const summary = builder.build({
+    clientHealth: result.clientHealth,
+    interrupted,
+    unsentRequests: result.unsentRequests,
+  });
   writeJson(join(outDir, 'summary.json'), summary);
   if (json) process.stdout.write(`${JSON.stringify(summary, null, 2)}\n`);
   else {

@@ -101,6 +101,8 @@ export interface RunOutcome {
   clientHealth?: ClientHealthMeasurements;
   /** The run was stopped by a signal before its plan finished. */
   interrupted?: boolean;
+  /** Open loop: arrivals that were still waiting for a slot when the run stopped. */
+  unsentRequests?: number;
 }
 
 const LATENCY_KEYS = [
@@ -155,7 +157,6 @@ export class SummaryBuilder {
   private goodRequests = 0;
   private firstScheduled = Number.POSITIVE_INFINITY;
   private lastScheduled = Number.NEGATIVE_INFINITY;
-  private firstSent = Number.POSITIVE_INFINITY;
   private lastSent = Number.NEGATIVE_INFINITY;
 
   constructor(context: SummaryContext) {
@@ -171,7 +172,6 @@ export class SummaryBuilder {
     this.windowEnd = Math.max(this.windowEnd, record.endAt);
     this.firstScheduled = Math.min(this.firstScheduled, record.scheduledAt);
     this.lastScheduled = Math.max(this.lastScheduled, record.scheduledAt);
-    this.firstSent = Math.min(this.firstSent, record.sentAt);
     this.lastSent = Math.max(this.lastSent, record.sentAt);
     this.busyMs += record.endAt - record.sentAt;
     if (record.error) {
@@ -268,11 +268,11 @@ export class SummaryBuilder {
         counted > 1 && last > first ? ((counted - 1) / (last - first)) * 1000 : undefined;
       summary.clientHealth = assessClientHealth(outcome.clientHealth, {
         intendedRatePerS: open ? rate(this.firstScheduled, this.lastScheduled) : undefined,
-        achievedRatePerS: open ? rate(this.firstSent, this.lastSent) : undefined,
+        achievedRatePerS: open ? rate(this.windowStart, this.lastSent) : undefined,
         capped: context.load.mode === 'open' && context.load.maxConcurrency !== undefined,
       });
     }
-    summary.warnings = this.warnings(summary);
+    summary.warnings = this.warnings(summary, outcome);
     return summary;
   }
 
@@ -288,7 +288,7 @@ export class SummaryBuilder {
     ) as AdjustedPercentiles;
   }
 
-  private warnings(summary: RunSummary): Warning[] {
+  private warnings(summary: RunSummary, outcome: RunOutcome): Warning[] {
     const warnings: Warning[] = [];
     const counted = this.completed + this.failed;
     if (summary.clientHealth?.clientLimited) {
@@ -305,9 +305,10 @@ export class SummaryBuilder {
       });
     }
     if (summary.interrupted) {
+      const unsent = outcome.unsentRequests ?? 0;
       warnings.push({
         code: 'interrupted',
-        message: 'the run was interrupted: this summary covers only the requests that finished',
+        message: `the run was interrupted: this summary covers only the requests that finished${unsent > 0 ? ` (${unsent} scheduled arrivals were never sent)` : ''}`,
       });
     }
     if (counted === 0) {
