@@ -10,6 +10,7 @@
  *     [--requests N] [--output-tokens 256] [--input-tokens 16]
  */
 import { parseArgs } from 'node:util';
+import { openaiBackend } from '../src/backends/openai.js';
 import { type SimulatorProcess, spawnSimulator } from '../src/cli/simProcess.js';
 import type { TargetConfig } from '../src/engine/http.js';
 import { type EngineResult, runEngine } from '../src/engine/run.js';
@@ -93,6 +94,7 @@ function requestsFor(options: Options, concurrency: number, itlMs: number): numb
 
 function target(url: string): TargetConfig {
   return {
+    backend: openaiBackend,
     baseUrl: url,
     endpoint: 'completions',
     model: MODEL,

@@ -1,11 +1,15 @@
 /** infergauge as a library: the same pieces the command line is built from. */
 
-export {
-  buildRequestBody,
-  type Endpoint,
-  OpenAIStreamDecoder,
-  type RequestSpec,
-} from './backends/openai.js';
+export { BACKEND_NAMES, BACKENDS, type BackendName } from './backends/index.js';
+export { buildOpenAIBody } from './backends/openai.js';
+export { type DecodedStream, Timeline } from './backends/timeline.js';
+export type {
+  Backend,
+  BackendOptions,
+  Endpoint,
+  RequestSpec,
+  StreamDecoder,
+} from './backends/types.js';
 export { createRunClock, type RunClock } from './engine/clock.js';
 export type { TargetConfig } from './engine/http.js';
 export { RecordWriter, readRecords } from './engine/records.js';

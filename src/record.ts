@@ -45,6 +45,20 @@ export interface EventTimeline {
 
 export type RequestPhase = 'warmup' | 'measure';
 
+/** What the server itself reported about a request's timing (llama.cpp `timings`, Ollama). */
+export interface ServerTiming {
+  /** Prompt processing time on the server. */
+  prefillMs?: number;
+  /** Prompt tokens it processed (after any prefix-cache hit). */
+  prefillTokens?: number;
+  /** Generation time on the server. */
+  decodeMs?: number;
+  /** Output tokens generated in `decodeMs`. */
+  decodeTokens?: number;
+  /** Time spent loading the model for this request (Ollama). */
+  loadMs?: number;
+}
+
 export interface RequestRecord {
   /** Index of the request in issue order (0-based); sent to the server as `x-request-id`. */
   id: number;
@@ -79,6 +93,8 @@ export interface RequestRecord {
   tokenCountMismatch?: number;
   /** `finish_reason` of the last choice, when the server sent one. */
   finishReason?: string;
+  /** The server's own account of this request's timing, when it gives one. */
+  serverTiming?: ServerTiming;
   events: EventTimeline;
   error?: RequestError;
 }

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { rescale } from '../src/backends/openai.js';
+import { rescale } from '../src/backends/timeline.js';
 import {
   percentileOfSorted,
   percentileWithFailures,

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { Command, Option } from '@commander-js/extra-typings';
 import { logUpdateStderr } from 'log-update';
 import { request } from 'undici';
+import { BACKEND_NAMES, BACKENDS } from '../backends/index.js';
 import { createRunClock } from '../engine/clock.js';
 import { parseBaseUrl, type TargetConfig } from '../engine/http.js';
 import { RecordWriter } from '../engine/records.js';
@@ -34,7 +35,14 @@ export function runCommand(): Command {
       '--url <url>',
       'server base URL, e.g. http://127.0.0.1:8000 (default: start the built-in simulator)',
     )
-    .option('--model <name>', 'model name (default: the first id from GET /v1/models)')
+    .option(
+      '--model <name>',
+      'model name (default: the first the server lists, e.g. GET /v1/models)',
+    )
+    .option(
+      '--backend <name>',
+      `wire protocol: ${BACKEND_NAMES.join(', ')} (default: openai, the OpenAI-compatible API)`,
+    )
     .option(
       '--endpoint <kind>',
       `chat (/v1/chat/completions) or completions (/v1/completions) (default: ${d.endpoint})`,
@@ -119,11 +127,14 @@ async function run(options: RunOptions): Promise<number> {
 
 async function benchmark(plan: RunPlan, url: string, json: boolean): Promise<number> {
   const apiKey = plan.apiKeyEnv ? process.env[plan.apiKeyEnv] : undefined;
-  const models = await fetchModels(url, apiKey, plan.headers);
-  const model = plan.model ?? firstModelId(models);
+  const backend = BACKENDS[plan.backend];
+  const models = backend.models
+    ? await fetchModels(url, backend.models.path, apiKey, plan.headers)
+    : undefined;
+  const model = plan.model ?? (models !== undefined ? backend.models?.first(models) : undefined);
   if (model === undefined) {
     throw new Error(
-      `could not learn the model from ${url}/v1/models (${describeModelsError(models)}); pass --model NAME`,
+      `could not learn the model from ${url}${backend.models?.path ?? ''} (${describeModelsError(models)}); pass --model NAME`,
     );
   }
   const outDir = plan.out ?? join('infergauge-results', `${utcStamp()}-${plan.label}`);
@@ -156,6 +167,7 @@ async function benchmark(plan: RunPlan, url: string, json: boolean): Promise<num
   });
 
   const target: TargetConfig = {
+    backend,
     baseUrl: url,
     endpoint: plan.endpoint,
     model,
@@ -257,12 +269,13 @@ function progressLine(progress: EngineProgress, nowUs: number, plan: RunPlan): s
 
 async function fetchModels(
   url: string,
+  path: string,
   apiKey: string | undefined,
   headers: Record<string, string>,
 ): Promise<unknown> {
   const { origin, prefix } = parseBaseUrl(url);
   try {
-    const response = await request(`${origin}${prefix}/v1/models`, {
+    const response = await request(`${origin}${prefix}${path}`, {
       headers: { ...headers, ...(apiKey ? { authorization: `Bearer ${apiKey}` } : {}) },
       headersTimeout: 10_000,
       bodyTimeout: 10_000,
@@ -274,12 +287,6 @@ async function fetchModels(
     const code = (err as { code?: string }).code;
     return { error: code ? `${code}: ${(err as Error).message}` : (err as Error).message };
   }
-}
-
-function firstModelId(models: unknown): string | undefined {
-  const data = (models as { data?: { id?: unknown }[] } | undefined)?.data;
-  const id = Array.isArray(data) ? data[0]?.id : undefined;
-  return typeof id === 'string' ? id : undefined;
 }
 
 function utcStamp(): string {

@@ -1,20 +1,15 @@
 import { TextDecoder } from 'node:util';
 import type { Dispatcher, Pool } from 'undici';
-import {
-  buildRequestBody,
-  type DecodedStream,
-  ENDPOINT_PATHS,
-  errorBodyMessage,
-  type OpenAIRequestOptions,
-  OpenAIStreamDecoder,
-  type RequestSpec,
-  type StreamFault,
-} from '../backends/openai.js';
+import { errorBodyMessage } from '../backends/decoder.js';
+import type { DecodedStream, StreamFault } from '../backends/timeline.js';
+import type { Backend, BackendOptions, RequestSpec, StreamDecoder } from '../backends/types.js';
 import type { RequestError, RequestPhase, RequestRecord } from '../record.js';
 import { type RunClock, usToMs } from './clock.js';
 
 /** Where and how requests go. */
-export interface TargetConfig extends OpenAIRequestOptions {
+export interface TargetConfig extends BackendOptions {
+  /** The server's wire protocol. */
+  backend: Backend;
   /** Base URL of the server, without the `/v1` route. */
   baseUrl: string;
   /** Extra request headers (the API key goes in `apiKey`, never here, so it can be redacted). */
@@ -98,7 +93,7 @@ export function executeRequest(
   reads: ReadTracker,
   cancellers: Set<() => void>,
 ): Promise<RequestRecord> {
-  const body = buildRequestBody(pending.spec, target);
+  const { path, body } = target.backend.request(pending.spec, target);
   return new Promise((resolve) => {
     // Until the pool hands the request to a connected socket, "sent" means "dispatched";
     // connection setup and pool waits then count as client-side queueDelay, not as TTFT.
@@ -107,7 +102,7 @@ export function executeRequest(
     let status: number | undefined;
     let controller: Dispatcher.DispatchController | undefined;
     let abortReason: Cancelled | undefined;
-    let decoder: OpenAIStreamDecoder | undefined;
+    let decoder: StreamDecoder | undefined;
     let jsonBody: string | undefined;
     let errorBody: string | undefined;
     let textDecoder: TextDecoder | undefined;
@@ -149,7 +144,7 @@ export function executeRequest(
         }
         contentType = String(headers['content-type'] ?? '');
         if (contentType.includes('application/json')) jsonBody = '';
-        else decoder = new OpenAIStreamDecoder(target.endpoint, sentAtUs);
+        else decoder = target.backend.decoder(sentAtUs, target);
       },
       onResponseData(_c, chunk) {
         const atUs = clock.nowUs();
@@ -181,7 +176,7 @@ export function executeRequest(
           decoder.end(atUs);
           const decoded = decoder.finish();
           if (decoder.fault) finish(faultError(decoder.fault), decoded);
-          else if (decoded.events.dtUs.length === 0) {
+          else if (decoder.eventCount === 0) {
             // A 200 with no event at all is a wrong route or a proxy page, not an empty answer.
             finish(
               {
@@ -192,8 +187,8 @@ export function executeRequest(
             );
           } else finish(undefined, decoded);
         } else if (jsonBody !== undefined) {
-          const decoded = decodeJsonResponse(jsonBody, atUs - sentAtUs, target.endpoint);
-          if ('kind' in decoded) finish(decoded, undefined);
+          const decoded = decodeJsonResponse(target, jsonBody, atUs - sentAtUs);
+          if ('kind' in decoded) finish(faultError(decoded), undefined);
           else finish(undefined, decoded);
         } else {
           finish(undefined, undefined);
@@ -220,7 +215,7 @@ export function executeRequest(
     try {
       pool.dispatch(
         {
-          path: prefix + ENDPOINT_PATHS[target.endpoint],
+          path: prefix + path,
           method: 'POST',
           body,
           headers: requestHeaders(target, pending.id),
@@ -272,6 +267,7 @@ function buildRecord(
       record.tokenCountMismatch = decoded.tokenCountMismatch;
     }
     if (decoded.finishReason !== undefined) record.finishReason = decoded.finishReason;
+    if (decoded.serverTiming !== undefined) record.serverTiming = decoded.serverTiming;
   }
   if (decoded?.inputTokens !== undefined) {
     record.inputTokens = decoded.inputTokens;
@@ -325,41 +321,20 @@ function transportError(err: Error, afterHeaders: boolean): RequestError {
   };
 }
 
-/** A server that ignored `stream: true` and answered with one JSON body: one event at its end. */
+/** A server that ignored `stream: true` and answered with one JSON body. */
 function decodeJsonResponse(
+  target: TargetConfig,
   body: string,
   atUs: number,
-  endpoint: 'chat' | 'completions',
-): DecodedStream | RequestError {
-  let parsed: Record<string, unknown>;
+): DecodedStream | StreamFault {
+  let parsed: unknown;
   try {
-    parsed = JSON.parse(body) as Record<string, unknown>;
+    parsed = JSON.parse(body);
   } catch {
-    return { kind: 'bad_stream', message: `expected an event stream, got unparsable JSON` };
+    return { kind: 'bad_stream', message: 'expected an event stream, got unparsable JSON' };
   }
-  const choice = (Array.isArray(parsed.choices) ? parsed.choices[0] : undefined) as
-    | Record<string, unknown>
-    | undefined;
-  if (!choice)
-    return { kind: 'bad_stream', message: 'expected an event stream, got JSON without choices' };
-  const text =
-    endpoint === 'chat'
-      ? String((choice.message as Record<string, unknown> | undefined)?.content ?? '')
-      : String(choice.text ?? '');
-  const usage = parsed.usage as Record<string, number> | undefined;
-  const outputTokens = usage?.completion_tokens ?? (text.length > 0 ? 1 : 0);
-  const decoded: DecodedStream = {
-    events: { dtUs: [atUs], tokens: [outputTokens], contentChars: [text.length] },
-    outputTokens,
-    outputTokensSource: usage?.completion_tokens !== undefined ? 'server' : 'events',
-    doneUs: atUs,
-  };
-  if (outputTokens > 0) {
-    decoded.firstTokenUs = atUs;
-    decoded.lastTokenUs = atUs;
-    decoded.firstContentUs = atUs;
+  if (!target.backend.decodeJson) {
+    return { kind: 'bad_stream', message: 'expected an event stream, got one JSON body' };
   }
-  if (usage?.prompt_tokens !== undefined) decoded.inputTokens = usage.prompt_tokens;
-  if (typeof choice.finish_reason === 'string') decoded.finishReason = choice.finish_reason;
-  return decoded;
+  return target.backend.decodeJson(parsed, atUs, target);
 }

@@ -1,6 +1,6 @@
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { Pool } from 'undici';
-import type { RequestSpec } from '../backends/openai.js';
+import type { RequestSpec } from '../backends/types.js';
 import type { LoadSpec } from '../load.js';
 import type { ClientHealthMeasurements, RequestRecord } from '../record.js';
 import { createArrivalSchedule } from '../workload/arrivals.js';

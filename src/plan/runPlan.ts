@@ -1,5 +1,6 @@
 import { z } from 'zod';
-import type { Endpoint } from '../backends/openai.js';
+import { BACKEND_NAMES, BACKENDS, type BackendName } from '../backends/index.js';
+import type { Endpoint } from '../backends/types.js';
 import type { LoadSpec } from '../load.js';
 import type { SloCondition } from '../metrics/slo.js';
 import { parseSlo } from './slo.js';
@@ -10,6 +11,8 @@ export interface RunPlan {
   url?: string;
   /** Model name; undefined asks the server's `/v1/models` and takes the first. */
   model?: string;
+  /** The server's wire protocol. */
+  backend: BackendName;
   endpoint: Endpoint;
   load: LoadSpec;
   requests?: number;
@@ -37,6 +40,7 @@ export interface RunPlan {
 export interface RunPlanInput {
   url?: string;
   model?: string;
+  backend?: string;
   endpoint?: string;
   concurrency?: string;
   rate?: string;
@@ -77,6 +81,7 @@ export const RUN_DEFAULTS = {
 /** How each field is spelled on the command line, with an example of a valid value. */
 const FLAGS: Record<string, { flag: string; example: string }> = {
   url: { flag: '--url', example: '--url http://127.0.0.1:8000' },
+  backend: { flag: '--backend', example: '--backend openai' },
   endpoint: { flag: '--endpoint', example: '--endpoint chat' },
   concurrency: { flag: '--concurrency', example: '--concurrency 16' },
   rate: { flag: '--rate', example: '--rate 2.5' },
@@ -110,6 +115,11 @@ const schema = z
   .object({
     url: z.url({ protocol: /^https?$/, error: 'must be an http:// or https:// URL' }).optional(),
     model: z.string().min(1).optional(),
+    backend: z
+      .enum(BACKEND_NAMES as [BackendName, ...BackendName[]], {
+        error: `must be one of ${BACKEND_NAMES.join(', ')}`,
+      })
+      .optional(),
     endpoint: z.enum(['chat', 'completions'], { error: 'must be chat or completions' }).optional(),
     concurrency: int(1).optional(),
     rate: positive().optional(),
@@ -210,6 +220,7 @@ export function parseRunPlan(input: RunPlanInput, env: NodeJS.ProcessEnv = {}): 
     problems.push(problem('apiKeyEnv', `names ${apiKeyEnv}, which is not set in the environment`));
   }
   if (apiKeyEnv === undefined && env.OPENAI_API_KEY !== undefined) apiKeyEnv = 'OPENAI_API_KEY';
+  if (parsed.success) problems.push(...backendProblems(parsed.data));
   if (!parsed.success || problems.length > 0) throw new PlanError(problems);
   const o = parsed.data;
 
@@ -224,7 +235,8 @@ export function parseRunPlan(input: RunPlanInput, env: NodeJS.ProcessEnv = {}): 
       : { mode: 'closed', concurrency: o.concurrency ?? RUN_DEFAULTS.concurrency };
   const requests = o.requests ?? (o.duration === undefined ? RUN_DEFAULTS.requests : undefined);
   const plan: RunPlan = {
-    endpoint: o.endpoint ?? RUN_DEFAULTS.endpoint,
+    backend: o.backend ?? 'openai',
+    endpoint: o.endpoint ?? BACKENDS[o.backend ?? 'openai'].supports.endpoints[0],
     load,
     warmupRequests: o.warmup ?? 0,
     inputTokens: o.inputTokens ?? RUN_DEFAULTS.inputTokens,
@@ -247,6 +259,35 @@ export function parseRunPlan(input: RunPlanInput, env: NodeJS.ProcessEnv = {}): 
   if (extraBody) plan.extraBody = extraBody;
   if (o.out !== undefined) plan.out = o.out;
   return plan;
+}
+
+/** What the chosen backend cannot do, said before anything is sent. */
+function backendProblems(o: z.infer<typeof schema>): string[] {
+  const name = o.backend ?? 'openai';
+  const { supports } = BACKENDS[name];
+  const problems: string[] = [];
+  if (o.endpoint !== undefined && !supports.endpoints.includes(o.endpoint)) {
+    problems.push(
+      `--endpoint ${o.endpoint} is not offered by --backend ${name} (it has ${supports.endpoints.join(', ') || 'one route'})`,
+    );
+  }
+  if (o.ignoreEos && !supports.ignoreEos) {
+    problems.push(`--ignore-eos is not supported by --backend ${name}: its output may stop early`);
+  }
+  if (o.continuousUsageStats && !supports.continuousUsageStats) {
+    problems.push(
+      `--continuous-usage-stats is an OpenAI/vLLM option, not one of --backend ${name}`,
+    );
+  }
+  if (supports.modelRequired && o.model === undefined) {
+    problems.push(`--backend ${name} needs --model NAME (the model is part of the request)`);
+  }
+  if (name !== 'openai' && o.url === undefined) {
+    problems.push(
+      `the built-in simulator speaks --backend openai; pass --url for --backend ${name}`,
+    );
+  }
+  return problems;
 }
 
 /** The plan as stored in the manifest: header values that look like credentials are hidden. */

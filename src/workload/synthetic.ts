@@ -1,4 +1,4 @@
-import type { RequestSpec } from '../backends/openai.js';
+import type { RequestSpec } from '../backends/types.js';
 import { createRng } from './rng.js';
 
 /**

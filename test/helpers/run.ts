@@ -1,3 +1,4 @@
+import { openaiBackend } from '../../src/backends/openai.js';
 import type { TargetConfig } from '../../src/engine/http.js';
 import { type EngineOptions, type EngineResult, runEngine } from '../../src/engine/run.js';
 import type { LoadSpec } from '../../src/load.js';
@@ -14,6 +15,7 @@ export interface TestRun {
 
 export function target(url: string, overrides: Partial<TargetConfig> = {}): TargetConfig {
   return {
+    backend: openaiBackend,
     baseUrl: url,
     endpoint: 'completions',
     model: 'sim-llama-3-8b',

@@ -1,0 +1,57 @@
+import type { DecodedStream, StreamFault } from './timeline.js';
+
+/** Which OpenAI-compatible route to call (other backends have one route each). */
+export type Endpoint = 'chat' | 'completions';
+
+/** One request the workload wants sent. */
+export interface RequestSpec {
+  prompt: string;
+  requestedInputTokens: number;
+  requestedOutputTokens: number;
+}
+
+/** How requests are shaped, whatever the wire format. */
+export interface BackendOptions {
+  endpoint: Endpoint;
+  model: string;
+  temperature: number;
+  /** Ask the server to generate exactly the requested output tokens. */
+  ignoreEos: boolean;
+  /** Ask for usage on every event (vLLM `continuous_usage_stats`) to count tokens per event. */
+  continuousUsageStats: boolean;
+  /** Merged last into the body, so it can override anything the backend sets. */
+  extraBody?: Record<string, unknown>;
+}
+
+/** Turns one response stream into the token-event timeline. */
+export interface StreamDecoder {
+  /** Parses one piece of the body that arrived at `atUs`; returns the token events it completed. */
+  feed(text: string, atUs: number): number;
+  /** The body ended at `atUs`: flush whatever was left unterminated. */
+  end(atUs: number): void;
+  finish(): DecodedStream;
+  readonly fault: StreamFault | undefined;
+  /** The end-of-stream marker arrived; nothing more is needed. */
+  readonly done: boolean;
+  readonly eventCount: number;
+}
+
+/** A server's wire protocol: how to ask, and how to read the answer. */
+export interface Backend {
+  readonly name: string;
+  /** Path (below the base URL) and JSON body of one request. */
+  request(spec: RequestSpec, options: BackendOptions): { path: string; body: string };
+  decoder(sentAtUs: number, options: BackendOptions): StreamDecoder;
+  /** A route that lists models and how to pick the first, for a default `--model`. */
+  models?: { path: string; first(body: unknown): string | undefined };
+  /** A server that answered one JSON body instead of a stream: one event at its end. */
+  decodeJson?(body: unknown, atUs: number, options: BackendOptions): DecodedStream | StreamFault;
+  /** Options this server honours; asking for others is a plan error. */
+  readonly supports: {
+    endpoints: readonly Endpoint[];
+    ignoreEos: boolean;
+    continuousUsageStats: boolean;
+    /** The model name goes in the URL or body, so the server cannot pick one itself. */
+    modelRequired: boolean;
+  };
+}
