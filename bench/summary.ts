@@ -1,7 +1,7 @@
 /**
  * Cost of summarising and storing a long run: synthetic records (256 output tokens each, one
  * token per event) go (a) straight through SummaryBuilder, (b) into records.jsonl through
- * RecordWriter, and (c) back out through readRecords into a second SummaryBuilder; the two
+ * JsonlWriter, and (c) back out through readRecords into a second SummaryBuilder; the two
  * summaries must be identical. Records are generated one at a time and dropped, so memory is
  * what the summariser, the writer and the reader keep, not the run itself.
  *
@@ -14,7 +14,7 @@ import { performance } from 'node:perf_hooks';
 import { isDeepStrictEqual, parseArgs } from 'node:util';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
-import { RecordWriter, readRecords } from '../src/engine/records.js';
+import { JsonlWriter, readRecords } from '../src/engine/records.js';
 import type { LoadSpec } from '../src/load.js';
 import type { SloCondition } from '../src/metrics/slo.js';
 import { type RunSummary, SummaryBuilder } from '../src/metrics/summary.js';
@@ -231,7 +231,7 @@ async function main(): Promise<void> {
   try {
     const write = await phase((memory) => {
       const next = createRecordSource(seed);
-      const writer = new RecordWriter(path);
+      const writer = new JsonlWriter<RequestRecord>(path);
       try {
         for (let i = 0; i < count; i++) {
           writer.write(next());

@@ -12,7 +12,7 @@ export type {
 } from './backends/types.js';
 export { createRunClock, type RunClock } from './engine/clock.js';
 export type { TargetConfig } from './engine/http.js';
-export { RecordWriter, readRecords } from './engine/records.js';
+export { JsonlWriter, readRecords } from './engine/records.js';
 export {
   type EngineOptions,
   type EngineProgress,

@@ -95,6 +95,11 @@ export interface RequestRecord {
   finishReason?: string;
   /** The server's own account of this request's timing, when it gives one. */
   serverTiming?: ServerTiming;
+  /**
+   * Sent twice: the first attempt met a kept-alive connection the server had just closed, before
+   * any response. `sentAt` is the second attempt; the first counts as client-side queueDelay.
+   */
+  resent?: true;
   events: EventTimeline;
   error?: RequestError;
 }

@@ -7,7 +7,7 @@ import { request } from 'undici';
 import { BACKEND_NAMES, BACKENDS } from '../backends/index.js';
 import { createRunClock } from '../engine/clock.js';
 import { parseBaseUrl, type TargetConfig } from '../engine/http.js';
-import { RecordWriter } from '../engine/records.js';
+import { JsonlWriter } from '../engine/records.js';
 import { type EngineProgress, runEngine } from '../engine/run.js';
 import { SummaryBuilder } from '../metrics/summary.js';
 import {
@@ -17,7 +17,11 @@ import {
   type RunPlan,
   redactPlan,
 } from '../plan/runPlan.js';
+import type { RequestRecord } from '../record.js';
 import { renderTerminalSummary } from '../report/terminal.js';
+import { startScraper, type TelemetrySource } from '../telemetry/scraper.js';
+import type { TelemetrySnapshot } from '../telemetry/snapshot.js';
+import { summarizeTelemetry } from '../telemetry/summary.js';
 import { VERSION } from '../version.js';
 import { createSyntheticWorkload } from '../workload/synthetic.js';
 import { spawnSimulator } from './simProcess.js';
@@ -93,6 +97,12 @@ export function runCommand(): Command {
     .option('--extra-body <json>', 'JSON object merged into every request body')
     .option('--out <dir>', 'results directory (default: infergauge-results/<UTC time>-<label>/)')
     .option('--label <name>', 'label for the default results directory (default: sim or run)')
+    .option(
+      '--server-metrics [url]',
+      'scrape Prometheus metrics during the run (default URL: <url>/metrics) into telemetry.jsonl',
+    )
+    .option('--slots', "also read llama.cpp's GET /slots during the run")
+    .option('--scrape-interval <s>', 'seconds between scrapes (default: 1)')
     .option('--json', 'print the summary JSON to stdout instead of the table')
     .action(async (options) => {
       process.exitCode = await run(options);
@@ -179,7 +189,7 @@ async function benchmark(plan: RunPlan, url: string, json: boolean): Promise<num
     ...(apiKey ? { apiKey } : {}),
     ...(plan.extraBody ? { extraBody: plan.extraBody } : {}),
   };
-  const writer = new RecordWriter(join(outDir, 'records.jsonl'));
+  const writer = new JsonlWriter<RequestRecord>(join(outDir, 'records.jsonl'));
   const builder = new SummaryBuilder({
     load: plan.load,
     ...(plan.slo ? { slo: plan.slo } : {}),
@@ -205,6 +215,22 @@ async function benchmark(plan: RunPlan, url: string, json: boolean): Promise<num
   };
   process.on('SIGINT', onSignal);
   process.on('SIGTERM', onSignal);
+  const snapshots: TelemetrySnapshot[] = [];
+  const telemetryWriter = plan.telemetry
+    ? new JsonlWriter<TelemetrySnapshot>(join(outDir, 'telemetry.jsonl'))
+    : undefined;
+  const scraper = plan.telemetry
+    ? startScraper({
+        sources: telemetrySources(plan.telemetry),
+        intervalMs: plan.telemetry.intervalS * 1000,
+        nowMs: () => clock.nowUs() / 1000,
+        headers: { ...plan.headers, ...(apiKey ? { authorization: `Bearer ${apiKey}` } : {}) },
+        onSnapshot: (snapshot) => {
+          snapshots.push(snapshot);
+          telemetryWriter?.write(snapshot);
+        },
+      })
+    : undefined;
   let result: Awaited<ReturnType<typeof runEngine>>;
   try {
     result = await runEngine(
@@ -239,6 +265,8 @@ async function benchmark(plan: RunPlan, url: string, json: boolean): Promise<num
       logUpdateStderr.clear();
     }
     writer.close();
+    await scraper?.stop();
+    telemetryWriter?.close();
   }
   const interrupted = result.stoppedBy === 'signal';
   const summary = builder.build({
@@ -246,19 +274,29 @@ async function benchmark(plan: RunPlan, url: string, json: boolean): Promise<num
     interrupted,
     unsentRequests: result.unsentRequests,
   });
-  writeJson(join(outDir, 'summary.json'), summary);
-  if (json) process.stdout.write(`${JSON.stringify(summary, null, 2)}\n`);
+  const serverMetrics = plan.telemetry ? summarizeTelemetry(snapshots) : undefined;
+  const saved = serverMetrics ? { ...summary, serverMetrics } : summary;
+  writeJson(join(outDir, 'summary.json'), saved);
+  if (json) process.stdout.write(`${JSON.stringify(saved, null, 2)}\n`);
   else {
     process.stdout.write(
       `${renderTerminalSummary(summary, {
         color: process.stdout.isTTY === true,
         model,
-        endpoint: plan.endpoint,
+        endpoint: plan.backend === 'openai' ? plan.endpoint : `${plan.backend} native`,
         outDir,
+        ...(serverMetrics ? { serverMetrics } : {}),
       })}\n`,
     );
   }
   return interrupted ? EXIT.interrupted : EXIT.ok;
+}
+
+function telemetrySources(telemetry: NonNullable<RunPlan['telemetry']>): TelemetrySource[] {
+  const sources: TelemetrySource[] = [];
+  if (telemetry.metricsUrl) sources.push({ kind: 'prometheus', url: telemetry.metricsUrl });
+  if (telemetry.slotsUrl) sources.push({ kind: 'llamacpp-slots', url: telemetry.slotsUrl });
+  return sources;
 }
 
 function progressLine(progress: EngineProgress, nowUs: number, plan: RunPlan): string {

@@ -109,6 +109,7 @@ export function executeRequest(
     let settled = false;
     let lastTokenRead = -1;
     let contentType = '';
+    let resent = false;
 
     const abort = (reason: Cancelled) => {
       if (abortReason || settled) return;
@@ -125,7 +126,9 @@ export function executeRequest(
       clearTimeout(timer);
       cancellers.delete(onCancel);
       const endAtUs = decoded?.doneUs !== undefined ? sentAtUs + decoded.doneUs : clock.nowUs();
-      resolve(buildRecord(pending, sentAtUs, headersAtUs, endAtUs, status, decoded, error));
+      const record = buildRecord(pending, sentAtUs, headersAtUs, endAtUs, status, decoded, error);
+      if (resent) record.resent = true;
+      resolve(record);
     };
 
     const handler: Dispatcher.DispatchHandler = {
@@ -208,25 +211,36 @@ export function executeRequest(
         if (reason === 'cancelled') {
           return finish({ kind: 'cancelled', message: 'cancelled by the client' }, decoded);
         }
+        // A kept-alive connection the server closed just as this request went out (llama-server
+        // closes after every stream while advertising keep-alive): nothing was answered, so send
+        // once more on a fresh connection, as curl and browsers do. The lost time is queueDelay.
+        if (!resent && headersAtUs === undefined && isClosedSocket(err)) {
+          resent = true;
+          controller = undefined;
+          return send();
+        }
         finish(transportError(err, headersAtUs !== undefined), decoded);
       },
     };
 
-    try {
-      pool.dispatch(
-        {
-          path: prefix + path,
-          method: 'POST',
-          body,
-          headers: requestHeaders(target, pending.id),
-          headersTimeout: target.timeoutMs,
-          bodyTimeout: target.timeoutMs,
-        },
-        handler,
-      );
-    } catch (err) {
-      finish(transportError(err as Error, false), undefined);
-    }
+    const send = () => {
+      try {
+        pool.dispatch(
+          {
+            path: prefix + path,
+            method: 'POST',
+            body,
+            headers: requestHeaders(target, pending.id),
+            headersTimeout: target.timeoutMs,
+            bodyTimeout: target.timeoutMs,
+          },
+          handler,
+        );
+      } catch (err) {
+        finish(transportError(err as Error, false), undefined);
+      }
+    };
+    send();
   });
 }
 
@@ -292,6 +306,12 @@ function faultError(fault: StreamFault): RequestError {
   return fault.status === undefined
     ? { kind: fault.kind, message: fault.message }
     : { kind: fault.kind, message: fault.message, status: fault.status };
+}
+
+/** The peer closed or reset the socket (as opposed to refusing, timing out or a bad answer). */
+function isClosedSocket(err: Error): boolean {
+  const code = (err as { code?: string }).code;
+  return code === 'UND_ERR_SOCKET' || code === 'ECONNRESET' || code === 'EPIPE';
 }
 
 const CONNECT_CODES = new Set([

@@ -3,22 +3,22 @@ import { createInterface } from 'node:readline';
 import type { RequestRecord } from '../record.js';
 
 /**
- * Appends records to `records.jsonl`, one line per finished request, written through to the
- * kernel at once (a synchronous write on an open descriptor, a few microseconds), so a crash or
- * Ctrl-C loses no finished request.
+ * Appends JSON lines (records to `records.jsonl`, one per finished request; telemetry
+ * snapshots), each written through to the kernel at once (a synchronous write on an open
+ * descriptor, a few microseconds), so a crash or Ctrl-C loses nothing already finished.
  */
-export class RecordWriter {
+export class JsonlWriter<T> {
   private fd: number | undefined;
   written = 0;
 
   constructor(readonly path: string) {
-    // 'wx': never append to (or overwrite) an earlier run's records.
+    // 'wx': never append to (or overwrite) an earlier run's file.
     this.fd = openSync(path, 'wx');
   }
 
-  write(record: RequestRecord): void {
-    if (this.fd === undefined) throw new Error(`records file ${this.path} is closed`);
-    writeSync(this.fd, `${JSON.stringify(record)}\n`);
+  write(value: T): void {
+    if (this.fd === undefined) throw new Error(`${this.path} is closed`);
+    writeSync(this.fd, `${JSON.stringify(value)}\n`);
     this.written++;
   }
 

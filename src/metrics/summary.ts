@@ -77,6 +77,8 @@ export interface RunSummary {
     outputTokensSource: Record<string, number>;
     /** Requests whose per-event token deltas disagreed with the server's total. */
     tokenCountMismatches: number;
+    /** Requests sent a second time because the server had closed their kept-alive connection. */
+    resentRequests: number;
   };
   goodput?: {
     slo: string;
@@ -153,6 +155,7 @@ export class SummaryBuilder {
   private shortOutputs = 0;
   private tokenEvents = 0;
   private tokenCountMismatches = 0;
+  private resentRequests = 0;
   private readonly outputSources: Record<string, number> = {};
   private goodRequests = 0;
   private firstScheduled = Number.POSITIVE_INFINITY;
@@ -174,6 +177,7 @@ export class SummaryBuilder {
     this.lastScheduled = Math.max(this.lastScheduled, record.scheduledAt);
     this.lastSent = Math.max(this.lastSent, record.sentAt);
     this.busyMs += record.endAt - record.sentAt;
+    if (record.resent) this.resentRequests++;
     if (record.error) {
       this.failed++;
       this.errorsByKind[record.error.kind] = (this.errorsByKind[record.error.kind] ?? 0) + 1;
@@ -250,6 +254,7 @@ export class SummaryBuilder {
         tokensPerEvent: this.tokenEvents > 0 ? this.outputTokens / this.tokenEvents : 0,
         outputTokensSource: this.outputSources,
         tokenCountMismatches: this.tokenCountMismatches,
+        resentRequests: this.resentRequests,
       },
       interrupted: outcome.interrupted ?? false,
       warnings: [],
@@ -358,6 +363,12 @@ export class SummaryBuilder {
       warnings.push({
         code: 'no_usage',
         message: `${this.outputSources.events} requests had no usage from the server: their output tokens were counted as one per stream event`,
+      });
+    }
+    if (this.resentRequests > 0) {
+      warnings.push({
+        code: 'resent_requests',
+        message: `${this.resentRequests} requests met a kept-alive connection the server had just closed and were sent again on a new one (llama-server closes after every stream); the lost time counts as queueDelay`,
       });
     }
     if (this.tokenCountMismatches > 0) {

@@ -34,6 +34,12 @@ export interface RunPlan {
   extraBody?: Record<string, unknown>;
   out?: string;
   label: string;
+  /** Server-side scraping during the run (Prometheus `/metrics`, llama.cpp `/slots`). */
+  telemetry?: {
+    metricsUrl?: string;
+    slotsUrl?: string;
+    intervalS: number;
+  };
 }
 
 /** The options as they arrive from the command line (strings), before validation. */
@@ -63,6 +69,10 @@ export interface RunPlanInput {
   extraBody?: string;
   out?: string;
   label?: string;
+  /** `true` scrapes `<url>/metrics`; a string scrapes that URL. */
+  serverMetrics?: boolean | string;
+  slots?: boolean;
+  scrapeInterval?: string;
 }
 
 export const RUN_DEFAULTS = {
@@ -101,6 +111,11 @@ const FLAGS: Record<string, { flag: string; example: string }> = {
   header: { flag: '--header', example: "--header 'X-Tenant: a'" },
   extraBody: { flag: '--extra-body', example: '--extra-body \'{"top_p": 1}\'' },
   label: { flag: '--label', example: '--label baseline' },
+  serverMetrics: {
+    flag: '--server-metrics',
+    example: '--server-metrics http://127.0.0.1:8000/metrics',
+  },
+  scrapeInterval: { flag: '--scrape-interval', example: '--scrape-interval 1' },
 };
 
 const int = (min: number) =>
@@ -144,6 +159,14 @@ const schema = z
     header: z.array(z.string()).optional(),
     extraBody: z.string().optional(),
     out: z.string().min(1).optional(),
+    serverMetrics: z
+      .union([
+        z.boolean(),
+        z.url({ protocol: /^https?$/, error: 'must be an http:// or https:// URL' }),
+      ])
+      .optional(),
+    slots: z.boolean().optional(),
+    scrapeInterval: positive().optional(),
     label: z
       .string()
       .regex(/^[A-Za-z0-9._-]+$/, { error: 'may hold only letters, digits, dot, dash, underscore' })
@@ -258,6 +281,14 @@ export function parseRunPlan(input: RunPlanInput, env: NodeJS.ProcessEnv = {}): 
   if (apiKeyEnv !== undefined) plan.apiKeyEnv = apiKeyEnv;
   if (extraBody) plan.extraBody = extraBody;
   if (o.out !== undefined) plan.out = o.out;
+  if (o.serverMetrics !== undefined || o.slots) {
+    const base = (o.url ?? '').replace(/\/+$/, '').replace(/\/v1$/, '');
+    plan.telemetry = { intervalS: o.scrapeInterval ?? 1 };
+    if (o.serverMetrics !== undefined && o.serverMetrics !== false) {
+      plan.telemetry.metricsUrl = o.serverMetrics === true ? `${base}/metrics` : o.serverMetrics;
+    }
+    if (o.slots) plan.telemetry.slotsUrl = `${base}/slots`;
+  }
   return plan;
 }
 
@@ -281,6 +312,14 @@ function backendProblems(o: z.infer<typeof schema>): string[] {
   }
   if (supports.modelRequired && o.model === undefined) {
     problems.push(`--backend ${name} needs --model NAME (the model is part of the request)`);
+  }
+  if (o.url === undefined && (o.serverMetrics === true || o.slots)) {
+    problems.push(
+      '--server-metrics without a URL and --slots need --url (the built-in simulator has no /metrics yet)',
+    );
+  }
+  if (o.scrapeInterval !== undefined && o.serverMetrics === undefined && !o.slots) {
+    problems.push('--scrape-interval applies only with --server-metrics or --slots');
   }
   if (name !== 'openai' && o.url === undefined) {
     problems.push(

@@ -2,6 +2,8 @@ import Table from 'cli-table3';
 import pc from 'picocolors';
 import type { Distribution } from '../metrics/distribution.js';
 import type { RunSummary } from '../metrics/summary.js';
+import { seriesName } from '../telemetry/prometheus.js';
+import type { ServerMetricsSummary } from '../telemetry/summary.js';
 
 export interface TerminalOptions {
   color: boolean;
@@ -10,6 +12,50 @@ export interface TerminalOptions {
   endpoint?: string;
   /** Where the results were written. */
   outDir?: string;
+  /** Server-side numbers scraped during the run. */
+  serverMetrics?: ServerMetricsSummary;
+}
+
+/**
+ * Server metrics worth a line in the terminal, by metric name: gauges by their maximum,
+ * counters by their rate. Series with labels (vLLM's model_name) are combined.
+ */
+const SERVER_HIGHLIGHTS: { name: string; label: string; kind: 'max' | 'perS' }[] = [
+  { name: 'llamacpp:requests_processing', label: 'processing max', kind: 'max' },
+  { name: 'llamacpp:requests_deferred', label: 'deferred max', kind: 'max' },
+  { name: 'llamacpp_slots:processing', label: 'busy slots max', kind: 'max' },
+  { name: 'llamacpp:prompt_tokens_total', label: 'prompt tok/s', kind: 'perS' },
+  { name: 'llamacpp:tokens_predicted_total', label: 'predicted tok/s', kind: 'perS' },
+  { name: 'vllm:num_requests_running', label: 'running max', kind: 'max' },
+  { name: 'vllm:num_requests_waiting', label: 'waiting max', kind: 'max' },
+  { name: 'vllm:kv_cache_usage_perc', label: 'KV cache max', kind: 'max' },
+  { name: 'vllm:gpu_cache_usage_perc', label: 'KV cache max', kind: 'max' },
+  { name: 'vllm:num_preemptions_total', label: 'preemptions/s', kind: 'perS' },
+  { name: 'vllm:prompt_tokens_total', label: 'prompt tok/s', kind: 'perS' },
+  { name: 'vllm:generation_tokens_total', label: 'generation tok/s', kind: 'perS' },
+  { name: 'sglang:num_running_reqs', label: 'running max', kind: 'max' },
+  { name: 'sglang:num_queue_reqs', label: 'queued max', kind: 'max' },
+  { name: 'sglang:token_usage', label: 'token usage max', kind: 'max' },
+  { name: 'tgi_queue_size', label: 'queue max', kind: 'max' },
+  { name: 'tgi_batch_current_size', label: 'batch max', kind: 'max' },
+];
+
+function serverLine(m: ServerMetricsSummary): string {
+  const parts: string[] = [];
+  for (const h of SERVER_HIGHLIGHTS) {
+    let value: number | undefined;
+    const source = h.kind === 'max' ? m.gauges : m.counters;
+    for (const [key, entry] of Object.entries(source)) {
+      if (seriesName(key) !== h.name) continue;
+      const v =
+        h.kind === 'max' ? (entry as { max: number }).max : (entry as { perS: number }).perS;
+      value = h.kind === 'max' ? Math.max(value ?? v, v) : (value ?? 0) + v;
+    }
+    if (value !== undefined)
+      parts.push(`${h.label} ${num(value, Number.isInteger(value) ? 0 : 2)}`);
+  }
+  const failed = m.failedScrapes > 0 ? `, ${m.failedScrapes} failed (${m.firstError})` : '';
+  return `Server metrics (${m.scrapes} scrapes${failed})${parts.length > 0 ? `: ${parts.join(', ')}` : ''}`;
 }
 
 /** "64 concurrent requests (measured 61.8)": a throughput is never shown without its load. */
@@ -105,6 +151,7 @@ export function renderTerminalSummary(summary: RunSummary, options: TerminalOpti
       `Client health: event-loop delay p99 ${fmt(h.eventLoopDelayMs.p99, 2)} ms, CPU ${fmt(h.cpu.utilisation * 100, 0)}% of one core, coalesced events ${fmt(h.coalescedEventShare * 100, 1)}%${h.sendSlipMs ? `, send slip p99 ${fmt(h.sendSlipMs.p99, 2)} ms` : ''}: ${h.clientLimited ? c.red('client-limited') : c.green('ok')}`,
     );
   }
+  if (options.serverMetrics) lines.push(serverLine(options.serverMetrics));
   if (summary.warnings.length > 0) {
     lines.push('Warnings:');
     for (const w of summary.warnings) lines.push(c.yellow(`  - ${w.message}`));

@@ -6,7 +6,7 @@ import { createRng } from './rng.js';
  * (cl100k/o200k), Mistral and Qwen vocabularies, so a prompt of N words comes close to N tokens
  * on real servers without a tokenizer. The built-in simulator counts exactly one token per word.
  */
-const WORDS = (
+export const WORDS: readonly string[] = (
   'the of and to in is was for on with as by at from that this it be are or an not have' +
   ' has had but were which their one all can more other some time when there what so up out' +
   ' about into than them only new would these two may first any like over also after most' +

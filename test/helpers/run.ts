@@ -41,6 +41,8 @@ export async function runAgainst(
     outputTokens?: number;
     slo?: SloCondition[];
     engine?: Partial<EngineOptions>;
+    /** Called after each record is collected (with all records so far). */
+    onRecord?: (record: RequestRecord, all: RequestRecord[]) => void;
   } = {},
 ): Promise<TestRun> {
   const records: RequestRecord[] = [];
@@ -57,7 +59,10 @@ export async function runAgainst(
       outputTokens: options.outputTokens ?? 8,
       seed: 7,
     }),
-    onRecord: (r) => records.push(r),
+    onRecord: (r) => {
+      records.push(r);
+      options.onRecord?.(r, records);
+    },
     ...options.engine,
   });
   records.sort((a, b) => a.id - b.id);

@@ -1,0 +1,66 @@
+/**
+ * `npm run engine:llama -- --port 8080 [--model-size tiny|125m] [--parallel 4] [--ctx-size 4096]`
+ *
+ * A real serving engine on this machine's CPU, for trying infergauge against something nobody
+ * here wrote: builds llama.cpp's llama-server if the cache has none, writes a generated model
+ * (random weights, no download), and serves it in the foreground on loopback until Ctrl-C.
+ */
+import { existsSync } from 'node:fs';
+import { mkdir } from 'node:fs/promises';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { cacheDir, ensureLlamaServer } from './build.js';
+import { LLAMA_PRESETS, type LlamaPreset, writeLlamaModel } from './model.js';
+import { startLlamaServer } from './server.js';
+
+const { values } = parseArgs({
+  options: {
+    port: { type: 'string', default: '8080' },
+    'model-size': { type: 'string', default: 'tiny' },
+    parallel: { type: 'string', default: '4' },
+    'ctx-size': { type: 'string', default: '4096' },
+    threads: { type: 'string', default: '1' },
+  },
+});
+
+const preset = values['model-size'] as LlamaPreset;
+if (!(preset in LLAMA_PRESETS)) {
+  process.stderr.write(`--model-size must be one of ${Object.keys(LLAMA_PRESETS).join(', ')}\n`);
+  process.exit(2);
+}
+const port = Number(values.port);
+if (!Number.isInteger(port) || port <= 0 || port > 65535) {
+  process.stderr.write('--port must be a port number, e.g. --port 8080\n');
+  process.exit(2);
+}
+
+const binary = await ensureLlamaServer();
+const modelDir = join(cacheDir(), 'models');
+await mkdir(modelDir, { recursive: true });
+const modelPath = join(modelDir, `infergauge-${preset}-seed1.gguf`);
+if (!existsSync(modelPath)) {
+  const model = await writeLlamaModel(modelPath, { preset, seed: 1 });
+  process.stderr.write(`wrote ${modelPath} (${JSON.stringify(model)})\n`);
+}
+const server = await startLlamaServer({
+  binary,
+  modelPath,
+  port,
+  parallel: Number(values.parallel),
+  ctxSize: Number(values['ctx-size']),
+  threads: Number(values.threads),
+});
+process.stdout.write(
+  `llama-server (${preset} model, ${values.parallel} slots) at ${server.url}; Ctrl-C stops it.\n` +
+    `Try: node dist/cli/main.js run --url ${server.url} --concurrency 4 --requests 40 --ignore-eos --server-metrics --slots\n` +
+    `  or: node dist/cli/main.js run --url ${server.url} --backend llamacpp --concurrency 4 --requests 40 --ignore-eos\n`,
+);
+const stop = () => {
+  void server.stop().then(() => process.exit(0));
+};
+process.on('SIGINT', stop);
+process.on('SIGTERM', stop);
+server.child.once('exit', (code) => {
+  process.stderr.write(`llama-server exited (${code}):\n${server.output().slice(-2000)}\n`);
+  process.exit(1);
+});
