@@ -47,7 +47,7 @@ const behaviours: Record<
 
 describe('errors become categorised records and the run goes on', () => {
   test('429, 500, reset mid-stream, stall, malformed JSON, in-stream error', async () => {
-    const server = await startScriptedServer((id) => behaviours[id]);
+    const server = await startScriptedServer((r) => behaviours[r.id]);
     try {
       const { records, summary } = await runAgainst(server.url, {
         target: { endpoint: 'chat', timeoutMs: 600 },

@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
+import { BACKENDS } from '../src/backends/index.js';
 import { requestMetrics } from '../src/metrics/requestMetrics.js';
 import type { RunSummary } from '../src/metrics/summary.js';
 import type { ServerMetricsSummary } from '../src/telemetry/summary.js';
@@ -84,6 +85,26 @@ describe('llama-server (real engine, CPU)', { timeout: 20 * 60_000 }, () => {
       );
     });
   }
+
+  test('native /completion backend: exact tokens per event and the server timings', async () => {
+    const { records, summary } = await runAgainst(server.url, {
+      target: { backend: BACKENDS.llamacpp, model: 'm', ignoreEos: true },
+      load: { mode: 'closed', concurrency: 2 },
+      requests: 6,
+      inputTokens: 32,
+      outputTokens: 20,
+    });
+    assert.equal(summary.requests.failed, 0, JSON.stringify(summary.requests.errorsByKind));
+    for (const r of records) {
+      assert.equal(r.outputTokens, 20);
+      assert.equal(r.outputTokensSource, 'server');
+      assert.equal(r.tokenCountMismatch, undefined);
+      assert.equal(r.finishReason, 'length');
+      assert.equal(r.inputTokens, 33);
+      assert.equal(r.serverTiming?.decodeTokens, 20);
+      assert.ok((requestMetrics(r).ttftMs as number) >= (r.serverTiming?.prefillMs as number));
+    }
+  });
 
   test('requests beyond the slot count wait: higher TTFT, deferred on the server', async () => {
     const run = (concurrency: number) =>

@@ -1,5 +1,6 @@
 import type { ServerTiming } from '../record.js';
 import { createDecoder, inStreamError } from './decoder.js';
+import { firstListedModel, withExtraBody } from './request.js';
 import type { DecodedStream, StreamFault, Timeline } from './timeline.js';
 import type { Backend, BackendOptions, Endpoint, RequestSpec } from './types.js';
 
@@ -20,7 +21,7 @@ export function buildOpenAIBody(spec: RequestSpec, options: BackendOptions): str
     : { include_usage: true };
   // vLLM, SGLang and llama.cpp accept it; OpenAI itself rejects unknown fields.
   if (options.ignoreEos) body.ignore_eos = true;
-  return JSON.stringify(options.extraBody ? { ...body, ...options.extraBody } : body);
+  return JSON.stringify(withExtraBody(body, options.extraBody));
 }
 
 /**
@@ -91,14 +92,7 @@ export const openaiBackend: Backend = {
   }),
   decoder: (sentAtUs, options) =>
     createDecoder('sse', sentAtUs, parseChunk(options.endpoint === 'chat')),
-  models: {
-    path: '/v1/models',
-    first: (body) => {
-      const data = (body as { data?: { id?: unknown }[] } | undefined)?.data;
-      const id = Array.isArray(data) ? data[0]?.id : undefined;
-      return typeof id === 'string' ? id : undefined;
-    },
-  },
+  models: { path: '/v1/models', first: firstListedModel },
   decodeJson: (body, atUs, options): DecodedStream | StreamFault => {
     const parsed = body as Record<string, unknown>;
     const choice = (Array.isArray(parsed.choices) ? parsed.choices[0] : undefined) as

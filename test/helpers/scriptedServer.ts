@@ -1,6 +1,5 @@
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
-import { performance } from 'node:perf_hooks';
 
 /** One step of a scripted response: wait, then write bytes (or do something to the socket). */
 export type Step =
@@ -9,50 +8,57 @@ export type Step =
   | { destroy: true }
   | { end: true };
 
+/** What the server was asked. */
+export interface ScriptedRequest {
+  /** Order of arrival, from 0. */
+  index: number;
+  /** The client's `x-request-id`, as a number (NaN without one). */
+  id: number;
+  method: string;
+  path: string;
+  body: Record<string, unknown>;
+}
+
+export interface ScriptedReply {
+  status?: number;
+  /** Response headers; `content-type` defaults to `text/event-stream`. */
+  headers?: Record<string, string>;
+  steps: Step[];
+}
+
 export interface ScriptedServer {
   url: string;
-  /** Per request: when its body was read and when each write happened (ms, server clock). */
-  log: { id: string; arrivedAt: number; writes: number[] }[];
+  requests: ScriptedRequest[];
   close(): Promise<void>;
 }
 
 /**
- * A loopback server on port 0 that answers each POST with a script of raw writes, so tests can
- * produce any stream quirk, error or broken connection byte for byte. `respond` picks the
- * status, headers and steps per request (by its `x-request-id`).
+ * A loopback server on port 0 that records each request and answers it with a script of raw
+ * writes, so tests can produce any wire format, stream quirk, error or broken connection byte
+ * for byte, and check what the client sent.
  */
 export async function startScriptedServer(
-  respond: (
-    id: number,
-    body: Record<string, unknown>,
-  ) => {
-    status?: number;
-    headers?: Record<string, string>;
-    steps: Step[];
-  },
+  respond: (request: ScriptedRequest) => ScriptedReply,
 ): Promise<ScriptedServer> {
-  const log: ScriptedServer['log'] = [];
+  const requests: ScriptedRequest[] = [];
   const sockets = new Set<Socket>();
   const server = createServer({ noDelay: true }, (req: IncomingMessage, res: ServerResponse) => {
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
-      if (req.method === 'GET') {
-        res.writeHead(200, { 'content-type': 'application/json' });
-        res.end('{"object":"list","data":[{"id":"scripted"}]}');
-        return;
-      }
-      const id = String(req.headers['x-request-id'] ?? '0');
-      const entry = { id, arrivedAt: performance.now(), writes: [] as number[] };
-      log.push(entry);
-      const body = JSON.parse(Buffer.concat(chunks).toString('utf8') || '{}');
-      const plan = respond(Number(id), body);
-      res.writeHead(plan.status ?? 200, {
-        'content-type': 'text/event-stream',
-        ...plan.headers,
-      });
+      const text = Buffer.concat(chunks).toString('utf8');
+      const request: ScriptedRequest = {
+        index: requests.length,
+        id: Number(req.headers['x-request-id']),
+        method: req.method ?? 'GET',
+        path: req.url ?? '/',
+        body: text ? (JSON.parse(text) as Record<string, unknown>) : {},
+      };
+      requests.push(request);
+      const reply = respond(request);
+      res.writeHead(reply.status ?? 200, { 'content-type': 'text/event-stream', ...reply.headers });
       res.flushHeaders();
-      void play(res, plan.steps, entry.writes);
+      void play(res, reply.steps);
     });
   });
   server.on('connection', (s) => {
@@ -63,7 +69,7 @@ export async function startScriptedServer(
   const { port } = server.address() as AddressInfo;
   return {
     url: `http://127.0.0.1:${port}`,
-    log,
+    requests,
     close: () =>
       new Promise<void>((resolve) => {
         for (const s of sockets) s.destroy();
@@ -72,14 +78,12 @@ export async function startScriptedServer(
   };
 }
 
-async function play(res: ServerResponse, steps: Step[], writes: number[]): Promise<void> {
+async function play(res: ServerResponse, steps: Step[]): Promise<void> {
   for (const step of steps) {
     if (res.destroyed) return;
     if ('wait' in step) await new Promise((r) => setTimeout(r, step.wait));
-    else if ('write' in step) {
-      writes.push(performance.now());
-      res.write(step.write);
-    } else if ('destroy' in step) {
+    else if ('write' in step) res.write(step.write);
+    else if ('destroy' in step) {
       // An abrupt reset: the chunked body never terminates.
       res.socket?.destroy();
       return;

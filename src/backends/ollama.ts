@@ -1,0 +1,87 @@
+// Wire format: Ollama docs/api.md + server/routes.go streamResponse (NDJSON), Ollama 0.5+ (2025).
+import type { ServerTiming } from '../record.js';
+import { createDecoder, inStreamError } from './decoder.js';
+import { withExtraBody } from './request.js';
+import type { Timeline } from './timeline.js';
+import type { Backend, BackendOptions, Endpoint, RequestSpec } from './types.js';
+
+const PATHS: Record<Endpoint, string> = { chat: '/api/chat', completions: '/api/generate' };
+
+export function buildOllamaBody(spec: RequestSpec, options: BackendOptions): string {
+  const body: Record<string, unknown> = { model: options.model };
+  if (options.endpoint === 'chat') body.messages = [{ role: 'user', content: spec.prompt }];
+  else body.prompt = spec.prompt;
+  body.stream = true;
+  body.options = { num_predict: spec.requestedOutputTokens, temperature: options.temperature };
+  return JSON.stringify(withExtraBody(body, options.extraBody, 'options'));
+}
+
+const NS_PER_MS = 1e6;
+
+/** The final line's counters and nanosecond durations, as the server's own timing. */
+export function ollamaTiming(m: Record<string, unknown>): ServerTiming | undefined {
+  const timing: ServerTiming = {};
+  if (typeof m.prompt_eval_duration === 'number') {
+    timing.prefillMs = m.prompt_eval_duration / NS_PER_MS;
+  }
+  if (typeof m.prompt_eval_count === 'number') timing.prefillTokens = m.prompt_eval_count;
+  if (typeof m.eval_duration === 'number') timing.decodeMs = m.eval_duration / NS_PER_MS;
+  if (typeof m.eval_count === 'number') timing.decodeTokens = m.eval_count;
+  if (typeof m.load_duration === 'number') timing.loadMs = m.load_duration / NS_PER_MS;
+  return Object.keys(timing).length > 0 ? timing : undefined;
+}
+
+/**
+ * One NDJSON line: `response` (generate) or `message.content` (chat) is the new text, `thinking`
+ * / `message.thinking` the reasoning of thinking models. The `done: true` line carries the
+ * counts and durations and ends the answer.
+ */
+function parseLine(chat: boolean) {
+  return (m: Record<string, unknown>, t: Timeline): void => {
+    if (m.error !== undefined) {
+      t.fault = inStreamError(m.error);
+      return;
+    }
+    const source = chat ? (m.message as Record<string, unknown> | undefined) : m;
+    const text = chat ? source?.content : source?.response;
+    const thinking = source?.thinking;
+    t.event({
+      content: typeof text === 'string' ? text : '',
+      reasoning: typeof thinking === 'string' ? thinking : '',
+    });
+    if (m.done !== true) return;
+    if (typeof m.eval_count === 'number') t.totalCompletionTokens = m.eval_count;
+    if (typeof m.prompt_eval_count === 'number') t.promptTokens = m.prompt_eval_count;
+    if (typeof m.done_reason === 'string') t.finishReason = m.done_reason;
+    const timing = ollamaTiming(m);
+    if (timing) t.serverTiming = timing;
+    t.markDone();
+  };
+}
+
+/** Ollama's own `/api/chat` and `/api/generate`, newline-delimited JSON. */
+export const ollamaBackend: Backend = {
+  name: 'ollama',
+  request: (spec, options) => ({
+    path: PATHS[options.endpoint],
+    body: buildOllamaBody(spec, options),
+  }),
+  decoder: (sentAtUs, options) =>
+    createDecoder('ndjson', sentAtUs, parseLine(options.endpoint === 'chat')),
+  models: {
+    // Every pulled model, not only loaded ones: the first may take a load (see loadMs).
+    path: '/api/tags',
+    first: (body) => {
+      const models = (body as { models?: { name?: unknown }[] } | undefined)?.models;
+      const name = Array.isArray(models) ? models[0]?.name : undefined;
+      return typeof name === 'string' ? name : undefined;
+    },
+  },
+  supports: {
+    endpoints: ['chat', 'completions'],
+    // Ollama has no option to ignore the end-of-sequence token.
+    ignoreEos: false,
+    continuousUsageStats: false,
+    modelRequired: false,
+  },
+};

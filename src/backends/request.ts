@@ -1,0 +1,31 @@
+/**
+ * `--extra-body` merged last into a request body. Where a server nests its sampling settings
+ * (`parameters` for TGI, `options` for Ollama, `sampling_params` for SGLang), the extra object
+ * under that key adds to ours instead of replacing it, so `{"options":{"num_ctx":8192}}` keeps
+ * `num_predict`.
+ */
+export function withExtraBody(
+  body: Record<string, unknown>,
+  extra: Record<string, unknown> | undefined,
+  nestedKey?: string,
+): Record<string, unknown> {
+  if (!extra) return body;
+  const merged = { ...body, ...extra };
+  const nested = nestedKey === undefined ? undefined : extra[nestedKey];
+  if (
+    nestedKey !== undefined &&
+    typeof nested === 'object' &&
+    nested !== null &&
+    !Array.isArray(nested)
+  ) {
+    merged[nestedKey] = { ...(body[nestedKey] as object), ...nested };
+  }
+  return merged;
+}
+
+/** The first `data[].id` of an OpenAI-style model list (`GET /v1/models`). */
+export function firstListedModel(body: unknown): string | undefined {
+  const data = (body as { data?: { id?: unknown }[] } | undefined)?.data;
+  const id = Array.isArray(data) ? data[0]?.id : undefined;
+  return typeof id === 'string' ? id : undefined;
+}
