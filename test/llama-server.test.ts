@@ -7,7 +7,7 @@ import { requestMetrics } from '../src/metrics/requestMetrics.js';
 import type { RunSummary } from '../src/metrics/summary.js';
 import type { ServerMetricsSummary } from '../src/telemetry/summary.js';
 import { ensureLlamaServer } from '../tools/llama/build.js';
-import { writeLlamaModel } from '../tools/llama/model.js';
+import { CONTENT_ONLY_CHAT_TEMPLATE, writeLlamaModel } from '../tools/llama/model.js';
 import { type RunningLlamaServer, startLlamaServer } from '../tools/llama/server.js';
 import { runCli, tempDir } from './helpers/cli.js';
 import { runAgainst } from './helpers/run.js';
@@ -25,7 +25,11 @@ describe('llama-server (real engine, CPU)', { timeout: 20 * 60_000 }, () => {
 
   before(async () => {
     binary = await ensureLlamaServer();
-    await writeLlamaModel(modelPath, { preset: '125m', seed: 1 });
+    await writeLlamaModel(modelPath, {
+      preset: '125m',
+      seed: 1,
+      chatTemplate: CONTENT_ONLY_CHAT_TEMPLATE,
+    });
     server = await startLlamaServer({ binary, modelPath, parallel: 4, ctxSize: 4096 });
     // Warm the server (first decode allocates buffers) and the client.
     await runAgainst(server.url, {
@@ -160,6 +164,7 @@ describe('llama-server (real engine, CPU)', { timeout: 20 * 60_000 }, () => {
     assert.equal(m.gauges['llamacpp_slots:total']?.max, 4);
     assert.ok((m.gauges['llamacpp:requests_deferred']?.max ?? 0) >= 1, 'six clients, four slots');
     assert.match(result.stdout, /Server metrics \(\d+ scrapes\): processing max \d/);
+    assert.equal(summary.tokens.input, 18 * 17, 'chat prompts count one token per word plus BOS');
     const lines = readFileSync(join(out, 'telemetry.jsonl'), 'utf8').trim().split('\n');
     assert.ok(lines.every((l) => typeof JSON.parse(l).at === 'number'));
   });

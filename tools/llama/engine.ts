@@ -10,7 +10,12 @@ import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { cacheDir, ensureLlamaServer } from './build.js';
-import { LLAMA_PRESETS, type LlamaPreset, writeLlamaModel } from './model.js';
+import {
+  CONTENT_ONLY_CHAT_TEMPLATE,
+  LLAMA_PRESETS,
+  type LlamaPreset,
+  writeLlamaModel,
+} from './model.js';
 import { startLlamaServer } from './server.js';
 
 const { values } = parseArgs({
@@ -37,9 +42,16 @@ if (!Number.isInteger(port) || port <= 0 || port > 65535) {
 const binary = await ensureLlamaServer();
 const modelDir = join(cacheDir(), 'models');
 await mkdir(modelDir, { recursive: true });
-const modelPath = join(modelDir, `infergauge-${preset}-seed1.gguf`);
+// The name changes whenever what is written changes, so a cached model is never stale.
+const modelPath = join(modelDir, `infergauge-${preset}-seed1-content-chat.gguf`);
 if (!existsSync(modelPath)) {
-  const model = await writeLlamaModel(modelPath, { preset, seed: 1 });
+  // Chat prompts then count like completions (one token per word), not with ChatML markers
+  // that this vocabulary would spell out character by character.
+  const model = await writeLlamaModel(modelPath, {
+    preset,
+    seed: 1,
+    chatTemplate: CONTENT_ONLY_CHAT_TEMPLATE,
+  });
   process.stderr.write(`wrote ${modelPath} (${JSON.stringify(model)})\n`);
 }
 const server = await startLlamaServer({
