@@ -1,7 +1,7 @@
 import type { ServerTiming } from '../record.js';
 import { createDecoder, inStreamError } from './decoder.js';
 import { firstListedModel, withExtraBody } from './request.js';
-import type { DecodedStream, StreamFault, Timeline } from './timeline.js';
+import { type DecodedStream, type StreamFault, Timeline } from './timeline.js';
 import type { Backend, BackendOptions, Endpoint, RequestSpec } from './types.js';
 
 export const ENDPOINT_PATHS: Record<Endpoint, string> = {
@@ -101,26 +101,20 @@ export const openaiBackend: Backend = {
     if (!choice) {
       return { kind: 'bad_stream', message: 'expected an event stream, got JSON without choices' };
     }
-    const text =
+    // The whole answer is one event at the end, counted like any stream's.
+    const t = new Timeline(0);
+    t.nowUs = atUs;
+    const content =
       options.endpoint === 'chat'
         ? String((choice.message as Record<string, unknown> | undefined)?.content ?? '')
         : String(choice.text ?? '');
-    const usage = parsed.usage as Record<string, number> | undefined;
-    const outputTokens = usage?.completion_tokens ?? (text.length > 0 ? 1 : 0);
-    const decoded: DecodedStream = {
-      events: { dtUs: [atUs], tokens: [outputTokens], contentChars: [text.length] },
-      outputTokens,
-      outputTokensSource: usage?.completion_tokens !== undefined ? 'server' : 'events',
-      doneUs: atUs,
-    };
-    if (outputTokens > 0) {
-      decoded.firstTokenUs = atUs;
-      decoded.lastTokenUs = atUs;
-      decoded.firstContentUs = atUs;
-    }
-    if (usage?.prompt_tokens !== undefined) decoded.inputTokens = usage.prompt_tokens;
-    if (typeof choice.finish_reason === 'string') decoded.finishReason = choice.finish_reason;
-    return decoded;
+    const usage = parsed.usage as Record<string, unknown> | undefined;
+    const completion = usage?.completion_tokens;
+    t.event({ content, ...(typeof completion === 'number' ? { tokens: completion } : {}) });
+    if (typeof usage?.prompt_tokens === 'number') t.promptTokens = usage.prompt_tokens;
+    if (typeof choice.finish_reason === 'string') t.finishReason = choice.finish_reason;
+    t.markDone();
+    return t.finish();
   },
   supports: {
     endpoints: ['chat', 'completions'],

@@ -23,6 +23,23 @@ export function withExtraBody(
   return merged;
 }
 
+/**
+ * Splits a user's server URL into its origin and a path prefix; a trailing `/v1` is dropped, so
+ * `http://host:8000` and `http://host:8000/v1` name the same server.
+ */
+export function splitServerUrl(serverUrl: string): { origin: string; prefix: string } {
+  const url = new URL(serverUrl);
+  return { origin: url.origin, prefix: url.pathname.replace(/\/+$/, '').replace(/\/v1$/, '') };
+}
+
+/** Request headers with the API key as a bearer token, when there is one. */
+export function withApiKey(
+  headers: Record<string, string>,
+  apiKey: string | undefined,
+): Record<string, string> {
+  return apiKey ? { ...headers, authorization: `Bearer ${apiKey}` } : headers;
+}
+
 /** The first `data[].id` of an OpenAI-style model list (`GET /v1/models`). */
 export function firstListedModel(body: unknown): string | undefined {
   const data = (body as { data?: { id?: unknown }[] } | undefined)?.data;

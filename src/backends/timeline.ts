@@ -1,11 +1,7 @@
-import type { ErrorKind, EventTimeline, ServerTiming, TokenCountSource } from '../record.js';
+import type { EventTimeline, RequestError, ServerTiming, TokenCountSource } from '../record.js';
 
-/** A stream-level failure a decoder detected. */
-export interface StreamFault {
-  kind: ErrorKind;
-  message: string;
-  status?: number;
-}
+/** A stream-level failure a decoder detected: it becomes the record's error as it is. */
+export type StreamFault = RequestError;
 
 /** What a finished stream amounts to, ready to go into a record. */
 export interface DecodedStream {

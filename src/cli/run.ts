@@ -5,8 +5,9 @@ import { Command, Option } from '@commander-js/extra-typings';
 import { logUpdateStderr } from 'log-update';
 import { request } from 'undici';
 import { BACKEND_NAMES, BACKENDS } from '../backends/index.js';
+import { splitServerUrl, withApiKey } from '../backends/request.js';
 import { createRunClock } from '../engine/clock.js';
-import { parseBaseUrl, type TargetConfig } from '../engine/http.js';
+import type { TargetConfig } from '../engine/http.js';
 import { JsonlWriter } from '../engine/records.js';
 import { type EngineProgress, runEngine } from '../engine/run.js';
 import { SummaryBuilder } from '../metrics/summary.js';
@@ -224,7 +225,7 @@ async function benchmark(plan: RunPlan, url: string, json: boolean): Promise<num
         sources: telemetrySources(plan.telemetry),
         intervalMs: plan.telemetry.intervalS * 1000,
         nowMs: () => clock.nowUs() / 1000,
-        headers: { ...plan.headers, ...(apiKey ? { authorization: `Bearer ${apiKey}` } : {}) },
+        headers: withApiKey(plan.headers, apiKey),
         onSnapshot: (snapshot) => {
           snapshots.push(snapshot);
           telemetryWriter?.write(snapshot);
@@ -311,10 +312,10 @@ async function fetchModels(
   apiKey: string | undefined,
   headers: Record<string, string>,
 ): Promise<unknown> {
-  const { origin, prefix } = parseBaseUrl(url);
+  const { origin, prefix } = splitServerUrl(url);
   try {
     const response = await request(`${origin}${prefix}${path}`, {
-      headers: { ...headers, ...(apiKey ? { authorization: `Bearer ${apiKey}` } : {}) },
+      headers: withApiKey(headers, apiKey),
       headersTimeout: 10_000,
       bodyTimeout: 10_000,
     });

@@ -1,6 +1,7 @@
 import { TextDecoder } from 'node:util';
 import type { Dispatcher, Pool } from 'undici';
 import { errorBodyMessage } from '../backends/decoder.js';
+import { withApiKey } from '../backends/request.js';
 import type { DecodedStream, StreamFault } from '../backends/timeline.js';
 import type { Backend, BackendOptions, RequestSpec, StreamDecoder } from '../backends/types.js';
 import type { RequestError, RequestPhase, RequestRecord } from '../record.js';
@@ -61,22 +62,14 @@ class Cancelled extends Error {
   }
 }
 
-/** Splits a user's URL into the pool origin and a path prefix (a trailing `/v1` is dropped). */
-export function parseBaseUrl(baseUrl: string): { origin: string; prefix: string } {
-  const url = new URL(baseUrl);
-  const prefix = url.pathname.replace(/\/+$/, '').replace(/\/v1$/, '');
-  return { origin: url.origin, prefix };
-}
-
 export function requestHeaders(target: TargetConfig, id: number): Record<string, string> {
-  const headers: Record<string, string> = {
+  const headers = {
     'content-type': 'application/json',
     accept: 'text/event-stream',
     'x-request-id': String(id),
     ...target.headers,
   };
-  if (target.apiKey) headers.authorization = `Bearer ${target.apiKey}`;
-  return headers;
+  return withApiKey(headers, target.apiKey);
 }
 
 /**
@@ -178,7 +171,7 @@ export function executeRequest(
         } else if (decoder) {
           decoder.end(atUs);
           const decoded = decoder.finish();
-          if (decoder.fault) finish(faultError(decoder.fault), decoded);
+          if (decoder.fault) finish(decoder.fault, decoded);
           else if (decoder.eventCount === 0) {
             // A 200 with no event at all is a wrong route or a proxy page, not an empty answer.
             finish(
@@ -191,7 +184,7 @@ export function executeRequest(
           } else finish(undefined, decoded);
         } else if (jsonBody !== undefined) {
           const decoded = decodeJsonResponse(target, jsonBody, atUs - sentAtUs);
-          if ('kind' in decoded) finish(faultError(decoded), undefined);
+          if ('kind' in decoded) finish(decoded, undefined);
           else finish(undefined, decoded);
         } else {
           finish(undefined, undefined);
@@ -200,7 +193,7 @@ export function executeRequest(
       onResponseError(_c, err) {
         if (settled) return;
         const decoded = decoder?.finish();
-        if (decoder?.fault) return finish(faultError(decoder.fault), decoded);
+        if (decoder?.fault) return finish(decoder.fault, decoded);
         const reason = abortReason?.kind ?? (err instanceof Cancelled ? err.kind : undefined);
         if (reason === 'timeout') {
           return finish(
@@ -300,12 +293,6 @@ function httpError(status: number, body: string): RequestError {
     status,
     message: `HTTP ${status}: ${errorBodyMessage(body)}`,
   };
-}
-
-function faultError(fault: StreamFault): RequestError {
-  return fault.status === undefined
-    ? { kind: fault.kind, message: fault.message }
-    : { kind: fault.kind, message: fault.message, status: fault.status };
 }
 
 /** The peer closed or reset the socket (as opposed to refusing, timing out or a bad answer). */

@@ -1,17 +1,12 @@
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { Pool } from 'undici';
+import { splitServerUrl } from '../backends/request.js';
 import type { RequestSpec } from '../backends/types.js';
 import type { LoadSpec } from '../load.js';
 import type { ClientHealthMeasurements, RequestRecord } from '../record.js';
 import { createArrivalSchedule } from '../workload/arrivals.js';
 import { createRunClock, type RunClock } from './clock.js';
-import {
-  executeRequest,
-  type PendingRequest,
-  parseBaseUrl,
-  ReadTracker,
-  type TargetConfig,
-} from './http.js';
+import { executeRequest, type PendingRequest, ReadTracker, type TargetConfig } from './http.js';
 
 /** Sampling interval of the event-loop delay monitor. */
 const LOOP_DELAY_RESOLUTION_MS = 2;
@@ -68,7 +63,7 @@ export async function runEngine(
   if (options.requests === undefined && options.durationS === undefined) {
     throw new Error('runEngine needs requests or durationS');
   }
-  const { origin, prefix } = parseBaseUrl(target.baseUrl);
+  const { origin, prefix } = splitServerUrl(target.baseUrl);
   const connections = load.mode === 'closed' ? load.concurrency : (load.maxConcurrency ?? null);
   const pool = new Pool(origin, {
     connections,

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { BACKEND_NAMES, BACKENDS, type BackendName } from '../backends/index.js';
+import { splitServerUrl } from '../backends/request.js';
 import type { Endpoint } from '../backends/types.js';
 import type { LoadSpec } from '../load.js';
 import type { SloCondition } from '../metrics/slo.js';
@@ -282,7 +283,8 @@ export function parseRunPlan(input: RunPlanInput, env: NodeJS.ProcessEnv = {}): 
   if (extraBody) plan.extraBody = extraBody;
   if (o.out !== undefined) plan.out = o.out;
   if (o.serverMetrics !== undefined || o.slots) {
-    const base = (o.url ?? '').replace(/\/+$/, '').replace(/\/v1$/, '');
+    const server = o.url === undefined ? undefined : splitServerUrl(o.url);
+    const base = server ? server.origin + server.prefix : '';
     plan.telemetry = { intervalS: o.scrapeInterval ?? 1 };
     if (o.serverMetrics !== undefined && o.serverMetrics !== false) {
       plan.telemetry.metricsUrl = o.serverMetrics === true ? `${base}/metrics` : o.serverMetrics;

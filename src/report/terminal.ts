@@ -124,7 +124,7 @@ export function renderTerminalSummary(summary: RunSummary, options: TerminalOpti
     `Throughput at ${describeLoad(summary)}, over ${fmt(summary.durationS, 1)} s:`,
     `  system       ${num(t.outputTokensPerS, 1)} output tok/s, ${num(t.totalTokensPerS, 1)} total tok/s, ${fmt(t.requestsPerS, 2)} req/s`,
     `  per request  output speed mean ${num(latency.outputSpeedTokS.mean, 1)} tok/s, p50 ${num(latency.outputSpeedTokS.p50, 1)}, slowest ${num(latency.outputSpeedTokS.min, 1)}`,
-    `  prefill/decode  input ${num(t.inputTokensPerS, 1)} tok/s, decode ${num(t.decodeTokensPerS, 1)} tok/s`,
+    `  input/decode input ${num(t.inputTokensPerS, 1)} tok/s, decode ${num(t.decodeTokensPerS, 1)} tok/s`,
   );
   const failed = summary.requests.failed;
   const kinds = Object.entries(summary.requests.errorsByKind)
