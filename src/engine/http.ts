@@ -127,6 +127,9 @@ export function executeRequest(
     const handler: Dispatcher.DispatchHandler = {
       onRequestStart(c) {
         sentAtUs = clock.nowUs();
+        // The limit runs from sending, as documented; waiting for a connection is not the
+        // server's time (the timer armed at dispatch still bounds a connection that never comes).
+        timer.refresh();
         controller = c;
         if (abortReason) c.abort(abortReason);
       },
