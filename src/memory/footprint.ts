@@ -1,0 +1,240 @@
+import {
+  DTYPE_BYTES,
+  type Dtype,
+  type KvDtype,
+  type WeightFormat,
+  weightBytesPerParam,
+} from './dtype.js';
+import type { GpuSpec } from './hardware.js';
+import { type ModelSpec, paramCounts } from './model.js';
+
+/**
+ * Analytic memory footprint of a served model (REFERENCE-memory-and-simulator.md section 1).
+ * All sizes are bytes per GPU unless a name says otherwise.
+ */
+
+/** Weight bytes of the whole model (all TP ranks together). */
+export interface WeightBytes {
+  total: number;
+  /** Embedding and lm_head (16 bit in quantised checkpoints). */
+  embedding: number;
+  /** Linear layers and norms. */
+  body: number;
+}
+
+export function weightBytes(model: ModelSpec, format: WeightFormat): WeightBytes {
+  const p = paramCounts(model);
+  // fp32 models keep fp32 embeddings; quantised ones keep them in 16 bit.
+  const embeddingBytesPerParam = format.dtype === 'fp32' ? 4 : 2;
+  const embedding = p.embedding * embeddingBytesPerParam;
+  const body = p.body * weightBytesPerParam(format);
+  return { total: embedding + body, embedding, body };
+}
+
+/** KV heads one TP rank holds: `ceil(n_kv / tp)`, so KV is replicated when n_kv < tp. */
+export function kvHeadsPerRank(model: ModelSpec, tp: number): number {
+  return Math.ceil(model.kvHeads / tp);
+}
+
+/**
+ * KV cache bytes per token on one GPU, all layers. GQA/MHA/MQA: 2 x L x kv heads x head dim x
+ * bytes. MLA: L x (kv_lora_rank + rope dims) x bytes, one latent per token that TP does not split.
+ */
+export function kvBytesPerToken(model: ModelSpec, kvDtype: KvDtype, tp = 1): number {
+  const b = DTYPE_BYTES[kvDtype];
+  if (model.mla) return model.layers * (model.mla.kvLoraRank + model.mla.ropeHeadDim) * b;
+  return 2 * model.layers * kvHeadsPerRank(model, tp) * model.headDim * b;
+}
+
+/** Blocks a sequence of `tokens` holds: ceil(tokens / block), capped by a sliding window. */
+export function blocksForTokens(
+  tokens: number,
+  blockSize: number,
+  windowCapBlocks = Number.POSITIVE_INFINITY,
+): number {
+  return Math.min(Math.ceil(tokens / blockSize), windowCapBlocks);
+}
+
+/**
+ * vLLM's most blocks a sliding-window sequence can hold (`SlidingWindowSpec`):
+ * cdiv(min(window - 1 + max_num_batched_tokens, max_model_len), block) + 1.
+ */
+export function slidingWindowCapBlocks(
+  model: ModelSpec,
+  blockSize: number,
+  maxNumBatchedTokens: number,
+  maxModelLen: number,
+): number {
+  if (model.slidingWindow === undefined) return Number.POSITIVE_INFINITY;
+  const span = Math.min(model.slidingWindow - 1 + maxNumBatchedTokens, maxModelLen);
+  return Math.ceil(span / blockSize) + 1;
+}
+
+/**
+ * Peak activation memory of vLLM's profiling run: one forward pass over `tokens` tokens, whose
+ * largest live set is the MLP (hidden in and out plus gate, up and activated intermediate),
+ * plus the sampler's fp32 logits (and their softmax copy) for `sampledRows` rows.
+ */
+export function activationPeakBytes(
+  model: ModelSpec,
+  tokens: number,
+  sampledRows: number,
+  tp: number,
+  actDtype: Dtype = 'bf16',
+): number {
+  const ffnPerToken = model.moe
+    ? Math.max(model.ffnSize, (model.moe.topK + model.moe.sharedExperts) * model.moe.expertFfnSize)
+    : model.ffnSize;
+  const perToken = (2 * model.hiddenSize + (3 * ffnPerToken) / tp) * DTYPE_BYTES[actDtype];
+  const logits = sampledRows * model.vocabSize * 4 * 2;
+  return tokens * perToken + logits;
+}
+
+/** Memory outside weights, KV cache and activations, by component. */
+export interface OverheadParts {
+  /** cuBLAS/cuBLASLt workspaces, allocator slack, other non-torch allocations after start-up. */
+  nonTorchBytes: number;
+  /** NCCL buffers, only with TP > 1 (aiconfigurator: 342 MB at TP 2, 392 MB at TP >= 4). */
+  ncclBytes: number;
+  /** CUDA graphs captured for decode batch sizes. */
+  cudaGraphBytes: number;
+}
+
+/**
+ * Default overheads. NCCL from aiconfigurator. Non-torch and CUDA-graph memory are not
+ * published per GPU; these values reproduce the measured 1.24 GB residual of the vLLM 0.19
+ * RTX 4090 Llama-3.1-8B run together with the activation formula above (2,598 blocks against
+ * the measured 2,588: 0.4 % more KV), and are knobs, not facts.
+ */
+export function defaultOverhead(tp: number): OverheadParts {
+  return {
+    nonTorchBytes: 0.25e9,
+    ncclBytes: tp <= 1 ? 0 : tp === 2 ? 342e6 : 392e6,
+    cudaGraphBytes: 0.5e9,
+  };
+}
+
+/** The CUDA context lives outside vLLM's budget but on the device (PyTorch #107667: 300–400 MB). */
+export const CUDA_CONTEXT_BYTES = 0.4e9;
+
+export interface VllmMemoryInput {
+  model: ModelSpec;
+  gpu: GpuSpec;
+  weights: WeightFormat;
+  kvDtype: KvDtype;
+  tp: number;
+  gpuMemoryUtilization: number;
+  blockSize: number;
+  maxNumBatchedTokens: number;
+  maxNumSeqs: number;
+  maxModelLen: number;
+  /** Replaces activations + non-torch + NCCL + CUDA graphs with one measured residual. */
+  nonKvOverheadBytes?: number;
+  /** vLLM `num_gpu_blocks_override`. */
+  numGpuBlocksOverride?: number;
+}
+
+export interface VllmMemoryPlan {
+  /** Device memory per GPU. */
+  totalBytes: number;
+  /** gpu_memory_utilization x total: vLLM's budget per GPU. */
+  budgetBytes: number;
+  weightBytes: number;
+  activationBytes: number;
+  overhead: OverheadParts;
+  /** Everything in the budget that is not KV cache. */
+  nonKvBytes: number;
+  /** KV bytes per token per GPU, all layers. */
+  kvBytesPerToken: number;
+  /** One block of `blockSize` tokens, all layers. */
+  blockBytes: number;
+  numGpuBlocks: number;
+  kvPoolBytes: number;
+  kvTokens: number;
+  /** vLLM's logged "maximum concurrency for max_model_len tokens per request". */
+  maxConcurrencyAtMaxLen: number;
+  /** Most blocks one sequence can hold (sliding window), or Infinity. */
+  windowCapBlocks: number;
+  /** What the device shows as used once the engine is up (pool pre-allocated + CUDA context). */
+  deviceUsedBytes: number;
+}
+
+/** vLLM refuses to start; the message follows vLLM's own. */
+export class EngineStartError extends Error {
+  constructor(
+    readonly code: 'IG_SIM_NO_KV_MEMORY' | 'IG_SIM_MAX_MODEL_LEN',
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+const GiB = 1024 ** 3;
+const gib = (bytes: number) => `${(bytes / GiB).toFixed(2)} GiB`;
+
+/**
+ * vLLM V1's start-up plan (`gpu_worker.determine_available_memory`, `kv_cache_utils`):
+ * available = total x util - (weights + profiled activation peak + non-torch [+ CUDA graphs]);
+ * num_blocks = available // page_size // num_layers. Throws EngineStartError where vLLM would
+ * refuse to start: no memory left for the cache, or not one `max_model_len` sequence fits.
+ */
+export function planVllmMemory(input: VllmMemoryInput): VllmMemoryPlan {
+  const { model, gpu, tp } = input;
+  const totalBytes = gpu.memoryBytes;
+  const budgetBytes = totalBytes * input.gpuMemoryUtilization;
+  const weights = weightBytes(model, input.weights).total / tp;
+  const activationBytes = activationPeakBytes(
+    model,
+    input.maxNumBatchedTokens,
+    input.maxNumSeqs,
+    tp,
+  );
+  const overhead = defaultOverhead(tp);
+  const nonKvBytes =
+    weights +
+    (input.nonKvOverheadBytes ??
+      activationBytes + overhead.nonTorchBytes + overhead.ncclBytes + overhead.cudaGraphBytes);
+  const kvPerToken = kvBytesPerToken(model, input.kvDtype, tp);
+  const blockBytes = kvPerToken * input.blockSize;
+  const available = budgetBytes - nonKvBytes;
+  if (available <= 0 && input.numGpuBlocksOverride === undefined) {
+    throw new EngineStartError(
+      'IG_SIM_NO_KV_MEMORY',
+      `No available memory for the cache blocks: ${model.name} weights need ${gib(weights)} per GPU and the rest of the engine ${gib(nonKvBytes - weights)}, over the ${gib(budgetBytes)} budget (gpu_memory_utilization ${input.gpuMemoryUtilization} x ${gib(totalBytes)} on ${gpu.name}, TP ${tp}). Try more GPUs (--tp), a smaller weight dtype, or a larger GPU.`,
+    );
+  }
+  // vLLM divides by the per-layer page and then by the layer count.
+  const perLayerPage = blockBytes / model.layers;
+  const numGpuBlocks =
+    input.numGpuBlocksOverride ?? Math.floor(Math.floor(available / perLayerPage) / model.layers);
+  const windowCapBlocks = slidingWindowCapBlocks(
+    model,
+    input.blockSize,
+    input.maxNumBatchedTokens,
+    input.maxModelLen,
+  );
+  const blocksPerMaxLen = blocksForTokens(input.maxModelLen, input.blockSize, windowCapBlocks);
+  if (numGpuBlocks < blocksPerMaxLen) {
+    throw new EngineStartError(
+      'IG_SIM_MAX_MODEL_LEN',
+      `To serve at least one request with the model's max seq len (${input.maxModelLen}), ${gib(blocksPerMaxLen * blockBytes)} KV cache is needed, which is larger than the available KV cache memory (${gib(numGpuBlocks * blockBytes)}). Try increasing gpu_memory_utilization or decreasing max_model_len (--max-model-len).`,
+    );
+  }
+  const kvPoolBytes = numGpuBlocks * blockBytes;
+  return {
+    totalBytes,
+    budgetBytes,
+    weightBytes: weights,
+    activationBytes,
+    overhead,
+    nonKvBytes,
+    kvBytesPerToken: kvPerToken,
+    blockBytes,
+    numGpuBlocks,
+    kvPoolBytes,
+    kvTokens: numGpuBlocks * input.blockSize,
+    maxConcurrencyAtMaxLen: numGpuBlocks / blocksPerMaxLen,
+    windowCapBlocks,
+    deviceUsedBytes: Math.min(totalBytes, nonKvBytes + kvPoolBytes + CUDA_CONTEXT_BYTES),
+  };
+}
