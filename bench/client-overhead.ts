@@ -305,6 +305,8 @@ async function main(): Promise<void> {
     let sim: SimulatorProcess | undefined;
     try {
       sim = await spawnSimulator([
+        '--engine',
+        'scripted',
         '--ttft-base-ms',
         '0',
         '--ttft-per-input-token-ms',

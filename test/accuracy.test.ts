@@ -55,6 +55,7 @@ for (const tokensPerEvent of [1, 4]) {
       // A short TTFT keeps both processes from idling long: on a VM, waking an idle process
       // costs ~0.3 ms per hop (a raw TCP ping-pong shows it), which is the host, not the client.
       sim = await startSim({
+        engine: 'scripted',
         'ttft-base-ms': 2,
         'ttft-per-input-token-ms': 0.01,
         'itl-ms': 4,

@@ -33,7 +33,7 @@ describe('arrival schedules', () => {
 describe('open loop against the simulator', () => {
   let sim: SimulatorProcess;
   before(async () => {
-    sim = await startSim({ 'itl-ms': 5, 'max-concurrency': 256 });
+    sim = await startSim({ engine: 'scripted', 'itl-ms': 5, 'max-concurrency': 256 });
   });
   after(() => sim.stop());
 

@@ -1,38 +1,49 @@
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { cpus, hostname } from 'node:os';
 import { join } from 'node:path';
+import { performance } from 'node:perf_hooks';
 import { Command, Option } from '@commander-js/extra-typings';
 import { logUpdateStderr } from 'log-update';
 import { request } from 'undici';
 import { BACKEND_NAMES, BACKENDS } from '../backends/index.js';
 import { splitServerUrl, withApiKey } from '../backends/request.js';
-import { createRunClock } from '../engine/clock.js';
+import { createRunClock, type RunClock } from '../engine/clock.js';
 import type { TargetConfig } from '../engine/http.js';
 import { JsonlWriter } from '../engine/records.js';
 import { type EngineProgress, runEngine } from '../engine/run.js';
-import { SummaryBuilder } from '../metrics/summary.js';
+import { type RunSummary, SummaryBuilder } from '../metrics/summary.js';
 import {
   PlanError,
   parseRunPlan,
   RUN_DEFAULTS,
   type RunPlan,
+  type RunPlanInput,
   redactPlan,
 } from '../plan/runPlan.js';
 import type { RequestRecord } from '../record.js';
 import { renderTerminalSummary } from '../report/terminal.js';
+import { EngineModel, type EngineModelOptions } from '../sim/engineModel.js';
+import { simulateRun } from '../sim/virtual.js';
 import { startScraper, type TelemetrySource } from '../telemetry/scraper.js';
 import type { TelemetrySnapshot } from '../telemetry/snapshot.js';
-import { summarizeTelemetry } from '../telemetry/summary.js';
+import { type ServerMetricsSummary, summarizeTelemetry } from '../telemetry/summary.js';
 import { VERSION } from '../version.js';
 import { createSyntheticWorkload } from '../workload/synthetic.js';
-import { spawnSimulator } from './simProcess.js';
+import {
+  addEngineFlags,
+  describeEngine,
+  engineFlagArgs,
+  engineFromFlags,
+  isEngineFlag,
+} from './engineFlags.js';
+import { type SimulatorProcess, spawnSimulator } from './simProcess.js';
 
 export const EXIT = { ok: 0, failure: 1, invalidOptions: 2, interrupted: 130 } as const;
 
 const d = RUN_DEFAULTS;
 
 export function runCommand(): Command {
-  return new Command('run')
+  const command = new Command('run')
     .description(
       'Benchmark an OpenAI-compatible streaming endpoint (without --url: the built-in simulator).',
     )
@@ -105,29 +116,87 @@ export function runCommand(): Command {
     .option('--slots', "also read llama.cpp's GET /slots during the run")
     .option('--scrape-interval <s>', 'seconds between scrapes (default: 1)')
     .option('--json', 'print the summary JSON to stdout instead of the table')
-    .action(async (options) => {
-      process.exitCode = await run(options);
-    });
+    .option(
+      '--simulate',
+      'virtual time: run the workload through the simulated engine without HTTP or waiting',
+    )
+    .option(
+      '--time-scale <x>',
+      'built-in simulator: real seconds per simulated second (default: 1)',
+    );
+  addEngineFlags(command as unknown as Command<[], Record<string, unknown>>);
+  return command.action(async (options) => {
+    process.exitCode = await run(options as RunOptions);
+  });
 }
 
-type RunOptions = Parameters<typeof parseRunPlan>[0] & { json?: boolean };
+type RunOptions = RunPlanInput & {
+  json?: boolean;
+  simulate?: boolean;
+  timeScale?: string;
+} & Record<string, unknown>;
 
 async function run(options: RunOptions): Promise<number> {
-  const { json, ...input } = options;
-  let plan: RunPlan;
+  const { json, simulate, timeScale, ...rest } = options;
+  const engineFlags = engineFlagArgs(rest);
+  const input: RunPlanInput = Object.fromEntries(
+    Object.entries(rest).filter(([key]) => !isEngineFlag(key)),
+  );
+  const builtIn = input.url === undefined;
+  const problems: string[] = [];
+  // Without --url, --model names the simulated model (a preset or a config.json).
+  const simModel = builtIn ? input.model : undefined;
+  if (builtIn) delete input.model;
+  let plan: RunPlan | undefined;
   try {
     plan = parseRunPlan(input, process.env);
   } catch (err) {
     if (!(err instanceof PlanError)) throw err;
+    problems.push(...err.problems);
+  }
+  let simulated: ReturnType<typeof engineFromFlags> | undefined;
+  if (!builtIn) {
+    if (simulate) problems.push('--simulate runs without a server: drop --url');
+    if (engineFlags.length > 0 || timeScale !== undefined) {
+      problems.push(
+        `${[...engineFlags.filter((a) => a.startsWith('--')), ...(timeScale !== undefined ? ['--time-scale'] : [])].join(', ')} apply only to the built-in simulator (without --url)`,
+      );
+    }
+  } else {
+    simulated = engineFromFlags(simModel, rest);
+    problems.push(...simulated.problems);
+    if (timeScale !== undefined && !(Number(timeScale) > 0)) {
+      problems.push(`--time-scale must be a number above 0 (got "${timeScale}")`);
+    }
+    if (simulate && timeScale !== undefined) {
+      problems.push('--time-scale applies to the real-time simulator, not to --simulate');
+    }
+    if (simulate && plan?.telemetry) {
+      problems.push('--server-metrics and --slots need a server; --simulate has none');
+    }
+  }
+  if (problems.length > 0 || !plan) {
     process.stderr.write(
-      `infergauge run: invalid options\n${err.problems.map((p) => `  - ${p}`).join('\n')}\n`,
+      `infergauge run: invalid options\n${problems.map((p) => `  - ${p}`).join('\n')}\n`,
     );
     return EXIT.invalidOptions;
   }
+  for (const w of simulated?.warnings ?? [])
+    process.stderr.write(`infergauge run: warning: ${w}\n`);
+  if (simulate && simulated?.engine) return simulateVirtual(plan, simulated.engine, json === true);
 
-  const sim = plan.url === undefined ? await spawnSimulator() : undefined;
+  let sim: SimulatorProcess | undefined;
   try {
-    return await benchmark(plan, sim?.url ?? (plan.url as string), json === true);
+    if (builtIn) {
+      sim = await spawnSimulator([
+        ...(simModel !== undefined ? ['--model', simModel] : []),
+        ...(timeScale !== undefined ? ['--time-scale', timeScale] : []),
+        ...engineFlags,
+      ]);
+      // The simulator serves /metrics: scrape it like any vLLM server when asked.
+      if (plan.telemetry) plan.telemetry.metricsUrl ??= `${sim.url}/metrics`;
+    }
+    return await benchmark(plan, sim?.url ?? (plan.url as string), json === true, sim?.banner);
   } catch (err) {
     process.stderr.write(`infergauge run: ${(err as Error).message}\n`);
     return EXIT.failure;
@@ -136,7 +205,12 @@ async function run(options: RunOptions): Promise<number> {
   }
 }
 
-async function benchmark(plan: RunPlan, url: string, json: boolean): Promise<number> {
+async function benchmark(
+  plan: RunPlan,
+  url: string,
+  json: boolean,
+  simulator?: string,
+): Promise<number> {
   const apiKey = plan.apiKeyEnv ? process.env[plan.apiKeyEnv] : undefined;
   const backend = BACKENDS[plan.backend];
   const models = backend.models
@@ -148,34 +222,16 @@ async function benchmark(plan: RunPlan, url: string, json: boolean): Promise<num
       `could not learn the model from ${url}${backend.models?.path ?? ''} (${describeModelsError(models)}); pass --model NAME`,
     );
   }
-  const outDir = plan.out ?? join('infergauge-results', `${utcStamp()}-${plan.label}`);
-  if (existsSync(join(outDir, 'records.jsonl'))) {
-    throw new Error(`${outDir} already holds a run (records.jsonl); choose another --out`);
-  }
-  mkdirSync(outDir, { recursive: true });
-  const clock = createRunClock();
-  writeJson(join(outDir, 'manifest.json'), {
-    schemaVersion: 1,
-    tool: { name: 'infergauge', version: VERSION },
-    startedAt: clock.originIso,
-    node: process.version,
-    host: {
-      hostname: hostname(),
-      platform: process.platform,
-      arch: process.arch,
-      cpus: cpus().length,
-      cpuModel: cpus()[0]?.model,
+  const { outDir, clock } = openRunDir(
+    plan,
+    {
+      url,
+      builtInSimulator: plan.url === undefined,
+      ...(simulator ? { simulator } : {}),
+      models,
     },
-    server: { url, builtInSimulator: plan.url === undefined, models },
     model,
-    plan: redactPlan(plan),
-    windows: {
-      warmupRequests: plan.warmupRequests,
-      measuredRequests: plan.requests ?? null,
-      measuredDurationS: plan.durationS ?? null,
-      note: 'warm-up requests are recorded with phase "warmup" and not counted; no request is sent after the measurement window closes',
-    },
-  });
+  );
 
   const target: TargetConfig = {
     backend,
@@ -276,21 +332,134 @@ async function benchmark(plan: RunPlan, url: string, json: boolean): Promise<num
     unsentRequests: result.unsentRequests,
   });
   const serverMetrics = plan.telemetry ? summarizeTelemetry(snapshots) : undefined;
-  const saved = serverMetrics ? { ...summary, serverMetrics } : summary;
-  writeJson(join(outDir, 'summary.json'), saved);
-  if (json) process.stdout.write(`${JSON.stringify(saved, null, 2)}\n`);
-  else {
-    process.stdout.write(
-      `${renderTerminalSummary(summary, {
-        color: process.stdout.isTTY === true,
-        model,
-        endpoint: plan.backend === 'openai' ? plan.endpoint : `${plan.backend} native`,
-        outDir,
-        ...(serverMetrics ? { serverMetrics } : {}),
-      })}\n`,
-    );
-  }
+  writeResults(plan, outDir, summary, json, {
+    model,
+    ...(serverMetrics ? { serverMetrics } : {}),
+    ...(simulator ? { simulator } : {}),
+  });
   return interrupted ? EXIT.interrupted : EXIT.ok;
+}
+
+/** Creates the run directory and writes its manifest; refuses to overwrite a finished run. */
+function openRunDir(
+  plan: RunPlan,
+  server: Record<string, unknown>,
+  model: string,
+): { outDir: string; clock: RunClock } {
+  const outDir = plan.out ?? join('infergauge-results', `${utcStamp()}-${plan.label}`);
+  if (existsSync(join(outDir, 'records.jsonl'))) {
+    throw new Error(`${outDir} already holds a run (records.jsonl); choose another --out`);
+  }
+  mkdirSync(outDir, { recursive: true });
+  const clock = createRunClock();
+  writeJson(join(outDir, 'manifest.json'), {
+    schemaVersion: 1,
+    tool: { name: 'infergauge', version: VERSION },
+    startedAt: clock.originIso,
+    node: process.version,
+    host: {
+      hostname: hostname(),
+      platform: process.platform,
+      arch: process.arch,
+      cpus: cpus().length,
+      cpuModel: cpus()[0]?.model,
+    },
+    server,
+    model,
+    plan: redactPlan(plan),
+    windows: {
+      warmupRequests: plan.warmupRequests,
+      measuredRequests: plan.requests ?? null,
+      measuredDurationS: plan.durationS ?? null,
+      note: 'warm-up requests are recorded with phase "warmup" and not counted; no request is sent after the measurement window closes',
+    },
+  });
+  return { outDir, clock };
+}
+
+/** Writes summary.json and prints the summary (table, or JSON with --json). */
+function writeResults(
+  plan: RunPlan,
+  outDir: string,
+  summary: RunSummary,
+  json: boolean,
+  extra: { model: string; serverMetrics?: ServerMetricsSummary; simulator?: string },
+): void {
+  const saved = extra.serverMetrics ? { ...summary, serverMetrics: extra.serverMetrics } : summary;
+  writeJson(join(outDir, 'summary.json'), saved);
+  if (json) {
+    process.stdout.write(`${JSON.stringify(saved, null, 2)}\n`);
+    return;
+  }
+  process.stdout.write(
+    `${renderTerminalSummary(summary, {
+      color: process.stdout.isTTY === true,
+      model: extra.model,
+      endpoint: plan.backend === 'openai' ? plan.endpoint : `${plan.backend} native`,
+      outDir,
+      ...(extra.serverMetrics ? { serverMetrics: extra.serverMetrics } : {}),
+      ...(extra.simulator ? { simulator: extra.simulator } : {}),
+    })}\n`,
+  );
+}
+
+/**
+ * `--simulate`: the whole workload through the engine model in virtual time. Writes the same
+ * records.jsonl, summary.json and manifest as a run against the HTTP simulator.
+ */
+function simulateVirtual(plan: RunPlan, options: EngineModelOptions, json: boolean): number {
+  let engine: EngineModel;
+  try {
+    engine = new EngineModel(options);
+  } catch (err) {
+    process.stderr.write(
+      `infergauge run: the simulated engine cannot start: ${(err as Error).message}\n`,
+    );
+    return EXIT.failure;
+  }
+  const model = `sim-${engine.config.model.id.replace(/[^A-Za-z0-9._-]+/g, '-')}`;
+  const simulator = `${describeEngine(options)}, KV cache ${engine.memory.numGpuBlocks} blocks (${engine.memory.kvTokens} tokens); virtual time`;
+  let outDir: string;
+  try {
+    ({ outDir } = openRunDir(plan, { virtualTime: true, simulator, memory: engine.memory }, model));
+  } catch (err) {
+    process.stderr.write(`infergauge run: ${(err as Error).message}\n`);
+    return EXIT.failure;
+  }
+  const writer = new JsonlWriter<RequestRecord>(join(outDir, 'records.jsonl'));
+  const builder = new SummaryBuilder({ load: plan.load, ...(plan.slo ? { slo: plan.slo } : {}) });
+  const startedMs = performance.now();
+  let result: ReturnType<typeof simulateRun>;
+  try {
+    result = simulateRun({
+      engine,
+      load: plan.load,
+      ...(plan.requests !== undefined ? { requests: plan.requests } : {}),
+      ...(plan.durationS !== undefined ? { durationS: plan.durationS } : {}),
+      warmupRequests: plan.warmupRequests,
+      seed: plan.seed,
+      endpoint: plan.endpoint,
+      nextRequest: createSyntheticWorkload({
+        inputTokens: plan.inputTokens,
+        outputTokens: plan.outputTokens,
+        seed: plan.seed,
+      }),
+      onRecord: (record) => {
+        writer.write(record);
+        builder.add(record);
+      },
+    });
+  } finally {
+    writer.close();
+  }
+  const wallS = (performance.now() - startedMs) / 1000;
+  const summary = builder.build({ unsentRequests: result.unsentRequests });
+  const c = engine.counters;
+  writeResults(plan, outDir, summary, json, {
+    model,
+    simulator: `${simulator}: ${result.simulatedS.toFixed(1)} simulated s in ${wallS.toFixed(2)} s, ${c.steps} steps, ${c.preemptions} preemptions, peak KV ${((c.peakUsedBlocks / engine.memory.numGpuBlocks) * 100).toFixed(1)}%`,
+  });
+  return EXIT.ok;
 }
 
 function telemetrySources(telemetry: NonNullable<RunPlan['telemetry']>): TelemetrySource[] {

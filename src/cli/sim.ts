@@ -1,9 +1,16 @@
-import { Command } from '@commander-js/extra-typings';
-import { DEFAULT_SCRIPTED_TIMING, ScriptedEngine } from '../sim/engine.js';
+import { Command, Option } from '@commander-js/extra-typings';
+import Table from 'cli-table3';
+import { formatWeightFormat } from '../memory/dtype.js';
+import { GPU_PRESETS } from '../memory/hardware.js';
+import { MODEL_PRESETS, paramCounts } from '../memory/model.js';
+import { DEFAULT_SCRIPTED_TIMING, ScriptedEngine, type ServingEngine } from '../sim/engine.js';
+import { EngineModel } from '../sim/engineModel.js';
+import { parseFaults } from '../sim/faults.js';
+import { SimMetrics } from '../sim/metrics.js';
+import { PhysicalEngine } from '../sim/physical.js';
 import { startSimServer } from '../sim/server.js';
-import type { SimListening } from './simProcess.js';
-
-export const DEFAULT_SIM_MODEL = 'sim-llama-3-8b';
+import { addEngineFlags, describeEngine, engineFromFlags } from './engineFlags.js';
+import type { SimMessage } from './simProcess.js';
 
 function number(name: string, min: number) {
   return (value: string): number => {
@@ -17,76 +24,194 @@ function number(name: string, min: number) {
 
 export function simCommand(): Command {
   const d = DEFAULT_SCRIPTED_TIMING;
-  return new Command('sim')
+  const command = new Command('sim')
     .description(
-      'Run the built-in simulated OpenAI-compatible streaming server (ground truth at GET /debug/truth).',
+      'Run the built-in simulated OpenAI-compatible server: a vLLM-like engine on a modelled GPU (ground truth at GET /debug/truth, Prometheus at GET /metrics).',
     )
+    .option('--list', 'list model and GPU presets and exit')
     .option('--port <port>', 'port to listen on (0 picks a free one)', number('--port', 0), 8000)
     .option('--host <host>', 'address to bind', '127.0.0.1')
-    .option('--model <name>', 'model id it serves', DEFAULT_SIM_MODEL)
     .option(
-      '--ttft-base-ms <ms>',
-      'TTFT = base + per-input-token x input tokens',
-      number('--ttft-base-ms', 0),
-      d.ttftBaseMs,
+      '--model <preset|config.json>',
+      'model preset (see --list) or a Hugging Face config.json (file or directory)',
+    )
+    .option('--served-model-name <name>', 'model id it serves (default: sim-<model>)')
+    .option(
+      '--time-scale <x>',
+      'real seconds per simulated second (0.1 runs 10x faster than the modelled GPU)',
+      number('--time-scale', 1e-6),
+      1,
     )
     .option(
-      '--ttft-per-input-token-ms <ms>',
-      'prefill time per input token',
-      number('--ttft-per-input-token-ms', 0),
-      d.ttftPerInputTokenMs,
+      '--faults <spec>',
+      "inject faults, e.g. '429=0.05,500=0.01,reset=0.01@10,stall=0.02:1500@3,malformed=0.01@2,slow-start=0.1:2000'",
     )
-    .option(
-      '--itl-ms <ms>',
-      'time per output token after the first',
-      number('--itl-ms', 0),
-      d.itlMs,
-    )
-    .option(
-      '--tokens-per-event <n>',
-      'tokens per stream event after the first',
-      number('--tokens-per-event', 1),
-      d.tokensPerEvent,
-    )
-    .option(
-      '--max-concurrency <n>',
-      'requests generating at once; the rest queue (FIFO)',
-      number('--max-concurrency', 1),
-      d.maxConcurrency,
-    )
+    .option('--fault-seed <n>', 'seed of the fault draws', number('--fault-seed', 0), 1)
     .option(
       '--truth-limit <n>',
       'ground-truth records kept for /debug/truth',
       number('--truth-limit', 0),
       10_000,
     )
-    .action(async (o) => {
-      const engine = new ScriptedEngine({
+    .addOption(
+      new Option('--engine <kind>', 'physical (modelled GPU) or scripted (fixed timing, for tests)')
+        .choices(['physical', 'scripted'] as const)
+        .default('physical' as const),
+    )
+    .option(
+      '--ttft-base-ms <ms>',
+      'scripted: TTFT = base + per-input-token x input tokens',
+      number('--ttft-base-ms', 0),
+      d.ttftBaseMs,
+    )
+    .option(
+      '--ttft-per-input-token-ms <ms>',
+      'scripted: prefill time per input token',
+      number('--ttft-per-input-token-ms', 0),
+      d.ttftPerInputTokenMs,
+    )
+    .option(
+      '--itl-ms <ms>',
+      'scripted: time per output token after the first',
+      number('--itl-ms', 0),
+      d.itlMs,
+    )
+    .option(
+      '--tokens-per-event <n>',
+      'scripted: tokens per stream event after the first',
+      number('--tokens-per-event', 1),
+      d.tokensPerEvent,
+    )
+    .option(
+      '--max-concurrency <n>',
+      'scripted: requests generating at once; the rest queue (FIFO)',
+      number('--max-concurrency', 1),
+      d.maxConcurrency,
+    );
+  addEngineFlags(command as unknown as Command<[], Record<string, unknown>>);
+  return command.action(async (o) => {
+    if (o.list) {
+      process.stdout.write(`${presetTables()}\n`);
+      return;
+    }
+    const child = process.send !== undefined;
+    const fail = (message: string) => {
+      // A parent (`infergauge run`) reports the message itself.
+      if (child) process.send?.({ type: 'failed', message } satisfies SimMessage);
+      else process.stderr.write(`infergauge sim: ${message}\n`);
+      process.exitCode = 2;
+    };
+    let engine: ServingEngine;
+    let servedName: string;
+    let maxModelLen: number | undefined;
+    let banner: string;
+    if (o.engine === 'scripted') {
+      engine = new ScriptedEngine({
         ttftBaseMs: o.ttftBaseMs,
         ttftPerInputTokenMs: o.ttftPerInputTokenMs,
         itlMs: o.itlMs,
         tokensPerEvent: Math.floor(o.tokensPerEvent),
         maxConcurrency: Math.floor(o.maxConcurrency),
       });
-      const server = await startSimServer({
-        model: o.model,
-        engine,
-        truthLimit: Math.floor(o.truthLimit),
-        host: o.host,
-        port: Math.floor(o.port),
-      });
-      const stop = () => {
-        void server.close().then(() => process.exit(0));
-      };
-      process.on('SIGTERM', stop);
-      if (process.send) {
-        // Started by `infergauge run`: the parent owns Ctrl-C and our lifetime.
-        process.on('SIGINT', () => {});
-        process.on('disconnect', stop);
-        process.send({ type: 'listening', url: server.url } satisfies SimListening);
-      } else {
-        process.on('SIGINT', stop);
-        process.stdout.write(`infergauge sim: serving ${o.model} at ${server.url}\n`);
+      servedName = o.servedModelName ?? `sim-${o.model ?? 'llama-3-8b'}`;
+      banner = 'scripted timing';
+    } else {
+      const built = engineFromFlags(o.model, o as Record<string, unknown>);
+      if (!built.engine) return fail(`invalid options\n  - ${built.problems.join('\n  - ')}`);
+      let model: EngineModel;
+      try {
+        model = new EngineModel(built.engine);
+      } catch (err) {
+        return fail((err as Error).message);
       }
+      const c = model.config;
+      servedName = o.servedModelName ?? `sim-${c.model.id.replace(/[^A-Za-z0-9._-]+/g, '-')}`;
+      maxModelLen = c.maxModelLen;
+      const metrics = new SimMetrics({
+        modelName: servedName,
+        gpuName: c.gpu.name,
+        maxTokenBucket: c.maxModelLen,
+        cacheConfig: {
+          block_size: c.blockSize,
+          num_gpu_blocks: model.memory.numGpuBlocks,
+          gpu_memory_utilization: c.gpuMemoryUtilization,
+          cache_dtype: c.kvDtype,
+          enable_prefix_caching: c.prefixCaching,
+        },
+      });
+      engine = new PhysicalEngine(model, { timeScale: o.timeScale, metrics });
+      const m = model.memory;
+      banner =
+        `${describeEngine(built.engine)}, KV cache ${m.numGpuBlocks} blocks (${m.kvTokens} tokens, ${(m.kvPoolBytes / 2 ** 30).toFixed(2)} GiB per GPU), ` +
+        `max concurrency at max_model_len ${c.maxModelLen}: ${m.maxConcurrencyAtMaxLen.toFixed(2)}x` +
+        (o.timeScale !== 1 ? `, time scale ${o.timeScale}` : '');
+      for (const w of built.warnings) process.stderr.write(`infergauge sim: warning: ${w}\n`);
+    }
+    let faults: ReturnType<typeof parseFaults> | undefined;
+    try {
+      if (o.faults !== undefined) faults = parseFaults(o.faults, o.faultSeed);
+    } catch (err) {
+      return fail((err as Error).message);
+    }
+    const server = await startSimServer({
+      model: servedName,
+      engine,
+      truthLimit: Math.floor(o.truthLimit),
+      host: o.host,
+      port: Math.floor(o.port),
+      ...(faults ? { faults } : {}),
+      ...(maxModelLen !== undefined ? { maxModelLen } : {}),
     });
+    const stop = () => {
+      void server.close().then(() => process.exit(0));
+    };
+    process.on('SIGTERM', stop);
+    if (child) {
+      // Started by `infergauge run`: the parent owns Ctrl-C and our lifetime.
+      process.on('SIGINT', () => {});
+      process.on('disconnect', stop);
+      process.send?.({ type: 'listening', url: server.url, banner } satisfies SimMessage);
+    } else {
+      process.on('SIGINT', stop);
+      process.stdout.write(`infergauge sim: serving ${servedName} at ${server.url}: ${banner}\n`);
+    }
+  });
+}
+
+function presetTables(): string {
+  const models = new Table({
+    head: ['model', 'name', 'params', 'layers', 'hidden', 'heads q/kv', 'context', 'notes'],
+  });
+  for (const m of MODEL_PRESETS) {
+    const p = paramCounts(m);
+    const notes = [
+      m.moe ? `MoE ${m.moe.experts}x top-${m.moe.topK}` : '',
+      m.mla ? `MLA ${m.mla.kvLoraRank}+${m.mla.ropeHeadDim}` : '',
+      m.slidingWindow ? `window ${m.slidingWindow}` : '',
+    ]
+      .filter(Boolean)
+      .join(', ');
+    models.push([
+      m.id,
+      m.name,
+      `${(p.total / 1e9).toFixed(2)}B`,
+      m.layers,
+      m.hiddenSize,
+      `${m.queryHeads}/${m.kvHeads}`,
+      m.maxContext,
+      notes,
+    ]);
+  }
+  const gpus = new Table({ head: ['gpu', 'name', 'memory', 'bandwidth', 'bf16', 'fp8'] });
+  for (const g of GPU_PRESETS) {
+    gpus.push([
+      g.id,
+      g.name,
+      `${g.memoryGB} GB`,
+      `${(g.bandwidthBytesPerS / 1e12).toFixed(3)} TB/s`,
+      `${(g.peakFlops.bf16 / 1e12).toFixed(1)} TF/s`,
+      g.peakFlops.fp8 ? `${(g.peakFlops.fp8 / 1e12).toFixed(1)} TF/s` : '-',
+    ]);
+  }
+  return `Models (--model; or a path to a Hugging Face config.json)\n${models.toString()}\n\nGPUs (--gpu)\n${gpus.toString()}\n\nWeight formats (--dtype): bf16, fp16, fp8, int8, ${formatWeightFormat({ dtype: 'int4' })} (awq/gptq; int4-g64 sets the group size)`;
 }

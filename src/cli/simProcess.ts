@@ -3,14 +3,15 @@ import { fileURLToPath } from 'node:url';
 
 export interface SimulatorProcess {
   url: string;
+  /** What the simulator models, in one line. */
+  banner: string;
   stop(): Promise<void>;
 }
 
-/** Message the simulator sends its parent once it listens. */
-export interface SimListening {
-  type: 'listening';
-  url: string;
-}
+/** Messages the simulator sends its parent: it listens, or it could not start (and why). */
+export type SimMessage =
+  | { type: 'listening'; url: string; banner: string }
+  | { type: 'failed'; message: string };
 
 /**
  * Starts the built-in simulator in a child process on a free loopback port, so that its work
@@ -24,15 +25,19 @@ export function spawnSimulator(args: string[] = []): Promise<SimulatorProcess> {
     stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
   });
   return new Promise((resolve, reject) => {
+    let failure: string | undefined;
     const onExit = (code: number | null) =>
-      reject(new Error(`the built-in simulator exited before listening (code ${code})`));
+      reject(new Error(failure ?? `the built-in simulator exited before listening (code ${code})`));
     child.once('exit', onExit);
     child.once('error', reject);
-    child.on('message', (message: SimListening) => {
+    child.on('message', (message: SimMessage) => {
+      if (message?.type === 'failed')
+        failure = `the built-in simulator cannot start: ${message.message}`;
       if (message?.type !== 'listening') return;
       child.off('exit', onExit);
       resolve({
         url: message.url,
+        banner: message.banner,
         stop: () =>
           new Promise<void>((done) => {
             if (child.exitCode !== null) return done();

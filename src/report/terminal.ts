@@ -14,6 +14,8 @@ export interface TerminalOptions {
   outDir?: string;
   /** Server-side numbers scraped during the run. */
   serverMetrics?: ServerMetricsSummary;
+  /** What served the run when it was the built-in simulator (model, GPU, KV cache). */
+  simulator?: string;
 }
 
 /**
@@ -84,6 +86,7 @@ export function renderTerminalSummary(summary: RunSummary, options: TerminalOpti
   if (options.endpoint) facts.push(`${options.endpoint} endpoint`);
   if (options.model) facts.push(`model ${options.model}`);
   lines.push(c.bold(facts.join(', ')));
+  if (options.simulator) lines.push(`Simulated server: ${options.simulator}`);
   if (summary.clientHealth?.clientLimited) {
     lines.push(
       c.red(

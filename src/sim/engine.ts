@@ -7,11 +7,19 @@ import { performance } from 'node:perf_hooks';
  */
 export interface ServingEngine {
   submit(request: EngineRequest, sink: GenerationSink): { cancel(): void };
+  /** Why the engine can never serve this request (answered HTTP 400), or undefined. */
+  validate?(request: EngineRequest): string | undefined;
+  /** Prometheus text for `GET /metrics`, when the engine keeps metrics. */
+  metricsText?(): string;
+  /** Facts about the engine for `GET /debug/truth` (memory plan, counters). */
+  describe?(): object;
 }
 
 export interface EngineRequest {
   inputTokens: number;
   maxOutputTokens: number;
+  /** The prompt's tokens as words (the simulator's tokenizer), for prefix caching. */
+  promptWords?: readonly string[];
 }
 
 export interface GenerationSink {

@@ -2,6 +2,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import type { ServingEngine } from './engine.js';
+import { type FaultPlan, faultFor, type InjectedFault } from './faults.js';
 
 /** Server-side ground truth for one request, on the simulator's own clock (ms since it started). */
 export interface TruthRecord {
@@ -19,6 +20,10 @@ export interface TruthRecord {
   finishedAt?: number;
   /** The client went away before the end. */
   cancelled?: boolean;
+  /** A fault the server injected into this request (`--faults`). */
+  fault?: InjectedFault;
+  /** Answered with an error instead of a generation. */
+  rejected?: { status: number; message: string };
 }
 
 export interface SimServerOptions {
@@ -29,6 +34,10 @@ export interface SimServerOptions {
   truthLimit: number;
   host: string;
   port: number;
+  /** Seeded fault injection. */
+  faults?: FaultPlan;
+  /** Reported by `/tokenize` as `max_model_len`. */
+  maxModelLen?: number;
 }
 
 export interface RunningSimServer {
@@ -48,6 +57,11 @@ export function countWords(text: string): number {
     inWord = !space;
   }
   return count;
+}
+
+/** The words of a text: the simulator's tokens. */
+export function splitWords(text: string): string[] {
+  return text.split(/[ \n\t\r]+/).filter((w) => w.length > 0);
 }
 
 const MAX_BODY_BYTES = 32 * 1024 * 1024;
@@ -75,11 +89,22 @@ export function startSimServer(options: SimServerOptions): Promise<RunningSimSer
       });
     }
     if (req.method === 'GET' && (url === '/health' || url === '/ping')) return json(res, 200, {});
-    if (req.method === 'GET' && url === '/debug/truth') return json(res, 200, { requests: truth });
+    if (req.method === 'GET' && url === '/debug/truth') {
+      return json(res, 200, { engine: options.engine.describe?.(), requests: truth });
+    }
     if (req.method === 'POST' && url === '/debug/truth/reset') {
       truth.length = 0;
       return json(res, 200, {});
     }
+    if (req.method === 'GET' && url === '/metrics' && options.engine.metricsText) {
+      const text = options.engine.metricsText();
+      res.writeHead(200, {
+        'content-type': 'text/plain; version=0.0.4; charset=utf-8',
+        'content-length': Buffer.byteLength(text),
+      });
+      return res.end(text);
+    }
+    if (req.method === 'POST' && url === '/tokenize') return tokenize(req, res);
     const endpoint =
       url === '/v1/chat/completions' ? 'chat' : url === '/v1/completions' ? 'completions' : null;
     if (req.method !== 'POST' || endpoint === null) {
@@ -100,11 +125,13 @@ export function startSimServer(options: SimServerOptions): Promise<RunningSimSer
         'NotFoundError',
       );
     }
-    const inputTokens = countInput(endpoint, body);
-    if (inputTokens === undefined) {
+    const text = promptText(endpoint, body);
+    if (text === undefined) {
       const field = endpoint === 'chat' ? 'messages' : 'prompt';
       return error(res, 400, `\`${field}\` is missing or not text`, 'BadRequestError');
     }
+    const promptWords = splitWords(text);
+    const inputTokens = promptWords.length;
     const maxTokens = body.max_tokens ?? body.max_completion_tokens ?? DEFAULT_MAX_TOKENS;
     if (typeof maxTokens !== 'number' || !Number.isInteger(maxTokens) || maxTokens < 0) {
       return error(res, 400, '`max_tokens` must be a non-negative integer', 'BadRequestError');
@@ -120,8 +147,36 @@ export function startSimServer(options: SimServerOptions): Promise<RunningSimSer
     };
     truth.push(record);
     if (truth.length > options.truthLimit) truth.splice(0, truth.length - options.truthLimit);
+    const reject = (status: number, message: string, type: string) => {
+      record.rejected = { status, message };
+      record.finishedAt = now();
+      error(res, status, message, type);
+    };
+    const engineRequest = { inputTokens, maxOutputTokens: maxTokens, promptWords };
+    const invalid = options.engine.validate?.(engineRequest);
+    if (invalid !== undefined) return reject(400, invalid, 'BadRequestError');
+    const fault = options.faults ? faultFor(options.faults, requestId) : undefined;
+    if (fault) record.fault = fault;
+    if (fault?.kind === 'http429') {
+      return reject(429, 'Too many requests (injected fault)', 'RateLimitError');
+    }
+    if (fault?.kind === 'http500') {
+      return reject(500, 'Internal server error (injected fault)', 'InternalServerError');
+    }
+    let closed = false;
+    res.on('close', () => {
+      closed = true;
+    });
+    if (fault?.kind === 'slow-start') {
+      await new Promise((resolve) => setTimeout(resolve, fault.ms));
+      if (closed) {
+        record.cancelled = true;
+        return;
+      }
+    }
     const stream = body.stream === true;
     const streamOptions = (body.stream_options ?? {}) as Record<string, unknown>;
+    const continuous = streamOptions.continuous_usage_stats === true;
     const format = new EventFormat(endpoint, options.model, `cmpl-${counter++}`, created);
     const usage = () => ({
       prompt_tokens: inputTokens,
@@ -129,6 +184,15 @@ export function startSimServer(options: SimServerOptions): Promise<RunningSimSer
       total_tokens: inputTokens + record.outputTokens,
     });
     let finished = false;
+    /** Stall fault: writes wait until this time (ms on the simulator clock), then go together. */
+    let stallUntil = 0;
+    const held = {
+      out: '',
+      tokens: 0,
+      last: false,
+      timer: undefined as NodeJS.Timeout | undefined,
+    };
+    let roleSent = false;
     if (stream) {
       res.writeHead(200, {
         'content-type': 'text/event-stream; charset=utf-8',
@@ -136,60 +200,126 @@ export function startSimServer(options: SimServerOptions): Promise<RunningSimSer
       });
       res.flushHeaders();
     }
-    const job = options.engine.submit(
-      { inputTokens, maxOutputTokens: maxTokens },
-      {
-        onStart: () => {
-          record.startedAt = now();
-        },
-        onTokens: (tokens, last) => {
-          if (!stream) {
-            record.outputTokens += tokens;
-            if (last) finishJson();
-            return;
-          }
-          const continuous = streamOptions.continuous_usage_stats === true;
-          let out = '';
-          // vLLM's role-only first chat event carries no token (completion_tokens 0).
-          if (record.events.length === 0 && endpoint === 'chat') {
-            out += format.event(
-              { role: 'assistant', content: '' },
-              null,
-              continuous ? usage() : undefined,
-            );
-          }
-          record.outputTokens += tokens;
-          if (tokens > 0) {
-            out += format.event(
-              format.text(tokens),
-              last ? 'length' : null,
-              continuous ? usage() : undefined,
-            );
-          }
-          if (last) {
-            if (streamOptions.include_usage === true) out += format.usageEvent(usage());
-            out += 'data: [DONE]\n\n';
-          }
-          record.events.push({ at: now(), tokens });
-          res.write(out);
-          if (last) {
-            finished = true;
-            record.finishedAt = now();
-            res.end();
-          }
-        },
-      },
-    );
-    const finishJson = () => {
+    const finish = () => {
       finished = true;
       record.finishedAt = now();
-      record.events.push({ at: now(), tokens: record.outputTokens });
-      json(res, 200, format.whole(record.outputTokens, usage()));
+    };
+    const emit = (out: string, tokens: number, last: boolean) => {
+      record.events.push({ at: now(), tokens });
+      res.write(out);
+      if (last) {
+        finish();
+        res.end();
+      }
+    };
+    const release = () => {
+      if (closed) return;
+      const { out, tokens, last } = held;
+      Object.assign(held, { out: '', tokens: 0, last: false, timer: undefined });
+      emit(out, tokens, last);
+    };
+    const write = (out: string, tokens: number, last: boolean) => {
+      if (now() >= stallUntil && held.timer === undefined) return emit(out, tokens, last);
+      // Stalled: hold the bytes and send them at once when the stall ends, like a network stall.
+      held.out += out;
+      held.tokens += tokens;
+      held.last ||= last;
+      held.timer ??= setTimeout(release, Math.max(0, stallUntil - now()));
+    };
+    const job = options.engine.submit(engineRequest, {
+      onStart: () => {
+        record.startedAt = now();
+      },
+      onTokens: (tokens, last) => {
+        if (closed || finished) return;
+        if (!stream) {
+          record.outputTokens += tokens;
+          if (last) finishJson();
+          return;
+        }
+        let out = '';
+        // vLLM's role-only first chat event carries no token (completion_tokens 0).
+        if (!roleSent && endpoint === 'chat') {
+          roleSent = true;
+          out += format.event(
+            { role: 'assistant', content: '' },
+            null,
+            continuous ? usage() : undefined,
+          );
+        }
+        record.outputTokens += tokens;
+        if (tokens > 0) {
+          out += format.event(
+            format.text(tokens),
+            last ? 'length' : null,
+            continuous ? usage() : undefined,
+          );
+        }
+        if (fault && record.outputTokens >= fault.afterTokens && !last) {
+          if (fault.kind === 'reset') {
+            record.events.push({ at: now(), tokens });
+            res.write(out);
+            record.finishedAt = now();
+            job.cancel();
+            res.destroy();
+            return;
+          }
+          if (fault.kind === 'malformed') {
+            record.events.push({ at: now(), tokens });
+            res.write(`${out}data: {"id":"${format.id}","choices":[{"delta":\n\n`);
+            job.cancel();
+            finish();
+            res.end();
+            return;
+          }
+          if (fault.kind === 'stall' && stallUntil === 0) stallUntil = now() + fault.ms;
+        }
+        if (last) {
+          if (streamOptions.include_usage === true) out += format.usageEvent(usage());
+          out += 'data: [DONE]\n\n';
+        }
+        write(out, tokens, last);
+      },
+    });
+    const finishJson = () => {
+      const send = () => {
+        if (closed) return;
+        finish();
+        record.events.push({ at: now(), tokens: record.outputTokens });
+        if (fault?.kind === 'reset') return res.destroy();
+        if (fault?.kind === 'malformed') {
+          res.writeHead(200, { 'content-type': 'application/json' });
+          return res.end('{"id":"broken","choices":[');
+        }
+        json(res, 200, format.whole(record.outputTokens, usage()));
+      };
+      if (fault?.kind === 'stall') setTimeout(send, fault.ms);
+      else send();
     };
     res.on('close', () => {
       if (finished) return;
       record.cancelled = true;
       job.cancel();
+    });
+  };
+
+  /** vLLM's `POST /tokenize`: `{prompt}` or `{messages}` to `{count, max_model_len, tokens}`. */
+  const tokenize = async (req: IncomingMessage, res: ServerResponse) => {
+    let body: Record<string, unknown>;
+    try {
+      body = JSON.parse(await readBody(req)) as Record<string, unknown>;
+    } catch (err) {
+      return error(res, 400, `invalid JSON body: ${(err as Error).message}`, 'BadRequestError');
+    }
+    const text = promptText(Array.isArray(body.messages) ? 'chat' : 'completions', body);
+    if (text === undefined) {
+      return error(res, 400, '`prompt` or `messages` is missing or not text', 'BadRequestError');
+    }
+    const tokens = splitWords(text).map(tokenId);
+    return json(res, 200, {
+      count: tokens.length,
+      max_model_len: options.maxModelLen ?? null,
+      tokens,
     });
   };
 
@@ -227,7 +357,7 @@ class EventFormat {
   constructor(
     private readonly endpoint: 'chat' | 'completions',
     model: string,
-    id: string,
+    readonly id: string,
     created: number,
   ) {
     const object = endpoint === 'chat' ? 'chat.completion.chunk' : 'text_completion';
@@ -274,25 +404,31 @@ class EventFormat {
   }
 }
 
-function countInput(
+/** The prompt as one text (chat: the message contents joined), or undefined when not text. */
+function promptText(
   endpoint: 'chat' | 'completions',
   body: Record<string, unknown>,
-): number | undefined {
-  if (endpoint === 'completions') {
-    return typeof body.prompt === 'string' ? countWords(body.prompt) : undefined;
-  }
+): string | undefined {
+  if (endpoint === 'completions') return typeof body.prompt === 'string' ? body.prompt : undefined;
   if (!Array.isArray(body.messages)) return undefined;
-  let total = 0;
+  const parts: string[] = [];
   for (const message of body.messages as { content?: unknown }[]) {
     const content = message?.content;
-    if (typeof content === 'string') total += countWords(content);
+    if (typeof content === 'string') parts.push(content);
     else if (Array.isArray(content)) {
       for (const part of content as { text?: unknown }[]) {
-        if (typeof part?.text === 'string') total += countWords(part.text);
+        if (typeof part?.text === 'string') parts.push(part.text);
       }
     } else return undefined;
   }
-  return total;
+  return parts.join(' ');
+}
+
+/** A stable token id for a word (the simulator's vocabulary is open: ids are word hashes). */
+function tokenId(word: string): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < word.length; i++) h = Math.imul(h ^ word.charCodeAt(i), 0x01000193);
+  return (h >>> 0) % 128_000;
 }
 
 function readBody(req: IncomingMessage): Promise<string> {

@@ -1,0 +1,194 @@
+import { DTYPE_BYTES, type KvDtype, type WeightFormat } from '../memory/dtype.js';
+import { kvBytesPerToken, weightBytes } from '../memory/footprint.js';
+import type { ComputeFormat, GpuSpec } from '../memory/hardware.js';
+import { type ModelSpec, paramCounts } from '../memory/model.js';
+
+/**
+ * Efficiency factors of the roofline (REFERENCE-memory-and-simulator.md sections 3 and 6).
+ * Every one is a knob; the defaults are the reference's measured or recommended values.
+ */
+export interface Efficiency {
+  /** Achieved fraction of peak memory bandwidth (aiconfigurator's 0.8). */
+  mbu: number;
+  /** Best achieved fraction of the bf16 tensor peak for large GEMMs (prefill at 2k: 0.67). */
+  mfuMax16: number;
+  /** The same for fp8/int8 GEMMs against their own peak (H100 FP8 serving: 0.40-0.46). */
+  mfuMax8: number;
+  /**
+   * Tokens per step at which GEMM efficiency reaches half its maximum:
+   * mfu(T) = mfuMax x T / (T + mfuHalfTokens) (reference: 128-256). Small batches are mostly
+   * bound by weight reads anyway; this ramp covers tile and wave quantisation of small GEMMs.
+   */
+  mfuHalfTokens: number;
+  /** Fixed time per engine step (scheduling, launch, sampling), seconds (reference: 0.5-3 ms). */
+  stepOverheadS: number;
+  /** Extra time per sequence in a step (input preparation, detokenisation), seconds. */
+  perSeqOverheadS: number;
+  /** HTTP front end: from request arrival to the scheduler seeing it, seconds (20-30 ms). */
+  frontendLatencyS: number;
+}
+
+export const DEFAULT_EFFICIENCY: Efficiency = {
+  mbu: 0.8,
+  mfuMax16: 0.65,
+  mfuMax8: 0.45,
+  mfuHalfTokens: 128,
+  stepOverheadS: 1.5e-3,
+  perSeqOverheadS: 13e-6,
+  frontendLatencyS: 20e-3,
+};
+
+/** The compute path of a weight format: which tensor-core peak its GEMMs run at. */
+export function gemmFormat(weights: WeightFormat, gpu: GpuSpec): ComputeFormat {
+  // W8A8 uses the 8-bit peak where the chip has one; int4 (W4A16) and fp8 weights on chips
+  // without fp8 (Marlin weight-only kernels) dequantise to 16 bit and run at the bf16 peak.
+  if (weights.dtype === 'fp8' && gpu.peakFlops.fp8 !== undefined) return 'fp8';
+  if (weights.dtype === 'int8' && gpu.peakFlops.int8 !== undefined) return 'int8';
+  return 'bf16';
+}
+
+/** One scheduled sequence in a step. */
+export interface StepSequence {
+  /** Tokens computed in this step (1 for a decode, the chunk for a prefill). */
+  newTokens: number;
+  /** Tokens already in the KV cache before this step (attention context). */
+  contextTokens: number;
+  /** This step samples a token for it (decode, or the chunk that completes the prefill). */
+  sampled: boolean;
+}
+
+/** Where a step's time went, seconds. */
+export interface StepTime {
+  totalS: number;
+  gemmS: number;
+  attentionS: number;
+  commS: number;
+  overheadS: number;
+  /** The linear layers were bound by compute (else by weight reads). */
+  gemmComputeBound: boolean;
+}
+
+/**
+ * Per-step time of a transformer forward pass on one TP rank (all ranks run in lock step):
+ * linear layers max(FLOPs / (peak x mfu(T)), weight bytes / (bandwidth x mbu)), attention the
+ * same over the KV actually read, the TP all-reduces, and a fixed plus per-sequence overhead.
+ */
+export class StepCostModel {
+  private readonly peakGemm: number;
+  private readonly peak16: number;
+  private readonly mfuMax: number;
+  private readonly effBandwidth: number;
+  private readonly flopsPerTokenLinear: number;
+  private readonly flopsPerSampledRow: number;
+  private readonly denseWeightBytes: number;
+  private readonly expertBytesPerLayer: number;
+  private readonly moeLayers: number;
+  private readonly attnFlopsPerPair: number;
+  private readonly kvBytesPerToken: number;
+  private readonly commBytesPerToken: number;
+  private readonly commFixedS: number;
+  readonly efficiency: Efficiency;
+  private readonly model: ModelSpec;
+
+  constructor(options: {
+    model: ModelSpec;
+    gpu: GpuSpec;
+    weights: WeightFormat;
+    kvDtype: KvDtype;
+    tp: number;
+    efficiency: Efficiency;
+  }) {
+    const { model, gpu, weights, tp, efficiency } = options;
+    this.model = model;
+    this.efficiency = efficiency;
+    const format = gemmFormat(weights, gpu);
+    this.peakGemm = gpu.peakFlops[format] ?? gpu.peakFlops.bf16;
+    this.peak16 = gpu.peakFlops.bf16;
+    this.mfuMax = format === 'bf16' ? efficiency.mfuMax16 : efficiency.mfuMax8;
+    this.effBandwidth = gpu.bandwidthBytesPerS * efficiency.mbu;
+    const p = paramCounts(model);
+    const w = weightBytes(model, weights);
+    const bodyBytesPerParam = p.body > 0 ? w.body / p.body : 0;
+    this.flopsPerTokenLinear = (2 * p.activeBody) / tp;
+    this.flopsPerSampledRow = (2 * p.lmHead) / tp;
+    // The input embedding is a row lookup, not a full read; lm_head is read every step.
+    const lmHeadBytes = p.lmHead * (w.embedding / p.embedding);
+    const expertBytes = p.perExpert * bodyBytesPerParam;
+    const allExpertBytes = p.moeLayers * (model.moe?.experts ?? 0) * expertBytes;
+    this.denseWeightBytes = (w.body - allExpertBytes + lmHeadBytes) / tp;
+    this.expertBytesPerLayer = expertBytes / tp;
+    this.moeLayers = p.moeLayers;
+    // Attention FLOPs per (query token, context token) pair: QK^T and PV, 2 FLOPs each.
+    const qkDim = model.mla ? model.mla.kvLoraRank + model.mla.ropeHeadDim : model.headDim;
+    this.attnFlopsPerPair = (4 * model.layers * model.queryHeads * qkDim) / tp;
+    this.kvBytesPerToken = kvBytesPerToken(model, options.kvDtype, tp);
+    // Two all-reduces of the hidden state per layer, ring: 2 (tp-1)/tp of the data each.
+    this.commBytesPerToken =
+      tp > 1 ? (2 * model.layers * 2 * (tp - 1) * model.hiddenSize * DTYPE_BYTES.bf16) / tp : 0;
+    this.commFixedS = tp > 1 ? 2 * model.layers * gpu.linkLatencyS : 0;
+    this.linkBytesPerS = gpu.linkBytesPerS;
+  }
+
+  private readonly linkBytesPerS: number;
+
+  /** mfu(T) = mfuMax x T / (T + halfTokens). */
+  mfu(tokens: number): number {
+    return (this.mfuMax * tokens) / (tokens + this.efficiency.mfuHalfTokens);
+  }
+
+  /**
+   * Time of one step. Accumulated sums rather than a sequence list keep the engine's hot loop
+   * allocation-free: `tokens` computed in all, `sampledRows`, `sequences`, the sum over all
+   * sequences of newTokens x context + newTokens^2 / 2 (attention pairs) and of the KV tokens
+   * read and written.
+   */
+  stepTime(s: {
+    tokens: number;
+    sampledRows: number;
+    sequences: number;
+    attentionPairs: number;
+    kvTokensTouched: number;
+  }): StepTime {
+    const e = this.efficiency;
+    const flops = this.flopsPerTokenLinear * s.tokens + this.flopsPerSampledRow * s.sampledRows;
+    let weightBytesRead = this.denseWeightBytes;
+    if (this.moeLayers > 0 && this.model.moe) {
+      // Experts touched by T tokens routing top-k of E each: E (1 - (1 - k/E)^T) per layer.
+      const { experts, topK } = this.model.moe;
+      const touched = experts * (1 - (1 - topK / experts) ** s.tokens);
+      weightBytesRead += this.moeLayers * touched * this.expertBytesPerLayer;
+    }
+    const gemmCompute = s.tokens > 0 ? flops / (this.peakGemm * this.mfu(s.tokens)) : 0;
+    const gemmMemory = weightBytesRead / this.effBandwidth;
+    const attnFlops = this.attnFlopsPerPair * s.attentionPairs;
+    const mfuAttention = s.tokens > 0 ? (e.mfuMax16 * s.tokens) / (s.tokens + e.mfuHalfTokens) : 1;
+    const attentionS = Math.max(
+      attnFlops / (this.peak16 * mfuAttention),
+      (this.kvBytesPerToken * s.kvTokensTouched) / this.effBandwidth,
+    );
+    const commS =
+      this.commBytesPerToken > 0
+        ? (this.commBytesPerToken * s.tokens) / this.linkBytesPerS + this.commFixedS
+        : 0;
+    const overheadS = e.stepOverheadS + e.perSeqOverheadS * s.sequences;
+    const gemmS = Math.max(gemmCompute, gemmMemory);
+    return {
+      totalS: gemmS + attentionS + commS + overheadS,
+      gemmS,
+      attentionS,
+      commS,
+      overheadS,
+      gemmComputeBound: gemmCompute > gemmMemory,
+    };
+  }
+
+  /** Weight bytes one step reads on one rank when a single token runs (dense part + lm_head). */
+  get weightBytesPerDecodeStep(): number {
+    return (
+      this.denseWeightBytes +
+      (this.moeLayers > 0
+        ? this.moeLayers * (this.model.moe?.topK ?? 0) * this.expertBytesPerLayer
+        : 0)
+    );
+  }
+}
