@@ -6,6 +6,8 @@ export type Endpoint = 'chat' | 'completions';
 /** One request the workload wants sent. */
 export interface RequestSpec {
   prompt: string;
+  /** Words in `prompt`, when the workload knows it without counting (synthetic prompts). */
+  promptWords?: number;
   requestedInputTokens: number;
   requestedOutputTokens: number;
 }

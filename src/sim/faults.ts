@@ -74,7 +74,7 @@ export function parseFaults(text: string, seed: number): FaultPlan {
   const total = rules.reduce((sum, r) => sum + r.fraction, 0);
   if (total > 1 + 1e-9) {
     throw new Error(
-      `--faults: fractions add up to ${total}, more than 1 (each request gets at most one fault)`,
+      `--faults: fractions add up to ${Number(total.toPrecision(12))}, more than 1 (each request gets at most one fault)`,
     );
   }
   return { rules, seed };

@@ -156,7 +156,10 @@ export function startSimServer(options: SimServerOptions): Promise<RunningSimSer
     const invalid = options.engine.validate?.(engineRequest);
     if (invalid !== undefined) return reject(400, invalid, 'BadRequestError');
     const fault = options.faults ? faultFor(options.faults, requestId) : undefined;
-    if (fault) record.fault = fault;
+    // Mid-stream faults are recorded when they happen: a stream that ends first never gets one.
+    const midStream =
+      fault?.kind === 'reset' || fault?.kind === 'stall' || fault?.kind === 'malformed';
+    if (fault && !midStream) record.fault = fault;
     if (fault?.kind === 'http429') {
       return reject(429, 'Too many requests (injected fault)', 'RateLimitError');
     }
@@ -255,16 +258,21 @@ export function startSimServer(options: SimServerOptions): Promise<RunningSimSer
             continuous ? usage() : undefined,
           );
         }
-        if (fault && record.outputTokens >= fault.afterTokens && !last) {
+        let stallNext = false;
+        if (fault && midStream && record.outputTokens >= fault.afterTokens && !last) {
           if (fault.kind === 'reset') {
+            record.fault = fault;
             record.events.push({ at: now(), tokens });
-            res.write(out);
-            record.finishedAt = now();
             job.cancel();
-            res.destroy();
+            // The server broke the stream, the client did not go away (no `cancelled`).
+            finish();
+            // Destroy only once the bytes are out: the socket is corked until the next tick,
+            // and destroying it now would drop the last event the truth says was sent.
+            res.write(out, () => res.destroy());
             return;
           }
           if (fault.kind === 'malformed') {
+            record.fault = fault;
             record.events.push({ at: now(), tokens });
             res.write(`${out}data: {"id":"${format.id}","choices":[{"delta":\n\n`);
             job.cancel();
@@ -272,19 +280,25 @@ export function startSimServer(options: SimServerOptions): Promise<RunningSimSer
             res.end();
             return;
           }
-          if (fault.kind === 'stall' && stallUntil === 0) stallUntil = now() + fault.ms;
+          stallNext = fault.kind === 'stall' && stallUntil === 0;
         }
         if (last) {
           if (streamOptions.include_usage === true) out += format.usageEvent(usage());
           out += 'data: [DONE]\n\n';
         }
         write(out, tokens, last);
+        // The stall begins after this event: `afterTokens` tokens have gone out, as documented.
+        if (stallNext && fault) {
+          record.fault = fault;
+          stallUntil = now() + fault.ms;
+        }
       },
     });
     const finishJson = () => {
       const send = () => {
         if (closed) return;
         finish();
+        if (fault) record.fault = fault;
         record.events.push({ at: now(), tokens: record.outputTokens });
         if (fault?.kind === 'reset') return res.destroy();
         if (fault?.kind === 'malformed') {

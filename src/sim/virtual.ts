@@ -4,7 +4,7 @@ import type { RequestPhase, RequestRecord } from '../record.js';
 import { createArrivalSchedule } from '../workload/arrivals.js';
 import type { EngineModel } from './engineModel.js';
 import { promptBlockHashes } from './physical.js';
-import { splitWords } from './server.js';
+import { countWords, splitWords } from './server.js';
 
 export interface VirtualRunOptions {
   engine: EngineModel;
@@ -34,7 +34,9 @@ interface InFlight {
   sentNs: number;
   spec: RequestSpec;
   promptTokens: number;
-  tokenNs: number[];
+  /** Engine time of each output token (ns); `tokens` of them are set. */
+  tokenNs: Float64Array;
+  tokens: number;
 }
 
 /**
@@ -73,16 +75,19 @@ export function simulateRun(o: VirtualRunOptions): VirtualRunResult {
   };
 
   const send = (p: NonNullable<ReturnType<typeof nextPending>>, sentNs: number) => {
-    const words = splitWords(p.spec.prompt);
+    // Words are only needed for prefix-cache keys; counting them is much cheaper.
+    const words = engine.config.prefixCaching ? splitWords(p.spec.prompt) : undefined;
+    const promptTokens = words ? words.length : (p.spec.promptWords ?? countWords(p.spec.prompt));
+    const maxTokens = p.spec.requestedOutputTokens;
     const request: InFlight = {
       ...p,
       sentNs,
-      promptTokens: words.length,
-      tokenNs: [],
+      promptTokens,
+      tokenNs: new Float64Array(maxTokens),
+      tokens: 0,
     };
     inFlight++;
-    const maxTokens = p.spec.requestedOutputTokens;
-    const invalid = engine.validate(words.length, maxTokens);
+    const invalid = engine.validate(promptTokens, maxTokens);
     if (invalid !== undefined || maxTokens === 0) {
       inFlight--;
       o.onRecord(toRecord(request, o.endpoint, invalid));
@@ -91,15 +96,13 @@ export function simulateRun(o: VirtualRunOptions): VirtualRunResult {
     engine.add(
       {
         arrivalNs: sentNs,
-        promptTokens: words.length,
+        promptTokens,
         maxTokens,
-        ...(engine.config.prefixCaching
-          ? { blockHashes: promptBlockHashes(words, engine.config.blockSize) }
-          : {}),
+        ...(words ? { blockHashes: promptBlockHashes(words, engine.config.blockSize) } : {}),
       },
       {
         onToken: (atNs, _index, last) => {
-          request.tokenNs.push(atNs);
+          request.tokenNs[request.tokens++] = atNs;
           if (last) finished.push(request);
         },
       },
@@ -177,7 +180,7 @@ function toRecord(r: InFlight, endpoint: Endpoint, rejected?: string): RequestRe
       error: { kind: 'http_4xx', message: rejected, status: 400 },
     };
   }
-  const n = r.tokenNs.length;
+  const n = r.tokens;
   const chat = endpoint === 'chat';
   // Role-only first event (chat), one event per token, then the usage-only event.
   const size = n + (chat ? 2 : 1);
