@@ -1,11 +1,13 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
+import * as hdr from 'hdr-histogram-js';
 import { rescale } from '../src/backends/timeline.js';
 import {
   percentileOfSorted,
   percentileWithFailures,
   SampleSet,
 } from '../src/metrics/distribution.js';
+import { Hdr3Histogram } from '../src/metrics/hdr3.js';
 import { forEachTokenGap, requestMetrics } from '../src/metrics/requestMetrics.js';
 import { summarize } from '../src/metrics/summary.js';
 import type { RequestRecord } from '../src/record.js';
@@ -287,5 +289,32 @@ describe('the adjusted view past the exact-sample limit', () => {
     }
     assert.equal(hdr.percentileWithFailures(99, 20), null);
     assert.equal(exact.percentileWithFailures(99, 20), null);
+  });
+});
+
+describe('the 3-digit HDR histogram', () => {
+  test('gives hdr-histogram-js percentiles exactly, across magnitudes and with counts', () => {
+    const ours = new Hdr3Histogram();
+    const theirs = hdr.build({ bitBucketSize: 64, numberOfSignificantValueDigits: 3 });
+    let seed = 12345;
+    const random = () => {
+      seed = (Math.imul(seed, 1103515245) + 12345) >>> 0;
+      return seed / 2 ** 32;
+    };
+    for (let i = 0; i < 200_000; i++) {
+      // Log-uniform from 1 us to ~3 hours in us, with some repeated values.
+      const value = Math.floor(Math.exp(random() * Math.log(1e10)));
+      const count = i % 17 === 0 ? 1 + Math.floor(random() * 5) : 1;
+      ours.recordValueWithCount(value, count);
+      theirs.recordValueWithCount(value, count);
+    }
+    for (const value of [0, 1, 2047, 2048, 2049, 4095, 4096, 2 ** 31 - 1, 2 ** 31, 2 ** 40 + 7]) {
+      ours.recordValue(value);
+      theirs.recordValue(value);
+    }
+    assert.equal(ours.totalCount, theirs.totalCount);
+    for (const q of [0, 0.1, 1, 10, 25, 50, 75, 90, 95, 99, 99.9, 99.99, 100]) {
+      assert.equal(ours.getValueAtPercentile(q), theirs.getValueAtPercentile(q), `p${q}`);
+    }
   });
 });

@@ -2,7 +2,7 @@ import type { Endpoint, RequestSpec } from '../backends/types.js';
 import type { LoadSpec } from '../load.js';
 import type { RequestPhase, RequestRecord } from '../record.js';
 import { createArrivalSchedule } from '../workload/arrivals.js';
-import type { EngineModel } from './engineModel.js';
+import type { EngineModel, SequenceListener } from './engineModel.js';
 import { promptBlockHashes } from './physical.js';
 import { countWords, splitWords } from './server.js';
 
@@ -27,16 +27,28 @@ export interface VirtualRunResult {
   steps: number;
 }
 
-interface InFlight {
-  id: number;
-  phase: RequestPhase;
-  scheduledNs: number;
-  sentNs: number;
-  spec: RequestSpec;
-  promptTokens: number;
+/** A request in the engine; it is its own listener, so a token costs no closure call. */
+class InFlight implements SequenceListener {
   /** Engine time of each output token (ns); `tokens` of them are set. */
-  tokenNs: Float64Array;
-  tokens: number;
+  readonly tokenNs: Float64Array;
+  tokens = 0;
+
+  constructor(
+    readonly id: number,
+    readonly phase: RequestPhase,
+    readonly scheduledNs: number,
+    readonly sentNs: number,
+    readonly spec: RequestSpec,
+    readonly promptTokens: number,
+    private readonly finished: InFlight[],
+  ) {
+    this.tokenNs = new Float64Array(spec.requestedOutputTokens);
+  }
+
+  onToken(atNs: number, _index: number, last: boolean): void {
+    this.tokenNs[this.tokens++] = atNs;
+    if (last) this.finished.push(this);
+  }
 }
 
 /**
@@ -79,13 +91,15 @@ export function simulateRun(o: VirtualRunOptions): VirtualRunResult {
     const words = engine.config.prefixCaching ? splitWords(p.spec.prompt) : undefined;
     const promptTokens = words ? words.length : (p.spec.promptWords ?? countWords(p.spec.prompt));
     const maxTokens = p.spec.requestedOutputTokens;
-    const request: InFlight = {
-      ...p,
+    const request = new InFlight(
+      p.id,
+      p.phase,
+      p.scheduledNs,
       sentNs,
+      p.spec,
       promptTokens,
-      tokenNs: new Float64Array(maxTokens),
-      tokens: 0,
-    };
+      finished,
+    );
     inFlight++;
     const invalid = engine.validate(promptTokens, maxTokens);
     if (invalid !== undefined || maxTokens === 0) {
@@ -100,12 +114,7 @@ export function simulateRun(o: VirtualRunOptions): VirtualRunResult {
         maxTokens,
         ...(words ? { blockHashes: promptBlockHashes(words, engine.config.blockSize) } : {}),
       },
-      {
-        onToken: (atNs, _index, last) => {
-          request.tokenNs[request.tokens++] = atNs;
-          if (last) finished.push(request);
-        },
-      },
+      request,
     );
   };
 
