@@ -20,6 +20,17 @@ export {
   runEngine,
 } from './engine/run.js';
 export type { LoadSpec } from './load.js';
+export { type KvDtype, parseWeightFormat, type WeightFormat } from './memory/dtype.js';
+export {
+  EngineStartError,
+  kvBytesPerToken,
+  planVllmMemory,
+  type VllmMemoryPlan,
+  weightBytes,
+} from './memory/footprint.js';
+export { findGpuPreset, GPU_PRESETS, type GpuSpec } from './memory/hardware.js';
+export { readHfConfig, resolveModel } from './memory/hfConfig.js';
+export { findModelPreset, MODEL_PRESETS, type ModelSpec, paramCounts } from './memory/model.js';
 export {
   assessClientHealth,
   CLIENT_HEALTH_LIMITS,
@@ -45,6 +56,11 @@ export type {
 export { ERROR_KINDS } from './record.js';
 export { renderTerminalSummary } from './report/terminal.js';
 export { DEFAULT_SCRIPTED_TIMING, ScriptedEngine, type ServingEngine } from './sim/engine.js';
+export { EngineModel, type EngineModelOptions } from './sim/engineModel.js';
+export { parseFaults } from './sim/faults.js';
+export { PhysicalEngine } from './sim/physical.js';
+export { DEFAULT_EFFICIENCY, type Efficiency } from './sim/roofline.js';
 export { startSimServer, type TruthRecord } from './sim/server.js';
+export { simulateRun } from './sim/virtual.js';
 export { createArrivalSchedule } from './workload/arrivals.js';
 export { createSyntheticWorkload } from './workload/synthetic.js';

@@ -32,6 +32,18 @@ const RUN_FLAGS = [
   '--out',
   '--label',
   '--json',
+  '--simulate',
+  '--time-scale',
+  '--gpu',
+  '--tp',
+  '--dtype',
+  '--kv-cache-dtype',
+  '--gpu-memory-utilization',
+  '--max-model-len',
+  '--max-num-seqs',
+  '--max-num-batched-tokens',
+  '--enable-prefix-caching',
+  '--no-chunked-prefill',
 ];
 
 describe('command line', () => {
@@ -44,7 +56,20 @@ describe('command line', () => {
     assert.equal(run.code, 0);
     for (const flag of RUN_FLAGS) assert.ok(run.stdout.includes(flag), `run --help lacks ${flag}`);
     const sim = await runCli(['sim', '--help']);
-    for (const flag of ['--port', '--itl-ms', '--tokens-per-event', '--max-concurrency']) {
+    for (const flag of [
+      '--port',
+      '--list',
+      '--model',
+      '--gpu',
+      '--faults',
+      '--time-scale',
+      '--mbu',
+      '--frontend-latency-ms',
+      '--engine',
+      '--itl-ms',
+      '--tokens-per-event',
+      '--max-concurrency',
+    ]) {
       assert.ok(sim.stdout.includes(flag), `sim --help lacks ${flag}`);
     }
   });
@@ -159,5 +184,52 @@ describe('command line', () => {
     const result = await runCli(['run', '--url', `http://127.0.0.1:${port}`, '--requests', '1']);
     assert.equal(result.code, 1);
     assert.match(result.stderr, /could not learn the model .*ECONNREFUSED.*pass --model NAME/);
+  });
+
+  test('simulator options: --simulate writes a run in virtual time; bad engine options name the flag', async () => {
+    const out = join(tempDir('ig-cli-'), 'virtual');
+    const result = await runCli([
+      'run',
+      '--simulate',
+      '--model',
+      'llama-3-70b',
+      '--gpu',
+      'h200',
+      '--tp',
+      '2',
+      '--rate',
+      '20',
+      '--duration',
+      '30',
+      '--out',
+      out,
+      '--json',
+    ]);
+    assert.equal(result.code, 0, result.stderr);
+    const summary = JSON.parse(result.stdout) as RunSummary;
+    assert.ok(summary.requests.completed > 500, `${summary.requests.completed} requests`);
+    const manifest = JSON.parse(readFileSync(join(out, 'manifest.json'), 'utf8'));
+    assert.equal(manifest.server.virtualTime, true);
+    assert.match(manifest.server.simulator, /Llama-3-70B bf16 on 2x H200/);
+    assert.ok(manifest.server.memory.numGpuBlocks > 0);
+    const lines = readFileSync(join(out, 'records.jsonl'), 'utf8').trim().split('\n');
+    assert.equal(lines.length, summary.requests.completed + summary.requests.failed);
+
+    const bad = await runCli(['run', '--gpu', 'h900', '--tp', '0', '--dtype', 'int3']);
+    assert.equal(bad.code, 2);
+    assert.match(bad.stderr, /--gpu h900 is not a preset; choose one of h100/);
+    assert.match(bad.stderr, /--tp must be between 1/);
+    assert.match(bad.stderr, /--dtype int3 is not a weight format/);
+    const withUrl = await runCli(['run', '--url', 'http://127.0.0.1:9', '--gpu', 'h100']);
+    assert.equal(withUrl.code, 2);
+    assert.match(withUrl.stderr, /--gpu apply only to the built-in simulator/);
+    const tooBig = await runCli(['run', '--model', 'llama-3-70b', '--requests', '1']);
+    assert.equal(tooBig.code, 1);
+    assert.match(tooBig.stderr, /cannot start: No available memory for the cache blocks/);
+    const list = await runCli(['sim', '--list']);
+    assert.equal(list.code, 0);
+    for (const id of ['llama-3-8b', 'deepseek-v3', 'mixtral-8x7b', 'h100', 'mi300x', 'b200']) {
+      assert.ok(list.stdout.includes(id), `sim --list lacks ${id}`);
+    }
   });
 });

@@ -286,9 +286,9 @@ export function parseRunPlan(input: RunPlanInput, env: NodeJS.ProcessEnv = {}): 
     const server = o.url === undefined ? undefined : splitServerUrl(o.url);
     const base = server ? server.origin + server.prefix : '';
     plan.telemetry = { intervalS: o.scrapeInterval ?? 1 };
-    if (o.serverMetrics !== undefined && o.serverMetrics !== false) {
-      plan.telemetry.metricsUrl = o.serverMetrics === true ? `${base}/metrics` : o.serverMetrics;
-    }
+    // Without --url the built-in simulator's /metrics is filled in once it listens.
+    if (typeof o.serverMetrics === 'string') plan.telemetry.metricsUrl = o.serverMetrics;
+    else if (o.serverMetrics === true && server) plan.telemetry.metricsUrl = `${base}/metrics`;
     if (o.slots) plan.telemetry.slotsUrl = `${base}/slots`;
   }
   return plan;
@@ -315,10 +315,8 @@ function backendProblems(o: z.infer<typeof schema>): string[] {
   if (supports.modelRequired && o.model === undefined) {
     problems.push(`--backend ${name} needs --model NAME (the model is part of the request)`);
   }
-  if (o.url === undefined && (o.serverMetrics === true || o.slots)) {
-    problems.push(
-      '--server-metrics without a URL and --slots need --url (the built-in simulator has no /metrics yet)',
-    );
+  if (o.url === undefined && o.slots) {
+    problems.push('--slots reads llama.cpp servers and needs --url');
   }
   if (o.scrapeInterval !== undefined && o.serverMetrics === undefined && !o.slots) {
     problems.push('--scrape-interval applies only with --server-metrics or --slots');

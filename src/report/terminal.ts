@@ -32,6 +32,7 @@ const SERVER_HIGHLIGHTS: { name: string; label: string; kind: 'max' | 'perS' }[]
   { name: 'vllm:num_requests_waiting', label: 'waiting max', kind: 'max' },
   { name: 'vllm:kv_cache_usage_perc', label: 'KV cache max', kind: 'max' },
   { name: 'vllm:gpu_cache_usage_perc', label: 'KV cache max', kind: 'max' },
+  { name: 'DCGM_FI_DEV_FB_USED', label: 'GPU memory used max MiB', kind: 'max' },
   { name: 'vllm:num_preemptions_total', label: 'preemptions/s', kind: 'perS' },
   { name: 'vllm:prompt_tokens_total', label: 'prompt tok/s', kind: 'perS' },
   { name: 'vllm:generation_tokens_total', label: 'generation tok/s', kind: 'perS' },
@@ -53,8 +54,10 @@ function serverLine(m: ServerMetricsSummary): string {
         h.kind === 'max' ? (entry as { max: number }).max : (entry as { perS: number }).perS;
       value = h.kind === 'max' ? Math.max(value ?? v, v) : (value ?? 0) + v;
     }
-    if (value !== undefined)
+    // One figure per label: vLLM exports KV usage under its new name and a deprecated alias.
+    if (value !== undefined && !parts.some((p) => p.startsWith(`${h.label} `))) {
       parts.push(`${h.label} ${num(value, Number.isInteger(value) ? 0 : 2)}`);
+    }
   }
   const failed = m.failedScrapes > 0 ? `, ${m.failedScrapes} failed (${m.firstError})` : '';
   return `Server metrics (${m.scrapes} scrapes${failed})${parts.length > 0 ? `: ${parts.join(', ')}` : ''}`;
