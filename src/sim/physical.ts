@@ -87,12 +87,9 @@ export class PhysicalEngine implements ServingEngine {
       return { cancel: () => {} };
     }
     this.kick();
-    return {
-      cancel: () => {
-        this.model.abort(seq);
-        this.pending = this.pending.filter((p) => p.sink !== sink);
-      },
-    };
+    // Tokens of a step already computed may still be written: the server drops them once the
+    // response is closed.
+    return { cancel: () => this.model.abort(seq) };
   }
 
   metricsText(): string {
