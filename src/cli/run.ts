@@ -19,12 +19,14 @@ import {
   type RunPlan,
   type RunPlanInput,
   redactPlan,
+  telemetryAsked,
 } from '../plan/runPlan.js';
 import type { RequestRecord } from '../record.js';
 import { renderTerminalSummary } from '../report/terminal.js';
 import { EngineModel, type EngineModelOptions } from '../sim/engineModel.js';
 import { simulateRun } from '../sim/virtual.js';
-import { startScraper, type TelemetrySource } from '../telemetry/scraper.js';
+import { findOnPath, NVIDIA_SMI } from '../telemetry/gpu.js';
+import { probeMetrics, startScraper, type TelemetrySource } from '../telemetry/scraper.js';
 import type { TelemetrySnapshot } from '../telemetry/snapshot.js';
 import { type ServerMetricsSummary, summarizeTelemetry } from '../telemetry/summary.js';
 import { VERSION } from '../version.js';
@@ -111,9 +113,20 @@ export function runCommand(): Command {
     .option('--label <name>', 'label for the default results directory (default: sim or run)')
     .option(
       '--server-metrics [url]',
-      'scrape Prometheus metrics during the run (default URL: <url>/metrics) into telemetry.jsonl',
+      "scrape the server's Prometheus metrics during the run into telemetry.jsonl (default: on when <url>/metrics answers, and for the built-in simulator)",
     )
+    .option('--metrics-url <url>', 'the same as --server-metrics URL')
+    .option('--no-server-metrics', "do not probe or scrape the server's /metrics")
     .option('--slots', "also read llama.cpp's GET /slots during the run")
+    .option(
+      '--dcgm-url <url>',
+      "also scrape a dcgm-exporter (GPU memory of the server's machine), e.g. http://gpu-host:9400/metrics",
+    )
+    .option('--gpu-memory', 'also poll the local nvidia-smi for GPU memory')
+    .option(
+      '--server-pid <pid>',
+      "also read a local server process's memory (RSS and peak) from /proc/<pid>/status",
+    )
     .option('--scrape-interval <s>', 'seconds between scrapes (default: 1)')
     .option('--json', 'print the summary JSON to stdout instead of the table')
     .option(
@@ -171,10 +184,15 @@ async function run(options: RunOptions): Promise<number> {
     if (simulate && timeScale !== undefined) {
       problems.push('--time-scale applies to the real-time simulator, not to --simulate');
     }
-    if (simulate && plan?.telemetry) {
-      problems.push('--server-metrics and --slots need a server; --simulate has none');
+    if (simulate && plan && telemetryAsked(plan.telemetry)) {
+      problems.push(
+        '--server-metrics, --metrics-url, --slots, --dcgm-url, --gpu-memory and --server-pid need a running server; --simulate has none',
+      );
     }
+    // The default scrape of the simulator's /metrics: there is no server to scrape.
+    if (simulate && plan) delete plan.telemetry;
   }
+  if (plan?.telemetry) problems.push(...localSourceProblems(plan.telemetry));
   if (problems.length > 0 || !plan) {
     process.stderr.write(
       `infergauge run: invalid options\n${problems.map((p) => `  - ${p}`).join('\n')}\n`,
@@ -193,9 +211,9 @@ async function run(options: RunOptions): Promise<number> {
         ...(timeScale !== undefined ? ['--time-scale', timeScale] : []),
         ...engineFlags,
       ]);
-      // The simulator serves /metrics: scrape it like any vLLM server when asked.
-      if (plan.telemetry) plan.telemetry.metricsUrl ??= `${sim.url}/metrics`;
-    }
+      // The simulator serves /metrics: scrape it like any vLLM server (by default too).
+      if (plan.telemetry?.metrics) plan.telemetry.metricsUrl ??= `${sim.url}/metrics`;
+    } else await probeDefaultMetrics(plan);
     return await benchmark(plan, sim?.url ?? (plan.url as string), json === true, sim?.banner);
   } catch (err) {
     process.stderr.write(`infergauge run: ${(err as Error).message}\n`);
@@ -332,6 +350,8 @@ async function benchmark(
     unsentRequests: result.unsentRequests,
   });
   const serverMetrics = plan.telemetry ? summarizeTelemetry(snapshots) : undefined;
+  // The server's warnings (KV cache full, preemptions) stand with the run's.
+  if (serverMetrics) summary.warnings.push(...serverMetrics.warnings);
   writeResults(plan, outDir, summary, json, {
     model,
     ...(serverMetrics ? { serverMetrics } : {}),
@@ -466,7 +486,51 @@ function telemetrySources(telemetry: NonNullable<RunPlan['telemetry']>): Telemet
   const sources: TelemetrySource[] = [];
   if (telemetry.metricsUrl) sources.push({ kind: 'prometheus', url: telemetry.metricsUrl });
   if (telemetry.slotsUrl) sources.push({ kind: 'llamacpp-slots', url: telemetry.slotsUrl });
+  if (telemetry.dcgmUrl) sources.push({ kind: 'dcgm', url: telemetry.dcgmUrl });
+  if (telemetry.gpuMemory) sources.push({ kind: 'nvidia-smi' });
+  if (telemetry.serverPid !== undefined)
+    sources.push({ kind: 'process', pid: telemetry.serverPid });
   return sources;
+}
+
+/** Local sources that cannot work here, said before anything is sent. */
+function localSourceProblems(telemetry: NonNullable<RunPlan['telemetry']>): string[] {
+  const problems: string[] = [];
+  if (telemetry.gpuMemory && findOnPath(NVIDIA_SMI.file) === undefined) {
+    problems.push(
+      '--gpu-memory polls nvidia-smi, which is not on PATH (no NVIDIA driver on this machine?); for the GPUs of another machine use --dcgm-url (for example --dcgm-url http://gpu-host:9400/metrics)',
+    );
+  }
+  const pid = telemetry.serverPid;
+  if (pid !== undefined && !existsSync(`/proc/${pid}/status`)) {
+    problems.push(
+      existsSync('/proc/self/status')
+        ? `--server-pid ${pid}: no such process on this machine (for example --server-pid $(pgrep -f "vllm serve"))`
+        : `--server-pid reads /proc/<pid>/status, which this system (${process.platform}) does not have; it works on Linux`,
+    );
+  }
+  return problems;
+}
+
+/**
+ * With --url and no choice made about metrics: asks `<url>/metrics` once whether it serves
+ * Prometheus text, and scrapes it during the run if so (saying so on stderr); otherwise the
+ * run goes on without it, silently.
+ */
+async function probeDefaultMetrics(plan: RunPlan): Promise<void> {
+  const telemetry = plan.telemetry;
+  if (telemetry?.metrics !== 'default' || telemetry.metricsUrl === undefined) return;
+  const apiKey = plan.apiKeyEnv ? process.env[plan.apiKeyEnv] : undefined;
+  const probe = await probeMetrics(telemetry.metricsUrl, withApiKey(plan.headers, apiKey));
+  if (probe.ok) {
+    process.stderr.write(
+      `infergauge run: scraping ${telemetry.metricsUrl} during the run (${probe.series} series; --no-server-metrics turns this off)\n`,
+    );
+    return;
+  }
+  delete telemetry.metrics;
+  delete telemetry.metricsUrl;
+  if (!telemetryAsked(telemetry)) delete plan.telemetry;
 }
 
 function progressLine(progress: EngineProgress, nowUs: number, plan: RunPlan): string {
@@ -497,7 +561,8 @@ async function fetchModels(
   }
 }
 
-function utcStamp(): string {
+/** A compact UTC timestamp for default results directories, e.g. 20261129T204932Z. */
+export function utcStamp(): string {
   return new Date()
     .toISOString()
     .replace(/[-:]/g, '')

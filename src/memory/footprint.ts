@@ -114,6 +114,18 @@ export function defaultOverhead(tp: number): OverheadParts {
   };
 }
 
+/**
+ * vLLM V1's scheduler defaults for online serving (`EngineArgs._set_default_args`): GPUs with
+ * at least 70 GiB (other than A100) get max_num_batched_tokens 8192 and max_num_seqs 1024,
+ * others 2048 and 256.
+ */
+export function vllmDefaults(gpu: GpuSpec): { maxNumBatchedTokens: number; maxNumSeqs: number } {
+  const large = gpu.memoryBytes >= 70 * GiB && !gpu.id.startsWith('a100');
+  return large
+    ? { maxNumBatchedTokens: 8192, maxNumSeqs: 1024 }
+    : { maxNumBatchedTokens: 2048, maxNumSeqs: 256 };
+}
+
 /** The CUDA context lives outside vLLM's budget but on the device (PyTorch #107667: 300–400 MB). */
 export const CUDA_CONTEXT_BYTES = 0.4e9;
 

@@ -35,10 +35,27 @@ export interface RunPlan {
   extraBody?: Record<string, unknown>;
   out?: string;
   label: string;
-  /** Server-side scraping during the run (Prometheus `/metrics`, llama.cpp `/slots`). */
+  /**
+   * Server-side sampling during the run, on the run's clock: the server's Prometheus metrics,
+   * llama.cpp's `/slots`, a DCGM exporter, the local nvidia-smi, a local server's memory.
+   */
   telemetry?: {
+    /**
+     * Whether the server's Prometheus metrics are scraped: `asked` (--server-metrics or
+     * --metrics-url), or `default` (with --url, `<url>/metrics` is probed once before the run
+     * and scraped only if it serves Prometheus text; without it, the built-in simulator's).
+     * Absent with --no-server-metrics.
+     */
+    metrics?: 'asked' | 'default';
+    /** Without --url, filled in with the built-in simulator's once it listens. */
     metricsUrl?: string;
     slotsUrl?: string;
+    /** A dcgm-exporter's metrics (GPU memory of the server's machine). */
+    dcgmUrl?: string;
+    /** Poll the local `nvidia-smi` for GPU memory. */
+    gpuMemory?: boolean;
+    /** A local server process whose memory is read from `/proc/<pid>/status`. */
+    serverPid?: number;
     intervalS: number;
   };
 }
@@ -70,9 +87,14 @@ export interface RunPlanInput {
   extraBody?: string;
   out?: string;
   label?: string;
-  /** `true` scrapes `<url>/metrics`; a string scrapes that URL. */
+  /** `true` scrapes `<url>/metrics`; a string scrapes that URL; `false` (--no-server-metrics) none. */
   serverMetrics?: boolean | string;
+  /** The same as a --server-metrics URL. */
+  metricsUrl?: string;
   slots?: boolean;
+  dcgmUrl?: string;
+  gpuMemory?: boolean;
+  serverPid?: string;
   scrapeInterval?: string;
 }
 
@@ -116,6 +138,9 @@ const FLAGS: Record<string, { flag: string; example: string }> = {
     flag: '--server-metrics',
     example: '--server-metrics http://127.0.0.1:8000/metrics',
   },
+  metricsUrl: { flag: '--metrics-url', example: '--metrics-url http://127.0.0.1:8000/metrics' },
+  dcgmUrl: { flag: '--dcgm-url', example: '--dcgm-url http://gpu-host:9400/metrics' },
+  serverPid: { flag: '--server-pid', example: '--server-pid $(pgrep -f "vllm serve")' },
   scrapeInterval: { flag: '--scrape-interval', example: '--scrape-interval 1' },
 };
 
@@ -166,7 +191,15 @@ const schema = z
         z.url({ protocol: /^https?$/, error: 'must be an http:// or https:// URL' }),
       ])
       .optional(),
+    metricsUrl: z
+      .url({ protocol: /^https?$/, error: 'must be an http:// or https:// URL' })
+      .optional(),
     slots: z.boolean().optional(),
+    dcgmUrl: z
+      .url({ protocol: /^https?$/, error: 'must be an http:// or https:// URL' })
+      .optional(),
+    gpuMemory: z.boolean().optional(),
+    serverPid: int(1).optional(),
     scrapeInterval: positive().optional(),
     label: z
       .string()
@@ -282,16 +315,47 @@ export function parseRunPlan(input: RunPlanInput, env: NodeJS.ProcessEnv = {}): 
   if (apiKeyEnv !== undefined) plan.apiKeyEnv = apiKeyEnv;
   if (extraBody) plan.extraBody = extraBody;
   if (o.out !== undefined) plan.out = o.out;
-  if (o.serverMetrics !== undefined || o.slots) {
-    const server = o.url === undefined ? undefined : splitServerUrl(o.url);
-    const base = server ? server.origin + server.prefix : '';
-    plan.telemetry = { intervalS: o.scrapeInterval ?? 1 };
-    // Without --url the built-in simulator's /metrics is filled in once it listens.
-    if (typeof o.serverMetrics === 'string') plan.telemetry.metricsUrl = o.serverMetrics;
-    else if (o.serverMetrics === true && server) plan.telemetry.metricsUrl = `${base}/metrics`;
-    if (o.slots) plan.telemetry.slotsUrl = `${base}/slots`;
-  }
+  const telemetry = telemetryPlan(o);
+  if (telemetry) plan.telemetry = telemetry;
   return plan;
+}
+
+/**
+ * What is sampled during the run. The server's `/metrics` is on by default (probed first when
+ * it is a --url server), so every run against a server with metrics carries its memory story.
+ */
+function telemetryPlan(o: z.infer<typeof schema>): RunPlan['telemetry'] {
+  const server = o.url === undefined ? undefined : splitServerUrl(o.url);
+  const base = server ? server.origin + server.prefix : '';
+  const telemetry: NonNullable<RunPlan['telemetry']> = { intervalS: o.scrapeInterval ?? 1 };
+  const asked = typeof o.serverMetrics === 'string' ? o.serverMetrics : o.metricsUrl;
+  if (asked !== undefined) {
+    telemetry.metrics = 'asked';
+    telemetry.metricsUrl = asked;
+  } else if (o.serverMetrics !== false) {
+    telemetry.metrics = o.serverMetrics === true ? 'asked' : 'default';
+    // Without --url the built-in simulator's /metrics is filled in once it listens.
+    if (server) telemetry.metricsUrl = `${base}/metrics`;
+  }
+  if (o.slots) telemetry.slotsUrl = `${base}/slots`;
+  if (o.dcgmUrl !== undefined) telemetry.dcgmUrl = o.dcgmUrl;
+  if (o.gpuMemory) telemetry.gpuMemory = true;
+  if (o.serverPid !== undefined) telemetry.serverPid = o.serverPid;
+  const sources = [
+    telemetry.metrics,
+    telemetry.slotsUrl,
+    telemetry.dcgmUrl,
+    telemetry.gpuMemory,
+    telemetry.serverPid,
+  ];
+  return sources.some((x) => x !== undefined) ? telemetry : undefined;
+}
+
+/** Telemetry the user asked for (not the default scrape of `/metrics`). */
+export function telemetryAsked(telemetry: RunPlan['telemetry']): boolean {
+  if (!telemetry) return false;
+  const { metrics, slotsUrl, dcgmUrl, gpuMemory, serverPid } = telemetry;
+  return metrics === 'asked' || [slotsUrl, dcgmUrl, gpuMemory, serverPid].some((x) => x);
 }
 
 /** What the chosen backend cannot do, said before anything is sent. */
@@ -318,8 +382,25 @@ function backendProblems(o: z.infer<typeof schema>): string[] {
   if (o.url === undefined && o.slots) {
     problems.push('--slots reads llama.cpp servers and needs --url');
   }
-  if (o.scrapeInterval !== undefined && o.serverMetrics === undefined && !o.slots) {
-    problems.push('--scrape-interval applies only with --server-metrics or --slots');
+  const other = o.slots || o.dcgmUrl !== undefined || o.gpuMemory || o.serverPid !== undefined;
+  if (o.scrapeInterval !== undefined && o.serverMetrics === false && !other) {
+    problems.push(
+      '--scrape-interval applies only when something is scraped; --no-server-metrics turned it all off',
+    );
+  }
+  if (o.serverMetrics === false && o.metricsUrl !== undefined) {
+    problems.push(
+      '--no-server-metrics and --metrics-url contradict each other: keep one (for example --metrics-url http://127.0.0.1:8000/metrics)',
+    );
+  }
+  if (
+    typeof o.serverMetrics === 'string' &&
+    o.metricsUrl !== undefined &&
+    o.serverMetrics !== o.metricsUrl
+  ) {
+    problems.push(
+      `--server-metrics ${o.serverMetrics} and --metrics-url ${o.metricsUrl} name two URLs; --metrics-url is the same option, keep one (for example --metrics-url ${o.metricsUrl})`,
+    );
   }
   if (name !== 'openai' && o.url === undefined) {
     problems.push(

@@ -3,7 +3,7 @@ import pc from 'picocolors';
 import type { Distribution } from '../metrics/distribution.js';
 import type { RunSummary } from '../metrics/summary.js';
 import { seriesName } from '../telemetry/prometheus.js';
-import type { ServerMetricsSummary } from '../telemetry/summary.js';
+import type { ServerMemorySummary, ServerMetricsSummary } from '../telemetry/summary.js';
 
 export interface TerminalOptions {
   color: boolean;
@@ -20,31 +20,45 @@ export interface TerminalOptions {
 
 /**
  * Server metrics worth a line in the terminal, by metric name: gauges by their maximum,
- * counters by their rate. Series with labels (vLLM's model_name) are combined.
+ * counters by their rate. Series with labels (vLLM's model_name) are combined. KV cache,
+ * preemptions and memory have their own line (memoryLine); `covers` marks a highlight that
+ * already shows a common field, which that line then leaves out.
  */
-const SERVER_HIGHLIGHTS: { name: string; label: string; kind: 'max' | 'perS' }[] = [
-  { name: 'llamacpp:requests_processing', label: 'processing max', kind: 'max' },
-  { name: 'llamacpp:requests_deferred', label: 'deferred max', kind: 'max' },
+const SERVER_HIGHLIGHTS: {
+  name: string;
+  label: string;
+  kind: 'max' | 'perS';
+  covers?: 'running' | 'waiting';
+}[] = [
+  {
+    name: 'llamacpp:requests_processing',
+    label: 'processing max',
+    kind: 'max',
+    covers: 'running',
+  },
+  { name: 'llamacpp:requests_deferred', label: 'deferred max', kind: 'max', covers: 'waiting' },
   { name: 'llamacpp_slots:processing', label: 'busy slots max', kind: 'max' },
   { name: 'llamacpp:prompt_tokens_total', label: 'prompt tok/s', kind: 'perS' },
   { name: 'llamacpp:tokens_predicted_total', label: 'predicted tok/s', kind: 'perS' },
-  { name: 'vllm:num_requests_running', label: 'running max', kind: 'max' },
-  { name: 'vllm:num_requests_waiting', label: 'waiting max', kind: 'max' },
-  { name: 'vllm:kv_cache_usage_perc', label: 'KV cache max', kind: 'max' },
-  { name: 'vllm:gpu_cache_usage_perc', label: 'KV cache max', kind: 'max' },
-  { name: 'DCGM_FI_DEV_FB_USED', label: 'GPU memory used max MiB', kind: 'max' },
-  { name: 'vllm:num_preemptions_total', label: 'preemptions/s', kind: 'perS' },
+  { name: 'vllm:num_requests_running', label: 'running max', kind: 'max', covers: 'running' },
+  { name: 'vllm:num_requests_waiting', label: 'waiting max', kind: 'max', covers: 'waiting' },
   { name: 'vllm:prompt_tokens_total', label: 'prompt tok/s', kind: 'perS' },
   { name: 'vllm:generation_tokens_total', label: 'generation tok/s', kind: 'perS' },
-  { name: 'sglang:num_running_reqs', label: 'running max', kind: 'max' },
-  { name: 'sglang:num_queue_reqs', label: 'queued max', kind: 'max' },
-  { name: 'sglang:token_usage', label: 'token usage max', kind: 'max' },
-  { name: 'tgi_queue_size', label: 'queue max', kind: 'max' },
-  { name: 'tgi_batch_current_size', label: 'batch max', kind: 'max' },
+  { name: 'sglang:num_running_reqs', label: 'running max', kind: 'max', covers: 'running' },
+  { name: 'sglang:num_queue_reqs', label: 'queued max', kind: 'max', covers: 'waiting' },
+  { name: 'sglang:prompt_tokens_total', label: 'prompt tok/s', kind: 'perS' },
+  { name: 'sglang:generation_tokens_total', label: 'generation tok/s', kind: 'perS' },
+  { name: 'tgi_queue_size', label: 'queue max', kind: 'max', covers: 'waiting' },
+  { name: 'tgi_batch_current_size', label: 'batch max', kind: 'max', covers: 'running' },
+  { name: 'trtllm_num_requests_running', label: 'running max', kind: 'max', covers: 'running' },
+  { name: 'trtllm_num_requests_waiting', label: 'waiting max', kind: 'max', covers: 'waiting' },
+  { name: 'trtllm_prompt_tokens_total', label: 'prompt tok/s', kind: 'perS' },
+  { name: 'trtllm_generation_tokens_total', label: 'generation tok/s', kind: 'perS' },
 ];
 
-function serverLine(m: ServerMetricsSummary): string {
+function serverLine(m: ServerMetricsSummary): { line: string; covered: Set<string> } {
   const parts: string[] = [];
+  const covered = new Set<string>();
   for (const h of SERVER_HIGHLIGHTS) {
     let value: number | undefined;
     const source = h.kind === 'max' ? m.gauges : m.counters;
@@ -54,13 +68,49 @@ function serverLine(m: ServerMetricsSummary): string {
         h.kind === 'max' ? (entry as { max: number }).max : (entry as { perS: number }).perS;
       value = h.kind === 'max' ? Math.max(value ?? v, v) : (value ?? 0) + v;
     }
-    // One figure per label: vLLM exports KV usage under its new name and a deprecated alias.
+    // One figure per label (two servers' names in one scrape would say it twice).
     if (value !== undefined && !parts.some((p) => p.startsWith(`${h.label} `))) {
       parts.push(`${h.label} ${num(value, Number.isInteger(value) ? 0 : 2)}`);
+      if (h.covers) covered.add(h.covers);
     }
   }
   const failed = m.failedScrapes > 0 ? `, ${m.failedScrapes} failed (${m.firstError})` : '';
-  return `Server metrics (${m.scrapes} scrapes${failed})${parts.length > 0 ? `: ${parts.join(', ')}` : ''}`;
+  return {
+    line: `Server metrics (${m.scrapes} scrapes${failed})${parts.length > 0 ? `: ${parts.join(', ')}` : ''}`,
+    covered,
+  };
+}
+
+/**
+ * The server's memory story in one line, e.g. `KV cache peak 87% (mean 41%), preemptions 3,
+ * GPU memory peak 71.2 GiB of 79.6, server RSS max 1.2 GiB`; running and waiting too when the
+ * server-metrics line did not show them under the server's own names.
+ */
+function memoryLine(m: ServerMemorySummary, covered: Set<string>): string | undefined {
+  const parts: string[] = [];
+  const pct = (x: number) => `${(x * 100).toFixed(0)}%`;
+  const gib = (bytes: number) => (bytes / 2 ** 30).toFixed(1);
+  if (m.kvCacheUsage) {
+    parts.push(`KV cache peak ${pct(m.kvCacheUsage.max)} (mean ${pct(m.kvCacheUsage.mean)})`);
+  }
+  if (m.running && !covered.has('running')) parts.push(`running max ${num(m.running.max)}`);
+  if (m.waiting && !covered.has('waiting')) parts.push(`waiting max ${num(m.waiting.max)}`);
+  if (m.preemptions !== undefined) parts.push(`preemptions ${num(m.preemptions)}`);
+  const g = m.gpuMemoryUsedBytes;
+  if (g) {
+    parts.push(
+      `GPU memory peak ${gib(g.max)} GiB${g.total !== undefined ? ` of ${gib(g.total)}` : ''}`,
+    );
+  }
+  const p = m.processRssBytes;
+  if (p) {
+    // A server process of a few MiB (llama.cpp on a small model) would read 0.0 GiB.
+    const mem = (bytes: number) => (p.max >= 2 ** 30 ? gib(bytes) : (bytes / 2 ** 20).toFixed(0));
+    const unit = p.max >= 2 ** 30 ? 'GiB' : 'MiB';
+    const peak = p.peak !== undefined && p.peak > p.max ? ` (high-water ${mem(p.peak)})` : '';
+    parts.push(`server RSS max ${mem(p.max)} ${unit}${peak}`);
+  }
+  return parts.length > 0 ? `Server memory: ${parts.join(', ')}` : undefined;
 }
 
 /** "64 concurrent requests (measured 61.8)": a throughput is never shown without its load. */
@@ -157,10 +207,21 @@ export function renderTerminalSummary(summary: RunSummary, options: TerminalOpti
       `Client health: event-loop delay p99 ${fmt(h.eventLoopDelayMs.p99, 2)} ms, CPU ${fmt(h.cpu.utilisation * 100, 0)}% of one core, coalesced events ${fmt(h.coalescedEventShare * 100, 1)}%${h.sendSlipMs ? `, send slip p99 ${fmt(h.sendSlipMs.p99, 2)} ms` : ''}: ${h.clientLimited ? c.red('client-limited') : c.green('ok')}`,
     );
   }
-  if (options.serverMetrics) lines.push(serverLine(options.serverMetrics));
-  if (summary.warnings.length > 0) {
+  const server = options.serverMetrics;
+  if (server) {
+    const { line, covered } = serverLine(server);
+    lines.push(line);
+    const memory = server.memory && memoryLine(server.memory, covered);
+    if (memory) lines.push(memory);
+  }
+  // The server's warnings join the run's (once: a caller may already have merged them).
+  const warnings = [
+    ...summary.warnings,
+    ...(server?.warnings ?? []).filter((w) => !summary.warnings.some((s) => s.code === w.code)),
+  ];
+  if (warnings.length > 0) {
     lines.push('Warnings:');
-    for (const w of summary.warnings) lines.push(c.yellow(`  - ${w.message}`));
+    for (const w of warnings) lines.push(c.yellow(`  - ${w.message}`));
   }
   if (options.outDir) lines.push(`Results: ${options.outDir}`);
   return lines.join('\n');

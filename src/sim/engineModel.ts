@@ -1,5 +1,5 @@
 import type { KvDtype, WeightFormat } from '../memory/dtype.js';
-import { planVllmMemory, type VllmMemoryPlan } from '../memory/footprint.js';
+import { planVllmMemory, type VllmMemoryPlan, vllmDefaults } from '../memory/footprint.js';
 import type { GpuSpec } from '../memory/hardware.js';
 import type { ModelSpec } from '../memory/model.js';
 import { BlockPool } from './blockPool.js';
@@ -29,19 +29,16 @@ export type EngineModelOptions = Pick<EngineModelConfig, 'model' | 'gpu'> &
     efficiency?: Partial<Efficiency>;
   };
 
-const GiB = 1024 ** 3;
-
 /**
- * Fills in vLLM V1's defaults (`EngineArgs._set_default_args`, online serving): on GPUs with
- * at least 70 GiB (other than A100) max_num_batched_tokens 8192 and max_num_seqs 1024, else
- * 2048 and 256; gpu_memory_utilization 0.9; block size 16; chunked prefill on; max_model_len
+ * Fills in vLLM V1's defaults (online serving): the scheduler budget by GPU size
+ * (`vllmDefaults`), gpu_memory_utilization 0.9, block size 16, chunked prefill on, max_model_len
  * from the model. With chunked prefill off, vLLM needs a budget of at least max_model_len.
  */
 export function resolveEngineConfig(o: EngineModelOptions): EngineModelConfig {
-  const large = o.gpu.memoryBytes >= 70 * GiB && !o.gpu.id.startsWith('a100');
+  const defaults = vllmDefaults(o.gpu);
   const chunkedPrefill = o.chunkedPrefill ?? true;
   const maxModelLen = o.maxModelLen ?? o.model.maxContext;
-  const defaultBudget = large ? 8192 : 2048;
+  const defaultBudget = defaults.maxNumBatchedTokens;
   return {
     model: o.model,
     gpu: o.gpu,
@@ -50,7 +47,7 @@ export function resolveEngineConfig(o: EngineModelOptions): EngineModelConfig {
     tp: o.tp ?? 1,
     gpuMemoryUtilization: o.gpuMemoryUtilization ?? 0.9,
     blockSize: o.blockSize ?? 16,
-    maxNumSeqs: o.maxNumSeqs ?? (large ? 1024 : 256),
+    maxNumSeqs: o.maxNumSeqs ?? defaults.maxNumSeqs,
     maxNumBatchedTokens:
       o.maxNumBatchedTokens ??
       (chunkedPrefill ? defaultBudget : Math.max(defaultBudget, maxModelLen)),
@@ -223,8 +220,13 @@ export class EngineModel {
     return this.running.length;
   }
 
+  /** Requests the scheduler could take (still in the HTTP front end: not yet waiting). */
   get waitingCount(): number {
-    return this.waiting.length - this.waitingHead;
+    let n = 0;
+    for (let i = this.waitingHead; i < this.waiting.length; i++) {
+      if (this.waiting[i].readyNs <= this.now) n++;
+    }
+    return n;
   }
 
   /** Fraction of KV blocks holding live data (vLLM's `kv_cache_usage_perc`). */

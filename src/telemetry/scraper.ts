@@ -1,16 +1,27 @@
 import { request } from 'undici';
-import { snapshotValues, type TelemetrySnapshot, type TelemetrySourceKind } from './snapshot.js';
+import { type NvidiaSmiCommand, runNvidiaSmi } from './gpu.js';
+import { readProcStatus } from './process.js';
+import { parsePrometheusText } from './prometheus.js';
+import { snapshotValues, type TelemetrySnapshot } from './snapshot.js';
 
-export interface TelemetrySource {
-  kind: TelemetrySourceKind;
-  url: string;
-}
+/**
+ * One thing to sample during the run: an HTTP endpoint (the server's Prometheus `/metrics`, a
+ * DCGM exporter, llama.cpp's `/slots`), the local `nvidia-smi`, or a local process's memory.
+ */
+export type TelemetrySource =
+  | { kind: 'prometheus' | 'dcgm' | 'llamacpp-slots'; url: string }
+  | { kind: 'nvidia-smi'; command?: NvidiaSmiCommand }
+  | { kind: 'process'; pid: number; procRoot?: string };
 
 export interface ScraperOptions {
   sources: TelemetrySource[];
   intervalMs: number;
   /** The run clock, in ms, so snapshots line up with the records. */
   nowMs: () => number;
+  /**
+   * Request headers (the API key) for the server's own endpoints; a DCGM exporter is another
+   * service and gets none.
+   */
   headers?: Record<string, string>;
   onSnapshot: (snapshot: TelemetrySnapshot) => void;
 }
@@ -42,20 +53,79 @@ export function startScraper(options: ScraperOptions): { stop(): Promise<void> }
   };
 }
 
+/** What a source is, in an error message. */
+export function describeSource(source: TelemetrySource): string {
+  switch (source.kind) {
+    case 'nvidia-smi':
+      return source.command?.file ?? 'nvidia-smi';
+    case 'process':
+      return `process ${source.pid}`;
+    default:
+      return source.url;
+  }
+}
+
 async function scrape(source: TelemetrySource, options: ScraperOptions): Promise<void> {
   const at = options.nowMs();
   try {
-    const response = await request(source.url, {
-      headers: options.headers ?? {},
-      headersTimeout: 5_000,
-      bodyTimeout: 5_000,
-    });
-    const body = await response.body.text();
-    if (response.statusCode !== 200) throw new Error(`HTTP ${response.statusCode}`);
+    const body = await read(source, options.headers ?? {});
     options.onSnapshot({ at, source: source.kind, values: snapshotValues(source.kind, body) });
   } catch (err) {
     const code = (err as { code?: string }).code;
-    const message = `${source.url}: ${code ? `${code}: ` : ''}${(err as Error).message}`;
+    const message = `${describeSource(source)}: ${code ? `${code}: ` : ''}${(err as Error).message}`;
     options.onSnapshot({ at, source: source.kind, error: message });
+  }
+}
+
+async function read(source: TelemetrySource, headers: Record<string, string>): Promise<string> {
+  switch (source.kind) {
+    case 'nvidia-smi':
+      return runNvidiaSmi(source.command);
+    case 'process':
+      return readProcStatus(source.pid, source.procRoot);
+    default: {
+      const response = await request(source.url, {
+        headers: source.kind === 'dcgm' ? {} : headers,
+        headersTimeout: 5_000,
+        bodyTimeout: 5_000,
+      });
+      const body = await response.body.text();
+      if (response.statusCode !== 200) throw new Error(`HTTP ${response.statusCode}`);
+      return body;
+    }
+  }
+}
+
+/** What probing a `/metrics` URL found. */
+export type MetricsProbe = { ok: true; series: number } | { ok: false; reason: string };
+
+/**
+ * Asks `url` once, within `timeoutMs`, whether it serves Prometheus text: HTTP 200 and a body
+ * that is neither JSON (trtllm-serve's `/metrics` is JSON; its Prometheus text is under
+ * `/prometheus/metrics`) nor HTML, with at least one sample in it.
+ */
+export async function probeMetrics(
+  url: string,
+  headers: Record<string, string> = {},
+  timeoutMs = 1_500,
+): Promise<MetricsProbe> {
+  try {
+    const response = await request(url, {
+      headers,
+      signal: AbortSignal.timeout(timeoutMs),
+      headersTimeout: timeoutMs,
+      bodyTimeout: timeoutMs,
+    });
+    const body = await response.body.text();
+    if (response.statusCode !== 200) return { ok: false, reason: `HTTP ${response.statusCode}` };
+    const start = body.trimStart()[0];
+    if (start === '{' || start === '[' || start === '<') {
+      return { ok: false, reason: 'not Prometheus text' };
+    }
+    const series = parsePrometheusText(body).length;
+    return series > 0 ? { ok: true, series } : { ok: false, reason: 'no samples' };
+  } catch (err) {
+    const code = (err as { code?: string }).code;
+    return { ok: false, reason: code ?? (err as Error).message };
   }
 }

@@ -1,7 +1,18 @@
+import { parseNvidiaSmiCsv } from './gpu.js';
+import { parseProcStatus } from './process.js';
 import { type MetricSample, parsePrometheusText, seriesKey } from './prometheus.js';
 
-/** Where server-side numbers come from. */
-export type TelemetrySourceKind = 'prometheus' | 'llamacpp-slots';
+/**
+ * Where server-side numbers come from: the server's Prometheus `/metrics`, a DCGM exporter (also
+ * Prometheus text), llama.cpp's `/slots`, the local `nvidia-smi`, or `/proc/<pid>/status` of a
+ * local server process.
+ */
+export type TelemetrySourceKind =
+  | 'prometheus'
+  | 'dcgm'
+  | 'llamacpp-slots'
+  | 'nvidia-smi'
+  | 'process';
 
 /** One scrape, on the run's clock (ms), as stored line by line in `telemetry.jsonl`. */
 export interface TelemetrySnapshot {
@@ -12,12 +23,26 @@ export interface TelemetrySnapshot {
   error?: string;
 }
 
-/** Turns a scraped body into series values. */
+/** Turns what a source gave (a body, a command's output, a status file) into series values. */
 export function snapshotValues(kind: TelemetrySourceKind, body: string): Record<string, number> {
-  const samples = kind === 'prometheus' ? parsePrometheusText(body) : slotsSamples(body);
+  const samples = parseSource(kind, body);
   const values: Record<string, number> = {};
   for (const s of samples) values[seriesKey(s.name, s.labels)] = s.value;
   return values;
+}
+
+function parseSource(kind: TelemetrySourceKind, body: string): MetricSample[] {
+  switch (kind) {
+    case 'prometheus':
+    case 'dcgm':
+      return parsePrometheusText(body);
+    case 'llamacpp-slots':
+      return slotsSamples(body);
+    case 'nvidia-smi':
+      return parseNvidiaSmiCsv(body);
+    case 'process':
+      return parseProcStatus(body);
+  }
 }
 
 /**

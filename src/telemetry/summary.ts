@@ -1,3 +1,5 @@
+import type { Warning } from '../metrics/summary.js';
+import { type CommonTelemetry, commonFields } from './common.js';
 import { seriesName } from './prometheus.js';
 import type { TelemetrySnapshot } from './snapshot.js';
 
@@ -13,13 +15,52 @@ export interface ServerMetricsSummary {
   counters: Record<string, { delta: number; perS: number }>;
   /** Everything else but histogram buckets: its range over the window. */
   gauges: Record<string, { min: number; mean: number; max: number; last: number }>;
+  /** The server's memory and load in common words (see `commonFields`), when it told any. */
+  memory?: ServerMemorySummary;
+  /** What the server's numbers warn of: `kv_cache_full`, `preemptions`. */
+  warnings: Warning[];
 }
+
+/** Range of a gauge over the scrapes that carried it. */
+export interface Range {
+  mean: number;
+  max: number;
+}
+
+/**
+ * The common fields over the run: gauges by mean and maximum over the scrapes that carried
+ * them, counters by their growth from the first to the last scrape (a counter that drops, as
+ * when the server restarts, counts again from zero).
+ */
+export interface ServerMemorySummary {
+  /** Scrapes that carried at least one common field. */
+  scrapes: number;
+  /** Share of the KV cache in use, 0..1. */
+  kvCacheUsage?: Range;
+  running?: Range;
+  waiting?: Range;
+  /** Requests preempted (retracted) during the run. */
+  preemptions?: number;
+  /** Prompt and generated tokens the server counted during the run. */
+  promptTokens?: number;
+  generationTokens?: number;
+  /** GPU memory in use, summed over GPUs, and the GPUs' memory in all. */
+  gpuMemoryUsedBytes?: Range & { total?: number };
+  /** Resident memory of the server process, and its high-water mark since it started. */
+  processRssBytes?: Range & { peak?: number };
+}
+
+/** KV usage at or above this counts as a full cache. */
+export const KV_FULL = 0.99;
 
 const COUNTER = /(_total|_sum|_count)$/;
 
 /**
  * Summarises snapshots: counters by their growth (first to last scrape), gauges by min, mean,
- * max and last value. Histogram buckets stay in `telemetry.jsonl` only.
+ * max and last value; the common fields (KV cache, queue, preemptions, GPU and process memory)
+ * by their means, peaks and growth, with warnings when the KV cache filled up or requests were
+ * preempted. Histogram buckets and prometheus_client's `_created` timestamps stay in
+ * `telemetry.jsonl` only.
  */
 export function summarizeTelemetry(snapshots: TelemetrySnapshot[]): ServerMetricsSummary {
   const ok = snapshots.filter((s) => s.values !== undefined);
@@ -30,6 +71,7 @@ export function summarizeTelemetry(snapshots: TelemetrySnapshot[]): ServerMetric
     windowS: ok.length > 1 ? (ok[ok.length - 1].at - ok[0].at) / 1000 : 0,
     counters: {},
     gauges: {},
+    warnings: [],
   };
   if (failed.length > 0) summary.firstError = failed[0].error;
   const first = new Map<string, number>();
@@ -38,7 +80,9 @@ export function summarizeTelemetry(snapshots: TelemetrySnapshot[]): ServerMetric
   for (const snapshot of ok) {
     for (const [key, value] of Object.entries(snapshot.values as Record<string, number>)) {
       const name = seriesName(key);
-      if (name.endsWith('_bucket') || !Number.isFinite(value)) continue;
+      if (name.endsWith('_bucket') || name.endsWith('_created') || !Number.isFinite(value)) {
+        continue;
+      }
       if (!first.has(key)) first.set(key, value);
       last.set(key, value);
       if (COUNTER.test(name)) continue;
@@ -65,5 +109,95 @@ export function summarizeTelemetry(snapshots: TelemetrySnapshot[]): ServerMetric
       last: last.get(key) as number,
     };
   }
+  const memory = summarizeCommon(ok);
+  if (memory) {
+    summary.memory = memory;
+    summary.warnings = memoryWarnings(memory);
+  }
   return summary;
+}
+
+type GaugeField = Exclude<keyof CommonTelemetry, CounterField>;
+type CounterField = 'preemptions' | 'promptTokens' | 'generationTokens';
+const COUNTER_FIELDS: CounterField[] = ['preemptions', 'promptTokens', 'generationTokens'];
+
+/** The common fields of every snapshot, summarised (undefined when no snapshot had one). */
+function summarizeCommon(snapshots: TelemetrySnapshot[]): ServerMemorySummary | undefined {
+  const gauges = new Map<GaugeField, { sum: number; n: number; max: number }>();
+  // Counter growth per source, so two sources never mix their counts.
+  const counters = new Map<string, { last: number; growth: number }>();
+  let scrapes = 0;
+  for (const snapshot of [...snapshots].sort((a, b) => a.at - b.at)) {
+    const fields = commonFields(snapshot.values ?? {});
+    const entries = Object.entries(fields) as [keyof CommonTelemetry, number][];
+    if (entries.length === 0) continue;
+    scrapes++;
+    for (const [field, value] of entries) {
+      if ((COUNTER_FIELDS as string[]).includes(field)) {
+        const id = `${snapshot.source}:${field}`;
+        const c = counters.get(id);
+        if (!c) counters.set(id, { last: value, growth: 0 });
+        else {
+          c.growth += value >= c.last ? value - c.last : value;
+          c.last = value;
+        }
+        continue;
+      }
+      const g = gauges.get(field as GaugeField);
+      if (g) {
+        g.sum += value;
+        g.n++;
+        g.max = Math.max(g.max, value);
+      } else gauges.set(field as GaugeField, { sum: value, n: 1, max: value });
+    }
+  }
+  if (scrapes === 0) return undefined;
+  const range = (field: GaugeField): Range | undefined => {
+    const g = gauges.get(field);
+    return g ? { mean: g.sum / g.n, max: g.max } : undefined;
+  };
+  const memory: ServerMemorySummary = { scrapes };
+  const kv = range('kvCacheUsage');
+  if (kv) memory.kvCacheUsage = kv;
+  const running = range('running');
+  if (running) memory.running = running;
+  const waiting = range('waiting');
+  if (waiting) memory.waiting = waiting;
+  for (const field of COUNTER_FIELDS) {
+    let growth: number | undefined;
+    for (const [id, c] of counters) {
+      if (id.endsWith(`:${field}`)) growth = Math.max(growth ?? c.growth, c.growth);
+    }
+    if (growth !== undefined) memory[field] = growth;
+  }
+  const gpu = range('gpuMemoryUsedBytes');
+  if (gpu) {
+    const total = gauges.get('gpuMemoryTotalBytes')?.max;
+    memory.gpuMemoryUsedBytes = total !== undefined ? { ...gpu, total } : gpu;
+  }
+  const rss = range('processRssBytes');
+  if (rss) {
+    const peak = gauges.get('processPeakRssBytes')?.max;
+    memory.processRssBytes = peak !== undefined ? { ...rss, peak } : rss;
+  }
+  return memory;
+}
+
+/** `kv_cache_full` when the KV cache peaked at 99 % or more, `preemptions` when any happened. */
+function memoryWarnings(memory: ServerMemorySummary): Warning[] {
+  const warnings: Warning[] = [];
+  if (memory.kvCacheUsage && memory.kvCacheUsage.max >= KV_FULL) {
+    warnings.push({
+      code: 'kv_cache_full',
+      message: `the server's KV cache was full (peak ${(memory.kvCacheUsage.max * 100).toFixed(0)}%, mean ${(memory.kvCacheUsage.mean * 100).toFixed(0)}%): requests waited for cache blocks, and the latencies include that wait`,
+    });
+  }
+  if (memory.preemptions !== undefined && memory.preemptions > 0) {
+    const n = memory.preemptions;
+    warnings.push({
+      code: 'preemptions',
+      message: `the server preempted ${n} request${n === 1 ? '' : 's'} during the run (KV cache exhausted): their work was redone, which shows in their latency`,
+    });
+  }
+  return warnings;
 }

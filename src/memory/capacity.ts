@@ -1,0 +1,127 @@
+import { blocksForTokens, type VllmMemoryPlan } from './footprint.js';
+
+/**
+ * The batch-1-to-OOM capacity curve: pure functions over the steps `infergauge capacity`
+ * measured, and the analytic prediction beside them.
+ */
+
+/** What one batch size did. */
+export interface CapacityStep {
+  batch: number;
+  completed: number;
+  failed: number;
+  errorsByKind: Record<string, number>;
+  /** Measured concurrency (closed loop: close to `batch` unless the server queues). */
+  meanConcurrency: number;
+  outputTokensPerS: number;
+  /** Mean per-request output speed (tokens/s one user sees). */
+  perUserTokensPerS: number;
+  ttftP50Ms: number;
+  ttftP99Ms: number;
+  /** Mean time per output token: the decode speed users get, robust to single stutters. */
+  tpotMeanMs: number;
+  itlP99Ms: number;
+  /** From server telemetry, when it has them. */
+  kvCacheUsageMax?: number;
+  preemptions?: number;
+  waitingMax?: number;
+  gpuMemoryUsedMaxBytes?: number;
+  /** The analytic model's KV usage for `batch` sequences at full length (can exceed 1). */
+  predictedKvCacheUsage?: number;
+}
+
+export type CapacityLimitReason = 'failures' | 'preemptions' | 'kv_cache_full' | 'latency_cliff';
+
+export interface CapacityLimit {
+  /** The batch at which the limit showed. */
+  batch: number;
+  reason: CapacityLimitReason;
+  /** Why, in a sentence with the numbers. */
+  detail: string;
+}
+
+/** The analytic prediction for sequences of `sequenceTokens` on a vLLM-style paged pool. */
+export interface CapacityPrediction {
+  numGpuBlocks: number;
+  blocksPerSequence: number;
+  /** Most sequences the pool holds at once at full length. */
+  maxBatch: number;
+}
+
+export function predictCapacity(plan: VllmMemoryPlan, sequenceTokens: number, blockSize: number) {
+  const blocksPerSequence = blocksForTokens(sequenceTokens, blockSize, plan.windowCapBlocks);
+  return {
+    numGpuBlocks: plan.numGpuBlocks,
+    blocksPerSequence,
+    maxBatch: Math.floor(plan.numGpuBlocks / blocksPerSequence),
+  } satisfies CapacityPrediction;
+}
+
+/** KV usage the analytic model expects for `batch` sequences at full length (may exceed 1). */
+export function predictedKvUsage(prediction: CapacityPrediction, batch: number): number {
+  return (batch * prediction.blocksPerSequence) / prediction.numGpuBlocks;
+}
+
+const pct = (x: number) => `${(x * 100).toFixed(0)}%`;
+
+/**
+ * Whether this step hit the service's limit, and why: requests failed, the server preempted
+ * (its KV cache could not hold the batch), KV usage reached 100 %, or p99 TTFT or mean TPOT
+ * jumped by `cliffFactor` or more over the previous step. The first that applies is reported.
+ * p99 ITL is shown but not used: with chunked prefill a decode that shares a step with a long
+ * prompt's chunk stutters once, which moves p99 ITL a lot without any queueing behind it.
+ */
+export function capacityLimit(
+  step: CapacityStep,
+  previous: CapacityStep | undefined,
+  cliffFactor: number,
+): CapacityLimit | undefined {
+  const { batch } = step;
+  if (step.failed > 0) {
+    const kinds = Object.entries(step.errorsByKind)
+      .map(([kind, n]) => `${n} ${kind}`)
+      .join(', ');
+    return {
+      batch,
+      reason: 'failures',
+      detail: `${step.failed} of ${step.completed + step.failed} requests failed at batch ${batch} (${kinds})`,
+    };
+  }
+  if ((step.preemptions ?? 0) > 0) {
+    return {
+      batch,
+      reason: 'preemptions',
+      detail: `the server preempted ${step.preemptions} times at batch ${batch}: its KV cache cannot hold ${batch} sequences at once (KV usage peaked at ${pct(step.kvCacheUsageMax ?? 1)})`,
+    };
+  }
+  if ((step.kvCacheUsageMax ?? 0) >= 0.99) {
+    return {
+      batch,
+      reason: 'kv_cache_full',
+      detail: `KV cache usage reached ${pct(step.kvCacheUsageMax as number)} at batch ${batch}`,
+    };
+  }
+  if (previous) {
+    for (const [name, now, before] of [
+      ['p99 TTFT', step.ttftP99Ms, previous.ttftP99Ms],
+      ['mean TPOT', step.tpotMeanMs, previous.tpotMeanMs],
+    ] as const) {
+      if (before > 0 && now / before >= cliffFactor) {
+        return {
+          batch,
+          reason: 'latency_cliff',
+          detail: `${name} jumped ${(now / before).toFixed(1)}x (${before.toFixed(1)} -> ${now.toFixed(1)} ms) from batch ${previous.batch} to ${batch}`,
+        };
+      }
+    }
+  }
+  return undefined;
+}
+
+/** Batches to try: doubling from 1 to `maxBatch` (inclusive when it is a power of two). */
+export function doublingBatches(maxBatch: number): number[] {
+  const batches: number[] = [];
+  for (let b = 1; b <= maxBatch; b *= 2) batches.push(b);
+  if (batches[batches.length - 1] !== maxBatch) batches.push(maxBatch);
+  return batches;
+}
