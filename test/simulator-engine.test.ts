@@ -91,34 +91,23 @@ describe('memory plan (shared with the memory model)', () => {
   test('RTX 4090 Llama-3.1-8B bf16 at 0.9: exactly 2,588 blocks with the measured residual', () => {
     // LLMServingSim bench/examples/RTX4090/Llama-3.1-8B/vllm/meta.json: total 25,250,627,584 B,
     // num_gpu_blocks 2588; the residual (activations, CUDA graphs, non-torch) is ~1.24 GB.
-    const plan = planVllmMemory({
+    const rtx4090 = {
       model: preset('llama-3.1-8b'),
       gpu: gpu('rtx4090'),
-      weights: { dtype: 'bf16' },
-      kvDtype: 'bf16',
+      weights: { dtype: 'bf16' as const },
+      kvDtype: 'bf16' as const,
       tp: 1,
       gpuMemoryUtilization: 0.9,
       blockSize: 16,
       maxNumBatchedTokens: 2048,
       maxNumSeqs: 256,
       maxModelLen: 8192,
-      nonKvOverheadBytes: 1.237e9,
-    });
+    };
+    const plan = planVllmMemory({ ...rtx4090, nonKvOverheadBytes: 1.237e9 });
     assert.equal(plan.numGpuBlocks, 2588);
     assert.equal(plan.kvTokens, 41_408);
     // The modelled residual (no measurement given) lands within 1 % of the measured pool.
-    const modelled = planVllmMemory({
-      model: preset('llama-3.1-8b'),
-      gpu: gpu('rtx4090'),
-      weights: { dtype: 'bf16' },
-      kvDtype: 'bf16',
-      tp: 1,
-      gpuMemoryUtilization: 0.9,
-      blockSize: 16,
-      maxNumBatchedTokens: 2048,
-      maxNumSeqs: 256,
-      maxModelLen: 8192,
-    });
+    const modelled = planVllmMemory(rtx4090);
     assert.ok(Math.abs(modelled.numGpuBlocks - 2588) / 2588 < 0.01, `${modelled.numGpuBlocks}`);
   });
 

@@ -1,27 +1,17 @@
-import type { KvDtype, WeightFormat } from '../memory/dtype.js';
-import { planVllmMemory, type VllmMemoryPlan, vllmDefaults } from '../memory/footprint.js';
-import type { GpuSpec } from '../memory/hardware.js';
-import type { ModelSpec } from '../memory/model.js';
+import {
+  planVllmMemory,
+  type VllmMemoryInput,
+  type VllmMemoryPlan,
+  vllmDefaults,
+} from '../memory/footprint.js';
 import { BlockPool } from './blockPool.js';
 import { DEFAULT_EFFICIENCY, type Efficiency, StepCostModel } from './roofline.js';
 
-/** The engine's configuration, with vLLM's names (V1 personality). */
-export interface EngineModelConfig {
-  model: ModelSpec;
-  gpu: GpuSpec;
-  weights: WeightFormat;
-  kvDtype: KvDtype;
-  tp: number;
-  gpuMemoryUtilization: number;
-  blockSize: number;
-  maxNumSeqs: number;
-  maxNumBatchedTokens: number;
-  maxModelLen: number;
+/** The engine's configuration, with vLLM's names (V1 personality): its memory plan's and more. */
+export interface EngineModelConfig extends VllmMemoryInput {
   chunkedPrefill: boolean;
   prefixCaching: boolean;
   efficiency: Efficiency;
-  nonKvOverheadBytes?: number;
-  numGpuBlocksOverride?: number;
 }
 
 export type EngineModelOptions = Pick<EngineModelConfig, 'model' | 'gpu'> &
