@@ -5,12 +5,70 @@ export type LoadSpec =
       mode: 'closed';
       concurrency: number;
     }
-  | {
-      /** Open loop: requests arrive on a schedule, whether or not earlier ones have finished. */
-      mode: 'open';
-      /** Intended arrivals per second. */
-      rate: number;
-      arrival: 'poisson' | 'constant';
-      /** Optional cap on requests in flight; arrivals beyond it wait in the client (queueDelay). */
-      maxConcurrency?: number;
-    };
+  | OpenLoadSpec;
+
+/**
+ * Open loop: requests arrive on a schedule, whether or not earlier ones have finished. The first
+ * arrival is at 0 (as in vLLM and GuideLLM); request `id` gets the schedule's `id`-th time
+ * (warm-up requests included), so per-request data (trace lengths) can be looked up by id.
+ */
+export interface OpenLoadSpec {
+  mode: 'open';
+  /**
+   * Intended arrivals per second (after the ramp, if any). For a trace it only describes the
+   * replay: its mean rate at `speed` (traceLoad() in src/workload/trace.ts sets it).
+   */
+  rate: number;
+  /**
+   * `poisson`: exponential gaps; `constant`: equal gaps; `gamma`: gamma gaps with shape
+   * `burstiness` (as vLLM's --burstiness); `trace`: the times in `trace`, nothing after them.
+   */
+  arrival: ArrivalKind;
+  /**
+   * Gamma arrivals only (default 1): the gaps' shape. 1 is Poisson, < 1 burstier, > 1 more
+   * regular; the gaps' coefficient of variation is 1 / sqrt(burstiness), their mean 1 / rate.
+   */
+  burstiness?: number;
+  /**
+   * Poisson, constant or gamma: the rate grows (or falls) linearly from `fromRate` to `rate`
+   * over `seconds`, then stays at `rate` (a non-homogeneous process, by time rescaling).
+   */
+  rampUp?: RampUp;
+  /** Trace arrivals only: the replayed times. */
+  trace?: TraceReplay;
+  /** Optional cap on requests in flight; arrivals beyond it wait in the client (queueDelay). */
+  maxConcurrency?: number;
+}
+
+export type ArrivalKind = 'poisson' | 'constant' | 'gamma' | 'trace';
+
+export interface RampUp {
+  /** Requests per second at the start (0 allowed: the first request still goes at 0). */
+  fromRate: number;
+  /** Length of the ramp, seconds. */
+  seconds: number;
+}
+
+/**
+ * A trace's arrival times, replayed at `speed`: request i is scheduled at
+ * (timesMs[i] - timesMs[0]) / speed ms from the start, and nothing after the last one.
+ * Build it with traceReplay() (src/workload/trace.ts): that object's JSON form (summary.json,
+ * the manifest) is a short description, `{ source, speed, requests, spanMs }`, not the times.
+ */
+export interface TraceReplay {
+  /** Trace time of each arrival, ms, non-decreasing. */
+  timesMs: readonly number[];
+  /** 2 replays twice as fast, 0.5 at half speed. */
+  speed: number;
+  /** Where the times came from (a file path), for reports. */
+  source?: string;
+}
+
+/** What a TraceReplay built by traceReplay() writes to JSON. */
+export interface TraceReplayJson {
+  source?: string;
+  speed: number;
+  requests: number;
+  /** Trace time from the first to the last arrival, ms (before `speed`). */
+  spanMs: number;
+}

@@ -536,7 +536,17 @@ describe('telemetry against the simulator process', { timeout: 180_000 }, () => 
 
   test('CLI with --url: /metrics probed and scraped by default; --no-server-metrics skips it', async () => {
     const dir = tempDir('ig-tm-');
-    const args = ['run', '--url', sim.url, '--requests', '6', '--concurrency', '3'];
+    const args = [
+      'run',
+      '--url',
+      sim.url,
+      '--requests',
+      '6',
+      '--concurrency',
+      '3',
+      '--tokenizer',
+      'server',
+    ];
     const on = await runCli([...args, '--out', join(dir, 'on'), '--scrape-interval', '0.2']);
     assert.equal(on.code, 0, on.stderr);
     assert.match(on.stderr, new RegExp(`scraping ${sim.url}/metrics during the run`));

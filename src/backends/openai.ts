@@ -11,8 +11,9 @@ export const ENDPOINT_PATHS: Record<Endpoint, string> = {
 
 export function buildOpenAIBody(spec: RequestSpec, options: BackendOptions): string {
   const body: Record<string, unknown> = { model: options.model };
-  if (options.endpoint === 'chat') body.messages = [{ role: 'user', content: spec.prompt }];
-  else body.prompt = spec.prompt;
+  if (options.endpoint === 'chat') {
+    body.messages = spec.messages ?? [{ role: 'user', content: spec.prompt }];
+  } else body.prompt = spec.prompt;
   body.max_tokens = spec.requestedOutputTokens;
   body.temperature = options.temperature;
   body.stream = true;
@@ -20,7 +21,11 @@ export function buildOpenAIBody(spec: RequestSpec, options: BackendOptions): str
     ? { include_usage: true, continuous_usage_stats: true }
     : { include_usage: true };
   // vLLM, SGLang and llama.cpp accept it; OpenAI itself rejects unknown fields.
-  if (options.ignoreEos) body.ignore_eos = true;
+  // vLLM and SGLang: no end-of-sequence, and no stop before the requested length either.
+  if (options.ignoreEos) {
+    body.ignore_eos = true;
+    body.min_tokens = spec.requestedOutputTokens;
+  }
   return JSON.stringify(withExtraBody(body, options.extraBody));
 }
 

@@ -6,6 +6,8 @@ export type Endpoint = 'chat' | 'completions';
 /** One request the workload wants sent. */
 export interface RequestSpec {
   prompt: string;
+  /** A whole conversation for chat endpoints (datasets); `prompt` is then its text. */
+  messages?: { role: string; content: string }[];
   /** Words in `prompt`, when the workload knows it without counting (synthetic prompts). */
   promptWords?: number;
   requestedInputTokens: number;

@@ -7,11 +7,13 @@ import { logUpdateStderr } from 'log-update';
 import { request } from 'undici';
 import { BACKEND_NAMES, BACKENDS } from '../backends/index.js';
 import { splitServerUrl, withApiKey } from '../backends/request.js';
+import type { RequestSpec } from '../backends/types.js';
 import { createRunClock, type RunClock } from '../engine/clock.js';
 import type { TargetConfig } from '../engine/http.js';
 import { JsonlWriter } from '../engine/records.js';
 import { type EngineProgress, runEngine } from '../engine/run.js';
 import { type RunSummary, SummaryBuilder } from '../metrics/summary.js';
+import { PlanFileError, type PlanFileOptions, readPlanFile } from '../plan/planFile.js';
 import {
   PlanError,
   parseRunPlan,
@@ -22,7 +24,8 @@ import {
   telemetryAsked,
 } from '../plan/runPlan.js';
 import type { RequestRecord } from '../record.js';
-import { renderTerminalSummary } from '../report/terminal.js';
+import { renderScenarioTable } from '../report/scenarios.js';
+import { describeLoad, renderTerminalSummary } from '../report/terminal.js';
 import { EngineModel, type EngineModelOptions } from '../sim/engineModel.js';
 import { simulateRun } from '../sim/virtual.js';
 import { findOnPath, NVIDIA_SMI } from '../telemetry/gpu.js';
@@ -30,7 +33,11 @@ import { probeMetrics, startScraper, type TelemetrySource } from '../telemetry/s
 import type { TelemetrySnapshot } from '../telemetry/snapshot.js';
 import { type ServerMetricsSummary, summarizeTelemetry } from '../telemetry/summary.js';
 import { VERSION } from '../version.js';
-import { createSyntheticWorkload } from '../workload/synthetic.js';
+import { streamSeed } from '../workload/distributions.js';
+import { createPromptFactory, type PromptFactory } from '../workload/prompts.js';
+import { describeScenario, type Scenario } from '../workload/scenarios.js';
+import { createTokenizer } from '../workload/tokenizer.js';
+import { createWorkload } from '../workload/workload.js';
 import {
   addEngineFlags,
   describeEngine,
@@ -45,9 +52,23 @@ export const EXIT = { ok: 0, failure: 1, invalidOptions: 2, interrupted: 130 } a
 const d = RUN_DEFAULTS;
 
 export function runCommand(): Command {
-  const command = new Command('run')
-    .description(
+  const command = addRunOptions(
+    new Command('run').description(
       'Benchmark an OpenAI-compatible streaming endpoint (without --url: the built-in simulator).',
+    ),
+  );
+  return command.action(async (options, cmd) => {
+    const merged = withPlanFile(options, cmd, 'run');
+    process.exitCode = merged ? await run(merged) : EXIT.invalidOptions;
+  });
+}
+
+/** The options of `run` (and of `plan`, which prints what `run` would do with them). */
+export function addRunOptions(command: Command): Command {
+  command
+    .option(
+      '--plan <file>',
+      'YAML plan file: run options by flag name, and scenarios (flags override it)',
     )
     .option(
       '--url <url>',
@@ -67,7 +88,24 @@ export function runCommand(): Command {
     )
     .option('--concurrency <n>', `closed loop: requests kept in flight (default: ${d.concurrency})`)
     .option('--rate <r>', 'open loop: requests per second, instead of --concurrency')
-    .option('--arrival <kind>', 'open loop arrivals: poisson or constant (default: poisson)')
+    .option('--arrival <kind>', 'open loop arrivals: poisson, constant or gamma (default: poisson)')
+    .option(
+      '--burstiness <b>',
+      'gamma arrivals (as vLLM): 1 is Poisson, below 1 burstier, above 1 more regular',
+    )
+    .option(
+      '--ramp-up <from:seconds>',
+      'open loop: raise the rate linearly from FROM to --rate over SECONDS',
+    )
+    .option(
+      '--trace <file>',
+      'replay a trace: Mooncake JSONL, Azure LLM inference CSV, or JSONL of {at_ms, input_tokens, output_tokens}',
+    )
+    .option('--trace-speed <x>', 'replay the trace x times faster (default: 1)')
+    .option(
+      '--dataset <file>',
+      'prompts from ShareGPT JSON, JSONL of {prompt|messages, max_tokens}, or a plain-text corpus sliced to --input-tokens',
+    )
     .option(
       '--max-concurrency <n>',
       'open loop: cap on requests in flight; the rest wait in the client',
@@ -81,8 +119,20 @@ export function runCommand(): Command {
       'measurement window in seconds (stops sending after it; in-flight requests finish)',
     )
     .option('--warmup <n>', 'requests sent first and not counted (default: 0)')
-    .option('--input-tokens <n>', `prompt length in tokens (default: ${d.inputTokens})`)
-    .option('--output-tokens <n>', `max_tokens of each request (default: ${d.outputTokens})`)
+    .option(
+      '--scenario <list>',
+      'workload presets to run in turn: chat (256/256), creative (128/1024), summarize (4096/256), rag (8192/256)',
+    )
+    .option(
+      '--input-tokens <dist>',
+      `prompt tokens: N, uniform:MIN:MAX, normal:MEAN:SD, poisson:MEAN, lognormal:MEAN:SD (default: ${d.inputTokens})`,
+    )
+    .option('--output-tokens <dist>', `max_tokens, in the same forms (default: ${d.outputTokens})`)
+    .option(
+      '--tokenizer <name>',
+      'prompt token counting: words, o200k_base, cl100k_base, server (its /tokenize) or a tokenizer.json path (default: words)',
+    )
+    .option('--shared-prefix <n>', 'tokens every prompt starts with (exercises prefix caching)')
     .option('--ignore-eos', 'ask the server for exactly --output-tokens (vLLM, SGLang: ignore_eos)')
     .option(
       '--continuous-usage-stats',
@@ -138,18 +188,63 @@ export function runCommand(): Command {
       'built-in simulator: real seconds per simulated second (default: 1)',
     );
   addEngineFlags(command as unknown as Command<[], Record<string, unknown>>);
-  return command.action(async (options) => {
-    process.exitCode = await run(options as RunOptions);
-  });
+  return command;
 }
 
-type RunOptions = RunPlanInput & {
+/**
+ * The options with a --plan file under them: command-line values win over the file's, and
+ * commander's own defaults (e.g. chunkedPrefill true from --no-chunked-prefill) never do.
+ * Prints the file's problems and returns undefined when it is invalid.
+ */
+export function withPlanFile(
+  options: Record<string, unknown>,
+  cmd: { getOptionValueSource(key: string): string | undefined },
+  name: string,
+): RunOptions | undefined {
+  const path = options.plan as string | undefined;
+  if (path === undefined) return options as RunOptions;
+  let file: PlanFileOptions;
+  try {
+    file = readPlanFile(path);
+  } catch (err) {
+    if (!(err instanceof PlanFileError)) throw err;
+    process.stderr.write(
+      `infergauge ${name}: invalid plan\n${err.problems.map((p) => `  - ${p}`).join('\n')}\n`,
+    );
+    return undefined;
+  }
+  const merged: Record<string, unknown> = { ...file.options };
+  for (const [key, value] of Object.entries(options)) {
+    if (key === 'plan') continue;
+    if (value !== undefined && cmd.getOptionValueSource(key) !== 'default') merged[key] = value;
+    else if (!(key in merged)) merged[key] = value;
+  }
+  if (file.scenarios) merged.planScenarios = file.scenarios;
+  return merged as RunOptions;
+}
+
+export type RunOptions = RunPlanInput & {
   json?: boolean;
   simulate?: boolean;
   timeScale?: string;
 } & Record<string, unknown>;
 
-async function run(options: RunOptions): Promise<number> {
+/** A run's options, validated: the plan, the simulator's engine, or every problem found. */
+export interface PreparedRun {
+  plan?: RunPlan;
+  problems: string[];
+  warnings: string[];
+  /** The built-in simulator's engine options (no --url). */
+  engine?: EngineModelOptions;
+  /** Engine flags as given, to pass to the simulator process. */
+  engineFlags: string[];
+  simModel?: string;
+  simulate: boolean;
+  timeScale?: string;
+  json: boolean;
+}
+
+export function prepareRun(options: RunOptions): PreparedRun {
   const { json, simulate, timeScale, ...rest } = options;
   const engineFlags = engineFlagArgs(rest);
   const input: RunPlanInput = Object.fromEntries(
@@ -193,15 +288,37 @@ async function run(options: RunOptions): Promise<number> {
     if (simulate && plan) delete plan.telemetry;
   }
   if (plan?.telemetry) problems.push(...localSourceProblems(plan.telemetry));
+  const warnings = [...(simulated?.warnings ?? [])];
+  if (plan && plan.temperature > 0) {
+    warnings.push(
+      `temperature ${plan.temperature}: sampling noise will move output lengths and timings from run to run`,
+    );
+  }
+  return {
+    ...(plan ? { plan } : {}),
+    problems,
+    warnings,
+    ...(simulated?.engine ? { engine: simulated.engine } : {}),
+    engineFlags,
+    ...(simModel !== undefined ? { simModel } : {}),
+    simulate: simulate === true,
+    ...(timeScale !== undefined ? { timeScale } : {}),
+    json: json === true,
+  };
+}
+
+async function run(options: RunOptions): Promise<number> {
+  const prepared = prepareRun(options);
+  const { plan, problems, engineFlags, simModel, timeScale, json } = prepared;
   if (problems.length > 0 || !plan) {
     process.stderr.write(
       `infergauge run: invalid options\n${problems.map((p) => `  - ${p}`).join('\n')}\n`,
     );
     return EXIT.invalidOptions;
   }
-  for (const w of simulated?.warnings ?? [])
-    process.stderr.write(`infergauge run: warning: ${w}\n`);
-  if (simulate && simulated?.engine) return simulateVirtual(plan, simulated.engine, json === true);
+  for (const w of prepared.warnings) process.stderr.write(`infergauge run: warning: ${w}\n`);
+  if (prepared.simulate && prepared.engine) return simulateVirtual(plan, prepared.engine, json);
+  const builtIn = plan.url === undefined;
 
   let sim: SimulatorProcess | undefined;
   try {
@@ -214,7 +331,7 @@ async function run(options: RunOptions): Promise<number> {
       // The simulator serves /metrics: scrape it like any vLLM server (by default too).
       if (plan.telemetry?.metrics) plan.telemetry.metricsUrl ??= `${sim.url}/metrics`;
     } else await probeDefaultMetrics(plan);
-    return await benchmark(plan, sim?.url ?? (plan.url as string), json === true, sim?.banner);
+    return await benchmark(plan, sim?.url ?? (plan.url as string), json, sim?.banner);
   } catch (err) {
     process.stderr.write(`infergauge run: ${(err as Error).message}\n`);
     return EXIT.failure;
@@ -240,17 +357,12 @@ async function benchmark(
       `could not learn the model from ${url}${backend.models?.path ?? ''} (${describeModelsError(models)}); pass --model NAME`,
     );
   }
-  const { outDir, clock } = openRunDir(
-    plan,
-    {
-      url,
-      builtInSimulator: plan.url === undefined,
-      ...(simulator ? { simulator } : {}),
-      models,
-    },
-    model,
-  );
-
+  const server = {
+    url,
+    builtInSimulator: plan.url === undefined,
+    ...(simulator ? { simulator } : {}),
+    models,
+  };
   const target: TargetConfig = {
     backend,
     baseUrl: url,
@@ -264,6 +376,121 @@ async function benchmark(
     ...(apiKey ? { apiKey } : {}),
     ...(plan.extraBody ? { extraBody: plan.extraBody } : {}),
   };
+  const tokenizer = await createTokenizer(plan.tokenizer, {
+    server: { url, model, backend: plan.backend, headers: withApiKey(plan.headers, apiKey) },
+    builtInSimulator: plan.url === undefined,
+  });
+  if (!tokenizer.exact) {
+    process.stderr.write(
+      `infergauge run: prompt lengths are approximate (${tokenizer.name}): pass --tokenizer server, o200k_base, cl100k_base or a tokenizer.json for exact counts\n`,
+    );
+  }
+  const prompts = await createPromptFactory(tokenizer, { seed: streamSeed(plan.seed, 'prompts') });
+  const overhead = await measurePromptOverhead(target, prompts);
+  const results: ScenarioResult[] = [];
+  const root = plan.out ?? join('infergauge-results', `${utcStamp()}-${plan.label}`);
+  let code: number = EXIT.ok;
+  for (const scenario of plan.scenarios) {
+    const scenarioPrompts = scenario.sharedPrefixTokens
+      ? await createPromptFactory(tokenizer, {
+          seed: streamSeed(plan.seed, 'prompts'),
+          sharedPrefixTokens: scenario.sharedPrefixTokens,
+        })
+      : prompts;
+    const workload = {
+      scenario: describeScenario(scenario),
+      tokenizer: tokenizer.name,
+      tokenizerExact: tokenizer.exact,
+      promptOverheadTokens: overhead.tokens,
+      ...(overhead.note ? { promptOverheadNote: overhead.note } : {}),
+    };
+    const outDir = plan.scenarios.length > 1 ? join(root, scenario.name) : root;
+    const result = await runScenario(plan, {
+      outDir,
+      server,
+      model,
+      workload,
+      target,
+      apiKey,
+      json,
+      ...(simulator ? { simulator } : {}),
+      nextRequest: createWorkload({
+        scenario,
+        prompts: scenarioPrompts,
+        seed: plan.seed,
+        promptOverheadTokens: overhead.tokens,
+        ...(plan.trace ? { trace: plan.trace.entries } : {}),
+        ...(plan.dataset ? { dataset: plan.dataset.data } : {}),
+      }),
+    });
+    results.push({ scenario, ...result });
+    code = result.code;
+    if (code === EXIT.interrupted) break;
+  }
+  if (plan.scenarios.length > 1) writeScenarioTable(root, results, json);
+  return code;
+}
+
+interface ScenarioResult {
+  scenario: Scenario;
+  summary: RunSummary;
+  code: number;
+}
+
+/**
+ * Tokens the server adds to every prompt (BOS, the chat template): one request with a prompt
+ * of known length, before the run. Subtracted from every prompt so the server counts exactly
+ * what was asked for; skipped when the tokenizer is approximate or the server reports no usage.
+ */
+async function measurePromptOverhead(
+  target: TargetConfig,
+  prompts: PromptFactory,
+): Promise<{ tokens: number; note?: string }> {
+  if (!prompts.tokenizer.exact) return { tokens: 0, note: 'not measured: approximate tokenizer' };
+  const probeTokens = 32;
+  const prompt = prompts.make(-1, probeTokens);
+  let record: RequestRecord | undefined;
+  await runEngine({
+    target: { ...target, ignoreEos: false },
+    load: { mode: 'closed', concurrency: 1 },
+    requests: 1,
+    warmupRequests: 0,
+    seed: 0,
+    nextRequest: () => ({ prompt, requestedInputTokens: probeTokens, requestedOutputTokens: 1 }),
+    onRecord: (r) => {
+      record = r;
+    },
+  });
+  if (!record || record.error || record.inputTokens === undefined) {
+    const why = record?.error ? `the probe failed (${record.error.message})` : 'no usage reported';
+    return { tokens: 0, note: `not measured: ${why}` };
+  }
+  const tokens = Math.max(0, record.inputTokens - probeTokens);
+  if (tokens > 0) {
+    process.stderr.write(
+      `infergauge run: the server adds ${tokens} tokens to every ${target.endpoint} prompt (BOS, template); prompts are shortened by as much\n`,
+    );
+  }
+  return { tokens };
+}
+
+/** One scenario: its own directory, records, telemetry and summary. */
+async function runScenario(
+  plan: RunPlan,
+  c: {
+    outDir: string;
+    server: Record<string, unknown>;
+    model: string;
+    workload: Record<string, unknown>;
+    target: TargetConfig;
+    apiKey: string | undefined;
+    json: boolean;
+    simulator?: string;
+    nextRequest: (id: number) => RequestSpec;
+  },
+): Promise<{ summary: RunSummary; code: number }> {
+  const { outDir, model, target, apiKey, json, simulator } = c;
+  const { clock } = openRunDir(plan, outDir, c.server, model, c.workload);
   const writer = new JsonlWriter<RequestRecord>(join(outDir, 'records.jsonl'));
   const builder = new SummaryBuilder({
     load: plan.load,
@@ -316,11 +543,7 @@ async function benchmark(
         ...(plan.durationS !== undefined ? { durationS: plan.durationS } : {}),
         warmupRequests: plan.warmupRequests,
         seed: plan.seed,
-        nextRequest: createSyntheticWorkload({
-          inputTokens: plan.inputTokens,
-          outputTokens: plan.outputTokens,
-          seed: plan.seed,
-        }),
+        nextRequest: c.nextRequest,
         onRecord: (record) => {
           writer.write(record);
           builder.add(record);
@@ -352,21 +575,60 @@ async function benchmark(
   const serverMetrics = plan.telemetry ? summarizeTelemetry(snapshots) : undefined;
   // The server's warnings (KV cache full, preemptions) stand with the run's.
   if (serverMetrics) summary.warnings.push(...serverMetrics.warnings);
-  writeResults(plan, outDir, summary, json, {
+  addPlanWarnings(plan, summary);
+  writeResults(plan, outDir, summary, json && plan.scenarios.length === 1, {
     model,
     ...(serverMetrics ? { serverMetrics } : {}),
     ...(simulator ? { simulator } : {}),
   });
-  return interrupted ? EXIT.interrupted : EXIT.ok;
+  return { summary, code: interrupted ? EXIT.interrupted : EXIT.ok };
+}
+
+/** Warnings about the plan itself, which the numbers depend on. */
+function addPlanWarnings(plan: RunPlan, summary: RunSummary): void {
+  if (plan.temperature > 0) {
+    summary.warnings.push({
+      code: 'nonzero_temperature',
+      message: `temperature ${plan.temperature}: sampling noise moves output lengths and timings from run to run; benchmark at temperature 0`,
+    });
+  }
+}
+
+/** Several scenarios: one row each, printed and saved as scenarios.json in the parent folder. */
+function writeScenarioTable(root: string, results: ScenarioResult[], json: boolean): void {
+  const rows = results.map(({ scenario, summary: s }) => ({
+    scenario: scenario.name,
+    lengths: describeScenario(scenario),
+    load: describeLoad(s),
+    completed: s.requests.completed,
+    failed: s.requests.failed,
+    ttftP50Ms: s.latency.ttftMs.p50,
+    ttftP99Ms: s.latency.ttftMs.p99,
+    tpotP50Ms: s.latency.tpotMs.p50,
+    itlP99Ms: s.latency.itlMs.p99,
+    e2eP99Ms: s.latency.e2eMs.p99,
+    outputTokensPerS: s.throughput.outputTokensPerS,
+    requestsPerS: s.throughput.requestsPerS,
+    meanConcurrency: s.load.meanConcurrency,
+  }));
+  writeJson(join(root, 'scenarios.json'), { scenarios: rows });
+  if (json) {
+    process.stdout.write(
+      `${JSON.stringify({ scenarios: Object.fromEntries(results.map((r) => [r.scenario.name, r.summary])) }, null, 2)}\n`,
+    );
+    return;
+  }
+  process.stdout.write(`\n${renderScenarioTable(rows)}\nAll scenarios: ${root}\n`);
 }
 
 /** Creates the run directory and writes its manifest; refuses to overwrite a finished run. */
 function openRunDir(
   plan: RunPlan,
+  outDir: string,
   server: Record<string, unknown>,
   model: string,
-): { outDir: string; clock: RunClock } {
-  const outDir = plan.out ?? join('infergauge-results', `${utcStamp()}-${plan.label}`);
+  workload: Record<string, unknown>,
+): { clock: RunClock } {
   if (existsSync(join(outDir, 'records.jsonl'))) {
     throw new Error(`${outDir} already holds a run (records.jsonl); choose another --out`);
   }
@@ -386,6 +648,7 @@ function openRunDir(
     },
     server,
     model,
+    workload,
     plan: redactPlan(plan),
     windows: {
       warmupRequests: plan.warmupRequests,
@@ -394,7 +657,7 @@ function openRunDir(
       note: 'warm-up requests are recorded with phase "warmup" and not counted; no request is sent after the measurement window closes',
     },
   });
-  return { outDir, clock };
+  return { clock };
 }
 
 /** Writes summary.json and prints the summary (table, or JSON with --json). */
@@ -424,61 +687,86 @@ function writeResults(
 }
 
 /**
- * `--simulate`: the whole workload through the engine model in virtual time. Writes the same
+ * `--simulate`: every scenario through the engine model in virtual time. Writes the same
  * records.jsonl, summary.json and manifest as a run against the HTTP simulator.
  */
-function simulateVirtual(plan: RunPlan, options: EngineModelOptions, json: boolean): number {
-  let engine: EngineModel;
+async function simulateVirtual(
+  plan: RunPlan,
+  options: EngineModelOptions,
+  json: boolean,
+): Promise<number> {
   try {
-    engine = new EngineModel(options);
+    new EngineModel(options);
   } catch (err) {
     process.stderr.write(
       `infergauge run: the simulated engine cannot start: ${(err as Error).message}\n`,
     );
     return EXIT.failure;
   }
-  const model = `sim-${engine.config.model.id.replace(/[^A-Za-z0-9._-]+/g, '-')}`;
-  const simulator = `${describeEngine(options)}, KV cache ${engine.memory.numGpuBlocks} blocks (${engine.memory.kvTokens} tokens); virtual time`;
-  let outDir: string;
-  try {
-    ({ outDir } = openRunDir(plan, { virtualTime: true, simulator, memory: engine.memory }, model));
-  } catch (err) {
-    process.stderr.write(`infergauge run: ${(err as Error).message}\n`);
-    return EXIT.failure;
-  }
-  const writer = new JsonlWriter<RequestRecord>(join(outDir, 'records.jsonl'));
-  const builder = new SummaryBuilder({ load: plan.load, ...(plan.slo ? { slo: plan.slo } : {}) });
-  const startedMs = performance.now();
-  let result: ReturnType<typeof simulateRun>;
-  try {
-    result = simulateRun({
-      engine,
-      load: plan.load,
-      ...(plan.requests !== undefined ? { requests: plan.requests } : {}),
-      ...(plan.durationS !== undefined ? { durationS: plan.durationS } : {}),
-      warmupRequests: plan.warmupRequests,
-      seed: plan.seed,
-      endpoint: plan.endpoint,
-      nextRequest: createSyntheticWorkload({
-        inputTokens: plan.inputTokens,
-        outputTokens: plan.outputTokens,
-        seed: plan.seed,
-      }),
-      onRecord: (record) => {
-        writer.write(record);
-        builder.add(record);
-      },
+  // The simulator counts one token per word: the words tokenizer is exact here.
+  const tokenizer = await createTokenizer('words', { builtInSimulator: true });
+  const root = plan.out ?? join('infergauge-results', `${utcStamp()}-${plan.label}`);
+  const results: ScenarioResult[] = [];
+  for (const scenario of plan.scenarios) {
+    const engine = new EngineModel(options);
+    const model = `sim-${engine.config.model.id.replace(/[^A-Za-z0-9._-]+/g, '-')}`;
+    const simulator = `${describeEngine(options)}, KV cache ${engine.memory.numGpuBlocks} blocks (${engine.memory.kvTokens} tokens); virtual time`;
+    const outDir = plan.scenarios.length > 1 ? join(root, scenario.name) : root;
+    try {
+      openRunDir(plan, outDir, { virtualTime: true, simulator, memory: engine.memory }, model, {
+        scenario: describeScenario(scenario),
+        tokenizer: tokenizer.name,
+        tokenizerExact: true,
+        promptOverheadTokens: 0,
+      });
+    } catch (err) {
+      process.stderr.write(`infergauge run: ${(err as Error).message}\n`);
+      return EXIT.failure;
+    }
+    const prompts = await createPromptFactory(tokenizer, {
+      seed: streamSeed(plan.seed, 'prompts'),
+      ...(scenario.sharedPrefixTokens ? { sharedPrefixTokens: scenario.sharedPrefixTokens } : {}),
     });
-  } finally {
-    writer.close();
+    const writer = new JsonlWriter<RequestRecord>(join(outDir, 'records.jsonl'));
+    const builder = new SummaryBuilder({ load: plan.load, ...(plan.slo ? { slo: plan.slo } : {}) });
+    const startedMs = performance.now();
+    let result: ReturnType<typeof simulateRun>;
+    try {
+      result = simulateRun({
+        engine,
+        load: plan.load,
+        ...(plan.requests !== undefined ? { requests: plan.requests } : {}),
+        ...(plan.durationS !== undefined ? { durationS: plan.durationS } : {}),
+        warmupRequests: plan.warmupRequests,
+        seed: plan.seed,
+        endpoint: plan.endpoint,
+        nextRequest: createWorkload({
+          scenario,
+          prompts,
+          seed: plan.seed,
+          wordsAreTokens: true,
+          ...(plan.trace ? { trace: plan.trace.entries } : {}),
+          ...(plan.dataset ? { dataset: plan.dataset.data } : {}),
+        }),
+        onRecord: (record) => {
+          writer.write(record);
+          builder.add(record);
+        },
+      });
+    } finally {
+      writer.close();
+    }
+    const wallS = (performance.now() - startedMs) / 1000;
+    const summary = builder.build({ unsentRequests: result.unsentRequests });
+    addPlanWarnings(plan, summary);
+    const c = engine.counters;
+    writeResults(plan, outDir, summary, json && plan.scenarios.length === 1, {
+      model,
+      simulator: `${simulator}: ${result.simulatedS.toFixed(1)} simulated s in ${wallS.toFixed(2)} s, ${c.steps} steps, ${c.preemptions} preemptions, peak KV ${((c.peakUsedBlocks / engine.memory.numGpuBlocks) * 100).toFixed(1)}%`,
+    });
+    results.push({ scenario, summary, code: EXIT.ok });
   }
-  const wallS = (performance.now() - startedMs) / 1000;
-  const summary = builder.build({ unsentRequests: result.unsentRequests });
-  const c = engine.counters;
-  writeResults(plan, outDir, summary, json, {
-    model,
-    simulator: `${simulator}: ${result.simulatedS.toFixed(1)} simulated s in ${wallS.toFixed(2)} s, ${c.steps} steps, ${c.preemptions} preemptions, peak KV ${((c.peakUsedBlocks / engine.memory.numGpuBlocks) * 100).toFixed(1)}%`,
-  });
+  if (plan.scenarios.length > 1) writeScenarioTable(root, results, json);
   return EXIT.ok;
 }
 

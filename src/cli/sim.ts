@@ -48,6 +48,12 @@ export function simCommand(): Command {
     )
     .option('--fault-seed <n>', 'seed of the fault draws', number('--fault-seed', 0), 1)
     .option(
+      '--chat-template-tokens <n>',
+      'tokens a chat template adds to every chat prompt (counted in usage and processed)',
+      number('--chat-template-tokens', 0),
+      0,
+    )
+    .option(
       '--truth-limit <n>',
       'ground-truth records kept for /debug/truth',
       number('--truth-limit', 0),
@@ -161,6 +167,7 @@ export function simCommand(): Command {
       port: Math.floor(o.port),
       ...(faults ? { faults } : {}),
       ...(maxModelLen !== undefined ? { maxModelLen } : {}),
+      chatTemplateTokens: Math.floor(o.chatTemplateTokens),
     });
     const stop = () => {
       void server.close().then(() => process.exit(0));

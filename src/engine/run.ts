@@ -4,7 +4,7 @@ import { splitServerUrl } from '../backends/request.js';
 import type { RequestSpec } from '../backends/types.js';
 import type { LoadSpec } from '../load.js';
 import type { ClientHealthMeasurements, RequestRecord } from '../record.js';
-import { createArrivalSchedule } from '../workload/arrivals.js';
+import { arrivalScheduleForLoad } from '../workload/arrivals.js';
 import { createRunClock, type RunClock } from './clock.js';
 import { executeRequest, type PendingRequest, ReadTracker, type TargetConfig } from './http.js';
 
@@ -193,6 +193,7 @@ async function runClosedLoop(
  * Sends on an arrival schedule held against the monotonic clock: every wake-up sends all
  * arrivals that are due, each keeping its own `scheduledAt`, so timer lateness never shifts
  * later arrivals. Arrivals over the concurrency cap wait in a FIFO (their wait is queueDelay).
+ * A schedule that ends (a replayed trace: Infinity after its last time) ends the sending.
  * Returns how many arrivals were still waiting when the run was stopped.
  */
 function runOpenLoop(
@@ -204,7 +205,7 @@ function runOpenLoop(
   sendSlipMs: number[],
   stopped: () => boolean,
 ): Promise<number> {
-  const schedule = createArrivalSchedule(load.rate, load.arrival, options.seed);
+  const schedule = arrivalScheduleForLoad(load, options.seed);
   const cap = load.maxConcurrency ?? Number.POSITIVE_INFINITY;
   const startUs = clock.nowUs();
   const waiting: PendingRequest[] = [];
@@ -246,7 +247,11 @@ function runOpenLoop(
         nextAtUs = startUs + Math.round(schedule() * 1000);
       }
       if (!scheduling) return;
-      timer = setTimeout(tick, Math.max(0, (nextAtUs - clock.nowUs()) / 1000));
+      // The schedule has ended (a trace's last arrival is sent).
+      if (nextAtUs === Number.POSITIVE_INFINITY) return stopScheduling();
+      // Node fires a timeout over 2^31 - 1 ms at once; a longer gap takes several wake-ups.
+      const waitMs = Math.min(1e9, Math.max(0, (nextAtUs - clock.nowUs()) / 1000));
+      timer = setTimeout(tick, waitMs);
     };
     if (stopped()) stopScheduling();
     else tick();

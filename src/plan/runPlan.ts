@@ -4,6 +4,17 @@ import { splitServerUrl } from '../backends/request.js';
 import type { Endpoint } from '../backends/types.js';
 import type { LoadSpec } from '../load.js';
 import type { SloCondition } from '../metrics/slo.js';
+import { openLoadProblems } from '../workload/arrivals.js';
+import { type Dataset, readDataset } from '../workload/datasets.js';
+import { formatLengthDistribution, parseLengthDistribution } from '../workload/distributions.js';
+import {
+  maximumLength,
+  parseScenarioList,
+  type Scenario,
+  withLengths,
+} from '../workload/scenarios.js';
+import { readTrace, type TraceEntry, traceLoad } from '../workload/trace.js';
+import { type PlanScenario, scenarioFromPlan } from './planFile.js';
 import { parseSlo } from './slo.js';
 
 /** Everything one `infergauge run` does, validated; the manifest stores it (API key redacted). */
@@ -19,8 +30,14 @@ export interface RunPlan {
   requests?: number;
   durationS?: number;
   warmupRequests: number;
-  inputTokens: number;
-  outputTokens: number;
+  /** The workloads to run, one after another (each its own records and summary). */
+  scenarios: Scenario[];
+  /** How prompt tokens are counted: 'words', 'o200k_base', 'cl100k_base', 'server' or a path. */
+  tokenizer: string;
+  /** Trace replay: its entries give each request's time and lengths (not kept in the manifest). */
+  trace?: { path: string; entries: TraceEntry[] };
+  /** Prompts (and output lengths) from a dataset file. */
+  dataset?: { path: string; data: Dataset };
   temperature: number;
   ignoreEos: boolean;
   continuousUsageStats: boolean;
@@ -75,6 +92,17 @@ export interface RunPlanInput {
   warmup?: string;
   inputTokens?: string;
   outputTokens?: string;
+  burstiness?: string;
+  rampUp?: string;
+  trace?: string;
+  traceSpeed?: string;
+  dataset?: string;
+  /** Comma-separated scenario presets. */
+  scenario?: string;
+  tokenizer?: string;
+  sharedPrefix?: string;
+  /** Scenarios written in a plan file (already validated for shape by the plan-file schema). */
+  planScenarios?: PlanScenario[];
   temperature?: string;
   ignoreEos?: boolean;
   continuousUsageStats?: boolean;
@@ -118,13 +146,21 @@ const FLAGS: Record<string, { flag: string; example: string }> = {
   endpoint: { flag: '--endpoint', example: '--endpoint chat' },
   concurrency: { flag: '--concurrency', example: '--concurrency 16' },
   rate: { flag: '--rate', example: '--rate 2.5' },
-  arrival: { flag: '--arrival', example: '--arrival poisson' },
+  arrival: { flag: '--arrival', example: '--arrival gamma' },
+  burstiness: { flag: '--burstiness', example: '--burstiness 0.5' },
+  rampUp: { flag: '--ramp-up', example: '--ramp-up 1:60 (from 1 request/s over 60 s)' },
+  trace: { flag: '--trace', example: '--trace mooncake_trace.jsonl' },
+  traceSpeed: { flag: '--trace-speed', example: '--trace-speed 2' },
+  dataset: { flag: '--dataset', example: '--dataset sharegpt.json' },
   maxConcurrency: { flag: '--max-concurrency', example: '--max-concurrency 64' },
   requests: { flag: '--requests', example: '--requests 200' },
   duration: { flag: '--duration', example: '--duration 60' },
   warmup: { flag: '--warmup', example: '--warmup 10' },
-  inputTokens: { flag: '--input-tokens', example: '--input-tokens 256' },
-  outputTokens: { flag: '--output-tokens', example: '--output-tokens 128' },
+  inputTokens: { flag: '--input-tokens', example: '--input-tokens 256 or uniform:128:512' },
+  outputTokens: { flag: '--output-tokens', example: '--output-tokens 128 or poisson:128' },
+  scenario: { flag: '--scenario', example: '--scenario chat,creative,summarize' },
+  tokenizer: { flag: '--tokenizer', example: '--tokenizer o200k_base' },
+  sharedPrefix: { flag: '--shared-prefix', example: '--shared-prefix 1024' },
   temperature: { flag: '--temperature', example: '--temperature 0' },
   timeout: { flag: '--timeout', example: '--timeout 600' },
   grace: { flag: '--grace', example: '--grace 10' },
@@ -149,6 +185,15 @@ const int = (min: number) =>
     .number({ error: 'must be a number' })
     .int({ error: 'must be a whole number' })
     .min(min, { error: `must be at least ${min}` });
+/** A length distribution as written ("256", "uniform:128:512", ...). */
+const lengths = () =>
+  z.string().superRefine((text, ctx) => {
+    try {
+      parseLengthDistribution(text);
+    } catch (err) {
+      ctx.addIssue({ code: 'custom', message: (err as Error).message });
+    }
+  });
 const positive = () =>
   z.coerce.number({ error: 'must be a number' }).positive({ error: 'must be greater than 0' });
 
@@ -164,13 +209,27 @@ const schema = z
     endpoint: z.enum(['chat', 'completions'], { error: 'must be chat or completions' }).optional(),
     concurrency: int(1).optional(),
     rate: positive().optional(),
-    arrival: z.enum(['poisson', 'constant'], { error: 'must be poisson or constant' }).optional(),
+    arrival: z
+      .enum(['poisson', 'constant', 'gamma'], { error: 'must be poisson, constant or gamma' })
+      .optional(),
+    burstiness: positive().optional(),
+    rampUp: z
+      .string()
+      .regex(/^\d+(\.\d+)?:\d+(\.\d+)?$/, { error: 'must be FROM_RATE:SECONDS' })
+      .optional(),
+    trace: z.string().min(1).optional(),
+    traceSpeed: positive().optional(),
+    dataset: z.string().min(1).optional(),
     maxConcurrency: int(1).optional(),
     requests: int(1).optional(),
     duration: positive().optional(),
     warmup: int(0).optional(),
-    inputTokens: int(1).optional(),
-    outputTokens: int(1).optional(),
+    inputTokens: lengths().optional(),
+    outputTokens: lengths().optional(),
+    scenario: z.string().min(1).optional(),
+    tokenizer: z.string().min(1).optional(),
+    sharedPrefix: int(0).optional(),
+    planScenarios: z.array(z.any()).optional(),
     temperature: z.coerce.number({ error: 'must be a number' }).min(0).max(2).optional(),
     ignoreEos: z.boolean().optional(),
     continuousUsageStats: z.boolean().optional(),
@@ -216,6 +275,11 @@ export class PlanError extends Error {
   }
 }
 
+/** A multi-line message as one problem, its later lines indented under it. */
+function indent(message: string): string {
+  return message.replace(/\n\s*/g, '\n      ');
+}
+
 function problem(field: string, message: string): string {
   const spelling = FLAGS[field];
   return spelling
@@ -242,8 +306,52 @@ export function parseRunPlan(input: RunPlanInput, env: NodeJS.ProcessEnv = {}): 
       problem('maxConcurrency', 'applies only with --rate; for a closed loop use --concurrency'),
     );
   }
-  if (input.arrival !== undefined && input.rate === undefined) {
-    problems.push(problem('arrival', 'applies only with --rate'));
+  for (const key of ['arrival', 'burstiness', 'rampUp'] as const) {
+    if (input[key] !== undefined && input.rate === undefined) {
+      problems.push(problem(key, 'applies only with --rate'));
+    }
+  }
+  if (input.trace !== undefined) {
+    for (const key of ['rate', 'concurrency', 'arrival', 'duration'] as const) {
+      if (input[key] !== undefined) {
+        problems.push(
+          `${FLAGS[key]?.flag ?? key} cannot be combined with --trace: the trace sets when each request is sent`,
+        );
+      }
+    }
+    if (input.dataset !== undefined) {
+      problems.push(
+        "--trace and --dataset cannot be combined: the trace already sets each request's lengths",
+      );
+    }
+  } else if (input.traceSpeed !== undefined) {
+    problems.push(problem('traceSpeed', 'applies only with --trace'));
+  }
+  if (input.burstiness !== undefined && input.arrival !== undefined && input.arrival !== 'gamma') {
+    problems.push(
+      problem('burstiness', 'shapes gamma arrivals: drop --arrival or use --arrival gamma'),
+    );
+  }
+  let trace: RunPlan['trace'];
+  if (input.trace !== undefined) {
+    try {
+      trace = { path: input.trace, entries: readTrace(input.trace) };
+    } catch (err) {
+      problems.push(`--trace: ${indent((err as Error).message)}`);
+    }
+  }
+  let dataset: RunPlan['dataset'];
+  if (input.dataset !== undefined) {
+    try {
+      dataset = { path: input.dataset, data: readDataset(input.dataset) };
+    } catch (err) {
+      problems.push(`--dataset: ${indent((err as Error).message)}`);
+    }
+    if (dataset?.data.format !== 'text' && input.inputTokens !== undefined) {
+      problems.push(
+        '--input-tokens does not apply to a prompt dataset: its prompts are used as they are (a plain-text corpus is sliced to --input-tokens)',
+      );
+    }
   }
   let slo: SloCondition[] | undefined;
   if (input.slo !== undefined) {
@@ -278,26 +386,41 @@ export function parseRunPlan(input: RunPlanInput, env: NodeJS.ProcessEnv = {}): 
   }
   if (apiKeyEnv === undefined && env.OPENAI_API_KEY !== undefined) apiKeyEnv = 'OPENAI_API_KEY';
   if (parsed.success) problems.push(...backendProblems(parsed.data));
+  const scenarios = parsed.success ? buildScenarios(parsed.data, problems) : [];
   if (!parsed.success || problems.length > 0) throw new PlanError(problems);
   const o = parsed.data;
 
-  const load: LoadSpec =
-    o.rate !== undefined
-      ? {
-          mode: 'open',
-          rate: o.rate,
-          arrival: o.arrival ?? RUN_DEFAULTS.arrival,
-          ...(o.maxConcurrency !== undefined ? { maxConcurrency: o.maxConcurrency } : {}),
-        }
-      : { mode: 'closed', concurrency: o.concurrency ?? RUN_DEFAULTS.concurrency };
-  const requests = o.requests ?? (o.duration === undefined ? RUN_DEFAULTS.requests : undefined);
+  let load: LoadSpec;
+  if (trace) {
+    load = traceLoad(trace.entries, {
+      speed: o.traceSpeed ?? 1,
+      source: trace.path,
+      ...(o.maxConcurrency !== undefined ? { maxConcurrency: o.maxConcurrency } : {}),
+    });
+  } else if (o.rate !== undefined) {
+    const [fromRate, seconds] = (o.rampUp ?? '').split(':').map(Number);
+    load = {
+      mode: 'open',
+      rate: o.rate,
+      arrival: o.arrival ?? (o.burstiness !== undefined ? 'gamma' : RUN_DEFAULTS.arrival),
+      ...(o.burstiness !== undefined ? { burstiness: o.burstiness } : {}),
+      ...(o.rampUp !== undefined ? { rampUp: { fromRate, seconds } } : {}),
+      ...(o.maxConcurrency !== undefined ? { maxConcurrency: o.maxConcurrency } : {}),
+    };
+    const loadProblems = openLoadProblems(load);
+    if (loadProblems.length > 0) throw new PlanError(loadProblems);
+  } else load = { mode: 'closed', concurrency: o.concurrency ?? RUN_DEFAULTS.concurrency };
+  // A trace replays all its entries unless --requests takes fewer.
+  const requests =
+    o.requests ??
+    (trace ? trace.entries.length : o.duration === undefined ? RUN_DEFAULTS.requests : undefined);
   const plan: RunPlan = {
     backend: o.backend ?? 'openai',
     endpoint: o.endpoint ?? BACKENDS[o.backend ?? 'openai'].supports.endpoints[0],
     load,
     warmupRequests: o.warmup ?? 0,
-    inputTokens: o.inputTokens ?? RUN_DEFAULTS.inputTokens,
-    outputTokens: o.outputTokens ?? RUN_DEFAULTS.outputTokens,
+    scenarios,
+    tokenizer: o.tokenizer ?? 'words',
     temperature: o.temperature ?? RUN_DEFAULTS.temperature,
     ignoreEos: o.ignoreEos ?? false,
     continuousUsageStats: o.continuousUsageStats ?? false,
@@ -317,6 +440,8 @@ export function parseRunPlan(input: RunPlanInput, env: NodeJS.ProcessEnv = {}): 
   if (o.out !== undefined) plan.out = o.out;
   const telemetry = telemetryPlan(o);
   if (telemetry) plan.telemetry = telemetry;
+  if (trace) plan.trace = trace;
+  if (dataset) plan.dataset = dataset;
   return plan;
 }
 
@@ -356,6 +481,54 @@ export function telemetryAsked(telemetry: RunPlan['telemetry']): boolean {
   if (!telemetry) return false;
   const { metrics, slotsUrl, dcgmUrl, gpuMemory, serverPid } = telemetry;
   return metrics === 'asked' || [slotsUrl, dcgmUrl, gpuMemory, serverPid].some((x) => x);
+}
+
+/**
+ * The scenarios to run: a plan file's, the --scenario presets, or one default; --input-tokens,
+ * --output-tokens and --shared-prefix apply over every one of them.
+ */
+function buildScenarios(o: z.infer<typeof schema>, problems: string[]): Scenario[] {
+  let scenarios: Scenario[] = [
+    {
+      name: 'default',
+      input: { kind: 'fixed', value: RUN_DEFAULTS.inputTokens },
+      output: { kind: 'fixed', value: RUN_DEFAULTS.outputTokens },
+    },
+  ];
+  if (o.planScenarios !== undefined && o.scenario !== undefined) {
+    problems.push("--scenario and a plan file's scenarios cannot be combined: keep one of them");
+    return [];
+  }
+  try {
+    if (o.planScenarios !== undefined) {
+      scenarios = (o.planScenarios as PlanScenario[]).map((s, i) => scenarioFromPlan(s, i));
+    } else if (o.scenario !== undefined) scenarios = parseScenarioList(o.scenario);
+  } catch (err) {
+    problems.push(
+      o.scenario !== undefined
+        ? problem('scenario', (err as Error).message)
+        : (err as Error).message,
+    );
+    return [];
+  }
+  const names = new Set<string>();
+  for (const s of scenarios) {
+    if (names.has(s.name))
+      problems.push(`scenario "${s.name}" is listed twice: give each a distinct name`);
+    names.add(s.name);
+  }
+  return scenarios.map((s) => {
+    const scenario = withLengths(s, o.inputTokens, o.outputTokens);
+    if (o.sharedPrefix !== undefined) scenario.sharedPrefixTokens = o.sharedPrefix;
+    const prefix = scenario.sharedPrefixTokens ?? 0;
+    // Shorter draws are lifted to the prefix; a distribution that never reaches it is an error.
+    if (prefix > 0 && maximumLength(scenario.input) < prefix) {
+      problems.push(
+        `scenario "${scenario.name}": --shared-prefix ${prefix} is longer than its longest prompt (${formatLengthDistribution(scenario.input)}); prompts must hold the prefix`,
+      );
+    }
+    return scenario;
+  });
 }
 
 /** What the chosen backend cannot do, said before anything is sent. */
@@ -418,5 +591,14 @@ export function redactPlan(plan: RunPlan): RunPlan {
       /auth|key|token|secret|cookie/i.test(k) ? '<redacted>' : v,
     ]),
   );
-  return { ...plan, headers };
+  // Trace entries and dataset contents stay in their files: the manifest names them.
+  const { trace, dataset, ...rest } = plan;
+  return {
+    ...rest,
+    headers,
+    ...(trace ? { trace: { path: trace.path, entries: [] } } : {}),
+    ...(dataset
+      ? { dataset: { path: dataset.path, data: { format: dataset.data.format } as Dataset } }
+      : {}),
+  };
 }

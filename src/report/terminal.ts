@@ -113,7 +113,11 @@ function memoryLine(m: ServerMemorySummary, covered: Set<string>): string | unde
   return parts.length > 0 ? `Server memory: ${parts.join(', ')}` : undefined;
 }
 
-/** "64 concurrent requests (measured 61.8)": a throughput is never shown without its load. */
+/**
+ * "64 concurrent requests (measured 61.8)", "8.00 requests/s gamma arrivals (burstiness 0.5)",
+ * "ramping 1 -> 8 requests/s over 60 s, poisson arrivals", "trace replay at 2x (1,234
+ * requests)": a throughput is never shown without its load.
+ */
 export function describeLoad(summary: RunSummary): string {
   const { load } = summary;
   const measured = fmt(load.meanConcurrency, 1);
@@ -122,7 +126,23 @@ export function describeLoad(summary: RunSummary): string {
   }
   const cap =
     load.maxConcurrency !== undefined ? `, at most ${num(load.maxConcurrency)} in flight` : '';
-  return `${fmt(load.rate, 2)} requests/s ${load.arrival} arrivals${cap} (measured concurrency ${measured})`;
+  const short = (x: number) => x.toLocaleString('en-US', { maximumFractionDigits: 2 });
+  let what: string;
+  if (load.arrival === 'trace') {
+    // A summary read back from JSON holds the trace's description, not its times.
+    const trace = load.trace as { timesMs?: readonly number[]; requests?: number; speed: number };
+    const requests = trace?.timesMs?.length ?? trace?.requests;
+    what = `trace replay at ${short(trace?.speed ?? 1)}x${requests !== undefined ? ` (${num(requests)} requests)` : ''}`;
+  } else {
+    const kind =
+      load.arrival === 'gamma'
+        ? `gamma arrivals (burstiness ${short(load.burstiness ?? 1)})`
+        : `${load.arrival} arrivals`;
+    what = load.rampUp
+      ? `ramping ${short(load.rampUp.fromRate)} -> ${short(load.rate)} requests/s over ${short(load.rampUp.seconds)} s, ${kind}`
+      : `${fmt(load.rate, 2)} requests/s ${kind}`;
+  }
+  return `${what}${cap} (measured concurrency ${measured})`;
 }
 
 /** The human summary of one run, as printed at its end. */

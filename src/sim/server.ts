@@ -38,6 +38,8 @@ export interface SimServerOptions {
   faults?: FaultPlan;
   /** Reported by `/tokenize` as `max_model_len`. */
   maxModelLen?: number;
+  /** Tokens a chat template adds to every chat prompt (0: none, as for completions). */
+  chatTemplateTokens?: number;
 }
 
 export interface RunningSimServer {
@@ -131,7 +133,9 @@ export function startSimServer(options: SimServerOptions): Promise<RunningSimSer
       return error(res, 400, `\`${field}\` is missing or not text`, 'BadRequestError');
     }
     const promptWords = splitWords(text);
-    const inputTokens = promptWords.length;
+    // A chat template wraps the messages in tokens of its own; the engine processes them too.
+    const inputTokens =
+      promptWords.length + (endpoint === 'chat' ? (options.chatTemplateTokens ?? 0) : 0);
     const maxTokens = body.max_tokens ?? body.max_completion_tokens ?? DEFAULT_MAX_TOKENS;
     if (typeof maxTokens !== 'number' || !Number.isInteger(maxTokens) || maxTokens < 0) {
       return error(res, 400, '`max_tokens` must be a non-negative integer', 'BadRequestError');

@@ -1,7 +1,7 @@
 import type { Endpoint, RequestSpec } from '../backends/types.js';
 import type { LoadSpec } from '../load.js';
 import type { RequestPhase, RequestRecord } from '../record.js';
-import { createArrivalSchedule } from '../workload/arrivals.js';
+import { arrivalScheduleForLoad } from '../workload/arrivals.js';
 import type { EngineModel, SequenceListener } from './engineModel.js';
 import { promptBlockHashes } from './physical.js';
 import { countWords, splitWords } from './server.js';
@@ -121,9 +121,9 @@ export function simulateRun(o: VirtualRunOptions): VirtualRunResult {
   const load = o.load;
   const cap = load.mode === 'closed' ? load.concurrency : (load.maxConcurrency ?? Infinity);
   const waiting: NonNullable<ReturnType<typeof nextPending>>[] = [];
-  const schedule =
-    load.mode === 'open' ? createArrivalSchedule(load.rate, load.arrival, o.seed) : undefined;
-  // Arrival times as the real client computes them: ms rounded to whole µs.
+  const schedule = load.mode === 'open' ? arrivalScheduleForLoad(load, o.seed) : undefined;
+  // Arrival times as the real client computes them: ms rounded to whole µs. Infinity once the
+  // schedule has ended (after a trace's last arrival): no further arrival is waited for.
   const nextArrival = () => (schedule ? Math.round(schedule() * 1000) * 1000 : Infinity);
   let nextArrivalNs = schedule ? nextArrival() : Infinity;
 
@@ -157,7 +157,7 @@ export function simulateRun(o: VirtualRunOptions): VirtualRunResult {
       continue;
     }
     const work = engine.nextWorkNs();
-    const arrival = schedule && !planDone ? nextArrivalNs : undefined;
+    const arrival = schedule && !planDone && nextArrivalNs !== Infinity ? nextArrivalNs : undefined;
     if (work === undefined && arrival === undefined) break;
     engine.advanceTo(Math.min(work ?? Infinity, arrival ?? Infinity));
   }

@@ -1,0 +1,66 @@
+import { Command } from '@commander-js/extra-typings';
+import { stringify } from 'yaml';
+import { planJsonSchema } from '../plan/planFile.js';
+import { redactPlan } from '../plan/runPlan.js';
+import { formatLengthDistribution } from '../workload/distributions.js';
+import { describeScenario } from '../workload/scenarios.js';
+import { describeEngine } from './engineFlags.js';
+import { addRunOptions, EXIT, prepareRun, withPlanFile } from './run.js';
+
+/**
+ * `infergauge plan --print`: what `run` would do with these options and plan file, without
+ * sending anything; `--schema` prints the plan file's JSON schema.
+ */
+export function planCommand(): Command {
+  const command = addRunOptions(
+    new Command('plan').description(
+      "Show the effective plan of a run (plan file and flags merged, defaults filled in) without running it; or the plan file's JSON schema.",
+    ),
+  )
+    .option('--print', 'print the effective plan as YAML (the default)')
+    .option('--schema', "print the plan file's JSON schema");
+  return command.action((options, cmd) => {
+    const o = options as Record<string, unknown>;
+    if (o.schema) {
+      process.stdout.write(`${JSON.stringify(planJsonSchema(), null, 2)}\n`);
+      return;
+    }
+    const { print: _print, schema: _schema, ...runOptions } = o;
+    const merged = withPlanFile(runOptions, cmd, 'plan');
+    if (!merged) {
+      process.exitCode = EXIT.invalidOptions;
+      return;
+    }
+    const prepared = prepareRun(merged);
+    if (prepared.problems.length > 0 || !prepared.plan) {
+      process.stderr.write(
+        `infergauge plan: invalid options\n${prepared.problems.map((p) => `  - ${p}`).join('\n')}\n`,
+      );
+      process.exitCode = EXIT.invalidOptions;
+      return;
+    }
+    for (const w of prepared.warnings) process.stderr.write(`infergauge plan: warning: ${w}\n`);
+    const plan = redactPlan(prepared.plan);
+    const effective = {
+      ...plan,
+      scenarios: plan.scenarios.map((s) => ({
+        name: s.name,
+        'input-tokens': formatLengthDistribution(s.input),
+        'output-tokens': formatLengthDistribution(s.output),
+        ...(s.sharedPrefixTokens ? { 'shared-prefix': s.sharedPrefixTokens } : {}),
+        summary: describeScenario(s),
+      })),
+      server:
+        plan.url !== undefined
+          ? plan.url
+          : {
+              builtInSimulator: prepared.engine ? describeEngine(prepared.engine) : 'default',
+              mode: prepared.simulate ? 'virtual time (--simulate)' : 'real time',
+              ...(prepared.timeScale !== undefined
+                ? { timeScale: Number(prepared.timeScale) }
+                : {}),
+            },
+    };
+    process.stdout.write(stringify(effective));
+  });
+}

@@ -1,0 +1,254 @@
+import { readFileSync } from 'node:fs';
+import { parse as parseYaml } from 'yaml';
+import { z } from 'zod';
+import { parseLengthDistribution } from '../workload/distributions.js';
+import { findScenario, SCENARIO_PRESETS, type Scenario } from '../workload/scenarios.js';
+
+/**
+ * A plan file (`--plan plan.yaml`): every `infergauge run` option under its flag's name without
+ * the dashes (`concurrency: 16`, `input-tokens: uniform:128:512`, `gpu: h200`), plus
+ * `scenarios:`, a list of custom or preset workloads. Flags on the command line override it.
+ */
+
+const scalar = z.union([z.string(), z.number(), z.boolean()]);
+
+/** One scenario in a plan file: a preset, optionally reshaped, or one written from scratch. */
+export const planScenarioSchema = z
+  .object({
+    name: z
+      .string()
+      .regex(/^[A-Za-z0-9._-]+$/, { error: 'may hold only letters, digits, dot, dash, underscore' })
+      .optional()
+      .describe('the scenario name (its results go in a folder of this name)'),
+    preset: z
+      .enum(SCENARIO_PRESETS.map((s) => s.name) as [string, ...string[]])
+      .optional()
+      .describe('start from a preset scenario'),
+    'input-tokens': z
+      .union([z.number().int().min(1), z.string()])
+      .optional()
+      .describe(
+        'prompt length: 256, uniform:128:512, normal:256:64, poisson:256, lognormal:256:128',
+      ),
+    'output-tokens': z
+      .union([z.number().int().min(1), z.string()])
+      .optional()
+      .describe('max_tokens: the same forms as input-tokens'),
+    'shared-prefix': z.number().int().min(0).optional().describe('tokens common to all prompts'),
+    description: z.string().optional(),
+  })
+  .strict();
+export type PlanScenario = z.infer<typeof planScenarioSchema>;
+
+/** Every option `run` accepts from a file, by its flag name. */
+export const PLAN_KEYS = [
+  'url',
+  'model',
+  'backend',
+  'endpoint',
+  'concurrency',
+  'rate',
+  'arrival',
+  'burstiness',
+  'ramp-up',
+  'trace',
+  'trace-speed',
+  'dataset',
+  'max-concurrency',
+  'requests',
+  'duration',
+  'warmup',
+  'input-tokens',
+  'output-tokens',
+  'scenario',
+  'tokenizer',
+  'shared-prefix',
+  'ignore-eos',
+  'continuous-usage-stats',
+  'temperature',
+  'timeout',
+  'grace',
+  'slo',
+  'seed',
+  'api-key-env',
+  'header',
+  'extra-body',
+  'out',
+  'label',
+  'server-metrics',
+  'metrics-url',
+  'slots',
+  'dcgm-url',
+  'gpu-memory',
+  'server-pid',
+  'scrape-interval',
+  'simulate',
+  'time-scale',
+  'gpu',
+  'tp',
+  'dtype',
+  'kv-cache-dtype',
+  'gpu-memory-utilization',
+  'max-model-len',
+  'max-num-seqs',
+  'max-num-batched-tokens',
+  'block-size',
+  'chunked-prefill',
+  'enable-prefix-caching',
+  'num-gpu-blocks-override',
+  'non-kv-overhead-gb',
+  'mbu',
+  'mfu',
+  'mfu-8bit',
+  'mfu-half-tokens',
+  'step-overhead-ms',
+  'per-seq-overhead-us',
+  'frontend-latency-ms',
+] as const;
+
+export const planFileSchema = z
+  .object({
+    ...Object.fromEntries(
+      PLAN_KEYS.map((k) => [
+        k,
+        k === 'header' ? z.union([z.string(), z.array(z.string())]).optional() : scalar.optional(),
+      ]),
+    ),
+    'extra-body': z.union([z.string(), z.record(z.string(), z.unknown())]).optional(),
+    scenarios: z.array(planScenarioSchema).min(1).optional(),
+  })
+  .strict();
+
+/** The plan file's JSON schema (published in docs/plan.schema.json). */
+export function planJsonSchema(): unknown {
+  return z.toJSONSchema(planFileSchema);
+}
+
+/** An unreadable or invalid plan file: each problem names the file, the field and the fix. */
+export class PlanFileError extends Error {
+  readonly code = 'IG_PLAN_FILE';
+  constructor(readonly problems: string[]) {
+    super(problems.join('\n'));
+  }
+}
+
+const camel = (key: string) => key.replace(/-([a-z0-9])/g, (_, c: string) => c.toUpperCase());
+
+/** The options a plan file sets, keyed like the command's parsed options (camelCase, strings). */
+export interface PlanFileOptions {
+  options: Record<string, unknown>;
+  scenarios?: PlanScenario[];
+}
+
+export function readPlanFile(path: string): PlanFileOptions {
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (err) {
+    throw new PlanFileError([`${path}: cannot read the plan (${(err as Error).message})`]);
+  }
+  let value: unknown;
+  try {
+    value = parseYaml(text);
+  } catch (err) {
+    throw new PlanFileError([`${path}: not valid YAML: ${(err as Error).message}`]);
+  }
+  return planFileOptions(value ?? {}, path);
+}
+
+/** Validates a parsed plan document (pure: tests call it with objects). */
+export function planFileOptions(value: unknown, path: string): PlanFileOptions {
+  const parsed = planFileSchema.safeParse(value);
+  if (!parsed.success) {
+    throw new PlanFileError(
+      parsed.error.issues.map((issue) => {
+        const field = issue.path
+          .map((p, i) => (typeof p === 'number' ? `[${p}]` : `${i > 0 ? '.' : ''}${String(p)}`))
+          .join('');
+        if (issue.code === 'unrecognized_keys') {
+          return issue.keys
+            .map((k) => {
+              const near = nearest(k, [
+                ...PLAN_KEYS,
+                'scenarios',
+                ...Object.keys(planScenarioSchema.shape),
+              ]);
+              return `${path}: unknown field "${field ? `${field}.${k}` : k}"${near ? ` (did you mean "${near}"?)` : ''}`;
+            })
+            .join('\n');
+        }
+        return `${path}: ${field || '(top level)'}: ${issue.message}`;
+      }),
+    );
+  }
+  const options: Record<string, unknown> = {};
+  for (const [key, v] of Object.entries(parsed.data)) {
+    if (key === 'scenarios' || v === undefined) continue;
+    if (key === 'header') options.header = Array.isArray(v) ? v : [v];
+    else if (key === 'extra-body')
+      options.extraBody = typeof v === 'string' ? v : JSON.stringify(v);
+    // Commander's --no-chunked-prefill lands as chunkedPrefill: false.
+    else if (typeof v === 'boolean') options[camel(key)] = v;
+    else options[camel(key)] = String(v);
+  }
+  const scenarios = parsed.data.scenarios as PlanScenario[] | undefined;
+  return { options, ...(scenarios ? { scenarios } : {}) };
+}
+
+/** A plan-file scenario as a Scenario; throws an Error naming its index on bad lengths. */
+export function scenarioFromPlan(s: PlanScenario, index: number): Scenario {
+  const base = s.preset ? findScenario(s.preset) : undefined;
+  const name = s.name ?? base?.name;
+  const where = `scenarios[${index}]${name ? ` ("${name}")` : ''}`;
+  if (!name) throw new Error(`${where}: needs a name (or a preset)`);
+  const length = (field: 'input-tokens' | 'output-tokens') => {
+    const v = s[field];
+    if (v === undefined) {
+      const fromPreset = field === 'input-tokens' ? base?.input : base?.output;
+      if (!fromPreset) throw new Error(`${where}: needs ${field} (or a preset)`);
+      return fromPreset;
+    }
+    try {
+      return parseLengthDistribution(String(v));
+    } catch (err) {
+      throw new Error(`${where}.${field}: ${(err as Error).message}`);
+    }
+  };
+  return {
+    name,
+    input: length('input-tokens'),
+    output: length('output-tokens'),
+    ...(s['shared-prefix'] !== undefined ? { sharedPrefixTokens: s['shared-prefix'] } : {}),
+    ...((s.description ?? base?.description)
+      ? { description: s.description ?? base?.description }
+      : {}),
+  };
+}
+
+/** The candidate closest to `word` by edit distance, when it is close enough to be a typo. */
+function nearest(word: string, candidates: readonly string[]): string | undefined {
+  let best: string | undefined;
+  let bestDistance = Math.max(2, Math.floor(word.length / 3)) + 1;
+  for (const c of candidates) {
+    const d = editDistance(word, c);
+    if (d < bestDistance) {
+      best = c;
+      bestDistance = d;
+    }
+  }
+  return best;
+}
+
+function editDistance(a: string, b: string): number {
+  const row = Array.from({ length: b.length + 1 }, (_, i) => i);
+  for (let i = 1; i <= a.length; i++) {
+    let diagonal = row[0];
+    row[0] = i;
+    for (let j = 1; j <= b.length; j++) {
+      const above = row[j];
+      row[j] = Math.min(row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] === b[j - 1] ? 0 : 1));
+      diagonal = above;
+    }
+  }
+  return row[b.length];
+}

@@ -1,0 +1,108 @@
+import {
+  formatLengthDistribution,
+  type LengthDistribution,
+  meanOf,
+  parseLengthDistribution,
+} from './distributions.js';
+
+/**
+ * A workload shape: how long prompts and outputs are. The chapter's three at least (short in /
+ * short out for chat, short in / long out for creative writing, long in / short out for
+ * summarisation), plus RAG's very long prompts; any can be overridden or written from scratch.
+ */
+export interface Scenario {
+  name: string;
+  /** Prompt tokens per request (under the run's tokenizer). */
+  input: LengthDistribution;
+  /** max_tokens per request. */
+  output: LengthDistribution;
+  /** Tokens every prompt starts with (exercises prefix caching). */
+  sharedPrefixTokens?: number;
+  /** What the scenario stands for, for plans and reports. */
+  description?: string;
+}
+
+export const SCENARIO_PRESETS: readonly Scenario[] = [
+  {
+    name: 'chat',
+    input: { kind: 'fixed', value: 256 },
+    output: { kind: 'fixed', value: 256 },
+    description: 'short in, short out: a chat turn',
+  },
+  {
+    name: 'creative',
+    input: { kind: 'fixed', value: 128 },
+    output: { kind: 'fixed', value: 1024 },
+    description: 'short in, long out: creative writing, decode-bound',
+  },
+  {
+    name: 'summarize',
+    input: { kind: 'fixed', value: 4096 },
+    output: { kind: 'fixed', value: 256 },
+    description: 'long in, short out: document summarisation, prefill-bound',
+  },
+  {
+    name: 'rag',
+    input: { kind: 'fixed', value: 8192 },
+    output: { kind: 'fixed', value: 256 },
+    description: 'very long in, short out: retrieval-augmented answers',
+  },
+];
+
+export function findScenario(name: string): Scenario | undefined {
+  return SCENARIO_PRESETS.find((s) => s.name === name.toLowerCase());
+}
+
+/** "chat,creative" -> presets; throws an Error naming the unknown names and the presets. */
+export function parseScenarioList(text: string): Scenario[] {
+  const names = text
+    .split(',')
+    .map((n) => n.trim())
+    .filter(Boolean);
+  const unknown = names.filter((n) => !findScenario(n));
+  if (unknown.length > 0 || names.length === 0) {
+    throw new Error(
+      `unknown scenario ${unknown.map((n) => `"${n}"`).join(', ') || '(none given)'}; presets: ${SCENARIO_PRESETS.map((s) => s.name).join(', ')} (custom scenarios go in a --plan file)`,
+    );
+  }
+  return names.map((n) => ({ ...(findScenario(n) as Scenario) }));
+}
+
+/** The scenario with `--input-tokens` / `--output-tokens` texts applied over it. */
+export function withLengths(
+  scenario: Scenario,
+  input: string | undefined,
+  output: string | undefined,
+): Scenario {
+  return {
+    ...scenario,
+    ...(input !== undefined ? { input: parseLengthDistribution(input) } : {}),
+    ...(output !== undefined ? { output: parseLengthDistribution(output) } : {}),
+  };
+}
+
+export function describeScenario(s: Scenario): string {
+  const prefix = s.sharedPrefixTokens ? `, shared prefix ${s.sharedPrefixTokens}` : '';
+  return `${s.name}: ${formatLengthDistribution(s.input)} in / ${formatLengthDistribution(s.output)} out tokens${prefix}`;
+}
+
+/** Mean prompt and output lengths, for headlines and the plan printout. */
+export function scenarioMeans(s: Scenario): { input: number; output: number } {
+  return { input: meanOf(s.input), output: meanOf(s.output) };
+}
+
+/** The longest length a distribution can draw (Infinity when unbounded). */
+export function maximumLength(d: LengthDistribution): number {
+  switch (d.kind) {
+    case 'fixed':
+      return d.value;
+    case 'uniform':
+      return d.max;
+    case 'normal':
+      return d.max ?? Number.POSITIVE_INFINITY;
+    case 'empirical':
+      return Math.max(...d.values);
+    default:
+      return Number.POSITIVE_INFINITY;
+  }
+}

@@ -1,0 +1,326 @@
+import { readFileSync } from 'node:fs';
+import type { OpenLoadSpec, TraceReplay, TraceReplayJson } from '../load.js';
+
+/** One request of a trace: when it arrived and how long it was. */
+export interface TraceEntry {
+  /** ms from the trace's first arrival (which is 0). */
+  atMs: number;
+  inputTokens: number;
+  outputTokens: number;
+}
+
+/**
+ * - `mooncake`: JSONL `{"timestamp": <ms>, "input_length": n, "output_length": n, "hash_ids": [...]}`
+ *   (kvcache-ai/Mooncake FAST25-release/traces; hash_ids are read past).
+ * - `azure`: CSV `TIMESTAMP,ContextTokens,GeneratedTokens` with times such as
+ *   `2023-11-16 18:15:46.6805900` (Azure/AzurePublicDataset AzureLLMInferenceDataset2023/2024),
+ *   read as UTC unless they carry an offset (`Z`, `+01:00`).
+ * - `jsonl`: generic JSONL `{"at_ms" | "timestamp_s" | "time": t, "input_tokens": n,
+ *   "output_tokens": n}`: `at_ms` in ms, `timestamp_s` and `time` in seconds.
+ */
+export type TraceFormat = 'mooncake' | 'azure' | 'jsonl';
+
+/** Problems listed in full before the rest are counted. */
+const MAX_LISTED = 10;
+
+/**
+ * Reads a trace file: entries sorted by time (ties keep file order) and shifted so the first is
+ * at 0. The format is detected from the content when not given: JSON lines are Mooncake when
+ * the first has `input_length`, generic otherwise; anything else is Azure CSV. A bad line is
+ * an error with its line number and what is wrong (up to 10 listed in one Error), never skipped;
+ * blank lines are allowed. An empty trace is an error.
+ */
+export function readTrace(path: string, format?: TraceFormat): TraceEntry[] {
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (err) {
+    throw new Error(`cannot read trace ${path}: ${(err as Error).message}`);
+  }
+  return parseTrace(text, { source: path, ...(format ? { format } : {}) }).entries;
+}
+
+/** readTrace on text already in memory; also says which format it read. */
+export function parseTrace(
+  text: string,
+  options: { format?: TraceFormat; source?: string } = {},
+): { format: TraceFormat; entries: TraceEntry[] } {
+  const source = options.source ?? 'trace';
+  const lines = text.split('\n');
+  const firstLine = lines.findIndex((l) => l.trim() !== '');
+  if (firstLine < 0) throw new Error(`${source}: the trace is empty`);
+  const format = options.format ?? detectTraceFormat(lines[firstLine], source);
+  const problems = new Problems(source);
+  const raw =
+    format === 'azure' ? parseAzure(lines, problems) : parseJsonl(lines, format, problems);
+  problems.throwIfAny();
+  if (raw.length === 0) throw new Error(`${source}: the trace has no entries`);
+  // Stable: requests with the same time keep the file's order.
+  raw.sort((a, b) => a.atMs - b.atMs);
+  const first = raw[0].atMs;
+  for (const entry of raw) entry.atMs -= first;
+  return { format, entries: raw };
+}
+
+/**
+ * The LoadSpec's `trace` for these entries (or bare times) replayed at `speed`. Its JSON form
+ * (what summary.json and the manifest hold) is `{ source, speed, requests, spanMs }`, not the
+ * times, so a 20,000-request trace does not land in every result file.
+ */
+export function traceReplay(
+  entries: readonly TraceEntry[] | readonly number[],
+  speed: number,
+  source?: string,
+): TraceReplay {
+  const timesMs = entries.map((e: TraceEntry | number) => (typeof e === 'number' ? e : e.atMs));
+  const replay: TraceReplay = { timesMs, speed, ...(source !== undefined ? { source } : {}) };
+  const json = (): TraceReplayJson => ({
+    ...(source !== undefined ? { source } : {}),
+    speed,
+    requests: timesMs.length,
+    spanMs: timesMs.length > 0 ? timesMs[timesMs.length - 1] - timesMs[0] : 0,
+  });
+  Object.defineProperty(replay, 'toJSON', { value: json, enumerable: false });
+  return replay;
+}
+
+/**
+ * An open-loop LoadSpec replaying `entries` at `speed` (default 1). Its `rate` describes the
+ * replay, (requests - 1) / span at that speed; the schedule uses only the times.
+ */
+export function traceLoad(
+  entries: readonly TraceEntry[],
+  options: { speed?: number; source?: string; maxConcurrency?: number } = {},
+): OpenLoadSpec {
+  const speed = options.speed ?? 1;
+  const spanMs = entries.length > 1 ? entries[entries.length - 1].atMs - entries[0].atMs : 0;
+  return {
+    mode: 'open',
+    rate: spanMs > 0 ? ((entries.length - 1) / spanMs) * 1000 * speed : 0,
+    arrival: 'trace',
+    trace: traceReplay(entries, speed, options.source),
+    ...(options.maxConcurrency !== undefined ? { maxConcurrency: options.maxConcurrency } : {}),
+  };
+}
+
+/**
+ * The lengths to ask for in request `id`: entry `id` of the trace. The engine hands out ids in
+ * schedule order from 0, warm-up included, so request `id` is the one sent at entry `id`'s
+ * time. Undefined past the end (the engine sends nothing there).
+ */
+export function traceLengths(
+  entries: readonly TraceEntry[],
+): (id: number) => { inputTokens: number; outputTokens: number } | undefined {
+  return (id) => {
+    const e = entries[id];
+    return e ? { inputTokens: e.inputTokens, outputTokens: e.outputTokens } : undefined;
+  };
+}
+
+function detectTraceFormat(firstLine: string, source: string): TraceFormat {
+  const line = firstLine.trim();
+  if (line.startsWith('{')) {
+    try {
+      const value = JSON.parse(line) as Record<string, unknown>;
+      return 'input_length' in value || 'output_length' in value ? 'mooncake' : 'jsonl';
+    } catch {
+      // The line-by-line pass reports it with its line number.
+      return 'jsonl';
+    }
+  }
+  if (/timestamp/i.test(line) && line.includes(',')) return 'azure';
+  throw new Error(
+    `${source}: not a trace this reads: expected JSON lines (Mooncake {"timestamp", "input_length", "output_length"} or {"at_ms"|"timestamp_s"|"time", "input_tokens", "output_tokens"}) or Azure CSV (header TIMESTAMP,ContextTokens,GeneratedTokens)`,
+  );
+}
+
+function parseJsonl(
+  lines: string[],
+  format: 'mooncake' | 'jsonl',
+  problems: Problems,
+): TraceEntry[] {
+  const entries: TraceEntry[] = [];
+  for (let i = 0; i < lines.length; i++) {
+    const text = lines[i].trim();
+    if (text === '') continue;
+    const line = i + 1;
+    let value: unknown;
+    try {
+      value = JSON.parse(text);
+    } catch (err) {
+      problems.add(line, `not valid JSON (${(err as Error).message})`);
+      continue;
+    }
+    if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+      problems.add(line, 'expected a JSON object');
+      continue;
+    }
+    const o = value as Record<string, unknown>;
+    const before = problems.count;
+    let atMs: number | undefined;
+    let inputTokens: number | undefined;
+    let outputTokens: number | undefined;
+    if (format === 'mooncake') {
+      atMs = time(o, 'timestamp', 1, line, problems);
+      inputTokens = tokens(o, 'input_length', line, problems);
+      outputTokens = tokens(o, 'output_length', line, problems);
+    } else {
+      const keys = (['at_ms', 'timestamp_s', 'time'] as const).filter((k) => k in o);
+      if (keys.length === 0) {
+        problems.add(line, 'needs one of at_ms (ms), timestamp_s or time (s)');
+      } else if (keys.length > 1) {
+        problems.add(line, `has ${keys.join(' and ')}; give one time`);
+      } else {
+        atMs = time(o, keys[0], keys[0] === 'at_ms' ? 1 : 1000, line, problems);
+      }
+      inputTokens = tokens(o, 'input_tokens', line, problems);
+      outputTokens = tokens(o, 'output_tokens', line, problems);
+    }
+    if (problems.count > before) continue;
+    entries.push({
+      atMs: atMs as number,
+      inputTokens: inputTokens as number,
+      outputTokens: outputTokens as number,
+    });
+  }
+  return entries;
+}
+
+function time(
+  o: Record<string, unknown>,
+  key: string,
+  msPerUnit: number,
+  line: number,
+  problems: Problems,
+): number | undefined {
+  const v = o[key];
+  if (typeof v !== 'number' || !Number.isFinite(v)) {
+    problems.add(line, `${key} must be a number, got ${describe(v)}`);
+    return undefined;
+  }
+  return v * msPerUnit;
+}
+
+function tokens(
+  o: Record<string, unknown>,
+  key: string,
+  line: number,
+  problems: Problems,
+): number | undefined {
+  const v = o[key];
+  if (typeof v !== 'number' || !Number.isInteger(v) || v < 0) {
+    problems.add(line, `${key} must be a whole number >= 0, got ${describe(v)}`);
+    return undefined;
+  }
+  return v;
+}
+
+const AZURE_COLUMNS = ['TIMESTAMP', 'ContextTokens', 'GeneratedTokens'] as const;
+
+function parseAzure(lines: string[], problems: Problems): TraceEntry[] {
+  const headerIndex = lines.findIndex((l) => l.trim() !== '');
+  const header = splitCsv(lines[headerIndex]);
+  const column = AZURE_COLUMNS.map((name) =>
+    header.findIndex((h) => h.toLowerCase() === name.toLowerCase()),
+  );
+  const missing = AZURE_COLUMNS.filter((_, i) => column[i] < 0);
+  if (missing.length > 0) {
+    problems.add(
+      headerIndex + 1,
+      `the header "${lines[headerIndex].trim()}" lacks ${missing.join(', ')} (expected TIMESTAMP,ContextTokens,GeneratedTokens)`,
+    );
+    return [];
+  }
+  const entries: TraceEntry[] = [];
+  let baseMs: number | undefined;
+  for (let i = headerIndex + 1; i < lines.length; i++) {
+    if (lines[i].trim() === '') continue;
+    const line = i + 1;
+    const fields = splitCsv(lines[i]);
+    if (fields.length < header.length) {
+      problems.add(line, `expected ${header.length} fields, got ${fields.length}`);
+      continue;
+    }
+    const stamp = parseTimestamp(fields[column[0]]);
+    const before = problems.count;
+    if (!stamp) {
+      problems.add(
+        line,
+        `TIMESTAMP must look like 2023-11-16 18:15:46.6805900, got ${JSON.stringify(fields[column[0]])}`,
+      );
+    }
+    const count = (index: number, name: string) => {
+      const text = fields[index];
+      if (!/^\d+$/.test(text)) {
+        problems.add(line, `${name} must be a whole number >= 0, got ${JSON.stringify(text)}`);
+        return 0;
+      }
+      return Number(text);
+    };
+    const inputTokens = count(column[1], 'ContextTokens');
+    const outputTokens = count(column[2], 'GeneratedTokens');
+    if (problems.count > before || !stamp) continue;
+    // Whole ms relative to the first row, plus the fraction: exact to well under a µs.
+    baseMs ??= stamp.wholeMs;
+    entries.push({ atMs: stamp.wholeMs - baseMs + stamp.fractionMs, inputTokens, outputTokens });
+  }
+  return entries;
+}
+
+/** "2023-11-16 18:15:46.6805900" (or with T, Z, +hh:mm): whole ms since 1970 and the rest. */
+function parseTimestamp(text: string): { wholeMs: number; fractionMs: number } | undefined {
+  const m =
+    /^(\d{4})-(\d{2})-(\d{2})[ T](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?(Z|[+-]\d{2}:?\d{2})?$/.exec(
+      text,
+    );
+  if (!m) return undefined;
+  const [year, month, day, hour, minute, second] = m.slice(1, 7).map(Number);
+  if (month < 1 || month > 12 || day < 1 || day > 31 || hour > 23 || minute > 59 || second > 60) {
+    return undefined;
+  }
+  let wholeMs = Date.UTC(year, month - 1, day, hour, minute, second);
+  const zone = m[8];
+  if (zone && zone !== 'Z') {
+    const sign = zone[0] === '-' ? -1 : 1;
+    const digits = zone.slice(1).replace(':', '');
+    wholeMs -= sign * (Number(digits.slice(0, 2)) * 60 + Number(digits.slice(2))) * 60_000;
+  }
+  const fractionMs = m[7] ? Number(`0.${m[7]}`) * 1000 : 0;
+  return { wholeMs, fractionMs };
+}
+
+function splitCsv(line: string): string[] {
+  return line.split(',').map((f) => f.trim().replace(/^"(.*)"$/, '$1'));
+}
+
+function describe(v: unknown): string {
+  if (v === undefined) return 'nothing';
+  const text = JSON.stringify(v);
+  return text.length > 40 ? `${text.slice(0, 40)}...` : text;
+}
+
+/** Problems of a file, by line or entry, thrown together. */
+export class Problems {
+  readonly listed: string[] = [];
+  count = 0;
+
+  constructor(
+    readonly source: string,
+    readonly unit = 'line',
+  ) {}
+
+  add(at: number, what: string): void {
+    this.count++;
+    if (this.listed.length < MAX_LISTED) this.listed.push(`${this.unit} ${at}: ${what}`);
+  }
+
+  throwIfAny(): void {
+    if (this.count === 0) return;
+    const more = this.count - this.listed.length;
+    const head =
+      this.count === 1 ? `${this.source}: 1 problem` : `${this.source}: ${this.count} problems`;
+    throw new Error(
+      `${head}:\n  ${this.listed.join('\n  ')}${more > 0 ? `\n  ... and ${more} more` : ''}`,
+    );
+  }
+}

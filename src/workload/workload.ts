@@ -1,0 +1,129 @@
+import type { RequestSpec } from '../backends/types.js';
+import { countWords } from '../sim/server.js';
+import type { Dataset } from './datasets.js';
+import { requestRng, sampleLength, streamSeed } from './distributions.js';
+import type { PromptFactory } from './prompts.js';
+import type { Scenario } from './scenarios.js';
+import type { TraceEntry } from './trace.js';
+
+export interface WorkloadOptions {
+  scenario: Scenario;
+  prompts: PromptFactory;
+  seed: number;
+  /**
+   * Tokens the server adds to every prompt (BOS, the chat template), measured before the run:
+   * taken off the synthesised content so that the server counts what was asked for.
+   */
+  promptOverheadTokens?: number;
+  /** One word is one token (the built-in simulator): lets virtual time skip counting. */
+  wordsAreTokens?: boolean;
+  /** Trace replay: request `id` asks for entry `id`'s lengths. */
+  trace?: readonly TraceEntry[];
+  /** Prompts from a dataset (cycled in file order), or a text corpus sliced to the lengths. */
+  dataset?: Dataset;
+}
+
+/**
+ * Request `id` of a workload, deterministic in seed and id whatever the order:
+ * - synthetic: lengths drawn from the scenario, a prompt of exactly that many tokens under the
+ *   run's tokenizer, less the server's own overhead; built on first use (virtual time counts);
+ * - trace replay: the same, with entry `id`'s lengths;
+ * - a prompt dataset: entry `id mod n` as it is (its length counted with the tokenizer when it
+ *   counts locally, else in words), its reference output length or the scenario's;
+ * - a text corpus: a seeded slice of the scenario's length, trimmed to the exact count.
+ */
+export function createWorkload(o: WorkloadOptions): (id: number) => RequestSpec {
+  const seeds = {
+    input: streamSeed(o.seed, 'input'),
+    output: streamSeed(o.seed, 'output'),
+    prompts: streamSeed(o.seed, 'prompts'),
+  };
+  const prefix = o.scenario.sharedPrefixTokens ?? 0;
+  const overhead = o.promptOverheadTokens ?? 0;
+  const count = (text: string) => o.prompts.tokenizer.countSync?.(text) ?? countWords(text);
+  const outputFor = (id: number) => sampleLength(o.scenario.output, seeds.output, id, 1);
+  const inputFor = (id: number) =>
+    sampleLength(o.scenario.input, seeds.input, id, Math.max(1, prefix));
+  const dataset = o.dataset;
+
+  if (dataset && dataset.format !== 'text') {
+    const entries = dataset.entries;
+    return (id) => {
+      const entry = entries[id % entries.length];
+      const prompt = entry.prompt ?? (entry.messages ?? []).map((m) => m.content).join('\n');
+      const output =
+        entry.outputTokens ??
+        (entry.outputText !== undefined ? Math.max(1, count(entry.outputText)) : outputFor(id));
+      return {
+        prompt,
+        ...(entry.messages ? { messages: entry.messages } : {}),
+        requestedInputTokens: count(prompt) + overhead,
+        requestedOutputTokens: output,
+      };
+    };
+  }
+  if (dataset?.format === 'text') {
+    const words = dataset.text.split(/\s+/).filter((w) => w.length > 0);
+    return (id) => {
+      const requestedInputTokens = inputFor(id);
+      const target = Math.max(1, requestedInputTokens - overhead);
+      return {
+        prompt: corpusSlice(words, target, requestRng(seeds.prompts, id).next(), count),
+        requestedInputTokens,
+        requestedOutputTokens: outputFor(id),
+      };
+    };
+  }
+  return (id) => {
+    const traced = o.trace?.[id];
+    const requestedInputTokens = traced ? Math.max(1, traced.inputTokens) : inputFor(id);
+    const requestedOutputTokens = traced ? Math.max(1, traced.outputTokens) : outputFor(id);
+    const content = Math.max(prefix, 1, requestedInputTokens - overhead);
+    let text: string | undefined;
+    return {
+      get prompt(): string {
+        text ??= o.prompts.make(id, content);
+        return text;
+      },
+      ...(o.wordsAreTokens ? { promptWords: content } : {}),
+      requestedInputTokens,
+      requestedOutputTokens,
+    };
+  };
+}
+
+/**
+ * `tokens` tokens of running text from a corpus, starting at a seeded word (wrapping around):
+ * grown or cut a word at a time until the tokenizer counts exactly `tokens`, or as close as
+ * whole words allow.
+ */
+function corpusSlice(
+  words: readonly string[],
+  tokens: number,
+  at: number,
+  count: (text: string) => number,
+): string {
+  const start = Math.floor(at * words.length);
+  const take = (n: number) => {
+    const out: string[] = [];
+    for (let i = 0; i < n; i++) out.push(words[(start + i) % words.length]);
+    return out.join(' ');
+  };
+  let n = tokens;
+  let text = take(n);
+  for (let step = 0; step < 32; step++) {
+    const got = count(text);
+    if (got === tokens) break;
+    // Scale by the observed tokens per word, then settle by single words.
+    const next = Math.max(
+      1,
+      got > tokens
+        ? n - Math.max(1, Math.floor(((got - tokens) * n) / got))
+        : n + Math.max(1, Math.floor(((tokens - got) * n) / Math.max(1, got))),
+    );
+    if (next === n) break;
+    n = next;
+    text = take(n);
+  }
+  return text;
+}
