@@ -20,6 +20,7 @@ export {
   runEngine,
 } from './engine/run.js';
 export type { LoadSpec } from './load.js';
+export { capacityLimit, predictCapacity } from './memory/capacity.js';
 export { type KvDtype, parseWeightFormat, type WeightFormat } from './memory/dtype.js';
 export {
   EngineStartError,
@@ -31,6 +32,7 @@ export {
 export { findGpuPreset, GPU_PRESETS, type GpuSpec } from './memory/hardware.js';
 export { readHfConfig, resolveModel } from './memory/hfConfig.js';
 export { findModelPreset, MODEL_PRESETS, type ModelSpec, paramCounts } from './memory/model.js';
+export { memoryReport } from './memory/report.js';
 export {
   assessClientHealth,
   CLIENT_HEALTH_LIMITS,
@@ -45,6 +47,7 @@ export {
   SummaryBuilder,
   summarize,
 } from './metrics/summary.js';
+export { planJsonSchema, readPlanFile } from './plan/planFile.js';
 export { PlanError, parseRunPlan, type RunPlan } from './plan/runPlan.js';
 export { parseSlo } from './plan/slo.js';
 export type {
@@ -62,5 +65,17 @@ export { PhysicalEngine } from './sim/physical.js';
 export { DEFAULT_EFFICIENCY, type Efficiency } from './sim/roofline.js';
 export { startSimServer, type TruthRecord } from './sim/server.js';
 export { simulateRun } from './sim/virtual.js';
+export { commonFields } from './telemetry/common.js';
 export { createArrivalSchedule } from './workload/arrivals.js';
+export { readDataset } from './workload/datasets.js';
+export {
+  type LengthDistribution,
+  parseLengthDistribution,
+  sampleLength,
+} from './workload/distributions.js';
+export { createPromptFactory, type PromptFactory } from './workload/prompts.js';
+export { SCENARIO_PRESETS, type Scenario } from './workload/scenarios.js';
 export { createSyntheticWorkload } from './workload/synthetic.js';
+export { createTokenizer, type Tokenizer } from './workload/tokenizer.js';
+export { readTrace } from './workload/trace.js';
+export { createWorkload } from './workload/workload.js';

@@ -145,6 +145,15 @@ export function describeLoad(summary: RunSummary): string {
   return `${what}${cap} (measured concurrency ${measured})`;
 }
 
+/** What the server counted, per request, when it differs from what was asked for. */
+function servedTokens(summary: RunSummary, perRequest: (n: number) => number): string {
+  const t = summary.tokens;
+  const input = perRequest(t.input);
+  const output = perRequest(t.output);
+  if (input === perRequest(t.requestedInput) && output === perRequest(t.requestedOutput)) return '';
+  return ` (server counted ${num(input)} in / ${num(output)} out)`;
+}
+
 /** The human summary of one run, as printed at its end. */
 export function renderTerminalSummary(summary: RunSummary, options: TerminalOptions): string {
   const c = options.color ? pc : pc.createColors(false);
@@ -154,7 +163,7 @@ export function renderTerminalSummary(summary: RunSummary, options: TerminalOpti
   const facts = [
     describeLoad(summary),
     `${num(counted)} requests`,
-    `${num(perRequest(summary.tokens.requestedInput))} in / ${num(perRequest(summary.tokens.requestedOutput))} out tokens`,
+    `${num(perRequest(summary.tokens.requestedInput))} in / ${num(perRequest(summary.tokens.requestedOutput))} out tokens${servedTokens(summary, perRequest)}`,
   ];
   if (options.endpoint) facts.push(`${options.endpoint} endpoint`);
   if (options.model) facts.push(`model ${options.model}`);
