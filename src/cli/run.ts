@@ -348,15 +348,7 @@ async function benchmark(
 ): Promise<number> {
   const apiKey = plan.apiKeyEnv ? process.env[plan.apiKeyEnv] : undefined;
   const backend = BACKENDS[plan.backend];
-  const models = backend.models
-    ? await fetchModels(url, backend.models.path, apiKey, plan.headers)
-    : undefined;
-  const model = plan.model ?? (models !== undefined ? backend.models?.first(models) : undefined);
-  if (model === undefined) {
-    throw new Error(
-      `could not learn the model from ${url}${backend.models?.path ?? ''} (${describeModelsError(models)}); pass --model NAME`,
-    );
-  }
+  const { model, models } = await discoverModel(plan, url, apiKey);
   const server = {
     url,
     builtInSimulator: plan.url === undefined,
@@ -442,7 +434,7 @@ interface ScenarioResult {
  * of known length, before the run. Subtracted from every prompt so the server counts exactly
  * what was asked for; skipped when the tokenizer is approximate or the server reports no usage.
  */
-async function measurePromptOverhead(
+export async function measurePromptOverhead(
   target: TargetConfig,
   prompts: PromptFactory,
 ): Promise<{ tokens: number; note?: string }> {
@@ -770,7 +762,7 @@ async function simulateVirtual(
   return EXIT.ok;
 }
 
-function telemetrySources(telemetry: NonNullable<RunPlan['telemetry']>): TelemetrySource[] {
+export function telemetrySources(telemetry: NonNullable<RunPlan['telemetry']>): TelemetrySource[] {
   const sources: TelemetrySource[] = [];
   if (telemetry.metricsUrl) sources.push({ kind: 'prometheus', url: telemetry.metricsUrl });
   if (telemetry.slotsUrl) sources.push({ kind: 'llamacpp-slots', url: telemetry.slotsUrl });
@@ -825,6 +817,25 @@ function progressLine(progress: EngineProgress, nowUs: number, plan: RunPlan): s
   const total = plan.requests !== undefined ? plan.requests + plan.warmupRequests : undefined;
   const done = total !== undefined ? `${progress.finished}/${total}` : `${progress.finished}`;
   return `[${(nowUs / 1e6).toFixed(1)} s] ${done} finished, ${progress.inFlight} in flight, ${progress.failed} failed`;
+}
+
+/** The model to request: --model, else the first the server lists. Throws when neither. */
+export async function discoverModel(
+  plan: RunPlan,
+  url: string,
+  apiKey: string | undefined,
+): Promise<{ model: string; models: unknown }> {
+  const backend = BACKENDS[plan.backend];
+  const models = backend.models
+    ? await fetchModels(url, backend.models.path, apiKey, plan.headers)
+    : undefined;
+  const model = plan.model ?? (models !== undefined ? backend.models?.first(models) : undefined);
+  if (model === undefined) {
+    throw new Error(
+      `could not learn the model from ${url}${backend.models?.path ?? ''} (${describeModelsError(models)}); pass --model NAME`,
+    );
+  }
+  return { model, models };
 }
 
 async function fetchModels(

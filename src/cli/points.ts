@@ -1,0 +1,279 @@
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { BACKENDS } from '../backends/index.js';
+import { withApiKey } from '../backends/request.js';
+import type { RequestSpec } from '../backends/types.js';
+import { createRunClock } from '../engine/clock.js';
+import type { TargetConfig } from '../engine/http.js';
+import { JsonlWriter } from '../engine/records.js';
+import { runEngine } from '../engine/run.js';
+import type { LoadSpec } from '../load.js';
+import { type RunSummary, SummaryBuilder } from '../metrics/summary.js';
+import type { RunPlan } from '../plan/runPlan.js';
+import type { RequestRecord } from '../record.js';
+import { EngineModel, type EngineModelOptions } from '../sim/engineModel.js';
+import { simulateRun } from '../sim/virtual.js';
+import { startScraper } from '../telemetry/scraper.js';
+import type { TelemetrySnapshot } from '../telemetry/snapshot.js';
+import { type ServerMetricsSummary, summarizeTelemetry } from '../telemetry/summary.js';
+import { streamSeed } from '../workload/distributions.js';
+import { createPromptFactory, type PromptFactory } from '../workload/prompts.js';
+import type { Scenario } from '../workload/scenarios.js';
+import { createTokenizer, type Tokenizer } from '../workload/tokenizer.js';
+import { createWorkload } from '../workload/workload.js';
+import { describeEngine } from './engineFlags.js';
+import { discoverModel, measurePromptOverhead, type PreparedRun, telemetrySources } from './run.js';
+import { type SimulatorProcess, spawnSimulator } from './simProcess.js';
+
+/** One measurement: a load and a workload, for a fixed number of requests or a duration. */
+export interface Point {
+  load: LoadSpec;
+  scenario: Scenario;
+  requests?: number;
+  durationS?: number;
+  warmupRequests?: number;
+  /** Where records.jsonl, telemetry.jsonl and summary.json go. */
+  dir: string;
+  /** Replaces the scenario's workload (probes shape each request themselves). */
+  nextRequest?: (id: number) => RequestSpec;
+}
+
+export interface PointResult {
+  summary: RunSummary;
+  serverMetrics?: ServerMetricsSummary;
+}
+
+/**
+ * Runs measurement points one after another against one target: a server (`--url`), the
+ * built-in simulator in its own process, or the engine model in virtual time. Sweeps, probes
+ * and capacity searches are sequences of points; each point writes a run directory of its own.
+ */
+export interface PointRunner {
+  /** What is measured, in one line (model, and the simulated deployment if any). */
+  readonly description: string;
+  readonly model: string;
+  readonly tokenizer: Tokenizer;
+  run(point: Point): Promise<PointResult>;
+  close(): Promise<void>;
+}
+
+export async function createPointRunner(
+  prepared: PreparedRun & { plan: RunPlan },
+  stopSignal?: AbortSignal,
+): Promise<PointRunner> {
+  const { plan } = prepared;
+  if (prepared.simulate && prepared.engine) return virtualRunner(plan, prepared.engine);
+  let sim: SimulatorProcess | undefined;
+  if (plan.url === undefined) {
+    sim = await spawnSimulator([
+      ...(prepared.simModel !== undefined ? ['--model', prepared.simModel] : []),
+      ...(prepared.timeScale !== undefined ? ['--time-scale', prepared.timeScale] : []),
+      ...prepared.engineFlags,
+    ]);
+    if (plan.telemetry?.metrics) plan.telemetry.metricsUrl ??= `${sim.url}/metrics`;
+  }
+  try {
+    const url = sim?.url ?? (plan.url as string);
+    const apiKey = plan.apiKeyEnv ? process.env[plan.apiKeyEnv] : undefined;
+    const { model } = await discoverModel(plan, url, apiKey);
+    const target: TargetConfig = {
+      backend: BACKENDS[plan.backend],
+      baseUrl: url,
+      endpoint: plan.endpoint,
+      model,
+      temperature: plan.temperature,
+      ignoreEos: plan.ignoreEos,
+      continuousUsageStats: plan.continuousUsageStats,
+      headers: plan.headers,
+      timeoutMs: plan.timeoutS * 1000,
+      ...(apiKey ? { apiKey } : {}),
+      ...(plan.extraBody ? { extraBody: plan.extraBody } : {}),
+    };
+    const tokenizer = await createTokenizer(plan.tokenizer, {
+      server: { url, model, backend: plan.backend, headers: withApiKey(plan.headers, apiKey) },
+      builtInSimulator: plan.url === undefined,
+    });
+    const factories = promptFactories(tokenizer, plan.seed);
+    const overhead = await measurePromptOverhead(target, await factories(undefined));
+    const workload = async (scenario: Scenario) =>
+      createWorkload({
+        scenario,
+        prompts: await factories(scenario.sharedPrefixTokens),
+        seed: plan.seed,
+        promptOverheadTokens: overhead.tokens,
+      });
+    return {
+      description: sim ? `${model}: ${sim.banner}` : `${model} at ${url}`,
+      model,
+      tokenizer,
+      run: async (point) => {
+        mkdirSync(point.dir, { recursive: true });
+        const clock = createRunClock();
+        const records = new JsonlWriter<RequestRecord>(join(point.dir, 'records.jsonl'));
+        const builder = new SummaryBuilder({
+          load: point.load,
+          ...(plan.slo ? { slo: plan.slo } : {}),
+        });
+        const snapshots: TelemetrySnapshot[] = [];
+        const telemetryFile = plan.telemetry
+          ? new JsonlWriter<TelemetrySnapshot>(join(point.dir, 'telemetry.jsonl'))
+          : undefined;
+        const scraper = plan.telemetry
+          ? startScraper({
+              sources: telemetrySources(plan.telemetry),
+              intervalMs: plan.telemetry.intervalS * 1000,
+              nowMs: () => clock.nowUs() / 1000,
+              headers: withApiKey(plan.headers, apiKey),
+              onSnapshot: (s) => {
+                snapshots.push(s);
+                telemetryFile?.write(s);
+              },
+            })
+          : undefined;
+        let result: Awaited<ReturnType<typeof runEngine>>;
+        try {
+          result = await runEngine({
+            target,
+            load: point.load,
+            ...(point.requests !== undefined ? { requests: point.requests } : {}),
+            ...(point.durationS !== undefined ? { durationS: point.durationS } : {}),
+            warmupRequests: point.warmupRequests ?? 0,
+            seed: plan.seed,
+            nextRequest: point.nextRequest ?? (await workload(point.scenario)),
+            onRecord: (r) => {
+              records.write(r);
+              builder.add(r);
+            },
+            ...(stopSignal ? { stopSignal } : {}),
+            clock,
+          });
+        } finally {
+          records.close();
+          await scraper?.stop();
+          telemetryFile?.close();
+        }
+        const summary = builder.build({
+          clientHealth: result.clientHealth,
+          interrupted: result.stoppedBy === 'signal',
+          unsentRequests: result.unsentRequests,
+        });
+        const serverMetrics = plan.telemetry ? summarizeTelemetry(snapshots) : undefined;
+        if (serverMetrics) summary.warnings.push(...serverMetrics.warnings);
+        writeSummary(point.dir, summary, serverMetrics);
+        return { summary, ...(serverMetrics ? { serverMetrics } : {}) };
+      },
+      close: async () => {
+        await sim?.stop();
+      },
+    };
+  } catch (err) {
+    await sim?.stop();
+    throw err;
+  }
+}
+
+/** Prompt factories by shared-prefix length, built once each (calibration is not free). */
+function promptFactories(tokenizer: Tokenizer, seed: number) {
+  const made = new Map<number, Promise<PromptFactory>>();
+  return (prefix: number | undefined) => {
+    const key = prefix ?? 0;
+    let factory = made.get(key);
+    if (!factory) {
+      factory = createPromptFactory(tokenizer, {
+        seed: streamSeed(seed, 'prompts'),
+        ...(key > 0 ? { sharedPrefixTokens: key } : {}),
+      });
+      made.set(key, factory);
+    }
+    return factory;
+  };
+}
+
+/** Points in virtual time: a fresh engine model each, no HTTP, no waiting. */
+async function virtualRunner(
+  plan: RunPlan,
+  engineOptions: EngineModelOptions,
+): Promise<PointRunner> {
+  const probe = new EngineModel(engineOptions);
+  const model = `sim-${probe.config.model.id.replace(/[^A-Za-z0-9._-]+/g, '-')}`;
+  const tokenizer = await createTokenizer('words', { builtInSimulator: true });
+  const factories = promptFactories(tokenizer, plan.seed);
+  return {
+    description: `${model}: ${describeEngine(engineOptions)}, KV cache ${probe.memory.numGpuBlocks} blocks; virtual time`,
+    model,
+    tokenizer,
+    run: async (point) => {
+      mkdirSync(point.dir, { recursive: true });
+      const engine = new EngineModel(engineOptions);
+      const records = new JsonlWriter<RequestRecord>(join(point.dir, 'records.jsonl'));
+      const builder = new SummaryBuilder({
+        load: point.load,
+        ...(plan.slo ? { slo: plan.slo } : {}),
+      });
+      const nextRequest =
+        point.nextRequest ??
+        createWorkload({
+          scenario: point.scenario,
+          prompts: await factories(point.scenario.sharedPrefixTokens),
+          seed: plan.seed,
+          wordsAreTokens: true,
+        });
+      try {
+        simulateRun({
+          engine,
+          load: point.load,
+          ...(point.requests !== undefined ? { requests: point.requests } : {}),
+          ...(point.durationS !== undefined ? { durationS: point.durationS } : {}),
+          warmupRequests: point.warmupRequests ?? 0,
+          seed: plan.seed,
+          endpoint: plan.endpoint,
+          nextRequest,
+          onRecord: (r) => {
+            records.write(r);
+            builder.add(r);
+          },
+        });
+      } finally {
+        records.close();
+      }
+      const summary = builder.build({});
+      // The engine's own state stands in for scraped metrics: peak KV and preemptions.
+      const serverMetrics = engineMetrics(engine);
+      writeSummary(point.dir, summary, serverMetrics);
+      return { summary, serverMetrics };
+    },
+    close: async () => {},
+  };
+}
+
+/** A virtual run's engine counters in the shape of scraped server metrics (peaks, exact). */
+function engineMetrics(engine: EngineModel): ServerMetricsSummary {
+  const c = engine.counters;
+  const m = engine.memory;
+  return {
+    scrapes: 0,
+    failedScrapes: 0,
+    windowS: engine.now / 1e9,
+    counters: {},
+    gauges: {},
+    memory: {
+      scrapes: 0,
+      // Means need samples over time; a virtual run keeps peaks, so the mean repeats the peak.
+      kvCacheUsage: {
+        mean: c.peakUsedBlocks / m.numGpuBlocks,
+        max: c.peakUsedBlocks / m.numGpuBlocks,
+      },
+      running: { mean: c.peakRunning, max: c.peakRunning },
+      preemptions: c.preemptions,
+      promptTokens: c.promptTokens,
+      generationTokens: c.generationTokens,
+      gpuMemoryUsedBytes: { mean: m.deviceUsedBytes, max: m.deviceUsedBytes, total: m.totalBytes },
+    },
+    warnings: [],
+  };
+}
+
+function writeSummary(dir: string, summary: RunSummary, serverMetrics?: ServerMetricsSummary) {
+  const saved = serverMetrics ? { ...summary, serverMetrics } : summary;
+  writeFileSync(join(dir, 'summary.json'), `${JSON.stringify(saved, null, 2)}\n`);
+}
