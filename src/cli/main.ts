@@ -6,6 +6,7 @@ import { memoryCommand } from './memory.js';
 import { planCommand } from './plan.js';
 import { runCommand } from './run.js';
 import { simCommand } from './sim.js';
+import { sweepCommand } from './sweep.js';
 
 const program = new Command('infergauge')
   .description(
@@ -15,12 +16,13 @@ const program = new Command('infergauge')
   .addCommand(runCommand())
   .addCommand(simCommand())
   .addCommand(memoryCommand())
+  .addCommand(sweepCommand())
   .addCommand(capacityCommand())
   .addCommand(planCommand())
   .showHelpAfterError()
   .addHelpText(
     'after',
-    "\nExamples:\n  infergauge run                                   benchmark the built-in simulator\n  infergauge run --url http://127.0.0.1:8000 --concurrency 64 --requests 1000\n  infergauge run --url http://127.0.0.1:8000 --rate 4 --duration 120 --slo 'ttft<500,tpot<50'\n  infergauge sim --port 8000                       serve the simulator for other tools\n  infergauge run --scenario chat,creative,summarize --tokenizer o200k_base\n  infergauge plan --print --plan plan.yaml        the effective plan, nothing sent\n  infergauge memory --model llama-3-8b --gpu h100 --context 32768\n  infergauge capacity --model llama-3.1-8b --gpu rtx4090 --max-model-len 8192\n\nExit codes: 0 done, 1 failed to run, 2 invalid options, 130 interrupted (summary still written).",
+    "\nExamples:\n  infergauge run                                   benchmark the built-in simulator\n  infergauge run --url http://127.0.0.1:8000 --concurrency 64 --requests 1000\n  infergauge run --url http://127.0.0.1:8000 --rate 4 --duration 120 --slo 'ttft<500,tpot<50'\n  infergauge sim --port 8000                       serve the simulator for other tools\n  infergauge run --scenario chat,creative,summarize --tokenizer o200k_base\n  infergauge plan --print --plan plan.yaml        the effective plan, nothing sent\n  infergauge sweep --scenario chat,creative,summarize --find-max --slo 'ttft.p99<500,itl.p99<50'\n  infergauge memory --model llama-3-8b --gpu h100 --context 32768\n  infergauge capacity --model llama-3.1-8b --gpu rtx4090 --max-model-len 8192\n\nExit codes: 0 done, 1 failed to run, 2 invalid options, 130 interrupted (summary still written).",
   );
 
 program.parseAsync(process.argv).catch((err: Error) => {

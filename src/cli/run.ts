@@ -5,6 +5,7 @@ import { performance } from 'node:perf_hooks';
 import { Command, Option } from '@commander-js/extra-typings';
 import { logUpdateStderr } from 'log-update';
 import { request } from 'undici';
+import { prefillWarning } from '../analysis/traps.js';
 import { BACKEND_NAMES, BACKENDS } from '../backends/index.js';
 import { splitServerUrl, withApiKey } from '../backends/request.js';
 import type { RequestSpec } from '../backends/types.js';
@@ -578,6 +579,8 @@ async function runScenario(
 
 /** Warnings about the plan itself, which the numbers depend on. */
 function addPlanWarnings(plan: RunPlan, summary: RunSummary): void {
+  const prefill = prefillWarning(summary);
+  if (prefill) summary.warnings.push(prefill);
   if (plan.temperature > 0) {
     summary.warnings.push({
       code: 'nonzero_temperature',

@@ -1,0 +1,55 @@
+import type { VllmMemoryPlan } from '../memory/footprint.js';
+import type { RunSummary, Warning } from '../metrics/summary.js';
+
+/**
+ * The chapter's traps, as warnings on a run: results from short contexts extrapolated to long
+ * ones, and prefill latency ignored. (Throughput without its load cannot happen: the renderers
+ * always print the load; temperature, sample counts and client limits are warned elsewhere.)
+ */
+
+/** TTFT at or above this share of E2E, or inputs this many times the outputs: prefill-bound. */
+export const PREFILL_SHARE = 0.5;
+export const PREFILL_INPUT_RATIO = 8;
+
+export function prefillWarning(s: RunSummary): Warning | undefined {
+  const counted = s.requests.completed + s.requests.failed;
+  if (s.requests.completed === 0 || counted === 0) return undefined;
+  const share = s.latency.ttftMs.mean / s.latency.e2eMs.mean;
+  const input = s.tokens.input / counted;
+  const output = Math.max(1, s.tokens.output / counted);
+  const slowFirstToken = share >= PREFILL_SHARE;
+  const longPrompts = input / output >= PREFILL_INPUT_RATIO;
+  if (!slowFirstToken && !longPrompts) return undefined;
+  const what = slowFirstToken
+    ? `TTFT is ${(share * 100).toFixed(0)}% of end-to-end latency`
+    : `prompts are ${Math.round(input / output)}x the answers (${Math.round(input)} vs ${Math.round(output)} tokens), so prefill is most of the work (TTFT ${(share * 100).toFixed(0)}% of end-to-end latency here)`;
+  return {
+    code: 'prefill_dominated',
+    message: `prefill-dominated: ${what}. For RAG-style use (long retrieved context, short answer) users wait mostly for the first token: judge it by TTFT and prefill throughput rather than decode speed; prefix caching, shorter contexts or chunked prefill move it most`,
+  };
+}
+
+/**
+ * `--target-context`: the longest prompt + output the user plans for. Past what was measured,
+ * numbers do not carry over: say so, with the KV cache that length needs (analytic).
+ */
+export function targetContextWarning(
+  targetTokens: number,
+  measuredMaxTokens: number,
+  kv?: { plan: VllmMemoryPlan; blockSize: number; concurrency: number },
+): Warning | undefined {
+  if (targetTokens <= measuredMaxTokens) return undefined;
+  let sizing = ' (pass --model and --gpu to size its KV cache)';
+  if (kv) {
+    const perSequence =
+      Math.ceil(targetTokens / kv.blockSize) * kv.blockSize * kv.plan.kvBytesPerToken;
+    const measured =
+      Math.ceil(measuredMaxTokens / kv.blockSize) * kv.blockSize * kv.plan.kvBytesPerToken;
+    const fits = Math.floor(kv.plan.kvPoolBytes / perSequence);
+    sizing = `: each sequence then holds ${(perSequence / 1e9).toFixed(2)} GB of KV cache instead of ${(measured / 1e9).toFixed(2)} GB (${(perSequence / measured).toFixed(1)}x), so the ${(kv.plan.kvPoolBytes / 1e9).toFixed(1)} GB pool holds ${fits} such sequences${fits < kv.concurrency ? `, fewer than the ${kv.concurrency} measured at once: expect queueing or preemption` : ''}; prefill time grows at least linearly with it`;
+  }
+  return {
+    code: 'context_extrapolation',
+    message: `the target context of ${targetTokens.toLocaleString('en-US')} tokens is longer than any measured (${measuredMaxTokens.toLocaleString('en-US')}): short-context results do not carry over${sizing}`,
+  };
+}
