@@ -150,14 +150,27 @@ export interface PrefillMeasurement {
   countedInputTokens: number;
   /** Time-weighted mean of requests in flight. */
   meanConcurrency: number;
+  /**
+   * Counted input tokens per second over the point (all requests' tokens / its duration): with
+   * max_tokens 1 the prefill throughput at the measured concurrency (Little's law). Where each
+   * batch runs in lockstep it is input x batch / mean TTFT; it stays right where a batch over
+   * the step's token budget is chunked and its requests finish steps apart.
+   */
+  inputTokensPerS: number;
   ttftMeanMs: number;
   ttftP50Ms: number;
   ttftP99Ms: number;
 }
 
 export interface PrefillRow extends PrefillMeasurement {
-  /** Input tokens of the batch over the mean TTFT: counted input x batch / TTFT mean. */
+  /** Prefill tokens/s at this batch: `inputTokensPerS`, NaN where nothing completed. */
   prefillTokensPerS: number;
+  /**
+   * TGI's prefill throughput, input x batch / mean TTFT: the same as `prefillTokensPerS` when
+   * a batch runs in lockstep (less the client's turnaround between requests), too high where a
+   * batch over the step budget is chunked and its early finishers pull the mean TTFT down.
+   */
+  ttftTokensPerS: number;
 }
 
 /** One decode point: C concurrent requests of a short input and a long output. */
@@ -200,6 +213,7 @@ export function prefillMeasurement(
     countedInputTokens:
       completed > 0 && summary.tokens.input > 0 ? summary.tokens.input / completed : inputTokens,
     meanConcurrency: summary.load.meanConcurrency,
+    inputTokensPerS: summary.throughput.inputTokensPerS,
     ttftMeanMs: ttft.mean,
     ttftP50Ms: ttft.p50,
     ttftP99Ms: ttft.p99,
@@ -231,7 +245,8 @@ export function prefillRows(points: readonly PrefillMeasurement[]): PrefillRow[]
     .sort((p, q) => p.inputTokens - q.inputTokens || p.batch - q.batch)
     .map((p) => ({
       ...p,
-      prefillTokensPerS:
+      prefillTokensPerS: p.completed > 0 ? p.inputTokensPerS : Number.NaN,
+      ttftTokensPerS:
         p.completed > 0 && usable(p.ttftMeanMs)
           ? (p.countedInputTokens * p.batch * 1000) / p.ttftMeanMs
           : Number.NaN,
@@ -267,8 +282,8 @@ export interface PrefillModel {
     /** The n² term's share of the fitted TTFT at the longest input. */
     shareAtMax: number;
     /**
-     * The n² term is at least 5 % of TTFT at the longest input and the parabola leaves at
-     * most half the linear fit's unexplained variance: attention's quadratic cost shows.
+     * Attention's quadratic cost shows: both terms positive, the n² term at least 5 % of TTFT
+     * at the longest input, and the parabola leaves at most half the line's unexplained variance.
      */
     matters: boolean;
   };
@@ -310,7 +325,11 @@ export function fitPrefill(points: readonly PrefillMeasurement[]): PrefillModel 
       msPerToken2: quadratic.c,
       r2: quadratic.r2,
       shareAtMax,
-      matters: shareAtMax >= QUADRATIC_SHARE && 1 - quadratic.r2 <= 0.5 * (1 - linear.r2),
+      matters:
+        quadratic.b > 0 &&
+        quadratic.c > 0 &&
+        shareAtMax >= QUADRATIC_SHARE &&
+        1 - quadratic.r2 <= 0.5 * (1 - linear.r2),
     };
   }
   return model;
