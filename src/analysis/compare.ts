@@ -1,0 +1,1387 @@
+import { endianness } from 'node:os';
+import type { LoadSpec } from '../load.js';
+import { percentileOfSorted } from '../metrics/distribution.js';
+import { forEachTokenGap, requestMetrics } from '../metrics/requestMetrics.js';
+import type { RequestRecord } from '../record.js';
+import { streamSeed } from '../workload/distributions.js';
+import { createRng } from '../workload/rng.js';
+
+/**
+ * Runs compared side by side: every metric's change from a baseline A to a candidate B, with a
+ * bootstrap confidence interval and a verdict (better, worse, no significant change). Pure
+ * functions over raw records.
+ *
+ * The bootstrap resamples requests, never tokens, and resamples them in blocks of requests
+ * consecutive in send time (a moving-window view of the run cut into pieces): requests in
+ * flight together share the server's steps, so their latencies move together, and an
+ * interval that treated them as independent would be too narrow (a closed loop's first wave,
+ * all waiting for one prefill, can be a whole p99). See blockLength for the block size.
+ * - Percentiles (TTFT, TPOT, E2E, output speed per request; ITL per token, each request's
+ *   token gaps together) of a resample are numpy's linear interpolation over the resampled
+ *   values, found by walking the sorted values near the original percentile with each block's
+ *   multiplicity: O(blocks + walk) per resample, after one sort of a window of values.
+ * - Run-level output and request throughput and the failure rate come from the resampled
+ *   blocks' sums (see runStat for how throughput is resampled in closed and open loops).
+ * A resample costs O(blocks), at most MAX_BLOCKS, whatever the run's length.
+ */
+
+export type Better = 'lower' | 'higher';
+export type Verdict = 'better' | 'worse' | 'no_change' | 'n/a';
+export type MetricUnit = 'ms' | 'tok/s' | 'req/s' | 'fraction';
+
+export const VERDICT_TEXT: Record<Verdict, string> = {
+  better: 'better',
+  worse: 'worse',
+  no_change: 'no significant change',
+  'n/a': 'n/a',
+};
+
+/** Per-request metrics collected from records. */
+export type RequestMetricKey = 'ttftMs' | 'tpotMs' | 'e2eMs' | 'outputSpeedTokS';
+
+export type MetricSource =
+  | { kind: 'request'; key: RequestMetricKey; q: number }
+  | { kind: 'itl'; q: number }
+  | { kind: 'run'; stat: 'outputThroughput' | 'requestThroughput' | 'failureRate' };
+
+export interface MetricDefinition {
+  /** Stable id, e.g. `ttft.p50`, `outputThroughput`. */
+  id: string;
+  label: string;
+  unit: MetricUnit;
+  better: Better;
+  source: MetricSource;
+  /**
+   * The smallest change that counts: relative to the baseline (0.01 = 1 %), or absolute in the
+   * metric's unit for a rate that is often 0 (the failure rate).
+   */
+  practical: { relative: number } | { absolute: number };
+}
+
+/** The smallest relative change that counts, by default. */
+export const DEFAULT_MIN_EFFECT = 0.01;
+
+/** Failure rate: a change under 0.1 percentage points never counts. */
+const FAILURE_RATE_MIN_CHANGE = 0.001;
+
+export function compareMetrics(minEffect = DEFAULT_MIN_EFFECT): MetricDefinition[] {
+  const rel = { relative: minEffect };
+  const request = (
+    id: string,
+    label: string,
+    key: RequestMetricKey,
+    q: number,
+    unit: MetricUnit,
+    better: Better,
+  ): MetricDefinition => ({
+    id,
+    label,
+    unit,
+    better,
+    source: { kind: 'request', key, q },
+    practical: rel,
+  });
+  return [
+    request('ttft.p50', 'TTFT p50', 'ttftMs', 50, 'ms', 'lower'),
+    request('ttft.p99', 'TTFT p99', 'ttftMs', 99, 'ms', 'lower'),
+    request('tpot.p50', 'TPOT p50', 'tpotMs', 50, 'ms', 'lower'),
+    request('tpot.p99', 'TPOT p99', 'tpotMs', 99, 'ms', 'lower'),
+    {
+      id: 'itl.p50',
+      label: 'ITL p50',
+      unit: 'ms',
+      better: 'lower',
+      source: { kind: 'itl', q: 50 },
+      practical: rel,
+    },
+    {
+      id: 'itl.p99',
+      label: 'ITL p99',
+      unit: 'ms',
+      better: 'lower',
+      source: { kind: 'itl', q: 99 },
+      practical: rel,
+    },
+    request('e2e.p50', 'E2E p50', 'e2eMs', 50, 'ms', 'lower'),
+    request('e2e.p99', 'E2E p99', 'e2eMs', 99, 'ms', 'lower'),
+    // The slow tail of a speed is its low end: p1 is what the slowest 1 % of requests read at.
+    request('outputSpeed.p50', 'output speed p50', 'outputSpeedTokS', 50, 'tok/s', 'higher'),
+    request('outputSpeed.p1', 'output speed p1 (slowest)', 'outputSpeedTokS', 1, 'tok/s', 'higher'),
+    {
+      id: 'outputThroughput',
+      label: 'output throughput',
+      unit: 'tok/s',
+      better: 'higher',
+      source: { kind: 'run', stat: 'outputThroughput' },
+      practical: rel,
+    },
+    {
+      id: 'requestThroughput',
+      label: 'request throughput',
+      unit: 'req/s',
+      better: 'higher',
+      source: { kind: 'run', stat: 'requestThroughput' },
+      practical: rel,
+    },
+    {
+      id: 'failureRate',
+      label: 'failure rate',
+      unit: 'fraction',
+      better: 'lower',
+      source: { kind: 'run', stat: 'failureRate' },
+      practical: { absolute: FAILURE_RATE_MIN_CHANGE },
+    },
+  ];
+}
+
+// ---------------------------------------------------------------------------------------------
+// Samples: what a comparison needs from a run's records, in typed arrays.
+// ---------------------------------------------------------------------------------------------
+
+class GrowableF64 {
+  data = new Float64Array(256);
+  length = 0;
+  push(v: number): void {
+    if (this.length === this.data.length) {
+      const grown = new Float64Array(this.data.length * 2);
+      grown.set(this.data);
+      this.data = grown;
+    }
+    this.data[this.length++] = v;
+  }
+  view(): Float64Array {
+    return this.data.subarray(0, this.length);
+  }
+}
+
+class GrowableU32 {
+  data = new Uint32Array(256);
+  length = 0;
+  push(v: number): void {
+    if (this.length === this.data.length) {
+      const grown = new Uint32Array(this.data.length * 2);
+      grown.set(this.data);
+      this.data = grown;
+    }
+    this.data[this.length++] = v;
+  }
+  view(): Uint32Array {
+    return this.data.subarray(0, this.length);
+  }
+}
+
+/** Mean and variance of a stream (Welford). */
+export interface Moments {
+  n: number;
+  mean: number;
+  /** Population variance. */
+  variance: number;
+  min: number;
+  max: number;
+}
+
+class MomentsBuilder {
+  n = 0;
+  mean = 0;
+  m2 = 0;
+  min = Number.POSITIVE_INFINITY;
+  max = Number.NEGATIVE_INFINITY;
+  add(x: number): void {
+    this.n++;
+    const d = x - this.mean;
+    this.mean += d / this.n;
+    this.m2 += d * (x - this.mean);
+    if (x < this.min) this.min = x;
+    if (x > this.max) this.max = x;
+  }
+  build(): Moments {
+    return {
+      n: this.n,
+      mean: this.n > 0 ? this.mean : Number.NaN,
+      variance: this.n > 0 ? this.m2 / this.n : Number.NaN,
+      min: this.min,
+      max: this.max,
+    };
+  }
+}
+
+/** A run's requests, reduced to what the comparison resamples. Counted requests only. */
+export interface RunSample {
+  /** Measured requests (warm-up excluded), failures included. */
+  counted: number;
+  completed: number;
+  failed: number;
+  /** Sum over segments (pooled repeats) of first sentAt to last endAt. */
+  durationMs: number;
+  /** Sum of (endAt - sentAt) over counted requests. */
+  busyMs: number;
+  /**
+   * Per counted request, in the order read: each per-request metric, NaN where the request has
+   * none (failed requests; TPOT and output speed of one-token answers).
+   */
+  request: Record<RequestMetricKey, Float64Array>;
+  /** Per counted request: output tokens (0 when failed), busy ms, 1 when it failed. */
+  outputTokens: Float64Array;
+  busy: Float64Array;
+  failedFlag: Uint8Array;
+  /** Counted requests in the order they were sent (pooled runs one after another). */
+  sendOrder: Uint32Array;
+  /** Per-token ITL, stored per token event: value (ms per token) and tokens it stands for. */
+  itlValue: Float64Array;
+  itlTokens: Uint32Array;
+  /** Events of counted request i are [itlStart[i], itlStart[i + 1]). */
+  itlStart: Uint32Array;
+  requestedInput: Moments;
+  requestedOutput: Moments;
+  /** Runs pooled into this sample (repeats of a sweep level); 1 for a plain run. */
+  segments: number;
+}
+
+/**
+ * Collects a RunSample record by record (bounded per request: a few numbers plus one entry per
+ * token event). Call `segment()` between pooled runs (repeats of a sweep level).
+ */
+export class RunSampleBuilder {
+  private readonly request: Record<RequestMetricKey, GrowableF64> = {
+    ttftMs: new GrowableF64(),
+    tpotMs: new GrowableF64(),
+    e2eMs: new GrowableF64(),
+    outputSpeedTokS: new GrowableF64(),
+  };
+  private readonly outputTokens = new GrowableF64();
+  private readonly busy = new GrowableF64();
+  private readonly sendKey = new GrowableF64();
+  private readonly failedFlag: number[] = [];
+  private readonly itlValue = new GrowableF64();
+  private readonly itlTokens = new GrowableU32();
+  private readonly itlStart = new GrowableU32();
+  private readonly requestedInput = new MomentsBuilder();
+  private readonly requestedOutput = new MomentsBuilder();
+  private completed = 0;
+  private failed = 0;
+  private busyMs = 0;
+  private closedDurationMs = 0;
+  private windowStart = Number.POSITIVE_INFINITY;
+  private windowEnd = Number.NEGATIVE_INFINITY;
+  private segments = 1;
+  /** Send times of later segments sort after earlier ones. */
+  private sendOffset = 0;
+  private lastSend = 0;
+
+  add(record: RequestRecord): void {
+    if (record.phase === 'warmup') return;
+    this.windowStart = Math.min(this.windowStart, record.sentAt);
+    this.windowEnd = Math.max(this.windowEnd, record.endAt);
+    const busy = record.endAt - record.sentAt;
+    this.busyMs += busy;
+    this.busy.push(busy);
+    const key = this.sendOffset + Math.max(0, record.sentAt);
+    this.sendKey.push(key);
+    this.lastSend = Math.max(this.lastSend, key);
+    this.itlStart.push(this.itlValue.length);
+    this.requestedInput.add(record.requestedInputTokens);
+    this.requestedOutput.add(record.requestedOutputTokens);
+    if (record.error) {
+      this.failed++;
+      this.failedFlag.push(1);
+      this.outputTokens.push(0);
+      for (const key of REQUEST_KEYS) this.request[key].push(Number.NaN);
+      return;
+    }
+    this.completed++;
+    this.failedFlag.push(0);
+    this.outputTokens.push(record.outputTokens);
+    const m = requestMetrics(record);
+    for (const key of REQUEST_KEYS) this.request[key].push(m[key] ?? Number.NaN);
+    forEachTokenGap(record, (gapMs, tokens) => {
+      this.itlValue.push(gapMs / tokens);
+      this.itlTokens.push(tokens);
+    });
+  }
+
+  /** Starts another run pooled into the same sample (its window adds to the duration). */
+  segment(): void {
+    if (Number.isFinite(this.windowStart)) {
+      this.closedDurationMs += this.windowEnd - this.windowStart;
+      this.segments++;
+    }
+    this.windowStart = Number.POSITIVE_INFINITY;
+    this.windowEnd = Number.NEGATIVE_INFINITY;
+    this.sendOffset = this.lastSend + 1;
+  }
+
+  build(): RunSample {
+    const open = Number.isFinite(this.windowStart) ? this.windowEnd - this.windowStart : 0;
+    const starts = this.itlStart;
+    const itlStart = new Uint32Array(starts.length + 1);
+    itlStart.set(starts.view());
+    itlStart[starts.length] = this.itlValue.length;
+    return {
+      counted: this.completed + this.failed,
+      completed: this.completed,
+      failed: this.failed,
+      durationMs: this.closedDurationMs + open,
+      busyMs: this.busyMs,
+      request: {
+        ttftMs: this.request.ttftMs.view(),
+        tpotMs: this.request.tpotMs.view(),
+        e2eMs: this.request.e2eMs.view(),
+        outputSpeedTokS: this.request.outputSpeedTokS.view(),
+      },
+      outputTokens: this.outputTokens.view(),
+      busy: this.busy.view(),
+      failedFlag: Uint8Array.from(this.failedFlag),
+      sendOrder: sortedOrder(this.sendKey.view()),
+      itlValue: this.itlValue.view(),
+      itlTokens: this.itlTokens.view(),
+      itlStart,
+      requestedInput: this.requestedInput.build(),
+      requestedOutput: this.requestedOutput.build(),
+      segments: this.segments,
+    };
+  }
+}
+
+const REQUEST_KEYS: readonly RequestMetricKey[] = ['ttftMs', 'tpotMs', 'e2eMs', 'outputSpeedTokS'];
+
+export function sampleRecords(records: Iterable<RequestRecord>): RunSample {
+  const builder = new RunSampleBuilder();
+  for (const r of records) builder.add(r);
+  return builder.build();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Blocks of requests: the resampling unit.
+// ---------------------------------------------------------------------------------------------
+
+/** At most this many blocks (the cost of a resample is proportional to it). */
+export const MAX_BLOCKS = 4096;
+/** At least this many blocks where the run has that many requests. */
+export const MIN_BLOCKS = 20;
+
+/**
+ * Requests per block: as many as were in flight together (the measured concurrency: requests
+ * batched together share their steps, so their latencies move together) and at least the cube
+ * root of the requests (the usual block length for a variance), within MIN_BLOCKS..MAX_BLOCKS
+ * blocks.
+ */
+export function blockLength(requests: number, concurrency: number): number {
+  if (requests <= 1) return 1;
+  let b = Math.max(1, Math.ceil(concurrency), Math.ceil(Math.cbrt(requests)));
+  b = Math.min(b, Math.max(1, Math.floor(requests / MIN_BLOCKS)));
+  if (Math.ceil(requests / b) > MAX_BLOCKS) b = Math.ceil(requests / MAX_BLOCKS);
+  return b;
+}
+
+interface Blocks {
+  k: number;
+  length: number;
+  /** Block of each counted request. */
+  of: Uint32Array;
+  output: Float64Array;
+  busy: Float64Array;
+  completed: Float64Array;
+  failed: Float64Array;
+  counted: Float64Array;
+}
+
+function makeBlocks(sample: RunSample): Blocks {
+  const n = sample.counted;
+  const length = blockLength(n, measuredConcurrency(sample));
+  const k = Math.max(1, Math.ceil(n / length));
+  const of = new Uint32Array(n);
+  for (let i = 0; i < n; i++) of[sample.sendOrder[i]] = Math.floor(i / length);
+  const b: Blocks = {
+    k,
+    length,
+    of,
+    output: new Float64Array(k),
+    busy: new Float64Array(k),
+    completed: new Float64Array(k),
+    failed: new Float64Array(k),
+    counted: new Float64Array(k),
+  };
+  for (let i = 0; i < n; i++) {
+    const j = of[i];
+    b.output[j] += sample.outputTokens[i];
+    b.busy[j] += sample.busy[i];
+    b.counted[j] += 1;
+    if (sample.failedFlag[i]) b.failed[j] += 1;
+    else b.completed[j] += 1;
+  }
+  return b;
+}
+
+/**
+ * The values one percentile metric is taken over, each with a weight (1 per request; tokens
+ * for a per-token ITL event) and the block of its request.
+ */
+interface EventSet {
+  values: Float64Array;
+  /** Undefined: every weight is 1. */
+  weights: Uint32Array | undefined;
+  block: Uint32Array;
+  blockWeight: Float64Array;
+  total: number;
+  maxWeight: number;
+}
+
+function requestEvents(values: Float64Array, blocks: Blocks): EventSet {
+  let count = 0;
+  for (let i = 0; i < values.length; i++) if (!Number.isNaN(values[i])) count++;
+  const v = new Float64Array(count);
+  const block = new Uint32Array(count);
+  const blockWeight = new Float64Array(blocks.k);
+  for (let i = 0, e = 0; i < values.length; i++) {
+    if (Number.isNaN(values[i])) continue;
+    v[e] = values[i];
+    block[e] = blocks.of[i];
+    blockWeight[blocks.of[i]]++;
+    e++;
+  }
+  return { values: v, weights: undefined, block, blockWeight, total: count, maxWeight: 1 };
+}
+
+function itlEvents(sample: RunSample, blocks: Blocks): EventSet {
+  const { itlStart, itlTokens } = sample;
+  const block = new Uint32Array(sample.itlValue.length);
+  const blockWeight = new Float64Array(blocks.k);
+  let total = 0;
+  let maxWeight = 1;
+  for (let i = 0; i < sample.counted; i++) {
+    const j = blocks.of[i];
+    for (let e = itlStart[i]; e < itlStart[i + 1]; e++) {
+      block[e] = j;
+      blockWeight[j] += itlTokens[e];
+      total += itlTokens[e];
+      if (itlTokens[e] > maxWeight) maxWeight = itlTokens[e];
+    }
+  }
+  return { values: sample.itlValue, weights: itlTokens, block, blockWeight, total, maxWeight };
+}
+
+class WindowEscape extends Error {}
+
+/**
+ * The values near one percentile, sorted, with equal values of one block merged: enough to
+ * find that percentile in any resample whose walk stays inside the window.
+ */
+interface Window {
+  q: number;
+  /** The percentile of the original values (numpy's linear interpolation, weights expanded). */
+  value: number;
+  values: Float64Array;
+  blocks: Uint32Array;
+  weights: Float64Array;
+  /** Entry holding the original percentile's lower rank. */
+  p0: number;
+  /** Weight of each block in entries before p0 (below the window included). */
+  beforeP0: Float64Array;
+}
+
+const LITTLE_ENDIAN = endianness() === 'LE';
+
+/** Sorts `values` and returns the permutation: one native sort of packed keys where it can. */
+function sortedOrder(values: Float64Array): Uint32Array {
+  const n = values.length;
+  const order = new Uint32Array(n);
+  let nonNegative = LITTLE_ENDIAN;
+  for (let i = 0; i < n && nonNegative; i++) if (!(values[i] >= 0)) nonNegative = false;
+  if (!nonNegative || n > 2 ** 31) {
+    for (let i = 0; i < n; i++) order[i] = i;
+    return order.sort((a, b) => values[a] - values[b] || a - b);
+  }
+  // For doubles >= 0 the bit pattern orders like the value: replace the lowest `bits` bits of
+  // the mantissa with the index, sort natively, read the index back. Values closer than
+  // 2^(bits - 52) relative (2^-32 for a million) may swap, as ties would; no others.
+  const bits = Math.max(1, Math.ceil(Math.log2(n + 1)));
+  const mask = bits >= 32 ? 0xffffffff : (1 << bits) - 1;
+  const keys = new Float64Array(n);
+  const words = new Uint32Array(keys.buffer);
+  for (let i = 0; i < n; i++) {
+    keys[i] = values[i];
+    words[2 * i] = ((words[2 * i] & ~mask) | i) >>> 0;
+  }
+  keys.sort();
+  for (let i = 0; i < n; i++) order[i] = (words[2 * i] & mask) >>> 0;
+  return order;
+}
+
+function buildWindow(set: EventSet, k: number, q: number, widen: number): Window | undefined {
+  const { values, weights, block, total } = set;
+  const events = values.length;
+  if (total === 0) return undefined;
+  const weight = weights ? (e: number) => weights[e] : () => 1;
+  const r0 = (q / 100) * (total - 1);
+  // A systematic sample of the (weight-expanded) values locates the window's edges roughly.
+  const sampleSize = Math.min(events, 1 << 16);
+  const sampled = new Float64Array(sampleSize);
+  {
+    let cum = 0;
+    let s = 0;
+    for (let e = 0; e < events && s < sampleSize; e++) {
+      cum += weight(e);
+      while (s < sampleSize && ((s + 0.5) * total) / sampleSize < cum) sampled[s++] = values[e];
+    }
+    sampled.sort();
+  }
+  const at = (p: number) => sampled[Math.min(sampleSize - 1, Math.max(0, Math.round(p)))];
+  // How far a resample moves the percentile's rank: the spread of sum_j W_j (c_j - q t_j),
+  // c_j a block's weight below the percentile, t_j its weight, W multinomial.
+  const approx = at((q / 100) * (sampleSize - 1));
+  const below = new Float64Array(k);
+  for (let e = 0; e < events; e++) if (values[e] < approx) below[block[e]] += weight(e);
+  let s1 = 0;
+  let s2 = 0;
+  for (let j = 0; j < k; j++) {
+    const a = below[j] - (q / 100) * set.blockWeight[j];
+    s1 += a;
+    s2 += a * a;
+  }
+  const spread = Math.sqrt(Math.max(0, s2 - (s1 * s1) / k));
+  const half = widen * (8 * spread + 8 * set.maxWeight + 32);
+  const loRank = r0 - half;
+  const hiRank = r0 + half;
+  const clampP = (p: number) => Math.min(1, Math.max(0, p));
+  const slack = (p: number) => 4 * Math.sqrt(sampleSize * clampP(p) * (1 - clampP(p))) + 2;
+  const pLo = loRank / total;
+  const pHi = hiRank / total;
+  const xLo = loRank <= 0 ? Number.NEGATIVE_INFINITY : at(pLo * sampleSize - slack(pLo) * widen);
+  const xHi =
+    hiRank >= total - 1 ? Number.POSITIVE_INFINITY : at(pHi * sampleSize + slack(pHi) * widen);
+  const full = xLo === Number.NEGATIVE_INFINITY && xHi === Number.POSITIVE_INFINITY;
+  // Exact pass: the weight below the window per block, and the window's events.
+  below.fill(0);
+  let belowTotal = 0;
+  let inside = 0;
+  for (let e = 0; e < events; e++) {
+    const v = values[e];
+    if (v < xLo) {
+      below[block[e]] += weight(e);
+      belowTotal += weight(e);
+    } else if (v <= xHi) inside++;
+  }
+  const wEvent = new Uint32Array(inside);
+  const wValue = new Float64Array(inside);
+  let windowWeight = 0;
+  for (let e = 0, i = 0; e < events; e++) {
+    const v = values[e];
+    if (v >= xLo && v <= xHi) {
+      wEvent[i] = e;
+      wValue[i++] = v;
+      windowWeight += weight(e);
+    }
+  }
+  const needLo = Math.max(0, Math.floor(loRank));
+  const needHi = Math.min(total, Math.ceil(hiRank) + 2);
+  if (!full && (belowTotal > needLo || belowTotal + windowWeight < needHi)) {
+    return buildWindow(set, k, q, widen * 2);
+  }
+  // Sort the window; merge equal values of one block (their order among themselves is moot).
+  const order = sortedOrder(wValue);
+  const scratch = new Float64Array(k);
+  const touched: number[] = [];
+  const outValue = new GrowableF64();
+  const outBlock = new GrowableU32();
+  const outWeight = new GrowableF64();
+  for (let i = 0; i < order.length; ) {
+    const v = wValue[order[i]];
+    let j = i;
+    while (j < order.length && wValue[order[j]] === v) {
+      const e = wEvent[order[j]];
+      const blk = block[e];
+      if (scratch[blk] === 0) touched.push(blk);
+      scratch[blk] += weight(e);
+      j++;
+    }
+    for (const blk of touched) {
+      outValue.push(v);
+      outBlock.push(blk);
+      outWeight.push(scratch[blk]);
+      scratch[blk] = 0;
+    }
+    touched.length = 0;
+    i = j;
+  }
+  const win = { values: outValue.view(), blocks: outBlock.view(), weights: outWeight.view() };
+  // The original percentile, exactly.
+  const lo = Math.floor(r0);
+  const frac = r0 - lo;
+  let cum = belowTotal;
+  let p0 = 0;
+  while (p0 < win.values.length && cum + win.weights[p0] <= lo) cum += win.weights[p0++];
+  if (p0 >= win.values.length) return full ? undefined : buildWindow(set, k, q, widen * 2);
+  const vLo = win.values[p0];
+  let vHi = vLo;
+  if (frac > 0 && lo + 1 >= cum + win.weights[p0] && lo + 1 <= total - 1) {
+    if (p0 + 1 >= win.values.length) return buildWindow(set, k, q, widen * 2);
+    vHi = win.values[p0 + 1];
+  }
+  const beforeP0 = below;
+  for (let i = 0; i < p0; i++) beforeP0[win.blocks[i]] += win.weights[i];
+  return { q, value: vLo + frac * (vHi - vLo), ...win, p0, beforeP0 };
+}
+
+/**
+ * The percentile of a resample in which block j was drawn w[j] times (total weight `total`):
+ * a walk from the original percentile; throws WindowEscape when it leaves the window.
+ */
+function resampledPercentile(win: Window, w: Uint32Array, total: number): number {
+  if (total <= 0) return Number.NaN;
+  const r = (win.q / 100) * (total - 1);
+  const lo = Math.floor(r);
+  const frac = r - lo;
+  const { values, blocks, weights, beforeP0 } = win;
+  const len = values.length;
+  let cum = 0;
+  for (let j = 0; j < beforeP0.length; j++) cum += w[j] * beforeP0[j];
+  let i: number;
+  let mass = 0;
+  if (cum <= lo) {
+    i = win.p0;
+    for (;;) {
+      if (i >= len) throw new WindowEscape();
+      mass = w[blocks[i]] * weights[i];
+      if (cum + mass > lo) break;
+      cum += mass;
+      i++;
+    }
+  } else {
+    i = win.p0 - 1;
+    for (;;) {
+      if (i < 0) throw new WindowEscape();
+      mass = w[blocks[i]] * weights[i];
+      cum -= mass;
+      if (cum <= lo) break;
+      i--;
+    }
+  }
+  const vLo = values[i];
+  if (frac === 0 || lo + 1 > total - 1 || lo + 1 < cum + mass) return vLo;
+  let j = i + 1;
+  while (j < len && w[blocks[j]] * weights[j] === 0) j++;
+  if (j >= len) throw new WindowEscape();
+  return vLo + frac * (values[j] - vLo);
+}
+
+export interface BootstrapOptions {
+  /** Confidence level of the intervals, e.g. 0.95. */
+  confidence: number;
+  resamples: number;
+  seed: number;
+  /** The smallest relative change that counts (0.01 = 1 %). */
+  minEffect: number;
+}
+
+export const DEFAULT_BOOTSTRAP: BootstrapOptions = {
+  confidence: 0.95,
+  resamples: 2000,
+  seed: 42,
+  minEffect: DEFAULT_MIN_EFFECT,
+};
+
+/** A metric's value in one run and its bootstrap replicates. */
+export interface MetricBootstrap {
+  value: number;
+  /** Samples behind it: requests with the metric, or tokens for ITL. */
+  n: number;
+  replicates: Float64Array;
+  /** Requests per resampled block, and blocks. */
+  blockLength: number;
+  blocks: number;
+}
+
+/** Point estimates and bootstrap replicates of every metric of one run. */
+export type RunBootstrap = Map<string, MetricBootstrap | undefined>;
+
+const cache = new WeakMap<RunSample, Map<string, RunBootstrap>>();
+
+/**
+ * Every metric of `metrics` for one run with `resamples` bootstrap replicates; `stream` names
+ * the random stream (the baseline and the candidates draw from different ones). Cached per
+ * sample, so a baseline compared with several candidates is resampled once.
+ */
+export function bootstrapRun(
+  sample: RunSample,
+  mode: LoadSpec['mode'],
+  metrics: readonly MetricDefinition[],
+  options: Pick<BootstrapOptions, 'resamples' | 'seed'>,
+  stream: string,
+): RunBootstrap {
+  const key = `${mode}:${options.resamples}:${options.seed}:${stream}:${metrics.map((m) => m.id).join(',')}`;
+  let perSample = cache.get(sample);
+  if (!perSample) {
+    perSample = new Map();
+    cache.set(sample, perSample);
+  }
+  const cached = perSample.get(key);
+  if (cached) return cached;
+  const result = blockBootstrap(
+    sample,
+    mode,
+    metrics,
+    options.resamples,
+    streamSeed(options.seed, stream),
+  );
+  perSample.set(key, result);
+  return result;
+}
+
+function blockBootstrap(
+  sample: RunSample,
+  mode: LoadSpec['mode'],
+  metrics: readonly MetricDefinition[],
+  B: number,
+  seed: number,
+): RunBootstrap {
+  const out: RunBootstrap = new Map();
+  if (sample.counted === 0) {
+    for (const m of metrics) out.set(m.id, undefined);
+    return out;
+  }
+  const blocks = makeBlocks(sample);
+  const closed = mode === 'closed';
+  const concurrency = measuredConcurrency(sample);
+  const durationS = sample.durationMs / 1000;
+  // One event set per source of values, shared by the metrics (p50 and p99) over it.
+  const sets = new Map<string, EventSet>();
+  const setOf = (m: MetricDefinition): EventSet | undefined => {
+    const src = m.source;
+    if (src.kind === 'run') return undefined;
+    const name = src.kind === 'itl' ? 'itl' : src.key;
+    let set = sets.get(name);
+    if (!set) {
+      set =
+        src.kind === 'itl'
+          ? itlEvents(sample, blocks)
+          : requestEvents(sample.request[src.key], blocks);
+      sets.set(name, set);
+    }
+    return set;
+  };
+  const percentiles = metrics
+    .filter((m) => m.source.kind !== 'run')
+    .map((m) => ({ m, set: setOf(m) as EventSet, q: (m.source as { q: number }).q, widen: 1 }));
+  const windows = percentiles.map((p) => buildWindow(p.set, blocks.k, p.q, p.widen));
+  const setList = [...sets.values()];
+  const setIndex = percentiles.map((p) => setList.indexOf(p.set));
+  const runMetrics = metrics.filter((m) => m.source.kind === 'run');
+  for (;;) {
+    const rng = createRng(seed);
+    const w = new Uint32Array(blocks.k);
+    const totals = new Float64Array(setList.length);
+    const runReplicates = runMetrics.map(() => new Float64Array(B));
+    const pctReplicates = percentiles.map(() => new Float64Array(B));
+    let escaped = -1;
+    for (let b = 0; b < B && escaped < 0; b++) {
+      w.fill(0);
+      for (let i = 0; i < blocks.k; i++) w[rng.int(blocks.k)]++;
+      const s = { output: 0, busy: 0, completed: 0, failed: 0, counted: 0 };
+      for (let j = 0; j < blocks.k; j++) {
+        const x = w[j];
+        if (x === 0) continue;
+        s.output += x * blocks.output[j];
+        s.busy += x * blocks.busy[j];
+        s.completed += x * blocks.completed[j];
+        s.failed += x * blocks.failed[j];
+        s.counted += x * blocks.counted[j];
+      }
+      for (const [i, m] of runMetrics.entries()) {
+        runReplicates[i][b] = runStat(
+          (m.source as { stat: string }).stat,
+          s,
+          closed,
+          concurrency,
+          durationS,
+        );
+      }
+      for (let t = 0; t < setList.length; t++) {
+        const bw = setList[t].blockWeight;
+        let total = 0;
+        for (let j = 0; j < blocks.k; j++) total += w[j] * bw[j];
+        totals[t] = total;
+      }
+      for (let p = 0; p < percentiles.length; p++) {
+        const win = windows[p];
+        if (!win) {
+          pctReplicates[p][b] = Number.NaN;
+          continue;
+        }
+        try {
+          pctReplicates[p][b] = resampledPercentile(win, w, totals[setIndex[p]]);
+        } catch (err) {
+          if (!(err instanceof WindowEscape)) throw err;
+          escaped = p;
+          break;
+        }
+      }
+    }
+    if (escaped >= 0) {
+      // A resample walked off a window: widen it and start over with the same seed, so the
+      // replicates do not depend on how wide the windows were.
+      const p = percentiles[escaped];
+      p.widen *= 4;
+      windows[escaped] = buildWindow(p.set, blocks.k, p.q, p.widen);
+      continue;
+    }
+    const info = { blockLength: blocks.length, blocks: blocks.k };
+    for (const [i, m] of runMetrics.entries()) {
+      const value = runStat(
+        (m.source as { stat: string }).stat,
+        {
+          output: sum(blocks.output),
+          busy: sample.busyMs,
+          completed: sample.completed,
+          failed: sample.failed,
+          counted: sample.counted,
+        },
+        closed,
+        concurrency,
+        durationS,
+      );
+      out.set(
+        m.id,
+        Number.isFinite(value)
+          ? { value, n: sample.counted, replicates: runReplicates[i], ...info }
+          : undefined,
+      );
+    }
+    for (const [p, { m, set }] of percentiles.entries()) {
+      const win = windows[p];
+      out.set(
+        m.id,
+        win ? { value: win.value, n: set.total, replicates: pctReplicates[p], ...info } : undefined,
+      );
+    }
+    return out;
+  }
+}
+
+function sum(a: Float64Array): number {
+  let s = 0;
+  for (let i = 0; i < a.length; i++) s += a[i];
+  return s;
+}
+
+/**
+ * Run-level statistics of a (resampled) set of requests; on the original requests each equals
+ * the summary's number.
+ * - Closed loop: the concurrency is the load, held fixed; throughput is Little's law,
+ *   L * sum(x) / sum(busy), L = busy / duration the measured concurrency: what the requests
+ *   delivered per second of request time, times the requests in flight. It equals
+ *   sum(x) / duration on the original requests, and varies with the requests' latencies.
+ * - Open loop: the arrival rate is the load and the window is fixed; throughput is
+ *   sum(x) / duration, which varies with the output lengths and failures of the requests.
+ */
+function runStat(
+  stat: string,
+  s: { output: number; busy: number; completed: number; failed: number; counted: number },
+  closed: boolean,
+  concurrency: number,
+  durationS: number,
+): number {
+  const perS = (x: number) =>
+    closed
+      ? s.busy > 0 && concurrency > 0
+        ? (concurrency * x * 1000) / s.busy
+        : Number.NaN
+      : durationS > 0
+        ? x / durationS
+        : Number.NaN;
+  switch (stat) {
+    case 'outputThroughput':
+      return perS(s.output);
+    case 'requestThroughput':
+      return perS(s.completed);
+    case 'failureRate':
+      return s.counted > 0 ? s.failed / s.counted : Number.NaN;
+    default:
+      return Number.NaN;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Deltas, intervals and verdicts.
+// ---------------------------------------------------------------------------------------------
+
+export interface ConfidenceInterval {
+  /** Confidence level, e.g. 0.95. */
+  level: number;
+  /** Bounds of B - A, in the metric's unit. */
+  low: number;
+  high: number;
+  /** Bounds of B / A - 1. */
+  relativeLow: number;
+  relativeHigh: number;
+}
+
+export interface MetricComparison {
+  id: string;
+  label: string;
+  unit: MetricUnit;
+  better: Better;
+  baseline: number | null;
+  candidate: number | null;
+  /** candidate - baseline. */
+  delta: number | null;
+  /** candidate / baseline - 1. */
+  relative: number | null;
+  ci: ConfidenceInterval | null;
+  verdict: Verdict;
+  /** Why the verdict, in a sentence. */
+  why: string;
+  samples: { baseline: number; candidate: number };
+  /** Too few samples for this percentile (p99 or p1 below 100, p50 below 10, runs below 20). */
+  lowConfidence?: true;
+}
+
+/** The verdict rule: a change in the good direction, the interval excluding 0, big enough. */
+export function verdictOf(
+  m: Pick<MetricDefinition, 'better' | 'practical'>,
+  delta: number,
+  relative: number,
+  ci: Pick<ConfidenceInterval, 'low' | 'high'>,
+  minEffectText: string,
+): { verdict: Verdict; why: string } {
+  const up = ci.low > 0;
+  const down = ci.high < 0;
+  const pct = (x: number) => `${(x * 100).toFixed(1)} %`;
+  if (!up && !down) {
+    return { verdict: 'no_change', why: 'the confidence interval includes 0' };
+  }
+  if (Math.sign(delta) !== (up ? 1 : -1)) {
+    return { verdict: 'no_change', why: 'the change and its interval disagree in direction' };
+  }
+  const practical =
+    'relative' in m.practical
+      ? Math.abs(relative) >= m.practical.relative
+      : Math.abs(delta) >= m.practical.absolute;
+  if (!practical) {
+    return {
+      verdict: 'no_change',
+      why:
+        'relative' in m.practical
+          ? `significant but small: ${pct(Math.abs(relative))}, under ${minEffectText}`
+          : `significant but small: ${(Math.abs(delta) * 100).toFixed(2)} percentage points, under ${(m.practical.absolute * 100).toFixed(1)}`,
+    };
+  }
+  const improved = m.better === 'lower' ? down : up;
+  return {
+    verdict: improved ? 'better' : 'worse',
+    why: `the confidence interval excludes 0 and the change is ${'relative' in m.practical ? pct(Math.abs(relative)) : `${(Math.abs(delta) * 100).toFixed(2)} percentage points`} (${m.better} is better)`,
+  };
+}
+
+const MIN_SAMPLES_FOR = (q: number) => (q <= 1 || q >= 99 ? 100 : q <= 5 || q >= 95 ? 20 : 10);
+
+/**
+ * Every metric of B against A: deltas, intervals and verdicts. `modes` are the runs' load modes
+ * (closed by default), which decide how run-level throughput is resampled (see runStat).
+ */
+export function compareSamples(
+  a: RunSample,
+  b: RunSample,
+  options: Partial<BootstrapOptions> = {},
+  modes: { baseline: LoadSpec['mode']; candidate: LoadSpec['mode'] } = {
+    baseline: 'closed',
+    candidate: 'closed',
+  },
+): MetricComparison[] {
+  const o = { ...DEFAULT_BOOTSTRAP, ...options };
+  const metrics = compareMetrics(o.minEffect);
+  const ra = bootstrapRun(a, modes.baseline, metrics, o, 'baseline');
+  const rb = bootstrapRun(b, modes.candidate, metrics, o, 'candidate');
+  const minEffectText = `${(o.minEffect * 100).toFixed(o.minEffect * 100 < 1 ? 1 : 0)} %`;
+  return metrics.map((m) => compareMetric(m, ra.get(m.id), rb.get(m.id), o, minEffectText));
+}
+
+function compareMetric(
+  m: MetricDefinition,
+  a: MetricBootstrap | undefined,
+  b: MetricBootstrap | undefined,
+  o: BootstrapOptions,
+  minEffectText: string,
+): MetricComparison {
+  const base = {
+    id: m.id,
+    label: m.label,
+    unit: m.unit,
+    better: m.better,
+    baseline: a ? a.value : null,
+    candidate: b ? b.value : null,
+    samples: { baseline: a?.n ?? 0, candidate: b?.n ?? 0 },
+  };
+  if (!a || !b) {
+    return {
+      ...base,
+      delta: null,
+      relative: null,
+      ci: null,
+      verdict: 'n/a',
+      why: `${!a && !b ? 'neither run has' : !a ? 'the baseline has no' : 'the candidate has no'} ${m.label}`,
+    };
+  }
+  const delta = b.value - a.value;
+  const relative =
+    a.value !== 0 ? b.value / a.value - 1 : delta === 0 ? 0 : Math.sign(delta) * Infinity;
+  const deltas: number[] = [];
+  const ratios: number[] = [];
+  for (let i = 0; i < a.replicates.length; i++) {
+    const x = a.replicates[i];
+    const y = b.replicates[i];
+    if (Number.isNaN(x) || Number.isNaN(y)) continue;
+    deltas.push(y - x);
+    ratios.push(x !== 0 ? y / x - 1 : y === x ? 0 : Math.sign(y - x) * Infinity);
+  }
+  const lowConfidence = lowConfidenceOf(m, a.n, b.n);
+  if (deltas.length < Math.min(20, a.replicates.length)) {
+    return {
+      ...base,
+      delta,
+      relative,
+      ci: null,
+      verdict: 'n/a',
+      why: 'too few usable resamples for an interval',
+      ...(lowConfidence ? { lowConfidence } : {}),
+    };
+  }
+  const sortedDeltas = Float64Array.from(deltas).sort();
+  const sortedRatios = Float64Array.from(ratios).sort();
+  const tail = ((1 - o.confidence) / 2) * 100;
+  const ci: ConfidenceInterval = {
+    level: o.confidence,
+    low: percentileOfSorted(sortedDeltas, tail),
+    high: percentileOfSorted(sortedDeltas, 100 - tail),
+    relativeLow: percentileOfSorted(sortedRatios, tail),
+    relativeHigh: percentileOfSorted(sortedRatios, 100 - tail),
+  };
+  const { verdict, why } = verdictOf(m, delta, relative, ci, minEffectText);
+  return {
+    ...base,
+    delta,
+    relative,
+    ci,
+    verdict,
+    why,
+    ...(lowConfidence ? { lowConfidence } : {}),
+  };
+}
+
+function lowConfidenceOf(m: MetricDefinition, na: number, nb: number): true | undefined {
+  const need = m.source.kind === 'run' ? 20 : MIN_SAMPLES_FOR(m.source.q);
+  return Math.min(na, nb) < need ? true : undefined;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Comparability: the same load and the same workload.
+// ---------------------------------------------------------------------------------------------
+
+/** What is known about how a run's requests were shaped (manifest.json, when there is one). */
+export interface WorkloadFacts {
+  endpoint?: string;
+  backend?: string;
+  /** The scenario's lengths without its name, e.g. `256 in / 128 out tokens`. */
+  lengths?: string;
+  dataset?: string;
+  trace?: string;
+  model?: string;
+  tokenizer?: string;
+  ignoreEos?: boolean;
+  temperature?: number;
+  /** The server, in words (the simulator's description, or its URL). */
+  server?: string;
+}
+
+/** One measured run (a run directory, a scenario of one, or a sweep point) ready to compare. */
+export interface RunUnit {
+  /** Where it came from, e.g. `runs/h100` or `sweeps/a/chat/c16`. */
+  label: string;
+  scenario: string;
+  load: LoadSpec;
+  workload: WorkloadFacts;
+  sample: RunSample;
+}
+
+export function measuredConcurrency(sample: RunSample): number {
+  return sample.durationMs > 0 ? sample.busyMs / sample.durationMs : 0;
+}
+
+/** A short key for a load: `c16`, `r2.5`. */
+export function loadKey(load: LoadSpec): string {
+  return load.mode === 'closed' ? `c${load.concurrency}` : `r${Number(load.rate.toPrecision(6))}`;
+}
+
+const fmtNum = (x: number, digits = 2) =>
+  x.toLocaleString('en-US', { maximumFractionDigits: digits });
+
+/** The load as configured, without the measured part: `16 concurrent requests`. */
+export function describeConfiguredLoad(load: LoadSpec): string {
+  if (load.mode === 'closed') {
+    return `${fmtNum(load.concurrency)} concurrent request${load.concurrency === 1 ? '' : 's'}`;
+  }
+  const cap =
+    load.maxConcurrency !== undefined ? `, at most ${fmtNum(load.maxConcurrency)} in flight` : '';
+  if (load.arrival === 'trace') {
+    const t = load.trace as { speed?: number; source?: string } | undefined;
+    return `trace replay at ${fmtNum(t?.speed ?? 1)}x${cap}`;
+  }
+  const kind =
+    load.arrival === 'gamma'
+      ? `gamma arrivals (burstiness ${fmtNum(load.burstiness ?? 1)})`
+      : `${load.arrival} arrivals`;
+  const ramp = load.rampUp
+    ? `ramping ${fmtNum(load.rampUp.fromRate)} -> ${fmtNum(load.rate)} requests/s over ${fmtNum(load.rampUp.seconds)} s`
+    : `${fmtNum(load.rate)} requests/s`;
+  return `${ramp} ${kind}${cap}`;
+}
+
+/** `both at 16 concurrent requests (measured 15.4 / 15.6)`, or each load when they differ. */
+export function describeLoads(a: RunUnit, b: RunUnit): string {
+  const la = describeConfiguredLoad(a.load);
+  const lb = describeConfiguredLoad(b.load);
+  const one = (x: number) =>
+    x.toLocaleString('en-US', { minimumFractionDigits: 1, maximumFractionDigits: 1 });
+  const ma = one(measuredConcurrency(a.sample));
+  const mb = one(measuredConcurrency(b.sample));
+  const measured = a.load.mode === 'closed' ? 'measured' : 'measured concurrency';
+  if (la === lb) return `both at ${la} (${measured} ${ma} / ${mb})`;
+  return `A at ${la} (measured concurrency ${ma}), B at ${lb} (measured concurrency ${mb})`;
+}
+
+export interface Comparability {
+  /** Why the runs are not comparable; empty when they are. */
+  differences: string[];
+  /** Differences that do not prevent a comparison but belong next to it. */
+  notes: string[];
+}
+
+const sameNumber = (x: number | undefined, y: number | undefined) =>
+  x === y ||
+  (x !== undefined && y !== undefined && Math.abs(x - y) <= 1e-9 * Math.max(1, Math.abs(x)));
+
+function loadDifferences(a: LoadSpec, b: LoadSpec): string[] {
+  const out: string[] = [];
+  if (a.mode !== b.mode) {
+    out.push(
+      `different load: A runs a ${a.mode} loop (${describeConfiguredLoad(a)}), B a ${b.mode} loop (${describeConfiguredLoad(b)})`,
+    );
+    return out;
+  }
+  if (a.mode === 'closed' && b.mode === 'closed') {
+    if (a.concurrency !== b.concurrency) {
+      out.push(`different load: A at ${a.concurrency} concurrent requests, B at ${b.concurrency}`);
+    }
+    return out;
+  }
+  if (a.mode !== 'open' || b.mode !== 'open') return out;
+  if (a.arrival !== b.arrival) out.push(`different arrivals: A ${a.arrival}, B ${b.arrival}`);
+  if (!sameNumber(a.rate, b.rate)) {
+    out.push(`different load: A at ${fmtNum(a.rate)} requests/s, B at ${fmtNum(b.rate)}`);
+  }
+  if (!sameNumber(a.burstiness, b.burstiness) && (a.arrival === 'gamma' || b.arrival === 'gamma')) {
+    out.push(`different burstiness: A ${a.burstiness ?? 1}, B ${b.burstiness ?? 1}`);
+  }
+  if (!sameNumber(a.maxConcurrency, b.maxConcurrency)) {
+    out.push(
+      `different cap on requests in flight: A ${a.maxConcurrency ?? 'none'}, B ${b.maxConcurrency ?? 'none'}`,
+    );
+  }
+  const ramp = (l: typeof a) =>
+    l.rampUp ? `${l.rampUp.fromRate}->${l.rate} over ${l.rampUp.seconds} s` : 'none';
+  if (ramp(a) !== ramp(b)) out.push(`different ramp-up: A ${ramp(a)}, B ${ramp(b)}`);
+  const trace = (l: typeof a) => {
+    const t = l.trace as { source?: string; speed?: number } | undefined;
+    return t ? `${baseName(t.source ?? '?')} at ${t.speed ?? 1}x` : 'none';
+  };
+  if (trace(a) !== trace(b)) out.push(`different trace: A ${trace(a)}, B ${trace(b)}`);
+  return out;
+}
+
+function baseName(path: string): string {
+  return path.split(/[\\/]/).pop() ?? path;
+}
+
+/**
+ * Whether requested token counts differ beyond chance: means further apart than 1 % and than
+ * four standard errors of their difference (the same random distribution drawn with two seeds
+ * passes; fixed lengths must match).
+ */
+function lengthsDiffer(a: Moments, b: Moments): boolean {
+  if (a.n === 0 || b.n === 0) return false;
+  const diff = Math.abs(a.mean - b.mean);
+  const se = Math.sqrt(a.variance / a.n + b.variance / b.n);
+  return diff > Math.max(0.01 * Math.max(Math.abs(a.mean), Math.abs(b.mean)), 4 * se, 1e-9);
+}
+
+const describeMoments = (m: Moments) =>
+  m.min === m.max
+    ? fmtNum(m.mean, 1)
+    : `mean ${fmtNum(m.mean, 1)} (${fmtNum(m.min, 0)}-${fmtNum(m.max, 0)})`;
+
+/** Refuses different loads and workloads; notes other differences (model, server, tokenizer). */
+export function checkComparable(a: RunUnit, b: RunUnit): Comparability {
+  const differences = loadDifferences(a.load, b.load);
+  const wa = a.workload;
+  const wb = b.workload;
+  if (wa.endpoint && wb.endpoint && wa.endpoint !== wb.endpoint) {
+    differences.push(`different endpoint: A ${wa.endpoint}, B ${wb.endpoint}`);
+  }
+  if (wa.lengths && wb.lengths && wa.lengths !== wb.lengths) {
+    differences.push(`different workload: A asks ${wa.lengths}, B ${wb.lengths}`);
+  }
+  if ((wa.dataset ?? '') !== (wb.dataset ?? '') && (wa.dataset || wb.dataset)) {
+    differences.push(`different dataset: A ${wa.dataset ?? 'none'}, B ${wb.dataset ?? 'none'}`);
+  }
+  if ((wa.trace ?? '') !== (wb.trace ?? '') && (wa.trace || wb.trace)) {
+    differences.push(`different trace: A ${wa.trace ?? 'none'}, B ${wb.trace ?? 'none'}`);
+  }
+  const sa = a.sample;
+  const sb = b.sample;
+  for (const [what, ma, mb] of [
+    ['input', sa.requestedInput, sb.requestedInput],
+    ['output', sa.requestedOutput, sb.requestedOutput],
+  ] as const) {
+    if (lengthsDiffer(ma, mb)) {
+      differences.push(
+        `different workload: requested ${what} tokens per request A ${describeMoments(ma)}, B ${describeMoments(mb)}`,
+      );
+    }
+  }
+  const notes: string[] = [];
+  const note = (what: string, x: unknown, y: unknown) => {
+    if (x !== undefined && y !== undefined && x !== y)
+      notes.push(`${what}: A ${String(x)}, B ${String(y)}`);
+  };
+  note('model', wa.model, wb.model);
+  note('server', wa.server, wb.server);
+  note('backend', wa.backend, wb.backend);
+  note('tokenizer', wa.tokenizer, wb.tokenizer);
+  note('ignore_eos', wa.ignoreEos, wb.ignoreEos);
+  note('temperature', wa.temperature, wb.temperature);
+  if (a.scenario !== b.scenario) notes.push(`scenario: A ${a.scenario}, B ${b.scenario}`);
+  const la = measuredConcurrency(sa);
+  const lb = measuredConcurrency(sb);
+  if (la > 0 && lb > 0 && Math.abs(la / lb - 1) > 0.02) {
+    notes.push(
+      `measured concurrency differs (A ${la.toFixed(1)}, B ${lb.toFixed(1)}): throughput follows it (a short closed-loop run spends more of its time filling and draining)`,
+    );
+  }
+  for (const [name, s] of [
+    ['A', sa],
+    ['B', sb],
+  ] as const) {
+    if (s.counted === 0) notes.push(`${name} has no counted request`);
+    else if (s.completed < 100) {
+      notes.push(
+        `${name} has only ${s.completed} completed requests: p99 needs 100 to be resolved`,
+      );
+    }
+  }
+  return { differences, notes };
+}
+
+export interface PairComparison {
+  scenario: string;
+  /** `c16`, `r2.5`. */
+  level: string;
+  baseline: string;
+  candidate: string;
+  /** `both at 16 concurrent requests (measured 15.4 / 15.6)`. */
+  load: string;
+  /** The baseline's workload, in words. */
+  workload?: string;
+  differences: string[];
+  notes: string[];
+  /** Compared although different (`force`): the differences stand as warnings. */
+  forced: boolean;
+  /** Not compared: the differences say why. */
+  refused: boolean;
+  /** How each run was resampled: blocks of `length` requests consecutive in send time. */
+  blocks: {
+    baseline: { length: number; count: number };
+    candidate: { length: number; count: number };
+  };
+  metrics: MetricComparison[];
+  counts: Record<Verdict, number>;
+}
+
+/** Compares one pair of runs, or refuses (with the reasons) when they differ and `force` is off. */
+export function compareUnits(
+  a: RunUnit,
+  b: RunUnit,
+  options: Partial<BootstrapOptions> & { force?: boolean } = {},
+): PairComparison {
+  const { differences, notes } = checkComparable(a, b);
+  const refused = differences.length > 0 && !options.force;
+  const metrics = refused
+    ? []
+    : compareSamples(a.sample, b.sample, options, {
+        baseline: a.load.mode,
+        candidate: b.load.mode,
+      });
+  const counts: Record<Verdict, number> = { better: 0, worse: 0, no_change: 0, 'n/a': 0 };
+  for (const m of metrics) counts[m.verdict]++;
+  return {
+    scenario: a.scenario,
+    level: loadKey(a.load),
+    baseline: a.label,
+    candidate: b.label,
+    load: describeLoads(a, b),
+    ...(a.workload.lengths ? { workload: a.workload.lengths } : {}),
+    differences,
+    notes,
+    forced: differences.length > 0 && !refused,
+    refused,
+    blocks: { baseline: blocksOf(a.sample), candidate: blocksOf(b.sample) },
+    metrics,
+    counts,
+  };
+}
+
+function blocksOf(sample: RunSample): { length: number; count: number } {
+  const length = blockLength(sample.counted, measuredConcurrency(sample));
+  return { length, count: Math.ceil(sample.counted / length) };
+}
+
+export interface Pairing {
+  pairs: [RunUnit, RunUnit][];
+  /** Units only one side has, by `scenario level`. */
+  onlyBaseline: string[];
+  onlyCandidate: string[];
+}
+
+/**
+ * Matches the units of two targets: a single run with a single run; otherwise by scenario and
+ * load level (sweep points, scenario folders), then any scenario left with one unit on each
+ * side (its loads differ, which the comparison then says).
+ */
+export function pairUnits(a: readonly RunUnit[], b: readonly RunUnit[]): Pairing {
+  if (a.length === 1 && b.length === 1)
+    return { pairs: [[a[0], b[0]]], onlyBaseline: [], onlyCandidate: [] };
+  const key = (u: RunUnit) => `${u.scenario} ${loadKey(u.load)}`;
+  const pairs: [RunUnit, RunUnit][] = [];
+  const restA = [...a];
+  const restB = [...b];
+  for (let i = 0; i < restA.length; ) {
+    const j = restB.findIndex((u) => key(u) === key(restA[i]));
+    if (j >= 0) {
+      pairs.push([restA[i], restB[j]]);
+      restA.splice(i, 1);
+      restB.splice(j, 1);
+    } else i++;
+  }
+  // A scenario measured at one load on each side (scenario folders of two runs) is compared
+  // even when the loads differ, so that the comparison can say so; sweep levels are not.
+  for (const scenario of new Set(restA.map((u) => u.scenario))) {
+    const ia = restA.filter((u) => u.scenario === scenario);
+    const ib = restB.filter((u) => u.scenario === scenario);
+    const single = (units: readonly RunUnit[]) =>
+      units.filter((u) => u.scenario === scenario).length === 1;
+    if (ia.length === 1 && ib.length === 1 && single(a) && single(b)) {
+      pairs.push([ia[0], ib[0]]);
+      restA.splice(restA.indexOf(ia[0]), 1);
+      restB.splice(restB.indexOf(ib[0]), 1);
+    }
+  }
+  return { pairs, onlyBaseline: restA.map(key), onlyCandidate: restB.map(key) };
+}

@@ -1,0 +1,403 @@
+import type { Distribution } from '../metrics/distribution.js';
+import type { LatencySummary, RunSummary } from '../metrics/summary.js';
+
+/**
+ * CI thresholds: `--threshold 'ttft.p99<500' --threshold 'outputThroughput>1000'`. Each is a
+ * metric of a run summary, a comparison and a limit; a run (every point of a sweep, the candidate
+ * of a comparison) passes when every threshold holds. A failed threshold makes the command exit
+ * with THRESHOLD_EXIT_CODE, distinct from 0 (ok), 1 (could not run), 2 (invalid options) and
+ * 130 (interrupted).
+ */
+export const THRESHOLD_EXIT_CODE = 3;
+
+export type ThresholdOperator = '<' | '<=' | '>' | '>=';
+export type ThresholdUnit = 'ms' | 'tok/s' | 'req/s' | 'fraction';
+export type ThresholdStat = 'p50' | 'p90' | 'p95' | 'p99' | 'p99_9' | 'mean' | 'min' | 'max';
+
+export interface Threshold {
+  /** As written, e.g. `ttft.p99<500`. */
+  text: string;
+  /** Canonical metric name, e.g. `ttft`, `outputThroughput`, `failureRate`. */
+  metric: string;
+  /** Distribution metrics only. */
+  stat?: ThresholdStat;
+  op: ThresholdOperator;
+  /** In the metric's unit: ms, tokens/s, requests/s, or a fraction (1 % is 0.01). */
+  limit: number;
+  unit: ThresholdUnit;
+}
+
+export interface ThresholdResult {
+  threshold: Threshold;
+  /** The measured value in the threshold's unit; null when the run does not have it. */
+  value: number | null;
+  ok: boolean;
+  /** Headroom in the metric's unit: positive when met, negative by how much it is missed. */
+  margin: number | null;
+  /** `ttft.p99 = 612.3 ms, over 500 by 112.3 ms (22 %)`. */
+  message: string;
+}
+
+export interface ThresholdEvaluation {
+  results: ThresholdResult[];
+  ok: boolean;
+}
+
+export class ThresholdError extends Error {
+  constructor(readonly problems: string[]) {
+    super(problems.join('; '));
+    this.name = 'ThresholdError';
+  }
+}
+
+type DistributionKey = keyof LatencySummary;
+
+/** Distribution metrics by threshold name: the summary's latency entry and its unit. */
+const DISTRIBUTIONS: Record<string, { key: DistributionKey; unit: 'ms' | 'tok/s' }> = {
+  ttft: { key: 'ttftMs', unit: 'ms' },
+  ttfc: { key: 'ttfcMs', unit: 'ms' },
+  ttfb: { key: 'ttfbMs', unit: 'ms' },
+  tpot: { key: 'tpotMs', unit: 'ms' },
+  itl: { key: 'itlMs', unit: 'ms' },
+  chunkGap: { key: 'chunkGapMs', unit: 'ms' },
+  e2e: { key: 'e2eMs', unit: 'ms' },
+  queueDelay: { key: 'queueDelayMs', unit: 'ms' },
+  userTtft: { key: 'userTtftMs', unit: 'ms' },
+  userE2e: { key: 'userE2eMs', unit: 'ms' },
+  maxStall: { key: 'maxStallMs', unit: 'ms' },
+  outputSpeed: { key: 'outputSpeedTokS', unit: 'tok/s' },
+  prefillSpeed: { key: 'prefillSpeedTokS', unit: 'tok/s' },
+};
+
+/** Run-level metrics by threshold name: how to read them from a summary. */
+const SCALARS: Record<
+  string,
+  { unit: ThresholdUnit; read: (s: RunSummary) => number | undefined; missing?: string }
+> = {
+  outputThroughput: { unit: 'tok/s', read: (s) => s.throughput.outputTokensPerS },
+  inputThroughput: { unit: 'tok/s', read: (s) => s.throughput.inputTokensPerS },
+  totalThroughput: { unit: 'tok/s', read: (s) => s.throughput.totalTokensPerS },
+  decodeThroughput: { unit: 'tok/s', read: (s) => s.throughput.decodeTokensPerS },
+  requestThroughput: { unit: 'req/s', read: (s) => s.throughput.requestsPerS },
+  goodput: {
+    unit: 'req/s',
+    read: (s) => s.goodput?.requestsPerS,
+    missing: 'not measured: the run had no --slo',
+  },
+  failureRate: {
+    unit: 'fraction',
+    read: (s) => {
+      const counted = s.requests.completed + s.requests.failed;
+      return counted > 0 ? s.requests.failed / counted : undefined;
+    },
+    missing: 'not measured: no request was counted',
+  },
+  sloAttainment: {
+    unit: 'fraction',
+    read: (s) => s.goodput?.sloAttainment,
+    missing: 'not measured: the run had no --slo',
+  },
+};
+
+/** Other spellings people write, normalised (lower case, no `_` or `-`) to the canonical name. */
+const ALIASES: Record<string, string> = {
+  errorrate: 'failureRate',
+  failurerate: 'failureRate',
+  failrate: 'failureRate',
+  outputtokenspers: 'outputThroughput',
+  outputtokpers: 'outputThroughput',
+  requestspers: 'requestThroughput',
+  reqpers: 'requestThroughput',
+  requestrate: 'requestThroughput',
+  goodputrequestspers: 'goodput',
+  slo: 'sloAttainment',
+};
+
+const STATS: Record<string, ThresholdStat> = {
+  p50: 'p50',
+  median: 'p50',
+  p90: 'p90',
+  p95: 'p95',
+  p99: 'p99',
+  'p99.9': 'p99_9',
+  p99_9: 'p99_9',
+  p999: 'p99_9',
+  mean: 'mean',
+  avg: 'mean',
+  min: 'min',
+  max: 'max',
+};
+
+const normalise = (name: string) => name.toLowerCase().replace(/[_-]/g, '');
+
+function canonicalMetric(name: string): string | undefined {
+  const n = normalise(name);
+  for (const known of [...Object.keys(DISTRIBUTIONS), ...Object.keys(SCALARS)]) {
+    if (normalise(known) === n) return known;
+  }
+  return ALIASES[n];
+}
+
+const ALL_METRICS = () => [...Object.keys(DISTRIBUTIONS), ...Object.keys(SCALARS)];
+
+const SYNTAX =
+  "write METRIC[.STAT] OP LIMIT, e.g. 'ttft.p99<500' (ms), 'outputThroughput>1000' (tok/s), 'failureRate<1%'";
+
+/** Parses one threshold; throws a ThresholdError that names the problem and the syntax. */
+export function parseThreshold(text: string): Threshold {
+  const trimmed = text.trim();
+  const m =
+    /^([A-Za-z][\w-]*)(?:\.([A-Za-z0-9_.]+?))?\s*(<=|>=|<|>)\s*([-+]?[0-9]*\.?[0-9]+(?:e[-+]?\d+)?)\s*([A-Za-z%/]*)$/i.exec(
+      trimmed,
+    );
+  if (!m) throw new ThresholdError([`cannot read "${trimmed}": ${SYNTAX}`]);
+  const [, rawMetric, rawStat, op, rawLimit, rawUnit] = m;
+  const metric = canonicalMetric(rawMetric);
+  if (!metric) {
+    const suggestion = suggest(rawMetric, ALL_METRICS());
+    throw new ThresholdError([
+      `"${trimmed}": unknown metric "${rawMetric}"${suggestion ? ` (did you mean ${suggestion}?)` : ''}; known: ${ALL_METRICS().join(', ')}`,
+    ]);
+  }
+  let limit = Number(rawLimit);
+  const unitText = rawUnit.toLowerCase();
+  const distribution = DISTRIBUTIONS[metric];
+  if (distribution) {
+    if (rawStat === undefined) {
+      throw new ThresholdError([
+        `"${trimmed}": ${metric} is a distribution: name a statistic, e.g. ${metric}.p99${op}${rawLimit} (p50, p90, p95, p99, p99.9, mean, min, max)`,
+      ]);
+    }
+    const stat = STATS[rawStat.toLowerCase()];
+    if (!stat) {
+      throw new ThresholdError([
+        `"${trimmed}": unknown statistic "${rawStat}"; use p50, p90, p95, p99, p99.9, mean, min or max`,
+      ]);
+    }
+    if (distribution.unit === 'ms') {
+      if (unitText === 's') limit *= 1000;
+      else if (unitText !== '' && unitText !== 'ms') {
+        throw new ThresholdError([
+          `"${trimmed}": ${metric} is in ms (or write s), not "${rawUnit}"`,
+        ]);
+      }
+    } else if (unitText !== '' && unitText !== 'tok/s') {
+      throw new ThresholdError([`"${trimmed}": ${metric} is in tokens/s, not "${rawUnit}"`]);
+    }
+    return {
+      text: trimmed,
+      metric,
+      stat,
+      op: op as ThresholdOperator,
+      limit,
+      unit: distribution.unit,
+    };
+  }
+  if (rawStat !== undefined) {
+    throw new ThresholdError([
+      `"${trimmed}": ${metric} is a single number per run: write ${metric}${op}${rawLimit}${rawUnit}`,
+    ]);
+  }
+  const scalar = SCALARS[metric];
+  if (scalar.unit === 'fraction') {
+    if (unitText === '%') limit /= 100;
+    else if (unitText !== '') {
+      throw new ThresholdError([
+        `"${trimmed}": ${metric} is a fraction (0.01) or a percentage (1%)`,
+      ]);
+    } else if (limit > 1) {
+      throw new ThresholdError([
+        `"${trimmed}": ${metric} is a fraction between 0 and 1: write ${rawLimit}% or ${Number(rawLimit) / 100}`,
+      ]);
+    }
+  } else if (unitText !== '' && unitText !== scalar.unit) {
+    throw new ThresholdError([`"${trimmed}": ${metric} is in ${scalar.unit}, not "${rawUnit}"`]);
+  }
+  return { text: trimmed, metric, op: op as ThresholdOperator, limit, unit: scalar.unit };
+}
+
+/**
+ * Parses every rule (each may hold several, separated by commas); throws one ThresholdError
+ * listing every problem found.
+ */
+export function parseThresholds(rules: readonly string[]): Threshold[] {
+  const thresholds: Threshold[] = [];
+  const problems: string[] = [];
+  for (const rule of rules) {
+    for (const part of rule.split(',')) {
+      if (part.trim() === '') continue;
+      try {
+        thresholds.push(parseThreshold(part));
+      } catch (err) {
+        if (!(err instanceof ThresholdError)) throw err;
+        problems.push(...err.problems);
+      }
+    }
+  }
+  if (problems.length > 0) throw new ThresholdError(problems);
+  if (thresholds.length === 0) throw new ThresholdError([`no threshold given: ${SYNTAX}`]);
+  return thresholds;
+}
+
+/** The threshold's metric in a summary, in the threshold's unit (undefined: not measured). */
+export function thresholdValue(summary: RunSummary, t: Threshold): number | undefined {
+  const distribution = DISTRIBUTIONS[t.metric];
+  if (distribution) {
+    const d: Distribution | undefined = summary.latency[distribution.key];
+    if (!d || d.count === 0) return undefined;
+    const value = d[t.stat ?? 'p99'];
+    return Number.isFinite(value) ? value : undefined;
+  }
+  const value = SCALARS[t.metric]?.read(summary);
+  return value !== undefined && Number.isFinite(value) ? value : undefined;
+}
+
+/** The name as it reads in messages: `ttft.p99`, `outputThroughput`. */
+export function thresholdName(t: Threshold): string {
+  return t.stat ? `${t.metric}.${t.stat === 'p99_9' ? 'p99.9' : t.stat}` : t.metric;
+}
+
+export function evaluateThreshold(summary: RunSummary, t: Threshold): ThresholdResult {
+  const value = thresholdValue(summary, t);
+  const name = thresholdName(t);
+  if (value === undefined) {
+    const missing =
+      SCALARS[t.metric]?.missing ??
+      `not measured: no request had a ${t.metric}${t.metric === 'tpot' ? ' (one-token answers have none)' : ''}`;
+    return { threshold: t, value: null, ok: false, margin: null, message: `${name}: ${missing}` };
+  }
+  const upper = t.op === '<' || t.op === '<=';
+  const ok =
+    t.op === '<'
+      ? value < t.limit
+      : t.op === '<='
+        ? value <= t.limit
+        : t.op === '>'
+          ? value > t.limit
+          : value >= t.limit;
+  const margin = upper ? t.limit - value : value - t.limit;
+  const shown = `${name} = ${formatValue(value, t.unit)}`;
+  const limit = formatLimit(t.limit, t.unit);
+  const by = formatDelta(Math.abs(margin), t.unit);
+  const share = t.limit !== 0 ? ` (${formatShare(Math.abs(margin) / Math.abs(t.limit))})` : '';
+  let message: string;
+  if (ok) {
+    message = `${shown}, ${upper ? 'under' : 'over'} ${limit}${margin === 0 ? ' (at the limit)' : ` (${by} to spare)`}`;
+  } else if (margin === 0) {
+    message = `${shown}, at the limit, which ${t.op} excludes`;
+  } else {
+    message = `${shown}, ${upper ? 'over' : 'under'} ${limit} by ${by}${share}`;
+  }
+  return { threshold: t, value, ok, margin, message };
+}
+
+/** Every threshold against one run summary. */
+export function evaluateThresholds(
+  summary: RunSummary,
+  thresholds: readonly Threshold[],
+): ThresholdEvaluation {
+  const results = thresholds.map((t) => evaluateThreshold(summary, t));
+  return { results, ok: results.every((r) => r.ok) };
+}
+
+export interface PointThresholdEvaluation extends ThresholdEvaluation {
+  /** The point, e.g. `chat c16` or a run directory. */
+  name: string;
+}
+
+export interface SweepThresholdEvaluation {
+  points: PointThresholdEvaluation[];
+  ok: boolean;
+  /** One line per failed threshold, naming its point: `chat c64: ttft.p99 = ...`. */
+  failures: string[];
+}
+
+/**
+ * Every threshold against every point of a sweep (or every scenario of a run, or every
+ * candidate of a comparison): ok only when every point meets every threshold.
+ */
+export function evaluateThresholdsOnPoints(
+  points: readonly { name: string; summary: RunSummary }[],
+  thresholds: readonly Threshold[],
+): SweepThresholdEvaluation {
+  const evaluated = points.map((p) => ({
+    name: p.name,
+    ...evaluateThresholds(p.summary, thresholds),
+  }));
+  const failures = evaluated.flatMap((p) =>
+    p.results
+      .filter((r) => !r.ok)
+      .map((r) => (points.length > 1 ? `${p.name}: ${r.message}` : r.message)),
+  );
+  return { points: evaluated, ok: evaluated.every((p) => p.ok), failures };
+}
+
+function formatNumber(x: number, digits: number): string {
+  return x.toLocaleString('en-US', {
+    minimumFractionDigits: digits,
+    maximumFractionDigits: digits,
+  });
+}
+
+/** Enough digits to tell small numbers apart, one decimal from 10 on. */
+function digitsFor(x: number): number {
+  const a = Math.abs(x);
+  return a === 0 || a >= 10 ? 1 : a >= 1 ? 2 : 3;
+}
+
+function formatValue(value: number, unit: ThresholdUnit): string {
+  if (unit === 'fraction') return `${formatNumber(value * 100, digitsFor(value * 100))} %`;
+  return `${formatNumber(value, digitsFor(value))} ${unit}`;
+}
+
+function formatLimit(limit: number, unit: ThresholdUnit): string {
+  if (unit === 'fraction') return `${trimNumber(limit * 100)} %`;
+  return trimNumber(limit);
+}
+
+function formatDelta(delta: number, unit: ThresholdUnit): string {
+  if (unit === 'fraction') {
+    const points = delta * 100;
+    return `${formatNumber(points, digitsFor(points))} percentage points`;
+  }
+  return `${formatNumber(delta, digitsFor(delta))} ${unit}`;
+}
+
+function formatShare(share: number): string {
+  const pct = share * 100;
+  return `${pct >= 10 ? Math.round(pct).toLocaleString('en-US') : pct.toFixed(1)} %`;
+}
+
+function trimNumber(x: number): string {
+  return Number.isInteger(x) ? x.toLocaleString('en-US') : String(Number(x.toPrecision(6)));
+}
+
+function suggest(word: string, candidates: string[]): string | undefined {
+  const w = normalise(word);
+  let best: string | undefined;
+  let bestDistance = Number.POSITIVE_INFINITY;
+  for (const c of candidates) {
+    const d = editDistance(w, normalise(c));
+    if (d < bestDistance) {
+      bestDistance = d;
+      best = c;
+    }
+  }
+  return bestDistance <= Math.max(2, Math.floor(w.length / 3)) ? best : undefined;
+}
+
+function editDistance(a: string, b: string): number {
+  let previous = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const current = [i];
+    for (let j = 1; j <= b.length; j++) {
+      current[j] = Math.min(
+        previous[j] + 1,
+        current[j - 1] + 1,
+        previous[j - 1] + (a[i - 1] === b[j - 1] ? 0 : 1),
+      );
+    }
+    previous = current;
+  }
+  return previous[b.length];
+}
