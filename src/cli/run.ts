@@ -25,6 +25,8 @@ import {
   telemetryAsked,
 } from '../plan/runPlan.js';
 import type { RequestRecord } from '../record.js';
+import { renderHtmlReport } from '../report/html.js';
+import { loadReportInput } from '../report/load.js';
 import { renderScenarioTable } from '../report/scenarios.js';
 import { describeLoad, renderTerminalSummary } from '../report/terminal.js';
 import { EngineModel, type EngineModelOptions } from '../sim/engineModel.js';
@@ -46,6 +48,7 @@ import {
   engineFromFlags,
   isEngineFlag,
 } from './engineFlags.js';
+import { gate, thresholdOption } from './report.js';
 import { type SimulatorProcess, spawnSimulator } from './simProcess.js';
 
 export const EXIT = { ok: 0, failure: 1, invalidOptions: 2, interrupted: 130 } as const;
@@ -180,6 +183,8 @@ export function addRunOptions(command: Command): Command {
     )
     .option('--scrape-interval <s>', 'seconds between scrapes (default: 1)')
     .option('--json', 'print the summary JSON to stdout instead of the table')
+    .option('--no-html', 'do not write report.html next to the records')
+    .addOption(thresholdOption())
     .option(
       '--simulate',
       'virtual time: run the workload through the simulated engine without HTTP or waiting',
@@ -228,6 +233,10 @@ export type RunOptions = RunPlanInput & {
   json?: boolean;
   simulate?: boolean;
   timeScale?: string;
+  /** CI thresholds (--threshold, repeatable). */
+  threshold?: string[];
+  /** false with --no-html: no report.html next to the records. */
+  html?: boolean;
 } & Record<string, unknown>;
 
 /** A run's options, validated: the plan, the simulator's engine, or every problem found. */
@@ -246,7 +255,7 @@ export interface PreparedRun {
 }
 
 export function prepareRun(options: RunOptions): PreparedRun {
-  const { json, simulate, timeScale, ...rest } = options;
+  const { json, simulate, timeScale, threshold: _threshold, html: _html, ...rest } = options;
   const engineFlags = engineFlagArgs(rest);
   const input: RunPlanInput = Object.fromEntries(
     Object.entries(rest).filter(([key]) => !isEngineFlag(key)),
@@ -318,7 +327,10 @@ async function run(options: RunOptions): Promise<number> {
     return EXIT.invalidOptions;
   }
   for (const w of prepared.warnings) process.stderr.write(`infergauge run: warning: ${w}\n`);
-  if (prepared.simulate && prepared.engine) return simulateVirtual(plan, prepared.engine, json);
+  const html = options.html !== false;
+  if (prepared.simulate && prepared.engine) {
+    return simulateVirtual(plan, prepared.engine, json, options.threshold, html);
+  }
   const builtIn = plan.url === undefined;
 
   let sim: SimulatorProcess | undefined;
@@ -332,7 +344,14 @@ async function run(options: RunOptions): Promise<number> {
       // The simulator serves /metrics: scrape it like any vLLM server (by default too).
       if (plan.telemetry?.metrics) plan.telemetry.metricsUrl ??= `${sim.url}/metrics`;
     } else await probeDefaultMetrics(plan);
-    return await benchmark(plan, sim?.url ?? (plan.url as string), json, sim?.banner);
+    return await benchmark(
+      plan,
+      sim?.url ?? (plan.url as string),
+      json,
+      sim?.banner,
+      options.threshold,
+      html,
+    );
   } catch (err) {
     process.stderr.write(`infergauge run: ${(err as Error).message}\n`);
     return EXIT.failure;
@@ -345,7 +364,9 @@ async function benchmark(
   plan: RunPlan,
   url: string,
   json: boolean,
-  simulator?: string,
+  simulator: string | undefined,
+  thresholds: string[] | undefined,
+  html: boolean,
 ): Promise<number> {
   const apiKey = plan.apiKeyEnv ? process.env[plan.apiKeyEnv] : undefined;
   const backend = BACKENDS[plan.backend];
@@ -421,7 +442,13 @@ async function benchmark(
     if (code === EXIT.interrupted) break;
   }
   if (plan.scenarios.length > 1) writeScenarioTable(root, results, json);
-  return code;
+  if (html) await writeHtmlReport(root);
+  if (code !== EXIT.ok) return code;
+  return gate(
+    'run',
+    thresholds,
+    results.map((r) => ({ name: r.scenario.name, summary: r.summary })),
+  );
 }
 
 interface ScenarioResult {
@@ -577,6 +604,17 @@ async function runScenario(
   return { summary, code: interrupted ? EXIT.interrupted : EXIT.ok };
 }
 
+/** report.html next to the records; a failure to render never fails the run itself. */
+export async function writeHtmlReport(dir: string): Promise<void> {
+  try {
+    writeFileSync(join(dir, 'report.html'), renderHtmlReport(await loadReportInput(dir)));
+  } catch (err) {
+    process.stderr.write(
+      `infergauge: could not write ${join(dir, 'report.html')}: ${(err as Error).message}\n`,
+    );
+  }
+}
+
 /** Warnings about the plan itself, which the numbers depend on. */
 function addPlanWarnings(plan: RunPlan, summary: RunSummary): void {
   const prefill = prefillWarning(summary);
@@ -689,6 +727,8 @@ async function simulateVirtual(
   plan: RunPlan,
   options: EngineModelOptions,
   json: boolean,
+  thresholds: string[] | undefined,
+  html: boolean,
 ): Promise<number> {
   try {
     new EngineModel(options);
@@ -762,7 +802,12 @@ async function simulateVirtual(
     results.push({ scenario, summary, code: EXIT.ok });
   }
   if (plan.scenarios.length > 1) writeScenarioTable(root, results, json);
-  return EXIT.ok;
+  if (html) await writeHtmlReport(root);
+  return gate(
+    'run',
+    thresholds,
+    results.map((r) => ({ name: r.scenario.name, summary: r.summary })),
+  );
 }
 
 export function telemetrySources(telemetry: NonNullable<RunPlan['telemetry']>): TelemetrySource[] {

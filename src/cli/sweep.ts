@@ -21,12 +21,21 @@ import {
 import { prefillWarning, targetContextWarning } from '../analysis/traps.js';
 import type { LoadSpec } from '../load.js';
 import { planVllmMemory } from '../memory/footprint.js';
-import type { Warning } from '../metrics/summary.js';
+import type { RunSummary, Warning } from '../metrics/summary.js';
 import type { RunPlan } from '../plan/runPlan.js';
 import { resolveEngineConfig } from '../sim/engineModel.js';
 import type { Scenario } from '../workload/scenarios.js';
 import { createPointRunner, type PointRunner } from './points.js';
-import { addRunOptions, EXIT, prepareRun, type RunOptions, utcStamp, withPlanFile } from './run.js';
+import { gate } from './report.js';
+import {
+  addRunOptions,
+  EXIT,
+  prepareRun,
+  type RunOptions,
+  utcStamp,
+  withPlanFile,
+  writeHtmlReport,
+} from './run.js';
 
 const DEFAULT_LEVELS = [1, 4, 16, 64, 128];
 const SWEEP_KEYS = [
@@ -41,6 +50,8 @@ const SWEEP_KEYS = [
   'throughputItlP99',
   'memoryThroughputShare',
   'targetContext',
+  'threshold',
+  'html',
 ] as const;
 
 export function sweepCommand(): Command {
@@ -203,6 +214,8 @@ function parseSweep(o: Record<string, unknown>, problems: string[]): SweepSettin
 
 /** The scenario results of a sweep, as saved in sweep.json. */
 interface ScenarioSweep {
+  /** Every point's run summary, for --threshold (not saved in sweep.json). */
+  summaries?: { name: string; summary: RunSummary }[];
   scenario: string;
   points: SweepPoint[];
   knee?: ReturnType<typeof findKnee>;
@@ -283,7 +296,7 @@ async function sweep(
       schemaVersion: 1,
       target: runner.description,
       mode: settings.mode,
-      scenarios: results,
+      scenarios: results.map(({ summaries: _, ...r }) => r),
       interrupted: stop.signal.aborted,
     };
     writeFileSync(join(root, 'sweep.json'), `${JSON.stringify(saved, null, 2)}\n`);
@@ -292,7 +305,13 @@ async function sweep(
       process.stdout.write(
         `${renderSweep(runner.description, settings, results, process.stdout.isTTY === true)}\nResults: ${root}\n`,
       );
-    return stop.signal.aborted ? EXIT.interrupted : EXIT.ok;
+    if (raw.html !== false) await writeHtmlReport(root);
+    if (stop.signal.aborted) return EXIT.interrupted;
+    return gate(
+      'sweep',
+      raw.threshold as string[] | undefined,
+      results.flatMap((r) => r.summaries ?? []),
+    );
   } catch (err) {
     process.stderr.write(`infergauge sweep: ${(err as Error).message}\n`);
     return EXIT.failure;
@@ -347,6 +366,7 @@ async function sweepScenario(
           : Math.ceil(level),
     });
     const point = sweepPoint(scenario.name, level, repeat, summary, serverMetrics);
+    summaries.push({ name: `${scenario.name} at ${s.mode} ${level}`, summary });
     process.stderr.write(
       `  ${scenario.name} ${s.mode} ${level}${s.repeats > 1 ? ` #${repeat + 1}` : ''}: ${Math.round(point.outputTokensPerS)} tok/s at measured concurrency ${point.meanConcurrency.toFixed(1)}, p99 TTFT ${point.ttftP99Ms.toFixed(0)} ms\n`,
     );
@@ -354,6 +374,7 @@ async function sweepScenario(
   };
   const raw: SweepPoint[] = [];
   const warnings: Warning[] = [];
+  const summaries: { name: string; summary: RunSummary }[] = [];
   for (const level of s.levels) {
     for (let r = 0; r < s.repeats; r++) {
       if (stop.aborted) break;
@@ -371,6 +392,7 @@ async function sweepScenario(
   }
   const points = averageRepeats(raw);
   const result: ScenarioSweep = {
+    summaries,
     scenario: scenario.name,
     points,
     recommendations: recommend(points, s.triangle),

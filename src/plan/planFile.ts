@@ -104,6 +104,8 @@ export const PLAN_KEYS = [
   'step-overhead-ms',
   'per-seq-overhead-us',
   'frontend-latency-ms',
+  'threshold',
+  'html',
 ] as const;
 
 export const planFileSchema = z
@@ -111,7 +113,9 @@ export const planFileSchema = z
     ...Object.fromEntries(
       PLAN_KEYS.map((k) => [
         k,
-        k === 'header' ? z.union([z.string(), z.array(z.string())]).optional() : scalar.optional(),
+        k === 'header' || k === 'threshold'
+          ? z.union([z.string(), z.array(z.string())]).optional()
+          : scalar.optional(),
       ]),
     ),
     'extra-body': z.union([z.string(), z.record(z.string(), z.unknown())]).optional(),
@@ -184,7 +188,7 @@ export function planFileOptions(value: unknown, path: string): PlanFileOptions {
   const options: Record<string, unknown> = {};
   for (const [key, v] of Object.entries(parsed.data)) {
     if (key === 'scenarios' || v === undefined) continue;
-    if (key === 'header') options.header = Array.isArray(v) ? v : [v];
+    if (key === 'header' || key === 'threshold') options[key] = Array.isArray(v) ? v : [v];
     else if (key === 'extra-body')
       options.extraBody = typeof v === 'string' ? v : JSON.stringify(v);
     // Commander's --no-chunked-prefill lands as chunkedPrefill: false.

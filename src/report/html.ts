@@ -1,0 +1,1193 @@
+/**
+ * The HTML report: one self-contained file (inline CSS, charts as inline SVG drawn by echarts on
+ * the server, and a small script for tooltips) that works offline, reads in a browser and
+ * prints. Nothing is fetched: a Content-Security-Policy allows no source but the file's own
+ * inline style and its one script (by hash), so even a string that escaped escaping could
+ * neither run nor load anything. Every string from a server, a dataset, a plan or a manifest
+ * is HTML-escaped.
+ */
+import { createHash } from 'node:crypto';
+import type { Recommendation, SweepPoint } from '../analysis/sweep.js';
+import type { CapacityLimit, CapacityPrediction, CapacityStep } from '../memory/capacity.js';
+import type { Distribution } from '../metrics/distribution.js';
+import type { Warning } from '../metrics/summary.js';
+import { VERSION } from '../version.js';
+import {
+  type ChartSpec,
+  capacityCharts,
+  type DecodeFitJson,
+  type DecodePointJson,
+  decodeCharts,
+  fmtNumber,
+  fmtSig,
+  latencyCharts,
+  type PrefillFitJson,
+  type PrefillPointJson,
+  prefillCharts,
+  type RenderedChart,
+  renderChart,
+  type ScenarioSweepJson,
+  scenarioCharts,
+  sweepCharts,
+  timelineCharts,
+} from './charts.js';
+import type { ReportInput, RunReportInput } from './load.js';
+import { describeLoad } from './terminal.js';
+
+// ---------------------------------------------------------------------------------------------
+// Escaping and small helpers
+
+const ESCAPES: Record<string, string> = {
+  '&': '&amp;',
+  '<': '&lt;',
+  '>': '&gt;',
+  '"': '&quot;',
+  "'": '&#39;',
+};
+
+/** HTML-escapes text for element content and quoted attribute values. */
+export function escapeHtml(value: unknown): string {
+  return String(value ?? '').replace(/[&<>"']/g, (c) => ESCAPES[c]);
+}
+const esc = escapeHtml;
+
+/** JSON for a `<script type="application/json">`: no `<`, `>` or `&` to end it early. */
+function scriptJson(value: unknown): string {
+  return JSON.stringify(value).replace(
+    /[<>&\u2028\u2029]/g,
+    (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`,
+  );
+}
+
+type Json = Record<string, unknown>;
+const obj = (v: unknown): Json | undefined =>
+  typeof v === 'object' && v !== null && !Array.isArray(v) ? (v as Json) : undefined;
+const str = (v: unknown): string | undefined =>
+  typeof v === 'string' ? v : typeof v === 'number' ? String(v) : undefined;
+const num = (v: unknown): number | undefined =>
+  typeof v === 'number' && Number.isFinite(v) ? v : undefined;
+const arr = (v: unknown): unknown[] => (Array.isArray(v) ? v : []);
+
+const ms = (v: number | undefined) => (v === undefined ? '-' : `${fmtSig(v)} ms`);
+const pct = (v: number | undefined, digits = 0) =>
+  v === undefined || !Number.isFinite(v) ? '-' : `${fmtNumber(v * 100, digits)}%`;
+const gib = (bytes: number) => `${fmtNumber(bytes / 2 ** 30, 1)} GiB`;
+
+// ---------------------------------------------------------------------------------------------
+// Document assembly
+
+interface Section {
+  /** `data-section`: the report's golden structure (headline, warnings, latency, ...). */
+  kind: string;
+  id: string;
+  /** Short name in the navigation bar; none for the headline. */
+  nav?: string;
+  html: string;
+  attrs?: Record<string, string>;
+}
+
+/** Collects the document's charts; each figure gets a unique key for its SVG ids and tips. */
+class Charts {
+  private readonly tips: Record<string, RenderedChart['tips']> = {};
+  private n = 0;
+
+  figure(spec: ChartSpec, wide = false): string {
+    const chart = renderChart(spec);
+    const key = `c${this.n++}`;
+    this.tips[key] = chart.tips;
+    return `<figure class="chart${wide ? ' wide' : ''}" data-chart="${esc(chart.id)}" data-key="${key}">
+<figcaption>${esc(chart.title)}</figcaption>
+${cleanSvg(chart.svg, key, chart.title)}
+${chart.caption ? `<p class="caption">${esc(chart.caption)}</p>` : ''}
+</figure>`;
+  }
+
+  grid(specs: ChartSpec[]): string {
+    if (specs.length === 0) return '';
+    return `<div class="grid">${specs.map((s) => this.figure(s)).join('\n')}</div>`;
+  }
+
+  stack(specs: ChartSpec[]): string {
+    return specs.map((s) => this.figure(s, true)).join('\n');
+  }
+
+  json(): string {
+    return scriptJson(this.tips);
+  }
+}
+
+/**
+ * echarts' SVG for inline use: ids and classes made unique in the document (every chart's own
+ * `zrN-` prefix becomes its key), namespace declarations dropped (HTML needs none), and a role
+ * and a label for assistive technology.
+ */
+function cleanSvg(svg: string, key: string, title: string): string {
+  return (
+    svg
+      // echarts' hover styles and event metadata serve its own client, which is not used here.
+      .replace(/<style\b[^>]*>[\s\S]*?<\/style>/g, '')
+      .replace(/\s+class="zr\d+-cls-\d+"/g, '')
+      .replace(/\s+ecmeta_[a-z_]+="[^"]*"/g, '')
+      .replace(/\s+pointer-events="visible"/g, '')
+      .replace(/style="font-size:(\d+)px;font-family:sans-serif;"/g, 'font-size="$1"')
+      .replace(/\bzr\d+-/g, `${key}-`)
+      .replace(/\s+xmlns(:xlink)?="[^"]*"/g, '')
+      .replace(/\s+(version|baseProfile)="[^"]*"/g, '')
+      .replace(/^<svg /, `<svg role="img" aria-label="${esc(title)}" `)
+  );
+}
+
+/** Tooltips: the nearest point within reach of the pointer, its label as text. */
+const CLIENT = `(()=>{"use strict";
+const el=document.getElementById("ig-tips");const data=el?JSON.parse(el.textContent||"{}"):{};
+const tip=document.createElement("div");tip.className="ig-tip";tip.setAttribute("role","tooltip");tip.hidden=true;document.body.appendChild(tip);
+const NS="http://www.w3.org/2000/svg";
+for(const fig of document.querySelectorAll("figure[data-key]")){
+const d=data[fig.getAttribute("data-key")];const svg=fig.querySelector("svg");if(!d||!svg||d.l.length===0)continue;
+const dot=document.createElementNS(NS,"circle");dot.setAttribute("r","5");dot.setAttribute("class","ig-dot");dot.style.display="none";svg.appendChild(dot);
+const hide=()=>{tip.hidden=true;dot.style.display="none";};
+svg.addEventListener("mousemove",(e)=>{const r=svg.getBoundingClientRect();const vb=svg.viewBox.baseVal;
+const sx=vb&&vb.width?vb.width/r.width:1;const sy=vb&&vb.height?vb.height/r.height:1;
+const x=(e.clientX-r.left)*sx,y=(e.clientY-r.top)*sy;let best=-1,bd=(16*sx)*(16*sx);
+for(let i=0;i<d.l.length;i++){const dx=d.p[2*i]-x,dy=d.p[2*i+1]-y,dd=dx*dx+dy*dy;if(dd<bd){bd=dd;best=i;}}
+if(best<0){hide();return;}
+tip.textContent=d.l[best];tip.hidden=false;
+const w=tip.offsetWidth,h=tip.offsetHeight;let left=e.clientX+14,top=e.clientY+14;
+if(left+w>window.innerWidth-8)left=e.clientX-14-w;if(top+h>window.innerHeight-8)top=e.clientY-14-h;
+tip.style.left=left+"px";tip.style.top=top+"px";
+dot.setAttribute("cx",String(d.p[2*best]));dot.setAttribute("cy",String(d.p[2*best+1]));dot.style.display="";});
+svg.addEventListener("mouseleave",hide);}
+window.addEventListener("beforeprint",()=>{for(const x of document.querySelectorAll("details"))x.open=true;});
+})();`;
+
+const CLIENT_HASH = createHash('sha256').update(CLIENT).digest('base64');
+
+const CSP = `default-src 'none'; style-src 'unsafe-inline'; img-src data:; script-src 'sha256-${CLIENT_HASH}'; base-uri 'none'; form-action 'none'`;
+
+const STYLE = `
+:root{--ink:#1f2937;--muted:#6b7280;--line:#e5e7eb;--soft:#f9fafb;--accent:#2563eb;--warn:#b45309;--warn-bg:#fffbeb;--bad:#b91c1c;--good:#047857}
+*{box-sizing:border-box}
+html{-webkit-text-size-adjust:100%}
+body{margin:0;font:14px/1.5 system-ui,-apple-system,"Segoe UI",Roboto,Helvetica,Arial,sans-serif;color:var(--ink);background:#fff}
+nav.top{position:sticky;top:0;z-index:5;background:rgba(255,255,255,.95);border-bottom:1px solid var(--line);padding:6px 24px;display:flex;gap:16px;flex-wrap:wrap;align-items:baseline}
+nav.top b{margin-right:8px}
+nav.top a{color:var(--muted);text-decoration:none;font-size:13px}
+nav.top a:hover{color:var(--accent)}
+main{max-width:1200px;margin:0 auto;padding:8px 24px 48px}
+section{margin:28px 0}
+section.scenario{border-top:2px solid var(--line);padding-top:8px}
+h1{font-size:24px;line-height:1.3;margin:8px 0 4px}
+h2{font-size:19px;margin:0 0 10px;padding-bottom:4px;border-bottom:1px solid var(--line)}
+h3{font-size:15px;margin:18px 0 6px}
+.kicker{color:var(--muted);font-size:13px;margin:12px 0 0;overflow-wrap:anywhere}
+.facts{margin:4px 0 12px;color:#374151;overflow-wrap:anywhere}
+.cards{display:grid;grid-template-columns:repeat(auto-fit,minmax(150px,1fr));gap:10px;margin:12px 0}
+.card{border:1px solid var(--line);border-radius:8px;padding:8px 12px;background:var(--soft)}
+.card .v{font-size:18px;font-weight:600;font-variant-numeric:tabular-nums;white-space:nowrap}
+.card .k{font-size:12px;color:var(--muted)}
+.card.bad .v{color:var(--bad)}
+ul.warnings{list-style:none;padding:0;margin:0}
+ul.warnings li{background:var(--warn-bg);border-left:4px solid var(--warn);padding:6px 10px;margin:6px 0;overflow-wrap:anywhere}
+ul.warnings code{color:var(--warn);font-size:12px;margin-right:6px}
+ul.findings{padding-left:20px}
+ul.findings li{margin:3px 0;overflow-wrap:anywhere}
+table{border-collapse:collapse;margin:8px 0 12px;font-variant-numeric:tabular-nums;font-size:13px}
+th,td{padding:4px 10px;border-bottom:1px solid var(--line);text-align:right;vertical-align:top}
+th:first-child,td:first-child{text-align:left}
+td.text,th.text{text-align:left;overflow-wrap:break-word;max-width:640px}
+thead th{color:var(--muted);font-weight:600;border-bottom:2px solid var(--line)}
+.scroll{overflow-x:auto}
+.grid{display:grid;grid-template-columns:repeat(auto-fit,minmax(460px,1fr));gap:16px}
+figure.chart{margin:8px 0 16px;border:1px solid var(--line);border-radius:8px;padding:10px 12px 6px;background:#fff;break-inside:avoid;page-break-inside:avoid}
+figure.chart figcaption{font-weight:600;font-size:14px;margin-bottom:2px;overflow-wrap:anywhere}
+figure.chart svg{display:block;width:100%;height:auto;max-width:100%;font-family:system-ui,-apple-system,"Segoe UI",Roboto,Helvetica,Arial,sans-serif}
+p.caption{color:var(--muted);font-size:12px;margin:2px 0 4px}
+.recs{display:grid;grid-template-columns:repeat(auto-fit,minmax(280px,1fr));gap:12px}
+.rec{border:1px solid var(--line);border-radius:8px;padding:10px 12px;background:var(--soft)}
+.rec h4{margin:0 0 4px;font-size:14px}
+.rec .load{font-size:18px;font-weight:600}
+.rec p{margin:4px 0;font-size:13px;overflow-wrap:anywhere}
+.rec .rule{color:var(--muted)}
+dl.manifest{display:grid;grid-template-columns:max-content 1fr;gap:2px 16px;margin:8px 0}
+dl.manifest dt{color:var(--muted)}
+dl.manifest dd{margin:0;overflow-wrap:anywhere}
+details{margin:8px 0}
+summary{cursor:pointer;color:var(--accent)}
+pre{background:var(--soft);border:1px solid var(--line);border-radius:6px;padding:10px;overflow:auto;font-size:12px;line-height:1.4;white-space:pre-wrap;overflow-wrap:anywhere;max-height:480px}
+footer{color:var(--muted);font-size:12px;border-top:1px solid var(--line);padding-top:8px;margin-top:32px}
+.ig-tip{position:fixed;z-index:10;pointer-events:none;background:#111827;color:#fff;font-size:12px;padding:4px 8px;border-radius:4px;max-width:420px;box-shadow:0 2px 6px rgba(0,0,0,.2)}
+.ig-dot{fill:none;stroke:#111827;stroke-width:2;pointer-events:none}
+@media print{
+@page{margin:12mm}
+body{font-size:11px}
+nav.top,.ig-tip{display:none!important}
+main{max-width:none;padding:0}
+section{margin:14px 0}
+section.scenario{break-before:page}
+.grid{grid-template-columns:1fr 1fr;gap:8px}
+figure.chart{border-color:#d1d5db}
+pre{max-height:none;overflow:visible}
+a{color:inherit;text-decoration:none}
+}
+`;
+
+function htmlDocument(title: string, sections: Section[], charts: Charts, footer: string): string {
+  const nav = sections
+    .filter((s) => s.nav)
+    .map((s) => `<a href="#${esc(s.id)}">${esc(s.nav)}</a>`)
+    .join('');
+  const body = sections
+    .map((s) => {
+      const attrs = Object.entries(s.attrs ?? {})
+        .map(([k, v]) => ` ${k}="${esc(v)}"`)
+        .join('');
+      return `<section id="${esc(s.id)}" data-section="${esc(s.kind)}"${attrs}>\n${s.html}\n</section>`;
+    })
+    .join('\n');
+  return `<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta http-equiv="Content-Security-Policy" content="${esc(CSP)}">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="generator" content="infergauge ${esc(VERSION)}">
+<link rel="icon" href="data:,">
+<title>${esc(title)}</title>
+<style>${STYLE}</style>
+</head>
+<body>
+<nav class="top"><b>infergauge</b>${nav}</nav>
+<main>
+${body}
+<footer>${footer}</footer>
+</main>
+<script type="application/json" id="ig-tips">${charts.json()}</script>
+<script>${CLIENT}</script>
+</body>
+</html>
+`;
+}
+
+/** The whole self-contained HTML document for a results directory. */
+export function renderHtmlReport(input: ReportInput): string {
+  const charts = new Charts();
+  switch (input.kind) {
+    case 'run':
+      return runReport(input, charts);
+    case 'scenarios':
+      return scenariosReport(input, charts);
+    case 'sweep':
+      return sweepReport(input, charts);
+    case 'probe':
+      return probeReport(input, charts);
+    case 'capacity':
+      return capacityReport(input, charts);
+  }
+}
+
+function footer(dir: string): string {
+  return `Report by infergauge ${esc(VERSION)} from <code>${esc(dir)}</code>. A single file: it loads nothing from the network and prints as it reads.`;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Shared pieces
+
+function warningsSection(
+  warnings: { code?: string; message: string; where?: string }[],
+): Section[] {
+  if (warnings.length === 0) return [];
+  const items = warnings
+    .map(
+      (w) =>
+        `<li>${w.code ? `<code>${esc(w.code)}</code>` : ''}${w.where ? `<b>${esc(w.where)}:</b> ` : ''}${esc(w.message)}</li>`,
+    )
+    .join('\n');
+  return [
+    {
+      kind: 'warnings',
+      id: 'warnings',
+      nav: 'Warnings',
+      html: `<h2>Warnings (${warnings.length})</h2>\n<ul class="warnings">${items}</ul>`,
+    },
+  ];
+}
+
+function card(label: string, value: string, bad = false): string {
+  return `<div class="card${bad ? ' bad' : ''}"><div class="v">${esc(value)}</div><div class="k">${esc(label)}</div></div>`;
+}
+
+function table(head: string[], rows: string[][], textColumns: number[] = []): string {
+  const th = head
+    .map((h, i) => `<th${textColumns.includes(i) ? ' class="text"' : ''}>${esc(h)}</th>`)
+    .join('');
+  const body = rows
+    .map(
+      (r) =>
+        `<tr>${r.map((c, i) => `<td${textColumns.includes(i) ? ' class="text"' : ''}>${c}</td>`).join('')}</tr>`,
+    )
+    .join('\n');
+  return `<div class="scroll"><table><thead><tr>${th}</tr></thead><tbody>${body}</tbody></table></div>`;
+}
+
+function jsonDetails(label: string, value: unknown): string {
+  return `<details><summary>${esc(label)}</summary><pre>${esc(JSON.stringify(value, null, 2))}</pre></details>`;
+}
+
+function factList(facts: [string, string | undefined][]): string {
+  const items = facts
+    .filter((f): f is [string, string] => f[1] !== undefined && f[1] !== '')
+    .map(([k, v]) => `<dt>${esc(k)}</dt><dd>${esc(v)}</dd>`)
+    .join('');
+  return items ? `<dl class="manifest">${items}</dl>` : '';
+}
+
+// ---------------------------------------------------------------------------------------------
+// Runs
+
+type Summary = RunReportInput['summary'];
+
+/** The run's warnings, the server's not yet among them, and the client's and the stop's. */
+function runWarnings(summary: Summary): Warning[] {
+  const out: Warning[] = [];
+  const h = summary.clientHealth;
+  if (h?.clientLimited) {
+    out.push({
+      code: 'client_limited',
+      message: `the client, not the server, limited this run: ${h.reasons.join('; ')}`,
+    });
+  }
+  if (summary.interrupted) {
+    out.push({ code: 'interrupted', message: 'interrupted: only finished requests are counted' });
+  }
+  out.push(
+    ...arr(summary.warnings).filter((w): w is Warning => typeof obj(w)?.message === 'string'),
+  );
+  for (const w of arr(summary.serverMetrics?.warnings) as Warning[]) {
+    if (!out.some((x) => x.code === w.code)) out.push(w);
+  }
+  return out;
+}
+
+function runFacts(run: RunReportInput): {
+  model?: string;
+  endpoint?: string;
+  simulator?: string;
+  startedAt?: string;
+} {
+  const m = obj(run.manifest);
+  const plan = obj(m?.plan);
+  const server = obj(m?.server);
+  const backend = str(plan?.backend);
+  const endpoint = str(plan?.endpoint);
+  return {
+    model: str(m?.model),
+    endpoint:
+      backend && backend !== 'openai' ? `${backend} native` : endpoint ? `${endpoint}` : undefined,
+    simulator: str(server?.simulator),
+    startedAt: str(m?.startedAt),
+  };
+}
+
+function headlineText(run: RunReportInput): string {
+  const s = run.summary;
+  const { model } = runFacts(run);
+  const load = s.load ? describeLoad(s) : 'an unknown load';
+  return `${model ? `${model}: ` : ''}${fmtNumber(s.throughput?.outputTokensPerS ?? Number.NaN)} output tok/s at ${load}`;
+}
+
+function runHeadline(run: RunReportInput, kicker: string): string {
+  const s = run.summary;
+  const facts = runFacts(run);
+  const counted = s.requests.completed + s.requests.failed;
+  const per = (n: number) => (counted > 0 ? fmtNumber(n / counted) : '-');
+  const sentences = [
+    `${fmtNumber(counted)} requests, ${per(s.tokens.requestedInput)} in / ${per(s.tokens.requestedOutput)} out tokens each${s.tokens.input !== s.tokens.requestedInput || s.tokens.output !== s.tokens.requestedOutput ? ` (server counted ${per(s.tokens.input)} / ${per(s.tokens.output)})` : ''}`,
+    facts.endpoint ? `${facts.endpoint} endpoint` : undefined,
+    `over ${fmtNumber(s.durationS, 1)} s`,
+  ].filter(Boolean);
+  const lat = s.latency;
+  const failed = s.requests.failed;
+  const cards = [
+    card('output tok/s (system)', fmtNumber(s.throughput.outputTokensPerS)),
+    card('requests/s', fmtNumber(s.throughput.requestsPerS, 2)),
+    card('per-user tok/s (mean)', fmtSig(lat.outputSpeedTokS.mean)),
+    card('TTFT p50 / p99', `${fmtSig(lat.ttftMs.p50)} / ${fmtSig(lat.ttftMs.p99)} ms`),
+    card('ITL p50 / p99', `${fmtSig(lat.itlMs.p50)} / ${fmtSig(lat.itlMs.p99)} ms`),
+    card('E2E p99', ms(lat.e2eMs.p99)),
+    card('failed', `${fmtNumber(failed)} of ${fmtNumber(counted)}`, failed > 0),
+  ];
+  if (s.goodput) cards.push(card('SLO attainment', pct(s.goodput.sloAttainment, 1)));
+  return `<p class="kicker">${kicker}</p>
+<h1>${esc(headlineText(run))}</h1>
+<p class="facts">${esc(`${sentences.join(', ')}.`)}${facts.simulator ? `<br>Simulated server: ${esc(facts.simulator)}` : ''}</p>
+<div class="cards">${cards.join('')}</div>`;
+}
+
+const LATENCY_ROWS: [string, keyof Summary['latency']][] = [
+  ['TTFT', 'ttftMs'],
+  ['TTFC (first content)', 'ttfcMs'],
+  ['ITL (per token)', 'itlMs'],
+  ['TPOT', 'tpotMs'],
+  ['E2E', 'e2eMs'],
+];
+
+function latencyTable(s: Summary): string {
+  const rows: [string, keyof Summary['latency']][] = [...LATENCY_ROWS];
+  if (s.latency.chunkGapMs?.count > 0 && s.streaming?.tokensPerEvent > 1.05) {
+    rows.push(['chunk gap (per event)', 'chunkGapMs']);
+  }
+  if (s.load?.mode === 'open')
+    rows.push(['queue delay', 'queueDelayMs'], ['user TTFT', 'userTtftMs']);
+  const cell = (d: Distribution, q: 'p90' | 'p95' | 'p99' | 'p99_9') =>
+    `${d.lowConfidence?.includes(q) ? '~' : ''}${fmtNumber(d[q], 2)}`;
+  const body = rows
+    .map(([name, key]) => [name, s.latency[key]] as const)
+    .filter(([, d]) => d && d.count > 0)
+    .map(([name, d]) => [
+      esc(name),
+      fmtNumber(d.mean, 2),
+      fmtNumber(d.p50, 2),
+      cell(d, 'p90'),
+      cell(d, 'p95'),
+      cell(d, 'p99'),
+      cell(d, 'p99_9'),
+      fmtNumber(d.max, 2),
+      fmtNumber(d.count),
+    ]);
+  const low = rows.some(([, k]) => s.latency[k]?.lowConfidence?.includes('p99'));
+  return `${table(['latency (ms)', 'mean', 'p50', 'p90', 'p95', 'p99', 'p99.9', 'max', 'n'], body)}${low ? '<p class="caption">~ marks a percentile with too few samples to resolve it.</p>' : ''}`;
+}
+
+function numbersHtml(s: Summary): string {
+  const t = s.throughput;
+  const lat = s.latency;
+  const counted = s.requests.completed + s.requests.failed;
+  const rows: [string, string][] = [
+    ['load', describeLoad(s)],
+    [
+      'system throughput',
+      `${fmtNumber(t.outputTokensPerS, 1)} output tok/s, ${fmtNumber(t.totalTokensPerS, 1)} total tok/s, ${fmtNumber(t.requestsPerS, 2)} req/s`,
+    ],
+    [
+      'per request',
+      `output speed mean ${fmtNumber(lat.outputSpeedTokS.mean, 1)} tok/s, p50 ${fmtNumber(lat.outputSpeedTokS.p50, 1)}, slowest ${fmtNumber(lat.outputSpeedTokS.min, 1)}`,
+    ],
+    [
+      'input / decode',
+      `input ${fmtNumber(t.inputTokensPerS, 1)} tok/s, decode ${fmtNumber(t.decodeTokensPerS, 1)} tok/s`,
+    ],
+    [
+      'requests',
+      `${fmtNumber(s.requests.completed)} completed, ${fmtNumber(s.requests.failed)} failed${
+        s.requests.failed > 0
+          ? ` (${Object.entries(s.requests.errorsByKind ?? {})
+              .map(([k, n]) => `${k} ${n}`)
+              .join(', ')})`
+          : ''
+      }${s.requests.warmup > 0 ? `, ${fmtNumber(s.requests.warmup)} warm-up not counted` : ''}`,
+    ],
+  ];
+  if (s.requests.failed > 0) {
+    const adj = s.latencyAdjusted?.ttftMs?.p99;
+    rows.push([
+      'TTFT p99 counting failures',
+      adj === null || adj === undefined ? 'infinite (never answered)' : `${fmtSig(adj)} ms`,
+    ]);
+  }
+  if (s.goodput) {
+    rows.push([
+      `goodput (${s.goodput.slo})`,
+      `${fmtNumber(s.goodput.requestsPerS, 2)} req/s, SLO attainment ${pct(s.goodput.sloAttainment, 1)} (${fmtNumber(s.goodput.goodRequests)} of ${fmtNumber(counted)})`,
+    ]);
+  }
+  if (s.streaming) {
+    rows.push([
+      'streaming',
+      `${fmtNumber(s.streaming.tokensPerEvent, 2)} tokens per event; output tokens counted by ${Object.entries(
+        s.streaming.outputTokensSource ?? {},
+      )
+        .map(([k, n]) => `${k} (${n})`)
+        .join(', ')}`,
+    ]);
+  }
+  const h = s.clientHealth;
+  if (h) {
+    rows.push([
+      'client health',
+      `event-loop delay p99 ${fmtNumber(h.eventLoopDelayMs.p99, 2)} ms, CPU ${fmtNumber(h.cpu.utilisation * 100)}% of one core, coalesced events ${fmtNumber(h.coalescedEventShare * 100, 1)}%: ${h.clientLimited ? 'client-limited' : 'ok'}`,
+    ]);
+  }
+  const m = s.serverMetrics?.memory;
+  if (m) {
+    const parts: string[] = [];
+    if (m.kvCacheUsage) {
+      parts.push(
+        `KV cache peak ${pct(m.kvCacheUsage.max, 1)} (mean ${pct(m.kvCacheUsage.mean, 1)})`,
+      );
+    }
+    if (m.running) parts.push(`running max ${fmtNumber(m.running.max)}`);
+    if (m.waiting) parts.push(`waiting max ${fmtNumber(m.waiting.max)}`);
+    if (m.preemptions !== undefined) parts.push(`preemptions ${fmtNumber(m.preemptions)}`);
+    if (m.gpuMemoryUsedBytes) {
+      parts.push(
+        `GPU memory peak ${gib(m.gpuMemoryUsedBytes.max)}${m.gpuMemoryUsedBytes.total !== undefined ? ` of ${gib(m.gpuMemoryUsedBytes.total)}` : ''}`,
+      );
+    }
+    if (m.processRssBytes) parts.push(`server RSS max ${gib(m.processRssBytes.max)}`);
+    rows.push(['server memory', parts.join(', ')]);
+  }
+  const main = `<dl class="manifest">${rows.map(([k, v]) => `<dt>${esc(k)}</dt><dd>${esc(v)}</dd>`).join('')}</dl>`;
+  return `${main}${serverMetricsDetails(s)}`;
+}
+
+function serverMetricsDetails(s: Summary): string {
+  const sm = s.serverMetrics;
+  if (!sm) return '';
+  const gauges = Object.entries(sm.gauges ?? {}).map(([k, g]) => [
+    esc(k),
+    fmtSig(g.min),
+    fmtSig(g.mean),
+    fmtSig(g.max),
+    fmtSig(g.last),
+  ]);
+  const counters = Object.entries(sm.counters ?? {}).map(([k, c]) => [
+    esc(k),
+    fmtSig(c.delta),
+    fmtSig(c.perS),
+  ]);
+  const failed =
+    sm.failedScrapes > 0 ? `, ${sm.failedScrapes} failed (${sm.firstError ?? ''})` : '';
+  return `<details><summary>Server metrics: ${esc(`${sm.scrapes} scrapes over ${fmtNumber(sm.windowS, 1)} s${failed}`)}</summary>
+${gauges.length > 0 ? table(['gauge', 'min', 'mean', 'max', 'last'], gauges, [0]) : ''}
+${counters.length > 0 ? table(['counter', 'growth', 'per s'], counters, [0]) : ''}
+</details>`;
+}
+
+function failuresHtml(run: RunReportInput): string {
+  const failed = run.records.filter((r) => r.phase !== 'warmup' && r.error);
+  if (failed.length === 0) return '';
+  const groups = new Map<
+    string,
+    { kind: string; status?: number; message: string; n: number; first: number }
+  >();
+  for (const r of failed) {
+    const e = r.error as NonNullable<typeof r.error>;
+    const key = `${e.kind}\u0000${e.status ?? ''}\u0000${e.message}`;
+    const g = groups.get(key);
+    if (g) g.n++;
+    else groups.set(key, { kind: e.kind, status: e.status, message: e.message, n: 1, first: r.id });
+  }
+  const rows = [...groups.values()]
+    .sort((a, b) => b.n - a.n)
+    .slice(0, 20)
+    .map((g) => [
+      esc(g.kind),
+      g.status !== undefined ? String(g.status) : '-',
+      fmtNumber(g.n),
+      String(g.first),
+      esc(g.message.length > 500 ? `${g.message.slice(0, 500)}...` : g.message),
+    ]);
+  return `<h3>Failures</h3>${table(['kind', 'status', 'requests', 'first request', 'message'], rows, [0, 4])}${groups.size > 20 ? `<p class="caption">${groups.size - 20} more distinct messages not shown.</p>` : ''}`;
+}
+
+function manifestHtml(manifest: unknown): string {
+  const m = obj(manifest);
+  if (!m) return '<p>No manifest.json in this directory.</p>';
+  const plan = obj(m.plan);
+  const server = obj(m.server);
+  const workload = obj(m.workload);
+  const host = obj(m.host);
+  const tool = obj(m.tool);
+  const load = obj(plan?.load);
+  return `${factList([
+    ['tool', tool ? `${str(tool.name) ?? ''} ${str(tool.version) ?? ''}` : undefined],
+    ['started', str(m.startedAt)],
+    ['model', str(m.model)],
+    [
+      'server',
+      str(server?.url) ?? (server?.virtualTime ? 'built-in simulator, virtual time' : undefined),
+    ],
+    ['simulator', str(server?.simulator)],
+    ['workload', str(workload?.scenario)],
+    ['tokenizer', str(workload?.tokenizer)],
+    [
+      'backend / endpoint',
+      plan ? `${str(plan.backend) ?? ''} / ${str(plan.endpoint) ?? ''}` : undefined,
+    ],
+    ['load', load ? JSON.stringify(load) : undefined],
+    ['seed', str(plan?.seed)],
+    ['temperature', str(plan?.temperature)],
+    ['node', str(m.node)],
+    [
+      'host',
+      host
+        ? `${str(host.hostname) ?? ''} (${str(host.platform) ?? ''} ${str(host.arch) ?? ''}, ${str(host.cpus) ?? '?'} CPUs${host.cpuModel ? `, ${str(host.cpuModel)}` : ''})`
+        : undefined,
+    ],
+  ])}${jsonDetails('manifest.json', manifest)}`;
+}
+
+/** Latency, timeline and failures of one run (the body shared by runs and scenarios). */
+function runBody(run: RunReportInput, charts: Charts, idPrefix: string, heading: 2 | 3): Section[] {
+  const h = `h${heading}`;
+  const data = { summary: run.summary, records: run.records, telemetry: run.telemetry };
+  const sections: Section[] = [
+    {
+      kind: 'latency',
+      id: `${idPrefix}latency`,
+      nav: heading === 2 ? 'Latency' : undefined,
+      html: `<${h}>Latency distributions</${h}>${latencyTable(run.summary)}${charts.grid(latencyCharts(data))}`,
+    },
+  ];
+  const timeline = timelineCharts(data);
+  if (timeline.length > 0) {
+    sections.push({
+      kind: 'timeline',
+      id: `${idPrefix}timeline`,
+      nav: heading === 2 ? 'Timeline' : undefined,
+      html: `<${h}>Timeline</${h}><p class="caption">Requests and the server's telemetry on the run's one clock (seconds from its start)${run.records.length === 0 ? '; records.jsonl is missing' : ''}.</p>${charts.stack(timeline)}`,
+    });
+  }
+  sections.push({
+    kind: 'summary',
+    id: `${idPrefix}summary`,
+    nav: heading === 2 ? 'Numbers' : undefined,
+    html: `<${h}>Throughput and requests</${h}>${numbersHtml(run.summary)}`,
+  });
+  const failures = failuresHtml(run);
+  if (failures) {
+    sections.push({
+      kind: 'failures',
+      id: `${idPrefix}failures`,
+      nav: heading === 2 ? 'Failures' : undefined,
+      html: failures.replace('<h3>Failures</h3>', `<${h}>Failures</${h}>`),
+    });
+  }
+  return sections;
+}
+
+function runReport(run: RunReportInput, charts: Charts): string {
+  const facts = runFacts(run);
+  const sections: Section[] = [
+    {
+      kind: 'headline',
+      id: 'headline',
+      html: runHeadline(
+        run,
+        `infergauge run report${facts.startedAt ? ` &middot; ${esc(facts.startedAt)}` : ''}`,
+      ),
+    },
+    ...warningsSection(runWarnings(run.summary)),
+    ...runBody(run, charts, '', 2),
+    {
+      kind: 'manifest',
+      id: 'manifest',
+      nav: 'Manifest',
+      html: `<h2>Run manifest</h2>${manifestHtml(run.manifest)}`,
+    },
+  ];
+  return htmlDocument(`infergauge: ${headlineText(run)}`, sections, charts, footer(run.dir));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Several scenarios
+
+function scenarioName(run: RunReportInput, i: number): string {
+  const m = obj(run.manifest);
+  const scenarios = arr(obj(m?.plan)?.scenarios);
+  const fromDir = run.dir.split(/[\\/]/).filter(Boolean).pop();
+  return fromDir ?? str(obj(scenarios[i])?.name) ?? `scenario ${i + 1}`;
+}
+
+function scenariosReport(
+  input: Extract<ReportInput, { kind: 'scenarios' }>,
+  charts: Charts,
+): string {
+  const names = input.runs.map(scenarioName);
+  const rows = arr(obj(input.table)?.scenarios).map(obj);
+  const lengths = (name: string) => str(rows.find((r) => r?.scenario === name)?.lengths);
+  const model = runFacts(input.runs[0]).model;
+  const startedAt = runFacts(input.runs[0]).startedAt;
+  const warnings = input.runs.flatMap((run, i) =>
+    runWarnings(run.summary).map((w) => ({ ...w, where: names[i] })),
+  );
+  const tableRows = input.runs.map((run, i) => {
+    const s = run.summary;
+    return [
+      esc(names[i]),
+      esc(lengths(names[i]) ?? ''),
+      esc(describeLoad(s)),
+      `${fmtNumber(s.requests.completed)}${s.requests.failed > 0 ? ` (+${fmtNumber(s.requests.failed)} failed)` : ''}`,
+      fmtNumber(s.latency.ttftMs.p50, 1),
+      fmtNumber(s.latency.ttftMs.p99, 1),
+      fmtNumber(s.latency.tpotMs.p50, 2),
+      fmtNumber(s.latency.itlMs.p99, 2),
+      fmtNumber(s.latency.e2eMs.p99, 0),
+      fmtNumber(s.throughput.outputTokensPerS, 0),
+      fmtNumber(s.throughput.requestsPerS, 2),
+    ];
+  });
+  const sections: Section[] = [
+    {
+      kind: 'headline',
+      id: 'headline',
+      html: `<p class="kicker">infergauge scenarios report${startedAt ? ` &middot; ${esc(startedAt)}` : ''}</p>
+<h1>${esc(`${input.runs.length} scenarios${model ? ` against ${model}` : ''}: ${names.join(', ')}`)}</h1>
+<p class="facts">${esc(
+        input.runs
+          .map(
+            (r, i) =>
+              `${names[i]}: ${fmtNumber(r.summary.throughput.outputTokensPerS)} output tok/s at ${describeLoad(r.summary)}`,
+          )
+          .join('; '),
+      )}</p>`,
+    },
+    ...warningsSection(warnings),
+    {
+      kind: 'scenarios',
+      id: 'scenarios',
+      nav: 'Scenarios',
+      html: `<h2>Scenarios side by side</h2>${table(
+        [
+          'scenario',
+          'lengths',
+          'load',
+          'requests',
+          'TTFT p50',
+          'TTFT p99',
+          'TPOT p50',
+          'ITL p99',
+          'E2E p99',
+          'output tok/s',
+          'req/s',
+        ],
+        tableRows,
+        [0, 1, 2],
+      )}<p class="caption">Latency in ms; every throughput at its scenario's measured load.</p>${charts.grid(
+        scenarioCharts(
+          input.runs.map((r, i) => ({
+            name: names[i],
+            outputTokensPerS: r.summary.throughput.outputTokensPerS,
+            ttftP99Ms: r.summary.latency.ttftMs.p99,
+            tpotP50Ms: r.summary.latency.tpotMs.p50,
+            e2eP99Ms: r.summary.latency.e2eMs.p99,
+          })),
+        ),
+      )}`,
+    },
+  ];
+  input.runs.forEach((run, i) => {
+    const body = runBody(run, charts, `s${i}-`, 3);
+    sections.push({
+      kind: 'scenario',
+      id: `scenario-${i}`,
+      nav: names[i],
+      attrs: { 'data-scenario': names[i], class: 'scenario' },
+      html: `<h2>${esc(`Scenario ${names[i]}: ${fmtNumber(run.summary.throughput.outputTokensPerS)} output tok/s at ${describeLoad(run.summary)}`)}</h2>
+${body.map((b) => `<div data-block="${esc(b.kind)}" id="${esc(b.id)}">${b.html}</div>`).join('\n')}`,
+    });
+  });
+  sections.push({
+    kind: 'manifest',
+    id: 'manifest',
+    nav: 'Manifest',
+    html: `<h2>Run manifest</h2>${manifestHtml(input.runs[0].manifest)}${input.runs
+      .slice(1)
+      .map((r, i) => jsonDetails(`manifest.json of ${names[i + 1]}`, r.manifest))
+      .join('')}${jsonDetails('scenarios.json', input.table)}`,
+  });
+  return htmlDocument(
+    `infergauge: ${input.runs.length} scenarios${model ? ` against ${model}` : ''}`,
+    sections,
+    charts,
+    footer(input.dir),
+  );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sweeps
+
+function sweepPointsTable(points: SweepPoint[], mode: string): string {
+  const rows = [...points]
+    .sort((a, b) => a.level - b.level)
+    .map((p) => [
+      fmtSig(p.level),
+      fmtNumber(p.meanConcurrency, 1),
+      fmtNumber(p.outputTokensPerS),
+      fmtNumber(p.perUserTokensPerS, 1),
+      fmtNumber(p.ttftP50Ms, 1),
+      fmtNumber(p.ttftP99Ms, 1),
+      fmtNumber(p.itlP50Ms, 2),
+      fmtNumber(p.itlP99Ms, 2),
+      fmtNumber(p.e2eP99Ms, 0),
+      p.kvCacheUsageMax !== undefined ? pct(p.kvCacheUsageMax, 1) : '-',
+      fmtNumber(p.failed),
+    ]);
+  return table(
+    [
+      mode === 'rate' ? 'rate (req/s)' : 'concurrency',
+      'measured',
+      'output tok/s',
+      'per user tok/s',
+      'TTFT p50',
+      'TTFT p99',
+      'ITL p50',
+      'ITL p99',
+      'E2E p99',
+      'KV peak',
+      'failed',
+    ],
+    rows,
+  );
+}
+
+function sweepFindings(s: ScenarioSweepJson, mode: string): string {
+  const unit = mode === 'rate' ? 'requests/s' : 'concurrent requests';
+  const items: string[] = [];
+  items.push(
+    s.knee
+      ? `<b>Saturation</b> past ${esc(fmtSig(s.knee.saturatesAt))} ${unit}: ${esc(s.knee.why)}.`
+      : '<b>Saturation</b>: none within the levels measured.',
+  );
+  items.push(
+    s.cliff
+      ? `<b>Latency cliff</b> at ${esc(fmtSig(s.cliff.level))} ${unit}: ${esc(s.cliff.why)}.`
+      : '<b>Latency cliff</b>: none within the levels measured.',
+  );
+  if (s.search) {
+    const best = s.search.bestPoint;
+    items.push(
+      s.search.best > 0 && best
+        ? `<b>Capacity</b> under ${esc(s.search.slos.join(', '))}: ${esc(fmtSig(s.search.best))} ${unit} (${esc(fmtNumber(best.outputTokensPerS))} output tok/s, ${esc(fmtSig(best.perUserTokensPerS))} tok/s per user${best.goodputRequestsPerS !== undefined ? `, goodput ${esc(fmtNumber(best.goodputRequestsPerS, 2))} req/s` : ''})${s.search.binding ? `; binding SLO ${esc(s.search.binding)}` : ''}${s.search.failedAt !== undefined ? `; fails at ${esc(fmtSig(s.search.failedAt))}` : ''}. Tried ${esc(s.search.tried.map((t) => `${fmtSig(t.level)}${t.ok ? '' : ' (missed)'}`).join(', '))}.`
+        : `<b>Capacity</b> under ${esc(s.search.slos.join(', '))}: no load met them (tried ${esc(s.search.tried.map((t) => fmtSig(t.level)).join(', '))}).`,
+    );
+  }
+  return `<ul class="findings">${items.map((i) => `<li>${i}</li>`).join('')}</ul>`;
+}
+
+function recommendationsHtml(name: string, recs: Recommendation[], mode: string): string {
+  const cards = recs
+    .map((r) => {
+      const p = r.point;
+      const load = p
+        ? mode === 'rate'
+          ? `${fmtSig(p.level)} req/s`
+          : `${fmtNumber(p.level)} concurrent`
+        : 'no point';
+      return `<div class="rec" data-profile="${esc(r.profile)}"><h4>${esc(r.profile)}</h4><div class="load">${esc(load)}</div><p class="rule">${esc(r.rule)}</p><p>${esc(r.costs)}</p></div>`;
+    })
+    .join('');
+  return `<h3>${esc(name)}</h3><div class="recs">${cards}</div>`;
+}
+
+function sweepReport(input: Extract<ReportInput, { kind: 'sweep' }>, charts: Charts): string {
+  const sweep = obj(input.sweep) ?? {};
+  const mode = str(sweep.mode) === 'rate' ? 'rate' : 'concurrency';
+  const scenarios = arr(sweep.scenarios)
+    .map(obj)
+    .filter((s): s is Json => s !== undefined && Array.isArray(s.points))
+    .map((s) => s as unknown as ScenarioSweepJson);
+  const target = str(sweep.target) ?? 'the target';
+  const warnings: { code?: string; message: string; where?: string }[] = [];
+  if (sweep.interrupted === true) {
+    warnings.push({
+      code: 'interrupted',
+      message: 'the sweep was interrupted: later levels are missing',
+    });
+  }
+  for (const s of scenarios) {
+    for (const w of arr(s.warnings).map(obj)) {
+      if (w && typeof w.message === 'string') {
+        warnings.push({ code: str(w.code), message: w.message, where: str(s.scenario) });
+      }
+    }
+  }
+  const headlineFacts = scenarios.map((s) => {
+    const best =
+      s.search && s.search.best > 0
+        ? ` meets ${s.search.slos.join(', ')} up to ${fmtSig(s.search.best)}`
+        : '';
+    const knee = s.knee ? `, saturates past ${fmtSig(s.knee.saturatesAt)}` : '';
+    const top = Math.max(...s.points.map((p) => p.outputTokensPerS));
+    return `${s.scenario}:${best}${knee}, at most ${fmtNumber(top)} output tok/s measured`;
+  });
+  const sections: Section[] = [
+    {
+      kind: 'headline',
+      id: 'headline',
+      html: `<p class="kicker">infergauge sweep report &middot; ${esc(mode === 'rate' ? 'open-loop rates' : 'concurrency levels')}</p>
+<h1>${esc(`Load sweep of ${target}`)}</h1>
+<p class="facts">${esc(headlineFacts.join('; '))}</p>`,
+    },
+    ...warningsSection(warnings),
+  ];
+  scenarios.forEach((s, i) => {
+    sections.push({
+      kind: 'sweep',
+      id: `sweep-${i}`,
+      nav: scenarios.length > 1 ? `Sweep: ${s.scenario}` : 'Sweep',
+      attrs: { 'data-scenario': s.scenario },
+      html: `<h2>${esc(`Scenario ${s.scenario}: ${s.points.length} load levels`)}</h2>${sweepFindings(s, mode)}${sweepPointsTable(s.points, mode)}${charts.grid(sweepCharts(s, mode))}`,
+    });
+  });
+  const withRecs = scenarios.filter((s) => arr(s.recommendations).length > 0);
+  if (withRecs.length > 0) {
+    sections.push({
+      kind: 'recommendations',
+      id: 'recommendations',
+      nav: 'Operating points',
+      html: `<h2>Operating points: latency, throughput, memory</h2><p class="caption">One point per priority, chosen from the measured levels, with what it costs on the other two corners.</p>${withRecs
+        .map((s) => recommendationsHtml(s.scenario, s.recommendations ?? [], mode))
+        .join('')}`,
+    });
+  }
+  const meta = { ...sweep, scenarios: scenarios.map((s) => s.scenario) };
+  sections.push({
+    kind: 'manifest',
+    id: 'manifest',
+    nav: 'Manifest',
+    html: `<h2>Sweep manifest</h2>${factList([
+      ['target', target],
+      ['mode', mode],
+      ['scenarios', scenarios.map((s) => s.scenario).join(', ')],
+      ['schema version', str(sweep.schemaVersion)],
+      ['interrupted', sweep.interrupted === true ? 'yes' : 'no'],
+    ])}${jsonDetails('sweep.json (without its points)', meta)}${jsonDetails('sweep.json', input.sweep)}`,
+  });
+  return htmlDocument(`infergauge: load sweep of ${target}`, sections, charts, footer(input.dir));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Probes
+
+function probeReport(input: Extract<ReportInput, { kind: 'probe' }>, charts: Charts): string {
+  const probe = obj(input.probe) ?? {};
+  const kind = str(probe.probe) === 'decode' ? 'decode' : 'prefill';
+  const server = obj(probe.server);
+  const model = str(server?.model) ?? 'the server';
+  const points = arr(probe.points)
+    .map(obj)
+    .filter((p): p is Json => p !== undefined);
+  const fit = obj(probe.fit);
+  const warnings: { code?: string; message: string; where?: string }[] = [];
+  if (probe.interrupted === true) {
+    warnings.push({
+      code: 'interrupted',
+      message: 'the probe was interrupted: later points are missing',
+    });
+  }
+  if (typeof probe.promptOverheadNote === 'string') {
+    warnings.push({ code: 'prompt_overhead', message: probe.promptOverheadNote });
+  }
+  const seen = new Map<string, number>();
+  for (const p of points) {
+    for (const w of arr(p.warnings).map(obj)) {
+      if (w && typeof w.message === 'string') seen.set(w.message, (seen.get(w.message) ?? 0) + 1);
+    }
+  }
+  for (const [message, n] of seen) {
+    warnings.push({ message: n > 1 ? `${message} (${n} points)` : message });
+  }
+  let headline: string;
+  let body: string;
+  if (kind === 'prefill') {
+    const ps = points as unknown as PrefillPointJson[];
+    const f = fit as unknown as PrefillFitJson | undefined;
+    const q = obj(fit?.quadratic);
+    headline = f
+      ? `Prefill probe of ${model}: ${fmtNumber(f.tokensPerS)} prefill tok/s, ${fmtSig(f.fixedMs)} ms fixed latency`
+      : `Prefill probe of ${model}`;
+    const rows = [...ps]
+      .sort((a, b) => a.inputTokens - b.inputTokens || a.batch - b.batch)
+      .map((p) => [
+        fmtNumber(p.inputTokens),
+        fmtNumber(p.batch),
+        fmtNumber(p.completed),
+        fmtNumber(p.ttftMeanMs, 1),
+        fmtNumber(p.ttftP50Ms, 1),
+        fmtNumber(p.ttftP99Ms, 1),
+        fmtNumber(p.prefillTokensPerS),
+      ]);
+    body = `${
+      f
+        ? `<ul class="findings"><li>${esc(`TTFT ~ ${fmtSig(f.fixedMs)} ms + n / ${fmtNumber(f.tokensPerS)} tok/s on batch ${f.batch} (r² ${fmtNumber(f.r2, 4)})`)}</li>${
+            q
+              ? `<li>${esc(`with a parabola: n² term ${pct(num(q.shareAtMax), 1)} of TTFT at the longest input: ${q.matters === true ? 'attention matters here' : 'attention is not the cost here'}`)}</li>`
+              : ''
+          }</ul>`
+        : '<p>No fit: too few lengths completed.</p>'
+    }${table(['input tokens', 'batch', 'completed', 'TTFT mean', 'TTFT p50', 'TTFT p99', 'prefill tok/s'], rows)}${charts.grid(prefillCharts(ps, f))}`;
+  } else {
+    const ps = points as unknown as DecodePointJson[];
+    const f = fit as unknown as DecodeFitJson | undefined;
+    headline = f
+      ? `Decode probe of ${model}: ${fmtSig(f.stepMs)} ms per step at batch 1, +${fmtSig(f.perSequenceMs)} ms per sequence`
+      : `Decode probe of ${model}`;
+    const rows = [...ps]
+      .sort((a, b) => a.concurrency - b.concurrency)
+      .map((p) => [
+        fmtNumber(p.concurrency),
+        fmtNumber(p.meanConcurrency, 1),
+        fmtNumber(p.completed),
+        fmtNumber(p.itlP50Ms, 2),
+        fmtNumber(p.itlP99Ms, 2),
+        fmtNumber(p.tpotMeanMs, 2),
+        fmtNumber(p.perUserTokensPerS, 1),
+        fmtNumber(p.systemTokensPerS),
+      ]);
+    body = `${
+      f
+        ? `<ul class="findings"><li>${esc(`TPOT ~ ${fmtSig(f.stepMs)} ms + ${fmtSig(f.perSequenceMs)} ms x concurrency (r² ${fmtNumber(f.r2, 4)})`)}</li></ul>`
+        : '<p>No fit: too few levels completed.</p>'
+    }${table(['concurrency', 'measured', 'completed', 'ITL p50', 'ITL p99', 'TPOT mean', 'per user tok/s', 'system tok/s'], rows)}${charts.grid(decodeCharts(ps, f))}`;
+  }
+  const meta = { ...probe, points: `${points.length} points` };
+  const sections: Section[] = [
+    {
+      kind: 'headline',
+      id: 'headline',
+      html: `<p class="kicker">infergauge ${kind} probe report${str(probe.startedAt) ? ` &middot; ${esc(str(probe.startedAt))}` : ''}</p>
+<h1>${esc(headline)}</h1>
+<p class="facts">${esc(`${str(server?.target) ?? model}; ${str(probe.endpoint) ?? '?'} endpoint, tokenizer ${str(probe.tokenizer) ?? '?'}, ${points.length} points.`)}</p>`,
+    },
+    ...warningsSection(warnings),
+    {
+      kind: 'probe',
+      id: 'probe',
+      nav: kind === 'prefill' ? 'Prefill' : 'Decode',
+      attrs: { 'data-probe': kind },
+      html: `<h2>${kind === 'prefill' ? 'Prefill: TTFT against input length' : 'Decode: ITL against concurrency'}</h2>${body}`,
+    },
+    {
+      kind: 'manifest',
+      id: 'manifest',
+      nav: 'Manifest',
+      html: `<h2>Probe manifest</h2>${factList([
+        ['tool', `${str(obj(probe.tool)?.name) ?? ''} ${str(obj(probe.tool)?.version) ?? ''}`],
+        ['started', str(probe.startedAt)],
+        ['target', str(server?.target)],
+        ['model', str(server?.model)],
+        ['server', str(server?.url)],
+        ['endpoint', str(probe.endpoint)],
+        ['tokenizer', str(probe.tokenizer)],
+        ['prompt overhead tokens', str(probe.promptOverheadTokens)],
+        ['settings', probe.settings !== undefined ? JSON.stringify(probe.settings) : undefined],
+      ])}${jsonDetails('probe.json (without its points)', meta)}${jsonDetails('probe.json', input.probe)}`,
+    },
+  ];
+  return htmlDocument(`infergauge: ${headline}`, sections, charts, footer(input.dir));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Capacity
+
+function capacityReport(input: Extract<ReportInput, { kind: 'capacity' }>, charts: Charts): string {
+  const c = obj(input.capacity) ?? {};
+  const server = obj(c.server);
+  const workload = obj(c.workload);
+  const model = str(server?.model) ?? 'the server';
+  const steps = arr(c.steps)
+    .map(obj)
+    .filter((s): s is Json => s !== undefined) as unknown as CapacityStep[];
+  const prediction = (obj(c.prediction) as unknown as CapacityPrediction | undefined) ?? null;
+  const limit = (obj(c.limit) as unknown as CapacityLimit | undefined) ?? null;
+  const capacity = num(c.capacity);
+  const sequence = num(workload?.sequenceTokens);
+  const warnings: { code?: string; message: string }[] = [];
+  if (c.interrupted === true) {
+    warnings.push({
+      code: 'interrupted',
+      message: 'the capacity search was interrupted: later batches are missing',
+    });
+  }
+  if (typeof c.predictionNote === 'string') {
+    warnings.push({
+      code: 'no_prediction',
+      message: `no analytic prediction: ${c.predictionNote}`,
+    });
+  }
+  if (!limit && steps.length > 0) {
+    warnings.push({
+      code: 'no_limit',
+      message: `no limit reached up to batch ${fmtNumber(Math.max(...steps.map((s) => s.batch)))}: the capacity is at least that`,
+    });
+  }
+  const headline = `Capacity of ${model}: ${capacity !== undefined ? fmtNumber(capacity) : '?'} concurrent requests${sequence !== undefined ? ` of ${fmtNumber(sequence)} tokens` : ''}${prediction ? ` (analytic ${fmtNumber(prediction.maxBatch)})` : ''}`;
+  const rows = [...steps]
+    .sort((a, b) => a.batch - b.batch)
+    .map((s) => [
+      fmtNumber(s.batch),
+      fmtNumber(s.meanConcurrency, 1),
+      s.kvCacheUsageMax !== undefined ? pct(s.kvCacheUsageMax, 1) : '-',
+      s.predictedKvCacheUsage !== undefined ? pct(s.predictedKvCacheUsage, 1) : '-',
+      s.preemptions !== undefined ? fmtNumber(s.preemptions) : '-',
+      s.waitingMax !== undefined ? fmtNumber(s.waitingMax) : '-',
+      s.gpuMemoryUsedMaxBytes !== undefined ? gib(s.gpuMemoryUsedMaxBytes) : '-',
+      fmtNumber(s.outputTokensPerS),
+      fmtNumber(s.perUserTokensPerS, 1),
+      fmtNumber(s.ttftP50Ms, 1),
+      fmtNumber(s.ttftP99Ms, 1),
+      fmtNumber(s.tpotMeanMs, 2),
+      fmtNumber(s.itlP99Ms, 2),
+      fmtNumber(s.failed),
+    ]);
+  const findings = [
+    limit
+      ? `<b>Limit</b> at batch ${esc(fmtNumber(limit.batch))} (${esc(limit.reason.replace(/_/g, ' '))}): ${esc(limit.detail)}`
+      : undefined,
+    capacity !== undefined
+      ? `<b>Capacity</b>: ${esc(fmtNumber(capacity))} concurrent requests, the last batch before the limit.`
+      : undefined,
+    prediction
+      ? `<b>Prediction</b>: ${esc(`${fmtNumber(prediction.maxBatch)} sequences (${fmtNumber(prediction.numGpuBlocks)} KV blocks / ${fmtNumber(prediction.blocksPerSequence)} per sequence)`)}.`
+      : undefined,
+  ].filter(Boolean);
+  const sections: Section[] = [
+    {
+      kind: 'headline',
+      id: 'headline',
+      html: `<p class="kicker">infergauge capacity report</p>
+<h1>${esc(headline)}</h1>
+<p class="facts">${esc(`${str(server?.simulator) ?? str(server?.url) ?? ''}${workload ? `; ${str(workload.inputTokens) ?? '?'} in / ${str(workload.outputTokens) ?? '?'} out tokens per request, ${str(workload.endpoint) ?? '?'} endpoint` : ''}.`)}</p>`,
+    },
+    ...warningsSection(warnings),
+    {
+      kind: 'capacity',
+      id: 'capacity',
+      nav: 'Capacity',
+      html: `<h2>The batch-to-OOM curve</h2><ul class="findings">${findings.map((f) => `<li>${f}</li>`).join('')}</ul>${table(
+        [
+          'batch',
+          'measured',
+          'KV peak',
+          'KV predicted',
+          'preempted',
+          'waiting max',
+          'GPU memory',
+          'output tok/s',
+          'per user tok/s',
+          'TTFT p50',
+          'TTFT p99',
+          'TPOT mean',
+          'ITL p99',
+          'failed',
+        ],
+        rows,
+      )}${charts.grid(capacityCharts(steps, prediction, limit, capacity))}`,
+    },
+    {
+      kind: 'manifest',
+      id: 'manifest',
+      nav: 'Manifest',
+      html: `<h2>Capacity manifest</h2>${factList([
+        ['tool', `${str(obj(c.tool)?.name) ?? ''} ${str(obj(c.tool)?.version) ?? ''}`],
+        ['server', str(server?.url)],
+        ['model', str(server?.model)],
+        ['simulator', str(server?.simulator)],
+        ['workload', workload ? JSON.stringify(workload) : undefined],
+        ['prediction', prediction ? JSON.stringify(prediction) : undefined],
+      ])}${jsonDetails('capacity.json', input.capacity)}`,
+    },
+  ];
+  return htmlDocument(`infergauge: ${headline}`, sections, charts, footer(input.dir));
+}
