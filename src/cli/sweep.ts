@@ -97,7 +97,7 @@ export function sweepCommand(): Command {
     );
   return command.action(async (options, cmd) => {
     const merged = withPlanFile(options, cmd, 'sweep');
-    process.exitCode = merged ? await sweep(merged, cmd) : EXIT.invalidOptions;
+    process.exitCode = merged ? await sweep(merged) : EXIT.invalidOptions;
   });
 }
 
@@ -225,10 +225,7 @@ interface ScenarioSweep {
   warnings: Warning[];
 }
 
-async function sweep(
-  options: RunOptions,
-  cmd: { getOptionValueSource(key: string): string | undefined },
-): Promise<number> {
+async function sweep(options: RunOptions): Promise<number> {
   const problems: string[] = [];
   const raw = options as Record<string, unknown>;
   // Percentile SLOs (ttft.p99<500) are the sweep's; per-request ones (ttft<500) stay goodput's.
@@ -247,7 +244,6 @@ async function sweep(
   );
   if (goodputSlos.length > 0) runOptions.slo = goodputSlos.join(',');
   else delete runOptions.slo;
-  void cmd;
   const prepared = prepareRun(runOptions as RunOptions);
   problems.push(...prepared.problems);
   if (problems.length > 0 || !prepared.plan) {
