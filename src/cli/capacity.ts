@@ -23,9 +23,8 @@ import { EngineStartError, planVllmMemory } from '../memory/footprint.js';
 import { SummaryBuilder } from '../metrics/summary.js';
 import type { RequestRecord } from '../record.js';
 import { resolveEngineConfig } from '../sim/engineModel.js';
-import { commonFields } from '../telemetry/common.js';
-import { startScraper } from '../telemetry/scraper.js';
-import type { TelemetrySnapshot } from '../telemetry/snapshot.js';
+import { recordTelemetry } from '../telemetry/scraper.js';
+import type { ServerMetricsSummary } from '../telemetry/summary.js';
 import { VERSION } from '../version.js';
 import { createSyntheticWorkload } from '../workload/synthetic.js';
 import { addEngineFlags, engineFlagArgs, engineFromFlags } from './engineFlags.js';
@@ -310,20 +309,16 @@ async function runStep(c: {
   mkdirSync(c.dir, { recursive: true });
   const load = { mode: 'closed' as const, concurrency: batch };
   const records = new JsonlWriter<RequestRecord>(join(c.dir, 'records.jsonl'));
-  const telemetry = new JsonlWriter<TelemetrySnapshot>(join(c.dir, 'telemetry.jsonl'));
   const builder = new SummaryBuilder({ load });
   const clock = createRunClock();
-  const snapshots: TelemetrySnapshot[] = [];
-  const scraper = startScraper({
+  const telemetry = recordTelemetry({
     sources: [{ kind: 'prometheus', url: c.metricsUrl }],
     intervalMs: settings.scrapeIntervalS * 1000,
     nowMs: () => clock.nowUs() / 1000,
     headers: c.headers,
-    onSnapshot: (snapshot) => {
-      snapshots.push(snapshot);
-      telemetry.write(snapshot);
-    },
+    path: join(c.dir, 'telemetry.jsonl'),
   });
+  let server: ServerMetricsSummary | undefined;
   let result: Awaited<ReturnType<typeof runEngine>>;
   try {
     result = await runEngine({
@@ -357,8 +352,7 @@ async function runStep(c: {
     });
   } finally {
     records.close();
-    await scraper.stop();
-    telemetry.close();
+    server = await telemetry.stop();
   }
   const summary = builder.build({ clientHealth: result.clientHealth });
   writeFileSync(join(c.dir, 'summary.json'), `${JSON.stringify(summary, null, 2)}\n`);
@@ -375,28 +369,13 @@ async function runStep(c: {
     tpotMeanMs: summary.latency.tpotMs.mean,
     itlP99Ms: summary.latency.itlMs.p99,
   };
-  Object.assign(step, telemetryOfStep(snapshots));
+  // The step's server numbers: peaks over its scrapes and the growth of the preemption counter.
+  const m = server?.memory;
+  if (m?.kvCacheUsage) step.kvCacheUsageMax = m.kvCacheUsage.max;
+  if (m?.preemptions !== undefined) step.preemptions = m.preemptions;
+  if (m?.waiting) step.waitingMax = m.waiting.max;
+  if (m?.gpuMemoryUsedBytes) step.gpuMemoryUsedMaxBytes = m.gpuMemoryUsedBytes.max;
   return step;
-}
-
-/** Peaks over the step's scrapes, and the growth of the preemption counter. */
-function telemetryOfStep(snapshots: TelemetrySnapshot[]): Partial<CapacityStep> {
-  const fields = snapshots.filter((s) => s.values).map((s) => commonFields(s.values ?? {}));
-  const max = (f: (c: (typeof fields)[number]) => number | undefined) => {
-    const values = fields.map(f).filter((v): v is number => v !== undefined);
-    return values.length > 0 ? Math.max(...values) : undefined;
-  };
-  const preemptions = fields.map((f) => f.preemptions).filter((v): v is number => v !== undefined);
-  const out: Partial<CapacityStep> = {};
-  const kv = max((f) => f.kvCacheUsage);
-  if (kv !== undefined) out.kvCacheUsageMax = kv;
-  if (preemptions.length > 0)
-    out.preemptions = preemptions[preemptions.length - 1] - preemptions[0];
-  const waiting = max((f) => f.waiting);
-  if (waiting !== undefined) out.waitingMax = waiting;
-  const memory = max((f) => f.gpuMemoryUsedBytes);
-  if (memory !== undefined) out.gpuMemoryUsedMaxBytes = memory;
-  return out;
 }
 
 const BAR_WIDTH = 40;

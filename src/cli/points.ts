@@ -13,15 +13,14 @@ import type { RunPlan } from '../plan/runPlan.js';
 import type { RequestRecord } from '../record.js';
 import { EngineModel, type EngineModelOptions } from '../sim/engineModel.js';
 import { simulateRun } from '../sim/virtual.js';
-import { startScraper } from '../telemetry/scraper.js';
-import type { TelemetrySnapshot } from '../telemetry/snapshot.js';
-import { type ServerMetricsSummary, summarizeTelemetry } from '../telemetry/summary.js';
+import { recordTelemetry } from '../telemetry/scraper.js';
+import type { ServerMetricsSummary } from '../telemetry/summary.js';
 import { streamSeed } from '../workload/distributions.js';
 import { createPromptFactory, type PromptFactory } from '../workload/prompts.js';
 import type { Scenario } from '../workload/scenarios.js';
 import { createTokenizer, type Tokenizer } from '../workload/tokenizer.js';
 import { createWorkload } from '../workload/workload.js';
-import { describeEngine } from './engineFlags.js';
+import { describeEngine, servedModelName } from './engineFlags.js';
 import { discoverModel, measurePromptOverhead, type PreparedRun, telemetrySources } from './run.js';
 import { type SimulatorProcess, spawnSimulator } from './simProcess.js';
 
@@ -114,22 +113,16 @@ export async function createPointRunner(
           load: point.load,
           ...(plan.slo ? { slo: plan.slo } : {}),
         });
-        const snapshots: TelemetrySnapshot[] = [];
-        const telemetryFile = plan.telemetry
-          ? new JsonlWriter<TelemetrySnapshot>(join(point.dir, 'telemetry.jsonl'))
-          : undefined;
-        const scraper = plan.telemetry
-          ? startScraper({
+        const telemetry = plan.telemetry
+          ? recordTelemetry({
               sources: telemetrySources(plan.telemetry),
               intervalMs: plan.telemetry.intervalS * 1000,
               nowMs: () => clock.nowUs() / 1000,
               headers: withApiKey(plan.headers, apiKey),
-              onSnapshot: (s) => {
-                snapshots.push(s);
-                telemetryFile?.write(s);
-              },
+              path: join(point.dir, 'telemetry.jsonl'),
             })
           : undefined;
+        let serverMetrics: ServerMetricsSummary | undefined;
         let result: Awaited<ReturnType<typeof runEngine>>;
         try {
           result = await runEngine({
@@ -149,15 +142,13 @@ export async function createPointRunner(
           });
         } finally {
           records.close();
-          await scraper?.stop();
-          telemetryFile?.close();
+          serverMetrics = await telemetry?.stop();
         }
         const summary = builder.build({
           clientHealth: result.clientHealth,
           interrupted: result.stoppedBy === 'signal',
           unsentRequests: result.unsentRequests,
         });
-        const serverMetrics = plan.telemetry ? summarizeTelemetry(snapshots) : undefined;
         if (serverMetrics) summary.warnings.push(...serverMetrics.warnings);
         writeSummary(point.dir, summary, serverMetrics);
         return { summary, ...(serverMetrics ? { serverMetrics } : {}) };
@@ -195,7 +186,7 @@ async function virtualRunner(
   engineOptions: EngineModelOptions,
 ): Promise<PointRunner> {
   const probe = new EngineModel(engineOptions);
-  const model = `sim-${probe.config.model.id.replace(/[^A-Za-z0-9._-]+/g, '-')}`;
+  const model = servedModelName(probe.config.model.id);
   const tokenizer = await createTokenizer('words', { builtInSimulator: true });
   const factories = promptFactories(tokenizer, plan.seed);
   return {

@@ -32,9 +32,8 @@ import { describeLoad, renderTerminalSummary } from '../report/terminal.js';
 import { EngineModel, type EngineModelOptions } from '../sim/engineModel.js';
 import { simulateRun } from '../sim/virtual.js';
 import { findOnPath, NVIDIA_SMI } from '../telemetry/gpu.js';
-import { probeMetrics, startScraper, type TelemetrySource } from '../telemetry/scraper.js';
-import type { TelemetrySnapshot } from '../telemetry/snapshot.js';
-import { type ServerMetricsSummary, summarizeTelemetry } from '../telemetry/summary.js';
+import { probeMetrics, recordTelemetry, type TelemetrySource } from '../telemetry/scraper.js';
+import type { ServerMetricsSummary } from '../telemetry/summary.js';
 import { VERSION } from '../version.js';
 import { streamSeed } from '../workload/distributions.js';
 import { createPromptFactory, type PromptFactory } from '../workload/prompts.js';
@@ -47,6 +46,7 @@ import {
   engineFlagArgs,
   engineFromFlags,
   isEngineFlag,
+  servedModelName,
 } from './engineFlags.js';
 import { gate, thresholdOption } from './report.js';
 import { type SimulatorProcess, spawnSimulator } from './simProcess.js';
@@ -537,22 +537,16 @@ async function runScenario(
   };
   process.on('SIGINT', onSignal);
   process.on('SIGTERM', onSignal);
-  const snapshots: TelemetrySnapshot[] = [];
-  const telemetryWriter = plan.telemetry
-    ? new JsonlWriter<TelemetrySnapshot>(join(outDir, 'telemetry.jsonl'))
-    : undefined;
-  const scraper = plan.telemetry
-    ? startScraper({
+  const telemetry = plan.telemetry
+    ? recordTelemetry({
         sources: telemetrySources(plan.telemetry),
         intervalMs: plan.telemetry.intervalS * 1000,
         nowMs: () => clock.nowUs() / 1000,
         headers: withApiKey(plan.headers, apiKey),
-        onSnapshot: (snapshot) => {
-          snapshots.push(snapshot);
-          telemetryWriter?.write(snapshot);
-        },
+        path: join(outDir, 'telemetry.jsonl'),
       })
     : undefined;
+  let serverMetrics: ServerMetricsSummary | undefined;
   let result: Awaited<ReturnType<typeof runEngine>>;
   try {
     result = await runEngine(
@@ -583,8 +577,7 @@ async function runScenario(
       logUpdateStderr.clear();
     }
     writer.close();
-    await scraper?.stop();
-    telemetryWriter?.close();
+    serverMetrics = await telemetry?.stop();
   }
   const interrupted = result.stoppedBy === 'signal';
   const summary = builder.build({
@@ -592,7 +585,6 @@ async function runScenario(
     interrupted,
     unsentRequests: result.unsentRequests,
   });
-  const serverMetrics = plan.telemetry ? summarizeTelemetry(snapshots) : undefined;
   // The server's warnings (KV cache full, preemptions) stand with the run's.
   if (serverMetrics) summary.warnings.push(...serverMetrics.warnings);
   addPlanWarnings(plan, summary);
@@ -744,7 +736,7 @@ async function simulateVirtual(
   const results: ScenarioResult[] = [];
   for (const scenario of plan.scenarios) {
     const engine = new EngineModel(options);
-    const model = `sim-${engine.config.model.id.replace(/[^A-Za-z0-9._-]+/g, '-')}`;
+    const model = servedModelName(engine.config.model.id);
     const simulator = `${describeEngine(options)}, KV cache ${engine.memory.numGpuBlocks} blocks (${engine.memory.kvTokens} tokens); virtual time`;
     const outDir = plan.scenarios.length > 1 ? join(root, scenario.name) : root;
     try {

@@ -9,7 +9,7 @@ import { parseFaults } from '../sim/faults.js';
 import { SimMetrics } from '../sim/metrics.js';
 import { PhysicalEngine } from '../sim/physical.js';
 import { startSimServer } from '../sim/server.js';
-import { addEngineFlags, describeEngine, engineFromFlags } from './engineFlags.js';
+import { addEngineFlags, describeEngine, engineFromFlags, servedModelName } from './engineFlags.js';
 import type { SimMessage } from './simProcess.js';
 
 function number(name: string, min: number) {
@@ -131,7 +131,7 @@ export function simCommand(): Command {
         return fail((err as Error).message);
       }
       const c = model.config;
-      servedName = o.servedModelName ?? `sim-${c.model.id.replace(/[^A-Za-z0-9._-]+/g, '-')}`;
+      servedName = o.servedModelName ?? servedModelName(c.model.id);
       maxModelLen = c.maxModelLen;
       const metrics = new SimMetrics({
         modelName: servedName,

@@ -239,7 +239,8 @@ export function renderTerminalSummary(summary: RunSummary, options: TerminalOpti
   const server = options.serverMetrics;
   if (server) {
     const { line, covered } = serverLine(server);
-    lines.push(line);
+    // The server's token rates are throughputs too: they stand with their load.
+    lines.push(line.includes('tok/s') ? `${line} (at ${describeLoad(summary)})` : line);
     const memory = server.memory && memoryLine(server.memory, covered);
     if (memory) lines.push(memory);
   }

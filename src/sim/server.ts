@@ -61,6 +61,17 @@ export function countWords(text: string): number {
   return count;
 }
 
+/** The simulator's output token `i` of a response: one word, " w<i mod 1000>". */
+export function simWord(i: number): string {
+  return ` w${i % 1000}`;
+}
+
+/** `simWord(i).length` without building the string (virtual time writes millions). */
+export function simWordLength(i: number): number {
+  const k = i % 1000;
+  return k < 10 ? 3 : k < 100 ? 4 : 5;
+}
+
 /** The words of a text: the simulator's tokens. */
 export function splitWords(text: string): string[] {
   return text.split(/[ \n\t\r]+/).filter((w) => w.length > 0);
@@ -385,7 +396,7 @@ class EventFormat {
   /** Generated text for `tokens` tokens: one word per token, as the simulator counts. */
   text(tokens: number): string {
     let text = '';
-    for (let i = 0; i < tokens; i++) text += ` w${this.words++ % 1000}`;
+    for (let i = 0; i < tokens; i++) text += simWord(this.words++);
     return text;
   }
 

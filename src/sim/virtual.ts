@@ -4,7 +4,7 @@ import type { RequestPhase, RequestRecord } from '../record.js';
 import { arrivalScheduleForLoad } from '../workload/arrivals.js';
 import type { EngineModel, SequenceListener } from './engineModel.js';
 import { promptBlockHashes } from './physical.js';
-import { countWords, splitWords } from './server.js';
+import { countWords, simWordLength, splitWords } from './server.js';
 
 export interface VirtualRunOptions {
   engine: EngineModel;
@@ -209,9 +209,7 @@ function toRecord(r: InFlight, endpoint: Endpoint, rejected?: string): RequestRe
     dtUs[e] = atUs - previousUs;
     previousUs = atUs;
     tokens[e] = 1;
-    // The simulator's word for token i is " w<i mod 1000>".
-    const k = i % 1000;
-    contentChars[e++] = k < 10 ? 3 : k < 100 ? 4 : 5;
+    contentChars[e++] = simWordLength(i);
   }
   dtUs[e] = 0;
   tokens[e] = 0;

@@ -1,8 +1,10 @@
 import { request } from 'undici';
+import { JsonlWriter } from '../engine/records.js';
 import { type NvidiaSmiCommand, runNvidiaSmi } from './gpu.js';
 import { readProcStatus } from './process.js';
 import { parsePrometheusText } from './prometheus.js';
 import { snapshotValues, type TelemetrySnapshot } from './snapshot.js';
+import { type ServerMetricsSummary, summarizeTelemetry } from './summary.js';
 
 /**
  * One thing to sample during the run: an HTTP endpoint (the server's Prometheus `/metrics`, a
@@ -128,4 +130,29 @@ export async function probeMetrics(
     const code = (err as { code?: string }).code;
     return { ok: false, reason: code ?? (err as Error).message };
   }
+}
+
+/**
+ * Telemetry of one run: scrapes `sources` on the run's clock, appends every snapshot to
+ * `path` (telemetry.jsonl) as it comes, and summarises them once stopped.
+ */
+export function recordTelemetry(options: Omit<ScraperOptions, 'onSnapshot'> & { path: string }): {
+  stop(): Promise<ServerMetricsSummary>;
+} {
+  const snapshots: TelemetrySnapshot[] = [];
+  const file = new JsonlWriter<TelemetrySnapshot>(options.path);
+  const scraper = startScraper({
+    ...options,
+    onSnapshot: (snapshot) => {
+      snapshots.push(snapshot);
+      file.write(snapshot);
+    },
+  });
+  return {
+    stop: async () => {
+      await scraper.stop();
+      file.close();
+      return summarizeTelemetry(snapshots);
+    },
+  };
 }

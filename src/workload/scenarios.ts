@@ -1,7 +1,6 @@
 import {
   formatLengthDistribution,
   type LengthDistribution,
-  meanOf,
   parseLengthDistribution,
 } from './distributions.js';
 
@@ -84,11 +83,6 @@ export function withLengths(
 export function describeScenario(s: Scenario): string {
   const prefix = s.sharedPrefixTokens ? `, shared prefix ${s.sharedPrefixTokens}` : '';
   return `${s.name}: ${formatLengthDistribution(s.input)} in / ${formatLengthDistribution(s.output)} out tokens${prefix}`;
-}
-
-/** Mean prompt and output lengths, for headlines and the plan printout. */
-export function scenarioMeans(s: Scenario): { input: number; output: number } {
-  return { input: meanOf(s.input), output: meanOf(s.output) };
 }
 
 /** The longest length a distribution can draw (Infinity when unbounded). */
