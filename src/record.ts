@@ -108,8 +108,14 @@ export interface RequestRecord {
 export interface ClientHealthMeasurements {
   /** Event-loop delay from `perf_hooks.monitorEventLoopDelay`, in ms. */
   eventLoopDelayMs: { p50: number; p99: number; max: number };
+  /** CPU of the whole process (every thread), seconds. */
   cpuUserS: number;
   cpuSystemS: number;
+  /** CPU of the thread that ran the engine, seconds (Linux only): a worker's own load. */
+  threadCpuS?: number;
+  /** Share of the time the engine's event loop was busy (perf_hooks eventLoopUtilization). */
+  eventLoopUtilisation?: number;
+  /** Wall time the engine ran, seconds. */
   wallS: number;
   /** Open loop: how late the scheduler noticed each arrival (timer lateness), in ms. */
   sendSlipMs: number[];

@@ -5,18 +5,34 @@ import { performance } from 'node:perf_hooks';
  * can carry exact deltas; wall-clock time is read once, for the manifest.
  */
 export interface RunClock {
-  /** Microseconds since the origin, rounded to an integer. */
+  /** Microseconds since the origin, rounded to an integer (negative before it). */
   nowUs(): number;
   /** Wall-clock time of the origin, as an ISO string. */
   readonly originIso: string;
+  /** The origin on process.hrtime's clock (ns), which every thread of the process shares. */
+  readonly originHrNs: bigint;
 }
 
-export function createRunClock(): RunClock {
-  const origin = performance.now();
-  const originIso = new Date(Date.now()).toISOString();
+/**
+ * A clock whose origin is now, `startInMs` from now, an instant of another thread's clock
+ * (`originHrNs`: worker threads share their coordinator's origin) or a wall-clock instant
+ * (`originEpochMs`: processes on several machines share `--start-at`, as well as their clocks
+ * agree). The monotonic clock then runs on; later wall-clock steps do not move it.
+ */
+export function createRunClock(
+  at: { startInMs?: number; originHrNs?: bigint; originEpochMs?: number; originIso?: string } = {},
+): RunClock {
+  const nowPerf = performance.now();
+  const nowHrNs = process.hrtime.bigint();
+  let offsetMs = at.startInMs ?? 0;
+  if (at.originHrNs !== undefined) offsetMs = Number(at.originHrNs - nowHrNs) / 1e6;
+  else if (at.originEpochMs !== undefined) offsetMs = at.originEpochMs - Date.now();
+  const origin = nowPerf + offsetMs;
   return {
     nowUs: () => Math.round((performance.now() - origin) * 1000),
-    originIso,
+    originIso:
+      at.originIso ?? new Date(at.originEpochMs ?? Math.round(Date.now() + offsetMs)).toISOString(),
+    originHrNs: nowHrNs + BigInt(Math.round(offsetMs * 1e6)),
   };
 }
 

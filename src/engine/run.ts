@@ -1,4 +1,5 @@
-import { monitorEventLoopDelay } from 'node:perf_hooks';
+import { readFileSync } from 'node:fs';
+import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
 import { Pool } from 'undici';
 import { splitServerUrl } from '../backends/request.js';
 import type { RequestSpec } from '../backends/types.js';
@@ -7,6 +8,7 @@ import type { ClientHealthMeasurements, RequestRecord } from '../record.js';
 import { arrivalScheduleForLoad } from '../workload/arrivals.js';
 import { createRunClock, type RunClock } from './clock.js';
 import { executeRequest, type PendingRequest, ReadTracker, type TargetConfig } from './http.js';
+import { type IdSequence, idAt, inSequence, type ShardPart, wholeRun } from './shard.js';
 
 /** Sampling interval of the event-loop delay monitor. */
 const LOOP_DELAY_RESOLUTION_MS = 2;
@@ -32,6 +34,20 @@ export interface EngineOptions {
   cancelSignal?: AbortSignal;
   /** The run clock; pass one to know its origin before the run starts (for the manifest). */
   clock?: RunClock;
+  /**
+   * A shard of a larger run (src/engine/shard.ts): the request ids this engine sends, in place
+   * of `warmupRequests` and `requests` (whose ids are 0..W-1, then W..W+R-1), with `load` being
+   * the shard's load.
+   */
+  ids?: Pick<ShardPart, 'warmup' | 'measured'> & {
+    /** The whole run's first measured id: an open loop's duration window opens at its arrival. */
+    measureFromId: number;
+  };
+  /**
+   * Start sending when the clock reads this (it waits until then); an open loop's schedule
+   * starts exactly here, so shards started on a shared clock keep one schedule.
+   */
+  startAtUs?: number;
 }
 
 /** Live counters, for progress display. */
@@ -60,7 +76,8 @@ export async function runEngine(
   progress: EngineProgress = { sent: 0, finished: 0, failed: 0, inFlight: 0 },
 ): Promise<EngineResult> {
   const { target, load } = options;
-  if (options.requests === undefined && options.durationS === undefined) {
+  const counted = options.ids ? options.ids.measured.count : options.requests;
+  if (counted === undefined && options.durationS === undefined) {
     throw new Error('runEngine needs requests or durationS');
   }
   const { origin, prefix } = splitServerUrl(target.baseUrl);
@@ -77,36 +94,58 @@ export async function runEngine(
   const loopDelay = monitorEventLoopDelay({ resolution: LOOP_DELAY_RESOLUTION_MS });
   loopDelay.enable();
   const cpuStart = process.cpuUsage();
+  const threadCpuStart = threadCpuS();
+  const eluStart = performance.eventLoopUtilization();
+  const wallStartUs = clock.nowUs();
   const sendSlipMs: number[] = [];
   /** Abort functions of the requests in flight (one listener for all, not one per request). */
   const cancellers = new Set<() => void>();
 
-  let nextId = 0;
-  let measureStartUs: number | undefined;
   let stoppedBySignal = options.stopSignal?.aborted ?? false;
-  let planDone = false;
-  const measuredEnd = options.warmupRequests + (options.requests ?? Number.POSITIVE_INFINITY);
+  const ids = options.ids ?? {
+    ...wholeRun(load, options.warmupRequests, options.requests),
+    measureFromId: options.warmupRequests,
+  };
+  const durationUs = options.durationS !== undefined ? options.durationS * 1e6 : undefined;
+  const pending = (id: number, phase: PendingRequest['phase'], scheduledAtUs: number) =>
+    ({ id, phase, scheduledAtUs, spec: options.nextRequest(id) }) satisfies PendingRequest;
 
-  /** The next request to send at `scheduledAtUs`, or undefined once the plan is complete. */
-  const nextPending = (scheduledAtUs: number): PendingRequest | undefined => {
-    if (planDone || stoppedBySignal) return undefined;
-    if (nextId >= measuredEnd) {
-      planDone = true;
-      return undefined;
+  /** Closed loop: the next id to send when a user is free at `atUs`; undefined when done. */
+  let warmupSent = 0;
+  let measuredSent = 0;
+  let closedWindowUs: number | undefined;
+  const nextClosed = (atUs: number): PendingRequest | undefined => {
+    if (stoppedBySignal) return undefined;
+    const warmupId = idAt(ids.warmup, warmupSent);
+    if (warmupId !== undefined) {
+      warmupSent++;
+      return pending(warmupId, 'warmup', atUs);
     }
-    const phase = nextId < options.warmupRequests ? 'warmup' : 'measure';
-    if (phase === 'measure') {
-      measureStartUs ??= scheduledAtUs;
-      if (
-        options.durationS !== undefined &&
-        scheduledAtUs - measureStartUs >= options.durationS * 1e6
-      ) {
-        planDone = true;
-        return undefined;
-      }
+    closedWindowUs ??= atUs;
+    if (durationUs !== undefined && atUs - closedWindowUs >= durationUs) return undefined;
+    const id = idAt(ids.measured, measuredSent);
+    if (id === undefined) return undefined;
+    measuredSent++;
+    return pending(id, 'measure', atUs);
+  };
+
+  /**
+   * Open loop: arrival `k` of the run's schedule, due at `atUs`: this engine's request, another
+   * shard's ('skip'), or undefined once nothing more is to be sent.
+   */
+  const lastWarmup = lastId(ids.warmup);
+  const lastMeasured = lastId(ids.measured);
+  let openWindowUs: number | undefined;
+  const nextOpen = (k: number, atUs: number): PendingRequest | 'skip' | undefined => {
+    if (stoppedBySignal) return undefined;
+    if (k < ids.measureFromId) {
+      if (inSequence(ids.warmup, k)) return pending(k, 'warmup', atUs);
+      return k > lastWarmup && lastMeasured < ids.measureFromId ? undefined : 'skip';
     }
-    const id = nextId++;
-    return { id, phase, scheduledAtUs, spec: options.nextRequest(id) };
+    if (k === ids.measureFromId) openWindowUs = atUs;
+    if (durationUs !== undefined && atUs - (openWindowUs ?? atUs) >= durationUs) return undefined;
+    if (k > lastMeasured) return undefined;
+    return inSequence(ids.measured, k) ? pending(k, 'measure', atUs) : 'skip';
   };
 
   const send = async (pending: PendingRequest): Promise<void> => {
@@ -119,6 +158,7 @@ export async function runEngine(
     options.onRecord(record);
   };
 
+  if (options.startAtUs !== undefined) await sleepUntil(clock, options.startAtUs);
   let unsentRequests = 0;
   const onStop = () => {
     stoppedBySignal = true;
@@ -130,13 +170,14 @@ export async function runEngine(
   options.cancelSignal?.addEventListener('abort', onCancel, { once: true });
   try {
     if (load.mode === 'closed') {
-      await runClosedLoop(load.concurrency, clock, nextPending, send);
+      await runClosedLoop(load.concurrency, clock, nextClosed, send);
     } else {
       unsentRequests = await runOpenLoop(
         load,
         options,
         clock,
-        nextPending,
+        options.startAtUs ?? clock.nowUs(),
+        nextOpen,
         send,
         sendSlipMs,
         () => stoppedBySignal,
@@ -149,6 +190,7 @@ export async function runEngine(
     await pool.destroy();
   }
   const cpu = process.cpuUsage(cpuStart);
+  const threadCpuEnd = threadCpuS();
   // The histogram holds whole timer intervals; the delay is what exceeds the resolution.
   const delayMs = (ns: number) =>
     Number.isFinite(ns) ? Math.max(0, ns / 1e6 - LOOP_DELAY_RESOLUTION_MS) : 0;
@@ -164,12 +206,44 @@ export async function runEngine(
       },
       cpuUserS: cpu.user / 1e6,
       cpuSystemS: cpu.system / 1e6,
-      wallS: clock.nowUs() / 1e6,
+      ...(threadCpuStart !== undefined && threadCpuEnd !== undefined
+        ? { threadCpuS: threadCpuEnd - threadCpuStart }
+        : {}),
+      eventLoopUtilisation: performance.eventLoopUtilization(eluStart).utilization,
+      wallS: (clock.nowUs() - wallStartUs) / 1e6,
       sendSlipMs,
       tokenEvents: reads.tokenEvents,
       coalescedTokenEvents: reads.coalescedTokenEvents,
     },
   };
+}
+
+/** The last id of a counted sequence (-1 when empty; Infinity when unbounded). */
+function lastId(seq: IdSequence): number {
+  if (seq.count === undefined) return Number.POSITIVE_INFINITY;
+  return seq.count > 0 ? seq.start + (seq.count - 1) * seq.stride : -1;
+}
+
+/** Waits until the clock reads `atUs` (already past: returns at once). */
+async function sleepUntil(clock: RunClock, atUs: number): Promise<void> {
+  for (let leftUs = atUs - clock.nowUs(); leftUs > 0; leftUs = atUs - clock.nowUs()) {
+    await new Promise((resolve) => setTimeout(resolve, Math.min(leftUs / 1000, 1e9)));
+  }
+}
+
+/**
+ * CPU seconds of the calling thread (Linux: /proc/thread-self/stat, in 1/100 s ticks), so each
+ * worker thread reports its own load; undefined where the system does not say.
+ */
+function threadCpuS(): number | undefined {
+  try {
+    const stat = readFileSync('/proc/thread-self/stat', 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    // Fields 14 and 15 of proc(5), utime and stime, counted from field 3 (state) here.
+    return (Number(fields[11]) + Number(fields[12])) / 100;
+  } catch {
+    return undefined;
+  }
 }
 
 /** `concurrency` virtual users, each sending its next request as soon as the last finishes. */
@@ -200,18 +274,19 @@ function runOpenLoop(
   load: Extract<LoadSpec, { mode: 'open' }>,
   options: EngineOptions,
   clock: RunClock,
-  nextPending: (scheduledAtUs: number) => PendingRequest | undefined,
+  startUs: number,
+  nextArrival: (k: number, atUs: number) => PendingRequest | 'skip' | undefined,
   send: (pending: PendingRequest) => Promise<void>,
   sendSlipMs: number[],
   stopped: () => boolean,
 ): Promise<number> {
   const schedule = arrivalScheduleForLoad(load, options.seed);
   const cap = load.maxConcurrency ?? Number.POSITIVE_INFINITY;
-  const startUs = clock.nowUs();
   const waiting: PendingRequest[] = [];
   let inFlight = 0;
   let scheduling = true;
   let timer: NodeJS.Timeout | undefined;
+  let k = 0;
   let nextAtUs = startUs + Math.round(schedule() * 1000);
 
   return new Promise((resolve) => {
@@ -239,11 +314,13 @@ function runOpenLoop(
       timer = undefined;
       const nowUs = clock.nowUs();
       while (scheduling && nextAtUs <= nowUs) {
-        const pending = nextPending(nextAtUs);
+        const pending = nextArrival(k++, nextAtUs);
         if (!pending) return stopScheduling();
-        sendSlipMs.push((nowUs - nextAtUs) / 1000);
-        if (inFlight < cap) start(pending);
-        else waiting.push(pending);
+        if (pending !== 'skip') {
+          sendSlipMs.push((nowUs - nextAtUs) / 1000);
+          if (inFlight < cap) start(pending);
+          else waiting.push(pending);
+        }
         nextAtUs = startUs + Math.round(schedule() * 1000);
       }
       if (!scheduling) return;

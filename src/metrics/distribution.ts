@@ -1,4 +1,4 @@
-import { Hdr3Histogram } from './hdr3.js';
+import { Hdr3Histogram, type Hdr3State } from './hdr3.js';
 
 /**
  * Statistics of one metric over a run (METRICS.md section 4). Percentiles are exact with linear
@@ -71,6 +71,18 @@ export const EXACT_SAMPLE_LIMIT = 1_000_000;
 /** HDR values are recorded in thousandths of the metric's unit (ms -> us). */
 const HDR_SCALE = 1000;
 
+/** A SampleSet as plain data, to cross between threads (worker results) and merge. */
+export interface SampleSetState {
+  /** The exact samples, in the order added (absent once the set has moved to HDR). */
+  values?: Float64Array;
+  histogram?: Hdr3State;
+  sum: number;
+  sumSquares: number;
+  min: number;
+  max: number;
+  total: number;
+}
+
 /**
  * Collects the samples of one metric: exact (a growable Float64Array) up to `exactLimit`, then an
  * HDR histogram with 3 significant digits. Mean, stddev, min and max stay exact in both modes.
@@ -118,6 +130,55 @@ export class SampleSet {
     this.size += times;
   }
 
+  state(): SampleSetState {
+    const base = {
+      sum: this.sum,
+      sumSquares: this.sumSquares,
+      min: this.minValue,
+      max: this.maxValue,
+      total: this.total,
+    };
+    return this.histogram
+      ? { ...base, histogram: this.histogram.state() }
+      : { ...base, values: this.values.slice(0, this.size) };
+  }
+
+  /**
+   * Adds the samples of another set (another worker's): percentiles, count, min and max come out
+   * exactly as if every sample had been added here; so does the mean while the samples are exact
+   * (it is summed in sorted order), to rounding (~1e-15) once they are in the histogram.
+   */
+  merge(other: SampleSetState): void {
+    this.total += other.total;
+    this.sum += other.sum;
+    this.sumSquares += other.sumSquares;
+    this.minValue = Math.min(this.minValue, other.min);
+    this.maxValue = Math.max(this.maxValue, other.max);
+    const values = other.values;
+    if (!this.histogram && (!values || this.size + values.length > this.exactLimit)) {
+      this.moveToHistogram();
+    }
+    if (this.histogram) {
+      if (other.histogram) this.histogram.add(other.histogram);
+      else {
+        for (const value of values as Float64Array) {
+          this.histogram.recordValue(Math.max(0, Math.round(value * HDR_SCALE)));
+        }
+      }
+      return;
+    }
+    const v = values as Float64Array;
+    if (this.size + v.length > this.values.length) {
+      let capacity = Math.max(64, this.values.length * 2);
+      while (capacity < this.size + v.length) capacity *= 2;
+      const grown = new Float64Array(capacity);
+      grown.set(this.values.subarray(0, this.size));
+      this.values = grown;
+    }
+    this.values.set(v, this.size);
+    this.size += v.length;
+  }
+
   private moveToHistogram(): void {
     const histogram = new Hdr3Histogram();
     for (let i = 0; i < this.size; i++) {
@@ -156,7 +217,14 @@ export class SampleSet {
   describe(): Distribution {
     const n = this.total;
     if (n === 0) return emptyDistribution();
-    const mean = this.sum / n;
+    const sorted = this.sorted();
+    // Summed in sorted order, the mean does not depend on the order samples arrived in.
+    let mean = this.sum / n;
+    if (sorted) {
+      let sum = 0;
+      for (let i = 0; i < sorted.length; i++) sum += sorted[i];
+      mean = sum / n;
+    }
     const variance = Math.max(0, this.sumSquares / n - mean * mean);
     const result: Distribution = {
       count: n,
@@ -170,7 +238,6 @@ export class SampleSet {
       p99_9: 0,
       max: this.maxValue,
     };
-    const sorted = this.sorted();
     for (const [name, q] of Object.entries(PERCENTILES) as [PercentileName, number][]) {
       result[name] = sorted
         ? percentileOfSorted(sorted, q)

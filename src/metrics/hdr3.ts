@@ -40,10 +40,49 @@ function ulp(x: number): number {
   return x === 0 ? Number.MIN_VALUE : 2 ** (Math.floor(Math.log2(x)) - 52);
 }
 
+/** A histogram's counts as plain data, to cross between threads. */
+export interface Hdr3State {
+  counts: Float64Array;
+  maxIndex: number;
+  totalCount: number;
+}
+
 export class Hdr3Histogram {
   private counts = new Float64Array(4 * HALF);
   private maxIndex = -1;
   totalCount = 0;
+
+  static fromState(state: Hdr3State): Hdr3Histogram {
+    const histogram = new Hdr3Histogram();
+    histogram.add(state);
+    return histogram;
+  }
+
+  state(): Hdr3State {
+    return {
+      counts: this.counts.slice(0, this.maxIndex + 1),
+      maxIndex: this.maxIndex,
+      totalCount: this.totalCount,
+    };
+  }
+
+  /** Adds another histogram's counts: the result is the histogram of both value sets. */
+  add(other: Hdr3State): void {
+    if (other.maxIndex < 0) return;
+    this.grow(other.maxIndex);
+    for (let i = 0; i <= other.maxIndex; i++) this.counts[i] += other.counts[i];
+    this.maxIndex = Math.max(this.maxIndex, other.maxIndex);
+    this.totalCount += other.totalCount;
+  }
+
+  private grow(index: number): void {
+    if (index < this.counts.length) return;
+    let length = this.counts.length * 2;
+    while (length <= index) length *= 2;
+    const grown = new Float64Array(length);
+    grown.set(this.counts);
+    this.counts = grown;
+  }
 
   recordValue(value: number): void {
     this.recordValueWithCount(value, 1);
@@ -52,13 +91,7 @@ export class Hdr3Histogram {
   /** Records a non-negative integer `count` times. */
   recordValueWithCount(value: number, count: number): void {
     const i = indexOf(value);
-    if (i >= this.counts.length) {
-      let length = this.counts.length * 2;
-      while (length <= i) length *= 2;
-      const grown = new Float64Array(length);
-      grown.set(this.counts);
-      this.counts = grown;
-    }
+    this.grow(i);
     this.counts[i] += count;
     if (i > this.maxIndex) this.maxIndex = i;
     this.totalCount += count;

@@ -6,7 +6,13 @@ import {
   type RequestRecord,
 } from '../record.js';
 import { assessClientHealth, type ClientHealth } from './clientHealth.js';
-import { type Distribution, PERCENTILES, type PercentileName, SampleSet } from './distribution.js';
+import {
+  type Distribution,
+  PERCENTILES,
+  type PercentileName,
+  SampleSet,
+  type SampleSetState,
+} from './distribution.js';
 import { forEachTokenGap, type RequestMetrics, requestMetrics } from './requestMetrics.js';
 import { formatSlo, meetsSlo, type SloCondition } from './slo.js';
 
@@ -100,7 +106,8 @@ export interface SummaryContext {
 
 /** What is known only once the run is over. */
 export interface RunOutcome {
-  clientHealth?: ClientHealthMeasurements;
+  /** The engine's own measurements; one per worker thread when the run used several. */
+  clientHealth?: ClientHealthMeasurements | ClientHealthMeasurements[];
   /** The run was stopped by a signal before its plan finished. */
   interrupted?: boolean;
   /** Open loop: arrivals that were still waiting for a slot when the run stopped. */
@@ -127,6 +134,40 @@ const COALESCED_WARN = 0.05;
 /** Relative gap between server-counted and requested input tokens that earns a warning. */
 const INPUT_DRIFT_WARN = 0.05;
 
+/** Counters a SummaryBuilder adds up: merged by summing. */
+const SUMMED = [
+  'completed',
+  'failed',
+  'warmup',
+  'busyUs',
+  'inputTokens',
+  'outputTokens',
+  'decodeTokens',
+  'requestedInput',
+  'requestedOutput',
+  'serverCountedInput',
+  'serverCountedInputRequested',
+  'serverCountedInputRequests',
+  'shortOutputs',
+  'tokenEvents',
+  'tokenCountMismatches',
+  'resentRequests',
+  'goodRequests',
+] as const;
+/** Extremes a SummaryBuilder keeps: merged by min or max. */
+const MINIMA = ['windowStart', 'firstScheduled'] as const;
+const MAXIMA = ['windowEnd', 'lastScheduled', 'lastSent'] as const;
+
+/** What a SummaryBuilder has gathered, as plain data: a worker's part of a run, to merge. */
+export type SummaryState = Record<
+  (typeof SUMMED)[number] | (typeof MINIMA)[number] | (typeof MAXIMA)[number],
+  number
+> & {
+  samples: Record<keyof LatencySummary, SampleSetState>;
+  errorsByKind: Partial<Record<ErrorKind, number>>;
+  outputSources: Record<string, number>;
+};
+
 /**
  * Builds a run summary from raw records, one record at a time, so that a run of any length is
  * summarised in bounded memory (per-request scalars, plus per-token samples up to the HDR limit).
@@ -143,7 +184,8 @@ export class SummaryBuilder {
   private readonly errorsByKind: Partial<Record<ErrorKind, number>> = {};
   private windowStart = Number.POSITIVE_INFINITY;
   private windowEnd = Number.NEGATIVE_INFINITY;
-  private busyMs = 0;
+  /** Sum of request durations in whole microseconds: integers add up the same in any order. */
+  private busyUs = 0;
   private inputTokens = 0;
   private outputTokens = 0;
   private decodeTokens = 0;
@@ -176,7 +218,7 @@ export class SummaryBuilder {
     this.firstScheduled = Math.min(this.firstScheduled, record.scheduledAt);
     this.lastScheduled = Math.max(this.lastScheduled, record.scheduledAt);
     this.lastSent = Math.max(this.lastSent, record.sentAt);
-    this.busyMs += record.endAt - record.sentAt;
+    this.busyUs += Math.round((record.endAt - record.sentAt) * 1000);
     if (record.resent) this.resentRequests++;
     if (record.error) {
       this.failed++;
@@ -213,6 +255,36 @@ export class SummaryBuilder {
     if (this.context.slo && meetsSlo(metrics, this.context.slo)) this.goodRequests++;
   }
 
+  /** Everything added so far, as plain data (see merge). */
+  state(): SummaryState {
+    const state: Record<string, unknown> = {
+      samples: Object.fromEntries(Object.entries(this.samples).map(([k, v]) => [k, v.state()])),
+      errorsByKind: { ...this.errorsByKind },
+      outputSources: { ...this.outputSources },
+    };
+    for (const key of [...SUMMED, ...MINIMA, ...MAXIMA]) state[key] = this[key];
+    return state as SummaryState;
+  }
+
+  /**
+   * Adds what another builder gathered (a worker thread's records, with the same SLO): the
+   * summary is then the one of all their records added here, exactly (SampleSet.merge).
+   */
+  merge(other: SummaryState): void {
+    for (const key of SUMMED) this[key] += other[key];
+    for (const key of MINIMA) this[key] = Math.min(this[key], other[key]);
+    for (const key of MAXIMA) this[key] = Math.max(this[key], other[key]);
+    for (const [key, set] of Object.entries(this.samples)) {
+      set.merge(other.samples[key as keyof LatencySummary]);
+    }
+    for (const [kind, n] of Object.entries(other.errorsByKind) as [ErrorKind, number][]) {
+      this.errorsByKind[kind] = (this.errorsByKind[kind] ?? 0) + n;
+    }
+    for (const [source, n] of Object.entries(other.outputSources)) {
+      this.outputSources[source] = (this.outputSources[source] ?? 0) + n;
+    }
+  }
+
   build(outcome: RunOutcome = {}): RunSummary {
     const { context } = this;
     const counted = this.completed + this.failed;
@@ -224,7 +296,10 @@ export class SummaryBuilder {
     ) as unknown as LatencySummary;
     const summary: RunSummary = {
       schemaVersion: SUMMARY_SCHEMA_VERSION,
-      load: { ...context.load, meanConcurrency: durationMs > 0 ? this.busyMs / durationMs : 0 },
+      load: {
+        ...context.load,
+        meanConcurrency: durationMs > 0 ? this.busyUs / 1000 / durationMs : 0,
+      },
       requests: {
         completed: this.completed,
         failed: this.failed,
