@@ -8,11 +8,12 @@ import { request } from 'undici';
 import { prefillWarning } from '../analysis/traps.js';
 import { BACKEND_NAMES, BACKENDS } from '../backends/index.js';
 import { splitServerUrl, withApiKey } from '../backends/request.js';
-import type { RequestSpec } from '../backends/types.js';
 import { createRunClock, type RunClock } from '../engine/clock.js';
 import type { TargetConfig } from '../engine/http.js';
 import { JsonlWriter } from '../engine/records.js';
 import { type EngineProgress, runEngine } from '../engine/run.js';
+import { maxParts, type ShardPart, shardOf, wholeRun } from '../engine/shard.js';
+import { defaultWorkers, runWorkers, type WorkersRun } from '../engine/workers.js';
 import { type RunSummary, SummaryBuilder } from '../metrics/summary.js';
 import { PlanFileError, type PlanFileOptions, readPlanFile } from '../plan/planFile.js';
 import {
@@ -39,7 +40,7 @@ import { streamSeed } from '../workload/distributions.js';
 import { createPromptFactory, type PromptFactory } from '../workload/prompts.js';
 import { describeScenario, type Scenario } from '../workload/scenarios.js';
 import { createTokenizer } from '../workload/tokenizer.js';
-import { createWorkload } from '../workload/workload.js';
+import { createWorkload, type WorkloadSource } from '../workload/workload.js';
 import {
   addEngineFlags,
   describeEngine,
@@ -48,12 +49,16 @@ import {
   isEngineFlag,
   servedModelName,
 } from './engineFlags.js';
+import { CLIENT_HEALTH_FILE } from './merge.js';
 import { gate, thresholdOption } from './report.js';
 import { type SimulatorProcess, spawnSimulator } from './simProcess.js';
 
 export const EXIT = { ok: 0, failure: 1, invalidOptions: 2, interrupted: 130 } as const;
 
 const d = RUN_DEFAULTS;
+
+/** Workers start on a clock origin this far ahead of the moment all are ready to send. */
+const WORKER_START_LEAD_MS = 20;
 
 export function runCommand(): Command {
   const command = addRunOptions(
@@ -182,6 +187,18 @@ export function addRunOptions(command: Command): Command {
       "also read a local server process's memory (RSS and peak) from /proc/<pid>/status",
     )
     .option('--scrape-interval <s>', 'seconds between scrapes (default: 1)')
+    .option(
+      '--workers <n>',
+      'worker threads sending the load, each with its own event loop and connections (default: one per core but one, at most one per request slot)',
+    )
+    .option(
+      '--shard <i/n>',
+      'run only shard i (0-based) of n of this plan, for several machines; `infergauge merge` joins the shards',
+    )
+    .option(
+      '--start-at <iso>',
+      'start the schedule at this shared instant, e.g. 2026-11-29T23:00:00Z (shards on several machines)',
+    )
     .option('--json', 'print the summary JSON to stdout instead of the table')
     .option('--no-html', 'do not write report.html next to the records')
     .addOption(thresholdOption())
@@ -286,6 +303,9 @@ export function prepareRun(options: RunOptions): PreparedRun {
     if (timeScale !== undefined && !(Number(timeScale) > 0)) {
       problems.push(`--time-scale must be a number above 0 (got "${timeScale}")`);
     }
+    if (simulate && (input.workers ?? input.shard ?? input.startAt) !== undefined) {
+      problems.push('--workers, --shard and --start-at apply to real-time runs, not to --simulate');
+    }
     if (simulate && timeScale !== undefined) {
       problems.push('--time-scale applies to the real-time simulator, not to --simulate');
     }
@@ -298,6 +318,13 @@ export function prepareRun(options: RunOptions): PreparedRun {
     if (simulate && plan) delete plan.telemetry;
   }
   if (plan?.telemetry) problems.push(...localSourceProblems(plan.telemetry));
+  if (plan?.shard) {
+    try {
+      shardOf(wholeRun(plan.load, plan.warmupRequests, plan.requests), plan.shard);
+    } catch (err) {
+      problems.push(`--shard ${plan.shard.index}/${plan.shard.count}: ${(err as Error).message}`);
+    }
+  }
   const warnings = [...(simulated?.warnings ?? [])];
   if (plan && plan.temperature > 0) {
     warnings.push(
@@ -405,12 +432,6 @@ async function benchmark(
   const root = plan.out ?? join('infergauge-results', `${utcStamp()}-${plan.label}`);
   let code: number = EXIT.ok;
   for (const scenario of plan.scenarios) {
-    const scenarioPrompts = scenario.sharedPrefixTokens
-      ? await createPromptFactory(tokenizer, {
-          seed: streamSeed(plan.seed, 'prompts'),
-          sharedPrefixTokens: scenario.sharedPrefixTokens,
-        })
-      : prompts;
     const workload = {
       scenario: describeScenario(scenario),
       tokenizer: tokenizer.name,
@@ -428,14 +449,19 @@ async function benchmark(
       apiKey,
       json,
       ...(simulator ? { simulator } : {}),
-      nextRequest: createWorkload({
+      // Each worker thread builds the workload again from this: request `id` is the same in all.
+      workloadSource: {
         scenario,
-        prompts: scenarioPrompts,
+        tokenizer: plan.tokenizer,
+        tokenizerOptions: {
+          server: { url, model, backend: plan.backend, headers: withApiKey(plan.headers, apiKey) },
+          builtInSimulator: plan.url === undefined,
+        },
         seed: plan.seed,
         promptOverheadTokens: overhead.tokens,
         ...(plan.trace ? { trace: plan.trace.entries } : {}),
         ...(plan.dataset ? { dataset: plan.dataset.data } : {}),
-      }),
+      },
     });
     results.push({ scenario, ...result });
     code = result.code;
@@ -494,7 +520,14 @@ export async function measurePromptOverhead(
   return { tokens };
 }
 
-/** One scenario: its own directory, records, telemetry and summary. */
+/** A shard may start this late after --start-at; later, its schedule would start in a burst. */
+const LATE_START_US = 1e6;
+
+/**
+ * One scenario: its own directory, records, telemetry and summary. The load (or this process's
+ * shard of it) runs on worker threads; this thread writes their records as they come, merges
+ * their summaries and draws progress.
+ */
 async function runScenario(
   plan: RunPlan,
   c: {
@@ -506,23 +539,28 @@ async function runScenario(
     apiKey: string | undefined;
     json: boolean;
     simulator?: string;
-    nextRequest: (id: number) => RequestSpec;
+    workloadSource: WorkloadSource;
   },
 ): Promise<{ summary: RunSummary; code: number }> {
   const { outDir, model, target, apiKey, json, simulator } = c;
-  const { clock } = openRunDir(plan, outDir, c.server, model, c.workload);
+  const whole = wholeRun(plan.load, plan.warmupRequests, plan.requests);
+  const part = plan.shard ? shardOf(whole, plan.shard) : whole;
+  const workers = Math.min(plan.workers ?? defaultWorkers(part), maxParts(part));
+  if (plan.workers !== undefined && workers < plan.workers) {
+    process.stderr.write(
+      `infergauge run: ${workers} workers, not ${plan.workers}: each needs at least one request in flight\n`,
+    );
+  }
+  openRunDir(outDir);
   const writer = new JsonlWriter<RequestRecord>(join(outDir, 'records.jsonl'));
   const builder = new SummaryBuilder({
-    load: plan.load,
+    load: part.load,
     ...(plan.slo ? { slo: plan.slo } : {}),
   });
   const stop = new AbortController();
   const cancel = new AbortController();
   const progress: EngineProgress = { sent: 0, finished: 0, failed: 0, inFlight: 0 };
-  const live = process.stderr.isTTY && !json;
-  const draw = live
-    ? setInterval(() => logUpdateStderr(progressLine(progress, clock.nowUs(), plan)), 250)
-    : undefined;
+  let draw: NodeJS.Timeout | undefined;
   let graceTimer: NodeJS.Timeout | undefined;
   const onSignal = () => {
     if (stop.signal.aborted) {
@@ -537,37 +575,75 @@ async function runScenario(
   };
   process.on('SIGINT', onSignal);
   process.on('SIGTERM', onSignal);
-  const telemetry = plan.telemetry
-    ? recordTelemetry({
-        sources: telemetrySources(plan.telemetry),
-        intervalMs: plan.telemetry.intervalS * 1000,
-        nowMs: () => clock.nowUs() / 1000,
-        headers: withApiKey(plan.headers, apiKey),
-        path: join(outDir, 'telemetry.jsonl'),
-      })
-    : undefined;
-  let serverMetrics: ServerMetricsSummary | undefined;
-  let result: Awaited<ReturnType<typeof runEngine>>;
-  try {
-    result = await runEngine(
-      {
-        target,
-        load: plan.load,
-        ...(plan.requests !== undefined ? { requests: plan.requests } : {}),
-        ...(plan.durationS !== undefined ? { durationS: plan.durationS } : {}),
-        warmupRequests: plan.warmupRequests,
-        seed: plan.seed,
-        nextRequest: c.nextRequest,
-        onRecord: (record) => {
-          writer.write(record);
-          builder.add(record);
-        },
-        stopSignal: stop.signal,
-        cancelSignal: cancel.signal,
-        clock,
+  let telemetry: ReturnType<typeof recordTelemetry> | undefined;
+  let telemetryStart: NodeJS.Timeout | undefined;
+  /** Once every worker is ready: the clock they share, the manifest, telemetry, progress. */
+  const clockFor = () => {
+    const clock = plan.startAt
+      ? createRunClock({ originEpochMs: plan.startAt.epochMs })
+      : createRunClock({ startInMs: WORKER_START_LEAD_MS });
+    const lateUs = clock.nowUs();
+    if (plan.startAt && lateUs > LATE_START_US) {
+      throw new Error(
+        `ready ${(lateUs / 1e6).toFixed(1)} s after --start-at ${plan.startAt.iso}, when the shared schedule had begun; choose a later --start-at (every shard must be running by then)`,
+      );
+    }
+    if (plan.startAt && lateUs < -1e6) {
+      process.stderr.write(
+        `infergauge run: waiting ${(-lateUs / 1e6).toFixed(1)} s for --start-at ${plan.startAt.iso}\n`,
+      );
+    }
+    writeManifest(plan, outDir, clock, {
+      server: c.server,
+      model,
+      workload: c.workload,
+      execution: {
+        workers,
+        ...(plan.shard ? { shard: plan.shard, shardLoad: part.load } : {}),
+        ...(plan.startAt ? { startAt: plan.startAt.iso } : {}),
       },
+    });
+    const sampling = plan.telemetry;
+    if (sampling) {
+      // Sampling starts with the schedule, so every snapshot is on the run's timeline.
+      telemetryStart = setTimeout(
+        () => {
+          telemetry = recordTelemetry({
+            sources: telemetrySources(sampling),
+            intervalMs: sampling.intervalS * 1000,
+            nowMs: () => clock.nowUs() / 1000,
+            headers: withApiKey(plan.headers, apiKey),
+            path: join(outDir, 'telemetry.jsonl'),
+          });
+        },
+        Math.max(0, -clock.nowUs() / 1000),
+      );
+    }
+    if (process.stderr.isTTY && !json) {
+      draw = setInterval(() => logUpdateStderr(progressLine(progress, clock.nowUs(), part)), 250);
+    }
+    return { clock, startAtUs: 0 };
+  };
+  const { backend: _backend, ...targetData } = target;
+  let serverMetrics: ServerMetricsSummary | undefined;
+  let run: WorkersRun;
+  try {
+    run = await runWorkers({
+      workers,
+      part: { ...part, measureFromId: plan.warmupRequests },
+      job: {
+        target: { ...targetData, backend: plan.backend },
+        ...(plan.durationS !== undefined ? { durationS: plan.durationS } : {}),
+        seed: plan.seed,
+        workload: c.workloadSource,
+        summaryContext: { load: part.load, ...(plan.slo ? { slo: plan.slo } : {}) },
+      },
+      clockFor,
+      onRecords: (text, count) => writer.writeLines(text, count),
       progress,
-    );
+      stopSignal: stop.signal,
+      cancelSignal: cancel.signal,
+    });
   } finally {
     process.off('SIGINT', onSignal);
     process.off('SIGTERM', onSignal);
@@ -577,13 +653,17 @@ async function runScenario(
       logUpdateStderr.clear();
     }
     writer.close();
+    clearTimeout(telemetryStart);
     serverMetrics = await telemetry?.stop();
   }
-  const interrupted = result.stoppedBy === 'signal';
+  for (const state of run.states) builder.merge(state);
+  // Kept raw, so that `infergauge merge` can judge shards' threads as it judges workers.
+  writeJson(join(outDir, CLIENT_HEALTH_FILE), { threads: run.results.map((r) => r.clientHealth) });
+  const interrupted = run.results.some((r) => r.stoppedBy === 'signal');
   const summary = builder.build({
-    clientHealth: result.clientHealth,
+    clientHealth: run.results.map((r) => r.clientHealth),
     interrupted,
-    unsentRequests: result.unsentRequests,
+    unsentRequests: run.results.reduce((n, r) => n + r.unsentRequests, 0),
   });
   // The server's warnings (KV cache full, preemptions) stand with the run's.
   if (serverMetrics) summary.warnings.push(...serverMetrics.warnings);
@@ -646,19 +726,26 @@ function writeScenarioTable(root: string, results: ScenarioResult[], json: boole
   process.stdout.write(`\n${renderScenarioTable(rows)}\nAll scenarios: ${root}\n`);
 }
 
-/** Creates the run directory and writes its manifest; refuses to overwrite a finished run. */
-function openRunDir(
-  plan: RunPlan,
-  outDir: string,
-  server: Record<string, unknown>,
-  model: string,
-  workload: Record<string, unknown>,
-): { clock: RunClock } {
+/** Creates the run directory; refuses one that already holds a run. */
+function openRunDir(outDir: string): void {
   if (existsSync(join(outDir, 'records.jsonl'))) {
     throw new Error(`${outDir} already holds a run (records.jsonl); choose another --out`);
   }
   mkdirSync(outDir, { recursive: true });
-  const clock = createRunClock();
+}
+
+/** The run's manifest: what ran, where, when (the clock's origin) and how. */
+function writeManifest(
+  plan: RunPlan,
+  outDir: string,
+  clock: RunClock,
+  about: {
+    server: Record<string, unknown>;
+    model: string;
+    workload: Record<string, unknown>;
+    execution?: Record<string, unknown>;
+  },
+): void {
   writeJson(join(outDir, 'manifest.json'), {
     schemaVersion: 1,
     tool: { name: 'infergauge', version: VERSION },
@@ -671,10 +758,11 @@ function openRunDir(
       cpus: cpus().length,
       cpuModel: cpus()[0]?.model,
     },
-    server,
-    model,
-    workload,
+    server: about.server,
+    model: about.model,
+    workload: about.workload,
     plan: redactPlan(plan),
+    ...(about.execution ? { execution: about.execution } : {}),
     windows: {
       warmupRequests: plan.warmupRequests,
       measuredRequests: plan.requests ?? null,
@@ -682,7 +770,6 @@ function openRunDir(
       note: 'warm-up requests are recorded with phase "warmup" and not counted; no request is sent after the measurement window closes',
     },
   });
-  return { clock };
 }
 
 /** Writes summary.json and prints the summary (table, or JSON with --json). */
@@ -740,11 +827,16 @@ async function simulateVirtual(
     const simulator = `${describeEngine(options)}, KV cache ${engine.memory.numGpuBlocks} blocks (${engine.memory.kvTokens} tokens); virtual time`;
     const outDir = plan.scenarios.length > 1 ? join(root, scenario.name) : root;
     try {
-      openRunDir(plan, outDir, { virtualTime: true, simulator, memory: engine.memory }, model, {
-        scenario: describeScenario(scenario),
-        tokenizer: tokenizer.name,
-        tokenizerExact: true,
-        promptOverheadTokens: 0,
+      openRunDir(outDir);
+      writeManifest(plan, outDir, createRunClock(), {
+        server: { virtualTime: true, simulator, memory: engine.memory },
+        model,
+        workload: {
+          scenario: describeScenario(scenario),
+          tokenizer: tokenizer.name,
+          tokenizerExact: true,
+          promptOverheadTokens: 0,
+        },
       });
     } catch (err) {
       process.stderr.write(`infergauge run: ${(err as Error).message}\n`);
@@ -853,8 +945,10 @@ async function probeDefaultMetrics(plan: RunPlan): Promise<void> {
   if (!telemetryAsked(telemetry)) delete plan.telemetry;
 }
 
-function progressLine(progress: EngineProgress, nowUs: number, plan: RunPlan): string {
-  const total = plan.requests !== undefined ? plan.requests + plan.warmupRequests : undefined;
+function progressLine(progress: EngineProgress, nowUs: number, part: ShardPart): string {
+  if (nowUs < 0) return `starting in ${(-nowUs / 1e6).toFixed(1)} s (--start-at)`;
+  const total =
+    part.measured.count !== undefined ? part.measured.count + (part.warmup.count ?? 0) : undefined;
   const done = total !== undefined ? `${progress.finished}/${total}` : `${progress.finished}`;
   return `[${(nowUs / 1e6).toFixed(1)} s] ${done} finished, ${progress.inFlight} in flight, ${progress.failed} failed`;
 }

@@ -3,6 +3,8 @@ import { fileURLToPath } from 'node:url';
 
 export interface SimulatorProcess {
   url: string;
+  /** The child process (to pin it to cores in benchmarks). */
+  pid: number;
   /** What the simulator models, in one line. */
   banner: string;
   stop(): Promise<void>;
@@ -37,6 +39,7 @@ export function spawnSimulator(args: string[] = []): Promise<SimulatorProcess> {
       child.off('exit', onExit);
       resolve({
         url: message.url,
+        pid: child.pid as number,
         banner: message.banner,
         stop: () =>
           new Promise<void>((done) => {

@@ -22,6 +22,13 @@ export class JsonlWriter<T> {
     this.written++;
   }
 
+  /** Appends `count` lines already serialised (a worker thread's batch, ending in a newline). */
+  writeLines(text: string, count: number): void {
+    if (this.fd === undefined) throw new Error(`${this.path} is closed`);
+    writeSync(this.fd, text);
+    this.written += count;
+  }
+
   close(): void {
     if (this.fd !== undefined) closeSync(this.fd);
     this.fd = undefined;

@@ -106,6 +106,7 @@ export const PLAN_KEYS = [
   'frontend-latency-ms',
   'threshold',
   'html',
+  'workers',
 ] as const;
 
 export const planFileSchema = z

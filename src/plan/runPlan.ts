@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { BACKEND_NAMES, BACKENDS, type BackendName } from '../backends/index.js';
 import { splitServerUrl } from '../backends/request.js';
 import type { Endpoint } from '../backends/types.js';
+import { parseShard, type ShardIndex } from '../engine/shard.js';
 import type { LoadSpec } from '../load.js';
 import type { SloCondition } from '../metrics/slo.js';
 import { openLoadProblems } from '../workload/arrivals.js';
@@ -52,6 +53,12 @@ export interface RunPlan {
   extraBody?: Record<string, unknown>;
   out?: string;
   label: string;
+  /** Worker threads that send the load (default: one per core but one, at most one per user). */
+  workers?: number;
+  /** This process runs only this shard of the plan (`--shard i/N`; merge the shards after). */
+  shard?: ShardIndex;
+  /** The shared instant the run's schedule starts at (`--start-at`), for shards on many machines. */
+  startAt?: { iso: string; epochMs: number };
   /**
    * Server-side sampling during the run, on the run's clock: the server's Prometheus metrics,
    * llama.cpp's `/slots`, a DCGM exporter, the local nvidia-smi, a local server's memory.
@@ -124,6 +131,9 @@ export interface RunPlanInput {
   gpuMemory?: boolean;
   serverPid?: string;
   scrapeInterval?: string;
+  workers?: string;
+  shard?: string;
+  startAt?: string;
 }
 
 export const RUN_DEFAULTS = {
@@ -178,6 +188,9 @@ const FLAGS: Record<string, { flag: string; example: string }> = {
   dcgmUrl: { flag: '--dcgm-url', example: '--dcgm-url http://gpu-host:9400/metrics' },
   serverPid: { flag: '--server-pid', example: '--server-pid $(pgrep -f "vllm serve")' },
   scrapeInterval: { flag: '--scrape-interval', example: '--scrape-interval 1' },
+  workers: { flag: '--workers', example: '--workers 4' },
+  shard: { flag: '--shard', example: '--shard 0/4' },
+  startAt: { flag: '--start-at', example: '--start-at 2026-11-29T23:00:00Z' },
 };
 
 const int = (min: number) =>
@@ -260,6 +273,9 @@ const schema = z
     gpuMemory: z.boolean().optional(),
     serverPid: int(1).optional(),
     scrapeInterval: positive().optional(),
+    workers: int(1).optional(),
+    shard: z.string().optional(),
+    startAt: z.string().optional(),
     label: z
       .string()
       .regex(/^[A-Za-z0-9._-]+$/, { error: 'may hold only letters, digits, dot, dash, underscore' })
@@ -353,6 +369,26 @@ export function parseRunPlan(input: RunPlanInput, env: NodeJS.ProcessEnv = {}): 
       );
     }
   }
+  let shard: ShardIndex | undefined;
+  if (input.shard !== undefined) {
+    try {
+      shard = parseShard(input.shard);
+    } catch (err) {
+      problems.push((err as Error).message);
+    }
+    if (input.url === undefined) {
+      problems.push(
+        '--shard runs one part of a load on a server the shards share: pass its --url (for the simulator, start one with `infergauge sim --port 8000`)',
+      );
+    }
+  }
+  let startAt: RunPlan['startAt'];
+  if (input.startAt !== undefined) {
+    const epochMs = Date.parse(input.startAt);
+    if (!/^\d{4}-\d\d-\d\dT/.test(input.startAt) || Number.isNaN(epochMs)) {
+      problems.push(problem('startAt', `must be an ISO-8601 instant (got "${input.startAt}")`));
+    } else startAt = { iso: new Date(epochMs).toISOString(), epochMs };
+  }
   let slo: SloCondition[] | undefined;
   if (input.slo !== undefined) {
     try {
@@ -442,6 +478,9 @@ export function parseRunPlan(input: RunPlanInput, env: NodeJS.ProcessEnv = {}): 
   if (telemetry) plan.telemetry = telemetry;
   if (trace) plan.trace = trace;
   if (dataset) plan.dataset = dataset;
+  if (o.workers !== undefined) plan.workers = o.workers;
+  if (shard) plan.shard = shard;
+  if (startAt) plan.startAt = startAt;
   return plan;
 }
 

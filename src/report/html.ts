@@ -32,7 +32,7 @@ import {
   timelineCharts,
 } from './charts.js';
 import type { ReportInput, RunReportInput } from './load.js';
-import { describeLoad } from './terminal.js';
+import { describeClientHealth, describeLoad } from './terminal.js';
 
 // ---------------------------------------------------------------------------------------------
 // Escaping and small helpers
@@ -514,7 +514,7 @@ function numbersHtml(s: Summary): string {
   if (h) {
     rows.push([
       'client health',
-      `event-loop delay p99 ${fmtNumber(h.eventLoopDelayMs.p99, 2)} ms, CPU ${fmtNumber(h.cpu.utilisation * 100)}% of one core, coalesced events ${fmtNumber(h.coalescedEventShare * 100, 1)}%: ${h.clientLimited ? 'client-limited' : 'ok'}`,
+      `${describeClientHealth(h)}: ${h.clientLimited ? 'client-limited' : 'ok'}${(h.notes ?? []).map((n) => `. ${n}`).join('')}`,
     ]);
   }
   const m = s.serverMetrics?.memory;

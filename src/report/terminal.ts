@@ -1,5 +1,6 @@
 import Table from 'cli-table3';
 import pc from 'picocolors';
+import type { ClientHealth } from '../metrics/clientHealth.js';
 import type { Distribution } from '../metrics/distribution.js';
 import type { RunSummary } from '../metrics/summary.js';
 import { seriesName } from '../telemetry/prometheus.js';
@@ -145,6 +146,17 @@ export function describeLoad(summary: RunSummary): string {
   return `${what}${cap} (measured concurrency ${measured})`;
 }
 
+/** The client's health figures in one line (worst engine thread where there are several). */
+export function describeClientHealth(h: ClientHealth): string {
+  const threads = h.workers ? `${h.workers.length} workers, worst: ` : '';
+  const slip = h.sendSlipMs ? `, send slip p99 ${fmt(h.sendSlipMs.p99, 2)} ms` : '';
+  const rates =
+    h.intendedRatePerS !== undefined
+      ? `, sent ${fmt(h.achievedRatePerS ?? 0, 2)} of ${fmt(h.intendedRatePerS, 2)} requests/s intended`
+      : '';
+  return `${threads}event-loop delay p99 ${fmt(h.eventLoopDelayMs.p99, 2)} ms, CPU ${fmt(h.cpu.utilisation * 100, 0)}% of one core, coalesced events ${fmt(h.coalescedEventShare * 100, 1)}%${slip}${rates}`;
+}
+
 /** What the server counted, per request, when it differs from what was asked for. */
 function servedTokens(summary: RunSummary, perRequest: (n: number) => number): string {
   const t = summary.tokens;
@@ -158,6 +170,14 @@ function servedTokens(summary: RunSummary, perRequest: (n: number) => number): s
 export function renderTerminalSummary(summary: RunSummary, options: TerminalOptions): string {
   const c = options.color ? pc : pc.createColors(false);
   const lines: string[] = [];
+  // The verdict comes first: every number below may be the client's, not the server's.
+  if (summary.clientHealth?.clientLimited) {
+    lines.push(
+      c.red(
+        `CLIENT-LIMITED: ${summary.clientHealth.reasons.join('; ')}. Use more --workers or another machine.`,
+      ),
+    );
+  }
   const counted = summary.requests.completed + summary.requests.failed;
   const perRequest = (n: number) => (counted > 0 ? Math.round(n / counted) : 0);
   const facts = [
@@ -169,13 +189,6 @@ export function renderTerminalSummary(summary: RunSummary, options: TerminalOpti
   if (options.model) facts.push(`model ${options.model}`);
   lines.push(c.bold(facts.join(', ')));
   if (options.simulator) lines.push(`Simulated server: ${options.simulator}`);
-  if (summary.clientHealth?.clientLimited) {
-    lines.push(
-      c.red(
-        `CLIENT-LIMITED: ${summary.clientHealth.reasons.join('; ')}. Use more workers or another machine.`,
-      ),
-    );
-  }
   if (summary.interrupted) lines.push(c.yellow('Interrupted: only finished requests are counted.'));
   lines.push('');
 
@@ -232,9 +245,9 @@ export function renderTerminalSummary(summary: RunSummary, options: TerminalOpti
   }
   const h = summary.clientHealth;
   if (h) {
-    lines.push(
-      `Client health: event-loop delay p99 ${fmt(h.eventLoopDelayMs.p99, 2)} ms, CPU ${fmt(h.cpu.utilisation * 100, 0)}% of one core, coalesced events ${fmt(h.coalescedEventShare * 100, 1)}%${h.sendSlipMs ? `, send slip p99 ${fmt(h.sendSlipMs.p99, 2)} ms` : ''}: ${h.clientLimited ? c.red('client-limited') : c.green('ok')}`,
-    );
+    const verdict = h.clientLimited ? c.red('client-limited') : c.green('ok');
+    lines.push(`Client health: ${describeClientHealth(h)}: ${verdict}`);
+    for (const note of h.notes ?? []) lines.push(`  ${note}`);
   }
   const server = options.serverMetrics;
   if (server) {

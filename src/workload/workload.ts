@@ -2,8 +2,9 @@ import type { RequestSpec } from '../backends/types.js';
 import { countWords } from '../sim/server.js';
 import type { Dataset } from './datasets.js';
 import { requestRng, sampleLength, streamSeed } from './distributions.js';
-import type { PromptFactory } from './prompts.js';
+import { createPromptFactory, type PromptFactory } from './prompts.js';
 import type { Scenario } from './scenarios.js';
+import { type CreateTokenizerOptions, createTokenizer } from './tokenizer.js';
 import type { TraceEntry } from './trace.js';
 
 export interface WorkloadOptions {
@@ -21,6 +22,40 @@ export interface WorkloadOptions {
   trace?: readonly TraceEntry[];
   /** Prompts from a dataset (cycled in file order), or a text corpus sliced to the lengths. */
   dataset?: Dataset;
+}
+
+/**
+ * A workload as plain data: what a worker thread, or a shard on another machine, needs to build
+ * the very workload of the run it is part of (request `id` is the same everywhere).
+ */
+export interface WorkloadSource {
+  scenario: Scenario;
+  /** The tokenizer spec (`--tokenizer`) and how to reach the server's, for 'server'. */
+  tokenizer: string;
+  tokenizerOptions: CreateTokenizerOptions;
+  seed: number;
+  promptOverheadTokens: number;
+  trace?: readonly TraceEntry[];
+  dataset?: Dataset;
+}
+
+/** Builds the workload a WorkloadSource describes (loading its tokenizer). */
+export async function loadWorkload(source: WorkloadSource): Promise<(id: number) => RequestSpec> {
+  const tokenizer = await createTokenizer(source.tokenizer, source.tokenizerOptions);
+  const prompts = await createPromptFactory(tokenizer, {
+    seed: streamSeed(source.seed, 'prompts'),
+    ...(source.scenario.sharedPrefixTokens
+      ? { sharedPrefixTokens: source.scenario.sharedPrefixTokens }
+      : {}),
+  });
+  return createWorkload({
+    scenario: source.scenario,
+    prompts,
+    seed: source.seed,
+    promptOverheadTokens: source.promptOverheadTokens,
+    ...(source.trace ? { trace: source.trace } : {}),
+    ...(source.dataset ? { dataset: source.dataset } : {}),
+  });
 }
 
 /**

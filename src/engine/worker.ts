@@ -1,0 +1,85 @@
+/**
+ * A worker thread's side of `--workers` (see workers.ts): builds its shard's workload, waits for
+ * the coordinator's start, runs the engine, and sends its records (as JSON lines, in small
+ * batches, so they reach disk as they happen) and at the end its summary state and health.
+ */
+import { parentPort, workerData } from 'node:worker_threads';
+import { BACKENDS } from '../backends/index.js';
+import { SummaryBuilder } from '../metrics/summary.js';
+import type { RequestRecord } from '../record.js';
+import { loadWorkload } from '../workload/workload.js';
+import { createRunClock } from './clock.js';
+import { type EngineProgress, runEngine } from './run.js';
+import type { FromWorker, ToWorker, WorkerJob } from './workers.js';
+
+/** A batch of records goes out at this many records, this many characters, or this age. */
+const BATCH_RECORDS = 64;
+const BATCH_CHARS = 256 * 1024;
+const BATCH_AGE_MS = 50;
+
+if (!parentPort) throw new Error('engine/worker.ts runs only as a worker thread');
+const port = parentPort;
+const job = workerData as WorkerJob;
+const post = (message: FromWorker) => port.postMessage(message);
+
+async function main(): Promise<void> {
+  const nextRequest = await loadWorkload(job.workload);
+  const stop = new AbortController();
+  const cancel = new AbortController();
+  const started = new Promise<Extract<ToWorker, { type: 'start' }>>((resolve) => {
+    port.on('message', (message: ToWorker) => {
+      if (message.type === 'start') resolve(message);
+      else if (message.type === 'stop') stop.abort();
+      else if (message.type === 'cancel') cancel.abort();
+    });
+  });
+  post({ type: 'ready' });
+  const start = await started;
+  const clock = createRunClock({ originHrNs: start.originHrNs, originIso: start.originIso });
+  const builder = new SummaryBuilder(job.summaryContext);
+  const progress: EngineProgress = { sent: 0, finished: 0, failed: 0, inFlight: 0 };
+  let lines: string[] = [];
+  let chars = 0;
+  let timer: NodeJS.Timeout | undefined;
+  const flush = () => {
+    clearTimeout(timer);
+    timer = undefined;
+    if (lines.length === 0) return;
+    post({ type: 'records', text: `${lines.join('\n')}\n`, count: lines.length, progress });
+    lines = [];
+    chars = 0;
+  };
+  const onRecord = (record: RequestRecord) => {
+    builder.add(record);
+    const line = JSON.stringify(record);
+    lines.push(line);
+    chars += line.length;
+    if (lines.length >= BATCH_RECORDS || chars >= BATCH_CHARS) flush();
+    else timer ??= setTimeout(flush, BATCH_AGE_MS);
+  };
+  // Progress between batches (long requests), for the live line.
+  const ticker = setInterval(() => post({ type: 'progress', progress }), 250);
+  const { backend, ...target } = job.target;
+  const result = await runEngine(
+    {
+      target: { ...target, backend: BACKENDS[backend] },
+      load: job.part.load,
+      ids: job.part,
+      ...(job.durationS !== undefined ? { durationS: job.durationS } : {}),
+      warmupRequests: 0,
+      seed: job.seed,
+      nextRequest,
+      onRecord,
+      stopSignal: stop.signal,
+      cancelSignal: cancel.signal,
+      clock,
+      startAtUs: start.startAtUs,
+    },
+    progress,
+  );
+  clearInterval(ticker);
+  flush();
+  post({ type: 'done', state: builder.state(), result, progress });
+}
+
+main().catch((err: Error) => post({ type: 'error', message: err.message }));

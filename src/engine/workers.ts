@@ -1,0 +1,169 @@
+import { availableParallelism } from 'node:os';
+import { Worker } from 'node:worker_threads';
+import type { BackendName } from '../backends/index.js';
+import type { SummaryContext, SummaryState } from '../metrics/summary.js';
+import type { WorkloadSource } from '../workload/workload.js';
+import type { RunClock } from './clock.js';
+import type { TargetConfig } from './http.js';
+import type { EngineProgress, EngineResult } from './run.js';
+import { maxParts, type ShardPart, splitPart } from './shard.js';
+
+/**
+ * `--workers N`: the load split across worker threads (src/engine/shard.ts), each with its own
+ * event loop, connection pool and timestamps, while this (the coordinating) thread writes their
+ * records to disk, merges their summaries and shows progress. Timing never waits on this thread.
+ */
+
+/** What one worker runs: plain data (functions cannot cross threads). */
+export interface WorkerJob {
+  target: Omit<TargetConfig, 'backend'> & { backend: BackendName };
+  part: ShardPart & { measureFromId: number };
+  durationS?: number;
+  seed: number;
+  workload: WorkloadSource;
+  summaryContext: SummaryContext;
+}
+
+export type ToWorker =
+  | { type: 'start'; originHrNs: bigint; originIso: string; startAtUs: number }
+  | { type: 'stop' }
+  | { type: 'cancel' };
+
+export type FromWorker =
+  | { type: 'ready' }
+  | { type: 'progress'; progress: EngineProgress }
+  | { type: 'records'; text: string; count: number; progress: EngineProgress }
+  | { type: 'done'; state: SummaryState; result: EngineResult; progress: EngineProgress }
+  | { type: 'error'; message: string };
+
+export interface WorkersRun {
+  /** Every worker's summary state, in worker order (merge them into one SummaryBuilder). */
+  states: SummaryState[];
+  results: EngineResult[];
+}
+
+/**
+ * The default worker count: one per available core, less one for this coordinating thread,
+ * and never more than the load can give one request slot each.
+ */
+export function defaultWorkers(part: ShardPart): number {
+  return Math.max(1, Math.min(availableParallelism() - 1, maxParts(part)));
+}
+
+/**
+ * Runs `part` (the whole run, or this process's shard) on `workers` threads. `clockFor` is
+ * called once every worker has built its workload: it returns the run clock (whose origin the
+ * workers share) and when to start on it. Records arrive through `onRecords` as JSON lines.
+ * Rejects when a worker fails; the records it sent before are already with `onRecords`.
+ */
+export async function runWorkers(o: {
+  workers: number;
+  part: ShardPart & { measureFromId: number };
+  job: Omit<WorkerJob, 'part'>;
+  clockFor: () => { clock: RunClock; startAtUs: number };
+  onRecords: (text: string, count: number) => void;
+  progress: EngineProgress;
+  stopSignal?: AbortSignal;
+  cancelSignal?: AbortSignal;
+}): Promise<WorkersRun> {
+  const parts = splitPart(o.part, o.workers);
+  const threads = parts.map(
+    (part) =>
+      new WorkerThread({ ...o.job, part: { ...part, measureFromId: o.part.measureFromId } }),
+  );
+  const progress = parts.map(() => ({ sent: 0, finished: 0, failed: 0, inFlight: 0 }));
+  const sumProgress = () => {
+    for (const key of ['sent', 'finished', 'failed', 'inFlight'] as const) {
+      o.progress[key] = progress.reduce((n, p) => n + p[key], 0);
+    }
+  };
+  const done: Promise<Extract<FromWorker, { type: 'done' }>>[] = [];
+  try {
+    await Promise.all(threads.map((t) => t.ready));
+    const { clock, startAtUs } = o.clockFor();
+    const forward = (message: ToWorker) => () => {
+      for (const t of threads) t.worker.postMessage(message);
+    };
+    const onStop = forward({ type: 'stop' });
+    const onCancel = forward({ type: 'cancel' });
+    o.stopSignal?.addEventListener('abort', onStop, { once: true });
+    o.cancelSignal?.addEventListener('abort', onCancel, { once: true });
+    threads.forEach((t, i) => {
+      t.onMessage = (message) => {
+        if (message.type === 'records') o.onRecords(message.text, message.count);
+        if ('progress' in message) {
+          progress[i] = message.progress;
+          sumProgress();
+        }
+      };
+      done.push(t.done);
+      t.worker.postMessage({
+        type: 'start',
+        originHrNs: clock.originHrNs,
+        originIso: clock.originIso,
+        startAtUs,
+      } satisfies ToWorker);
+    });
+    if (o.stopSignal?.aborted) onStop();
+    try {
+      const finished = await Promise.all(done);
+      return { states: finished.map((m) => m.state), results: finished.map((m) => m.result) };
+    } finally {
+      o.stopSignal?.removeEventListener('abort', onStop);
+      o.cancelSignal?.removeEventListener('abort', onCancel);
+    }
+  } finally {
+    await Promise.all(threads.map((t) => t.worker.terminate()));
+  }
+}
+
+/**
+ * One worker thread. Under tsx (the tests, `npm run bench:*`) the entry is TypeScript, which a
+ * bare Worker cannot load on Node 20: the thread first registers tsx's loader, then imports it.
+ */
+class WorkerThread {
+  readonly worker: Worker;
+  readonly ready: Promise<void>;
+  readonly done: Promise<Extract<FromWorker, { type: 'done' }>>;
+  onMessage: (message: FromWorker) => void = () => {};
+
+  constructor(job: WorkerJob) {
+    const typescript = import.meta.url.endsWith('.ts');
+    const entry = new URL(typescript ? './worker.ts' : './worker.js', import.meta.url);
+    this.worker = typescript
+      ? new Worker(
+          `import('tsx/esm/api').then((tsx) => { tsx.register(); return import(${JSON.stringify(entry.href)}); });`,
+          { eval: true, workerData: job },
+        )
+      : new Worker(entry, { workerData: job });
+    let readyResolve: () => void;
+    let doneResolve: (m: Extract<FromWorker, { type: 'done' }>) => void;
+    let fail: (err: Error) => void = () => {};
+    this.ready = new Promise<void>((resolve, reject) => {
+      readyResolve = resolve;
+      fail = reject;
+    });
+    this.done = new Promise((resolve, reject) => {
+      doneResolve = resolve;
+      const previous = fail;
+      fail = (err) => {
+        previous(err);
+        reject(err);
+      };
+    });
+    // A failure before start rejects `ready`; nobody awaits `done` then.
+    this.done.catch(() => {});
+    this.worker.on('message', (message: FromWorker) => {
+      if (message.type === 'ready') readyResolve();
+      else if (message.type === 'done') {
+        this.onMessage(message);
+        doneResolve(message);
+      } else if (message.type === 'error') fail(new Error(`a worker failed: ${message.message}`));
+      else this.onMessage(message);
+    });
+    this.worker.on('error', (err) => fail(new Error(`a worker failed: ${err.message}`)));
+    this.worker.on('exit', (code) => {
+      fail(new Error(`a worker exited (code ${code}) before finishing`));
+    });
+  }
+}
