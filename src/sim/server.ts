@@ -89,6 +89,9 @@ const DEFAULT_MAX_TOKENS = 256;
 export function startSimServer(options: SimServerOptions): Promise<RunningSimServer> {
   const origin = performance.now();
   const now = () => performance.now() - origin;
+  // The truth's 0 on the machine-wide monotonic clock, so a client on the same machine can
+  // place its own timestamps against the server's (benchmarks of the client's timing error).
+  const originHrMs = Number(process.hrtime.bigint()) / 1e6 - now();
   const truth: TruthRecord[] = [];
   let counter = 0;
   const created = Math.floor(Date.now() / 1000);
@@ -103,7 +106,7 @@ export function startSimServer(options: SimServerOptions): Promise<RunningSimSer
     }
     if (req.method === 'GET' && (url === '/health' || url === '/ping')) return json(res, 200, {});
     if (req.method === 'GET' && url === '/debug/truth') {
-      return json(res, 200, { engine: options.engine.describe?.(), requests: truth });
+      return json(res, 200, { engine: options.engine.describe?.(), originHrMs, requests: truth });
     }
     if (req.method === 'POST' && url === '/debug/truth/reset') {
       truth.length = 0;
