@@ -6,7 +6,9 @@ import type { RequestSpec } from '../backends/types.js';
 import { createRunClock } from '../engine/clock.js';
 import type { TargetConfig } from '../engine/http.js';
 import { JsonlWriter } from '../engine/records.js';
-import { runEngine } from '../engine/run.js';
+import { type EngineResult, runEngine } from '../engine/run.js';
+import { maxParts, wholeRun } from '../engine/shard.js';
+import { defaultWorkers, runWorkers } from '../engine/workers.js';
 import type { LoadSpec } from '../load.js';
 import { type RunSummary, SummaryBuilder } from '../metrics/summary.js';
 import type { RunPlan } from '../plan/runPlan.js';
@@ -21,8 +23,18 @@ import type { Scenario } from '../workload/scenarios.js';
 import { createTokenizer, type Tokenizer } from '../workload/tokenizer.js';
 import { createWorkload } from '../workload/workload.js';
 import { describeEngine, servedModelName } from './engineFlags.js';
-import { discoverModel, measurePromptOverhead, type PreparedRun, telemetrySources } from './run.js';
+import { CLIENT_HEALTH_FILE } from './merge.js';
+import {
+  discoverModel,
+  measurePromptOverhead,
+  type PreparedRun,
+  telemetrySources,
+  workloadSource,
+} from './run.js';
 import { type SimulatorProcess, spawnSimulator } from './simProcess.js';
+
+/** Worker threads start this long after the point's clock is read (they are ready by then). */
+const WORKER_START_LEAD_US = 20_000;
 
 /** One measurement: a load and a workload, for a fixed number of requests or a duration. */
 export interface Point {
@@ -94,13 +106,7 @@ export async function createPointRunner(
     });
     const factories = promptFactories(tokenizer, plan.seed);
     const overhead = await measurePromptOverhead(target, await factories(undefined));
-    const workload = async (scenario: Scenario) =>
-      createWorkload({
-        scenario,
-        prompts: await factories(scenario.sharedPrefixTokens),
-        seed: plan.seed,
-        promptOverheadTokens: overhead.tokens,
-      });
+    const { backend: _backend, ...targetData } = target;
     return {
       description: sim ? `${model}: ${sim.banner}` : `${model} at ${url}`,
       model,
@@ -123,31 +129,65 @@ export async function createPointRunner(
             })
           : undefined;
         let serverMetrics: ServerMetricsSummary | undefined;
-        let result: Awaited<ReturnType<typeof runEngine>>;
+        let results: EngineResult[];
+        const warmupRequests = point.warmupRequests ?? 0;
         try {
-          result = await runEngine({
-            target,
-            load: point.load,
-            ...(point.requests !== undefined ? { requests: point.requests } : {}),
-            ...(point.durationS !== undefined ? { durationS: point.durationS } : {}),
-            warmupRequests: point.warmupRequests ?? 0,
-            seed: plan.seed,
-            nextRequest: point.nextRequest ?? (await workload(point.scenario)),
-            onRecord: (r) => {
-              records.write(r);
-              builder.add(r);
-            },
-            ...(stopSignal ? { stopSignal } : {}),
-            clock,
-          });
+          if (point.nextRequest) {
+            // A probe shapes each request itself: a function, so it runs in this thread.
+            const result = await runEngine({
+              target,
+              load: point.load,
+              ...(point.requests !== undefined ? { requests: point.requests } : {}),
+              ...(point.durationS !== undefined ? { durationS: point.durationS } : {}),
+              warmupRequests,
+              seed: plan.seed,
+              nextRequest: point.nextRequest,
+              onRecord: (r) => {
+                records.write(r);
+                builder.add(r);
+              },
+              ...(stopSignal ? { stopSignal } : {}),
+              clock,
+            });
+            results = [result];
+          } else {
+            const part = wholeRun(point.load, warmupRequests, point.requests);
+            const run = await runWorkers({
+              workers: Math.min(plan.workers ?? defaultWorkers(part), maxParts(part)),
+              part: { ...part, measureFromId: warmupRequests },
+              job: {
+                target: { ...targetData, backend: plan.backend },
+                ...(point.durationS !== undefined ? { durationS: point.durationS } : {}),
+                seed: plan.seed,
+                workload: workloadSource(plan, point.scenario, {
+                  url,
+                  model,
+                  apiKey,
+                  promptOverheadTokens: overhead.tokens,
+                }),
+                summaryContext: { load: point.load, ...(plan.slo ? { slo: plan.slo } : {}) },
+              },
+              clockFor: () => ({ clock, startAtUs: clock.nowUs() + WORKER_START_LEAD_US }),
+              onRecords: (text, count) => records.writeLines(text, count),
+              progress: { sent: 0, finished: 0, failed: 0, inFlight: 0 },
+              ...(stopSignal ? { stopSignal } : {}),
+            });
+            for (const state of run.states) builder.merge(state);
+            results = run.results;
+          }
         } finally {
           records.close();
           serverMetrics = await telemetry?.stop();
         }
+        const health = results.map((r) => r.clientHealth);
+        writeFileSync(
+          join(point.dir, CLIENT_HEALTH_FILE),
+          `${JSON.stringify({ threads: health }, null, 2)}\n`,
+        );
         const summary = builder.build({
-          clientHealth: result.clientHealth,
-          interrupted: result.stoppedBy === 'signal',
-          unsentRequests: result.unsentRequests,
+          clientHealth: health,
+          interrupted: results.some((r) => r.stoppedBy === 'signal'),
+          unsentRequests: results.reduce((n, r) => n + r.unsentRequests, 0),
         });
         if (serverMetrics) summary.warnings.push(...serverMetrics.warnings);
         writeSummary(point.dir, summary, serverMetrics);

@@ -260,7 +260,7 @@ async function probe(
       }
     } else runOptions[key] = value;
   }
-  const prepared = prepareRun(runOptions as RunOptions);
+  const prepared = prepareRun(runOptions as RunOptions, 'probe');
   problems.push(...prepared.problems);
   const maxModelLen =
     prepared.engine && prepared.problems.length === 0

@@ -271,7 +271,8 @@ export interface PreparedRun {
   json: boolean;
 }
 
-export function prepareRun(options: RunOptions): PreparedRun {
+/** `command`: the command whose options these are (shards are whole runs' parts: `run` only). */
+export function prepareRun(options: RunOptions, command = 'run'): PreparedRun {
   const { json, simulate, timeScale, threshold: _threshold, html: _html, ...rest } = options;
   const engineFlags = engineFlagArgs(rest);
   const input: RunPlanInput = Object.fromEntries(
@@ -318,7 +319,11 @@ export function prepareRun(options: RunOptions): PreparedRun {
     if (simulate && plan) delete plan.telemetry;
   }
   if (plan?.telemetry) problems.push(...localSourceProblems(plan.telemetry));
-  if (plan?.shard) {
+  if (command !== 'run' && (input.shard ?? input.startAt) !== undefined) {
+    problems.push(
+      `--shard and --start-at split one run over machines: they apply to infergauge run, not ${command}`,
+    );
+  } else if (plan?.shard) {
     try {
       shardOf(wholeRun(plan.load, plan.warmupRequests, plan.requests), plan.shard);
     } catch (err) {
@@ -449,19 +454,12 @@ async function benchmark(
       apiKey,
       json,
       ...(simulator ? { simulator } : {}),
-      // Each worker thread builds the workload again from this: request `id` is the same in all.
-      workloadSource: {
-        scenario,
-        tokenizer: plan.tokenizer,
-        tokenizerOptions: {
-          server: { url, model, backend: plan.backend, headers: withApiKey(plan.headers, apiKey) },
-          builtInSimulator: plan.url === undefined,
-        },
-        seed: plan.seed,
+      workloadSource: workloadSource(plan, scenario, {
+        url,
+        model,
+        apiKey,
         promptOverheadTokens: overhead.tokens,
-        ...(plan.trace ? { trace: plan.trace.entries } : {}),
-        ...(plan.dataset ? { dataset: plan.dataset.data } : {}),
-      },
+      }),
     });
     results.push({ scenario, ...result });
     code = result.code;
@@ -475,6 +473,35 @@ async function benchmark(
     thresholds,
     results.map((r) => ({ name: r.scenario.name, summary: r.summary })),
   );
+}
+
+/**
+ * What each worker thread builds a scenario's workload from (request `id` is then the same in
+ * all of them): the tokenizer and how to reach the server's, the seed, the measured prompt
+ * overhead, and the trace or dataset.
+ */
+export function workloadSource(
+  plan: RunPlan,
+  scenario: Scenario,
+  c: { url: string; model: string; apiKey: string | undefined; promptOverheadTokens: number },
+): WorkloadSource {
+  return {
+    scenario,
+    tokenizer: plan.tokenizer,
+    tokenizerOptions: {
+      server: {
+        url: c.url,
+        model: c.model,
+        backend: plan.backend,
+        headers: withApiKey(plan.headers, c.apiKey),
+      },
+      builtInSimulator: plan.url === undefined,
+    },
+    seed: plan.seed,
+    promptOverheadTokens: c.promptOverheadTokens,
+    ...(plan.trace ? { trace: plan.trace.entries } : {}),
+    ...(plan.dataset ? { dataset: plan.dataset.data } : {}),
+  };
 }
 
 interface ScenarioResult {

@@ -244,7 +244,7 @@ async function sweep(options: RunOptions): Promise<number> {
   );
   if (goodputSlos.length > 0) runOptions.slo = goodputSlos.join(',');
   else delete runOptions.slo;
-  const prepared = prepareRun(runOptions as RunOptions);
+  const prepared = prepareRun(runOptions as RunOptions, 'sweep');
   problems.push(...prepared.problems);
   if (problems.length > 0 || !prepared.plan) {
     process.stderr.write(
