@@ -91,6 +91,10 @@ export async function runEngine(
   });
   const clock = options.clock ?? createRunClock();
   const reads = new ReadTracker();
+  // Health is measured from the start: a wait for a shared start instant is not load.
+  if (options.startAtUs !== undefined) {
+    await sleepUntil(clock, options.startAtUs, options.stopSignal);
+  }
   const loopDelay = monitorEventLoopDelay({ resolution: LOOP_DELAY_RESOLUTION_MS });
   loopDelay.enable();
   const cpuStart = process.cpuUsage();
@@ -107,7 +111,7 @@ export async function runEngine(
     measureFromId: options.warmupRequests,
   };
   const durationUs = options.durationS !== undefined ? options.durationS * 1e6 : undefined;
-  const pending = (id: number, phase: PendingRequest['phase'], scheduledAtUs: number) =>
+  const request = (id: number, phase: PendingRequest['phase'], scheduledAtUs: number) =>
     ({ id, phase, scheduledAtUs, spec: options.nextRequest(id) }) satisfies PendingRequest;
 
   /** Closed loop: the next id to send when a user is free at `atUs`; undefined when done. */
@@ -119,14 +123,14 @@ export async function runEngine(
     const warmupId = idAt(ids.warmup, warmupSent);
     if (warmupId !== undefined) {
       warmupSent++;
-      return pending(warmupId, 'warmup', atUs);
+      return request(warmupId, 'warmup', atUs);
     }
     closedWindowUs ??= atUs;
     if (durationUs !== undefined && atUs - closedWindowUs >= durationUs) return undefined;
     const id = idAt(ids.measured, measuredSent);
     if (id === undefined) return undefined;
     measuredSent++;
-    return pending(id, 'measure', atUs);
+    return request(id, 'measure', atUs);
   };
 
   /**
@@ -139,13 +143,13 @@ export async function runEngine(
   const nextOpen = (k: number, atUs: number): PendingRequest | 'skip' | undefined => {
     if (stoppedBySignal) return undefined;
     if (k < ids.measureFromId) {
-      if (inSequence(ids.warmup, k)) return pending(k, 'warmup', atUs);
+      if (inSequence(ids.warmup, k)) return request(k, 'warmup', atUs);
       return k > lastWarmup && lastMeasured < ids.measureFromId ? undefined : 'skip';
     }
     if (k === ids.measureFromId) openWindowUs = atUs;
     if (durationUs !== undefined && atUs - (openWindowUs ?? atUs) >= durationUs) return undefined;
     if (k > lastMeasured) return undefined;
-    return inSequence(ids.measured, k) ? pending(k, 'measure', atUs) : 'skip';
+    return inSequence(ids.measured, k) ? request(k, 'measure', atUs) : 'skip';
   };
 
   const send = async (pending: PendingRequest): Promise<void> => {
@@ -158,7 +162,6 @@ export async function runEngine(
     options.onRecord(record);
   };
 
-  if (options.startAtUs !== undefined) await sleepUntil(clock, options.startAtUs);
   let unsentRequests = 0;
   const onStop = () => {
     stoppedBySignal = true;
@@ -224,10 +227,19 @@ function lastId(seq: IdSequence): number {
   return seq.count > 0 ? seq.start + (seq.count - 1) * seq.stride : -1;
 }
 
-/** Waits until the clock reads `atUs` (already past: returns at once). */
-async function sleepUntil(clock: RunClock, atUs: number): Promise<void> {
-  for (let leftUs = atUs - clock.nowUs(); leftUs > 0; leftUs = atUs - clock.nowUs()) {
-    await new Promise((resolve) => setTimeout(resolve, Math.min(leftUs / 1000, 1e9)));
+/** Waits until the clock reads `atUs` (already past: returns at once), or `stop` aborts. */
+async function sleepUntil(clock: RunClock, atUs: number, stop?: AbortSignal): Promise<void> {
+  for (let leftUs = atUs - clock.nowUs(); leftUs > 0 && !stop?.aborted; ) {
+    await new Promise<void>((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        stop?.removeEventListener('abort', done);
+        resolve();
+      };
+      const timer = setTimeout(done, Math.min(leftUs / 1000, 1e9));
+      stop?.addEventListener('abort', done, { once: true });
+    });
+    leftUs = atUs - clock.nowUs();
   }
 }
 
