@@ -632,19 +632,23 @@ async function runScenario(
     });
     const sampling = plan.telemetry;
     if (sampling) {
-      // Sampling starts with the schedule, so every snapshot is on the run's timeline.
-      telemetryStart = setTimeout(
-        () => {
-          telemetry = recordTelemetry({
-            sources: telemetrySources(sampling),
-            intervalMs: sampling.intervalS * 1000,
-            nowMs: () => clock.nowUs() / 1000,
-            headers: withApiKey(plan.headers, apiKey),
-            path: join(outDir, 'telemetry.jsonl'),
-          });
-        },
-        Math.max(0, -clock.nowUs() / 1000),
-      );
+      // Sampling starts with the schedule, so every snapshot is on the run's timeline (timers
+      // may fire up to a millisecond early: check the clock, not the timer).
+      const start = () => {
+        const leftMs = -clock.nowUs() / 1000;
+        if (leftMs > 0) {
+          telemetryStart = setTimeout(start, leftMs + 1);
+          return;
+        }
+        telemetry = recordTelemetry({
+          sources: telemetrySources(sampling),
+          intervalMs: sampling.intervalS * 1000,
+          nowMs: () => clock.nowUs() / 1000,
+          headers: withApiKey(plan.headers, apiKey),
+          path: join(outDir, 'telemetry.jsonl'),
+        });
+      };
+      start();
     }
     if (process.stderr.isTTY && !json) {
       draw = setInterval(() => logUpdateStderr(progressLine(progress, clock.nowUs(), part)), 250);
