@@ -353,6 +353,9 @@ describe('worker threads and shards', () => {
     ]);
     assert.equal(late.code, 1);
     assert.match(late.stderr, /after --start-at .*choose a later --start-at/);
+    const twoScenarios = await runCli(['run', ...base, '--scenario', 'chat,rag', '--shard', '0/2']);
+    assert.equal(twoScenarios.code, 2);
+    assert.match(twoScenarios.stderr, /run each of the 2 scenarios as its own/);
   });
 });
 

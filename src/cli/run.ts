@@ -323,6 +323,10 @@ export function prepareRun(options: RunOptions, command = 'run'): PreparedRun {
     problems.push(
       `--shard and --start-at split one run over machines: they apply to infergauge run, not ${command}`,
     );
+  } else if (plan && (plan.shard ?? plan.startAt) && plan.scenarios.length > 1) {
+    problems.push(
+      `--shard and --start-at give one run one shared start: run each of the ${plan.scenarios.length} scenarios as its own (e.g. --scenario ${plan.scenarios[0].name})`,
+    );
   } else if (plan?.shard) {
     try {
       shardOf(wholeRun(plan.load, plan.warmupRequests, plan.requests), plan.shard);
