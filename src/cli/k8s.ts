@@ -100,7 +100,7 @@ const ISO_INSTANT = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}
 const iso = (d: Date) => d.toISOString().replace(/\.000Z$/, 'Z');
 
 /** The default Job name: infergauge-20261129t2300z (the generation minute, UTC). */
-export function defaultJobName(now: Date): string {
+function defaultJobName(now: Date): string {
   return `infergauge-${now.toISOString().slice(0, 16).replace(/[-:]/g, '').toLowerCase()}z`;
 }
 

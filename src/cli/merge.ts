@@ -1,15 +1,12 @@
-import {
-  existsSync,
-  mkdirSync,
-  readdirSync,
-  readFileSync,
-  rmSync,
-  statSync,
-  writeFileSync,
-} from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { Command } from '@commander-js/extra-typings';
-import { JsonlWriter, readRecords } from '../engine/records.js';
+import {
+  JsonlWriter,
+  readClientHealth,
+  readRecords,
+  writeClientHealth,
+} from '../engine/records.js';
 import type { ShardIndex } from '../engine/shard.js';
 import type { LoadSpec } from '../load.js';
 import type { SloCondition } from '../metrics/slo.js';
@@ -17,8 +14,8 @@ import { type RunSummary, SummaryBuilder } from '../metrics/summary.js';
 import type { ClientHealthMeasurements, RequestRecord } from '../record.js';
 import { renderTerminalSummary } from '../report/terminal.js';
 import { VERSION } from '../version.js';
-import { gate, thresholdOption } from './report.js';
-import { EXIT, writeHtmlReport } from './run.js';
+import { gate, readJson, thresholdOption } from './report.js';
+import { EXIT, writeHtmlReport, writeJson } from './run.js';
 
 /**
  * `infergauge merge`: shard run directories (`run --shard i/N`, on several machines or pods)
@@ -26,9 +23,6 @@ import { EXIT, writeHtmlReport } from './run.js';
  * timeline, with the whole plan's load, so its metrics are exactly those of one run that sent
  * all the requests; client health keeps every engine thread's verdict.
  */
-
-/** What `run` writes next to the records: each engine thread's own measurements. */
-export const CLIENT_HEALTH_FILE = 'client-health.json';
 
 interface ShardRun {
   dir: string;
@@ -144,7 +138,7 @@ async function merge(
  * on one --start-at share it already; others are shifted by their wall-clock start difference),
  * summarised as they stream by with the whole plan's load and SLO.
  */
-export async function mergeShards(
+async function mergeShards(
   shards: ShardRun[],
   out: string,
 ): Promise<RunSummary & { serverMetrics?: unknown }> {
@@ -166,10 +160,8 @@ export async function mergeShards(
         writer.write(record);
         builder.add(record);
       }
-      const health = readJson(join(shard.dir, CLIENT_HEALTH_FILE)) as
-        | { threads: ClientHealthMeasurements[] }
-        | undefined;
-      if (health) threads.push(...health.threads);
+      const health = readClientHealth(shard.dir);
+      if (health) threads.push(...health);
       else healthComplete = false;
       interrupted ||= shard.summary?.interrupted === true;
     }
@@ -210,7 +202,7 @@ export async function mergeShards(
       host: s.manifest.host,
     })),
   });
-  if (healthComplete && threads.length > 0) writeJson(join(out, CLIENT_HEALTH_FILE), { threads });
+  if (healthComplete && threads.length > 0) writeClientHealth(out, threads);
   return summary;
 }
 
@@ -344,12 +336,4 @@ function byNumber(a: string, b: string): number {
 
 function withoutKeys(value: Record<string, unknown>, keys: string[]): Record<string, unknown> {
   return Object.fromEntries(Object.entries(value).filter(([k]) => !keys.includes(k)));
-}
-
-function readJson(path: string): unknown {
-  return existsSync(path) ? JSON.parse(readFileSync(path, 'utf8')) : undefined;
-}
-
-function writeJson(path: string, value: unknown): void {
-  writeFileSync(path, `${JSON.stringify(value, null, 2)}\n`);
 }

@@ -1,14 +1,12 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { BACKENDS } from '../backends/index.js';
 import { withApiKey } from '../backends/request.js';
 import type { RequestSpec } from '../backends/types.js';
 import { createRunClock } from '../engine/clock.js';
-import type { TargetConfig } from '../engine/http.js';
-import { JsonlWriter } from '../engine/records.js';
+import { JsonlWriter, writeClientHealth } from '../engine/records.js';
 import { type EngineResult, runEngine } from '../engine/run.js';
 import { maxParts, wholeRun } from '../engine/shard.js';
-import { defaultWorkers, runWorkers } from '../engine/workers.js';
+import { defaultWorkers, runWorkers, WORKER_START_LEAD_MS } from '../engine/workers.js';
 import type { LoadSpec } from '../load.js';
 import { type RunSummary, SummaryBuilder } from '../metrics/summary.js';
 import type { RunPlan } from '../plan/runPlan.js';
@@ -23,18 +21,16 @@ import type { Scenario } from '../workload/scenarios.js';
 import { createTokenizer, type Tokenizer } from '../workload/tokenizer.js';
 import { createWorkload } from '../workload/workload.js';
 import { describeEngine, servedModelName } from './engineFlags.js';
-import { CLIENT_HEALTH_FILE } from './merge.js';
 import {
   discoverModel,
   measurePromptOverhead,
   type PreparedRun,
+  targetConfig,
   telemetrySources,
+  tokenizerOptions,
   workloadSource,
 } from './run.js';
 import { type SimulatorProcess, spawnSimulator } from './simProcess.js';
-
-/** Worker threads start this long after the point's clock is read (they are ready by then). */
-const WORKER_START_LEAD_US = 20_000;
 
 /** One measurement: a load and a workload, for a fixed number of requests or a duration. */
 export interface Point {
@@ -87,23 +83,11 @@ export async function createPointRunner(
     const url = sim?.url ?? (plan.url as string);
     const apiKey = plan.apiKeyEnv ? process.env[plan.apiKeyEnv] : undefined;
     const { model } = await discoverModel(plan, url, apiKey);
-    const target: TargetConfig = {
-      backend: BACKENDS[plan.backend],
-      baseUrl: url,
-      endpoint: plan.endpoint,
-      model,
-      temperature: plan.temperature,
-      ignoreEos: plan.ignoreEos,
-      continuousUsageStats: plan.continuousUsageStats,
-      headers: plan.headers,
-      timeoutMs: plan.timeoutS * 1000,
-      ...(apiKey ? { apiKey } : {}),
-      ...(plan.extraBody ? { extraBody: plan.extraBody } : {}),
-    };
-    const tokenizer = await createTokenizer(plan.tokenizer, {
-      server: { url, model, backend: plan.backend, headers: withApiKey(plan.headers, apiKey) },
-      builtInSimulator: plan.url === undefined,
-    });
+    const target = targetConfig(plan, url, model, apiKey);
+    const tokenizer = await createTokenizer(
+      plan.tokenizer,
+      tokenizerOptions(plan, url, model, apiKey),
+    );
     const factories = promptFactories(tokenizer, plan.seed);
     const overhead = await measurePromptOverhead(target, await factories(undefined));
     const { backend: _backend, ...targetData } = target;
@@ -167,7 +151,7 @@ export async function createPointRunner(
                 }),
                 summaryContext: { load: point.load, ...(plan.slo ? { slo: plan.slo } : {}) },
               },
-              clockFor: () => ({ clock, startAtUs: clock.nowUs() + WORKER_START_LEAD_US }),
+              clockFor: () => ({ clock, startAtUs: clock.nowUs() + WORKER_START_LEAD_MS * 1000 }),
               onRecords: (text, count) => records.writeLines(text, count),
               progress: { sent: 0, finished: 0, failed: 0, inFlight: 0 },
               ...(stopSignal ? { stopSignal } : {}),
@@ -180,10 +164,7 @@ export async function createPointRunner(
           serverMetrics = await telemetry?.stop();
         }
         const health = results.map((r) => r.clientHealth);
-        writeFileSync(
-          join(point.dir, CLIENT_HEALTH_FILE),
-          `${JSON.stringify({ threads: health }, null, 2)}\n`,
-        );
+        writeClientHealth(point.dir, health);
         const summary = builder.build({
           clientHealth: health,
           interrupted: results.some((r) => r.stoppedBy === 'signal'),

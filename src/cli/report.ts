@@ -77,7 +77,8 @@ function savedLoad(
   return (manifest.plan as { load?: LoadSpec } | undefined)?.load;
 }
 
-function readJson(path: string): unknown {
+/** A JSON file's contents; undefined when the file does not exist. */
+export function readJson(path: string): unknown {
   return existsSync(path) ? JSON.parse(readFileSync(path, 'utf8')) : undefined;
 }
 

@@ -10,10 +10,15 @@ import { BACKEND_NAMES, BACKENDS } from '../backends/index.js';
 import { splitServerUrl, withApiKey } from '../backends/request.js';
 import { createRunClock, type RunClock } from '../engine/clock.js';
 import type { TargetConfig } from '../engine/http.js';
-import { JsonlWriter } from '../engine/records.js';
+import { JsonlWriter, writeClientHealth } from '../engine/records.js';
 import { type EngineProgress, runEngine } from '../engine/run.js';
 import { maxParts, type ShardPart, shardOf, wholeRun } from '../engine/shard.js';
-import { defaultWorkers, runWorkers, type WorkersRun } from '../engine/workers.js';
+import {
+  defaultWorkers,
+  runWorkers,
+  WORKER_START_LEAD_MS,
+  type WorkersRun,
+} from '../engine/workers.js';
 import { type RunSummary, SummaryBuilder } from '../metrics/summary.js';
 import { PlanFileError, type PlanFileOptions, readPlanFile } from '../plan/planFile.js';
 import {
@@ -39,7 +44,7 @@ import { VERSION } from '../version.js';
 import { streamSeed } from '../workload/distributions.js';
 import { createPromptFactory, type PromptFactory } from '../workload/prompts.js';
 import { describeScenario, type Scenario } from '../workload/scenarios.js';
-import { createTokenizer } from '../workload/tokenizer.js';
+import { type CreateTokenizerOptions, createTokenizer } from '../workload/tokenizer.js';
 import { createWorkload, type WorkloadSource } from '../workload/workload.js';
 import {
   addEngineFlags,
@@ -49,16 +54,12 @@ import {
   isEngineFlag,
   servedModelName,
 } from './engineFlags.js';
-import { CLIENT_HEALTH_FILE } from './merge.js';
 import { gate, thresholdOption } from './report.js';
 import { type SimulatorProcess, spawnSimulator } from './simProcess.js';
 
 export const EXIT = { ok: 0, failure: 1, invalidOptions: 2, interrupted: 130 } as const;
 
 const d = RUN_DEFAULTS;
-
-/** Workers start on a clock origin this far ahead of the moment all are ready to send. */
-const WORKER_START_LEAD_MS = 20;
 
 export function runCommand(): Command {
   const command = addRunOptions(
@@ -405,7 +406,6 @@ async function benchmark(
   html: boolean,
 ): Promise<number> {
   const apiKey = plan.apiKeyEnv ? process.env[plan.apiKeyEnv] : undefined;
-  const backend = BACKENDS[plan.backend];
   const { model, models } = await discoverModel(plan, url, apiKey);
   const server = {
     url,
@@ -413,23 +413,11 @@ async function benchmark(
     ...(simulator ? { simulator } : {}),
     models,
   };
-  const target: TargetConfig = {
-    backend,
-    baseUrl: url,
-    endpoint: plan.endpoint,
-    model,
-    temperature: plan.temperature,
-    ignoreEos: plan.ignoreEos,
-    continuousUsageStats: plan.continuousUsageStats,
-    headers: plan.headers,
-    timeoutMs: plan.timeoutS * 1000,
-    ...(apiKey ? { apiKey } : {}),
-    ...(plan.extraBody ? { extraBody: plan.extraBody } : {}),
-  };
-  const tokenizer = await createTokenizer(plan.tokenizer, {
-    server: { url, model, backend: plan.backend, headers: withApiKey(plan.headers, apiKey) },
-    builtInSimulator: plan.url === undefined,
-  });
+  const target = targetConfig(plan, url, model, apiKey);
+  const tokenizer = await createTokenizer(
+    plan.tokenizer,
+    tokenizerOptions(plan, url, model, apiKey),
+  );
   if (!tokenizer.exact) {
     process.stderr.write(
       `infergauge run: prompt lengths are approximate (${tokenizer.name}): pass --tokenizer server, o200k_base, cl100k_base or a tokenizer.json for exact counts\n`,
@@ -479,6 +467,41 @@ async function benchmark(
   );
 }
 
+/** Where and how a plan's requests go. */
+export function targetConfig(
+  plan: RunPlan,
+  url: string,
+  model: string,
+  apiKey: string | undefined,
+): TargetConfig {
+  return {
+    backend: BACKENDS[plan.backend],
+    baseUrl: url,
+    endpoint: plan.endpoint,
+    model,
+    temperature: plan.temperature,
+    ignoreEos: plan.ignoreEos,
+    continuousUsageStats: plan.continuousUsageStats,
+    headers: plan.headers,
+    timeoutMs: plan.timeoutS * 1000,
+    ...(apiKey ? { apiKey } : {}),
+    ...(plan.extraBody ? { extraBody: plan.extraBody } : {}),
+  };
+}
+
+/** How a plan's tokenizer is made (and the server's reached, for `--tokenizer server`). */
+export function tokenizerOptions(
+  plan: RunPlan,
+  url: string,
+  model: string,
+  apiKey: string | undefined,
+): CreateTokenizerOptions {
+  return {
+    server: { url, model, backend: plan.backend, headers: withApiKey(plan.headers, apiKey) },
+    builtInSimulator: plan.url === undefined,
+  };
+}
+
 /**
  * What each worker thread builds a scenario's workload from (request `id` is then the same in
  * all of them): the tokenizer and how to reach the server's, the seed, the measured prompt
@@ -492,15 +515,7 @@ export function workloadSource(
   return {
     scenario,
     tokenizer: plan.tokenizer,
-    tokenizerOptions: {
-      server: {
-        url: c.url,
-        model: c.model,
-        backend: plan.backend,
-        headers: withApiKey(plan.headers, c.apiKey),
-      },
-      builtInSimulator: plan.url === undefined,
-    },
+    tokenizerOptions: tokenizerOptions(plan, c.url, c.model, c.apiKey),
     seed: plan.seed,
     promptOverheadTokens: c.promptOverheadTokens,
     ...(plan.trace ? { trace: plan.trace.entries } : {}),
@@ -693,7 +708,10 @@ async function runScenario(
   }
   for (const state of run.states) builder.merge(state);
   // Kept raw, so that `infergauge merge` can judge shards' threads as it judges workers.
-  writeJson(join(outDir, CLIENT_HEALTH_FILE), { threads: run.results.map((r) => r.clientHealth) });
+  writeClientHealth(
+    outDir,
+    run.results.map((r) => r.clientHealth),
+  );
   const interrupted = run.results.some((r) => r.stoppedBy === 'signal');
   const summary = builder.build({
     clientHealth: run.results.map((r) => r.clientHealth),
@@ -1037,7 +1055,7 @@ export function utcStamp(): string {
     .replace(/\.\d+Z$/, 'Z');
 }
 
-function writeJson(path: string, value: unknown): void {
+export function writeJson(path: string, value: unknown): void {
   writeFileSync(path, `${JSON.stringify(value, null, 2)}\n`);
 }
 

@@ -1,6 +1,33 @@
-import { closeSync, createReadStream, openSync, writeSync } from 'node:fs';
+import {
+  closeSync,
+  createReadStream,
+  existsSync,
+  openSync,
+  readFileSync,
+  writeFileSync,
+  writeSync,
+} from 'node:fs';
+import { join } from 'node:path';
 import { createInterface } from 'node:readline';
-import type { RequestRecord } from '../record.js';
+import type { ClientHealthMeasurements, RequestRecord } from '../record.js';
+
+/**
+ * Next to the records, each engine thread's own health measurements, kept raw so that `merge`
+ * judges the threads of every shard as `run` judges its workers.
+ */
+const CLIENT_HEALTH_FILE = 'client-health.json';
+
+export function writeClientHealth(dir: string, threads: ClientHealthMeasurements[]): void {
+  writeFileSync(join(dir, CLIENT_HEALTH_FILE), `${JSON.stringify({ threads }, null, 2)}\n`);
+}
+
+/** A run directory's thread measurements; undefined when it has none (an older run). */
+export function readClientHealth(dir: string): ClientHealthMeasurements[] | undefined {
+  const path = join(dir, CLIENT_HEALTH_FILE);
+  if (!existsSync(path)) return undefined;
+  return (JSON.parse(readFileSync(path, 'utf8')) as { threads: ClientHealthMeasurements[] })
+    .threads;
+}
 
 /**
  * Appends JSON lines (records to `records.jsonl`, one per finished request; telemetry

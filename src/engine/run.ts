@@ -20,8 +20,8 @@ export interface EngineOptions {
   requests?: number;
   /** Length of the measurement window in seconds, from the first measured request. */
   durationS?: number;
-  /** Requests sent first and recorded as warm-up, not counted. */
-  warmupRequests: number;
+  /** Requests sent first and recorded as warm-up, not counted (default 0). */
+  warmupRequests?: number;
   /** Seeds the arrival schedule. */
   seed: number;
   /** The workload: what request number `id` asks for. */
@@ -107,8 +107,8 @@ export async function runEngine(
 
   let stoppedBySignal = options.stopSignal?.aborted ?? false;
   const ids = options.ids ?? {
-    ...wholeRun(load, options.warmupRequests, options.requests),
-    measureFromId: options.warmupRequests,
+    ...wholeRun(load, options.warmupRequests ?? 0, options.requests),
+    measureFromId: options.warmupRequests ?? 0,
   };
   const durationUs = options.durationS !== undefined ? options.durationS * 1e6 : undefined;
   const request = (id: number, phase: PendingRequest['phase'], scheduledAtUs: number) =>

@@ -66,7 +66,6 @@ async function main(): Promise<void> {
       load: job.part.load,
       ids: job.part,
       ...(job.durationS !== undefined ? { durationS: job.durationS } : {}),
-      warmupRequests: 0,
       seed: job.seed,
       nextRequest,
       onRecord,

@@ -14,6 +14,12 @@ import { maxParts, type ShardPart, splitPart } from './shard.js';
  * records to disk, merges their summaries and shows progress. Timing never waits on this thread.
  */
 
+/**
+ * How far ahead of the moment every worker is ready their shared clock origin is put: time for
+ * the start message to reach them all, so they all begin on the same instant.
+ */
+export const WORKER_START_LEAD_MS = 20;
+
 /** What one worker runs: plain data (functions cannot cross threads). */
 export interface WorkerJob {
   target: Omit<TargetConfig, 'backend'> & { backend: BackendName };
@@ -136,28 +142,22 @@ class WorkerThread {
           { eval: true, workerData: job },
         )
       : new Worker(entry, { workerData: job });
-    let readyResolve: () => void;
-    let doneResolve: (m: Extract<FromWorker, { type: 'done' }>) => void;
-    let fail: (err: Error) => void = () => {};
-    this.ready = new Promise<void>((resolve, reject) => {
-      readyResolve = resolve;
-      fail = reject;
-    });
-    this.done = new Promise((resolve, reject) => {
-      doneResolve = resolve;
-      const previous = fail;
-      fail = (err) => {
-        previous(err);
-        reject(err);
-      };
-    });
+    const ready = deferred<void>();
+    const done = deferred<Extract<FromWorker, { type: 'done' }>>();
+    this.ready = ready.promise;
+    this.done = done.promise;
     // A failure before start rejects `ready`; nobody awaits `done` then.
     this.done.catch(() => {});
+    // Settled promises ignore later calls: an exit after `done` changes nothing.
+    const fail = (err: Error) => {
+      ready.reject(err);
+      done.reject(err);
+    };
     this.worker.on('message', (message: FromWorker) => {
-      if (message.type === 'ready') readyResolve();
+      if (message.type === 'ready') ready.resolve();
       else if (message.type === 'done') {
         this.onMessage(message);
-        doneResolve(message);
+        done.resolve(message);
       } else if (message.type === 'error') fail(new Error(`a worker failed: ${message.message}`));
       else this.onMessage(message);
     });
@@ -166,4 +166,19 @@ class WorkerThread {
       fail(new Error(`a worker exited (code ${code}) before finishing`));
     });
   }
+}
+
+/** A promise with its settle functions (Promise.withResolvers, which Node 20 lacks). */
+function deferred<T>(): {
+  promise: Promise<T>;
+  resolve: (value: T) => void;
+  reject: (err: Error) => void;
+} {
+  let resolve: (value: T) => void = () => {};
+  let reject: (err: Error) => void = () => {};
+  const promise = new Promise<T>((res, rej) => {
+    resolve = res;
+    reject = rej;
+  });
+  return { promise, resolve, reject };
 }

@@ -1027,32 +1027,11 @@ export function sweepCharts(s: ScenarioSweepJson, mode: 'concurrency' | 'rate'):
     const m = /^(ttft|itl|e2e)\.p99\s*<\s*([0-9.]+)$/.exec(text);
     if (m) sloLines.push({ axis: 'y', value: Number(m[2]), label: `SLO ${text}`, at: 'start' });
   }
-  const latency: Series[] = [
-    {
-      name: 'TTFT p99',
-      type: 'line',
-      data: points.map((p) => [p.level, p.ttftP99Ms]),
-      symbol: 'circle',
-      color: COLORS.blue,
-      labels: points.map((p) => `${lv(p)}: TTFT p99 ${fmtSig(p.ttftP99Ms)} ms`),
-    },
-    {
-      name: 'ITL p99',
-      type: 'line',
-      data: points.map((p) => [p.level, p.itlP99Ms]),
-      symbol: 'circle',
-      color: COLORS.amber,
-      labels: points.map((p) => `${lv(p)}: ITL p99 ${fmtSig(p.itlP99Ms)} ms`),
-    },
-    {
-      name: 'E2E p99',
-      type: 'line',
-      data: points.map((p) => [p.level, p.e2eP99Ms]),
-      symbol: 'circle',
-      color: COLORS.green,
-      labels: points.map((p) => `${lv(p)}: E2E p99 ${fmtSig(p.e2eP99Ms)} ms`),
-    },
-  ];
+  const latency = latencyLines(points, (p) => p.level, lv, [
+    ['TTFT p99', (p) => p.ttftP99Ms, COLORS.blue],
+    ['ITL p99', (p) => p.itlP99Ms, COLORS.amber],
+    ['E2E p99', (p) => p.e2eP99Ms, COLORS.green],
+  ]);
   const front = paretoFront(points);
   const charts: ChartSpec[] = [
     {
@@ -1280,32 +1259,11 @@ export function decodeCharts(points: DecodePointJson[], fit?: DecodeFitJson): Ch
   if (good.length === 0) return [];
   const x: Axis = { name: 'concurrency (log)', type: 'log', logBase: 2 };
   const at = (p: DecodePointJson) => `concurrency ${fmtNumber(p.concurrency)}`;
-  const itl: Series[] = [
-    {
-      name: 'ITL p50',
-      type: 'line',
-      data: good.map((p) => [p.concurrency, p.itlP50Ms]),
-      symbol: 'circle',
-      color: COLORS.blue,
-      labels: good.map((p) => `${at(p)}: ITL p50 ${fmtSig(p.itlP50Ms)} ms`),
-    },
-    {
-      name: 'ITL p99',
-      type: 'line',
-      data: good.map((p) => [p.concurrency, p.itlP99Ms]),
-      symbol: 'circle',
-      color: COLORS.red,
-      labels: good.map((p) => `${at(p)}: ITL p99 ${fmtSig(p.itlP99Ms)} ms`),
-    },
-    {
-      name: 'TPOT mean',
-      type: 'line',
-      data: good.map((p) => [p.concurrency, p.tpotMeanMs]),
-      symbol: 'circle',
-      color: COLORS.green,
-      labels: good.map((p) => `${at(p)}: TPOT mean ${fmtSig(p.tpotMeanMs)} ms`),
-    },
-  ];
+  const itl = latencyLines(good, (p) => p.concurrency, at, [
+    ['ITL p50', (p) => p.itlP50Ms, COLORS.blue],
+    ['ITL p99', (p) => p.itlP99Ms, COLORS.red],
+    ['TPOT mean', (p) => p.tpotMeanMs, COLORS.green],
+  ]);
   if (fit) {
     const lo = good[0].concurrency;
     const hi = good[good.length - 1].concurrency;
@@ -1495,34 +1453,33 @@ export function capacityCharts(
       caption: 'Log scale.',
       x,
       y: [{ name: 'ms (log)', type: 'log', unit: 'ms' }],
-      series: [
-        {
-          name: 'TTFT p99',
-          type: 'line',
-          data: sorted.map((s) => [s.batch, s.ttftP99Ms]),
-          symbol: 'circle',
-          color: COLORS.blue,
-          labels: sorted.map((s) => `${b(s)}: TTFT p99 ${fmtSig(s.ttftP99Ms)} ms`),
-        },
-        {
-          name: 'TPOT mean',
-          type: 'line',
-          data: sorted.map((s) => [s.batch, s.tpotMeanMs]),
-          symbol: 'circle',
-          color: COLORS.green,
-          labels: sorted.map((s) => `${b(s)}: TPOT mean ${fmtSig(s.tpotMeanMs)} ms`),
-        },
-        {
-          name: 'ITL p99',
-          type: 'line',
-          data: sorted.map((s) => [s.batch, s.itlP99Ms]),
-          symbol: 'circle',
-          color: COLORS.amber,
-          labels: sorted.map((s) => `${b(s)}: ITL p99 ${fmtSig(s.itlP99Ms)} ms`),
-        },
-      ],
+      series: latencyLines(sorted, (s) => s.batch, b, [
+        ['TTFT p99', (s) => s.ttftP99Ms, COLORS.blue],
+        ['TPOT mean', (s) => s.tpotMeanMs, COLORS.green],
+        ['ITL p99', (s) => s.itlP99Ms, COLORS.amber],
+      ]),
       marks,
     },
   );
   return charts;
+}
+
+/**
+ * Latency lines through `points`, one circle-marked series per metric: each point's tooltip
+ * says where it is (`at`), the metric and its value in ms.
+ */
+function latencyLines<P>(
+  points: readonly P[],
+  x: (p: P) => number,
+  at: (p: P) => string,
+  metrics: [name: string, ms: (p: P) => number, color: string][],
+): Series[] {
+  return metrics.map(([name, ms, color]) => ({
+    name,
+    type: 'line',
+    data: points.map((p) => [x(p), ms(p)]),
+    symbol: 'circle',
+    color,
+    labels: points.map((p) => `${at(p)}: ${name} ${fmtSig(ms(p))} ms`),
+  }));
 }
