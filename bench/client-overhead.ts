@@ -17,10 +17,10 @@ import { execFileSync } from 'node:child_process';
 import { parseArgs } from 'node:util';
 import { BACKENDS } from '../src/backends/index.js';
 import { type SimulatorProcess, spawnSimulator } from '../src/cli/simProcess.js';
-import { createRunClock } from '../src/engine/clock.js';
-import { type EngineResult, runEngine } from '../src/engine/run.js';
-import { wholeRun } from '../src/engine/shard.js';
-import { runWorkers, type WorkerJob } from '../src/engine/workers.js';
+import { createRunClock } from '../src/loadgen/clock.js';
+import { type LoadgenResult, runLoadgen } from '../src/loadgen/run.js';
+import { wholeRun } from '../src/loadgen/shard.js';
+import { runWorkers, type WorkerJob } from '../src/loadgen/workers.js';
 import { percentileOfSorted } from '../src/metrics/distribution.js';
 import type { RequestRecord } from '../src/record.js';
 import type { TruthRecord } from '../src/sim/server.js';
@@ -152,7 +152,7 @@ function job(url: string, options: Options): Omit<WorkerJob, 'part'> {
 
 interface LevelRun {
   records: RequestRecord[];
-  results: EngineResult[];
+  results: LoadgenResult[];
   /** The run clock's 0 on process.hrtime's clock, ms. */
   originHrMs: number;
 }
@@ -171,7 +171,7 @@ async function runLevel(
     // In this thread, as the engine ran before worker threads: the workers' own cost shows.
     const j = job(url, options);
     const clock = createRunClock();
-    const result = await runEngine({
+    const result = await runLoadgen({
       clock,
       target: { ...j.target, backend: BACKENDS[j.target.backend] },
       load: part.load,

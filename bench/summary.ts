@@ -14,12 +14,12 @@ import { performance } from 'node:perf_hooks';
 import { isDeepStrictEqual, parseArgs } from 'node:util';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
-import { JsonlWriter, readRecords } from '../src/engine/records.js';
 import type { LoadSpec } from '../src/load.js';
 import type { SloCondition } from '../src/metrics/slo.js';
 import { type RunSummary, SummaryBuilder } from '../src/metrics/summary.js';
 import type { RequestRecord } from '../src/record.js';
-import { createRng } from '../src/workload/rng.js';
+import { JsonlWriter, readRecords } from '../src/results/jsonl.js';
+import { createRng } from '../src/rng.js';
 
 const OUTPUT_TOKENS = 256;
 const INPUT_TOKENS = 512;

@@ -10,16 +10,15 @@ export type {
   RequestSpec,
   StreamDecoder,
 } from './backends/types.js';
-export { createRunClock, type RunClock } from './engine/clock.js';
-export type { TargetConfig } from './engine/http.js';
-export { JsonlWriter, readRecords } from './engine/records.js';
-export {
-  type EngineOptions,
-  type EngineProgress,
-  type EngineResult,
-  runEngine,
-} from './engine/run.js';
 export type { LoadSpec } from './load.js';
+export { createRunClock, type RunClock } from './loadgen/clock.js';
+export type { TargetConfig } from './loadgen/http.js';
+export {
+  type LoadgenOptions,
+  type LoadgenProgress,
+  type LoadgenResult,
+  runLoadgen,
+} from './loadgen/run.js';
 export { capacityLimit, predictCapacity } from './memory/capacity.js';
 export { type KvDtype, parseWeightFormat, type WeightFormat } from './memory/dtype.js';
 export {
@@ -58,6 +57,7 @@ export type {
 } from './record.js';
 export { ERROR_KINDS } from './record.js';
 export { renderTerminalSummary } from './report/terminal.js';
+export { JsonlWriter, readRecords } from './results/jsonl.js';
 export { DEFAULT_SCRIPTED_TIMING, ScriptedEngine, type ServingEngine } from './sim/engine.js';
 export { EngineModel, type EngineModelOptions } from './sim/engineModel.js';
 export { parseFaults } from './sim/faults.js';

@@ -72,3 +72,22 @@ export interface TraceReplayJson {
   /** Trace time from the first to the last arrival, ms (before `speed`). */
   spanMs: number;
 }
+
+/** Shard `index` of `count` (0-based), as given by `--shard index/count`. */
+export interface ShardIndex {
+  index: number;
+  count: number;
+}
+
+/** Parses `--shard i/N` (0 <= i < N). Throws an Error naming the fix. */
+export function parseShard(text: string): ShardIndex {
+  const match = /^(\d+)\/(\d+)$/.exec(text.trim());
+  const index = match ? Number(match[1]) : Number.NaN;
+  const count = match ? Number(match[2]) : Number.NaN;
+  if (!match || count < 1 || index >= count) {
+    throw new Error(
+      `--shard takes INDEX/COUNT with 0 <= INDEX < COUNT, e.g. --shard 0/4 for the first of four (got "${text}")`,
+    );
+  }
+  return { index, count };
+}

@@ -3,7 +3,7 @@ import { describe, test } from 'node:test';
 import { BACKEND_NAMES, BACKENDS } from '../src/backends/index.js';
 import { createTextDeltas } from '../src/backends/triton.js';
 import type { Backend, BackendOptions, RequestSpec } from '../src/backends/types.js';
-import type { TargetConfig } from '../src/engine/http.js';
+import type { TargetConfig } from '../src/loadgen/http.js';
 import { requestMetrics } from '../src/metrics/requestMetrics.js';
 import type { RequestRecord } from '../src/record.js';
 import { runAgainst } from './helpers/run.js';

@@ -38,6 +38,7 @@ import { findModelPreset } from '../src/memory/model.js';
 import { percentileOfSorted } from '../src/metrics/distribution.js';
 import { type RunSummary, summarize } from '../src/metrics/summary.js';
 import type { RequestRecord } from '../src/record.js';
+import { createRng, type Rng } from '../src/rng.js';
 import { EngineModel } from '../src/sim/engineModel.js';
 import { simulateRun } from '../src/sim/virtual.js';
 import {
@@ -45,7 +46,6 @@ import {
   sampleLength,
   streamSeed,
 } from '../src/workload/distributions.js';
-import { createRng, type Rng } from '../src/workload/rng.js';
 import { createSyntheticWorkload } from '../src/workload/synthetic.js';
 import { tempDir } from './helpers/cli.js';
 

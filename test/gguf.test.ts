@@ -4,7 +4,7 @@ import { open } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
-import { createRng } from '../src/workload/rng.js';
+import { createRng } from '../src/rng.js';
 import { createSyntheticWorkload } from '../src/workload/synthetic.js';
 import {
   alignUp,

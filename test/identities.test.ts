@@ -2,11 +2,11 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { before, describe, test } from 'node:test';
-import { readRecords } from '../src/engine/records.js';
 import { forEachTokenGap, requestMetrics } from '../src/metrics/requestMetrics.js';
 import { type RunSummary, summarize } from '../src/metrics/summary.js';
 import { parseSlo } from '../src/plan/slo.js';
 import type { RequestRecord } from '../src/record.js';
+import { readRecords } from '../src/results/jsonl.js';
 import { runCli, tempDir } from './helpers/cli.js';
 
 /** METRICS.md section 2 and 3 identities, over a real run of the CLI against the simulator. */

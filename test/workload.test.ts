@@ -14,6 +14,7 @@ import { findModelPreset, type ModelSpec } from '../src/memory/model.js';
 import type { RunSummary } from '../src/metrics/summary.js';
 import type { RequestRecord } from '../src/record.js';
 import { describeLoad } from '../src/report/terminal.js';
+import { createRng } from '../src/rng.js';
 import { EngineModel } from '../src/sim/engineModel.js';
 import { simulateRun } from '../src/sim/virtual.js';
 import {
@@ -32,7 +33,6 @@ import {
   sampleLength,
   streamSeed,
 } from '../src/workload/distributions.js';
-import { createRng } from '../src/workload/rng.js';
 import { createSyntheticWorkload } from '../src/workload/synthetic.js';
 import {
   parseTrace,

@@ -3,8 +3,8 @@ import type { LoadSpec } from '../load.js';
 import { percentileOfSorted } from '../metrics/distribution.js';
 import { forEachTokenGap, requestMetrics } from '../metrics/requestMetrics.js';
 import type { RequestRecord } from '../record.js';
+import { createRng } from '../rng.js';
 import { streamSeed } from '../workload/distributions.js';
-import { createRng } from '../workload/rng.js';
 
 /**
  * Runs compared side by side: every metric's change from a baseline A to a candidate B, with a

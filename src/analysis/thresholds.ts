@@ -1,3 +1,4 @@
+import { UsageError } from '../errors.js';
 import type { Distribution } from '../metrics/distribution.js';
 import type { LatencySummary, RunSummary } from '../metrics/summary.js';
 
@@ -43,10 +44,11 @@ export interface ThresholdEvaluation {
   ok: boolean;
 }
 
-export class ThresholdError extends Error {
-  constructor(readonly problems: string[]) {
-    super(problems.join('; '));
-    this.name = 'ThresholdError';
+/** A threshold rule that does not parse or names no metric: bad usage. */
+export class ThresholdError extends UsageError {
+  constructor(problems: string[]) {
+    super(problems, 'IG_THRESHOLD_INVALID');
+    this.message = problems.join('; ');
   }
 }
 

@@ -7,9 +7,9 @@ import { request } from 'undici';
 import { openaiBackend } from '../backends/openai.js';
 import { firstListedModel, splitServerUrl, withApiKey } from '../backends/request.js';
 import type { Endpoint } from '../backends/types.js';
-import { createRunClock } from '../engine/clock.js';
-import { JsonlWriter } from '../engine/records.js';
-import { runEngine } from '../engine/run.js';
+import { EXIT } from '../errors.js';
+import { createRunClock } from '../loadgen/clock.js';
+import { runLoadgen } from '../loadgen/run.js';
 import {
   type CapacityLimit,
   type CapacityPrediction,
@@ -22,13 +22,15 @@ import {
 import { EngineStartError, planVllmMemory } from '../memory/footprint.js';
 import { SummaryBuilder } from '../metrics/summary.js';
 import type { RequestRecord } from '../record.js';
+import { JsonlWriter } from '../results/jsonl.js';
 import { resolveEngineConfig } from '../sim/engineModel.js';
 import { recordTelemetry } from '../telemetry/scraper.js';
+import type { TelemetrySnapshot } from '../telemetry/snapshot.js';
 import type { ServerMetricsSummary } from '../telemetry/summary.js';
 import { VERSION } from '../version.js';
 import { createSyntheticWorkload } from '../workload/synthetic.js';
 import { addEngineFlags, engineFlagArgs, engineFromFlags } from './engineFlags.js';
-import { EXIT, utcStamp } from './run.js';
+import { utcStamp } from './run.js';
 import { type SimulatorProcess, spawnSimulator } from './simProcess.js';
 
 interface CapacityOptions extends Record<string, unknown> {
@@ -316,12 +318,12 @@ async function runStep(c: {
     intervalMs: settings.scrapeIntervalS * 1000,
     nowMs: () => clock.nowUs() / 1000,
     headers: c.headers,
-    path: join(c.dir, 'telemetry.jsonl'),
+    sink: new JsonlWriter<TelemetrySnapshot>(join(c.dir, 'telemetry.jsonl')),
   });
   let server: ServerMetricsSummary | undefined;
-  let result: Awaited<ReturnType<typeof runEngine>>;
+  let result: Awaited<ReturnType<typeof runLoadgen>>;
   try {
-    result = await runEngine({
+    result = await runLoadgen({
       target: {
         backend: openaiBackend,
         baseUrl: c.url,

@@ -25,10 +25,10 @@ import {
   type Threshold,
   ThresholdError,
 } from '../analysis/thresholds.js';
-import { readRecords } from '../engine/records.js';
 import type { LoadSpec } from '../load.js';
 import type { SloCondition } from '../metrics/slo.js';
 import { type RunSummary, SummaryBuilder } from '../metrics/summary.js';
+import { readRecords } from '../results/jsonl.js';
 
 /** Exit codes of `infergauge compare`. */
 export const COMPARE_EXIT = {

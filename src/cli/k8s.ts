@@ -1,10 +1,10 @@
 import { readFileSync } from 'node:fs';
 import { Command } from '@commander-js/extra-typings';
 import { Document, parse as parseYaml, stringify } from 'yaml';
+import { EXIT, UsageError } from '../errors.js';
 import { PlanFileError, type PlanFileOptions, planFileOptions } from '../plan/planFile.js';
 import { RUN_DEFAULTS } from '../plan/runPlan.js';
 import { VERSION } from '../version.js';
-import { EXIT } from './run.js';
 
 /**
  * `infergauge k8s job`: prints a Kubernetes manifest that runs a plan as N shards in parallel
@@ -62,10 +62,9 @@ export interface K8sJob {
 }
 
 /** Invalid options or plan: each problem names the option or field and the fix. */
-export class K8sJobError extends Error {
-  readonly code = 'IG_K8S_JOB';
-  constructor(readonly problems: string[]) {
-    super(problems.join('\n'));
+export class K8sJobError extends UsageError {
+  constructor(problems: string[]) {
+    super(problems, 'IG_K8S_JOB');
   }
 }
 

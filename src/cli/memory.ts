@@ -1,12 +1,12 @@
 import { Command } from '@commander-js/extra-typings';
 import Table from 'cli-table3';
 import pc from 'picocolors';
+import { EXIT } from '../errors.js';
 import { formatWeightFormat } from '../memory/dtype.js';
 import { findGpuPreset } from '../memory/hardware.js';
 import { type MemoryQuestion, type MemoryReport, memoryReport } from '../memory/report.js';
 import { resolveEngineConfig } from '../sim/engineModel.js';
 import { engineFromFlags } from './engineFlags.js';
-import { EXIT } from './run.js';
 
 const GB = 1e9;
 const GiB = 2 ** 30;

@@ -1,21 +1,16 @@
 import { existsSync, mkdirSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { Command } from '@commander-js/extra-typings';
-import {
-  JsonlWriter,
-  readClientHealth,
-  readRecords,
-  writeClientHealth,
-} from '../engine/records.js';
-import type { ShardIndex } from '../engine/shard.js';
-import type { LoadSpec } from '../load.js';
+import { EXIT } from '../errors.js';
+import type { LoadSpec, ShardIndex } from '../load.js';
 import type { SloCondition } from '../metrics/slo.js';
 import { type RunSummary, SummaryBuilder } from '../metrics/summary.js';
 import type { ClientHealthMeasurements, RequestRecord } from '../record.js';
 import { renderTerminalSummary } from '../report/terminal.js';
+import { JsonlWriter, readClientHealth, readRecords, writeClientHealth } from '../results/jsonl.js';
 import { VERSION } from '../version.js';
 import { gate, readJson, thresholdOption } from './report.js';
-import { EXIT, writeHtmlReport, writeJson } from './run.js';
+import { writeHtmlReport, writeJson } from './run.js';
 
 /**
  * `infergauge merge`: shard run directories (`run --shard i/N`, on several machines or pods)

@@ -1,11 +1,12 @@
 import { Command } from '@commander-js/extra-typings';
 import { stringify } from 'yaml';
+import { EXIT } from '../errors.js';
 import { planJsonSchema } from '../plan/planFile.js';
 import { redactPlan } from '../plan/runPlan.js';
 import { formatLengthDistribution } from '../workload/distributions.js';
 import { describeScenario } from '../workload/scenarios.js';
 import { describeEngine } from './engineFlags.js';
-import { addRunOptions, EXIT, prepareRun, withPlanFile } from './run.js';
+import { addRunOptions, prepareRun, withPlanFile } from './run.js';
 
 /**
  * `infergauge plan --print`: what `run` would do with these options and plan file, without

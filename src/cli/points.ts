@@ -2,18 +2,19 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { withApiKey } from '../backends/request.js';
 import type { RequestSpec } from '../backends/types.js';
-import { createRunClock } from '../engine/clock.js';
-import { JsonlWriter, writeClientHealth } from '../engine/records.js';
-import { type EngineResult, runEngine } from '../engine/run.js';
-import { maxParts, wholeRun } from '../engine/shard.js';
-import { defaultWorkers, runWorkers, WORKER_START_LEAD_MS } from '../engine/workers.js';
 import type { LoadSpec } from '../load.js';
+import { createRunClock } from '../loadgen/clock.js';
+import { type LoadgenResult, runLoadgen } from '../loadgen/run.js';
+import { maxParts, wholeRun } from '../loadgen/shard.js';
+import { defaultWorkers, runWorkers, WORKER_START_LEAD_MS } from '../loadgen/workers.js';
 import { type RunSummary, SummaryBuilder } from '../metrics/summary.js';
 import type { RunPlan } from '../plan/runPlan.js';
 import type { RequestRecord } from '../record.js';
+import { JsonlWriter, writeClientHealth } from '../results/jsonl.js';
 import { EngineModel, type EngineModelOptions } from '../sim/engineModel.js';
 import { simulateRun } from '../sim/virtual.js';
 import { recordTelemetry } from '../telemetry/scraper.js';
+import type { TelemetrySnapshot } from '../telemetry/snapshot.js';
 import type { ServerMetricsSummary } from '../telemetry/summary.js';
 import { streamSeed } from '../workload/distributions.js';
 import { createPromptFactory, type PromptFactory } from '../workload/prompts.js';
@@ -109,16 +110,16 @@ export async function createPointRunner(
               intervalMs: plan.telemetry.intervalS * 1000,
               nowMs: () => clock.nowUs() / 1000,
               headers: withApiKey(plan.headers, apiKey),
-              path: join(point.dir, 'telemetry.jsonl'),
+              sink: new JsonlWriter<TelemetrySnapshot>(join(point.dir, 'telemetry.jsonl')),
             })
           : undefined;
         let serverMetrics: ServerMetricsSummary | undefined;
-        let results: EngineResult[];
+        let results: LoadgenResult[];
         const warmupRequests = point.warmupRequests ?? 0;
         try {
           if (point.nextRequest) {
             // A probe shapes each request itself: a function, so it runs in this thread.
-            const result = await runEngine({
+            const result = await runLoadgen({
               target,
               load: point.load,
               ...(point.requests !== undefined ? { requests: point.requests } : {}),

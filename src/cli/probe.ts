@@ -21,6 +21,7 @@ import {
   QUADRATIC_SHARE,
 } from '../analysis/probe.js';
 import type { RequestSpec } from '../backends/types.js';
+import { EXIT } from '../errors.js';
 import type { RunSummary, Warning } from '../metrics/summary.js';
 import { resolveEngineConfig } from '../sim/engineModel.js';
 import { VERSION } from '../version.js';
@@ -30,7 +31,6 @@ import type { Scenario } from '../workload/scenarios.js';
 import { createPointRunner, type PointRunner } from './points.js';
 import {
   addRunOptions,
-  EXIT,
   type PreparedRun,
   prepareRun,
   type RunOptions,

@@ -7,7 +7,7 @@ import {
   THRESHOLD_EXIT_CODE,
   type Threshold,
 } from '../analysis/thresholds.js';
-import { readRecords } from '../engine/records.js';
+import { EXIT } from '../errors.js';
 import type { LoadSpec } from '../load.js';
 import { type RunSummary, summarize } from '../metrics/summary.js';
 import { parseSlo } from '../plan/slo.js';
@@ -17,7 +17,7 @@ import { requestsCsv, runsCsv } from '../report/csv.js';
 import { renderHtmlReport } from '../report/html.js';
 import { loadReportInput } from '../report/load.js';
 import { markdownSummary } from '../report/markdown.js';
-import { EXIT } from './run.js';
+import { readRecords } from '../results/jsonl.js';
 
 /** A run directory (records.jsonl) found under a results directory. */
 export interface SavedRun {

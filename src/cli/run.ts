@@ -8,17 +8,17 @@ import { request } from 'undici';
 import { prefillWarning } from '../analysis/traps.js';
 import { BACKEND_NAMES, BACKENDS } from '../backends/index.js';
 import { splitServerUrl, withApiKey } from '../backends/request.js';
-import { createRunClock, type RunClock } from '../engine/clock.js';
-import type { TargetConfig } from '../engine/http.js';
-import { JsonlWriter, writeClientHealth } from '../engine/records.js';
-import { type EngineProgress, runEngine } from '../engine/run.js';
-import { maxParts, type ShardPart, shardOf, wholeRun } from '../engine/shard.js';
+import { EXIT } from '../errors.js';
+import { createRunClock, type RunClock } from '../loadgen/clock.js';
+import type { TargetConfig } from '../loadgen/http.js';
+import { type LoadgenProgress, runLoadgen } from '../loadgen/run.js';
+import { maxParts, type ShardPart, shardOf, wholeRun } from '../loadgen/shard.js';
 import {
   defaultWorkers,
   runWorkers,
   WORKER_START_LEAD_MS,
   type WorkersRun,
-} from '../engine/workers.js';
+} from '../loadgen/workers.js';
 import { type RunSummary, SummaryBuilder } from '../metrics/summary.js';
 import { PlanFileError, type PlanFileOptions, readPlanFile } from '../plan/planFile.js';
 import {
@@ -35,10 +35,12 @@ import { renderHtmlReport } from '../report/html.js';
 import { loadReportInput } from '../report/load.js';
 import { renderScenarioTable } from '../report/scenarios.js';
 import { describeLoad, renderTerminalSummary } from '../report/terminal.js';
+import { JsonlWriter, writeClientHealth } from '../results/jsonl.js';
 import { EngineModel, type EngineModelOptions } from '../sim/engineModel.js';
 import { simulateRun } from '../sim/virtual.js';
 import { findOnPath, NVIDIA_SMI } from '../telemetry/gpu.js';
 import { probeMetrics, recordTelemetry, type TelemetrySource } from '../telemetry/scraper.js';
+import type { TelemetrySnapshot } from '../telemetry/snapshot.js';
 import type { ServerMetricsSummary } from '../telemetry/summary.js';
 import { VERSION } from '../version.js';
 import { streamSeed } from '../workload/distributions.js';
@@ -56,8 +58,6 @@ import {
 } from './engineFlags.js';
 import { gate, thresholdOption } from './report.js';
 import { type SimulatorProcess, spawnSimulator } from './simProcess.js';
-
-export const EXIT = { ok: 0, failure: 1, invalidOptions: 2, interrupted: 130 } as const;
 
 const d = RUN_DEFAULTS;
 
@@ -542,7 +542,7 @@ export async function measurePromptOverhead(
   const probeTokens = 32;
   const prompt = prompts.make(-1, probeTokens);
   let record: RequestRecord | undefined;
-  await runEngine({
+  await runLoadgen({
     target: { ...target, ignoreEos: false },
     load: { mode: 'closed', concurrency: 1 },
     requests: 1,
@@ -605,7 +605,7 @@ async function runScenario(
   });
   const stop = new AbortController();
   const cancel = new AbortController();
-  const progress: EngineProgress = { sent: 0, finished: 0, failed: 0, inFlight: 0 };
+  const progress: LoadgenProgress = { sent: 0, finished: 0, failed: 0, inFlight: 0 };
   let draw: NodeJS.Timeout | undefined;
   let graceTimer: NodeJS.Timeout | undefined;
   const onSignal = () => {
@@ -664,7 +664,7 @@ async function runScenario(
           intervalMs: sampling.intervalS * 1000,
           nowMs: () => clock.nowUs() / 1000,
           headers: withApiKey(plan.headers, apiKey),
-          path: join(outDir, 'telemetry.jsonl'),
+          sink: new JsonlWriter<TelemetrySnapshot>(join(outDir, 'telemetry.jsonl')),
         });
       };
       start();
@@ -998,7 +998,7 @@ async function probeDefaultMetrics(plan: RunPlan): Promise<void> {
   if (!telemetryAsked(telemetry)) delete plan.telemetry;
 }
 
-function progressLine(progress: EngineProgress, nowUs: number, part: ShardPart): string {
+function progressLine(progress: LoadgenProgress, nowUs: number, part: ShardPart): string {
   if (nowUs < 0) return `starting in ${(-nowUs / 1e6).toFixed(1)} s (--start-at)`;
   const total =
     part.measured.count !== undefined ? part.measured.count + (part.warmup.count ?? 0) : undefined;

@@ -19,6 +19,7 @@ import {
   type TriangleThresholds,
 } from '../analysis/sweep.js';
 import { prefillWarning, targetContextWarning } from '../analysis/traps.js';
+import { EXIT } from '../errors.js';
 import type { LoadSpec } from '../load.js';
 import { planVllmMemory } from '../memory/footprint.js';
 import type { RunSummary, Warning } from '../metrics/summary.js';
@@ -29,7 +30,6 @@ import { createPointRunner, type PointRunner } from './points.js';
 import { gate } from './report.js';
 import {
   addRunOptions,
-  EXIT,
   prepareRun,
   type RunOptions,
   utcStamp,

@@ -1,3 +1,4 @@
+import { EXIT, InfergaugeError } from '../errors.js';
 import {
   DTYPE_BYTES,
   type Dtype,
@@ -172,12 +173,9 @@ export interface VllmMemoryPlan {
 }
 
 /** vLLM refuses to start; the message follows vLLM's own. */
-export class EngineStartError extends Error {
-  constructor(
-    readonly code: 'IG_SIM_NO_KV_MEMORY' | 'IG_SIM_MAX_MODEL_LEN',
-    message: string,
-  ) {
-    super(message);
+export class EngineStartError extends InfergaugeError {
+  constructor(code: 'IG_SIM_NO_KV_MEMORY' | 'IG_SIM_MAX_MODEL_LEN', message: string) {
+    super(message, code, EXIT.invalidOptions);
   }
 }
 

@@ -8,8 +8,10 @@
  * names and a warning. A required field that is missing or invalid is an error naming the field and
  * the file; it is never replaced by a silent default.
  */
+
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
+import { EXIT, InfergaugeError } from '../errors.js';
 import type { Dtype, WeightFormat } from './dtype.js';
 import { findModelPreset, MODEL_PRESETS, type ModelSpec, type MoeSpec } from './model.js';
 
@@ -21,8 +23,7 @@ export interface HfModel {
 }
 
 /** A config that cannot be read into a ModelSpec; the message names the file and the field. */
-export class ModelConfigError extends Error {
-  readonly code = 'IG_MODEL_CONFIG';
+export class ModelConfigError extends InfergaugeError {
   constructor(
     message: string,
     /** The config file (or the name/path that was looked up). */
@@ -30,8 +31,7 @@ export class ModelConfigError extends Error {
     /** The config.json field at fault, when one is. */
     readonly field?: string,
   ) {
-    super(message);
-    this.name = 'ModelConfigError';
+    super(message, 'IG_MODEL_CONFIG', EXIT.invalidOptions);
   }
 }
 

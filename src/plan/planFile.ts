@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
+import { UsageError } from '../errors.js';
 import { parseLengthDistribution } from '../workload/distributions.js';
 import { findScenario, SCENARIO_PRESETS, type Scenario } from '../workload/scenarios.js';
 
@@ -130,10 +131,9 @@ export function planJsonSchema(): unknown {
 }
 
 /** An unreadable or invalid plan file: each problem names the file, the field and the fix. */
-export class PlanFileError extends Error {
-  readonly code = 'IG_PLAN_FILE';
-  constructor(readonly problems: string[]) {
-    super(problems.join('\n'));
+export class PlanFileError extends UsageError {
+  constructor(problems: string[]) {
+    super(problems, 'IG_PLAN_FILE');
   }
 }
 

@@ -2,8 +2,9 @@ import { z } from 'zod';
 import { BACKEND_NAMES, BACKENDS, type BackendName } from '../backends/index.js';
 import { splitServerUrl } from '../backends/request.js';
 import type { Endpoint } from '../backends/types.js';
-import { parseShard, type ShardIndex } from '../engine/shard.js';
+import { UsageError } from '../errors.js';
 import type { LoadSpec } from '../load.js';
+import { parseShard, type ShardIndex } from '../load.js';
 import type { SloCondition } from '../metrics/slo.js';
 import { openLoadProblems } from '../workload/arrivals.js';
 import { type Dataset, readDataset } from '../workload/datasets.js';
@@ -284,10 +285,9 @@ const schema = z
   .strict();
 
 /** A plan that cannot run, with the flag to change and an example of a valid value. */
-export class PlanError extends Error {
-  readonly code = 'IG_PLAN_INVALID';
-  constructor(readonly problems: string[]) {
-    super(problems.join('\n'));
+export class PlanError extends UsageError {
+  constructor(problems: string[]) {
+    super(problems, 'IG_PLAN_INVALID');
   }
 }
 

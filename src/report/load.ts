@@ -6,9 +6,9 @@
 import { createReadStream, existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { createInterface } from 'node:readline';
-import { readRecords } from '../engine/records.js';
 import type { RunSummary } from '../metrics/summary.js';
 import type { RequestRecord } from '../record.js';
+import { readRecords } from '../results/jsonl.js';
 import type { TelemetrySnapshot } from '../telemetry/snapshot.js';
 import type { ServerMetricsSummary } from '../telemetry/summary.js';
 

@@ -2,9 +2,9 @@ import type { Endpoint, RequestSpec } from '../backends/types.js';
 import type { LoadSpec } from '../load.js';
 import type { RequestPhase, RequestRecord } from '../record.js';
 import { arrivalScheduleForLoad } from '../workload/arrivals.js';
+import { countWords, simWordLength, splitWords } from '../workload/words.js';
 import type { EngineModel, SequenceListener } from './engineModel.js';
 import { promptBlockHashes } from './physical.js';
-import { countWords, simWordLength, splitWords } from './server.js';
 
 export interface VirtualRunOptions {
   engine: EngineModel;
@@ -53,7 +53,7 @@ class InFlight implements SequenceListener {
 
 /**
  * Runs a workload through the engine model in virtual time: no HTTP, no waiting. The load is
- * applied with the same rules as `runEngine` (closed loop, seeded open-loop arrivals, cap,
+ * applied with the same rules as `runLoadgen` (closed loop, seeded open-loop arrivals, cap,
  * warm-up, request count or duration) and each request becomes the record the real client
  * would have written against the HTTP simulator, with zero network time.
  */

@@ -1,5 +1,4 @@
 import { request } from 'undici';
-import { JsonlWriter } from '../engine/records.js';
 import { type NvidiaSmiCommand, runNvidiaSmi } from './gpu.js';
 import { readProcStatus } from './process.js';
 import { parsePrometheusText } from './prometheus.js';
@@ -132,26 +131,34 @@ export async function probeMetrics(
   }
 }
 
+/** Where snapshots go as they come (telemetry.jsonl: the results store's JsonlWriter). */
+export interface SnapshotSink {
+  write(snapshot: TelemetrySnapshot): void;
+  close(): void;
+}
+
 /**
- * Telemetry of one run: scrapes `sources` on the run's clock, appends every snapshot to
- * `path` (telemetry.jsonl) as it comes, and summarises them once stopped.
+ * Telemetry of one run: scrapes `sources` on the run's clock, hands every snapshot to `sink`
+ * as it comes, and summarises them once stopped.
  */
-export function recordTelemetry(options: Omit<ScraperOptions, 'onSnapshot'> & { path: string }): {
+export function recordTelemetry(
+  options: Omit<ScraperOptions, 'onSnapshot'> & { sink: SnapshotSink },
+): {
   stop(): Promise<ServerMetricsSummary>;
 } {
   const snapshots: TelemetrySnapshot[] = [];
-  const file = new JsonlWriter<TelemetrySnapshot>(options.path);
+  const { sink, ...scraperOptions } = options;
   const scraper = startScraper({
-    ...options,
+    ...scraperOptions,
     onSnapshot: (snapshot) => {
       snapshots.push(snapshot);
-      file.write(snapshot);
+      sink.write(snapshot);
     },
   });
   return {
     stop: async () => {
       await scraper.stop();
-      file.close();
+      sink.close();
       return summarizeTelemetry(snapshots);
     },
   };

@@ -1,6 +1,6 @@
 import type { ArrivalKind, OpenLoadSpec, RampUp, TraceReplay } from '../load.js';
+import { createRng } from '../rng.js';
 import { gammaDeviate } from './distributions.js';
-import { createRng } from './rng.js';
 
 export type ArrivalProcess = ArrivalKind;
 
@@ -81,7 +81,7 @@ export function createArrivalSchedule(
   };
 }
 
-/** The schedule of an open-loop LoadSpec (what runEngine and simulateRun use). */
+/** The schedule of an open-loop LoadSpec (what runLoadgen and simulateRun use). */
 export function arrivalScheduleForLoad(load: OpenLoadSpec, seed: number): () => number {
   return createArrivalSchedule(load.rate, load.arrival, seed, load);
 }

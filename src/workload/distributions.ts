@@ -1,4 +1,4 @@
-import { createRng, type Rng } from './rng.js';
+import { createRng, type Rng } from '../rng.js';
 
 /**
  * Seeded length distributions for prompts and outputs. A request's length depends only on

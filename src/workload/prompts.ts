@@ -1,4 +1,4 @@
-import { createRng } from './rng.js';
+import { createRng } from '../rng.js';
 import { WORDS } from './synthetic.js';
 import { type Tokenizer, TokenizerError } from './tokenizer.js';
 

@@ -1,5 +1,5 @@
 import type { RequestSpec } from '../backends/types.js';
-import { createRng } from './rng.js';
+import { createRng } from '../rng.js';
 
 /**
  * Common English words that are single tokens (with their leading space) in the Llama 3, GPT-4

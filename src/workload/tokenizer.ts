@@ -2,7 +2,8 @@ import { readFile, stat } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
 import { request } from 'undici';
 import { splitServerUrl } from '../backends/request.js';
-import { countWords } from '../sim/server.js';
+import { InfergaugeError } from '../errors.js';
+import { countWords } from './words.js';
 
 /**
  * Counts tokens the way the target model does, so synthesised prompts can hit a requested
@@ -21,11 +22,9 @@ export interface Tokenizer {
 }
 
 /** A tokenizer that cannot be loaded or reached; the message names the file or the URL. */
-export class TokenizerError extends Error {
-  readonly code = 'IG_TOKENIZER';
+export class TokenizerError extends InfergaugeError {
   constructor(message: string) {
-    super(message);
-    this.name = 'TokenizerError';
+    super(message, 'IG_TOKENIZER');
   }
 }
 

@@ -1,11 +1,11 @@
 import type { RequestSpec } from '../backends/types.js';
-import { countWords } from '../sim/server.js';
 import type { Dataset } from './datasets.js';
 import { requestRng, sampleLength, streamSeed } from './distributions.js';
 import { createPromptFactory, type PromptFactory } from './prompts.js';
 import type { Scenario } from './scenarios.js';
 import { type CreateTokenizerOptions, createTokenizer } from './tokenizer.js';
 import type { TraceEntry } from './trace.js';
+import { countWords } from './words.js';
 
 export interface WorkloadOptions {
   scenario: Scenario;

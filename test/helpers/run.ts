@@ -1,7 +1,7 @@
 import { openaiBackend } from '../../src/backends/openai.js';
-import type { TargetConfig } from '../../src/engine/http.js';
-import { type EngineOptions, type EngineResult, runEngine } from '../../src/engine/run.js';
 import type { LoadSpec } from '../../src/load.js';
+import type { TargetConfig } from '../../src/loadgen/http.js';
+import { type LoadgenOptions, type LoadgenResult, runLoadgen } from '../../src/loadgen/run.js';
 import type { SloCondition } from '../../src/metrics/slo.js';
 import { type RunSummary, summarize } from '../../src/metrics/summary.js';
 import type { RequestRecord } from '../../src/record.js';
@@ -10,7 +10,7 @@ import { createSyntheticWorkload } from '../../src/workload/synthetic.js';
 export interface TestRun {
   records: RequestRecord[];
   summary: RunSummary;
-  result: EngineResult;
+  result: LoadgenResult;
 }
 
 export function target(url: string, overrides: Partial<TargetConfig> = {}): TargetConfig {
@@ -40,14 +40,14 @@ export async function runAgainst(
     inputTokens?: number;
     outputTokens?: number;
     slo?: SloCondition[];
-    engine?: Partial<EngineOptions>;
+    engine?: Partial<LoadgenOptions>;
     /** Called after each record is collected (with all records so far). */
     onRecord?: (record: RequestRecord, all: RequestRecord[]) => void;
   } = {},
 ): Promise<TestRun> {
   const records: RequestRecord[] = [];
   const load = options.load ?? { mode: 'closed', concurrency: 1 };
-  const result = await runEngine({
+  const result = await runLoadgen({
     target: target(url, options.target),
     load,
     ...(options.durationS === undefined ? { requests: options.requests ?? 4 } : {}),

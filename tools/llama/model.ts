@@ -1,5 +1,5 @@
 import { stat } from 'node:fs/promises';
-import { createRng, type Rng } from '../../src/workload/rng.js';
+import { createRng, type Rng } from '../../src/rng.js';
 import { WORDS } from '../../src/workload/synthetic.js';
 import {
   f32ToF16,

@@ -5,11 +5,11 @@ import type { SummaryContext, SummaryState } from '../metrics/summary.js';
 import type { WorkloadSource } from '../workload/workload.js';
 import type { RunClock } from './clock.js';
 import type { TargetConfig } from './http.js';
-import type { EngineProgress, EngineResult } from './run.js';
+import type { LoadgenProgress, LoadgenResult } from './run.js';
 import { maxParts, type ShardPart, splitPart } from './shard.js';
 
 /**
- * `--workers N`: the load split across worker threads (src/engine/shard.ts), each with its own
+ * `--workers N`: the load split across worker threads (src/loadgen/shard.ts), each with its own
  * event loop, connection pool and timestamps, while this (the coordinating) thread writes their
  * records to disk, merges their summaries and shows progress. Timing never waits on this thread.
  */
@@ -37,15 +37,15 @@ export type ToWorker =
 
 export type FromWorker =
   | { type: 'ready' }
-  | { type: 'progress'; progress: EngineProgress }
-  | { type: 'records'; text: string; count: number; progress: EngineProgress }
-  | { type: 'done'; state: SummaryState; result: EngineResult; progress: EngineProgress }
+  | { type: 'progress'; progress: LoadgenProgress }
+  | { type: 'records'; text: string; count: number; progress: LoadgenProgress }
+  | { type: 'done'; state: SummaryState; result: LoadgenResult; progress: LoadgenProgress }
   | { type: 'error'; message: string };
 
 export interface WorkersRun {
   /** Every worker's summary state, in worker order (merge them into one SummaryBuilder). */
   states: SummaryState[];
-  results: EngineResult[];
+  results: LoadgenResult[];
 }
 
 /**
@@ -68,7 +68,7 @@ export async function runWorkers(o: {
   job: Omit<WorkerJob, 'part'>;
   clockFor: () => { clock: RunClock; startAtUs: number };
   onRecords: (text: string, count: number) => void;
-  progress: EngineProgress;
+  progress: LoadgenProgress;
   stopSignal?: AbortSignal;
   cancelSignal?: AbortSignal;
 }): Promise<WorkersRun> {

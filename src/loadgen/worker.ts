@@ -9,7 +9,7 @@ import { SummaryBuilder } from '../metrics/summary.js';
 import type { RequestRecord } from '../record.js';
 import { loadWorkload } from '../workload/workload.js';
 import { createRunClock } from './clock.js';
-import { type EngineProgress, runEngine } from './run.js';
+import { type LoadgenProgress, runLoadgen } from './run.js';
 import type { FromWorker, ToWorker, WorkerJob } from './workers.js';
 
 /** A batch of records goes out at this many records, this many characters, or this age. */
@@ -17,7 +17,7 @@ const BATCH_RECORDS = 64;
 const BATCH_CHARS = 256 * 1024;
 const BATCH_AGE_MS = 50;
 
-if (!parentPort) throw new Error('engine/worker.ts runs only as a worker thread');
+if (!parentPort) throw new Error('loadgen/worker.ts runs only as a worker thread');
 const port = parentPort;
 const job = workerData as WorkerJob;
 const post = (message: FromWorker) => port.postMessage(message);
@@ -37,7 +37,7 @@ async function main(): Promise<void> {
   const start = await started;
   const clock = createRunClock({ originHrNs: start.originHrNs, originIso: start.originIso });
   const builder = new SummaryBuilder(job.summaryContext);
-  const progress: EngineProgress = { sent: 0, finished: 0, failed: 0, inFlight: 0 };
+  const progress: LoadgenProgress = { sent: 0, finished: 0, failed: 0, inFlight: 0 };
   let lines: string[] = [];
   let chars = 0;
   let timer: NodeJS.Timeout | undefined;
@@ -60,7 +60,7 @@ async function main(): Promise<void> {
   // Progress between batches (long requests), for the live line.
   const ticker = setInterval(() => post({ type: 'progress', progress }), 250);
   const { backend, ...target } = job.target;
-  const result = await runEngine(
+  const result = await runLoadgen(
     {
       target: { ...target, backend: BACKENDS[backend] },
       load: job.part.load,

@@ -13,7 +13,7 @@ import { type IdSequence, idAt, inSequence, type ShardPart, wholeRun } from './s
 /** Sampling interval of the event-loop delay monitor. */
 const LOOP_DELAY_RESOLUTION_MS = 2;
 
-export interface EngineOptions {
+export interface LoadgenOptions {
   target: TargetConfig;
   load: LoadSpec;
   /** Measured requests to send (after warm-up). At least one of `requests`, `durationS`. */
@@ -35,7 +35,7 @@ export interface EngineOptions {
   /** The run clock; pass one to know its origin before the run starts (for the manifest). */
   clock?: RunClock;
   /**
-   * A shard of a larger run (src/engine/shard.ts): the request ids this engine sends, in place
+   * A shard of a larger run (src/loadgen/shard.ts): the request ids this engine sends, in place
    * of `warmupRequests` and `requests` (whose ids are 0..W-1, then W..W+R-1), with `load` being
    * the shard's load.
    */
@@ -51,14 +51,14 @@ export interface EngineOptions {
 }
 
 /** Live counters, for progress display. */
-export interface EngineProgress {
+export interface LoadgenProgress {
   sent: number;
   finished: number;
   failed: number;
   inFlight: number;
 }
 
-export interface EngineResult {
+export interface LoadgenResult {
   /** Wall-clock time of the run clock's origin (0 ms in the records). */
   startedAtIso: string;
   stoppedBy: 'plan' | 'signal';
@@ -71,14 +71,14 @@ export interface EngineResult {
  * Runs a load against the target and streams each finished request's record to `onRecord`.
  * Closed loop keeps `concurrency` requests in flight; open loop sends on a seeded schedule.
  */
-export async function runEngine(
-  options: EngineOptions,
-  progress: EngineProgress = { sent: 0, finished: 0, failed: 0, inFlight: 0 },
-): Promise<EngineResult> {
+export async function runLoadgen(
+  options: LoadgenOptions,
+  progress: LoadgenProgress = { sent: 0, finished: 0, failed: 0, inFlight: 0 },
+): Promise<LoadgenResult> {
   const { target, load } = options;
   const counted = options.ids ? options.ids.measured.count : options.requests;
   if (counted === undefined && options.durationS === undefined) {
-    throw new Error('runEngine needs requests or durationS');
+    throw new Error('runLoadgen needs requests or durationS');
   }
   const { origin, prefix } = splitServerUrl(target.baseUrl);
   const connections = load.mode === 'closed' ? load.concurrency : (load.maxConcurrency ?? null);
@@ -284,7 +284,7 @@ async function runClosedLoop(
  */
 function runOpenLoop(
   load: Extract<LoadSpec, { mode: 'open' }>,
-  options: EngineOptions,
+  options: LoadgenOptions,
   clock: RunClock,
   startUs: number,
   nextArrival: (k: number, atUs: number) => PendingRequest | 'skip' | undefined,

@@ -1,4 +1,4 @@
-import type { LoadSpec } from '../load.js';
+import type { LoadSpec, ShardIndex } from '../load.js';
 
 /**
  * Splitting one run's load into shards: worker threads of one process (`--workers`) and
@@ -23,12 +23,6 @@ export interface ShardPart {
   warmup: IdSequence;
   /** Measured request ids (unbounded when the run is limited by duration only). */
   measured: IdSequence;
-}
-
-/** Shard `index` of `count` (0-based), as given by `--shard index/count`. */
-export interface ShardIndex {
-  index: number;
-  count: number;
 }
 
 /** The whole run as one part: warm-up ids 0..W-1, then measured ids from W. */
@@ -118,19 +112,6 @@ export function splitPart(part: ShardPart, count: number): ShardPart[] {
 /** Shard `index` of `count` of a whole run (`--shard index/count`). */
 export function shardOf(whole: ShardPart, shard: ShardIndex): ShardPart {
   return splitPart(whole, shard.count)[shard.index];
-}
-
-/** Parses `--shard i/N` (0 <= i < N). Throws an Error naming the fix. */
-export function parseShard(text: string): ShardIndex {
-  const match = /^(\d+)\/(\d+)$/.exec(text.trim());
-  const index = match ? Number(match[1]) : Number.NaN;
-  const count = match ? Number(match[2]) : Number.NaN;
-  if (!match || count < 1 || index >= count) {
-    throw new Error(
-      `--shard takes INDEX/COUNT with 0 <= INDEX < COUNT, e.g. --shard 0/4 for the first of four (got "${text}")`,
-    );
-  }
-  return { index, count };
 }
 
 /** Share `i` of `total` split `count` ways: the first `total mod count` shares get one more. */
