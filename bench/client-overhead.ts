@@ -16,13 +16,13 @@
 import { execFileSync } from 'node:child_process';
 import { parseArgs } from 'node:util';
 import { BACKENDS } from '../src/backends/index.js';
-import { type SimulatorProcess, spawnSimulator } from '../src/cli/simProcess.js';
 import { createRunClock } from '../src/loadgen/clock.js';
 import { type LoadgenResult, runLoadgen } from '../src/loadgen/run.js';
 import { wholeRun } from '../src/loadgen/shard.js';
 import { runWorkers, type WorkerJob } from '../src/loadgen/workers.js';
 import { percentileOfSorted } from '../src/metrics/distribution.js';
 import type { RequestRecord } from '../src/record.js';
+import { type SimulatorProcess, spawnSimulator } from '../src/session/simulator.js';
 import type { TruthRecord } from '../src/sim/server.js';
 import { fetchTruthTimeline, resetTruth } from '../src/sim/truth.js';
 import { loadWorkload } from '../src/workload/workload.js';

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import type { SimulatorProcess } from '../src/cli/simProcess.js';
 import type { RequestRecord } from '../src/record.js';
+import type { SimulatorProcess } from '../src/session/simulator.js';
 import type { TruthRecord } from '../src/sim/server.js';
 import { createSyntheticWorkload } from '../src/workload/synthetic.js';
 import { runAgainst } from './helpers/run.js';

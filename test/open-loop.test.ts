@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import type { SimulatorProcess } from '../src/cli/simProcess.js';
 import { requestMetrics } from '../src/metrics/requestMetrics.js';
+import type { SimulatorProcess } from '../src/session/simulator.js';
 import { createArrivalSchedule } from '../src/workload/arrivals.js';
 import { runAgainst } from './helpers/run.js';
 import { startSim } from './helpers/sim.js';

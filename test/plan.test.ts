@@ -7,10 +7,10 @@ import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { parse as parseYaml } from 'yaml';
-import type { SimulatorProcess } from '../src/cli/simProcess.js';
 import type { RunSummary } from '../src/metrics/summary.js';
 import { PlanFileError, planFileOptions, planJsonSchema } from '../src/plan/planFile.js';
 import { parseRunPlan } from '../src/plan/runPlan.js';
+import type { SimulatorProcess } from '../src/session/simulator.js';
 import { runCli, tempDir } from './helpers/cli.js';
 import { startSim } from './helpers/sim.js';
 

@@ -5,7 +5,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import type { RequestSpec } from '../src/backends/types.js';
-import type { SimulatorProcess } from '../src/cli/simProcess.js';
 import type { LoadSpec } from '../src/load.js';
 import {
   EngineStartError,
@@ -16,6 +15,7 @@ import {
 import { findGpuPreset, type GpuSpec } from '../src/memory/hardware.js';
 import { findModelPreset, type ModelSpec } from '../src/memory/model.js';
 import type { RequestRecord } from '../src/record.js';
+import type { SimulatorProcess } from '../src/session/simulator.js';
 import { EngineModel, type EngineModelOptions } from '../src/sim/engineModel.js';
 import { simulateRun } from '../src/sim/virtual.js';
 import { parsePrometheusText } from '../src/telemetry/prometheus.js';

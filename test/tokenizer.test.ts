@@ -3,7 +3,7 @@ import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import type { SimulatorProcess } from '../src/cli/simProcess.js';
+import type { SimulatorProcess } from '../src/session/simulator.js';
 import { createPromptFactory, deBruijnPairs } from '../src/workload/prompts.js';
 import { createSyntheticWorkload } from '../src/workload/synthetic.js';
 import { createTokenizer, type Tokenizer, TokenizerError } from '../src/workload/tokenizer.js';

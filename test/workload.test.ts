@@ -7,7 +7,6 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import type { RequestSpec } from '../src/backends/types.js';
-import type { SimulatorProcess } from '../src/cli/simProcess.js';
 import type { OpenLoadSpec } from '../src/load.js';
 import { findGpuPreset, type GpuSpec } from '../src/memory/hardware.js';
 import { findModelPreset, type ModelSpec } from '../src/memory/model.js';
@@ -15,6 +14,7 @@ import type { RunSummary } from '../src/metrics/summary.js';
 import type { RequestRecord } from '../src/record.js';
 import { describeLoad } from '../src/report/terminal.js';
 import { createRng } from '../src/rng.js';
+import type { SimulatorProcess } from '../src/session/simulator.js';
 import { EngineModel } from '../src/sim/engineModel.js';
 import { simulateRun } from '../src/sim/virtual.js';
 import {

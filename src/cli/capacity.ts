@@ -23,6 +23,8 @@ import { EngineStartError, planVllmMemory } from '../memory/footprint.js';
 import { SummaryBuilder } from '../metrics/summary.js';
 import type { RequestRecord } from '../record.js';
 import { JsonlWriter } from '../results/jsonl.js';
+import { type SimulatorProcess, spawnSimulator } from '../session/simulator.js';
+import { utcStamp } from '../session/target.js';
 import { resolveEngineConfig } from '../sim/engineModel.js';
 import { recordTelemetry } from '../telemetry/scraper.js';
 import type { TelemetrySnapshot } from '../telemetry/snapshot.js';
@@ -30,8 +32,6 @@ import type { ServerMetricsSummary } from '../telemetry/summary.js';
 import { VERSION } from '../version.js';
 import { createSyntheticWorkload } from '../workload/synthetic.js';
 import { addEngineFlags, engineFlagArgs, engineFromFlags } from './engineFlags.js';
-import { utcStamp } from './run.js';
-import { type SimulatorProcess, spawnSimulator } from './simProcess.js';
 
 interface CapacityOptions extends Record<string, unknown> {
   url?: string;

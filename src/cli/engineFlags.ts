@@ -1,5 +1,5 @@
 import { type Command, Option } from '@commander-js/extra-typings';
-import { formatWeightFormat, KV_DTYPES, type KvDtype, parseWeightFormat } from '../memory/dtype.js';
+import { KV_DTYPES, type KvDtype, parseWeightFormat } from '../memory/dtype.js';
 import { findGpuPreset, GPU_PRESETS } from '../memory/hardware.js';
 import { resolveModel } from '../memory/hfConfig.js';
 import type { EngineModelOptions } from '../sim/engineModel.js';
@@ -281,15 +281,4 @@ export function engineFromFlags(
       : {}),
   };
   return { engine, problems, warnings };
-}
-
-/** One line describing the simulated deployment, e.g. for the summary header. */
-export function describeEngine(engine: EngineModelOptions): string {
-  const weights = engine.weights ? formatWeightFormat(engine.weights) : 'bf16';
-  return `${engine.model.name} ${weights} on ${engine.tp ?? 1}x ${engine.gpu.name}`;
-}
-
-/** The model id the built-in simulator serves for a model: `sim-<model id>`. */
-export function servedModelName(modelId: string): string {
-  return `sim-${modelId.replace(/[^A-Za-z0-9._-]+/g, '-')}`;
 }

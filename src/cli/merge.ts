@@ -8,9 +8,10 @@ import { type RunSummary, SummaryBuilder } from '../metrics/summary.js';
 import type { ClientHealthMeasurements, RequestRecord } from '../record.js';
 import { renderTerminalSummary } from '../report/terminal.js';
 import { JsonlWriter, readClientHealth, readRecords, writeClientHealth } from '../results/jsonl.js';
+import { writeJson } from '../results/layout.js';
 import { VERSION } from '../version.js';
 import { gate, readJson, thresholdOption } from './report.js';
-import { writeHtmlReport, writeJson } from './run.js';
+import { writeHtmlReport } from './run.js';
 
 /**
  * `infergauge merge`: shard run directories (`run --shard i/N`, on several machines or pods)

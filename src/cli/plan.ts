@@ -3,9 +3,9 @@ import { stringify } from 'yaml';
 import { EXIT } from '../errors.js';
 import { planJsonSchema } from '../plan/planFile.js';
 import { redactPlan } from '../plan/runPlan.js';
+import { describeEngine } from '../sim/describe.js';
 import { formatLengthDistribution } from '../workload/distributions.js';
 import { describeScenario } from '../workload/scenarios.js';
-import { describeEngine } from './engineFlags.js';
 import { addRunOptions, prepareRun, withPlanFile } from './run.js';
 
 /**

@@ -23,20 +23,14 @@ import {
 import type { RequestSpec } from '../backends/types.js';
 import { EXIT } from '../errors.js';
 import type { RunSummary, Warning } from '../metrics/summary.js';
+import { createPointRunner, type PointRunner } from '../session/point.js';
+import { type PreparedRun, utcStamp } from '../session/target.js';
 import { resolveEngineConfig } from '../sim/engineModel.js';
 import { VERSION } from '../version.js';
 import { streamSeed } from '../workload/distributions.js';
 import { createPromptFactory, type PromptFactory } from '../workload/prompts.js';
 import type { Scenario } from '../workload/scenarios.js';
-import { createPointRunner, type PointRunner } from './points.js';
-import {
-  addRunOptions,
-  type PreparedRun,
-  prepareRun,
-  type RunOptions,
-  utcStamp,
-  withPlanFile,
-} from './run.js';
+import { addRunOptions, prepareRun, type RunOptions, withPlanFile } from './run.js';
 
 type ProbeKind = 'prefill' | 'decode';
 

@@ -4,14 +4,13 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { Command, Option } from '@commander-js/extra-typings';
 import { logUpdateStderr } from 'log-update';
-import { request } from 'undici';
 import { prefillWarning } from '../analysis/traps.js';
-import { BACKEND_NAMES, BACKENDS } from '../backends/index.js';
-import { splitServerUrl, withApiKey } from '../backends/request.js';
+import { BACKEND_NAMES } from '../backends/index.js';
+import { withApiKey } from '../backends/request.js';
 import { EXIT } from '../errors.js';
 import { createRunClock, type RunClock } from '../loadgen/clock.js';
 import type { TargetConfig } from '../loadgen/http.js';
-import { type LoadgenProgress, runLoadgen } from '../loadgen/run.js';
+import type { LoadgenProgress } from '../loadgen/run.js';
 import { maxParts, type ShardPart, shardOf, wholeRun } from '../loadgen/shard.js';
 import {
   defaultWorkers,
@@ -36,28 +35,34 @@ import { loadReportInput } from '../report/load.js';
 import { renderScenarioTable } from '../report/scenarios.js';
 import { describeLoad, renderTerminalSummary } from '../report/terminal.js';
 import { JsonlWriter, writeClientHealth } from '../results/jsonl.js';
+import { writeJson } from '../results/layout.js';
+import { type SimulatorProcess, spawnSimulator } from '../session/simulator.js';
+import {
+  discoverModel,
+  localSourceProblems,
+  measurePromptOverhead,
+  type PreparedRun,
+  probeDefaultMetrics,
+  targetConfig,
+  telemetrySources,
+  tokenizerOptions,
+  utcStamp,
+  workloadSource,
+} from '../session/target.js';
+import { describeEngine, servedModelName } from '../sim/describe.js';
 import { EngineModel, type EngineModelOptions } from '../sim/engineModel.js';
 import { simulateRun } from '../sim/virtual.js';
-import { findOnPath, NVIDIA_SMI } from '../telemetry/gpu.js';
-import { probeMetrics, recordTelemetry, type TelemetrySource } from '../telemetry/scraper.js';
+import { recordTelemetry } from '../telemetry/scraper.js';
 import type { TelemetrySnapshot } from '../telemetry/snapshot.js';
 import type { ServerMetricsSummary } from '../telemetry/summary.js';
 import { VERSION } from '../version.js';
 import { streamSeed } from '../workload/distributions.js';
-import { createPromptFactory, type PromptFactory } from '../workload/prompts.js';
+import { createPromptFactory } from '../workload/prompts.js';
 import { describeScenario, type Scenario } from '../workload/scenarios.js';
-import { type CreateTokenizerOptions, createTokenizer } from '../workload/tokenizer.js';
+import { createTokenizer } from '../workload/tokenizer.js';
 import { createWorkload, type WorkloadSource } from '../workload/workload.js';
-import {
-  addEngineFlags,
-  describeEngine,
-  engineFlagArgs,
-  engineFromFlags,
-  isEngineFlag,
-  servedModelName,
-} from './engineFlags.js';
+import { addEngineFlags, engineFlagArgs, engineFromFlags, isEngineFlag } from './engineFlags.js';
 import { gate, thresholdOption } from './report.js';
-import { type SimulatorProcess, spawnSimulator } from './simProcess.js';
 
 const d = RUN_DEFAULTS;
 
@@ -257,21 +262,6 @@ export type RunOptions = RunPlanInput & {
   html?: boolean;
 } & Record<string, unknown>;
 
-/** A run's options, validated: the plan, the simulator's engine, or every problem found. */
-export interface PreparedRun {
-  plan?: RunPlan;
-  problems: string[];
-  warnings: string[];
-  /** The built-in simulator's engine options (no --url). */
-  engine?: EngineModelOptions;
-  /** Engine flags as given, to pass to the simulator process. */
-  engineFlags: string[];
-  simModel?: string;
-  simulate: boolean;
-  timeScale?: string;
-  json: boolean;
-}
-
 /** `command`: the command whose options these are (shards are whole runs' parts: `run` only). */
 export function prepareRun(options: RunOptions, command = 'run'): PreparedRun {
   const { json, simulate, timeScale, threshold: _threshold, html: _html, ...rest } = options;
@@ -467,103 +457,10 @@ async function benchmark(
   );
 }
 
-/** Where and how a plan's requests go. */
-export function targetConfig(
-  plan: RunPlan,
-  url: string,
-  model: string,
-  apiKey: string | undefined,
-): TargetConfig {
-  return {
-    backend: BACKENDS[plan.backend],
-    baseUrl: url,
-    endpoint: plan.endpoint,
-    model,
-    temperature: plan.temperature,
-    ignoreEos: plan.ignoreEos,
-    continuousUsageStats: plan.continuousUsageStats,
-    headers: plan.headers,
-    timeoutMs: plan.timeoutS * 1000,
-    ...(apiKey ? { apiKey } : {}),
-    ...(plan.extraBody ? { extraBody: plan.extraBody } : {}),
-  };
-}
-
-/** How a plan's tokenizer is made (and the server's reached, for `--tokenizer server`). */
-export function tokenizerOptions(
-  plan: RunPlan,
-  url: string,
-  model: string,
-  apiKey: string | undefined,
-): CreateTokenizerOptions {
-  return {
-    server: { url, model, backend: plan.backend, headers: withApiKey(plan.headers, apiKey) },
-    builtInSimulator: plan.url === undefined,
-  };
-}
-
-/**
- * What each worker thread builds a scenario's workload from (request `id` is then the same in
- * all of them): the tokenizer and how to reach the server's, the seed, the measured prompt
- * overhead, and the trace or dataset.
- */
-export function workloadSource(
-  plan: RunPlan,
-  scenario: Scenario,
-  c: { url: string; model: string; apiKey: string | undefined; promptOverheadTokens: number },
-): WorkloadSource {
-  return {
-    scenario,
-    tokenizer: plan.tokenizer,
-    tokenizerOptions: tokenizerOptions(plan, c.url, c.model, c.apiKey),
-    seed: plan.seed,
-    promptOverheadTokens: c.promptOverheadTokens,
-    ...(plan.trace ? { trace: plan.trace.entries } : {}),
-    ...(plan.dataset ? { dataset: plan.dataset.data } : {}),
-  };
-}
-
 interface ScenarioResult {
   scenario: Scenario;
   summary: RunSummary;
   code: number;
-}
-
-/**
- * Tokens the server adds to every prompt (BOS, the chat template): one request with a prompt
- * of known length, before the run. Subtracted from every prompt so the server counts exactly
- * what was asked for; skipped when the tokenizer is approximate or the server reports no usage.
- */
-export async function measurePromptOverhead(
-  target: TargetConfig,
-  prompts: PromptFactory,
-): Promise<{ tokens: number; note?: string }> {
-  if (!prompts.tokenizer.exact) return { tokens: 0, note: 'not measured: approximate tokenizer' };
-  const probeTokens = 32;
-  const prompt = prompts.make(-1, probeTokens);
-  let record: RequestRecord | undefined;
-  await runLoadgen({
-    target: { ...target, ignoreEos: false },
-    load: { mode: 'closed', concurrency: 1 },
-    requests: 1,
-    warmupRequests: 0,
-    seed: 0,
-    nextRequest: () => ({ prompt, requestedInputTokens: probeTokens, requestedOutputTokens: 1 }),
-    onRecord: (r) => {
-      record = r;
-    },
-  });
-  if (!record || record.error || record.inputTokens === undefined) {
-    const why = record?.error ? `the probe failed (${record.error.message})` : 'no usage reported';
-    return { tokens: 0, note: `not measured: ${why}` };
-  }
-  const tokens = Math.max(0, record.inputTokens - probeTokens);
-  if (tokens > 0) {
-    process.stderr.write(
-      `infergauge run: the server adds ${tokens} tokens to every ${target.endpoint} prompt (BOS, template); prompts are shortened by as much\n`,
-    );
-  }
-  return { tokens };
 }
 
 /** A shard may start this late after --start-at; later, its schedule would start in a burst. */
@@ -947,119 +844,10 @@ async function simulateVirtual(
   );
 }
 
-export function telemetrySources(telemetry: NonNullable<RunPlan['telemetry']>): TelemetrySource[] {
-  const sources: TelemetrySource[] = [];
-  if (telemetry.metricsUrl) sources.push({ kind: 'prometheus', url: telemetry.metricsUrl });
-  if (telemetry.slotsUrl) sources.push({ kind: 'llamacpp-slots', url: telemetry.slotsUrl });
-  if (telemetry.dcgmUrl) sources.push({ kind: 'dcgm', url: telemetry.dcgmUrl });
-  if (telemetry.gpuMemory) sources.push({ kind: 'nvidia-smi' });
-  if (telemetry.serverPid !== undefined)
-    sources.push({ kind: 'process', pid: telemetry.serverPid });
-  return sources;
-}
-
-/** Local sources that cannot work here, said before anything is sent. */
-function localSourceProblems(telemetry: NonNullable<RunPlan['telemetry']>): string[] {
-  const problems: string[] = [];
-  if (telemetry.gpuMemory && findOnPath(NVIDIA_SMI.file) === undefined) {
-    problems.push(
-      '--gpu-memory polls nvidia-smi, which is not on PATH (no NVIDIA driver on this machine?); for the GPUs of another machine use --dcgm-url (for example --dcgm-url http://gpu-host:9400/metrics)',
-    );
-  }
-  const pid = telemetry.serverPid;
-  if (pid !== undefined && !existsSync(`/proc/${pid}/status`)) {
-    problems.push(
-      existsSync('/proc/self/status')
-        ? `--server-pid ${pid}: no such process on this machine (for example --server-pid $(pgrep -f "vllm serve"))`
-        : `--server-pid reads /proc/<pid>/status, which this system (${process.platform}) does not have; it works on Linux`,
-    );
-  }
-  return problems;
-}
-
-/**
- * With --url and no choice made about metrics: asks `<url>/metrics` once whether it serves
- * Prometheus text, and scrapes it during the run if so (saying so on stderr); otherwise the
- * run goes on without it, silently.
- */
-async function probeDefaultMetrics(plan: RunPlan): Promise<void> {
-  const telemetry = plan.telemetry;
-  if (telemetry?.metrics !== 'default' || telemetry.metricsUrl === undefined) return;
-  const apiKey = plan.apiKeyEnv ? process.env[plan.apiKeyEnv] : undefined;
-  const probe = await probeMetrics(telemetry.metricsUrl, withApiKey(plan.headers, apiKey));
-  if (probe.ok) {
-    process.stderr.write(
-      `infergauge run: scraping ${telemetry.metricsUrl} during the run (${probe.series} series; --no-server-metrics turns this off)\n`,
-    );
-    return;
-  }
-  delete telemetry.metrics;
-  delete telemetry.metricsUrl;
-  if (!telemetryAsked(telemetry)) delete plan.telemetry;
-}
-
 function progressLine(progress: LoadgenProgress, nowUs: number, part: ShardPart): string {
   if (nowUs < 0) return `starting in ${(-nowUs / 1e6).toFixed(1)} s (--start-at)`;
   const total =
     part.measured.count !== undefined ? part.measured.count + (part.warmup.count ?? 0) : undefined;
   const done = total !== undefined ? `${progress.finished}/${total}` : `${progress.finished}`;
   return `[${(nowUs / 1e6).toFixed(1)} s] ${done} finished, ${progress.inFlight} in flight, ${progress.failed} failed`;
-}
-
-/** The model to request: --model, else the first the server lists. Throws when neither. */
-export async function discoverModel(
-  plan: RunPlan,
-  url: string,
-  apiKey: string | undefined,
-): Promise<{ model: string; models: unknown }> {
-  const backend = BACKENDS[plan.backend];
-  const models = backend.models
-    ? await fetchModels(url, backend.models.path, apiKey, plan.headers)
-    : undefined;
-  const model = plan.model ?? (models !== undefined ? backend.models?.first(models) : undefined);
-  if (model === undefined) {
-    throw new Error(
-      `could not learn the model from ${url}${backend.models?.path ?? ''} (${describeModelsError(models)}); pass --model NAME`,
-    );
-  }
-  return { model, models };
-}
-
-async function fetchModels(
-  url: string,
-  path: string,
-  apiKey: string | undefined,
-  headers: Record<string, string>,
-): Promise<unknown> {
-  const { origin, prefix } = splitServerUrl(url);
-  try {
-    const response = await request(`${origin}${prefix}${path}`, {
-      headers: withApiKey(headers, apiKey),
-      headersTimeout: 10_000,
-      bodyTimeout: 10_000,
-    });
-    const text = await response.body.text();
-    if (response.statusCode !== 200) return { error: `HTTP ${response.statusCode}` };
-    return JSON.parse(text) as unknown;
-  } catch (err) {
-    const code = (err as { code?: string }).code;
-    return { error: code ? `${code}: ${(err as Error).message}` : (err as Error).message };
-  }
-}
-
-/** A compact UTC timestamp for default results directories, e.g. 20261129T204932Z. */
-export function utcStamp(): string {
-  return new Date()
-    .toISOString()
-    .replace(/[-:]/g, '')
-    .replace(/\.\d+Z$/, 'Z');
-}
-
-export function writeJson(path: string, value: unknown): void {
-  writeFileSync(path, `${JSON.stringify(value, null, 2)}\n`);
-}
-
-function describeModelsError(models: unknown): string {
-  const error = (models as { error?: unknown } | undefined)?.error;
-  return typeof error === 'string' ? error : 'no models listed';
 }

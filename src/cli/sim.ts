@@ -3,14 +3,15 @@ import Table from 'cli-table3';
 import { formatWeightFormat } from '../memory/dtype.js';
 import { GPU_PRESETS } from '../memory/hardware.js';
 import { MODEL_PRESETS, paramCounts } from '../memory/model.js';
+import type { SimMessage } from '../session/simulator.js';
+import { describeEngine, servedModelName } from '../sim/describe.js';
 import { DEFAULT_SCRIPTED_TIMING, ScriptedEngine, type ServingEngine } from '../sim/engine.js';
 import { EngineModel } from '../sim/engineModel.js';
 import { parseFaults } from '../sim/faults.js';
 import { SimMetrics } from '../sim/metrics.js';
 import { PhysicalEngine } from '../sim/physical.js';
 import { startSimServer } from '../sim/server.js';
-import { addEngineFlags, describeEngine, engineFromFlags, servedModelName } from './engineFlags.js';
-import type { SimMessage } from './simProcess.js';
+import { addEngineFlags, engineFromFlags } from './engineFlags.js';
 
 function number(name: string, min: number) {
   return (value: string): number => {

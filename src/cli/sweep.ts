@@ -24,15 +24,15 @@ import type { LoadSpec } from '../load.js';
 import { planVllmMemory } from '../memory/footprint.js';
 import type { RunSummary, Warning } from '../metrics/summary.js';
 import type { RunPlan } from '../plan/runPlan.js';
+import { createPointRunner, type PointRunner } from '../session/point.js';
+import { utcStamp } from '../session/target.js';
 import { resolveEngineConfig } from '../sim/engineModel.js';
 import type { Scenario } from '../workload/scenarios.js';
-import { createPointRunner, type PointRunner } from './points.js';
 import { gate } from './report.js';
 import {
   addRunOptions,
   prepareRun,
   type RunOptions,
-  utcStamp,
   withPlanFile,
   writeHtmlReport,
 } from './run.js';

@@ -1,4 +1,4 @@
-import { type SimulatorProcess, spawnSimulator } from '../../src/cli/simProcess.js';
+import { type SimulatorProcess, spawnSimulator } from '../../src/session/simulator.js';
 
 /** The simulator in its own process, as users run it, with options as on its command line. */
 export function startSim(options: Record<string, number | string> = {}): Promise<SimulatorProcess> {

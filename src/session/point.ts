@@ -11,6 +11,7 @@ import { type RunSummary, SummaryBuilder } from '../metrics/summary.js';
 import type { RunPlan } from '../plan/runPlan.js';
 import type { RequestRecord } from '../record.js';
 import { JsonlWriter, writeClientHealth } from '../results/jsonl.js';
+import { describeEngine, servedModelName } from '../sim/describe.js';
 import { EngineModel, type EngineModelOptions } from '../sim/engineModel.js';
 import { simulateRun } from '../sim/virtual.js';
 import { recordTelemetry } from '../telemetry/scraper.js';
@@ -21,7 +22,7 @@ import { createPromptFactory, type PromptFactory } from '../workload/prompts.js'
 import type { Scenario } from '../workload/scenarios.js';
 import { createTokenizer, type Tokenizer } from '../workload/tokenizer.js';
 import { createWorkload } from '../workload/workload.js';
-import { describeEngine, servedModelName } from './engineFlags.js';
+import { type SimulatorProcess, spawnSimulator } from './simulator.js';
 import {
   discoverModel,
   measurePromptOverhead,
@@ -30,8 +31,7 @@ import {
   telemetrySources,
   tokenizerOptions,
   workloadSource,
-} from './run.js';
-import { type SimulatorProcess, spawnSimulator } from './simProcess.js';
+} from './target.js';
 
 /** One measurement: a load and a workload, for a fixed number of requests or a duration. */
 export interface Point {

@@ -21,8 +21,10 @@ export type SimMessage =
  * decides when to stop) and exits when the parent goes away.
  */
 export function spawnSimulator(args: string[] = []): Promise<SimulatorProcess> {
+  // The simulator's process is the command line's `sim` (a path, not an import: the session
+  // never imports the command line).
   const self = fileURLToPath(import.meta.url);
-  const main = self.replace(/simProcess\.(ts|js)$/, 'main.$1');
+  const main = self.replace(/session[/\\]simulator\.(ts|js)$/, 'cli/main.$1');
   const child = fork(main, ['sim', '--host', '127.0.0.1', '--port', '0', ...args], {
     stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
   });
