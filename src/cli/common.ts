@@ -1,0 +1,70 @@
+/**
+ * What every command shares: how bad usage and errors are printed and mapped to the process
+ * exit code (one place), and Ctrl-C / SIGTERM turned into abort signals for the session.
+ */
+import { EXIT, type ExitCode, InfergaugeError, UsageError } from '../errors.js';
+
+/** Prints `infergauge COMMAND: invalid options` and each problem; returns exit code 2. */
+export function printProblems(command: string, problems: readonly string[]): ExitCode {
+  process.stderr.write(
+    `infergauge ${command}: invalid options\n${problems.map((p) => `  - ${p}`).join('\n')}\n`,
+  );
+  return EXIT.invalidOptions;
+}
+
+/** Prints each warning as `infergauge COMMAND: warning: ...` on stderr. */
+export function printWarnings(command: string, warnings: readonly string[]): void {
+  for (const w of warnings) process.stderr.write(`infergauge ${command}: warning: ${w}\n`);
+}
+
+/**
+ * The exit code for an error that reached the command: bad usage prints its problems (exit 2),
+ * any other error its message (an InfergaugeError's own exit code, else 1).
+ */
+export function reportError(command: string, err: unknown): ExitCode {
+  if (err instanceof UsageError) return printProblems(command, err.problems);
+  process.stderr.write(`infergauge ${command}: ${(err as Error).message}\n`);
+  return err instanceof InfergaugeError ? err.exitCode : EXIT.failure;
+}
+
+/** Runs a command's body and sets the process exit code from its result or its error. */
+export async function runAction(command: string, body: () => Promise<number> | number) {
+  try {
+    process.exitCode = await body();
+  } catch (err) {
+    process.exitCode = reportError(command, err);
+  }
+}
+
+export interface Interrupts {
+  /** Aborted on the first Ctrl-C or SIGTERM: send nothing more, let requests in flight finish. */
+  stop: AbortSignal;
+  /** Aborted on the second: cancel what is in flight too. */
+  cancel: AbortSignal;
+  /** Stops listening (call when the command is done). */
+  dispose(): void;
+}
+
+/** Listens for Ctrl-C and SIGTERM for the length of one command; `onStop` says what happens. */
+export function listenForInterrupts(onStop?: () => void): Interrupts {
+  const stop = new AbortController();
+  const cancel = new AbortController();
+  const onSignal = () => {
+    if (stop.signal.aborted) {
+      cancel.abort();
+      return;
+    }
+    stop.abort();
+    onStop?.();
+  };
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
+  return {
+    stop: stop.signal,
+    cancel: cancel.signal,
+    dispose: () => {
+      process.off('SIGINT', onSignal);
+      process.off('SIGTERM', onSignal);
+    },
+  };
+}
