@@ -31,13 +31,14 @@ import {
   THRESHOLD_EXIT_CODE,
   ThresholdError,
 } from '../src/analysis/thresholds.js';
-import { type CompareReport, compareCommand } from '../src/cli/compare.js';
+import { compareCommand } from '../src/cli/compare.js';
 import type { LoadSpec } from '../src/load.js';
 import { findGpuPreset } from '../src/memory/hardware.js';
 import { findModelPreset } from '../src/memory/model.js';
 import { percentileOfSorted } from '../src/metrics/distribution.js';
 import { type RunSummary, summarize } from '../src/metrics/summary.js';
 import type { RequestRecord } from '../src/record.js';
+import type { CompareReport } from '../src/report/compare.js';
 import { createRng, type Rng } from '../src/rng.js';
 import { EngineModel } from '../src/sim/engineModel.js';
 import { simulateRun } from '../src/sim/virtual.js';

@@ -13,7 +13,7 @@ import {
   k8sJob,
   k8sJobHowTo,
   k8sJobManifest,
-} from '../src/cli/k8s.js';
+} from '../src/deploy/k8s.js';
 import { VERSION } from '../src/version.js';
 import { runCli, tempDir } from './helpers/cli.js';
 

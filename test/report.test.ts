@@ -118,4 +118,29 @@ describe('infergauge report', () => {
     const bad = await runCli(['report', dir, '--threshold', 'speed>>3']);
     assert.equal(bad.code, 2);
   });
+
+  test('plan and server warnings (temperature) reach every output of report, as in summary.json', async () => {
+    const hot = join(tempDir('ig-report-hot-'), 'run');
+    const run = await runCli([
+      'run',
+      '--simulate',
+      '--requests',
+      '20',
+      '--temperature',
+      '0.5',
+      '--out',
+      hot,
+      '--no-html',
+    ]);
+    assert.equal(run.code, 0, run.stderr);
+    const saved = JSON.parse(readFileSync(join(hot, 'summary.json'), 'utf8')) as RunSummary;
+    assert.ok(saved.warnings.some((w) => w.code === 'nonzero_temperature'));
+    const md = join(hot, 'summary.md');
+    const result = await runCli(['report', hot, '--md', md]);
+    assert.equal(result.code, 0, result.stderr);
+    assert.match(readFileSync(md, 'utf8'), /temperature 0\.5: sampling noise/);
+    assert.match(readFileSync(join(hot, 'report.html'), 'utf8'), /nonzero_temperature/);
+    const [again] = await loadSavedRuns(hot);
+    assert.deepEqual(again.summary.warnings, saved.warnings);
+  });
 });

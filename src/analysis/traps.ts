@@ -53,3 +53,20 @@ export function targetContextWarning(
     message: `the target context of ${targetTokens.toLocaleString('en-US')} tokens is longer than any measured (${measuredMaxTokens.toLocaleString('en-US')}): short-context results do not carry over${sizing}`,
   };
 }
+
+/**
+ * The warnings a run adds to its summary from what it was asked (the plan's temperature) and
+ * what the summary shows (prefill-bound), in the order they are added.
+ */
+export function runWarnings(plan: { temperature: number }, s: RunSummary): Warning[] {
+  const warnings: Warning[] = [];
+  const prefill = prefillWarning(s);
+  if (prefill) warnings.push(prefill);
+  if (plan.temperature > 0) {
+    warnings.push({
+      code: 'nonzero_temperature',
+      message: `temperature ${plan.temperature}: sampling noise moves output lengths and timings from run to run; benchmark at temperature 0`,
+    });
+  }
+  return warnings;
+}

@@ -1,18 +1,10 @@
 import { Command } from '@commander-js/extra-typings';
-import Table from 'cli-table3';
-import pc from 'picocolors';
 import { EXIT } from '../errors.js';
-import { formatWeightFormat } from '../memory/dtype.js';
-import { findGpuPreset } from '../memory/hardware.js';
-import { type MemoryQuestion, type MemoryReport, memoryReport } from '../memory/report.js';
+import { type MemoryQuestion, memoryReport } from '../memory/report.js';
+import { describeQuestion, renderMemory } from '../report/memoryText.js';
 import { resolveEngineConfig } from '../sim/engineModel.js';
+import { printProblems, printWarnings } from './common.js';
 import { engineFromFlags } from './engineFlags.js';
-
-const GB = 1e9;
-const GiB = 2 ** 30;
-const gb = (bytes: number) => `${(bytes / GB).toFixed(2)} GB`;
-const kib = (bytes: number) => `${(bytes / 1024).toFixed(1)} KiB`;
-const int = (n: number) => Math.round(n).toLocaleString('en-US');
 
 export function memoryCommand(): Command {
   return new Command('memory')
@@ -65,13 +57,8 @@ function memory(o: Record<string, string | boolean | undefined>): number {
   const context = wholeNumber('--context', o.context);
   const built = engineFromFlags(o.model as string, o);
   problems.push(...built.problems);
-  if (problems.length > 0 || !built.engine) {
-    process.stderr.write(
-      `infergauge memory: invalid options\n${problems.map((p) => `  - ${p}`).join('\n')}\n`,
-    );
-    return EXIT.invalidOptions;
-  }
-  for (const w of built.warnings) process.stderr.write(`infergauge memory: warning: ${w}\n`);
+  if (problems.length > 0 || !built.engine) return printProblems('memory', problems);
+  printWarnings('memory', built.warnings);
   const c = resolveEngineConfig({ ...built.engine, ...(context ? { maxModelLen: context } : {}) });
   const question: MemoryQuestion = {
     model: c.model,
@@ -88,9 +75,9 @@ function memory(o: Record<string, string | boolean | undefined>): number {
     budgetGiven: o.maxNumBatchedTokens !== undefined || o.maxNumSeqs !== undefined,
   };
   if (question.contextTokens > c.model.maxContext) {
-    process.stderr.write(
-      `infergauge memory: warning: --context ${question.contextTokens} is beyond ${c.model.name}'s trained context (${c.model.maxContext})\n`,
-    );
+    printWarnings('memory', [
+      `--context ${question.contextTokens} is beyond ${c.model.name}'s trained context (${c.model.maxContext})`,
+    ]);
   }
   const report = memoryReport(question);
   if (o.json) {
@@ -101,95 +88,4 @@ function memory(o: Record<string, string | boolean | undefined>): number {
     process.stdout.write(`${renderMemory(question, report, process.stdout.isTTY === true)}\n`);
   }
   return EXIT.ok;
-}
-
-function describeQuestion(q: MemoryQuestion) {
-  return {
-    model: q.model.id,
-    gpu: q.gpu.id,
-    weights: formatWeightFormat(q.weights),
-    kvCacheDtype: q.kvDtype,
-    tp: q.tp,
-    contextTokens: q.contextTokens,
-    batch: q.batch,
-    gpuMemoryUtilization: q.gpuMemoryUtilization,
-    blockSize: q.blockSize,
-    maxNumBatchedTokens: q.maxNumBatchedTokens,
-    maxNumSeqs: q.maxNumSeqs,
-  };
-}
-
-/** One screen: the footprint, vLLM's plan, and the answers. */
-export function renderMemory(q: MemoryQuestion, r: MemoryReport, color: boolean): string {
-  const c = color ? pc : pc.createColors(false);
-  const g = r.perGpu;
-  const lines: string[] = [];
-  const per = q.tp > 1 ? ' per GPU' : '';
-  lines.push(
-    c.bold(
-      `${q.model.name} (${(r.params.total / 1e9).toFixed(2)}B params${r.params.active < r.params.total * 0.9 ? `, ${(r.params.active / 1e9).toFixed(1)}B active` : ''}), ${formatWeightFormat(q.weights)} weights, ${q.kvDtype} KV cache, on ${q.tp}x ${q.gpu.name}`,
-    ),
-  );
-  lines.push(
-    `Context ${int(q.contextTokens)} tokens x batch ${q.batch}; KV cache ${kib(r.kvBytesPerTokenAllGpus)} per token${q.tp > 1 ? ` (${kib(g.kvBytesPerToken)} per GPU)` : ''}, block ${q.blockSize} tokens`,
-  );
-  lines.push('');
-  const table = new Table({
-    head: [`footprint${per}`, 'bytes', 'share'],
-    colAligns: ['left', 'right', 'right'],
-    style: { head: [], border: [] },
-    chars: { mid: '', 'left-mid': '', 'mid-mid': '', 'right-mid': '' },
-  });
-  const share = (b: number) => `${((b / g.totalBytes) * 100).toFixed(1)}%`;
-  const rows: [string, number][] = [
-    ['weights', g.weightBytes],
-    [`KV cache: ${q.batch} x ${int(q.contextTokens)} tokens`, g.kvBytesForBatch],
-    [`activations (peak, ${int(q.maxNumBatchedTokens)}-token step)`, g.activationBytes],
-    ['CUDA context', g.cudaContextBytes],
-    ['CUDA graphs + non-torch (cuBLAS, allocator)', g.cudaGraphBytes + g.nonTorchBytes],
-  ];
-  if (g.ncclBytes > 0) rows.push(['NCCL buffers', g.ncclBytes]);
-  for (const [name, bytes] of rows) table.push([name, gb(bytes), share(bytes)]);
-  table.push([c.bold('total'), c.bold(gb(g.totalBytes)), '']);
-  table.push([
-    `device (${q.gpu.name})`,
-    gb(g.deviceBytes),
-    g.fitsDevice ? c.green('fits') : c.red('does not fit'),
-  ]);
-  lines.push(table.toString());
-  if (g.blockWasteBytesPerSequence > 0) {
-    lines.push(
-      `Paged KV: ${gb(g.kvBytesPerSequence)} per sequence in ${int(g.kvBytesPerSequence / (g.kvBytesPerToken * q.blockSize))} blocks, ${kib(g.blockWasteBytesPerSequence)} of it rounding waste in the last block${q.model.slidingWindow ? ` (sliding window ${q.model.slidingWindow} caps the blocks)` : ''}.`,
-    );
-  }
-  lines.push('');
-  const plan = r.vllm.plan;
-  if (plan) {
-    lines.push(
-      `vLLM at gpu_memory_utilization ${q.gpuMemoryUtilization}: budget ${gb(plan.budgetBytes)}${per}, KV pool ${gb(plan.kvPoolBytes)} = ${int(plan.numGpuBlocks)} blocks = ${int(plan.kvTokens)} tokens.`,
-    );
-    lines.push(
-      c.bold(
-        `Max concurrent sequences at ${int(q.contextTokens)} tokens: ${int(r.maxSequences)}${r.maxSequences < q.batch ? c.red(` (fewer than the batch of ${q.batch})`) : ''}.`,
-      ),
-    );
-  } else {
-    lines.push(c.red(`vLLM would not start: ${r.vllm.error}`));
-  }
-  lines.push(
-    `KV cache overtakes the weights at ${int(r.kvOvertakesWeightsAt.oneSequence)} tokens for one sequence${q.batch > 1 ? `, at ${int(r.kvOvertakesWeightsAt.batch)} tokens per sequence for ${q.batch}` : ''}.`,
-  );
-  const curve = r.sequencesByContext.map(
-    (s) => `${s.contextTokens / 1024}k: ${int(s.maxSequences)}`,
-  );
-  if (curve.length > 0) lines.push(`Max sequences by context: ${curve.join(', ')}.`);
-  const fit = (f: NonNullable<MemoryReport['smallestFit']['singleGpu']>) => {
-    const spec = findGpuPreset(f.gpu);
-    return `${f.tp > 1 ? `${f.tp}x ` : ''}${spec?.name ?? f.gpu} (${int(f.maxSequences)} sequence${f.maxSequences === 1 ? '' : 's'}; ${(((spec?.memoryBytes ?? 0) * f.tp) / GiB).toFixed(0)} GiB)`;
-  };
-  const { singleGpu, anyTp } = r.smallestFit;
-  lines.push(
-    `Smallest fit for ${q.batch} x ${int(q.contextTokens)} tokens: ${singleGpu ? `one ${fit(singleGpu)}` : 'no single GPU'}${anyTp && anyTp !== singleGpu && (anyTp.gpu !== singleGpu?.gpu || anyTp.tp !== singleGpu?.tp) ? `; least memory overall: ${fit(anyTp)}` : ''}.`,
-  );
-  return lines.join('\n');
 }

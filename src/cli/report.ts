@@ -1,5 +1,5 @@
-import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
-import { basename, join, relative } from 'node:path';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { basename, relative } from 'node:path';
 import { Command, Option } from '@commander-js/extra-typings';
 import {
   evaluateThresholds,
@@ -8,7 +8,6 @@ import {
   type Threshold,
 } from '../analysis/thresholds.js';
 import { EXIT } from '../errors.js';
-import type { LoadSpec } from '../load.js';
 import { type RunSummary, summarize } from '../metrics/summary.js';
 import { parseSlo } from '../plan/slo.js';
 import type { RequestRecord } from '../record.js';
@@ -17,7 +16,18 @@ import { requestsCsv, runsCsv } from '../report/csv.js';
 import { renderHtmlReport } from '../report/html.js';
 import { loadReportInput } from '../report/load.js';
 import { markdownSummary } from '../report/markdown.js';
-import { readRecords } from '../results/jsonl.js';
+import { RESULT_FILES, resultPath, writeJson } from '../results/layout.js';
+import {
+  findRunDirs,
+  isDirectory,
+  readManifest,
+  readRunRecords,
+  readSummary,
+  savedLoad,
+  withSavedFacts,
+} from '../results/reader.js';
+import type { Manifest } from '../results/schemas.js';
+import { printProblems, runAction } from './common.js';
 
 /** A run directory (records.jsonl) found under a results directory. */
 export interface SavedRun {
@@ -25,7 +35,7 @@ export interface SavedRun {
   dir: string;
   records: RequestRecord[];
   summary: RunSummary;
-  manifest: Record<string, unknown>;
+  manifest: Manifest;
 }
 
 /**
@@ -33,53 +43,29 @@ export interface SavedRun {
  * summarised again from its raw records: a report never trusts a printed table.
  */
 export async function loadSavedRuns(dir: string): Promise<SavedRun[]> {
-  const dirs: string[] = [];
-  const walk = (d: string, depth: number) => {
-    if (existsSync(join(d, 'records.jsonl'))) dirs.push(d);
-    if (depth === 0) return;
-    for (const entry of readdirSync(d).sort()) {
-      const sub = join(d, entry);
-      if (statSync(sub).isDirectory()) walk(sub, depth - 1);
-    }
-  };
-  walk(dir, 3);
   const runs: SavedRun[] = [];
-  for (const d of dirs) {
-    const records: RequestRecord[] = [];
-    for await (const r of readRecords(join(d, 'records.jsonl'))) records.push(r);
-    const saved = readJson(join(d, 'summary.json')) as
-      | (RunSummary & { load: LoadSpec & { meanConcurrency?: number } })
-      | undefined;
-    const manifest = (readJson(join(d, 'manifest.json')) ?? {}) as Record<string, unknown>;
+  for (const d of findRunDirs(dir)) {
+    const records = await readRunRecords(d);
+    const saved = readSummary(d);
+    const manifest = readManifest(d) ?? {};
     const load = savedLoad(saved, manifest);
-    if (!load) throw new Error(`${d}: no summary.json or manifest.json says what load produced it`);
+    if (!load)
+      throw new Error(
+        `${d}: no ${RESULT_FILES.summary} or ${RESULT_FILES.manifest} says what load produced it`,
+      );
     const summary = summarize(records, {
       load,
       ...(saved?.goodput ? { slo: parseSlo(saved.goodput.slo) } : {}),
     });
-    // Client health was measured live; everything else comes back from the records.
-    if (saved?.clientHealth) summary.clientHealth = saved.clientHealth;
-    if (saved?.interrupted) summary.interrupted = saved.interrupted;
-    const name = relative(dir, d) || basename(d);
-    runs.push({ name, dir: d, records, summary, manifest });
+    runs.push({
+      name: relative(dir, d) || basename(d),
+      dir: d,
+      records,
+      summary: withSavedFacts(summary, saved),
+      manifest,
+    });
   }
   return runs;
-}
-
-function savedLoad(
-  saved: { load: LoadSpec & { meanConcurrency?: number } } | undefined,
-  manifest: Record<string, unknown>,
-): LoadSpec | undefined {
-  if (saved?.load) {
-    const { meanConcurrency: _, ...load } = saved.load;
-    return load as LoadSpec;
-  }
-  return (manifest.plan as { load?: LoadSpec } | undefined)?.load;
-}
-
-/** A JSON file's contents; undefined when the file does not exist. */
-export function readJson(path: string): unknown {
-  return existsSync(path) ? JSON.parse(readFileSync(path, 'utf8')) : undefined;
 }
 
 /** `--threshold` is repeatable. */
@@ -136,9 +122,7 @@ export function reportCommand() {
     .option('--compat <format>', 'also write the result JSON of another tool: vllm (bench serve)')
     .option('--compat-out <file>', 'where --compat writes (default: <dir>/vllm-bench-result.json)')
     .addOption(thresholdOption())
-    .action(async (dir, o) => {
-      process.exitCode = await report(dir, o as ReportOptions);
-    });
+    .action((dir, o) => runAction('report', () => report(dir, o as ReportOptions)));
 }
 
 interface ReportOptions {
@@ -151,36 +135,25 @@ interface ReportOptions {
 }
 
 async function report(dir: string, o: ReportOptions): Promise<number> {
-  if (!existsSync(dir) || !statSync(dir).isDirectory()) {
-    process.stderr.write(`infergauge report: ${dir} is not a directory\n`);
-    return EXIT.invalidOptions;
-  }
+  if (!isDirectory(dir)) return printProblems('report', [`${dir} is not a directory`]);
   if (o.compat !== undefined && o.compat !== 'vllm') {
-    process.stderr.write(
-      `infergauge report: --compat ${o.compat} is not known; use --compat vllm\n`,
-    );
-    return EXIT.invalidOptions;
+    return printProblems('report', [`--compat ${o.compat} is not known; use --compat vllm`]);
   }
-  let runs: SavedRun[];
-  try {
-    runs = await loadSavedRuns(dir);
-    const html = o.html ?? join(dir, 'report.html');
-    writeFileSync(html, renderHtmlReport(await loadReportInput(dir)));
-    process.stdout.write(`HTML report: ${html}\n`);
-  } catch (err) {
-    process.stderr.write(`infergauge report: ${(err as Error).message}\n`);
-    return EXIT.failure;
-  }
+  const runs = await loadSavedRuns(dir);
+  const html = o.html ?? resultPath(dir, 'report');
+  writeFileSync(html, renderHtmlReport(await loadReportInput(dir)));
+  process.stdout.write(`HTML report: ${html}\n`);
   if (o.csv !== undefined) {
     mkdirSync(o.csv, { recursive: true });
+    const [requests, table] = [resultPath(o.csv, 'requestsCsv'), resultPath(o.csv, 'runsCsv')];
     writeFileSync(
-      join(o.csv, 'requests.csv'),
+      requests,
       runs.length === 1
         ? requestsCsv(runs[0].records)
         : runs.map((r) => `# ${r.name}\r\n${requestsCsv(r.records)}`).join(''),
     );
-    writeFileSync(join(o.csv, 'runs.csv'), runsCsv(runs));
-    process.stdout.write(`CSV: ${join(o.csv, 'requests.csv')}, ${join(o.csv, 'runs.csv')}\n`);
+    writeFileSync(table, runsCsv(runs));
+    process.stdout.write(`CSV: ${requests}, ${table}\n`);
   }
   if (o.md !== undefined) {
     writeFileSync(o.md, markdownSummary(`infergauge: ${basename(dir)}`, runs));
@@ -188,25 +161,22 @@ async function report(dir: string, o: ReportOptions): Promise<number> {
   }
   if (o.compat === 'vllm') {
     if (runs.length !== 1) {
-      process.stderr.write(
-        `infergauge report: --compat vllm writes one run's result; ${dir} holds ${runs.length}: pass one of its run folders\n`,
-      );
-      return EXIT.invalidOptions;
+      return printProblems('report', [
+        `--compat vllm writes one run's result; ${dir} holds ${runs.length}: pass one of its run folders`,
+      ]);
     }
-    const run = runs[0];
-    const m = run.manifest as {
-      model?: string;
-      startedAt?: string;
-      plan?: { backend?: string; tokenizer?: string };
-    };
-    const out = o.compatOut ?? join(dir, 'vllm-bench-result.json');
-    const result = vllmBenchResult(run.records, run.summary, {
-      model: m.model ?? 'unknown',
-      backend: m.plan?.backend === 'openai' ? 'openai-chat' : (m.plan?.backend ?? 'openai'),
-      tokenizer: m.plan?.tokenizer ?? 'words',
-      date: (m.startedAt ?? new Date().toISOString()).replace(/\.\d+Z$/, ''),
-    });
-    writeFileSync(out, `${JSON.stringify(result, null, 2)}\n`);
+    const [{ records, summary, manifest: m }] = runs;
+    const out = o.compatOut ?? resultPath(dir, 'vllmBench');
+    const backend = m.plan?.backend as string | undefined;
+    writeJson(
+      out,
+      vllmBenchResult(records, summary, {
+        model: m.model ?? 'unknown',
+        backend: backend === 'openai' ? 'openai-chat' : (backend ?? 'openai'),
+        tokenizer: (m.plan?.tokenizer as string | undefined) ?? 'words',
+        date: (m.startedAt ?? new Date().toISOString()).replace(/\.\d+Z$/, ''),
+      }),
+    );
     process.stdout.write(`vLLM bench result: ${out}\n`);
   }
   return gate('report', o.threshold, runs);

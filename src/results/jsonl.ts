@@ -1,32 +1,23 @@
-import {
-  closeSync,
-  createReadStream,
-  existsSync,
-  openSync,
-  readFileSync,
-  writeFileSync,
-  writeSync,
-} from 'node:fs';
-import { join } from 'node:path';
+import { closeSync, createReadStream, openSync, writeSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import type { ClientHealthMeasurements, RequestRecord } from '../record.js';
+import type { TelemetrySnapshot } from '../telemetry/snapshot.js';
+import { readJson, resultPath, writeResult } from './layout.js';
 
 /**
  * Next to the records, each engine thread's own health measurements, kept raw so that `merge`
  * judges the threads of every shard as `run` judges its workers.
  */
-const CLIENT_HEALTH_FILE = 'client-health.json';
-
 export function writeClientHealth(dir: string, threads: ClientHealthMeasurements[]): void {
-  writeFileSync(join(dir, CLIENT_HEALTH_FILE), `${JSON.stringify({ threads }, null, 2)}\n`);
+  writeResult(dir, 'clientHealth', { threads });
 }
 
 /** A run directory's thread measurements; undefined when it has none (an older run). */
 export function readClientHealth(dir: string): ClientHealthMeasurements[] | undefined {
-  const path = join(dir, CLIENT_HEALTH_FILE);
-  if (!existsSync(path)) return undefined;
-  return (JSON.parse(readFileSync(path, 'utf8')) as { threads: ClientHealthMeasurements[] })
-    .threads;
+  const saved = readJson(resultPath(dir, 'clientHealth')) as
+    | { threads: ClientHealthMeasurements[] }
+    | undefined;
+  return saved?.threads;
 }
 
 /**
@@ -63,13 +54,13 @@ export class JsonlWriter<T> {
 }
 
 /**
- * Reads `records.jsonl` line by line. A last line cut short by a crash is skipped and reported
- * through `onBadLine`, never thrown, so everything before it is still usable.
+ * Reads a JSONL file line by line. A line that is not JSON (the last one, cut short by a crash)
+ * is skipped and reported through `onBadLine`, never thrown, so everything before it is usable.
  */
-export async function* readRecords(
+export async function* readJsonLines<T>(
   path: string,
   onBadLine: (lineNumber: number, error: Error) => void = () => {},
-): AsyncGenerator<RequestRecord> {
+): AsyncGenerator<T> {
   const lines = createInterface({
     input: createReadStream(path, { encoding: 'utf8', highWaterMark: 1 << 20 }),
     crlfDelay: Number.POSITIVE_INFINITY,
@@ -79,9 +70,26 @@ export async function* readRecords(
     lineNumber++;
     if (line.length === 0) continue;
     try {
-      yield JSON.parse(line) as RequestRecord;
+      yield JSON.parse(line) as T;
     } catch (err) {
       onBadLine(lineNumber, err as Error);
     }
   }
+}
+
+/** Reads `records.jsonl` (see readJsonLines). */
+export function readRecords(
+  path: string,
+  onBadLine?: (lineNumber: number, error: Error) => void,
+): AsyncGenerator<RequestRecord> {
+  return readJsonLines<RequestRecord>(path, onBadLine);
+}
+
+/** Every telemetry snapshot of `telemetry.jsonl`; lines without a time are left out. */
+export async function readTelemetry(path: string): Promise<TelemetrySnapshot[]> {
+  const out: TelemetrySnapshot[] = [];
+  for await (const snapshot of readJsonLines<TelemetrySnapshot>(path)) {
+    if (typeof snapshot?.at === 'number') out.push(snapshot);
+  }
+  return out;
 }

@@ -1,5 +1,6 @@
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { InfergaugeError } from '../errors.js';
 
 /**
  * The run directory's layout: every file a run, sweep, probe, capacity search or merge writes,
@@ -29,16 +30,78 @@ export const RESULT_FILES = {
 
 export type ResultFile = keyof typeof RESULT_FILES;
 
+/** The kinds of results directory, each marked by its file, in the order they are looked for. */
+export const RESULT_KINDS = ['sweep', 'probe', 'capacity', 'scenarios', 'run'] as const;
+export type ResultKind = (typeof RESULT_KINDS)[number];
+const MARKER: Record<ResultKind, ResultFile> = {
+  sweep: 'sweep',
+  probe: 'probe',
+  capacity: 'capacity',
+  scenarios: 'scenarios',
+  run: 'summary',
+};
+
+/** The marker files' names, in the order they are looked for. */
+export const MARKER_NAMES = RESULT_KINDS.map((kind) => RESULT_FILES[MARKER[kind]]);
+
 /** `dir`'s file of a role. */
 export function resultPath(dir: string, file: ResultFile): string {
   return join(dir, RESULT_FILES[file]);
+}
+
+export function hasResult(dir: string, file: ResultFile): boolean {
+  return existsSync(resultPath(dir, file));
+}
+
+/** The kind of results directory `dir` is, from the files present; undefined when none. */
+export function resultKind(dir: string): ResultKind | undefined {
+  return RESULT_KINDS.find((kind) => hasResult(dir, MARKER[kind]));
+}
+
+/** The kind a results file marks (`sweep.json` a sweep), undefined for any other name. */
+export function kindOfFileName(name: string): ResultKind | undefined {
+  return RESULT_KINDS.find((kind) => RESULT_FILES[MARKER[kind]] === name);
 }
 
 export function writeJson(path: string, value: unknown): void {
   writeFileSync(path, `${JSON.stringify(value, null, 2)}\n`);
 }
 
-/** A JSON file's value; undefined when there is no such file. */
+/** Writes `dir`'s file of a role as indented JSON. */
+export function writeResult(dir: string, file: ResultFile, value: unknown): void {
+  writeJson(resultPath(dir, file), value);
+}
+
+/** A results file that exists but cannot be read or parsed; `reason` says why. */
+export class ResultFileError extends InfergaugeError {
+  constructor(
+    readonly path: string,
+    readonly reason: string,
+    message = `${path} is not valid JSON: ${reason}`,
+  ) {
+    super(message, 'IG_RESULTS_FILE');
+  }
+}
+
+/**
+ * A JSON file's value; undefined when there is no such file. Throws ResultFileError when it
+ * cannot be read or is not JSON.
+ */
 export function readJson(path: string): unknown {
-  return existsSync(path) ? JSON.parse(readFileSync(path, 'utf8')) : undefined;
+  if (!existsSync(path)) return undefined;
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (err) {
+    throw new ResultFileError(
+      path,
+      (err as Error).message,
+      `cannot read ${path}: ${(err as Error).message}`,
+    );
+  }
+  try {
+    return JSON.parse(text) as unknown;
+  } catch (err) {
+    throw new ResultFileError(path, (err as Error).message);
+  }
 }

@@ -1,0 +1,263 @@
+/**
+ * What `compare` reads: a run, a multi-scenario run or a sweep directory as units of requests
+ * (analysis/compare.ts RunUnit), each with the summaries of the runs behind it.
+ */
+import { existsSync, readdirSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import { RunSampleBuilder, type RunUnit, type WorkloadFacts } from '../analysis/compare.js';
+import { EXIT, InfergaugeError } from '../errors.js';
+import type { LoadSpec } from '../load.js';
+import type { SloCondition } from '../metrics/slo.js';
+import { type RunSummary, SummaryBuilder } from '../metrics/summary.js';
+import { readRecords } from './jsonl.js';
+import { RESULT_FILES, ResultFileError, resultPath } from './layout.js';
+import {
+  isRunDir,
+  readManifest,
+  readScenariosTable,
+  readSummary,
+  readTable,
+  savedLoad,
+  scenarioNames,
+} from './reader.js';
+import type { Manifest } from './schemas.js';
+
+/** A directory that is not what compare reads (exit 2). */
+export class CompareInputError extends InfergaugeError {
+  constructor(message: string) {
+    super(message, 'IG_COMPARE_INPUT', EXIT.invalidOptions);
+  }
+}
+/** A directory or file that cannot be read (exit 1). */
+export class UnreadableError extends InfergaugeError {
+  constructor(message: string) {
+    super(message, 'IG_UNREADABLE', EXIT.failure);
+  }
+}
+
+export interface LoadedUnit extends RunUnit {
+  /** The run summary of each run behind the unit (several for pooled sweep repeats). */
+  summaries: { name: string; summary: RunSummary }[];
+}
+
+export interface CompareTarget {
+  dir: string;
+  label: string;
+  kind: 'run' | 'scenarios' | 'sweep';
+  units: LoadedUnit[];
+  warnings: string[];
+}
+
+/** A results file read, or UnreadableError saying which and why. */
+function readOrFail<T>(read: () => T): T {
+  try {
+    return read();
+  } catch (err) {
+    if (err instanceof ResultFileError) {
+      throw new UnreadableError(`cannot read ${err.path}: ${err.reason}`);
+    }
+    throw err;
+  }
+}
+
+const str = (x: unknown) => (typeof x === 'string' ? x : undefined);
+
+function workloadFacts(manifest: Manifest | undefined): {
+  facts: WorkloadFacts;
+  scenario?: string;
+  slo?: SloCondition[];
+} {
+  if (!manifest) return { facts: {} };
+  const plan = (manifest.plan ?? {}) as Record<string, unknown>;
+  const workload = (manifest.workload ?? {}) as Record<string, unknown>;
+  const server = (manifest.server ?? {}) as Record<string, unknown>;
+  const described = str(workload.scenario);
+  const colon = described?.indexOf(': ') ?? -1;
+  const facts: WorkloadFacts = {};
+  const set = <K extends keyof WorkloadFacts>(k: K, v: WorkloadFacts[K] | undefined) => {
+    if (v !== undefined) facts[k] = v;
+  };
+  set('endpoint', str(plan.endpoint));
+  set('backend', str(plan.backend));
+  set('lengths', described && colon >= 0 ? described.slice(colon + 2) : described);
+  set(
+    'dataset',
+    str((plan.dataset as { path?: unknown } | undefined)?.path)
+      ?.split(/[\\/]/)
+      .pop(),
+  );
+  set(
+    'trace',
+    str((plan.trace as { path?: unknown } | undefined)?.path)
+      ?.split(/[\\/]/)
+      .pop(),
+  );
+  set('model', str(manifest.model));
+  set('tokenizer', str(workload.tokenizer) ?? str(plan.tokenizer));
+  if (typeof plan.ignoreEos === 'boolean') facts.ignoreEos = plan.ignoreEos;
+  if (typeof plan.temperature === 'number') facts.temperature = plan.temperature;
+  set('server', str(server.simulator) ?? str(server.url));
+  return {
+    facts,
+    ...(described && colon >= 0 ? { scenario: described.slice(0, colon) } : {}),
+    ...(Array.isArray(plan.slo) ? { slo: plan.slo as SloCondition[] } : {}),
+  };
+}
+
+/**
+ * Reads one or more run folders (several: repeats of a sweep level, pooled) into one unit.
+ */
+async function readRunFolders(
+  folders: string[],
+  label: string,
+  scenarioHint: string | undefined,
+  extra: WorkloadFacts,
+  warnings: string[],
+): Promise<LoadedUnit> {
+  const builder = new RunSampleBuilder();
+  const summaries: LoadedUnit['summaries'] = [];
+  let load: LoadSpec | undefined;
+  let facts: WorkloadFacts = {};
+  let scenario = scenarioHint;
+  for (const [index, folder] of folders.entries()) {
+    const recordsPath = resultPath(folder, 'records');
+    if (!existsSync(recordsPath)) {
+      throw new CompareInputError(`${folder}: no ${RESULT_FILES.records}`);
+    }
+    const savedSummary = readOrFail(() => readSummary(folder));
+    const manifest = readOrFail(() => readManifest(folder));
+    const folderLoad = savedLoad(savedSummary, manifest);
+    if (!folderLoad) {
+      throw new CompareInputError(
+        `${folder}: ${RESULT_FILES.records}, but no ${RESULT_FILES.summary} or ${RESULT_FILES.manifest} says what load produced it`,
+      );
+    }
+    load ??= folderLoad;
+    const w = workloadFacts(manifest);
+    if (index === 0) {
+      facts = w.facts;
+      scenario ??= w.scenario;
+    }
+    if (index > 0) builder.segment();
+    const summaryBuilder = savedSummary
+      ? undefined
+      : new SummaryBuilder({ load: folderLoad, ...(w.slo ? { slo: w.slo } : {}) });
+    let bad = 0;
+    try {
+      for await (const record of readRecords(recordsPath, () => {
+        bad++;
+      })) {
+        builder.add(record);
+        summaryBuilder?.add(record);
+      }
+    } catch (err) {
+      throw new UnreadableError(`cannot read ${recordsPath}: ${(err as Error).message}`);
+    }
+    if (bad > 0) warnings.push(`${recordsPath}: ${bad} unreadable line(s) skipped`);
+    summaries.push({
+      name: folders.length > 1 ? `${label} #${index + 1}` : label,
+      summary: savedSummary ?? (summaryBuilder as SummaryBuilder).build(),
+    });
+  }
+  return {
+    label,
+    scenario: scenario ?? 'run',
+    load: load as LoadSpec,
+    workload: { ...extra, ...facts },
+    sample: builder.build(),
+    summaries,
+  };
+}
+
+const POINT_FOLDER = /^([cr])(\d+(?:\.\d+)?)(?:-r(\d+))?$/;
+
+/** Reads a run, a multi-scenario run or a sweep directory. */
+export async function readCompareTarget(dir: string, label = dir): Promise<CompareTarget> {
+  let isDir: boolean;
+  try {
+    isDir = statSync(dir).isDirectory();
+  } catch (err) {
+    const code = (err as { code?: string }).code;
+    throw new UnreadableError(
+      `cannot read ${dir}: ${code === 'ENOENT' ? 'no such directory' : (err as Error).message}`,
+    );
+  }
+  if (!isDir) throw new CompareInputError(`${dir} is a file: give a run or sweep directory`);
+  const warnings: string[] = [];
+  const list = (d: string) => {
+    try {
+      return readdirSync(d).sort();
+    } catch (err) {
+      throw new UnreadableError(`cannot read ${d}: ${(err as Error).message}`);
+    }
+  };
+  list(dir); // unreadable (permissions) fails here, before anything else
+  const sweep = readOrFail(() => readTable(dir, 'sweep')) as { target?: string } | undefined;
+  if (sweep) {
+    const described = scenarioNames(sweep);
+    const target = str(sweep.target);
+    const units: LoadedUnit[] = [];
+    for (const scenario of described) {
+      const sdir = join(dir, scenario);
+      if (!existsSync(sdir)) {
+        warnings.push(`${sdir}: missing (scenario ${scenario} of ${RESULT_FILES.sweep})`);
+        continue;
+      }
+      const byTag = new Map<
+        string,
+        { level: number; folders: { repeat: number; path: string }[] }
+      >();
+      for (const entry of list(sdir)) {
+        const m = POINT_FOLDER.exec(entry);
+        if (!m || !isRunDir(join(sdir, entry))) continue;
+        const tag = `${m[1]}${m[2]}`;
+        const slot = byTag.get(tag) ?? { level: Number(m[2]), folders: [] };
+        slot.folders.push({ repeat: m[3] ? Number(m[3]) : 0, path: join(sdir, entry) });
+        byTag.set(tag, slot);
+      }
+      const tags = [...byTag.entries()].sort((x, y) => x[1].level - y[1].level);
+      for (const [tag, slot] of tags) {
+        const folders = slot.folders.sort((x, y) => x.repeat - y.repeat).map((f) => f.path);
+        units.push(
+          await readRunFolders(
+            folders,
+            `${label}/${scenario}/${tag}`,
+            scenario,
+            target ? { server: target } : {},
+            warnings,
+          ),
+        );
+      }
+    }
+    if (units.length === 0) {
+      throw new CompareInputError(
+        `${dir}: ${RESULT_FILES.sweep}, but no point folders with ${RESULT_FILES.records} (<scenario>/c<level>/ or r<rate>/)`,
+      );
+    }
+    return { dir, label, kind: 'sweep', units, warnings };
+  }
+  const scenarios = readOrFail(() => readScenariosTable(dir));
+  if (scenarios && !isRunDir(dir)) {
+    const names = scenarioNames(scenarios);
+    const units: LoadedUnit[] = [];
+    for (const name of names) {
+      const sdir = join(dir, name);
+      if (!isRunDir(sdir)) {
+        throw new CompareInputError(
+          `${sdir}: no ${RESULT_FILES.records} (scenario ${name} of ${RESULT_FILES.scenarios})`,
+        );
+      }
+      units.push(await readRunFolders([sdir], `${label}/${name}`, name, {}, warnings));
+    }
+    if (units.length === 0)
+      throw new CompareInputError(`${dir}: ${RESULT_FILES.scenarios} lists no scenario`);
+    return { dir, label, kind: 'scenarios', units, warnings };
+  }
+  if (!isRunDir(dir)) {
+    throw new CompareInputError(
+      `${dir}: not a run or sweep directory: it has no ${RESULT_FILES.records}, ${RESULT_FILES.scenarios} or ${RESULT_FILES.sweep}`,
+    );
+  }
+  const unit = await readRunFolders([dir], label, undefined, {}, warnings);
+  return { dir, label, kind: 'run', units: [unit], warnings };
+}

@@ -1,0 +1,236 @@
+/**
+ * Shard run directories (`run --shard i/N`, on several machines or pods) joined into one run.
+ * The summary is computed again from every shard's raw records, on one timeline, with the whole
+ * plan's load, so its metrics are exactly those of one run that sent all the requests; client
+ * health keeps every engine thread's verdict.
+ */
+import { existsSync, mkdirSync, readdirSync, rmSync, statSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import type { LoadSpec } from '../load.js';
+import type { SloCondition } from '../metrics/slo.js';
+import { SummaryBuilder } from '../metrics/summary.js';
+import type { ClientHealthMeasurements, RequestRecord } from '../record.js';
+import { VERSION } from '../version.js';
+import { JsonlWriter, readClientHealth, readRecords, writeClientHealth } from './jsonl.js';
+import { hasResult, RESULT_FILES, resultPath, writeResult } from './layout.js';
+import { readManifest, readSummary, type SavedSummary } from './reader.js';
+import type { Manifest } from './schemas.js';
+
+export interface ShardRun {
+  dir: string;
+  manifest: Manifest & {
+    startedAt: string;
+    plan: Record<string, unknown> & { load: LoadSpec; slo?: SloCondition[] };
+  };
+  summary: SavedSummary | undefined;
+  startedAtMs: number;
+}
+
+/** Plan fields that differ between the shards of one plan by design. */
+const PER_SHARD = ['shard', 'out', 'workers', 'label', 'startAt'];
+
+/** What keeps the shards from being one run (empty when nothing). */
+export function checkShards(shards: ShardRun[], expected: number | undefined): string[] {
+  const problems: string[] = [];
+  const counts = new Set(shards.map((s) => s.manifest.execution?.shard?.count));
+  const unsharded = shards.filter((s) => !s.manifest.execution?.shard);
+  if (unsharded.length > 0) {
+    problems.push(
+      `${unsharded.map((s) => s.dir).join(', ')}: not a shard (run without --shard); merging whole runs counts their requests twice over`,
+    );
+  }
+  const count = expected ?? [...counts][0];
+  if (counts.size > 1)
+    problems.push(`the shards are of different splits (${[...counts].join(', ')})`);
+  if (count !== undefined) {
+    const seen = new Map<number, string>();
+    for (const s of shards) {
+      const index = s.manifest.execution?.shard?.index;
+      if (index === undefined) continue;
+      const other = seen.get(index);
+      if (other) problems.push(`shard ${index} appears twice: ${other} and ${s.dir}`);
+      seen.set(index, s.dir);
+    }
+    const missing = Array.from({ length: count }, (_, i) => i).filter((i) => !seen.has(i));
+    if (missing.length > 0) problems.push(`missing shard ${missing.join(', ')} of ${count}`);
+  }
+  const base = JSON.stringify(withoutKeys(shards[0].manifest.plan, PER_SHARD));
+  for (const s of shards.slice(1)) {
+    const plan = withoutKeys(s.manifest.plan, PER_SHARD);
+    if (JSON.stringify(plan) !== base) {
+      const keys = Object.keys({ ...plan, ...shards[0].manifest.plan }).filter(
+        (k) =>
+          !PER_SHARD.includes(k) &&
+          JSON.stringify(plan[k]) !== JSON.stringify(shards[0].manifest.plan[k]),
+      );
+      problems.push(`${s.dir} ran another plan than ${shards[0].dir} (${keys.join(', ')} differ)`);
+    }
+  }
+  return problems;
+}
+
+/**
+ * The shard runs under `dirs` (each a run directory, or a directory of them), waiting up to
+ * `waitS` seconds until `expected` of them have finished (their summary.json is written last).
+ * `unfinished` are those left out.
+ */
+export async function waitForShards(
+  dirs: string[],
+  expected: number | undefined,
+  waitS: number,
+  out: string,
+): Promise<{ finished: string[]; unfinished: string[] }> {
+  const deadline = Date.now() + waitS * 1000;
+  for (;;) {
+    // The merged run may sit among the shards (merge --out results/merged results).
+    const runs = findShardDirs(dirs).filter((d) => resolve(d) !== resolve(out));
+    const finished = runs.filter((d) => hasResult(d, 'summary'));
+    const enough = expected === undefined ? finished.length > 0 : finished.length >= expected;
+    if ((enough && finished.length === runs.length) || Date.now() >= deadline) {
+      if (finished.length === 0) {
+        throw new Error(
+          `no finished run (${RESULT_FILES.records} and ${RESULT_FILES.summary}) in ${dirs.join(', ')}${waitS > 0 ? ` after ${waitS} s` : ''}`,
+        );
+      }
+      return { finished, unfinished: runs.filter((d) => !finished.includes(d)) };
+    }
+    await new Promise((resolve) => setTimeout(resolve, 2000));
+  }
+}
+
+/** Run directories among `dirs` and, for a directory that is not one, its subdirectories. */
+function findShardDirs(dirs: string[]): string[] {
+  const runs: string[] = [];
+  for (const dir of dirs) {
+    if (!existsSync(dir)) continue;
+    if (hasResult(dir, 'manifest')) {
+      runs.push(dir);
+      continue;
+    }
+    for (const entry of readdirSync(dir).sort(byNumber)) {
+      const sub = join(dir, entry);
+      if (statSync(sub).isDirectory() && hasResult(sub, 'manifest')) runs.push(sub);
+    }
+  }
+  return runs;
+}
+
+export function readShard(dir: string): ShardRun {
+  const manifest = readManifest(dir) as ShardRun['manifest'];
+  const startedAtMs = Date.parse(manifest.startedAt);
+  if (!manifest.plan?.load || Number.isNaN(startedAtMs)) {
+    throw new Error(`${resultPath(dir, 'manifest')} does not say what load ran or when it started`);
+  }
+  return { dir, manifest, summary: readSummary(dir), startedAtMs };
+}
+
+/**
+ * Makes `out` ready for a merge; throws when it holds a finished run. A merge cut short (a
+ * restarted Kubernetes pod) left records without a summary: they are redone.
+ */
+export function prepareMergeDir(out: string): void {
+  if (hasResult(out, 'summary')) {
+    throw new Error(`${out} already holds a run; choose another --out`);
+  }
+  rmSync(resultPath(out, 'records'), { force: true });
+  mkdirSync(out, { recursive: true });
+}
+
+/**
+ * Records of every shard into `out/records.jsonl` on the earliest shard's clock (shards started
+ * on one --start-at share it already; others are shifted by their wall-clock start difference),
+ * summarised as they stream by with the whole plan's load and SLO. Writes the merged manifest,
+ * client health and, last (it marks the run finished), the summary.
+ */
+export async function mergeShards(shards: ShardRun[], out: string): Promise<SavedSummary> {
+  const originMs = Math.min(...shards.map((s) => s.startedAtMs));
+  const first = shards[0].manifest;
+  const builder = new SummaryBuilder({
+    load: first.plan.load,
+    ...(first.plan.slo ? { slo: first.plan.slo } : {}),
+  });
+  const writer = new JsonlWriter<RequestRecord>(resultPath(out, 'records'));
+  const threads: ClientHealthMeasurements[] = [];
+  let healthComplete = true;
+  let interrupted = false;
+  try {
+    for (const shard of shards) {
+      const shiftMs = shard.startedAtMs - originMs;
+      for await (const record of readRecords(resultPath(shard.dir, 'records'))) {
+        if (shiftMs !== 0) shiftRecord(record, shiftMs);
+        writer.write(record);
+        builder.add(record);
+      }
+      const health = readClientHealth(shard.dir);
+      if (health) threads.push(...health);
+      else healthComplete = false;
+      interrupted ||= shard.summary?.interrupted === true;
+    }
+  } finally {
+    writer.close();
+  }
+  const summary: SavedSummary = builder.build({
+    ...(healthComplete && threads.length > 0 ? { clientHealth: threads } : {}),
+    interrupted,
+  });
+  // Every shard scraped the same server: its metrics are the server's, not a shard's share.
+  const scraped = shards.find((s) => s.summary?.serverMetrics !== undefined);
+  if (scraped) summary.serverMetrics = scraped.summary?.serverMetrics;
+  const spreadS = (Math.max(...shards.map((s) => s.startedAtMs)) - originMs) / 1000;
+  if (spreadS > 1) {
+    summary.warnings.push({
+      code: 'shards_not_aligned',
+      message: `the shards started up to ${spreadS.toFixed(1)} s apart (no shared --start-at): their loads overlapped only in part, and the merged load is not the plan's`,
+    });
+  }
+  writeResult(out, 'manifest', {
+    schemaVersion: 1,
+    tool: { name: 'infergauge', version: VERSION },
+    startedAt: new Date(originMs).toISOString(),
+    server: first.server,
+    model: first.model,
+    workload: first.workload,
+    plan: withoutKeys(first.plan, ['shard']),
+    execution: {
+      shards: shards.length,
+      workers: shards.reduce((n, s) => n + (s.manifest.execution?.workers ?? 1), 0),
+    },
+    merged: shards.map((s) => ({
+      dir: s.dir,
+      shard: s.manifest.execution?.shard,
+      startedAt: s.manifest.startedAt,
+      shiftMs: s.startedAtMs - originMs,
+      host: s.manifest.host,
+    })),
+  });
+  if (healthComplete && threads.length > 0) writeClientHealth(out, threads);
+  writeResult(out, 'summary', summary);
+  return summary;
+}
+
+const TIME_FIELDS = [
+  'scheduledAt',
+  'sentAt',
+  'headersAt',
+  'firstTokenAt',
+  'firstContentAt',
+  'lastTokenAt',
+  'endAt',
+] as const;
+
+/** Moves a record's times `shiftMs` later, keeping whole microseconds. */
+function shiftRecord(record: RequestRecord, shiftMs: number): void {
+  for (const key of TIME_FIELDS) {
+    const value = record[key];
+    if (value !== undefined) record[key] = Math.round((value + shiftMs) * 1000) / 1000;
+  }
+}
+
+/** "shard-10" after "shard-9". */
+function byNumber(a: string, b: string): number {
+  return a.localeCompare(b, 'en', { numeric: true });
+}
+
+function withoutKeys(value: Record<string, unknown>, keys: string[]): Record<string, unknown> {
+  return Object.fromEntries(Object.entries(value).filter(([k]) => !keys.includes(k)));
+}

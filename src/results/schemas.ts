@@ -1,0 +1,141 @@
+/**
+ * The shapes of the JSON files in a results directory, checked when they are read (a file
+ * written by another version, or by hand, fails with the field at fault instead of a crash deep
+ * in a renderer). The schemas are loose: fields they do not name pass through untouched, so a
+ * reader hands on everything a writer saved. The TypeScript types of the written values stay
+ * where they are computed (metrics/summary.ts RunSummary, ...); test/results-schemas.test.ts
+ * checks that the files a real run writes parse, and that those types satisfy the schemas.
+ */
+import { z } from 'zod';
+import { ResultFileError } from './layout.js';
+
+/** A number as JSON writes it: NaN and Infinity (an empty distribution) come back as null. */
+const num = z.number().nullable();
+
+export const warningSchema = z.object({ code: z.string(), message: z.string() });
+
+export const loadSchema = z.looseObject({ mode: z.enum(['closed', 'open']) });
+
+const distributionSchema = z.looseObject({ count: z.number(), mean: num, p50: num, p99: num });
+
+export const summarySchema = z.looseObject({
+  schemaVersion: z.literal(1),
+  load: z.looseObject({ mode: z.enum(['closed', 'open']), meanConcurrency: num }),
+  requests: z.looseObject({
+    completed: z.number(),
+    failed: z.number(),
+    warmup: z.number(),
+    errorsByKind: z.record(z.string(), z.number()),
+  }),
+  durationS: num,
+  tokens: z.looseObject({ input: z.number(), output: z.number() }),
+  throughput: z.looseObject({ requestsPerS: num, outputTokensPerS: num }),
+  latency: z.record(z.string(), distributionSchema),
+  goodput: z.looseObject({ slo: z.string(), goodRequests: z.number() }).optional(),
+  clientHealth: z.looseObject({}).optional(),
+  serverMetrics: z.looseObject({}).optional(),
+  interrupted: z.boolean(),
+  warnings: z.array(warningSchema),
+});
+
+/** What was run. Every field is optional: hand-made and older run directories hold fewer. */
+export const manifestSchema = z.looseObject({
+  schemaVersion: z.literal(1).optional(),
+  tool: z.looseObject({ name: z.string(), version: z.string() }).optional(),
+  startedAt: z.string().optional(),
+  model: z.string().optional(),
+  server: z.looseObject({}).optional(),
+  workload: z.looseObject({}).optional(),
+  plan: z
+    .looseObject({
+      load: loadSchema.optional(),
+      temperature: z.number().optional(),
+      slo: z.array(z.looseObject({})).optional(),
+    })
+    .optional(),
+  execution: z
+    .looseObject({
+      shard: z.object({ index: z.number(), count: z.number() }).optional(),
+      workers: z.number().optional(),
+    })
+    .optional(),
+  host: z.unknown().optional(),
+});
+export type Manifest = z.infer<typeof manifestSchema>;
+
+/** One row per scenario of a multi-scenario run. */
+export const scenariosSchema = z.looseObject({
+  scenarios: z.array(z.looseObject({ scenario: z.string() })),
+});
+export type ScenariosTable = z.infer<typeof scenariosSchema>;
+
+export const sweepSchema = z.looseObject({
+  schemaVersion: z.literal(1),
+  target: z.string().optional(),
+  mode: z.string(),
+  scenarios: z.array(
+    z.looseObject({
+      scenario: z.string(),
+      points: z.array(z.looseObject({ level: z.number(), repeat: z.number() })),
+      warnings: z.array(warningSchema),
+    }),
+  ),
+  interrupted: z.boolean().optional(),
+});
+
+export const probeSchema = z.looseObject({
+  schemaVersion: z.literal(1),
+  probe: z.enum(['prefill', 'decode']),
+  points: z.array(z.looseObject({})),
+  fit: z.unknown(),
+  interrupted: z.boolean(),
+});
+
+export const capacitySchema = z.looseObject({
+  schemaVersion: z.literal(1),
+  steps: z.array(z.looseObject({ batch: z.number() })),
+  limit: z.looseObject({}).nullable(),
+  capacity: z.number(),
+  interrupted: z.boolean(),
+});
+
+/** `infergauge compare --json` (report/compare.ts CompareReport). */
+export const compareReportSchema = z.looseObject({
+  schemaVersion: z.literal(1),
+  baseline: z.object({ label: z.string(), dir: z.string() }),
+  options: z.looseObject({
+    confidence: z.number(),
+    resamples: z.number(),
+    seed: z.number(),
+    minEffect: z.number(),
+    force: z.boolean(),
+  }),
+  candidates: z.array(
+    z.looseObject({
+      label: z.string(),
+      dir: z.string(),
+      pairs: z.array(z.looseObject({ scenario: z.string(), metrics: z.array(z.looseObject({})) })),
+      onlyBaseline: z.array(z.string()),
+      onlyCandidate: z.array(z.string()),
+    }),
+  ),
+  warnings: z.array(z.string()),
+  thresholds: z.array(z.string()).optional(),
+});
+
+/** `value` checked against `schema`; a ResultFileError naming `path` and each field at fault. */
+export function parseResult<S extends z.ZodType>(
+  schema: S,
+  value: unknown,
+  path: string,
+  what: string,
+): z.infer<S> {
+  const parsed = schema.safeParse(value);
+  // The value itself, not zod's copy: key order and every field stay as written.
+  if (parsed.success) return value as z.infer<S>;
+  const fields = parsed.error.issues
+    .slice(0, 3)
+    .map((i) => `${i.path.join('.') || '(top)'}: ${i.message}`)
+    .join('; ');
+  throw new ResultFileError(path, fields, `${path} is not ${what} (${fields})`);
+}
