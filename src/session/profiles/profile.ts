@@ -12,18 +12,18 @@ import type { Point, PointResult, PointRunner } from '../point.js';
  */
 export type Profile<R> = AsyncGenerator<Point, R, PointResult | undefined>;
 
-/** Runs `profile` point by point until it ends; after `stop`, sends it no more results. */
+/**
+ * Runs `profile` point by point until it ends. Once `stop` is aborted no point runs: the
+ * profile gets `undefined` for every point it still asks for, and must wrap up.
+ */
 export async function runProfile<R>(
   profile: Profile<R>,
   runner: Pick<PointRunner, 'run'>,
   stop: AbortSignal,
 ): Promise<R> {
   let step = await profile.next(undefined);
-  let stopped = false;
   while (!step.done) {
-    if (stopped) throw new Error('a stopped profile asked for another point');
-    stopped = stop.aborted;
-    step = await profile.next(stopped ? undefined : await runner.run(step.value));
+    step = await profile.next(stop.aborted ? undefined : await runner.run(step.value));
   }
   return step.value;
 }
