@@ -326,6 +326,9 @@ function pointMaker(c: ProbeContext, requests: MakeRequest) {
   };
 }
 
+/** One measured point, with where its run went and what its summary warned about. */
+type Measured<M> = { measurement: M; dir: string; warnings: Warning[] };
+
 /** Every request failed, and not because the probe was stopped. */
 function allFailed(c: ProbeContext, summary: RunSummary): boolean {
   return summary.requests.completed === 0 && !summary.interrupted && !c.stop.aborted;
@@ -345,11 +348,7 @@ async function* prefillProfile(
   requests: MakeRequest,
 ): Profile<ProbeResult> {
   const pointAt = pointMaker(c, requests);
-  const measured: {
-    measurement: ReturnType<typeof prefillMeasurement>;
-    dir: string;
-    warnings: Warning[];
-  }[] = [];
+  const measured: Measured<ReturnType<typeof prefillMeasurement>>[] = [];
   outer: for (const batch of s.batches) {
     for (const n of s.lengths) {
       const dir = join('prefill', `n${n}-b${batch}`);
@@ -394,11 +393,7 @@ async function* decodeProfile(
   requests: MakeRequest,
 ): Profile<ProbeResult> {
   const pointAt = pointMaker(c, requests);
-  const measured: {
-    measurement: ReturnType<typeof decodeMeasurement>;
-    dir: string;
-    warnings: Warning[];
-  }[] = [];
+  const measured: Measured<ReturnType<typeof decodeMeasurement>>[] = [];
   for (const level of s.levels) {
     const dir = join('decode', `c${level}`);
     const result = yield pointAt({
