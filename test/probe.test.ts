@@ -19,10 +19,10 @@ import {
   pointRequests,
   prefillRows,
 } from '../src/analysis/probe.js';
-import { formatDecodeModel, formatPrefillModel } from '../src/cli/probe.js';
 import { weightBytes } from '../src/memory/footprint.js';
 import { findGpuPreset, type GpuSpec } from '../src/memory/hardware.js';
 import { findModelPreset, type ModelSpec } from '../src/memory/model.js';
+import { formatDecodeModel, formatPrefillModel } from '../src/report/probeText.js';
 import { EngineModel, type EngineModelOptions } from '../src/sim/engineModel.js';
 import { runCli, tempDir } from './helpers/cli.js';
 
@@ -318,6 +318,27 @@ describe('infergauge probe against the simulator (virtual time)', () => {
       /concurrency\s+│\s+measured\s+│\s+ITL p50\s+│\s+ITL p99\s+│\s+TPOT mean\s+│\s+per-user tok\/s\s+│\s+system tok\/s/,
     );
     assert.match(stdout, /TPOT ~ 7\.\d ms \+ 0\.0\d+ ms x concurrency \(r2 /);
+  });
+
+  test('decode: --input-tokens/--output-tokens are the lengths, --input/--output their old names', async () => {
+    const common = await probeCli([
+      'decode',
+      '--input-tokens',
+      '32',
+      '--output-tokens',
+      '48',
+      '--levels',
+      '1,2',
+    ]);
+    const old = await probeCli(['decode', '--input', '32', '--output', '48', '--levels', '1,2']);
+    const { startedAt: _a, ...commonJson } = common.json as unknown as Record<string, unknown>;
+    const { startedAt: _b, ...oldJson } = old.json as unknown as Record<string, unknown>;
+    assert.deepEqual(commonJson, oldJson);
+    assert.equal(common.json.points[0].outputTokensMean, 48);
+    assert.match(common.stdout, /TPOT ~/);
+    const help = await runCli(['probe', 'decode', '--help']);
+    assert.match(help.stdout, /--input-tokens <n>\s+input tokens per request \(default: 64\)/);
+    assert.doesNotMatch(help.stdout, /--input <n>/);
   });
 
   test('invalid options name the flag; run options the probe sets itself are refused', async () => {

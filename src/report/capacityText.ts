@@ -1,0 +1,121 @@
+/** The terminal view of a capacity search (capacity.json). */
+import Table from 'cli-table3';
+import pc from 'picocolors';
+import type { CapacityLimit, CapacityPrediction, CapacityStep } from '../memory/capacity.js';
+
+/** capacity.json. */
+export interface CapacityReport {
+  schemaVersion: 1;
+  tool: { name: string; version: string };
+  server: { url: string; model: string; simulator: string | undefined; timeScale?: number };
+  workload: {
+    inputTokens: number;
+    outputTokens: number;
+    sequenceTokens: number;
+    endpoint: string;
+    requestsPerStep: number | string;
+  };
+  prediction: CapacityPrediction | null;
+  predictionNote?: string;
+  steps: CapacityStep[];
+  limit: CapacityLimit | null;
+  capacity: number;
+  interrupted: boolean;
+}
+
+const BAR_WIDTH = 40;
+
+/** The steps' table, the KV-usage bars against the prediction, the limit and the capacity. */
+export function renderCapacity(result: CapacityReport, color: boolean): string {
+  const { steps } = result;
+  const limit = result.limit ?? undefined;
+  const prediction = result.prediction ?? undefined;
+  const c = color ? pc : pc.createColors(false);
+  const f = (n: number | undefined, digits = 0) =>
+    n === undefined || Number.isNaN(n)
+      ? '-'
+      : n.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits });
+  const pct = (x: number | undefined) => (x === undefined ? '-' : `${(x * 100).toFixed(1)}%`);
+  const lines: string[] = [];
+  lines.push(
+    c.bold(
+      `Capacity of ${result.server.model}: closed loop, ${f(result.workload.sequenceTokens)} tokens per sequence`,
+    ),
+  );
+  if (result.server.simulator) lines.push(`Simulated server: ${result.server.simulator}`);
+  lines.push('');
+  const table = new Table({
+    head: [
+      'batch',
+      'measured',
+      'KV peak',
+      'predicted',
+      'preempt',
+      'waiting',
+      'GPU mem',
+      'out tok/s',
+      'per user',
+      'TTFT p50',
+      'TTFT p99',
+      'TPOT',
+      'ITL p99',
+      'failed',
+    ],
+    colAligns: Array(14).fill('right'),
+    style: { head: [], border: [] },
+    chars: { mid: '', 'left-mid': '', 'mid-mid': '', 'right-mid': '' },
+  });
+  for (const s of steps) {
+    table.push([
+      s.batch,
+      f(s.meanConcurrency, 1),
+      pct(s.kvCacheUsageMax),
+      pct(s.predictedKvCacheUsage),
+      f(s.preemptions),
+      f(s.waitingMax),
+      s.gpuMemoryUsedMaxBytes === undefined
+        ? '-'
+        : `${(s.gpuMemoryUsedMaxBytes / 2 ** 30).toFixed(1)} GiB`,
+      f(s.outputTokensPerS),
+      f(s.perUserTokensPerS, 1),
+      f(s.ttftP50Ms, 1),
+      f(s.ttftP99Ms, 1),
+      f(s.tpotMeanMs, 1),
+      f(s.itlP99Ms, 1),
+      s.failed > 0 ? c.red(String(s.failed)) : '0',
+    ]);
+  }
+  lines.push(table.toString());
+  lines.push(
+    `(latency in ms, throughput in output tokens/s at the measured concurrency${result.server.timeScale !== undefined ? `; the simulator ran at time scale ${result.server.timeScale}, so these are ${result.server.timeScale}x its modelled times and rates are 1/${result.server.timeScale} of them` : ''})`,
+  );
+  lines.push('');
+  lines.push(
+    `KV cache usage by batch: ${c.bold('█')} measured peak, ${c.cyan('|')} analytic prediction (100% at the right edge)`,
+  );
+  for (const s of steps) {
+    const cells = Array<string>(BAR_WIDTH + 1).fill(' ');
+    const measured = Math.round(Math.min(1, s.kvCacheUsageMax ?? 0) * BAR_WIDTH);
+    for (let i = 0; i < measured; i++) cells[i] = '█';
+    let overflow = '';
+    if (s.predictedKvCacheUsage !== undefined) {
+      const at = Math.round(Math.min(1, s.predictedKvCacheUsage) * BAR_WIDTH);
+      cells[at] = c.cyan('|');
+      if (s.predictedKvCacheUsage > 1)
+        overflow = c.cyan(` predicted ${pct(s.predictedKvCacheUsage)}: does not fit`);
+    }
+    lines.push(`${String(s.batch).padStart(6)} ${cells.join('')}${overflow}`);
+  }
+  lines.push('');
+  if (limit) lines.push(c.yellow(`Limit: ${limit.detail}.`));
+  else lines.push(`No limit reached up to batch ${steps[steps.length - 1]?.batch ?? 0}.`);
+  const predicted = prediction
+    ? ` (analytic prediction: ${f(prediction.maxBatch)}, ${f(prediction.numGpuBlocks)} KV blocks / ${f(prediction.blocksPerSequence)} per sequence)`
+    : '';
+  lines.push(
+    c.bold(
+      `Capacity: ${f(result.capacity)} concurrent sequences of ${f(result.workload.sequenceTokens)} tokens${limit ? '' : ' or more'}${predicted}.`,
+    ),
+  );
+  return lines.join('\n');
+}

@@ -1,0 +1,93 @@
+/** The terminal view of a sweep (sweep.json's scenarios). */
+import Table from 'cli-table3';
+import pc from 'picocolors';
+import type { Cliff, Knee, MaxLoadSearch, Recommendation, SweepPoint } from '../analysis/sweep.js';
+import type { Warning } from '../metrics/summary.js';
+
+/** One scenario's sweep, as saved in sweep.json. */
+export interface ScenarioSweep {
+  scenario: string;
+  points: SweepPoint[];
+  knee?: Knee;
+  cliff?: Cliff;
+  search?: MaxLoadSearch & { slos: string[]; binding?: string };
+  recommendations: Recommendation[];
+  warnings: Warning[];
+}
+
+/** The sweep's table, saturation, cliff, capacity and operating points, per scenario. */
+export function renderSweep(
+  target: string,
+  mode: 'concurrency' | 'rate',
+  results: ScenarioSweep[],
+  color: boolean,
+): string {
+  const c = color ? pc : pc.createColors(false);
+  const f = (n: number | undefined, digits = 0) =>
+    n === undefined || !Number.isFinite(n)
+      ? '-'
+      : n.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits });
+  const lv = (n: number | undefined) => f(n, mode === 'rate' ? 2 : 0);
+  const lines: string[] = [c.bold(`Sweep of ${target}`), ''];
+  for (const r of results) {
+    lines.push(c.bold(`Scenario ${r.scenario}`));
+    const table = new Table({
+      head: [
+        mode === 'concurrency' ? 'concurrency' : 'rate/s',
+        'measured',
+        'out tok/s',
+        'per user',
+        'TTFT p50',
+        'TTFT p99',
+        'ITL p50',
+        'ITL p99',
+        'E2E p99',
+        'KV peak',
+        'failed',
+      ],
+      colAligns: Array(11).fill('right'),
+      style: { head: [], border: [] },
+      chars: { mid: '', 'left-mid': '', 'mid-mid': '', 'right-mid': '' },
+    });
+    for (const p of r.points) {
+      table.push([
+        lv(p.level),
+        f(p.meanConcurrency, 1),
+        f(p.outputTokensPerS),
+        f(p.perUserTokensPerS, 1),
+        f(p.ttftP50Ms, 1),
+        f(p.ttftP99Ms, 1),
+        f(p.itlP50Ms, 1),
+        f(p.itlP99Ms, 1),
+        f(p.e2eP99Ms),
+        p.kvCacheUsageMax === undefined ? '-' : `${(p.kvCacheUsageMax * 100).toFixed(0)}%`,
+        p.failed > 0 ? c.red(String(p.failed)) : '0',
+      ]);
+    }
+    lines.push(table.toString());
+    lines.push('(latency in ms; throughput in output tokens/s at the measured concurrency)');
+    lines.push(
+      r.knee
+        ? c.yellow(`Saturation: at ${mode} ${lv(r.knee.saturatesAt)}: ${r.knee.why}.`)
+        : 'Saturation: not reached in this range: throughput still grows with load.',
+    );
+    if (r.cliff)
+      lines.push(c.yellow(`Latency cliff: at ${mode} ${lv(r.cliff.level)}: ${r.cliff.why}.`));
+    if (r.search) {
+      const best = r.search.bestPoint;
+      lines.push(
+        c.bold(
+          best
+            ? `Capacity under ${r.search.slos.join(', ')}: ${lv(r.search.best)} ${mode === 'concurrency' ? 'concurrent users' : 'requests/s'} (next tried: ${lv(r.search.failedAt)}, which fails); goodput ${f(best.goodputRequestsPerS ?? best.requestsPerS, 2)} req/s, ${f(best.outputTokensPerS)} output tok/s, ${f(best.perUserTokensPerS, 1)} tok/s per user; binding SLO: ${r.search.binding}.`
+            : `Capacity under ${r.search.slos.join(', ')}: none: even ${mode} ${lv(r.search.tried[0]?.level)} misses them.`,
+        ),
+      );
+    }
+    lines.push('Operating points:');
+    for (const rec of r.recommendations)
+      lines.push(`  ${rec.profile} (${rec.rule}): ${rec.costs}.`);
+    for (const w of r.warnings) lines.push(c.yellow(`  warning: ${w.message}`));
+    lines.push('');
+  }
+  return lines.join('\n');
+}

@@ -1,0 +1,322 @@
+/**
+ * The capacity profile: a closed loop of long-context requests at batch 1, 2, 4, ... until a
+ * step fails, preempts, fills the KV cache or falls off a latency cliff (memory/capacity.ts).
+ * Its steps run on a loop of their own, not a PointRunner: see CapacityTarget.
+ */
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { request } from 'undici';
+import { openaiBackend } from '../../backends/openai.js';
+import { firstListedModel, splitServerUrl, withApiKey } from '../../backends/request.js';
+import type { Endpoint } from '../../backends/types.js';
+import { createRunClock } from '../../loadgen/clock.js';
+import { runLoadgen } from '../../loadgen/run.js';
+import {
+  type CapacityLimit,
+  type CapacityPrediction,
+  type CapacityStep,
+  capacityLimit,
+  doublingBatches,
+  predictedKvUsage,
+} from '../../memory/capacity.js';
+import { SummaryBuilder } from '../../metrics/summary.js';
+import type { RequestRecord } from '../../record.js';
+import type { CapacityReport } from '../../report/capacityText.js';
+import { JsonlWriter } from '../../results/jsonl.js';
+import { recordTelemetry } from '../../telemetry/scraper.js';
+import type { TelemetrySnapshot } from '../../telemetry/snapshot.js';
+import type { ServerMetricsSummary } from '../../telemetry/summary.js';
+import { VERSION } from '../../version.js';
+import { createSyntheticWorkload } from '../../workload/synthetic.js';
+import type { PointResult, PointRunner } from '../point.js';
+import { type SimulatorProcess, spawnSimulator } from '../simulator.js';
+import { fixedScenario, type Profile, runProfile } from './profile.js';
+
+/** `infergauge capacity`'s options, as parsed (engine flags besides). */
+export interface CapacityOptions extends Record<string, unknown> {
+  url?: string;
+  model?: string;
+  modelName?: string;
+  endpoint?: string;
+  inputTokens?: string;
+  outputTokens?: string;
+  maxBatch?: string;
+  batches?: string;
+  requestsPerStep?: string;
+  cliffFactor?: string;
+  metricsUrl?: string;
+  scrapeInterval?: string;
+  timeout?: string;
+  apiKeyEnv?: string;
+  ignoreEos?: boolean;
+  timeScale?: string;
+  seed?: string;
+  out?: string;
+  json?: boolean;
+}
+
+export interface CapacitySettings {
+  endpoint: Endpoint;
+  inputTokens: number;
+  outputTokens: number;
+  batches: number[];
+  requestsPerStep?: number;
+  cliffFactor: number;
+  scrapeIntervalS: number;
+  timeoutS: number;
+  seed: number;
+  ignoreEos: boolean;
+}
+
+/** The capacity search's settings from its options. */
+export function capacitySettings(o: CapacityOptions, problems: string[]): CapacitySettings {
+  const num = (flag: string, value: string | undefined, fallback: number, min: number) => {
+    if (value === undefined) return fallback;
+    const n = Number(value);
+    if (!Number.isFinite(n) || n < min) {
+      problems.push(`${flag} must be a number >= ${min} (got "${value}")`);
+      return fallback;
+    }
+    return n;
+  };
+  const whole = (flag: string, value: string | undefined, fallback: number, min = 1) => {
+    const n = num(flag, value, fallback, min);
+    if (!Number.isInteger(n)) problems.push(`${flag} must be a whole number (got "${value}")`);
+    return n;
+  };
+  let batches = doublingBatches(whole('--max-batch', o.maxBatch, 256));
+  if (o.batches !== undefined) {
+    const list = o.batches.split(',').map((b) => Number(b.trim()));
+    if (list.length === 0 || list.some((b) => !Number.isInteger(b) || b < 1)) {
+      problems.push(
+        `--batches must be whole numbers >= 1 separated by commas (got "${o.batches}")`,
+      );
+    } else batches = [...new Set(list)].sort((a, b) => a - b);
+  }
+  const endpoint = o.endpoint ?? 'completions';
+  if (endpoint !== 'chat' && endpoint !== 'completions') {
+    problems.push(`--endpoint must be chat or completions (got "${endpoint}")`);
+  }
+  return {
+    endpoint: endpoint as Endpoint,
+    inputTokens: whole('--input-tokens', o.inputTokens, 4096),
+    outputTokens: whole('--output-tokens', o.outputTokens, 256),
+    batches,
+    ...(o.requestsPerStep !== undefined
+      ? { requestsPerStep: whole('--requests-per-step', o.requestsPerStep, 4) }
+      : {}),
+    cliffFactor: num('--cliff-factor', o.cliffFactor, 3, 1.01),
+    scrapeIntervalS: num('--scrape-interval', o.scrapeInterval, 0.5, 0.05),
+    timeoutS: num('--timeout', o.timeout, 600, 0.001),
+    seed: whole('--seed', o.seed, 42, 0),
+    ignoreEos: o.ignoreEos === true,
+  };
+}
+
+export interface CapacityRun {
+  /** Whether to start the built-in simulator (no --url), with these arguments. */
+  simulatorArgs?: string[];
+  url?: string;
+  /** The model to request (--model-name), else the first the server lists. */
+  modelName?: string;
+  metricsUrl?: string;
+  apiKey: string | undefined;
+  timeScale?: string;
+  prediction: CapacityPrediction | undefined;
+  predictionNote: string | undefined;
+  out: string;
+  /** A line before each step runs (for a terminal watching it). */
+  progress?: (line: string) => void;
+}
+
+/** Runs the capacity search and returns capacity.json, as saved in `out`. */
+export async function runCapacity(
+  settings: CapacitySettings,
+  c: CapacityRun,
+  stop: AbortSignal,
+): Promise<CapacityReport> {
+  let sim: SimulatorProcess | undefined;
+  try {
+    if (c.simulatorArgs) sim = await spawnSimulator(c.simulatorArgs);
+    const url = sim?.url ?? (c.url as string);
+    const headers = withApiKey({}, c.apiKey);
+    const model = c.modelName ?? (await firstModel(url, headers));
+    const { origin, prefix } = splitServerUrl(url);
+    const target = capacityTarget({
+      url,
+      model,
+      headers,
+      apiKey: c.apiKey,
+      metricsUrl: c.metricsUrl ?? `${origin}${prefix}/metrics`,
+      settings,
+      stop,
+    });
+    mkdirSync(c.out, { recursive: true });
+    const { steps, limit } = await runProfile(capacityProfile(settings, c, stop), target, stop);
+    const lastGood = limit ? steps[steps.length - 2] : steps[steps.length - 1];
+    const report: CapacityReport = {
+      schemaVersion: 1,
+      tool: { name: 'infergauge', version: VERSION },
+      server: {
+        url: sim ? 'built-in simulator' : url,
+        model,
+        simulator: sim?.banner,
+        ...(c.timeScale !== undefined ? { timeScale: Number(c.timeScale) } : {}),
+      },
+      workload: {
+        inputTokens: settings.inputTokens,
+        outputTokens: settings.outputTokens,
+        sequenceTokens: settings.inputTokens + settings.outputTokens,
+        endpoint: settings.endpoint,
+        requestsPerStep: settings.requestsPerStep ?? '2 x batch, at least 4',
+      },
+      prediction: c.prediction ?? null,
+      ...(c.predictionNote ? { predictionNote: c.predictionNote } : {}),
+      steps,
+      limit: limit ?? null,
+      capacity: lastGood?.batch ?? 0,
+      interrupted: stop.aborted,
+    };
+    writeFileSync(join(c.out, 'capacity.json'), `${JSON.stringify(report, null, 2)}\n`);
+    return report;
+  } finally {
+    await sim?.stop();
+  }
+}
+
+/** Batch after batch until a limit, the last batch, or the stop. */
+async function* capacityProfile(
+  s: CapacitySettings,
+  c: CapacityRun,
+  stop: AbortSignal,
+): Profile<{ steps: CapacityStep[]; limit: CapacityLimit | undefined }> {
+  const steps: CapacityStep[] = [];
+  let limit: CapacityLimit | undefined;
+  for (const batch of s.batches) {
+    if (!stop.aborted) c.progress?.(`batch ${batch}...\n`);
+    const result = yield {
+      load: { mode: 'closed', concurrency: batch },
+      scenario: fixedScenario(`batch ${batch}`, s.inputTokens, s.outputTokens),
+      requests: s.requestsPerStep ?? Math.max(4, 2 * batch),
+      dir: join(c.out, `batch-${batch}`),
+      nextRequest: createSyntheticWorkload({
+        inputTokens: s.inputTokens,
+        outputTokens: s.outputTokens,
+        seed: s.seed + batch,
+      }),
+    };
+    if (!result) break;
+    const step = capacityStep(batch, result);
+    if (c.prediction) step.predictedKvCacheUsage = predictedKvUsage(c.prediction, batch);
+    limit = capacityLimit(step, steps[steps.length - 1], s.cliffFactor);
+    steps.push(step);
+    if (limit) break;
+  }
+  return { steps, limit };
+}
+
+function capacityStep(batch: number, { summary, serverMetrics }: PointResult): CapacityStep {
+  const step: CapacityStep = {
+    batch,
+    completed: summary.requests.completed,
+    failed: summary.requests.failed,
+    errorsByKind: summary.requests.errorsByKind as Record<string, number>,
+    meanConcurrency: summary.load.meanConcurrency,
+    outputTokensPerS: summary.throughput.outputTokensPerS,
+    perUserTokensPerS: summary.latency.outputSpeedTokS.mean,
+    ttftP50Ms: summary.latency.ttftMs.p50,
+    ttftP99Ms: summary.latency.ttftMs.p99,
+    tpotMeanMs: summary.latency.tpotMs.mean,
+    itlP99Ms: summary.latency.itlMs.p99,
+  };
+  // The step's server numbers: peaks over its scrapes and the growth of the preemption counter.
+  const m = serverMetrics?.memory;
+  if (m?.kvCacheUsage) step.kvCacheUsageMax = m.kvCacheUsage.max;
+  if (m?.preemptions !== undefined) step.preemptions = m.preemptions;
+  if (m?.waiting) step.waitingMax = m.waiting.max;
+  if (m?.gpuMemoryUsedBytes) step.gpuMemoryUsedMaxBytes = m.gpuMemoryUsedBytes.max;
+  return step;
+}
+
+async function firstModel(url: string, headers: Record<string, string>): Promise<string> {
+  const { origin, prefix } = splitServerUrl(url);
+  const response = await request(`${origin}${prefix}/v1/models`, {
+    headers,
+    headersTimeout: 10_000,
+    bodyTimeout: 10_000,
+  });
+  const text = await response.body.text();
+  const model =
+    response.statusCode === 200 ? firstListedModel(JSON.parse(text) as unknown) : undefined;
+  if (model === undefined) {
+    throw new Error(`could not learn the model from ${url}/v1/models; pass --model-name NAME`);
+  }
+  return model;
+}
+
+/**
+ * Runs capacity's points: a closed loop over OpenAI-compatible HTTP with server metrics
+ * scraped on the run's clock. Not createPointRunner, which would add the prompt-overhead
+ * request, client-health.json and the server metrics inside summary.json to every step.
+ */
+function capacityTarget(c: {
+  url: string;
+  model: string;
+  headers: Record<string, string>;
+  apiKey: string | undefined;
+  metricsUrl: string;
+  settings: CapacitySettings;
+  stop: AbortSignal;
+}): Pick<PointRunner, 'run'> {
+  const { settings } = c;
+  return {
+    run: async (point) => {
+      mkdirSync(point.dir, { recursive: true });
+      const records = new JsonlWriter<RequestRecord>(join(point.dir, 'records.jsonl'));
+      const builder = new SummaryBuilder({ load: point.load });
+      const clock = createRunClock();
+      const telemetry = recordTelemetry({
+        sources: [{ kind: 'prometheus', url: c.metricsUrl }],
+        intervalMs: settings.scrapeIntervalS * 1000,
+        nowMs: () => clock.nowUs() / 1000,
+        headers: c.headers,
+        sink: new JsonlWriter<TelemetrySnapshot>(join(point.dir, 'telemetry.jsonl')),
+      });
+      let serverMetrics: ServerMetricsSummary | undefined;
+      let result: Awaited<ReturnType<typeof runLoadgen>>;
+      try {
+        result = await runLoadgen({
+          target: {
+            backend: openaiBackend,
+            baseUrl: c.url,
+            endpoint: settings.endpoint,
+            model: c.model,
+            temperature: 0,
+            ignoreEos: settings.ignoreEos,
+            continuousUsageStats: false,
+            headers: {},
+            timeoutMs: settings.timeoutS * 1000,
+            ...(c.apiKey ? { apiKey: c.apiKey } : {}),
+          },
+          load: point.load,
+          ...(point.requests !== undefined ? { requests: point.requests } : {}),
+          warmupRequests: 0,
+          seed: settings.seed,
+          nextRequest: point.nextRequest as NonNullable<typeof point.nextRequest>,
+          onRecord: (record) => {
+            records.write(record);
+            builder.add(record);
+          },
+          stopSignal: c.stop,
+          clock,
+        });
+      } finally {
+        records.close();
+        serverMetrics = await telemetry.stop();
+      }
+      const summary = builder.build({ clientHealth: result.clientHealth });
+      writeFileSync(join(point.dir, 'summary.json'), `${JSON.stringify(summary, null, 2)}\n`);
+      return { summary, ...(serverMetrics ? { serverMetrics } : {}) };
+    },
+  };
+}

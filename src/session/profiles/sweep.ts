@@ -1,0 +1,308 @@
+/**
+ * The sweep profile: each scenario at fixed load levels (concurrency or rate, repeated and
+ * averaged), then, with find-max, a search for the largest load meeting percentile SLOs.
+ */
+import { join } from 'node:path';
+import {
+  type AggregateSlo,
+  averageRepeats,
+  checkSlos,
+  DEFAULT_TRIANGLE,
+  findCliff,
+  findKnee,
+  parseAggregateSlos,
+  recommend,
+  type SweepPoint,
+  searchMaxLoad,
+  sweepPoint,
+  type TriangleThresholds,
+} from '../../analysis/sweep.js';
+import { prefillWarning, targetContextWarning } from '../../analysis/traps.js';
+import type { LoadSpec } from '../../load.js';
+import { planVllmMemory } from '../../memory/footprint.js';
+import type { RunSummary, Warning } from '../../metrics/summary.js';
+import type { RunPlan } from '../../plan/runPlan.js';
+import type { ScenarioSweep } from '../../report/sweepText.js';
+import { resolveEngineConfig } from '../../sim/engineModel.js';
+import type { Scenario } from '../../workload/scenarios.js';
+import { createPointRunner, type Point, type PointResult } from '../point.js';
+import type { PreparedRun } from '../target.js';
+import { type Profile, runProfile, searchSteps } from './profile.js';
+
+export const DEFAULT_LEVELS = [1, 4, 16, 64, 128];
+
+export interface SweepSettings {
+  mode: 'concurrency' | 'rate';
+  levels: number[];
+  repeats: number;
+  findMax: boolean;
+  maxLevel: number;
+  cliffFactor: number;
+  slos: AggregateSlo[];
+  triangle: TriangleThresholds;
+  targetContext?: number;
+  requestsGiven: boolean;
+  warmupGiven: boolean;
+}
+
+/** A sweep's settings from its options (`sweepSlo`: the percentile SLOs of --slo). */
+export function sweepSettings(o: Record<string, unknown>, problems: string[]): SweepSettings {
+  const num = (flag: string, value: unknown, fallback: number, min: number, integer = false) => {
+    if (value === undefined) return fallback;
+    const n = Number(value);
+    if (!Number.isFinite(n) || n < min || (integer && !Number.isInteger(n))) {
+      problems.push(
+        `${flag} must be a ${integer ? 'whole number' : 'number'} >= ${min} (got "${String(value)}")`,
+      );
+      return fallback;
+    }
+    return n;
+  };
+  const list = (flag: string, value: unknown, integer: boolean) => {
+    const items = String(value)
+      .split(',')
+      .map((v) => Number(v.trim()));
+    if (items.length === 0 || items.some((n) => !(n > 0) || (integer && !Number.isInteger(n)))) {
+      problems.push(
+        `${flag} must be ${integer ? 'whole numbers' : 'numbers'} above 0 separated by commas (got "${String(value)}")`,
+      );
+      return [];
+    }
+    return [...new Set(items)].sort((a, b) => a - b);
+  };
+  if (o.levels !== undefined && o.rates !== undefined) {
+    problems.push('--levels (concurrency) and --rates cannot be combined: sweep one of them');
+  }
+  for (const flag of ['concurrency', 'rate'] as const) {
+    if (o[flag] !== undefined)
+      problems.push(`--${flag} is set per point by a sweep: use --levels or --rates`);
+  }
+  const mode = o.rates !== undefined ? 'rate' : 'concurrency';
+  const levels =
+    mode === 'rate'
+      ? list('--rates', o.rates, false)
+      : o.levels !== undefined
+        ? list('--levels', o.levels, true)
+        : DEFAULT_LEVELS;
+  let slos: AggregateSlo[] = [];
+  if (o.sweepSlo !== undefined) {
+    try {
+      slos = parseAggregateSlos(String(o.sweepSlo));
+    } catch (err) {
+      problems.push(`--slo ${(err as Error).message}`);
+    }
+  }
+  if (o.findMax && slos.length === 0) {
+    problems.push("--find-max needs percentile SLOs, e.g. --slo 'ttft.p99<500,itl.p99<50'");
+  }
+  const triangle = (flag: string, key: keyof TriangleThresholds, value: unknown) =>
+    num(flag, value, DEFAULT_TRIANGLE[key], 0);
+  return {
+    mode,
+    levels,
+    repeats: num('--repeats', o.repeats, 1, 1, true),
+    findMax: o.findMax === true,
+    maxLevel: num(
+      '--max-level',
+      o.maxLevel,
+      mode === 'rate' ? 1000 : 1024,
+      1,
+      mode === 'concurrency',
+    ),
+    cliffFactor: num('--cliff-factor', o.cliffFactor, 3, 1.01),
+    slos,
+    triangle: {
+      latencyTtftP99Ms: triangle('--latency-ttft-p99', 'latencyTtftP99Ms', o.latencyTtftP99),
+      latencyItlP99Ms: triangle('--latency-itl-p99', 'latencyItlP99Ms', o.latencyItlP99),
+      throughputItlP99Ms: triangle(
+        '--throughput-itl-p99',
+        'throughputItlP99Ms',
+        o.throughputItlP99,
+      ),
+      memoryThroughputShare: triangle(
+        '--memory-throughput-share',
+        'memoryThroughputShare',
+        o.memoryThroughputShare,
+      ),
+    },
+    ...(o.targetContext !== undefined
+      ? { targetContext: num('--target-context', o.targetContext, 0, 1, true) }
+      : {}),
+    requestsGiven: o.requests !== undefined || o.duration !== undefined,
+    warmupGiven: o.warmup !== undefined,
+  };
+}
+
+/** What the sweep holds the target's KV cache to (the simulator's), for --target-context. */
+type KvPool = { plan: ReturnType<typeof planVllmMemory>; blockSize: number };
+
+interface SweepContext {
+  plan: RunPlan;
+  settings: SweepSettings;
+  root: string;
+  kv: KvPool | undefined;
+  /** One progress line per measured point. */
+  say: (line: string) => void;
+}
+
+/** A sweep's scenarios (sweep.json's) and every point's summary, for --threshold. */
+export interface SweepOutcome {
+  target: string;
+  scenarios: ScenarioSweep[];
+  summaries: { name: string; summary: RunSummary }[];
+}
+
+/** Runs the sweep of every scenario of the plan against its target; `root`: the run directory. */
+export async function runSweep(
+  prepared: PreparedRun & { plan: RunPlan },
+  settings: SweepSettings,
+  root: string,
+  stop: AbortSignal,
+  say: (line: string) => void,
+): Promise<SweepOutcome> {
+  const runner = await createPointRunner(prepared, stop);
+  try {
+    const engine = prepared.engine ? resolveEngineConfig(prepared.engine) : undefined;
+    const kv = engine ? { plan: planVllmMemory(engine), blockSize: engine.blockSize } : undefined;
+    const summaries: SweepOutcome['summaries'] = [];
+    const context = { plan: prepared.plan, settings, root, kv, say };
+    const scenarios = await runProfile(sweepProfile(context, summaries), runner, stop);
+    return { target: runner.description, scenarios, summaries };
+  } finally {
+    await runner.close();
+  }
+}
+
+/** Every scenario in turn; one stopped before its first point is left out. */
+async function* sweepProfile(
+  c: SweepContext,
+  summaries: SweepOutcome['summaries'],
+): Profile<ScenarioSweep[]> {
+  const results: ScenarioSweep[] = [];
+  for (const scenario of c.plan.scenarios) {
+    const result = yield* scenarioProfile(c, scenario, summaries);
+    if (!result) break;
+    results.push(result);
+  }
+  return results;
+}
+
+async function* scenarioProfile(
+  c: SweepContext,
+  scenario: Scenario,
+  summaries: SweepOutcome['summaries'],
+): Profile<ScenarioSweep | undefined> {
+  const { plan, settings: s } = c;
+  const baseLoad = plan.load;
+  const loadFor = (level: number): LoadSpec =>
+    s.mode === 'concurrency'
+      ? { mode: 'closed', concurrency: level }
+      : {
+          mode: 'open',
+          rate: level,
+          arrival:
+            baseLoad.mode === 'open' && baseLoad.arrival !== 'trace' ? baseLoad.arrival : 'poisson',
+          ...(baseLoad.mode === 'open' && baseLoad.burstiness !== undefined
+            ? { burstiness: baseLoad.burstiness }
+            : {}),
+        };
+  const tag = (level: number) => (s.mode === 'concurrency' ? `c${level}` : `r${level}`);
+  const pointAt = (level: number, dir: string): Point => {
+    // Enough requests for several waves at every level, and one wave of warm-up.
+    const perPoint =
+      s.mode === 'concurrency' ? Math.max(100, 4 * level) : Math.max(100, Math.ceil(30 * level));
+    return {
+      load: loadFor(level),
+      scenario,
+      dir,
+      ...(s.requestsGiven
+        ? {
+            ...(plan.requests !== undefined ? { requests: plan.requests } : {}),
+            ...(plan.durationS !== undefined ? { durationS: plan.durationS } : {}),
+          }
+        : { requests: perPoint }),
+      warmupRequests: s.warmupGiven
+        ? plan.warmupRequests
+        : s.mode === 'concurrency'
+          ? level
+          : Math.ceil(level),
+    };
+  };
+  const measured = (level: number, repeat: number, { summary, serverMetrics }: PointResult) => {
+    const point = sweepPoint(scenario.name, level, repeat, summary, serverMetrics);
+    summaries.push({ name: `${scenario.name} at ${s.mode} ${level}`, summary });
+    c.say(
+      `  ${scenario.name} ${s.mode} ${level}${s.repeats > 1 ? ` #${repeat + 1}` : ''}: ${Math.round(point.outputTokensPerS)} tok/s at measured concurrency ${point.meanConcurrency.toFixed(1)}, p99 TTFT ${point.ttftP99Ms.toFixed(0)} ms\n`,
+    );
+    return point;
+  };
+  const raw: SweepPoint[] = [];
+  const warnings: Warning[] = [];
+  let stopped = false;
+  levels: for (const level of s.levels) {
+    for (let r = 0; r < s.repeats; r++) {
+      const dir = join(c.root, scenario.name, `${tag(level)}${s.repeats > 1 ? `-r${r + 1}` : ''}`);
+      const result = yield pointAt(level, dir);
+      if (!result) {
+        stopped = true;
+        break levels;
+      }
+      raw.push(measured(level, r, result));
+      if (level === s.levels[0] && r === 0) {
+        const prefill = prefillWarning(result.summary);
+        if (prefill) warnings.push(prefill);
+      }
+    }
+  }
+  if (raw.length === 0) return undefined;
+  const points = averageRepeats(raw);
+  const result: ScenarioSweep = {
+    scenario: scenario.name,
+    points,
+    recommendations: recommend(points, s.triangle),
+    warnings,
+  };
+  const knee = findKnee(points);
+  if (knee) result.knee = knee;
+  const cliff = findCliff(points, s.cliffFactor);
+  if (cliff) result.cliff = cliff;
+  if (s.findMax && !stopped) {
+    const search = yield* searchSteps(
+      (measure: (level: number) => Promise<PointResult>) =>
+        searchMaxLoad(
+          async (level) => {
+            const point = measured(level, 0, await measure(level));
+            return { ok: checkSlos(point, s.slos).ok, point };
+          },
+          {
+            start: s.mode === 'concurrency' ? 1 : s.levels[0],
+            max: s.maxLevel,
+            resolution: s.mode === 'concurrency' ? 1 : Math.max(0.1, s.levels[0] / 4),
+            integer: s.mode === 'concurrency',
+          },
+        ),
+      (level) => pointAt(level, join(c.root, scenario.name, `search-${tag(level)}`)),
+    );
+    if (search) {
+      const binding = search.bestPoint
+        ? checkSlos(search.bestPoint, s.slos).binding.text
+        : undefined;
+      result.search = {
+        ...search,
+        slos: s.slos.map((x) => x.text),
+        ...(binding ? { binding } : {}),
+      };
+    }
+  }
+  if (s.targetContext !== undefined) {
+    const longest = Math.max(...points.map((p) => p.meanInputTokens + p.meanOutputTokens));
+    const top = Math.max(...points.map((p) => p.meanConcurrency));
+    const w = targetContextWarning(
+      s.targetContext,
+      Math.round(longest),
+      c.kv ? { ...c.kv, concurrency: Math.round(top) } : undefined,
+    );
+    if (w) warnings.push(w);
+  }
+  return result;
+}
