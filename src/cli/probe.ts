@@ -1,8 +1,9 @@
-import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { Command, Option } from '@commander-js/extra-typings';
 import { EXIT } from '../errors.js';
 import { probeWarnings, renderDecode, renderPrefill } from '../report/probeText.js';
+import { hasResult, writeResult } from '../results/layout.js';
 import {
   PROBE_DEFAULTS as DEFAULTS,
   type ProbeKind,
@@ -156,7 +157,7 @@ async function probe(
   const plan = prepared.plan;
   const label = merged.label !== undefined ? String(merged.label) : `probe-${kind}`;
   const out = plan.out ?? join('infergauge-results', `${utcStamp()}-${label}`);
-  if (existsSync(join(out, 'probe.json'))) {
+  if (hasResult(out, 'probe')) {
     process.stderr.write(
       `infergauge ${name}: ${out} already holds a probe (probe.json); choose another --out\n`,
     );
@@ -182,7 +183,7 @@ async function probe(
           : {}),
       },
     );
-    writeFileSync(join(out, 'probe.json'), `${JSON.stringify(saved, null, 2)}\n`);
+    writeResult(out, 'probe', saved);
     printWarnings(name, probeWarnings(result.points));
     if (prepared.json) process.stdout.write(`${JSON.stringify(saved, null, 2)}\n`);
     else {

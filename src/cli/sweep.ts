@@ -1,9 +1,10 @@
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { Command } from '@commander-js/extra-typings';
 import { DEFAULT_TRIANGLE } from '../analysis/sweep.js';
 import { EXIT } from '../errors.js';
 import { renderSweep } from '../report/sweepText.js';
+import { writeResult } from '../results/layout.js';
 import { DEFAULT_LEVELS, runSweep, sweepSettings } from '../session/profiles/sweep.js';
 import { utcStamp } from '../session/target.js';
 import { listenForInterrupts, printProblems, printWarnings, runAction } from './common.js';
@@ -122,7 +123,7 @@ async function sweep(options: RunOptions): Promise<number> {
       scenarios: outcome.scenarios,
       interrupted: interrupts.stop.aborted,
     };
-    writeFileSync(join(root, 'sweep.json'), `${JSON.stringify(saved, null, 2)}\n`);
+    writeResult(root, 'sweep', saved);
     if (prepared.json) process.stdout.write(`${JSON.stringify(saved, null, 2)}\n`);
     else {
       const text = renderSweep(

@@ -3,7 +3,8 @@
  * step fails, preempts, fills the KV cache or falls off a latency cliff (memory/capacity.ts).
  * Its steps run on a loop of their own, not a PointRunner: see CapacityTarget.
  */
-import { mkdirSync, writeFileSync } from 'node:fs';
+
+import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { request } from 'undici';
 import { openaiBackend } from '../../backends/openai.js';
@@ -23,6 +24,7 @@ import { SummaryBuilder } from '../../metrics/summary.js';
 import type { RequestRecord } from '../../record.js';
 import type { CapacityReport } from '../../report/capacityText.js';
 import { JsonlWriter } from '../../results/jsonl.js';
+import { resultPath, writeResult } from '../../results/layout.js';
 import { recordTelemetry } from '../../telemetry/scraper.js';
 import type { TelemetrySnapshot } from '../../telemetry/snapshot.js';
 import type { ServerMetricsSummary } from '../../telemetry/summary.js';
@@ -177,7 +179,7 @@ export async function runCapacity(
       capacity: lastGood?.batch ?? 0,
       interrupted: stop.aborted,
     };
-    writeFileSync(join(c.out, 'capacity.json'), `${JSON.stringify(report, null, 2)}\n`);
+    writeResult(c.out, 'capacity', report);
     return report;
   } finally {
     await sim?.stop();
@@ -272,7 +274,7 @@ function capacityTarget(c: {
   return {
     run: async (point) => {
       mkdirSync(point.dir, { recursive: true });
-      const records = new JsonlWriter<RequestRecord>(join(point.dir, 'records.jsonl'));
+      const records = new JsonlWriter<RequestRecord>(resultPath(point.dir, 'records'));
       const builder = new SummaryBuilder({ load: point.load });
       const clock = createRunClock();
       const telemetry = recordTelemetry({
@@ -280,7 +282,7 @@ function capacityTarget(c: {
         intervalMs: settings.scrapeIntervalS * 1000,
         nowMs: () => clock.nowUs() / 1000,
         headers: c.headers,
-        sink: new JsonlWriter<TelemetrySnapshot>(join(point.dir, 'telemetry.jsonl')),
+        sink: new JsonlWriter<TelemetrySnapshot>(resultPath(point.dir, 'telemetry')),
       });
       let serverMetrics: ServerMetricsSummary | undefined;
       let result: Awaited<ReturnType<typeof runLoadgen>>;
@@ -315,7 +317,7 @@ function capacityTarget(c: {
         serverMetrics = await telemetry.stop();
       }
       const summary = builder.build({ clientHealth: result.clientHealth });
-      writeFileSync(join(point.dir, 'summary.json'), `${JSON.stringify(summary, null, 2)}\n`);
+      writeResult(point.dir, 'summary', summary);
       return { summary, ...(serverMetrics ? { serverMetrics } : {}) };
     },
   };
