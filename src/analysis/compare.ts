@@ -1,6 +1,7 @@
 import { endianness } from 'node:os';
 import type { LoadSpec } from '../load.js';
 import { percentileOfSorted } from '../metrics/distribution.js';
+import { fmtNumber, fmtUpTo } from '../metrics/format.js';
 import { forEachTokenGap, requestMetrics } from '../metrics/requestMetrics.js';
 import type { RequestRecord } from '../record.js';
 import { createRng } from '../rng.js';
@@ -1111,27 +1112,24 @@ export function loadKey(load: LoadSpec): string {
   return load.mode === 'closed' ? `c${load.concurrency}` : `r${Number(load.rate.toPrecision(6))}`;
 }
 
-const fmtNum = (x: number, digits = 2) =>
-  x.toLocaleString('en-US', { maximumFractionDigits: digits });
-
 /** The load as configured, without the measured part: `16 concurrent requests`. */
 export function describeConfiguredLoad(load: LoadSpec): string {
   if (load.mode === 'closed') {
-    return `${fmtNum(load.concurrency)} concurrent request${load.concurrency === 1 ? '' : 's'}`;
+    return `${fmtUpTo(load.concurrency)} concurrent request${load.concurrency === 1 ? '' : 's'}`;
   }
   const cap =
-    load.maxConcurrency !== undefined ? `, at most ${fmtNum(load.maxConcurrency)} in flight` : '';
+    load.maxConcurrency !== undefined ? `, at most ${fmtUpTo(load.maxConcurrency)} in flight` : '';
   if (load.arrival === 'trace') {
     const t = load.trace as { speed?: number; source?: string } | undefined;
-    return `trace replay at ${fmtNum(t?.speed ?? 1)}x${cap}`;
+    return `trace replay at ${fmtUpTo(t?.speed ?? 1)}x${cap}`;
   }
   const kind =
     load.arrival === 'gamma'
-      ? `gamma arrivals (burstiness ${fmtNum(load.burstiness ?? 1)})`
+      ? `gamma arrivals (burstiness ${fmtUpTo(load.burstiness ?? 1)})`
       : `${load.arrival} arrivals`;
   const ramp = load.rampUp
-    ? `ramping ${fmtNum(load.rampUp.fromRate)} -> ${fmtNum(load.rate)} requests/s over ${fmtNum(load.rampUp.seconds)} s`
-    : `${fmtNum(load.rate)} requests/s`;
+    ? `ramping ${fmtUpTo(load.rampUp.fromRate)} -> ${fmtUpTo(load.rate)} requests/s over ${fmtUpTo(load.rampUp.seconds)} s`
+    : `${fmtUpTo(load.rate)} requests/s`;
   return `${ramp} ${kind}${cap}`;
 }
 
@@ -1139,8 +1137,7 @@ export function describeConfiguredLoad(load: LoadSpec): string {
 export function describeLoads(a: RunUnit, b: RunUnit): string {
   const la = describeConfiguredLoad(a.load);
   const lb = describeConfiguredLoad(b.load);
-  const one = (x: number) =>
-    x.toLocaleString('en-US', { minimumFractionDigits: 1, maximumFractionDigits: 1 });
+  const one = (x: number) => fmtNumber(x, 1);
   const ma = one(measuredConcurrency(a.sample));
   const mb = one(measuredConcurrency(b.sample));
   const measured = a.load.mode === 'closed' ? 'measured' : 'measured concurrency';
@@ -1176,7 +1173,7 @@ function loadDifferences(a: LoadSpec, b: LoadSpec): string[] {
   if (a.mode !== 'open' || b.mode !== 'open') return out;
   if (a.arrival !== b.arrival) out.push(`different arrivals: A ${a.arrival}, B ${b.arrival}`);
   if (!sameNumber(a.rate, b.rate)) {
-    out.push(`different load: A at ${fmtNum(a.rate)} requests/s, B at ${fmtNum(b.rate)}`);
+    out.push(`different load: A at ${fmtUpTo(a.rate)} requests/s, B at ${fmtUpTo(b.rate)}`);
   }
   if (!sameNumber(a.burstiness, b.burstiness) && (a.arrival === 'gamma' || b.arrival === 'gamma')) {
     out.push(`different burstiness: A ${a.burstiness ?? 1}, B ${b.burstiness ?? 1}`);
@@ -1215,8 +1212,8 @@ function lengthsDiffer(a: Moments, b: Moments): boolean {
 
 const describeMoments = (m: Moments) =>
   m.min === m.max
-    ? fmtNum(m.mean, 1)
-    : `mean ${fmtNum(m.mean, 1)} (${fmtNum(m.min, 0)}-${fmtNum(m.max, 0)})`;
+    ? fmtUpTo(m.mean, 1)
+    : `mean ${fmtUpTo(m.mean, 1)} (${fmtUpTo(m.min, 0)}-${fmtUpTo(m.max, 0)})`;
 
 /** Refuses different loads and workloads; notes other differences (model, server, tokenizer). */
 export function checkComparable(a: RunUnit, b: RunUnit): Comparability {

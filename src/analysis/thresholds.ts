@@ -1,5 +1,6 @@
 import { UsageError } from '../errors.js';
 import type { Distribution } from '../metrics/distribution.js';
+import { fmtNumber } from '../metrics/format.js';
 import type { LatencySummary, RunSummary } from '../metrics/summary.js';
 
 /**
@@ -334,13 +335,6 @@ export function evaluateThresholdsOnPoints(
   return { points: evaluated, ok: evaluated.every((p) => p.ok), failures };
 }
 
-function formatNumber(x: number, digits: number): string {
-  return x.toLocaleString('en-US', {
-    minimumFractionDigits: digits,
-    maximumFractionDigits: digits,
-  });
-}
-
 /** Enough digits to tell small numbers apart, one decimal from 10 on. */
 function digitsFor(x: number): number {
   const a = Math.abs(x);
@@ -348,8 +342,8 @@ function digitsFor(x: number): number {
 }
 
 function formatValue(value: number, unit: ThresholdUnit): string {
-  if (unit === 'fraction') return `${formatNumber(value * 100, digitsFor(value * 100))} %`;
-  return `${formatNumber(value, digitsFor(value))} ${unit}`;
+  if (unit === 'fraction') return `${fmtNumber(value * 100, digitsFor(value * 100))} %`;
+  return `${fmtNumber(value, digitsFor(value))} ${unit}`;
 }
 
 function formatLimit(limit: number, unit: ThresholdUnit): string {
@@ -360,14 +354,14 @@ function formatLimit(limit: number, unit: ThresholdUnit): string {
 function formatDelta(delta: number, unit: ThresholdUnit): string {
   if (unit === 'fraction') {
     const points = delta * 100;
-    return `${formatNumber(points, digitsFor(points))} percentage points`;
+    return `${fmtNumber(points, digitsFor(points))} percentage points`;
   }
-  return `${formatNumber(delta, digitsFor(delta))} ${unit}`;
+  return `${fmtNumber(delta, digitsFor(delta))} ${unit}`;
 }
 
 function formatShare(share: number): string {
   const pct = share * 100;
-  return `${pct >= 10 ? Math.round(pct).toLocaleString('en-US') : pct.toFixed(1)} %`;
+  return `${pct >= 10 ? fmtNumber(Math.round(pct)) : fmtNumber(pct, 1, false)} %`;
 }
 
 function trimNumber(x: number): string {

@@ -1,18 +1,9 @@
+import { fmtNumber } from '../metrics/format.js';
 import type { RunSummary } from '../metrics/summary.js';
+import { markdownCell as cell } from './format.js';
 import { describeLoad } from './terminal.js';
 
-/** Markdown text for a table cell: pipes and line breaks would break the table. */
-function cell(text: string): string {
-  return text
-    .replace(/\|/g, '\\|')
-    .replace(/[\r\n]+/g, ' ')
-    .replace(/</g, '&lt;');
-}
-
-const fmt = (n: number, digits = 1) =>
-  Number.isFinite(n)
-    ? n.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits })
-    : '-';
+const fmt = (n: number, digits = 1) => fmtNumber(n, digits);
 
 /**
  * A compact summary for a CI job summary or a pull-request comment: the load first, latency

@@ -1,4 +1,5 @@
 import Table from 'cli-table3';
+import { fmtNumber } from '../metrics/format.js';
 
 /** One scenario's headline numbers, as saved in scenarios.json. */
 export interface ScenarioRow {
@@ -17,10 +18,7 @@ export interface ScenarioRow {
   meanConcurrency: number;
 }
 
-const fmt = (n: number, digits = 1) =>
-  Number.isFinite(n)
-    ? n.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits })
-    : '-';
+const fmt = (n: number, digits = 1) => fmtNumber(n, digits);
 
 /** The combined table of a multi-scenario run: one row per scenario, its load stated. */
 export function renderScenarioTable(rows: ScenarioRow[]): string {
