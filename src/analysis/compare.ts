@@ -1,5 +1,6 @@
 import { endianness } from 'node:os';
 import type { LoadSpec } from '../load.js';
+import { type Better, catalogMetric, type MetricUnit } from '../metrics/catalog.js';
 import { percentileOfSorted } from '../metrics/distribution.js';
 import { fmtNumber, fmtUpTo } from '../metrics/format.js';
 import { forEachTokenGap, requestMetrics } from '../metrics/requestMetrics.js';
@@ -26,9 +27,8 @@ import { streamSeed } from '../workload/distributions.js';
  * A resample costs O(blocks), at most MAX_BLOCKS, whatever the run's length.
  */
 
-export type Better = 'lower' | 'higher';
+export type { Better, MetricUnit };
 export type Verdict = 'better' | 'worse' | 'no_change' | 'n/a';
-export type MetricUnit = 'ms' | 'tok/s' | 'req/s' | 'fraction';
 
 export const VERDICT_TEXT: Record<Verdict, string> = {
   better: 'better',
@@ -67,71 +67,51 @@ const FAILURE_RATE_MIN_CHANGE = 0.001;
 
 export function compareMetrics(minEffect = DEFAULT_MIN_EFFECT): MetricDefinition[] {
   const rel = { relative: minEffect };
-  const request = (
-    id: string,
-    label: string,
-    key: RequestMetricKey,
-    q: number,
-    unit: MetricUnit,
-    better: Better,
-  ): MetricDefinition => ({
-    id,
-    label,
-    unit,
-    better,
-    source: { kind: 'request', key, q },
-    practical: rel,
-  });
+  /** A percentile of a catalogue distribution: per request, or per token for ITL. */
+  const percentile = (id: string, q: number, note = ''): MetricDefinition => {
+    const m = catalogMetric(id);
+    const source: MetricSource =
+      m.kind === 'distribution' && m.requestKey
+        ? { kind: 'request', key: m.requestKey as RequestMetricKey, q }
+        : { kind: 'itl', q };
+    return {
+      id: `${id}.p${q}`,
+      label: `${m.label} p${q}${note}`,
+      unit: m.unit,
+      better: m.better,
+      source,
+      practical: rel,
+    };
+  };
+  const run = (
+    id: 'outputThroughput' | 'requestThroughput' | 'failureRate',
+    practical: MetricDefinition['practical'] = rel,
+  ): MetricDefinition => {
+    const m = catalogMetric(id);
+    return {
+      id,
+      label: m.label,
+      unit: m.unit,
+      better: m.better,
+      source: { kind: 'run', stat: id },
+      practical,
+    };
+  };
   return [
-    request('ttft.p50', 'TTFT p50', 'ttftMs', 50, 'ms', 'lower'),
-    request('ttft.p99', 'TTFT p99', 'ttftMs', 99, 'ms', 'lower'),
-    request('tpot.p50', 'TPOT p50', 'tpotMs', 50, 'ms', 'lower'),
-    request('tpot.p99', 'TPOT p99', 'tpotMs', 99, 'ms', 'lower'),
-    {
-      id: 'itl.p50',
-      label: 'ITL p50',
-      unit: 'ms',
-      better: 'lower',
-      source: { kind: 'itl', q: 50 },
-      practical: rel,
-    },
-    {
-      id: 'itl.p99',
-      label: 'ITL p99',
-      unit: 'ms',
-      better: 'lower',
-      source: { kind: 'itl', q: 99 },
-      practical: rel,
-    },
-    request('e2e.p50', 'E2E p50', 'e2eMs', 50, 'ms', 'lower'),
-    request('e2e.p99', 'E2E p99', 'e2eMs', 99, 'ms', 'lower'),
+    percentile('ttft', 50),
+    percentile('ttft', 99),
+    percentile('tpot', 50),
+    percentile('tpot', 99),
+    percentile('itl', 50),
+    percentile('itl', 99),
+    percentile('e2e', 50),
+    percentile('e2e', 99),
+    percentile('outputSpeed', 50),
     // The slow tail of a speed is its low end: p1 is what the slowest 1 % of requests read at.
-    request('outputSpeed.p50', 'output speed p50', 'outputSpeedTokS', 50, 'tok/s', 'higher'),
-    request('outputSpeed.p1', 'output speed p1 (slowest)', 'outputSpeedTokS', 1, 'tok/s', 'higher'),
-    {
-      id: 'outputThroughput',
-      label: 'output throughput',
-      unit: 'tok/s',
-      better: 'higher',
-      source: { kind: 'run', stat: 'outputThroughput' },
-      practical: rel,
-    },
-    {
-      id: 'requestThroughput',
-      label: 'request throughput',
-      unit: 'req/s',
-      better: 'higher',
-      source: { kind: 'run', stat: 'requestThroughput' },
-      practical: rel,
-    },
-    {
-      id: 'failureRate',
-      label: 'failure rate',
-      unit: 'fraction',
-      better: 'lower',
-      source: { kind: 'run', stat: 'failureRate' },
-      practical: { absolute: FAILURE_RATE_MIN_CHANGE },
-    },
+    percentile('outputSpeed', 1, ' (slowest)'),
+    run('outputThroughput'),
+    run('requestThroughput'),
+    run('failureRate', { absolute: FAILURE_RATE_MIN_CHANGE }),
   ];
 }
 
