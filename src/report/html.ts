@@ -32,6 +32,7 @@ import {
 } from './charts.js';
 import { escapeHtml } from './format.js';
 import type { ReportInput, RunReportInput } from './load.js';
+import { htmlTableOf as table } from './table.js';
 import { describeClientHealth, describeLoad } from './terminal.js';
 
 // ---------------------------------------------------------------------------------------------
@@ -302,19 +303,6 @@ function warningsSection(
 
 function card(label: string, value: string, bad = false): string {
   return `<div class="card${bad ? ' bad' : ''}"><div class="v">${esc(value)}</div><div class="k">${esc(label)}</div></div>`;
-}
-
-function table(head: string[], rows: string[][], textColumns: number[] = []): string {
-  const th = head
-    .map((h, i) => `<th${textColumns.includes(i) ? ' class="text"' : ''}>${esc(h)}</th>`)
-    .join('');
-  const body = rows
-    .map(
-      (r) =>
-        `<tr>${r.map((c, i) => `<td${textColumns.includes(i) ? ' class="text"' : ''}>${c}</td>`).join('')}</tr>`,
-    )
-    .join('\n');
-  return `<div class="scroll"><table><thead><tr>${th}</tr></thead><tbody>${body}</tbody></table></div>`;
 }
 
 function jsonDetails(label: string, value: unknown): string {

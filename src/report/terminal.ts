@@ -1,4 +1,3 @@
-import Table from 'cli-table3';
 import pc from 'picocolors';
 import type { ClientHealth } from '../metrics/clientHealth.js';
 import type { Distribution } from '../metrics/distribution.js';
@@ -6,6 +5,7 @@ import { fmtNumber, fmtUpTo } from '../metrics/format.js';
 import type { RunSummary } from '../metrics/summary.js';
 import { seriesName } from '../telemetry/prometheus.js';
 import type { ServerMemorySummary, ServerMetricsSummary } from '../telemetry/summary.js';
+import { type Column, terminalTable } from './table.js';
 
 export interface TerminalOptions {
   color: boolean;
@@ -194,12 +194,6 @@ export function renderTerminalSummary(summary: RunSummary, options: TerminalOpti
   if (summary.interrupted) lines.push(c.yellow('Interrupted: only finished requests are counted.'));
   lines.push('');
 
-  const table = new Table({
-    head: ['latency (ms)', 'mean', 'p50', 'p90', 'p95', 'p99', 'max', 'n'],
-    style: { head: [], border: [] },
-    colAligns: ['left', 'right', 'right', 'right', 'right', 'right', 'right', 'right'],
-    chars: { mid: '', 'left-mid': '', 'mid-mid': '', 'right-mid': '' },
-  });
   const { latency } = summary;
   const rows: [string, Distribution][] = [
     ['TTFT', latency.ttftMs],
@@ -213,8 +207,7 @@ export function renderTerminalSummary(summary: RunSummary, options: TerminalOpti
   if (summary.load.mode === 'open') {
     rows.push(['queue delay', latency.queueDelayMs], ['user TTFT', latency.userTtftMs]);
   }
-  for (const [name, d] of rows) table.push([name, ...distributionCells(d), fmtNumber(d.count)]);
-  lines.push(table.toString());
+  lines.push(terminalTable(LATENCY_COLUMNS, rows));
   const low = rows.some(([, d]) => d.lowConfidence?.includes('p99'));
   if (low) lines.push(c.dim('  ~ marks a percentile with too few samples to resolve it'));
   lines.push('');
@@ -272,18 +265,30 @@ export function renderTerminalSummary(summary: RunSummary, options: TerminalOpti
   return lines.join('\n');
 }
 
-function distributionCells(d: Distribution): string[] {
-  if (d.count === 0) return ['-', '-', '-', '-', '-', '-'];
-  const mark = (name: 'p90' | 'p95' | 'p99') => (d.lowConfidence?.includes(name) ? '~' : '');
-  return [
-    fmt(d.mean, 2),
-    fmt(d.p50, 2),
-    mark('p90') + fmt(d.p90, 2),
-    mark('p95') + fmt(d.p95, 2),
-    mark('p99') + fmt(d.p99, 2),
-    fmt(d.max, 2),
-  ];
-}
+/** A latency row: its mean, percentiles (`~` where too few samples resolve them) and count. */
+const stat = (
+  label: string,
+  key: 'mean' | 'p50' | 'p90' | 'p95' | 'p99' | 'max',
+): Column<[string, Distribution]> => ({
+  label,
+  align: 'right',
+  value: ([, d]) => {
+    if (d.count === 0) return '-';
+    const mark = key !== 'mean' && key !== 'p50' && key !== 'max' && d.lowConfidence?.includes(key);
+    return `${mark ? '~' : ''}${fmt(d[key], 2)}`;
+  },
+});
+
+const LATENCY_COLUMNS: Column<[string, Distribution]>[] = [
+  { label: 'latency (ms)', align: 'left', value: ([name]) => name },
+  stat('mean', 'mean'),
+  stat('p50', 'p50'),
+  stat('p90', 'p90'),
+  stat('p95', 'p95'),
+  stat('p99', 'p99'),
+  stat('max', 'max'),
+  { label: 'n', align: 'right', value: ([, d]) => fmtNumber(d.count) },
+];
 
 /** The terminal's latency cells: fixed digits, not grouped. */
 function fmt(value: number, digits: number): string {
