@@ -1,8 +1,8 @@
 import Table from 'cli-table3';
-import { csvField, escapeHtml, markdownCell } from './format.js';
+import { escapeHtml, markdownCell } from './format.js';
 
 /**
- * A table written once and rendered to each output: a column's label, alignment and the text
+ * A table written once and rendered to the terminal, Markdown or HTML (CSV: csv.ts): a column's label, alignment and the text
  * of its cell for a row. Numbers are formatted by the column (metrics/format.ts), so every
  * format prints the same digits.
  */
@@ -55,13 +55,4 @@ export function htmlTableOf(head: string[], rows: string[][], textColumns: numbe
     .map((r) => `<tr>${r.map((c, i) => `<td${cls(i)}>${c}</td>`).join('')}</tr>`)
     .join('\n');
   return `<div class="scroll"><table><thead><tr>${th}</tr></thead><tbody>${body}</tbody></table></div>`;
-}
-
-/** RFC 4180 CSV with CRLF line ends, the header first. */
-export function csvTable<Row>(columns: readonly Column<Row>[], rows: readonly Row[]): string {
-  const lines = [
-    columns.map((c) => c.label),
-    ...rows.map((row) => columns.map((c) => c.value(row))),
-  ];
-  return `${lines.map((cells) => cells.map(csvField).join(',')).join('\r\n')}\r\n`;
 }
