@@ -22,6 +22,7 @@ export interface RunNumbers {
     outputTokensPerS: number;
     inputTokensPerS: number;
     totalTokensPerS: number;
+    /** Output tokens after each request's first, per second. */
     decodeTokensPerS: number;
   };
   goodput?: { requestsPerS: number; sloAttainment: number };

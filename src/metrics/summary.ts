@@ -5,7 +5,7 @@ import {
   type ErrorKind,
   type RequestRecord,
 } from '../record.js';
-import { LATENCY_KEYS, METRICS } from './catalog.js';
+import { LATENCY_KEYS, METRICS, type RunNumbers } from './catalog.js';
 import { assessClientHealth, type ClientHealth } from './clientHealth.js';
 import {
   type Distribution,
@@ -67,14 +67,7 @@ export interface RunSummary {
     requestedInput: number;
     requestedOutput: number;
   };
-  throughput: {
-    requestsPerS: number;
-    outputTokensPerS: number;
-    inputTokensPerS: number;
-    totalTokensPerS: number;
-    /** Output tokens after each request's first, per second. */
-    decodeTokensPerS: number;
-  };
+  throughput: RunNumbers['throughput'];
   latency: LatencySummary;
   latencyAdjusted: { ttftMs: AdjustedPercentiles; e2eMs: AdjustedPercentiles };
   streaming: {
