@@ -15,7 +15,8 @@ import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import type { Browser } from 'playwright-core';
 import { cdfPoints, MAX_SERIES_POINTS, paretoFront } from '../src/report/charts.js';
-import { escapeHtml, renderHtmlReport } from '../src/report/html.js';
+import { escapeHtml } from '../src/report/format.js';
+import { renderHtmlReport } from '../src/report/html.js';
 import { loadReportInput, type ReportInput } from '../src/report/load.js';
 import { openFile, startBrowser } from './helpers/browser.js';
 

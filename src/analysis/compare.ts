@@ -1,6 +1,8 @@
 import { endianness } from 'node:os';
 import type { LoadSpec } from '../load.js';
+import { type Better, catalogMetric, type MetricUnit } from '../metrics/catalog.js';
 import { percentileOfSorted } from '../metrics/distribution.js';
+import { fmtNumber, fmtUpTo } from '../metrics/format.js';
 import { forEachTokenGap, requestMetrics } from '../metrics/requestMetrics.js';
 import type { RequestRecord } from '../record.js';
 import { createRng } from '../rng.js';
@@ -25,9 +27,8 @@ import { streamSeed } from '../workload/distributions.js';
  * A resample costs O(blocks), at most MAX_BLOCKS, whatever the run's length.
  */
 
-export type Better = 'lower' | 'higher';
+export type { Better, MetricUnit };
 export type Verdict = 'better' | 'worse' | 'no_change' | 'n/a';
-export type MetricUnit = 'ms' | 'tok/s' | 'req/s' | 'fraction';
 
 export const VERDICT_TEXT: Record<Verdict, string> = {
   better: 'better',
@@ -66,71 +67,51 @@ const FAILURE_RATE_MIN_CHANGE = 0.001;
 
 export function compareMetrics(minEffect = DEFAULT_MIN_EFFECT): MetricDefinition[] {
   const rel = { relative: minEffect };
-  const request = (
-    id: string,
-    label: string,
-    key: RequestMetricKey,
-    q: number,
-    unit: MetricUnit,
-    better: Better,
-  ): MetricDefinition => ({
-    id,
-    label,
-    unit,
-    better,
-    source: { kind: 'request', key, q },
-    practical: rel,
-  });
+  /** A percentile of a catalogue distribution: per request, or per token for ITL. */
+  const percentile = (id: string, q: number, note = ''): MetricDefinition => {
+    const m = catalogMetric(id);
+    const source: MetricSource =
+      m.kind === 'distribution' && m.requestKey
+        ? { kind: 'request', key: m.requestKey as RequestMetricKey, q }
+        : { kind: 'itl', q };
+    return {
+      id: `${id}.p${q}`,
+      label: `${m.label} p${q}${note}`,
+      unit: m.unit,
+      better: m.better,
+      source,
+      practical: rel,
+    };
+  };
+  const run = (
+    id: 'outputThroughput' | 'requestThroughput' | 'failureRate',
+    practical: MetricDefinition['practical'] = rel,
+  ): MetricDefinition => {
+    const m = catalogMetric(id);
+    return {
+      id,
+      label: m.label,
+      unit: m.unit,
+      better: m.better,
+      source: { kind: 'run', stat: id },
+      practical,
+    };
+  };
   return [
-    request('ttft.p50', 'TTFT p50', 'ttftMs', 50, 'ms', 'lower'),
-    request('ttft.p99', 'TTFT p99', 'ttftMs', 99, 'ms', 'lower'),
-    request('tpot.p50', 'TPOT p50', 'tpotMs', 50, 'ms', 'lower'),
-    request('tpot.p99', 'TPOT p99', 'tpotMs', 99, 'ms', 'lower'),
-    {
-      id: 'itl.p50',
-      label: 'ITL p50',
-      unit: 'ms',
-      better: 'lower',
-      source: { kind: 'itl', q: 50 },
-      practical: rel,
-    },
-    {
-      id: 'itl.p99',
-      label: 'ITL p99',
-      unit: 'ms',
-      better: 'lower',
-      source: { kind: 'itl', q: 99 },
-      practical: rel,
-    },
-    request('e2e.p50', 'E2E p50', 'e2eMs', 50, 'ms', 'lower'),
-    request('e2e.p99', 'E2E p99', 'e2eMs', 99, 'ms', 'lower'),
+    percentile('ttft', 50),
+    percentile('ttft', 99),
+    percentile('tpot', 50),
+    percentile('tpot', 99),
+    percentile('itl', 50),
+    percentile('itl', 99),
+    percentile('e2e', 50),
+    percentile('e2e', 99),
+    percentile('outputSpeed', 50),
     // The slow tail of a speed is its low end: p1 is what the slowest 1 % of requests read at.
-    request('outputSpeed.p50', 'output speed p50', 'outputSpeedTokS', 50, 'tok/s', 'higher'),
-    request('outputSpeed.p1', 'output speed p1 (slowest)', 'outputSpeedTokS', 1, 'tok/s', 'higher'),
-    {
-      id: 'outputThroughput',
-      label: 'output throughput',
-      unit: 'tok/s',
-      better: 'higher',
-      source: { kind: 'run', stat: 'outputThroughput' },
-      practical: rel,
-    },
-    {
-      id: 'requestThroughput',
-      label: 'request throughput',
-      unit: 'req/s',
-      better: 'higher',
-      source: { kind: 'run', stat: 'requestThroughput' },
-      practical: rel,
-    },
-    {
-      id: 'failureRate',
-      label: 'failure rate',
-      unit: 'fraction',
-      better: 'lower',
-      source: { kind: 'run', stat: 'failureRate' },
-      practical: { absolute: FAILURE_RATE_MIN_CHANGE },
-    },
+    percentile('outputSpeed', 1, ' (slowest)'),
+    run('outputThroughput'),
+    run('requestThroughput'),
+    run('failureRate', { absolute: FAILURE_RATE_MIN_CHANGE }),
   ];
 }
 
@@ -1111,27 +1092,24 @@ export function loadKey(load: LoadSpec): string {
   return load.mode === 'closed' ? `c${load.concurrency}` : `r${Number(load.rate.toPrecision(6))}`;
 }
 
-const fmtNum = (x: number, digits = 2) =>
-  x.toLocaleString('en-US', { maximumFractionDigits: digits });
-
 /** The load as configured, without the measured part: `16 concurrent requests`. */
 export function describeConfiguredLoad(load: LoadSpec): string {
   if (load.mode === 'closed') {
-    return `${fmtNum(load.concurrency)} concurrent request${load.concurrency === 1 ? '' : 's'}`;
+    return `${fmtUpTo(load.concurrency)} concurrent request${load.concurrency === 1 ? '' : 's'}`;
   }
   const cap =
-    load.maxConcurrency !== undefined ? `, at most ${fmtNum(load.maxConcurrency)} in flight` : '';
+    load.maxConcurrency !== undefined ? `, at most ${fmtUpTo(load.maxConcurrency)} in flight` : '';
   if (load.arrival === 'trace') {
     const t = load.trace as { speed?: number; source?: string } | undefined;
-    return `trace replay at ${fmtNum(t?.speed ?? 1)}x${cap}`;
+    return `trace replay at ${fmtUpTo(t?.speed ?? 1)}x${cap}`;
   }
   const kind =
     load.arrival === 'gamma'
-      ? `gamma arrivals (burstiness ${fmtNum(load.burstiness ?? 1)})`
+      ? `gamma arrivals (burstiness ${fmtUpTo(load.burstiness ?? 1)})`
       : `${load.arrival} arrivals`;
   const ramp = load.rampUp
-    ? `ramping ${fmtNum(load.rampUp.fromRate)} -> ${fmtNum(load.rate)} requests/s over ${fmtNum(load.rampUp.seconds)} s`
-    : `${fmtNum(load.rate)} requests/s`;
+    ? `ramping ${fmtUpTo(load.rampUp.fromRate)} -> ${fmtUpTo(load.rate)} requests/s over ${fmtUpTo(load.rampUp.seconds)} s`
+    : `${fmtUpTo(load.rate)} requests/s`;
   return `${ramp} ${kind}${cap}`;
 }
 
@@ -1139,8 +1117,7 @@ export function describeConfiguredLoad(load: LoadSpec): string {
 export function describeLoads(a: RunUnit, b: RunUnit): string {
   const la = describeConfiguredLoad(a.load);
   const lb = describeConfiguredLoad(b.load);
-  const one = (x: number) =>
-    x.toLocaleString('en-US', { minimumFractionDigits: 1, maximumFractionDigits: 1 });
+  const one = (x: number) => fmtNumber(x, 1);
   const ma = one(measuredConcurrency(a.sample));
   const mb = one(measuredConcurrency(b.sample));
   const measured = a.load.mode === 'closed' ? 'measured' : 'measured concurrency';
@@ -1176,7 +1153,7 @@ function loadDifferences(a: LoadSpec, b: LoadSpec): string[] {
   if (a.mode !== 'open' || b.mode !== 'open') return out;
   if (a.arrival !== b.arrival) out.push(`different arrivals: A ${a.arrival}, B ${b.arrival}`);
   if (!sameNumber(a.rate, b.rate)) {
-    out.push(`different load: A at ${fmtNum(a.rate)} requests/s, B at ${fmtNum(b.rate)}`);
+    out.push(`different load: A at ${fmtUpTo(a.rate)} requests/s, B at ${fmtUpTo(b.rate)}`);
   }
   if (!sameNumber(a.burstiness, b.burstiness) && (a.arrival === 'gamma' || b.arrival === 'gamma')) {
     out.push(`different burstiness: A ${a.burstiness ?? 1}, B ${b.burstiness ?? 1}`);
@@ -1215,8 +1192,8 @@ function lengthsDiffer(a: Moments, b: Moments): boolean {
 
 const describeMoments = (m: Moments) =>
   m.min === m.max
-    ? fmtNum(m.mean, 1)
-    : `mean ${fmtNum(m.mean, 1)} (${fmtNum(m.min, 0)}-${fmtNum(m.max, 0)})`;
+    ? fmtUpTo(m.mean, 1)
+    : `mean ${fmtUpTo(m.mean, 1)} (${fmtUpTo(m.min, 0)}-${fmtUpTo(m.max, 0)})`;
 
 /** Refuses different loads and workloads; notes other differences (model, server, tokenizer). */
 export function checkComparable(a: RunUnit, b: RunUnit): Comparability {

@@ -1,3 +1,4 @@
+import { findMetric, readCondition } from '../metrics/catalog.js';
 import type { RunSummary } from '../metrics/summary.js';
 import type { ServerMetricsSummary } from '../telemetry/summary.js';
 
@@ -183,32 +184,49 @@ export interface AggregateSlo {
   text: string;
 }
 
-const SLO_FIELDS: Record<string, Partial<Record<AggregateSlo['stat'], keyof SweepPoint>>> = {
-  ttft: { p50: 'ttftP50Ms', p99: 'ttftP99Ms' },
-  itl: { p50: 'itlP50Ms', p99: 'itlP99Ms' },
-  tpot: { p50: 'tpotP50Ms' },
-  e2e: { p50: 'e2eP50Ms', p99: 'e2eP99Ms' },
+/** The latency percentiles a sweep point keeps, by catalogue metric (see sweepPoint). */
+const POINT_PERCENTILES: Record<AggregateSlo['metric'], readonly AggregateSlo['stat'][]> = {
+  ttft: ['p50', 'p99'],
+  itl: ['p50', 'p99'],
+  tpot: ['p50'],
+  e2e: ['p50', 'p99'],
 };
 
-/** Parses `ttft.p99<500,itl.p99<50`; throws naming the bad part and the syntax. */
+/** The sweep point's field for a percentile: `ttftP99Ms`. */
+const pointField = (slo: AggregateSlo) =>
+  `${slo.metric}${slo.stat.toUpperCase()}Ms` as 'ttftP99Ms' | 'itlP99Ms' | 'tpotP50Ms';
+
+/**
+ * Parses `ttft.p99<500,itl.p99<50` (the catalogue's condition grammar, upper limits in ms on a
+ * percentile the sweep keeps); throws naming the bad part and the syntax.
+ */
 export function parseAggregateSlos(text: string): AggregateSlo[] {
   return text
     .split(',')
     .map((p) => p.trim())
     .filter(Boolean)
     .map((part) => {
-      const m = /^(ttft|itl|tpot|e2e)\.(p50|p99)\s*<\s*([0-9.]+)$/.exec(part);
-      if (!m || !(Number(m[3]) > 0)) {
+      const c = readCondition(part);
+      const metric = c && findMetric(c.metric)?.id;
+      const stats =
+        metric !== undefined ? POINT_PERCENTILES[metric as AggregateSlo['metric']] : undefined;
+      if (
+        !c ||
+        !stats ||
+        (c.stat !== 'p50' && c.stat !== 'p99') ||
+        c.op !== '<' ||
+        c.unit !== '' ||
+        !/^[0-9.]+$/.test(c.number) ||
+        !(Number(c.number) > 0)
+      ) {
         throw new Error(
           `cannot read "${part}": write METRIC.STAT<MS with METRIC one of ttft, itl, tpot, e2e and STAT p50 or p99 (tpot: p50), e.g. 'ttft.p99<500,itl.p99<50'`,
         );
       }
-      if (!SLO_FIELDS[m[1]][m[2] as 'p50']) {
-        throw new Error(
-          `"${part}": ${m[1]} is summarised at ${Object.keys(SLO_FIELDS[m[1]]).join(', ')} only`,
-        );
+      if (!stats.includes(c.stat)) {
+        throw new Error(`"${part}": ${metric} is summarised at ${stats.join(', ')} only`);
       }
-      return { metric: m[1], stat: m[2], limitMs: Number(m[3]), text: part } as AggregateSlo;
+      return { metric, stat: c.stat, limitMs: Number(c.number), text: part } as AggregateSlo;
     });
 }
 
@@ -223,7 +241,7 @@ export function checkSlos(point: SweepPoint, slos: AggregateSlo[]): SloCheck {
   let binding = slos[0];
   let worst = Number.NEGATIVE_INFINITY;
   for (const slo of slos) {
-    const value = point[SLO_FIELDS[slo.metric][slo.stat] as keyof SweepPoint] as number;
+    const value = point[pointField(slo)];
     const ratio = Number.isFinite(value) ? value / slo.limitMs : Number.POSITIVE_INFINITY;
     if (ratio > worst) {
       worst = ratio;

@@ -1,6 +1,17 @@
 import { UsageError } from '../errors.js';
+import {
+  type ConditionOperator,
+  catalogMetric,
+  findMetric,
+  holds,
+  METRICS,
+  type MetricUnit,
+  normaliseMetricName,
+  readCondition,
+} from '../metrics/catalog.js';
 import type { Distribution } from '../metrics/distribution.js';
-import type { LatencySummary, RunSummary } from '../metrics/summary.js';
+import { fmtNumber } from '../metrics/format.js';
+import type { RunSummary } from '../metrics/summary.js';
 
 /**
  * CI thresholds: `--threshold 'ttft.p99<500' --threshold 'outputThroughput>1000'`. Each is a
@@ -11,8 +22,8 @@ import type { LatencySummary, RunSummary } from '../metrics/summary.js';
  */
 export const THRESHOLD_EXIT_CODE = 3;
 
-export type ThresholdOperator = '<' | '<=' | '>' | '>=';
-export type ThresholdUnit = 'ms' | 'tok/s' | 'req/s' | 'fraction';
+export type ThresholdOperator = ConditionOperator;
+export type ThresholdUnit = MetricUnit;
 export type ThresholdStat = 'p50' | 'p90' | 'p95' | 'p99' | 'p99_9' | 'mean' | 'min' | 'max';
 
 export interface Threshold {
@@ -52,69 +63,6 @@ export class ThresholdError extends UsageError {
   }
 }
 
-type DistributionKey = keyof LatencySummary;
-
-/** Distribution metrics by threshold name: the summary's latency entry and its unit. */
-const DISTRIBUTIONS: Record<string, { key: DistributionKey; unit: 'ms' | 'tok/s' }> = {
-  ttft: { key: 'ttftMs', unit: 'ms' },
-  ttfc: { key: 'ttfcMs', unit: 'ms' },
-  ttfb: { key: 'ttfbMs', unit: 'ms' },
-  tpot: { key: 'tpotMs', unit: 'ms' },
-  itl: { key: 'itlMs', unit: 'ms' },
-  chunkGap: { key: 'chunkGapMs', unit: 'ms' },
-  e2e: { key: 'e2eMs', unit: 'ms' },
-  queueDelay: { key: 'queueDelayMs', unit: 'ms' },
-  userTtft: { key: 'userTtftMs', unit: 'ms' },
-  userE2e: { key: 'userE2eMs', unit: 'ms' },
-  maxStall: { key: 'maxStallMs', unit: 'ms' },
-  outputSpeed: { key: 'outputSpeedTokS', unit: 'tok/s' },
-  prefillSpeed: { key: 'prefillSpeedTokS', unit: 'tok/s' },
-};
-
-/** Run-level metrics by threshold name: how to read them from a summary. */
-const SCALARS: Record<
-  string,
-  { unit: ThresholdUnit; read: (s: RunSummary) => number | undefined; missing?: string }
-> = {
-  outputThroughput: { unit: 'tok/s', read: (s) => s.throughput.outputTokensPerS },
-  inputThroughput: { unit: 'tok/s', read: (s) => s.throughput.inputTokensPerS },
-  totalThroughput: { unit: 'tok/s', read: (s) => s.throughput.totalTokensPerS },
-  decodeThroughput: { unit: 'tok/s', read: (s) => s.throughput.decodeTokensPerS },
-  requestThroughput: { unit: 'req/s', read: (s) => s.throughput.requestsPerS },
-  goodput: {
-    unit: 'req/s',
-    read: (s) => s.goodput?.requestsPerS,
-    missing: 'not measured: the run had no --slo',
-  },
-  failureRate: {
-    unit: 'fraction',
-    read: (s) => {
-      const counted = s.requests.completed + s.requests.failed;
-      return counted > 0 ? s.requests.failed / counted : undefined;
-    },
-    missing: 'not measured: no request was counted',
-  },
-  sloAttainment: {
-    unit: 'fraction',
-    read: (s) => s.goodput?.sloAttainment,
-    missing: 'not measured: the run had no --slo',
-  },
-};
-
-/** Other spellings people write, normalised (lower case, no `_` or `-`) to the canonical name. */
-const ALIASES: Record<string, string> = {
-  errorrate: 'failureRate',
-  failurerate: 'failureRate',
-  failrate: 'failureRate',
-  outputtokenspers: 'outputThroughput',
-  outputtokpers: 'outputThroughput',
-  requestspers: 'requestThroughput',
-  reqpers: 'requestThroughput',
-  requestrate: 'requestThroughput',
-  goodputrequestspers: 'goodput',
-  slo: 'sloAttainment',
-};
-
 const STATS: Record<string, ThresholdStat> = {
   p50: 'p50',
   median: 'p50',
@@ -130,17 +78,7 @@ const STATS: Record<string, ThresholdStat> = {
   max: 'max',
 };
 
-const normalise = (name: string) => name.toLowerCase().replace(/[_-]/g, '');
-
-function canonicalMetric(name: string): string | undefined {
-  const n = normalise(name);
-  for (const known of [...Object.keys(DISTRIBUTIONS), ...Object.keys(SCALARS)]) {
-    if (normalise(known) === n) return known;
-  }
-  return ALIASES[n];
-}
-
-const ALL_METRICS = () => [...Object.keys(DISTRIBUTIONS), ...Object.keys(SCALARS)];
+const ALL_METRICS = () => METRICS.map((m) => m.id);
 
 const SYNTAX =
   "write METRIC[.STAT] OP LIMIT, e.g. 'ttft.p99<500' (ms), 'outputThroughput>1000' (tok/s), 'failureRate<1%'";
@@ -148,23 +86,20 @@ const SYNTAX =
 /** Parses one threshold; throws a ThresholdError that names the problem and the syntax. */
 export function parseThreshold(text: string): Threshold {
   const trimmed = text.trim();
-  const m =
-    /^([A-Za-z][\w-]*)(?:\.([A-Za-z0-9_.]+?))?\s*(<=|>=|<|>)\s*([-+]?[0-9]*\.?[0-9]+(?:e[-+]?\d+)?)\s*([A-Za-z%/]*)$/i.exec(
-      trimmed,
-    );
+  const m = readCondition(trimmed);
   if (!m) throw new ThresholdError([`cannot read "${trimmed}": ${SYNTAX}`]);
-  const [, rawMetric, rawStat, op, rawLimit, rawUnit] = m;
-  const metric = canonicalMetric(rawMetric);
-  if (!metric) {
+  const { metric: rawMetric, stat: rawStat, op, number: rawLimit, unit: rawUnit } = m;
+  const entry = findMetric(rawMetric);
+  if (!entry) {
     const suggestion = suggest(rawMetric, ALL_METRICS());
     throw new ThresholdError([
       `"${trimmed}": unknown metric "${rawMetric}"${suggestion ? ` (did you mean ${suggestion}?)` : ''}; known: ${ALL_METRICS().join(', ')}`,
     ]);
   }
+  const metric = entry.id;
   let limit = Number(rawLimit);
   const unitText = rawUnit.toLowerCase();
-  const distribution = DISTRIBUTIONS[metric];
-  if (distribution) {
+  if (entry.kind === 'distribution') {
     if (rawStat === undefined) {
       throw new ThresholdError([
         `"${trimmed}": ${metric} is a distribution: name a statistic, e.g. ${metric}.p99${op}${rawLimit} (p50, p90, p95, p99, p99.9, mean, min, max)`,
@@ -176,7 +111,7 @@ export function parseThreshold(text: string): Threshold {
         `"${trimmed}": unknown statistic "${rawStat}"; use p50, p90, p95, p99, p99.9, mean, min or max`,
       ]);
     }
-    if (distribution.unit === 'ms') {
+    if (entry.unit === 'ms') {
       if (unitText === 's') limit *= 1000;
       else if (unitText !== '' && unitText !== 'ms') {
         throw new ThresholdError([
@@ -190,9 +125,9 @@ export function parseThreshold(text: string): Threshold {
       text: trimmed,
       metric,
       stat,
-      op: op as ThresholdOperator,
+      op,
       limit,
-      unit: distribution.unit,
+      unit: entry.unit,
     };
   }
   if (rawStat !== undefined) {
@@ -200,8 +135,7 @@ export function parseThreshold(text: string): Threshold {
       `"${trimmed}": ${metric} is a single number per run: write ${metric}${op}${rawLimit}${rawUnit}`,
     ]);
   }
-  const scalar = SCALARS[metric];
-  if (scalar.unit === 'fraction') {
+  if (entry.unit === 'fraction') {
     if (unitText === '%') limit /= 100;
     else if (unitText !== '') {
       throw new ThresholdError([
@@ -212,10 +146,10 @@ export function parseThreshold(text: string): Threshold {
         `"${trimmed}": ${metric} is a fraction between 0 and 1: write ${rawLimit}% or ${Number(rawLimit) / 100}`,
       ]);
     }
-  } else if (unitText !== '' && unitText !== scalar.unit) {
-    throw new ThresholdError([`"${trimmed}": ${metric} is in ${scalar.unit}, not "${rawUnit}"`]);
+  } else if (unitText !== '' && unitText !== entry.unit) {
+    throw new ThresholdError([`"${trimmed}": ${metric} is in ${entry.unit}, not "${rawUnit}"`]);
   }
-  return { text: trimmed, metric, op: op as ThresholdOperator, limit, unit: scalar.unit };
+  return { text: trimmed, metric, op, limit, unit: entry.unit };
 }
 
 /**
@@ -243,14 +177,14 @@ export function parseThresholds(rules: readonly string[]): Threshold[] {
 
 /** The threshold's metric in a summary, in the threshold's unit (undefined: not measured). */
 export function thresholdValue(summary: RunSummary, t: Threshold): number | undefined {
-  const distribution = DISTRIBUTIONS[t.metric];
-  if (distribution) {
-    const d: Distribution | undefined = summary.latency[distribution.key];
+  const entry = catalogMetric(t.metric);
+  if (entry.kind === 'distribution') {
+    const d: Distribution | undefined = summary.latency[entry.latencyKey];
     if (!d || d.count === 0) return undefined;
     const value = d[t.stat ?? 'p99'];
     return Number.isFinite(value) ? value : undefined;
   }
-  const value = SCALARS[t.metric]?.read(summary);
+  const value = entry.read(summary);
   return value !== undefined && Number.isFinite(value) ? value : undefined;
 }
 
@@ -263,20 +197,14 @@ export function evaluateThreshold(summary: RunSummary, t: Threshold): ThresholdR
   const value = thresholdValue(summary, t);
   const name = thresholdName(t);
   if (value === undefined) {
+    const entry = catalogMetric(t.metric);
     const missing =
-      SCALARS[t.metric]?.missing ??
+      (entry.kind === 'run' ? entry.missing : undefined) ??
       `not measured: no request had a ${t.metric}${t.metric === 'tpot' ? ' (one-token answers have none)' : ''}`;
     return { threshold: t, value: null, ok: false, margin: null, message: `${name}: ${missing}` };
   }
   const upper = t.op === '<' || t.op === '<=';
-  const ok =
-    t.op === '<'
-      ? value < t.limit
-      : t.op === '<='
-        ? value <= t.limit
-        : t.op === '>'
-          ? value > t.limit
-          : value >= t.limit;
+  const ok = holds(value, t.op, t.limit);
   const margin = upper ? t.limit - value : value - t.limit;
   const shown = `${name} = ${formatValue(value, t.unit)}`;
   const limit = formatLimit(t.limit, t.unit);
@@ -334,13 +262,6 @@ export function evaluateThresholdsOnPoints(
   return { points: evaluated, ok: evaluated.every((p) => p.ok), failures };
 }
 
-function formatNumber(x: number, digits: number): string {
-  return x.toLocaleString('en-US', {
-    minimumFractionDigits: digits,
-    maximumFractionDigits: digits,
-  });
-}
-
 /** Enough digits to tell small numbers apart, one decimal from 10 on. */
 function digitsFor(x: number): number {
   const a = Math.abs(x);
@@ -348,8 +269,8 @@ function digitsFor(x: number): number {
 }
 
 function formatValue(value: number, unit: ThresholdUnit): string {
-  if (unit === 'fraction') return `${formatNumber(value * 100, digitsFor(value * 100))} %`;
-  return `${formatNumber(value, digitsFor(value))} ${unit}`;
+  if (unit === 'fraction') return `${fmtNumber(value * 100, digitsFor(value * 100))} %`;
+  return `${fmtNumber(value, digitsFor(value))} ${unit}`;
 }
 
 function formatLimit(limit: number, unit: ThresholdUnit): string {
@@ -360,14 +281,14 @@ function formatLimit(limit: number, unit: ThresholdUnit): string {
 function formatDelta(delta: number, unit: ThresholdUnit): string {
   if (unit === 'fraction') {
     const points = delta * 100;
-    return `${formatNumber(points, digitsFor(points))} percentage points`;
+    return `${fmtNumber(points, digitsFor(points))} percentage points`;
   }
-  return `${formatNumber(delta, digitsFor(delta))} ${unit}`;
+  return `${fmtNumber(delta, digitsFor(delta))} ${unit}`;
 }
 
 function formatShare(share: number): string {
   const pct = share * 100;
-  return `${pct >= 10 ? Math.round(pct).toLocaleString('en-US') : pct.toFixed(1)} %`;
+  return `${pct >= 10 ? fmtNumber(Math.round(pct)) : fmtNumber(pct, 1, false)} %`;
 }
 
 function trimNumber(x: number): string {
@@ -375,11 +296,11 @@ function trimNumber(x: number): string {
 }
 
 function suggest(word: string, candidates: string[]): string | undefined {
-  const w = normalise(word);
+  const w = normaliseMetricName(word);
   let best: string | undefined;
   let bestDistance = Number.POSITIVE_INFINITY;
   for (const c of candidates) {
-    const d = editDistance(w, normalise(c));
+    const d = editDistance(w, normaliseMetricName(c));
     if (d < bestDistance) {
       bestDistance = d;
       best = c;

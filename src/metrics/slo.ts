@@ -1,21 +1,17 @@
+import { type ConditionOperator, holds, METRICS } from './catalog.js';
 import type { RequestMetrics } from './requestMetrics.js';
 
-/** Per-request SLO metrics, in the units of METRICS.md (ms; tokens/s for `outputSpeed`). */
-export const SLO_METRICS = {
-  ttft: 'ttftMs',
-  ttfc: 'ttfcMs',
-  ttfb: 'ttfbMs',
-  tpot: 'tpotMs',
-  e2e: 'e2eMs',
-  userTtft: 'userTtftMs',
-  userE2e: 'userE2eMs',
-  queueDelay: 'queueDelayMs',
-  maxStall: 'maxStallMs',
-  outputSpeed: 'outputSpeedTokS',
-} as const satisfies Record<string, keyof RequestMetrics>;
-export type SloMetric = keyof typeof SLO_METRICS;
+/**
+ * Per-request SLO metrics by name: the catalogue's per-request distributions, in the units of
+ * docs/metrics.md (ms; tokens/s for the speeds).
+ */
+export const SLO_METRICS: Readonly<Record<string, keyof RequestMetrics>> = Object.fromEntries(
+  METRICS.flatMap((m) => (m.kind === 'distribution' && m.requestKey ? [[m.id, m.requestKey]] : [])),
+);
+/** A catalogue id with a per-request value (a key of SLO_METRICS). */
+export type SloMetric = string;
 
-export type SloOperator = '<' | '<=' | '>' | '>=';
+export type SloOperator = ConditionOperator;
 
 export interface SloCondition {
   metric: SloMetric;
@@ -24,26 +20,20 @@ export interface SloCondition {
 }
 
 /**
- * Whether a request met every condition. Failed requests never do. A metric a request does not
- * have counts as met only for `tpot` and `maxStall` (a one-token answer has no decode gaps, as in
- * vLLM's goodput); a missing TTFT (no token arrived) is a miss.
+ * Metrics a request may lack and still meet an SLO on: a one-token answer has no decode gaps,
+ * as in vLLM's goodput. Any other missing metric (no token arrived: no TTFT) is a miss.
  */
+const MET_WHEN_MISSING = new Set(['tpot', 'maxStall']);
+
+/** Whether a request met every condition. Failed requests never do. */
 export function meetsSlo(metrics: RequestMetrics, conditions: SloCondition[]): boolean {
   for (const { metric, op, value } of conditions) {
     const actual = metrics[SLO_METRICS[metric]];
     if (actual === undefined) {
-      if (metric === 'tpot' || metric === 'maxStall') continue;
+      if (MET_WHEN_MISSING.has(metric)) continue;
       return false;
     }
-    const ok =
-      op === '<'
-        ? actual < value
-        : op === '<='
-          ? actual <= value
-          : op === '>'
-            ? actual > value
-            : actual >= value;
-    if (!ok) return false;
+    if (!holds(actual, op, value)) return false;
   }
   return true;
 }

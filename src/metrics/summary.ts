@@ -5,6 +5,7 @@ import {
   type ErrorKind,
   type RequestRecord,
 } from '../record.js';
+import { LATENCY_KEYS, METRICS, type RunNumbers } from './catalog.js';
 import { assessClientHealth, type ClientHealth } from './clientHealth.js';
 import {
   type Distribution,
@@ -13,7 +14,7 @@ import {
   SampleSet,
   type SampleSetState,
 } from './distribution.js';
-import { forEachTokenGap, type RequestMetrics, requestMetrics } from './requestMetrics.js';
+import { forEachTokenGap, requestMetrics } from './requestMetrics.js';
 import { formatSlo, meetsSlo, type SloCondition } from './slo.js';
 
 export const SUMMARY_SCHEMA_VERSION = 1;
@@ -66,14 +67,7 @@ export interface RunSummary {
     requestedInput: number;
     requestedOutput: number;
   };
-  throughput: {
-    requestsPerS: number;
-    outputTokensPerS: number;
-    inputTokensPerS: number;
-    totalTokensPerS: number;
-    /** Output tokens after each request's first, per second. */
-    decodeTokensPerS: number;
-  };
+  throughput: RunNumbers['throughput'];
   latency: LatencySummary;
   latencyAdjusted: { ttftMs: AdjustedPercentiles; e2eMs: AdjustedPercentiles };
   streaming: {
@@ -114,19 +108,10 @@ export interface RunOutcome {
   unsentRequests?: number;
 }
 
-const LATENCY_KEYS = [
-  'ttftMs',
-  'ttfcMs',
-  'ttfbMs',
-  'tpotMs',
-  'e2eMs',
-  'queueDelayMs',
-  'userTtftMs',
-  'userE2eMs',
-  'maxStallMs',
-  'outputSpeedTokS',
-  'prefillSpeedTokS',
-] as const satisfies readonly (keyof RequestMetrics & keyof LatencySummary)[];
+/** Summarised per request; the rest of LATENCY_KEYS (ITL, chunk gaps) per token gap. */
+const REQUEST_LATENCY_KEYS = METRICS.flatMap((m) =>
+  m.kind === 'distribution' && m.requestKey ? [m.requestKey] : [],
+);
 
 /** Share of token events read together with their predecessor that earns a warning. */
 const COALESCED_WARN = 0.05;
@@ -176,7 +161,7 @@ export type SummaryState = Record<
 export class SummaryBuilder {
   private readonly context: SummaryContext;
   private readonly samples = Object.fromEntries(
-    [...LATENCY_KEYS, 'itlMs', 'chunkGapMs'].map((k) => [k, new SampleSet()]),
+    LATENCY_KEYS.map((k) => [k, new SampleSet()]),
   ) as Record<keyof LatencySummary, SampleSet>;
   private completed = 0;
   private failed = 0;
@@ -227,7 +212,7 @@ export class SummaryBuilder {
     }
     this.completed++;
     const metrics = requestMetrics(record);
-    for (const key of LATENCY_KEYS) {
+    for (const key of REQUEST_LATENCY_KEYS) {
       const value = metrics[key];
       if (value !== undefined) this.samples[key].add(value);
     }

@@ -13,7 +13,8 @@ import * as echarts from 'echarts/core';
 import { SVGRenderer } from 'echarts/renderers';
 import type { Cliff, Knee, MaxLoadSearch, Recommendation, SweepPoint } from '../analysis/sweep.js';
 import type { CapacityLimit, CapacityPrediction, CapacityStep } from '../memory/capacity.js';
-import type { Distribution } from '../metrics/distribution.js';
+import { type Distribution, percentileOfSorted } from '../metrics/distribution.js';
+import { fmtNumber, fmtSig } from '../metrics/format.js';
 import { forEachTokenGap, requestMetrics } from '../metrics/requestMetrics.js';
 import type { RunSummary, Warning } from '../metrics/summary.js';
 import type { RequestRecord } from '../record.js';
@@ -159,22 +160,6 @@ const WIDE = { width: 1120, height: 260 };
 
 // ---------------------------------------------------------------------------------------------
 // Formatting
-
-export function fmtNumber(value: number, digits = 0): string {
-  if (!Number.isFinite(value)) return '-';
-  return value.toLocaleString('en-US', {
-    minimumFractionDigits: digits,
-    maximumFractionDigits: digits,
-  });
-}
-
-/** A number with about three significant digits, no trailing zeros (107.9, 7.33, 1,847, 64). */
-export function fmtSig(value: number): string {
-  if (!Number.isFinite(value)) return '-';
-  const a = Math.abs(value);
-  const digits = a >= 100 ? 0 : a >= 10 ? 1 : a >= 1 ? 2 : a >= 0.01 ? 3 : 4;
-  return value.toLocaleString('en-US', { maximumFractionDigits: digits });
-}
 
 /** Axis ticks: as echarts chose them, grouped, without trailing zeros; 12k, 3.5M when large. */
 function fmtTick(v: number): string {
@@ -525,7 +510,9 @@ export function latencyCharts(run: RunData): ChartSpec[] {
     if (sorted.length === 0) continue;
     const d: Distribution | undefined = run.summary.latency?.[m.key];
     const pick = (q: 'p50' | 'p95' | 'p99') =>
-      d && d.count > 0 && Number.isFinite(d[q]) ? d[q] : percentile(sorted, Number(q.slice(1)));
+      d && d.count > 0 && Number.isFinite(d[q])
+        ? d[q]
+        : percentileOfSorted(sorted, Number(q.slice(1)));
     const marks: Mark[] = [
       { axis: 'x', value: pick('p50'), label: `p50 ${fmtSig(pick('p50'))}`, at: 'start' },
       {
@@ -567,14 +554,6 @@ export function latencyCharts(run: RunData): ChartSpec[] {
     });
   }
   return charts;
-}
-
-function percentile(sorted: ArrayLike<number>, q: number): number {
-  const n = sorted.length;
-  const rank = (q / 100) * (n - 1);
-  const lo = Math.floor(rank);
-  const hi = Math.min(lo + 1, n - 1);
-  return sorted[lo] + (sorted[hi] - sorted[lo]) * (rank - lo);
 }
 
 /** The run's clock span in seconds: records and telemetry on one axis. */

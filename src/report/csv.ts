@@ -1,17 +1,10 @@
 import { requestMetrics } from '../metrics/requestMetrics.js';
 import type { RunSummary } from '../metrics/summary.js';
 import type { RequestRecord } from '../record.js';
-
-/** RFC 4180 field: quoted when it holds a comma, quote or line break. */
-function field(value: unknown): string {
-  if (value === undefined || value === null) return '';
-  const text =
-    typeof value === 'number' ? (Number.isFinite(value) ? String(value) : '') : String(value);
-  return /[",\r\n]/.test(text) ? `"${text.replace(/"/g, '""')}"` : text;
-}
+import { csvField } from './format.js';
 
 function csv(header: string[], rows: unknown[][]): string {
-  return `${[header, ...rows].map((row) => row.map(field).join(',')).join('\r\n')}\r\n`;
+  return `${[header, ...rows].map((row) => row.map(csvField).join(',')).join('\r\n')}\r\n`;
 }
 
 /** One row per request: our per-request metrics (ms, tokens) and its outcome. */

@@ -10,6 +10,7 @@ import { createHash } from 'node:crypto';
 import type { Recommendation, SweepPoint } from '../analysis/sweep.js';
 import type { CapacityLimit, CapacityPrediction, CapacityStep } from '../memory/capacity.js';
 import type { Distribution } from '../metrics/distribution.js';
+import { fmtNumber, fmtSig } from '../metrics/format.js';
 import type { Warning } from '../metrics/summary.js';
 import { VERSION } from '../version.js';
 import {
@@ -18,8 +19,6 @@ import {
   type DecodeFitJson,
   type DecodePointJson,
   decodeCharts,
-  fmtNumber,
-  fmtSig,
   latencyCharts,
   type PrefillFitJson,
   type PrefillPointJson,
@@ -31,24 +30,14 @@ import {
   sweepCharts,
   timelineCharts,
 } from './charts.js';
+import { escapeHtml } from './format.js';
 import type { ReportInput, RunReportInput } from './load.js';
+import { htmlTableOf as table } from './table.js';
 import { describeClientHealth, describeLoad } from './terminal.js';
 
 // ---------------------------------------------------------------------------------------------
 // Escaping and small helpers
 
-const ESCAPES: Record<string, string> = {
-  '&': '&amp;',
-  '<': '&lt;',
-  '>': '&gt;',
-  '"': '&quot;',
-  "'": '&#39;',
-};
-
-/** HTML-escapes text for element content and quoted attribute values. */
-export function escapeHtml(value: unknown): string {
-  return String(value ?? '').replace(/[&<>"']/g, (c) => ESCAPES[c]);
-}
 const esc = escapeHtml;
 
 /** JSON for a `<script type="application/json">`: no `<`, `>` or `&` to end it early. */
@@ -314,19 +303,6 @@ function warningsSection(
 
 function card(label: string, value: string, bad = false): string {
   return `<div class="card${bad ? ' bad' : ''}"><div class="v">${esc(value)}</div><div class="k">${esc(label)}</div></div>`;
-}
-
-function table(head: string[], rows: string[][], textColumns: number[] = []): string {
-  const th = head
-    .map((h, i) => `<th${textColumns.includes(i) ? ' class="text"' : ''}>${esc(h)}</th>`)
-    .join('');
-  const body = rows
-    .map(
-      (r) =>
-        `<tr>${r.map((c, i) => `<td${textColumns.includes(i) ? ' class="text"' : ''}>${c}</td>`).join('')}</tr>`,
-    )
-    .join('\n');
-  return `<div class="scroll"><table><thead><tr>${th}</tr></thead><tbody>${body}</tbody></table></div>`;
 }
 
 function jsonDetails(label: string, value: unknown): string {

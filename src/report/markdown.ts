@@ -1,18 +1,41 @@
+import type { Distribution } from '../metrics/distribution.js';
+import { fmtNumber } from '../metrics/format.js';
 import type { RunSummary } from '../metrics/summary.js';
+import { markdownCell as cell } from './format.js';
+import { type Column, markdownTable } from './table.js';
 import { describeLoad } from './terminal.js';
 
-/** Markdown text for a table cell: pipes and line breaks would break the table. */
-function cell(text: string): string {
-  return text
-    .replace(/\|/g, '\\|')
-    .replace(/[\r\n]+/g, ' ')
-    .replace(/</g, '&lt;');
-}
+const fmt = (n: number, digits = 1) => fmtNumber(n, digits);
 
-const fmt = (n: number, digits = 1) =>
-  Number.isFinite(n)
-    ? n.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits })
-    : '-';
+const LATENCY_COLUMNS: Column<[string, Distribution]>[] = [
+  { label: 'latency (ms)', align: 'left', value: ([name]) => name },
+  ...(['p50', 'p90', 'p99', 'mean'] as const).map(
+    (key): Column<[string, Distribution]> => ({
+      label: key,
+      align: 'right',
+      value: ([, d]) => fmt(d[key]),
+    }),
+  ),
+];
+
+type NamedRun = { name: string; summary: RunSummary };
+const runNumber = (
+  label: string,
+  value: (s: RunSummary) => number,
+  digits = 1,
+): Column<NamedRun> => ({ label, align: 'right', value: (r) => fmt(value(r.summary), digits) });
+
+const RUN_COLUMNS: Column<NamedRun>[] = [
+  { label: 'run', align: 'left', value: (r) => r.name },
+  { label: 'load', align: 'left', value: (r) => describeLoad(r.summary) },
+  { label: 'completed', align: 'right', value: (r) => String(r.summary.requests.completed) },
+  { label: 'failed', align: 'right', value: (r) => String(r.summary.requests.failed) },
+  runNumber('TTFT p50', (s) => s.latency.ttftMs.p50),
+  runNumber('TTFT p99', (s) => s.latency.ttftMs.p99),
+  runNumber('ITL p99', (s) => s.latency.itlMs.p99, 2),
+  runNumber('E2E p99', (s) => s.latency.e2eMs.p99, 0),
+  runNumber('output tok/s', (s) => s.throughput.outputTokensPerS, 0),
+];
 
 /**
  * A compact summary for a CI job summary or a pull-request comment: the load first, latency
@@ -30,29 +53,20 @@ export function markdownSummary(
       `**Load:** ${cell(describeLoad(s))}, ${s.requests.completed} completed, ${s.requests.failed} failed`,
       '',
     );
-    lines.push('| latency (ms) | p50 | p90 | p99 | mean |', '|---|---:|---:|---:|---:|');
-    for (const [name, d] of [
-      ['TTFT', s.latency.ttftMs],
-      ['ITL', s.latency.itlMs],
-      ['TPOT', s.latency.tpotMs],
-      ['E2E', s.latency.e2eMs],
-    ] as const) {
-      lines.push(`| ${name} | ${fmt(d.p50)} | ${fmt(d.p90)} | ${fmt(d.p99)} | ${fmt(d.mean)} |`);
-    }
+    lines.push(
+      ...markdownTable(LATENCY_COLUMNS, [
+        ['TTFT', s.latency.ttftMs],
+        ['ITL', s.latency.itlMs],
+        ['TPOT', s.latency.tpotMs],
+        ['E2E', s.latency.e2eMs],
+      ]),
+    );
     lines.push(
       '',
       `**Throughput** at ${cell(describeLoad(s))}: ${fmt(s.throughput.outputTokensPerS, 0)} output tok/s, ${fmt(s.throughput.requestsPerS, 2)} req/s${s.goodput ? `, goodput ${fmt(s.goodput.requestsPerS, 2)} req/s (${fmt(s.goodput.sloAttainment * 100, 1)}% within SLO)` : ''}`,
     );
   } else {
-    lines.push(
-      '| run | load | completed | failed | TTFT p50 | TTFT p99 | ITL p99 | E2E p99 | output tok/s |',
-      '|---|---|---:|---:|---:|---:|---:|---:|---:|',
-    );
-    for (const { name, summary: s } of runs) {
-      lines.push(
-        `| ${cell(name)} | ${cell(describeLoad(s))} | ${s.requests.completed} | ${s.requests.failed} | ${fmt(s.latency.ttftMs.p50)} | ${fmt(s.latency.ttftMs.p99)} | ${fmt(s.latency.itlMs.p99, 2)} | ${fmt(s.latency.e2eMs.p99, 0)} | ${fmt(s.throughput.outputTokensPerS, 0)} |`,
-      );
-    }
+    lines.push(...markdownTable(RUN_COLUMNS, runs));
   }
   const warnings = runs.flatMap(({ name, summary }) =>
     summary.warnings.map((w) => `${runs.length > 1 ? `${name}: ` : ''}${w.message}`),

@@ -1,10 +1,11 @@
-import Table from 'cli-table3';
 import pc from 'picocolors';
 import type { ClientHealth } from '../metrics/clientHealth.js';
 import type { Distribution } from '../metrics/distribution.js';
+import { fmtNumber, fmtUpTo } from '../metrics/format.js';
 import type { RunSummary } from '../metrics/summary.js';
 import { seriesName } from '../telemetry/prometheus.js';
 import type { ServerMemorySummary, ServerMetricsSummary } from '../telemetry/summary.js';
+import { type Column, terminalTable } from './table.js';
 
 export interface TerminalOptions {
   color: boolean;
@@ -71,7 +72,7 @@ function serverLine(m: ServerMetricsSummary): { line: string; covered: Set<strin
     }
     // One figure per label (two servers' names in one scrape would say it twice).
     if (value !== undefined && !parts.some((p) => p.startsWith(`${h.label} `))) {
-      parts.push(`${h.label} ${num(value, Number.isInteger(value) ? 0 : 2)}`);
+      parts.push(`${h.label} ${fmtNumber(value, Number.isInteger(value) ? 0 : 2)}`);
       if (h.covers) covered.add(h.covers);
     }
   }
@@ -94,9 +95,9 @@ function memoryLine(m: ServerMemorySummary, covered: Set<string>): string | unde
   if (m.kvCacheUsage) {
     parts.push(`KV cache peak ${pct(m.kvCacheUsage.max)} (mean ${pct(m.kvCacheUsage.mean)})`);
   }
-  if (m.running && !covered.has('running')) parts.push(`running max ${num(m.running.max)}`);
-  if (m.waiting && !covered.has('waiting')) parts.push(`waiting max ${num(m.waiting.max)}`);
-  if (m.preemptions !== undefined) parts.push(`preemptions ${num(m.preemptions)}`);
+  if (m.running && !covered.has('running')) parts.push(`running max ${fmtNumber(m.running.max)}`);
+  if (m.waiting && !covered.has('waiting')) parts.push(`waiting max ${fmtNumber(m.waiting.max)}`);
+  if (m.preemptions !== undefined) parts.push(`preemptions ${fmtNumber(m.preemptions)}`);
   const g = m.gpuMemoryUsedBytes;
   if (g) {
     parts.push(
@@ -123,24 +124,25 @@ export function describeLoad(summary: RunSummary): string {
   const { load } = summary;
   const measured = fmt(load.meanConcurrency, 1);
   if (load.mode === 'closed') {
-    return `${num(load.concurrency)} concurrent requests (measured ${measured})`;
+    return `${fmtNumber(load.concurrency)} concurrent requests (measured ${measured})`;
   }
   const cap =
-    load.maxConcurrency !== undefined ? `, at most ${num(load.maxConcurrency)} in flight` : '';
-  const short = (x: number) => x.toLocaleString('en-US', { maximumFractionDigits: 2 });
+    load.maxConcurrency !== undefined
+      ? `, at most ${fmtNumber(load.maxConcurrency)} in flight`
+      : '';
   let what: string;
   if (load.arrival === 'trace') {
     // A summary read back from JSON holds the trace's description, not its times.
     const trace = load.trace as { timesMs?: readonly number[]; requests?: number; speed: number };
     const requests = trace?.timesMs?.length ?? trace?.requests;
-    what = `trace replay at ${short(trace?.speed ?? 1)}x${requests !== undefined ? ` (${num(requests)} requests)` : ''}`;
+    what = `trace replay at ${fmtUpTo(trace?.speed ?? 1)}x${requests !== undefined ? ` (${fmtNumber(requests)} requests)` : ''}`;
   } else {
     const kind =
       load.arrival === 'gamma'
-        ? `gamma arrivals (burstiness ${short(load.burstiness ?? 1)})`
+        ? `gamma arrivals (burstiness ${fmtUpTo(load.burstiness ?? 1)})`
         : `${load.arrival} arrivals`;
     what = load.rampUp
-      ? `ramping ${short(load.rampUp.fromRate)} -> ${short(load.rate)} requests/s over ${short(load.rampUp.seconds)} s, ${kind}`
+      ? `ramping ${fmtUpTo(load.rampUp.fromRate)} -> ${fmtUpTo(load.rate)} requests/s over ${fmtUpTo(load.rampUp.seconds)} s, ${kind}`
       : `${fmt(load.rate, 2)} requests/s ${kind}`;
   }
   return `${what}${cap} (measured concurrency ${measured})`;
@@ -163,7 +165,7 @@ function servedTokens(summary: RunSummary, perRequest: (n: number) => number): s
   const input = perRequest(t.input);
   const output = perRequest(t.output);
   if (input === perRequest(t.requestedInput) && output === perRequest(t.requestedOutput)) return '';
-  return ` (server counted ${num(input)} in / ${num(output)} out)`;
+  return ` (server counted ${fmtNumber(input)} in / ${fmtNumber(output)} out)`;
 }
 
 /** The human summary of one run, as printed at its end. */
@@ -182,8 +184,8 @@ export function renderTerminalSummary(summary: RunSummary, options: TerminalOpti
   const perRequest = (n: number) => (counted > 0 ? Math.round(n / counted) : 0);
   const facts = [
     describeLoad(summary),
-    `${num(counted)} requests`,
-    `${num(perRequest(summary.tokens.requestedInput))} in / ${num(perRequest(summary.tokens.requestedOutput))} out tokens${servedTokens(summary, perRequest)}`,
+    `${fmtNumber(counted)} requests`,
+    `${fmtNumber(perRequest(summary.tokens.requestedInput))} in / ${fmtNumber(perRequest(summary.tokens.requestedOutput))} out tokens${servedTokens(summary, perRequest)}`,
   ];
   if (options.endpoint) facts.push(`${options.endpoint} endpoint`);
   if (options.model) facts.push(`model ${options.model}`);
@@ -192,12 +194,6 @@ export function renderTerminalSummary(summary: RunSummary, options: TerminalOpti
   if (summary.interrupted) lines.push(c.yellow('Interrupted: only finished requests are counted.'));
   lines.push('');
 
-  const table = new Table({
-    head: ['latency (ms)', 'mean', 'p50', 'p90', 'p95', 'p99', 'max', 'n'],
-    style: { head: [], border: [] },
-    colAligns: ['left', 'right', 'right', 'right', 'right', 'right', 'right', 'right'],
-    chars: { mid: '', 'left-mid': '', 'mid-mid': '', 'right-mid': '' },
-  });
   const { latency } = summary;
   const rows: [string, Distribution][] = [
     ['TTFT', latency.ttftMs],
@@ -211,8 +207,7 @@ export function renderTerminalSummary(summary: RunSummary, options: TerminalOpti
   if (summary.load.mode === 'open') {
     rows.push(['queue delay', latency.queueDelayMs], ['user TTFT', latency.userTtftMs]);
   }
-  for (const [name, d] of rows) table.push([name, ...distributionCells(d), num(d.count)]);
-  lines.push(table.toString());
+  lines.push(terminalTable(LATENCY_COLUMNS, rows));
   const low = rows.some(([, d]) => d.lowConfidence?.includes('p99'));
   if (low) lines.push(c.dim('  ~ marks a percentile with too few samples to resolve it'));
   lines.push('');
@@ -220,16 +215,16 @@ export function renderTerminalSummary(summary: RunSummary, options: TerminalOpti
   const t = summary.throughput;
   lines.push(
     `Throughput at ${describeLoad(summary)}, over ${fmt(summary.durationS, 1)} s:`,
-    `  system       ${num(t.outputTokensPerS, 1)} output tok/s, ${num(t.totalTokensPerS, 1)} total tok/s, ${fmt(t.requestsPerS, 2)} req/s`,
-    `  per request  output speed mean ${num(latency.outputSpeedTokS.mean, 1)} tok/s, p50 ${num(latency.outputSpeedTokS.p50, 1)}, slowest ${num(latency.outputSpeedTokS.min, 1)}`,
-    `  input/decode input ${num(t.inputTokensPerS, 1)} tok/s, decode ${num(t.decodeTokensPerS, 1)} tok/s`,
+    `  system       ${fmtNumber(t.outputTokensPerS, 1)} output tok/s, ${fmtNumber(t.totalTokensPerS, 1)} total tok/s, ${fmt(t.requestsPerS, 2)} req/s`,
+    `  per request  output speed mean ${fmtNumber(latency.outputSpeedTokS.mean, 1)} tok/s, p50 ${fmtNumber(latency.outputSpeedTokS.p50, 1)}, slowest ${fmtNumber(latency.outputSpeedTokS.min, 1)}`,
+    `  input/decode input ${fmtNumber(t.inputTokensPerS, 1)} tok/s, decode ${fmtNumber(t.decodeTokensPerS, 1)} tok/s`,
   );
   const failed = summary.requests.failed;
   const kinds = Object.entries(summary.requests.errorsByKind)
     .map(([k, n]) => `${k} ${n}`)
     .join(', ');
   lines.push(
-    `Requests: ${num(summary.requests.completed)} completed, ${num(failed)} failed${failed > 0 ? ` (${kinds})` : ''}${summary.requests.warmup > 0 ? `, ${num(summary.requests.warmup)} warm-up not counted` : ''}`,
+    `Requests: ${fmtNumber(summary.requests.completed)} completed, ${fmtNumber(failed)} failed${failed > 0 ? ` (${kinds})` : ''}${summary.requests.warmup > 0 ? `, ${fmtNumber(summary.requests.warmup)} warm-up not counted` : ''}`,
   );
   if (failed > 0) {
     const adj = summary.latencyAdjusted.ttftMs;
@@ -240,7 +235,7 @@ export function renderTerminalSummary(summary: RunSummary, options: TerminalOpti
   if (summary.goodput) {
     const g = summary.goodput;
     lines.push(
-      `Goodput (${g.slo}): ${fmt(g.requestsPerS, 2)} req/s, SLO attainment ${fmt(g.sloAttainment * 100, 1)}% (${num(g.goodRequests)} of ${num(counted)})`,
+      `Goodput (${g.slo}): ${fmt(g.requestsPerS, 2)} req/s, SLO attainment ${fmt(g.sloAttainment * 100, 1)}% (${fmtNumber(g.goodRequests)} of ${fmtNumber(counted)})`,
     );
   }
   const h = summary.clientHealth;
@@ -270,28 +265,32 @@ export function renderTerminalSummary(summary: RunSummary, options: TerminalOpti
   return lines.join('\n');
 }
 
-function distributionCells(d: Distribution): string[] {
-  if (d.count === 0) return ['-', '-', '-', '-', '-', '-'];
-  const mark = (name: 'p90' | 'p95' | 'p99') => (d.lowConfidence?.includes(name) ? '~' : '');
-  return [
-    fmt(d.mean, 2),
-    fmt(d.p50, 2),
-    mark('p90') + fmt(d.p90, 2),
-    mark('p95') + fmt(d.p95, 2),
-    mark('p99') + fmt(d.p99, 2),
-    fmt(d.max, 2),
-  ];
-}
+/** A latency row: its mean, percentiles (`~` where too few samples resolve them) and count. */
+const stat = (
+  label: string,
+  key: 'mean' | 'p50' | 'p90' | 'p95' | 'p99' | 'max',
+): Column<[string, Distribution]> => ({
+  label,
+  align: 'right',
+  value: ([, d]) => {
+    if (d.count === 0) return '-';
+    const mark = key !== 'mean' && key !== 'p50' && key !== 'max' && d.lowConfidence?.includes(key);
+    return `${mark ? '~' : ''}${fmt(d[key], 2)}`;
+  },
+});
 
+const LATENCY_COLUMNS: Column<[string, Distribution]>[] = [
+  { label: 'latency (ms)', align: 'left', value: ([name]) => name },
+  stat('mean', 'mean'),
+  stat('p50', 'p50'),
+  stat('p90', 'p90'),
+  stat('p95', 'p95'),
+  stat('p99', 'p99'),
+  stat('max', 'max'),
+  { label: 'n', align: 'right', value: ([, d]) => fmtNumber(d.count) },
+];
+
+/** The terminal's latency cells: fixed digits, not grouped. */
 function fmt(value: number, digits: number): string {
-  return Number.isFinite(value) ? value.toFixed(digits) : '-';
-}
-
-function num(value: number, digits = 0): string {
-  return Number.isFinite(value)
-    ? value.toLocaleString('en-US', {
-        maximumFractionDigits: digits,
-        minimumFractionDigits: digits,
-      })
-    : '-';
+  return fmtNumber(value, digits, false);
 }
