@@ -2,6 +2,7 @@
  * `infergauge compare`'s report: the comparison of each candidate with the baseline
  * (analysis/compare.ts), and its terminal, Markdown, HTML and JSON renderings.
  */
+
 import Table from 'cli-table3';
 import pc from 'picocolors';
 import {
@@ -19,7 +20,9 @@ import {
   type SweepThresholdEvaluation,
   type Threshold,
 } from '../analysis/thresholds.js';
+import { fmtNumber } from '../metrics/format.js';
 import type { CompareTarget } from '../results/compareInput.js';
+import { escapeHtml, escapeMarkdown } from './format.js';
 
 export interface CandidateComparison {
   label: string;
@@ -92,17 +95,10 @@ function digitsFor(x: number): number {
   return a >= 100 ? 1 : a >= 10 ? 2 : a >= 1 ? 3 : 4;
 }
 
-function num(x: number, digits: number): string {
-  return x.toLocaleString('en-US', {
-    minimumFractionDigits: digits,
-    maximumFractionDigits: digits,
-  });
-}
-
 function formatValue(x: number | null, unit: MetricUnit): string {
   if (x === null || !Number.isFinite(x)) return '-';
-  if (unit === 'fraction') return `${num(x * 100, 2)}%`;
-  return num(x, digitsFor(x));
+  if (unit === 'fraction') return `${fmtNumber(x * 100, 2)}%`;
+  return fmtNumber(x, digitsFor(x));
 }
 
 /** A sign in front unless the number reads as zero at the digits shown. */
@@ -114,14 +110,14 @@ function signed(text: string, x: number): string {
 
 function formatDelta(x: number | null, unit: MetricUnit, reference?: number): string {
   if (x === null || !Number.isFinite(x)) return x === null ? '-' : String(x);
-  if (unit === 'fraction') return signed(`${num(x * 100, 2)} pp`, x);
-  return signed(num(x, digitsFor(reference ?? x)), x);
+  if (unit === 'fraction') return signed(`${fmtNumber(x * 100, 2)} pp`, x);
+  return signed(fmtNumber(x, digitsFor(reference ?? x)), x);
 }
 
 function formatRelative(r: number | null): string {
   if (r === null) return '';
   if (!Number.isFinite(r)) return r > 0 ? '+inf%' : '\u2212inf%';
-  return signed(`${num(r * 100, Math.abs(r) >= 0.1 ? 0 : 1)}%`, r);
+  return signed(`${fmtNumber(r * 100, Math.abs(r) >= 0.1 ? 0 : 1)}%`, r);
 }
 
 function deltaText(m: MetricComparison): string {
@@ -161,7 +157,7 @@ function pairTitle(p: PairComparison, kind: 'one' | 'many'): string {
   return kind === 'one' ? p.scenario : `${p.scenario} at ${p.level}`;
 }
 
-const confidenceText = (r: CompareReport) => `${num(r.options.confidence * 100, 0)} %`;
+const confidenceText = (r: CompareReport) => `${fmtNumber(r.options.confidence * 100, 0)} %`;
 
 function footnotes(r: CompareReport): string[] {
   const pairs = r.candidates.flatMap((c) => c.pairs.filter((p) => !p.refused));
@@ -173,7 +169,7 @@ function footnotes(r: CompareReport): string[] {
       ? ''
       : ` in blocks of ${lengths.length === 1 ? lengths[0] : `${lengths[0]}-${lengths[lengths.length - 1]}`} consecutive requests`;
   const notes = [
-    `delta = B - A; ${confidenceText(r)} CI of the delta from ${r.options.resamples.toLocaleString('en-US')} bootstrap resamples of requests${blocks} (seed ${r.options.seed}); a verdict needs the CI to exclude 0 and a change of at least ${num(r.options.minEffect * 100, r.options.minEffect * 100 < 1 ? 1 : 0)} % (failure rate: 0.1 percentage points).`,
+    `delta = B - A; ${confidenceText(r)} CI of the delta from ${r.options.resamples.toLocaleString('en-US')} bootstrap resamples of requests${blocks} (seed ${r.options.seed}); a verdict needs the CI to exclude 0 and a change of at least ${fmtNumber(r.options.minEffect * 100, r.options.minEffect * 100 < 1 ? 1 : 0)} % (failure rate: 0.1 percentage points).`,
   ];
   if (pairs.some((p) => p.metrics.some((m) => m.lowConfidence))) {
     notes.push(
@@ -268,16 +264,6 @@ function thresholdLines(
   return lines;
 }
 
-/** Markdown-safe text: no raw HTML, no table breaks, no emphasis from a run's label. */
-function escapeMarkdown(text: string): string {
-  return text
-    .replace(/&/g, '&amp;')
-    .replace(/</g, '&lt;')
-    .replace(/>/g, '&gt;')
-    .replace(/[\\`*_[\]|#~!]/g, (ch) => `\\${ch}`)
-    .replace(/[\r\n]+/g, ' ');
-}
-
 const MD_VERDICT: Record<Verdict, string> = {
   better: '\u2705 better',
   worse: '\u274c **worse**',
@@ -331,15 +317,6 @@ export function renderMarkdown(r: CompareReport): string {
 
 function capitalise(s: string): string {
   return s.charAt(0).toUpperCase() + s.slice(1);
-}
-
-function escapeHtml(text: string): string {
-  return text
-    .replace(/&/g, '&amp;')
-    .replace(/</g, '&lt;')
-    .replace(/>/g, '&gt;')
-    .replace(/"/g, '&quot;')
-    .replace(/'/g, '&#39;');
 }
 
 const CSS = `

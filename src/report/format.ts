@@ -28,3 +28,13 @@ export function csvField(value: unknown): string {
     typeof value === 'number' ? (Number.isFinite(value) ? String(value) : '') : String(value);
   return /[",\r\n]/.test(text) ? `"${text.replace(/"/g, '""')}"` : text;
 }
+
+/** Markdown-safe text: no raw HTML, no table breaks, no emphasis from a run's label. */
+export function escapeMarkdown(text: string): string {
+  return text
+    .replace(/&/g, '&amp;')
+    .replace(/</g, '&lt;')
+    .replace(/>/g, '&gt;')
+    .replace(/[\\`*_[\]|#~!]/g, (ch) => `\\${ch}`)
+    .replace(/[\r\n]+/g, ' ');
+}
