@@ -1,4 +1,4 @@
-/** The load a run applies; every throughput number is reported next to it (METRICS.md section 3). */
+/** The load a run applies; every throughput number is reported next to it (docs/metrics.md, "Run-level throughput"). */
 export type LoadSpec =
   | {
       /** Closed loop: a fixed number of requests in flight; each finished one starts the next. */

@@ -1,5 +1,5 @@
 /**
- * The raw per-request record (METRICS.md section 1): the source of truth that flows from the
+ * The raw per-request record (docs/metrics.md, "The raw record"): the source of truth that flows from the
  * engine to disk (`records.jsonl`) and into every summary, view and report.
  *
  * All times are milliseconds on the run's monotonic clock (0 = run start), rounded to whole
@@ -25,7 +25,7 @@ export interface RequestError {
   status?: number;
 }
 
-/** Where a token count came from (METRICS.md section 1). */
+/** Where a token count came from (docs/metrics.md, "The raw record"). */
 export type TokenCountSource = 'server' | 'tokenizer' | 'events' | 'requested';
 
 /**
@@ -62,7 +62,7 @@ export interface ServerTiming {
 export interface RequestRecord {
   /** Index of the request in issue order (0-based); sent to the server as `x-request-id`. */
   id: number;
-  /** Warm-up requests are recorded but never counted (METRICS.md section 5). */
+  /** Warm-up requests are recorded but never counted (docs/metrics.md, "Run-level throughput"). */
   phase: RequestPhase;
   /** When the workload wanted this request sent (open loop: its arrival; closed loop: slot free). */
   scheduledAt: number;
@@ -104,7 +104,7 @@ export interface RequestRecord {
   error?: RequestError;
 }
 
-/** What the engine measured about itself during a run (client health, METRICS.md section 6). */
+/** What the engine measured about itself during a run (client health, docs/metrics.md, "Client health"). */
 export interface ClientHealthMeasurements {
   /** Event-loop delay from `perf_hooks.monitorEventLoopDelay`, in ms. */
   eventLoopDelayMs: { p50: number; p99: number; max: number };

@@ -35,7 +35,7 @@ export interface StreamEvent {
 const UNKNOWN = -1;
 
 /**
- * Accumulates the per-event token timeline of one response (METRICS.md section 1) and settles
+ * Accumulates the per-event token timeline of one response (docs/metrics.md, "The raw record") and settles
  * token counts at the end. Every backend's parser feeds it; the accounting is the same for all.
  */
 export class Timeline {

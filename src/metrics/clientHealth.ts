@@ -47,7 +47,7 @@ export interface ClientHealth extends ThreadHealth {
 }
 
 /**
- * The client-health verdict (METRICS.md section 6) from every engine thread's measurements:
+ * The client-health verdict (docs/metrics.md, "Client health") from every engine thread's measurements:
  * the run is client-limited when any thread crossed a limit, or the sends fell behind.
  * With several workers the headline figures are the worst thread's (CPU: the busiest thread).
  */

@@ -1,7 +1,7 @@
 import { Hdr3Histogram, type Hdr3State } from './hdr3.js';
 
 /**
- * Statistics of one metric over a run (METRICS.md section 4). Percentiles are exact with linear
+ * Statistics of one metric over a run (docs/metrics.md, "Statistics"). Percentiles are exact with linear
  * interpolation between closest ranks (numpy's default), unless `approximate` says otherwise.
  */
 export interface Distribution {
@@ -38,7 +38,7 @@ export function percentileOfSorted(sorted: ArrayLike<number>, q: number): number
 
 /**
  * Percentile `q` of `sorted` extended by `infinities` values of +Infinity (failed requests in the
- * adjusted view, METRICS.md section 4). Returns null where the result is infinite.
+ * adjusted view, docs/metrics.md, "Statistics"). Returns null where the result is infinite.
  */
 export function percentileWithFailures(
   sorted: ArrayLike<number>,
@@ -65,7 +65,7 @@ const MIN_SAMPLES: Record<PercentileName, number> = {
   p99_9: 1000,
 };
 
-/** Above this many samples a SampleSet moves to an HDR histogram (METRICS.md section 4). */
+/** Above this many samples a SampleSet moves to an HDR histogram (docs/metrics.md, "Statistics"). */
 export const EXACT_SAMPLE_LIMIT = 1_000_000;
 
 /** HDR values are recorded in thousandths of the metric's unit (ms -> us). */
@@ -196,8 +196,8 @@ export class SampleSet {
   }
 
   /**
-   * Percentile `q` with `infinities` extra samples of +Infinity (the adjusted view, METRICS.md
-   * section 4); null where the result is infinite.
+   * Percentile `q` with `infinities` extra samples of +Infinity (the adjusted view, docs/metrics.md,
+   * "Statistics"); null where the result is infinite.
    */
   percentileWithFailures(q: number, infinities: number): number | null {
     const sorted = this.sorted();

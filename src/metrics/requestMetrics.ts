@@ -1,6 +1,6 @@
 import type { RequestRecord } from '../record.js';
 
-/** Per-request latency metrics of METRICS.md section 2 (undefined where a formula does not apply). */
+/** Per-request latency metrics of docs/metrics.md, "Per-request metrics" (undefined where a formula does not apply). */
 export interface RequestMetrics {
   ttftMs?: number;
   ttfcMs?: number;

@@ -4,7 +4,7 @@ import type { RunSummary } from '../metrics/summary.js';
 import type { RequestRecord } from '../record.js';
 
 /**
- * vLLM `bench serve` result JSON from infergauge's raw records (METRICS.md section 7): the same
+ * vLLM `bench serve` result JSON from infergauge's raw records (docs/metrics.md): the same
  * field names and formulas (np.mean / np.median / population np.std / np.percentile), so that
  * dashboards and scripts written for vLLM keep working. Differences from infergauge's own view,
  * kept on purpose: ITL here is per stream chunk (vLLM's), not per token; TPOT is per request
