@@ -1,5 +1,5 @@
 /**
- * The house rules of docs/architecture.md, read from the imports themselves: no import cycle
+ * The house rules (README, "Source layout"), read from the imports themselves: no import cycle
  * between files or between folders, and each folder imports only the layers beneath it. A change
  * that breaks a layer fails here, naming the file and the import.
  */
