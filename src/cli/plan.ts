@@ -2,10 +2,12 @@ import { Command } from '@commander-js/extra-typings';
 import { stringify } from 'yaml';
 import { EXIT } from '../errors.js';
 import { planJsonSchema } from '../plan/planFile.js';
-import { redactPlan } from '../plan/runPlan.js';
+import { type RunPlan, redactPlan } from '../plan/runPlan.js';
+import type { PreparedRun } from '../session/target.js';
 import { describeEngine } from '../sim/describe.js';
 import { formatLengthDistribution } from '../workload/distributions.js';
 import { describeScenario } from '../workload/scenarios.js';
+import { printProblems, printWarnings, runAction } from './common.js';
 import { addRunOptions, prepareRun, withPlanFile } from './run.js';
 
 /**
@@ -20,48 +22,46 @@ export function planCommand(): Command {
   )
     .option('--print', 'print the effective plan as YAML (the default)')
     .option('--schema', "print the plan file's JSON schema");
-  return command.action((options, cmd) => {
-    const o = options as Record<string, unknown>;
-    if (o.schema) {
-      process.stdout.write(`${JSON.stringify(planJsonSchema(), null, 2)}\n`);
-      return;
-    }
-    const { print: _print, schema: _schema, ...runOptions } = o;
-    const merged = withPlanFile(runOptions, cmd, 'plan');
-    if (!merged) {
-      process.exitCode = EXIT.invalidOptions;
-      return;
-    }
-    const prepared = prepareRun(merged);
-    if (prepared.problems.length > 0 || !prepared.plan) {
-      process.stderr.write(
-        `infergauge plan: invalid options\n${prepared.problems.map((p) => `  - ${p}`).join('\n')}\n`,
-      );
-      process.exitCode = EXIT.invalidOptions;
-      return;
-    }
-    for (const w of prepared.warnings) process.stderr.write(`infergauge plan: warning: ${w}\n`);
-    const plan = redactPlan(prepared.plan);
-    const effective = {
-      ...plan,
-      scenarios: plan.scenarios.map((s) => ({
-        name: s.name,
-        'input-tokens': formatLengthDistribution(s.input),
-        'output-tokens': formatLengthDistribution(s.output),
-        ...(s.sharedPrefixTokens ? { 'shared-prefix': s.sharedPrefixTokens } : {}),
-        summary: describeScenario(s),
-      })),
-      server:
-        plan.url !== undefined
-          ? plan.url
-          : {
-              builtInSimulator: prepared.engine ? describeEngine(prepared.engine) : 'default',
-              mode: prepared.simulate ? 'virtual time (--simulate)' : 'real time',
-              ...(prepared.timeScale !== undefined
-                ? { timeScale: Number(prepared.timeScale) }
-                : {}),
-            },
-    };
-    process.stdout.write(stringify(effective));
-  });
+  return command.action((options, cmd) =>
+    runAction('plan', () => {
+      const o = options as Record<string, unknown>;
+      if (o.schema) {
+        process.stdout.write(`${JSON.stringify(planJsonSchema(), null, 2)}\n`);
+        return EXIT.ok;
+      }
+      const { print: _print, schema: _schema, ...runOptions } = o;
+      const merged = withPlanFile(runOptions, cmd, 'plan');
+      if (!merged) return EXIT.invalidOptions;
+      const prepared = prepareRun(merged);
+      if (prepared.problems.length > 0 || !prepared.plan) {
+        return printProblems('plan', prepared.problems);
+      }
+      printWarnings('plan', prepared.warnings);
+      process.stdout.write(stringify(effectivePlan(prepared, prepared.plan)));
+      return EXIT.ok;
+    }),
+  );
+}
+
+/** The plan as `run` would carry it out, secrets redacted, each scenario spelled out. */
+function effectivePlan(prepared: PreparedRun, runPlan: RunPlan) {
+  const plan = redactPlan(runPlan);
+  return {
+    ...plan,
+    scenarios: plan.scenarios.map((s) => ({
+      name: s.name,
+      'input-tokens': formatLengthDistribution(s.input),
+      'output-tokens': formatLengthDistribution(s.output),
+      ...(s.sharedPrefixTokens ? { 'shared-prefix': s.sharedPrefixTokens } : {}),
+      summary: describeScenario(s),
+    })),
+    server:
+      plan.url !== undefined
+        ? plan.url
+        : {
+            builtInSimulator: prepared.engine ? describeEngine(prepared.engine) : 'default',
+            mode: prepared.simulate ? 'virtual time (--simulate)' : 'real time',
+            ...(prepared.timeScale !== undefined ? { timeScale: Number(prepared.timeScale) } : {}),
+          },
+  };
 }

@@ -3,14 +3,16 @@ import Table from 'cli-table3';
 import { formatWeightFormat } from '../memory/dtype.js';
 import { GPU_PRESETS } from '../memory/hardware.js';
 import { MODEL_PRESETS, paramCounts } from '../memory/model.js';
-import type { SimMessage } from '../session/simulator.js';
-import { describeEngine, servedModelName } from '../sim/describe.js';
-import { DEFAULT_SCRIPTED_TIMING, ScriptedEngine, type ServingEngine } from '../sim/engine.js';
-import { EngineModel } from '../sim/engineModel.js';
+import {
+  buildSimEngine,
+  type SimEngine,
+  type SimEngineChoice,
+  type SimMessage,
+} from '../session/simulator.js';
+import { DEFAULT_SCRIPTED_TIMING } from '../sim/engine.js';
 import { parseFaults } from '../sim/faults.js';
-import { SimMetrics } from '../sim/metrics.js';
-import { PhysicalEngine } from '../sim/physical.js';
 import { startSimServer } from '../sim/server.js';
+import { printWarnings } from './common.js';
 import { addEngineFlags, engineFromFlags } from './engineFlags.js';
 
 function number(name: string, min: number) {
@@ -108,52 +110,35 @@ export function simCommand(): Command {
       else process.stderr.write(`infergauge sim: ${message}\n`);
       process.exitCode = 2;
     };
-    let engine: ServingEngine;
-    let servedName: string;
-    let maxModelLen: number | undefined;
-    let banner: string;
+    let choice: SimEngineChoice;
+    let warnings: string[] = [];
     if (o.engine === 'scripted') {
-      engine = new ScriptedEngine({
-        ttftBaseMs: o.ttftBaseMs,
-        ttftPerInputTokenMs: o.ttftPerInputTokenMs,
-        itlMs: o.itlMs,
-        tokensPerEvent: Math.floor(o.tokensPerEvent),
-        maxConcurrency: Math.floor(o.maxConcurrency),
-      });
-      servedName = o.servedModelName ?? `sim-${o.model ?? 'llama-3-8b'}`;
-      banner = 'scripted timing';
+      choice = {
+        kind: 'scripted',
+        timing: {
+          ttftBaseMs: o.ttftBaseMs,
+          ttftPerInputTokenMs: o.ttftPerInputTokenMs,
+          itlMs: o.itlMs,
+          tokensPerEvent: Math.floor(o.tokensPerEvent),
+          maxConcurrency: Math.floor(o.maxConcurrency),
+        },
+      };
     } else {
       const built = engineFromFlags(o.model, o as Record<string, unknown>);
       if (!built.engine) return fail(`invalid options\n  - ${built.problems.join('\n  - ')}`);
-      let model: EngineModel;
-      try {
-        model = new EngineModel(built.engine);
-      } catch (err) {
-        return fail((err as Error).message);
-      }
-      const c = model.config;
-      servedName = o.servedModelName ?? servedModelName(c.model.id);
-      maxModelLen = c.maxModelLen;
-      const metrics = new SimMetrics({
-        modelName: servedName,
-        gpuName: c.gpu.name,
-        maxTokenBucket: c.maxModelLen,
-        cacheConfig: {
-          block_size: c.blockSize,
-          num_gpu_blocks: model.memory.numGpuBlocks,
-          gpu_memory_utilization: c.gpuMemoryUtilization,
-          cache_dtype: c.kvDtype,
-          enable_prefix_caching: c.prefixCaching,
-        },
-      });
-      engine = new PhysicalEngine(model, { timeScale: o.timeScale, metrics });
-      const m = model.memory;
-      banner =
-        `${describeEngine(built.engine)}, KV cache ${m.numGpuBlocks} blocks (${m.kvTokens} tokens, ${(m.kvPoolBytes / 2 ** 30).toFixed(2)} GiB per GPU), ` +
-        `max concurrency at max_model_len ${c.maxModelLen}: ${m.maxConcurrencyAtMaxLen.toFixed(2)}x` +
-        (o.timeScale !== 1 ? `, time scale ${o.timeScale}` : '');
-      for (const w of built.warnings) process.stderr.write(`infergauge sim: warning: ${w}\n`);
+      choice = { kind: 'physical', engine: built.engine, timeScale: o.timeScale };
+      warnings = built.warnings;
     }
+    let sim: SimEngine;
+    try {
+      sim = buildSimEngine(choice, {
+        ...(o.model !== undefined ? { model: o.model } : {}),
+        ...(o.servedModelName !== undefined ? { servedModelName: o.servedModelName } : {}),
+      });
+    } catch (err) {
+      return fail((err as Error).message);
+    }
+    printWarnings('sim', warnings);
     let faults: ReturnType<typeof parseFaults> | undefined;
     try {
       if (o.faults !== undefined) faults = parseFaults(o.faults, o.faultSeed);
@@ -161,13 +146,13 @@ export function simCommand(): Command {
       return fail((err as Error).message);
     }
     const server = await startSimServer({
-      model: servedName,
-      engine,
+      model: sim.servedName,
+      engine: sim.engine,
       truthLimit: Math.floor(o.truthLimit),
       host: o.host,
       port: Math.floor(o.port),
       ...(faults ? { faults } : {}),
-      ...(maxModelLen !== undefined ? { maxModelLen } : {}),
+      ...(sim.maxModelLen !== undefined ? { maxModelLen: sim.maxModelLen } : {}),
       chatTemplateTokens: Math.floor(o.chatTemplateTokens),
     });
     const stop = () => {
@@ -178,10 +163,16 @@ export function simCommand(): Command {
       // Started by `infergauge run`: the parent owns Ctrl-C and our lifetime.
       process.on('SIGINT', () => {});
       process.on('disconnect', stop);
-      process.send?.({ type: 'listening', url: server.url, banner } satisfies SimMessage);
+      process.send?.({
+        type: 'listening',
+        url: server.url,
+        banner: sim.banner,
+      } satisfies SimMessage);
     } else {
       process.on('SIGINT', stop);
-      process.stdout.write(`infergauge sim: serving ${servedName} at ${server.url}: ${banner}\n`);
+      process.stdout.write(
+        `infergauge sim: serving ${sim.servedName} at ${server.url}: ${sim.banner}\n`,
+      );
     }
   });
 }

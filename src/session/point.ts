@@ -1,35 +1,42 @@
-import { mkdirSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+/**
+ * One measurement of a load point, the one implementation behind `run`, sweeps and probes:
+ * against a server on worker threads (or in this thread when each request is shaped by a
+ * function), or through the engine model in virtual time. Each point writes records.jsonl
+ * (and telemetry.jsonl, client-health.json) into its own directory as it runs.
+ */
+import { performance } from 'node:perf_hooks';
 import { withApiKey } from '../backends/request.js';
 import type { RequestSpec } from '../backends/types.js';
-import type { LoadSpec } from '../load.js';
-import { createRunClock } from '../loadgen/clock.js';
-import { type LoadgenResult, runLoadgen } from '../loadgen/run.js';
-import { maxParts, wholeRun } from '../loadgen/shard.js';
+import type { LoadSpec, ShardIndex } from '../load.js';
+import { createRunClock, type RunClock } from '../loadgen/clock.js';
+import { type LoadgenProgress, type LoadgenResult, runLoadgen } from '../loadgen/run.js';
+import { maxParts, type ShardPart, shardOf, wholeRun } from '../loadgen/shard.js';
 import { defaultWorkers, runWorkers, WORKER_START_LEAD_MS } from '../loadgen/workers.js';
 import { type RunSummary, SummaryBuilder } from '../metrics/summary.js';
 import type { RunPlan } from '../plan/runPlan.js';
 import type { RequestRecord } from '../record.js';
 import { JsonlWriter, writeClientHealth } from '../results/jsonl.js';
-import { describeEngine, servedModelName } from '../sim/describe.js';
-import { EngineModel, type EngineModelOptions } from '../sim/engineModel.js';
+import { resultPath } from '../results/layout.js';
+import { openRunDir, writeSummary } from '../results/runFiles.js';
+import { describeEngine } from '../sim/describe.js';
+import { EngineModel } from '../sim/engineModel.js';
 import { simulateRun } from '../sim/virtual.js';
 import { recordTelemetry } from '../telemetry/scraper.js';
 import type { TelemetrySnapshot } from '../telemetry/snapshot.js';
 import type { ServerMetricsSummary } from '../telemetry/summary.js';
 import { streamSeed } from '../workload/distributions.js';
-import { createPromptFactory, type PromptFactory } from '../workload/prompts.js';
+import { createPromptFactory } from '../workload/prompts.js';
 import type { Scenario } from '../workload/scenarios.js';
-import { createTokenizer, type Tokenizer } from '../workload/tokenizer.js';
+import type { Tokenizer } from '../workload/tokenizer.js';
 import { createWorkload } from '../workload/workload.js';
-import { type SimulatorProcess, spawnSimulator } from './simulator.js';
 import {
-  discoverModel,
-  measurePromptOverhead,
+  type LiveTarget,
+  type Notify,
+  openTarget,
   type PreparedRun,
-  targetConfig,
+  type Target,
   telemetrySources,
-  tokenizerOptions,
+  type VirtualTarget,
   workloadSource,
 } from './target.js';
 
@@ -44,6 +51,10 @@ export interface Point {
   dir: string;
   /** Replaces the scenario's workload (probes shape each request themselves). */
   nextRequest?: (id: number) => RequestSpec;
+  /** Only this process's shard of the point (`--shard`; several machines run the others). */
+  shard?: ShardIndex;
+  /** The shared instant the schedule starts at (`--start-at`), instead of when ready. */
+  startAt?: { iso: string; epochMs: number };
 }
 
 export interface PointResult {
@@ -51,211 +62,250 @@ export interface PointResult {
   serverMetrics?: ServerMetricsSummary;
 }
 
+/** The moment a point's schedule is set: its clock, and what this process sends of it. */
+export interface PointStart {
+  clock: RunClock;
+  part: ShardPart;
+  /** Worker threads sending it (none when it runs in this thread or in virtual time). */
+  workers?: number;
+}
+
+export interface PointHooks {
+  /** Send nothing more; requests in flight finish. */
+  stop?: AbortSignal;
+  /** Cancel the requests in flight too. */
+  cancel?: AbortSignal;
+  onNotice?: Notify;
+  /** Live counts of sent, finished and failed requests, updated as they change. */
+  progress?: LoadgenProgress;
+  /** Called once the schedule's clock is set, before the first request (or simulated step). */
+  onStart?(start: PointStart): void;
+}
+
+/** A point's result, and in virtual time what the engine did, in one line. */
+export type Measured = PointResult & { virtualRun?: string };
+
+/** A shard may start this late after --start-at; later, its schedule would start in a burst. */
+const LATE_START_US = 1e6;
+
+/** Measures one point against a target; the caller writes the summary (with its warnings). */
+export function measurePoint(
+  target: Target,
+  point: Point,
+  hooks: PointHooks = {},
+): Promise<Measured> {
+  return target.kind === 'virtual'
+    ? measureVirtual(target, point, hooks)
+    : measureLive(target, point, hooks);
+}
+
+function summaryContext(plan: RunPlan, load: LoadSpec) {
+  return { load, ...(plan.slo ? { slo: plan.slo } : {}) };
+}
+
 /**
- * Runs measurement points one after another against one target: a server (`--url`), the
- * built-in simulator in its own process, or the engine model in virtual time. Sweeps, probes
- * and capacity searches are sequences of points; each point writes a run directory of its own.
+ * Against a server. The load (or this process's shard of it) runs on worker threads; this
+ * thread writes their records as they come and merges their summaries. A probe's own request
+ * function cannot cross to a worker, so its points run in this thread.
  */
-export interface PointRunner {
-  /** What is measured, in one line (model, and the simulated deployment if any). */
-  readonly description: string;
-  readonly model: string;
-  readonly tokenizer: Tokenizer;
-  run(point: Point): Promise<PointResult>;
-  close(): Promise<void>;
-}
-
-export async function createPointRunner(
-  prepared: PreparedRun & { plan: RunPlan },
-  stopSignal?: AbortSignal,
-): Promise<PointRunner> {
-  const { plan } = prepared;
-  if (prepared.simulate && prepared.engine) return virtualRunner(plan, prepared.engine);
-  let sim: SimulatorProcess | undefined;
-  if (plan.url === undefined) {
-    sim = await spawnSimulator([
-      ...(prepared.simModel !== undefined ? ['--model', prepared.simModel] : []),
-      ...(prepared.timeScale !== undefined ? ['--time-scale', prepared.timeScale] : []),
-      ...prepared.engineFlags,
-    ]);
-    if (plan.telemetry?.metrics) plan.telemetry.metricsUrl ??= `${sim.url}/metrics`;
-  }
-  try {
-    const url = sim?.url ?? (plan.url as string);
-    const apiKey = plan.apiKeyEnv ? process.env[plan.apiKeyEnv] : undefined;
-    const { model } = await discoverModel(plan, url, apiKey);
-    const target = targetConfig(plan, url, model, apiKey);
-    const tokenizer = await createTokenizer(
-      plan.tokenizer,
-      tokenizerOptions(plan, url, model, apiKey),
+async function measureLive(target: LiveTarget, point: Point, hooks: PointHooks): Promise<Measured> {
+  const { plan } = target;
+  const warmupRequests = point.warmupRequests ?? 0;
+  const whole = wholeRun(point.load, warmupRequests, point.requests);
+  const part = point.shard ? shardOf(whole, point.shard) : whole;
+  const workers = point.nextRequest
+    ? undefined
+    : Math.min(plan.workers ?? defaultWorkers(part), maxParts(part));
+  if (workers !== undefined && plan.workers !== undefined && workers < plan.workers) {
+    hooks.onNotice?.(
+      `${workers} workers, not ${plan.workers}: each needs at least one request in flight`,
     );
-    const factories = promptFactories(tokenizer, plan.seed);
-    const overhead = await measurePromptOverhead(target, await factories(undefined));
-    const { backend: _backend, ...targetData } = target;
-    return {
-      description: sim ? `${model}: ${sim.banner}` : `${model} at ${url}`,
-      model,
-      tokenizer,
-      run: async (point) => {
-        mkdirSync(point.dir, { recursive: true });
-        const clock = createRunClock();
-        const records = new JsonlWriter<RequestRecord>(join(point.dir, 'records.jsonl'));
-        const builder = new SummaryBuilder({
-          load: point.load,
-          ...(plan.slo ? { slo: plan.slo } : {}),
-        });
-        const telemetry = plan.telemetry
-          ? recordTelemetry({
-              sources: telemetrySources(plan.telemetry),
-              intervalMs: plan.telemetry.intervalS * 1000,
-              nowMs: () => clock.nowUs() / 1000,
-              headers: withApiKey(plan.headers, apiKey),
-              sink: new JsonlWriter<TelemetrySnapshot>(join(point.dir, 'telemetry.jsonl')),
-            })
-          : undefined;
-        let serverMetrics: ServerMetricsSummary | undefined;
-        let results: LoadgenResult[];
-        const warmupRequests = point.warmupRequests ?? 0;
-        try {
-          if (point.nextRequest) {
-            // A probe shapes each request itself: a function, so it runs in this thread.
-            const result = await runLoadgen({
-              target,
-              load: point.load,
-              ...(point.requests !== undefined ? { requests: point.requests } : {}),
-              ...(point.durationS !== undefined ? { durationS: point.durationS } : {}),
-              warmupRequests,
-              seed: plan.seed,
-              nextRequest: point.nextRequest,
-              onRecord: (r) => {
-                records.write(r);
-                builder.add(r);
-              },
-              ...(stopSignal ? { stopSignal } : {}),
-              clock,
-            });
-            results = [result];
-          } else {
-            const part = wholeRun(point.load, warmupRequests, point.requests);
-            const run = await runWorkers({
-              workers: Math.min(plan.workers ?? defaultWorkers(part), maxParts(part)),
-              part: { ...part, measureFromId: warmupRequests },
-              job: {
-                target: { ...targetData, backend: plan.backend },
-                ...(point.durationS !== undefined ? { durationS: point.durationS } : {}),
-                seed: plan.seed,
-                workload: workloadSource(plan, point.scenario, {
-                  url,
-                  model,
-                  apiKey,
-                  promptOverheadTokens: overhead.tokens,
-                }),
-                summaryContext: { load: point.load, ...(plan.slo ? { slo: plan.slo } : {}) },
-              },
-              clockFor: () => ({ clock, startAtUs: clock.nowUs() + WORKER_START_LEAD_MS * 1000 }),
-              onRecords: (text, count) => records.writeLines(text, count),
-              progress: { sent: 0, finished: 0, failed: 0, inFlight: 0 },
-              ...(stopSignal ? { stopSignal } : {}),
-            });
-            for (const state of run.states) builder.merge(state);
-            results = run.results;
-          }
-        } finally {
-          records.close();
-          serverMetrics = await telemetry?.stop();
-        }
-        const health = results.map((r) => r.clientHealth);
-        writeClientHealth(point.dir, health);
-        const summary = builder.build({
-          clientHealth: health,
-          interrupted: results.some((r) => r.stoppedBy === 'signal'),
-          unsentRequests: results.reduce((n, r) => n + r.unsentRequests, 0),
-        });
-        if (serverMetrics) summary.warnings.push(...serverMetrics.warnings);
-        writeSummary(point.dir, summary, serverMetrics);
-        return { summary, ...(serverMetrics ? { serverMetrics } : {}) };
-      },
-      close: async () => {
-        await sim?.stop();
-      },
-    };
-  } catch (err) {
-    await sim?.stop();
-    throw err;
   }
-}
-
-/** Prompt factories by shared-prefix length, built once each (calibration is not free). */
-function promptFactories(tokenizer: Tokenizer, seed: number) {
-  const made = new Map<number, Promise<PromptFactory>>();
-  return (prefix: number | undefined) => {
-    const key = prefix ?? 0;
-    let factory = made.get(key);
-    if (!factory) {
-      factory = createPromptFactory(tokenizer, {
-        seed: streamSeed(seed, 'prompts'),
-        ...(key > 0 ? { sharedPrefixTokens: key } : {}),
-      });
-      made.set(key, factory);
-    }
-    return factory;
-  };
-}
-
-/** Points in virtual time: a fresh engine model each, no HTTP, no waiting. */
-async function virtualRunner(
-  plan: RunPlan,
-  engineOptions: EngineModelOptions,
-): Promise<PointRunner> {
-  const probe = new EngineModel(engineOptions);
-  const model = servedModelName(probe.config.model.id);
-  const tokenizer = await createTokenizer('words', { builtInSimulator: true });
-  const factories = promptFactories(tokenizer, plan.seed);
-  return {
-    description: `${model}: ${describeEngine(engineOptions)}, KV cache ${probe.memory.numGpuBlocks} blocks; virtual time`,
-    model,
-    tokenizer,
-    run: async (point) => {
-      mkdirSync(point.dir, { recursive: true });
-      const engine = new EngineModel(engineOptions);
-      const records = new JsonlWriter<RequestRecord>(join(point.dir, 'records.jsonl'));
-      const builder = new SummaryBuilder({
-        load: point.load,
-        ...(plan.slo ? { slo: plan.slo } : {}),
-      });
-      const nextRequest =
-        point.nextRequest ??
-        createWorkload({
-          scenario: point.scenario,
-          prompts: await factories(point.scenario.sharedPrefixTokens),
-          seed: plan.seed,
-          wordsAreTokens: true,
+  openRunDir(point.dir);
+  const records = new JsonlWriter<RequestRecord>(resultPath(point.dir, 'records'));
+  const builder = new SummaryBuilder(summaryContext(plan, part.load));
+  const progress = hooks.progress ?? { sent: 0, finished: 0, failed: 0, inFlight: 0 };
+  let telemetry: ReturnType<typeof recordTelemetry> | undefined;
+  let telemetryStart: NodeJS.Timeout | undefined;
+  const started = (clock: RunClock) => {
+    const sampling = plan.telemetry;
+    if (sampling) {
+      // Sampling starts with the schedule, so every snapshot is on the run's timeline (timers
+      // may fire up to a millisecond early: check the clock, not the timer).
+      const start = () => {
+        const leftMs = -clock.nowUs() / 1000;
+        if (leftMs > 0) {
+          telemetryStart = setTimeout(start, leftMs + 1);
+          return;
+        }
+        telemetry = recordTelemetry({
+          sources: telemetrySources(sampling),
+          intervalMs: sampling.intervalS * 1000,
+          nowMs: () => clock.nowUs() / 1000,
+          headers: withApiKey(plan.headers, target.apiKey),
+          sink: new JsonlWriter<TelemetrySnapshot>(resultPath(point.dir, 'telemetry')),
         });
-      try {
-        simulateRun({
-          engine,
+      };
+      start();
+    }
+    hooks.onStart?.({ clock, part, ...(workers !== undefined ? { workers } : {}) });
+  };
+  const signals = {
+    ...(hooks.stop ? { stopSignal: hooks.stop } : {}),
+    ...(hooks.cancel ? { cancelSignal: hooks.cancel } : {}),
+  };
+  let serverMetrics: ServerMetricsSummary | undefined;
+  let results: LoadgenResult[];
+  try {
+    if (point.nextRequest) {
+      const clock = createRunClock();
+      started(clock);
+      const result = await runLoadgen(
+        {
+          target: target.config,
           load: point.load,
           ...(point.requests !== undefined ? { requests: point.requests } : {}),
           ...(point.durationS !== undefined ? { durationS: point.durationS } : {}),
-          warmupRequests: point.warmupRequests ?? 0,
+          warmupRequests,
           seed: plan.seed,
-          endpoint: plan.endpoint,
-          nextRequest,
+          nextRequest: point.nextRequest,
           onRecord: (r) => {
             records.write(r);
             builder.add(r);
           },
-        });
-      } finally {
-        records.close();
-      }
-      const summary = builder.build({});
-      // The engine's own state stands in for scraped metrics: peak KV and preemptions.
-      const serverMetrics = engineMetrics(engine);
-      writeSummary(point.dir, summary, serverMetrics);
-      return { summary, serverMetrics };
-    },
-    close: async () => {},
+          ...signals,
+          clock,
+        },
+        progress,
+      );
+      results = [result];
+    } else {
+      const { backend: _backend, ...targetData } = target.config;
+      const run = await runWorkers({
+        workers: workers as number,
+        part: { ...part, measureFromId: warmupRequests },
+        job: {
+          target: { ...targetData, backend: plan.backend },
+          ...(point.durationS !== undefined ? { durationS: point.durationS } : {}),
+          seed: plan.seed,
+          workload: workloadSource(plan, point.scenario, {
+            url: target.url,
+            model: target.model,
+            apiKey: target.apiKey,
+            promptOverheadTokens: target.promptOverhead.tokens,
+          }),
+          summaryContext: summaryContext(plan, part.load),
+        },
+        clockFor: () => {
+          const clock = scheduleClock(point, hooks.onNotice);
+          started(clock);
+          return { clock, startAtUs: 0 };
+        },
+        onRecords: (text, count) => records.writeLines(text, count),
+        progress,
+        ...signals,
+      });
+      for (const state of run.states) builder.merge(state);
+      results = run.results;
+    }
+  } finally {
+    records.close();
+    clearTimeout(telemetryStart);
+    serverMetrics = await telemetry?.stop();
+  }
+  const health = results.map((r) => r.clientHealth);
+  // Kept raw, so that `infergauge merge` can judge shards' threads as it judges workers.
+  writeClientHealth(point.dir, health);
+  const summary = builder.build({
+    clientHealth: health,
+    interrupted: results.some((r) => r.stoppedBy === 'signal'),
+    unsentRequests: results.reduce((n, r) => n + r.unsentRequests, 0),
+  });
+  // The server's warnings (KV cache full, preemptions) stand with the run's.
+  if (serverMetrics) summary.warnings.push(...serverMetrics.warnings);
+  return { summary, ...(serverMetrics ? { serverMetrics } : {}) };
+}
+
+/**
+ * The clock every worker shares, set once all are ready: its origin is the shared --start-at,
+ * or a short lead from now (so every worker has had the start message by then).
+ */
+function scheduleClock(point: Point, onNotice: Notify | undefined): RunClock {
+  const { startAt } = point;
+  const clock = startAt
+    ? createRunClock({ originEpochMs: startAt.epochMs })
+    : createRunClock({ startInMs: WORKER_START_LEAD_MS });
+  const lateUs = clock.nowUs();
+  if (startAt && lateUs > LATE_START_US) {
+    throw new Error(
+      `ready ${(lateUs / 1e6).toFixed(1)} s after --start-at ${startAt.iso}, when the shared schedule had begun; choose a later --start-at (every shard must be running by then)`,
+    );
+  }
+  if (startAt && lateUs < -1e6) {
+    onNotice?.(`waiting ${(-lateUs / 1e6).toFixed(1)} s for --start-at ${startAt.iso}`);
+  }
+  return clock;
+}
+
+/** In virtual time: a fresh engine model per point, no HTTP, no waiting. */
+async function measureVirtual(
+  target: VirtualTarget,
+  point: Point,
+  hooks: PointHooks,
+): Promise<Measured> {
+  const { plan } = target;
+  const engine = new EngineModel(target.engine);
+  const warmupRequests = point.warmupRequests ?? 0;
+  openRunDir(point.dir);
+  hooks.onStart?.({
+    clock: createRunClock(),
+    part: wholeRun(point.load, warmupRequests, point.requests),
+  });
+  const nextRequest =
+    point.nextRequest ??
+    createWorkload({
+      scenario: point.scenario,
+      prompts: await createPromptFactory(target.tokenizer, {
+        seed: streamSeed(plan.seed, 'prompts'),
+        ...(point.scenario.sharedPrefixTokens
+          ? { sharedPrefixTokens: point.scenario.sharedPrefixTokens }
+          : {}),
+      }),
+      seed: plan.seed,
+      wordsAreTokens: true,
+      ...(plan.trace ? { trace: plan.trace.entries } : {}),
+      ...(plan.dataset ? { dataset: plan.dataset.data } : {}),
+    });
+  const records = new JsonlWriter<RequestRecord>(resultPath(point.dir, 'records'));
+  const builder = new SummaryBuilder(summaryContext(plan, point.load));
+  const startedMs = performance.now();
+  let result: ReturnType<typeof simulateRun>;
+  try {
+    result = simulateRun({
+      engine,
+      load: point.load,
+      ...(point.requests !== undefined ? { requests: point.requests } : {}),
+      ...(point.durationS !== undefined ? { durationS: point.durationS } : {}),
+      warmupRequests,
+      seed: plan.seed,
+      endpoint: plan.endpoint,
+      nextRequest,
+      onRecord: (r) => {
+        records.write(r);
+        builder.add(r);
+      },
+    });
+  } finally {
+    records.close();
+  }
+  const wallS = (performance.now() - startedMs) / 1000;
+  const summary = builder.build({ unsentRequests: result.unsentRequests });
+  const c = engine.counters;
+  return {
+    summary,
+    // The engine's own state stands in for scraped metrics: peak KV and preemptions.
+    serverMetrics: engineMetrics(engine),
+    virtualRun: `${result.simulatedS.toFixed(1)} simulated s in ${wallS.toFixed(2)} s, ${c.steps} steps, ${c.preemptions} preemptions, peak KV ${((c.peakUsedBlocks / engine.memory.numGpuBlocks) * 100).toFixed(1)}%`,
   };
 }
 
@@ -286,7 +336,49 @@ function engineMetrics(engine: EngineModel): ServerMetricsSummary {
   };
 }
 
-function writeSummary(dir: string, summary: RunSummary, serverMetrics?: ServerMetricsSummary) {
-  const saved = serverMetrics ? { ...summary, serverMetrics } : summary;
-  writeFileSync(join(dir, 'summary.json'), `${JSON.stringify(saved, null, 2)}\n`);
+/**
+ * Runs measurement points one after another against one target: a server (`--url`), the
+ * built-in simulator in its own process, or the engine model in virtual time. Sweeps, probes
+ * and capacity searches are sequences of points; each point writes a run directory of its own.
+ */
+export interface PointRunner {
+  /** What is measured, in one line (model, and the simulated deployment if any). */
+  readonly description: string;
+  readonly model: string;
+  readonly tokenizer: Tokenizer;
+  run(point: Point): Promise<PointResult>;
+  close(): Promise<void>;
+}
+
+export async function createPointRunner(
+  prepared: PreparedRun & { plan: RunPlan },
+  stopSignal?: AbortSignal,
+  onNotice: Notify = () => {},
+): Promise<PointRunner> {
+  const target = await openTarget(prepared, { onNotice });
+  return {
+    description: describeTarget(target),
+    model: target.model,
+    tokenizer: target.tokenizer,
+    run: async (point) => {
+      const { summary, serverMetrics } = await measurePoint(
+        target,
+        point,
+        stopSignal ? { stop: stopSignal } : {},
+      );
+      writeSummary(point.dir, summary, serverMetrics);
+      return { summary, ...(serverMetrics ? { serverMetrics } : {}) };
+    },
+    close: () => target.close(),
+  };
+}
+
+function describeTarget(target: Target): string {
+  if (target.kind === 'live') {
+    return target.simulator
+      ? `${target.model}: ${target.simulator}`
+      : `${target.model} at ${target.url}`;
+  }
+  const blocks = new EngineModel(target.engine).memory.numGpuBlocks;
+  return `${target.model}: ${describeEngine(target.engine)}, KV cache ${blocks} blocks; virtual time`;
 }

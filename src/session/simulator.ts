@@ -1,5 +1,10 @@
 import { fork } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
+import { describeEngine, servedModelName } from '../sim/describe.js';
+import { ScriptedEngine, type ScriptedTiming, type ServingEngine } from '../sim/engine.js';
+import { EngineModel, type EngineModelOptions } from '../sim/engineModel.js';
+import { SimMetrics } from '../sim/metrics.js';
+import { PhysicalEngine } from '../sim/physical.js';
 
 export interface SimulatorProcess {
   url: string;
@@ -52,4 +57,61 @@ export function spawnSimulator(args: string[] = []): Promise<SimulatorProcess> {
       });
     });
   });
+}
+
+/** The simulated server's engine: a modelled GPU (physical) or fixed timing (scripted). */
+export type SimEngineChoice =
+  | { kind: 'physical'; engine: EngineModelOptions; timeScale: number }
+  | { kind: 'scripted'; timing: ScriptedTiming };
+
+export interface SimEngine {
+  engine: ServingEngine;
+  /** The model id it serves, unless --served-model-name says otherwise. */
+  servedName: string;
+  maxModelLen?: number;
+  /** What the simulator models, in one line. */
+  banner: string;
+}
+
+/**
+ * Builds the engine behind `infergauge sim` (and the child that `run` starts), with its
+ * vLLM-style metrics. Throws when the modelled deployment cannot start (e.g. the weights do
+ * not fit).
+ */
+export function buildSimEngine(
+  choice: SimEngineChoice,
+  names: { model?: string; servedModelName?: string },
+): SimEngine {
+  if (choice.kind === 'scripted') {
+    return {
+      engine: new ScriptedEngine(choice.timing),
+      servedName: names.servedModelName ?? `sim-${names.model ?? 'llama-3-8b'}`,
+      banner: 'scripted timing',
+    };
+  }
+  const model = new EngineModel(choice.engine);
+  const c = model.config;
+  const servedName = names.servedModelName ?? servedModelName(c.model.id);
+  const metrics = new SimMetrics({
+    modelName: servedName,
+    gpuName: c.gpu.name,
+    maxTokenBucket: c.maxModelLen,
+    cacheConfig: {
+      block_size: c.blockSize,
+      num_gpu_blocks: model.memory.numGpuBlocks,
+      gpu_memory_utilization: c.gpuMemoryUtilization,
+      cache_dtype: c.kvDtype,
+      enable_prefix_caching: c.prefixCaching,
+    },
+  });
+  const m = model.memory;
+  return {
+    engine: new PhysicalEngine(model, { timeScale: choice.timeScale, metrics }),
+    servedName,
+    maxModelLen: c.maxModelLen,
+    banner:
+      `${describeEngine(choice.engine)}, KV cache ${m.numGpuBlocks} blocks (${m.kvTokens} tokens, ${(m.kvPoolBytes / 2 ** 30).toFixed(2)} GiB per GPU), ` +
+      `max concurrency at max_model_len ${c.maxModelLen}: ${m.maxConcurrencyAtMaxLen.toFixed(2)}x` +
+      (choice.timeScale !== 1 ? `, time scale ${choice.timeScale}` : ''),
+  };
 }

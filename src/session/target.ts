@@ -10,13 +10,26 @@ import type { TargetConfig } from '../loadgen/http.js';
 import { runLoadgen } from '../loadgen/run.js';
 import { type RunPlan, telemetryAsked } from '../plan/runPlan.js';
 import type { RequestRecord } from '../record.js';
-import type { EngineModelOptions } from '../sim/engineModel.js';
+import { servedModelName } from '../sim/describe.js';
+import { EngineModel, type EngineModelOptions } from '../sim/engineModel.js';
 import { findOnPath, NVIDIA_SMI } from '../telemetry/gpu.js';
 import { probeMetrics, type TelemetrySource } from '../telemetry/scraper.js';
-import type { PromptFactory } from '../workload/prompts.js';
+import { streamSeed } from '../workload/distributions.js';
+import { createPromptFactory, type PromptFactory } from '../workload/prompts.js';
 import type { Scenario } from '../workload/scenarios.js';
-import type { CreateTokenizerOptions } from '../workload/tokenizer.js';
+import {
+  type CreateTokenizerOptions,
+  createTokenizer,
+  type Tokenizer,
+} from '../workload/tokenizer.js';
 import type { WorkloadSource } from '../workload/workload.js';
+import { type SimulatorProcess, spawnSimulator } from './simulator.js';
+
+/**
+ * How the session says what the user should know while it works (the server's prompt
+ * overhead, a default metrics scrape, ...): one line each; the command prints them.
+ */
+export type Notify = (message: string) => void;
 
 /** A run's options, validated: the plan, the simulator's engine, or every problem found. */
 export interface PreparedRun {
@@ -97,6 +110,7 @@ export function workloadSource(
 export async function measurePromptOverhead(
   target: TargetConfig,
   prompts: PromptFactory,
+  onNotice: Notify,
 ): Promise<{ tokens: number; note?: string }> {
   if (!prompts.tokenizer.exact) return { tokens: 0, note: 'not measured: approximate tokenizer' };
   const probeTokens = 32;
@@ -119,8 +133,8 @@ export async function measurePromptOverhead(
   }
   const tokens = Math.max(0, record.inputTokens - probeTokens);
   if (tokens > 0) {
-    process.stderr.write(
-      `infergauge run: the server adds ${tokens} tokens to every ${target.endpoint} prompt (BOS, template); prompts are shortened by as much\n`,
+    onNotice(
+      `the server adds ${tokens} tokens to every ${target.endpoint} prompt (BOS, template); prompts are shortened by as much`,
     );
   }
   return { tokens };
@@ -158,17 +172,17 @@ export function localSourceProblems(telemetry: NonNullable<RunPlan['telemetry']>
 
 /**
  * With --url and no choice made about metrics: asks `<url>/metrics` once whether it serves
- * Prometheus text, and scrapes it during the run if so (saying so on stderr); otherwise the
- * run goes on without it, silently.
+ * Prometheus text, and scrapes it during the run if so (saying so through `onNotice`);
+ * otherwise the run goes on without it, silently.
  */
-export async function probeDefaultMetrics(plan: RunPlan): Promise<void> {
+export async function probeDefaultMetrics(plan: RunPlan, onNotice: Notify): Promise<void> {
   const telemetry = plan.telemetry;
   if (telemetry?.metrics !== 'default' || telemetry.metricsUrl === undefined) return;
   const apiKey = plan.apiKeyEnv ? process.env[plan.apiKeyEnv] : undefined;
   const probe = await probeMetrics(telemetry.metricsUrl, withApiKey(plan.headers, apiKey));
   if (probe.ok) {
-    process.stderr.write(
-      `infergauge run: scraping ${telemetry.metricsUrl} during the run (${probe.series} series; --no-server-metrics turns this off)\n`,
+    onNotice(
+      `scraping ${telemetry.metricsUrl} during the run (${probe.series} series; --no-server-metrics turns this off)`,
     );
     return;
   }
@@ -229,4 +243,108 @@ export function utcStamp(): string {
 function describeModelsError(models: unknown): string {
   const error = (models as { error?: unknown } | undefined)?.error;
   return typeof error === 'string' ? error : 'no models listed';
+}
+
+/** A server to measure: one at --url, or the built-in simulator in a process of its own. */
+export interface LiveTarget {
+  kind: 'live';
+  plan: RunPlan;
+  url: string;
+  model: string;
+  /** What the server listed (GET /v1/models), for the manifest. */
+  models: unknown;
+  apiKey: string | undefined;
+  config: TargetConfig;
+  tokenizer: Tokenizer;
+  /** Tokens the server adds to every prompt (measurePromptOverhead). */
+  promptOverhead: { tokens: number; note?: string };
+  /** The built-in simulator's one-line description, when it is the target. */
+  simulator?: string;
+  close(): Promise<void>;
+}
+
+/** The simulated engine in virtual time (--simulate): no HTTP, no waiting. */
+export interface VirtualTarget {
+  kind: 'virtual';
+  plan: RunPlan;
+  engine: EngineModelOptions;
+  model: string;
+  /** Words: the simulator counts one token per word, so this is exact. */
+  tokenizer: Tokenizer;
+  promptOverhead: { tokens: number; note?: string };
+  close(): Promise<void>;
+}
+
+export type Target = LiveTarget | VirtualTarget;
+
+/**
+ * Gets a plan's target ready: starts the built-in simulator (no --url), learns the model,
+ * makes the tokenizer and measures the server's prompt overhead. `probeMetrics`: with --url,
+ * first ask whether the server's /metrics can be scraped by default (as `run` does).
+ */
+export async function openTarget(
+  prepared: PreparedRun & { plan: RunPlan },
+  o: { onNotice: Notify; probeMetrics?: boolean },
+): Promise<Target> {
+  const { plan } = prepared;
+  if (prepared.simulate && prepared.engine) {
+    const engine = prepared.engine;
+    return {
+      kind: 'virtual',
+      plan,
+      engine,
+      model: servedModelName(new EngineModel(engine).config.model.id),
+      tokenizer: await createTokenizer('words', { builtInSimulator: true }),
+      promptOverhead: { tokens: 0 },
+      close: async () => {},
+    };
+  }
+  let sim: SimulatorProcess | undefined;
+  if (plan.url === undefined) {
+    sim = await spawnSimulator([
+      ...(prepared.simModel !== undefined ? ['--model', prepared.simModel] : []),
+      ...(prepared.timeScale !== undefined ? ['--time-scale', prepared.timeScale] : []),
+      ...prepared.engineFlags,
+    ]);
+    // The simulator serves /metrics: scrape it like any vLLM server (by default too).
+    if (plan.telemetry?.metrics) plan.telemetry.metricsUrl ??= `${sim.url}/metrics`;
+  }
+  try {
+    if (!sim && o.probeMetrics) await probeDefaultMetrics(plan, o.onNotice);
+    const url = sim?.url ?? (plan.url as string);
+    const apiKey = plan.apiKeyEnv ? process.env[plan.apiKeyEnv] : undefined;
+    const { model, models } = await discoverModel(plan, url, apiKey);
+    const config = targetConfig(plan, url, model, apiKey);
+    const tokenizer = await createTokenizer(
+      plan.tokenizer,
+      tokenizerOptions(plan, url, model, apiKey),
+    );
+    if (!tokenizer.exact) {
+      o.onNotice(
+        `prompt lengths are approximate (${tokenizer.name}): pass --tokenizer server, o200k_base, cl100k_base or a tokenizer.json for exact counts`,
+      );
+    }
+    const prompts = await createPromptFactory(tokenizer, {
+      seed: streamSeed(plan.seed, 'prompts'),
+    });
+    const promptOverhead = await measurePromptOverhead(config, prompts, o.onNotice);
+    return {
+      kind: 'live',
+      plan,
+      url,
+      model,
+      models,
+      apiKey,
+      config,
+      tokenizer,
+      promptOverhead,
+      ...(sim ? { simulator: sim.banner } : {}),
+      close: async () => {
+        await sim?.stop();
+      },
+    };
+  } catch (err) {
+    await sim?.stop();
+    throw err;
+  }
 }
