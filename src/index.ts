@@ -39,7 +39,7 @@ export {
 } from './metrics/clientHealth.js';
 export { type Distribution, percentileOfSorted, SampleSet } from './metrics/distribution.js';
 export { forEachTokenGap, type RequestMetrics, requestMetrics } from './metrics/requestMetrics.js';
-export { meetsSlo, type SloCondition } from './metrics/slo.js';
+export { meetsSlo, parseSlo, type SloCondition } from './metrics/slo.js';
 export {
   type RunSummary,
   SUMMARY_SCHEMA_VERSION,
@@ -48,7 +48,6 @@ export {
 } from './metrics/summary.js';
 export { planJsonSchema, readPlanFile } from './plan/planFile.js';
 export { PlanError, parseRunPlan, type RunPlan } from './plan/runPlan.js';
-export { parseSlo } from './plan/slo.js';
 export type {
   ClientHealthMeasurements,
   ErrorKind,

@@ -6,9 +6,9 @@ import assert from 'node:assert/strict';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { before, describe, test } from 'node:test';
-import { loadSavedRuns } from '../src/cli/report.js';
 import type { RunSummary } from '../src/metrics/summary.js';
 import { parseCsv } from '../src/report/csv.js';
+import { loadSavedRuns } from '../src/results/reader.js';
 import { runCli, tempDir } from './helpers/cli.js';
 
 describe('infergauge report', () => {

@@ -1,5 +1,5 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
-import { basename, relative } from 'node:path';
+import { basename } from 'node:path';
 import { Command, Option } from '@commander-js/extra-typings';
 import {
   evaluateThresholds,
@@ -8,65 +8,15 @@ import {
   type Threshold,
 } from '../analysis/thresholds.js';
 import { EXIT } from '../errors.js';
-import { type RunSummary, summarize } from '../metrics/summary.js';
-import { parseSlo } from '../plan/slo.js';
-import type { RequestRecord } from '../record.js';
+import type { RunSummary } from '../metrics/summary.js';
 import { vllmBenchResult } from '../report/compat.js';
 import { requestsCsv, runsCsv } from '../report/csv.js';
 import { renderHtmlReport } from '../report/html.js';
 import { loadReportInput } from '../report/load.js';
 import { markdownSummary } from '../report/markdown.js';
-import { RESULT_FILES, resultPath, writeJson } from '../results/layout.js';
-import {
-  findRunDirs,
-  isDirectory,
-  readManifest,
-  readRunRecords,
-  readSummary,
-  savedLoad,
-  withSavedFacts,
-} from '../results/reader.js';
-import type { Manifest } from '../results/schemas.js';
+import { resultPath, writeJson } from '../results/layout.js';
+import { isDirectory, loadSavedRuns } from '../results/reader.js';
 import { printProblems, runAction } from './common.js';
-
-/** A run directory (records.jsonl) found under a results directory. */
-export interface SavedRun {
-  name: string;
-  dir: string;
-  records: RequestRecord[];
-  summary: RunSummary;
-  manifest: Manifest;
-}
-
-/**
- * Every run under `dir` (itself, scenario folders, sweep points, probe points), each
- * summarised again from its raw records: a report never trusts a printed table.
- */
-export async function loadSavedRuns(dir: string): Promise<SavedRun[]> {
-  const runs: SavedRun[] = [];
-  for (const d of findRunDirs(dir)) {
-    const records = await readRunRecords(d);
-    const saved = readSummary(d);
-    const manifest = readManifest(d) ?? {};
-    const load = savedLoad(saved, manifest);
-    if (!load)
-      throw new Error(
-        `${d}: no ${RESULT_FILES.summary} or ${RESULT_FILES.manifest} says what load produced it`,
-      );
-    const summary = summarize(records, {
-      load,
-      ...(saved?.goodput ? { slo: parseSlo(saved.goodput.slo) } : {}),
-    });
-    runs.push({
-      name: relative(dir, d) || basename(d),
-      dir: d,
-      records,
-      summary: withSavedFacts(summary, saved),
-      manifest,
-    });
-  }
-  return runs;
-}
 
 /** `--threshold` is repeatable. */
 export function thresholdOption(): Option {

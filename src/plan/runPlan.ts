@@ -6,6 +6,7 @@ import { UsageError } from '../errors.js';
 import type { LoadSpec } from '../load.js';
 import { parseShard, type ShardIndex } from '../load.js';
 import type { SloCondition } from '../metrics/slo.js';
+import { parseSlo } from '../metrics/slo.js';
 import { openLoadProblems } from '../workload/arrivals.js';
 import { type Dataset, readDataset } from '../workload/datasets.js';
 import { formatLengthDistribution, parseLengthDistribution } from '../workload/distributions.js';
@@ -17,7 +18,6 @@ import {
 } from '../workload/scenarios.js';
 import { readTrace, type TraceEntry, traceLoad } from '../workload/trace.js';
 import { type PlanScenario, scenarioFromPlan } from './planFile.js';
-import { parseSlo } from './slo.js';
 
 /** Everything one `infergauge run` does, validated; the manifest stores it (API key redacted). */
 export interface RunPlan {

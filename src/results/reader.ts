@@ -4,14 +4,15 @@
  * results/schemas.ts, and the run directories found under a results directory of any kind.
  */
 import { existsSync, readdirSync, statSync } from 'node:fs';
-import { join } from 'node:path';
+import { basename, join, relative } from 'node:path';
 import type { LoadSpec } from '../load.js';
-import type { RunSummary, Warning } from '../metrics/summary.js';
+import { parseSlo } from '../metrics/slo.js';
+import { type RunSummary, summarize, type Warning } from '../metrics/summary.js';
 import type { RequestRecord } from '../record.js';
 import type { TelemetrySnapshot } from '../telemetry/snapshot.js';
 import type { ServerMetricsSummary } from '../telemetry/summary.js';
 import { readRecords, readTelemetry } from './jsonl.js';
-import { hasResult, type ResultFile, readJson, resultPath } from './layout.js';
+import { hasResult, RESULT_FILES, type ResultFile, readJson, resultPath } from './layout.js';
 import {
   capacitySchema,
   type Manifest,
@@ -128,4 +129,43 @@ export function withSavedFacts(summary: RunSummary, saved: SavedSummary | undefi
 /** True when `path` exists and is a directory. */
 export function isDirectory(path: string): boolean {
   return existsSync(path) && statSync(path).isDirectory();
+}
+
+/** A run directory (records.jsonl) found under a results directory. */
+export interface SavedRun {
+  name: string;
+  dir: string;
+  records: RequestRecord[];
+  summary: RunSummary;
+  manifest: Manifest;
+}
+
+/**
+ * Every run under `dir` (itself, scenario folders, sweep points, probe points), each
+ * summarised again from its raw records: a report never trusts a printed table.
+ */
+export async function loadSavedRuns(dir: string): Promise<SavedRun[]> {
+  const runs: SavedRun[] = [];
+  for (const d of findRunDirs(dir)) {
+    const records = await readRunRecords(d);
+    const saved = readSummary(d);
+    const manifest = readManifest(d) ?? {};
+    const load = savedLoad(saved, manifest);
+    if (!load)
+      throw new Error(
+        `${d}: no ${RESULT_FILES.summary} or ${RESULT_FILES.manifest} says what load produced it`,
+      );
+    const summary = summarize(records, {
+      load,
+      ...(saved?.goodput ? { slo: parseSlo(saved.goodput.slo) } : {}),
+    });
+    runs.push({
+      name: relative(dir, d) || basename(d),
+      dir: d,
+      records,
+      summary: withSavedFacts(summary, saved),
+      manifest,
+    });
+  }
+  return runs;
 }

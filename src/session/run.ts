@@ -5,7 +5,7 @@
  * through the hooks, and the command draws and prints it.
  */
 import { join } from 'node:path';
-import { prefillWarning } from '../analysis/traps.js';
+import { runWarnings } from '../analysis/traps.js';
 import { EXIT } from '../errors.js';
 import type { LoadgenProgress } from '../loadgen/run.js';
 import type { RunSummary } from '../metrics/summary.js';
@@ -201,7 +201,7 @@ async function runScenario(
     endProgress?.();
   }
   const { summary } = measured;
-  addPlanWarnings(plan, summary);
+  summary.warnings.push(...runWarnings(plan, summary));
   // In virtual time the engine's counters are told in the simulator line, not saved.
   const serverMetrics = virtual ? undefined : measured.serverMetrics;
   writeSummary(dir, summary, serverMetrics);
@@ -239,18 +239,6 @@ function graceCancel(plan: RunPlan, progress: LoadgenProgress, hooks: RunHooks) 
       clearTimeout(graceTimer);
     },
   };
-}
-
-/** Warnings about the plan itself, which the numbers depend on. */
-function addPlanWarnings(plan: RunPlan, summary: RunSummary): void {
-  const prefill = prefillWarning(summary);
-  if (prefill) summary.warnings.push(prefill);
-  if (plan.temperature > 0) {
-    summary.warnings.push({
-      code: 'nonzero_temperature',
-      message: `temperature ${plan.temperature}: sampling noise moves output lengths and timings from run to run; benchmark at temperature 0`,
-    });
-  }
 }
 
 function scenarioRow(scenario: Scenario, s: RunSummary): ScenarioRow {

@@ -184,7 +184,7 @@ export async function runProbe(
 ): Promise<{ result: ProbeResult; saved: Record<string, unknown>; target: string }> {
   const { plan } = prepared;
   const startedAt = new Date().toISOString();
-  const runner = await createPointRunner(prepared, stop);
+  const runner = await createPointRunner(prepared, stop, hooks.note);
   try {
     const prompts = await createPromptFactory(runner.tokenizer, {
       seed: streamSeed(plan.seed, 'probe-prompts'),

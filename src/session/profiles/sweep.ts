@@ -160,7 +160,9 @@ export async function runSweep(
   stop: AbortSignal,
   say: (line: string) => void,
 ): Promise<SweepOutcome> {
-  const runner = await createPointRunner(prepared, stop);
+  const runner = await createPointRunner(prepared, stop, (notice) =>
+    say(`infergauge sweep: ${notice}\n`),
+  );
   try {
     const engine = prepared.engine ? resolveEngineConfig(prepared.engine) : undefined;
     const kv = engine ? { plan: planVllmMemory(engine), blockSize: engine.blockSize } : undefined;
