@@ -1,80 +1,62 @@
-/** infergauge as a library: the same pieces the command line is built from. */
+/**
+ * infergauge as a library: the user-level API the command line is built on. Run a plan or
+ * measure single load points, load a results directory, compare runs, check thresholds, render
+ * reports; the simulator and the memory model as targets and answers of their own.
+ */
 
-export { BACKEND_NAMES, BACKENDS, type BackendName } from './backends/index.js';
-export { buildOpenAIBody } from './backends/openai.js';
-export { type DecodedStream, Timeline } from './backends/timeline.js';
-export type {
-  Backend,
-  BackendOptions,
-  Endpoint,
-  RequestSpec,
-  StreamDecoder,
-} from './backends/types.js';
+export {
+  evaluateThresholds,
+  parseThresholds,
+  type Threshold,
+  type ThresholdEvaluation,
+} from './analysis/thresholds.js';
+// Errors and exit codes.
+export { EXIT, type ExitCode, InfergaugeError, UsageError } from './errors.js';
+// A plan: what to run.
 export type { LoadSpec } from './load.js';
-export { createRunClock, type RunClock } from './loadgen/clock.js';
-export type { TargetConfig } from './loadgen/http.js';
-export {
-  type LoadgenOptions,
-  type LoadgenProgress,
-  type LoadgenResult,
-  runLoadgen,
-} from './loadgen/run.js';
-export { capacityLimit, predictCapacity } from './memory/capacity.js';
-export { type KvDtype, parseWeightFormat, type WeightFormat } from './memory/dtype.js';
-export {
-  EngineStartError,
-  kvBytesPerToken,
-  planVllmMemory,
-  type VllmMemoryPlan,
-  weightBytes,
-} from './memory/footprint.js';
-export { findGpuPreset, GPU_PRESETS, type GpuSpec } from './memory/hardware.js';
-export { readHfConfig, resolveModel } from './memory/hfConfig.js';
-export { findModelPreset, MODEL_PRESETS, type ModelSpec, paramCounts } from './memory/model.js';
+export { findGpuPreset, GPU_PRESETS } from './memory/hardware.js';
+export { findModelPreset, MODEL_PRESETS } from './memory/model.js';
 export { memoryReport } from './memory/report.js';
-export {
-  assessClientHealth,
-  CLIENT_HEALTH_LIMITS,
-  type ClientHealth,
-} from './metrics/clientHealth.js';
-export { type Distribution, percentileOfSorted, SampleSet } from './metrics/distribution.js';
-export { forEachTokenGap, type RequestMetrics, requestMetrics } from './metrics/requestMetrics.js';
-export { meetsSlo, parseSlo, type SloCondition } from './metrics/slo.js';
-export {
-  type RunSummary,
-  SUMMARY_SCHEMA_VERSION,
-  SummaryBuilder,
-  summarize,
-} from './metrics/summary.js';
+export { findMetric, METRICS } from './metrics/catalog.js';
+export { parseSlo, type SloCondition } from './metrics/slo.js';
+export { type RunSummary, SummaryBuilder, summarize } from './metrics/summary.js';
 export { planJsonSchema, readPlanFile } from './plan/planFile.js';
-export { PlanError, parseRunPlan, type RunPlan } from './plan/runPlan.js';
-export type {
-  ClientHealthMeasurements,
-  ErrorKind,
-  EventTimeline,
-  RequestRecord,
-} from './record.js';
-export { ERROR_KINDS } from './record.js';
-export { renderTerminalSummary } from './report/terminal.js';
-export { JsonlWriter, readRecords } from './results/jsonl.js';
-export { DEFAULT_SCRIPTED_TIMING, ScriptedEngine, type ServingEngine } from './sim/engine.js';
-export { EngineModel, type EngineModelOptions } from './sim/engineModel.js';
-export { parseFaults } from './sim/faults.js';
-export { PhysicalEngine } from './sim/physical.js';
-export { DEFAULT_EFFICIENCY, type Efficiency } from './sim/roofline.js';
-export { startSimServer, type TruthRecord } from './sim/server.js';
-export { simulateRun } from './sim/virtual.js';
-export { commonFields } from './telemetry/common.js';
-export { createArrivalSchedule } from './workload/arrivals.js';
-export { readDataset } from './workload/datasets.js';
+export { PlanError, parseRunPlan, type RunPlan, type RunPlanInput } from './plan/runPlan.js';
+// What a run produces: raw records, summaries, a results directory.
+export type { ErrorKind, RequestRecord } from './record.js';
 export {
-  type LengthDistribution,
-  parseLengthDistribution,
-  sampleLength,
-} from './workload/distributions.js';
-export { createPromptFactory, type PromptFactory } from './workload/prompts.js';
-export { SCENARIO_PRESETS, type Scenario } from './workload/scenarios.js';
-export { createSyntheticWorkload } from './workload/synthetic.js';
-export { createTokenizer, type Tokenizer } from './workload/tokenizer.js';
-export { readTrace } from './workload/trace.js';
-export { createWorkload } from './workload/workload.js';
+  type CompareReport,
+  compareTargets,
+  renderMarkdown as renderCompareMarkdown,
+} from './report/compare.js';
+export { vllmBenchResult } from './report/compat.js';
+export { requestsCsv, runsCsv } from './report/csv.js';
+export { renderHtmlReport } from './report/html.js';
+export { markdownSummary } from './report/markdown.js';
+// Reports.
+export { renderTerminalSummary } from './report/terminal.js';
+// Across runs: comparisons and CI thresholds.
+export { type CompareTarget, readCompareTarget } from './results/compareInput.js';
+export { JsonlWriter, readRecords } from './results/jsonl.js';
+export { RESULT_FILES } from './results/layout.js';
+export { loadReportInput, type ReportInput } from './results/load.js';
+export { loadSavedRuns, type SavedRun } from './results/reader.js';
+export {
+  createPointRunner,
+  type Point,
+  type PointResult,
+  type PointRunner,
+} from './session/point.js';
+// Running it: a whole plan, or one load point after another.
+export {
+  benchmark,
+  type PlanRunResult,
+  type RunHooks,
+  runPlan,
+  type ScenarioResult,
+} from './session/run.js';
+export type { PreparedRun } from './session/target.js';
+export { EngineModel, type EngineModelOptions } from './sim/engineModel.js';
+// The simulated serving engine and the memory model.
+export { startSimServer } from './sim/server.js';
+export { simulateRun } from './sim/virtual.js';

@@ -17,7 +17,7 @@ import type { Browser } from 'playwright-core';
 import { cdfPoints, MAX_SERIES_POINTS, paretoFront } from '../src/report/charts.js';
 import { escapeHtml } from '../src/report/format.js';
 import { renderHtmlReport } from '../src/report/html.js';
-import { loadReportInput, type ReportInput } from '../src/report/load.js';
+import { loadReportInput, type ReportInput } from '../src/results/load.js';
 import { openFile, startBrowser } from './helpers/browser.js';
 
 const FIXTURES = fileURLToPath(new URL('./fixtures/report/', import.meta.url));

@@ -13,7 +13,7 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { renderHtmlReport } from '../src/report/html.js';
-import { loadReportInput } from '../src/report/load.js';
+import { loadReportInput } from '../src/results/load.js';
 import { launchChromium } from './browser/chromium.js';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');

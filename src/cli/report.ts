@@ -12,9 +12,9 @@ import type { RunSummary } from '../metrics/summary.js';
 import { vllmBenchResult } from '../report/compat.js';
 import { requestsCsv, runsCsv } from '../report/csv.js';
 import { renderHtmlReport } from '../report/html.js';
-import { loadReportInput } from '../report/load.js';
 import { markdownSummary } from '../report/markdown.js';
 import { resultPath, writeJson } from '../results/layout.js';
+import { loadReportInput } from '../results/load.js';
 import { isDirectory, loadSavedRuns } from '../results/reader.js';
 import { printProblems, runAction } from './common.js';
 

@@ -12,6 +12,7 @@ import type { CapacityLimit, CapacityPrediction, CapacityStep } from '../memory/
 import type { Distribution } from '../metrics/distribution.js';
 import { fmtNumber, fmtSig } from '../metrics/format.js';
 import type { Warning } from '../metrics/summary.js';
+import type { ReportInput, RunReportInput } from '../results/load.js';
 import { VERSION } from '../version.js';
 import {
   type ChartSpec,
@@ -31,7 +32,6 @@ import {
   timelineCharts,
 } from './charts.js';
 import { escapeHtml } from './format.js';
-import type { ReportInput, RunReportInput } from './load.js';
 import { htmlTableOf as table } from './table.js';
 import { describeClientHealth, describeLoad } from './terminal.js';
 

@@ -1,7 +1,7 @@
 import { writeFileSync } from 'node:fs';
 import { renderHtmlReport } from '../report/html.js';
-import { loadReportInput } from '../report/load.js';
 import { resultPath } from '../results/layout.js';
+import { loadReportInput } from '../results/load.js';
 import type { Notify } from './target.js';
 
 /**

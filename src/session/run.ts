@@ -258,3 +258,15 @@ function scenarioRow(scenario: Scenario, s: RunSummary): ScenarioRow {
     meanConcurrency: s.load.meanConcurrency,
   };
 }
+
+/**
+ * The library's way in: runs a parsed plan (parseRunPlan, readPlanFile) against its URL, or
+ * without one against the built-in simulator with its default engine, as `infergauge run`
+ * does, writing the same run directory.
+ */
+export function benchmark(plan: RunPlan, hooks: RunHooks = {}): Promise<PlanRunResult> {
+  return runPlan(
+    { plan, problems: [], warnings: [], engineFlags: [], simulate: false, json: false },
+    hooks,
+  );
+}

@@ -6,6 +6,7 @@
 import { existsSync, readdirSync, statSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import type { RequestRecord } from '../record.js';
+import type { TelemetrySnapshot } from '../telemetry/snapshot.js';
 import {
   hasResult,
   kindOfFileName,
@@ -13,7 +14,7 @@ import {
   RESULT_FILES,
   resultKind,
   resultPath,
-} from '../results/layout.js';
+} from './layout.js';
 import {
   readManifest,
   readRunRecords,
@@ -23,8 +24,7 @@ import {
   readTable,
   type SavedSummary,
   scenarioNames,
-} from '../results/reader.js';
-import type { TelemetrySnapshot } from '../telemetry/snapshot.js';
+} from './reader.js';
 
 export type ReportInput =
   | {
