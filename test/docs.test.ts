@@ -1,7 +1,7 @@
 /**
  * docs/cli.md stays true to the command line: every command and subcommand that `--help`
  * lists has a section (a heading "`infergauge <command>`"), and every long option its own
- * `--help` lists is named in that section. Options are read from `--help` at test time, so a
+ * `--help` lists is named in that section. Options are read from the program's help at test time, so a
  * new option fails here until it is documented. A section may say that it takes the options of
  * another command with a link, "options of [`infergauge run`](#infergauge-run)", and then the
  * other section's options count as documented in it (sweep and probe take every run option).
@@ -10,7 +10,8 @@ import assert from 'node:assert/strict';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { test } from 'node:test';
-import { runCli } from './helpers/cli.js';
+import type { Command } from '@commander-js/extra-typings';
+import { program } from '../src/cli/program.js';
 
 const ROOT = resolve(import.meta.dirname, '..');
 const DOCS = resolve(ROOT, 'docs');
@@ -43,10 +44,15 @@ function parseHelp(text: string): Help {
   return { commands, options };
 }
 
-async function help(command: string[]): Promise<Help> {
-  const result = await runCli([...command, '--help']);
-  assert.equal(result.code, 0, `infergauge ${command.join(' ')} --help: ${result.stderr}`);
-  return parseHelp(result.stdout);
+/** The help text `infergauge <path> --help` prints, read from the program itself (no process). */
+function help(path: string[]): Help {
+  let command = program() as unknown as Command;
+  for (const name of path) {
+    const sub = command.commands.find((c) => c.name() === name);
+    assert.ok(sub, `infergauge ${path.join(' ')}: no such command`);
+    command = sub as unknown as Command;
+  }
+  return parseHelp(command.helpInformation());
 }
 
 /** Each command's section of docs/cli.md: from its heading to the next heading as high. */
@@ -97,18 +103,14 @@ function anchors(markdown: string): Set<string> {
   return found;
 }
 
-test('docs/cli.md has a section for every command and names every option its --help lists', async () => {
+test('docs/cli.md has a section for every command and names every option its --help lists', () => {
   const markdown = readFileSync(CLI_MD, 'utf8');
   const all = sections(markdown);
-  const top = await help([]);
+  const top = help([]);
   assert.ok(top.commands.includes('run'), 'infergauge --help lists its commands');
-  const helps = await Promise.all(
-    top.commands.map(async (c) => ({ path: [c], help: await help([c]) })),
-  );
-  const subs = await Promise.all(
-    helps.flatMap(({ path, help: h }) =>
-      h.commands.map(async (s) => ({ path: [...path, s], help: await help([...path, s]) })),
-    ),
+  const helps = top.commands.map((c) => ({ path: [c], help: help([c]) }));
+  const subs = helps.flatMap(({ path, help: h }) =>
+    h.commands.map((s) => ({ path: [...path, s], help: help([...path, s]) })),
   );
   const missing: string[] = [];
   for (const { path, help: h } of [...helps, ...subs]) {
