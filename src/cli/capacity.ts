@@ -11,8 +11,9 @@ import {
 } from '../session/profiles/capacity.js';
 import { utcStamp } from '../session/target.js';
 import { resolveEngineConfig } from '../sim/engineModel.js';
+import { engineFlagArgs, engineFromFlags } from '../sim/options.js';
 import { listenForInterrupts, printProblems, runAction } from './common.js';
-import { addEngineFlags, engineFlagArgs, engineFromFlags } from './engineFlags.js';
+import { addEngineFlags } from './engineFlags.js';
 
 export function capacityCommand(): Command {
   const command = new Command('capacity')

@@ -3,8 +3,8 @@ import { EXIT } from '../errors.js';
 import { type MemoryQuestion, memoryReport } from '../memory/report.js';
 import { describeQuestion, renderMemory } from '../report/memoryText.js';
 import { resolveEngineConfig } from '../sim/engineModel.js';
+import { engineFromFlags } from '../sim/options.js';
 import { printProblems, printWarnings } from './common.js';
-import { engineFromFlags } from './engineFlags.js';
 
 export function memoryCommand(): Command {
   return new Command('memory')

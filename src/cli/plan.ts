@@ -3,12 +3,13 @@ import { stringify } from 'yaml';
 import { EXIT } from '../errors.js';
 import { planJsonSchema } from '../plan/planFile.js';
 import { type RunPlan, redactPlan } from '../plan/runPlan.js';
+import { prepareRun } from '../session/prepare.js';
 import type { PreparedRun } from '../session/target.js';
 import { describeEngine } from '../sim/describe.js';
 import { formatLengthDistribution } from '../workload/distributions.js';
 import { describeScenario } from '../workload/scenarios.js';
 import { printProblems, printWarnings, runAction } from './common.js';
-import { addRunOptions, prepareRun, withPlanFile } from './run.js';
+import { addRunOptions, withPlanFile } from './run.js';
 
 /**
  * `infergauge plan --print`: what `run` would do with these options and plan file, without

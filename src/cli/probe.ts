@@ -4,6 +4,7 @@ import { Command, Option } from '@commander-js/extra-typings';
 import { EXIT } from '../errors.js';
 import { probeWarnings, renderDecode, renderPrefill } from '../report/probeText.js';
 import { hasResult, writeResult } from '../results/layout.js';
+import { prepareRun, type RunOptions } from '../session/prepare.js';
 import {
   PROBE_DEFAULTS as DEFAULTS,
   type ProbeKind,
@@ -13,7 +14,7 @@ import {
 import { utcStamp } from '../session/target.js';
 import { resolveEngineConfig } from '../sim/engineModel.js';
 import { listenForInterrupts, printProblems, printWarnings, runAction } from './common.js';
-import { addRunOptions, prepareRun, type RunOptions, withPlanFile } from './run.js';
+import { addRunOptions, withPlanFile } from './run.js';
 
 /** Options of the probe itself; the rest are run options. */
 const PROBE_KEYS: Record<ProbeKind, readonly string[]> = {

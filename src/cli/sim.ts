@@ -11,9 +11,10 @@ import {
 } from '../session/simulator.js';
 import { DEFAULT_SCRIPTED_TIMING } from '../sim/engine.js';
 import { parseFaults } from '../sim/faults.js';
+import { engineFromFlags } from '../sim/options.js';
 import { startSimServer } from '../sim/server.js';
 import { printWarnings } from './common.js';
-import { addEngineFlags, engineFromFlags } from './engineFlags.js';
+import { addEngineFlags } from './engineFlags.js';
 
 function number(name: string, min: number) {
   return (value: string): number => {

@@ -5,17 +5,12 @@ import { DEFAULT_TRIANGLE } from '../analysis/sweep.js';
 import { EXIT } from '../errors.js';
 import { renderSweep } from '../report/sweepText.js';
 import { writeResult } from '../results/layout.js';
+import { prepareRun, type RunOptions } from '../session/prepare.js';
 import { DEFAULT_LEVELS, runSweep, sweepSettings } from '../session/profiles/sweep.js';
 import { utcStamp } from '../session/target.js';
 import { listenForInterrupts, printProblems, printWarnings, runAction } from './common.js';
 import { gate } from './report.js';
-import {
-  addRunOptions,
-  prepareRun,
-  type RunOptions,
-  withPlanFile,
-  writeHtmlReport,
-} from './run.js';
+import { addRunOptions, withPlanFile, writeHtmlReport } from './run.js';
 
 /** Options of the sweep itself; the rest are run options, for every point. */
 const SWEEP_KEYS = [
