@@ -3,7 +3,7 @@
  * written by another version, or by hand, fails with the field at fault instead of a crash deep
  * in a renderer). The schemas are loose: fields they do not name pass through untouched, so a
  * reader hands on everything a writer saved. The TypeScript types of the written values stay
- * where they are computed (metrics/summary.ts RunSummary, ...); test/results-schemas.test.ts
+ * where they are computed (metrics/summary.ts RunSummary, ...); test/unit/results/results-schemas.test.ts
  * checks that the files a real run writes parse, and that those types satisfy the schemas.
  */
 import { z } from 'zod';

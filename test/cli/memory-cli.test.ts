@@ -1,0 +1,198 @@
+/**
+ * `infergauge memory` (the analytic footprint and its answers) and `infergauge capacity` (the
+ * batch-to-OOM curve) against the simulator, whose KV pool is known exactly.
+ */
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, test } from 'node:test';
+import { type CapacityStep, capacityLimit, doublingBatches } from '../../src/memory/capacity.js';
+import { findGpuPreset, type GpuSpec } from '../../src/memory/hardware.js';
+import { findModelPreset, type ModelSpec } from '../../src/memory/model.js';
+import { memoryReport } from '../../src/memory/report.js';
+import { runCli, tempDir } from '../helpers/cli.js';
+
+const preset = (id: string): ModelSpec => findModelPreset(id) as ModelSpec;
+const gpu = (id: string): GpuSpec => findGpuPreset(id) as GpuSpec;
+
+describe('infergauge memory', () => {
+  test('Llama-3-8B on an H100 at 32k: the chapter questions in one screen', async () => {
+    const result = await runCli([
+      'memory',
+      '--model',
+      'llama-3-8b',
+      '--gpu',
+      'h100',
+      '--context',
+      '32768',
+    ]);
+    assert.equal(result.code, 0, result.stderr);
+    const out = result.stdout;
+    assert.ok(out.trim().split('\n').length <= 30, 'one screen');
+    assert.match(out, /weights\s+│\s+16\.06 GB/);
+    assert.match(out, /KV cache: 1 x 32,768 tokens\s+│\s+4\.29 GB/);
+    assert.match(out, /27,784 blocks = 444,544 tokens/);
+    assert.match(out, /Max concurrent sequences at 32,768 tokens: 13\./);
+    assert.match(out, /KV cache overtakes the weights at 122,533 tokens/);
+    assert.match(out, /Smallest fit for 1 x 32,768 tokens: one /);
+    // 32k is beyond Llama-3-8B's trained 8k context: said, not hidden.
+    assert.match(result.stderr, /beyond Llama-3-8B's trained context \(8192\)/);
+  });
+
+  test('JSON: per-GPU footprint with TP, MLA and sliding windows, and the smallest fit', async () => {
+    const result = await runCli([
+      'memory',
+      '--model',
+      'llama-3-70b',
+      '--gpu',
+      'h100',
+      '--tp',
+      '4',
+      '--context',
+      '8192',
+      '--batch',
+      '32',
+      '--json',
+    ]);
+    assert.equal(result.code, 0, result.stderr);
+    const report = JSON.parse(result.stdout);
+    assert.equal(report.question.tp, 4);
+    assert.equal(report.kvBytesPerTokenAllGpus, 320 * 1024);
+    assert.equal(report.perGpu.kvBytesPerToken, 80 * 1024);
+    assert.equal(report.perGpu.kvBytesForBatch, 32 * 8192 * 80 * 1024);
+    assert.ok(report.maxSequences >= 32);
+    assert.equal(report.smallestFit.singleGpu, undefined, 'no single GPU holds 70B bf16 + 32 x 8k');
+
+    // MLA: one latent per token, not split by TP; a 1,000-token sequence rounds up to 63 blocks.
+    const mla = memoryReport({
+      model: preset('deepseek-v3'),
+      gpu: gpu('h200'),
+      weights: { dtype: 'fp8' },
+      kvDtype: 'bf16',
+      tp: 8,
+      contextTokens: 1000,
+      batch: 1,
+      gpuMemoryUtilization: 0.9,
+      blockSize: 16,
+      maxNumBatchedTokens: 8192,
+      maxNumSeqs: 1024,
+    });
+    assert.equal(mla.perGpu.kvBytesPerToken, 61 * 576 * 2);
+    assert.equal(mla.perGpu.kvBytesPerSequence, 63 * 16 * 61 * 576 * 2);
+    assert.equal(mla.perGpu.blockWasteBytesPerSequence, 8 * 61 * 576 * 2);
+    // Mistral's 4k window caps the KV of a 32k sequence.
+    const window = memoryReport({
+      model: preset('mistral-7b'),
+      gpu: gpu('h100'),
+      weights: { dtype: 'bf16' },
+      kvDtype: 'bf16',
+      tp: 1,
+      contextTokens: 32768,
+      batch: 1,
+      gpuMemoryUtilization: 0.9,
+      blockSize: 16,
+      maxNumBatchedTokens: 8192,
+      maxNumSeqs: 1024,
+    });
+    assert.equal(
+      window.perGpu.kvBytesPerSequence,
+      (Math.ceil((4095 + 8192) / 16) + 1) * 16 * 131072,
+    );
+  });
+
+  test('bad options name the flag', async () => {
+    const bad = await runCli(['memory', '--model', 'gpt-9', '--batch', '0', '--gpu', 'tpu']);
+    assert.equal(bad.code, 2);
+    assert.match(bad.stderr, /--batch must be a whole number >= 1/);
+    assert.match(bad.stderr, /--model: .*gpt-9/);
+    assert.match(bad.stderr, /--gpu tpu is not a preset/);
+  });
+});
+
+describe('capacity limits (pure)', () => {
+  const step = (over: Partial<CapacityStep>): CapacityStep => ({
+    batch: 8,
+    completed: 16,
+    failed: 0,
+    errorsByKind: {},
+    meanConcurrency: 8,
+    outputTokensPerS: 1000,
+    perUserTokensPerS: 100,
+    ttftP50Ms: 100,
+    ttftP99Ms: 120,
+    tpotMeanMs: 20,
+    itlP99Ms: 30,
+    ...over,
+  });
+  test('failures, then preemptions, then a full KV cache, then a latency cliff', () => {
+    assert.equal(capacityLimit(step({}), step({ batch: 4 }), 3), undefined);
+    assert.equal(
+      capacityLimit(step({ failed: 2, errorsByKind: { timeout: 2 }, preemptions: 3 }), undefined, 3)
+        ?.reason,
+      'failures',
+    );
+    assert.equal(capacityLimit(step({ preemptions: 3 }), undefined, 3)?.reason, 'preemptions');
+    assert.equal(
+      capacityLimit(step({ kvCacheUsageMax: 0.995 }), undefined, 3)?.reason,
+      'kv_cache_full',
+    );
+    const cliff = capacityLimit(step({ ttftP99Ms: 400 }), step({ batch: 4, ttftP99Ms: 120 }), 3);
+    assert.equal(cliff?.reason, 'latency_cliff');
+    assert.match(cliff?.detail ?? '', /p99 TTFT jumped 3\.3x/);
+    assert.deepEqual(doublingBatches(24), [1, 2, 4, 8, 16, 24]);
+  });
+});
+
+describe('infergauge capacity on the simulator', () => {
+  test('stops within one step of where the KV pool runs out; the measured peak matches the prediction', async () => {
+    const out = join(tempDir('ig-capacity-'), 'cap');
+    const result = await runCli([
+      'capacity',
+      '--model',
+      'llama-3.1-8b',
+      '--gpu',
+      'rtx4090',
+      '--max-model-len',
+      '8192',
+      '--time-scale',
+      '0.1',
+      '--input-tokens',
+      '4096',
+      '--output-tokens',
+      '256',
+      '--max-batch',
+      '64',
+      '--scrape-interval',
+      '0.05',
+      '--out',
+      out,
+      '--json',
+    ]);
+    assert.equal(result.code, 0, result.stderr);
+    const report = JSON.parse(result.stdout);
+    assert.deepEqual(report, JSON.parse(readFileSync(join(out, 'capacity.json'), 'utf8')));
+    // RTX 4090, Llama-3.1-8B bf16: 2,595 blocks; 4,352 tokens are 272 blocks: 9 sequences fit.
+    assert.equal(report.prediction.blocksPerSequence, 272);
+    assert.equal(report.prediction.maxBatch, Math.floor(report.prediction.numGpuBlocks / 272));
+    const batches = report.steps.map((s: CapacityStep) => s.batch);
+    assert.deepEqual(batches, [1, 2, 4, 8, 16], 'stops at the first batch past the pool');
+    assert.equal(report.limit.reason, 'preemptions');
+    assert.equal(report.capacity, 8);
+    assert.ok(report.capacity <= report.prediction.maxBatch);
+    assert.ok(report.prediction.maxBatch < 16);
+    const at8 = report.steps[3] as CapacityStep;
+    assert.equal(at8.preemptions, 0);
+    const predicted = at8.predictedKvCacheUsage as number;
+    assert.ok(
+      Math.abs((at8.kvCacheUsageMax as number) - predicted) < 0.05,
+      `KV peak at batch 8: measured ${at8.kvCacheUsageMax}, predicted ${predicted}`,
+    );
+    // KV usage rises with the batch, as the model says.
+    const peaks = report.steps.slice(0, 4).map((s: CapacityStep) => s.kvCacheUsageMax as number);
+    assert.deepEqual(
+      [...peaks].sort((a, b) => a - b),
+      peaks,
+    );
+    assert.ok(at8.gpuMemoryUsedMaxBytes !== undefined, 'GPU memory from the DCGM gauges');
+  });
+});

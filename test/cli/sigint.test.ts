@@ -1,0 +1,93 @@
+import assert from 'node:assert/strict';
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, test } from 'node:test';
+import type { RunSummary } from '../../src/metrics/summary.js';
+import type { RequestRecord } from '../../src/record.js';
+import { collect, spawnCli, tempDir } from '../helpers/cli.js';
+
+function lines(path: string): string[] {
+  return existsSync(path)
+    ? readFileSync(path, 'utf8')
+        .split('\n')
+        .filter((l) => l.length > 0)
+    : [];
+}
+
+async function waitForRecords(path: string, count: number): Promise<void> {
+  const deadline = Date.now() + 30_000;
+  while (lines(path).length < count) {
+    if (Date.now() > deadline) throw new Error(`fewer than ${count} records after 30 s`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+/**
+ * Ctrl-C in a terminal signals the whole process group (the built-in simulator too), so the
+ * tests do the same: the run stops sending, lets in-flight requests finish, and still writes
+ * the summary of everything that finished.
+ */
+describe('Ctrl-C during a run', () => {
+  test('SIGINT: stop sending, finish in-flight requests, write the summary, exit 130', async () => {
+    const out = join(tempDir('ig-int-'), 'run');
+    const child = spawnCli(
+      ['run', '--requests', '100000', '--concurrency', '8', '--output-tokens', '48', '--out', out],
+      { detached: true },
+    );
+    const done = collect(child);
+    const recordsPath = join(out, 'records.jsonl');
+    await waitForRecords(recordsPath, 12);
+    process.kill(-(child.pid as number), 'SIGINT');
+    const result = await done;
+    assert.ok(result.code === 130 || result.code === 0, `exit ${result.code}: ${result.stderr}`);
+    const records = lines(recordsPath).map((l) => JSON.parse(l) as RequestRecord);
+    assert.ok(records.length >= 12);
+    assert.deepEqual(
+      records.filter((r) => r.error),
+      [],
+      'in-flight requests finished within the grace period',
+    );
+    const summary = JSON.parse(readFileSync(join(out, 'summary.json'), 'utf8')) as RunSummary;
+    assert.equal(summary.interrupted, true);
+    assert.equal(summary.requests.completed, records.length);
+    assert.match(result.stdout, /Interrupted/);
+    assert.match(result.stdout, /8 concurrent requests/);
+  });
+
+  test('a second SIGINT cancels in-flight requests; every line still parses', async () => {
+    const out = join(tempDir('ig-int-'), 'run');
+    const child = spawnCli(
+      [
+        'run',
+        '--requests',
+        '100000',
+        '--concurrency',
+        '8',
+        '--output-tokens',
+        '400',
+        '--grace',
+        '60',
+        '--out',
+        out,
+      ],
+      { detached: true },
+    );
+    const done = collect(child);
+    const recordsPath = join(out, 'records.jsonl');
+    await waitForRecords(recordsPath, 1);
+    process.kill(-(child.pid as number), 'SIGINT');
+    await new Promise((r) => setTimeout(r, 200));
+    process.kill(-(child.pid as number), 'SIGINT');
+    const result = await done;
+    assert.equal(result.code, 130, result.stderr);
+    const records = lines(recordsPath).map((l) => JSON.parse(l) as RequestRecord);
+    const cancelled = records.filter((r) => r.error?.kind === 'cancelled');
+    assert.ok(cancelled.length >= 1, 'in-flight requests were cancelled');
+    assert.ok(
+      cancelled.every((r) => r.outputTokens > 0),
+      'tokens received before the cancel are kept',
+    );
+    const summary = JSON.parse(readFileSync(join(out, 'summary.json'), 'utf8')) as RunSummary;
+    assert.equal(summary.requests.errorsByKind.cancelled, cancelled.length);
+  });
+});

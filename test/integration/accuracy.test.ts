@@ -1,0 +1,127 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import type { RequestRecord } from '../../src/record.js';
+import type { SimulatorProcess } from '../../src/session/simulator.js';
+import type { TruthRecord } from '../../src/sim/server.js';
+import { createSyntheticWorkload } from '../../src/workload/synthetic.js';
+import { runAgainst } from '../helpers/run.js';
+import { fetchTruth, resetTruth, startSim } from '../helpers/sim.js';
+
+/**
+ * The client against the simulator's server-side ground truth: the client's TTFT includes the
+ * network both ways, so it is never below the server's and, on loopback, within 1 ms of it.
+ *
+ * Output lengths vary per request (33 +- 9 tokens) so that requests do not run in lockstep: with
+ * identical requests every stream event of every request lands in the same instant, and the
+ * single-threaded server then stamps later arrivals late (time its truth cannot see).
+ */
+const base = createSyntheticWorkload({ inputTokens: 64, outputTokens: 33, seed: 3 });
+const varied = (id: number) => ({ ...base(id), requestedOutputTokens: 24 + ((id * 7) % 19) });
+
+function compare(records: RequestRecord[], truth: TruthRecord[]) {
+  const byId = new Map(truth.map((t) => [t.requestId, t]));
+  let ttftGapSum = 0;
+  let minGap = Number.POSITIVE_INFINITY;
+  const tpotErrors: number[] = [];
+  for (const r of records) {
+    const t = byId.get(String(r.id));
+    assert.ok(t, `truth for request ${r.id}`);
+    assert.equal(r.error, undefined, `request ${r.id} failed: ${r.error?.message}`);
+    assert.equal(r.outputTokens, t.outputTokens, 'output tokens exact');
+    assert.equal(r.outputTokens, r.requestedOutputTokens);
+    assert.equal(r.inputTokens, t.inputTokens, 'input tokens exact');
+    const clientTtft = (r.firstTokenAt as number) - r.sentAt;
+    const serverTtft = t.events[0].at - t.arrivedAt;
+    const gap = clientTtft - serverTtft;
+    ttftGapSum += gap;
+    minGap = Math.min(minGap, gap);
+    const last = t.events[t.events.length - 1];
+    const serverTpot = (last.at - t.events[0].at) / (t.outputTokens - 1);
+    const clientTpot =
+      ((r.lastTokenAt as number) - (r.firstTokenAt as number)) / (r.outputTokens - 1);
+    tpotErrors.push(Math.abs(clientTpot - serverTpot) / serverTpot);
+  }
+  return {
+    meanTtftGap: ttftGapSum / records.length,
+    minGap,
+    meanTpotError: tpotErrors.reduce((a, b) => a + b, 0) / tpotErrors.length,
+  };
+}
+
+for (const tokensPerEvent of [1, 4]) {
+  describe(`accuracy against ground truth, ${tokensPerEvent} token(s) per event`, () => {
+    let sim: SimulatorProcess;
+    before(async () => {
+      // A short TTFT keeps both processes from idling long: on a VM, waking an idle process
+      // costs ~0.3 ms per hop (a raw TCP ping-pong shows it), which is the host, not the client.
+      sim = await startSim({
+        engine: 'scripted',
+        'ttft-base-ms': 2,
+        'ttft-per-input-token-ms': 0.01,
+        'itl-ms': 4,
+        'tokens-per-event': tokensPerEvent,
+        'max-concurrency': 256,
+      });
+      // Warm both processes (JIT, connections) before anything is measured, as a real run would
+      // with --warmup.
+      await runAgainst(sim.url, {
+        load: { mode: 'closed', concurrency: 16 },
+        requests: 300,
+        engine: { nextRequest: varied },
+      });
+    });
+    after(() => sim.stop());
+
+    for (const endpoint of ['completions', 'chat'] as const) {
+      for (const concurrency of [1, 16, 64]) {
+        test(`${endpoint}, concurrency ${concurrency}`, async (t) => {
+          await resetTruth(sim.url);
+          const { records, summary } = await runAgainst(sim.url, {
+            target: { endpoint },
+            load: { mode: 'closed', concurrency },
+            requests: Math.max(16, concurrency * 3),
+            warmupRequests: concurrency,
+            engine: { nextRequest: varied },
+          });
+          const measured = records.filter((r) => r.phase === 'measure');
+          const truth = await fetchTruth(sim.url);
+          const { meanTtftGap, minGap, meanTpotError } = compare(measured, truth);
+          t.diagnostic(
+            `TTFT client - server: mean ${meanTtftGap.toFixed(3)} ms, min ${minGap.toFixed(3)} ms; TPOT error ${(meanTpotError * 100).toFixed(2)}%`,
+          );
+          assert.ok(minGap >= -0.01, `client TTFT below server TTFT by ${-minGap} ms`);
+          assert.ok(meanTtftGap <= 1, `mean TTFT gap ${meanTtftGap.toFixed(3)} ms > 1 ms`);
+          assert.ok(meanTpotError <= 0.02, `mean TPOT error ${(meanTpotError * 100).toFixed(2)}%`);
+          assert.equal(
+            summary.tokens.output,
+            measured.reduce((sum, r) => sum + r.requestedOutputTokens, 0),
+          );
+          assert.equal(summary.requests.completed, measured.length);
+          assert.equal(summary.requests.failed, 0);
+          assert.ok(
+            Math.abs(summary.streaming.tokensPerEvent - tokensPerEvent) < tokensPerEvent * 0.2,
+          );
+        });
+      }
+    }
+
+    test('continuous usage stats give the exact tokens of every event', async () => {
+      await resetTruth(sim.url);
+      const { records } = await runAgainst(sim.url, {
+        target: { endpoint: 'chat', continuousUsageStats: true },
+        requests: 3,
+        outputTokens: 10,
+      });
+      const truth = new Map((await fetchTruth(sim.url)).map((t) => [t.requestId, t]));
+      for (const r of records) {
+        const expected = (truth.get(String(r.id)) as TruthRecord).events.map((e) => e.tokens);
+        assert.deepEqual(
+          r.events.tokens.filter((k) => k > 0),
+          expected,
+        );
+        assert.equal(r.outputTokensSource, 'server');
+        assert.equal(r.tokenCountMismatch, undefined);
+      }
+    });
+  });
+}

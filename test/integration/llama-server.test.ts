@@ -1,0 +1,196 @@
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { BACKENDS } from '../../src/backends/index.js';
+import { requestMetrics } from '../../src/metrics/requestMetrics.js';
+import type { RunSummary } from '../../src/metrics/summary.js';
+import type { ServerMetricsSummary } from '../../src/telemetry/summary.js';
+import { ensureLlamaServer } from '../../tools/llama/build.js';
+import { CONTENT_ONLY_CHAT_TEMPLATE, writeLlamaModel } from '../../tools/llama/model.js';
+import { type RunningLlamaServer, startLlamaServer } from '../../tools/llama/server.js';
+import { runCli, tempDir } from '../helpers/cli.js';
+import { runAgainst } from '../helpers/run.js';
+
+/**
+ * infergauge against a real engine nobody here wrote: llama.cpp's llama-server (built from the
+ * source in the node-llama-cpp npm package, cached between runs) on a generated 125M-parameter
+ * q8_0 model, one compute thread, 4 parallel slots.
+ */
+describe('llama-server (real engine, CPU)', { timeout: 20 * 60_000 }, () => {
+  const dir = tempDir('ig-llama-');
+  const modelPath = join(dir, 'model-125m.gguf');
+  let binary: string;
+  let server: RunningLlamaServer;
+
+  before(async () => {
+    binary = await ensureLlamaServer();
+    await writeLlamaModel(modelPath, {
+      preset: '125m',
+      seed: 1,
+      chatTemplate: CONTENT_ONLY_CHAT_TEMPLATE,
+    });
+    server = await startLlamaServer({ binary, modelPath, parallel: 4, ctxSize: 4096 });
+    // Warm the server (first decode allocates buffers) and the client.
+    await runAgainst(server.url, {
+      target: { model: 'm', ignoreEos: true },
+      load: { mode: 'closed', concurrency: 4 },
+      requests: 8,
+      outputTokens: 8,
+    });
+  });
+  after(async () => {
+    await server?.stop();
+  });
+
+  for (const concurrency of [1, 4, 8]) {
+    test(`concurrency ${concurrency}: no failures, exact lengths, timings agree`, async (t) => {
+      const { records, summary } = await runAgainst(server.url, {
+        target: { model: 'm', ignoreEos: true, endpoint: 'completions' },
+        load: { mode: 'closed', concurrency },
+        requests: Math.max(8, concurrency * 2),
+        inputTokens: 48,
+        outputTokens: 24,
+      });
+      assert.equal(summary.requests.failed, 0, JSON.stringify(summary.requests.errorsByKind));
+      const ttftOverPrefill: number[] = [];
+      const tpotError: number[] = [];
+      for (const r of records) {
+        assert.equal(r.outputTokens, 24, 'ignore_eos gives the exact length');
+        assert.equal(r.outputTokensSource, 'server');
+        assert.equal(r.inputTokens, 49, 'one token per prompt word, plus BOS');
+        const timing = r.serverTiming;
+        assert.ok(timing?.prefillMs !== undefined && timing.decodeMs !== undefined, 'timings');
+        const m = requestMetrics(r);
+        ttftOverPrefill.push((m.ttftMs as number) - timing.prefillMs);
+        // llama.cpp times generation from the first sampled token: predicted_n - 1 gaps.
+        const serverTpot = timing.decodeMs / ((timing.decodeTokens as number) - 1);
+        tpotError.push(Math.abs((m.tpotMs as number) - serverTpot) / serverTpot);
+      }
+      const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
+      t.diagnostic(
+        `TTFT - server prompt_ms: mean ${mean(ttftOverPrefill).toFixed(2)} ms, min ${Math.min(...ttftOverPrefill).toFixed(2)} ms; TPOT vs server: mean |error| ${(mean(tpotError) * 100).toFixed(1)}%; client TTFT p50 ${summary.latency.ttftMs.p50.toFixed(1)} ms, TPOT p50 ${summary.latency.tpotMs.p50.toFixed(2)} ms`,
+      );
+      assert.ok(
+        Math.min(...ttftOverPrefill) >= 0,
+        'the client never sees a token before the prompt is done',
+      );
+      if (concurrency <= 4) {
+        // All requests have a slot: TTFT is prompt processing plus the first sampling step and
+        // the loopback hop.
+        assert.ok(
+          mean(ttftOverPrefill) < 25,
+          `TTFT exceeds prompt_ms by ${mean(ttftOverPrefill)} ms`,
+        );
+      }
+      assert.ok(
+        mean(tpotError) < 0.1,
+        `TPOT differs from the server's by ${mean(tpotError) * 100}%`,
+      );
+    });
+  }
+
+  test('native /completion backend: exact tokens per event and the server timings', async () => {
+    const { records, summary } = await runAgainst(server.url, {
+      target: { backend: BACKENDS.llamacpp, model: 'm', ignoreEos: true },
+      load: { mode: 'closed', concurrency: 2 },
+      requests: 6,
+      inputTokens: 32,
+      outputTokens: 20,
+    });
+    assert.equal(summary.requests.failed, 0, JSON.stringify(summary.requests.errorsByKind));
+    for (const r of records) {
+      assert.equal(r.outputTokens, 20);
+      assert.equal(r.outputTokensSource, 'server');
+      assert.equal(r.tokenCountMismatch, undefined);
+      assert.equal(r.finishReason, 'length');
+      assert.equal(r.inputTokens, 33);
+      assert.equal(r.serverTiming?.decodeTokens, 20);
+      assert.ok((requestMetrics(r).ttftMs as number) >= (r.serverTiming?.prefillMs as number));
+    }
+  });
+
+  test('requests beyond the slot count wait: higher TTFT, deferred on the server', async () => {
+    const run = (concurrency: number) =>
+      runAgainst(server.url, {
+        target: { model: 'm', ignoreEos: true },
+        load: { mode: 'closed', concurrency },
+        requests: 16,
+        inputTokens: 16,
+        outputTokens: 32,
+      });
+    const inSlots = await run(4);
+    const overSlots = await run(8);
+    const e2e = inSlots.summary.latency.e2eMs.mean;
+    // Half the requests wait for a whole request to finish before they get a slot.
+    assert.ok(
+      overSlots.summary.latency.ttftMs.mean > inSlots.summary.latency.ttftMs.mean + 0.25 * e2e,
+      `TTFT ${overSlots.summary.latency.ttftMs.mean} vs ${inSlots.summary.latency.ttftMs.mean} (e2e ${e2e})`,
+    );
+    assert.ok(overSlots.summary.latency.ttftMs.max > e2e * 0.8);
+  });
+
+  test('the CLI scrapes /metrics and /slots on the run clock', async () => {
+    const out = join(dir, 'cli-run');
+    const result = await runCli([
+      'run',
+      '--url',
+      server.url,
+      '--concurrency',
+      '6',
+      '--requests',
+      '18',
+      '--input-tokens',
+      '16',
+      '--output-tokens',
+      '32',
+      '--ignore-eos',
+      '--server-metrics',
+      '--slots',
+      '--scrape-interval',
+      '0.1',
+      '--out',
+      out,
+    ]);
+    assert.equal(result.code, 0, result.stderr);
+    const summary = JSON.parse(readFileSync(join(out, 'summary.json'), 'utf8')) as RunSummary & {
+      serverMetrics: ServerMetricsSummary;
+    };
+    const m = summary.serverMetrics;
+    assert.equal(m.failedScrapes, 0, m.firstError);
+    assert.ok(m.scrapes >= 4);
+    assert.equal(m.counters['llamacpp:tokens_predicted_total']?.delta, 18 * 32);
+    assert.ok((m.gauges['llamacpp_slots:processing']?.max ?? 0) >= 2);
+    assert.equal(m.gauges['llamacpp_slots:total']?.max, 4);
+    assert.ok((m.gauges['llamacpp:requests_deferred']?.max ?? 0) >= 1, 'six clients, four slots');
+    assert.match(result.stdout, /Server metrics \(\d+ scrapes\): processing max \d/);
+    assert.equal(summary.tokens.input, 18 * 17, 'chat prompts count one token per word plus BOS');
+    const lines = readFileSync(join(out, 'telemetry.jsonl'), 'utf8').trim().split('\n');
+    assert.ok(lines.every((l) => typeof JSON.parse(l).at === 'number'));
+  });
+
+  test('killing the server mid-run: categorised errors and a summary of what finished', async () => {
+    const doomed = await startLlamaServer({ binary, modelPath, parallel: 4, ctxSize: 4096 });
+    let killed = false;
+    const { records, summary } = await runAgainst(doomed.url, {
+      target: { model: 'm', ignoreEos: true, timeoutMs: 10_000 },
+      load: { mode: 'closed', concurrency: 4 },
+      requests: 40,
+      outputTokens: 64,
+      onRecord: (_r, all) => {
+        if (!killed && all.length >= 6) {
+          killed = true;
+          doomed.child.kill('SIGKILL');
+        }
+      },
+    });
+    await doomed.stop();
+    const kinds = new Set(records.filter((r) => r.error).map((r) => r.error?.kind));
+    assert.ok(summary.requests.completed >= 6);
+    assert.ok(summary.requests.failed >= 1);
+    assert.equal(summary.requests.completed + summary.requests.failed, 40);
+    for (const kind of kinds)
+      assert.ok(kind === 'stream_broken' || kind === 'connect', `kind ${kind}`);
+    assert.ok(summary.warnings.some((w) => w.code === 'requests_failed'));
+  });
+});

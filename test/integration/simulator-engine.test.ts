@@ -1,0 +1,335 @@
+/**
+ * The simulated engine's rules: vLLM's memory plan and refusals, chunked prefill, preemption,
+ * prefix caching, and agreement of virtual and real time.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import type { RequestSpec } from '../../src/backends/types.js';
+import type { LoadSpec } from '../../src/load.js';
+import {
+  EngineStartError,
+  kvBytesPerToken,
+  planVllmMemory,
+  weightBytes,
+} from '../../src/memory/footprint.js';
+import { findGpuPreset, type GpuSpec } from '../../src/memory/hardware.js';
+import { findModelPreset, type ModelSpec } from '../../src/memory/model.js';
+import type { RequestRecord } from '../../src/record.js';
+import type { SimulatorProcess } from '../../src/session/simulator.js';
+import { EngineModel, type EngineModelOptions } from '../../src/sim/engineModel.js';
+import { simulateRun } from '../../src/sim/virtual.js';
+import { parsePrometheusText } from '../../src/telemetry/prometheus.js';
+import { createSyntheticWorkload, WORDS } from '../../src/workload/synthetic.js';
+import { runAgainst } from '../helpers/run.js';
+import { fetchTruth, startSim } from '../helpers/sim.js';
+
+const preset = (id: string): ModelSpec => findModelPreset(id) as ModelSpec;
+const gpu = (id: string): GpuSpec => findGpuPreset(id) as GpuSpec;
+const KiB = 1024;
+
+function virtual(
+  options: EngineModelOptions,
+  load: LoadSpec,
+  requests: number,
+  nextRequest: (id: number) => RequestSpec,
+): { records: RequestRecord[]; engine: EngineModel } {
+  const engine = new EngineModel(options);
+  const records: RequestRecord[] = [];
+  simulateRun({
+    engine,
+    load,
+    requests,
+    warmupRequests: 0,
+    seed: 5,
+    endpoint: 'completions',
+    nextRequest,
+    onRecord: (r) => records.push(r),
+  });
+  return { records: records.sort((a, b) => a.id - b.id), engine };
+}
+
+describe('memory plan (shared with the memory model)', () => {
+  test('KV bytes per token: 512 KiB Llama-2-7B, 128 KiB Llama-3-8B, 320 KiB Llama-3-70B, ~68.6 KiB DeepSeek-V3', () => {
+    assert.equal(kvBytesPerToken(preset('llama-2-7b'), 'bf16'), 512 * KiB);
+    assert.equal(kvBytesPerToken(preset('llama-3-8b'), 'bf16'), 128 * KiB);
+    assert.equal(kvBytesPerToken(preset('llama-3-70b'), 'bf16'), 320 * KiB);
+    assert.equal(kvBytesPerToken(preset('qwen2.5-7b'), 'bf16'), 56 * KiB);
+    assert.equal(kvBytesPerToken(preset('deepseek-v3'), 'bf16'), 61 * 576 * 2);
+    assert.equal((kvBytesPerToken(preset('deepseek-v3'), 'bf16') / KiB).toFixed(1), '68.6');
+    // fp8 halves it; TP splits KV heads but never below one (replicated when n_kv < tp).
+    assert.equal(kvBytesPerToken(preset('llama-3-8b'), 'fp8'), 64 * KiB);
+    assert.equal(kvBytesPerToken(preset('llama-3-70b'), 'bf16', 2), 160 * KiB);
+    assert.equal(kvBytesPerToken(preset('llama-3-70b'), 'bf16', 16), 40 * KiB);
+    // MLA's latent is not split across TP ranks.
+    assert.equal(kvBytesPerToken(preset('deepseek-v3'), 'bf16', 8), 61 * 576 * 2);
+  });
+
+  test('weights per format match the reference table (GB)', () => {
+    const gb = (id: string, dtype: 'bf16' | 'fp8' | 'int4') =>
+      Number(
+        (
+          weightBytes(preset(id), dtype === 'int4' ? { dtype, groupSize: 128 } : { dtype }).total /
+          1e9
+        ).toFixed(1),
+      );
+    assert.deepEqual(
+      ['llama-2-7b', 'llama-3-8b', 'llama-3-70b', 'qwen2.5-7b', 'mixtral-8x7b'].map((id) => [
+        gb(id, 'bf16'),
+        gb(id, 'fp8'),
+        gb(id, 'int4'),
+      ]),
+      [
+        [13.5, 7.0, 3.9],
+        [16.1, 9.1, 5.7],
+        [141.1, 72.7, 39.8],
+        [15.2, 8.7, 5.6],
+        [93.4, 47.0, 24.7],
+      ],
+    );
+  });
+
+  test('RTX 4090 Llama-3.1-8B bf16 at 0.9: exactly 2,588 blocks with the measured residual', () => {
+    // LLMServingSim bench/examples/RTX4090/Llama-3.1-8B/vllm/meta.json: total 25,250,627,584 B,
+    // num_gpu_blocks 2588; the residual (activations, CUDA graphs, non-torch) is ~1.24 GB.
+    const rtx4090 = {
+      model: preset('llama-3.1-8b'),
+      gpu: gpu('rtx4090'),
+      weights: { dtype: 'bf16' as const },
+      kvDtype: 'bf16' as const,
+      tp: 1,
+      gpuMemoryUtilization: 0.9,
+      blockSize: 16,
+      maxNumBatchedTokens: 2048,
+      maxNumSeqs: 256,
+      maxModelLen: 8192,
+    };
+    const plan = planVllmMemory({ ...rtx4090, nonKvOverheadBytes: 1.237e9 });
+    assert.equal(plan.numGpuBlocks, 2588);
+    assert.equal(plan.kvTokens, 41_408);
+    // The modelled residual (no measurement given) lands within 1 % of the measured pool.
+    const modelled = planVllmMemory(rtx4090);
+    assert.ok(Math.abs(modelled.numGpuBlocks - 2588) / 2588 < 0.01, `${modelled.numGpuBlocks}`);
+  });
+
+  test('the engine refuses to start where vLLM would, with its message', () => {
+    assert.throws(
+      () => new EngineModel({ model: preset('llama-3-70b'), gpu: gpu('h100') }),
+      (err: unknown) =>
+        err instanceof EngineStartError &&
+        err.code === 'IG_SIM_NO_KV_MEMORY' &&
+        /No available memory for the cache blocks/.test(err.message) &&
+        /--tp/.test(err.message),
+    );
+    // 128k tokens of Llama-3.1-8B KV (16 GiB) cannot fit next to its weights on a 24 GB card.
+    assert.throws(
+      () => new EngineModel({ model: preset('llama-3.1-8b'), gpu: gpu('rtx4090') }),
+      (err: unknown) =>
+        err instanceof EngineStartError &&
+        err.code === 'IG_SIM_MAX_MODEL_LEN' &&
+        /max seq len \(131072\)/.test(err.message),
+    );
+    // Two H100s hold Llama-3-70B bf16.
+    const tp2 = new EngineModel({ model: preset('llama-3-70b'), gpu: gpu('h100'), tp: 2 });
+    assert.ok(tp2.memory.numGpuBlocks > 0);
+  });
+
+  test('a sliding window caps the blocks one sequence holds (vLLM SlidingWindowSpec)', () => {
+    const engine = new EngineModel({ model: preset('mistral-7b'), gpu: gpu('h100') });
+    // cdiv(min(4096 - 1 + 8192, 32768), 16) + 1
+    assert.equal(engine.memory.windowCapBlocks, Math.ceil((4095 + 8192) / 16) + 1);
+  });
+});
+
+describe('scheduling', () => {
+  const h100 = { model: preset('llama-3-8b'), gpu: gpu('h100'), maxModelLen: 32768 };
+
+  /** A decode runs while a 20k-token prompt arrives; returns the decode's largest token gap. */
+  function longPrefill(chunkedPrefill: boolean) {
+    const engine = new EngineModel({
+      ...h100,
+      chunkedPrefill,
+      efficiency: { frontendLatencyS: 0 },
+    });
+    const decodeTimes: number[] = [];
+    let longFirst = 0;
+    engine.add(
+      { arrivalNs: 0, promptTokens: 10, maxTokens: 300 },
+      {
+        onToken: (at) => decodeTimes.push(at),
+      },
+    );
+    let steps = 0;
+    let added = false;
+    while (engine.step()) {
+      steps++;
+      if (!added && decodeTimes.length >= 20) {
+        added = true;
+        engine.add(
+          { arrivalNs: engine.now, promptTokens: 20_000, maxTokens: 1 },
+          {
+            onToken: (at) => {
+              longFirst = at;
+            },
+          },
+        );
+      }
+    }
+    let maxGap = 0;
+    for (let i = 1; i < decodeTimes.length; i++) {
+      maxGap = Math.max(maxGap, decodeTimes[i] - decodeTimes[i - 1]);
+    }
+    return { maxGapMs: maxGap / 1e6, longFirstMs: longFirst / 1e6, steps };
+  }
+
+  test('chunked prefill splits a long prompt under the token budget and keeps decodes flowing', () => {
+    const chunked = longPrefill(true);
+    const whole = longPrefill(false);
+    // 20,000 tokens under an 8,192-token budget: the decode shares three steps with chunks,
+    // each much shorter than the single 20,000-token prefill step without chunking.
+    assert.ok(chunked.maxGapMs < whole.maxGapMs * 0.6, `${chunked.maxGapMs} vs ${whole.maxGapMs}`);
+    assert.ok(whole.maxGapMs > 200, `one 20k-token prefill step on an H100: ${whole.maxGapMs} ms`);
+  });
+
+  test('preemption by recompute when long sequences overfill the KV pool, none when they fit', () => {
+    // RTX 4090 Llama-3.1-8B: ~2,595 blocks (41.5k tokens) with the modelled overhead.
+    const options = { model: preset('llama-3.1-8b'), gpu: gpu('rtx4090'), maxModelLen: 8192 };
+    const long = createSyntheticWorkload({ inputTokens: 2000, outputTokens: 1500, seed: 1 });
+    const over = virtual(options, { mode: 'closed', concurrency: 24 }, 48, long);
+    assert.ok(over.engine.counters.preemptions > 0, 'preempted');
+    assert.equal(over.records.filter((r) => r.error).length, 0, 'every request still finishes');
+    assert.ok(over.records.every((r) => r.outputTokens === 1500));
+    assert.equal(over.engine.counters.peakUsedBlocks, over.engine.memory.numGpuBlocks);
+    const fits = virtual(options, { mode: 'closed', concurrency: 8 }, 16, long);
+    assert.equal(fits.engine.counters.preemptions, 0);
+    assert.ok(fits.engine.counters.peakUsedBlocks < fits.engine.memory.numGpuBlocks);
+  });
+
+  test('prefix caching: a shared 1,024-token prefix is computed once and shortens TTFT', () => {
+    const prefix = Array.from({ length: 1024 }, (_, i) => WORDS[(i * 7) % WORDS.length]).join(' ');
+    const shared = (id: number): RequestSpec => {
+      const tail = Array.from({ length: 64 }, (_, i) => WORDS[(id * 31 + i) % WORDS.length]);
+      return {
+        prompt: `${prefix} ${tail.join(' ')}`,
+        requestedInputTokens: 1088,
+        requestedOutputTokens: 16,
+      };
+    };
+    const options = { ...h100, efficiency: { frontendLatencyS: 0 } };
+    const load: LoadSpec = { mode: 'closed', concurrency: 1 };
+    const cold = virtual(options, load, 20, shared);
+    const warm = virtual({ ...options, prefixCaching: true }, load, 20, shared);
+    const ttft = (r: RequestRecord) => (r.firstTokenAt as number) - r.sentAt;
+    const later = (rs: RequestRecord[]) => rs.slice(1).reduce((s, r) => s + ttft(r), 0) / 19;
+    assert.ok(later(warm.records) < later(cold.records) * 0.7, 'cached prefixes prefill faster');
+    // Request 0 computes the prefix; the 19 others hit its 64 full blocks.
+    assert.equal(warm.engine.counters.prefixHitTokens, 19 * 1024);
+    assert.equal(warm.engine.counters.prefixQueryTokens, 20 * 1088);
+    assert.equal(cold.engine.counters.prefixHitTokens, 0);
+  });
+
+  test('max_num_seqs bounds the batch; the rest wait', () => {
+    const { engine, records } = virtual(
+      { ...h100, maxNumSeqs: 4 },
+      { mode: 'closed', concurrency: 12 },
+      24,
+      createSyntheticWorkload({ inputTokens: 64, outputTokens: 32, seed: 2 }),
+    );
+    assert.equal(engine.counters.peakRunning, 4);
+    assert.equal(records.length, 24);
+  });
+});
+
+describe('virtual time and the HTTP simulator agree', () => {
+  let sim: SimulatorProcess;
+  before(async () => {
+    sim = await startSim({ 'truth-limit': 1000 });
+  });
+  after(() => sim.stop());
+
+  test('same seeded open-loop workload: per-request TTFT and E2E within timer jitter', async () => {
+    const load: LoadSpec = { mode: 'open', rate: 8, arrival: 'poisson' };
+    const shape = { inputTokens: 256, outputTokens: 48 };
+    // Warm both processes first (JIT, connections), as a real run would with --warmup.
+    await runAgainst(sim.url, { load, requests: 10, ...shape });
+    const real = await runAgainst(sim.url, { load, requests: 30, ...shape });
+    // runAgainst seeds arrivals and prompts with 7: the same workload in virtual time.
+    const engine = new EngineModel({ model: preset('llama-3-8b'), gpu: gpu('h100') });
+    const same: RequestRecord[] = [];
+    simulateRun({
+      engine,
+      load,
+      requests: 30,
+      warmupRequests: 0,
+      seed: 7,
+      endpoint: 'completions',
+      nextRequest: createSyntheticWorkload({ ...shape, seed: 7 }),
+      onRecord: (r) => same.push(r),
+    });
+    same.sort((a, b) => a.id - b.id);
+    assert.equal(same.length, 30);
+    let ttftGap = 0;
+    let e2eGap = 0;
+    for (let i = 0; i < 30; i++) {
+      const r = real.records[i];
+      const v = same[i];
+      assert.equal(r.outputTokens, v.outputTokens);
+      assert.equal(r.inputTokens, v.inputTokens);
+      ttftGap += Math.abs(
+        (r.firstTokenAt as number) - r.sentAt - ((v.firstTokenAt as number) - v.sentAt),
+      );
+      e2eGap += Math.abs(r.endAt - r.sentAt - (v.endAt - v.sentAt));
+    }
+    ttftGap /= 30;
+    e2eGap /= 30;
+    const meanE2e = same.reduce((s, r) => s + r.endAt - r.sentAt, 0) / 30;
+    console.log(
+      `  real vs virtual: mean |TTFT gap| ${ttftGap.toFixed(2)} ms, mean |E2E gap| ${e2eGap.toFixed(2)} ms of ${meanE2e.toFixed(0)} ms`,
+    );
+    // Timer lateness (about 1 ms per wake-up on a loaded VM) and the client's own send slip.
+    assert.ok(ttftGap < 4, `TTFT gap ${ttftGap} ms`);
+    assert.ok(e2eGap < 6 + 0.02 * meanE2e, `E2E gap ${e2eGap} ms`);
+  });
+
+  test('/metrics: vLLM names, preemptions counted, KV usage and DCGM memory as the engine has them', async () => {
+    const small = await startSim({
+      model: 'llama-3.1-8b',
+      gpu: 'rtx4090',
+      'max-model-len': 8192,
+      'time-scale': 0.05,
+    });
+    try {
+      await runAgainst(small.url, {
+        load: { mode: 'closed', concurrency: 24 },
+        requests: 24,
+        inputTokens: 2000,
+        outputTokens: 1500,
+        target: { model: 'sim-llama-3.1-8b' },
+      });
+      const text = await (await fetch(`${small.url}/metrics`)).text();
+      const samples = parsePrometheusText(text);
+      const value = (name: string) => samples.find((s) => s.name === name)?.value;
+      const truth = (await (await fetch(`${small.url}/debug/truth`)).json()) as {
+        engine: { counters: { preemptions: number }; memory: { numGpuBlocks: number } };
+      };
+      assert.ok((value('vllm:num_preemptions_total') ?? 0) > 0, 'preemptions exposed');
+      assert.equal(value('vllm:num_preemptions_total'), truth.engine.counters.preemptions);
+      assert.equal(value('vllm:generation_tokens_total'), 24 * 1500);
+      assert.equal(value('vllm:num_requests_running'), 0);
+      assert.equal(value('vllm:kv_cache_usage_perc'), 0);
+      const info = samples.find((s) => s.name === 'vllm:cache_config_info');
+      assert.equal(info?.labels.num_gpu_blocks, String(truth.engine.memory.numGpuBlocks));
+      // vLLM pre-allocates the pool: the device shows ~util x total used, idle or not.
+      const used = value('DCGM_FI_DEV_FB_USED') as number;
+      const free = value('DCGM_FI_DEV_FB_FREE') as number;
+      assert.ok(Math.abs(used / (used + free) - 0.9) < 0.03, `${used} MiB used of ${used + free}`);
+      const ttftCount = samples.find(
+        (s) => s.name === 'vllm:time_to_first_token_seconds_count',
+      )?.value;
+      assert.equal(ttftCount, 24);
+      const records = await fetchTruth(small.url);
+      assert.equal(records.length, 24);
+    } finally {
+      await small.stop();
+    }
+  });
+});
