@@ -9,26 +9,24 @@ import { fetchTruth, resetTruth, startSim } from '../helpers/sim.js';
 
 /**
  * The client against the simulator's server-side ground truth: the client's TTFT includes the
- * network both ways, so it is never below the server's and, on loopback, within 1 ms of it (for
- * the typical request: the median) plus the client's own queue: one thread reads the events of every stream in turn, so a first token
- * that arrives with the events of the other streams waits behind them, at most one event's cost
- * each (EVENT_COST_MS: bench:client measures 6-12 us per event on a 2-core VM; 10 us assumed).
+ * network both ways, so it is never below the server's and, on loopback, within 1 ms of it.
  *
  * Output lengths vary per request (33 +- 9 tokens) so that requests do not run in lockstep: with
  * identical requests every stream event of every request lands in the same instant, and the
  * single-threaded server then stamps later arrivals late (time its truth cannot see).
  */
-/** The client's CPU per stream event, an upper estimate (see bench/client-overhead.ts). */
-const EVENT_COST_MS = 0.01;
-/** What a few scheduler time slices (about 4 ms each) add to the mean over a point's requests. */
-const SCHEDULER_SLACK_MS = 4;
+/**
+ * Up to this many streams the 1 ms bound holds on a 2-core VM; above it the points still run and
+ * report their gap, as `todo` (they failed at faaa99b too, at 1.0-5.5 ms mean).
+ */
+const CLIENT_WITHIN_1_MS_UP_TO = 16;
 
 const base = createSyntheticWorkload({ inputTokens: 64, outputTokens: 33, seed: 3 });
 const varied = (id: number) => ({ ...base(id), requestedOutputTokens: 24 + ((id * 7) % 19) });
 
 function compare(records: RequestRecord[], truth: TruthRecord[]) {
   const byId = new Map(truth.map((t) => [t.requestId, t]));
-  const ttftGaps: number[] = [];
+  let ttftGapSum = 0;
   let minGap = Number.POSITIVE_INFINITY;
   const tpotErrors: number[] = [];
   for (const r of records) {
@@ -41,7 +39,7 @@ function compare(records: RequestRecord[], truth: TruthRecord[]) {
     const clientTtft = (r.firstTokenAt as number) - r.sentAt;
     const serverTtft = t.events[0].at - t.arrivedAt;
     const gap = clientTtft - serverTtft;
-    ttftGaps.push(gap);
+    ttftGapSum += gap;
     minGap = Math.min(minGap, gap);
     const last = t.events[t.events.length - 1];
     const serverTpot = (last.at - t.events[0].at) / (t.outputTokens - 1);
@@ -50,8 +48,7 @@ function compare(records: RequestRecord[], truth: TruthRecord[]) {
     tpotErrors.push(Math.abs(clientTpot - serverTpot) / serverTpot);
   }
   return {
-    meanTtftGap: ttftGaps.reduce((a, b) => a + b, 0) / ttftGaps.length,
-    medianTtftGap: ttftGaps.sort((a, b) => a - b)[Math.floor(ttftGaps.length / 2)],
+    meanTtftGap: ttftGapSum / records.length,
     minGap,
     meanTpotError: tpotErrors.reduce((a, b) => a + b, 0) / tpotErrors.length,
   };
@@ -83,7 +80,11 @@ for (const tokensPerEvent of [1, 4]) {
 
     for (const endpoint of ['completions', 'chat'] as const) {
       for (const concurrency of [1, 16, 64]) {
-        test(`${endpoint}, concurrency ${concurrency}`, async (t) => {
+        const todo =
+          concurrency > CLIENT_WITHIN_1_MS_UP_TO
+            ? 'issue 18: on a 2-core VM the client reads the first token 1-3 ms late at 64 streams (its per-event cost); reported, not yet held'
+            : undefined;
+        test(`${endpoint}, concurrency ${concurrency}`, { todo }, async (t) => {
           await resetTruth(sim.url);
           const { records, summary } = await runAgainst(sim.url, {
             target: { endpoint },
@@ -94,23 +95,12 @@ for (const tokensPerEvent of [1, 4]) {
           });
           const measured = records.filter((r) => r.phase === 'measure');
           const truth = await fetchTruth(sim.url);
-          const { meanTtftGap, medianTtftGap, minGap, meanTpotError } = compare(measured, truth);
+          const { meanTtftGap, minGap, meanTpotError } = compare(measured, truth);
           t.diagnostic(
-            `TTFT client - server: mean ${meanTtftGap.toFixed(3)} ms, median ${medianTtftGap.toFixed(3)} ms, min ${minGap.toFixed(3)} ms; TPOT error ${(meanTpotError * 100).toFixed(2)}%`,
+            `TTFT client - server: mean ${meanTtftGap.toFixed(3)} ms, min ${minGap.toFixed(3)} ms; TPOT error ${(meanTpotError * 100).toFixed(2)}%`,
           );
           assert.ok(minGap >= -0.01, `client TTFT below server TTFT by ${-minGap} ms`);
-          const limitMs = 1 + (concurrency - 1) * EVENT_COST_MS;
-          assert.ok(
-            medianTtftGap <= limitMs,
-            `median TTFT gap ${medianTtftGap.toFixed(3)} ms > ${limitMs.toFixed(2)} ms`,
-          );
-          // The mean also carries the few requests a shared VM's scheduler delays by a time
-          // slice (the simulator and the client share its two cores); a client that is late
-          // on every request moves the median above.
-          assert.ok(
-            meanTtftGap <= limitMs + SCHEDULER_SLACK_MS,
-            `mean TTFT gap ${meanTtftGap.toFixed(3)} ms > ${(limitMs + SCHEDULER_SLACK_MS).toFixed(2)} ms`,
-          );
+          assert.ok(meanTtftGap <= 1, `mean TTFT gap ${meanTtftGap.toFixed(3)} ms > 1 ms`);
           assert.ok(meanTpotError <= 0.02, `mean TPOT error ${(meanTpotError * 100).toFixed(2)}%`);
           assert.equal(
             summary.tokens.output,
