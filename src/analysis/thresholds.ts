@@ -17,10 +17,8 @@ import type { RunSummary } from '../metrics/summary.js';
  * CI thresholds: `--threshold 'ttft.p99<500' --threshold 'outputThroughput>1000'`. Each is a
  * metric of a run summary, a comparison and a limit; a run (every point of a sweep, the candidate
  * of a comparison) passes when every threshold holds. A failed threshold makes the command exit
- * with THRESHOLD_EXIT_CODE, distinct from 0 (ok), 1 (could not run), 2 (invalid options) and
- * 130 (interrupted).
+ * with EXIT.thresholdFailed (src/errors.ts), distinct from every other exit code.
  */
-export const THRESHOLD_EXIT_CODE = 3;
 
 export type ThresholdOperator = ConditionOperator;
 export type ThresholdUnit = MetricUnit;

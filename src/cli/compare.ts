@@ -2,13 +2,8 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { Command, Option } from '@commander-js/extra-typings';
 import { type BootstrapOptions, DEFAULT_BOOTSTRAP } from '../analysis/compare.js';
-import {
-  parseThresholds,
-  THRESHOLD_EXIT_CODE,
-  type Threshold,
-  ThresholdError,
-} from '../analysis/thresholds.js';
-import { InfergaugeError } from '../errors.js';
+import { parseThresholds, type Threshold, ThresholdError } from '../analysis/thresholds.js';
+import { EXIT, InfergaugeError } from '../errors.js';
 import {
   compareTargets,
   renderHtml,
@@ -17,16 +12,6 @@ import {
   renderTerminal,
 } from '../report/compare.js';
 import { type CompareTarget, readCompareTarget } from '../results/compareInput.js';
-
-/** Exit codes of `infergauge compare`. */
-export const COMPARE_EXIT = {
-  ok: 0,
-  /** A directory (or a file in it) cannot be read. */
-  unreadable: 1,
-  /** Invalid options, a directory that is not a run or sweep, runs that are not comparable. */
-  invalid: 2,
-  threshold: THRESHOLD_EXIT_CODE,
-} as const;
 
 /** Where the command writes; tests pass their own. */
 export interface CompareIo {
@@ -150,7 +135,7 @@ export async function runCompare(
   }
   if (problems.length > 0) {
     io.err(`infergauge compare: invalid options\n${problems.map((p) => `  - ${p}`).join('\n')}\n`);
-    return COMPARE_EXIT.invalid;
+    return EXIT.invalidOptions;
   }
   const targets: CompareTarget[] = [];
   for (const dir of dirs) {
@@ -169,26 +154,26 @@ export async function runCompare(
     if (o.html) writeOut(o.html, renderHtml(report));
   } catch (err) {
     io.err(`infergauge compare: ${(err as Error).message}\n`);
-    return COMPARE_EXIT.unreadable;
+    return EXIT.failure;
   }
   io.out(o.json ? renderJson(report) : `${renderTerminal(report, io.color)}\n`);
   if (report.candidates.some((c) => c.pairs.some((p) => p.refused))) {
     io.err(
       'infergauge compare: not compared: the runs differ in load or workload (see above); --force compares them anyway\n',
     );
-    return COMPARE_EXIT.invalid;
+    return EXIT.invalidOptions;
   }
   if (report.candidates.some((c) => c.pairs.length === 0)) {
     io.err('infergauge compare: nothing to compare: no scenario and load level in common\n');
-    return COMPARE_EXIT.invalid;
+    return EXIT.invalidOptions;
   }
-  if (!report.candidates.some((c) => c.thresholds && !c.thresholds.ok)) return COMPARE_EXIT.ok;
+  if (!report.candidates.some((c) => c.thresholds && !c.thresholds.ok)) return EXIT.ok;
   for (const c of report.candidates) {
     for (const f of c.thresholds?.failures ?? []) {
       io.err(`infergauge compare: threshold failed (${c.label}): ${f}\n`);
     }
   }
-  return COMPARE_EXIT.threshold;
+  return EXIT.thresholdFailed;
 }
 
 function writeOut(path: string, text: string): void {

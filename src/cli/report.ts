@@ -1,12 +1,7 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { basename } from 'node:path';
 import { Command, Option } from '@commander-js/extra-typings';
-import {
-  evaluateThresholds,
-  parseThresholds,
-  THRESHOLD_EXIT_CODE,
-  type Threshold,
-} from '../analysis/thresholds.js';
+import { evaluateThresholds, parseThresholds, type Threshold } from '../analysis/thresholds.js';
 import { EXIT } from '../errors.js';
 import type { RunSummary } from '../metrics/summary.js';
 import { vllmBenchResult } from '../report/compat.js';
@@ -54,7 +49,7 @@ export function gate(
     process.stderr.write(`infergauge ${command}: ${thresholds.length} threshold(s) met\n`);
     return EXIT.ok;
   }
-  return THRESHOLD_EXIT_CODE;
+  return EXIT.thresholdFailed;
 }
 
 export function reportCommand() {

@@ -28,10 +28,10 @@ import {
   evaluateThresholdsOnPoints,
   parseThreshold,
   parseThresholds,
-  THRESHOLD_EXIT_CODE,
   ThresholdError,
 } from '../../../src/analysis/thresholds.js';
 import { compareCommand } from '../../../src/cli/compare.js';
+import { EXIT } from '../../../src/errors.js';
 import type { LoadSpec } from '../../../src/load.js';
 import { findGpuPreset } from '../../../src/memory/hardware.js';
 import { findModelPreset } from '../../../src/memory/model.js';
@@ -707,7 +707,7 @@ describe('infergauge compare (simulator in virtual time)', () => {
       '--resamples',
       '200',
     );
-    assert.equal(failed.code, THRESHOLD_EXIT_CODE);
+    assert.equal(failed.code, EXIT.thresholdFailed);
     assert.equal(failed.code, 3);
     assert.match(
       failed.stderr,
