@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { Command, Option } from '@commander-js/extra-typings';
 import { EXIT } from '../errors.js';
 import { probeWarnings, renderDecode, renderPrefill } from '../report/probeText.js';
-import { hasResult, writeResult } from '../results/layout.js';
+import { hasResult } from '../results/layout.js';
 import { prepareRun, type RunOptions } from '../session/prepare.js';
 import {
   PROBE_DEFAULTS as DEFAULTS,
@@ -184,7 +184,6 @@ async function probe(
           : {}),
       },
     );
-    writeResult(out, 'probe', saved);
     printWarnings(name, probeWarnings(result.points));
     if (prepared.json) process.stdout.write(`${JSON.stringify(saved, null, 2)}\n`);
     else {

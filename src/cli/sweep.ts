@@ -4,9 +4,13 @@ import { Command } from '@commander-js/extra-typings';
 import { DEFAULT_TRIANGLE } from '../analysis/sweep.js';
 import { EXIT } from '../errors.js';
 import { renderSweep } from '../report/sweepText.js';
-import { writeResult } from '../results/layout.js';
 import { prepareRun, type RunOptions } from '../session/prepare.js';
-import { DEFAULT_LEVELS, runSweep, sweepSettings } from '../session/profiles/sweep.js';
+import {
+  DEFAULT_LEVELS,
+  runSweep,
+  splitSweepSlo,
+  sweepSettings,
+} from '../session/profiles/sweep.js';
 import { utcStamp } from '../session/target.js';
 import { listenForInterrupts, printProblems, printWarnings, runAction } from './common.js';
 import { gate } from './report.js';
@@ -81,21 +85,15 @@ export function sweepCommand(): Command {
 async function sweep(options: RunOptions): Promise<number> {
   const problems: string[] = [];
   const raw = options as Record<string, unknown>;
-  // Percentile SLOs (ttft.p99<500) are the sweep's; per-request ones (ttft<500) stay goodput's.
-  const sloParts = String(raw.slo ?? '')
-    .split(',')
-    .map((p) => p.trim())
-    .filter(Boolean);
-  const percentileSlos = sloParts.filter((p) => /^\w+\.p\d+/.test(p));
-  const goodputSlos = sloParts.filter((p) => !/^\w+\.p\d+/.test(p));
+  const slo = splitSweepSlo(raw.slo);
   const settings = sweepSettings(
-    { ...raw, ...(percentileSlos.length > 0 ? { sweepSlo: percentileSlos.join(',') } : {}) },
+    { ...raw, ...(slo.percentile ? { sweepSlo: slo.percentile } : {}) },
     problems,
   );
   const runOptions: Record<string, unknown> = Object.fromEntries(
     Object.entries(raw).filter(([k]) => !(SWEEP_KEYS as readonly string[]).includes(k)),
   );
-  if (goodputSlos.length > 0) runOptions.slo = goodputSlos.join(',');
+  if (slo.perRequest) runOptions.slo = slo.perRequest;
   else delete runOptions.slo;
   const prepared = prepareRun(runOptions as RunOptions, 'sweep');
   problems.push(...prepared.problems);
@@ -111,15 +109,7 @@ async function sweep(options: RunOptions): Promise<number> {
     const outcome = await runSweep({ ...prepared, plan }, settings, root, interrupts.stop, (l) =>
       process.stderr.write(l),
     );
-    const saved = {
-      schemaVersion: 1,
-      target: outcome.target,
-      mode: settings.mode,
-      scenarios: outcome.scenarios,
-      interrupted: interrupts.stop.aborted,
-    };
-    writeResult(root, 'sweep', saved);
-    if (prepared.json) process.stdout.write(`${JSON.stringify(saved, null, 2)}\n`);
+    if (prepared.json) process.stdout.write(`${JSON.stringify(outcome.saved, null, 2)}\n`);
     else {
       const text = renderSweep(
         outcome.target,

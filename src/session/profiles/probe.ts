@@ -18,6 +18,7 @@ import type { RequestSpec } from '../../backends/types.js';
 import type { RunSummary, Warning } from '../../metrics/summary.js';
 import type { RunPlan } from '../../plan/runPlan.js';
 import type { DecodePoint, PrefillPoint } from '../../report/probeText.js';
+import { writeResult } from '../../results/layout.js';
 import { VERSION } from '../../version.js';
 import { streamSeed } from '../../workload/distributions.js';
 import { createPromptFactory, type PromptFactory } from '../../workload/prompts.js';
@@ -173,7 +174,7 @@ export interface ProbeHooks {
 
 /**
  * Runs a probe against the plan's target; `out`: its results directory. Returns the points
- * and the fit, and probe.json as saved.
+ * and the fit, and probe.json as written into `out`.
  */
 export async function runProbe(
   prepared: PreparedRun & { plan: RunPlan },
@@ -212,6 +213,7 @@ export async function runProbe(
       fit: result.fit ?? null,
       interrupted: stop.aborted,
     };
+    writeResult(out, 'probe', saved);
     return { result, saved, target: runner.description };
   } finally {
     await runner.close();

@@ -23,6 +23,7 @@ import { planVllmMemory } from '../../memory/footprint.js';
 import type { RunSummary, Warning } from '../../metrics/summary.js';
 import type { RunPlan } from '../../plan/runPlan.js';
 import type { ScenarioSweep } from '../../report/sweepText.js';
+import { writeResult } from '../../results/layout.js';
 import { resolveEngineConfig } from '../../sim/engineModel.js';
 import type { Scenario } from '../../workload/scenarios.js';
 import { createPointRunner, type Point, type PointResult } from '../point.js';
@@ -43,6 +44,21 @@ export interface SweepSettings {
   targetContext?: number;
   requestsGiven: boolean;
   warmupGiven: boolean;
+}
+
+/**
+ * A sweep's --slo in its two kinds: percentile SLOs (ttft.p99<500) judge each point's
+ * distribution and are the sweep's; per-request ones (ttft<500) stay each point's goodput.
+ */
+export function splitSweepSlo(text: unknown): { percentile?: string; perRequest?: string } {
+  const parts = String(text ?? '')
+    .split(',')
+    .map((p) => p.trim())
+    .filter(Boolean);
+  const isPercentile = (p: string) => /^\w+\.p\d+/.test(p);
+  const percentile = parts.filter(isPercentile).join(',');
+  const perRequest = parts.filter((p) => !isPercentile(p)).join(',');
+  return { ...(percentile ? { percentile } : {}), ...(perRequest ? { perRequest } : {}) };
 }
 
 /** A sweep's settings from its options (`sweepSlo`: the percentile SLOs of --slo). */
@@ -150,9 +166,14 @@ export interface SweepOutcome {
   target: string;
   scenarios: ScenarioSweep[];
   summaries: { name: string; summary: RunSummary }[];
+  /** sweep.json as written into `root`. */
+  saved: Record<string, unknown>;
 }
 
-/** Runs the sweep of every scenario of the plan against its target; `root`: the run directory. */
+/**
+ * Runs the sweep of every scenario of the plan against its target and writes sweep.json;
+ * `root`: the run directory.
+ */
 export async function runSweep(
   prepared: PreparedRun & { plan: RunPlan },
   settings: SweepSettings,
@@ -169,7 +190,15 @@ export async function runSweep(
     const summaries: SweepOutcome['summaries'] = [];
     const context = { plan: prepared.plan, settings, root, kv, say };
     const scenarios = await runProfile(sweepProfile(context, summaries), runner, stop);
-    return { target: runner.description, scenarios, summaries };
+    const saved = {
+      schemaVersion: 1,
+      target: runner.description,
+      mode: settings.mode,
+      scenarios,
+      interrupted: stop.aborted,
+    };
+    writeResult(root, 'sweep', saved);
+    return { target: runner.description, scenarios, summaries, saved };
   } finally {
     await runner.close();
   }
