@@ -4,10 +4,14 @@
  */
 import { EXIT, type ExitCode, InfergaugeError, UsageError } from '../errors.js';
 
-/** Prints `infergauge COMMAND: invalid options` and each problem; returns exit code 2. */
-export function printProblems(command: string, problems: readonly string[]): ExitCode {
+/** Prints `infergauge COMMAND: invalid options` (or `what`) and each problem; returns exit code 2. */
+export function printProblems(
+  command: string,
+  problems: readonly string[],
+  what = 'invalid options',
+): ExitCode {
   process.stderr.write(
-    `infergauge ${command}: invalid options\n${problems.map((p) => `  - ${p}`).join('\n')}\n`,
+    `infergauge ${command}: ${what}\n${problems.map((p) => `  - ${p}`).join('\n')}\n`,
   );
   return EXIT.invalidOptions;
 }

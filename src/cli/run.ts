@@ -194,9 +194,7 @@ export function withPlanFile(
     file = readPlanFile(path);
   } catch (err) {
     if (!(err instanceof PlanFileError)) throw err;
-    process.stderr.write(
-      `infergauge ${name}: invalid plan\n${err.problems.map((p) => `  - ${p}`).join('\n')}\n`,
-    );
+    printProblems(name, err.problems, 'invalid plan');
     return undefined;
   }
   const merged: Record<string, unknown> = { ...file.options };
