@@ -1,4 +1,5 @@
 /** The terminal view of a prefill or decode probe (probe.json's points and fit). */
+
 import Table from 'cli-table3';
 import pc from 'picocolors';
 import {
@@ -8,6 +9,7 @@ import {
   type PrefillRow,
   QUADRATIC_SHARE,
 } from '../analysis/probe.js';
+import { fmtNumber } from '../metrics/format.js';
 import type { Warning } from '../metrics/summary.js';
 
 /** A probe point as saved in probe.json: its row, its run directory, its summary's warnings. */
@@ -35,10 +37,7 @@ export function probeWarnings(points: readonly { dir: string; warnings: Warning[
   });
 }
 
-const num = (n: number | undefined, digits = 0) =>
-  n === undefined || !Number.isFinite(n)
-    ? '-'
-    : n.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits });
+const num = (n: number | undefined, digits = 0) => fmtNumber(n ?? Number.NaN, digits);
 
 /** Three significant digits with thousands separators: 24,300 tok/s. */
 const sig3 = (n: number) =>

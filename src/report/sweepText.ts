@@ -1,7 +1,9 @@
 /** The terminal view of a sweep (sweep.json's scenarios). */
+
 import Table from 'cli-table3';
 import pc from 'picocolors';
 import type { Cliff, Knee, MaxLoadSearch, Recommendation, SweepPoint } from '../analysis/sweep.js';
+import { fmtNumber } from '../metrics/format.js';
 import type { Warning } from '../metrics/summary.js';
 
 /** One scenario's sweep, as saved in sweep.json. */
@@ -23,10 +25,7 @@ export function renderSweep(
   color: boolean,
 ): string {
   const c = color ? pc : pc.createColors(false);
-  const f = (n: number | undefined, digits = 0) =>
-    n === undefined || !Number.isFinite(n)
-      ? '-'
-      : n.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits });
+  const f = (n: number | undefined, digits = 0) => fmtNumber(n ?? Number.NaN, digits);
   const lv = (n: number | undefined) => f(n, mode === 'rate' ? 2 : 0);
   const lines: string[] = [c.bold(`Sweep of ${target}`), ''];
   for (const r of results) {
