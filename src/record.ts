@@ -12,7 +12,11 @@ export const ERROR_KINDS = [
   'timeout',
   'http_4xx',
   'http_5xx',
+  /** A 3xx answer (http to https, a moved route): the server is elsewhere, not failing. */
+  'redirect',
   'stream_broken',
+  /** The stream ended cleanly but without its protocol's end marker: the answer is cut short. */
+  'truncated',
   'bad_stream',
   'cancelled',
 ] as const;
