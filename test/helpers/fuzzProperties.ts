@@ -544,65 +544,70 @@ function countsAreSane(d: DecodedStream): boolean {
   );
 }
 
-define(
+/** A property of every backend's decoder over streams with counts from `count`. */
+function backendProperty(
+  spec: Omit<FuzzProperty, 'check' | 'group'>,
+  count: Arb<unknown>,
+  typed: boolean,
+  holds: (decoded: DecodedStream) => boolean,
+): void {
+  define(
+    { group: 'backends', ...spec },
+    fc.property(backendStream(count, typed), ([index, stream, cuts]) =>
+      holds(decodeStream(index, stream, cuts)),
+    ),
+  );
+}
+
+backendProperty(
   {
-    group: 'backends',
     name: 'well-typed events with sane counts: no throw, sane counts, the stream survives JSON',
     numRuns: 300,
   },
-  fc.property(backendStream(saneCount, true), ([index, stream, cuts]) => {
-    const decoded = decodeStream(index, stream, cuts);
-    return countsAreSane(decoded) && survivesJson(decoded);
-  }),
+  saneCount,
+  true,
+  (d) => countsAreSane(d) && survivesJson(d),
 );
-
-define(
+backendProperty(
   {
-    group: 'backends',
     name: 'wrong types, missing fields and hostile numbers (up to 2^53) never throw',
     numRuns: 300,
     open: 'openai.ts reads choices[0].delta of a null choice (TypeError out of feed)',
   },
-  fc.property(backendStream(hostileCount, false), ([index, stream, cuts]) => {
-    decodeStream(index, stream, cuts);
-  }),
+  hostileCount,
+  false,
+  () => true,
 );
-
-define(
+backendProperty(
   {
-    group: 'backends',
     name: 'hostile counts (up to 2^53): token counts stay non-negative safe integers',
     numRuns: 300,
     open: 'usage counts and server timings are not validated yet (issue 15 case 5)',
   },
-  fc.property(backendStream(hostileCount, true), ([index, stream, cuts]) =>
-    countsAreSane(decodeStream(index, stream, cuts)),
-  ),
+  hostileCount,
+  true,
+  countsAreSane,
 );
-
-define(
+backendProperty(
   {
-    group: 'backends',
     name: 'hostile counts (up to 2^53): the decoded stream survives JSON (no Infinity -> null)',
     numRuns: 300,
     open: 'usage counts are not validated yet: 1e999 reads as Infinity (issue 15 case 5)',
   },
-  fc.property(backendStream(hostileCount, true), ([index, stream, cuts]) =>
-    survivesJson(decodeStream(index, stream, cuts)),
-  ),
+  hostileCount,
+  true,
+  survivesJson,
 );
-
-define(
+backendProperty(
   {
-    group: 'backends',
     name: 'counts past 2^53 end (no endless rescale) with sane token counts',
     numRuns: 200,
     open: 'timeline.ts rescale loops forever once a total is past 2^53 (issue 15 case 2)',
     hangs: true,
   },
-  fc.property(backendStream(hugeCount, true), ([index, stream, cuts]) =>
-    countsAreSane(decodeStream(index, stream, cuts)),
-  ),
+  hugeCount,
+  true,
+  countsAreSane,
 );
 
 // ---------------------------------------------------------------------------------------------
