@@ -48,7 +48,13 @@ function parseLine(line: string): MetricSample | undefined {
         } else value += line[j];
       }
       if (j >= line.length) return undefined;
-      labels[key] = value;
+      // Defined, not assigned: a label named `__proto__` would otherwise set the prototype.
+      Object.defineProperty(labels, key, {
+        value,
+        enumerable: true,
+        writable: true,
+        configurable: true,
+      });
       i = j + 1;
     }
   }

@@ -1,0 +1,3 @@
+import { fuzzSuite } from '../../helpers/fuzzProperties.js';
+
+fuzzSuite('backends');
