@@ -73,8 +73,8 @@ describe('server counts that cannot be true fall back to what was observed', () 
     const counts = ['9715559134754884', '1e17', '-5', '1e400', '2.5', '100000000', '1'];
     const replies = counts.map((completion) => ({
       steps: [
-        { write: say('a') },
-        { write: say('b') },
+        // Five events: 9715559134754884 split five ways leaves tokens that x++ never handed out.
+        ...['a', 'b', 'c', 'd', 'e'].map((text) => ({ write: say(text) })),
         { write: finished() },
         { write: rawUsage('3', completion) },
         { write: DONE },
@@ -98,9 +98,9 @@ describe('server counts that cannot be true fall back to what was observed', () 
     records.forEach((r, i) => {
       const what = `completion_tokens ${counts[i]}`;
       assert.equal(r.error, undefined, what);
-      assert.equal(r.outputTokens, 2, `${what}: the two token events`);
+      assert.equal(r.outputTokens, 5, `${what}: the five token events`);
       assert.equal(r.outputTokensSource, 'events', what);
-      assert.deepEqual(r.events.tokens, [1, 1, 0, 0], what);
+      assert.deepEqual(r.events.tokens, [1, 1, 1, 1, 1, 0, 0], what);
       assert.equal(r.inputTokens, 3, `${what}: the prompt count was fine`);
       // Infinity and 1e17 survive records.jsonl as text.
       const back = JSON.parse(JSON.stringify(r)) as RequestRecord;
@@ -113,7 +113,7 @@ describe('server counts that cannot be true fall back to what was observed', () 
     const warning = summary.warnings.find((w) => w.code === 'implausible_usage');
     assert.ok(warning, JSON.stringify(summary.warnings));
     assert.match(warning.message, /^7 requests/);
-    assert.equal(summary.tokens.output, 2 * counts.length);
+    assert.equal(summary.tokens.output, 5 * counts.length);
     const perS = summary.throughput.outputTokensPerS;
     assert.ok(Number.isFinite(perS) && perS > 0 && perS < 1e6, `output tok/s ${perS}`);
   });

@@ -15,9 +15,10 @@ describe('rescale: bounded work and exact sums for any total', () => {
   });
 
   test('a total past 2^53 ends at once (one at a time, it never did)', () => {
-    const tokens = [1, 1, 1];
+    // Five ways, the floors leave tokens over that adding one at a time never handed out.
+    const tokens = [1, 1, 1, 1, 1];
     rescale(tokens, 9715559134754884);
-    assert.ok(tokens.every((t) => t > 3e15));
+    assert.ok(tokens.every((t) => t > 1.9e15));
     rescale(tokens, Number.POSITIVE_INFINITY);
     assert.ok(tokens.every(Number.isFinite), 'a non-finite total is left alone');
   });
