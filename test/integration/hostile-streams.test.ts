@@ -65,6 +65,32 @@ function assertTruncated(r: RequestRecord, message: RegExp, what: string): void 
   assert.match(r.error?.message ?? '', message, what);
 }
 
+/** A two-token TGI answer whose final event reports `generatedTokens`. */
+const tgiAnswer = (generatedTokens: number, finishReason: string): ScriptedReply => ({
+  steps: [
+    { write: tgiToken(0, { id: 1, text: 'a' }) },
+    {
+      write: tgiToken(
+        1,
+        { id: 2, text: 'b' },
+        { generatedText: 'ab', finishReason, generatedTokens, inputLength: 4 },
+      ),
+    },
+  ],
+});
+
+/** Ollama's `done: true` line with the server's counts. */
+const ollamaTotals = (evalCount: number, promptEvalCount: number) =>
+  ollamaDone('generate', {
+    doneReason: 'stop',
+    promptEvalCount,
+    evalCount,
+    totalNs: 1e6,
+    loadNs: 0,
+    promptEvalNs: 1e5,
+    evalNs: 1e5,
+  });
+
 const CUT = /cut mid-event/;
 const NO_MARKER = /ended without its end marker/;
 
@@ -179,38 +205,12 @@ describe('server counts that cannot be true fall back to what was observed', () 
           { write: ollamaGenerate('a') },
           { write: ollamaGenerate('b') },
           {
-            write: ollamaDone('generate', {
-              doneReason: 'stop',
-              promptEvalCount: 16,
-              evalCount: -3,
-              totalNs: 1e6,
-              loadNs: 0,
-              promptEvalNs: 1e5,
-              evalNs: 1e5,
-            }),
+            write: ollamaTotals(-3, 16),
           },
         ],
       },
     ]);
-    const tgi = await runScripted(BACKENDS.tgi, [
-      {
-        steps: [
-          { write: tgiToken(0, { id: 1, text: 'a' }) },
-          {
-            write: tgiToken(
-              1,
-              { id: 2, text: 'b' },
-              {
-                generatedText: 'ab',
-                finishReason: 'length',
-                generatedTokens: 1e17,
-                inputLength: 4,
-              },
-            ),
-          },
-        ],
-      },
-    ]);
+    const tgi = await runScripted(BACKENDS.tgi, [tgiAnswer(1e17, 'length')]);
     const sglang = await runScripted(BACKENDS.sglang, [
       {
         steps: [
@@ -295,53 +295,46 @@ describe('a stream without its end marker, or cut mid-event, is truncated (token
     assert.deepEqual(records[1].events.tokens, [1, 2]);
   });
 
-  test('ollama: no done:true, or a line cut short', async () => {
-    const { records } = await runScripted(BACKENDS.ollama, [
-      { headers: NDJSON, steps: [{ write: ollamaGenerate('a') }, { write: ollamaGenerate('b') }] },
-      {
-        headers: NDJSON,
-        steps: [
-          { write: ollamaGenerate('a') },
-          { write: '{"model":"llama3.2","response":"b","do' },
-        ],
-      },
+  /** Two token events then a close, and one token event then `cut`: both truncated. */
+  async function assertBothTruncated(
+    backend: Backend,
+    [first, second]: [string, string],
+    cut: string,
+    headers: Record<string, string> = {},
+  ): Promise<void> {
+    const { records } = await runScripted(backend, [
+      { headers, steps: [{ write: first }, { write: second }] },
+      { headers, steps: [{ write: first }, { write: cut }] },
     ]);
-    assertTruncated(records[0], NO_MARKER, 'no done:true');
+    assertTruncated(records[0], NO_MARKER, `${backend.name}: no end marker`);
     assert.equal(records[0].outputTokens, 2);
-    assertTruncated(records[1], CUT, 'cut');
+    assertTruncated(records[1], CUT, `${backend.name}: cut`);
     assert.equal(records[1].outputTokens, 1);
+  }
+
+  test('ollama: no done:true, or a line cut short', async () => {
+    await assertBothTruncated(
+      BACKENDS.ollama,
+      [ollamaGenerate('a'), ollamaGenerate('b')],
+      '{"model":"llama3.2","response":"b","do',
+      NDJSON,
+    );
   });
 
   test('tgi /generate_stream: no generated_text, or cut', async () => {
-    const { records } = await runScripted(BACKENDS.tgi, [
-      {
-        steps: [
-          { write: tgiToken(0, { id: 1, text: 'a' }) },
-          { write: tgiToken(1, { id: 2, text: 'b' }) },
-        ],
-      },
-      {
-        steps: [
-          { write: tgiToken(0, { id: 1, text: 'a' }) },
-          { write: 'data: {"index":1,"token":{"id"' },
-        ],
-      },
-    ]);
-    assertTruncated(records[0], NO_MARKER, 'no final event');
-    assert.equal(records[0].outputTokens, 2);
-    assertTruncated(records[1], CUT, 'cut');
-    assert.equal(records[1].outputTokens, 1);
+    await assertBothTruncated(
+      BACKENDS.tgi,
+      [tgiToken(0, { id: 1, text: 'a' }), tgiToken(1, { id: 2, text: 'b' })],
+      'data: {"index":1,"token":{"id"',
+    );
   });
 
   test('sglang /generate: no finish_reason and no [DONE], or cut', async () => {
-    const { records } = await runScripted(BACKENDS.sglang, [
-      { steps: [{ write: sglangMessage('a', 1) }, { write: sglangMessage('ab', 2) }] },
-      { steps: [{ write: sglangMessage('a', 1) }, { write: 'data: {"text":"ab","meta_' }] },
-    ]);
-    assertTruncated(records[0], NO_MARKER, 'no end');
-    assert.equal(records[0].outputTokens, 2);
-    assertTruncated(records[1], CUT, 'cut');
-    assert.equal(records[1].outputTokens, 1);
+    await assertBothTruncated(
+      BACKENDS.sglang,
+      [sglangMessage('a', 1), sglangMessage('ab', 2)],
+      'data: {"text":"ab","meta_',
+    );
   });
 
   test('triton generate_stream has no end marker: a clean close ends it, a cut does not', async () => {
@@ -427,25 +420,7 @@ describe('legitimate ends stay successes', () => {
     ]);
     assert.equal(sglang.records[0].error, undefined);
     assert.equal(sglang.records[0].outputTokens, 2);
-    const tgi = await runScripted(BACKENDS.tgi, [
-      {
-        steps: [
-          { write: tgiToken(0, { id: 1, text: 'a' }) },
-          {
-            write: tgiToken(
-              1,
-              { id: 2, text: 'b' },
-              {
-                generatedText: 'ab',
-                finishReason: 'eos_token',
-                generatedTokens: 2,
-                inputLength: 4,
-              },
-            ),
-          },
-        ],
-      },
-    ]);
+    const tgi = await runScripted(BACKENDS.tgi, [tgiAnswer(2, 'eos_token')]);
     assert.equal(tgi.records[0].error, undefined);
     const ollama = await runScripted(BACKENDS.ollama, [
       {
@@ -454,15 +429,7 @@ describe('legitimate ends stay successes', () => {
           { write: ollamaGenerate('a') },
           {
             // The done line without its trailing newline: whole, so it counts.
-            write: ollamaDone('generate', {
-              doneReason: 'stop',
-              promptEvalCount: 4,
-              evalCount: 1,
-              totalNs: 1e6,
-              loadNs: 0,
-              promptEvalNs: 1e5,
-              evalNs: 1e5,
-            }).trimEnd(),
+            write: ollamaTotals(1, 4).trimEnd(),
           },
         ],
       },
