@@ -29,6 +29,26 @@ export interface RequestError {
   status?: number;
 }
 
+/** Why a number the server sent was not used (docs/metrics.md, "The raw record"). */
+export type CountProblemReason =
+  /** Not a non-negative safe integer (negative, fractional, past 2^53, Infinity, not a number). */
+  | 'not_a_count'
+  /** More output tokens than the request allowed, or more than any context window holds. */
+  | 'above_limit'
+  /** A completion total below the token-carrying events the client saw. */
+  | 'below_events'
+  /** A server duration that is negative or not finite. */
+  | 'not_a_duration';
+
+/** A count the server sent that cannot be true: the record falls back to what was observed. */
+export interface CountProblem {
+  /** The server's field as on the wire (`usage.completion_tokens`, `tokens_predicted`, ...). */
+  field: string;
+  /** The number as text (`Infinity`, `-3`, `1e+17` survive JSON); `(string)` etc. for non-numbers. */
+  value: string;
+  reason: CountProblemReason;
+}
+
 /** Where a token count came from (docs/metrics.md, "The raw record"). */
 export type TokenCountSource = 'server' | 'tokenizer' | 'events' | 'requested';
 
@@ -97,6 +117,8 @@ export interface RequestRecord {
   tokenCountMismatch?: number;
   /** `finish_reason` of the last choice, when the server sent one. */
   finishReason?: string;
+  /** The first implausible count the server sent; the record's counts ignore it. */
+  countProblem?: CountProblem;
   /** The server's own account of this request's timing, when it gives one. */
   serverTiming?: ServerTiming;
   /**

@@ -8,17 +8,36 @@ export type Framing = 'sse' | 'ndjson';
 /** Maps one parsed JSON message of a backend's stream onto the timeline. */
 export type MessageParser = (message: Record<string, unknown>, timeline: Timeline) => void;
 
+/** How one backend's stream is read, and what ends its answer. */
+export interface StreamProtocol {
+  framing: Framing;
+  parse: MessageParser;
+  /**
+   * The protocol's end of an answer, in words for the error message (`[DONE]`, `stop: true`):
+   * a stream that closes before it is `truncated`. The parser calls `markDone` or
+   * `markComplete` when it arrives. Undefined: the protocol has none, and a clean close ends
+   * the answer (Triton).
+   */
+  endMarker?: string;
+}
+
 /**
  * A decoder for JSON messages in SSE or NDJSON framing. `[DONE]` ends an SSE stream; anything
  * else must be a JSON object, or the stream is a `bad_stream`. Every event completed by one
- * piece of network data shares that piece's arrival time.
+ * piece of network data shares that piece's arrival time. At the body's end it judges the
+ * answer: bytes after the last complete event that do not parse (a cut mid-event), or a stream
+ * without the protocol's end marker, make it `truncated`, with the tokens seen so far kept.
+ * `maxOutputTokens` is the request's output limit, when it set one (see Timeline.count).
  */
 export function createDecoder(
-  framing: Framing,
+  protocol: StreamProtocol,
   sentAtUs: number,
-  parse: MessageParser,
+  maxOutputTokens?: number,
 ): StreamDecoder {
-  const timeline = new Timeline(sentAtUs);
+  const { framing, parse, endMarker } = protocol;
+  const timeline = new Timeline(sentAtUs, maxOutputTokens);
+  /** Set while the body's end flushes an unterminated last message. */
+  let atEnd = false;
   const onMessage = (data: string) => {
     if (timeline.fault || timeline.doneUs !== undefined) return;
     if (framing === 'sse' && data === '[DONE]') {
@@ -29,7 +48,15 @@ export function createDecoder(
     try {
       message = JSON.parse(data);
     } catch {
-      timeline.fault = { kind: 'bad_stream', message: `malformed JSON in event: ${clip(data)}` };
+      // An unterminated last message that does not parse was cut off, unless nothing came
+      // before it (then the body was never a stream: a proxy page, a wrong route).
+      timeline.fault =
+        atEnd && timeline.eventCount > 0
+          ? {
+              kind: 'truncated',
+              message: `the stream was cut mid-event (${data.length} characters of an unfinished event after ${timeline.eventCount} events)`,
+            }
+          : { kind: 'bad_stream', message: `malformed JSON in event: ${clip(data)}` };
       return;
     }
     if (typeof message !== 'object' || message === null || Array.isArray(message)) {
@@ -43,7 +70,9 @@ export function createDecoder(
   if (framing === 'sse') {
     const parser = createParser({ onEvent: (event) => onMessage(event.data) });
     feedText = (text) => parser.feed(text);
-    flush = () => parser.reset({ consume: true });
+    // The SSE standard drops an event its blank line never ended; ending it here instead lets
+    // a last event whose data arrived whole count, and one cut short be seen as a cut.
+    flush = () => parser.feed('\n\n');
   } else {
     let pending = '';
     const line = (raw: string) => {
@@ -73,7 +102,15 @@ export function createDecoder(
     },
     end(atUs) {
       timeline.nowUs = atUs;
+      atEnd = true;
       flush();
+      // No events at all is the caller's to judge (an empty 200 is a wrong route, not a cut).
+      if (timeline.fault || timeline.complete || endMarker === undefined) return;
+      if (timeline.eventCount === 0) return;
+      timeline.fault = {
+        kind: 'truncated',
+        message: `the stream ended without its end marker (${endMarker}) after ${timeline.eventCount} events`,
+      };
     },
     finish: (): DecodedStream => timeline.finish(),
     get fault(): StreamFault | undefined {

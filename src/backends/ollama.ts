@@ -1,7 +1,8 @@
 // Wire format: Ollama docs/api.md + server/routes.go streamResponse (NDJSON), Ollama 0.5+ (2025).
 import type { ServerTiming } from '../record.js';
 import { createDecoder, inStreamError } from './decoder.js';
-import { withExtraBody } from './request.js';
+import { serverTiming } from './openai.js';
+import { outputTokenLimit, withExtraBody } from './request.js';
 import type { Timeline } from './timeline.js';
 import type { Backend, BackendOptions, Endpoint, RequestSpec } from './types.js';
 
@@ -18,17 +19,19 @@ export function buildOllamaBody(spec: RequestSpec, options: BackendOptions): str
 
 const NS_PER_MS = 1e6;
 
-/** The final line's counters and nanosecond durations, as the server's own timing. */
-export function ollamaTiming(m: Record<string, unknown>): ServerTiming | undefined {
-  const timing: ServerTiming = {};
-  if (typeof m.prompt_eval_duration === 'number') {
-    timing.prefillMs = m.prompt_eval_duration / NS_PER_MS;
-  }
-  if (typeof m.prompt_eval_count === 'number') timing.prefillTokens = m.prompt_eval_count;
-  if (typeof m.eval_duration === 'number') timing.decodeMs = m.eval_duration / NS_PER_MS;
-  if (typeof m.eval_count === 'number') timing.decodeTokens = m.eval_count;
-  if (typeof m.load_duration === 'number') timing.loadMs = m.load_duration / NS_PER_MS;
-  return Object.keys(timing).length > 0 ? timing : undefined;
+/** The final line's counters and nanosecond durations, as the server's own timing, checked. */
+export function ollamaTiming(m: Record<string, unknown>, t: Timeline): ServerTiming | undefined {
+  const ms = (field: string) => {
+    const ns = t.count(m[field], field, 'duration');
+    return ns === undefined ? undefined : ns / NS_PER_MS;
+  };
+  return serverTiming({
+    prefillMs: ms('prompt_eval_duration'),
+    prefillTokens: t.count(m.prompt_eval_count, 'prompt_eval_count', 'input'),
+    decodeMs: ms('eval_duration'),
+    decodeTokens: t.count(m.eval_count, 'eval_count', 'output'),
+    loadMs: ms('load_duration'),
+  });
 }
 
 /**
@@ -50,10 +53,12 @@ function parseLine(chat: boolean) {
       reasoning: typeof thinking === 'string' ? thinking : '',
     });
     if (m.done !== true) return;
-    if (typeof m.eval_count === 'number') t.totalCompletionTokens = m.eval_count;
-    if (typeof m.prompt_eval_count === 'number') t.promptTokens = m.prompt_eval_count;
+    const timing = ollamaTiming(m, t);
+    if (timing?.decodeTokens !== undefined) {
+      t.setCompletionTotal(timing.decodeTokens, 'eval_count');
+    }
+    if (timing?.prefillTokens !== undefined) t.promptTokens = timing.prefillTokens;
     if (typeof m.done_reason === 'string') t.finishReason = m.done_reason;
-    const timing = ollamaTiming(m);
     if (timing) t.serverTiming = timing;
     t.markDone();
   };
@@ -66,8 +71,15 @@ export const ollamaBackend: Backend = {
     path: PATHS[options.endpoint],
     body: buildOllamaBody(spec, options),
   }),
-  decoder: (sentAtUs, options) =>
-    createDecoder('ndjson', sentAtUs, parseLine(options.endpoint === 'chat')),
+  // server/routes.go streams each response with `done: false` until the last, `done: true`
+  // (docs/api.md "Response: A stream of JSON objects ... The final response in the stream").
+  decoder: (sentAtUs, options, spec) =>
+    createDecoder(
+      { framing: 'ndjson', parse: parseLine(options.endpoint === 'chat'), endMarker: 'done: true' },
+      sentAtUs,
+      // `num_predict` -1 (no limit) and -2 (fill the context) leave the limit unknown.
+      outputTokenLimit(spec, options.extraBody, ['num_predict'], 'options'),
+    ),
   models: {
     // Every pulled model, not only loaded ones: the first may take a load (see loadMs).
     path: '/api/tags',

@@ -1,6 +1,6 @@
 import type { ServerTiming } from '../record.js';
 import { createDecoder, inStreamError } from './decoder.js';
-import { firstListedModel, withExtraBody } from './request.js';
+import { firstListedModel, outputTokenLimit, withExtraBody } from './request.js';
 import { type DecodedStream, type StreamFault, Timeline } from './timeline.js';
 import type { Backend, BackendOptions, Endpoint, RequestSpec } from './types.js';
 
@@ -33,6 +33,12 @@ export function buildOpenAIBody(spec: RequestSpec, options: BackendOptions): str
  * One OpenAI streaming chunk: `choices[0].delta` (chat) or `choices[0].text` (completions),
  * `reasoning_content` / `reasoning` kept apart, `usage` from a usage-only chunk, the final choice
  * (llama.cpp) or every chunk (continuous usage stats), and llama.cpp's `timings`.
+ *
+ * The answer is whole at `[DONE]` (OpenAI's documented end, sent by vLLM, SGLang, llama.cpp
+ * server.cpp `if (oaicompat != NONE) ... "data: [DONE]"`, and TGI since 2.1.1), or at a non-null
+ * `finish_reason` on a choice: TGI's OpenAI route before huggingface/text-generation-inference#2221
+ * (July 2024) and other servers close after it without `[DONE]`. A usage-only chunk
+ * (`choices: []`) comes only after the last choice, so it marks the end as well.
  */
 function parseChunk(chat: boolean) {
   return (m: Record<string, unknown>, t: Timeline): void => {
@@ -56,17 +62,19 @@ function parseChunk(chat: boolean) {
         content = choice.text;
       }
       if (typeof choice.finish_reason === 'string') t.finishReason = choice.finish_reason;
+      if (typeof choice.finish_reason === 'string' && choice.finish_reason !== '') {
+        t.markComplete();
+      }
     }
     let completionTokens: number | undefined;
     const usage = m.usage as Record<string, unknown> | null | undefined;
     if (usage && typeof usage === 'object') {
-      if (typeof usage.completion_tokens === 'number') {
-        completionTokens = usage.completion_tokens;
-        t.totalCompletionTokens = usage.completion_tokens;
-      }
-      if (typeof usage.prompt_tokens === 'number') t.promptTokens = usage.prompt_tokens;
+      completionTokens = t.setCompletionTotal(usage.completion_tokens, 'usage.completion_tokens');
+      const prompt = t.count(usage.prompt_tokens, 'usage.prompt_tokens', 'input');
+      if (prompt !== undefined) t.promptTokens = prompt;
+      if (Array.isArray(choices) && choices.length === 0) t.markComplete();
     }
-    const timing = llamaCppTimings(m.timings);
+    const timing = llamaCppTimings(m.timings, t);
     if (timing) t.serverTiming = timing;
     t.event({
       content,
@@ -76,16 +84,37 @@ function parseChunk(chat: boolean) {
   };
 }
 
-/** llama.cpp's per-request `timings` object (native and OpenAI endpoints alike). */
-export function llamaCppTimings(value: unknown): ServerTiming | undefined {
+/** llama.cpp's per-request `timings` object (native and OpenAI endpoints alike), checked. */
+export function llamaCppTimings(value: unknown, t: Timeline): ServerTiming | undefined {
   if (typeof value !== 'object' || value === null) return undefined;
-  const t = value as Record<string, unknown>;
+  const v = value as Record<string, unknown>;
+  return serverTiming({
+    prefillMs: t.count(v.prompt_ms, 'timings.prompt_ms', 'duration'),
+    prefillTokens: t.count(v.prompt_n, 'timings.prompt_n', 'input'),
+    decodeMs: t.count(v.predicted_ms, 'timings.predicted_ms', 'duration'),
+    decodeTokens: t.count(v.predicted_n, 'timings.predicted_n', 'output'),
+  });
+}
+
+/** The fields that are set, or undefined when none is. */
+export function serverTiming(fields: ServerTiming): ServerTiming | undefined {
   const timing: ServerTiming = {};
-  if (typeof t.prompt_ms === 'number') timing.prefillMs = t.prompt_ms;
-  if (typeof t.prompt_n === 'number') timing.prefillTokens = t.prompt_n;
-  if (typeof t.predicted_ms === 'number') timing.decodeMs = t.predicted_ms;
-  if (typeof t.predicted_n === 'number') timing.decodeTokens = t.predicted_n;
+  for (const [key, value] of Object.entries(fields)) {
+    if (value !== undefined) timing[key as keyof ServerTiming] = value;
+  }
   return Object.keys(timing).length > 0 ? timing : undefined;
+}
+
+/**
+ * `max_tokens`, or `max_completion_tokens` (which vLLM and OpenAI read first) from `--extra-body`,
+ * times `n` choices when asked for several (usage counts them all).
+ */
+function openaiOutputLimit(spec: RequestSpec, options: BackendOptions): number | undefined {
+  const limit = outputTokenLimit(spec, options.extraBody, ['max_completion_tokens', 'max_tokens']);
+  const n = options.extraBody?.n;
+  return limit !== undefined && Number.isSafeInteger(n) && (n as number) > 1
+    ? limit * (n as number)
+    : limit;
 }
 
 /** vLLM, SGLang, TGI, llama.cpp, Ollama and hosted APIs through `/v1/(chat/)completions`. */
@@ -95,8 +124,16 @@ export const openaiBackend: Backend = {
     path: ENDPOINT_PATHS[options.endpoint],
     body: buildOpenAIBody(spec, options),
   }),
-  decoder: (sentAtUs, options) =>
-    createDecoder('sse', sentAtUs, parseChunk(options.endpoint === 'chat')),
+  decoder: (sentAtUs, options, spec) =>
+    createDecoder(
+      {
+        framing: 'sse',
+        parse: parseChunk(options.endpoint === 'chat'),
+        endMarker: '[DONE] or a finish_reason',
+      },
+      sentAtUs,
+      openaiOutputLimit(spec, options),
+    ),
   models: { path: '/v1/models', first: firstListedModel },
   decodeJson: (body, atUs, options): DecodedStream | StreamFault => {
     const parsed = body as Record<string, unknown>;
@@ -114,9 +151,10 @@ export const openaiBackend: Backend = {
         ? String((choice.message as Record<string, unknown> | undefined)?.content ?? '')
         : String(choice.text ?? '');
     const usage = parsed.usage as Record<string, unknown> | undefined;
-    const completion = usage?.completion_tokens;
-    t.event({ content, ...(typeof completion === 'number' ? { tokens: completion } : {}) });
-    if (typeof usage?.prompt_tokens === 'number') t.promptTokens = usage.prompt_tokens;
+    const completion = t.count(usage?.completion_tokens, 'usage.completion_tokens', 'output');
+    t.event({ content, ...(completion !== undefined ? { tokens: completion } : {}) });
+    const prompt = t.count(usage?.prompt_tokens, 'usage.prompt_tokens', 'input');
+    if (prompt !== undefined) t.promptTokens = prompt;
     if (typeof choice.finish_reason === 'string') t.finishReason = choice.finish_reason;
     t.markDone();
     return t.finish();

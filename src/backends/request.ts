@@ -1,3 +1,5 @@
+import type { RequestSpec } from './types.js';
+
 /**
  * `--extra-body` merged last into a request body. Where a server nests its sampling settings
  * (`parameters` for TGI, `options` for Ollama, `sampling_params` for SGLang), the extra object
@@ -45,4 +47,31 @@ export function firstListedModel(body: unknown): string | undefined {
   const data = (body as { data?: { id?: unknown }[] } | undefined)?.data;
   const id = Array.isArray(data) ? data[0]?.id : undefined;
   return typeof id === 'string' ? id : undefined;
+}
+
+/**
+ * The most output tokens a request allows: `requestedOutputTokens`, unless `--extra-body` sets
+ * one of `keys` (the first present wins, as the server reads them) under `nestedKey` where the
+ * server nests its sampling settings. An override that is not a count (`-1` for "no limit",
+ * `null`) leaves the limit unknown.
+ */
+export function outputTokenLimit(
+  spec: RequestSpec,
+  extra: Record<string, unknown> | undefined,
+  keys: readonly string[],
+  nestedKey?: string,
+): number | undefined {
+  const source = nestedKey === undefined ? extra : extra?.[nestedKey];
+  if (nestedKey !== undefined && extra !== undefined && nestedKey in extra) {
+    // A non-object there replaces the whole nested settings, our limit with them.
+    if (typeof source !== 'object' || source === null || Array.isArray(source)) return undefined;
+  }
+  if (typeof source === 'object' && source !== null) {
+    for (const key of keys) {
+      if (!(key in source)) continue;
+      const value = (source as Record<string, unknown>)[key];
+      return Number.isSafeInteger(value) && (value as number) >= 0 ? (value as number) : undefined;
+    }
+  }
+  return spec.requestedOutputTokens;
 }

@@ -1,6 +1,6 @@
 // Wire format: SGLang srt/entrypoints/http_server.py generate_request + meta_info, SGLang 0.4-0.5.
 import { createDecoder, inStreamError } from './decoder.js';
-import { firstListedModel, withExtraBody } from './request.js';
+import { firstListedModel, outputTokenLimit, withExtraBody } from './request.js';
 import type { Timeline } from './timeline.js';
 import { createTextDeltas } from './triton.js';
 import type { Backend, BackendOptions, RequestSpec } from './types.js';
@@ -38,15 +38,17 @@ function parseMessage(delta: (text: string) => string) {
       t.fault = inStreamError({ message: finish.message ?? 'aborted', code: finish.status_code });
       return;
     }
-    const completion =
-      typeof meta.completion_tokens === 'number' ? meta.completion_tokens : undefined;
+    const completion = t.setCompletionTotal(meta.completion_tokens, 'meta_info.completion_tokens');
     t.event({
       content: typeof m.text === 'string' ? delta(m.text) : '',
       ...(completion !== undefined ? { completionTokens: completion } : {}),
     });
-    if (completion !== undefined) t.totalCompletionTokens = completion;
-    if (typeof meta.prompt_tokens === 'number') t.promptTokens = meta.prompt_tokens;
-    if (finish && typeof finish.type === 'string') t.finishReason = finish.type;
+    const prompt = t.count(meta.prompt_tokens, 'meta_info.prompt_tokens', 'input');
+    if (prompt !== undefined) t.promptTokens = prompt;
+    if (finish && typeof finish.type === 'string') {
+      t.finishReason = finish.type;
+      t.markComplete();
+    }
   };
 }
 
@@ -54,7 +56,18 @@ function parseMessage(delta: (text: string) => string) {
 export const sglangBackend: Backend = {
   name: 'sglang',
   request: (spec, options) => ({ path: '/generate', body: buildSglangBody(spec, options) }),
-  decoder: (sentAtUs) => createDecoder('sse', sentAtUs, parseMessage(createTextDeltas())),
+  // http_server.py generate_request writes `data: [DONE]` after the last message (whose
+  // meta_info.finish_reason is set), even after an error; either marks the end.
+  decoder: (sentAtUs, options, spec) =>
+    createDecoder(
+      {
+        framing: 'sse',
+        parse: parseMessage(createTextDeltas()),
+        endMarker: '[DONE] or meta_info.finish_reason',
+      },
+      sentAtUs,
+      outputTokenLimit(spec, options.extraBody, ['max_new_tokens'], 'sampling_params'),
+    ),
   // The OpenAI-style list names the served model on every version; `/get_model_info` gives a path.
   models: { path: '/v1/models', first: firstListedModel },
   supports: {

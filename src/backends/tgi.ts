@@ -1,6 +1,6 @@
 // Wire format: TGI router/src/lib.rs StreamResponse/StreamDetails + server.rs, TGI 2.x-3.x.
 import { createDecoder, inStreamError } from './decoder.js';
-import { withExtraBody } from './request.js';
+import { outputTokenLimit, withExtraBody } from './request.js';
 import type { Timeline } from './timeline.js';
 import type { Backend, BackendOptions, RequestSpec } from './types.js';
 
@@ -60,10 +60,9 @@ function parseEvent(m: Record<string, unknown>, t: Timeline): void {
   }
   const details = m.details as Record<string, unknown> | null | undefined;
   if (details && typeof details === 'object') {
-    if (typeof details.generated_tokens === 'number') {
-      t.totalCompletionTokens = details.generated_tokens;
-    }
-    if (typeof details.input_length === 'number') t.promptTokens = details.input_length;
+    t.setCompletionTotal(details.generated_tokens, 'details.generated_tokens');
+    const prompt = t.count(details.input_length, 'details.input_length', 'input');
+    if (prompt !== undefined) t.promptTokens = prompt;
     if (typeof details.finish_reason === 'string') {
       t.finishReason = FINISH_REASONS.get(details.finish_reason) ?? details.finish_reason;
     }
@@ -75,7 +74,14 @@ function parseEvent(m: Record<string, unknown>, t: Timeline): void {
 export const tgiBackend: Backend = {
   name: 'tgi',
   request: (spec, options) => ({ path: '/generate_stream', body: buildTgiBody(spec, options) }),
-  decoder: (sentAtUs) => createDecoder('sse', sentAtUs, parseEvent),
+  // server.rs generate_stream: only the last StreamResponse has `generated_text` (and, with
+  // details, `details`) set; the stream then closes, with no `[DONE]` on this route.
+  decoder: (sentAtUs, options, spec) =>
+    createDecoder(
+      { framing: 'sse', parse: parseEvent, endMarker: 'an event with generated_text' },
+      sentAtUs,
+      outputTokenLimit(spec, options.extraBody, ['max_new_tokens'], 'parameters'),
+    ),
   models: {
     path: '/info',
     first: (body) => {

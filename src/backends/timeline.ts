@@ -1,4 +1,11 @@
-import type { EventTimeline, RequestError, ServerTiming, TokenCountSource } from '../record.js';
+import type {
+  CountProblem,
+  CountProblemReason,
+  EventTimeline,
+  RequestError,
+  ServerTiming,
+  TokenCountSource,
+} from '../record.js';
 
 /** A stream-level failure a decoder detected: it becomes the record's error as it is. */
 export type StreamFault = RequestError;
@@ -18,6 +25,7 @@ export interface DecodedStream {
   tokenCountMismatch?: number;
   finishReason?: string;
   serverTiming?: ServerTiming;
+  countProblem?: CountProblem;
 }
 
 /** One parsed stream event, in the terms every wire format maps to. */
@@ -33,6 +41,16 @@ export interface StreamEvent {
 }
 
 const UNKNOWN = -1;
+
+/**
+ * The most tokens any count may hold, 2^24 (16.8 million): more than any model's context window,
+ * so no prompt or answer is longer. It bounds input counts, and output counts when the request
+ * set no limit of its own.
+ */
+export const MAX_TOKEN_COUNT = 2 ** 24;
+
+/** What a count is checked against (docs/metrics.md, "The raw record"). */
+export type CountKind = 'output' | 'input' | 'duration';
 
 /**
  * Accumulates the per-event token timeline of one response (docs/metrics.md, "The raw record") and settles
@@ -58,10 +76,57 @@ export class Timeline {
   serverTiming: ServerTiming | undefined;
   doneUs: number | undefined;
   fault: StreamFault | undefined;
+  /** The first implausible number the server sent (see `count`). */
+  countProblem: CountProblem | undefined;
+  /** The answer is whole (a finish reason arrived), though more events may follow. */
+  private completed = false;
+  private readonly maxOutputTokens: number;
+  /** The wire field `totalCompletionTokens` came from, for a problem found at the end. */
+  private totalField = '';
 
-  constructor(sentAtUs: number) {
+  /** `maxOutputTokens`: the request's own output limit, when it set one. */
+  constructor(sentAtUs: number, maxOutputTokens?: number) {
     this.sentAtUs = sentAtUs;
     this.previousUs = sentAtUs;
+    this.maxOutputTokens = Math.min(maxOutputTokens ?? MAX_TOKEN_COUNT, MAX_TOKEN_COUNT);
+  }
+
+  /**
+   * Checks one number the server sent: a count must be a non-negative safe integer, an output
+   * count at most the request's limit, and any count at most MAX_TOKEN_COUNT; a duration must
+   * be finite and non-negative. Absent (undefined or null) is no problem; anything else that
+   * fails is kept as the record's `countProblem` and not used.
+   */
+  count(value: unknown, field: string, kind: CountKind): number | undefined {
+    if (value === undefined || value === null) return undefined;
+    const reason = countProblemReason(value, kind, this.maxOutputTokens);
+    if (reason === undefined) return value as number;
+    this.problem(field, value, reason);
+    return undefined;
+  }
+
+  /** Sets the server's completion total from `field`, when it is a plausible count (returned). */
+  setCompletionTotal(value: unknown, field: string): number | undefined {
+    const total = this.count(value, field, 'output');
+    if (total === undefined) return undefined;
+    this.totalCompletionTokens = total;
+    this.totalField = field;
+    return total;
+  }
+
+  private problem(field: string, value: unknown, reason: CountProblemReason): void {
+    const text = typeof value === 'number' ? String(value) : `(${typeof value})`;
+    this.countProblem ??= { field, value: text, reason };
+  }
+
+  /** The answer's final event arrived (a finish reason); a clean close after it is no cut. */
+  markComplete(): void {
+    this.completed = true;
+  }
+
+  /** The answer is whole: its end marker, or a finish reason, arrived. */
+  get complete(): boolean {
+    return this.completed || this.doneUs !== undefined;
   }
 
   get eventCount(): number {
@@ -135,14 +200,18 @@ export class Timeline {
       outputTokensSource: source,
     };
     const total = this.totalCompletionTokens;
-    if (total !== undefined) {
-      if (total !== sum && total >= tokenEvents && tokenEvents > 0) {
+    if (total !== undefined && total < tokenEvents) {
+      // Fewer tokens than token events: the events seen are the better count.
+      this.problem(this.totalField, total, 'below_events');
+    } else if (total !== undefined) {
+      if (total !== sum && tokenEvents > 0) {
         if (source !== 'events') decoded.tokenCountMismatch = total - sum;
         rescale(tokens, total);
       }
       decoded.outputTokens = total;
       decoded.outputTokensSource = 'server';
     }
+    if (this.countProblem !== undefined) decoded.countProblem = this.countProblem;
     if (this.promptTokens !== undefined) decoded.inputTokens = this.promptTokens;
     if (this.finishReason !== undefined) decoded.finishReason = this.finishReason;
     if (this.serverTiming !== undefined) decoded.serverTiming = this.serverTiming;
@@ -164,10 +233,14 @@ export class Timeline {
 
 /**
  * Rescales per-event token counts in place so they sum to `total` (at least the number of
- * token-carrying events): each gets its proportional share rounded down, at least one, and the
- * tokens left over go to the largest remainders (ties: earlier events first).
+ * token-carrying events): each gets its proportional share rounded down, at least one; the
+ * tokens left over go to the largest remainders (ties: earlier events first), and tokens over
+ * (from the at-least-one floor) come back from the smallest remainders that can spare them.
+ * Work is O(n log n) in the events whatever the total: leftovers are handed out in blocks, never
+ * one at a time (past 2^53 adding one changes nothing, and a loop counting to `total` would not end).
  */
 export function rescale(tokens: number[], total: number): void {
+  if (!Number.isFinite(total) || total < 0) return;
   let sum = 0;
   for (const t of tokens) sum += t;
   if (sum === 0) return;
@@ -181,18 +254,47 @@ export function rescale(tokens: number[], total: number): void {
     remainders.push({ index: i, remainder: exact - tokens[i] });
   }
   remainders.sort((a, b) => b.remainder - a.remainder || a.index - b.index);
-  // Too few: top up the largest remainders. Too many (from the at-least-one floor): take back
-  // from the smallest remainders that can spare a token.
-  for (let j = 0; assigned < total; j = (j + 1) % remainders.length, assigned++) {
-    tokens[remainders[j].index]++;
+  const n = remainders.length;
+  if (assigned < total) {
+    const missing = total - assigned;
+    const each = Math.floor(missing / n);
+    const extra = missing - each * n;
+    for (let j = 0; j < n; j++) tokens[remainders[j].index] += each + (j < extra ? 1 : 0);
+    return;
   }
-  for (let j = remainders.length - 1; assigned > total; j = j > 0 ? j - 1 : remainders.length - 1) {
+  // Over: one back from each event that can spare one, smallest remainders first, then as many
+  // as each can spare; two passes at most.
+  let over = assigned - total;
+  for (let j = n - 1; j >= 0 && over > 0; j--) {
     const i = remainders[j].index;
     if (tokens[i] > 1) {
       tokens[i]--;
-      assigned--;
+      over--;
     }
   }
+  for (let j = n - 1; j >= 0 && over > 0; j--) {
+    const i = remainders[j].index;
+    const taken = Math.min(tokens[i] - 1, over);
+    tokens[i] -= taken;
+    over -= taken;
+  }
+}
+
+/** Why `value` is not a plausible count of `kind`, or undefined when it is one. */
+function countProblemReason(
+  value: unknown,
+  kind: CountKind,
+  maxOutputTokens: number,
+): CountProblemReason | undefined {
+  if (kind === 'duration') {
+    return typeof value === 'number' && Number.isFinite(value) && value >= 0
+      ? undefined
+      : 'not_a_duration';
+  }
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 0) return 'not_a_count';
+  return value > (kind === 'output' ? maxOutputTokens : MAX_TOKEN_COUNT)
+    ? 'above_limit'
+    : undefined;
 }
 
 /** Shortens server text for error messages. */

@@ -79,7 +79,11 @@ export const tritonBackend: Backend = {
     path: `/v2/models/${encodeURIComponent(options.model)}/generate_stream`,
     body: buildTritonBody(spec, options),
   }),
-  decoder: (sentAtUs) => createDecoder('sse', sentAtUs, parseMessage(createTextDeltas())),
+  // No end marker: http_server.cc ends the chunked response when the model's response carries
+  // TRITONSERVER_RESPONSE_COMPLETE_FINAL and writes nothing more, so a clean close is the end
+  // (a cut mid-event is still `truncated`). No counts arrive, so there is no limit to check.
+  decoder: (sentAtUs) =>
+    createDecoder({ framing: 'sse', parse: parseMessage(createTextDeltas()) }, sentAtUs),
   supports: {
     endpoints: ['completions'],
     ignoreEos: true,

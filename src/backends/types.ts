@@ -31,7 +31,10 @@ export interface BackendOptions {
 export interface StreamDecoder {
   /** Parses one piece of the body that arrived at `atUs`; returns the token events it completed. */
   feed(text: string, atUs: number): number;
-  /** The body ended at `atUs`: flush whatever was left unterminated. */
+  /**
+   * The body ended cleanly at `atUs`: flush whatever was left unterminated, and judge the answer
+   * (a cut event or a missing end marker becomes a `truncated` fault).
+   */
   end(atUs: number): void;
   finish(): DecodedStream;
   readonly fault: StreamFault | undefined;
@@ -45,7 +48,8 @@ export interface Backend {
   readonly name: string;
   /** Path (below the base URL) and JSON body of one request. */
   request(spec: RequestSpec, options: BackendOptions): { path: string; body: string };
-  decoder(sentAtUs: number, options: BackendOptions): StreamDecoder;
+  /** The reader of one response; `spec` gives the request's output limit to check counts by. */
+  decoder(sentAtUs: number, options: BackendOptions, spec: RequestSpec): StreamDecoder;
   /** A route that lists models and how to pick the first, for a default `--model`. */
   models?: { path: string; first(body: unknown): string | undefined };
   /** A server that answered one JSON body instead of a stream: one event at its end. */

@@ -143,7 +143,7 @@ export function executeRequest(
         }
         contentType = String(headers['content-type'] ?? '');
         if (contentType.includes('application/json')) jsonBody = '';
-        else decoder = target.backend.decoder(sentAtUs, target);
+        else decoder = target.backend.decoder(sentAtUs, target, pending.spec);
       },
       onResponseData(_c, chunk) {
         const atUs = clock.nowUs();
@@ -277,6 +277,7 @@ function buildRecord(
       record.tokenCountMismatch = decoded.tokenCountMismatch;
     }
     if (decoded.finishReason !== undefined) record.finishReason = decoded.finishReason;
+    if (decoded.countProblem !== undefined) record.countProblem = decoded.countProblem;
     if (decoded.serverTiming !== undefined) record.serverTiming = decoded.serverTiming;
   }
   if (decoded?.inputTokens !== undefined) {

@@ -137,6 +137,7 @@ const SUMMED = [
   'tokenEvents',
   'tokenCountMismatches',
   'resentRequests',
+  'implausibleCounts',
   'goodRequests',
 ] as const;
 /** Extremes a SummaryBuilder keeps: merged by min or max. */
@@ -183,6 +184,8 @@ export class SummaryBuilder {
   private tokenEvents = 0;
   private tokenCountMismatches = 0;
   private resentRequests = 0;
+  /** Requests (failed ones too) with a count from the server that could not be true. */
+  private implausibleCounts = 0;
   private readonly outputSources: Record<string, number> = {};
   private goodRequests = 0;
   private firstScheduled = Number.POSITIVE_INFINITY;
@@ -205,6 +208,7 @@ export class SummaryBuilder {
     this.lastSent = Math.max(this.lastSent, record.sentAt);
     this.busyUs += Math.round((record.endAt - record.sentAt) * 1000);
     if (record.resent) this.resentRequests++;
+    if (record.countProblem) this.implausibleCounts++;
     if (record.error) {
       this.failed++;
       this.errorsByKind[record.error.kind] = (this.errorsByKind[record.error.kind] ?? 0) + 1;
@@ -429,6 +433,12 @@ export class SummaryBuilder {
       warnings.push({
         code: 'resent_requests',
         message: `${this.resentRequests} requests met a kept-alive connection the server had just closed and were sent again on a new one (llama-server closes after every stream); the lost time counts as queueDelay`,
+      });
+    }
+    if (this.implausibleCounts > 0) {
+      warnings.push({
+        code: 'implausible_usage',
+        message: `${this.implausibleCounts} requests had a token count or duration from the server that cannot be true (not a non-negative integer, above the request's max tokens, or below the token events seen); their counts fell back to what the client observed (countProblem in records.jsonl)`,
       });
     }
     if (this.tokenCountMismatches > 0) {
