@@ -74,23 +74,29 @@ export function createDecoder(
     // a last event whose data arrived whole count, and one cut short be seen as a cut.
     flush = () => parser.feed('\n\n');
   } else {
-    let pending = '';
+    // The pieces of a line still unfinished (none holds a newline): only new text is searched,
+    // so a 20 MB line arriving in small reads costs its length, not its length times the reads.
+    let pending: string[] = [];
     const line = (raw: string) => {
       const text = raw.endsWith('\r') ? raw.slice(0, -1) : raw;
       if (text.trim().length > 0) onMessage(text);
     };
     feedText = (text) => {
-      pending += text;
-      let newline = pending.indexOf('\n');
-      while (newline >= 0) {
-        line(pending.slice(0, newline));
-        pending = pending.slice(newline + 1);
-        newline = pending.indexOf('\n');
+      let start = 0;
+      for (let newline = text.indexOf('\n'); newline >= 0; newline = text.indexOf('\n', start)) {
+        const piece = text.slice(start, newline);
+        if (pending.length > 0) {
+          pending.push(piece);
+          line(pending.join(''));
+          pending = [];
+        } else line(piece);
+        start = newline + 1;
       }
+      if (start < text.length) pending.push(text.slice(start));
     };
     flush = () => {
-      line(pending);
-      pending = '';
+      line(pending.join(''));
+      pending = [];
     };
   }
   return {

@@ -49,8 +49,9 @@ function parseChunk(chat: boolean) {
     let content = '';
     let reasoning = '';
     const choices = m.choices;
-    if (Array.isArray(choices) && choices.length > 0) {
-      const choice = choices[0] as Record<string, unknown>;
+    const first: unknown = Array.isArray(choices) ? choices[0] : undefined;
+    if (typeof first === 'object' && first !== null) {
+      const choice = first as Record<string, unknown>;
       if (chat) {
         const delta = choice.delta as Record<string, unknown> | undefined;
         if (delta) {
