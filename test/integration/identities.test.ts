@@ -91,8 +91,10 @@ describe('identities over a real run', () => {
     } = summary as RunSummary & { serverMetrics?: { warnings: { code: string }[] } };
     const { clientHealth: _none, warnings: againWarnings, ...againRest } = again;
     assert.deepEqual(JSON.parse(JSON.stringify(againRest)), rest);
+    // Warnings from in-run client health (a busy machine raises them) are not in the records.
     const fromServer = new Set([
       'client_limited',
+      'coalesced_events',
       ...(serverMetrics?.warnings ?? []).map((w) => w.code),
     ]);
     assert.deepEqual(
