@@ -1,0 +1,208 @@
+/**
+ * Issue 15's transport cases: what a hostile or odd server (or a bad header) does to the load
+ * generator's connections. Each test has a loopback server do exactly the hostile thing.
+ */
+import assert from 'node:assert/strict';
+import { createServer, type Socket } from 'node:net';
+import { describe, test } from 'node:test';
+import { Pool } from 'undici';
+import { InfergaugeError } from '../../src/errors.js';
+import { createRunClock } from '../../src/loadgen/clock.js';
+import { executeRequest, type PendingRequest, ReadTracker } from '../../src/loadgen/http.js';
+import { runAgainst, target } from '../helpers/run.js';
+import { chatEvent, DONE, startScriptedServer, usageEvent } from '../helpers/scriptedServer.js';
+
+const say = (content: string) => chatEvent({ content });
+const ANSWER = [
+  { write: say('a') },
+  { write: say('b') },
+  { write: usageEvent(4, 2) },
+  { write: DONE },
+];
+
+function pending(id: number): PendingRequest {
+  return {
+    id,
+    phase: 'measure',
+    scheduledAtUs: 0,
+    spec: { prompt: 'hello', requestedInputTokens: 1, requestedOutputTokens: 2 },
+  };
+}
+
+/** A raw TCP server: `onRequest` gets each socket once a full request head and body arrived. */
+async function rawServer(onRequest: (socket: Socket, index: number) => void) {
+  let index = 0;
+  const sockets = new Set<Socket>();
+  const server = createServer((socket) => {
+    sockets.add(socket);
+    socket.on('close', () => sockets.delete(socket));
+    socket.on('error', () => {});
+    let buffered = '';
+    socket.on('data', (data) => {
+      buffered += data.toString('latin1');
+      for (;;) {
+        const head = buffered.indexOf('\r\n\r\n');
+        if (head < 0) return;
+        const length = Number(/content-length: *(\d+)/i.exec(buffered.slice(0, head))?.[1] ?? 0);
+        if (buffered.length < head + 4 + length) return;
+        buffered = buffered.slice(head + 4 + length);
+        onRequest(socket, index++);
+      }
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as { port: number };
+  return {
+    url: `http://127.0.0.1:${port}`,
+    /** Requests received so far. */
+    requests: () => index,
+    close: () =>
+      new Promise<void>((resolve) => {
+        for (const s of sockets) s.destroy();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+describe('case 1: a header that cannot be sent never hangs a run', () => {
+  test('runLoadgen refuses a CR/LF API key or header value up front, naming no value', async () => {
+    const server = await startScriptedServer(() => ({ steps: ANSWER }));
+    try {
+      for (const bad of [
+        { apiKey: 'sk-secret-abc\r\n' },
+        { headers: { 'x-team': 'sk-secret-abc\nx-injected: 1' } },
+        { headers: { 'x-team': 'sk-secret-abc\0' } },
+      ]) {
+        await assert.rejects(
+          runAgainst(server.url, { target: { endpoint: 'chat', ...bad }, requests: 4 }),
+          (err: Error) => {
+            assert.ok(err instanceof InfergaugeError, `${err}`);
+            assert.match(err.message, /API key|header x-team/);
+            assert.match(err.message, /CR or LF|CR, LF/);
+            assert.doesNotMatch(err.message, /sk-secret/);
+            return true;
+          },
+        );
+      }
+      assert.equal(server.requests.length, 0, 'nothing was sent');
+    } finally {
+      await server.close();
+    }
+  });
+
+  test('a request with an unsendable header is an error record at once, and the pool stays usable', async () => {
+    const server = await startScriptedServer(() => ({ steps: ANSWER }));
+    const pool = new Pool(server.url, { connections: 1, pipelining: 1 });
+    try {
+      const clock = createRunClock();
+      const send = (apiKey: string, id: number) =>
+        executeRequest(
+          pool,
+          target(server.url, { endpoint: 'chat', apiKey, timeoutMs: 60_000 }),
+          '',
+          pending(id),
+          clock,
+          new ReadTracker(),
+          new Set(),
+        );
+      const bad = await send('sk-secret\r\n', 0);
+      assert.equal(bad.error?.kind, 'connect');
+      assert.match(
+        bad.error?.message ?? '',
+        /cannot be sent: the API key holds a control character/,
+      );
+      assert.doesNotMatch(JSON.stringify(bad), /sk-secret/);
+      // Before the fix, undici's throw marked the pool's only connection as waiting for a
+      // drain that never came: this request then waited forever.
+      const good = await send('sk-fine', 1);
+      assert.equal(good.error, undefined);
+      assert.equal(good.outputTokens, 2);
+    } finally {
+      await pool.destroy();
+      await server.close();
+    }
+  });
+
+  test('timeout and cancel settle a request that is still waiting for a connection', async () => {
+    // One connection, held by a request the server never answers: the next ones wait in the
+    // pool, with no connection to abort.
+    const server = await rawServer(() => {});
+    const pool = new Pool(server.url, { connections: 1, pipelining: 1 });
+    const clock = createRunClock();
+    const holderCancel = new Set<() => void>();
+    const send = (id: number, timeoutMs: number, cancellers: Set<() => void>) =>
+      executeRequest(
+        pool,
+        target(server.url, { endpoint: 'chat', timeoutMs }),
+        '',
+        pending(id),
+        clock,
+        new ReadTracker(),
+        cancellers,
+      );
+    try {
+      const holder = send(0, 60_000, holderCancel);
+      while (server.requests() === 0) await new Promise((r) => setTimeout(r, 5));
+      const started = Date.now();
+      const timedOut = await send(1, 300, new Set());
+      assert.equal(timedOut.error?.kind, 'timeout');
+      assert.ok(Date.now() - started < 20_000, 'the timeout ended it, not the holder');
+      const cancellers = new Set<() => void>();
+      const cancelled = send(2, 60_000, cancellers);
+      for (const cancel of cancellers) cancel();
+      assert.equal((await cancelled).error?.kind, 'cancelled');
+      for (const cancel of holderCancel) cancel();
+      assert.equal((await holder).error?.kind, 'cancelled');
+      assert.equal(server.requests(), 1, 'the settled requests were never sent');
+    } finally {
+      await pool.destroy();
+      await server.close();
+    }
+  });
+});
+
+describe('case 7: a redirect is a redirect, not a server error', () => {
+  test('3xx answers are kind redirect, naming the Location (absolute, clean, clipped)', async () => {
+    const locations: Record<number, Record<string, string>> = {
+      0: { location: 'https://example.test/v1/chat/completions' },
+      1: { location: '/elsewhere/v1/chat/completions' },
+      2: { location: `https://user:pw@example.test/${'x'.repeat(500)}` },
+      3: {},
+    };
+    const server = await startScriptedServer((r) => ({
+      status: r.id === 1 ? 308 : 301,
+      headers: { 'content-type': 'text/html', ...locations[r.id] },
+      steps: [{ write: '<a href="...">Moved</a>' }],
+    }));
+    try {
+      const { records, summary } = await runAgainst(server.url, {
+        target: { endpoint: 'chat' },
+        requests: 4,
+      });
+      assert.deepEqual(
+        records.map((r) => [r.error?.kind, r.error?.status]),
+        [
+          ['redirect', 301],
+          ['redirect', 308],
+          ['redirect', 301],
+          ['redirect', 301],
+        ],
+      );
+      const messages = records.map((r) => r.error?.message ?? '');
+      assert.equal(
+        messages[0],
+        'HTTP 301 redirect to https://example.test/v1/chat/completions: infergauge does not follow redirects; use that URL',
+      );
+      assert.match(
+        messages[1],
+        new RegExp(`redirect to ${server.url}/elsewhere/v1/chat/completions:`),
+      );
+      assert.doesNotMatch(messages[2], /user|pw@/, 'credentials are not repeated');
+      assert.ok(messages[2].length < 320, 'clipped');
+      assert.match(messages[3], /no Location header/);
+      assert.deepEqual(summary.requests.errorsByKind, { redirect: 4 });
+    } finally {
+      await server.close();
+    }
+  });
+});
