@@ -64,6 +64,12 @@ async function rawServer(onRequest: (socket: Socket, index: number) => void) {
   };
 }
 
+/** A complete SSE answer on a raw socket, kept alive (or announcing its close). */
+function sseAnswer(close = false): string {
+  const body = ANSWER.map((s) => s.write).join('');
+  return `HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: ${Buffer.byteLength(body)}\r\n${close ? 'connection: close\r\n' : 'connection: keep-alive\r\n'}\r\n${body}`;
+}
+
 describe('case 1: a header that cannot be sent never hangs a run', () => {
   test('runLoadgen refuses a CR/LF API key or header value up front, naming no value', async () => {
     const server = await startScriptedServer(() => ({ steps: ANSWER }));
@@ -201,6 +207,65 @@ describe('case 7: a redirect is a redirect, not a server error', () => {
       assert.ok(messages[2].length < 320, 'clipped');
       assert.match(messages[3], /no Location header/);
       assert.deepEqual(summary.requests.errorsByKind, { redirect: 4 });
+    } finally {
+      await server.close();
+    }
+  });
+});
+
+describe('case 11: a reset before any answer is resent only on a reused, idle connection', () => {
+  test('resets on fresh connections are failures, exactly as many as the server made', async () => {
+    // Every answer closes its connection, so each request has a fresh one; every other request
+    // is reset as soon as it has been read.
+    const server = await rawServer((socket, index) => {
+      if (index % 2 === 1) socket.resetAndDestroy();
+      else socket.end(sseAnswer(true));
+    });
+    try {
+      const { records, summary } = await runAgainst(server.url, {
+        target: { endpoint: 'chat' },
+        load: { mode: 'closed', concurrency: 2 },
+        requests: 20,
+      });
+      assert.equal(server.requests(), 20, 'nothing was sent twice');
+      assert.equal(records.length, 20);
+      assert.equal(summary.requests.failed, 10);
+      assert.equal(summary.requests.completed, 10);
+      assert.equal(summary.streaming.resentRequests, 0);
+      assert.ok(records.every((r) => !r.resent));
+      assert.ok(summary.warnings.every((w) => w.code !== 'resent_requests'));
+    } finally {
+      await server.close();
+    }
+  });
+
+  test('a kept-alive connection closed under the next request (llama-server): resent, counted, no failure', async () => {
+    // Each connection answers its first request with keep-alive, then is closed as the next
+    // request arrives on it: what a client meets when the server closes an idle connection
+    // just as a request goes out.
+    const served = new WeakSet<Socket>();
+    const server = await rawServer((socket) => {
+      if (served.has(socket)) socket.destroy();
+      else {
+        served.add(socket);
+        socket.write(sseAnswer());
+      }
+    });
+    try {
+      const { records, summary } = await runAgainst(server.url, {
+        target: { endpoint: 'chat' },
+        load: { mode: 'closed', concurrency: 1 },
+        requests: 6,
+      });
+      assert.equal(summary.requests.failed, 0, JSON.stringify(summary.requests.errorsByKind));
+      assert.deepEqual(
+        records.map((r) => r.resent ?? false),
+        [false, true, true, true, true, true],
+      );
+      assert.equal(summary.streaming.resentRequests, 5);
+      const warning = summary.warnings.find((w) => w.code === 'resent_requests');
+      assert.match(warning?.message ?? '', /^5 of 6 requests were sent a second time/);
+      assert.equal(server.requests(), 11);
     } finally {
       await server.close();
     }
