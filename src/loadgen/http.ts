@@ -7,6 +7,7 @@ import { clip, type DecodedStream, type StreamFault } from '../backends/timeline
 import type { Backend, BackendOptions, RequestSpec, StreamDecoder } from '../backends/types.js';
 import type { RequestError, RequestPhase, RequestRecord } from '../record.js';
 import { type RunClock, usToMs } from './clock.js';
+import { bodyEncoding, Inflater } from './inflate.js';
 
 /** Where and how requests go. */
 export interface TargetConfig extends BackendOptions {
@@ -132,6 +133,7 @@ export function executeRequest(
     let lastTokenRead = -1;
     let contentType = '';
     let location: string | undefined;
+    let inflater: Inflater | undefined;
     let resent = false;
     let attempt = { reused: false };
 
@@ -151,11 +153,62 @@ export function executeRequest(
       if (settled) return;
       settled = true;
       clearTimeout(timer);
+      inflater?.destroy();
       cancellers.delete(onCancel);
       const endAtUs = decoded?.doneUs !== undefined ? sentAtUs + decoded.doneUs : clock.nowUs();
       const record = buildRecord(pending, sentAtUs, headersAtUs, endAtUs, status, decoded, error);
       if (resent) record.resent = true;
       resolve(record);
+    };
+
+    /** A piece of the body as it arrived (or as it was decoded from its compressed chunk). */
+    const take = (chunk: Uint8Array, atUs: number) => {
+      const text = (textDecoder as TextDecoder).decode(chunk, { stream: true });
+      if (decoder) {
+        const tokenEvents = decoder.feed(text, atUs);
+        if (tokenEvents > 0) {
+          const read = reads.currentRead();
+          reads.tokenEvents += tokenEvents;
+          reads.coalescedTokenEvents += tokenEvents - 1 + (read === lastTokenRead ? 1 : 0);
+          lastTokenRead = read;
+        }
+        if (decoder.fault) abort(new Cancelled('fault'));
+        // Everything needed has arrived; the response's own end is then ignored, and the
+        // connection stays open for the next request.
+        else if (decoder.done) finish(undefined, decoder.finish());
+      } else if (errorBody !== undefined) {
+        if (errorBody.length < MAX_ERROR_BODY_BYTES) errorBody += text;
+      } else if (jsonBody !== undefined) {
+        jsonBody += text;
+      }
+    };
+
+    /** The body is complete; `atUs` is when its last byte arrived. */
+    const end = (atUs: number) => {
+      if (settled) return;
+      if (errorBody !== undefined) {
+        finish(httpError(status as number, errorBody, location, prefix + path, target), undefined);
+      } else if (decoder) {
+        decoder.end(atUs);
+        const decoded = decoder.finish();
+        if (decoder.fault) finish(decoder.fault, decoded);
+        else if (decoder.eventCount === 0) {
+          // A 200 with no event at all is a wrong route or a proxy page, not an empty answer.
+          finish(
+            {
+              kind: 'bad_stream',
+              message: `the response held no stream events (content-type ${contentType || 'none'})`,
+            },
+            decoded,
+          );
+        } else finish(undefined, decoded);
+      } else if (jsonBody !== undefined) {
+        const decoded = decodeJsonResponse(target, jsonBody, atUs - sentAtUs);
+        if ('kind' in decoded) finish(decoded, undefined);
+        else finish(undefined, decoded);
+      } else {
+        finish(undefined, undefined);
+      }
     };
 
     const handler: Dispatcher.DispatchHandler = {
@@ -168,10 +221,33 @@ export function executeRequest(
         if (abortReason) c.abort(abortReason);
         else startingAttempt = attempt;
       },
-      onResponseStart(_c, statusCode, headers) {
+      onResponseStart(c, statusCode, headers) {
         headersAtUs = clock.nowUs();
         status = statusCode;
         textDecoder = new TextDecoder();
+        const encoding = bodyEncoding(headerText(headers['content-encoding']));
+        if (typeof encoding === 'object') {
+          finish(
+            {
+              kind: 'bad_stream',
+              message: `the response is ${encoding.unsupported}-encoded, which infergauge cannot decode (it asks for no encoding)`,
+            },
+            undefined,
+          );
+          return c.abort(new Cancelled('fault'));
+        }
+        if (encoding) {
+          inflater = new Inflater(encoding, take, (err) => {
+            finish(
+              {
+                kind: 'bad_stream',
+                message: `the ${encoding}-encoded body is corrupt: ${err.message}`,
+              },
+              decoder?.finish(),
+            );
+            c.abort(new Cancelled('fault'));
+          });
+        }
         if (statusCode < 200 || statusCode >= 300) {
           errorBody = '';
           location = headerText(headers.location);
@@ -183,54 +259,14 @@ export function executeRequest(
       },
       onResponseData(_c, chunk) {
         const atUs = clock.nowUs();
-        const text = (textDecoder as TextDecoder).decode(chunk, { stream: true });
-        if (decoder) {
-          const tokenEvents = decoder.feed(text, atUs);
-          if (tokenEvents > 0) {
-            const read = reads.currentRead();
-            reads.tokenEvents += tokenEvents;
-            reads.coalescedTokenEvents += tokenEvents - 1 + (read === lastTokenRead ? 1 : 0);
-            lastTokenRead = read;
-          }
-          if (decoder.fault) abort(new Cancelled('fault'));
-          // Everything needed has arrived; the response's own end is then ignored, and the
-          // connection stays open for the next request.
-          else if (decoder.done) finish(undefined, decoder.finish());
-        } else if (errorBody !== undefined) {
-          if (errorBody.length < MAX_ERROR_BODY_BYTES) errorBody += text;
-        } else if (jsonBody !== undefined) {
-          jsonBody += text;
-        }
+        if (inflater) inflater.write(chunk, atUs);
+        else take(chunk, atUs);
       },
       onResponseEnd() {
         if (settled) return;
         const atUs = clock.nowUs();
-        if (errorBody !== undefined) {
-          finish(
-            httpError(status as number, errorBody, location, prefix + path, target),
-            undefined,
-          );
-        } else if (decoder) {
-          decoder.end(atUs);
-          const decoded = decoder.finish();
-          if (decoder.fault) finish(decoder.fault, decoded);
-          else if (decoder.eventCount === 0) {
-            // A 200 with no event at all is a wrong route or a proxy page, not an empty answer.
-            finish(
-              {
-                kind: 'bad_stream',
-                message: `the response held no stream events (content-type ${contentType || 'none'})`,
-              },
-              decoded,
-            );
-          } else finish(undefined, decoded);
-        } else if (jsonBody !== undefined) {
-          const decoded = decodeJsonResponse(target, jsonBody, atUs - sentAtUs);
-          if ('kind' in decoded) finish(decoded, undefined);
-          else finish(undefined, decoded);
-        } else {
-          finish(undefined, undefined);
-        }
+        if (inflater) inflater.end(() => end(atUs));
+        else end(atUs);
       },
       onResponseError(_c, err) {
         if (settled) return;

@@ -5,12 +5,19 @@
 import assert from 'node:assert/strict';
 import { createServer, type Socket } from 'node:net';
 import { describe, test } from 'node:test';
+import { createBrotliCompress, createGzip } from 'node:zlib';
 import { Pool } from 'undici';
 import { InfergaugeError } from '../../src/errors.js';
 import { createRunClock } from '../../src/loadgen/clock.js';
 import { executeRequest, type PendingRequest, ReadTracker } from '../../src/loadgen/http.js';
 import { runAgainst, target } from '../helpers/run.js';
-import { chatEvent, DONE, startScriptedServer, usageEvent } from '../helpers/scriptedServer.js';
+import {
+  chatEvent,
+  DONE,
+  type Step,
+  startScriptedServer,
+  usageEvent,
+} from '../helpers/scriptedServer.js';
 
 const say = (content: string) => chatEvent({ content });
 const ANSWER = [
@@ -266,6 +273,81 @@ describe('case 11: a reset before any answer is resent only on a reused, idle co
       const warning = summary.warnings.find((w) => w.code === 'resent_requests');
       assert.match(warning?.message ?? '', /^5 of 6 requests were sent a second time/);
       assert.equal(server.requests(), 11);
+    } finally {
+      await server.close();
+    }
+  });
+});
+
+/** `pieces` compressed as one body, cut after each piece with a sync flush (as a server streams). */
+async function compressed(encoding: 'gzip' | 'br', pieces: string[]): Promise<Buffer[]> {
+  const z = encoding === 'br' ? createBrotliCompress() : createGzip();
+  const out: Buffer[] = [];
+  z.on('data', (b: Buffer) => out.push(b));
+  const cut: Buffer[] = [];
+  for (const piece of pieces) {
+    z.write(piece);
+    await new Promise<void>((resolve) => z.flush(() => resolve()));
+    cut.push(Buffer.concat(out.splice(0)));
+  }
+  await new Promise<void>((resolve) => z.end(resolve));
+  cut.push(Buffer.concat(out.splice(0)));
+  return cut;
+}
+
+describe('a compressed stream (the gzip note)', () => {
+  test('gzip and br streams are decoded as they arrive, with each event at its arrival time', async () => {
+    const pieces = [say('a'), say('b'), say('c'), usageEvent(4, 3), DONE];
+    const bodies = { gzip: await compressed('gzip', pieces), br: await compressed('br', pieces) };
+    const server = await startScriptedServer((r) => {
+      const encoding = r.id === 0 ? 'gzip' : 'br';
+      const steps: Step[] = bodies[encoding].flatMap((b) => [{ wait: 80 }, { write: b }]);
+      return { headers: { 'content-encoding': encoding }, steps };
+    });
+    try {
+      const { records, summary } = await runAgainst(server.url, {
+        target: { endpoint: 'chat' },
+        requests: 2,
+      });
+      assert.equal(summary.requests.failed, 0, JSON.stringify(records.map((r) => r.error)));
+      for (const r of records) {
+        assert.equal(r.outputTokens, 3);
+        assert.equal(r.outputTokensSource, 'server');
+        // Each token event came 80 ms after the last: decoding keeps the network's timing.
+        const gapsMs = r.events.dtUs.slice(1, 3).map((us) => us / 1000);
+        assert.ok(
+          gapsMs.every((ms) => ms >= 60),
+          `event gaps ${gapsMs.join(', ')} ms, sent 80 ms apart`,
+        );
+      }
+    } finally {
+      await server.close();
+    }
+  });
+
+  test('an encoding it cannot decode, or a corrupt body, is a bad stream that says so', async () => {
+    const gzip = await compressed('gzip', [say('a'), DONE]);
+    const server = await startScriptedServer((r) =>
+      r.id === 0
+        ? { headers: { 'content-encoding': 'zstd' }, steps: [{ write: 'x' }, { wait: 5_000 }] }
+        : {
+            headers: { 'content-encoding': 'gzip' },
+            steps: [
+              { write: gzip[0].subarray(0, 12) },
+              { write: 'not gzip at all' },
+              { wait: 5_000 },
+            ],
+          },
+    );
+    try {
+      const { records } = await runAgainst(server.url, {
+        target: { endpoint: 'chat' },
+        requests: 2,
+      });
+      assert.equal(records[0].error?.kind, 'bad_stream');
+      assert.match(records[0].error?.message ?? '', /zstd-encoded, which infergauge cannot decode/);
+      assert.equal(records[1].error?.kind, 'bad_stream');
+      assert.match(records[1].error?.message ?? '', /gzip-encoded body is corrupt/);
     } finally {
       await server.close();
     }
