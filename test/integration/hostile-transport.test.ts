@@ -3,13 +3,19 @@
  * generator's connections. Each test has a loopback server do exactly the hostile thing.
  */
 import assert from 'node:assert/strict';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer, type Socket } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { createBrotliCompress, createGzip } from 'node:zlib';
 import { Pool } from 'undici';
-import { InfergaugeError } from '../../src/errors.js';
+import { EXIT, InfergaugeError } from '../../src/errors.js';
+import { benchmark, parseRunPlan } from '../../src/index.js';
 import { createRunClock } from '../../src/loadgen/clock.js';
+import { runDeadlineS } from '../../src/loadgen/deadline.js';
 import { executeRequest, type PendingRequest, ReadTracker } from '../../src/loadgen/http.js';
+import { testOnly } from '../../src/loadgen/workers.js';
 import { runAgainst, target } from '../helpers/run.js';
 import {
   chatEvent,
@@ -350,6 +356,66 @@ describe('a compressed stream (the gzip note)', () => {
       assert.match(records[1].error?.message ?? '', /gzip-encoded body is corrupt/);
     } finally {
       await server.close();
+    }
+  });
+});
+
+describe('every run ends: a hard deadline for the whole run', () => {
+  test("the deadline: requests at the load's limit, each taking the whole timeout, plus grace", () => {
+    const base = { warmupRequests: 2, timeoutS: 10, graceS: 5, seed: 1 };
+    const closed = { mode: 'closed', concurrency: 4 } as const;
+    // ceil(2/4) + ceil(9/4) rounds of 10 s, one more timeout, the grace.
+    assert.equal(runDeadlineS({ ...base, load: closed, requests: 9 }), 10 + 30 + 10 + 5);
+    assert.equal(runDeadlineS({ ...base, load: closed, durationS: 60 }), 10 + 60 + 10 + 5);
+    const open = { mode: 'open', rate: 2, arrival: 'constant' } as const;
+    // 12 arrivals 0.5 s apart: the last at 5.5 s.
+    assert.equal(runDeadlineS({ ...base, load: open, requests: 10 }), 5.5 + 10 + 5);
+    assert.equal(
+      runDeadlineS({ ...base, load: { ...open, maxConcurrency: 5 }, requests: 10 }),
+      5.5 + 3 * 10 + 10 + 5,
+    );
+    // A duration window opens at the first measured arrival (1 s) and takes 3 s: 1.0 .. 3.5.
+    assert.equal(runDeadlineS({ ...base, load: open, durationS: 3 }), 3.5 + 10 + 5);
+  });
+
+  test('a worker stuck in a CPU loop is terminated at the deadline; the summary is written and says so', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'ig-deadline-'));
+    testOnly.spinWorker = 1;
+    try {
+      const plan = parseRunPlan({
+        concurrency: '2',
+        workers: '2',
+        requests: '4',
+        inputTokens: '16',
+        outputTokens: '4',
+        timeout: '1',
+        grace: '1',
+        out: join(dir, 'run'),
+      });
+      const notices: string[] = [];
+      const started = Date.now();
+      const result = await benchmark(plan, { onNotice: (m) => notices.push(m) });
+      // Deadline 1 + 1 + 1 s, then 5 s for the workers to answer; a hang would be forever.
+      assert.ok(Date.now() - started < 60_000);
+      assert.equal(result.code, EXIT.interrupted);
+      assert.ok(
+        notices.some((n) => /passed its hard deadline \(4 s/.test(n)),
+        notices.join('\n'),
+      );
+      assert.ok(existsSync(join(dir, 'run', 'summary.json')));
+      const saved = JSON.parse(readFileSync(join(dir, 'run', 'summary.json'), 'utf8'));
+      const codes = saved.warnings.map((w: { code: string }) => w.code);
+      assert.ok(codes.includes('deadline_passed'), codes.join(', '));
+      const terminated = saved.warnings.find(
+        (w: { code: string }) => w.code === 'worker_terminated',
+      );
+      assert.match(terminated?.message ?? '', /^worker 2 of 2 did not answer .* was terminated/);
+      assert.equal(saved.interrupted, true);
+      // Worker 1's two requests finished; worker 2's first never reached the coordinator.
+      assert.equal(saved.requests.completed, 2);
+    } finally {
+      delete testOnly.spinWorker;
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 });
