@@ -42,6 +42,35 @@ export function withApiKey(
   return apiKey ? { ...headers, authorization: `Bearer ${apiKey}` } : headers;
 }
 
+/** An HTTP field name (RFC 9110 token). */
+const FIELD_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+/**
+ * Characters an HTTP field value may not hold (RFC 9110 5.5: CR, LF, NUL and the other controls
+ * but tab; and, as undici refuses them, anything past Latin-1).
+ */
+const NOT_FIELD_VALUE = /[^\t\x20-\x7e\x80-\xff]/;
+
+/**
+ * Why these request headers cannot be sent, or undefined when they can. Names no value: the API
+ * key and other header values may be secrets.
+ */
+export function headerProblem(
+  headers: Record<string, string>,
+  apiKey: string | undefined,
+): string | undefined {
+  if (apiKey !== undefined && NOT_FIELD_VALUE.test(apiKey)) {
+    return 'the API key holds a control character (CR or LF: a line end read from a file?) or a character past Latin-1; remove it';
+  }
+  for (const [name, value] of Object.entries(headers)) {
+    if (!FIELD_NAME.test(name))
+      return `the header name ${JSON.stringify(name)} is not an HTTP token`;
+    if (NOT_FIELD_VALUE.test(value)) {
+      return `the value of header ${name} holds a control character (CR, LF, NUL) or a character past Latin-1; remove it`;
+    }
+  }
+  return undefined;
+}
+
 /** The first `data[].id` of an OpenAI-style model list (`GET /v1/models`). */
 export function firstListedModel(body: unknown): string | undefined {
   const data = (body as { data?: { id?: unknown }[] } | undefined)?.data;

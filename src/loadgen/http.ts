@@ -1,11 +1,13 @@
+import { subscribe } from 'node:diagnostics_channel';
 import { TextDecoder } from 'node:util';
 import type { Dispatcher, Pool } from 'undici';
 import { errorBodyMessage } from '../backends/decoder.js';
-import { withApiKey } from '../backends/request.js';
-import type { DecodedStream, StreamFault } from '../backends/timeline.js';
+import { headerProblem, withApiKey } from '../backends/request.js';
+import { clip, type DecodedStream, type StreamFault } from '../backends/timeline.js';
 import type { Backend, BackendOptions, RequestSpec, StreamDecoder } from '../backends/types.js';
 import type { RequestError, RequestPhase, RequestRecord } from '../record.js';
 import { type RunClock, usToMs } from './clock.js';
+import { bodyEncoding, Inflater } from './inflate.js';
 
 /** Where and how requests go. */
 export interface TargetConfig extends BackendOptions {
@@ -62,6 +64,21 @@ class Cancelled extends Error {
   }
 }
 
+/**
+ * Whether a request went out on a connection that had carried an earlier one. undici does not
+ * tell a handler its socket, but publishes it on `undici:client:sendHeaders` in the same
+ * synchronous step in which it calls the handler's onRequestStart (client-h1.js writeH1), so
+ * the attempt starting then is the one whose headers are sent.
+ */
+const usedSockets = new WeakSet<object>();
+let startingAttempt: { reused: boolean } | undefined;
+subscribe('undici:client:sendHeaders', (message) => {
+  const { socket } = message as { socket: object };
+  if (startingAttempt) startingAttempt.reused = usedSockets.has(socket);
+  startingAttempt = undefined;
+  usedSockets.add(socket);
+});
+
 export function requestHeaders(target: TargetConfig, id: number): Record<string, string> {
   const headers = {
     'content-type': 'application/json',
@@ -87,6 +104,19 @@ export function executeRequest(
   cancellers: Set<() => void>,
 ): Promise<RequestRecord> {
   const { path, body } = target.backend.request(pending.spec, target);
+  // undici throws on such headers from inside its pool, where the throw also leaves a
+  // connection slot waiting forever for a drain: refuse before anything is dispatched.
+  const problem = headerProblem(target.headers, target.apiKey);
+  if (problem) {
+    const atUs = clock.nowUs();
+    const error: RequestError = {
+      kind: 'connect',
+      message: `the request cannot be sent: ${problem}`,
+    };
+    return Promise.resolve(
+      buildRecord(pending, atUs, undefined, atUs, undefined, undefined, error),
+    );
+  }
   return new Promise((resolve) => {
     // Until the pool hands the request to a connected socket, "sent" means "dispatched";
     // connection setup and pool waits then count as client-side queueDelay, not as TTFT.
@@ -102,12 +132,18 @@ export function executeRequest(
     let settled = false;
     let lastTokenRead = -1;
     let contentType = '';
+    let location: string | undefined;
+    let inflater: Inflater | undefined;
     let resent = false;
+    let attempt = { reused: false };
 
     const abort = (reason: Cancelled) => {
       if (abortReason || settled) return;
       abortReason = reason;
-      controller?.abort(reason);
+      if (controller) controller.abort(reason);
+      // Not on a connection yet (waiting in the pool, or never to get one): nothing to abort,
+      // so the record ends here; onRequestStart aborts the request if it ever starts.
+      else finish(cancelError(reason.kind, target.timeoutMs), undefined);
     };
     const timer = setTimeout(() => abort(new Cancelled('timeout')), target.timeoutMs);
     const onCancel = () => abort(new Cancelled('cancelled'));
@@ -117,11 +153,62 @@ export function executeRequest(
       if (settled) return;
       settled = true;
       clearTimeout(timer);
+      inflater?.destroy();
       cancellers.delete(onCancel);
       const endAtUs = decoded?.doneUs !== undefined ? sentAtUs + decoded.doneUs : clock.nowUs();
       const record = buildRecord(pending, sentAtUs, headersAtUs, endAtUs, status, decoded, error);
       if (resent) record.resent = true;
       resolve(record);
+    };
+
+    /** A piece of the body as it arrived (or as it was decoded from its compressed chunk). */
+    const take = (chunk: Uint8Array, atUs: number) => {
+      const text = (textDecoder as TextDecoder).decode(chunk, { stream: true });
+      if (decoder) {
+        const tokenEvents = decoder.feed(text, atUs);
+        if (tokenEvents > 0) {
+          const read = reads.currentRead();
+          reads.tokenEvents += tokenEvents;
+          reads.coalescedTokenEvents += tokenEvents - 1 + (read === lastTokenRead ? 1 : 0);
+          lastTokenRead = read;
+        }
+        if (decoder.fault) abort(new Cancelled('fault'));
+        // Everything needed has arrived; the response's own end is then ignored, and the
+        // connection stays open for the next request.
+        else if (decoder.done) finish(undefined, decoder.finish());
+      } else if (errorBody !== undefined) {
+        if (errorBody.length < MAX_ERROR_BODY_BYTES) errorBody += text;
+      } else if (jsonBody !== undefined) {
+        jsonBody += text;
+      }
+    };
+
+    /** The body is complete; `atUs` is when its last byte arrived. */
+    const end = (atUs: number) => {
+      if (settled) return;
+      if (errorBody !== undefined) {
+        finish(httpError(status as number, errorBody, location, prefix + path, target), undefined);
+      } else if (decoder) {
+        decoder.end(atUs);
+        const decoded = decoder.finish();
+        if (decoder.fault) finish(decoder.fault, decoded);
+        else if (decoder.eventCount === 0) {
+          // A 200 with no event at all is a wrong route or a proxy page, not an empty answer.
+          finish(
+            {
+              kind: 'bad_stream',
+              message: `the response held no stream events (content-type ${contentType || 'none'})`,
+            },
+            decoded,
+          );
+        } else finish(undefined, decoded);
+      } else if (jsonBody !== undefined) {
+        const decoded = decodeJsonResponse(target, jsonBody, atUs - sentAtUs);
+        if ('kind' in decoded) finish(decoded, undefined);
+        else finish(undefined, decoded);
+      } else {
+        finish(undefined, undefined);
+      }
     };
 
     const handler: Dispatcher.DispatchHandler = {
@@ -132,13 +219,38 @@ export function executeRequest(
         timer.refresh();
         controller = c;
         if (abortReason) c.abort(abortReason);
+        else startingAttempt = attempt;
       },
-      onResponseStart(_c, statusCode, headers) {
+      onResponseStart(c, statusCode, headers) {
         headersAtUs = clock.nowUs();
         status = statusCode;
         textDecoder = new TextDecoder();
+        const encoding = bodyEncoding(headerText(headers['content-encoding']));
+        if (typeof encoding === 'object') {
+          finish(
+            {
+              kind: 'bad_stream',
+              message: `the response is ${encoding.unsupported}-encoded, which infergauge cannot decode (it asks for no encoding)`,
+            },
+            undefined,
+          );
+          return c.abort(new Cancelled('fault'));
+        }
+        if (encoding) {
+          inflater = new Inflater(encoding, take, (err) => {
+            finish(
+              {
+                kind: 'bad_stream',
+                message: `the ${encoding}-encoded body is corrupt: ${err.message}`,
+              },
+              decoder?.finish(),
+            );
+            c.abort(new Cancelled('fault'));
+          });
+        }
         if (statusCode < 200 || statusCode >= 300) {
           errorBody = '';
+          location = headerText(headers.location);
           return;
         }
         contentType = String(headers['content-type'] ?? '');
@@ -147,72 +259,33 @@ export function executeRequest(
       },
       onResponseData(_c, chunk) {
         const atUs = clock.nowUs();
-        const text = (textDecoder as TextDecoder).decode(chunk, { stream: true });
-        if (decoder) {
-          const tokenEvents = decoder.feed(text, atUs);
-          if (tokenEvents > 0) {
-            const read = reads.currentRead();
-            reads.tokenEvents += tokenEvents;
-            reads.coalescedTokenEvents += tokenEvents - 1 + (read === lastTokenRead ? 1 : 0);
-            lastTokenRead = read;
-          }
-          if (decoder.fault) abort(new Cancelled('fault'));
-          // Everything needed has arrived; the response's own end is then ignored, and the
-          // connection stays open for the next request.
-          else if (decoder.done) finish(undefined, decoder.finish());
-        } else if (errorBody !== undefined) {
-          if (errorBody.length < MAX_ERROR_BODY_BYTES) errorBody += text;
-        } else if (jsonBody !== undefined) {
-          jsonBody += text;
-        }
+        if (inflater) inflater.write(chunk, atUs);
+        else take(chunk, atUs);
       },
       onResponseEnd() {
         if (settled) return;
         const atUs = clock.nowUs();
-        if (errorBody !== undefined) {
-          finish(httpError(status as number, errorBody), undefined);
-        } else if (decoder) {
-          decoder.end(atUs);
-          const decoded = decoder.finish();
-          if (decoder.fault) finish(decoder.fault, decoded);
-          else if (decoder.eventCount === 0) {
-            // A 200 with no event at all is a wrong route or a proxy page, not an empty answer.
-            finish(
-              {
-                kind: 'bad_stream',
-                message: `the response held no stream events (content-type ${contentType || 'none'})`,
-              },
-              decoded,
-            );
-          } else finish(undefined, decoded);
-        } else if (jsonBody !== undefined) {
-          const decoded = decodeJsonResponse(target, jsonBody, atUs - sentAtUs);
-          if ('kind' in decoded) finish(decoded, undefined);
-          else finish(undefined, decoded);
-        } else {
-          finish(undefined, undefined);
-        }
+        if (inflater) inflater.end(() => end(atUs));
+        else end(atUs);
       },
       onResponseError(_c, err) {
         if (settled) return;
         const decoded = decoder?.finish();
         if (decoder?.fault) return finish(decoder.fault, decoded);
         const reason = abortReason?.kind ?? (err instanceof Cancelled ? err.kind : undefined);
-        if (reason === 'timeout') {
-          return finish(
-            { kind: 'timeout', message: `no complete response within ${target.timeoutMs} ms` },
-            decoded,
-          );
+        if (reason === 'timeout' || reason === 'cancelled') {
+          return finish(cancelError(reason, target.timeoutMs), decoded);
         }
-        if (reason === 'cancelled') {
-          return finish({ kind: 'cancelled', message: 'cancelled by the client' }, decoded);
-        }
-        // A kept-alive connection the server closed just as this request went out (llama-server
-        // closes after every stream while advertising keep-alive): nothing was answered, so send
-        // once more on a fresh connection, as curl and browsers do. The lost time is queueDelay.
-        if (!resent && headersAtUs === undefined && isClosedSocket(err)) {
+        // A kept-alive connection the server closed just as this request went out on it
+        // (llama-server closes after every stream while advertising keep-alive): nothing was
+        // answered, so send once more, as curl and browsers do. The lost time is queueDelay.
+        // Only a reused connection: with one request per connection at a time it was idle, and
+        // the close was the server's idle close; a reset on a fresh connection is the server's
+        // answer to this request, a failure to report.
+        if (!resent && headersAtUs === undefined && attempt.reused && isClosedSocket(err)) {
           resent = true;
           controller = undefined;
+          attempt = { reused: false };
           return send();
         }
         finish(transportError(err, headersAtUs !== undefined), decoded);
@@ -291,12 +364,52 @@ function buildRecord(
   return record;
 }
 
-function httpError(status: number, body: string): RequestError {
+function cancelError(kind: Cancelled['kind'], timeoutMs: number): RequestError {
+  return kind === 'timeout'
+    ? { kind: 'timeout', message: `no complete response within ${timeoutMs} ms` }
+    : { kind: 'cancelled', message: 'cancelled by the client' };
+}
+
+function httpError(
+  status: number,
+  body: string,
+  location: string | undefined,
+  path: string,
+  target: TargetConfig,
+): RequestError {
+  if (status >= 300 && status < 400) {
+    return {
+      kind: 'redirect',
+      status,
+      message: `HTTP ${status} redirect to ${redirectTarget(location, path, target.baseUrl)}: infergauge does not follow redirects; use that URL`,
+    };
+  }
   return {
     kind: status >= 400 && status < 500 ? 'http_4xx' : 'http_5xx',
     status,
     message: `HTTP ${status}: ${errorBodyMessage(body)}`,
   };
+}
+
+/** One header's value as text (undici gives repeated headers as an array). */
+function headerText(value: string | string[] | undefined): string | undefined {
+  return Array.isArray(value) ? value[0] : value;
+}
+
+/**
+ * A redirect's `Location`, made absolute against the request's URL and safe to print: the URL
+ * parser drops or escapes control characters, credentials are removed, and it is clipped.
+ */
+function redirectTarget(location: string | undefined, path: string, baseUrl: string): string {
+  if (location === undefined) return 'nowhere (no Location header)';
+  try {
+    const url = new URL(location, new URL(path, baseUrl));
+    url.username = '';
+    url.password = '';
+    return clip(url.href, 200);
+  } catch {
+    return 'an unusable Location header';
+  }
 }
 
 /** The peer closed or reset the socket (as opposed to refusing, timing out or a bad answer). */

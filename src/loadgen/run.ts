@@ -1,8 +1,9 @@
 import { readFileSync } from 'node:fs';
 import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
 import { Pool } from 'undici';
-import { splitServerUrl } from '../backends/request.js';
+import { headerProblem, splitServerUrl } from '../backends/request.js';
 import type { RequestSpec } from '../backends/types.js';
+import { UsageError } from '../errors.js';
 import type { LoadSpec } from '../load.js';
 import type { ClientHealthMeasurements, RequestRecord } from '../record.js';
 import { arrivalScheduleForLoad } from '../workload/arrivals.js';
@@ -80,6 +81,8 @@ export async function runLoadgen(
   if (counted === undefined && options.durationS === undefined) {
     throw new Error('runLoadgen needs requests or durationS');
   }
+  const problem = headerProblem(target.headers, target.apiKey);
+  if (problem) throw new UsageError([`target: ${problem}`], 'IG_INVALID_HEADER');
   const { origin, prefix } = splitServerUrl(target.baseUrl);
   const connections = load.mode === 'closed' ? load.concurrency : (load.maxConcurrency ?? null);
   const pool = new Pool(origin, {

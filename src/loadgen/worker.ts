@@ -56,6 +56,8 @@ async function main(): Promise<void> {
     chars += line.length;
     if (lines.length >= BATCH_RECORDS || chars >= BATCH_CHARS) flush();
     else timer ??= setTimeout(flush, BATCH_AGE_MS);
+    // Test only (workers.ts testOnly): a thread stuck in a CPU loop, deaf to every message.
+    if (job.spinAfterFirstRecord) for (;;) Math.random();
   };
   // Progress between batches (long requests), for the live line.
   const ticker = setInterval(() => post({ type: 'progress', progress }), 250);

@@ -20,6 +20,16 @@ import { maxParts, type ShardPart, splitPart } from './shard.js';
  */
 export const WORKER_START_LEAD_MS = 20;
 
+/** How long a worker has to answer a cancel (flush its records and report) before it is terminated. */
+export const WORKER_ANSWER_MS = 5_000;
+
+/**
+ * Test only (test/integration/hostile-transport.test.ts): the worker of this index spins in a
+ * synchronous loop after its first record, as a worker stuck on a CPU loop would. Only code can
+ * set it; nothing a user gives reaches it.
+ */
+export const testOnly: { spinWorker?: number } = {};
+
 /** What one worker runs: plain data (functions cannot cross threads). */
 export interface WorkerJob {
   target: Omit<TargetConfig, 'backend'> & { backend: BackendName };
@@ -28,6 +38,8 @@ export interface WorkerJob {
   seed: number;
   workload: WorkloadSource;
   summaryContext: SummaryContext;
+  /** See `testOnly`. */
+  spinAfterFirstRecord?: true;
 }
 
 export type ToWorker =
@@ -43,9 +55,21 @@ export type FromWorker =
   | { type: 'error'; message: string };
 
 export interface WorkersRun {
-  /** Every worker's summary state, in worker order (merge them into one SummaryBuilder). */
+  /** The summary state of every worker that finished, in worker order (merge them). */
   states: SummaryState[];
   results: LoadgenResult[];
+  /** Workers that did not answer a cancel in time and were terminated. */
+  terminated: TerminatedWorker[];
+}
+
+export interface TerminatedWorker {
+  index: number;
+  /** The ids it was sending: its records that reached `onRecords` are among them. */
+  part: ShardPart;
+  /** Its last report: requests it had sent and finished by then. */
+  progress: LoadgenProgress;
+  /** Records of it that reached `onRecords`. */
+  recordsReceived: number;
 }
 
 /**
@@ -74,16 +98,21 @@ export async function runWorkers(o: {
 }): Promise<WorkersRun> {
   const parts = splitPart(o.part, o.workers);
   const threads = parts.map(
-    (part) =>
-      new WorkerThread({ ...o.job, part: { ...part, measureFromId: o.part.measureFromId } }),
+    (part, i) =>
+      new WorkerThread({
+        ...o.job,
+        part: { ...part, measureFromId: o.part.measureFromId },
+        ...(testOnly.spinWorker === i ? { spinAfterFirstRecord: true as const } : {}),
+      }),
   );
+  const received = parts.map(() => 0);
   const progress = parts.map(() => ({ sent: 0, finished: 0, failed: 0, inFlight: 0 }));
   const sumProgress = () => {
     for (const key of ['sent', 'finished', 'failed', 'inFlight'] as const) {
       o.progress[key] = progress.reduce((n, p) => n + p[key], 0);
     }
   };
-  const done: Promise<Extract<FromWorker, { type: 'done' }>>[] = [];
+  const done: Promise<Extract<FromWorker, { type: 'done' }> | 'terminated'>[] = [];
   try {
     await Promise.all(threads.map((t) => t.ready));
     const { clock, startAtUs } = o.clockFor();
@@ -91,12 +120,23 @@ export async function runWorkers(o: {
       for (const t of threads) t.worker.postMessage(message);
     };
     const onStop = forward({ type: 'stop' });
-    const onCancel = forward({ type: 'cancel' });
+    // A worker that does not answer a cancel (stuck in a loop) is terminated: its records so
+    // far are with onRecords; those it still held are lost.
+    let answerTimer: NodeJS.Timeout | undefined;
+    const onCancel = () => {
+      forward({ type: 'cancel' })();
+      answerTimer = setTimeout(() => {
+        for (const t of threads) t.terminate();
+      }, WORKER_ANSWER_MS);
+    };
     o.stopSignal?.addEventListener('abort', onStop, { once: true });
     o.cancelSignal?.addEventListener('abort', onCancel, { once: true });
     threads.forEach((t, i) => {
       t.onMessage = (message) => {
-        if (message.type === 'records') o.onRecords(message.text, message.count);
+        if (message.type === 'records') {
+          received[i] += message.count;
+          o.onRecords(message.text, message.count);
+        }
         if ('progress' in message) {
           progress[i] = message.progress;
           sumProgress();
@@ -111,10 +151,28 @@ export async function runWorkers(o: {
       } satisfies ToWorker);
     });
     if (o.stopSignal?.aborted) onStop();
+    if (o.cancelSignal?.aborted) onCancel();
     try {
-      const finished = await Promise.all(done);
-      return { states: finished.map((m) => m.state), results: finished.map((m) => m.result) };
+      const ends = await Promise.all(done);
+      const finished = ends.filter((m) => m !== 'terminated');
+      return {
+        states: finished.map((m) => m.state),
+        results: finished.map((m) => m.result),
+        terminated: ends.flatMap((m, index) =>
+          m === 'terminated'
+            ? [
+                {
+                  index,
+                  part: parts[index],
+                  progress: progress[index],
+                  recordsReceived: received[index],
+                },
+              ]
+            : [],
+        ),
+      };
     } finally {
+      clearTimeout(answerTimer);
       o.stopSignal?.removeEventListener('abort', onStop);
       o.cancelSignal?.removeEventListener('abort', onCancel);
     }
@@ -130,8 +188,10 @@ export async function runWorkers(o: {
 class WorkerThread {
   readonly worker: Worker;
   readonly ready: Promise<void>;
-  readonly done: Promise<Extract<FromWorker, { type: 'done' }>>;
+  readonly done: Promise<Extract<FromWorker, { type: 'done' }> | 'terminated'>;
   onMessage: (message: FromWorker) => void = () => {};
+  /** Ends the thread unless it is done; `done` then resolves as 'terminated'. */
+  readonly terminate: () => void;
 
   constructor(job: WorkerJob) {
     const typescript = import.meta.url.endsWith('.ts');
@@ -143,9 +203,13 @@ class WorkerThread {
         )
       : new Worker(entry, { workerData: job });
     const ready = deferred<void>();
-    const done = deferred<Extract<FromWorker, { type: 'done' }>>();
+    const done = deferred<Extract<FromWorker, { type: 'done' }> | 'terminated'>();
     this.ready = ready.promise;
     this.done = done.promise;
+    this.terminate = () => {
+      done.resolve('terminated');
+      void this.worker.terminate();
+    };
     // A failure before start rejects `ready`; nobody awaits `done` then.
     this.done.catch(() => {});
     // Settled promises ignore later calls: an exit after `done` changes nothing.

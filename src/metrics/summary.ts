@@ -77,7 +77,10 @@ export interface RunSummary {
     outputTokensSource: Record<string, number>;
     /** Requests whose per-event token deltas disagreed with the server's total. */
     tokenCountMismatches: number;
-    /** Requests sent a second time because the server had closed their kept-alive connection. */
+    /**
+     * Requests sent a second time, for the one cause that allows it: the server closed their
+     * kept-alive connection (which had carried an earlier request) before any answer.
+     */
     resentRequests: number;
   };
   goodput?: {
@@ -432,7 +435,7 @@ export class SummaryBuilder {
     if (this.resentRequests > 0) {
       warnings.push({
         code: 'resent_requests',
-        message: `${this.resentRequests} requests met a kept-alive connection the server had just closed and were sent again on a new one (llama-server closes after every stream); the lost time counts as queueDelay`,
+        message: `${this.resentRequests} of ${this.completed + this.failed} requests were sent a second time: the server closed their kept-alive connection, which had carried an answered request, before answering them (llama-server closes after every stream); the lost time counts as queueDelay. A server that resets requests it has read looks the same to a client: unless it is llama-server, read them as failures`,
       });
     }
     if (this.implausibleCounts > 0) {

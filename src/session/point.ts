@@ -9,13 +9,20 @@ import { withApiKey } from '../backends/request.js';
 import type { RequestSpec } from '../backends/types.js';
 import type { LoadSpec, ShardIndex } from '../load.js';
 import { createRunClock, type RunClock } from '../loadgen/clock.js';
+import { runDeadlineS } from '../loadgen/deadline.js';
 import { type LoadgenProgress, type LoadgenResult, runLoadgen } from '../loadgen/run.js';
-import { maxParts, type ShardPart, shardOf, wholeRun } from '../loadgen/shard.js';
-import { defaultWorkers, runWorkers, WORKER_START_LEAD_MS } from '../loadgen/workers.js';
-import { type RunSummary, SummaryBuilder } from '../metrics/summary.js';
+import { inSequence, maxParts, type ShardPart, shardOf, wholeRun } from '../loadgen/shard.js';
+import {
+  defaultWorkers,
+  runWorkers,
+  type TerminatedWorker,
+  WORKER_ANSWER_MS,
+  WORKER_START_LEAD_MS,
+} from '../loadgen/workers.js';
+import { type RunSummary, SummaryBuilder, type Warning } from '../metrics/summary.js';
 import type { RunPlan } from '../plan/runPlan.js';
 import type { RequestRecord } from '../record.js';
-import { JsonlWriter, writeClientHealth } from '../results/jsonl.js';
+import { JsonlWriter, readRecords, writeClientHealth } from '../results/jsonl.js';
 import { resultPath } from '../results/layout.js';
 import { openRunDir, writeSummary } from '../results/runFiles.js';
 import { describeEngine } from '../sim/describe.js';
@@ -127,7 +134,31 @@ async function measureLive(target: LiveTarget, point: Point, hooks: PointHooks):
   const progress = hooks.progress ?? { sent: 0, finished: 0, failed: 0, inFlight: 0 };
   let telemetry: ReturnType<typeof recordTelemetry> | undefined;
   let telemetryStart: NodeJS.Timeout | undefined;
+  // Every run ends: past its hard deadline it is stopped and cancelled, and a worker that does
+  // not answer is terminated (runWorkers).
+  const deadlineS = runDeadlineS({
+    load: point.load,
+    warmupRequests,
+    ...(point.requests !== undefined ? { requests: point.requests } : {}),
+    ...(point.durationS !== undefined ? { durationS: point.durationS } : {}),
+    timeoutS: target.config.timeoutMs / 1000,
+    graceS: plan.graceS,
+    seed: plan.seed,
+  });
+  const deadline = new AbortController();
+  let deadlineTimer: NodeJS.Timeout | undefined;
   const started = (clock: RunClock) => {
+    // Counted from the schedule's start (the clock reads negative until then).
+    const untilStartMs = Math.max(0, -clock.nowUs() / 1000);
+    deadlineTimer = setTimeout(
+      () => {
+        hooks.onNotice?.(
+          `the run passed its hard deadline (${deadlineS.toFixed(0)} s: requests at their timeout plus grace); stopping it and cancelling the requests in flight`,
+        );
+        deadline.abort();
+      },
+      Math.min(untilStartMs + deadlineS * 1000, 2 ** 31 - 1),
+    );
     const sampling = plan.telemetry;
     if (sampling) {
       // Sampling starts with the schedule, so every snapshot is on the run's timeline (timers
@@ -150,12 +181,15 @@ async function measureLive(target: LiveTarget, point: Point, hooks: PointHooks):
     }
     hooks.onStart?.({ clock, part, ...(workers !== undefined ? { workers } : {}) });
   };
+  const withDeadline = (signal: AbortSignal | undefined) =>
+    signal ? AbortSignal.any([signal, deadline.signal]) : deadline.signal;
   const signals = {
-    ...(hooks.stop ? { stopSignal: hooks.stop } : {}),
-    ...(hooks.cancel ? { cancelSignal: hooks.cancel } : {}),
+    stopSignal: withDeadline(hooks.stop),
+    cancelSignal: withDeadline(hooks.cancel),
   };
   let serverMetrics: ServerMetricsSummary | undefined;
   let results: LoadgenResult[];
+  let terminated: TerminatedWorker[] = [];
   try {
     if (point.nextRequest) {
       const clock = createRunClock();
@@ -207,23 +241,59 @@ async function measureLive(target: LiveTarget, point: Point, hooks: PointHooks):
       });
       for (const state of run.states) builder.merge(state);
       results = run.results;
+      terminated = run.terminated;
     }
   } finally {
     records.close();
+    clearTimeout(deadlineTimer);
     clearTimeout(telemetryStart);
     serverMetrics = await telemetry?.stop();
+  }
+  // A terminated worker's summary state is lost with it; its records on disk are not.
+  const theirs = (id: number) =>
+    terminated.some((t) => inSequence(t.part.warmup, id) || inSequence(t.part.measured, id));
+  if (terminated.length > 0) {
+    for await (const r of readRecords(resultPath(point.dir, 'records'))) {
+      if (theirs(r.id)) builder.add(r);
+    }
   }
   const health = results.map((r) => r.clientHealth);
   // Kept raw, so that `infergauge merge` can judge shards' threads as it judges workers.
   writeClientHealth(point.dir, health);
   const summary = builder.build({
     clientHealth: health,
-    interrupted: results.some((r) => r.stoppedBy === 'signal'),
+    interrupted: deadline.signal.aborted || results.some((r) => r.stoppedBy === 'signal'),
     unsentRequests: results.reduce((n, r) => n + r.unsentRequests, 0),
   });
+  summary.warnings.push(
+    ...endWarnings(deadline.signal.aborted ? deadlineS : undefined, terminated, workers ?? 1),
+  );
   // The server's warnings (KV cache full, preemptions) stand with the run's.
   if (serverMetrics) summary.warnings.push(...serverMetrics.warnings);
   return { summary, ...(serverMetrics ? { serverMetrics } : {}) };
+}
+
+/** How a run was cut short: its hard deadline passed (seconds), workers were terminated. */
+function endWarnings(
+  deadlineS: number | undefined,
+  terminated: TerminatedWorker[],
+  workers: number,
+): Warning[] {
+  const warnings: Warning[] = [];
+  if (deadlineS !== undefined) {
+    warnings.push({
+      code: 'deadline_passed',
+      message: `the run passed its hard deadline of ${deadlineS.toFixed(0)} s (its requests at the load's limit, each taking the whole --timeout, plus --grace) and was stopped: requests still in flight were cancelled, later ones never sent`,
+    });
+  }
+  for (const t of terminated) {
+    const missing = Math.max(0, t.progress.sent - t.recordsReceived);
+    warnings.push({
+      code: 'worker_terminated',
+      message: `worker ${t.index + 1} of ${workers} did not answer within ${WORKER_ANSWER_MS / 1000} s of the cancel (stuck, as in a CPU loop) and was terminated: its ${t.recordsReceived} records are counted; ${missing} requests it had sent (by its last report) never produced a record and are missing from the run`,
+    });
+  }
+  return warnings;
 }
 
 /**
