@@ -136,7 +136,7 @@ export const openaiBackend: Backend = {
       openaiOutputLimit(spec, options),
     ),
   models: { path: '/v1/models', first: firstListedModel },
-  decodeJson: (body, atUs, options): DecodedStream | StreamFault => {
+  decodeJson: (body, atUs, options, spec): DecodedStream | StreamFault => {
     const parsed = body as Record<string, unknown>;
     const choice = (Array.isArray(parsed.choices) ? parsed.choices[0] : undefined) as
       | Record<string, unknown>
@@ -145,7 +145,7 @@ export const openaiBackend: Backend = {
       return { kind: 'bad_stream', message: 'expected an event stream, got JSON without choices' };
     }
     // The whole answer is one event at the end, counted like any stream's.
-    const t = new Timeline(0);
+    const t = new Timeline(0, openaiOutputLimit(spec, options));
     t.nowUs = atUs;
     const content =
       options.endpoint === 'chat'

@@ -53,7 +53,12 @@ export interface Backend {
   /** A route that lists models and how to pick the first, for a default `--model`. */
   models?: { path: string; first(body: unknown): string | undefined };
   /** A server that answered one JSON body instead of a stream: one event at its end. */
-  decodeJson?(body: unknown, atUs: number, options: BackendOptions): DecodedStream | StreamFault;
+  decodeJson?(
+    body: unknown,
+    atUs: number,
+    options: BackendOptions,
+    spec: RequestSpec,
+  ): DecodedStream | StreamFault;
   /** Options this server honours; asking for others is a plan error. */
   readonly supports: {
     endpoints: readonly Endpoint[];

@@ -57,6 +57,12 @@ export interface PendingRequest {
 }
 
 const MAX_ERROR_BODY_BYTES = 64 * 1024;
+/**
+ * A server that ignored `stream: true` answers with one JSON body, read whole before parsing.
+ * The longest real answers (hundreds of thousands of tokens) are a few MiB; past this the body
+ * is not an answer, and reading on would only grow the client's memory.
+ */
+const MAX_JSON_BODY_CHARS = 64 * 2 ** 20;
 
 class Cancelled extends Error {
   constructor(readonly kind: 'timeout' | 'cancelled' | 'fault') {
@@ -179,7 +185,17 @@ export function executeRequest(
       } else if (errorBody !== undefined) {
         if (errorBody.length < MAX_ERROR_BODY_BYTES) errorBody += text;
       } else if (jsonBody !== undefined) {
-        jsonBody += text;
+        if (jsonBody.length + text.length <= MAX_JSON_BODY_CHARS) jsonBody += text;
+        else {
+          finish(
+            {
+              kind: 'bad_stream',
+              message: `expected an event stream, got a JSON body of more than ${MAX_JSON_BODY_CHARS / 2 ** 20} MiB`,
+            },
+            undefined,
+          );
+          controller?.abort(new Cancelled('fault'));
+        }
       }
     };
 
@@ -203,7 +219,7 @@ export function executeRequest(
           );
         } else finish(undefined, decoded);
       } else if (jsonBody !== undefined) {
-        const decoded = decodeJsonResponse(target, jsonBody, atUs - sentAtUs);
+        const decoded = decodeJsonResponse(target, pending.spec, jsonBody, atUs - sentAtUs);
         if ('kind' in decoded) finish(decoded, undefined);
         else finish(undefined, decoded);
       } else {
@@ -448,6 +464,7 @@ function transportError(err: Error, afterHeaders: boolean): RequestError {
 /** A server that ignored `stream: true` and answered with one JSON body. */
 function decodeJsonResponse(
   target: TargetConfig,
+  spec: RequestSpec,
   body: string,
   atUs: number,
 ): DecodedStream | StreamFault {
@@ -460,5 +477,5 @@ function decodeJsonResponse(
   if (!target.backend.decodeJson) {
     return { kind: 'bad_stream', message: 'expected an event stream, got one JSON body' };
   }
-  return target.backend.decodeJson(parsed, atUs, target);
+  return target.backend.decodeJson(parsed, atUs, target, spec);
 }
