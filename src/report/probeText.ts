@@ -106,7 +106,7 @@ export function renderPrefill(
   fit: PrefillModel | undefined,
   r: ProbeTarget,
 ): string {
-  const c = r.color ? pc : pc.createColors(false);
+  const c = pc.createColors(r.color);
   const counted = points.some((p) => Math.abs(p.countedInputTokens - p.inputTokens) >= 0.5);
   const head = [
     'input',
@@ -150,7 +150,7 @@ export function renderDecode(
   fit: DecodeModel | undefined,
   r: ProbeTarget,
 ): string {
-  const c = r.color ? pc : pc.createColors(false);
+  const c = pc.createColors(r.color);
   const head = [
     'concurrency',
     'measured',
