@@ -1148,6 +1148,9 @@ export interface PrefillFitJson {
   fixedMs: number;
   tokensPerS: number;
   r2: number;
+  fixedMsUnconstrained?: number;
+  /** Absent in probes saved before it was judged: taken as reliable. */
+  reliable?: boolean;
 }
 
 export interface DecodePointJson {
@@ -1165,6 +1168,9 @@ export interface DecodeFitJson {
   stepMs: number;
   perSequenceMs: number;
   r2: number;
+  held?: { term: 'stepMs' | 'perSequenceMs'; unconstrainedMs: number };
+  /** Absent in probes saved before it was judged: taken as reliable. */
+  reliable?: boolean;
 }
 
 const byBatch = <T extends { batch: number }>(points: T[]) => {

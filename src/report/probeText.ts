@@ -5,6 +5,7 @@ import pc from 'picocolors';
 import {
   type DecodeModel,
   type DecodeRow,
+  MIN_FIT_R2,
   type PrefillModel,
   type PrefillRow,
   QUADRATIC_SHARE,
@@ -54,8 +55,13 @@ export function formatPrefillModel(m: PrefillModel): string[] {
   const n = m.batch === 1 ? 'n' : `n x ${m.batch}`;
   const n2 = m.batch === 1 ? 'n²' : `(n x ${m.batch})²`;
   const range = `${num(m.tokens.min)}-${num(m.tokens.max)} tokens${m.batch === 1 ? '' : ' per batch'}`;
+  if (m.reliable === false) return [noReliableFit(`TTFT against ${n}`, m.r2, range)];
+  const held =
+    m.fixedMsUnconstrained !== undefined
+      ? `; fixed latency held at 0: least squares gave ${formatMs(m.fixedMsUnconstrained)} ms, below its physical range`
+      : '';
   const lines = [
-    `TTFT ~ ${formatMs(m.fixedMs)} ms + ${n} / ${sig3(m.tokensPerS)} tok/s (r2 ${m.r2.toFixed(4)}, batch ${m.batch}, ${range}): fixed latency ${formatMs(m.fixedMs)} ms, prefill ${sig3(m.tokensPerS)} tok/s`,
+    `TTFT ~ ${formatMs(m.fixedMs)} ms + ${n} / ${sig3(m.tokensPerS)} tok/s (r2 ${m.r2.toFixed(4)}, batch ${m.batch}, ${range}): fixed latency ${formatMs(m.fixedMs)} ms, prefill ${sig3(m.tokensPerS)} tok/s${held}`,
   ];
   const q = m.quadratic;
   if (q) {
@@ -75,9 +81,19 @@ export function formatPrefillModel(m: PrefillModel): string[] {
   return lines;
 }
 
+/** What a fit whose line explains its points poorly says instead of its numbers. */
+export function noReliableFit(what: string, r2: number, range: string): string {
+  return `No reliable fit of ${what} (r2 ${r2.toFixed(4)} < ${MIN_FIT_R2}, ${range}): the points scatter about any line; read the table`;
+}
+
 /** "TPOT ~ 7.1 ms + 0.021 ms x concurrency (r2 0.9990, concurrency 1-64)". */
 export function formatDecodeModel(m: DecodeModel): string {
-  return `TPOT ~ ${formatMs(m.stepMs)} ms + ${formatMs(m.perSequenceMs)} ms x concurrency (r2 ${m.r2.toFixed(4)}, concurrency ${m.concurrency.min}-${m.concurrency.max}): per-step cost at batch 1 ${formatMs(m.stepMs)} ms, each further sequence adds ${formatMs(m.perSequenceMs)} ms`;
+  const range = `concurrency ${m.concurrency.min}-${m.concurrency.max}`;
+  if (m.reliable === false) return noReliableFit('TPOT against concurrency', m.r2, range);
+  const held = m.held
+    ? `; ${m.held.term === 'stepMs' ? 'per-step cost' : 'per-sequence cost'} held at 0: least squares gave ${formatMs(m.held.unconstrainedMs)} ms, below its physical range`
+    : '';
+  return `TPOT ~ ${formatMs(m.stepMs)} ms + ${formatMs(m.perSequenceMs)} ms x concurrency (r2 ${m.r2.toFixed(4)}, ${range}): per-step cost at batch 1 ${formatMs(m.stepMs)} ms, each further sequence adds ${formatMs(m.perSequenceMs)} ms${held}`;
 }
 
 /** What the heading and notes say about the target. */
