@@ -12,6 +12,7 @@ import {
 } from '../analysis/probe.js';
 import { fmtNumber } from '../metrics/format.js';
 import type { Warning } from '../metrics/summary.js';
+import { terminalSafe } from './format.js';
 
 /** A probe point as saved in probe.json: its row, its run directory, its summary's warnings. */
 export type PrefillPoint = PrefillRow & { dir: string; warnings: Warning[] };
@@ -96,7 +97,7 @@ export function formatDecodeModel(m: DecodeModel): string {
   return `TPOT ~ ${formatMs(m.stepMs)} ms + ${formatMs(m.perSequenceMs)} ms x concurrency (r2 ${m.r2.toFixed(4)}, ${range}): per-step cost at batch 1 ${formatMs(m.stepMs)} ms, each further sequence adds ${formatMs(m.perSequenceMs)} ms${held}`;
 }
 
-/** What the heading and notes say about the target. */
+/** What the heading and notes say about the target (the description may hold server text). */
 export interface ProbeTarget {
   /** The runner's description: model, and the simulated deployment if any. */
   description: string;
@@ -150,7 +151,7 @@ export function renderPrefill(
     ]);
   }
   const lines = [
-    c.bold(`Prefill probe (max_tokens 1, ${r.endpoint}): ${r.description}`),
+    c.bold(`Prefill probe (max_tokens 1, ${r.endpoint}): ${terminalSafe(r.description)}`),
     '',
     table.toString(),
     `(input tokens per request; latency in ms, p99 of a few requests is about their slowest; prefill tok/s: input tokens per second at that batch (its measured concurrency beside it), input x batch / mean TTFT when a batch runs in lockstep; TTFT includes the fixed latency of HTTP and the server's front end${timeScaleNote(r.timeScale)})`,
@@ -193,7 +194,7 @@ export function renderDecode(
     ]);
   }
   const lines = [
-    c.bold(`Decode probe (closed loops, ${r.endpoint}): ${r.description}`),
+    c.bold(`Decode probe (closed loops, ${r.endpoint}): ${terminalSafe(r.description)}`),
     '',
     table.toString(),
     `(latency in ms, p99 of a few requests is about their slowest; per-user tok/s = 1000 / mean TPOT; system decode tok/s = measured concurrency x per-user tok/s; out tokens: mean per request${timeScaleNote(r.timeScale)})`,

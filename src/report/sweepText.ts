@@ -28,7 +28,7 @@ export function renderSweep(
   const c = pc.createColors(color);
   const f = (n: number | undefined, digits = 0) => fmtNumber(n ?? Number.NaN, digits);
   const lv = (n: number | undefined) => f(n, mode === 'rate' ? 2 : 0);
-  const lines: string[] = [c.bold(`Sweep of ${target}`), ''];
+  const lines: string[] = [c.bold(`Sweep of ${terminalSafe(target)}`), ''];
   for (const r of results) {
     lines.push(c.bold(`Scenario ${r.scenario}`));
     const table = new Table({
