@@ -66,6 +66,55 @@ export function fitLinear(x: readonly number[], y: readonly number[]): LinearFit
   return { intercept, slope, r2: rSquared(x, y, (v) => intercept + slope * v), points: n };
 }
 
+/** r² below which a fitted line is no finding (unless its points lie within RELIABLE_SPREAD of it). */
+export const MIN_FIT_R2 = 0.9;
+/** Residuals (RMS) within this share of the mean y: a flat set of points, fitted well at any r². */
+const RELIABLE_SPREAD = 0.02;
+
+/** A least-squares line whose intercept and slope are both held >= 0. */
+export interface NonNegativeFit extends LinearFit {
+  /** The term the ordinary fit put below zero, held at 0 in this one, and the value it had. */
+  held?: { term: 'intercept' | 'slope'; unconstrained: number };
+  /** False where the line explains the points poorly (r² < MIN_FIT_R2 and visible scatter). */
+  reliable: boolean;
+}
+
+/**
+ * Least squares of y = intercept + slope x with intercept >= 0 and slope >= 0, for costs that
+ * cannot be negative (a fixed latency, a per-step cost): the ordinary fit where both come out
+ * >= 0; else, as non-negative least squares in two unknowns, the better of the line through the
+ * origin and the flat line. Undefined where `fitLinear` is.
+ */
+export function fitLinearNonNegative(
+  x: readonly number[],
+  y: readonly number[],
+): NonNegativeFit | undefined {
+  const ols = fitLinear(x, y);
+  if (!ols) return undefined;
+  const judged = (fit: LinearFit, held?: NonNegativeFit['held']): NonNegativeFit => {
+    const mean = y.reduce((s, v) => s + v, 0) / y.length;
+    let squares = 0;
+    for (let i = 0; i < y.length; i++) squares += (y[i] - fit.intercept - fit.slope * x[i]) ** 2;
+    const flat = Math.sqrt(squares / y.length) <= RELIABLE_SPREAD * Math.abs(mean);
+    return { ...fit, ...(held ? { held } : {}), reliable: fit.r2 >= MIN_FIT_R2 || flat };
+  };
+  if (ols.intercept >= 0 && ols.slope >= 0) return judged(ols);
+  const line = (intercept: number, slope: number): LinearFit => ({
+    intercept,
+    slope,
+    r2: rSquared(x, y, (v) => intercept + slope * v),
+    points: x.length,
+  });
+  const sxy = x.reduce((s, v, i) => s + v * y[i], 0);
+  const sxx = x.reduce((s, v) => s + v * v, 0);
+  const throughOrigin = line(0, Math.max(0, sxy / sxx));
+  const flat = line(Math.max(0, y.reduce((s, v) => s + v, 0) / y.length), 0);
+  // Equal r² means equal residuals: either is the constrained optimum.
+  return throughOrigin.r2 >= flat.r2
+    ? judged(throughOrigin, { term: 'intercept', unconstrained: ols.intercept })
+    : judged(flat, { term: 'slope', unconstrained: ols.slope });
+}
+
 /**
  * Ordinary least squares of a parabola; undefined with fewer than 3 distinct x. Solved on
  * centred and scaled x (token counts squared reach 10^8: the raw normal equations would lose
@@ -273,6 +322,10 @@ export interface PrefillModel {
   points: number;
   /** Tokens per wave (counted input x batch) of the fitted points. */
   tokens: { min: number; max: number };
+  /** Set where least squares gave a negative fixed latency: held at 0, this is what it gave. */
+  fixedMsUnconstrained?: number;
+  /** False where the line explains the points poorly: no finding is drawn from it. */
+  reliable: boolean;
   /** `TTFT(n) = fixedMs + msPerToken n + msPerToken2 n²`, with 4 points or more. */
   quadratic?: {
     fixedMs: number;
@@ -294,8 +347,9 @@ export const QUADRATIC_SHARE = 0.05;
 
 /**
  * Fits the points of the smallest batch probed (batch 1 by default): x is the tokens of one
- * wave (counted input x batch), y the mean TTFT. Undefined with fewer than 2 lengths, or a
- * slope that is not positive (no rate to speak of).
+ * wave (counted input x batch), y the mean TTFT. The fixed latency is held >= 0 (a negative
+ * one is noise, not a finding). Undefined with fewer than 2 lengths, or a slope that is not
+ * positive (no rate to speak of).
  */
 export function fitPrefill(points: readonly PrefillMeasurement[]): PrefillModel | undefined {
   const good = points.filter((p) => p.completed > 0 && usable(p.ttftMeanMs));
@@ -304,7 +358,7 @@ export function fitPrefill(points: readonly PrefillMeasurement[]): PrefillModel 
   const at = good.filter((p) => p.batch === batch);
   const x = at.map((p) => p.countedInputTokens * p.batch);
   const y = at.map((p) => p.ttftMeanMs);
-  const linear = fitLinear(x, y);
+  const linear = fitLinearNonNegative(x, y);
   if (!linear || !(linear.slope > 0)) return undefined;
   const model: PrefillModel = {
     batch,
@@ -313,6 +367,8 @@ export function fitPrefill(points: readonly PrefillMeasurement[]): PrefillModel 
     r2: linear.r2,
     points: linear.points,
     tokens: { min: Math.min(...x), max: Math.max(...x) },
+    ...(linear.held ? { fixedMsUnconstrained: linear.held.unconstrained } : {}),
+    reliable: linear.reliable,
   };
   const quadratic = at.length >= 4 ? fitQuadratic(x, y) : undefined;
   if (quadratic) {
@@ -344,22 +400,39 @@ export interface DecodeModel {
   r2: number;
   points: number;
   concurrency: { min: number; max: number };
+  /** Set where least squares put a term below zero: held at 0, this is what it gave (ms). */
+  held?: { term: 'stepMs' | 'perSequenceMs'; unconstrainedMs: number };
+  /** False where the line explains the points poorly: no finding is drawn from it. */
+  reliable: boolean;
 }
 
-/** Fits mean TPOT against the concurrency set; undefined with fewer than 2 levels. */
+/**
+ * Fits mean TPOT against the concurrency set, both terms held >= 0 (neither cost can be
+ * negative); undefined with fewer than 2 levels.
+ */
 export function fitDecode(points: readonly DecodeMeasurement[]): DecodeModel | undefined {
   const good = points.filter((p) => p.completed > 0 && usable(p.tpotMeanMs));
   const x = good.map((p) => p.concurrency);
-  const linear = fitLinear(
+  const linear = fitLinearNonNegative(
     x,
     good.map((p) => p.tpotMeanMs),
   );
   if (!linear) return undefined;
+  const held = linear.held;
   return {
     stepMs: linear.intercept,
     perSequenceMs: linear.slope,
     r2: linear.r2,
     points: linear.points,
     concurrency: { min: Math.min(...x), max: Math.max(...x) },
+    ...(held
+      ? {
+          held: {
+            term: held.term === 'intercept' ? 'stepMs' : 'perSequenceMs',
+            unconstrainedMs: held.unconstrained,
+          },
+        }
+      : {}),
+    reliable: linear.reliable,
   };
 }

@@ -20,13 +20,14 @@ export function prefillWarning(s: RunSummary): Warning | undefined {
   const slowFirstToken = share >= PREFILL_SHARE;
   const longPrompts = input / output >= PREFILL_INPUT_RATIO;
   if (!slowFirstToken && !longPrompts) return undefined;
-  const what = slowFirstToken
-    ? `TTFT is ${(share * 100).toFixed(0)}% of end-to-end latency`
-    : `prompts are ${Math.round(input / output)}x the answers (${Math.round(input)} vs ${Math.round(output)} tokens), so prefill is most of the work (TTFT ${(share * 100).toFixed(0)}% of end-to-end latency here)`;
-  return {
-    code: 'prefill_dominated',
-    message: `prefill-dominated: ${what}. For RAG-style use (long retrieved context, short answer) users wait mostly for the first token: judge it by TTFT and prefill throughput rather than decode speed; prefix caching, shorter contexts or chunked prefill move it most`,
-  };
+  const ttftShare = `${(share * 100).toFixed(0)}% of end-to-end latency`;
+  const prompts = `prompts are ${Math.round(input / output)}x the answers (${Math.round(input)} vs ${Math.round(output)} tokens)`;
+  // Each sentence must hold for the numbers it prints: users wait mostly for the first token
+  // only where TTFT is most of their wait; long prompts alone say where the server's work goes.
+  const message = slowFirstToken
+    ? `prefill-dominated: TTFT is ${ttftShare}${longPrompts ? ` and ${prompts}` : ''}, so users wait mostly for the first token. For RAG-style use (long retrieved context, short answer) judge it by TTFT and prefill throughput rather than decode speed; prefix caching, shorter contexts or chunked prefill move it most`
+    : `prefill-dominated: ${prompts}, so most tokens the server processes are prompt tokens, though TTFT is only ${ttftShare} here and users wait mostly for the answer to stream. For RAG-style use (long retrieved context, short answer) judge prefill throughput and TTFT beside decode speed; prefix caching, shorter contexts or chunked prefill cut the prompt work most`;
+  return { code: 'prefill_dominated', message };
 }
 
 /**

@@ -12,7 +12,7 @@ import {
 import { utcStamp } from '../session/target.js';
 import { resolveEngineConfig } from '../sim/engineModel.js';
 import { engineFlagArgs, engineFromFlags } from '../sim/options.js';
-import { listenForInterrupts, printProblems, runAction } from './common.js';
+import { listenForInterrupts, printProblems, runAction, useColor } from './common.js';
 import { addEngineFlags } from './engineFlags.js';
 
 export function capacityCommand(): Command {
@@ -115,7 +115,7 @@ async function capacity(o: CapacityOptions): Promise<number> {
     );
     if (o.json) process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
     else {
-      const text = renderCapacity(report, process.stdout.isTTY === true);
+      const text = renderCapacity(report, useColor(process.stdout));
       process.stdout.write(`${text}\nResults: ${out}\n`);
     }
     return interrupts.stop.aborted ? EXIT.interrupted : EXIT.ok;

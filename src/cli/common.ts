@@ -3,6 +3,18 @@
  * exit code (one place), and Ctrl-C / SIGTERM turned into abort signals for the session.
  */
 import { EXIT, type ExitCode, InfergaugeError, UsageError } from '../errors.js';
+import { terminalSafe } from '../report/format.js';
+
+/**
+ * Whether to colour what goes to `stream`: never with NO_COLOR set (no-color.org), always with
+ * FORCE_COLOR set (but `0` or `false`), else only on a terminal: a pipe or a file gets plain text.
+ */
+export function useColor(stream: { isTTY?: boolean }): boolean {
+  if (process.env.NO_COLOR) return false;
+  const force = process.env.FORCE_COLOR;
+  if (force !== undefined) return force !== '0' && force !== 'false';
+  return stream.isTTY === true;
+}
 
 /** Prints `infergauge COMMAND: invalid options` (or `what`) and each problem; returns exit code 2. */
 export function printProblems(
@@ -11,14 +23,22 @@ export function printProblems(
   what = 'invalid options',
 ): ExitCode {
   process.stderr.write(
-    `infergauge ${command}: ${what}\n${problems.map((p) => `  - ${p}`).join('\n')}\n`,
+    `infergauge ${command}: ${what}\n${problems.map((p) => `  - ${terminalSafe(p)}`).join('\n')}\n`,
   );
   return EXIT.invalidOptions;
 }
 
 /** Prints each warning as `infergauge COMMAND: warning: ...` on stderr. */
 export function printWarnings(command: string, warnings: readonly string[]): void {
-  for (const w of warnings) process.stderr.write(`infergauge ${command}: warning: ${w}\n`);
+  for (const w of warnings) printNotice(command, `warning: ${w}`);
+}
+
+/**
+ * Prints `infergauge COMMAND: message` on stderr. Messages may quote the server (an error, a model
+ * id), so every one passes terminalSafe: a server cannot send escape sequences to the terminal.
+ */
+export function printNotice(command: string, message: string): void {
+  process.stderr.write(`infergauge ${command}: ${terminalSafe(message)}\n`);
 }
 
 /**
@@ -27,7 +47,7 @@ export function printWarnings(command: string, warnings: readonly string[]): voi
  */
 export function reportError(command: string, err: unknown): ExitCode {
   if (err instanceof UsageError) return printProblems(command, err.problems);
-  process.stderr.write(`infergauge ${command}: ${(err as Error).message}\n`);
+  printNotice(command, (err as Error).message);
   return err instanceof InfergaugeError ? err.exitCode : EXIT.failure;
 }
 

@@ -12,6 +12,7 @@ import {
   renderTerminal,
 } from '../report/compare.js';
 import { type CompareTarget, readCompareTarget } from '../results/compareInput.js';
+import { useColor } from './common.js';
 
 /** Where the command writes; tests pass their own. */
 export interface CompareIo {
@@ -24,7 +25,7 @@ export interface CompareIo {
 const processIo = (): CompareIo => ({
   out: (t) => process.stdout.write(t),
   err: (t) => process.stderr.write(t),
-  color: process.stdout.isTTY === true,
+  color: useColor(process.stdout),
   exit: (code) => {
     process.exitCode = code;
   },

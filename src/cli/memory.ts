@@ -4,7 +4,7 @@ import { type MemoryQuestion, memoryReport } from '../memory/report.js';
 import { describeQuestion, renderMemory } from '../report/memoryText.js';
 import { resolveEngineConfig } from '../sim/engineModel.js';
 import { engineFromFlags } from '../sim/options.js';
-import { printProblems, printWarnings } from './common.js';
+import { printProblems, printWarnings, useColor } from './common.js';
 
 export function memoryCommand(): Command {
   return new Command('memory')
@@ -85,7 +85,7 @@ function memory(o: Record<string, string | boolean | undefined>): number {
       `${JSON.stringify({ question: describeQuestion(question), ...report }, null, 2)}\n`,
     );
   } else {
-    process.stdout.write(`${renderMemory(question, report, process.stdout.isTTY === true)}\n`);
+    process.stdout.write(`${renderMemory(question, report, useColor(process.stdout))}\n`);
   }
   return EXIT.ok;
 }

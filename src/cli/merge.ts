@@ -10,7 +10,7 @@ import {
   readShard,
   waitForShards,
 } from '../results/merge.js';
-import { printProblems, runAction } from './common.js';
+import { printProblems, runAction, useColor } from './common.js';
 import { gate, thresholdOption } from './report.js';
 import { writeHtmlReport } from './run.js';
 
@@ -77,7 +77,7 @@ async function merge(
     const first = shards[0].manifest;
     process.stdout.write(
       `${renderTerminalSummary(summary, {
-        color: process.stdout.isTTY === true,
+        color: useColor(process.stdout),
         model: first.model ?? '',
         endpoint: String(first.plan.endpoint ?? ''),
         outDir: out,

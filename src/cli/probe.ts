@@ -13,7 +13,14 @@ import {
 } from '../session/profiles/probe.js';
 import { utcStamp } from '../session/target.js';
 import { resolveEngineConfig } from '../sim/engineModel.js';
-import { listenForInterrupts, printProblems, printWarnings, runAction } from './common.js';
+import {
+  listenForInterrupts,
+  printNotice,
+  printProblems,
+  printWarnings,
+  runAction,
+  useColor,
+} from './common.js';
 import { addRunOptions, withPlanFile } from './run.js';
 
 /** Options of the probe itself; the rest are run options. */
@@ -176,7 +183,7 @@ async function probe(
       out,
       interrupts.stop,
       {
-        note: (message) => process.stderr.write(`infergauge ${name}: ${message}\n`),
+        note: (message) => printNotice(name, message),
         ...(showProgress
           ? {
               progress: (line) => process.stderr.write(line),
@@ -191,7 +198,7 @@ async function probe(
         description: target,
         endpoint: plan.endpoint,
         ...(prepared.timeScale !== undefined ? { timeScale: prepared.timeScale } : {}),
-        color: process.stdout.isTTY === true,
+        color: useColor(process.stdout),
       };
       const text =
         result.kind === 'prefill'

@@ -15,7 +15,14 @@ import {
   runPlan,
   type ScenarioResult,
 } from '../session/run.js';
-import { listenForInterrupts, printProblems, printWarnings, runAction } from './common.js';
+import {
+  listenForInterrupts,
+  printNotice,
+  printProblems,
+  printWarnings,
+  runAction,
+  useColor,
+} from './common.js';
 import { addEngineFlags } from './engineFlags.js';
 import { gate, thresholdOption } from './report.js';
 
@@ -220,7 +227,7 @@ async function run(options: RunOptions): Promise<number> {
       { ...prepared, plan },
       {
         ...(interrupts ? { stop: interrupts.stop, cancel: interrupts.cancel } : {}),
-        onNotice: (message) => process.stderr.write(`infergauge run: ${message}\n`),
+        onNotice: (message) => printNotice('run', message),
         onStopping: (inFlight, graceS) =>
           process.stderr.write(
             `\ninfergauge run: stopping; ${inFlight} requests in flight get ${graceS} s to finish (Ctrl-C again cancels them)\n`,
@@ -257,7 +264,7 @@ function printSummary(plan: RunPlan, r: ScenarioResult, json: boolean): void {
   }
   process.stdout.write(
     `${renderTerminalSummary(r.summary, {
-      color: process.stdout.isTTY === true,
+      color: useColor(process.stdout),
       model: r.model,
       endpoint: plan.backend === 'openai' ? plan.endpoint : `${plan.backend} native`,
       outDir: r.dir,

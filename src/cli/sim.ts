@@ -179,8 +179,11 @@ export function simCommand(): Command {
 }
 
 function presetTables(): string {
+  // No colour codes (cli-table3's default red heads and grey borders), even on a terminal.
+  const style = { head: [], border: [] };
   const models = new Table({
     head: ['model', 'name', 'params', 'layers', 'hidden', 'heads q/kv', 'context', 'notes'],
+    style,
   });
   for (const m of MODEL_PRESETS) {
     const p = paramCounts(m);
@@ -202,7 +205,7 @@ function presetTables(): string {
       notes,
     ]);
   }
-  const gpus = new Table({ head: ['gpu', 'name', 'memory', 'bandwidth', 'bf16', 'fp8'] });
+  const gpus = new Table({ head: ['gpu', 'name', 'memory', 'bandwidth', 'bf16', 'fp8'], style });
   for (const g of GPU_PRESETS) {
     gpus.push([
       g.id,

@@ -12,7 +12,13 @@ import {
   sweepSettings,
 } from '../session/profiles/sweep.js';
 import { utcStamp } from '../session/target.js';
-import { listenForInterrupts, printProblems, printWarnings, runAction } from './common.js';
+import {
+  listenForInterrupts,
+  printProblems,
+  printWarnings,
+  runAction,
+  useColor,
+} from './common.js';
 import { gate } from './report.js';
 import { addRunOptions, withPlanFile, writeHtmlReport } from './run.js';
 
@@ -115,7 +121,7 @@ async function sweep(options: RunOptions): Promise<number> {
         outcome.target,
         settings.mode,
         outcome.scenarios,
-        process.stdout.isTTY === true,
+        useColor(process.stdout),
       );
       process.stdout.write(`${text}\nResults: ${root}\n`);
     }

@@ -27,13 +27,69 @@ export type PercentileName = keyof typeof PERCENTILES;
 
 /** Percentile `q` (0-100) of ascending `sorted`, linear interpolation as `numpy.percentile`. */
 export function percentileOfSorted(sorted: ArrayLike<number>, q: number): number {
-  const n = sorted.length;
+  return percentileOf(sortedSamples(sorted), q);
+}
+
+/**
+ * Ascending samples read by rank, `at(i)` for 0 <= i < count: a plain sorted array, or weighted
+ * samples whose count is the sum of the weights (so work follows the stored values, not the count).
+ */
+export interface RankedSamples {
+  count: number;
+  at(rank: number): number;
+}
+
+/** An ascending array as ranked samples. */
+export function sortedSamples(sorted: ArrayLike<number>): RankedSamples {
+  return { count: sorted.length, at: (i) => sorted[i] };
+}
+
+/** Percentile `q` of ranked samples, linear interpolation as `numpy.percentile`. */
+export function percentileOf(samples: RankedSamples, q: number): number {
+  const n = samples.count;
   if (n === 0) return Number.NaN;
   const rank = (q / 100) * (n - 1);
   const lo = Math.floor(rank);
   const hi = Math.min(lo + 1, n - 1);
   const frac = rank - lo;
-  return frac === 0 ? sorted[lo] : sorted[lo] + (sorted[hi] - sorted[lo]) * frac;
+  const low = samples.at(lo);
+  return frac === 0 ? low : low + (samples.at(hi) - low) * frac;
+}
+
+/**
+ * Samples given as (value, weight): `weights[i]` copies of `values[i]`, as per-token ITL is `k`
+ * samples of `g / k` per event (docs/metrics.md). Ranks answer exactly as the expanded samples
+ * would, in memory and time that follow the number of pairs, never the weights (a server can
+ * claim 1e17 tokens in one event).
+ */
+export function weightedSamples(
+  values: ArrayLike<number>,
+  weights: ArrayLike<number>,
+): RankedSamples {
+  const order = Array.from({ length: values.length }, (_, i) => i).sort(
+    (a, b) => values[a] - values[b],
+  );
+  const sortedValues = Float64Array.from(order, (i) => values[i]);
+  // cumulative[i]: how many expanded samples lie at or below pair i.
+  const cumulative = new Float64Array(order.length);
+  let total = 0;
+  order.forEach((i, j) => {
+    total += weights[i];
+    cumulative[j] = total;
+  });
+  return {
+    count: total,
+    at(rank: number): number {
+      let lo = 0;
+      let hi = cumulative.length - 1;
+      while (lo < hi) {
+        const mid = (lo + hi) >>> 1;
+        if (cumulative[mid] > rank) hi = mid;
+        else lo = mid + 1;
+      }
+      return sortedValues[lo];
+    },
+  };
 }
 
 /**

@@ -2,6 +2,7 @@
 import Table from 'cli-table3';
 import pc from 'picocolors';
 import type { CapacityLimit, CapacityPrediction, CapacityStep } from '../memory/capacity.js';
+import { terminalSafe } from './format.js';
 
 /** capacity.json. */
 export interface CapacityReport {
@@ -30,7 +31,7 @@ export function renderCapacity(result: CapacityReport, color: boolean): string {
   const { steps } = result;
   const limit = result.limit ?? undefined;
   const prediction = result.prediction ?? undefined;
-  const c = color ? pc : pc.createColors(false);
+  const c = pc.createColors(color);
   const f = (n: number | undefined, digits = 0) =>
     n === undefined || Number.isNaN(n)
       ? '-'
@@ -39,7 +40,7 @@ export function renderCapacity(result: CapacityReport, color: boolean): string {
   const lines: string[] = [];
   lines.push(
     c.bold(
-      `Capacity of ${result.server.model}: closed loop, ${f(result.workload.sequenceTokens)} tokens per sequence`,
+      `Capacity of ${terminalSafe(result.server.model)}: closed loop, ${f(result.workload.sequenceTokens)} tokens per sequence`,
     ),
   );
   if (result.server.simulator) lines.push(`Simulated server: ${result.server.simulator}`);

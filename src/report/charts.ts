@@ -13,7 +13,13 @@ import * as echarts from 'echarts/core';
 import { SVGRenderer } from 'echarts/renderers';
 import type { Cliff, Knee, MaxLoadSearch, Recommendation, SweepPoint } from '../analysis/sweep.js';
 import type { CapacityLimit, CapacityPrediction, CapacityStep } from '../memory/capacity.js';
-import { type Distribution, percentileOfSorted } from '../metrics/distribution.js';
+import {
+  type Distribution,
+  percentileOf,
+  type RankedSamples,
+  sortedSamples,
+  weightedSamples,
+} from '../metrics/distribution.js';
 import { fmtNumber, fmtSig } from '../metrics/format.js';
 import { forEachTokenGap, requestMetrics } from '../metrics/requestMetrics.js';
 import type { RunSummary, Warning } from '../metrics/summary.js';
@@ -448,36 +454,50 @@ export function sample<T>(items: T[], max = MAX_SERIES_POINTS): T[] {
   return out;
 }
 
-/** An empirical CDF of ascending `sorted`: [value, percent at or below] at ~CDF_POINTS places. */
-export function cdfPoints(sorted: ArrayLike<number>, points = CDF_POINTS): [number, number][] {
-  const n = sorted.length;
+/** An empirical CDF of ascending samples: [value, percent at or below] at ~CDF_POINTS places. */
+export function cdfPoints(
+  samples: ArrayLike<number> | RankedSamples,
+  points = CDF_POINTS,
+): [number, number][] {
+  const ranked = ranks(samples);
+  const n = ranked.count;
   if (n === 0) return [];
-  const out: [number, number][] = [[sorted[0], (1 / n) * 100]];
+  const out: [number, number][] = [[ranked.at(0), (1 / n) * 100]];
   const steps = Math.min(points, n);
   for (let k = 1; k <= steps; k++) {
     const i = Math.min(n - 1, Math.ceil((k / steps) * n) - 1);
+    const value = ranked.at(i);
     const previous = out[out.length - 1];
-    if (previous[0] === sorted[i] && previous[1] === ((i + 1) / n) * 100) continue;
-    out.push([sorted[i], ((i + 1) / n) * 100]);
+    if (previous[0] === value && previous[1] === ((i + 1) / n) * 100) continue;
+    out.push([value, ((i + 1) / n) * 100]);
   }
   return out;
 }
 
+function ranks(samples: ArrayLike<number> | RankedSamples): RankedSamples {
+  return 'count' in samples ? samples : sortedSamples(samples);
+}
+
 const measured = (records: RequestRecord[]) => records.filter((r) => r.phase !== 'warmup');
 
-/** Per-token inter-token latencies of the completed requests (sampled for very long runs). */
-function itlSamples(records: RequestRecord[]): Float64Array {
-  let total = 0;
-  for (const r of records) total += Math.max(0, r.outputTokens - 1);
-  const every = Math.max(1, Math.ceil(total / MAX_ITL_SAMPLES));
-  const out: number[] = [];
+/**
+ * Per-token inter-token latencies of the completed requests, one weighted sample per token event
+ * (so the work follows events, not the tokens a server claims); sampled by request for very long runs.
+ */
+function itlSamples(records: RequestRecord[]): RankedSamples {
+  let events = 0;
+  for (const r of records) events += r.events.tokens.length;
+  const every = Math.max(1, Math.ceil(events / MAX_ITL_SAMPLES));
+  const values: number[] = [];
+  const weights: number[] = [];
   records.forEach((r, i) => {
     if (i % every !== 0) return;
     forEachTokenGap(r, (gapMs, tokens) => {
-      for (let k = 0; k < tokens; k++) out.push(gapMs / tokens);
+      values.push(gapMs / tokens);
+      weights.push(tokens);
     });
   });
-  return Float64Array.from(out).sort();
+  return weightedSamples(values, weights);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -506,13 +526,11 @@ export function latencyCharts(run: RunData): ChartSpec[] {
     ).sort();
   const charts: ChartSpec[] = [];
   for (const m of LATENCY_METRICS) {
-    const sorted = m.key === 'itlMs' ? itlSamples(done) : values(m.key);
-    if (sorted.length === 0) continue;
+    const sorted = m.key === 'itlMs' ? itlSamples(done) : ranks(values(m.key));
+    if (sorted.count === 0) continue;
     const d: Distribution | undefined = run.summary.latency?.[m.key];
     const pick = (q: 'p50' | 'p95' | 'p99') =>
-      d && d.count > 0 && Number.isFinite(d[q])
-        ? d[q]
-        : percentileOfSorted(sorted, Number(q.slice(1)));
+      d && d.count > 0 && Number.isFinite(d[q]) ? d[q] : percentileOf(sorted, Number(q.slice(1)));
     const marks: Mark[] = [
       { axis: 'x', value: pick('p50'), label: `p50 ${fmtSig(pick('p50'))}`, at: 'start' },
       {
@@ -536,7 +554,7 @@ export function latencyCharts(run: RunData): ChartSpec[] {
       kind: 'xy',
       id: m.id,
       title: `${m.name}: ${m.long}`,
-      caption: `Share of ${unit} at or below each latency (${fmtNumber(sorted.length)} ${unit === 'tokens' ? 'token gaps' : 'requests'}${sorted.length < (d?.count ?? 0) ? ', sampled' : ''}); p50 ${fmtSig(pick('p50'))} ms, p95 ${fmtSig(pick('p95'))} ms, p99 ${fmtSig(pick('p99'))} ms.`,
+      caption: `Share of ${unit} at or below each latency (${fmtNumber(sorted.count)} ${unit === 'tokens' ? 'token gaps' : 'requests'}${sorted.count < (d?.count ?? 0) ? ', sampled' : ''}); p50 ${fmtSig(pick('p50'))} ms, p95 ${fmtSig(pick('p95'))} ms, p99 ${fmtSig(pick('p99'))} ms.`,
       x: { name: `${m.name} (ms)`, unit: 'ms', scale: true },
       y: [{ name: `% of ${unit}`, min: 0, max: 100, unit: '%' }],
       series: [
@@ -1130,6 +1148,9 @@ export interface PrefillFitJson {
   fixedMs: number;
   tokensPerS: number;
   r2: number;
+  fixedMsUnconstrained?: number;
+  /** Absent in probes saved before it was judged: taken as reliable. */
+  reliable?: boolean;
 }
 
 export interface DecodePointJson {
@@ -1147,6 +1168,9 @@ export interface DecodeFitJson {
   stepMs: number;
   perSequenceMs: number;
   r2: number;
+  held?: { term: 'stepMs' | 'perSequenceMs'; unconstrainedMs: number };
+  /** Absent in probes saved before it was judged: taken as reliable. */
+  reliable?: boolean;
 }
 
 const byBatch = <T extends { batch: number }>(points: T[]) => {

@@ -22,7 +22,7 @@ import {
 } from '../analysis/thresholds.js';
 import { fmtNumber } from '../metrics/format.js';
 import type { CompareTarget } from '../results/compareInput.js';
-import { escapeHtml, escapeMarkdown } from './format.js';
+import { escapeHtml, escapeMarkdown, terminalSafe } from './format.js';
 
 export interface CandidateComparison {
   label: string;
@@ -184,7 +184,7 @@ function allPairs(c: CandidateComparison): 'one' | 'many' {
 }
 
 export function renderTerminal(r: CompareReport, color: boolean): string {
-  const c = color ? pc : pc.createColors(false);
+  const c = pc.createColors(color);
   const paint = (v: Verdict, text: string) =>
     v === 'better' ? c.green(text) : v === 'worse' ? c.red(text) : c.dim(text);
   const lines: string[] = [];
@@ -196,7 +196,11 @@ export function renderTerminal(r: CompareReport, color: boolean): string {
       if (kind === 'many') lines.push(c.bold(pairTitle(p, kind)));
       lines.push(`Load: ${p.load}${p.workload ? `; workload ${p.workload}` : ''}`);
       for (const d of p.differences) {
-        lines.push(p.refused ? c.red(`  not comparable: ${d}`) : c.yellow(`  warning: ${d}`));
+        lines.push(
+          p.refused
+            ? c.red(`  not comparable: ${terminalSafe(d)}`)
+            : c.yellow(`  warning: ${terminalSafe(d)}`),
+        );
       }
       if (p.refused) {
         lines.push(c.red('  not compared (--force compares anyway)'));
@@ -234,7 +238,7 @@ export function renderTerminal(r: CompareReport, color: boolean): string {
     }
     lines.push('');
   }
-  for (const w of r.warnings) lines.push(c.yellow(`warning: ${w}`));
+  for (const w of r.warnings) lines.push(c.yellow(`warning: ${terminalSafe(w)}`));
   lines.push(...footnotes(r).map((f) => c.dim(f)));
   return lines.join('\n');
 }

@@ -32,6 +32,7 @@ import {
   timelineCharts,
 } from './charts.js';
 import { escapeHtml } from './format.js';
+import { noReliableFit } from './probeText.js';
 import { htmlTableOf as table } from './table.js';
 import { describeClientHealth, describeLoad } from './terminal.js';
 
@@ -878,14 +879,17 @@ function sweepReport(input: Extract<ReportInput, { kind: 'sweep' }>, charts: Cha
       }
     }
   }
+  // "chat: meets ttft<300 up to 24, saturates past 32, at most 8,900 output tok/s measured",
+  // each fact only where it holds.
   const headlineFacts = scenarios.map((s) => {
-    const best =
-      s.search && s.search.best > 0
-        ? ` meets ${s.search.slos.join(', ')} up to ${fmtSig(s.search.best)}`
-        : '';
-    const knee = s.knee ? `, saturates past ${fmtSig(s.knee.saturatesAt)}` : '';
+    const facts: string[] = [];
+    if (s.search && s.search.best > 0) {
+      facts.push(`meets ${s.search.slos.join(', ')} up to ${fmtSig(s.search.best)}`);
+    }
+    if (s.knee) facts.push(`saturates past ${fmtSig(s.knee.saturatesAt)}`);
     const top = Math.max(...s.points.map((p) => p.outputTokensPerS));
-    return `${s.scenario}:${best}${knee}, at most ${fmtNumber(top)} output tok/s measured`;
+    facts.push(`at most ${fmtNumber(top)} output tok/s measured`);
+    return `${s.scenario}: ${facts.join(', ')}`;
   });
   const sections: Section[] = [
     {
@@ -968,7 +972,9 @@ function probeReport(input: Extract<ReportInput, { kind: 'probe' }>, charts: Cha
   let body: string;
   if (kind === 'prefill') {
     const ps = points as unknown as PrefillPointJson[];
-    const f = fit as unknown as PrefillFitJson | undefined;
+    const judged = fit as unknown as PrefillFitJson | undefined;
+    // A fit that explains its points poorly is no finding: no headline figure, no line drawn.
+    const f = judged?.reliable === false ? undefined : judged;
     const q = obj(fit?.quadratic);
     headline = f
       ? `Prefill probe of ${model}: ${fmtNumber(f.tokensPerS)} prefill tok/s, ${fmtSig(f.fixedMs)} ms fixed latency`
@@ -986,16 +992,19 @@ function probeReport(input: Extract<ReportInput, { kind: 'probe' }>, charts: Cha
       ]);
     body = `${
       f
-        ? `<ul class="findings"><li>${esc(`TTFT ~ ${fmtSig(f.fixedMs)} ms + n / ${fmtNumber(f.tokensPerS)} tok/s on batch ${f.batch} (r² ${fmtNumber(f.r2, 4)})`)}</li>${
+        ? `<ul class="findings"><li>${esc(`TTFT ~ ${fmtSig(f.fixedMs)} ms + n / ${fmtNumber(f.tokensPerS)} tok/s on batch ${f.batch} (r² ${fmtNumber(f.r2, 4)})${f.fixedMsUnconstrained !== undefined ? `; fixed latency held at 0: least squares gave ${fmtSig(f.fixedMsUnconstrained)} ms, below its physical range` : ''}`)}</li>${
             q
               ? `<li>${esc(`with a parabola: n² term ${pct(num(q.shareAtMax), 1)} of TTFT at the longest input: ${q.matters === true ? 'attention matters here' : 'attention is not the cost here'}`)}</li>`
               : ''
           }</ul>`
-        : '<p>No fit: too few lengths completed.</p>'
+        : judged
+          ? `<p>${esc(noReliableFit('TTFT against n', judged.r2, `batch ${judged.batch}`))}</p>`
+          : '<p>No fit: too few lengths completed.</p>'
     }${table(['input tokens', 'batch', 'completed', 'TTFT mean', 'TTFT p50', 'TTFT p99', 'prefill tok/s'], rows)}${charts.grid(prefillCharts(ps, f))}`;
   } else {
     const ps = points as unknown as DecodePointJson[];
-    const f = fit as unknown as DecodeFitJson | undefined;
+    const judged = fit as unknown as DecodeFitJson | undefined;
+    const f = judged?.reliable === false ? undefined : judged;
     headline = f
       ? `Decode probe of ${model}: ${fmtSig(f.stepMs)} ms per step at batch 1, +${fmtSig(f.perSequenceMs)} ms per sequence`
       : `Decode probe of ${model}`;
@@ -1013,8 +1022,10 @@ function probeReport(input: Extract<ReportInput, { kind: 'probe' }>, charts: Cha
       ]);
     body = `${
       f
-        ? `<ul class="findings"><li>${esc(`TPOT ~ ${fmtSig(f.stepMs)} ms + ${fmtSig(f.perSequenceMs)} ms x concurrency (r² ${fmtNumber(f.r2, 4)})`)}</li></ul>`
-        : '<p>No fit: too few levels completed.</p>'
+        ? `<ul class="findings"><li>${esc(`TPOT ~ ${fmtSig(f.stepMs)} ms + ${fmtSig(f.perSequenceMs)} ms x concurrency (r² ${fmtNumber(f.r2, 4)})${f.held ? `; ${f.held.term === 'stepMs' ? 'per-step cost' : 'per-sequence cost'} held at 0: least squares gave ${fmtSig(f.held.unconstrainedMs)} ms, below its physical range` : ''}`)}</li></ul>`
+        : judged
+          ? `<p>${esc(noReliableFit('TPOT against concurrency', judged.r2, `${ps.length} levels`))}</p>`
+          : '<p>No fit: too few levels completed.</p>'
     }${table(['concurrency', 'measured', 'completed', 'ITL p50', 'ITL p99', 'TPOT mean', 'per user tok/s', 'system tok/s'], rows)}${charts.grid(decodeCharts(ps, f))}`;
   }
   const meta = { ...probe, points: `${points.length} points` };

@@ -30,7 +30,7 @@ export function describeQuestion(q: MemoryQuestion) {
 
 /** One screen: the footprint, vLLM's plan, and the answers. */
 export function renderMemory(q: MemoryQuestion, r: MemoryReport, color: boolean): string {
-  const c = color ? pc : pc.createColors(false);
+  const c = pc.createColors(color);
   const g = r.perGpu;
   const lines: string[] = [];
   const per = q.tp > 1 ? ' per GPU' : '';

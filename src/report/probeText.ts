@@ -5,12 +5,14 @@ import pc from 'picocolors';
 import {
   type DecodeModel,
   type DecodeRow,
+  MIN_FIT_R2,
   type PrefillModel,
   type PrefillRow,
   QUADRATIC_SHARE,
 } from '../analysis/probe.js';
 import { fmtNumber } from '../metrics/format.js';
 import type { Warning } from '../metrics/summary.js';
+import { terminalSafe } from './format.js';
 
 /** A probe point as saved in probe.json: its row, its run directory, its summary's warnings. */
 export type PrefillPoint = PrefillRow & { dir: string; warnings: Warning[] };
@@ -54,8 +56,13 @@ export function formatPrefillModel(m: PrefillModel): string[] {
   const n = m.batch === 1 ? 'n' : `n x ${m.batch}`;
   const n2 = m.batch === 1 ? 'n²' : `(n x ${m.batch})²`;
   const range = `${num(m.tokens.min)}-${num(m.tokens.max)} tokens${m.batch === 1 ? '' : ' per batch'}`;
+  if (m.reliable === false) return [noReliableFit(`TTFT against ${n}`, m.r2, range)];
+  const held =
+    m.fixedMsUnconstrained !== undefined
+      ? `; fixed latency held at 0: least squares gave ${formatMs(m.fixedMsUnconstrained)} ms, below its physical range`
+      : '';
   const lines = [
-    `TTFT ~ ${formatMs(m.fixedMs)} ms + ${n} / ${sig3(m.tokensPerS)} tok/s (r2 ${m.r2.toFixed(4)}, batch ${m.batch}, ${range}): fixed latency ${formatMs(m.fixedMs)} ms, prefill ${sig3(m.tokensPerS)} tok/s`,
+    `TTFT ~ ${formatMs(m.fixedMs)} ms + ${n} / ${sig3(m.tokensPerS)} tok/s (r2 ${m.r2.toFixed(4)}, batch ${m.batch}, ${range}): fixed latency ${formatMs(m.fixedMs)} ms, prefill ${sig3(m.tokensPerS)} tok/s${held}`,
   ];
   const q = m.quadratic;
   if (q) {
@@ -75,12 +82,22 @@ export function formatPrefillModel(m: PrefillModel): string[] {
   return lines;
 }
 
-/** "TPOT ~ 7.1 ms + 0.021 ms x concurrency (r2 0.9990, concurrency 1-64)". */
-export function formatDecodeModel(m: DecodeModel): string {
-  return `TPOT ~ ${formatMs(m.stepMs)} ms + ${formatMs(m.perSequenceMs)} ms x concurrency (r2 ${m.r2.toFixed(4)}, concurrency ${m.concurrency.min}-${m.concurrency.max}): per-step cost at batch 1 ${formatMs(m.stepMs)} ms, each further sequence adds ${formatMs(m.perSequenceMs)} ms`;
+/** What a fit whose line explains its points poorly says instead of its numbers. */
+export function noReliableFit(what: string, r2: number, range: string): string {
+  return `No reliable fit of ${what} (r2 ${r2.toFixed(4)} < ${MIN_FIT_R2}, ${range}): the points scatter about any line; read the table`;
 }
 
-/** What the heading and notes say about the target. */
+/** "TPOT ~ 7.1 ms + 0.021 ms x concurrency (r2 0.9990, concurrency 1-64)". */
+export function formatDecodeModel(m: DecodeModel): string {
+  const range = `concurrency ${m.concurrency.min}-${m.concurrency.max}`;
+  if (m.reliable === false) return noReliableFit('TPOT against concurrency', m.r2, range);
+  const held = m.held
+    ? `; ${m.held.term === 'stepMs' ? 'per-step cost' : 'per-sequence cost'} held at 0: least squares gave ${formatMs(m.held.unconstrainedMs)} ms, below its physical range`
+    : '';
+  return `TPOT ~ ${formatMs(m.stepMs)} ms + ${formatMs(m.perSequenceMs)} ms x concurrency (r2 ${m.r2.toFixed(4)}, ${range}): per-step cost at batch 1 ${formatMs(m.stepMs)} ms, each further sequence adds ${formatMs(m.perSequenceMs)} ms${held}`;
+}
+
+/** What the heading and notes say about the target (the description may hold server text). */
 export interface ProbeTarget {
   /** The runner's description: model, and the simulated deployment if any. */
   description: string;
@@ -106,7 +123,7 @@ export function renderPrefill(
   fit: PrefillModel | undefined,
   r: ProbeTarget,
 ): string {
-  const c = r.color ? pc : pc.createColors(false);
+  const c = pc.createColors(r.color);
   const counted = points.some((p) => Math.abs(p.countedInputTokens - p.inputTokens) >= 0.5);
   const head = [
     'input',
@@ -134,7 +151,7 @@ export function renderPrefill(
     ]);
   }
   const lines = [
-    c.bold(`Prefill probe (max_tokens 1, ${r.endpoint}): ${r.description}`),
+    c.bold(`Prefill probe (max_tokens 1, ${r.endpoint}): ${terminalSafe(r.description)}`),
     '',
     table.toString(),
     `(input tokens per request; latency in ms, p99 of a few requests is about their slowest; prefill tok/s: input tokens per second at that batch (its measured concurrency beside it), input x batch / mean TTFT when a batch runs in lockstep; TTFT includes the fixed latency of HTTP and the server's front end${timeScaleNote(r.timeScale)})`,
@@ -150,7 +167,7 @@ export function renderDecode(
   fit: DecodeModel | undefined,
   r: ProbeTarget,
 ): string {
-  const c = r.color ? pc : pc.createColors(false);
+  const c = pc.createColors(r.color);
   const head = [
     'concurrency',
     'measured',
@@ -177,7 +194,7 @@ export function renderDecode(
     ]);
   }
   const lines = [
-    c.bold(`Decode probe (closed loops, ${r.endpoint}): ${r.description}`),
+    c.bold(`Decode probe (closed loops, ${r.endpoint}): ${terminalSafe(r.description)}`),
     '',
     table.toString(),
     `(latency in ms, p99 of a few requests is about their slowest; per-user tok/s = 1000 / mean TPOT; system decode tok/s = measured concurrency x per-user tok/s; out tokens: mean per request${timeScaleNote(r.timeScale)})`,

@@ -5,6 +5,7 @@ import pc from 'picocolors';
 import type { Cliff, Knee, MaxLoadSearch, Recommendation, SweepPoint } from '../analysis/sweep.js';
 import { fmtNumber } from '../metrics/format.js';
 import type { Warning } from '../metrics/summary.js';
+import { terminalSafe } from './format.js';
 
 /** One scenario's sweep, as saved in sweep.json. */
 export interface ScenarioSweep {
@@ -24,10 +25,10 @@ export function renderSweep(
   results: ScenarioSweep[],
   color: boolean,
 ): string {
-  const c = color ? pc : pc.createColors(false);
+  const c = pc.createColors(color);
   const f = (n: number | undefined, digits = 0) => fmtNumber(n ?? Number.NaN, digits);
   const lv = (n: number | undefined) => f(n, mode === 'rate' ? 2 : 0);
-  const lines: string[] = [c.bold(`Sweep of ${target}`), ''];
+  const lines: string[] = [c.bold(`Sweep of ${terminalSafe(target)}`), ''];
   for (const r of results) {
     lines.push(c.bold(`Scenario ${r.scenario}`));
     const table = new Table({
@@ -85,7 +86,7 @@ export function renderSweep(
     lines.push('Operating points:');
     for (const rec of r.recommendations)
       lines.push(`  ${rec.profile} (${rec.rule}): ${rec.costs}.`);
-    for (const w of r.warnings) lines.push(c.yellow(`  warning: ${w.message}`));
+    for (const w of r.warnings) lines.push(c.yellow(`  warning: ${terminalSafe(w.message)}`));
     lines.push('');
   }
   return lines.join('\n');

@@ -5,6 +5,7 @@ import { fmtNumber, fmtUpTo } from '../metrics/format.js';
 import type { RunSummary } from '../metrics/summary.js';
 import { seriesName } from '../telemetry/prometheus.js';
 import type { ServerMemorySummary, ServerMetricsSummary } from '../telemetry/summary.js';
+import { terminalSafe } from './format.js';
 import { type Column, terminalTable } from './table.js';
 
 export interface TerminalOptions {
@@ -76,7 +77,8 @@ function serverLine(m: ServerMetricsSummary): { line: string; covered: Set<strin
       if (h.covers) covered.add(h.covers);
     }
   }
-  const failed = m.failedScrapes > 0 ? `, ${m.failedScrapes} failed (${m.firstError})` : '';
+  const failed =
+    m.failedScrapes > 0 ? `, ${m.failedScrapes} failed (${terminalSafe(m.firstError)})` : '';
   return {
     line: `Server metrics (${m.scrapes} scrapes${failed})${parts.length > 0 ? `: ${parts.join(', ')}` : ''}`,
     covered,
@@ -170,7 +172,7 @@ function servedTokens(summary: RunSummary, perRequest: (n: number) => number): s
 
 /** The human summary of one run, as printed at its end. */
 export function renderTerminalSummary(summary: RunSummary, options: TerminalOptions): string {
-  const c = options.color ? pc : pc.createColors(false);
+  const c = pc.createColors(options.color);
   const lines: string[] = [];
   // The verdict comes first: every number below may be the client's, not the server's.
   if (summary.clientHealth?.clientLimited) {
@@ -188,9 +190,10 @@ export function renderTerminalSummary(summary: RunSummary, options: TerminalOpti
     `${fmtNumber(perRequest(summary.tokens.requestedInput))} in / ${fmtNumber(perRequest(summary.tokens.requestedOutput))} out tokens${servedTokens(summary, perRequest)}`,
   ];
   if (options.endpoint) facts.push(`${options.endpoint} endpoint`);
-  if (options.model) facts.push(`model ${options.model}`);
+  // The model id, warnings and notes below may be server text: no escape sequences pass.
+  if (options.model) facts.push(`model ${terminalSafe(options.model)}`);
   lines.push(c.bold(facts.join(', ')));
-  if (options.simulator) lines.push(`Simulated server: ${options.simulator}`);
+  if (options.simulator) lines.push(`Simulated server: ${terminalSafe(options.simulator)}`);
   if (summary.interrupted) lines.push(c.yellow('Interrupted: only finished requests are counted.'));
   lines.push('');
 
@@ -242,7 +245,7 @@ export function renderTerminalSummary(summary: RunSummary, options: TerminalOpti
   if (h) {
     const verdict = h.clientLimited ? c.red('client-limited') : c.green('ok');
     lines.push(`Client health: ${describeClientHealth(h)}: ${verdict}`);
-    for (const note of h.notes ?? []) lines.push(`  ${note}`);
+    for (const note of h.notes ?? []) lines.push(`  ${terminalSafe(note)}`);
   }
   const server = options.serverMetrics;
   if (server) {
@@ -259,7 +262,7 @@ export function renderTerminalSummary(summary: RunSummary, options: TerminalOpti
   ];
   if (warnings.length > 0) {
     lines.push('Warnings:');
-    for (const w of warnings) lines.push(c.yellow(`  - ${w.message}`));
+    for (const w of warnings) lines.push(c.yellow(`  - ${terminalSafe(w.message)}`));
   }
   if (options.outDir) lines.push(`Results: ${options.outDir}`);
   return lines.join('\n');
