@@ -209,7 +209,8 @@ export interface RunSample {
   sendOrder: Uint32Array;
   /** Per-token ITL, stored per token event: value (ms per token) and tokens it stands for. */
   itlValue: Float64Array;
-  itlTokens: Uint32Array;
+  /** Tokens of each event: Float64, as a count read from an old record may exceed 2^32. */
+  itlTokens: Float64Array;
   /** Events of counted request i are [itlStart[i], itlStart[i + 1]). */
   itlStart: Uint32Array;
   requestedInput: Moments;
@@ -234,7 +235,7 @@ export class RunSampleBuilder {
   private readonly sendKey = new GrowableF64();
   private readonly failedFlag: number[] = [];
   private readonly itlValue = new GrowableF64();
-  private readonly itlTokens = new GrowableU32();
+  private readonly itlTokens = new GrowableF64();
   private readonly itlStart = new GrowableU32();
   private readonly requestedInput = new MomentsBuilder();
   private readonly requestedOutput = new MomentsBuilder();
@@ -400,7 +401,7 @@ function makeBlocks(sample: RunSample): Blocks {
 interface EventSet {
   values: Float64Array;
   /** Undefined: every weight is 1. */
-  weights: Uint32Array | undefined;
+  weights: Float64Array | undefined;
   block: Uint32Array;
   blockWeight: Float64Array;
   total: number;
