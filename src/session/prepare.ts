@@ -4,6 +4,7 @@
  * share it.
  */
 import { shardOf, wholeRun } from '../loadgen/shard.js';
+import { parseFlagNumber, TIME_SCALE } from '../plan/flagNumber.js';
 import {
   PlanError,
   parseRunPlan,
@@ -54,9 +55,8 @@ export function prepareRun(options: RunOptions, command = 'run'): PreparedRun {
   } else {
     simulated = engineFromFlags(simModel, rest);
     problems.push(...simulated.problems);
-    if (timeScale !== undefined && !(Number(timeScale) > 0)) {
-      problems.push(`--time-scale must be a number above 0 (got "${timeScale}")`);
-    }
+    const scale = timeScale === undefined ? undefined : parseFlagNumber(timeScale, TIME_SCALE);
+    if (scale && 'problem' in scale) problems.push(`--time-scale ${scale.problem}`);
     if (simulate && (input.workers ?? input.shard ?? input.startAt) !== undefined) {
       problems.push('--workers, --shard and --start-at apply to real-time runs, not to --simulate');
     }
