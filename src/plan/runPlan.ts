@@ -10,7 +10,11 @@ import type { SloCondition } from '../metrics/slo.js';
 import { parseSlo } from '../metrics/slo.js';
 import { openLoadProblems } from '../workload/arrivals.js';
 import { type Dataset, readDataset } from '../workload/datasets.js';
-import { formatLengthDistribution, parseLengthDistribution } from '../workload/distributions.js';
+import {
+  formatLengthDistribution,
+  type LengthDistribution,
+  parseLengthDistribution,
+} from '../workload/distributions.js';
 import {
   maximumLength,
   parseScenarioList,
@@ -595,6 +599,19 @@ function buildScenarios(o: z.infer<typeof schema>, problems: string[]): Scenario
   return scenarios.map((s) => {
     const scenario = withLengths(s, o.inputTokens, o.outputTokens);
     if (o.sharedPrefix !== undefined) scenario.sharedPrefixTokens = o.sharedPrefix;
+    for (const [field, d] of [
+      ['inputTokens', scenario.input],
+      ['outputTokens', scenario.output],
+    ] as const) {
+      if (lowestLength(d) < 1) {
+        problems.push(
+          problem(
+            field,
+            `can be 0 in scenario "${scenario.name}" (${formatLengthDistribution(d)}): servers refuse ${field === 'inputTokens' ? 'an empty prompt (vLLM: "the decoder prompt cannot be empty")' : 'max_tokens 0 (vLLM: "max_tokens must be at least 1")'}; every length must be at least 1`,
+          ),
+        );
+      }
+    }
     const prefix = scenario.sharedPrefixTokens ?? 0;
     // Shorter draws are lifted to the prefix; a distribution that never reaches it is an error.
     if (prefix > 0 && maximumLength(scenario.input) < prefix) {
@@ -604,6 +621,20 @@ function buildScenarios(o: z.infer<typeof schema>, problems: string[]): Scenario
     }
     return scenario;
   });
+}
+
+/** The smallest length `d` can ask for; drawn distributions are kept at 1 or more when drawn. */
+function lowestLength(d: LengthDistribution): number {
+  switch (d.kind) {
+    case 'fixed':
+      return d.value;
+    case 'uniform':
+      return d.min;
+    case 'empirical':
+      return Math.min(...d.values);
+    default:
+      return 1;
+  }
 }
 
 /** What the chosen backend cannot do, said before anything is sent. */
