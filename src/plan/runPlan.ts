@@ -42,8 +42,11 @@ export interface RunPlan {
   scenarios: Scenario[];
   /** How prompt tokens are counted: 'words', 'o200k_base', 'cl100k_base', 'server' or a path. */
   tokenizer: string;
-  /** Trace replay: its entries give each request's time and lengths (not kept in the manifest). */
-  trace?: { path: string; entries: TraceEntry[] };
+  /**
+   * Trace replay: its entries give each request's time and lengths (not kept in the manifest),
+   * and what reading it changed (sorted, shifted), for the command to warn about.
+   */
+  trace?: { path: string; entries: TraceEntry[]; notes?: string[] };
   /** Prompts (and output lengths) from a dataset file. */
   dataset?: { path: string; data: Dataset };
   temperature: number;
@@ -360,7 +363,9 @@ export function parseRunPlan(input: RunPlanInput, env: NodeJS.ProcessEnv = {}): 
   let trace: RunPlan['trace'];
   if (input.trace !== undefined) {
     try {
-      trace = { path: input.trace, entries: readTrace(input.trace) };
+      const notes: string[] = [];
+      const entries = readTrace(input.trace, undefined, (note) => notes.push(note));
+      trace = { path: input.trace, entries, ...(notes.length > 0 ? { notes } : {}) };
     } catch (err) {
       problems.push(`--trace: ${indent((err as Error).message)}`);
     }

@@ -87,7 +87,7 @@ export function prepareRun(options: RunOptions, command = 'run'): PreparedRun {
       problems.push(`--shard ${plan.shard.index}/${plan.shard.count}: ${(err as Error).message}`);
     }
   }
-  const warnings = [...(simulated?.warnings ?? [])];
+  const warnings = [...(simulated?.warnings ?? []), ...(plan?.trace?.notes ?? [])];
   if (plan && plan.temperature > 0) {
     warnings.push(
       `temperature ${plan.temperature}: sampling noise will move output lengths and timings from run to run`,
