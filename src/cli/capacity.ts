@@ -3,6 +3,7 @@ import { Command } from '@commander-js/extra-typings';
 import { EXIT } from '../errors.js';
 import { type CapacityPrediction, predictCapacity } from '../memory/capacity.js';
 import { EngineStartError, planVllmMemory } from '../memory/footprint.js';
+import { apiKeyProblem, urlCredentialsProblem } from '../plan/runPlan.js';
 import { renderCapacity } from '../report/capacityText.js';
 import {
   type CapacityOptions,
@@ -69,6 +70,12 @@ async function capacity(o: CapacityOptions): Promise<number> {
   if (o.apiKeyEnv !== undefined && apiKey === undefined) {
     problems.push(`--api-key-env names ${o.apiKeyEnv}, which is not set in the environment`);
   }
+  const badKey =
+    apiKey === undefined
+      ? undefined
+      : apiKeyProblem(o.apiKeyEnv ?? 'OPENAI_API_KEY', apiKey, o.apiKeyEnv !== undefined);
+  const badUrl = o.url === undefined ? undefined : urlCredentialsProblem('--url', o.url);
+  problems.push(...[badKey, badUrl].filter((p) => p !== undefined));
   if (problems.length > 0) return printProblems('capacity', problems);
   let prediction: CapacityPrediction | undefined;
   let predictionNote: string | undefined;

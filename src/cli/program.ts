@@ -1,5 +1,6 @@
 /** The command line: every command, its options and help (parsed by main.ts). */
-import { Command } from '@commander-js/extra-typings';
+import { Command, CommanderError, type CommandUnknownOpts } from '@commander-js/extra-typings';
+import { EXIT } from '../errors.js';
 import { VERSION } from '../version.js';
 import { capacityCommand } from './capacity.js';
 import { compareCommand } from './compare.js';
@@ -14,7 +15,7 @@ import { simCommand } from './sim.js';
 import { sweepCommand } from './sweep.js';
 
 export function program(): Command {
-  return new Command('infergauge')
+  const root = new Command('infergauge')
     .description(
       'Measure LLM serving endpoints: throughput, latency (TTFT, ITL, TPOT, E2E with p95/p99) and memory.\nWithout --url, `run` benchmarks the built-in simulated server.',
     )
@@ -34,5 +35,45 @@ export function program(): Command {
     .addHelpText(
       'after',
       "\nExamples:\n  infergauge run                                   benchmark the built-in simulator\n  infergauge run --url http://127.0.0.1:8000 --concurrency 64 --requests 1000\n  infergauge run --url http://127.0.0.1:8000 --rate 4 --duration 120 --slo 'ttft<500,tpot<50'\n  infergauge sim --port 8000                       serve the simulator for other tools\n  infergauge run --scenario chat,creative,summarize --tokenizer o200k_base\n  infergauge plan --print --plan plan.yaml        the effective plan, nothing sent\n  infergauge sweep --scenario chat,creative,summarize --find-max --slo 'ttft.p99<500,itl.p99<50'\n  infergauge probe prefill --simulate --model llama-3.1-8b --gpu h100     TTFT against input length, prefill rate\n  infergauge probe decode --url http://127.0.0.1:8000 --ignore-eos         ITL and decode tok/s against concurrency\n  infergauge memory --model llama-3-8b --gpu h100 --context 32768\n  infergauge compare results/h100 results/h200 --md compare.md --threshold 'ttft.p99<500'\n  infergauge capacity --model llama-3.1-8b --gpu rtx4090 --max-model-len 8192\n  infergauge run --url http://vllm:8000 --plan plan.yaml --shard 0/4 --start-at 2026-11-30T09:00:00Z --out res/shard-0\n  infergauge merge --out res/merged res/shard-*\n  infergauge k8s job --shards 8 --plan plan.yaml --image registry/infergauge:0.1.0 > job.yaml\n\nExit codes: 0 done, 1 failed to run, 2 invalid options, 3 a CI threshold failed, 130 interrupted (summary still written).",
-    );
+    )
+    .hook('preAction', (_root, action) => refuseEmptyValues(action));
+  forEachCommand(root, (c) => c.exitOverride(usageExit));
+  return root;
+}
+
+/** `command` and every command under it (addCommand does not pass settings down). */
+function forEachCommand(command: CommandUnknownOpts, f: (c: CommandUnknownOpts) => void): void {
+  f(command);
+  for (const sub of command.commands) forEachCommand(sub, f);
+}
+
+/**
+ * Commander's own usage errors (unknown option or command, missing value, extra argument) keep
+ * their message but exit 2 as every other invalid option does; help and --version exit 0.
+ */
+function usageExit(err: CommanderError): never {
+  throw new CommanderError(
+    err.exitCode === 0 ? EXIT.ok : EXIT.invalidOptions,
+    err.code,
+    err.message,
+  );
+}
+
+/**
+ * An option given an empty value (`--seed ''`) is bad usage for every command: read as a number
+ * it would silently become 0, and no name, path or URL is empty.
+ */
+function refuseEmptyValues(command: CommandUnknownOpts): void {
+  for (const option of command.options) {
+    const key = option.attributeName();
+    if (command.getOptionValueSource(key) !== 'cli') continue;
+    const value: unknown = command.getOptionValue(key);
+    const values = Array.isArray(value) ? value : [value];
+    if (values.some((v) => typeof v === 'string' && v.trim() === '')) {
+      command.error(
+        `error: ${option.long ?? option.flags} was given an empty value (an empty string is not 0): give a value or leave the option out`,
+        { exitCode: EXIT.invalidOptions, code: 'infergauge.emptyValue' },
+      );
+    }
+  }
 }

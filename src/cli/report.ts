@@ -11,7 +11,8 @@ import { markdownSummary } from '../report/markdown.js';
 import { resultPath, writeJson } from '../results/layout.js';
 import { loadReportInput } from '../results/load.js';
 import { isDirectory, loadSavedRuns } from '../results/reader.js';
-import { printProblems, runAction } from './common.js';
+import { writeSummary } from '../results/runFiles.js';
+import { printProblems, printWarnings, runAction } from './common.js';
 
 /** `--threshold` is repeatable. */
 export function thresholdOption(): Option {
@@ -66,6 +67,10 @@ export function reportCommand() {
     .option('--md <file>', 'write a Markdown summary (for a CI job summary or a PR comment)')
     .option('--compat <format>', 'also write the result JSON of another tool: vllm (bench serve)')
     .option('--compat-out <file>', 'where --compat writes (default: <dir>/vllm-bench-result.json)')
+    .option(
+      '--write-summary',
+      'write summary.json for a run that was killed before it wrote one (rebuilt from its records)',
+    )
     .addOption(thresholdOption())
     .action((dir, o) => runAction('report', () => report(dir, o as ReportOptions)));
 }
@@ -76,6 +81,7 @@ interface ReportOptions {
   md?: string;
   compat?: string;
   compatOut?: string;
+  writeSummary?: boolean;
   threshold?: string[];
 }
 
@@ -84,9 +90,21 @@ async function report(dir: string, o: ReportOptions): Promise<number> {
   if (o.compat !== undefined && o.compat !== 'vllm') {
     return printProblems('report', [`--compat ${o.compat} is not known; use --compat vllm`]);
   }
-  const runs = await loadSavedRuns(dir);
+  // A killed run (no summary, a torn last line) is reported from its records, with a warning.
+  const said = new Set<string>();
+  const warn = (message: string) => {
+    if (!said.has(message)) printWarnings('report', [message]);
+    said.add(message);
+  };
+  const runs = await loadSavedRuns(dir, warn);
+  if (o.writeSummary) {
+    for (const r of runs.filter((run) => run.unfinished)) {
+      writeSummary(r.dir, r.summary, undefined);
+      process.stdout.write(`Summary: ${resultPath(r.dir, 'summary')} (rebuilt)\n`);
+    }
+  }
   const html = o.html ?? resultPath(dir, 'report');
-  writeFileSync(html, renderHtmlReport(await loadReportInput(dir)));
+  writeFileSync(html, renderHtmlReport(await loadReportInput(dir, warn)));
   process.stdout.write(`HTML report: ${html}\n`);
   if (o.csv !== undefined) {
     mkdirSync(o.csv, { recursive: true });

@@ -1,8 +1,9 @@
-import { Command, Option } from '@commander-js/extra-typings';
+import { Command, InvalidArgumentError, Option } from '@commander-js/extra-typings';
 import Table from 'cli-table3';
 import { formatWeightFormat } from '../memory/dtype.js';
 import { GPU_PRESETS } from '../memory/hardware.js';
 import { MODEL_PRESETS, paramCounts } from '../memory/model.js';
+import { type NumberRule, parseFlagNumber, TIME_SCALE } from '../plan/flagNumber.js';
 import {
   buildSimEngine,
   type SimEngine,
@@ -16,13 +17,12 @@ import { startSimServer } from '../sim/server.js';
 import { printWarnings } from './common.js';
 import { addEngineFlags } from './engineFlags.js';
 
-function number(name: string, min: number) {
+/** A numeric option's parser: commander reports a bad value as bad usage (exit 2). */
+function number(rule: NumberRule) {
   return (value: string): number => {
-    const n = Number(value);
-    if (!Number.isFinite(n) || n < min) {
-      throw new Error(`${name} must be a number >= ${min} (got "${value}")`);
-    }
-    return n;
+    const parsed = parseFlagNumber(value, rule);
+    if ('problem' in parsed) throw new InvalidArgumentError(`It ${parsed.problem}.`);
+    return parsed.value;
   };
 }
 
@@ -33,7 +33,12 @@ export function simCommand(): Command {
       'Run the built-in simulated OpenAI-compatible server: a vLLM-like engine on a modelled GPU (ground truth at GET /debug/truth, Prometheus at GET /metrics).',
     )
     .option('--list', 'list model and GPU presets and exit')
-    .option('--port <port>', 'port to listen on (0 picks a free one)', number('--port', 0), 8000)
+    .option(
+      '--port <port>',
+      'port to listen on (0 picks a free one)',
+      number({ min: 0, max: 65_535, integer: true }),
+      8000,
+    )
     .option('--host <host>', 'address to bind', '127.0.0.1')
     .option(
       '--model <preset|config.json>',
@@ -43,24 +48,24 @@ export function simCommand(): Command {
     .option(
       '--time-scale <x>',
       'real seconds per simulated second (0.1 runs 10x faster than the modelled GPU)',
-      number('--time-scale', 1e-6),
+      number(TIME_SCALE),
       1,
     )
     .option(
       '--faults <spec>',
       "inject faults, e.g. '429=0.05,500=0.01,reset=0.01@10,stall=0.02:1500@3,malformed=0.01@2,slow-start=0.1:2000'",
     )
-    .option('--fault-seed <n>', 'seed of the fault draws', number('--fault-seed', 0), 1)
+    .option('--fault-seed <n>', 'seed of the fault draws', number({ min: 0, integer: true }), 1)
     .option(
       '--chat-template-tokens <n>',
       'tokens a chat template adds to every chat prompt (counted in usage and processed)',
-      number('--chat-template-tokens', 0),
+      number({ min: 0, integer: true }),
       0,
     )
     .option(
       '--truth-limit <n>',
       'ground-truth records kept for /debug/truth',
-      number('--truth-limit', 0),
+      number({ min: 0, integer: true }),
       10_000,
     )
     .addOption(
@@ -71,31 +76,31 @@ export function simCommand(): Command {
     .option(
       '--ttft-base-ms <ms>',
       'scripted: TTFT = base + per-input-token x input tokens',
-      number('--ttft-base-ms', 0),
+      number({ min: 0 }),
       d.ttftBaseMs,
     )
     .option(
       '--ttft-per-input-token-ms <ms>',
       'scripted: prefill time per input token',
-      number('--ttft-per-input-token-ms', 0),
+      number({ min: 0 }),
       d.ttftPerInputTokenMs,
     )
     .option(
       '--itl-ms <ms>',
       'scripted: time per output token after the first',
-      number('--itl-ms', 0),
+      number({ min: 0 }),
       d.itlMs,
     )
     .option(
       '--tokens-per-event <n>',
       'scripted: tokens per stream event after the first',
-      number('--tokens-per-event', 1),
+      number({ min: 1, integer: true }),
       d.tokensPerEvent,
     )
     .option(
       '--max-concurrency <n>',
       'scripted: requests generating at once; the rest queue (FIFO)',
-      number('--max-concurrency', 1),
+      number({ min: 1, integer: true }),
       d.maxConcurrency,
     );
   addEngineFlags(command as unknown as Command<[], Record<string, unknown>>);
@@ -120,8 +125,8 @@ export function simCommand(): Command {
           ttftBaseMs: o.ttftBaseMs,
           ttftPerInputTokenMs: o.ttftPerInputTokenMs,
           itlMs: o.itlMs,
-          tokensPerEvent: Math.floor(o.tokensPerEvent),
-          maxConcurrency: Math.floor(o.maxConcurrency),
+          tokensPerEvent: o.tokensPerEvent,
+          maxConcurrency: o.maxConcurrency,
         },
       };
     } else {
@@ -149,12 +154,12 @@ export function simCommand(): Command {
     const server = await startSimServer({
       model: sim.servedName,
       engine: sim.engine,
-      truthLimit: Math.floor(o.truthLimit),
+      truthLimit: o.truthLimit,
       host: o.host,
-      port: Math.floor(o.port),
+      port: o.port,
       ...(faults ? { faults } : {}),
       ...(sim.maxModelLen !== undefined ? { maxModelLen: sim.maxModelLen } : {}),
-      chatTemplateTokens: Math.floor(o.chatTemplateTokens),
+      chatTemplateTokens: o.chatTemplateTokens,
     });
     const stop = () => {
       void server.close().then(() => process.exit(0));

@@ -45,7 +45,10 @@ export function sweepCommand(): Command {
       'Step the load (concurrency 1, 4, 16, 64, 128 by default, or rates) for each scenario: where throughput saturates and latency jumps, the largest load meeting SLOs (--find-max), and an operating point per priority.',
     ),
   )
-    .option('--levels <list>', `concurrency levels (default: ${DEFAULT_LEVELS.join(',')})`)
+    .option(
+      '--levels <list>',
+      `concurrency levels (default: ${DEFAULT_LEVELS.join(',')}; --concurrency 1,4,16 means the same)`,
+    )
     .option('--rates <list>', 'open-loop rates in requests/s to step through instead of --levels')
     .option('--repeats <n>', 'runs per level, averaged (default: 1)')
     .option(
@@ -88,9 +91,28 @@ export function sweepCommand(): Command {
   );
 }
 
+/**
+ * `--concurrency 1,4,16` (as GuideLLM and vLLM users write a sweep) means the levels: the same as
+ * `--levels 1,4,16`. A single number stays a run option.
+ */
+function levelsFromConcurrency(
+  raw: Record<string, unknown>,
+  problems: string[],
+): Record<string, unknown> {
+  const concurrency = raw.concurrency;
+  if (typeof concurrency !== 'string' || !concurrency.includes(',')) return raw;
+  if (raw.levels !== undefined) {
+    problems.push(
+      `--concurrency ${concurrency} and --levels ${String(raw.levels)} both give the levels: keep --levels`,
+    );
+  }
+  const { concurrency: _, ...rest } = raw;
+  return { ...rest, levels: raw.levels ?? concurrency };
+}
+
 async function sweep(options: RunOptions): Promise<number> {
   const problems: string[] = [];
-  const raw = options as Record<string, unknown>;
+  const raw = levelsFromConcurrency(options as Record<string, unknown>, problems);
   const slo = splitSweepSlo(raw.slo);
   const settings = sweepSettings(
     { ...raw, ...(slo.percentile ? { sweepSlo: slo.percentile } : {}) },

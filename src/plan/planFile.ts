@@ -1,5 +1,5 @@
-import { readFileSync } from 'node:fs';
-import { parse as parseYaml } from 'yaml';
+import { readFileSync, statSync } from 'node:fs';
+import { isScalar, LineCounter, parseDocument, visit } from 'yaml';
 import { z } from 'zod';
 import { UsageError } from '../errors.js';
 import { parseLengthDistribution } from '../workload/distributions.js';
@@ -11,7 +11,25 @@ import { findScenario, SCENARIO_PRESETS, type Scenario } from '../workload/scena
  * `scenarios:`, a list of custom or preset workloads. Flags on the command line override it.
  */
 
-const scalar = z.union([z.string(), z.number(), z.boolean()]);
+/** What a YAML value is, for a message that says what was given instead. */
+function kindOf(value: unknown): string {
+  if (Array.isArray(value)) return 'a list';
+  if (value === null) return 'null';
+  if (typeof value === 'object') return 'a mapping';
+  return `the ${typeof value} ${JSON.stringify(value)}`;
+}
+
+/** A union's one message: what is allowed and what was given (zod says only "Invalid input"). */
+const allowed = (what: string) => ({
+  error: (issue: { input?: unknown }) => `must be ${what}, not ${kindOf(issue.input)}`,
+});
+
+const scalar = z.union(
+  [z.string(), z.number(), z.boolean()],
+  allowed('one value (text, a number, or true/false)'),
+);
+
+const LENGTH_FORMS = 'a whole number >= 1 or a distribution such as uniform:128:512';
 
 /** One scenario in a plan file: a preset, optionally reshaped, or one written from scratch. */
 export const planScenarioSchema = z
@@ -26,13 +44,13 @@ export const planScenarioSchema = z
       .optional()
       .describe('start from a preset scenario'),
     'input-tokens': z
-      .union([z.number().int().min(1), z.string()])
+      .union([z.number().int().min(1), z.string()], allowed(LENGTH_FORMS))
       .optional()
       .describe(
         'prompt length: 256, uniform:128:512, normal:256:64, poisson:256, lognormal:256:128',
       ),
     'output-tokens': z
-      .union([z.number().int().min(1), z.string()])
+      .union([z.number().int().min(1), z.string()], allowed(LENGTH_FORMS))
       .optional()
       .describe('max_tokens: the same forms as input-tokens'),
     'shared-prefix': z.number().int().min(0).optional().describe('tokens common to all prompts'),
@@ -116,11 +134,16 @@ export const planFileSchema = z
       PLAN_KEYS.map((k) => [
         k,
         k === 'header' || k === 'threshold'
-          ? z.union([z.string(), z.array(z.string())]).optional()
+          ? z.union([z.string(), z.array(z.string())], allowed('text or a list of text')).optional()
           : scalar.optional(),
       ]),
     ),
-    'extra-body': z.union([z.string(), z.record(z.string(), z.unknown())]).optional(),
+    'extra-body': z
+      .union(
+        [z.string(), z.record(z.string(), z.unknown())],
+        allowed('a mapping of request-body fields (or its JSON text)'),
+      )
+      .optional(),
     scenarios: z.array(planScenarioSchema).min(1).optional(),
   })
   .strict();
@@ -145,46 +168,93 @@ export interface PlanFileOptions {
   scenarios?: PlanScenario[];
 }
 
+/** The largest plan file read: hand-written plans are a few kilobytes. */
+export const PLAN_FILE_MAX_BYTES = 1024 * 1024;
+/** Problems listed for one plan file; the rest are counted. */
+export const PLAN_PROBLEMS_SHOWN = 20;
+
 export function readPlanFile(path: string): PlanFileOptions {
   let text: string;
   try {
+    const bytes = statSync(path).size;
+    if (bytes > PLAN_FILE_MAX_BYTES) {
+      throw new PlanFileError([
+        `${path}: ${bytes.toLocaleString('en-US')} bytes is too large for a plan (at most ${PLAN_FILE_MAX_BYTES.toLocaleString('en-US')}, 1 MiB); is it the right file?`,
+      ]);
+    }
     text = readFileSync(path, 'utf8');
   } catch (err) {
+    if (err instanceof PlanFileError) throw err;
     throw new PlanFileError([`${path}: cannot read the plan (${(err as Error).message})`]);
   }
-  let value: unknown;
+  return planFileOptions(parsePlanText(text, path), path);
+}
+
+/**
+ * The plan's YAML (or JSON) value. Duplicate keys are found here in one pass: the yaml
+ * package's own check compares every key with every other (minutes for 100,000 keys).
+ */
+function parsePlanText(text: string, path: string): unknown {
+  const lines = new LineCounter();
+  const doc = parseDocument(text, { uniqueKeys: false, lineCounter: lines });
+  if (doc.errors.length > 0) {
+    throw new PlanFileError([`${path}: not valid YAML: ${doc.errors[0].message}`]);
+  }
+  const duplicates: (() => string)[] = [];
+  visit(doc, {
+    Map(_, map) {
+      const seen = new Set<string>();
+      for (const { key } of map.items) {
+        const name = isScalar(key) ? String(key.value) : String(key);
+        if (!seen.has(name)) {
+          seen.add(name);
+          continue;
+        }
+        const at = isScalar(key) && key.range ? ` (line ${lines.linePos(key.range[0]).line})` : '';
+        duplicates.push(() => `${path}: the key "${name}" is given twice${at}: keep one`);
+      }
+    },
+  });
+  if (duplicates.length > 0) throw new PlanFileError(capped(duplicates));
   try {
-    value = parseYaml(text);
+    return doc.toJS() ?? {};
   } catch (err) {
     throw new PlanFileError([`${path}: not valid YAML: ${(err as Error).message}`]);
   }
-  return planFileOptions(value ?? {}, path);
+}
+
+/**
+ * The first PLAN_PROBLEMS_SHOWN problems, and how many more there are; each is worded only when
+ * shown (a plan may hold thousands).
+ */
+function capped(problems: readonly (() => string)[]): string[] {
+  const shown = problems.slice(0, PLAN_PROBLEMS_SHOWN).map((say) => say());
+  const more = problems.length - shown.length;
+  return more > 0 ? [...shown, `... and ${more.toLocaleString('en-US')} more problems`] : shown;
 }
 
 /** Validates a parsed plan document (pure: tests call it with objects). */
 export function planFileOptions(value: unknown, path: string): PlanFileOptions {
   const parsed = planFileSchema.safeParse(value);
   if (!parsed.success) {
-    throw new PlanFileError(
-      parsed.error.issues.map((issue) => {
-        const field = issue.path
-          .map((p, i) => (typeof p === 'number' ? `[${p}]` : `${i > 0 ? '.' : ''}${String(p)}`))
-          .join('');
-        if (issue.code === 'unrecognized_keys') {
-          return issue.keys
-            .map((k) => {
-              const near = nearest(k, [
-                ...PLAN_KEYS,
-                'scenarios',
-                ...Object.keys(planScenarioSchema.shape),
-              ]);
-              return `${path}: unknown field "${field ? `${field}.${k}` : k}"${near ? ` (did you mean "${near}"?)` : ''}`;
-            })
-            .join('\n');
-        }
-        return `${path}: ${field || '(top level)'}: ${issue.message}`;
-      }),
-    );
+    // One problem per unknown key.
+    const problems = parsed.error.issues.flatMap((issue) => {
+      const field = issue.path
+        .map((p, i) => (typeof p === 'number' ? `[${p}]` : `${i > 0 ? '.' : ''}${String(p)}`))
+        .join('');
+      if (issue.code !== 'unrecognized_keys') {
+        return [() => `${path}: ${field || '(top level)'}: ${issue.message}`];
+      }
+      return issue.keys.map((k) => () => {
+        const near = nearest(k, [
+          ...PLAN_KEYS,
+          'scenarios',
+          ...Object.keys(planScenarioSchema.shape),
+        ]);
+        return `${path}: unknown field "${field ? `${field}.${k}` : k}"${near ? ` (did you mean "${near}"?)` : ''}`;
+      });
+    });
+    throw new PlanFileError(capped(problems));
   }
   const options: Record<string, unknown> = {};
   for (const [key, v] of Object.entries(parsed.data)) {

@@ -1,3 +1,4 @@
+import { existsSync } from 'node:fs';
 import { z } from 'zod';
 import { BACKEND_NAMES, BACKENDS, type BackendName } from '../backends/index.js';
 import { splitServerUrl } from '../backends/request.js';
@@ -9,7 +10,11 @@ import type { SloCondition } from '../metrics/slo.js';
 import { parseSlo } from '../metrics/slo.js';
 import { openLoadProblems } from '../workload/arrivals.js';
 import { type Dataset, readDataset } from '../workload/datasets.js';
-import { formatLengthDistribution, parseLengthDistribution } from '../workload/distributions.js';
+import {
+  formatLengthDistribution,
+  type LengthDistribution,
+  parseLengthDistribution,
+} from '../workload/distributions.js';
 import {
   maximumLength,
   parseScenarioList,
@@ -17,6 +22,7 @@ import {
   withLengths,
 } from '../workload/scenarios.js';
 import { readTrace, type TraceEntry, traceLoad } from '../workload/trace.js';
+import { type NumberRule, parseFlagNumber } from './flagNumber.js';
 import { type PlanScenario, scenarioFromPlan } from './planFile.js';
 
 /** Everything one `infergauge run` does, validated; the manifest stores it (API key redacted). */
@@ -36,8 +42,11 @@ export interface RunPlan {
   scenarios: Scenario[];
   /** How prompt tokens are counted: 'words', 'o200k_base', 'cl100k_base', 'server' or a path. */
   tokenizer: string;
-  /** Trace replay: its entries give each request's time and lengths (not kept in the manifest). */
-  trace?: { path: string; entries: TraceEntry[] };
+  /**
+   * Trace replay: its entries give each request's time and lengths (not kept in the manifest),
+   * and what reading it changed (sorted, shifted), for the command to warn about.
+   */
+  trace?: { path: string; entries: TraceEntry[]; notes?: string[] };
   /** Prompts (and output lengths) from a dataset file. */
   dataset?: { path: string; data: Dataset };
   temperature: number;
@@ -194,11 +203,15 @@ const FLAGS: Record<string, { flag: string; example: string }> = {
   startAt: { flag: '--start-at', example: '--start-at 2026-11-29T23:00:00Z' },
 };
 
-const int = (min: number) =>
-  z.coerce
-    .number({ error: 'must be a number' })
-    .int({ error: 'must be a whole number' })
-    .min(min, { error: `must be at least ${min}` });
+/** A number option, read by parseFlagNumber (an empty value is no number, Infinity none). */
+const number = (rule: NumberRule) =>
+  z.union([z.string(), z.number()]).transform((value, ctx) => {
+    const parsed = parseFlagNumber(value, rule);
+    if ('value' in parsed) return parsed.value;
+    ctx.addIssue({ code: 'custom', message: parsed.problem });
+    return z.NEVER;
+  });
+const int = (min: number) => number({ min, integer: true });
 /** A length distribution as written ("256", "uniform:128:512", ...). */
 const lengths = () =>
   z.string().superRefine((text, ctx) => {
@@ -208,8 +221,7 @@ const lengths = () =>
       ctx.addIssue({ code: 'custom', message: (err as Error).message });
     }
   });
-const positive = () =>
-  z.coerce.number({ error: 'must be a number' }).positive({ error: 'must be greater than 0' });
+const positive = () => number({ above: 0 });
 
 const schema = z
   .object({
@@ -244,11 +256,11 @@ const schema = z
     tokenizer: z.string().min(1).optional(),
     sharedPrefix: int(0).optional(),
     planScenarios: z.array(z.any()).optional(),
-    temperature: z.coerce.number({ error: 'must be a number' }).min(0).max(2).optional(),
+    temperature: number({ min: 0, max: 2 }).optional(),
     ignoreEos: z.boolean().optional(),
     continuousUsageStats: z.boolean().optional(),
     timeout: positive().optional(),
-    grace: z.coerce.number({ error: 'must be a number' }).min(0).optional(),
+    grace: number({ min: 0 }).optional(),
     slo: z.string().optional(),
     seed: int(0).optional(),
     apiKeyEnv: z
@@ -351,7 +363,9 @@ export function parseRunPlan(input: RunPlanInput, env: NodeJS.ProcessEnv = {}): 
   let trace: RunPlan['trace'];
   if (input.trace !== undefined) {
     try {
-      trace = { path: input.trace, entries: readTrace(input.trace) };
+      const notes: string[] = [];
+      const entries = readTrace(input.trace, undefined, (note) => notes.push(note));
+      trace = { path: input.trace, entries, ...(notes.length > 0 ? { notes } : {}) };
     } catch (err) {
       problems.push(`--trace: ${indent((err as Error).message)}`);
     }
@@ -368,6 +382,10 @@ export function parseRunPlan(input: RunPlanInput, env: NodeJS.ProcessEnv = {}): 
         '--input-tokens does not apply to a prompt dataset: its prompts are used as they are (a plain-text corpus is sliced to --input-tokens)',
       );
     }
+  }
+  if (input.tokenizer !== undefined) {
+    const tokenizerProblem = tokenizerPathProblem(input.tokenizer);
+    if (tokenizerProblem) problems.push(tokenizerProblem);
   }
   let shard: ShardIndex | undefined;
   if (input.shard !== undefined) {
@@ -408,19 +426,36 @@ export function parseRunPlan(input: RunPlanInput, env: NodeJS.ProcessEnv = {}): 
     }
   }
   const headers: Record<string, string> = {};
-  for (const h of input.header ?? []) {
+  for (const [i, h] of (input.header ?? []).entries()) {
     const colon = h.indexOf(':');
+    // Header values are often credentials: a problem names the header, never its value.
     if (colon <= 0) {
-      problems.push(problem('header', `"${h}" must look like "Name: value"`));
+      problems.push(
+        problem('header', `number ${i + 1} has no "Name:" part: it must look like "Name: value"`),
+      );
       continue;
     }
-    headers[h.slice(0, colon).trim().toLowerCase()] = h.slice(colon + 1).trim();
+    const name = h.slice(0, colon).trim().toLowerCase();
+    const value = h.slice(colon + 1).trim();
+    const bad = controlCharacterProblem(`--header ${JSON.stringify(name)}`, `${name}${value}`);
+    if (bad) problems.push(bad);
+    headers[name] = value;
   }
   let apiKeyEnv = input.apiKeyEnv;
   if (apiKeyEnv !== undefined && env[apiKeyEnv] === undefined) {
     problems.push(problem('apiKeyEnv', `names ${apiKeyEnv}, which is not set in the environment`));
   }
   if (apiKeyEnv === undefined && env.OPENAI_API_KEY !== undefined) apiKeyEnv = 'OPENAI_API_KEY';
+  const apiKey = apiKeyEnv === undefined ? undefined : env[apiKeyEnv];
+  if (apiKeyEnv !== undefined && apiKey !== undefined) {
+    const bad = apiKeyProblem(apiKeyEnv, apiKey, input.apiKeyEnv !== undefined);
+    if (bad) problems.push(bad);
+  }
+  for (const key of ['url', 'metricsUrl', 'dcgmUrl', 'serverMetrics'] as const) {
+    const url = input[key];
+    const bad = typeof url === 'string' ? urlCredentialsProblem(FLAGS[key].flag, url) : undefined;
+    if (bad) problems.push(bad);
+  }
   if (parsed.success) problems.push(...backendProblems(parsed.data));
   const scenarios = parsed.success ? buildScenarios(parsed.data, problems) : [];
   if (!parsed.success || problems.length > 0) throw new PlanError(problems);
@@ -482,6 +517,16 @@ export function parseRunPlan(input: RunPlanInput, env: NodeJS.ProcessEnv = {}): 
   if (shard) plan.shard = shard;
   if (startAt) plan.startAt = startAt;
   return plan;
+}
+
+const NAMED_TOKENIZERS = ['words', 'o200k_base', 'cl100k_base', 'server'];
+
+/** A tokenizer.json path (or directory) that is not there, said before anything starts. */
+function tokenizerPathProblem(spec: string): string | undefined {
+  if (NAMED_TOKENIZERS.includes(spec) || spec.trim() === '') return undefined;
+  const path = spec.startsWith('hf:') ? spec.slice(3) : spec;
+  if (existsSync(path)) return undefined;
+  return `--tokenizer ${spec}: no such file or directory; pass ${NAMED_TOKENIZERS.join(', ')}, or the path of a local tokenizer.json (or a directory holding one)`;
 }
 
 /**
@@ -559,6 +604,19 @@ function buildScenarios(o: z.infer<typeof schema>, problems: string[]): Scenario
   return scenarios.map((s) => {
     const scenario = withLengths(s, o.inputTokens, o.outputTokens);
     if (o.sharedPrefix !== undefined) scenario.sharedPrefixTokens = o.sharedPrefix;
+    for (const [field, d] of [
+      ['inputTokens', scenario.input],
+      ['outputTokens', scenario.output],
+    ] as const) {
+      if (lowestLength(d) < 1) {
+        problems.push(
+          problem(
+            field,
+            `can be 0 in scenario "${scenario.name}" (${formatLengthDistribution(d)}): servers refuse ${field === 'inputTokens' ? 'an empty prompt (vLLM: "the decoder prompt cannot be empty")' : 'max_tokens 0 (vLLM: "max_tokens must be at least 1")'}; every length must be at least 1`,
+          ),
+        );
+      }
+    }
     const prefix = scenario.sharedPrefixTokens ?? 0;
     // Shorter draws are lifted to the prefix; a distribution that never reaches it is an error.
     if (prefix > 0 && maximumLength(scenario.input) < prefix) {
@@ -568,6 +626,20 @@ function buildScenarios(o: z.infer<typeof schema>, problems: string[]): Scenario
     }
     return scenario;
   });
+}
+
+/** The smallest length `d` can ask for; drawn distributions are kept at 1 or more when drawn. */
+function lowestLength(d: LengthDistribution): number {
+  switch (d.kind) {
+    case 'fixed':
+      return d.value;
+    case 'uniform':
+      return d.min;
+    case 'empirical':
+      return Math.min(...d.values);
+    default:
+      return 1;
+  }
 }
 
 /** What the chosen backend cannot do, said before anything is sent. */
@@ -622,18 +694,99 @@ function backendProblems(o: z.infer<typeof schema>): string[] {
   return problems;
 }
 
-/** The plan as stored in the manifest: header values that look like credentials are hidden. */
-export function redactPlan(plan: RunPlan): RunPlan {
-  const headers = Object.fromEntries(
-    Object.entries(plan.headers).map(([k, v]) => [
+/**
+ * A header or key that would be sent with a CR, LF, NUL or other control character (a key read
+ * from a file with a Windows line end): no HTTP request may carry it, so the run cannot start.
+ * `what` names where it came from; the value itself is never shown.
+ */
+export function controlCharacterProblem(what: string, value: string): string | undefined {
+  // Tab is allowed inside a header value (RFC 9110 field-value); nothing else below 0x20 is.
+  const control = [...value].some((c) => {
+    const code = c.charCodeAt(0);
+    return (code < 0x20 && c !== '\t') || code === 0x7f;
+  });
+  if (!control) return undefined;
+  return `${what} contains a line break or control character (e.g. a Windows line end read from a file): remove it (the value is not shown)`;
+}
+
+/** The API key in environment variable `name` (`named`: by --api-key-env, else by default). */
+export function apiKeyProblem(name: string, key: string, named: boolean): string | undefined {
+  return controlCharacterProblem(
+    named
+      ? `--api-key-env ${name}: the API key in ${name}`
+      : `the API key in ${name} (the default --api-key-env)`,
+    key,
+  );
+}
+
+/**
+ * A URL with `user:password@`: it is not sent as Basic auth, and it would be written to the
+ * manifest and reports. Refused, with where credentials go instead.
+ */
+export function urlCredentialsProblem(flag: string, url: string): string | undefined {
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    return undefined;
+  }
+  if (parsed.username === '' && parsed.password === '') return undefined;
+  return `${flag} holds credentials (user:password@), which would be written to manifest.json and the reports: remove them and pass the credentials with --api-key-env VAR (a bearer key) or --header 'authorization: Basic ...'`;
+}
+
+/** Names of request-body fields and headers whose values are credentials. */
+const SECRET_NAME = /auth|key|token|secret|cookie|password|passwd|credential|session/i;
+
+/** A JSON value with every field named like a secret, at any depth, hidden. */
+function redactSecrets(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(redactSecrets);
+  if (typeof value !== 'object' || value === null) return value;
+  return Object.fromEntries(
+    Object.entries(value).map(([k, v]) => [
       k,
-      /auth|key|token|secret|cookie/i.test(k) ? '<redacted>' : v,
+      SECRET_NAME.test(k) ? '<redacted>' : redactSecrets(v),
     ]),
   );
+}
+
+/** A URL without its `user:password@` (defence in depth: such a URL is refused at parse). */
+function withoutUserinfo(url: string): string {
+  try {
+    const parsed = new URL(url);
+    if (parsed.username === '' && parsed.password === '') return url;
+    parsed.username = '';
+    parsed.password = '';
+    return parsed.toString();
+  } catch {
+    return url;
+  }
+}
+
+/**
+ * The plan as stored in the manifest and printed by `plan --print`: header values and
+ * --extra-body fields named like credentials are hidden, and no URL keeps a `user:password@`.
+ */
+export function redactPlan(plan: RunPlan): RunPlan {
+  const headers = Object.fromEntries(
+    Object.entries(plan.headers).map(([k, v]) => [k, SECRET_NAME.test(k) ? '<redacted>' : v]),
+  );
   // Trace entries and dataset contents stay in their files: the manifest names them.
-  const { trace, dataset, ...rest } = plan;
+  const { trace, dataset, url, extraBody, telemetry, ...rest } = plan;
+  const urls = telemetry
+    ? (['metricsUrl', 'slotsUrl', 'dcgmUrl'] as const).filter((k) => telemetry[k] !== undefined)
+    : [];
   return {
     ...rest,
+    ...(url !== undefined ? { url: withoutUserinfo(url) } : {}),
+    ...(extraBody ? { extraBody: redactSecrets(extraBody) as Record<string, unknown> } : {}),
+    ...(telemetry
+      ? {
+          telemetry: {
+            ...telemetry,
+            ...Object.fromEntries(urls.map((k) => [k, withoutUserinfo(telemetry[k] as string)])),
+          },
+        }
+      : {}),
     headers,
     ...(trace ? { trace: { path: trace.path, entries: [] } } : {}),
     ...(dataset

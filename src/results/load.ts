@@ -7,23 +7,19 @@ import { existsSync, readdirSync, statSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import type { RequestRecord } from '../record.js';
 import type { TelemetrySnapshot } from '../telemetry/snapshot.js';
+import { hasResult, kindOfFileName, MARKER_NAMES, RESULT_FILES, resultKind } from './layout.js';
 import {
-  hasResult,
-  kindOfFileName,
-  MARKER_NAMES,
-  RESULT_FILES,
-  resultKind,
-  resultPath,
-} from './layout.js';
-import {
+  isRunDir,
+  type OnReadProblem,
   readManifest,
-  readRunRecords,
+  readRecordsTelling,
   readRunTelemetry,
   readScenariosTable,
   readSummary,
   readTable,
   type SavedSummary,
   scenarioNames,
+  unfinishedRunSummary,
 } from './reader.js';
 
 export type ReportInput =
@@ -54,7 +50,10 @@ const markers = MARKER_NAMES.join(', ');
  * taken as its directory). Throws an Error that names the directory and what was looked for
  * when it is none of them. Records are read fully.
  */
-export async function loadReportInput(dir: string): Promise<ReportInput> {
+export async function loadReportInput(
+  dir: string,
+  onProblem: OnReadProblem = () => {},
+): Promise<ReportInput> {
   if (!existsSync(dir)) throw new Error(`${dir}: no such file or directory`);
   if (statSync(dir).isFile()) {
     if (!kindOfFileName(basename(dir))) {
@@ -71,32 +70,41 @@ export async function loadReportInput(dir: string): Promise<ReportInput> {
     case 'capacity':
       return { kind, dir, capacity: readTable(dir, 'capacity') };
     case 'scenarios':
-      return loadScenarios(dir);
+      return loadScenarios(dir, onProblem);
     case 'run':
-      return loadRun(dir);
+      return loadRun(dir, onProblem);
     default:
+      // A run killed before it wrote summary.json: its records are still the truth.
+      if (isRunDir(dir)) return loadRun(dir, onProblem);
       throw new Error(
         `${dir} is not an infergauge results directory: it holds none of ${markers} (a run, a multi-scenario run, a sweep, a probe or a capacity curve)`,
       );
   }
 }
 
-/** One run directory: summary.json, with records, manifest and telemetry where present. */
-export async function loadRun(dir: string): Promise<RunReportInput> {
-  const summary = readSummary(dir);
-  if (!summary) throw new Error(`${resultPath(dir, 'summary')}: no such file`);
+/**
+ * One run directory: summary.json, with records, manifest and telemetry where present; without
+ * summary.json (a killed run) the summary is rebuilt from the records and said.
+ */
+export async function loadRun(
+  dir: string,
+  onProblem: OnReadProblem = () => {},
+): Promise<RunReportInput> {
+  const records = await readRecordsTelling(dir, onProblem);
+  const manifest = readManifest(dir);
+  const summary = readSummary(dir) ?? unfinishedRunSummary(dir, records, manifest ?? {}, onProblem);
   return {
     kind: 'run',
     dir,
     summary,
-    manifest: readManifest(dir) ?? null,
-    records: await readRunRecords(dir),
+    manifest: manifest ?? null,
+    records,
     telemetry: await readRunTelemetry(dir),
   };
 }
 
 /** scenarios.json and one run per scenario, in the table's order (else by folder name). */
-async function loadScenarios(dir: string): Promise<ReportInput> {
+async function loadScenarios(dir: string, onProblem: OnReadProblem): Promise<ReportInput> {
   const table = readScenariosTable(dir);
   // A name from scenarios.json must stay a folder right inside the results directory.
   const folders = scenarioNames(table).filter(
@@ -115,7 +123,7 @@ async function loadScenarios(dir: string): Promise<ReportInput> {
     );
   }
   const runs: RunReportInput[] = [];
-  for (const name of folders) runs.push(await loadRun(join(dir, name)));
+  for (const name of folders) runs.push(await loadRun(join(dir, name), onProblem));
   return { kind: 'scenarios', dir, runs, table };
 }
 

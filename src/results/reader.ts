@@ -6,7 +6,7 @@
 import { existsSync, readdirSync, statSync } from 'node:fs';
 import { basename, join, relative } from 'node:path';
 import type { LoadSpec } from '../load.js';
-import { parseSlo } from '../metrics/slo.js';
+import { parseSlo, type SloCondition } from '../metrics/slo.js';
 import { type RunSummary, summarize, type Warning } from '../metrics/summary.js';
 import type { RequestRecord } from '../record.js';
 import type { TelemetrySnapshot } from '../telemetry/snapshot.js';
@@ -54,6 +54,12 @@ export const readScenariosTable = (dir: string) =>
 export const readTable = (dir: string, file: 'sweep' | 'probe' | 'capacity') =>
   readChecked(dir, file);
 
+/**
+ * Says what a reader skipped or rebuilt (a torn line, a missing summary): one sentence each,
+ * for the command to print as a warning.
+ */
+export type OnReadProblem = (message: string) => void;
+
 /** Every record of a run directory (none when it has no records.jsonl). */
 export async function readRunRecords(
   dir: string,
@@ -63,6 +69,33 @@ export async function readRunRecords(
   if (!hasResult(dir, 'records')) return records;
   for await (const r of readRecords(resultPath(dir, 'records'), onBadLine)) records.push(r);
   return records;
+}
+
+/** A run's records; a line that is not JSON (cut short by a kill) is skipped and said. */
+export function readRecordsTelling(dir: string, onProblem: OnReadProblem) {
+  return readRunRecords(dir, (line, err) =>
+    onProblem(
+      `${resultPath(dir, 'records')} line ${line} is not a whole JSON record (cut short when the run was killed?): skipped (${err.message})`,
+    ),
+  );
+}
+
+/**
+ * The summary of a run that never wrote one (killed by SIGKILL or a crash): rebuilt from its
+ * records and its manifest's plan, marked interrupted, and said through `onProblem`.
+ */
+export function unfinishedRunSummary(
+  dir: string,
+  records: RequestRecord[],
+  manifest: Manifest,
+  onProblem: OnReadProblem,
+): RunSummary {
+  const load = runLoad(dir, undefined, manifest);
+  onProblem(
+    `${dir} did not finish (it has no ${RESULT_FILES.summary}: was the run killed?); its summary is rebuilt from the ${records.length} records in ${RESULT_FILES.records} (infergauge report --write-summary saves it)`,
+  );
+  const slo = manifest.plan?.slo as SloCondition[] | undefined;
+  return summarize(records, { load, ...(slo ? { slo } : {}) }, { interrupted: true });
 }
 
 /** A run directory's telemetry snapshots (none when it has no telemetry.jsonl). */
@@ -111,6 +144,15 @@ export function savedLoad(
   return manifest?.plan?.load as LoadSpec | undefined;
 }
 
+/** savedLoad, or an Error naming the directory when neither file says it. */
+function runLoad(dir: string, summary: SavedSummary | undefined, manifest: Manifest): LoadSpec {
+  const load = savedLoad(summary, manifest);
+  if (load) return load;
+  throw new Error(
+    `${dir}: no ${RESULT_FILES.summary} or ${RESULT_FILES.manifest} says what load produced it`,
+  );
+}
+
 /**
  * A summary computed again from a run's records, with what only the run itself knew: client
  * health (measured live), whether it was interrupted, and every warning the run added after
@@ -138,34 +180,35 @@ export interface SavedRun {
   records: RequestRecord[];
   summary: RunSummary;
   manifest: Manifest;
+  /** It has no summary.json (killed before it wrote one): `summary` was rebuilt. */
+  unfinished?: true;
 }
 
 /**
  * Every run under `dir` (itself, scenario folders, sweep points, probe points), each
  * summarised again from its raw records: a report never trusts a printed table.
  */
-export async function loadSavedRuns(dir: string): Promise<SavedRun[]> {
+export async function loadSavedRuns(
+  dir: string,
+  onProblem: OnReadProblem = () => {},
+): Promise<SavedRun[]> {
   const runs: SavedRun[] = [];
   for (const d of findRunDirs(dir)) {
-    const records = await readRunRecords(d);
+    const records = await readRecordsTelling(d, onProblem);
     const saved = readSummary(d);
     const manifest = readManifest(d) ?? {};
-    const load = savedLoad(saved, manifest);
-    if (!load)
-      throw new Error(
-        `${d}: no ${RESULT_FILES.summary} or ${RESULT_FILES.manifest} says what load produced it`,
-      );
+    const name = relative(dir, d) || basename(d);
+    if (!saved) {
+      const summary = unfinishedRunSummary(d, records, manifest, onProblem);
+      runs.push({ name, dir: d, records, summary, manifest, unfinished: true });
+      continue;
+    }
+    const load = runLoad(d, saved, manifest);
     const summary = summarize(records, {
       load,
-      ...(saved?.goodput ? { slo: parseSlo(saved.goodput.slo) } : {}),
+      ...(saved.goodput ? { slo: parseSlo(saved.goodput.slo) } : {}),
     });
-    runs.push({
-      name: relative(dir, d) || basename(d),
-      dir: d,
-      records,
-      summary: withSavedFacts(summary, saved),
-      manifest,
-    });
+    runs.push({ name, dir: d, records, summary: withSavedFacts(summary, saved), manifest });
   }
   return runs;
 }

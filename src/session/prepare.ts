@@ -4,6 +4,7 @@
  * share it.
  */
 import { shardOf, wholeRun } from '../loadgen/shard.js';
+import { parseFlagNumber, TIME_SCALE } from '../plan/flagNumber.js';
 import {
   PlanError,
   parseRunPlan,
@@ -54,9 +55,8 @@ export function prepareRun(options: RunOptions, command = 'run'): PreparedRun {
   } else {
     simulated = engineFromFlags(simModel, rest);
     problems.push(...simulated.problems);
-    if (timeScale !== undefined && !(Number(timeScale) > 0)) {
-      problems.push(`--time-scale must be a number above 0 (got "${timeScale}")`);
-    }
+    const scale = timeScale === undefined ? undefined : parseFlagNumber(timeScale, TIME_SCALE);
+    if (scale && 'problem' in scale) problems.push(`--time-scale ${scale.problem}`);
     if (simulate && (input.workers ?? input.shard ?? input.startAt) !== undefined) {
       problems.push('--workers, --shard and --start-at apply to real-time runs, not to --simulate');
     }
@@ -87,7 +87,7 @@ export function prepareRun(options: RunOptions, command = 'run'): PreparedRun {
       problems.push(`--shard ${plan.shard.index}/${plan.shard.count}: ${(err as Error).message}`);
     }
   }
-  const warnings = [...(simulated?.warnings ?? [])];
+  const warnings = [...(simulated?.warnings ?? []), ...(plan?.trace?.notes ?? [])];
   if (plan && plan.temperature > 0) {
     warnings.push(
       `temperature ${plan.temperature}: sampling noise will move output lengths and timings from run to run`,

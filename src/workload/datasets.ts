@@ -1,5 +1,5 @@
-import { readFileSync } from 'node:fs';
 import { extname } from 'node:path';
+import { readTextFile } from './textFile.js';
 import { Problems } from './trace.js';
 
 /**
@@ -53,17 +53,7 @@ const MODEL = new Set(['gpt', 'assistant', 'chatgpt', 'bard', 'bing', 'model']);
  * from 0) and the field at fault, up to 10 in one Error. An empty dataset is an error.
  */
 export function readDataset(path: string, format?: DatasetFormat): Dataset {
-  let text: string;
-  try {
-    text = readFileSync(path, 'utf8');
-  } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code;
-    throw new Error(
-      code === 'ERR_STRING_TOO_LONG'
-        ? `cannot read dataset ${path}: over the ~512 MiB a JavaScript string can hold; split it or take a subset`
-        : `cannot read dataset ${path}: ${(err as Error).message}`,
-    );
-  }
+  const text = readTextFile(path, 'dataset');
   return parseDataset(text, format ?? detectDatasetFormat(path, text), path);
 }
 

@@ -1,5 +1,5 @@
-import { readFileSync } from 'node:fs';
 import type { OpenLoadSpec, TraceReplay, TraceReplayJson } from '../load.js';
+import { readTextFile } from './textFile.js';
 
 /** One request of a trace: when it arrived and how long it was. */
 export interface TraceEntry {
@@ -30,20 +30,28 @@ const MAX_LISTED = 10;
  * an error with its line number and what is wrong (up to 10 listed in one Error), never skipped;
  * blank lines are allowed. An empty trace is an error.
  */
-export function readTrace(path: string, format?: TraceFormat): TraceEntry[] {
-  let text: string;
-  try {
-    text = readFileSync(path, 'utf8');
-  } catch (err) {
-    throw new Error(`cannot read trace ${path}: ${(err as Error).message}`);
-  }
-  return parseTrace(text, { source: path, ...(format ? { format } : {}) }).entries;
+export function readTrace(
+  path: string,
+  format?: TraceFormat,
+  onNote?: (message: string) => void,
+): TraceEntry[] {
+  const text = readTextFile(path, 'trace');
+  return parseTrace(text, {
+    source: path,
+    ...(format ? { format } : {}),
+    ...(onNote ? { onNote } : {}),
+  }).entries;
 }
 
 /** readTrace on text already in memory; also says which format it read. */
 export function parseTrace(
   text: string,
-  options: { format?: TraceFormat; source?: string } = {},
+  options: {
+    format?: TraceFormat;
+    source?: string;
+    /** Says what was done to times out of order or below 0 (sorted, shifted). */
+    onNote?: (message: string) => void;
+  } = {},
 ): { format: TraceFormat; entries: TraceEntry[] } {
   const source = options.source ?? 'trace';
   const lines = text.split('\n');
@@ -55,9 +63,21 @@ export function parseTrace(
     format === 'azure' ? parseAzure(lines, problems) : parseJsonl(lines, format, problems);
   problems.throwIfAny();
   if (raw.length === 0) throw new Error(`${source}: the trace has no entries`);
+  const outOfOrder = raw.filter((e, i) => i > 0 && e.atMs < raw[i - 1].atMs).length;
+  if (outOfOrder > 0) {
+    options.onNote?.(
+      `${source}: ${outOfOrder} of ${raw.length} entries come earlier than the entry before them: the trace is replayed sorted by time`,
+    );
+  }
   // Stable: requests with the same time keep the file's order.
   raw.sort((a, b) => a.atMs - b.atMs);
   const first = raw[0].atMs;
+  // A trace of absolute times starts at its first entry, as documented; times below 0 are odd.
+  if (first < 0) {
+    options.onNote?.(
+      `${source}: times start at ${first} ms (below 0): every time is shifted by +${-first} ms so the first request is sent at 0`,
+    );
+  }
   for (const entry of raw) entry.atMs -= first;
   return { format, entries: raw };
 }
