@@ -1,4 +1,5 @@
 import { extname } from 'node:path';
+import { MAX_TOKEN_COUNT } from '../backends/timeline.js';
 import { readTextFile } from './textFile.js';
 import { Problems } from './trace.js';
 
@@ -184,8 +185,16 @@ function parseJsonlDataset(text: string, source: string): Dataset {
     const maxKey = 'max_tokens' in o ? 'max_tokens' : 'max_completion_tokens';
     const max = o[maxKey];
     if (max !== undefined && max !== null) {
-      if (typeof max !== 'number' || !Number.isInteger(max) || max < 1) {
-        problems.add(line, `${maxKey} must be a whole number >= 1, got ${describe(max)}`);
+      if (
+        typeof max !== 'number' ||
+        !Number.isSafeInteger(max) ||
+        max < 1 ||
+        max > MAX_TOKEN_COUNT
+      ) {
+        problems.add(
+          line,
+          `${maxKey} must be a whole number from 1 to ${MAX_TOKEN_COUNT}, got ${describe(max)}`,
+        );
       } else entry.outputTokens = max;
     }
     if (problems.count === before) entries.push(entry);

@@ -1,3 +1,4 @@
+import { MAX_TOKEN_COUNT } from '../backends/timeline.js';
 import type { OpenLoadSpec, TraceReplay, TraceReplayJson } from '../load.js';
 import { readTextFile } from './textFile.js';
 
@@ -218,8 +219,22 @@ function time(
     problems.add(line, `${key} must be a number, got ${describe(v)}`);
     return undefined;
   }
-  return v * msPerUnit;
+  const ms = v * msPerUnit;
+  if (Math.abs(ms) > MAX_TIME_MS) {
+    problems.add(line, `${key} must lie within 285 years of 0, got ${describe(v)}`);
+    return undefined;
+  }
+  return ms;
 }
+
+/** Times are held to the microsecond, which a double does up to 2^53 µs (285 years). */
+const MAX_TIME_MS = 2 ** 53 / 1000;
+
+/** A request's length from a trace: a whole number no model's context exceeds. */
+function isLength(v: unknown): v is number {
+  return Number.isSafeInteger(v) && (v as number) >= 0 && (v as number) <= MAX_TOKEN_COUNT;
+}
+const LENGTH_RULE = `a whole number from 0 to ${MAX_TOKEN_COUNT}`;
 
 function tokens(
   o: Record<string, unknown>,
@@ -228,8 +243,8 @@ function tokens(
   problems: Problems,
 ): number | undefined {
   const v = o[key];
-  if (typeof v !== 'number' || !Number.isInteger(v) || v < 0) {
-    problems.add(line, `${key} must be a whole number >= 0, got ${describe(v)}`);
+  if (!isLength(v)) {
+    problems.add(line, `${key} must be ${LENGTH_RULE}, got ${describe(v)}`);
     return undefined;
   }
   return v;
@@ -271,11 +286,12 @@ function parseAzure(lines: string[], problems: Problems): TraceEntry[] {
     }
     const count = (index: number, name: string) => {
       const text = fields[index];
-      if (!/^\d+$/.test(text)) {
-        problems.add(line, `${name} must be a whole number >= 0, got ${JSON.stringify(text)}`);
+      const n = /^\d+$/.test(text) ? Number(text) : Number.NaN;
+      if (!isLength(n)) {
+        problems.add(line, `${name} must be ${LENGTH_RULE}, got ${JSON.stringify(text)}`);
         return 0;
       }
-      return Number(text);
+      return n;
     };
     const inputTokens = count(column[1], 'ContextTokens');
     const outputTokens = count(column[2], 'GeneratedTokens');

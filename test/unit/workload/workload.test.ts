@@ -421,8 +421,8 @@ describe('trace files', () => {
           m.includes('mooncake-bad.jsonl: 5 problems') &&
           m.includes('line 2: timestamp must be a number, got "soon"') &&
           /line 3: not valid JSON/.test(m) &&
-          m.includes('line 5: input_length must be a whole number >= 0, got -3') &&
-          m.includes('line 5: output_length must be a whole number >= 0, got 5.5') &&
+          m.includes('line 5: input_length must be a whole number from 0 to 16777216, got -3') &&
+          m.includes('line 5: output_length must be a whole number from 0 to 16777216, got 5.5') &&
           m.includes('line 6: expected a JSON object')
         );
       },
@@ -435,7 +435,7 @@ describe('trace files', () => {
           m.includes('4 problems') &&
           m.includes('line 3: TIMESTAMP must look like 2023-11-16 18:15:46.6805900') &&
           m.includes('line 4: TIMESTAMP') &&
-          m.includes('line 5: ContextTokens must be a whole number >= 0, got "ten"') &&
+          m.includes('line 5: ContextTokens must be a whole number from 0 to 16777216, got "ten"') &&
           m.includes('line 6: expected 3 fields, got 2')
         );
       },
@@ -445,7 +445,7 @@ describe('trace files', () => {
         parseTrace(
           '{"at_ms": 1, "time": 2, "input_tokens": 1, "output_tokens": 1}\n{"at_ms": 1, "input_tokens": 1}\n',
         ),
-      /line 1: has at_ms and time; give one time\n {2}line 2: output_tokens must be a whole number >= 0, got nothing/,
+      /line 1: has at_ms and time; give one time\n {2}line 2: output_tokens must be a whole number from 0 to 16777216, got nothing/,
     );
     // Past 10 problems, the rest are counted.
     const many = Array.from({ length: 25 }, () => '{"timestamp": 1}').join('\n');
@@ -509,7 +509,7 @@ describe('datasets', () => {
           m.includes('5 problems') &&
           m.includes('line 2: has both prompt and messages') &&
           m.includes('line 3: needs prompt') &&
-          m.includes('line 4: max_tokens must be a whole number >= 1, got 0') &&
+          m.includes('line 4: max_tokens must be a whole number from 1 to 16777216, got 0') &&
           m.includes('line 5: messages[0].content must be a string (multimodal') &&
           /line 6: not valid JSON/.test(m)
         );
