@@ -78,7 +78,10 @@ export function sweepSettings(o: Record<string, unknown>, problems: string[]): S
     const items = String(value)
       .split(',')
       .map((v) => Number(v.trim()));
-    if (items.length === 0 || items.some((n) => !(n > 0) || (integer && !Number.isInteger(n)))) {
+    if (
+      items.length === 0 ||
+      items.some((n) => !(Number.isFinite(n) && n > 0) || (integer && !Number.isInteger(n)))
+    ) {
       problems.push(
         `${flag} must be ${integer ? 'whole numbers' : 'numbers'} above 0 separated by commas (got "${String(value)}")`,
       );

@@ -435,7 +435,9 @@ describe('trace files', () => {
           m.includes('4 problems') &&
           m.includes('line 3: TIMESTAMP must look like 2023-11-16 18:15:46.6805900') &&
           m.includes('line 4: TIMESTAMP') &&
-          m.includes('line 5: ContextTokens must be a whole number from 0 to 16777216, got "ten"') &&
+          m.includes(
+            'line 5: ContextTokens must be a whole number from 0 to 16777216, got "ten"',
+          ) &&
           m.includes('line 6: expected 3 fields, got 2')
         );
       },
