@@ -2,7 +2,7 @@ import { readFile, stat } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
 import { request } from 'undici';
 import { splitServerUrl } from '../backends/request.js';
-import { InfergaugeError } from '../errors.js';
+import { EXIT, type ExitCode, InfergaugeError } from '../errors.js';
 import { countWords } from './words.js';
 
 /**
@@ -22,11 +22,18 @@ export interface Tokenizer {
 }
 
 /** A tokenizer that cannot be loaded or reached; the message names the file or the URL. */
+/**
+ * A tokenizer that cannot be had. A `--tokenizer` the user got wrong (no such file, not a
+ * tokenizer.json, a server without a tokenize route) is bad usage, exit 2; a server's tokenize
+ * route failing at run time is a failure, exit 1.
+ */
 export class TokenizerError extends InfergaugeError {
-  constructor(message: string) {
-    super(message, 'IG_TOKENIZER');
+  constructor(message: string, exitCode: ExitCode = EXIT.failure) {
+    super(message, 'IG_TOKENIZER', exitCode);
   }
 }
+
+const badSpec = (message: string) => new TokenizerError(message, EXIT.invalidOptions);
 
 export interface ServerTokenizerTarget {
   /** The server URL as the user gave it (a trailing `/v1` is fine). */
@@ -67,14 +74,12 @@ export async function createTokenizer(
       return openAiTokenizer(spec);
     case 'server': {
       if (!options.server) {
-        throw new TokenizerError(
-          '--tokenizer server needs a server to ask (its URL, model and backend)',
-        );
+        throw badSpec('--tokenizer server needs a server to ask (its URL, model and backend)');
       }
       return serverTokenizer(options.server);
     }
     default:
-      if (spec.trim() === '') throw new TokenizerError(`empty tokenizer spec; ${LOCAL_HINT}`);
+      if (spec.trim() === '') throw badSpec(`empty tokenizer spec; ${LOCAL_HINT}`);
       return huggingFaceTokenizer(spec.startsWith('hf:') ? spec.slice(3) : spec);
   }
 }
@@ -106,23 +111,23 @@ async function huggingFaceTokenizer(path: string): Promise<Tokenizer> {
   let file = resolve(path);
   const info = await stat(file).catch(() => undefined);
   if (info === undefined) {
-    throw new TokenizerError(`tokenizer ${path}: no such file or directory; ${LOCAL_HINT}`);
+    throw badSpec(`tokenizer ${path}: no such file or directory; ${LOCAL_HINT}`);
   }
   if (info.isDirectory()) {
     file = join(file, 'tokenizer.json');
     if (!(await stat(file).catch(() => undefined))?.isFile()) {
-      throw new TokenizerError(`tokenizer ${path}: the directory holds no tokenizer.json`);
+      throw badSpec(`tokenizer ${path}: the directory holds no tokenizer.json`);
     }
   }
   let json: unknown;
   try {
     json = JSON.parse(await readFile(file, 'utf8'));
   } catch (err) {
-    throw new TokenizerError(`tokenizer ${file}: not readable JSON (${(err as Error).message})`);
+    throw badSpec(`tokenizer ${file}: not readable JSON (${(err as Error).message})`);
   }
   const model = isObject(json) ? json.model : undefined;
   if (!isObject(json) || !isObject(model) || typeof model.type !== 'string') {
-    throw new TokenizerError(
+    throw badSpec(
       `tokenizer ${file}: not a Hugging Face tokenizer.json (it has no "model" with a "type")`,
     );
   }
@@ -140,7 +145,7 @@ async function huggingFaceTokenizer(path: string): Promise<Tokenizer> {
     tokenizer = new HfTokenizer(json, isObject(config) ? config : {});
     tokenizer.encode('hello world', options);
   } catch (err) {
-    throw new TokenizerError(`tokenizer ${file}: cannot be loaded (${(err as Error).message})`);
+    throw badSpec(`tokenizer ${file}: cannot be loaded (${(err as Error).message})`);
   }
   const countSync = (text: string) => tokenizer.encode(text, options).ids.length;
   return { name: `hf:${file}`, exact: true, countSync, count: async (text) => countSync(text) };
@@ -200,7 +205,7 @@ async function serverTokenizer(target: ServerTokenizerTarget): Promise<Tokenizer
   const { origin, prefix } = splitServerUrl(target.url);
   const base = `${origin}${prefix}`;
   if (flavor === undefined) {
-    throw new TokenizerError(
+    throw badSpec(
       `the ${target.backend} server at ${base} has no tokenize endpoint infergauge can use; ${LOCAL_HINT}`,
     );
   }

@@ -50,6 +50,11 @@ describe('case 12: bad usage exits 2', () => {
     const tokenizer = await runCli(['run', '--tokenizer', '/nonexistent/tokenizer.json']);
     assert.equal(tokenizer.code, EXIT_USAGE, tokenizer.stderr);
     assert.match(tokenizer.stderr, /--tokenizer \/nonexistent\/tokenizer\.json: no such file/);
+    const notATokenizer = join(tempDir('ig-tokenizer-'), 'tokenizer.json');
+    writeFileSync(notATokenizer, '{"nope": 1}');
+    const invalid = await runCli(['run', '--tokenizer', notATokenizer, '--requests', '1']);
+    assert.equal(invalid.code, EXIT_USAGE, invalid.stderr);
+    assert.match(invalid.stderr, /not a Hugging Face tokenizer\.json/);
 
     const infinite = await runCli(['run', '--time-scale', '1e309', '--requests', '1']);
     assert.equal(infinite.code, EXIT_USAGE, infinite.stderr);
