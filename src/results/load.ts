@@ -76,6 +76,13 @@ export async function loadReportInput(
     default:
       // A run killed before it wrote summary.json: its records are still the truth.
       if (isRunDir(dir)) return loadRun(dir, onProblem);
+      // A multi-scenario run killed before it wrote scenarios.json: its folders are the runs.
+      if (runFolders(dir, isRunDir).length > 0) {
+        onProblem(
+          `${dir} has no ${RESULT_FILES.scenarios}: the multi-scenario run did not finish; reporting the scenario folders it left`,
+        );
+        return loadScenarios(dir, onProblem, null);
+      }
       throw new Error(
         `${dir} is not an infergauge results directory: it holds none of ${markers} (a run, a multi-scenario run, a sweep, a probe or a capacity curve)`,
       );
@@ -103,20 +110,21 @@ export async function loadRun(
   };
 }
 
-/** scenarios.json and one run per scenario, in the table's order (else by folder name). */
-async function loadScenarios(dir: string, onProblem: OnReadProblem): Promise<ReportInput> {
-  const table = readScenariosTable(dir);
+/**
+ * scenarios.json and one run per scenario, in the table's order (else by folder name). Without
+ * the table (`null`: a killed run), every folder holding records is a scenario.
+ */
+async function loadScenarios(
+  dir: string,
+  onProblem: OnReadProblem,
+  table: unknown = readScenariosTable(dir),
+): Promise<ReportInput> {
+  const isScenario = table === null ? isRunDir : isRun;
   // A name from scenarios.json must stay a folder right inside the results directory.
   const folders = scenarioNames(table).filter(
     (name) => name !== '..' && name !== '.' && !/[\\/]/.test(name) && isRun(join(dir, name)),
   );
-  if (folders.length === 0) {
-    for (const entry of readdirSync(dir, { withFileTypes: true }).sort((a, b) =>
-      a.name.localeCompare(b.name),
-    )) {
-      if (entry.isDirectory() && isRun(join(dir, entry.name))) folders.push(entry.name);
-    }
-  }
+  if (folders.length === 0) folders.push(...runFolders(dir, isScenario));
   if (folders.length === 0) {
     throw new Error(
       `${dir} has ${RESULT_FILES.scenarios} but no scenario folder with a ${RESULT_FILES.summary}`,
@@ -125,6 +133,14 @@ async function loadScenarios(dir: string, onProblem: OnReadProblem): Promise<Rep
   const runs: RunReportInput[] = [];
   for (const name of folders) runs.push(await loadRun(join(dir, name), onProblem));
   return { kind: 'scenarios', dir, runs, table };
+}
+
+/** The folders right inside `dir` that `isScenario` takes, by name. */
+function runFolders(dir: string, isScenario: (path: string) => boolean): string[] {
+  return readdirSync(dir, { withFileTypes: true })
+    .filter((entry) => entry.isDirectory() && isScenario(join(dir, entry.name)))
+    .map((entry) => entry.name)
+    .sort((a, b) => a.localeCompare(b));
 }
 
 /** A scenario folder holds a finished run: its summary. */
