@@ -429,7 +429,7 @@ export class SummaryBuilder {
     if (this.outputSources.events) {
       warnings.push({
         code: 'no_usage',
-        message: `${this.outputSources.events} requests had no usage from the server: their output tokens were counted as one per stream event`,
+        message: `${this.outputSources.events} requests had no usable output count from the server (none sent${this.implausibleCounts > 0 ? ', or one that cannot be true' : ''}): their output tokens were counted as one per stream event`,
       });
     }
     if (this.resentRequests > 0) {
