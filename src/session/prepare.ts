@@ -3,8 +3,9 @@
  * a plan and the simulated engine, with every problem found; `run`, `sweep`, `probe` and `plan`
  * share it.
  */
+
+import { parseFlagNumber, TIME_SCALE } from '../flagNumber.js';
 import { shardOf, wholeRun } from '../loadgen/shard.js';
-import { parseFlagNumber, TIME_SCALE } from '../plan/flagNumber.js';
 import {
   PlanError,
   parseRunPlan,
