@@ -109,7 +109,6 @@ async function capacity(o: CapacityOptions): Promise<number> {
           : { url: o.url }),
         ...(o.modelName !== undefined ? { modelName: o.modelName } : {}),
         ...(o.metricsUrl !== undefined ? { metricsUrl: o.metricsUrl } : {}),
-        ...(o.timeScale !== undefined ? { timeScale: o.timeScale } : {}),
         apiKey,
         prediction,
         predictionNote,

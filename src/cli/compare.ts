@@ -4,6 +4,7 @@ import { Command, Option } from '@commander-js/extra-typings';
 import { type BootstrapOptions, DEFAULT_BOOTSTRAP } from '../analysis/compare.js';
 import { parseThresholds, type Threshold, ThresholdError } from '../analysis/thresholds.js';
 import { EXIT, InfergaugeError } from '../errors.js';
+import { parseFlagNumber } from '../flagNumber.js';
 import {
   compareTargets,
   renderHtml,
@@ -84,9 +85,10 @@ function parseOptions(
 ): BootstrapOptions & { force: boolean } {
   const number = (flag: string, text: string | undefined, fallback: number) => {
     if (text === undefined) return fallback;
-    const n = Number(String(text).replace(/%$/, ''));
-    if (!Number.isFinite(n)) problems.push(`${flag} must be a number (got "${text}")`);
-    return Number.isFinite(n) ? n : fallback;
+    const n = parseFlagNumber(String(text).replace(/%$/, ''));
+    if ('value' in n) return n.value;
+    problems.push(`${flag} must be a number (got "${text}")`);
+    return fallback;
   };
   let confidence = number('--confidence', o.confidence, DEFAULT_BOOTSTRAP.confidence);
   if (o.confidence !== undefined && (String(o.confidence).endsWith('%') || confidence > 1)) {

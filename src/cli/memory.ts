@@ -1,5 +1,6 @@
 import { Command } from '@commander-js/extra-typings';
 import { EXIT } from '../errors.js';
+import { checkedFlagNumber } from '../flagNumber.js';
 import { type MemoryQuestion, memoryReport } from '../memory/report.js';
 import { describeQuestion, renderMemory } from '../report/memoryText.js';
 import { resolveEngineConfig } from '../sim/engineModel.js';
@@ -46,13 +47,13 @@ export function memoryCommand(): Command {
 
 function memory(o: Record<string, string | boolean | undefined>): number {
   const problems: string[] = [];
-  const wholeNumber = (flag: string, value: string | boolean | undefined) => {
-    if (value === undefined) return undefined;
-    const n = Number(value);
-    if (!Number.isInteger(n) || n < 1)
-      problems.push(`${flag} must be a whole number >= 1 (got "${String(value)}")`);
-    return n;
-  };
+  const wholeNumber = (flag: string, value: string | boolean | undefined) =>
+    checkedFlagNumber(
+      value,
+      { min: 1, integer: true },
+      problems,
+      `${flag} must be a whole number >= 1 (got "${String(value)}")`,
+    );
   const batch = wholeNumber('--batch', o.batch) ?? 1;
   const context = wholeNumber('--context', o.context);
   const built = engineFromFlags(o.model as string, o);

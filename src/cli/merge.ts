@@ -1,6 +1,7 @@
 import { resolve } from 'node:path';
 import { Command } from '@commander-js/extra-typings';
 import { EXIT } from '../errors.js';
+import { checkedFlagNumber } from '../flagNumber.js';
 import { renderTerminalSummary } from '../report/terminal.js';
 import { RESULT_FILES } from '../results/layout.js';
 import {
@@ -43,15 +44,20 @@ async function merge(
   dirs: string[],
   o: MergeOptions & { html: boolean; threshold?: string[] },
 ): Promise<number> {
-  const expected = o.shards !== undefined ? Number(o.shards) : undefined;
-  const waitS = o.wait !== undefined ? Number(o.wait) : 0;
   const problems: string[] = [];
-  if (expected !== undefined && !(Number.isInteger(expected) && expected >= 1)) {
-    problems.push(`--shards must be a whole number >= 1 (got "${o.shards}")`);
-  }
-  if (!(Number.isFinite(waitS) && waitS >= 0)) {
-    problems.push(`--wait must be a number of seconds >= 0 (got "${o.wait}")`);
-  }
+  const expected = checkedFlagNumber(
+    o.shards,
+    { min: 1, integer: true },
+    problems,
+    `--shards must be a whole number >= 1 (got "${o.shards}")`,
+  );
+  const waitS =
+    checkedFlagNumber(
+      o.wait,
+      { min: 0 },
+      problems,
+      `--wait must be a number of seconds >= 0 (got "${o.wait}")`,
+    ) ?? 0;
   if (problems.length > 0) return printProblems('merge', problems);
   const out = o.out ?? `${dirs[0].replace(/\/+$/, '')}-merged`;
   const { finished, unfinished } = await waitForShards(dirs, expected, waitS, resolve(out));

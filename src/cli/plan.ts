@@ -62,7 +62,7 @@ function effectivePlan(prepared: PreparedRun, runPlan: RunPlan) {
         : {
             builtInSimulator: prepared.engine ? describeEngine(prepared.engine) : 'default',
             mode: prepared.simulate ? 'virtual time (--simulate)' : 'real time',
-            ...(prepared.timeScale !== undefined ? { timeScale: Number(prepared.timeScale) } : {}),
+            ...(prepared.timeScale !== undefined ? { timeScale: prepared.timeScale } : {}),
           },
   };
 }

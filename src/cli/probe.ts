@@ -197,7 +197,7 @@ async function probe(
       const view = {
         description: target,
         endpoint: plan.endpoint,
-        ...(prepared.timeScale !== undefined ? { timeScale: prepared.timeScale } : {}),
+        ...(prepared.timeScale !== undefined ? { timeScale: String(prepared.timeScale) } : {}),
         color: useColor(process.stdout),
       };
       const text =

@@ -1,9 +1,9 @@
 import { Command, InvalidArgumentError, Option } from '@commander-js/extra-typings';
 import Table from 'cli-table3';
+import { type NumberRule, parseFlagNumber, TIME_SCALE } from '../flagNumber.js';
 import { formatWeightFormat } from '../memory/dtype.js';
 import { GPU_PRESETS } from '../memory/hardware.js';
 import { MODEL_PRESETS, paramCounts } from '../memory/model.js';
-import { type NumberRule, parseFlagNumber, TIME_SCALE } from '../plan/flagNumber.js';
 import {
   buildSimEngine,
   type SimEngine,

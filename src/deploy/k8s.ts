@@ -1,5 +1,6 @@
 import { Document, parse as parseYaml, stringify } from 'yaml';
 import { UsageError } from '../errors.js';
+import { checkedFlagNumber } from '../flagNumber.js';
 import { PlanFileError, type PlanFileOptions, planFileOptions } from '../plan/planFile.js';
 import { RUN_DEFAULTS } from '../plan/runPlan.js';
 import { VERSION } from '../version.js';
@@ -134,24 +135,20 @@ export function resolveOptions(
 ): { resolved?: Resolved; problems: string[]; warnings: string[] } {
   const problems: string[] = [];
   const warnings: string[] = [];
-  const whole = (flag: string, value: string | undefined) => {
-    if (value === undefined) return undefined;
-    const n = Number(value);
-    if (!/^\d+$/.test(value.trim()) || !Number.isSafeInteger(n) || n < 1) {
-      problems.push(`${flag} must be a whole number >= 1 (got "${value}")`);
-      return undefined;
-    }
-    return n;
-  };
-  const seconds = (flag: string, value: string | undefined) => {
-    if (value === undefined) return undefined;
-    const n = Number(value);
-    if (value.trim() === '' || !Number.isFinite(n) || n <= 0) {
-      problems.push(`${flag} must be a number of seconds above 0 (got "${value}")`);
-      return undefined;
-    }
-    return n;
-  };
+  const whole = (flag: string, value: string | undefined) =>
+    checkedFlagNumber(
+      value,
+      { min: 1, max: Number.MAX_SAFE_INTEGER, integer: true },
+      problems,
+      `${flag} must be a whole number >= 1 (got "${value}")`,
+    );
+  const seconds = (flag: string, value: string | undefined) =>
+    checkedFlagNumber(
+      value,
+      { above: 0 },
+      problems,
+      `${flag} must be a number of seconds above 0 (got "${value}")`,
+    );
   const quantity = (flag: string, value: string, example: string) => {
     if (!QUANTITY.test(value)) {
       problems.push(`${flag} must be a Kubernetes quantity, e.g. ${example} (got "${value}")`);
@@ -324,19 +321,31 @@ function checkPlan(
   if (r) {
     // As run fills them in (RUN_DEFAULTS): the parts each shard gets must not be empty.
     const closedLoop = o.rate === undefined && o.trace === undefined;
-    const given = (key: string, fallback: number | undefined) =>
-      o[key] !== undefined
-        ? { n: Number(o[key]), text: String(o[key]) }
-        : fallback !== undefined
+    // Read as run reads them; a value run would refuse is a problem here, before N pods fail.
+    const given = (key: string, field: string, fallback: number | undefined) => {
+      if (o[key] === undefined) {
+        return fallback !== undefined
           ? { n: fallback, text: `${fallback} (the default)` }
           : undefined;
-    const concurrency = closedLoop ? given('concurrency', RUN_DEFAULTS.concurrency) : undefined;
+      }
+      const n = checkedFlagNumber(
+        o[key],
+        { min: 1, integer: true },
+        problems,
+        `${path}: ${field} must be a whole number >= 1 (got ${JSON.stringify(o[key])})`,
+      );
+      return n !== undefined ? { n, text: String(o[key]) } : undefined;
+    };
+    const concurrency = closedLoop
+      ? given('concurrency', 'concurrency', RUN_DEFAULTS.concurrency)
+      : undefined;
     if (concurrency && concurrency.n < r.shards) {
       problems.push(
         `${path}: concurrency ${concurrency.text} is split across ${r.shards} shards, so some would keep no request in flight: use --shards ${Math.max(1, Math.floor(concurrency.n))} or fewer`,
       );
     }
     const requests = given(
+      'requests',
       'requests',
       o.trace === undefined && o.duration === undefined ? RUN_DEFAULTS.requests : undefined,
     );
@@ -347,14 +356,19 @@ function checkPlan(
       );
     }
     // An open loop's cap on requests in flight is split like a concurrency (held per shard).
-    const cap = closedLoop ? undefined : given('maxConcurrency', undefined);
+    const cap = closedLoop ? undefined : given('maxConcurrency', 'max-concurrency', undefined);
     if (cap && cap.n < r.shards) {
       problems.push(
         `${path}: max-concurrency ${cap.text} is split across ${r.shards} shards, so some would have no request slot: use --shards ${Math.max(1, Math.floor(cap.n))} or fewer, or a larger max-concurrency`,
       );
     }
-    const duration = Number(o.duration);
-    if (o.duration !== undefined && duration > r.maxDurationS) {
+    const duration = checkedFlagNumber(
+      o.duration,
+      { above: 0 },
+      problems,
+      `${path}: duration must be a number of seconds above 0 (got ${JSON.stringify(o.duration)})`,
+    );
+    if (duration !== undefined && duration > r.maxDurationS) {
       problems.push(
         `${path}: duration ${duration} s is longer than --max-duration ${r.maxDurationS} s, so the merge would stop waiting before the shards finish: pass --max-duration ${Math.ceil(duration) + 300} (the duration plus time for in-flight requests)`,
       );

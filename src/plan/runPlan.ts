@@ -4,6 +4,7 @@ import { BACKEND_NAMES, BACKENDS, type BackendName } from '../backends/index.js'
 import { splitServerUrl } from '../backends/request.js';
 import type { Endpoint } from '../backends/types.js';
 import { UsageError } from '../errors.js';
+import { type NumberRule, parseFlagNumber } from '../flagNumber.js';
 import type { LoadSpec } from '../load.js';
 import { parseShard, type ShardIndex } from '../load.js';
 import type { SloCondition } from '../metrics/slo.js';
@@ -22,7 +23,6 @@ import {
   withLengths,
 } from '../workload/scenarios.js';
 import { readTrace, type TraceEntry, traceLoad } from '../workload/trace.js';
-import { type NumberRule, parseFlagNumber } from './flagNumber.js';
 import { type PlanScenario, scenarioFromPlan } from './planFile.js';
 
 /** Everything one `infergauge run` does, validated; the manifest stores it (API key redacted). */

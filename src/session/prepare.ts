@@ -3,8 +3,9 @@
  * a plan and the simulated engine, with every problem found; `run`, `sweep`, `probe` and `plan`
  * share it.
  */
+
+import { parseFlagNumber, TIME_SCALE } from '../flagNumber.js';
 import { shardOf, wholeRun } from '../loadgen/shard.js';
-import { parseFlagNumber, TIME_SCALE } from '../plan/flagNumber.js';
 import {
   PlanError,
   parseRunPlan,
@@ -45,6 +46,7 @@ export function prepareRun(options: RunOptions, command = 'run'): PreparedRun {
     problems.push(...err.problems);
   }
   let simulated: ReturnType<typeof engineFromFlags> | undefined;
+  let scale: ReturnType<typeof parseFlagNumber> | undefined;
   if (!builtIn) {
     if (simulate) problems.push('--simulate runs without a server: drop --url');
     if (engineFlags.length > 0 || timeScale !== undefined) {
@@ -55,7 +57,7 @@ export function prepareRun(options: RunOptions, command = 'run'): PreparedRun {
   } else {
     simulated = engineFromFlags(simModel, rest);
     problems.push(...simulated.problems);
-    const scale = timeScale === undefined ? undefined : parseFlagNumber(timeScale, TIME_SCALE);
+    scale = timeScale === undefined ? undefined : parseFlagNumber(timeScale, TIME_SCALE);
     if (scale && 'problem' in scale) problems.push(`--time-scale ${scale.problem}`);
     if (simulate && (input.workers ?? input.shard ?? input.startAt) !== undefined) {
       problems.push('--workers, --shard and --start-at apply to real-time runs, not to --simulate');
@@ -101,7 +103,7 @@ export function prepareRun(options: RunOptions, command = 'run'): PreparedRun {
     engineFlags,
     ...(simModel !== undefined ? { simModel } : {}),
     simulate: simulate === true,
-    ...(timeScale !== undefined ? { timeScale } : {}),
+    ...(scale && 'value' in scale ? { timeScale: scale.value } : {}),
     json: json === true,
   };
 }

@@ -42,7 +42,8 @@ export interface PreparedRun {
   engineFlags: string[];
   simModel?: string;
   simulate: boolean;
-  timeScale?: string;
+  /** --time-scale, read by parseFlagNumber in prepareRun. */
+  timeScale?: number;
   json: boolean;
 }
 
@@ -303,7 +304,7 @@ export async function openTarget(
   if (plan.url === undefined) {
     sim = await spawnSimulator([
       ...(prepared.simModel !== undefined ? ['--model', prepared.simModel] : []),
-      ...(prepared.timeScale !== undefined ? ['--time-scale', prepared.timeScale] : []),
+      ...(prepared.timeScale !== undefined ? ['--time-scale', String(prepared.timeScale)] : []),
       ...prepared.engineFlags,
     ]);
     // The simulator serves /metrics: scrape it like any vLLM server (by default too).

@@ -1,3 +1,4 @@
+import { parseFlagNumber } from '../flagNumber.js';
 import { KV_DTYPES, type KvDtype, parseWeightFormat } from '../memory/dtype.js';
 import { findGpuPreset, GPU_PRESETS } from '../memory/hardware.js';
 import { resolveModel } from '../memory/hfConfig.js';
@@ -204,13 +205,16 @@ export function engineFromFlags(
   for (const f of ENGINE_FLAGS) {
     if (f.kind !== 'number' || options[f.key] === undefined) continue;
     const text = String(options[f.key]);
-    const n = Number(text);
     const name = f.flag.split(' ')[0];
-    if (!Number.isFinite(n) || (f.integer && !Number.isInteger(n))) {
+    const inRange = parseFlagNumber(text, f);
+    if ('value' in inRange) numbers[f.key] = inRange.value;
+    else if ('problem' in parseFlagNumber(text, { integer: f.integer })) {
       problems.push(`${name} must be a ${f.integer ? 'whole number' : 'number'} (got "${text}")`);
-    } else if ((f.min !== undefined && n < f.min) || (f.max !== undefined && n > f.max)) {
-      problems.push(`${name} must be between ${f.min ?? '-inf'} and ${f.max ?? 'inf'} (got ${n})`);
-    } else numbers[f.key] = n;
+    } else {
+      problems.push(
+        `${name} must be between ${f.min ?? '-inf'} and ${f.max ?? 'inf'} (got ${text})`,
+      );
+    }
   }
   let resolved: ReturnType<typeof resolveModel> | undefined;
   try {

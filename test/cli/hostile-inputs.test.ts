@@ -315,3 +315,85 @@ describe('sweep --concurrency LIST', () => {
     assert.match(both.stderr, /--concurrency 1,2 and --levels 1,4 both give the levels/);
   });
 });
+
+describe('case 14: one reading of numbers everywhere', () => {
+  test('hex, 1e309 and empty values are refused with exit 2 naming the flag, in every command', async () => {
+    const dir = tempDir('ig-numbers-');
+    // Each command collects its problems: one run shows each bad value refused by its flag.
+    const cases: { args: string[]; refused: Record<string, string> }[] = [
+      {
+        args: ['sweep', '--simulate', '--levels', '1,0x10', '--repeats', '1e309'],
+        refused: { '--levels': '1,0x10', '--repeats': '1e309' },
+      },
+      {
+        args: ['sweep', '--simulate', '--rates', '1,0x10'],
+        refused: { '--rates': '1,0x10' },
+      },
+      {
+        args: ['probe', 'decode', '--simulate', '--levels', '1,0x10'].concat([
+          '--requests-per-point',
+          '1e309',
+          '--input-tokens',
+          '0x10',
+        ]),
+        refused: {
+          '--levels': '1,0x10',
+          '--requests-per-point': '1e309',
+          '--input-tokens': '0x10',
+        },
+      },
+      {
+        args: ['memory', '--batch', '0x10', '--context', '1e309', '--tp', '0x2'],
+        refused: { '--batch': '0x10', '--context': '1e309', '--tp': '0x2' },
+      },
+      {
+        args: ['compare', join(dir, 'a'), join(dir, 'b'), '--min-effect', '0x1'].concat([
+          '--resamples',
+          '1e309',
+          '--seed',
+          '0x1',
+        ]),
+        refused: { '--min-effect': '0x1', '--resamples': '1e309', '--seed': '0x1' },
+      },
+      {
+        args: ['merge', join(dir, 'a'), '--shards', '0x2', '--wait', '1e309'],
+        refused: { '--shards': '0x2', '--wait': '1e309' },
+      },
+      {
+        args: ['capacity', '--batches', '1,0x10', '--timeout', '1e309', '--max-batch', '0x10'],
+        refused: { '--batches': '1,0x10', '--timeout': '1e309', '--max-batch': '0x10' },
+      },
+      {
+        args: ['sim', '--tp', '0x2', '--max-num-seqs', '1e309'],
+        refused: { '--tp': '0x2', '--max-num-seqs': '1e309' },
+      },
+      { args: ['sweep', '--simulate', '--levels', ''], refused: { '--levels': '' } },
+      { args: ['merge', join(dir, 'a'), '--shards', ''], refused: { '--shards': '' } },
+    ];
+    for (const { args, refused } of cases) {
+      const result = await runCli(args);
+      assert.equal(result.code, EXIT_USAGE, `${args.join(' ')}: ${result.stderr}`);
+      for (const [flag, value] of Object.entries(refused)) {
+        // An empty value stops the command line at once (the program's own check), before any reading.
+        const named = value === '' ? `${flag} was given an empty value` : `${flag} must be`;
+        assert.ok(
+          result.stderr.includes(named) && (value === '' || result.stderr.includes(`"${value}"`)),
+          `${args.join(' ')}: ${flag} ${JSON.stringify(value)} not refused:\n${result.stderr}`,
+        );
+      }
+    }
+  });
+
+  test("k8s job reads a plan's numbers as run does: hex, 1e309 and empty values are problems", async () => {
+    const plan = join(tempDir('ig-numbers-'), 'plan.yaml');
+    writeFileSync(
+      plan,
+      'url: http://vllm.default.svc:8000\nconcurrency: "0x10"\nrequests: "1e309"\nduration: ""\n',
+    );
+    const result = await runCli(['k8s', 'job', '--shards', '2', '--plan', plan]);
+    assert.equal(result.code, EXIT_USAGE, result.stderr);
+    assert.match(result.stderr, /concurrency must be a whole number >= 1 \(got "0x10"\)/);
+    assert.match(result.stderr, /requests must be a whole number >= 1 \(got "1e309"\)/);
+    assert.match(result.stderr, /duration must be a number of seconds above 0 \(got ""\)/);
+  });
+});

@@ -10,6 +10,13 @@ import { request } from 'undici';
 import { openaiBackend } from '../../backends/openai.js';
 import { firstListedModel, splitServerUrl, withApiKey } from '../../backends/request.js';
 import type { Endpoint } from '../../backends/types.js';
+import {
+  checkedFlagNumber,
+  type NumberRule,
+  parseFlagList,
+  parseFlagNumber,
+  TIME_SCALE,
+} from '../../flagNumber.js';
 import { createRunClock } from '../../loadgen/clock.js';
 import { runLoadgen } from '../../loadgen/run.js';
 import {
@@ -68,33 +75,34 @@ export interface CapacitySettings {
   timeoutS: number;
   seed: number;
   ignoreEos: boolean;
+  /** The built-in simulator's --time-scale (real seconds per simulated second). */
+  timeScale?: number;
 }
 
 /** The capacity search's settings from its options. */
 export function capacitySettings(o: CapacityOptions, problems: string[]): CapacitySettings {
-  const num = (flag: string, value: string | undefined, fallback: number, min: number) => {
-    if (value === undefined) return fallback;
-    const n = Number(value);
-    if (!Number.isFinite(n) || n < min) {
-      problems.push(`${flag} must be a number >= ${min} (got "${value}")`);
-      return fallback;
-    }
-    return n;
-  };
-  const whole = (flag: string, value: string | undefined, fallback: number, min = 1) => {
-    const n = num(flag, value, fallback, min);
-    if (!Number.isInteger(n)) problems.push(`${flag} must be a whole number (got "${value}")`);
-    return n;
-  };
+  const read = (flag: string, value: string | undefined, fallback: number, rule: NumberRule) =>
+    checkedFlagNumber(
+      value,
+      rule,
+      problems,
+      `${flag} must be a ${rule.integer ? 'whole number' : 'number'} >= ${rule.min} (got "${value}")`,
+    ) ?? fallback;
+  const num = (flag: string, value: string | undefined, fallback: number, min: number) =>
+    read(flag, value, fallback, { min });
+  const whole = (flag: string, value: string | undefined, fallback: number, min = 1) =>
+    read(flag, value, fallback, { min, integer: true });
   let batches = doublingBatches(whole('--max-batch', o.maxBatch, 256));
   if (o.batches !== undefined) {
-    const list = o.batches.split(',').map((b) => Number(b.trim()));
-    if (list.length === 0 || list.some((b) => !Number.isInteger(b) || b < 1)) {
+    const list = parseFlagList(o.batches, { min: 1, integer: true });
+    if (list === undefined) {
       problems.push(
         `--batches must be whole numbers >= 1 separated by commas (got "${o.batches}")`,
       );
-    } else batches = [...new Set(list)].sort((a, b) => a - b);
+    } else batches = list;
   }
+  const scale = o.timeScale === undefined ? undefined : parseFlagNumber(o.timeScale, TIME_SCALE);
+  if (scale && 'problem' in scale) problems.push(`--time-scale ${scale.problem}`);
   const endpoint = o.endpoint ?? 'completions';
   if (endpoint !== 'chat' && endpoint !== 'completions') {
     problems.push(`--endpoint must be chat or completions (got "${endpoint}")`);
@@ -112,6 +120,7 @@ export function capacitySettings(o: CapacityOptions, problems: string[]): Capaci
     timeoutS: num('--timeout', o.timeout, 600, 0.001),
     seed: whole('--seed', o.seed, 42, 0),
     ignoreEos: o.ignoreEos === true,
+    ...(scale && 'value' in scale ? { timeScale: scale.value } : {}),
   };
 }
 
@@ -123,7 +132,6 @@ export interface CapacityRun {
   modelName?: string;
   metricsUrl?: string;
   apiKey: string | undefined;
-  timeScale?: string;
   prediction: CapacityPrediction | undefined;
   predictionNote: string | undefined;
   out: string;
@@ -163,7 +171,7 @@ export async function runCapacity(
         url: sim ? 'built-in simulator' : url,
         model,
         simulator: sim?.banner,
-        ...(c.timeScale !== undefined ? { timeScale: Number(c.timeScale) } : {}),
+        ...(settings.timeScale !== undefined ? { timeScale: settings.timeScale } : {}),
       },
       workload: {
         inputTokens: settings.inputTokens,

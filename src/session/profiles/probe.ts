@@ -15,6 +15,7 @@ import {
   prefillRows,
 } from '../../analysis/probe.js';
 import type { RequestSpec } from '../../backends/types.js';
+import { checkedFlagNumber, parseFlagList } from '../../flagNumber.js';
 import type { RunSummary, Warning } from '../../metrics/summary.js';
 import type { RunPlan } from '../../plan/runPlan.js';
 import type { DecodePoint, PrefillPoint } from '../../report/probeText.js';
@@ -65,27 +66,21 @@ export function probeSettings(
   maxModelLen: number | undefined,
   problems: string[],
 ): ProbeSettings {
-  const whole = (flag: string, value: unknown, fallback: number, min = 1) => {
-    if (value === undefined) return fallback;
-    const n = Number(value);
-    if (!Number.isInteger(n) || n < min) {
-      problems.push(`${flag} must be a whole number >= ${min} (got "${String(value)}")`);
-      return fallback;
-    }
-    return n;
-  };
+  const whole = (flag: string, value: unknown, fallback: number, min = 1) =>
+    checkedFlagNumber(
+      value,
+      { min, integer: true },
+      problems,
+      `${flag} must be a whole number >= ${min} (got "${String(value)}")`,
+    ) ?? fallback;
   const list = (flag: string, value: unknown, fallback: readonly number[]) => {
     if (value === undefined) return [...fallback];
-    const items = String(value)
-      .split(',')
-      .map((v) => Number(v.trim()));
-    if (items.some((n) => !Number.isInteger(n) || n < 1)) {
-      problems.push(
-        `${flag} must be whole numbers >= 1 separated by commas (got "${String(value)}")`,
-      );
-      return [...fallback];
-    }
-    return [...new Set(items)].sort((a, b) => a - b);
+    const items = parseFlagList(value, { min: 1, integer: true });
+    if (items) return items;
+    problems.push(
+      `${flag} must be whole numbers >= 1 separated by commas (got "${String(value)}")`,
+    );
+    return [...fallback];
   };
   const requestsPerPoint = whole(
     '--requests-per-point',
@@ -202,7 +197,7 @@ export async function runProbe(
         model: runner.model,
         url: plan.url ?? 'built-in simulator',
         virtualTime: prepared.simulate,
-        ...(prepared.timeScale !== undefined ? { timeScale: Number(prepared.timeScale) } : {}),
+        ...(prepared.timeScale !== undefined ? { timeScale: prepared.timeScale } : {}),
       },
       endpoint: plan.endpoint,
       tokenizer: runner.tokenizer.name,

@@ -18,6 +18,7 @@ import {
   type TriangleThresholds,
 } from '../../analysis/sweep.js';
 import { prefillWarning, targetContextWarning } from '../../analysis/traps.js';
+import { checkedFlagNumber, parseFlagList } from '../../flagNumber.js';
 import type { LoadSpec } from '../../load.js';
 import { planVllmMemory } from '../../memory/footprint.js';
 import type { RunSummary, Warning } from '../../metrics/summary.js';
@@ -63,31 +64,20 @@ export function splitSweepSlo(text: unknown): { percentile?: string; perRequest?
 
 /** A sweep's settings from its options (`sweepSlo`: the percentile SLOs of --slo). */
 export function sweepSettings(o: Record<string, unknown>, problems: string[]): SweepSettings {
-  const num = (flag: string, value: unknown, fallback: number, min: number, integer = false) => {
-    if (value === undefined) return fallback;
-    const n = Number(value);
-    if (!Number.isFinite(n) || n < min || (integer && !Number.isInteger(n))) {
-      problems.push(
-        `${flag} must be a ${integer ? 'whole number' : 'number'} >= ${min} (got "${String(value)}")`,
-      );
-      return fallback;
-    }
-    return n;
-  };
+  const num = (flag: string, value: unknown, fallback: number, min: number, integer = false) =>
+    checkedFlagNumber(
+      value,
+      { min, integer },
+      problems,
+      `${flag} must be a ${integer ? 'whole number' : 'number'} >= ${min} (got "${String(value)}")`,
+    ) ?? fallback;
   const list = (flag: string, value: unknown, integer: boolean) => {
-    const items = String(value)
-      .split(',')
-      .map((v) => Number(v.trim()));
-    if (
-      items.length === 0 ||
-      items.some((n) => !(Number.isFinite(n) && n > 0) || (integer && !Number.isInteger(n)))
-    ) {
-      problems.push(
-        `${flag} must be ${integer ? 'whole numbers' : 'numbers'} above 0 separated by commas (got "${String(value)}")`,
-      );
-      return [];
-    }
-    return [...new Set(items)].sort((a, b) => a - b);
+    const items = parseFlagList(value, { above: 0, integer });
+    if (items) return items;
+    problems.push(
+      `${flag} must be ${integer ? 'whole numbers' : 'numbers'} above 0 separated by commas (got "${String(value)}")`,
+    );
+    return [];
   };
   if (o.levels !== undefined && o.rates !== undefined) {
     problems.push('--levels (concurrency) and --rates cannot be combined: sweep one of them');

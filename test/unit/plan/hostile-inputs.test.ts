@@ -4,7 +4,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { parseFlagNumber } from '../../../src/plan/flagNumber.js';
+import { parseFlagNumber } from '../../../src/flagNumber.js';
 import { parseRunPlan, redactPlan } from '../../../src/plan/runPlan.js';
 import { parseTrace } from '../../../src/workload/trace.js';
 

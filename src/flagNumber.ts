@@ -50,3 +50,33 @@ function parseDecimal(value: unknown): number | undefined {
   if (typeof value !== 'string' || !DECIMAL.test(value.trim())) return undefined;
   return Number(value);
 }
+
+/**
+ * The number in `value` (undefined when it is not given), or undefined after adding `problem`
+ * (the command's own wording, naming the flag) to `problems`.
+ */
+export function checkedFlagNumber(
+  value: unknown,
+  rule: NumberRule,
+  problems: string[],
+  problem: string,
+): number | undefined {
+  if (value === undefined) return undefined;
+  const n = parseFlagNumber(value, rule);
+  if ('value' in n) return n.value;
+  problems.push(problem);
+  return undefined;
+}
+
+/**
+ * A comma-separated list of numbers (`--levels 1,4,16`), each item read by parseFlagNumber:
+ * sorted, without repeats; undefined when any item is no such number.
+ */
+export function parseFlagList(value: unknown, rule: NumberRule = {}): number[] | undefined {
+  const items = String(value)
+    .split(',')
+    .map((item) => parseFlagNumber(item, rule));
+  const values = items.flatMap((item) => ('value' in item ? [item.value] : []));
+  if (values.length < items.length) return undefined;
+  return [...new Set(values)].sort((a, b) => a - b);
+}
