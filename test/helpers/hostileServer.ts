@@ -1,6 +1,6 @@
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import { type AddressInfo, createServer as createNetServer, type Socket } from 'node:net';
-import { chatEvent, DONE, textEvent, usageEvent } from './scriptedServer.js';
+import { type AddressInfo, createServer as createNetServer } from 'node:net';
+import { chatEvent, DONE, listenOnLoopback, textEvent, usageEvent } from './scriptedServer.js';
 import {
   llamaFinal,
   llamaPartial,
@@ -206,13 +206,10 @@ export async function startHostileServer(options: HostileOptions): Promise<Hosti
   const tokens = options.tokens ?? 3;
   const route = answer.path(options.model ?? 'sim-llama-3-8b');
   const seen: number[] = [];
-  const sockets = new Set<Socket>();
   let killed = false;
-
   const kill = () => {
     killed = true;
-    server.close();
-    for (const s of sockets) s.destroy();
+    loopback.kill();
   };
 
   const respond = (id: number, req: IncomingMessage, res: ServerResponse) => {
@@ -277,22 +274,8 @@ export async function startHostileServer(options: HostileOptions): Promise<Hosti
       else respond(id, req, res);
     });
   });
-  server.on('connection', (s) => {
-    sockets.add(s);
-    s.on('close', () => sockets.delete(s));
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  return {
-    url: `http://127.0.0.1:${port}`,
-    seen,
-    close: () =>
-      new Promise<void>((resolve) => {
-        for (const s of sockets) s.destroy();
-        if (killed) resolve();
-        else server.close(() => resolve());
-      }),
-  };
+  const loopback = await listenOnLoopback(server);
+  return { url: loopback.url, seen, close: loopback.close };
 }
 
 function stream(res: ServerResponse, contentType: string, writes: string[]): void {

@@ -1,4 +1,4 @@
-import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 
 /** One step of a scripted response: wait, then write bytes (or do something to the socket). */
@@ -41,7 +41,6 @@ export async function startScriptedServer(
   respond: (request: ScriptedRequest) => ScriptedReply,
 ): Promise<ScriptedServer> {
   const requests: ScriptedRequest[] = [];
-  const sockets = new Set<Socket>();
   const server = createServer({ noDelay: true }, (req: IncomingMessage, res: ServerResponse) => {
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
@@ -61,19 +60,39 @@ export async function startScriptedServer(
       void play(res, reply.steps);
     });
   });
+  return { ...(await listenOnLoopback(server)), requests };
+}
+
+/** A test server on a loopback port. */
+export interface LoopbackServer {
+  url: string;
+  /** Stops listening and ends every open connection (kept-alive ones would hold it open). */
+  close(): Promise<void>;
+  /** The same, at once and from inside a handler: the server dies mid-run. */
+  kill(): void;
+}
+
+/** Listens on 127.0.0.1, port 0, keeping track of connections so `close` can end them. */
+export async function listenOnLoopback(server: Server): Promise<LoopbackServer> {
+  const sockets = new Set<Socket>();
   server.on('connection', (s) => {
     sockets.add(s);
     s.on('close', () => sockets.delete(s));
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const { port } = server.address() as AddressInfo;
+  const kill = () => {
+    server.close();
+    for (const s of sockets) s.destroy();
+  };
   return {
     url: `http://127.0.0.1:${port}`,
-    requests,
+    kill,
     close: () =>
       new Promise<void>((resolve) => {
         for (const s of sockets) s.destroy();
-        server.close(() => resolve());
+        if (server.listening) server.close(() => resolve());
+        else resolve();
       }),
   };
 }
