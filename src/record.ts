@@ -65,6 +65,8 @@ export interface EventTimeline {
   contentChars: number[];
   /** Characters of reasoning content in each event; omitted when the stream had none. */
   reasoningChars?: number[];
+  /** Characters of tool-call text (names, arguments) in each event; omitted when there was none. */
+  toolCallChars?: number[];
 }
 
 export type RequestPhase = 'warmup' | 'measure';
@@ -98,6 +100,8 @@ export interface RequestRecord {
   firstTokenAt?: number;
   /** First event carrying visible (non-reasoning) content. */
   firstContentAt?: number;
+  /** First event carrying a tool call (a function name or argument text). */
+  firstToolCallAt?: number;
   /** Last event carrying at least one output token. */
   lastTokenAt?: number;
   /** Stream finished (`[DONE]`, clean close) or the request failed. */

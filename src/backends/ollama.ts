@@ -1,7 +1,7 @@
 // Wire format: Ollama docs/api.md + server/routes.go streamResponse (NDJSON), Ollama 0.5+ (2025).
 import type { ServerTiming } from '../record.js';
 import { createDecoder, inStreamError } from './decoder.js';
-import { serverTiming } from './openai.js';
+import { serverTiming, toolCallText } from './openai.js';
 import { outputTokenLimit, withExtraBody } from './request.js';
 import type { Timeline } from './timeline.js';
 import type { Backend, BackendOptions, Endpoint, RequestSpec } from './types.js';
@@ -51,6 +51,8 @@ function parseLine(chat: boolean) {
     t.event({
       content: typeof text === 'string' ? text : '',
       reasoning: typeof thinking === 'string' ? thinking : '',
+      // /api/chat answers a tool call with whole calls in `message.tool_calls`.
+      toolCall: chat ? toolCallText(source?.tool_calls) : '',
     });
     if (m.done !== true) return;
     const timing = ollamaTiming(m, t);

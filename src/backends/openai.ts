@@ -48,6 +48,7 @@ function parseChunk(chat: boolean) {
     }
     let content = '';
     let reasoning = '';
+    let toolCall = '';
     const choices = m.choices;
     const first: unknown = Array.isArray(choices) ? choices[0] : undefined;
     if (typeof first === 'object' && first !== null) {
@@ -56,6 +57,7 @@ function parseChunk(chat: boolean) {
         const delta = choice.delta as Record<string, unknown> | undefined;
         if (delta) {
           if (typeof delta.content === 'string') content = delta.content;
+          toolCall = toolCallText(delta.tool_calls);
           if (typeof delta.reasoning_content === 'string') reasoning = delta.reasoning_content;
           else if (typeof delta.reasoning === 'string') reasoning = delta.reasoning;
         }
@@ -80,9 +82,31 @@ function parseChunk(chat: boolean) {
     t.event({
       content,
       reasoning,
+      toolCall,
       ...(completionTokens !== undefined ? { completionTokens } : {}),
     });
   };
+}
+
+/**
+ * The text of streamed tool calls: each call's function name and arguments, for every call in
+ * the list (parallel calls arrive with their own `index`). OpenAI, vLLM and SGLang send a list;
+ * TGI's OpenAI route sent one object before 3.0; Ollama sends whole calls with `arguments` as an
+ * object, counted as its JSON text. Anything else carries no tool call.
+ */
+export function toolCallText(calls: unknown): string {
+  const list = Array.isArray(calls) ? calls : [calls];
+  let text = '';
+  for (const call of list) {
+    if (typeof call !== 'object' || call === null) continue;
+    const fn = (call as Record<string, unknown>).function;
+    if (typeof fn !== 'object' || fn === null) continue;
+    const { name, arguments: args } = fn as Record<string, unknown>;
+    if (typeof name === 'string') text += name;
+    if (typeof args === 'string') text += args;
+    else if (typeof args === 'object' && args !== null) text += JSON.stringify(args);
+  }
+  return text;
 }
 
 /** llama.cpp's per-request `timings` object (native and OpenAI endpoints alike), checked. */
@@ -147,13 +171,13 @@ export const openaiBackend: Backend = {
     // The whole answer is one event at the end, counted like any stream's.
     const t = new Timeline(0, openaiOutputLimit(spec, options));
     t.nowUs = atUs;
+    const message = choice.message as Record<string, unknown> | null | undefined;
     const content =
-      options.endpoint === 'chat'
-        ? String((choice.message as Record<string, unknown> | undefined)?.content ?? '')
-        : String(choice.text ?? '');
+      options.endpoint === 'chat' ? String(message?.content ?? '') : String(choice.text ?? '');
+    const toolCall = options.endpoint === 'chat' ? toolCallText(message?.tool_calls) : '';
     const usage = parsed.usage as Record<string, unknown> | undefined;
     const completion = t.count(usage?.completion_tokens, 'usage.completion_tokens', 'output');
-    t.event({ content, ...(completion !== undefined ? { tokens: completion } : {}) });
+    t.event({ content, toolCall, ...(completion !== undefined ? { tokens: completion } : {}) });
     const prompt = t.count(usage?.prompt_tokens, 'usage.prompt_tokens', 'input');
     if (prompt !== undefined) t.promptTokens = prompt;
     if (typeof choice.finish_reason === 'string') t.finishReason = choice.finish_reason;

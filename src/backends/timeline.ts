@@ -16,6 +16,8 @@ export interface DecodedStream {
   /** Offsets in microseconds from `sentAt` (undefined when no such event). */
   firstTokenUs?: number;
   firstContentUs?: number;
+  /** First event carrying a tool call (its name or arguments). */
+  firstToolCallUs?: number;
   lastTokenUs?: number;
   /** Offset of the end-of-stream marker (`[DONE]`, a final message), when one arrived. */
   doneUs?: number;
@@ -34,6 +36,11 @@ export interface StreamEvent {
   content?: string;
   /** Reasoning output text (counts as output, but not for TTFC). */
   reasoning?: string;
+  /**
+   * Tool-call text the event streams (function names and argument pieces, every call of the
+   * event): output like any other, kept apart like reasoning and not visible content.
+   */
+  toolCall?: string;
   /** Exact output tokens this event carries, when the server says (TGI: one token object). */
   tokens?: number;
   /** Cumulative output tokens so far, when the server says (per-event usage, SGLang meta_info). */
@@ -68,6 +75,8 @@ export class Timeline {
   private readonly contentChars: number[] = [];
   private readonly reasoningChars: number[] = [];
   private hasReasoning = false;
+  private readonly toolCallChars: number[] = [];
+  private hasToolCalls = false;
   /** Token-carrying events since the counter was last read (for coalescing statistics). */
   tokenEventsSinceRead = 0;
   totalCompletionTokens: number | undefined;
@@ -137,9 +146,10 @@ export class Timeline {
   event(e: StreamEvent): void {
     const content = e.content ?? '';
     const reasoning = e.reasoning ?? '';
+    const toolCall = e.toolCall ?? '';
     this.dtUs.push(this.nowUs - this.previousUs);
     this.previousUs = this.nowUs;
-    const carriesText = content.length > 0 || reasoning.length > 0;
+    const carriesText = content.length > 0 || reasoning.length > 0 || toolCall.length > 0;
     const exact = e.tokens ?? UNKNOWN;
     this.baseTokens.push(carriesText ? 1 : 0);
     this.exactTokens.push(exact);
@@ -147,6 +157,8 @@ export class Timeline {
     this.contentChars.push(content.length);
     this.reasoningChars.push(reasoning.length);
     if (reasoning.length > 0) this.hasReasoning = true;
+    this.toolCallChars.push(toolCall.length);
+    if (toolCall.length > 0) this.hasToolCalls = true;
     if (carriesText || exact > 0) this.tokenEventsSinceRead++;
   }
 
@@ -195,6 +207,7 @@ export class Timeline {
         tokens,
         contentChars: this.contentChars,
         ...(this.hasReasoning ? { reasoningChars: this.reasoningChars } : {}),
+        ...(this.hasToolCalls ? { toolCallChars: this.toolCallChars } : {}),
       },
       outputTokens: sum,
       outputTokensSource: source,
@@ -224,6 +237,9 @@ export class Timeline {
         decoded.lastTokenUs = atUs;
         if (decoded.firstContentUs === undefined && this.contentChars[i] > 0) {
           decoded.firstContentUs = atUs;
+        }
+        if (decoded.firstToolCallUs === undefined && this.toolCallChars[i] > 0) {
+          decoded.firstToolCallUs = atUs;
         }
       }
     }

@@ -359,6 +359,9 @@ function buildRecord(
     if (decoded.firstContentUs !== undefined) {
       record.firstContentAt = usToMs(sentAtUs + decoded.firstContentUs);
     }
+    if (decoded.firstToolCallUs !== undefined) {
+      record.firstToolCallAt = usToMs(sentAtUs + decoded.firstToolCallUs);
+    }
     if (decoded.lastTokenUs !== undefined) {
       record.lastTokenAt = usToMs(sentAtUs + decoded.lastTokenUs);
     }

@@ -84,6 +84,7 @@ const distribution = (
 export const METRICS: readonly CatalogMetric[] = [
   distribution('ttft', 'TTFT', 'ttftMs', true, ['timeToFirstToken']),
   distribution('ttfc', 'TTFC', 'ttfcMs', true, ['timeToFirstChunk']),
+  distribution('ttftc', 'TTFTC', 'ttftcMs', true, ['timeToFirstToolCall']),
   distribution('ttfb', 'TTFB', 'ttfbMs', true, ['timeToFirstByte']),
   distribution('tpot', 'TPOT', 'tpotMs', true, ['timePerOutputToken']),
   distribution('itl', 'ITL', 'itlMs', false, ['interTokenLatency']),

@@ -4,6 +4,8 @@ import type { RequestRecord } from '../record.js';
 export interface RequestMetrics {
   ttftMs?: number;
   ttfcMs?: number;
+  /** Time to the first tool call (`firstToolCallAt - sentAt`). */
+  ttftcMs?: number;
   ttfbMs?: number;
   e2eMs: number;
   tpotMs?: number;
@@ -27,6 +29,7 @@ export function requestMetrics(record: RequestRecord): RequestMetrics {
   };
   if (record.headersAt !== undefined) metrics.ttfbMs = record.headersAt - sentAt;
   if (record.firstContentAt !== undefined) metrics.ttfcMs = record.firstContentAt - sentAt;
+  if (record.firstToolCallAt !== undefined) metrics.ttftcMs = record.firstToolCallAt - sentAt;
   if (firstTokenAt !== undefined) {
     metrics.ttftMs = firstTokenAt - sentAt;
     metrics.userTtftMs = firstTokenAt - scheduledAt;

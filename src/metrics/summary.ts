@@ -28,6 +28,8 @@ export interface Warning {
 export interface LatencySummary {
   ttftMs: Distribution;
   ttfcMs: Distribution;
+  /** Requests that called a tool: time to the first tool-call event. */
+  ttftcMs: Distribution;
   ttfbMs: Distribution;
   tpotMs: Distribution;
   /** Per token: each event's gap spread over the tokens it carried. */

@@ -214,6 +214,7 @@ const TIME_FIELDS = [
   'headersAt',
   'firstTokenAt',
   'firstContentAt',
+  'firstToolCallAt',
   'lastTokenAt',
   'endAt',
 ] as const;
