@@ -102,6 +102,14 @@ export interface RequestRecord {
   firstContentAt?: number;
   /** First event carrying a tool call (a function name or argument text). */
   firstToolCallAt?: number;
+  /** First event carrying reasoning text. */
+  firstReasoningAt?: number;
+  /**
+   * Output tokens spent reasoning (part of `outputTokens`): the server's count
+   * (`usage.completion_tokens_details.reasoning_tokens`), else those of reasoning-only events.
+   */
+  reasoningTokens?: number;
+  reasoningTokensSource?: 'server' | 'events';
   /** Last event carrying at least one output token. */
   lastTokenAt?: number;
   /** Stream finished (`[DONE]`, clean close) or the request failed. */

@@ -75,6 +75,7 @@ function parseChunk(chat: boolean) {
       completionTokens = t.setCompletionTotal(usage.completion_tokens, 'usage.completion_tokens');
       const prompt = t.count(usage.prompt_tokens, 'usage.prompt_tokens', 'input');
       if (prompt !== undefined) t.promptTokens = prompt;
+      reasoningTokens(usage, t);
       if (Array.isArray(choices) && choices.length === 0) t.markComplete();
     }
     const timing = llamaCppTimings(m.timings, t);
@@ -107,6 +108,18 @@ export function toolCallText(calls: unknown): string {
     else if (typeof args === 'object' && args !== null) text += JSON.stringify(args);
   }
   return text;
+}
+
+/**
+ * `usage.completion_tokens_details.reasoning_tokens` (OpenAI, and vLLM/SGLang where they send
+ * it): the server's own split of the output, the authority over the events' split.
+ */
+function reasoningTokens(usage: Record<string, unknown>, t: Timeline): void {
+  const details = usage.completion_tokens_details;
+  if (typeof details !== 'object' || details === null) return;
+  const field = 'usage.completion_tokens_details.reasoning_tokens';
+  const value = t.count((details as Record<string, unknown>).reasoning_tokens, field, 'output');
+  if (value !== undefined) t.reasoningTokens = value;
 }
 
 /** llama.cpp's per-request `timings` object (native and OpenAI endpoints alike), checked. */
@@ -180,6 +193,7 @@ export const openaiBackend: Backend = {
     t.event({ content, toolCall, ...(completion !== undefined ? { tokens: completion } : {}) });
     const prompt = t.count(usage?.prompt_tokens, 'usage.prompt_tokens', 'input');
     if (prompt !== undefined) t.promptTokens = prompt;
+    if (usage) reasoningTokens(usage, t);
     if (typeof choice.finish_reason === 'string') t.finishReason = choice.finish_reason;
     t.markDone();
     return t.finish();

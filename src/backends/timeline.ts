@@ -18,6 +18,11 @@ export interface DecodedStream {
   firstContentUs?: number;
   /** First event carrying a tool call (its name or arguments). */
   firstToolCallUs?: number;
+  /** First event carrying reasoning text. */
+  firstReasoningUs?: number;
+  /** Output tokens spent reasoning: the server's count, else the events' (see `finish`). */
+  reasoningTokens?: number;
+  reasoningTokensSource?: 'server' | 'events';
   lastTokenUs?: number;
   /** Offset of the end-of-stream marker (`[DONE]`, a final message), when one arrived. */
   doneUs?: number;
@@ -81,6 +86,8 @@ export class Timeline {
   tokenEventsSinceRead = 0;
   totalCompletionTokens: number | undefined;
   promptTokens: number | undefined;
+  /** The server's count of reasoning tokens (`usage.completion_tokens_details.reasoning_tokens`). */
+  reasoningTokens: number | undefined;
   finishReason: string | undefined;
   serverTiming: ServerTiming | undefined;
   doneUs: number | undefined;
@@ -229,10 +236,19 @@ export class Timeline {
     if (this.finishReason !== undefined) decoded.finishReason = this.finishReason;
     if (this.serverTiming !== undefined) decoded.serverTiming = this.serverTiming;
     if (this.doneUs !== undefined) decoded.doneUs = this.doneUs;
+    // Without the server's count, reasoning tokens are those of events that carried reasoning
+    // text only (an event mixing it with answer text counts as answer).
+    let reasoningByEvents = 0;
     let atUs = 0;
     for (let i = 0; i < n; i++) {
       atUs += this.dtUs[i];
       if (tokens[i] > 0) {
+        if (this.reasoningChars[i] > 0) {
+          decoded.firstReasoningUs ??= atUs;
+          if (this.contentChars[i] === 0 && this.toolCallChars[i] === 0) {
+            reasoningByEvents += tokens[i];
+          }
+        }
         if (decoded.firstTokenUs === undefined) decoded.firstTokenUs = atUs;
         decoded.lastTokenUs = atUs;
         if (decoded.firstContentUs === undefined && this.contentChars[i] > 0) {
@@ -242,6 +258,13 @@ export class Timeline {
           decoded.firstToolCallUs = atUs;
         }
       }
+    }
+    if (this.reasoningTokens !== undefined && this.reasoningTokens <= decoded.outputTokens) {
+      decoded.reasoningTokens = this.reasoningTokens;
+      decoded.reasoningTokensSource = 'server';
+    } else if (this.hasReasoning) {
+      decoded.reasoningTokens = reasoningByEvents;
+      decoded.reasoningTokensSource = 'events';
     }
     return decoded;
   }

@@ -362,6 +362,13 @@ function buildRecord(
     if (decoded.firstToolCallUs !== undefined) {
       record.firstToolCallAt = usToMs(sentAtUs + decoded.firstToolCallUs);
     }
+    if (decoded.firstReasoningUs !== undefined) {
+      record.firstReasoningAt = usToMs(sentAtUs + decoded.firstReasoningUs);
+    }
+    if (decoded.reasoningTokens !== undefined) {
+      record.reasoningTokens = decoded.reasoningTokens;
+      record.reasoningTokensSource = decoded.reasoningTokensSource ?? 'events';
+    }
     if (decoded.lastTokenUs !== undefined) {
       record.lastTokenAt = usToMs(sentAtUs + decoded.lastTokenUs);
     }

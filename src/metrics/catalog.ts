@@ -85,6 +85,7 @@ export const METRICS: readonly CatalogMetric[] = [
   distribution('ttft', 'TTFT', 'ttftMs', true, ['timeToFirstToken']),
   distribution('ttfc', 'TTFC', 'ttfcMs', true, ['timeToFirstChunk']),
   distribution('ttftc', 'TTFTC', 'ttftcMs', true, ['timeToFirstToolCall']),
+  distribution('thinking', 'thinking time', 'thinkingMs', true),
   distribution('ttfb', 'TTFB', 'ttfbMs', true, ['timeToFirstByte']),
   distribution('tpot', 'TPOT', 'tpotMs', true, ['timePerOutputToken']),
   distribution('itl', 'ITL', 'itlMs', false, ['interTokenLatency']),
@@ -95,6 +96,7 @@ export const METRICS: readonly CatalogMetric[] = [
   distribution('userE2e', 'user E2E', 'userE2eMs', true),
   distribution('maxStall', 'max stall', 'maxStallMs', true),
   distribution('outputSpeed', 'output speed', 'outputSpeedTokS', true),
+  distribution('visibleOutputSpeed', 'visible output speed', 'visibleOutputSpeedTokS', true),
   distribution('prefillSpeed', 'prefill speed', 'prefillSpeedTokS', true),
   {
     kind: 'run',

@@ -6,6 +6,10 @@ export interface RequestMetrics {
   ttfcMs?: number;
   /** Time to the first tool call (`firstToolCallAt - sentAt`). */
   ttftcMs?: number;
+  /** From the first reasoning token to the first answer text (or tool call). */
+  thinkingMs?: number;
+  /** Answer tokens (output less reasoning) over the time from the first answer text to the end. */
+  visibleOutputSpeedTokS?: number;
   ttfbMs?: number;
   e2eMs: number;
   tpotMs?: number;
@@ -30,6 +34,14 @@ export function requestMetrics(record: RequestRecord): RequestMetrics {
   if (record.headersAt !== undefined) metrics.ttfbMs = record.headersAt - sentAt;
   if (record.firstContentAt !== undefined) metrics.ttfcMs = record.firstContentAt - sentAt;
   if (record.firstToolCallAt !== undefined) metrics.ttftcMs = record.firstToolCallAt - sentAt;
+  const answerAt = record.firstContentAt ?? record.firstToolCallAt;
+  if (record.firstReasoningAt !== undefined && answerAt !== undefined) {
+    metrics.thinkingMs = answerAt - record.firstReasoningAt;
+  }
+  if (record.firstContentAt !== undefined && record.endAt > record.firstContentAt) {
+    const answerTokens = outputTokens - (record.reasoningTokens ?? 0);
+    metrics.visibleOutputSpeedTokS = (answerTokens / (record.endAt - record.firstContentAt)) * 1000;
+  }
   if (firstTokenAt !== undefined) {
     metrics.ttftMs = firstTokenAt - sentAt;
     metrics.userTtftMs = firstTokenAt - scheduledAt;

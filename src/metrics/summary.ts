@@ -30,6 +30,8 @@ export interface LatencySummary {
   ttfcMs: Distribution;
   /** Requests that called a tool: time to the first tool-call event. */
   ttftcMs: Distribution;
+  /** Requests that reasoned before answering: first reasoning token to first answer. */
+  thinkingMs: Distribution;
   ttfbMs: Distribution;
   tpotMs: Distribution;
   /** Per token: each event's gap spread over the tokens it carried. */
@@ -42,6 +44,7 @@ export interface LatencySummary {
   userE2eMs: Distribution;
   maxStallMs: Distribution;
   outputSpeedTokS: Distribution;
+  visibleOutputSpeedTokS: Distribution;
   prefillSpeedTokS: Distribution;
 }
 

@@ -215,6 +215,7 @@ const TIME_FIELDS = [
   'firstTokenAt',
   'firstContentAt',
   'firstToolCallAt',
+  'firstReasoningAt',
   'lastTokenAt',
   'endAt',
 ] as const;
