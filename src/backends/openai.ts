@@ -96,6 +96,8 @@ function parseChunk(chat: boolean) {
  * object, counted as its JSON text. Anything else carries no tool call.
  */
 export function toolCallText(calls: unknown): string {
+  // Called for every event: most carry no tool call, and cost no allocation.
+  if (calls === undefined || calls === null) return '';
   const list = Array.isArray(calls) ? calls : [calls];
   let text = '';
   for (const call of list) {

@@ -879,7 +879,8 @@ function sweepReport(input: Extract<ReportInput, { kind: 'sweep' }>, charts: Cha
       }
     }
   }
-  // "chat: meets ttft<300 up to 24, saturates past 32, at most 8,900 output tok/s measured",
+  // "chat: meets ttft<300 up to 24, saturates past 32, at most 8,900 output tok/s measured (at
+  // concurrency 64)",
   // each fact only where it holds.
   const headlineFacts = scenarios.map((s) => {
     const facts: string[] = [];
@@ -887,8 +888,16 @@ function sweepReport(input: Extract<ReportInput, { kind: 'sweep' }>, charts: Cha
       facts.push(`meets ${s.search.slos.join(', ')} up to ${fmtSig(s.search.best)}`);
     }
     if (s.knee) facts.push(`saturates past ${fmtSig(s.knee.saturatesAt)}`);
-    const top = Math.max(...s.points.map((p) => p.outputTokensPerS));
-    facts.push(`at most ${fmtNumber(top)} output tok/s measured`);
+    // A throughput is said with its load (METRICS.md): the level that reached it.
+    const top = s.points.reduce<SweepPoint | undefined>(
+      (a, b) => (a === undefined || b.outputTokensPerS > a.outputTokensPerS ? b : a),
+      undefined,
+    );
+    if (top) {
+      const at =
+        mode === 'rate' ? `${fmtSig(top.level)} req/s` : `concurrency ${fmtSig(top.level)}`;
+      facts.push(`at most ${fmtNumber(top.outputTokensPerS)} output tok/s measured (at ${at})`);
+    }
     return `${s.scenario}: ${facts.join(', ')}`;
   });
   const sections: Section[] = [
