@@ -136,6 +136,9 @@ test('the sweep headline of a scenario without a search or a knee has no stray c
     delete s.knee;
   }
   const facts = /<p class="facts">([^<]*)<\/p>/.exec(renderHtmlReport(input))?.[1] ?? '';
-  assert.match(facts, /^chat: at most [\d,]+ output tok\/s measured \(at (concurrency [\d.]+|[\d.]+ req\/s)\)/);
+  assert.match(
+    facts,
+    /^chat: at most [\d,]+ output tok\/s measured \(at (concurrency [\d.]+|[\d.]+ req\/s)\)/,
+  );
   assert.doesNotMatch(facts, /:,/);
 });
