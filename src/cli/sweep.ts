@@ -4,13 +4,8 @@ import { Command } from '@commander-js/extra-typings';
 import { DEFAULT_TRIANGLE } from '../analysis/sweep.js';
 import { EXIT } from '../errors.js';
 import { renderSweep } from '../report/sweepText.js';
-import { prepareRun, type RunOptions } from '../session/prepare.js';
-import {
-  DEFAULT_LEVELS,
-  runSweep,
-  splitSweepSlo,
-  sweepSettings,
-} from '../session/profiles/sweep.js';
+import type { RunOptions } from '../session/prepare.js';
+import { DEFAULT_LEVELS, prepareSweep, runSweep } from '../session/profiles/sweep.js';
 import { utcStamp } from '../session/target.js';
 import {
   listenForInterrupts,
@@ -21,23 +16,6 @@ import {
 } from './common.js';
 import { gate } from './report.js';
 import { addRunOptions, withPlanFile, writeHtmlReport } from './run.js';
-
-/** Options of the sweep itself; the rest are run options, for every point. */
-const SWEEP_KEYS = [
-  'levels',
-  'rates',
-  'repeats',
-  'findMax',
-  'maxLevel',
-  'cliffFactor',
-  'latencyTtftP99',
-  'latencyItlP99',
-  'throughputItlP99',
-  'memoryThroughputShare',
-  'targetContext',
-  'threshold',
-  'html',
-] as const;
 
 export function sweepCommand(): Command {
   const command = addRunOptions(
@@ -91,40 +69,8 @@ export function sweepCommand(): Command {
   );
 }
 
-/**
- * `--concurrency 1,4,16` (as GuideLLM and vLLM users write a sweep) means the levels: the same as
- * `--levels 1,4,16`. A single number stays a run option.
- */
-function levelsFromConcurrency(
-  raw: Record<string, unknown>,
-  problems: string[],
-): Record<string, unknown> {
-  const concurrency = raw.concurrency;
-  if (typeof concurrency !== 'string' || !concurrency.includes(',')) return raw;
-  if (raw.levels !== undefined) {
-    problems.push(
-      `--concurrency ${concurrency} and --levels ${String(raw.levels)} both give the levels: keep --levels`,
-    );
-  }
-  const { concurrency: _, ...rest } = raw;
-  return { ...rest, levels: raw.levels ?? concurrency };
-}
-
 async function sweep(options: RunOptions): Promise<number> {
-  const problems: string[] = [];
-  const raw = levelsFromConcurrency(options as Record<string, unknown>, problems);
-  const slo = splitSweepSlo(raw.slo);
-  const settings = sweepSettings(
-    { ...raw, ...(slo.percentile ? { sweepSlo: slo.percentile } : {}) },
-    problems,
-  );
-  const runOptions: Record<string, unknown> = Object.fromEntries(
-    Object.entries(raw).filter(([k]) => !(SWEEP_KEYS as readonly string[]).includes(k)),
-  );
-  if (slo.perRequest) runOptions.slo = slo.perRequest;
-  else delete runOptions.slo;
-  const prepared = prepareRun(runOptions as RunOptions, 'sweep');
-  problems.push(...prepared.problems);
+  const { settings, prepared, problems } = prepareSweep(options as Record<string, unknown>);
   if (problems.length > 0 || !prepared.plan) return printProblems('sweep', problems);
   printWarnings('sweep', prepared.warnings);
   const plan = prepared.plan;
@@ -147,9 +93,9 @@ async function sweep(options: RunOptions): Promise<number> {
       );
       process.stdout.write(`${text}\nResults: ${root}\n`);
     }
-    if (raw.html !== false) await writeHtmlReport(root);
+    if (options.html !== false) await writeHtmlReport(root);
     if (interrupts.stop.aborted) return EXIT.interrupted;
-    return gate('sweep', raw.threshold as string[] | undefined, outcome.summaries);
+    return gate('sweep', options.threshold, outcome.summaries);
   } finally {
     interrupts.dispose();
   }

@@ -28,6 +28,7 @@ import { writeResult } from '../../results/layout.js';
 import { resolveEngineConfig } from '../../sim/engineModel.js';
 import type { Scenario } from '../../workload/scenarios.js';
 import { createPointRunner, type Point, type PointResult } from '../point.js';
+import { prepareRun, type RunOptions } from '../prepare.js';
 import type { PreparedRun } from '../target.js';
 import { type Profile, runProfile, searchSteps } from './profile.js';
 
@@ -47,11 +48,73 @@ export interface SweepSettings {
   warmupGiven: boolean;
 }
 
+/** Options of the sweep itself (and its command's outputs); the rest are run options, for every point. */
+const SWEEP_KEYS = [
+  'levels',
+  'rates',
+  'repeats',
+  'findMax',
+  'maxLevel',
+  'cliffFactor',
+  'latencyTtftP99',
+  'latencyItlP99',
+  'throughputItlP99',
+  'memoryThroughputShare',
+  'targetContext',
+  'threshold',
+  'html',
+] as const;
+
+/**
+ * `--concurrency 1,4,16` (as GuideLLM and vLLM users write a sweep) means the levels: the same as
+ * `--levels 1,4,16`. A single number stays a run option.
+ */
+function levelsFromConcurrency(
+  raw: Record<string, unknown>,
+  problems: string[],
+): Record<string, unknown> {
+  const concurrency = raw.concurrency;
+  if (typeof concurrency !== 'string' || !concurrency.includes(',')) return raw;
+  if (raw.levels !== undefined) {
+    problems.push(
+      `--concurrency ${concurrency} and --levels ${String(raw.levels)} both give the levels: keep --levels`,
+    );
+  }
+  const { concurrency: _, ...rest } = raw;
+  return { ...rest, levels: raw.levels ?? concurrency };
+}
+
+/**
+ * A sweep's options split into its settings and the run every point makes, both validated:
+ * percentile SLOs (`ttft.p99<500`) are the sweep's, per-request ones each point's goodput.
+ */
+export function prepareSweep(options: Record<string, unknown>): {
+  settings: SweepSettings;
+  prepared: PreparedRun;
+  problems: string[];
+} {
+  const problems: string[] = [];
+  const raw = levelsFromConcurrency(options, problems);
+  const slo = splitSweepSlo(raw.slo);
+  const settings = sweepSettings(
+    { ...raw, ...(slo.percentile ? { sweepSlo: slo.percentile } : {}) },
+    problems,
+  );
+  const runOptions: Record<string, unknown> = Object.fromEntries(
+    Object.entries(raw).filter(([k]) => !(SWEEP_KEYS as readonly string[]).includes(k)),
+  );
+  if (slo.perRequest) runOptions.slo = slo.perRequest;
+  else delete runOptions.slo;
+  const prepared = prepareRun(runOptions as RunOptions, 'sweep');
+  problems.push(...prepared.problems);
+  return { settings, prepared, problems };
+}
+
 /**
  * A sweep's --slo in its two kinds: percentile SLOs (ttft.p99<500) judge each point's
  * distribution and are the sweep's; per-request ones (ttft<500) stay each point's goodput.
  */
-export function splitSweepSlo(text: unknown): { percentile?: string; perRequest?: string } {
+function splitSweepSlo(text: unknown): { percentile?: string; perRequest?: string } {
   const parts = String(text ?? '')
     .split(',')
     .map((p) => p.trim())
@@ -63,7 +126,7 @@ export function splitSweepSlo(text: unknown): { percentile?: string; perRequest?
 }
 
 /** A sweep's settings from its options (`sweepSlo`: the percentile SLOs of --slo). */
-export function sweepSettings(o: Record<string, unknown>, problems: string[]): SweepSettings {
+function sweepSettings(o: Record<string, unknown>, problems: string[]): SweepSettings {
   const num = (flag: string, value: unknown, fallback: number, min: number, integer = false) =>
     checkedFlagNumber(
       value,
