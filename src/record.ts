@@ -86,8 +86,19 @@ export interface ServerTiming {
 }
 
 export interface RequestRecord {
-  /** Index of the request in issue order (0-based); sent to the server as `x-request-id`. */
+  /**
+   * Index of the request in issue order (0-based); sent to the server as `x-request-id`. In a
+   * session workload: `sessionId x SESSION_ID_STRIDE` plus the request's index in its session.
+   */
   id: number;
+  /** The session (multi-turn conversation, agent task) this request is a turn of. */
+  sessionId?: number;
+  /** The turn (an agent's step) within its session, from 1. */
+  turn?: number;
+  /** The request's index among its step's parallel requests (agent fan-out), from 0. */
+  call?: number;
+  /** Set on the requests of a session's last step, when the session ran to its end. */
+  sessionDone?: true;
   /** Warm-up requests are recorded but never counted (docs/metrics.md, "Run-level throughput"). */
   phase: RequestPhase;
   /** When the workload wanted this request sent (open loop: its arrival; closed loop: slot free). */

@@ -7,6 +7,21 @@ import type {
   TokenCountSource,
 } from '../record.js';
 
+/** A tool call as the OpenAI chat API carries it (an assistant message's `tool_calls`). */
+export interface ToolCall {
+  id: string;
+  type: 'function';
+  function: { name: string; arguments: string };
+}
+
+/** What the model answered, kept when a request asks for it (`captureAnswer`). */
+export interface Answer {
+  /** The visible answer text. */
+  content: string;
+  /** Tool calls, whole, in their stream index order. */
+  toolCalls: ToolCall[];
+}
+
 /** A stream-level failure a decoder detected: it becomes the record's error as it is. */
 export type StreamFault = RequestError;
 
@@ -33,6 +48,8 @@ export interface DecodedStream {
   finishReason?: string;
   serverTiming?: ServerTiming;
   countProblem?: CountProblem;
+  /** The answer's text and tool calls, when the request asked to keep them. */
+  answer?: Answer;
 }
 
 /** One parsed stream event, in the terms every wire format maps to. */

@@ -1,13 +1,38 @@
-import type { DecodedStream, StreamFault } from './timeline.js';
+import type { Answer, DecodedStream, StreamFault, ToolCall } from './timeline.js';
+
+export type { Answer, ToolCall };
 
 /** Which OpenAI-compatible route to call (other backends have one route each). */
 export type Endpoint = 'chat' | 'completions';
 
+/**
+ * One chat message (OpenAI chat API): `content` is null on an assistant message that only calls
+ * tools; a `tool` message answers the call `tool_call_id`.
+ */
+export interface ChatMessage {
+  role: string;
+  content: string | null;
+  tool_calls?: ToolCall[];
+  tool_call_id?: string;
+}
+
+/** A function the model may call (an entry of the OpenAI chat API's `tools`). */
+export interface ToolSchema {
+  type: 'function';
+  function: { name: string; description?: string; parameters: Record<string, unknown> };
+}
+
 /** One request the workload wants sent. */
 export interface RequestSpec {
   prompt: string;
-  /** A whole conversation for chat endpoints (datasets); `prompt` is then its text. */
-  messages?: { role: string; content: string }[];
+  /** A whole conversation for chat endpoints (datasets, sessions); `prompt` is then its text. */
+  messages?: ChatMessage[];
+  /** Functions offered to the model (chat endpoints). */
+  tools?: ToolSchema[];
+  /** The chat API's `tool_choice`: 'auto', 'required', 'none', or one named function. */
+  toolChoice?: 'auto' | 'required' | 'none' | { type: 'function'; function: { name: string } };
+  /** Keep the answer's text and tool calls: a session's next turn is built from them. */
+  captureAnswer?: boolean;
   /** Words in `prompt`, when the workload knows it without counting (synthetic prompts). */
   promptWords?: number;
   requestedInputTokens: number;
@@ -25,6 +50,10 @@ export interface BackendOptions {
   continuousUsageStats: boolean;
   /** Merged last into the body, so it can override anything the backend sets. */
   extraBody?: Record<string, unknown>;
+  /** Reasoning models: `reasoning_effort` (OpenAI, vLLM for gpt-oss). */
+  reasoningEffort?: 'low' | 'medium' | 'high';
+  /** Reasoning models: `chat_template_kwargs.enable_thinking` (Qwen3, DeepSeek on vLLM/SGLang). */
+  enableThinking?: boolean;
 }
 
 /** Turns one response stream into the token-event timeline. */

@@ -19,6 +19,57 @@ export interface Scenario {
   sharedPrefixTokens?: number;
   /** What the scenario stands for, for plans and reports. */
   description?: string;
+  /**
+   * Multi-turn sessions: each session is several turns, turn k sending the whole history. The
+   * scenario's `input` is then each new user message, `output` each answer's max_tokens.
+   */
+  session?: SessionShape;
+  /** Agent tasks: model calls that answer with tool calls, tool results, a final answer. */
+  agent?: AgentShape;
+  /** Ask reasoning models to think (sent with every request). */
+  reasoning?: ReasoningShape;
+}
+
+/** How a multi-turn session goes (docs/metrics.md, "Sessions"). */
+export interface SessionShape {
+  /** Turns per session (each session draws its own). */
+  turns: LengthDistribution;
+  /** Milliseconds the user thinks between an answer's end and the next turn. */
+  thinkTimeMs: LengthDistribution;
+  /**
+   * What stands for the model's earlier answers in the history: what it actually answered
+   * ('actual'), or the dataset's reference answers ('reference'; synthetic sessions: a text of
+   * the answer's requested length).
+   */
+  history: 'actual' | 'reference';
+  /** Tokens of a system prompt that every session shares (0: none). */
+  systemPromptTokens: number;
+}
+
+/** How an agent task goes (docs/metrics.md, "Agent tasks"). */
+export interface AgentShape {
+  /** Tool-calling steps before the final answer (each task draws its own). */
+  steps: LengthDistribution;
+  /** Parallel model calls per step (each gets its own tool result). */
+  fanOut: number;
+  /** Tokens of the shared system prompt (the agent's instructions), before the tool schemas. */
+  systemPromptTokens: number;
+  /** Functions offered to the model, each with a JSON schema. */
+  tools: number;
+  /** Milliseconds a tool takes to answer, from the model call's end to the next step. */
+  toolLatencyMs: LengthDistribution;
+  /** Tokens of each tool result, injected as the next message. */
+  toolOutputTokens: LengthDistribution;
+  /** max_tokens of the final answer (the steps' calls use the scenario's `output`). */
+  answerTokens: LengthDistribution;
+}
+
+/** Reasoning options sent with every request (BackendOptions carries them to the wire). */
+export interface ReasoningShape {
+  /** `reasoning_effort`. */
+  effort?: 'low' | 'medium' | 'high';
+  /** `chat_template_kwargs.enable_thinking`. */
+  enableThinking?: boolean;
 }
 
 export const SCENARIO_PRESETS: readonly Scenario[] = [
