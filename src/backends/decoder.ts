@@ -27,15 +27,17 @@ export interface StreamProtocol {
  * piece of network data shares that piece's arrival time. At the body's end it judges the
  * answer: bytes after the last complete event that do not parse (a cut mid-event), or a stream
  * without the protocol's end marker, make it `truncated`, with the tokens seen so far kept.
- * `maxOutputTokens` is the request's output limit, when it set one (see Timeline.count).
+ * `maxOutputTokens` is the request's output limit, when it set one (see Timeline.count);
+ * `captureAnswer` keeps the answer's text and tool calls (sessions).
  */
 export function createDecoder(
   protocol: StreamProtocol,
   sentAtUs: number,
   maxOutputTokens?: number,
+  captureAnswer = false,
 ): StreamDecoder {
   const { framing, parse, endMarker } = protocol;
-  const timeline = new Timeline(sentAtUs, maxOutputTokens);
+  const timeline = new Timeline(sentAtUs, maxOutputTokens, captureAnswer);
   /** Set while the body's end flushes an unterminated last message. */
   let atEnd = false;
   const onMessage = (data: string) => {

@@ -14,6 +14,15 @@ export function buildOpenAIBody(spec: RequestSpec, options: BackendOptions): str
   if (options.endpoint === 'chat') {
     body.messages = spec.messages ?? [{ role: 'user', content: spec.prompt }];
   } else body.prompt = spec.prompt;
+  if (spec.tools && options.endpoint === 'chat') {
+    body.tools = spec.tools;
+    if (spec.toolChoice !== undefined) body.tool_choice = spec.toolChoice;
+  }
+  if (options.reasoningEffort !== undefined) body.reasoning_effort = options.reasoningEffort;
+  // vLLM and SGLang hand these to the chat template (Qwen3, DeepSeek-R1 distills: thinking on/off).
+  if (options.enableThinking !== undefined && options.endpoint === 'chat') {
+    body.chat_template_kwargs = { enable_thinking: options.enableThinking };
+  }
   body.max_tokens = spec.requestedOutputTokens;
   body.temperature = options.temperature;
   body.stream = true;
@@ -58,6 +67,7 @@ function parseChunk(chat: boolean) {
         if (delta) {
           if (typeof delta.content === 'string') content = delta.content;
           toolCall = toolCallText(delta.tool_calls);
+          if (toolCall !== '') t.capture?.addToolCalls(delta.tool_calls);
           if (typeof delta.reasoning_content === 'string') reasoning = delta.reasoning_content;
           else if (typeof delta.reasoning === 'string') reasoning = delta.reasoning;
         }
@@ -173,6 +183,7 @@ export const openaiBackend: Backend = {
       },
       sentAtUs,
       openaiOutputLimit(spec, options),
+      spec.captureAnswer === true,
     ),
   models: { path: '/v1/models', first: firstListedModel },
   decodeJson: (body, atUs, options, spec): DecodedStream | StreamFault => {
@@ -184,12 +195,13 @@ export const openaiBackend: Backend = {
       return { kind: 'bad_stream', message: 'expected an event stream, got JSON without choices' };
     }
     // The whole answer is one event at the end, counted like any stream's.
-    const t = new Timeline(0, openaiOutputLimit(spec, options));
+    const t = new Timeline(0, openaiOutputLimit(spec, options), spec.captureAnswer === true);
     t.nowUs = atUs;
     const message = choice.message as Record<string, unknown> | null | undefined;
     const content =
       options.endpoint === 'chat' ? String(message?.content ?? '') : String(choice.text ?? '');
     const toolCall = options.endpoint === 'chat' ? toolCallText(message?.tool_calls) : '';
+    if (toolCall !== '') t.capture?.addToolCalls(message?.tool_calls);
     const usage = parsed.usage as Record<string, unknown> | undefined;
     const completion = t.count(usage?.completion_tokens, 'usage.completion_tokens', 'output');
     t.event({ content, toolCall, ...(completion !== undefined ? { tokens: completion } : {}) });

@@ -117,11 +117,18 @@ export class Timeline {
   /** The wire field `totalCompletionTokens` came from, for a problem found at the end. */
   private totalField = '';
 
-  /** `maxOutputTokens`: the request's own output limit, when it set one. */
-  constructor(sentAtUs: number, maxOutputTokens?: number) {
+  /** The answer's text and tool calls, kept only when the request asked (sessions). */
+  readonly capture: AnswerCapture | undefined;
+
+  /**
+   * `maxOutputTokens`: the request's own output limit, when it set one; `captureAnswer`: keep
+   * the answer (a session's next turn carries it).
+   */
+  constructor(sentAtUs: number, maxOutputTokens?: number, captureAnswer = false) {
     this.sentAtUs = sentAtUs;
     this.previousUs = sentAtUs;
     this.maxOutputTokens = Math.min(maxOutputTokens ?? MAX_TOKEN_COUNT, MAX_TOKEN_COUNT);
+    this.capture = captureAnswer ? new AnswerCapture() : undefined;
   }
 
   /**
@@ -179,6 +186,7 @@ export class Timeline {
     this.exactTokens.push(exact);
     this.cumulative.push(e.completionTokens ?? UNKNOWN);
     this.contentChars.push(content.length);
+    if (this.capture && content.length > 0) this.capture.content += content;
     this.reasoningChars.push(reasoning.length);
     if (reasoning.length > 0) this.hasReasoning = true;
     this.toolCallChars.push(toolCall.length);
@@ -283,7 +291,57 @@ export class Timeline {
       decoded.reasoningTokens = reasoningByEvents;
       decoded.reasoningTokensSource = 'events';
     }
+    if (this.capture) decoded.answer = this.capture.answer();
     return decoded;
+  }
+}
+
+/**
+ * The answer as it streams in, for a session's next turn: the content, and each tool call put
+ * together from its pieces as the OpenAI streaming API sends them (the first piece of call
+ * `index` brings its `id` and `function.name`, later ones `function.arguments` text).
+ */
+export class AnswerCapture {
+  content = '';
+  private readonly calls: { index?: number; id: string; name: string; args: string }[] = [];
+
+  /**
+   * One event's `tool_calls` (a list; TGI's older single object; Ollama's whole calls with
+   * `arguments` as an object). A piece without a numeric `index` is a call of its own.
+   */
+  addToolCalls(value: unknown): void {
+    if (value === undefined || value === null) return;
+    for (const piece of Array.isArray(value) ? value : [value]) {
+      if (typeof piece !== 'object' || piece === null) continue;
+      const p = piece as Record<string, unknown>;
+      const index = typeof p.index === 'number' ? p.index : undefined;
+      let call = index === undefined ? undefined : this.calls.find((c) => c.index === index);
+      if (!call) {
+        call = { ...(index !== undefined ? { index } : {}), id: '', name: '', args: '' };
+        this.calls.push(call);
+      }
+      if (typeof p.id === 'string' && p.id !== '') call.id = p.id;
+      const fn = p.function as Record<string, unknown> | undefined;
+      if (typeof fn !== 'object' || fn === null) continue;
+      if (typeof fn.name === 'string') call.name += fn.name;
+      if (typeof fn.arguments === 'string') call.args += fn.arguments;
+      else if (typeof fn.arguments === 'object' && fn.arguments !== null) {
+        call.args += JSON.stringify(fn.arguments);
+      }
+    }
+  }
+
+  answer(): Answer {
+    const ordered = [...this.calls].sort((a, b) => (a.index ?? 0) - (b.index ?? 0));
+    return {
+      content: this.content,
+      // A server that sent no id still needs one: the tool message answers the call by it.
+      toolCalls: ordered.map((c, i) => ({
+        id: c.id || `call_${i}`,
+        type: 'function' as const,
+        function: { name: c.name, arguments: c.args },
+      })),
+    };
   }
 }
 

@@ -97,10 +97,38 @@ export function addRunOptions(command: Command): Command {
       '--duration <s>',
       'measurement window in seconds (stops sending after it; in-flight requests finish)',
     )
-    .option('--warmup <n>', 'requests sent first and not counted (default: 0)')
+    .option(
+      '--warmup <n>',
+      'requests (sessions, in a session scenario) sent first and not counted (default: 0)',
+    )
     .option(
       '--scenario <list>',
-      'workload presets to run in turn: chat (256/256), creative (128/1024), summarize (4096/256), rag (8192/256)',
+      'workload presets to run in turn: chat (256/256), creative (128/1024), summarize (4096/256), rag (8192/256), multi-turn (5-turn sessions), agent (tool-calling tasks), reasoning (256/4096, thinking on)',
+    )
+    .option(
+      '--sessions <n>',
+      `session scenarios (multi-turn, agent): measured sessions; --concurrency and --rate then count sessions (default: ${d.sessions})`,
+    )
+    .option('--turns <dist>', 'multi-turn: turns per session, N or a distribution (default: 5)')
+    .option(
+      '--think-time <ms>',
+      'multi-turn: milliseconds from an answer to the next turn, N or a distribution (default: 1000)',
+    )
+    .option(
+      '--history <kind>',
+      "multi-turn: the earlier answers sent back, actual (the model's) or reference (the dataset's, or synthetic) (default: actual)",
+    )
+    .option(
+      '--system-prompt <n>',
+      "session scenarios: tokens of the system prompt every session shares (default: the scenario's)",
+    )
+    .option(
+      '--reasoning-effort <level>',
+      'reasoning models: send reasoning_effort low, medium or high',
+    )
+    .option(
+      '--thinking <on|off>',
+      'reasoning models: send chat_template_kwargs.enable_thinking (Qwen3, DeepSeek on vLLM and SGLang)',
     )
     .option(
       '--input-tokens <dist>',

@@ -4,7 +4,13 @@ import type { Dispatcher, Pool } from 'undici';
 import { errorBodyMessage } from '../backends/decoder.js';
 import { headerProblem, withApiKey } from '../backends/request.js';
 import { clip, type DecodedStream, type StreamFault } from '../backends/timeline.js';
-import type { Backend, BackendOptions, RequestSpec, StreamDecoder } from '../backends/types.js';
+import type {
+  Answer,
+  Backend,
+  BackendOptions,
+  RequestSpec,
+  StreamDecoder,
+} from '../backends/types.js';
 import type { RequestError, RequestPhase, RequestRecord } from '../record.js';
 import { type RunClock, usToMs } from './clock.js';
 import { bodyEncoding, Inflater } from './inflate.js';
@@ -54,6 +60,10 @@ export interface PendingRequest {
   phase: RequestPhase;
   scheduledAtUs: number;
   spec: RequestSpec;
+  /** The session and turn this request belongs to (session workloads), copied to its record. */
+  session?: { sessionId: number; turn: number; call?: number };
+  /** Set when the request finishes, if `spec.captureAnswer` asked to keep the answer. */
+  answer?: Answer;
 }
 
 const MAX_ERROR_BODY_BYTES = 64 * 1024;
@@ -163,6 +173,7 @@ export function executeRequest(
       cancellers.delete(onCancel);
       const endAtUs = decoded?.doneUs !== undefined ? sentAtUs + decoded.doneUs : clock.nowUs();
       const record = buildRecord(pending, sentAtUs, headersAtUs, endAtUs, status, decoded, error);
+      if (decoded?.answer) pending.answer = decoded.answer;
       if (resent) record.resent = true;
       resolve(record);
     };
@@ -340,6 +351,7 @@ function buildRecord(
 ): RequestRecord {
   const record: RequestRecord = {
     id: pending.id,
+    ...pending.session,
     phase: pending.phase,
     scheduledAt: usToMs(pending.scheduledAtUs),
     sentAt: usToMs(sentAtUs),

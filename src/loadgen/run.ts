@@ -7,6 +7,11 @@ import { UsageError } from '../errors.js';
 import type { LoadSpec } from '../load.js';
 import type { ClientHealthMeasurements, RequestRecord } from '../record.js';
 import { arrivalScheduleForLoad } from '../workload/arrivals.js';
+import {
+  type Conversation,
+  type ConversationWorkload,
+  SESSION_ID_STRIDE,
+} from '../workload/conversations.js';
 import { createRunClock, type RunClock } from './clock.js';
 import { executeRequest, type PendingRequest, ReadTracker, type TargetConfig } from './http.js';
 import { type IdSequence, idAt, inSequence, type ShardPart, wholeRun } from './shard.js';
@@ -17,7 +22,10 @@ const LOOP_DELAY_RESOLUTION_MS = 2;
 export interface LoadgenOptions {
   target: TargetConfig;
   load: LoadSpec;
-  /** Measured requests to send (after warm-up). At least one of `requests`, `durationS`. */
+  /**
+   * Measured requests to send (after warm-up); sessions, with `nextSession`. At least one of
+   * `requests`, `durationS`.
+   */
   requests?: number;
   /** Length of the measurement window in seconds, from the first measured request. */
   durationS?: number;
@@ -26,7 +34,12 @@ export interface LoadgenOptions {
   /** Seeds the arrival schedule. */
   seed: number;
   /** The workload: what request number `id` asks for. */
-  nextRequest: (id: number) => RequestSpec;
+  nextRequest?: (id: number) => RequestSpec;
+  /**
+   * A session workload instead (multi-turn chat, agent tasks): the ids, counts and load then
+   * count sessions, and each session's requests go out step by step (runSession).
+   */
+  nextSession?: ConversationWorkload;
   /** Called once per finished request, success or failure, as soon as it finishes. */
   onRecord: (record: RequestRecord) => void;
   /** Stop sending new requests; in-flight ones finish. */
@@ -84,7 +97,12 @@ export async function runLoadgen(
   const problem = headerProblem(target.headers, target.apiKey);
   if (problem) throw new UsageError([`target: ${problem}`], 'IG_INVALID_HEADER');
   const { origin, prefix } = splitServerUrl(target.baseUrl);
-  const connections = load.mode === 'closed' ? load.concurrency : (load.maxConcurrency ?? null);
+  // Sessions bound the requests in flight themselves, and a fan-out step sends several at once.
+  const connections = options.nextSession
+    ? null
+    : load.mode === 'closed'
+      ? load.concurrency
+      : (load.maxConcurrency ?? null);
   const pool = new Pool(origin, {
     connections,
     pipelining: 1,
@@ -114,14 +132,21 @@ export async function runLoadgen(
     measureFromId: options.warmupRequests ?? 0,
   };
   const durationUs = options.durationS !== undefined ? options.durationS * 1e6 : undefined;
-  const request = (id: number, phase: PendingRequest['phase'], scheduledAtUs: number) =>
-    ({ id, phase, scheduledAtUs, spec: options.nextRequest(id) }) satisfies PendingRequest;
+  const request = (id: number, phase: PendingRequest['phase'], scheduledAtUs: number): Unit => ({
+    id,
+    phase,
+    scheduledAtUs,
+  });
+  const { nextRequest, nextSession } = options;
+  if ((nextRequest === undefined) === (nextSession === undefined)) {
+    throw new Error('runLoadgen needs exactly one of nextRequest and nextSession');
+  }
 
   /** Closed loop: the next id to send when a user is free at `atUs`; undefined when done. */
   let warmupSent = 0;
   let measuredSent = 0;
   let closedWindowUs: number | undefined;
-  const nextClosed = (atUs: number): PendingRequest | undefined => {
+  const nextClosed = (atUs: number): Unit | undefined => {
     if (stoppedBySignal) return undefined;
     const warmupId = idAt(ids.warmup, warmupSent);
     if (warmupId !== undefined) {
@@ -143,7 +168,7 @@ export async function runLoadgen(
   const lastWarmup = lastId(ids.warmup);
   const lastMeasured = lastId(ids.measured);
   let openWindowUs: number | undefined;
-  const nextOpen = (k: number, atUs: number): PendingRequest | 'skip' | undefined => {
+  const nextOpen = (k: number, atUs: number): Unit | 'skip' | undefined => {
     if (stoppedBySignal) return undefined;
     if (k < ids.measureFromId) {
       if (inSequence(ids.warmup, k)) return request(k, 'warmup', atUs);
@@ -155,14 +180,28 @@ export async function runLoadgen(
     return inSequence(ids.measured, k) ? request(k, 'measure', atUs) : 'skip';
   };
 
-  const send = async (pending: PendingRequest): Promise<void> => {
+  /** Sends one request; its record goes out at once unless `hold` (a session emits its own). */
+  const send = async (pending: PendingRequest, hold = false): Promise<RequestRecord> => {
     progress.sent++;
     progress.inFlight++;
     const record = await executeRequest(pool, target, prefix, pending, clock, reads, cancellers);
     progress.inFlight--;
     progress.finished++;
     if (record.error) progress.failed++;
-    options.onRecord(record);
+    if (!hold) options.onRecord(record);
+    return record;
+  };
+  const runUnit = async (unit: Unit): Promise<void> => {
+    if (nextRequest) await send({ ...unit, spec: nextRequest(unit.id) });
+    else {
+      await runSession(unit, (nextSession as ConversationWorkload)(unit.id), {
+        clock,
+        send,
+        emit: options.onRecord,
+        stopped: () => stoppedBySignal,
+        ...(options.stopSignal ? { stopSignal: options.stopSignal } : {}),
+      });
+    }
   };
 
   let unsentRequests = 0;
@@ -176,7 +215,7 @@ export async function runLoadgen(
   options.cancelSignal?.addEventListener('abort', onCancel, { once: true });
   try {
     if (load.mode === 'closed') {
-      await runClosedLoop(load.concurrency, clock, nextClosed, send);
+      await runClosedLoop(load.concurrency, clock, nextClosed, runUnit);
     } else {
       unsentRequests = await runOpenLoop(
         load,
@@ -184,7 +223,7 @@ export async function runLoadgen(
         clock,
         options.startAtUs ?? clock.nowUs(),
         nextOpen,
-        send,
+        runUnit,
         sendSlipMs,
         () => stoppedBySignal,
       );
@@ -261,12 +300,75 @@ function threadCpuS(): number | undefined {
   }
 }
 
+/** What the loops schedule: one request, or one session of a session workload. */
+type Unit = Pick<PendingRequest, 'id' | 'phase' | 'scheduledAtUs'>;
+
+interface SessionDriver {
+  clock: RunClock;
+  /** Sends one request and resolves with its record, which it does not emit when `hold`. */
+  send(pending: PendingRequest, hold: boolean): Promise<RequestRecord>;
+  emit(record: RequestRecord): void;
+  /** Send nothing more: a session stops before its next step. */
+  stopped(): boolean;
+  stopSignal?: AbortSignal;
+}
+
+/**
+ * Runs one session (docs/metrics.md, "Sessions"): each step's requests go out together, the
+ * next step is built from their answers and sent after its pause, counted from the end of the
+ * step's last request. A failed request ends the session. Every record is emitted as its request
+ * ends, except the step's last, which waits for the next step to be built, so that the record
+ * which ends a session that ran to its end carries `sessionDone`.
+ */
+async function runSession(unit: Unit, conversation: Conversation, d: SessionDriver): Promise<void> {
+  const base = unit.id * SESSION_ID_STRIDE;
+  let index = 0;
+  let step = conversation.next();
+  let atUs = unit.scheduledAtUs;
+  for (let turn = 1; step && step.requests.length > 0; turn++) {
+    const fanOut = step.requests.length;
+    // Past the ids a session may use, the session is cut (SESSION_ID_STRIDE requests).
+    if (index + fanOut > SESSION_ID_STRIDE) return;
+    const pendings: PendingRequest[] = step.requests.map((spec, call) => ({
+      id: base + index++,
+      phase: unit.phase,
+      scheduledAtUs: atUs,
+      spec,
+      session: { sessionId: unit.id, turn, ...(fanOut > 1 ? { call } : {}) },
+    }));
+    let left = fanOut;
+    let held: RequestRecord | undefined;
+    const records = await Promise.all(
+      pendings.map(async (pending) => {
+        const record = await d.send(pending, true);
+        // Every record but the step's last to end goes out as it ends.
+        if (--left > 0) d.emit(record);
+        else held = record;
+        return record;
+      }),
+    );
+    const endUs = Math.round(Math.max(...records.map((r) => r.endAt)) * 1000);
+    const failed = records.some((r) => r.error !== undefined);
+    step =
+      failed || d.stopped()
+        ? undefined
+        : conversation.next(records.map((record, i) => ({ record, answer: pendings[i].answer })));
+    const last = held as RequestRecord;
+    if (!step && !failed && !d.stopped()) last.sessionDone = true;
+    d.emit(last);
+    if (!step) return;
+    atUs = endUs + Math.round(step.pauseMs * 1000);
+    await sleepUntil(d.clock, atUs, d.stopSignal);
+    if (d.stopped()) return;
+  }
+}
+
 /** `concurrency` virtual users, each sending its next request as soon as the last finishes. */
 async function runClosedLoop(
   concurrency: number,
   clock: RunClock,
-  nextPending: (scheduledAtUs: number) => PendingRequest | undefined,
-  send: (pending: PendingRequest) => Promise<void>,
+  nextPending: (scheduledAtUs: number) => Unit | undefined,
+  send: (unit: Unit) => Promise<void>,
 ): Promise<void> {
   const user = async () => {
     for (;;) {
@@ -290,14 +392,14 @@ function runOpenLoop(
   options: LoadgenOptions,
   clock: RunClock,
   startUs: number,
-  nextArrival: (k: number, atUs: number) => PendingRequest | 'skip' | undefined,
-  send: (pending: PendingRequest) => Promise<void>,
+  nextArrival: (k: number, atUs: number) => Unit | 'skip' | undefined,
+  send: (unit: Unit) => Promise<void>,
   sendSlipMs: number[],
   stopped: () => boolean,
 ): Promise<number> {
   const schedule = arrivalScheduleForLoad(load, options.seed);
   const cap = load.maxConcurrency ?? Number.POSITIVE_INFINITY;
-  const waiting: PendingRequest[] = [];
+  const waiting: Unit[] = [];
   let inFlight = 0;
   let scheduling = true;
   let timer: NodeJS.Timeout | undefined;
@@ -309,7 +411,7 @@ function runOpenLoop(
       if (scheduling || inFlight > 0) return;
       resolve(waiting.length);
     };
-    const start = (pending: PendingRequest) => {
+    const start = (pending: Unit) => {
       inFlight++;
       void send(pending).then(() => {
         inFlight--;

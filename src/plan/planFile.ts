@@ -2,8 +2,14 @@ import { readFileSync, statSync } from 'node:fs';
 import { isScalar, LineCounter, parseDocument, visit } from 'yaml';
 import { z } from 'zod';
 import { UsageError } from '../errors.js';
-import { parseLengthDistribution } from '../workload/distributions.js';
-import { findScenario, SCENARIO_PRESETS, type Scenario } from '../workload/scenarios.js';
+import { type LengthDistribution, parseLengthDistribution } from '../workload/distributions.js';
+import {
+  type AgentShape,
+  findScenario,
+  SCENARIO_PRESETS,
+  type Scenario,
+  type SessionShape,
+} from '../workload/scenarios.js';
 
 /**
  * A plan file (`--plan plan.yaml`): every `infergauge run` option under its flag's name without
@@ -31,6 +37,13 @@ const scalar = z.union(
 
 const LENGTH_FORMS = 'a whole number >= 1 or a distribution such as uniform:128:512';
 
+const lengthField = z
+  .union([z.number().int().min(1), z.string()], allowed(LENGTH_FORMS))
+  .optional();
+const pauseField = z
+  .union([z.number().int().min(0), z.string()], allowed('milliseconds: 1000 or uniform:500:3000'))
+  .optional();
+
 /** One scenario in a plan file: a preset, optionally reshaped, or one written from scratch. */
 export const planScenarioSchema = z
   .object({
@@ -55,6 +68,40 @@ export const planScenarioSchema = z
       .describe('max_tokens: the same forms as input-tokens'),
     'shared-prefix': z.number().int().min(0).optional().describe('tokens common to all prompts'),
     description: z.string().optional(),
+    session: z
+      .object({
+        turns: lengthField.describe('turns per session: 5, uniform:3:8, ...'),
+        'think-time-ms': pauseField.describe('ms between an answer and the next turn'),
+        history: z
+          .enum(['actual', 'reference'])
+          .optional()
+          .describe("the model's earlier answers as it gave them (actual) or the reference ones"),
+        'system-prompt-tokens': z.number().int().min(0).optional(),
+      })
+      .strict()
+      .optional()
+      .describe('multi-turn sessions (each turn re-sends the history)'),
+    agent: z
+      .object({
+        steps: lengthField.describe('tool-calling steps before the final answer'),
+        'fan-out': z.number().int().min(1).max(64).optional().describe('parallel calls per step'),
+        'system-prompt-tokens': z.number().int().min(0).optional(),
+        tools: z.number().int().min(1).max(128).optional().describe('tool schemas offered'),
+        'tool-latency-ms': pauseField.describe('ms a tool takes'),
+        'tool-output-tokens': lengthField.describe('tokens of each tool result'),
+        'answer-tokens': lengthField.describe('max_tokens of the final answer'),
+      })
+      .strict()
+      .optional()
+      .describe('agent tasks: tool calls, tool results, a final answer'),
+    reasoning: z
+      .object({
+        effort: z.enum(['low', 'medium', 'high']).optional().describe('reasoning_effort'),
+        thinking: z.boolean().optional().describe('chat_template_kwargs.enable_thinking'),
+      })
+      .strict()
+      .optional()
+      .describe('ask reasoning models to think'),
   })
   .strict();
 export type PlanScenario = z.infer<typeof planScenarioSchema>;
@@ -75,6 +122,13 @@ export const PLAN_KEYS = [
   'dataset',
   'max-concurrency',
   'requests',
+  'sessions',
+  'turns',
+  'think-time',
+  'history',
+  'system-prompt',
+  'reasoning-effort',
+  'thinking',
   'duration',
   'warmup',
   'input-tokens',
@@ -289,7 +343,20 @@ export function scenarioFromPlan(s: PlanScenario, index: number): Scenario {
       throw new Error(`${where}.${field}: ${(err as Error).message}`);
     }
   };
-  return {
+  /** A distribution field, or the preset's, or `fallback`. */
+  const dist = (
+    value: string | number | undefined,
+    field: string,
+    fallback: LengthDistribution,
+  ): LengthDistribution => {
+    if (value === undefined) return fallback;
+    try {
+      return parseLengthDistribution(String(value));
+    } catch (err) {
+      throw new Error(`${where}.${field}: ${(err as Error).message}`);
+    }
+  };
+  const scenario: Scenario = {
     name,
     input: length('input-tokens'),
     output: length('output-tokens'),
@@ -298,7 +365,56 @@ export function scenarioFromPlan(s: PlanScenario, index: number): Scenario {
       ? { description: s.description ?? base?.description }
       : {}),
   };
+  const session = s.session;
+  if (session || base?.session) {
+    const b = base?.session ?? DEFAULT_SESSION;
+    scenario.session = {
+      turns: dist(session?.turns, 'session.turns', b.turns),
+      thinkTimeMs: dist(session?.['think-time-ms'], 'session.think-time-ms', b.thinkTimeMs),
+      history: session?.history ?? b.history,
+      systemPromptTokens: session?.['system-prompt-tokens'] ?? b.systemPromptTokens,
+    };
+  }
+  const agent = s.agent;
+  if (agent || base?.agent) {
+    const b = base?.agent ?? (findScenario('agent')?.agent as AgentShape);
+    scenario.agent = {
+      steps: dist(agent?.steps, 'agent.steps', b.steps),
+      fanOut: agent?.['fan-out'] ?? b.fanOut,
+      systemPromptTokens: agent?.['system-prompt-tokens'] ?? b.systemPromptTokens,
+      tools: agent?.tools ?? b.tools,
+      toolLatencyMs: dist(agent?.['tool-latency-ms'], 'agent.tool-latency-ms', b.toolLatencyMs),
+      toolOutputTokens: dist(
+        agent?.['tool-output-tokens'],
+        'agent.tool-output-tokens',
+        b.toolOutputTokens,
+      ),
+      answerTokens: dist(agent?.['answer-tokens'], 'agent.answer-tokens', b.answerTokens),
+    };
+  }
+  if (scenario.session && scenario.agent) {
+    throw new Error(
+      `${where}: has both session and agent; an agent task is a session of its own kind, keep one`,
+    );
+  }
+  const reasoning = s.reasoning;
+  if (reasoning || base?.reasoning) {
+    scenario.reasoning = {
+      ...base?.reasoning,
+      ...(reasoning?.effort !== undefined ? { effort: reasoning.effort } : {}),
+      ...(reasoning?.thinking !== undefined ? { enableThinking: reasoning.thinking } : {}),
+    };
+  }
+  return scenario;
 }
+
+/** A plan scenario's `session:` without the multi-turn preset under it: 5 turns, no pause. */
+const DEFAULT_SESSION: SessionShape = {
+  turns: { kind: 'fixed', value: 5 },
+  thinkTimeMs: { kind: 'fixed', value: 0 },
+  history: 'actual',
+  systemPromptTokens: 0,
+};
 
 /** The candidate closest to `word` by edit distance, when it is close enough to be a typo. */
 function nearest(word: string, candidates: readonly string[]): string | undefined {

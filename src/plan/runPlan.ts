@@ -17,6 +17,7 @@ import {
   parseLengthDistribution,
 } from '../workload/distributions.js';
 import {
+  isSessionScenario,
   maximumLength,
   parseScenarioList,
   type Scenario,
@@ -36,7 +37,10 @@ export interface RunPlan {
   endpoint: Endpoint;
   load: LoadSpec;
   requests?: number;
+  /** Measured sessions of the session scenarios (multi-turn, agent), which count sessions. */
+  sessions?: number;
   durationS?: number;
+  /** Sent first and not counted: requests, or sessions in a session scenario. */
   warmupRequests: number;
   /** The workloads to run, one after another (each its own records and summary). */
   scenarios: Scenario[];
@@ -105,8 +109,15 @@ export interface RunPlanInput {
   arrival?: string;
   maxConcurrency?: string;
   requests?: string;
+  sessions?: string;
   duration?: string;
   warmup?: string;
+  turns?: string;
+  thinkTime?: string;
+  history?: string;
+  systemPrompt?: string;
+  reasoningEffort?: string;
+  thinking?: string;
   inputTokens?: string;
   outputTokens?: string;
   burstiness?: string;
@@ -149,6 +160,7 @@ export interface RunPlanInput {
 export const RUN_DEFAULTS = {
   concurrency: 16,
   requests: 200,
+  sessions: 32,
   inputTokens: 256,
   outputTokens: 128,
   temperature: 0,
@@ -174,6 +186,13 @@ const FLAGS: Record<string, { flag: string; example: string }> = {
   dataset: { flag: '--dataset', example: '--dataset sharegpt.json' },
   maxConcurrency: { flag: '--max-concurrency', example: '--max-concurrency 64' },
   requests: { flag: '--requests', example: '--requests 200' },
+  sessions: { flag: '--sessions', example: '--sessions 32' },
+  turns: { flag: '--turns', example: '--turns 5 or uniform:3:8' },
+  thinkTime: { flag: '--think-time', example: '--think-time 1000 or uniform:500:3000' },
+  history: { flag: '--history', example: '--history actual' },
+  systemPrompt: { flag: '--system-prompt', example: '--system-prompt 1024' },
+  reasoningEffort: { flag: '--reasoning-effort', example: '--reasoning-effort high' },
+  thinking: { flag: '--thinking', example: '--thinking on' },
   duration: { flag: '--duration', example: '--duration 60' },
   warmup: { flag: '--warmup', example: '--warmup 10' },
   inputTokens: { flag: '--input-tokens', example: '--input-tokens 256 or uniform:128:512' },
@@ -222,7 +241,6 @@ const lengths = () =>
     }
   });
 const positive = () => number({ above: 0 });
-
 const schema = z
   .object({
     url: z.url({ protocol: /^https?$/, error: 'must be an http:// or https:// URL' }).optional(),
@@ -248,6 +266,15 @@ const schema = z
     dataset: z.string().min(1).optional(),
     maxConcurrency: int(1).optional(),
     requests: int(1).optional(),
+    sessions: int(1).optional(),
+    turns: lengths().optional(),
+    thinkTime: lengths().optional(),
+    history: z.enum(['actual', 'reference'], { error: 'must be actual or reference' }).optional(),
+    systemPrompt: int(0).optional(),
+    reasoningEffort: z
+      .enum(['low', 'medium', 'high'], { error: 'must be low, medium or high' })
+      .optional(),
+    thinking: z.enum(['on', 'off'], { error: 'must be on or off' }).optional(),
     duration: positive().optional(),
     warmup: int(0).optional(),
     inputTokens: lengths().optional(),
@@ -458,6 +485,7 @@ export function parseRunPlan(input: RunPlanInput, env: NodeJS.ProcessEnv = {}): 
   }
   if (parsed.success) problems.push(...backendProblems(parsed.data));
   const scenarios = parsed.success ? buildScenarios(parsed.data, problems) : [];
+  if (parsed.success) problems.push(...sessionProblems(parsed.data, scenarios, dataset?.data));
   if (!parsed.success || problems.length > 0) throw new PlanError(problems);
   const o = parsed.data;
 
@@ -485,6 +513,9 @@ export function parseRunPlan(input: RunPlanInput, env: NodeJS.ProcessEnv = {}): 
   const requests =
     o.requests ??
     (trace ? trace.entries.length : o.duration === undefined ? RUN_DEFAULTS.requests : undefined);
+  const sessions =
+    o.sessions ??
+    (o.duration === undefined && o.requests === undefined ? RUN_DEFAULTS.sessions : undefined);
   const plan: RunPlan = {
     backend: o.backend ?? 'openai',
     endpoint: o.endpoint ?? BACKENDS[o.backend ?? 'openai'].supports.endpoints[0],
@@ -504,6 +535,7 @@ export function parseRunPlan(input: RunPlanInput, env: NodeJS.ProcessEnv = {}): 
   if (o.url !== undefined) plan.url = o.url;
   if (o.model !== undefined) plan.model = o.model;
   if (requests !== undefined) plan.requests = requests;
+  if (scenarios.some(isSessionScenario) && sessions !== undefined) plan.sessions = sessions;
   if (o.duration !== undefined) plan.durationS = o.duration;
   if (slo) plan.slo = slo;
   if (apiKeyEnv !== undefined) plan.apiKeyEnv = apiKeyEnv;
@@ -602,7 +634,7 @@ function buildScenarios(o: z.infer<typeof schema>, problems: string[]): Scenario
     names.add(s.name);
   }
   return scenarios.map((s) => {
-    const scenario = withLengths(s, o.inputTokens, o.outputTokens);
+    const scenario = withSessionFlags(withLengths(s, o.inputTokens, o.outputTokens), o);
     if (o.sharedPrefix !== undefined) scenario.sharedPrefixTokens = o.sharedPrefix;
     for (const [field, d] of [
       ['inputTokens', scenario.input],
@@ -626,6 +658,97 @@ function buildScenarios(o: z.infer<typeof schema>, problems: string[]): Scenario
     }
     return scenario;
   });
+}
+
+/** --turns, --think-time, --history, --system-prompt and the reasoning flags over a scenario. */
+function withSessionFlags(s: Scenario, o: z.infer<typeof schema>): Scenario {
+  const scenario = { ...s };
+  if (scenario.session) {
+    scenario.session = {
+      ...scenario.session,
+      ...(o.turns !== undefined ? { turns: parseLengthDistribution(o.turns) } : {}),
+      ...(o.thinkTime !== undefined ? { thinkTimeMs: parseLengthDistribution(o.thinkTime) } : {}),
+      ...(o.history !== undefined ? { history: o.history } : {}),
+      ...(o.systemPrompt !== undefined ? { systemPromptTokens: o.systemPrompt } : {}),
+    };
+  }
+  if (scenario.agent && o.systemPrompt !== undefined) {
+    scenario.agent = { ...scenario.agent, systemPromptTokens: o.systemPrompt };
+  }
+  if (o.reasoningEffort !== undefined || o.thinking !== undefined) {
+    scenario.reasoning = {
+      ...scenario.reasoning,
+      ...(o.reasoningEffort !== undefined ? { effort: o.reasoningEffort } : {}),
+      ...(o.thinking !== undefined ? { enableThinking: o.thinking === 'on' } : {}),
+    };
+  }
+  return scenario;
+}
+
+/**
+ * What a session scenario (multi-turn, agent) cannot do with the other options: its history
+ * and tool calls are chat messages, and it counts sessions.
+ */
+function sessionProblems(
+  o: z.infer<typeof schema>,
+  scenarios: Scenario[],
+  dataset: Dataset | undefined,
+): string[] {
+  const problems: string[] = [];
+  const sessions = scenarios.filter(isSessionScenario);
+  const names = sessions.map((s) => s.name).join(', ');
+  if (sessions.length === 0) {
+    if (o.sessions !== undefined) {
+      problems.push(
+        problem(
+          'sessions',
+          'counts the sessions of a session scenario: add --scenario multi-turn or agent (or use --requests)',
+        ),
+      );
+    }
+    for (const key of ['turns', 'thinkTime', 'history'] as const) {
+      if (o[key] !== undefined) {
+        problems.push(
+          problem(
+            key,
+            'shapes multi-turn sessions: add --scenario multi-turn (or a plan scenario with session:)',
+          ),
+        );
+      }
+    }
+    if (o.systemPrompt !== undefined) {
+      problems.push(
+        problem('systemPrompt', 'applies to session scenarios: add --scenario multi-turn or agent'),
+      );
+    }
+    return problems;
+  }
+  if (o.requests !== undefined && sessions.length === scenarios.length) {
+    problems.push(
+      `--requests does not apply to ${names}: a session scenario counts sessions; use --sessions N (each session sends several requests)`,
+    );
+  }
+  if ((o.backend ?? 'openai') !== 'openai' || o.endpoint === 'completions') {
+    problems.push(
+      `scenario ${names} sends conversations as chat messages: use --backend openai --endpoint chat (vLLM, SGLang, TGI, llama.cpp and Ollama all serve /v1/chat/completions)`,
+    );
+  }
+  if (o.trace !== undefined) {
+    problems.push(
+      `--trace cannot drive scenario ${names}: replay a trace with single-request scenarios`,
+    );
+  }
+  if (dataset !== undefined && dataset.format !== 'sharegpt') {
+    problems.push(
+      `--dataset for scenario ${names} must be ShareGPT conversations (a ${dataset.format} file has no turns)`,
+    );
+  }
+  if (dataset !== undefined && sessions.some((s) => s.agent)) {
+    problems.push(
+      '--dataset does not apply to the agent scenario: its turns are tool calls and tool results',
+    );
+  }
+  return problems;
 }
 
 /** The smallest length `d` can ask for; drawn distributions are kept at 1 or more when drawn. */

@@ -30,6 +30,8 @@ export interface ManifestAbout {
   windows: {
     warmupRequests: number;
     measuredRequests: number | null;
+    /** Set in a session scenario: warm-up and measured counts are sessions, not requests. */
+    unit?: 'sessions';
     measuredDurationS: number | null;
   };
 }

@@ -10,6 +10,7 @@ import type { RequestSpec } from '../backends/types.js';
 import type { LoadSpec, ShardIndex } from '../load.js';
 import { createRunClock, type RunClock } from '../loadgen/clock.js';
 import { runDeadlineS } from '../loadgen/deadline.js';
+import type { TargetConfig } from '../loadgen/http.js';
 import { type LoadgenProgress, type LoadgenResult, runLoadgen } from '../loadgen/run.js';
 import { inSequence, maxParts, type ShardPart, shardOf, wholeRun } from '../loadgen/shard.js';
 import {
@@ -33,7 +34,7 @@ import type { TelemetrySnapshot } from '../telemetry/snapshot.js';
 import type { ServerMetricsSummary } from '../telemetry/summary.js';
 import { streamSeed } from '../workload/distributions.js';
 import { createPromptFactory } from '../workload/prompts.js';
-import type { Scenario } from '../workload/scenarios.js';
+import { type Scenario, sessionBounds } from '../workload/scenarios.js';
 import type { Tokenizer } from '../workload/tokenizer.js';
 import { createWorkload } from '../workload/workload.js';
 import {
@@ -136,12 +137,14 @@ async function measureLive(target: LiveTarget, point: Point, hooks: PointHooks):
   let telemetryStart: NodeJS.Timeout | undefined;
   // Every run ends: past its hard deadline it is stopped and cancelled, and a worker that does
   // not answer is terminated (runWorkers).
+  // A session is the unit of a session scenario: every step may take the whole timeout.
+  const bounds = sessionBounds(point.scenario);
   const deadlineS = runDeadlineS({
     load: point.load,
     warmupRequests,
     ...(point.requests !== undefined ? { requests: point.requests } : {}),
     ...(point.durationS !== undefined ? { durationS: point.durationS } : {}),
-    timeoutS: target.config.timeoutMs / 1000,
+    timeoutS: bounds.steps * (target.config.timeoutMs / 1000 + bounds.pauseMs / 1000),
     graceS: plan.graceS,
     seed: plan.seed,
   });
@@ -196,7 +199,7 @@ async function measureLive(target: LiveTarget, point: Point, hooks: PointHooks):
       started(clock);
       const result = await runLoadgen(
         {
-          target: target.config,
+          target: withReasoning(target.config, point.scenario),
           load: point.load,
           ...(point.requests !== undefined ? { requests: point.requests } : {}),
           ...(point.durationS !== undefined ? { durationS: point.durationS } : {}),
@@ -214,7 +217,7 @@ async function measureLive(target: LiveTarget, point: Point, hooks: PointHooks):
       );
       results = [result];
     } else {
-      const { backend: _backend, ...targetData } = target.config;
+      const { backend: _backend, ...targetData } = withReasoning(target.config, point.scenario);
       const run = await runWorkers({
         workers: workers as number,
         part: { ...part, measureFromId: warmupRequests },
@@ -271,6 +274,17 @@ async function measureLive(target: LiveTarget, point: Point, hooks: PointHooks):
   // The server's warnings (KV cache full, preemptions) stand with the run's.
   if (serverMetrics) summary.warnings.push(...serverMetrics.warnings);
   return { summary, ...(serverMetrics ? { serverMetrics } : {}) };
+}
+
+/** The target config with the scenario's reasoning options (sent with every request). */
+function withReasoning(config: TargetConfig, scenario: Scenario): TargetConfig {
+  const r = scenario.reasoning;
+  if (!r) return config;
+  return {
+    ...config,
+    ...(r.effort !== undefined ? { reasoningEffort: r.effort } : {}),
+    ...(r.enableThinking !== undefined ? { enableThinking: r.enableThinking } : {}),
+  };
 }
 
 /** How a run was cut short: its hard deadline passed (seconds), workers were terminated. */

@@ -16,7 +16,7 @@ import { writeManifest, writeScenarios, writeSummary } from '../results/runFiles
 import { describeEngine } from '../sim/describe.js';
 import { EngineModel } from '../sim/engineModel.js';
 import type { ServerMetricsSummary } from '../telemetry/summary.js';
-import { describeScenario, type Scenario } from '../workload/scenarios.js';
+import { describeScenario, isSessionScenario, type Scenario } from '../workload/scenarios.js';
 import { measurePoint } from './point.js';
 import { type Notify, openTarget, type PreparedRun, type Target, utcStamp } from './target.js';
 
@@ -144,6 +144,9 @@ async function runScenario(
   };
   const progress: LoadgenProgress = { sent: 0, finished: 0, failed: 0, inFlight: 0 };
   const cancel = graceCancel(plan, progress, hooks);
+  // A session scenario counts sessions; its requests are as many as the sessions make.
+  const sessions = isSessionScenario(scenario);
+  const count = sessions ? plan.sessions : plan.requests;
   let endProgress: (() => void) | undefined;
   let measured: Awaited<ReturnType<typeof measurePoint>>;
   try {
@@ -152,7 +155,7 @@ async function runScenario(
       {
         load: plan.load,
         scenario,
-        ...(plan.requests !== undefined ? { requests: plan.requests } : {}),
+        ...(count !== undefined ? { requests: count } : {}),
         ...(plan.durationS !== undefined ? { durationS: plan.durationS } : {}),
         warmupRequests: plan.warmupRequests,
         dir,
@@ -182,8 +185,9 @@ async function runScenario(
               : {}),
             windows: {
               warmupRequests: plan.warmupRequests,
-              measuredRequests: plan.requests ?? null,
+              measuredRequests: count ?? null,
               measuredDurationS: plan.durationS ?? null,
+              ...(sessions ? { unit: 'sessions' as const } : {}),
             },
           });
           if (virtual || !hooks.onProgress) return;
@@ -191,7 +195,9 @@ async function runScenario(
           endProgress = hooks.onProgress({
             counts: progress,
             nowUs: () => clock.nowUs(),
-            ...(counted !== undefined ? { totalRequests: counted + (part.warmup.count ?? 0) } : {}),
+            ...(counted !== undefined && !sessions
+              ? { totalRequests: counted + (part.warmup.count ?? 0) }
+              : {}),
           });
         },
       },

@@ -97,6 +97,43 @@ export const SCENARIO_PRESETS: readonly Scenario[] = [
     output: { kind: 'fixed', value: 256 },
     description: 'very long in, short out: retrieval-augmented answers',
   },
+  {
+    name: 'multi-turn',
+    input: { kind: 'fixed', value: 128 },
+    output: { kind: 'fixed', value: 256 },
+    session: {
+      turns: { kind: 'fixed', value: 5 },
+      thinkTimeMs: { kind: 'fixed', value: 1000 },
+      history: 'actual',
+      systemPromptTokens: 512,
+    },
+    description:
+      'chat sessions of 5 turns, each re-sending the history (128-token user turns, 256-token answers, a shared 512-token system prompt, 1 s think time): prefix caching decides TTFT',
+  },
+  {
+    name: 'agent',
+    input: { kind: 'fixed', value: 256 },
+    output: { kind: 'fixed', value: 64 },
+    agent: {
+      steps: { kind: 'fixed', value: 4 },
+      fanOut: 2,
+      systemPromptTokens: 2048,
+      tools: 8,
+      toolLatencyMs: { kind: 'fixed', value: 200 },
+      toolOutputTokens: { kind: 'fixed', value: 512 },
+      answerTokens: { kind: 'fixed', value: 256 },
+    },
+    description:
+      'agent tasks: a 2,048-token system prompt and 8 tool schemas, 4 steps of 2 parallel tool calls (64 tokens each), 200 ms tools returning 512 tokens, a 256-token final answer',
+  },
+  {
+    name: 'reasoning',
+    input: { kind: 'fixed', value: 256 },
+    output: { kind: 'fixed', value: 4096 },
+    reasoning: { enableThinking: true },
+    description:
+      'short prompt, long thinking: 256 in, up to 4,096 out (the thinking budget) with thinking on',
+  },
 ];
 
 export function findScenario(name: string): Scenario | undefined {
@@ -132,8 +169,42 @@ export function withLengths(
 }
 
 export function describeScenario(s: Scenario): string {
+  const f = formatLengthDistribution;
   const prefix = s.sharedPrefixTokens ? `, shared prefix ${s.sharedPrefixTokens}` : '';
-  return `${s.name}: ${formatLengthDistribution(s.input)} in / ${formatLengthDistribution(s.output)} out tokens${prefix}`;
+  const session = s.session
+    ? `; sessions of ${f(s.session.turns)} turns, think ${f(s.session.thinkTimeMs)} ms, ${s.session.history} history, system prompt ${s.session.systemPromptTokens}`
+    : '';
+  const a = s.agent;
+  const agent = a
+    ? `; agent tasks of ${f(a.steps)} steps x ${a.fanOut} calls, ${a.tools} tools, system prompt ${a.systemPromptTokens}, tools take ${f(a.toolLatencyMs)} ms and return ${f(a.toolOutputTokens)}, answer ${f(a.answerTokens)}`
+    : '';
+  const r = s.reasoning;
+  const reasoning = r
+    ? `; reasoning ${[r.effort !== undefined ? `effort ${r.effort}` : '', r.enableThinking !== undefined ? `thinking ${r.enableThinking ? 'on' : 'off'}` : ''].filter(Boolean).join(', ')}`
+    : '';
+  return `${s.name}: ${f(s.input)} in / ${f(s.output)} out tokens${prefix}${session}${agent}${reasoning}`;
+}
+
+/** Whether a scenario runs sessions (multi-turn or agent) rather than single requests. */
+export function isSessionScenario(s: Scenario): boolean {
+  return s.session !== undefined || s.agent !== undefined;
+}
+
+/**
+ * The most steps a session of the scenario can take, and the longest pause between two (for the
+ * run's hard deadline); Infinity when a distribution is unbounded.
+ */
+export function sessionBounds(s: Scenario): { steps: number; pauseMs: number } {
+  if (s.agent) {
+    return {
+      steps: maximumLength(s.agent.steps) + 1,
+      pauseMs: maximumLength(s.agent.toolLatencyMs),
+    };
+  }
+  if (s.session) {
+    return { steps: maximumLength(s.session.turns), pauseMs: maximumLength(s.session.thinkTimeMs) };
+  }
+  return { steps: 1, pauseMs: 0 };
 }
 
 /** The longest length a distribution can draw (Infinity when unbounded). */
