@@ -513,9 +513,7 @@ export function parseRunPlan(input: RunPlanInput, env: NodeJS.ProcessEnv = {}): 
   const requests =
     o.requests ??
     (trace ? trace.entries.length : o.duration === undefined ? RUN_DEFAULTS.requests : undefined);
-  const sessions =
-    o.sessions ??
-    (o.duration === undefined && o.requests === undefined ? RUN_DEFAULTS.sessions : undefined);
+  const sessions = o.sessions ?? (o.duration === undefined ? RUN_DEFAULTS.sessions : undefined);
   const plan: RunPlan = {
     backend: o.backend ?? 'openai',
     endpoint: o.endpoint ?? BACKENDS[o.backend ?? 'openai'].supports.endpoints[0],

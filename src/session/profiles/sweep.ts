@@ -26,7 +26,7 @@ import type { RunPlan } from '../../plan/runPlan.js';
 import type { ScenarioSweep } from '../../report/sweepText.js';
 import { writeResult } from '../../results/layout.js';
 import { resolveEngineConfig } from '../../sim/engineModel.js';
-import type { Scenario } from '../../workload/scenarios.js';
+import { isSessionScenario, type Scenario } from '../../workload/scenarios.js';
 import { createPointRunner, type Point, type PointResult } from '../point.js';
 import { prepareRun, type RunOptions } from '../prepare.js';
 import type { PreparedRun } from '../target.js';
@@ -200,7 +200,7 @@ function sweepSettings(o: Record<string, unknown>, problems: string[]): SweepSet
     ...(o.targetContext !== undefined
       ? { targetContext: num('--target-context', o.targetContext, 0, 1, true) }
       : {}),
-    requestsGiven: o.requests !== undefined || o.duration !== undefined,
+    requestsGiven: o.requests !== undefined || o.sessions !== undefined || o.duration !== undefined,
     warmupGiven: o.warmup !== undefined,
   };
 }
@@ -295,16 +295,24 @@ async function* scenarioProfile(
         };
   const tag = (level: number) => (s.mode === 'concurrency' ? `c${level}` : `r${level}`);
   const pointAt = (level: number, dir: string): Point => {
-    // Enough requests for several waves at every level, and one wave of warm-up.
-    const perPoint =
-      s.mode === 'concurrency' ? Math.max(100, 4 * level) : Math.max(100, Math.ceil(30 * level));
+    // Enough requests for several waves at every level, and one wave of warm-up; a session
+    // scenario counts sessions, each several requests.
+    const sessions = isSessionScenario(scenario);
+    const perPoint = sessions
+      ? s.mode === 'concurrency'
+        ? Math.max(16, 2 * level)
+        : Math.max(16, Math.ceil(10 * level))
+      : s.mode === 'concurrency'
+        ? Math.max(100, 4 * level)
+        : Math.max(100, Math.ceil(30 * level));
+    const count = sessions ? plan.sessions : plan.requests;
     return {
       load: loadFor(level),
       scenario,
       dir,
       ...(s.requestsGiven
         ? {
-            ...(plan.requests !== undefined ? { requests: plan.requests } : {}),
+            ...(count !== undefined ? { requests: count } : {}),
             ...(plan.durationS !== undefined ? { durationS: plan.durationS } : {}),
           }
         : { requests: perPoint }),
