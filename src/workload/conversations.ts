@@ -286,11 +286,13 @@ function chatConversation(shape: SessionShape, t: TextMaker, script: ChatScript)
   const system = t.system(shape.systemPromptTokens);
   if (system !== '') history.add({ role: 'system', content: system });
   const actual = shape.history === 'actual';
+  // A session's requests number below SESSION_ID_STRIDE, or record ids would collide.
+  const turns = Math.min(script.turns, SESSION_ID_STRIDE);
   let k = 0;
   let lastMaxTokens = 0;
   return {
     next(previous) {
-      if (k >= script.turns) return undefined;
+      if (k >= turns) return undefined;
       if (k > 0) {
         const answer = actual ? previous?.[0]?.answer : undefined;
         const text = actual ? undefined : script.reference(k - 1, lastMaxTokens);
@@ -380,8 +382,12 @@ function agentConversation(
   const toolsTokens = tools.length > 0 ? t.count(JSON.stringify(tools)) : 0;
   // tool_choice only goes with tools (servers refuse it alone).
   const offer = (toolChoice: 'auto' | 'none') => (tools.length > 0 ? { tools, toolChoice } : {});
-  const steps = sampleLength(agent.steps, t.seeds.steps, sessionId, 0);
   const fanOut = Math.max(1, agent.fanOut);
+  // A session's requests number below SESSION_ID_STRIDE, or record ids would collide.
+  const steps = Math.min(
+    sampleLength(agent.steps, t.seeds.steps, sessionId, 0),
+    Math.floor((SESSION_ID_STRIDE - 1) / fanOut),
+  );
   const recordId = (index: number) => sessionId * SESSION_ID_STRIDE + index;
   /** Tool result `i` of request `index`: its own draws of length and latency. */
   const resultId = (index: number, i: number) => recordId(index) * 1024 + Math.min(i, 1023);
