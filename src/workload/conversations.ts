@@ -3,8 +3,14 @@
  * more requests sent together, the next built from what the last one answered. The load
  * generator runs them (src/loadgen/run.ts); this module only says what to send.
  */
-import type { Answer, RequestSpec } from '../backends/types.js';
+import type { Answer, ChatMessage, RequestSpec, ToolSchema } from '../backends/types.js';
 import type { RequestRecord } from '../record.js';
+import type { Dataset } from './datasets.js';
+import { sampleLength, streamSeed } from './distributions.js';
+import type { PromptFactory } from './prompts.js';
+import type { AgentShape, Scenario, SessionShape } from './scenarios.js';
+import type { TraceSession } from './trace.js';
+import { countWords } from './words.js';
 
 /**
  * Record ids in a session workload: `sessionId x SESSION_ID_STRIDE + index of the request in its
@@ -38,3 +44,418 @@ export interface Conversation {
 
 /** Session `sessionId` of a workload, deterministic in the seed and the id. */
 export type ConversationWorkload = (sessionId: number) => Conversation;
+
+// ---- builders ----
+
+/** How a session workload is made (createConversationWorkload). */
+export interface ConversationWorkloadOptions {
+  /**
+   * Its `session` (multi-turn chat) or `agent` shape; `input` is each new user message (an
+   * agent's task), `output` each answer's max_tokens (an agent step's calls).
+   */
+  scenario: Scenario;
+  /** Texts of exact token counts; made without a shared prefix (the system prompt is shared). */
+  prompts: PromptFactory;
+  seed: number;
+  /** Tokens the server adds to every prompt (BOS, template), added to requestedInputTokens. */
+  promptOverheadTokens?: number;
+  /** A ShareGPT dataset read with `allTurns`: session s replays conversation s mod n. */
+  dataset?: Dataset;
+  /**
+   * Sessions of a trace (traceSessions): session s replays trace session s, and past the last
+   * one sends nothing.
+   */
+  traceSessions?: readonly TraceSession[];
+  /** Trace replay speed: the gaps between a session's turns are divided by it (default 1). */
+  speed?: number;
+}
+
+/**
+ * Session `sessionId` of a multi-turn or agent workload, pure and deterministic in (seed,
+ * sessionId); the texts depend on the answers only where the history is the model's own:
+ * - `scenario.agent`: an agent task (agentConversation);
+ * - a trace with sessions, a ShareGPT dataset, or else synthetic turns: a chat session whose turn
+ *   k sends the system prompt (if any), the history and the k-th user message.
+ * Request `index` of a session draws its lengths as request `sessionId x SESSION_ID_STRIDE +
+ * index` (its record id) of the 'input' and 'output' streams.
+ */
+export function createConversationWorkload(o: ConversationWorkloadOptions): ConversationWorkload {
+  const texts = textMaker(o);
+  if (o.scenario.agent)
+    return (id) => agentConversation(o, o.scenario.agent as AgentShape, texts, id);
+  const shape: SessionShape = o.scenario.session ?? {
+    turns: { kind: 'fixed', value: 1 },
+    thinkTimeMs: { kind: 'fixed', value: 0 },
+    history: 'reference',
+    systemPromptTokens: 0,
+  };
+  const script = chatScript(o, shape, texts);
+  return (id) => chatConversation(shape, texts, script(id));
+}
+
+/** Counts, texts and the system prompt shared by every builder of one workload. */
+interface TextMaker {
+  count(text: string): number;
+  /** A text of `tokens` tokens, distinct per (session, request index, slot). */
+  make(sessionId: number, index: number, slot: TextSlot, tokens: number): string;
+  system(tokens: number): string;
+  seeds: Record<
+    'input' | 'output' | 'turns' | 'think' | 'steps' | 'latency' | 'toolOutput' | 'answer',
+    number
+  >;
+  overhead: number;
+}
+
+/**
+ * What a text stands for: its slot keeps texts of one request apart. Tool results use slots 2 up,
+ * one per tool call of the answer; a seventh call's result repeats the first's text, which is
+ * harmless (it follows another tool call, so no prefix is shared by it).
+ */
+type TextSlot = 'user' | 'answer' | number;
+const TEXT_SLOTS = 8;
+/** The system prompt's text id, apart from every session's (which are >= 0). */
+const SYSTEM_TEXT_ID = -2;
+
+function textMaker(o: ConversationWorkloadOptions): TextMaker {
+  const tokenizer = o.prompts.tokenizer;
+  const count = (text: string) => tokenizer.countSync?.(text) ?? countWords(text);
+  return {
+    count,
+    make(sessionId, index, slot, tokens) {
+      const s = slot === 'user' ? 0 : slot === 'answer' ? 1 : 2 + (slot % (TEXT_SLOTS - 2));
+      // Distinct ids give distinct texts up to 2^32 / (STRIDE x 8) ~ 53,000 sessions.
+      return o.prompts.make((sessionId * SESSION_ID_STRIDE + index) * TEXT_SLOTS + s, tokens);
+    },
+    system: (tokens) => (tokens > 0 ? o.prompts.make(SYSTEM_TEXT_ID, tokens) : ''),
+    seeds: {
+      input: streamSeed(o.seed, 'input'),
+      output: streamSeed(o.seed, 'output'),
+      turns: streamSeed(o.seed, 'session-turns'),
+      think: streamSeed(o.seed, 'session-think'),
+      steps: streamSeed(o.seed, 'agent-steps'),
+      latency: streamSeed(o.seed, 'agent-tool-latency'),
+      toolOutput: streamSeed(o.seed, 'agent-tool-output'),
+      answer: streamSeed(o.seed, 'agent-answer'),
+    },
+    overhead: o.promptOverheadTokens ?? 0,
+  };
+}
+
+/** Messages sent so far, with their token counts. */
+class History {
+  readonly messages: ChatMessage[] = [];
+  tokens = 0;
+  /** Each message's text (content, tool calls), for `prompt`. */
+  private readonly texts: string[] = [];
+
+  constructor(private readonly maker: TextMaker) {}
+
+  add(message: ChatMessage): void {
+    const calls = (message.tool_calls ?? []).map(
+      (c) => `${c.function.name} ${c.function.arguments}`,
+    );
+    const parts = [...(message.content ? [message.content] : []), ...calls];
+    for (const part of parts) this.tokens += this.maker.count(part);
+    this.messages.push(message);
+    this.texts.push(parts.join('\n'));
+  }
+
+  /** A request sending the history as it is now. */
+  request(
+    outputTokens: number,
+    extra: Pick<RequestSpec, 'tools' | 'toolChoice' | 'captureAnswer'>,
+    toolsTokens = 0,
+  ): RequestSpec {
+    return {
+      prompt: this.texts.join('\n'),
+      messages: [...this.messages],
+      ...extra,
+      requestedInputTokens: this.tokens + toolsTokens + this.maker.overhead,
+      requestedOutputTokens: outputTokens,
+    };
+  }
+}
+
+/** The assistant message that stands for `answer` (tool calls keep or get an id). */
+function assistantMessage(answer: Answer, idFor: (call: number) => string): ChatMessage {
+  const message: ChatMessage = { role: 'assistant', content: answer.content };
+  if (answer.toolCalls.length > 0) {
+    message.content = answer.content === '' ? null : answer.content;
+    message.tool_calls = answer.toolCalls.map((c, i) => ({ ...c, id: c.id || idFor(i) }));
+  }
+  return message;
+}
+
+// ---- chat sessions ----
+
+/** What one chat session sends, turn by turn (k from 0). */
+interface ChatScript {
+  sessionId: number;
+  turns: number;
+  /** The k-th user message, given the tokens of what precedes it (trace turns fill the growth). */
+  user(k: number, historyTokens: number): string;
+  maxTokens(k: number): number;
+  /** The pause before turn k > 0, given the last turn's outcome. */
+  pauseMs(k: number, previous: readonly TurnOutcome[] | undefined): number;
+  /** The reference answer to turn k (history 'reference'), given its max_tokens. */
+  reference(k: number, maxTokens: number): string | undefined;
+}
+
+function chatScript(
+  o: ConversationWorkloadOptions,
+  shape: SessionShape,
+  t: TextMaker,
+): (sessionId: number) => ChatScript {
+  const recordId = (s: number, k: number) => s * SESSION_ID_STRIDE + k;
+  const think = (s: number, k: number) =>
+    sampleLength(shape.thinkTimeMs, t.seeds.think, recordId(s, k), 0);
+  const drawnOutput = (s: number, k: number) =>
+    sampleLength(o.scenario.output, t.seeds.output, recordId(s, k), 1);
+  const synthetic = (s: number, k: number, tokens: number) => t.make(s, k, 'answer', tokens);
+
+  if (o.traceSessions) {
+    const sessions = o.traceSessions;
+    const speed = o.speed ?? 1;
+    return (s) => {
+      const turns = sessions[s]?.turns ?? [];
+      return {
+        sessionId: s,
+        turns: turns.length,
+        // The trace's input is the whole prompt: the new message is its growth over the history.
+        user: (k, historyTokens) =>
+          t.make(s, k, 'user', Math.max(1, turns[k].inputTokens - t.overhead - historyTokens)),
+        maxTokens: (k) => Math.max(1, turns[k].outputTokens),
+        pauseMs: (k, previous) => {
+          const gapMs = (turns[k].atMs - turns[k - 1].atMs) / speed;
+          return Math.max(0, gapMs - observedLatencyMs(previous));
+        },
+        reference: (k, tokens) => synthetic(s, k, tokens),
+      };
+    };
+  }
+  const dataset = o.dataset;
+  if (dataset && dataset.format === 'sharegpt') {
+    const conversations = dataset.entries.map(
+      (e) =>
+        e.turns ?? [
+          { user: e.prompt ?? '', ...(e.outputText !== undefined ? { answer: e.outputText } : {}) },
+        ],
+    );
+    return (s) => {
+      const turns = conversations[s % conversations.length];
+      return {
+        sessionId: s,
+        turns: turns.length,
+        user: (k) => turns[k].user,
+        // The reference answer's length, as vLLM's benchmark sets the first turn's.
+        maxTokens: (k) => {
+          const answer = turns[k].answer;
+          return answer !== undefined ? Math.max(1, t.count(answer)) : drawnOutput(s, k);
+        },
+        pauseMs: (k) => think(s, k),
+        reference: (k) => turns[k].answer,
+      };
+    };
+  }
+  if (dataset) {
+    throw new Error(
+      `a ${dataset.format} dataset has no conversations: sessions replay a ShareGPT dataset`,
+    );
+  }
+  return (s) => ({
+    sessionId: s,
+    turns: sampleLength(shape.turns, t.seeds.turns, s, 1),
+    user: (k) =>
+      t.make(s, k, 'user', sampleLength(o.scenario.input, t.seeds.input, recordId(s, k), 1)),
+    maxTokens: (k) => drawnOutput(s, k),
+    pauseMs: (k) => think(s, k),
+    reference: (k, tokens) => synthetic(s, k, tokens),
+  });
+}
+
+/** How long the last step took, from when it was due to its end (ms; 0 before the first). */
+function observedLatencyMs(previous: readonly TurnOutcome[] | undefined): number {
+  let latest = 0;
+  for (const { record } of previous ?? [])
+    latest = Math.max(latest, record.endAt - record.scheduledAt);
+  return latest;
+}
+
+function chatConversation(shape: SessionShape, t: TextMaker, script: ChatScript): Conversation {
+  const history = new History(t);
+  const system = t.system(shape.systemPromptTokens);
+  if (system !== '') history.add({ role: 'system', content: system });
+  const actual = shape.history === 'actual';
+  // A session's requests number below SESSION_ID_STRIDE, or record ids would collide.
+  const turns = Math.min(script.turns, SESSION_ID_STRIDE);
+  let k = 0;
+  let lastMaxTokens = 0;
+  return {
+    next(previous) {
+      if (k >= turns) return undefined;
+      if (k > 0) {
+        const answer = actual ? previous?.[0]?.answer : undefined;
+        const text = actual ? undefined : script.reference(k - 1, lastMaxTokens);
+        if (answer) {
+          history.add(assistantMessage(answer, (i) => toolCallId(script.sessionId, k - 1, 0, i)));
+        } else if (text !== undefined) history.add({ role: 'assistant', content: text });
+      }
+      history.add({ role: 'user', content: script.user(k, history.tokens) });
+      lastMaxTokens = script.maxTokens(k);
+      const request = history.request(lastMaxTokens, actual ? { captureAnswer: true } : {});
+      const pauseMs = k === 0 ? 0 : script.pauseMs(k, previous);
+      k++;
+      return { pauseMs, requests: [request] };
+    },
+  };
+}
+
+/** The id of a tool call the server sent without one: unique in the run, the same every time. */
+function toolCallId(sessionId: number, index: number, call: number, toolCall: number): string {
+  return `call_${sessionId}_${index}_${call}_${toolCall}`;
+}
+
+// ---- agent tasks ----
+
+/** Verbs and objects of the offered functions' names: `search_documents`, `read_calendar`, ... */
+const TOOL_VERBS = ['search', 'read', 'create', 'update', 'list', 'run', 'send', 'fetch'];
+const TOOL_OBJECTS = [
+  'documents',
+  'calendar',
+  'tickets',
+  'code',
+  'orders',
+  'emails',
+  'files',
+  'metrics',
+];
+
+/**
+ * `n` function schemas, the same for every task and run: distinct names, a description, and JSON
+ * Schema parameters (a required string, an optional integer and an optional enum).
+ */
+export function agentTools(n: number): ToolSchema[] {
+  return Array.from({ length: n }, (_, i) => {
+    const verb = TOOL_VERBS[i % TOOL_VERBS.length];
+    const object = TOOL_OBJECTS[Math.floor(i / TOOL_VERBS.length) % TOOL_OBJECTS.length];
+    const round = Math.floor(i / (TOOL_VERBS.length * TOOL_OBJECTS.length));
+    const name = `${verb}_${object}${round > 0 ? `_${round + 1}` : ''}`;
+    return {
+      type: 'function' as const,
+      function: {
+        name,
+        description: `${verb[0].toUpperCase()}${verb.slice(1)} ${object} matching a query and return what was found.`,
+        parameters: {
+          type: 'object',
+          properties: {
+            query: { type: 'string', description: `What to ${verb} in ${object}.` },
+            limit: {
+              type: 'integer',
+              minimum: 1,
+              maximum: 100,
+              description: 'Most results to return.',
+            },
+            scope: { type: 'string', enum: ['recent', 'all'], description: 'Where to look.' },
+          },
+          required: ['query'],
+        },
+      },
+    };
+  });
+}
+
+/**
+ * An agent task: the shared system prompt, the tools, a user task of `input` tokens; then
+ * `steps` steps of `fanOut` parallel calls (tool_choice 'auto', max_tokens from `output`) on the
+ * same history; after each, per call, the assistant message (its tool calls, or its text) and a
+ * result of `toolOutputTokens` per tool call (a `tool` message with the call's id; after a text
+ * answer, a user message); the next step waits for the slowest tool (tools run in parallel); the
+ * last request (tool_choice 'none', max_tokens `answerTokens`) is the final answer.
+ */
+function agentConversation(
+  o: ConversationWorkloadOptions,
+  agent: AgentShape,
+  t: TextMaker,
+  sessionId: number,
+): Conversation {
+  const tools = agentTools(agent.tools);
+  const toolsTokens = tools.length > 0 ? t.count(JSON.stringify(tools)) : 0;
+  // tool_choice only goes with tools (servers refuse it alone).
+  const offer = (toolChoice: 'auto' | 'none') => (tools.length > 0 ? { tools, toolChoice } : {});
+  const fanOut = Math.max(1, agent.fanOut);
+  // A session's requests number below SESSION_ID_STRIDE, or record ids would collide.
+  const steps = Math.min(
+    sampleLength(agent.steps, t.seeds.steps, sessionId, 0),
+    Math.floor((SESSION_ID_STRIDE - 1) / fanOut),
+  );
+  const recordId = (index: number) => sessionId * SESSION_ID_STRIDE + index;
+  /** Tool result `i` of request `index`: its own draws of length and latency. */
+  const resultId = (index: number, i: number) => recordId(index) * 1024 + Math.min(i, 1023);
+
+  const history = new History(t);
+  const system = t.system(agent.systemPromptTokens);
+  if (system !== '') history.add({ role: 'system', content: system });
+  const taskTokens = sampleLength(o.scenario.input, t.seeds.input, recordId(0), 1);
+  history.add({ role: 'user', content: t.make(sessionId, 0, 'user', taskTokens) });
+
+  let step = 0;
+  /** Adds what the last step's calls answered and their tool results; returns the pause. */
+  const absorb = (previous: readonly TurnOutcome[] | undefined): number => {
+    let pauseMs = 0;
+    for (let c = 0; c < fanOut; c++) {
+      const index = (step - 1) * fanOut + c;
+      const answer = previous?.[c]?.answer ?? { content: '', toolCalls: [] };
+      const message = assistantMessage(answer, (i) => toolCallId(sessionId, index, c, i));
+      history.add(message);
+      const results = Math.max(1, message.tool_calls?.length ?? 0);
+      for (let i = 0; i < results; i++) {
+        const tokens = sampleLength(
+          agent.toolOutputTokens,
+          t.seeds.toolOutput,
+          resultId(index, i),
+          1,
+        );
+        const content = t.make(sessionId, index, 2 + i, tokens);
+        const call = message.tool_calls?.[i];
+        history.add(
+          call ? { role: 'tool', tool_call_id: call.id, content } : { role: 'user', content },
+        );
+        pauseMs = Math.max(
+          pauseMs,
+          sampleLength(agent.toolLatencyMs, t.seeds.latency, resultId(index, i), 0),
+        );
+      }
+    }
+    return pauseMs;
+  };
+
+  return {
+    next(previous) {
+      if (step > steps) return undefined;
+      const pauseMs = step === 0 ? 0 : absorb(previous);
+      step++;
+      if (step <= steps) {
+        const requests = Array.from({ length: fanOut }, (_, c) =>
+          history.request(
+            sampleLength(o.scenario.output, t.seeds.output, recordId((step - 1) * fanOut + c), 1),
+            { ...offer('auto'), captureAnswer: true },
+            toolsTokens,
+          ),
+        );
+        return { pauseMs, requests };
+      }
+      const answerTokens = sampleLength(
+        agent.answerTokens,
+        t.seeds.answer,
+        recordId(steps * fanOut),
+        1,
+      );
+      const final = history.request(
+        answerTokens,
+        { ...offer('none'), captureAnswer: true },
+        toolsTokens,
+      );
+      return { pauseMs, requests: [final] };
+    },
+  };
+}

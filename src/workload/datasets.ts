@@ -28,6 +28,26 @@ export interface DatasetEntry {
    * tokens, measured with the run's tokenizer, is the request's output length, as in vLLM.
    */
   outputText?: string;
+  /**
+   * Every turn of the conversation (ShareGPT read with `allTurns`), for multi-turn sessions:
+   * each non-empty human message and the model's answer after it, if one came before the next.
+   */
+  turns?: DatasetTurn[];
+}
+
+/** One turn of a ShareGPT conversation. */
+export interface DatasetTurn {
+  user: string;
+  /** The reference answer (absent when the next message is the user's again, or none came). */
+  answer?: string;
+}
+
+export interface DatasetOptions {
+  /**
+   * ShareGPT: keep every turn of each conversation (`turns`), for session workloads; without
+   * it only the first human turn and its answer are kept (single-turn workloads).
+   */
+  allTurns?: boolean;
 }
 
 /**
@@ -53,9 +73,13 @@ const MODEL = new Set(['gpt', 'assistant', 'chatgpt', 'bard', 'bing', 'model']);
  * Errors name the file and the line (JSONL, from 1) or the entry (ShareGPT, the array index
  * from 0) and the field at fault, up to 10 in one Error. An empty dataset is an error.
  */
-export function readDataset(path: string, format?: DatasetFormat): Dataset {
+export function readDataset(
+  path: string,
+  format?: DatasetFormat,
+  options: DatasetOptions = {},
+): Dataset {
   const text = readTextFile(path, 'dataset');
-  return parseDataset(text, format ?? detectDatasetFormat(path, text), path);
+  return parseDataset(text, format ?? detectDatasetFormat(path, text), path, options);
 }
 
 /** The format readDataset assumes for `path` with this content. */
@@ -70,18 +94,23 @@ export function detectDatasetFormat(path: string, text: string): DatasetFormat {
 }
 
 /** readDataset on text already in memory. */
-export function parseDataset(text: string, format: DatasetFormat, source = 'dataset'): Dataset {
+export function parseDataset(
+  text: string,
+  format: DatasetFormat,
+  source = 'dataset',
+  options: DatasetOptions = {},
+): Dataset {
   const content = stripBom(text);
   if (format === 'text') {
     if (content.trim() === '') throw new Error(`${source}: the text corpus is empty`);
     return { format: 'text', text: content };
   }
-  if (format === 'sharegpt') return parseShareGpt(content, source);
+  if (format === 'sharegpt') return parseShareGpt(content, source, options.allTurns === true);
   if (format === 'jsonl') return parseJsonlDataset(content, source);
   throw new Error(`${source}: unknown dataset format "${format}" (sharegpt, jsonl or text)`);
 }
 
-function parseShareGpt(text: string, source: string): Dataset {
+function parseShareGpt(text: string, source: string, allTurns: boolean): Dataset {
   let root: unknown;
   try {
     root = JSON.parse(text);
@@ -105,6 +134,7 @@ function parseShareGpt(text: string, source: string): Dataset {
     const entry: DatasetEntry = { prompt: turns[human].value };
     const answer = turns.slice(human + 1).find((t) => MODEL.has(t.from));
     if (answer) entry.outputText = answer.value;
+    if (allTurns) entry.turns = conversationTurns(turns.slice(human));
     entries.push(entry);
   }
   problems.throwIfAny();
@@ -114,6 +144,25 @@ function parseShareGpt(text: string, source: string): Dataset {
     );
   }
   return { format: 'sharegpt', entries, skipped };
+}
+
+/**
+ * Human messages and their answers, from the first human message on: a model message answers
+ * the human message before it; a second one in a row, or one after an empty human message, is
+ * left out.
+ */
+function conversationTurns(messages: readonly { from: string; value: string }[]): DatasetTurn[] {
+  const turns: DatasetTurn[] = [];
+  let open: DatasetTurn | undefined;
+  for (const m of messages) {
+    if (HUMAN.has(m.from)) {
+      open = m.value.trim() !== '' ? { user: m.value } : undefined;
+      if (open) turns.push(open);
+    } else if (MODEL.has(m.from) && open && open.answer === undefined) {
+      open.answer = m.value;
+    }
+  }
+  return turns;
 }
 
 /** The turns of ShareGPT entry `index` (`from` lower-cased), or undefined after problems. */

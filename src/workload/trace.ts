@@ -8,6 +8,20 @@ export interface TraceEntry {
   atMs: number;
   inputTokens: number;
   outputTokens: number;
+  /**
+   * The session (conversation) the request is a turn of: a JSONL line's `session_id` or
+   * `conversation_id` (a string or a whole number), when it has one.
+   */
+  sessionId?: string;
+}
+
+/** One session of a trace: its requests in time order (`inputTokens`: the whole prompt). */
+export interface TraceSession {
+  /** The trace's session id (absent for a line without one: a one-turn session). */
+  sessionId?: string;
+  /** When its first request arrived (ms from the trace's first). */
+  startMs: number;
+  turns: TraceEntry[];
 }
 
 /**
@@ -18,6 +32,9 @@ export interface TraceEntry {
  *   read as UTC unless they carry an offset (`Z`, `+01:00`).
  * - `jsonl`: generic JSONL `{"at_ms" | "timestamp_s" | "time": t, "input_tokens": n,
  *   "output_tokens": n}`: `at_ms` in ms, `timestamp_s` and `time` in seconds.
+ * JSON lines of either kind may name their session with `session_id` or `conversation_id`
+ * (Mooncake's own traces have none: their `hash_ids` only say which 512-token blocks requests
+ * share).
  */
 export type TraceFormat = 'mooncake' | 'azure' | 'jsonl';
 
@@ -197,14 +214,61 @@ function parseJsonl(
       inputTokens = tokens(o, 'input_tokens', line, problems);
       outputTokens = tokens(o, 'output_tokens', line, problems);
     }
+    const sessionId = traceSessionId(o, line, problems);
     if (problems.count > before) continue;
     entries.push({
       atMs: atMs as number,
       inputTokens: inputTokens as number,
       outputTokens: outputTokens as number,
+      ...(sessionId !== undefined ? { sessionId } : {}),
     });
   }
   return entries;
+}
+
+/** A line's `session_id` or `conversation_id` as text; a problem when it has both or a bad one. */
+function traceSessionId(
+  o: Record<string, unknown>,
+  line: number,
+  problems: Problems,
+): string | undefined {
+  const keys = (['session_id', 'conversation_id'] as const).filter(
+    (k) => o[k] !== undefined && o[k] !== null,
+  );
+  if (keys.length === 0) return undefined;
+  if (keys.length > 1) {
+    problems.add(line, 'has session_id and conversation_id; give one');
+    return undefined;
+  }
+  const v = o[keys[0]];
+  if ((typeof v === 'string' && v !== '') || Number.isSafeInteger(v)) return String(v);
+  problems.add(line, `${keys[0]} must be a non-empty string or a whole number, got ${describe(v)}`);
+  return undefined;
+}
+
+/**
+ * The trace's sessions in the order they start (ties: file order): lines with the same session
+ * id, in time order, are the turns of one session; a line without one is a session of one turn.
+ */
+export function traceSessions(entries: readonly TraceEntry[]): TraceSession[] {
+  const sessions: TraceSession[] = [];
+  const byId = new Map<string, TraceSession>();
+  // Entries are sorted by time (parseTrace), so each session's first entry opens it in order.
+  for (const entry of entries) {
+    const open = entry.sessionId !== undefined ? byId.get(entry.sessionId) : undefined;
+    if (open) {
+      open.turns.push(entry);
+      continue;
+    }
+    const session: TraceSession = {
+      ...(entry.sessionId !== undefined ? { sessionId: entry.sessionId } : {}),
+      startMs: entry.atMs,
+      turns: [entry],
+    };
+    sessions.push(session);
+    if (entry.sessionId !== undefined) byId.set(entry.sessionId, session);
+  }
+  return sessions;
 }
 
 function time(
