@@ -23,7 +23,7 @@ const job = workerData as WorkerJob;
 const post = (message: FromWorker) => port.postMessage(message);
 
 async function main(): Promise<void> {
-  const nextRequest = await loadWorkload(job.workload);
+  const workload = await loadWorkload(job.workload);
   const stop = new AbortController();
   const cancel = new AbortController();
   const started = new Promise<Extract<ToWorker, { type: 'start' }>>((resolve) => {
@@ -69,7 +69,7 @@ async function main(): Promise<void> {
       ids: job.part,
       ...(job.durationS !== undefined ? { durationS: job.durationS } : {}),
       seed: job.seed,
-      nextRequest,
+      ...workload,
       onRecord,
       stopSignal: stop.signal,
       cancelSignal: cancel.signal,

@@ -23,7 +23,7 @@ import {
   type Scenario,
   withLengths,
 } from '../workload/scenarios.js';
-import { readTrace, type TraceEntry, traceLoad } from '../workload/trace.js';
+import { readTrace, type TraceEntry, traceLoad, traceSessions } from '../workload/trace.js';
 import { type PlanScenario, scenarioFromPlan } from './planFile.js';
 
 /** Everything one `infergauge run` does, validated; the manifest stores it (API key redacted). */
@@ -50,7 +50,13 @@ export interface RunPlan {
    * Trace replay: its entries give each request's time and lengths (not kept in the manifest),
    * and what reading it changed (sorted, shifted), for the command to warn about.
    */
-  trace?: { path: string; entries: TraceEntry[]; notes?: string[] };
+  trace?: {
+    path: string;
+    entries: TraceEntry[];
+    notes?: string[];
+    /** Replay speed (`--trace-speed`): a session scenario divides its turns' gaps by it. */
+    speed?: number;
+  };
   /** Prompts (and output lengths) from a dataset file. */
   dataset?: { path: string; data: Dataset };
   temperature: number;
@@ -397,19 +403,6 @@ export function parseRunPlan(input: RunPlanInput, env: NodeJS.ProcessEnv = {}): 
       problems.push(`--trace: ${indent((err as Error).message)}`);
     }
   }
-  let dataset: RunPlan['dataset'];
-  if (input.dataset !== undefined) {
-    try {
-      dataset = { path: input.dataset, data: readDataset(input.dataset) };
-    } catch (err) {
-      problems.push(`--dataset: ${indent((err as Error).message)}`);
-    }
-    if (dataset?.data.format !== 'text' && input.inputTokens !== undefined) {
-      problems.push(
-        '--input-tokens does not apply to a prompt dataset: its prompts are used as they are (a plain-text corpus is sliced to --input-tokens)',
-      );
-    }
-  }
   if (input.tokenizer !== undefined) {
     const tokenizerProblem = tokenizerPathProblem(input.tokenizer);
     if (tokenizerProblem) problems.push(tokenizerProblem);
@@ -485,12 +478,40 @@ export function parseRunPlan(input: RunPlanInput, env: NodeJS.ProcessEnv = {}): 
   }
   if (parsed.success) problems.push(...backendProblems(parsed.data));
   const scenarios = parsed.success ? buildScenarios(parsed.data, problems) : [];
+  let dataset: RunPlan['dataset'];
+  if (input.dataset !== undefined) {
+    try {
+      // Sessions replay whole conversations; single requests only their first turn.
+      const allTurns = scenarios.some(isSessionScenario);
+      dataset = { path: input.dataset, data: readDataset(input.dataset, undefined, { allTurns }) };
+    } catch (err) {
+      problems.push(`--dataset: ${indent((err as Error).message)}`);
+    }
+    if (dataset?.data.format !== 'text' && input.inputTokens !== undefined) {
+      problems.push(
+        '--input-tokens does not apply to a prompt dataset: its prompts are used as they are (a plain-text corpus is sliced to --input-tokens)',
+      );
+    }
+  }
   if (parsed.success) problems.push(...sessionProblems(parsed.data, scenarios, dataset?.data));
   if (!parsed.success || problems.length > 0) throw new PlanError(problems);
   const o = parsed.data;
 
   let load: LoadSpec;
-  if (trace) {
+  // A session scenario replays the trace's sessions: each starts at its first request's time.
+  const replayedSessions =
+    trace && scenarios.some(isSessionScenario) ? traceSessions(trace.entries) : undefined;
+  if (trace && o.traceSpeed !== undefined) trace.speed = o.traceSpeed;
+  if (trace && replayedSessions) {
+    load = traceLoad(
+      replayedSessions.map((session) => session.turns[0]),
+      {
+        speed: o.traceSpeed ?? 1,
+        source: trace.path,
+        ...(o.maxConcurrency !== undefined ? { maxConcurrency: o.maxConcurrency } : {}),
+      },
+    );
+  } else if (trace) {
     load = traceLoad(trace.entries, {
       speed: o.traceSpeed ?? 1,
       source: trace.path,
@@ -513,7 +534,10 @@ export function parseRunPlan(input: RunPlanInput, env: NodeJS.ProcessEnv = {}): 
   const requests =
     o.requests ??
     (trace ? trace.entries.length : o.duration === undefined ? RUN_DEFAULTS.requests : undefined);
-  const sessions = o.sessions ?? (o.duration === undefined ? RUN_DEFAULTS.sessions : undefined);
+  const sessions =
+    o.sessions ??
+    replayedSessions?.length ??
+    (o.duration === undefined ? RUN_DEFAULTS.sessions : undefined);
   const plan: RunPlan = {
     backend: o.backend ?? 'openai',
     endpoint: o.endpoint ?? BACKENDS[o.backend ?? 'openai'].supports.endpoints[0],

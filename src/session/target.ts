@@ -99,6 +99,7 @@ export function workloadSource(
     seed: plan.seed,
     promptOverheadTokens: c.promptOverheadTokens,
     ...(plan.trace ? { trace: plan.trace.entries } : {}),
+    ...(plan.trace?.speed !== undefined ? { traceSpeed: plan.trace.speed } : {}),
     ...(plan.dataset ? { dataset: plan.dataset.data } : {}),
   };
 }

@@ -1,10 +1,11 @@
 import type { RequestSpec } from '../backends/types.js';
+import { type ConversationWorkload, createConversationWorkload } from './conversations.js';
 import type { Dataset } from './datasets.js';
 import { requestRng, sampleLength, streamSeed } from './distributions.js';
 import { createPromptFactory, type PromptFactory } from './prompts.js';
-import type { Scenario } from './scenarios.js';
+import { isSessionScenario, type Scenario } from './scenarios.js';
 import { type CreateTokenizerOptions, createTokenizer } from './tokenizer.js';
-import type { TraceEntry } from './trace.js';
+import { type TraceEntry, traceSessions } from './trace.js';
 import { countWords } from './words.js';
 
 export interface WorkloadOptions {
@@ -36,26 +37,46 @@ export interface WorkloadSource {
   seed: number;
   promptOverheadTokens: number;
   trace?: readonly TraceEntry[];
+  /** `--trace-speed`, for a session scenario's turns (single requests have it in the load). */
+  traceSpeed?: number;
   dataset?: Dataset;
 }
 
+/** What the load generator runs: single requests by id, or sessions by id. */
+export type LoadedWorkload =
+  | { nextRequest: (id: number) => RequestSpec }
+  | { nextSession: ConversationWorkload };
+
 /** Builds the workload a WorkloadSource describes (loading its tokenizer). */
-export async function loadWorkload(source: WorkloadSource): Promise<(id: number) => RequestSpec> {
+export async function loadWorkload(source: WorkloadSource): Promise<LoadedWorkload> {
   const tokenizer = await createTokenizer(source.tokenizer, source.tokenizerOptions);
+  const { scenario } = source;
+  const sessions = isSessionScenario(scenario);
+  // A session's shared prefix is its system prompt: user messages carry none.
+  const prefix = sessions ? undefined : scenario.sharedPrefixTokens;
   const prompts = await createPromptFactory(tokenizer, {
     seed: streamSeed(source.seed, 'prompts'),
-    ...(source.scenario.sharedPrefixTokens
-      ? { sharedPrefixTokens: source.scenario.sharedPrefixTokens }
-      : {}),
+    ...(prefix ? { sharedPrefixTokens: prefix } : {}),
   });
-  return createWorkload({
-    scenario: source.scenario,
+  const common = {
+    scenario,
     prompts,
     seed: source.seed,
     promptOverheadTokens: source.promptOverheadTokens,
-    ...(source.trace ? { trace: source.trace } : {}),
     ...(source.dataset ? { dataset: source.dataset } : {}),
-  });
+  };
+  if (sessions) {
+    return {
+      nextSession: createConversationWorkload({
+        ...common,
+        ...(source.trace ? { traceSessions: traceSessions(source.trace) } : {}),
+        ...(source.traceSpeed !== undefined ? { speed: source.traceSpeed } : {}),
+      }),
+    };
+  }
+  return {
+    nextRequest: createWorkload({ ...common, ...(source.trace ? { trace: source.trace } : {}) }),
+  };
 }
 
 /**
