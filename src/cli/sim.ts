@@ -10,6 +10,7 @@ import {
   type SimEngineChoice,
   type SimMessage,
 } from '../session/simulator.js';
+import { DEFAULT_ANSWER_OPTIONS } from '../sim/answer.js';
 import { DEFAULT_SCRIPTED_TIMING } from '../sim/engine.js';
 import { parseFaults } from '../sim/faults.js';
 import { engineFromFlags } from '../sim/options.js';
@@ -28,6 +29,7 @@ function number(rule: NumberRule) {
 
 export function simCommand(): Command {
   const d = DEFAULT_SCRIPTED_TIMING;
+  const a = DEFAULT_ANSWER_OPTIONS;
   const command = new Command('sim')
     .description(
       'Run the built-in simulated OpenAI-compatible server: a vLLM-like engine on a modelled GPU (ground truth at GET /debug/truth, Prometheus at GET /metrics).',
@@ -61,6 +63,38 @@ export function simCommand(): Command {
       'tokens a chat template adds to every chat prompt (counted in usage and processed)',
       number({ min: 0, integer: true }),
       0,
+    )
+    .addOption(
+      new Option(
+        '--reasoning <when>',
+        'chat answers reason first: when the request asks (enable_thinking, reasoning_effort), or always',
+      )
+        .choices(['request', 'always'] as const)
+        .default(a.reasoning),
+    )
+    .option(
+      '--reasoning-share <f>',
+      "share of a reasoning answer's tokens that are reasoning (a knob, not a model)",
+      number({ min: 0, max: 1 }),
+      a.reasoningShare,
+    )
+    .option(
+      '--tool-call-share <f>',
+      "share of tool_choice 'auto' requests with tools answered with tool calls (seeded draw)",
+      number({ min: 0, max: 1 }),
+      a.toolCallShare,
+    )
+    .option(
+      '--parallel-tool-calls <n>',
+      'tool calls per answer when the request allows parallel calls',
+      number({ min: 1, integer: true }),
+      a.parallelToolCalls,
+    )
+    .option(
+      '--answer-seed <n>',
+      'seed of the tool-call draws',
+      number({ min: 0, integer: true }),
+      a.seed,
     )
     .option(
       '--truth-limit <n>',
@@ -160,6 +194,13 @@ export function simCommand(): Command {
       ...(faults ? { faults } : {}),
       ...(sim.maxModelLen !== undefined ? { maxModelLen: sim.maxModelLen } : {}),
       chatTemplateTokens: o.chatTemplateTokens,
+      answers: {
+        reasoning: o.reasoning,
+        reasoningShare: o.reasoningShare,
+        toolCallShare: o.toolCallShare,
+        parallelToolCalls: o.parallelToolCalls,
+        seed: o.answerSeed,
+      },
     });
     const stop = () => {
       void server.close().then(() => process.exit(0));

@@ -43,10 +43,13 @@ export class BlockPool {
     this.free += n;
   }
 
-  /** Leading hashes that are cached (referenced or evictable): the prefix-cache hit in blocks. */
-  lookup(hashes: readonly number[]): number {
+  /**
+   * Leading hashes, of the first `limit`, that are cached (referenced or evictable): the
+   * prefix-cache hit in blocks.
+   */
+  lookup(hashes: readonly number[], limit = hashes.length): number {
     let hits = 0;
-    while (hits < hashes.length) {
+    while (hits < Math.min(limit, hashes.length)) {
       const h = hashes[hits];
       if (!this.referenced.has(h) && !this.evictable.has(h)) break;
       hits++;

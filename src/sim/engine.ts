@@ -20,11 +20,17 @@ export interface EngineRequest {
   maxOutputTokens: number;
   /** The prompt's tokens as words (the simulator's tokenizer), for prefix caching. */
   promptWords?: readonly string[];
+  /**
+   * The answer's tokens as words, as the next turn's prompt will hold them: vLLM V1 caches the
+   * full blocks of generated tokens too (v1/core/kv_cache_manager.py allocate_slots caches up
+   * to num_computed + num_new tokens of request.all_token_ids, prompt and output).
+   */
+  outputWords?: readonly string[];
 }
 
 export interface GenerationSink {
-  /** The request got a slot and started (prefill begins). */
-  onStart(): void;
+  /** The request got a slot and started (prefill begins), with its prefix-cache hit if modelled. */
+  onStart(info?: { cachedPromptTokens: number }): void;
   /** `tokens` new output tokens are ready; `last` is set on the final emission. */
   onTokens(tokens: number, last: boolean): void;
 }

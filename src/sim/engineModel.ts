@@ -66,7 +66,10 @@ export interface SequenceInput {
   arrivalNs: number;
   promptTokens: number;
   maxTokens: number;
-  /** Chained hashes of the prompt's full blocks, for prefix caching. */
+  /**
+   * Chained hashes of the full blocks of the prompt, then of the output it will generate (whose
+   * blocks are cached as they fill), for prefix caching.
+   */
   blockHashes?: readonly number[];
 }
 
@@ -294,7 +297,8 @@ export class EngineModel {
         let hitBlocks = 0;
         const hashes = seq.input.blockHashes;
         if (c.prefixCaching && hashes && seq.computed === 0 && seq.cachedBlocks === 0) {
-          hitBlocks = this.pool.lookup(hashes);
+          // Only blocks of tokens it has: the prompt (and output so far, after a preemption).
+          hitBlocks = this.pool.lookup(hashes, Math.floor(seq.knownTokens / c.blockSize));
         }
         // A full hit still recomputes the last prompt token to sample from it.
         const computed = Math.min(hitBlocks * c.blockSize, seq.knownTokens - 1);

@@ -4,7 +4,7 @@ import type { EngineModel, Sequence, StepResult } from './engineModel.js';
 import type { SimMetrics } from './metrics.js';
 
 /**
- * Chained hashes of a prompt's full blocks (FNV-1a over the words of each block, seeded with
+ * Chained hashes of a token sequence's full blocks (FNV-1a over the words of each block, seeded with
  * the previous block's hash), as vLLM's prefix cache keys a block by its tokens and all before.
  */
 export function promptBlockHashes(words: readonly string[], blockSize: number): number[] {
@@ -65,11 +65,16 @@ export class PhysicalEngine implements ServingEngine {
         promptTokens: request.inputTokens,
         maxTokens: request.maxOutputTokens,
         ...(this.model.config.prefixCaching && request.promptWords
-          ? { blockHashes: promptBlockHashes(request.promptWords, this.model.config.blockSize) }
+          ? {
+              blockHashes: promptBlockHashes(
+                [...request.promptWords, ...(request.outputWords ?? [])],
+                this.model.config.blockSize,
+              ),
+            }
           : {}),
       },
       {
-        onScheduled: () => sink.onStart(),
+        onScheduled: () => sink.onStart({ cachedPromptTokens: seq.prefixHitTokens }),
         onToken: (atNs, index, last) => {
           if (metrics) {
             if (index === 0) metrics.observeTtft((atNs - arrivalNs) / 1e9);

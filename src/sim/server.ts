@@ -1,7 +1,21 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { performance } from 'node:perf_hooks';
-import { simWord, splitWords } from '../workload/words.js';
+import { splitWords } from '../workload/words.js';
+import {
+  type AnswerOptions,
+  type AnswerPlan,
+  answerWords,
+  CONTENT_ANSWER,
+  chatPromptWords,
+  DEFAULT_ANSWER_OPTIONS,
+  type PlannedCall,
+  planAnswer,
+  type TokenKind,
+  type TokenText,
+  tokenText,
+  wholeCalls,
+} from './answer.js';
 import type { ServingEngine } from './engine.js';
 import { type FaultPlan, faultFor, type InjectedFault } from './faults.js';
 
@@ -14,10 +28,20 @@ export interface TruthRecord {
   arrivedAt: number;
   /** A slot was free and generation began. */
   startedAt?: number;
-  /** Each stream write that carried tokens: when it was handed to the socket and how many. */
-  events: { at: number; tokens: number }[];
+  /**
+   * Each stream event that carried tokens: when it was handed to the socket, how many, and what
+   * they were (an answer's reasoning, content or tool-call arguments).
+   */
+  events: { at: number; tokens: number; kind: TokenKind }[];
   inputTokens: number;
   outputTokens: number;
+  /** Output tokens streamed as reasoning. */
+  reasoningTokens: number;
+  /** Output tokens streamed as tool-call arguments, over `toolCalls` calls. */
+  toolCallTokens: number;
+  toolCalls: number;
+  /** Prompt tokens found in the prefix cache (engines that model one). */
+  cachedPromptTokens?: number;
   finishedAt?: number;
   /** The client went away before the end. */
   cancelled?: boolean;
@@ -41,6 +65,8 @@ export interface SimServerOptions {
   maxModelLen?: number;
   /** Tokens a chat template adds to every chat prompt (0: none, as for completions). */
   chatTemplateTokens?: number;
+  /** Reasoning and tool-call answers (defaults: DEFAULT_ANSWER_OPTIONS). */
+  answers?: AnswerOptions;
 }
 
 export interface RunningSimServer {
@@ -57,6 +83,7 @@ const DEFAULT_MAX_TOKENS = 256;
  * `/v1/models`) in front of a simulated engine, with ground truth at `GET /debug/truth`.
  * Its events look like vLLM's: a role-only first chat event, `finish_reason` on the last
  * token event, a usage-only event when `stream_options.include_usage` is set, then `[DONE]`.
+ * Chat answers may reason first and may be tool calls (answer.ts has their wire shapes).
  */
 export function startSimServer(options: SimServerOptions): Promise<RunningSimServer> {
   const origin = performance.now();
@@ -113,12 +140,8 @@ export function startSimServer(options: SimServerOptions): Promise<RunningSimSer
         'NotFoundError',
       );
     }
-    const text = promptText(endpoint, body);
-    if (text === undefined) {
-      const field = endpoint === 'chat' ? 'messages' : 'prompt';
-      return error(res, 400, `\`${field}\` is missing or not text`, 'BadRequestError');
-    }
-    const promptWords = splitWords(text);
+    const promptWords = promptWordsOf(endpoint, body);
+    if (typeof promptWords === 'string') return error(res, 400, promptWords, 'BadRequestError');
     // A chat template wraps the messages in tokens of its own; the engine processes them too.
     const inputTokens =
       promptWords.length + (endpoint === 'chat' ? (options.chatTemplateTokens ?? 0) : 0);
@@ -127,6 +150,11 @@ export function startSimServer(options: SimServerOptions): Promise<RunningSimSer
       return error(res, 400, '`max_tokens` must be a non-negative integer', 'BadRequestError');
     }
     const requestId = String(req.headers['x-request-id'] ?? `sim-${counter}`);
+    const plan =
+      endpoint === 'chat'
+        ? planAnswer(body, maxTokens, requestId, options.answers ?? DEFAULT_ANSWER_OPTIONS)
+        : CONTENT_ANSWER;
+    if (typeof plan === 'string') return error(res, 400, plan, 'BadRequestError');
     const record: TruthRecord = {
       requestId,
       endpoint,
@@ -134,6 +162,9 @@ export function startSimServer(options: SimServerOptions): Promise<RunningSimSer
       events: [],
       inputTokens,
       outputTokens: 0,
+      reasoningTokens: 0,
+      toolCallTokens: 0,
+      toolCalls: plan.calls.length,
     };
     truth.push(record);
     if (truth.length > options.truthLimit) truth.splice(0, truth.length - options.truthLimit);
@@ -142,7 +173,14 @@ export function startSimServer(options: SimServerOptions): Promise<RunningSimSer
       record.finishedAt = now();
       error(res, status, message, type);
     };
-    const engineRequest = { inputTokens, maxOutputTokens: maxTokens, promptWords };
+    // The answer's words go to the engine too: its prefix cache keeps generated tokens' blocks,
+    // which the next turn of a conversation (its history holds this answer) hits.
+    const engineRequest = {
+      inputTokens,
+      maxOutputTokens: maxTokens,
+      promptWords,
+      outputWords: answerWords(plan, maxTokens),
+    };
     const invalid = options.engine.validate?.(engineRequest);
     if (invalid !== undefined) return reject(400, invalid, 'BadRequestError');
     const fault = options.faults ? faultFor(options.faults, requestId) : undefined;
@@ -170,18 +208,22 @@ export function startSimServer(options: SimServerOptions): Promise<RunningSimSer
     const stream = body.stream === true;
     const streamOptions = (body.stream_options ?? {}) as Record<string, unknown>;
     const continuous = streamOptions.continuous_usage_stats === true;
-    const format = new EventFormat(endpoint, options.model, `cmpl-${counter++}`, created);
+    const format = new EventFormat(endpoint, options.model, `cmpl-${counter++}`, created, plan);
+    // vLLM adds `completion_tokens_details.reasoning_tokens` when it parses reasoning.
     const usage = () => ({
       prompt_tokens: inputTokens,
       completion_tokens: record.outputTokens,
       total_tokens: inputTokens + record.outputTokens,
+      ...(plan.reasoning
+        ? { completion_tokens_details: { reasoning_tokens: record.reasoningTokens } }
+        : {}),
     });
     let finished = false;
     /** Stall fault: writes wait until this time (ms on the simulator clock), then go together. */
     let stallUntil = 0;
     const held = {
       out: '',
-      tokens: 0,
+      parts: [] as Part[],
       last: false,
       timer: undefined as NodeJS.Timeout | undefined,
     };
@@ -197,8 +239,20 @@ export function startSimServer(options: SimServerOptions): Promise<RunningSimSer
       finished = true;
       record.finishedAt = now();
     };
-    const emit = (out: string, tokens: number, last: boolean) => {
-      record.events.push({ at: now(), tokens });
+    /** Truth events for the parts of one write: one per kind, as the bytes leave together. */
+    const sent = (parts: Part[]) => {
+      const at = now();
+      let prev: TruthRecord['events'][number] | undefined;
+      for (const { tokens, kind } of parts) {
+        if (prev?.kind === kind) prev.tokens += tokens;
+        else {
+          prev = { at, tokens, kind };
+          record.events.push(prev);
+        }
+      }
+    };
+    const emit = (out: string, parts: Part[], last: boolean) => {
+      sent(parts);
       res.write(out);
       if (last) {
         finish();
@@ -207,26 +261,27 @@ export function startSimServer(options: SimServerOptions): Promise<RunningSimSer
     };
     const release = () => {
       if (closed) return;
-      const { out, tokens, last } = held;
-      Object.assign(held, { out: '', tokens: 0, last: false, timer: undefined });
-      emit(out, tokens, last);
+      const { out, parts, last } = held;
+      Object.assign(held, { out: '', parts: [], last: false, timer: undefined });
+      emit(out, parts, last);
     };
-    const write = (out: string, tokens: number, last: boolean) => {
-      if (now() >= stallUntil && held.timer === undefined) return emit(out, tokens, last);
+    const write = (out: string, parts: Part[], last: boolean) => {
+      if (now() >= stallUntil && held.timer === undefined) return emit(out, parts, last);
       // Stalled: hold the bytes and send them at once when the stall ends, like a network stall.
       held.out += out;
-      held.tokens += tokens;
+      held.parts.push(...parts);
       held.last ||= last;
       held.timer ??= setTimeout(release, Math.max(0, stallUntil - now()));
     };
     const job = options.engine.submit(engineRequest, {
-      onStart: () => {
+      onStart: (info) => {
         record.startedAt = now();
+        if (info) record.cachedPromptTokens = info.cachedPromptTokens;
       },
       onTokens: (tokens, last) => {
         if (closed || finished) return;
         if (!stream) {
-          record.outputTokens += tokens;
+          for (const part of format.parts(tokens)) count(part);
           if (last) finishJson();
           return;
         }
@@ -240,19 +295,18 @@ export function startSimServer(options: SimServerOptions): Promise<RunningSimSer
             continuous ? usage() : undefined,
           );
         }
-        record.outputTokens += tokens;
-        if (tokens > 0) {
-          out += format.event(
-            format.text(tokens),
-            last ? 'length' : null,
-            continuous ? usage() : undefined,
-          );
-        }
+        // One event per kind (and per tool call) of the tokens this emission carries.
+        const parts = format.parts(tokens);
+        parts.forEach((part, i) => {
+          count(part);
+          const finish = last && i === parts.length - 1 ? plan.finishReason : null;
+          out += format.event(part.delta, finish, continuous ? usage() : undefined);
+        });
         let stallNext = false;
         if (fault && midStream && record.outputTokens >= fault.afterTokens && !last) {
           if (fault.kind === 'reset') {
             record.fault = fault;
-            record.events.push({ at: now(), tokens });
+            sent(parts);
             job.cancel();
             // The server broke the stream, the client did not go away (no `cancelled`).
             finish();
@@ -263,7 +317,7 @@ export function startSimServer(options: SimServerOptions): Promise<RunningSimSer
           }
           if (fault.kind === 'malformed') {
             record.fault = fault;
-            record.events.push({ at: now(), tokens });
+            sent(parts);
             res.write(`${out}data: {"id":"${format.id}","choices":[{"delta":\n\n`);
             job.cancel();
             finish();
@@ -276,7 +330,7 @@ export function startSimServer(options: SimServerOptions): Promise<RunningSimSer
           if (streamOptions.include_usage === true) out += format.usageEvent(usage());
           out += 'data: [DONE]\n\n';
         }
-        write(out, tokens, last);
+        write(out, parts, last);
         // The stall begins after this event: `afterTokens` tokens have gone out, as documented.
         if (stallNext && fault) {
           record.fault = fault;
@@ -284,18 +338,24 @@ export function startSimServer(options: SimServerOptions): Promise<RunningSimSer
         }
       },
     });
+    const count = (part: Part) => {
+      record.outputTokens += part.tokens;
+      if (part.kind === 'reasoning') record.reasoningTokens += part.tokens;
+      if (part.kind === 'toolCall') record.toolCallTokens += part.tokens;
+    };
     const finishJson = () => {
       const send = () => {
         if (closed) return;
         finish();
         if (fault) record.fault = fault;
-        record.events.push({ at: now(), tokens: record.outputTokens });
+        // The whole answer in one body: one event per kind, all at once.
+        sent(format.totals());
         if (fault?.kind === 'reset') return res.destroy();
         if (fault?.kind === 'malformed') {
           res.writeHead(200, { 'content-type': 'application/json' });
           return res.end('{"id":"broken","choices":[');
         }
-        json(res, 200, format.whole(record.outputTokens, usage()));
+        json(res, 200, format.whole(usage()));
       };
       if (fault?.kind === 'stall') setTimeout(send, fault.ms);
       else send();
@@ -315,11 +375,16 @@ export function startSimServer(options: SimServerOptions): Promise<RunningSimSer
     } catch (err) {
       return error(res, 400, `invalid JSON body: ${(err as Error).message}`, 'BadRequestError');
     }
-    const text = promptText(Array.isArray(body.messages) ? 'chat' : 'completions', body);
-    if (text === undefined) {
-      return error(res, 400, '`prompt` or `messages` is missing or not text', 'BadRequestError');
+    const words = promptWordsOf(Array.isArray(body.messages) ? 'chat' : 'completions', body);
+    if (typeof words === 'string') {
+      return error(
+        res,
+        400,
+        `\`prompt\` or \`messages\` is missing or not text: ${words}`,
+        'BadRequestError',
+      );
     }
-    const tokens = splitWords(text).map(tokenId);
+    const tokens = words.map(tokenId);
     return json(res, 200, {
       count: tokens.length,
       max_model_len: options.maxModelLen ?? null,
@@ -353,37 +418,76 @@ export function startSimServer(options: SimServerOptions): Promise<RunningSimSer
   });
 }
 
-/** Builds the JSON of stream events in the OpenAI/vLLM shape. */
+/** A run of an emission's tokens of one kind (and one tool call), sent as one event. */
+interface Part {
+  kind: TokenKind;
+  tokens: number;
+  /** The chat delta (or the completion text) that carries them. */
+  delta: Record<string, unknown> | string;
+}
+
+/** Consecutive tokens of one kind and call; `opens` when it holds the call's first token. */
+type Run = TokenText & { tokens: number; opens: boolean };
+
+/** Builds the JSON of stream events in the OpenAI/vLLM shape, keeping the answer's place. */
 class EventFormat {
   private readonly head: string;
-  private words = 0;
+  /** Tokens written so far. */
+  private at = 0;
 
   constructor(
     private readonly endpoint: 'chat' | 'completions',
     model: string,
     readonly id: string,
     created: number,
+    private readonly plan: AnswerPlan,
   ) {
     const object = endpoint === 'chat' ? 'chat.completion.chunk' : 'text_completion';
     this.head = `{"id":"${id}","object":"${object}","created":${created},"model":${JSON.stringify(model)},"choices":`;
   }
 
-  /** Generated text for `tokens` tokens: one word per token, as the simulator counts. */
-  text(tokens: number): string {
-    let text = '';
-    for (let i = 0; i < tokens; i++) text += simWord(this.words++);
-    return text;
+  /** The next `tokens` tokens, split where their kind or tool call changes. */
+  parts(tokens: number): Part[] {
+    const runs: Run[] = [];
+    for (let i = 0; i < tokens; i++) {
+      const t = tokenText(this.plan, this.at++);
+      const prev = runs[runs.length - 1];
+      if (prev && prev.kind === t.kind && prev.call === t.call) {
+        prev.tokens++;
+        prev.text += t.text;
+      } else {
+        runs.push({ ...t, tokens: 1, opens: t.call?.first === this.at - 1 });
+      }
+    }
+    return runs.map((run) => ({ kind: run.kind, tokens: run.tokens, delta: this.delta(run) }));
   }
 
-  event(
-    delta: string | { role: string; content: string },
-    finishReason: string | null,
-    usage?: object,
-  ): string {
+  private delta(run: Run): Part['delta'] {
+    if (this.endpoint === 'completions') return run.text;
+    if (run.kind === 'content') return { content: run.text };
+    if (run.kind === 'reasoning') return { reasoning: run.text, reasoning_content: run.text };
+    const call = run.call as PlannedCall;
+    // The first delta of a call names it (vLLM's DeltaToolCall); later ones add arguments.
+    const head = run.opens ? { id: call.id, type: 'function' } : {};
+    const fn = run.opens ? { name: call.name, arguments: run.text } : { arguments: run.text };
+    return { tool_calls: [{ index: call.index, ...head, function: fn }] };
+  }
+
+  /** Every token of a non-streamed answer, as one part per kind (for the truth). */
+  totals(): Part[] {
+    const counts = new Map<TokenKind, number>();
+    for (let t = 0; t < this.at; t++) {
+      const kind = tokenText(this.plan, t).kind;
+      counts.set(kind, (counts.get(kind) ?? 0) + 1);
+    }
+    return [...counts].map(([kind, tokens]) => ({ kind, tokens, delta: '' }));
+  }
+
+  event(delta: Part['delta'], finishReason: string | null, usage?: object): string {
     const finish = finishReason === null ? 'null' : `"${finishReason}"`;
     const choice =
       this.endpoint === 'chat'
-        ? `{"index":0,"delta":${JSON.stringify(typeof delta === 'string' ? { content: delta } : delta)},"logprobs":null,"finish_reason":${finish}}`
+        ? `{"index":0,"delta":${JSON.stringify(delta)},"logprobs":null,"finish_reason":${finish}}`
         : `{"index":0,"text":${JSON.stringify(delta)},"logprobs":null,"finish_reason":${finish}}`;
     const tail = usage ? `,"usage":${JSON.stringify(usage)}}` : '}';
     return `data: ${this.head}[${choice}]${tail}\n\n`;
@@ -393,12 +497,28 @@ class EventFormat {
     return `data: ${this.head}[],"usage":${JSON.stringify(usage)}}\n\n`;
   }
 
-  whole(tokens: number, usage: object): object {
-    const text = this.text(tokens);
+  /** The non-streamed body of the answer so far (every token was counted by `parts`). */
+  whole(usage: object): object {
+    const plan = this.plan;
+    let content = '';
+    let reasoning = '';
+    for (let t = 0; t < this.at; t++) {
+      const { kind, text } = tokenText(plan, t);
+      if (kind === 'content') content += text;
+      if (kind === 'reasoning') reasoning += text;
+    }
+    const calls = plan.calls.length > 0;
+    // vLLM's full generator: content '' for named/required tool calls, null for auto ones.
+    const message = {
+      role: 'assistant',
+      content: calls ? (plan.forced ? '' : null) : content,
+      ...(plan.reasoning ? { reasoning, reasoning_content: reasoning } : {}),
+      ...(calls ? { tool_calls: wholeCalls(plan) } : {}),
+    };
     const choice =
       this.endpoint === 'chat'
-        ? { index: 0, message: { role: 'assistant', content: text }, finish_reason: 'length' }
-        : { index: 0, text, finish_reason: 'length' };
+        ? { index: 0, message, finish_reason: plan.finishReason }
+        : { index: 0, text: content, finish_reason: 'length' };
     return {
       ...JSON.parse(`${this.head}[]}`),
       object: this.endpoint === 'chat' ? 'chat.completion' : 'text_completion',
@@ -408,24 +528,15 @@ class EventFormat {
   }
 }
 
-/** The prompt as one text (chat: the message contents joined), or undefined when not text. */
-function promptText(
+/** The prompt's words (chat: as a template renders the messages and tools), or why not. */
+function promptWordsOf(
   endpoint: 'chat' | 'completions',
   body: Record<string, unknown>,
-): string | undefined {
-  if (endpoint === 'completions') return typeof body.prompt === 'string' ? body.prompt : undefined;
-  if (!Array.isArray(body.messages)) return undefined;
-  const parts: string[] = [];
-  for (const message of body.messages as { content?: unknown }[]) {
-    const content = message?.content;
-    if (typeof content === 'string') parts.push(content);
-    else if (Array.isArray(content)) {
-      for (const part of content as { text?: unknown }[]) {
-        if (typeof part?.text === 'string') parts.push(part.text);
-      }
-    } else return undefined;
-  }
-  return parts.join(' ');
+): string[] | string {
+  if (endpoint === 'chat') return chatPromptWords(body);
+  return typeof body.prompt === 'string'
+    ? splitWords(body.prompt)
+    : '`prompt` is missing or not text';
 }
 
 /** A stable token id for a word (the simulator's vocabulary is open: ids are word hashes). */
