@@ -15,6 +15,7 @@ import {
   type SampleSetState,
 } from './distribution.js';
 import { forEachTokenGap, requestMetrics } from './requestMetrics.js';
+import { type SessionState, type SessionSummary, SessionsBuilder } from './sessions.js';
 import { formatSlo, meetsSlo, type SloCondition } from './slo.js';
 
 export const SUMMARY_SCHEMA_VERSION = 1;
@@ -96,8 +97,24 @@ export interface RunSummary {
     sloAttainment: number;
   };
   clientHealth?: ClientHealth;
+  /** Reasoning vs answer tokens: present when some completed request reasoned. */
+  reasoning?: ReasoningSummary;
+  /** Present when the records carry a `sessionId` (multi-turn chat, agent tasks). */
+  sessions?: SessionSummary;
   interrupted: boolean;
   warnings: Warning[];
+}
+
+/** The reasoning split over the completed requests (docs/metrics.md, "Reasoning"). */
+export interface ReasoningSummary {
+  /** Completed requests that reasoned (a reasoning count or a reasoning event). */
+  requests: number;
+  /** Output tokens spent reasoning, over every completed request. */
+  reasoningTokens: number;
+  /** The rest of the output: `tokens.output - reasoningTokens`. */
+  answerTokens: number;
+  /** Requests whose reasoning count came from the event split, not the server's usage. */
+  inferredRequests: number;
 }
 
 /** What the summary needs to know before the records arrive. */
@@ -147,6 +164,9 @@ const SUMMED = [
   'resentRequests',
   'implausibleCounts',
   'goodRequests',
+  'reasoningRequests',
+  'reasoningTokens',
+  'reasoningInferred',
 ] as const;
 /** Extremes a SummaryBuilder keeps: merged by min or max. */
 const MINIMA = ['windowStart', 'firstScheduled'] as const;
@@ -160,6 +180,7 @@ export type SummaryState = Record<
   samples: Record<keyof LatencySummary, SampleSetState>;
   errorsByKind: Partial<Record<ErrorKind, number>>;
   outputSources: Record<string, number>;
+  sessions?: SessionState;
 };
 
 /**
@@ -199,6 +220,11 @@ export class SummaryBuilder {
   private firstScheduled = Number.POSITIVE_INFINITY;
   private lastScheduled = Number.NEGATIVE_INFINITY;
   private lastSent = Number.NEGATIVE_INFINITY;
+  private reasoningRequests = 0;
+  private reasoningTokens = 0;
+  private reasoningInferred = 0;
+  /** Created by the first record of a session. */
+  private sessions: SessionsBuilder | undefined;
 
   constructor(context: SummaryContext) {
     this.context = context;
@@ -217,6 +243,10 @@ export class SummaryBuilder {
     this.busyUs += Math.round((record.endAt - record.sentAt) * 1000);
     if (record.resent) this.resentRequests++;
     if (record.countProblem) this.implausibleCounts++;
+    if (record.sessionId !== undefined) {
+      this.sessions ??= new SessionsBuilder();
+      this.sessions.add(record as RequestRecord & { sessionId: number });
+    }
     if (record.error) {
       this.failed++;
       this.errorsByKind[record.error.kind] = (this.errorsByKind[record.error.kind] ?? 0) + 1;
@@ -247,6 +277,11 @@ export class SummaryBuilder {
     }
     if (record.outputTokens < record.requestedOutputTokens) this.shortOutputs++;
     if (record.tokenCountMismatch) this.tokenCountMismatches++;
+    if (record.reasoningTokens !== undefined || record.firstReasoningAt !== undefined) {
+      this.reasoningRequests++;
+      this.reasoningTokens += record.reasoningTokens ?? 0;
+      if (record.reasoningTokensSource === 'events') this.reasoningInferred++;
+    }
     this.outputSources[record.outputTokensSource] =
       (this.outputSources[record.outputTokensSource] ?? 0) + 1;
     if (this.context.slo && meetsSlo(metrics, this.context.slo)) this.goodRequests++;
@@ -260,6 +295,7 @@ export class SummaryBuilder {
       outputSources: { ...this.outputSources },
     };
     for (const key of [...SUMMED, ...MINIMA, ...MAXIMA]) state[key] = this[key];
+    if (this.sessions) state.sessions = this.sessions.state();
     return state as SummaryState;
   }
 
@@ -279,6 +315,10 @@ export class SummaryBuilder {
     }
     for (const [source, n] of Object.entries(other.outputSources)) {
       this.outputSources[source] = (this.outputSources[source] ?? 0) + n;
+    }
+    if (other.sessions) {
+      this.sessions ??= new SessionsBuilder();
+      this.sessions.merge(other.sessions);
     }
   }
 
@@ -349,6 +389,15 @@ export class SummaryBuilder {
         capped: context.load.mode === 'open' && context.load.maxConcurrency !== undefined,
       });
     }
+    if (this.reasoningRequests > 0) {
+      summary.reasoning = {
+        requests: this.reasoningRequests,
+        reasoningTokens: this.reasoningTokens,
+        answerTokens: this.outputTokens - this.reasoningTokens,
+        inferredRequests: this.reasoningInferred,
+      };
+    }
+    if (this.sessions) summary.sessions = this.sessions.build(durationMs);
     summary.warnings = this.warnings(summary, outcome);
     return summary;
   }

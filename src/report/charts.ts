@@ -574,6 +574,43 @@ export function latencyCharts(run: RunData): ChartSpec[] {
   return charts;
 }
 
+/**
+ * TTFT p50 and p99 by turn index (an agent's step), from the summary's per-turn table: with a
+ * prefix cache, turns after the first re-send a cached history and start sooner.
+ */
+export function turnCharts(summary: RunSummary): ChartSpec[] {
+  const turns = (summary.sessions?.turns ?? []).filter((t) => t.ttftMs.count > 0);
+  if (turns.length === 0) return [];
+  const line = (q: 'p50' | 'p99', color: string): Series => ({
+    name: `TTFT ${q}`,
+    type: 'line',
+    data: turns.map((t) => [t.turn, t.ttftMs[q]]),
+    color,
+    symbol: 'circle',
+    labels: turns.map(
+      (t) =>
+        `turn ${t.turn}: TTFT ${q} ${fmtSig(t.ttftMs[q])} ms over ${fmtNumber(t.ttftMs.count)} requests${t.ttftMs.lowConfidence?.includes(q) ? ' (too few to resolve)' : ''}`,
+    ),
+  });
+  const first = turns[0].ttftMs.p50;
+  const later = turns.filter((t) => t.turn > 1);
+  const laterNote =
+    later.length > 0 && turns[0].turn === 1
+      ? `; p50 of turn 1 ${fmtSig(first)} ms, of the later turns ${fmtSig(Math.min(...later.map((t) => t.ttftMs.p50)))} to ${fmtSig(Math.max(...later.map((t) => t.ttftMs.p50)))} ms`
+      : '';
+  return [
+    {
+      kind: 'xy',
+      id: 'turn-ttft',
+      title: 'TTFT by turn',
+      caption: `Each turn of the sessions (an agent's step) over every session that reached it${laterNote}. A turn re-sends the history before it: a prefix cache shows as later turns starting sooner.`,
+      x: { name: 'turn', min: 1, max: Math.max(2, turns[turns.length - 1].turn) },
+      y: [{ name: 'TTFT (ms)', min: 0, unit: 'ms' }],
+      series: [line('p50', COLORS.blue), line('p99', COLORS.red)],
+    },
+  ];
+}
+
 /** The run's clock span in seconds: records and telemetry on one axis. */
 export function runSpanS(run: RunData): number {
   let end = 0;
@@ -703,11 +740,12 @@ function loadTimeline(records: RequestRecord[], x: Axis, spanS: number): ChartSp
     inFlight = Array.from(area, (a, i) => [((i + 0.5) * width) / 1000, a / width]);
   }
   const tokens = tokenRate(records, spanS);
+  const reasoning = tokens.reasoning;
   return {
     kind: 'xy',
     id: 'load-timeline',
     title: 'Requests in flight and output tokens per second',
-    caption: `Output tokens counted in ${fmtSig(tokens.binS)} s bins, at the time each token arrived.`,
+    caption: `Output tokens counted in ${fmtSig(tokens.binS)} s bins, at the time each token arrived${reasoning ? '; reasoning tokens (those of reasoning-only events) are part of the output, the rest is the answer' : ''}.`,
     ...WIDE,
     x,
     y: [
@@ -731,6 +769,23 @@ function loadTimeline(records: RequestRecord[], x: Axis, spanS: number): ChartSp
         width: 1.5,
         labels: tokens.points.map(([t, v]) => `${fmtNumber(v)} output tok/s around ${fmtSig(t)} s`),
       },
+      ...(reasoning
+        ? [
+            {
+              name: 'reasoning tok/s',
+              type: 'line' as const,
+              data: reasoning,
+              yAxis: 1 as const,
+              color: COLORS.pink,
+              width: 1.5,
+              dashed: true,
+              labels: reasoning.map(
+                ([t, v], i) =>
+                  `${fmtNumber(v)} reasoning tok/s, ${fmtNumber(tokens.points[i][1] - v)} answer tok/s around ${fmtSig(t)} s`,
+              ),
+            },
+          ]
+        : []),
     ],
   };
 }
@@ -747,27 +802,41 @@ function accumulate(area: Float64Array, width: number, from: number, to: number,
   }
 }
 
-/** Output tokens per second in bins of a round width (about 100 over the run). */
+/**
+ * Output tokens per second in bins of a round width (about 100 over the run); `reasoning`, when
+ * some event carried reasoning text, is the part of them in reasoning-only events.
+ */
 function tokenRate(
   records: RequestRecord[],
   spanS: number,
-): { binS: number; points: [number, number][] } {
+): { binS: number; points: [number, number][]; reasoning?: [number, number][] } {
   const raw = Math.max(spanS / 60, 0.01);
   const p = 10 ** Math.floor(Math.log10(raw));
   const binS = [1, 2, 5, 10].map((m) => m * p).find((w) => w >= raw) ?? 10 * p;
   const bins = new Float64Array(Math.max(1, Math.ceil(spanS / binS)));
+  let reasoningBins: Float64Array | undefined;
   for (const r of records) {
     let atUs = r.sentAt * 1000;
-    const { dtUs, tokens } = r.events;
+    const { dtUs, tokens, contentChars, reasoningChars, toolCallChars } = r.events;
+    if (reasoningChars) reasoningBins ??= new Float64Array(bins.length);
     for (let i = 0; i < dtUs.length; i++) {
       atUs += dtUs[i];
       if (tokens[i] > 0) {
         const bin = Math.min(bins.length - 1, Math.floor(atUs / 1e6 / binS));
         bins[bin] += tokens[i];
+        const reasoningOnly =
+          (reasoningChars?.[i] ?? 0) > 0 && contentChars[i] === 0 && !toolCallChars?.[i];
+        if (reasoningBins && reasoningOnly) reasoningBins[bin] += tokens[i];
       }
     }
   }
-  return { binS, points: Array.from(bins, (n, i) => [(i + 0.5) * binS, n / binS]) };
+  const rates = (b: Float64Array) =>
+    Array.from(b, (n, i): [number, number] => [(i + 0.5) * binS, n / binS]);
+  return {
+    binS,
+    points: rates(bins),
+    ...(reasoningBins ? { reasoning: rates(reasoningBins) } : {}),
+  };
 }
 
 function telemetryCharts(snapshots: TelemetrySnapshot[], x: Axis): ChartSpec[] {

@@ -7,10 +7,15 @@ function csv(header: string[], rows: unknown[][]): string {
   return `${[header, ...rows].map((row) => row.map(csvField).join(',')).join('\r\n')}\r\n`;
 }
 
-/** One row per request: our per-request metrics (ms, tokens) and its outcome. */
+/**
+ * One row per request: our per-request metrics (ms, tokens) and its outcome; a session workload's
+ * records also say their session, turn and fan-out call (columns only a session run has).
+ */
 export function requestsCsv(records: RequestRecord[]): string {
+  const sessions = records.some((r) => r.sessionId !== undefined);
   const header = [
     'id',
+    ...(sessions ? ['session_id', 'turn', 'call'] : []),
     'phase',
     'scheduled_at_ms',
     'sent_at_ms',
@@ -36,6 +41,7 @@ export function requestsCsv(records: RequestRecord[]): string {
     const m = requestMetrics(r);
     return [
       r.id,
+      ...(sessions ? [r.sessionId, r.turn, r.call] : []),
       r.phase,
       r.scheduledAt,
       r.sentAt,

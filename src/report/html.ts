@@ -30,10 +30,12 @@ import {
   scenarioCharts,
   sweepCharts,
   timelineCharts,
+  turnCharts,
 } from './charts.js';
 import { escapeHtml } from './format.js';
 import { noReliableFit } from './probeText.js';
-import { htmlTableOf as table } from './table.js';
+import { describeReasoning, sessionFacts, TURN_COLUMNS } from './sessionsText.js';
+import { htmlTable, htmlTableOf as table } from './table.js';
 import { describeClientHealth, describeLoad } from './terminal.js';
 
 // ---------------------------------------------------------------------------------------------
@@ -487,6 +489,8 @@ function numbersHtml(s: Summary): string {
         .join(', ')}`,
     ]);
   }
+  const reasoning = describeReasoning(s);
+  if (reasoning) rows.push(['reasoning', reasoning]);
   const h = s.clientHealth;
   if (h) {
     rows.push([
@@ -616,6 +620,16 @@ function runBody(run: RunReportInput, charts: Charts, idPrefix: string, heading:
       html: `<${h}>Latency distributions</${h}>${latencyTable(run.summary)}${charts.grid(latencyCharts(data))}`,
     },
   ];
+  const sessions = sessionFacts(run.summary, run.summary.serverMetrics);
+  if (sessions && run.summary.sessions) {
+    const facts = sessions.map((line) => `<p>${esc(line)}</p>`).join('');
+    sections.push({
+      kind: 'sessions',
+      id: `${idPrefix}sessions`,
+      nav: heading === 2 ? 'Sessions' : undefined,
+      html: `<${h}>Sessions and turns</${h}>${facts}${htmlTable(TURN_COLUMNS, run.summary.sessions.turns)}${charts.grid(turnCharts(run.summary))}`,
+    });
+  }
   const timeline = timelineCharts(data);
   if (timeline.length > 0) {
     sections.push({

@@ -1,7 +1,9 @@
 import type { Distribution } from '../metrics/distribution.js';
 import { fmtNumber } from '../metrics/format.js';
 import type { RunSummary } from '../metrics/summary.js';
+import type { SavedSummary } from '../results/reader.js';
 import { markdownCell as cell } from './format.js';
+import { describeReasoning, sessionFacts, TURN_COLUMNS } from './sessionsText.js';
 import { type Column, markdownTable } from './table.js';
 import { describeLoad } from './terminal.js';
 
@@ -65,6 +67,14 @@ export function markdownSummary(
       '',
       `**Throughput** at ${cell(describeLoad(s))}: ${fmt(s.throughput.outputTokensPerS, 0)} output tok/s, ${fmt(s.throughput.requestsPerS, 2)} req/s${s.goodput ? `, goodput ${fmt(s.goodput.requestsPerS, 2)} req/s (${fmt(s.goodput.sloAttainment * 100, 1)}% within SLO)` : ''}`,
     );
+    // A saved summary carries the server's numbers: the cache hit rate explains the turns.
+    const sessions = sessionFacts(s, (s as SavedSummary).serverMetrics);
+    if (sessions && s.sessions) {
+      for (const line of sessions) lines.push('', cell(line));
+      lines.push('', ...markdownTable(TURN_COLUMNS, s.sessions.turns));
+    }
+    const reasoning = describeReasoning(s);
+    if (reasoning) lines.push('', `**Reasoning:** ${cell(reasoning)}`);
   } else {
     lines.push(...markdownTable(RUN_COLUMNS, runs));
   }

@@ -6,6 +6,7 @@ import type { RunSummary } from '../metrics/summary.js';
 import { seriesName } from '../telemetry/prometheus.js';
 import type { ServerMemorySummary, ServerMetricsSummary } from '../telemetry/summary.js';
 import { terminalSafe } from './format.js';
+import { describeReasoning, sessionFacts, TURN_COLUMNS } from './sessionsText.js';
 import { type Column, terminalTable } from './table.js';
 
 export interface TerminalOptions {
@@ -241,6 +242,12 @@ export function renderTerminalSummary(summary: RunSummary, options: TerminalOpti
       `Goodput (${g.slo}): ${fmt(g.requestsPerS, 2)} req/s, SLO attainment ${fmt(g.sloAttainment * 100, 1)}% (${fmtNumber(g.goodRequests)} of ${fmtNumber(counted)})`,
     );
   }
+  const sessions = sessionFacts(summary, options.serverMetrics);
+  if (sessions && summary.sessions) {
+    lines.push(...sessions, terminalTable(TURN_COLUMNS, summary.sessions.turns));
+  }
+  const reasoning = describeReasoning(summary);
+  if (reasoning) lines.push(`Reasoning: ${reasoning}`);
   const h = summary.clientHealth;
   if (h) {
     const verdict = h.clientLimited ? c.red('client-limited') : c.green('ok');

@@ -34,6 +34,29 @@ export const summarySchema = z.looseObject({
   goodput: z.looseObject({ slo: z.string(), goodRequests: z.number() }).optional(),
   clientHealth: z.looseObject({}).optional(),
   serverMetrics: z.looseObject({}).optional(),
+  reasoning: z
+    .looseObject({ requests: z.number(), reasoningTokens: z.number(), answerTokens: z.number() })
+    .optional(),
+  sessions: z
+    .looseObject({
+      started: z.number(),
+      completed: z.number(),
+      failed: z.number(),
+      cut: z.number(),
+      sessionMs: distributionSchema,
+      meanOpenSessions: num,
+      turns: z.array(
+        z.looseObject({
+          turn: z.number(),
+          requests: z.number(),
+          failed: z.number(),
+          ttftMs: distributionSchema,
+          e2eMs: distributionSchema,
+        }),
+      ),
+      agent: z.looseObject({ tasks: z.number(), taskMs: distributionSchema }).optional(),
+    })
+    .optional(),
   interrupted: z.boolean(),
   warnings: z.array(warningSchema),
 });

@@ -17,9 +17,38 @@ export interface ServerMetricsSummary {
   gauges: Record<string, { min: number; mean: number; max: number; last: number }>;
   /** The server's memory and load in common words (see `commonFields`), when it told any. */
   memory?: ServerMemorySummary;
+  /** The server's prefix-cache hit rate over the window, when it reports one. */
+  prefixCache?: PrefixCacheSummary;
   /** What the server's numbers warn of: `kv_cache_full`, `preemptions`. */
   warnings: Warning[];
 }
+
+/** The prefix-cache hit rate over the scrape window (docs/metrics.md, "Server-side numbers"). */
+export interface PrefixCacheSummary {
+  /** 0..1: cached prompt tokens / queried prompt tokens, or the server's own rate. */
+  hitRate: number;
+  /** The series it came from: `hits / queries` counters, or the gauge averaged over scrapes. */
+  from: string;
+  /** From the counters: prompt tokens found in the cache and looked up during the window. */
+  hitTokens?: number;
+  queriedTokens?: number;
+}
+
+/**
+ * Where a prefix-cache hit rate comes from, in order of preference: vLLM's token counters (v1,
+ * then their deprecated `gpu_` names, never both summed), else a server's own rate gauge: vLLM
+ * v0's `gpu_prefix_cache_hit_rate`, SGLang's `cache_hit_rate` (of its recent batches),
+ * trtllm-serve's `kv_cache_hit_rate`.
+ */
+const PREFIX_COUNTERS = [
+  ['vllm:prefix_cache_hits_total', 'vllm:prefix_cache_queries_total'],
+  ['vllm:gpu_prefix_cache_hits_total', 'vllm:gpu_prefix_cache_queries_total'],
+] as const;
+const PREFIX_GAUGES = [
+  'vllm:gpu_prefix_cache_hit_rate',
+  'sglang:cache_hit_rate',
+  'trtllm_kv_cache_hit_rate',
+] as const;
 
 /** Range of a gauge over the scrapes that carried it. */
 export interface Range {
@@ -109,12 +138,47 @@ export function summarizeTelemetry(snapshots: TelemetrySnapshot[]): ServerMetric
       last: last.get(key) as number,
     };
   }
+  const prefixCache = prefixCacheHitRate(summary);
+  if (prefixCache) summary.prefixCache = prefixCache;
   const memory = summarizeCommon(ok);
   if (memory) {
     summary.memory = memory;
     summary.warnings = memoryWarnings(memory);
   }
   return summary;
+}
+
+/** Hits over queries grown in the window (summed over series), else the mean of a rate gauge. */
+function prefixCacheHitRate(summary: ServerMetricsSummary): PrefixCacheSummary | undefined {
+  const growth = (name: string) => {
+    let total: number | undefined;
+    for (const [key, c] of Object.entries(summary.counters)) {
+      if (seriesName(key) === name) total = (total ?? 0) + c.delta;
+    }
+    return total;
+  };
+  for (const [hitsName, queriesName] of PREFIX_COUNTERS) {
+    const hits = growth(hitsName);
+    const queries = growth(queriesName);
+    if (hits === undefined || queries === undefined) continue;
+    // No lookups in the window (or a restart made the counters drop): no rate to tell.
+    if (!(queries > 0) || hits < 0 || hits > queries) return undefined;
+    return {
+      hitRate: hits / queries,
+      from: `${hitsName} / ${queriesName}`,
+      hitTokens: hits,
+      queriedTokens: queries,
+    };
+  }
+  for (const name of PREFIX_GAUGES) {
+    const means = Object.entries(summary.gauges)
+      .filter(([key]) => seriesName(key) === name)
+      .map(([, g]) => g.mean);
+    if (means.length > 0) {
+      return { hitRate: means.reduce((a, b) => a + b, 0) / means.length, from: `${name} (mean)` };
+    }
+  }
+  return undefined;
 }
 
 type GaugeField = Exclude<keyof CommonTelemetry, CounterField>;
