@@ -178,7 +178,7 @@ async function runLevel(
       ids: part,
       warmupRequests: 0,
       seed: j.seed,
-      nextRequest: await loadWorkload(j.workload),
+      ...(await loadWorkload(j.workload)),
       onRecord: (record) => records.push(record),
     });
     return { records, results: [result], originHrMs: Number(clock.originHrNs) / 1e6 };
