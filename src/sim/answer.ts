@@ -1,4 +1,4 @@
-import { simWord, splitWords } from '../workload/words.js';
+import { simWord, splitWords, toolsPromptText } from '../workload/words.js';
 
 /**
  * What the simulated model answers a chat request with: reasoning first, then content or tool
@@ -180,9 +180,7 @@ export function wholeCalls(plan: AnswerPlan): object[] {
 export function chatPromptWords(body: Record<string, unknown>): string[] | string {
   if (!Array.isArray(body.messages)) return '`messages` is missing or not a list';
   const words: string[] = [];
-  if (Array.isArray(body.tools)) {
-    for (const tool of body.tools) words.push(...splitWords(JSON.stringify(tool, null, 1)));
-  }
+  if (Array.isArray(body.tools)) words.push(...splitWords(toolsPromptText(body.tools)));
   for (const message of body.messages as Record<string, unknown>[]) {
     const content = message?.content;
     if (typeof content === 'string') words.push(...splitWords(content));

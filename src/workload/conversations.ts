@@ -10,7 +10,7 @@ import { sampleLength, streamSeed } from './distributions.js';
 import type { PromptFactory } from './prompts.js';
 import type { AgentShape, Scenario, SessionShape } from './scenarios.js';
 import type { TraceSession } from './trace.js';
-import { countWords } from './words.js';
+import { countWords, toolsPromptText } from './words.js';
 
 /**
  * Record ids in a session workload: `sessionId x SESSION_ID_STRIDE + index of the request in its
@@ -151,8 +151,10 @@ class History {
   constructor(private readonly maker: TextMaker) {}
 
   add(message: ChatMessage): void {
+    // A call counts as the model generated it, its name then its arguments (the simulator's
+    // count too); the template's markup around it is the server's own overhead.
     const calls = (message.tool_calls ?? []).map(
-      (c) => `${c.function.name} ${c.function.arguments}`,
+      (c) => `${c.function.name}${c.function.arguments}`,
     );
     const parts = [...(message.content ? [message.content] : []), ...calls];
     for (const part of parts) this.tokens += this.maker.count(part);
@@ -379,7 +381,7 @@ function agentConversation(
   sessionId: number,
 ): Conversation {
   const tools = agentTools(agent.tools);
-  const toolsTokens = tools.length > 0 ? t.count(JSON.stringify(tools)) : 0;
+  const toolsTokens = tools.length > 0 ? t.count(toolsPromptText(tools)) : 0;
   // tool_choice only goes with tools (servers refuse it alone).
   const offer = (toolChoice: 'auto' | 'none') => (tools.length > 0 ? { tools, toolChoice } : {});
   const fanOut = Math.max(1, agent.fanOut);

@@ -32,3 +32,22 @@ export function simWordLength(i: number): number {
 export function splitWords(text: string): string[] {
   return text.split(/[ \n\t\r]+/).filter((w) => w.length > 0);
 }
+
+/**
+ * The tool schemas as chat templates put them in the prompt: one line per tool, each as
+ * `{{ tool | tojson }}` renders it (Hermes-style templates of Qwen2.5/3 and Llama 3.1), which is
+ * Python's `json.dumps` with its default `", "` and `": "` separators. The workloads count it
+ * and the simulator processes it, so both see the same tokens.
+ */
+export function toolsPromptText(tools: readonly unknown[]): string {
+  return tools.map(templateJson).join('\n');
+}
+
+function templateJson(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(templateJson).join(', ')}]`;
+  if (typeof value === 'object' && value !== null) {
+    const fields = Object.entries(value).filter(([, v]) => v !== undefined);
+    return `{${fields.map(([k, v]) => `${JSON.stringify(k)}: ${templateJson(v)}`).join(', ')}}`;
+  }
+  return JSON.stringify(value) ?? 'null';
+}

@@ -205,6 +205,8 @@ test('agent task: fan-out tool calls, tool results paired by id, end-to-end = st
       engine: { nextRequest: undefined, nextSession },
     });
     assert.equal(records.length, 14);
+    // The tool schemas, calls and results count the same for the client and the server.
+    for (const r of records) assert.equal(r.inputTokens, r.requestedInputTokens);
     for (const sessionId of [0, 1]) {
       const task = records.filter((r) => r.sessionId === sessionId).sort((a, b) => a.id - b.id);
       assert.deepEqual(

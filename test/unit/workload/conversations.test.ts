@@ -23,6 +23,7 @@ import { createPromptFactory, type PromptFactory } from '../../../src/workload/p
 import type { Scenario, SessionShape } from '../../../src/workload/scenarios.js';
 import { createTokenizer, type Tokenizer } from '../../../src/workload/tokenizer.js';
 import { parseTrace, readTrace, traceSessions } from '../../../src/workload/trace.js';
+import { toolsPromptText } from '../../../src/workload/words.js';
 
 const fixture = (name: string) =>
   fileURLToPath(new URL(`../../fixtures/workload/${name}`, import.meta.url));
@@ -428,7 +429,8 @@ describe('agent tasks', () => {
     assert.equal(r.toolChoice, 'auto');
     assert.equal(r.captureAnswer, true);
     assert.equal(r.requestedOutputTokens, 90);
-    const toolsTokens = count(JSON.stringify(agentTools(3)));
+    // The schemas as a chat template renders them (toolsPromptText).
+    const toolsTokens = count(toolsPromptText(agentTools(3)));
     assert.equal(r.requestedInputTokens, 300 + 60 + toolsTokens + 7);
     // The same system prompt and tools for every task.
     const other = w(5).next()?.requests[0];
@@ -509,4 +511,22 @@ describe('agent tasks', () => {
       assert.equal(step.requests[0].toolChoice, undefined);
     }
   });
+});
+
+test('tool schemas render as json.dumps does in a chat template (tojson)', () => {
+  // Python: json.dumps({"type": "function", "function": {"name": "f", "parameters": {...}}})
+  assert.equal(
+    toolsPromptText([
+      {
+        type: 'function',
+        function: { name: 'f', parameters: { type: 'object', required: ['q'], properties: {} } },
+      },
+      {
+        type: 'function',
+        function: { name: 'g', description: 'né', parameters: { n: 1.5, b: true, z: null } },
+      },
+    ]),
+    '{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "required": ["q"], "properties": {}}}}\n' +
+      '{"type": "function", "function": {"name": "g", "description": "né", "parameters": {"n": 1.5, "b": true, "z": null}}}',
+  );
 });
