@@ -121,34 +121,38 @@ function memoryLine(m: ServerMemorySummary, covered: Set<string>): string | unde
 /**
  * "64 concurrent requests (measured 61.8)", "8.00 requests/s gamma arrivals (burstiness 0.5)",
  * "ramping 1 -> 8 requests/s over 60 s, poisson arrivals", "trace replay at 2x (1,234
- * requests)": a throughput is never shown without its load.
+ * requests)": a throughput is never shown without its load. A session run's load counts
+ * sessions: "4 concurrent sessions (measured 6.2 requests in flight)".
  */
 export function describeLoad(summary: RunSummary): string {
   const { load } = summary;
+  const unit = summary.sessions ? 'sessions' : 'requests';
   const measured = fmt(load.meanConcurrency, 1);
   if (load.mode === 'closed') {
-    return `${fmtNumber(load.concurrency)} concurrent requests (measured ${measured})`;
+    return summary.sessions
+      ? `${fmtNumber(load.concurrency)} concurrent sessions (measured ${measured} requests in flight)`
+      : `${fmtNumber(load.concurrency)} concurrent requests (measured ${measured})`;
   }
   const cap =
     load.maxConcurrency !== undefined
-      ? `, at most ${fmtNumber(load.maxConcurrency)} in flight`
+      ? `, at most ${fmtNumber(load.maxConcurrency)} ${summary.sessions ? 'sessions ' : ''}in flight`
       : '';
   let what: string;
   if (load.arrival === 'trace') {
     // A summary read back from JSON holds the trace's description, not its times.
     const trace = load.trace as { timesMs?: readonly number[]; requests?: number; speed: number };
     const requests = trace?.timesMs?.length ?? trace?.requests;
-    what = `trace replay at ${fmtUpTo(trace?.speed ?? 1)}x${requests !== undefined ? ` (${fmtNumber(requests)} requests)` : ''}`;
+    what = `trace replay at ${fmtUpTo(trace?.speed ?? 1)}x${requests !== undefined ? ` (${fmtNumber(requests)} ${unit})` : ''}`;
   } else {
     const kind =
       load.arrival === 'gamma'
         ? `gamma arrivals (burstiness ${fmtUpTo(load.burstiness ?? 1)})`
         : `${load.arrival} arrivals`;
     what = load.rampUp
-      ? `ramping ${fmtUpTo(load.rampUp.fromRate)} -> ${fmtUpTo(load.rate)} requests/s over ${fmtUpTo(load.rampUp.seconds)} s, ${kind}`
-      : `${fmt(load.rate, 2)} requests/s ${kind}`;
+      ? `ramping ${fmtUpTo(load.rampUp.fromRate)} -> ${fmtUpTo(load.rate)} ${unit}/s over ${fmtUpTo(load.rampUp.seconds)} s, ${kind}`
+      : `${fmt(load.rate, 2)} ${unit}/s ${kind}`;
   }
-  return `${what}${cap} (measured concurrency ${measured})`;
+  return `${what}${cap} (measured concurrency ${measured}${summary.sessions ? ' requests' : ''})`;
 }
 
 /** The client's health figures in one line (worst engine thread where there are several). */
