@@ -6,6 +6,8 @@ import { BACKENDS } from '../../src/backends/index.js';
 import { requestMetrics } from '../../src/metrics/requestMetrics.js';
 import type { RunSummary } from '../../src/metrics/summary.js';
 import type { ServerMetricsSummary } from '../../src/telemetry/summary.js';
+import { findScenario, type Scenario } from '../../src/workload/scenarios.js';
+import { loadWorkload } from '../../src/workload/workload.js';
 import { ensureLlamaServer } from '../../tools/llama/build.js';
 import { CONTENT_ONLY_CHAT_TEMPLATE, writeLlamaModel } from '../../tools/llama/model.js';
 import { type RunningLlamaServer, startLlamaServer } from '../../tools/llama/server.js';
@@ -167,6 +169,54 @@ describe('llama-server (real engine, CPU)', { timeout: 20 * 60_000 }, () => {
     assert.equal(summary.tokens.input, 18 * 17, 'chat prompts count one token per word plus BOS');
     const lines = readFileSync(join(out, 'telemetry.jsonl'), 'utf8').trim().split('\n');
     assert.ok(lines.every((l) => typeof JSON.parse(l).at === 'number'));
+  });
+
+  test('multi-turn sessions: the history goes back verbatim, and llama.cpp prefills only the new turn', async () => {
+    const multiTurn = findScenario('multi-turn') as Scenario;
+    const workload = await loadWorkload({
+      scenario: {
+        ...multiTurn,
+        input: { kind: 'fixed', value: 24 },
+        output: { kind: 'fixed', value: 12 },
+        session: {
+          turns: { kind: 'fixed', value: 4 },
+          thinkTimeMs: { kind: 'fixed', value: 0 },
+          history: 'actual',
+          systemPromptTokens: 48,
+        },
+      },
+      tokenizer: 'words',
+      tokenizerOptions: {},
+      seed: 3,
+      promptOverheadTokens: 0,
+    });
+    const { records, summary } = await runAgainst(server.url, {
+      target: { model: 'm', ignoreEos: true, endpoint: 'chat' },
+      load: { mode: 'closed', concurrency: 2 },
+      requests: 2,
+      engine: { nextRequest: undefined, ...workload },
+    });
+    assert.equal(summary.requests.failed, 0, JSON.stringify(summary.requests.errorsByKind));
+    assert.equal(summary.sessions?.completed, 2);
+    for (const sessionId of [0, 1]) {
+      const turns = records.filter((r) => r.sessionId === sessionId);
+      assert.deepEqual(
+        turns.map((r) => r.turn),
+        [1, 2, 3, 4],
+      );
+      for (const [k, r] of turns.entries()) {
+        assert.equal(r.outputTokens, 12);
+        if (k === 0) continue;
+        const previous = turns[k - 1];
+        // The prompt grew by the previous answer and the new message (BPE may merge a token or
+        // two where they meet), and the slot's cache held the rest: llama.cpp's own count of the
+        // tokens it prefilled is about the growth, not the whole prompt.
+        const growth = (r.inputTokens as number) - (previous.inputTokens as number);
+        assert.ok(Math.abs(growth - (12 + 24)) <= 4, `grew by ${growth}`);
+        const prefilled = r.serverTiming?.prefillTokens as number;
+        assert.ok(prefilled <= growth + 4, `prefilled ${prefilled} of ${r.inputTokens}`);
+      }
+    }
   });
 
   test('killing the server mid-run: categorised errors and a summary of what finished', async () => {
