@@ -32,10 +32,12 @@ import { simulateRun } from '../sim/virtual.js';
 import { recordTelemetry } from '../telemetry/scraper.js';
 import type { TelemetrySnapshot } from '../telemetry/snapshot.js';
 import type { ServerMetricsSummary } from '../telemetry/summary.js';
+import { sessionBounds } from '../workload/conversations.js';
 import { streamSeed } from '../workload/distributions.js';
 import { createPromptFactory } from '../workload/prompts.js';
-import { type Scenario, sessionBounds } from '../workload/scenarios.js';
+import type { Scenario } from '../workload/scenarios.js';
 import type { Tokenizer } from '../workload/tokenizer.js';
+import { traceSessions } from '../workload/trace.js';
 import { createWorkload } from '../workload/workload.js';
 import {
   type LiveTarget,
@@ -138,7 +140,11 @@ async function measureLive(target: LiveTarget, point: Point, hooks: PointHooks):
   // Every run ends: past its hard deadline it is stopped and cancelled, and a worker that does
   // not answer is terminated (runWorkers).
   // A session is the unit of a session scenario: every step may take the whole timeout.
-  const bounds = sessionBounds(point.scenario);
+  const bounds = sessionBounds(point.scenario, {
+    ...(plan.dataset ? { dataset: plan.dataset.data } : {}),
+    ...(plan.trace ? { traceSessions: traceSessions(plan.trace.entries) } : {}),
+    ...(plan.trace?.speed !== undefined ? { speed: plan.trace.speed } : {}),
+  });
   const deadlineS = runDeadlineS({
     load: point.load,
     warmupRequests,

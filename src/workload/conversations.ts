@@ -8,7 +8,7 @@ import type { RequestRecord } from '../record.js';
 import type { Dataset } from './datasets.js';
 import { sampleLength, streamSeed } from './distributions.js';
 import type { PromptFactory } from './prompts.js';
-import type { AgentShape, Scenario, SessionShape } from './scenarios.js';
+import { type AgentShape, maximumLength, type Scenario, type SessionShape } from './scenarios.js';
 import type { TraceSession } from './trace.js';
 import { countWords, toolsPromptText } from './words.js';
 
@@ -460,4 +460,38 @@ function agentConversation(
       return { pauseMs, requests: [final] };
     },
   };
+}
+
+/**
+ * The most steps a session can take and the longest pause between two, for the run's hard
+ * deadline: from the scenario's shape, or the longest conversation of a dataset, or the longest
+ * session and widest gap of a trace; Infinity when a distribution is unbounded.
+ */
+export function sessionBounds(
+  s: Scenario,
+  source: Pick<ConversationWorkloadOptions, 'dataset' | 'traceSessions' | 'speed'> = {},
+): { steps: number; pauseMs: number } {
+  if (s.agent) {
+    return {
+      steps: maximumLength(s.agent.steps) + 1,
+      pauseMs: maximumLength(s.agent.toolLatencyMs),
+    };
+  }
+  if (!s.session) return { steps: 1, pauseMs: 0 };
+  if (source.traceSessions) {
+    let steps = 1;
+    let gapMs = 0;
+    for (const { turns } of source.traceSessions) {
+      steps = Math.max(steps, turns.length);
+      for (let k = 1; k < turns.length; k++)
+        gapMs = Math.max(gapMs, turns[k].atMs - turns[k - 1].atMs);
+    }
+    return { steps, pauseMs: gapMs / (source.speed ?? 1) };
+  }
+  const pauseMs = maximumLength(s.session.thinkTimeMs);
+  const entries = source.dataset?.format === 'sharegpt' ? source.dataset.entries : [];
+  if (entries.length > 0) {
+    return { steps: Math.max(...entries.map((e) => e.turns?.length ?? 1)), pauseMs };
+  }
+  return { steps: maximumLength(s.session.turns), pauseMs };
 }

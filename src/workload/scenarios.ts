@@ -190,23 +190,6 @@ export function isSessionScenario(s: Scenario): boolean {
   return s.session !== undefined || s.agent !== undefined;
 }
 
-/**
- * The most steps a session of the scenario can take, and the longest pause between two (for the
- * run's hard deadline); Infinity when a distribution is unbounded.
- */
-export function sessionBounds(s: Scenario): { steps: number; pauseMs: number } {
-  if (s.agent) {
-    return {
-      steps: maximumLength(s.agent.steps) + 1,
-      pauseMs: maximumLength(s.agent.toolLatencyMs),
-    };
-  }
-  if (s.session) {
-    return { steps: maximumLength(s.session.turns), pauseMs: maximumLength(s.session.thinkTimeMs) };
-  }
-  return { steps: 1, pauseMs: 0 };
-}
-
 /** The longest length a distribution can draw (Infinity when unbounded). */
 export function maximumLength(d: LengthDistribution): number {
   switch (d.kind) {

@@ -15,12 +15,18 @@ import {
   type ConversationWorkloadOptions,
   createConversationWorkload,
   SESSION_ID_STRIDE,
+  sessionBounds,
   type TurnOutcome,
 } from '../../../src/workload/conversations.js';
 import { parseDataset, readDataset } from '../../../src/workload/datasets.js';
 import { sampleLength, streamSeed } from '../../../src/workload/distributions.js';
 import { createPromptFactory, type PromptFactory } from '../../../src/workload/prompts.js';
-import type { Scenario, SessionShape } from '../../../src/workload/scenarios.js';
+import {
+  type AgentShape,
+  findScenario,
+  type Scenario,
+  type SessionShape,
+} from '../../../src/workload/scenarios.js';
 import { createTokenizer, type Tokenizer } from '../../../src/workload/tokenizer.js';
 import { parseTrace, readTrace, traceSessions } from '../../../src/workload/trace.js';
 import { toolsPromptText } from '../../../src/workload/words.js';
@@ -529,4 +535,57 @@ test('tool schemas render as json.dumps does in a chat template (tojson)', () =>
     '{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "required": ["q"], "properties": {}}}}\n' +
       '{"type": "function", "function": {"name": "g", "description": "né", "parameters": {"n": 1.5, "b": true, "z": null}}}',
   );
+});
+
+test('session bounds for the hard deadline: the shape, the longest conversation, the widest trace gap', () => {
+  const base: Scenario = {
+    name: 's',
+    input: { kind: 'fixed', value: 8 },
+    output: { kind: 'fixed', value: 8 },
+    session: {
+      turns: { kind: 'uniform', min: 2, max: 6 },
+      thinkTimeMs: { kind: 'fixed', value: 700 },
+      history: 'actual',
+      systemPromptTokens: 0,
+    },
+  };
+  assert.deepEqual(sessionBounds(base), { steps: 6, pauseMs: 700 });
+  const dataset = parseDataset(
+    JSON.stringify([
+      {
+        conversations: [
+          { from: 'human', value: 'a' },
+          { from: 'gpt', value: 'b' },
+        ],
+      },
+      {
+        conversations: ['1', '2', '3'].flatMap((v) => [
+          { from: 'human', value: v },
+          { from: 'gpt', value: v },
+        ]),
+      },
+    ]),
+    'sharegpt',
+    'mem',
+    { allTurns: true },
+  );
+  assert.deepEqual(sessionBounds(base, { dataset }), { steps: 3, pauseMs: 700 });
+  const trace = parseTrace(
+    [
+      { at_ms: 0, input_tokens: 4, output_tokens: 2, session_id: 'a' },
+      { at_ms: 100, input_tokens: 4, output_tokens: 2, session_id: 'b' },
+      { at_ms: 900, input_tokens: 9, output_tokens: 2, session_id: 'a' },
+    ]
+      .map((l) => JSON.stringify(l))
+      .join('\n'),
+    { format: 'jsonl', source: 'mem' },
+  );
+  assert.deepEqual(sessionBounds(base, { traceSessions: traceSessions(trace.entries), speed: 2 }), {
+    steps: 2,
+    pauseMs: 450,
+  });
+  const { session: _session, ...plain } = base;
+  const agent = findScenario('agent')?.agent as AgentShape;
+  assert.deepEqual(sessionBounds({ ...plain, agent }), { steps: 5, pauseMs: 200 });
+  assert.deepEqual(sessionBounds(plain), { steps: 1, pauseMs: 0 });
 });
