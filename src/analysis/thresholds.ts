@@ -97,7 +97,7 @@ export function parseThreshold(text: string): Threshold {
   const metric = entry.id;
   let limit = Number(rawLimit);
   const unitText = rawUnit.toLowerCase();
-  if (entry.kind === 'distribution') {
+  if (entry.kind !== 'run') {
     if (rawStat === undefined) {
       throw new ThresholdError([
         `"${trimmed}": ${metric} is a distribution: name a statistic, e.g. ${metric}.p99${op}${rawLimit} (p50, p90, p95, p99, p99.9, mean, min, max)`,
@@ -176,8 +176,9 @@ export function parseThresholds(rules: readonly string[]): Threshold[] {
 /** The threshold's metric in a summary, in the threshold's unit (undefined: not measured). */
 export function thresholdValue(summary: RunSummary, t: Threshold): number | undefined {
   const entry = catalogMetric(t.metric);
-  if (entry.kind === 'distribution') {
-    const d: Distribution | undefined = summary.latency[entry.latencyKey];
+  if (entry.kind !== 'run') {
+    const d: Distribution | undefined =
+      entry.kind === 'session' ? entry.read(summary) : summary.latency[entry.latencyKey];
     if (!d || d.count === 0) return undefined;
     const value = d[t.stat ?? 'p99'];
     return Number.isFinite(value) ? value : undefined;
@@ -197,7 +198,7 @@ export function evaluateThreshold(summary: RunSummary, t: Threshold): ThresholdR
   if (value === undefined) {
     const entry = catalogMetric(t.metric);
     const missing =
-      (entry.kind === 'run' ? entry.missing : undefined) ??
+      (entry.kind !== 'distribution' ? entry.missing : undefined) ??
       `not measured: no request had a ${t.metric}${t.metric === 'tpot' ? ' (one-token answers have none)' : ''}`;
     return { threshold: t, value: null, ok: false, margin: null, message: `${name}: ${missing}` };
   }

@@ -1,3 +1,4 @@
+import type { Distribution } from './distribution.js';
 import type { RequestMetrics } from './requestMetrics.js';
 
 /**
@@ -26,6 +27,8 @@ export interface RunNumbers {
     decodeTokensPerS: number;
   };
   goodput?: { requestsPerS: number; sloAttainment: number };
+  /** Session runs (multi-turn, agent tasks): distributions over sessions, not requests. */
+  sessions?: { sessionMs: Distribution; agent?: { taskMs: Distribution } };
 }
 export type Better = 'lower' | 'higher';
 
@@ -56,7 +59,14 @@ export interface RunMetric extends MetricFacts {
   missing?: string;
 }
 
-export type CatalogMetric = DistributionMetric | RunMetric;
+/** A distribution over sessions or agent tasks (session runs), read from the summary. */
+export interface SessionMetric extends MetricFacts {
+  kind: 'session';
+  read: (s: RunNumbers) => Distribution | undefined;
+  missing: string;
+}
+
+export type CatalogMetric = DistributionMetric | RunMetric | SessionMetric;
 
 const NO_SLO = 'not measured: the run had no --slo';
 
@@ -98,6 +108,26 @@ export const METRICS: readonly CatalogMetric[] = [
   distribution('outputSpeed', 'output speed', 'outputSpeedTokS', true),
   distribution('visibleOutputSpeed', 'visible output speed', 'visibleOutputSpeedTokS', true),
   distribution('prefillSpeed', 'prefill speed', 'prefillSpeedTokS', true),
+  {
+    kind: 'session',
+    id: 'session',
+    label: 'session time',
+    unit: 'ms',
+    better: 'lower',
+    aliases: ['sessionMs', 'sessionTime'],
+    read: (s) => s.sessions?.sessionMs,
+    missing: 'not measured: no session ran to its end (a session scenario: multi-turn, agent)',
+  },
+  {
+    kind: 'session',
+    id: 'task',
+    label: 'agent task time',
+    unit: 'ms',
+    better: 'lower',
+    aliases: ['taskMs', 'taskTime'],
+    read: (s) => s.sessions?.agent?.taskMs,
+    missing: 'not measured: no agent task ran to its end (the agent scenario)',
+  },
   {
     kind: 'run',
     id: 'outputThroughput',

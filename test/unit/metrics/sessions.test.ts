@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { describe, test } from 'node:test';
+import { evaluateThreshold, parseThresholds } from '../../../src/analysis/thresholds.js';
 import { SummaryBuilder, summarize } from '../../../src/metrics/summary.js';
 import type { RequestRecord } from '../../../src/record.js';
 import { snapshotValues, type TelemetrySnapshot } from '../../../src/telemetry/snapshot.js';
@@ -87,6 +88,30 @@ describe('sessions summary', () => {
     assert.equal(a.stepsPerTask.p50, 3);
     assert.deepEqual([a.fanOutPerStep.count, a.fanOutPerStep.max], [3, 2]);
     close(a.fanOutPerStep.mean, 4 / 3, 'fan-out mean');
+  });
+
+  test('CI thresholds read session and task times (the catalogue names sessionMs, taskMs)', () => {
+    const [session, task, plainTtft] = parseThresholds([
+      'sessionMs.max<6200,task.p50<=1.4s,ttft.p99<1e9',
+    ]);
+    assert.deepEqual(
+      [session, task].map((t) => [
+        evaluateThreshold(summary, t).value,
+        evaluateThreshold(summary, t).ok,
+      ]),
+      [
+        [6200, false],
+        [1400, true],
+      ],
+    );
+    const plain = summarize(
+      sessionRecords().map(({ sessionId: _s, turn: _t, call: _c, sessionDone: _d, ...r }) => r),
+      context,
+    );
+    const missing = evaluateThreshold(plain, session);
+    assert.equal(missing.ok, false);
+    assert.match(missing.message, /no session ran to its end/);
+    assert.equal(evaluateThreshold(plain, plainTtft).ok, true);
   });
 
   test('warm-up records of a session are not counted', () => {
