@@ -575,40 +575,45 @@ export function latencyCharts(run: RunData): ChartSpec[] {
 }
 
 /**
- * TTFT p50 and p99 by turn index (an agent's step), from the summary's per-turn table: with a
- * prefix cache, turns after the first re-send a cached history and start sooner.
+ * TTFT and E2E (p50 and p99) by turn index (an agent's step), from the summary's per-turn
+ * table: with a prefix cache, turns after the first re-send a cached history and start sooner;
+ * an agent's user feels each step's end-to-end.
  */
 export function turnCharts(summary: RunSummary): ChartSpec[] {
   const turns = (summary.sessions?.turns ?? []).filter((t) => t.ttftMs.count > 0);
   if (turns.length === 0) return [];
-  const line = (q: 'p50' | 'p99', color: string): Series => ({
-    name: `TTFT ${q}`,
-    type: 'line',
-    data: turns.map((t) => [t.turn, t.ttftMs[q]]),
-    color,
-    symbol: 'circle',
-    labels: turns.map(
-      (t) =>
-        `turn ${t.turn}: TTFT ${q} ${fmtSig(t.ttftMs[q])} ms over ${fmtNumber(t.ttftMs.count)} requests${t.ttftMs.lowConfidence?.includes(q) ? ' (too few to resolve)' : ''}`,
-    ),
-  });
-  const first = turns[0].ttftMs.p50;
-  const later = turns.filter((t) => t.turn > 1);
-  const laterNote =
-    later.length > 0 && turns[0].turn === 1
-      ? `; p50 of turn 1 ${fmtSig(first)} ms, of the later turns ${fmtSig(Math.min(...later.map((t) => t.ttftMs.p50)))} to ${fmtSig(Math.max(...later.map((t) => t.ttftMs.p50)))} ms`
-      : '';
-  return [
-    {
+  const byTurn = (metric: 'ttftMs' | 'e2eMs', label: string): ChartSpec => {
+    const line = (q: 'p50' | 'p99', color: string): Series => ({
+      name: `${label} ${q}`,
+      type: 'line',
+      data: turns.map((t) => [t.turn, t[metric][q]]),
+      color,
+      symbol: 'circle',
+      labels: turns.map(
+        (t) =>
+          `turn ${t.turn}: ${label} ${q} ${fmtSig(t[metric][q])} ms over ${fmtNumber(t[metric].count)} requests${t[metric].lowConfidence?.includes(q) ? ' (too few to resolve)' : ''}`,
+      ),
+    });
+    const first = turns[0][metric].p50;
+    const later = turns.filter((t) => t.turn > 1).map((t) => t[metric].p50);
+    const laterNote =
+      later.length > 0 && turns[0].turn === 1
+        ? `; p50 of turn 1 ${fmtSig(first)} ms, of the later turns ${fmtSig(Math.min(...later))} to ${fmtSig(Math.max(...later))} ms`
+        : '';
+    return {
       kind: 'xy',
-      id: 'turn-ttft',
-      title: 'TTFT by turn',
-      caption: `Each turn of the sessions (an agent's step) over every session that reached it${laterNote}. A turn re-sends the history before it: a prefix cache shows as later turns starting sooner.`,
+      id: metric === 'ttftMs' ? 'turn-ttft' : 'turn-e2e',
+      title: `${label} by turn`,
+      caption:
+        metric === 'ttftMs'
+          ? `Each turn of the sessions (an agent's step) over every session that reached it${laterNote}. A turn re-sends the history before it: a prefix cache shows as later turns starting sooner.`
+          : `Each turn's end-to-end latency, first send to last byte${laterNote}: what the user of a chat turn or an agent's step waits.`,
       x: { name: 'turn', min: 1, max: Math.max(2, turns[turns.length - 1].turn) },
-      y: [{ name: 'TTFT (ms)', min: 0, unit: 'ms' }],
+      y: [{ name: `${label} (ms)`, min: 0, unit: 'ms' }],
       series: [line('p50', COLORS.blue), line('p99', COLORS.red)],
-    },
-  ];
+    };
+  };
+  return [byTurn('ttftMs', 'TTFT'), byTurn('e2eMs', 'E2E')];
 }
 
 /** The run's clock span in seconds: records and telemetry on one axis. */

@@ -380,7 +380,7 @@ function runHeadline(run: RunReportInput, kicker: string): string {
   const counted = s.requests.completed + s.requests.failed;
   const per = (n: number) => (counted > 0 ? fmtNumber(n / counted) : '-');
   const sentences = [
-    `${fmtNumber(counted)} requests, ${per(s.tokens.requestedInput)} in / ${per(s.tokens.requestedOutput)} out tokens each${s.tokens.input !== s.tokens.requestedInput || s.tokens.output !== s.tokens.requestedOutput ? ` (server counted ${per(s.tokens.input)} / ${per(s.tokens.output)})` : ''}`,
+    `${fmtNumber(counted)} requests${s.sessions ? ` in ${fmtNumber(s.sessions.started)} sessions` : ''}, ${per(s.tokens.requestedInput)} in / ${per(s.tokens.requestedOutput)} out tokens ${s.sessions ? 'per request (mean: a turn re-sends the history)' : 'each'}${s.tokens.input !== s.tokens.requestedInput || s.tokens.output !== s.tokens.requestedOutput ? ` (server counted ${per(s.tokens.input)} / ${per(s.tokens.output)})` : ''}`,
     facts.endpoint ? `${facts.endpoint} endpoint` : undefined,
     `over ${fmtNumber(s.durationS, 1)} s`,
   ].filter(Boolean);
