@@ -21,11 +21,12 @@ export interface EngineRequest {
   /** The prompt's tokens as words (the simulator's tokenizer), for prefix caching. */
   promptWords?: readonly string[];
   /**
-   * The answer's tokens as words, as the next turn's prompt will hold them: vLLM V1 caches the
+   * The answer's tokens as words, as the next turn's prompt will hold them (built only by an
+   * engine that caches prefixes, as it costs a string per token): vLLM V1 caches the
    * full blocks of generated tokens too (v1/core/kv_cache_manager.py allocate_slots caches up
    * to num_computed + num_new tokens of request.all_token_ids, prompt and output).
    */
-  outputWords?: readonly string[];
+  outputWords?: () => readonly string[];
 }
 
 export interface GenerationSink {

@@ -67,7 +67,7 @@ export class PhysicalEngine implements ServingEngine {
         ...(this.model.config.prefixCaching && request.promptWords
           ? {
               blockHashes: promptBlockHashes(
-                [...request.promptWords, ...(request.outputWords ?? [])],
+                [...request.promptWords, ...(request.outputWords?.() ?? [])],
                 this.model.config.blockSize,
               ),
             }

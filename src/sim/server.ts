@@ -1,7 +1,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { performance } from 'node:perf_hooks';
-import { splitWords } from '../workload/words.js';
+import { simWord, splitWords } from '../workload/words.js';
 import {
   type AnswerOptions,
   type AnswerPlan,
@@ -179,7 +179,7 @@ export function startSimServer(options: SimServerOptions): Promise<RunningSimSer
       inputTokens,
       maxOutputTokens: maxTokens,
       promptWords,
-      outputWords: answerWords(plan, maxTokens),
+      outputWords: () => answerWords(plan, maxTokens),
     };
     const invalid = options.engine.validate?.(engineRequest);
     if (invalid !== undefined) return reject(400, invalid, 'BadRequestError');
@@ -448,6 +448,14 @@ class EventFormat {
 
   /** The next `tokens` tokens, split where their kind or tool call changes. */
   parts(tokens: number): Part[] {
+    // A plain answer (most of every benchmark): one content part, built without per-token objects.
+    if (this.plan.reasoningTokens === 0 && this.plan.calls.length === 0) {
+      let text = '';
+      for (let i = 0; i < tokens; i++) text += simWord(this.at++);
+      return [
+        { kind: 'content', tokens, delta: this.endpoint === 'chat' ? { content: text } : text },
+      ];
+    }
     const runs: Run[] = [];
     for (let i = 0; i < tokens; i++) {
       const t = tokenText(this.plan, this.at++);
