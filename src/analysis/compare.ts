@@ -1072,6 +1072,8 @@ export interface WorkloadFacts {
   temperature?: number;
   /** The server, in words (the simulator's description, or its URL). */
   server?: string;
+  /** A session run (multi-turn, agent): its load counts sessions, not requests. */
+  sessions?: true;
 }
 
 /** One measured run (a run directory, a scenario of one, or a sweep point) ready to compare. */
@@ -1093,10 +1095,11 @@ export function loadKey(load: LoadSpec): string {
   return load.mode === 'closed' ? `c${load.concurrency}` : `r${Number(load.rate.toPrecision(6))}`;
 }
 
-/** The load as configured, without the measured part: `16 concurrent requests`. */
-export function describeConfiguredLoad(load: LoadSpec): string {
+/** The load as configured, without the measured part: `16 concurrent requests` (or sessions). */
+export function describeConfiguredLoad(load: LoadSpec, sessions = false): string {
+  const unit = sessions ? 'session' : 'request';
   if (load.mode === 'closed') {
-    return `${fmtUpTo(load.concurrency)} concurrent request${load.concurrency === 1 ? '' : 's'}`;
+    return `${fmtUpTo(load.concurrency)} concurrent ${unit}${load.concurrency === 1 ? '' : 's'}`;
   }
   const cap =
     load.maxConcurrency !== undefined ? `, at most ${fmtUpTo(load.maxConcurrency)} in flight` : '';
@@ -1109,19 +1112,22 @@ export function describeConfiguredLoad(load: LoadSpec): string {
       ? `gamma arrivals (burstiness ${fmtUpTo(load.burstiness ?? 1)})`
       : `${load.arrival} arrivals`;
   const ramp = load.rampUp
-    ? `ramping ${fmtUpTo(load.rampUp.fromRate)} -> ${fmtUpTo(load.rate)} requests/s over ${fmtUpTo(load.rampUp.seconds)} s`
-    : `${fmtUpTo(load.rate)} requests/s`;
+    ? `ramping ${fmtUpTo(load.rampUp.fromRate)} -> ${fmtUpTo(load.rate)} ${unit}s/s over ${fmtUpTo(load.rampUp.seconds)} s`
+    : `${fmtUpTo(load.rate)} ${unit}s/s`;
   return `${ramp} ${kind}${cap}`;
 }
 
 /** `both at 16 concurrent requests (measured 15.4 / 15.6)`, or each load when they differ. */
 export function describeLoads(a: RunUnit, b: RunUnit): string {
-  const la = describeConfiguredLoad(a.load);
-  const lb = describeConfiguredLoad(b.load);
+  const la = describeConfiguredLoad(a.load, a.workload.sessions);
+  const lb = describeConfiguredLoad(b.load, b.workload.sessions);
   const one = (x: number) => fmtNumber(x, 1);
   const ma = one(measuredConcurrency(a.sample));
   const mb = one(measuredConcurrency(b.sample));
-  const measured = a.load.mode === 'closed' ? 'measured' : 'measured concurrency';
+  const measured =
+    a.load.mode === 'closed' && !a.workload.sessions
+      ? 'measured'
+      : `measured concurrency${a.workload.sessions ? ' in requests' : ''}`;
   if (la === lb) return `both at ${la} (${measured} ${ma} / ${mb})`;
   return `A at ${la} (measured concurrency ${ma}), B at ${lb} (measured concurrency ${mb})`;
 }

@@ -97,6 +97,10 @@ function workloadFacts(manifest: Manifest | undefined): {
   if (typeof plan.ignoreEos === 'boolean') facts.ignoreEos = plan.ignoreEos;
   if (typeof plan.temperature === 'number') facts.temperature = plan.temperature;
   set('server', str(server.simulator) ?? str(server.url));
+  // A session run's load counts sessions (manifest windows.unit).
+  if ((manifest.windows as { unit?: unknown } | undefined)?.unit === 'sessions') {
+    facts.sessions = true;
+  }
   return {
     facts,
     ...(described && colon >= 0 ? { scenario: described.slice(0, colon) } : {}),

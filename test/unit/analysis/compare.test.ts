@@ -16,6 +16,7 @@ import {
   compareMetrics,
   compareSamples,
   compareUnits,
+  describeConfiguredLoad,
   type MetricComparison,
   pairUnits,
   type RunSample,
@@ -970,4 +971,16 @@ describe('thresholds', () => {
       [true, true, false],
     );
   });
+});
+
+test("a session run's load is told in sessions", () => {
+  assert.equal(
+    describeConfiguredLoad({ mode: 'closed', concurrency: 4 }, true),
+    '4 concurrent sessions',
+  );
+  assert.equal(
+    describeConfiguredLoad({ mode: 'open', rate: 2, arrival: 'poisson' }, true),
+    '2 sessions/s poisson arrivals',
+  );
+  assert.equal(describeConfiguredLoad({ mode: 'closed', concurrency: 1 }), '1 concurrent request');
 });
