@@ -97,7 +97,7 @@ export interface RequestRecord {
   turn?: number;
   /** The request's index among its step's parallel requests (agent fan-out), from 0. */
   call?: number;
-  /** Set on the requests of a session's last step, when the session ran to its end. */
+  /** Set on the record that ended a session that ran to its end (its last step's last to finish). */
   sessionDone?: true;
   /** Warm-up requests are recorded but never counted (docs/metrics.md, "Run-level throughput"). */
   phase: RequestPhase;
