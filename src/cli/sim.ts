@@ -4,17 +4,9 @@ import { type NumberRule, parseFlagNumber, TIME_SCALE } from '../flagNumber.js';
 import { formatWeightFormat } from '../memory/dtype.js';
 import { GPU_PRESETS } from '../memory/hardware.js';
 import { MODEL_PRESETS, paramCounts } from '../memory/model.js';
-import {
-  buildSimEngine,
-  type SimEngine,
-  type SimEngineChoice,
-  type SimMessage,
-} from '../session/simulator.js';
+import { type SimMessage, serveSimulator } from '../session/simulator.js';
 import { DEFAULT_ANSWER_OPTIONS } from '../sim/answer.js';
 import { DEFAULT_SCRIPTED_TIMING } from '../sim/engine.js';
-import { parseFaults } from '../sim/faults.js';
-import { engineFromFlags } from '../sim/options.js';
-import { startSimServer } from '../sim/server.js';
 import { printWarnings } from './common.js';
 import { addEngineFlags } from './engineFlags.js';
 
@@ -150,58 +142,47 @@ export function simCommand(): Command {
       else process.stderr.write(`infergauge sim: ${message}\n`);
       process.exitCode = 2;
     };
-    let choice: SimEngineChoice;
-    let warnings: string[] = [];
-    if (o.engine === 'scripted') {
-      choice = {
-        kind: 'scripted',
-        timing: {
-          ttftBaseMs: o.ttftBaseMs,
-          ttftPerInputTokenMs: o.ttftPerInputTokenMs,
-          itlMs: o.itlMs,
-          tokensPerEvent: o.tokensPerEvent,
-          maxConcurrency: o.maxConcurrency,
-        },
-      };
-    } else {
-      const built = engineFromFlags(o.model, o as Record<string, unknown>);
-      if (!built.engine) return fail(`invalid options\n  - ${built.problems.join('\n  - ')}`);
-      choice = { kind: 'physical', engine: built.engine, timeScale: o.timeScale };
-      warnings = built.warnings;
-    }
-    let sim: SimEngine;
+    let served: Awaited<ReturnType<typeof serveSimulator>>;
     try {
-      sim = buildSimEngine(choice, {
-        ...(o.model !== undefined ? { model: o.model } : {}),
+      served = await serveSimulator({
+        engine:
+          o.engine === 'scripted'
+            ? {
+                kind: 'scripted',
+                timing: {
+                  ttftBaseMs: o.ttftBaseMs,
+                  ttftPerInputTokenMs: o.ttftPerInputTokenMs,
+                  itlMs: o.itlMs,
+                  tokensPerEvent: o.tokensPerEvent,
+                  maxConcurrency: o.maxConcurrency,
+                },
+              }
+            : {
+                kind: 'physical',
+                ...(o.model !== undefined ? { model: o.model } : {}),
+                flags: o as Record<string, unknown>,
+                timeScale: o.timeScale,
+              },
         ...(o.servedModelName !== undefined ? { servedModelName: o.servedModelName } : {}),
+        ...(o.faults !== undefined ? { faults: o.faults } : {}),
+        faultSeed: o.faultSeed,
+        host: o.host,
+        port: o.port,
+        truthLimit: o.truthLimit,
+        chatTemplateTokens: o.chatTemplateTokens,
+        answers: {
+          reasoning: o.reasoning,
+          reasoningShare: o.reasoningShare,
+          toolCallShare: o.toolCallShare,
+          parallelToolCalls: o.parallelToolCalls,
+          seed: o.answerSeed,
+        },
       });
     } catch (err) {
       return fail((err as Error).message);
     }
-    printWarnings('sim', warnings);
-    let faults: ReturnType<typeof parseFaults> | undefined;
-    try {
-      if (o.faults !== undefined) faults = parseFaults(o.faults, o.faultSeed);
-    } catch (err) {
-      return fail((err as Error).message);
-    }
-    const server = await startSimServer({
-      model: sim.servedName,
-      engine: sim.engine,
-      truthLimit: o.truthLimit,
-      host: o.host,
-      port: o.port,
-      ...(faults ? { faults } : {}),
-      ...(sim.maxModelLen !== undefined ? { maxModelLen: sim.maxModelLen } : {}),
-      chatTemplateTokens: o.chatTemplateTokens,
-      answers: {
-        reasoning: o.reasoning,
-        reasoningShare: o.reasoningShare,
-        toolCallShare: o.toolCallShare,
-        parallelToolCalls: o.parallelToolCalls,
-        seed: o.answerSeed,
-      },
-    });
+    const { server, sim } = served;
+    printWarnings('sim', served.warnings);
     const stop = () => {
       void server.close().then(() => process.exit(0));
     };

@@ -1,10 +1,14 @@
 import { fork } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
+import type { AnswerOptions } from '../sim/answer.js';
 import { describeEngine, servedModelName } from '../sim/describe.js';
 import { ScriptedEngine, type ScriptedTiming, type ServingEngine } from '../sim/engine.js';
 import { EngineModel, type EngineModelOptions } from '../sim/engineModel.js';
+import { parseFaults } from '../sim/faults.js';
 import { SimMetrics } from '../sim/metrics.js';
+import { engineFromFlags } from '../sim/options.js';
 import { PhysicalEngine } from '../sim/physical.js';
+import { type RunningSimServer, startSimServer } from '../sim/server.js';
 
 export interface SimulatorProcess {
   url: string;
@@ -114,4 +118,58 @@ export function buildSimEngine(
       `max concurrency at max_model_len ${c.maxModelLen}: ${m.maxConcurrencyAtMaxLen.toFixed(2)}x` +
       (choice.timeScale !== 1 ? `, time scale ${choice.timeScale}` : ''),
   };
+}
+
+/** What `infergauge sim` serves: its engine, faults and answers, and where it listens. */
+export interface ServeSimulatorOptions {
+  /** The physical engine from `--model` and the engine flags, or fixed timing. */
+  engine:
+    | { kind: 'physical'; model?: string; flags: Record<string, unknown>; timeScale: number }
+    | { kind: 'scripted'; timing: ScriptedTiming };
+  servedModelName?: string;
+  /** `--faults` as written, and the seed of its draws. */
+  faults?: string;
+  faultSeed: number;
+  host: string;
+  port: number;
+  truthLimit: number;
+  chatTemplateTokens: number;
+  answers: AnswerOptions;
+}
+
+/**
+ * Builds the simulated engine and serves it. Throws an Error whose message says what is wrong
+ * with the options (engine flags, a deployment that cannot start, a fault spec) or the socket.
+ */
+export async function serveSimulator(
+  o: ServeSimulatorOptions,
+): Promise<{ server: RunningSimServer; sim: SimEngine; warnings: string[] }> {
+  let choice: SimEngineChoice;
+  let warnings: string[] = [];
+  if (o.engine.kind === 'scripted') choice = o.engine;
+  else {
+    const built = engineFromFlags(o.engine.model, o.engine.flags);
+    if (!built.engine) throw new Error(`invalid options\n  - ${built.problems.join('\n  - ')}`);
+    choice = { kind: 'physical', engine: built.engine, timeScale: o.engine.timeScale };
+    warnings = built.warnings;
+  }
+  const sim = buildSimEngine(choice, {
+    ...(o.engine.kind === 'physical' && o.engine.model !== undefined
+      ? { model: o.engine.model }
+      : {}),
+    ...(o.servedModelName !== undefined ? { servedModelName: o.servedModelName } : {}),
+  });
+  const faults = o.faults !== undefined ? parseFaults(o.faults, o.faultSeed) : undefined;
+  const server = await startSimServer({
+    model: sim.servedName,
+    engine: sim.engine,
+    truthLimit: o.truthLimit,
+    host: o.host,
+    port: o.port,
+    ...(faults ? { faults } : {}),
+    ...(sim.maxModelLen !== undefined ? { maxModelLen: sim.maxModelLen } : {}),
+    chatTemplateTokens: o.chatTemplateTokens,
+    answers: o.answers,
+  });
+  return { server, sim, warnings };
 }

@@ -83,12 +83,9 @@ export function createConversationWorkload(o: ConversationWorkloadOptions): Conv
   const texts = textMaker(o);
   if (o.scenario.agent)
     return (id) => agentConversation(o, o.scenario.agent as AgentShape, texts, id);
-  const shape: SessionShape = o.scenario.session ?? {
-    turns: { kind: 'fixed', value: 1 },
-    thinkTimeMs: { kind: 'fixed', value: 0 },
-    history: 'reference',
-    systemPromptTokens: 0,
-  };
+  const shape = o.scenario.session;
+  if (!shape)
+    throw new Error(`scenario "${o.scenario.name}" has neither a session nor an agent shape`);
   const script = chatScript(o, shape, texts);
   return (id) => chatConversation(shape, texts, script(id));
 }
