@@ -92,3 +92,8 @@ export function listenForInterrupts(onStop?: () => void): Interrupts {
     },
   };
 }
+
+/** A repeatable option's values, in the order given (`--header A --header B`). */
+export function collect(value: string, previous: string[] | undefined): string[] {
+  return [...(previous ?? []), value];
+}

@@ -13,7 +13,7 @@ import {
   renderTerminal,
 } from '../report/compare.js';
 import { type CompareTarget, readCompareTarget } from '../results/compareInput.js';
-import { useColor } from './common.js';
+import { collect, useColor } from './common.js';
 
 /** Where the command writes; tests pass their own. */
 export interface CompareIo {
@@ -61,7 +61,7 @@ export function compareCommand(io: CompareIo = processIo()) {
       new Option(
         '--threshold <rule>',
         "CI gate on every candidate, repeatable: 'ttft.p99<500', 'outputThroughput>1000', 'failureRate<1%' (exit 3 when one fails)",
-      ).argParser((value: string, previous: string[] | undefined) => [...(previous ?? []), value]),
+      ).argParser(collect),
     )
     .option('--confidence <level>', 'confidence level of the intervals (default: 0.95)')
     .option('--resamples <n>', 'bootstrap resamples (default: 2000)')

@@ -12,14 +12,14 @@ import { resultPath, writeJson } from '../results/layout.js';
 import { loadReportInput } from '../results/load.js';
 import { isDirectory, loadSavedRuns } from '../results/reader.js';
 import { writeSummary } from '../results/runFiles.js';
-import { printProblems, printWarnings, runAction } from './common.js';
+import { collect, printProblems, printWarnings, runAction } from './common.js';
 
 /** `--threshold` is repeatable. */
 export function thresholdOption(): Option {
   return new Option(
     '--threshold <rule>',
     "CI gate, repeatable: 'ttft.p99<500', 'outputThroughput>1000', 'failureRate<0.01' (exit 3 when one fails)",
-  ).argParser((value: string, previous: string[] | undefined) => [...(previous ?? []), value]);
+  ).argParser(collect);
 }
 
 /** Checks thresholds on named summaries; prints each failure; the exit code to use. */

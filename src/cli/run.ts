@@ -16,6 +16,7 @@ import {
   type ScenarioResult,
 } from '../session/run.js';
 import {
+  collect,
   listenForInterrupts,
   printNotice,
   printProblems,
@@ -162,7 +163,7 @@ export function addRunOptions(command: Command): Command {
     )
     .addOption(
       new Option('--header <header>', "extra request header 'Name: value' (repeatable)").argParser(
-        (value: string, previous: string[] | undefined) => [...(previous ?? []), value],
+        collect,
       ),
     )
     .option('--extra-body <json>', 'JSON object merged into every request body')
