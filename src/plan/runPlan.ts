@@ -573,6 +573,11 @@ export function parseRunPlan(input: RunPlanInput, env: NodeJS.ProcessEnv = {}): 
   return plan;
 }
 
+/** The measured count of a scenario: its sessions (multi-turn, agent) or its requests. */
+export function measuredCount(plan: RunPlan, scenario: Scenario): number | undefined {
+  return isSessionScenario(scenario) ? plan.sessions : plan.requests;
+}
+
 const NAMED_TOKENIZERS = ['words', 'o200k_base', 'cl100k_base', 'server'];
 
 /** A tokenizer.json path (or directory) that is not there, said before anything starts. */

@@ -9,7 +9,7 @@ import { runWarnings } from '../analysis/traps.js';
 import { EXIT } from '../errors.js';
 import type { LoadgenProgress } from '../loadgen/run.js';
 import type { RunSummary } from '../metrics/summary.js';
-import { type RunPlan, redactPlan } from '../plan/runPlan.js';
+import { measuredCount, type RunPlan, redactPlan } from '../plan/runPlan.js';
 import type { ScenarioRow } from '../report/scenarios.js';
 import { describeLoad } from '../report/terminal.js';
 import { writeManifest, writeScenarios, writeSummary } from '../results/runFiles.js';
@@ -146,7 +146,7 @@ async function runScenario(
   const cancel = graceCancel(plan, progress, hooks);
   // A session scenario counts sessions; its requests are as many as the sessions make.
   const sessions = isSessionScenario(scenario);
-  const count = sessions ? plan.sessions : plan.requests;
+  const count = measuredCount(plan, scenario);
   let endProgress: (() => void) | undefined;
   let measured: Awaited<ReturnType<typeof measurePoint>>;
   try {

@@ -22,7 +22,7 @@ import { checkedFlagNumber, parseFlagList } from '../../flagNumber.js';
 import type { LoadSpec } from '../../load.js';
 import { planVllmMemory } from '../../memory/footprint.js';
 import type { RunSummary, Warning } from '../../metrics/summary.js';
-import type { RunPlan } from '../../plan/runPlan.js';
+import { measuredCount, type RunPlan } from '../../plan/runPlan.js';
 import type { ScenarioSweep } from '../../report/sweepText.js';
 import { writeResult } from '../../results/layout.js';
 import { resolveEngineConfig } from '../../sim/engineModel.js';
@@ -305,7 +305,7 @@ async function* scenarioProfile(
       : s.mode === 'concurrency'
         ? Math.max(100, 4 * level)
         : Math.max(100, Math.ceil(30 * level));
-    const count = sessions ? plan.sessions : plan.requests;
+    const count = measuredCount(plan, scenario);
     return {
       load: loadFor(level),
       scenario,
