@@ -5,12 +5,20 @@ import {
   vllmDefaults,
 } from '../memory/footprint.js';
 import { BlockPool } from './blockPool.js';
+import type { LoadBalancer, PersonalityId } from './personality.js';
 import { DEFAULT_EFFICIENCY, type Efficiency, StepCostModel } from './roofline.js';
 
 /** The engine's configuration, with vLLM's names (V1 personality): its memory plan's and more. */
 export interface EngineModelConfig extends VllmMemoryInput {
+  /** Whose defaults, memory rule, scheduler and costs (`vllm-v1` unless set). */
+  personality: PersonalityId;
   chunkedPrefill: boolean;
   prefixCaching: boolean;
+  /** vLLM V0's multi-step scheduling (`--num-scheduler-steps`): decode steps per schedule. */
+  numSchedulerSteps: number;
+  /** Data-parallel replicas of this engine behind one front end, and how it picks one. */
+  dp: number;
+  loadBalancer: LoadBalancer;
   efficiency: Efficiency;
 }
 
@@ -44,6 +52,10 @@ export function resolveEngineConfig(o: EngineModelOptions): EngineModelConfig {
     maxModelLen,
     chunkedPrefill,
     prefixCaching: o.prefixCaching ?? false,
+    personality: o.personality ?? 'vllm-v1',
+    numSchedulerSteps: o.numSchedulerSteps ?? 1,
+    dp: o.dp ?? 1,
+    loadBalancer: o.loadBalancer ?? 'round-robin',
     efficiency: { ...DEFAULT_EFFICIENCY, ...o.efficiency },
     ...(o.nonKvOverheadBytes !== undefined ? { nonKvOverheadBytes: o.nonKvOverheadBytes } : {}),
     ...(o.numGpuBlocksOverride !== undefined

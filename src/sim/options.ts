@@ -1,8 +1,17 @@
 import { parseFlagNumber } from '../flagNumber.js';
 import { KV_DTYPES, type KvDtype, parseWeightFormat } from '../memory/dtype.js';
-import { findGpuPreset, GPU_PRESETS } from '../memory/hardware.js';
+import { loadGpuSpec } from '../memory/gpuSpec.js';
+import { findGpuPreset, GPU_PRESETS, type GpuSpec } from '../memory/hardware.js';
 import { resolveModel } from '../memory/hfConfig.js';
 import type { EngineModelOptions } from './engineModel.js';
+import {
+  DEFAULT_PERSONALITY,
+  isPersonalityId,
+  LOAD_BALANCERS,
+  type LoadBalancer,
+  PERSONALITY_IDS,
+  type PersonalityId,
+} from './personality.js';
 import { DEFAULT_EFFICIENCY } from './roofline.js';
 
 /**
@@ -19,6 +28,11 @@ export interface FlagSpec {
   min?: number;
   max?: number;
   integer?: boolean;
+  /**
+   * An engine's own name for a shared setting (SGLang's `--mem-fraction-static` for the memory
+   * fraction, ...): valid only with these personalities, it sets `sets`.
+   */
+  native?: { personalities: readonly PersonalityId[]; sets: string };
 }
 
 const e = DEFAULT_EFFICIENCY;
@@ -33,12 +47,38 @@ export const ENGINE_FLAGS: readonly FlagSpec[] = [
     help: `GPU preset (default: ${DEFAULT_SIM_GPU}; see sim --list)`,
   },
   {
+    flag: '--gpu-spec <file>',
+    key: 'gpuSpec',
+    kind: 'string',
+    help: 'a GPU the presets lack, described in a YAML or JSON file (instead of --gpu)',
+  },
+  {
+    flag: '--engine-personality <id>',
+    key: 'enginePersonality',
+    kind: 'string',
+    help: `whose defaults, memory rule, scheduler and costs: ${PERSONALITY_IDS.join(', ')} (default: ${DEFAULT_PERSONALITY})`,
+  },
+  {
     flag: '--tp <n>',
     key: 'tp',
     kind: 'number',
     integer: true,
     min: 1,
     help: 'tensor-parallel GPUs (default: 1)',
+  },
+  {
+    flag: '--dp <n>',
+    key: 'dp',
+    kind: 'number',
+    integer: true,
+    min: 1,
+    help: 'data-parallel replicas, each on its own --tp GPUs, behind one front end (default: 1)',
+  },
+  {
+    flag: '--load-balancer <policy>',
+    key: 'loadBalancer',
+    kind: 'string',
+    help: `how the front end picks a replica: ${LOAD_BALANCERS.join(', ')} (default: round-robin)`,
   },
   {
     flag: '--dtype <fmt>',
@@ -171,7 +211,93 @@ export const ENGINE_FLAGS: readonly FlagSpec[] = [
     min: 0,
     help: `HTTP front end, arrival to scheduler (default: ${e.frontendLatencyS * 1e3})`,
   },
+  {
+    flag: '--num-scheduler-steps <n>',
+    key: 'numSchedulerSteps',
+    kind: 'number',
+    integer: true,
+    min: 1,
+    help: 'vllm-v0 multi-step scheduling: decode steps per schedule (default: 1)',
+    native: { personalities: ['vllm-v0'], sets: 'numSchedulerSteps' },
+  },
+  {
+    flag: '--mem-fraction-static <f>',
+    key: 'memFractionStatic',
+    kind: 'number',
+    min: 0.05,
+    max: 1,
+    help: "sglang: share of GPU memory for weights and KV pool (default: SGLang's by GPU size)",
+    native: { personalities: ['sglang'], sets: 'gpuMemoryUtilization' },
+  },
+  {
+    flag: '--chunked-prefill-size <n>',
+    key: 'chunkedPrefillSize',
+    kind: 'number',
+    integer: true,
+    min: 1,
+    help: "sglang: prefill tokens per step (default: SGLang's by GPU size)",
+    native: { personalities: ['sglang'], sets: 'maxNumBatchedTokens' },
+  },
+  {
+    flag: '--max-running-requests <n>',
+    key: 'maxRunningRequests',
+    kind: 'number',
+    integer: true,
+    min: 1,
+    help: 'sglang: most running requests (default: from the KV pool)',
+    native: { personalities: ['sglang'], sets: 'maxNumSeqs' },
+  },
+  {
+    flag: '--kv-cache-free-gpu-mem-fraction <f>',
+    key: 'kvCacheFreeGpuMemFraction',
+    kind: 'number',
+    min: 0.01,
+    max: 1,
+    help: 'trtllm: share of the memory free after loading that the KV pool takes (default: 0.9)',
+    native: { personalities: ['trtllm'], sets: 'gpuMemoryUtilization' },
+  },
+  {
+    flag: '--max-batch-size <n>',
+    key: 'maxBatchSize',
+    kind: 'number',
+    integer: true,
+    min: 1,
+    help: "trtllm, tgi: most requests in a batch (default: the engine's)",
+    native: { personalities: ['trtllm', 'tgi'], sets: 'maxNumSeqs' },
+  },
+  {
+    flag: '--max-num-tokens <n>',
+    key: 'maxNumTokens',
+    kind: 'number',
+    integer: true,
+    min: 1,
+    help: 'trtllm: most tokens per step (default: 8192)',
+    native: { personalities: ['trtllm'], sets: 'maxNumBatchedTokens' },
+  },
+  {
+    flag: '--enable-chunked-context',
+    key: 'enableChunkedContext',
+    kind: 'boolean',
+    help: 'trtllm: split long contexts over steps (default: whole contexts)',
+    native: { personalities: ['trtllm'], sets: 'chunkedPrefill' },
+  },
+  {
+    flag: '--max-batch-prefill-tokens <n>',
+    key: 'maxBatchPrefillTokens',
+    kind: 'number',
+    integer: true,
+    min: 1,
+    help: 'tgi: most prefill tokens per step (default: 4096)',
+    native: { personalities: ['tgi'], sets: 'maxNumBatchedTokens' },
+  },
 ];
+
+/** The entries of `from` named in `keys` that are set. */
+function pick(from: Record<string, number | boolean>, keys: readonly string[]) {
+  const out: Record<string, number | boolean> = {};
+  for (const k of keys) if (from[k] !== undefined) out[k] = from[k];
+  return out as Partial<EngineModelOptions>;
+}
 
 /** The engine flags present in parsed options, as they were given (for the manifest and child). */
 export function engineFlagArgs(options: Record<string, unknown>): string[] {
@@ -223,12 +349,54 @@ export function engineFromFlags(
   } catch (err) {
     problems.push(`--model: ${(err as Error).message}`);
   }
-  const gpuId = String(options.gpu ?? DEFAULT_SIM_GPU);
-  const gpu = findGpuPreset(gpuId);
-  if (!gpu) {
+  const personalityText = String(options.enginePersonality ?? DEFAULT_PERSONALITY);
+  const personality = isPersonalityId(personalityText) ? personalityText : undefined;
+  if (!personality) {
     problems.push(
-      `--gpu ${gpuId} is not a preset; choose one of ${GPU_PRESETS.map((g) => g.id).join(', ')}`,
+      `--engine-personality ${personalityText} is not one; choose one of ${PERSONALITY_IDS.join(', ')}`,
     );
+  }
+  const loadBalancer = String(options.loadBalancer ?? 'round-robin') as LoadBalancer;
+  if (!LOAD_BALANCERS.includes(loadBalancer)) {
+    problems.push(
+      `--load-balancer ${loadBalancer} is not one; choose ${LOAD_BALANCERS.join(' or ')}`,
+    );
+  }
+  // Engine-native names set the shared setting, and only for their own engine.
+  const settings: Record<string, number | boolean> = { ...numbers };
+  if (options.chunkedPrefill === false) settings.chunkedPrefill = false;
+  for (const f of ENGINE_FLAGS) {
+    const given = f.kind === 'boolean' ? options[f.key] === true : numbers[f.key] !== undefined;
+    if (!f.native || !given) continue;
+    const name = f.flag.split(' ')[0];
+    if (personality && !f.native.personalities.includes(personality)) {
+      problems.push(
+        `${name} is ${f.native.personalities.join(' and ')}'s setting; add --engine-personality ${f.native.personalities[0]}, or use the ${personality} equivalent`,
+      );
+    } else if (f.native.sets !== f.key && settings[f.native.sets] !== undefined) {
+      const shared = ENGINE_FLAGS.find((g) => g.key === f.native?.sets)?.flag.split(' ')[0];
+      problems.push(`${name} and ${shared} set the same thing; give one`);
+    } else {
+      settings[f.native.sets] = f.kind === 'boolean' ? true : numbers[f.key];
+    }
+  }
+  let gpu: GpuSpec | undefined;
+  if (options.gpuSpec !== undefined) {
+    if (options.gpu !== undefined)
+      problems.push('--gpu and --gpu-spec both name the GPU; give one');
+    try {
+      gpu = loadGpuSpec(String(options.gpuSpec));
+    } catch (err) {
+      problems.push(`--gpu-spec: ${(err as Error).message}`);
+    }
+  } else {
+    const gpuId = String(options.gpu ?? DEFAULT_SIM_GPU);
+    gpu = findGpuPreset(gpuId);
+    if (!gpu) {
+      problems.push(
+        `--gpu ${gpuId} is not a preset; choose one of ${GPU_PRESETS.map((g) => g.id).join(', ')}, or describe it with --gpu-spec FILE`,
+      );
+    }
   }
   const weights =
     options.dtype !== undefined ? parseWeightFormat(String(options.dtype)) : resolved?.weights;
@@ -241,7 +409,7 @@ export function engineFromFlags(
   if (kv !== undefined && !(KV_DTYPES as readonly string[]).includes(kv)) {
     problems.push(`--kv-cache-dtype ${kv} is not one of ${KV_DTYPES.join(', ')}`);
   }
-  if (problems.length > 0 || !resolved || !gpu) return { problems, warnings };
+  if (problems.length > 0 || !resolved || !gpu || !personality) return { problems, warnings };
   const efficiency: Partial<typeof DEFAULT_EFFICIENCY> = {};
   if (numbers.mbu !== undefined) efficiency.mbu = numbers.mbu;
   if (numbers.mfu !== undefined) efficiency.mfuMax16 = numbers.mfu;
@@ -259,21 +427,21 @@ export function engineFromFlags(
     ...(weights ? { weights } : {}),
     // A 16-bit model's cache follows its weights' 16-bit format, as vLLM's "auto" does.
     kvDtype: (kv as KvDtype | undefined) ?? (weights?.dtype === 'fp16' ? 'fp16' : 'bf16'),
+    personality,
+    loadBalancer,
     ...(numbers.tp !== undefined ? { tp: numbers.tp } : {}),
-    ...(numbers.gpuMemoryUtilization !== undefined
-      ? { gpuMemoryUtilization: numbers.gpuMemoryUtilization }
-      : {}),
-    ...(numbers.maxModelLen !== undefined ? { maxModelLen: numbers.maxModelLen } : {}),
-    ...(numbers.maxNumSeqs !== undefined ? { maxNumSeqs: numbers.maxNumSeqs } : {}),
-    ...(numbers.maxNumBatchedTokens !== undefined
-      ? { maxNumBatchedTokens: numbers.maxNumBatchedTokens }
-      : {}),
-    ...(numbers.blockSize !== undefined ? { blockSize: numbers.blockSize } : {}),
-    ...(options.chunkedPrefill === false ? { chunkedPrefill: false } : {}),
+    ...(numbers.dp !== undefined ? { dp: numbers.dp } : {}),
+    ...pick(settings, [
+      'gpuMemoryUtilization',
+      'maxModelLen',
+      'maxNumSeqs',
+      'maxNumBatchedTokens',
+      'blockSize',
+      'chunkedPrefill',
+      'numSchedulerSteps',
+      'numGpuBlocksOverride',
+    ]),
     ...(options.enablePrefixCaching === true ? { prefixCaching: true } : {}),
-    ...(numbers.numGpuBlocksOverride !== undefined
-      ? { numGpuBlocksOverride: numbers.numGpuBlocksOverride }
-      : {}),
     ...(numbers.nonKvOverheadGb !== undefined
       ? { nonKvOverheadBytes: numbers.nonKvOverheadGb * 1e9 }
       : {}),
