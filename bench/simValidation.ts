@@ -137,6 +137,9 @@ export function engineOptions(p: ValidationPoint): EngineModelOptions | string {
     const value = p.engine.settings?.[key];
     if (value !== null && value !== undefined) options[option] = value;
   }
+  // An engine-only benchmark (trtllm-bench, gptSessionBenchmark) has no HTTP front end.
+  const frontendMs = p.engine.settings?.frontendLatencyMs;
+  if (typeof frontendMs === 'number') options.efficiency = { frontendLatencyS: frontendMs / 1e3 };
   const longest = maxLength(p);
   // A user sets max_model_len to fit the workload where the model's context is longer.
   if (options.maxModelLen === undefined) {
