@@ -33,6 +33,8 @@ export interface ValidationPoint {
   role: 'fit' | 'validation';
   /** Why a point may miss by more than 50 %, stated before the comparison. */
   knownMiss?: string;
+  /** Why the point cannot be simulated (a fact the source lacks), stated before the comparison. */
+  skip?: string;
   source: { title: string; repo?: string | null; path?: string | null; url?: string | null };
   engine: {
     name: string;
@@ -229,7 +231,7 @@ function ttftTargeted(p: ValidationPoint): boolean {
 }
 
 export function simulatePoint(p: ValidationPoint): PointResult {
-  const options = engineOptions(p);
+  const options = p.skip ?? engineOptions(p);
   if (typeof options === 'string') {
     return { point: p, comparisons: [], groups: {}, ttftTargeted: false, skipped: options };
   }

@@ -5,6 +5,14 @@
  */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
+import {
+  groupErrors,
+  loadPoints,
+  medianAbs,
+  POINT_LIMIT,
+  simulatePoint,
+  TARGETS,
+} from '../../../bench/simValidation.js';
 import type { LoadSpec } from '../../../src/load.js';
 import { weightBytes } from '../../../src/memory/footprint.js';
 import { findGpuPreset, type GpuSpec } from '../../../src/memory/hardware.js';
@@ -177,5 +185,62 @@ describe('simulated engine: the vLLM 0.11 H100 Llama-3.1-8B load sweep', () => {
       `  149 QPS: ${summary.throughput.outputTokensPerS.toFixed(0)} output tok/s vs ~7,100 (${pct(error)})`,
     );
     assert.ok(Math.abs(error) <= 0.25, pct(error));
+  });
+});
+
+describe('simulated engine: published measurements it was not fitted to (issue 17)', () => {
+  // Targets fixed by the issue before any comparison: on the validation set, the median absolute
+  // error is at most 15 % for TPOT/ITL and output throughput and 25 % for TTFT at light and mid
+  // load (batch 1, or a published TTFT under a second); no point misses a targeted figure by more
+  // than 50 % unless its `knownMiss` says why. bench/sim-validation.ts prints every point.
+  const PENDING = { todo: 'the engine personalities and hardware models land next' };
+  const results = loadPoints('test/fixtures/sim-validation/points.json').map(simulatePoint);
+  const validation = results.filter((r) => r.point.role === 'validation' && !r.skipped);
+
+  test(
+    'the sets: at most a third for fitting; at least 20 validation points over 4 GPUs, 3 engines, batch 1 and load',
+    PENDING,
+    () => {
+      const fit = results.filter((r) => r.point.role === 'fit');
+      assert.ok(
+        fit.length * 3 <= results.length,
+        `${fit.length} of ${results.length} in the fit set`,
+      );
+      assert.ok(validation.length >= 20, `${validation.length} validation points`);
+      assert.ok(new Set(validation.map((r) => r.point.hardware.gpu)).size >= 4);
+      assert.ok(new Set(validation.map((r) => r.point.engine.personality)).size >= 3);
+      assert.ok(validation.some((r) => r.point.load.kind === 'batch1'));
+      assert.ok(validation.some((r) => r.point.load.kind !== 'batch1'));
+      for (const r of results) {
+        if (r.skipped) assert.ok(r.point.skip, `${r.point.id} was not simulated: ${r.skipped}`);
+      }
+    },
+  );
+
+  for (const group of ['ttft', 'tpot', 'throughput'] as const) {
+    test(
+      `validation set: median |error| of ${group} within ${TARGETS[group] * 100} %`,
+      PENDING,
+      () => {
+        const errors = groupErrors(validation, group);
+        const median = medianAbs(errors) as number;
+        console.log(`  ${group}: median |error| ${pct(median)} over ${errors.length} points`);
+        assert.ok(errors.length >= 5, `${errors.length} points`);
+        assert.ok(median <= TARGETS[group], pct(median));
+      },
+    );
+  }
+
+  test('no targeted figure beyond 50 % without a stated reason', PENDING, () => {
+    const misses: string[] = [];
+    for (const r of validation) {
+      for (const [group, error] of Object.entries(r.groups)) {
+        if (group === 'ttft' && !r.ttftTargeted) continue;
+        if (Math.abs(error) > POINT_LIMIT && !r.point.knownMiss) {
+          misses.push(`${r.point.id} ${group} ${pct(error)}`);
+        }
+      }
+    }
+    assert.deepEqual(misses, []);
   });
 });
