@@ -62,6 +62,7 @@ function memory(o: Record<string, string | boolean | undefined>): number {
   printWarnings('memory', built.warnings);
   const c = resolveEngineConfig({ ...built.engine, ...(context ? { maxModelLen: context } : {}) });
   const question: MemoryQuestion = {
+    ...(c.memoryRule ? { memoryRule: c.memoryRule } : {}),
     model: c.model,
     gpu: c.gpu,
     weights: c.weights,

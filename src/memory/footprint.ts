@@ -130,7 +130,16 @@ export function vllmDefaults(gpu: GpuSpec): { maxNumBatchedTokens: number; maxNu
 /** The CUDA context lives outside vLLM's budget but on the device (PyTorch #107667: 300–400 MB). */
 export const CUDA_CONTEXT_BYTES = 0.4e9;
 
+/**
+ * Whose start-up rule sizes the KV pool (the engine personality's): vLLM V1's, vLLM V0's (CUDA
+ * graphs captured after the pool is sized), SGLang's static fraction, or TensorRT-LLM's fraction
+ * of the memory left free after load.
+ */
+export type MemoryRule = 'vllm-v1' | 'vllm-v0' | 'sglang' | 'trtllm';
+
 export interface VllmMemoryInput {
+  /** Default `vllm-v1`. `gpuMemoryUtilization` is the rule's own fraction. */
+  memoryRule?: MemoryRule;
   model: ModelSpec;
   gpu: GpuSpec;
   weights: WeightFormat;
@@ -148,9 +157,13 @@ export interface VllmMemoryInput {
 }
 
 export interface VllmMemoryPlan {
+  rule: MemoryRule;
   /** Device memory per GPU. */
   totalBytes: number;
-  /** gpu_memory_utilization x total: vLLM's budget per GPU. */
+  /**
+   * What the engine may use per GPU: gpu_memory_utilization (SGLang's mem_fraction_static) x
+   * total; for TensorRT-LLM the non-KV memory plus its fraction of what was left free.
+   */
   budgetBytes: number;
   weightBytes: number;
   activationBytes: number;
@@ -182,16 +195,88 @@ export class EngineStartError extends InfergaugeError {
 const GiB = 1024 ** 3;
 const gib = (bytes: number) => `${(bytes / GiB).toFixed(2)} GiB`;
 
+/** Where a rule puts the KV pool: the engine's share, what else it holds, what is left for KV. */
+interface KvBudget {
+  budgetBytes: number;
+  nonKvBytes: number;
+  availableBytes: number;
+}
+
+function kvBudget(
+  input: VllmMemoryInput,
+  weights: number,
+  activationBytes: number,
+  overhead: OverheadParts,
+): KvBudget {
+  const total = input.gpu.memoryBytes;
+  const fraction = input.gpuMemoryUtilization;
+  const override = input.nonKvOverheadBytes;
+  switch (input.memoryRule ?? 'vllm-v1') {
+    case 'vllm-v0': {
+      // vLLM V0 `worker.py determine_num_available_blocks` (v0.6.x): total x util - the profiled
+      // peak (weights, activations, non-torch); `_warm_up_model` captures CUDA graphs only
+      // after `initialize_cache`, so their memory is not taken from the pool.
+      const nonKvBytes =
+        weights + (override ?? activationBytes + overhead.nonTorchBytes + overhead.ncclBytes);
+      return {
+        budgetBytes: total * fraction,
+        nonKvBytes,
+        availableBytes: total * fraction - nonKvBytes,
+      };
+    }
+    case 'sglang': {
+      // SGLang `model_runner.py profile_max_num_token`: rest = available - total x (1 -
+      // mem_fraction_static), available being the memory free after the weights load (CUDA
+      // context and NCCL already there): KV = total x fraction - weights - context - NCCL.
+      // Activations and CUDA graphs live in the (1 - fraction) reserve.
+      const nonKvBytes = weights + (override ?? CUDA_CONTEXT_BYTES + overhead.ncclBytes);
+      return {
+        budgetBytes: total * fraction,
+        nonKvBytes,
+        availableBytes: total * fraction - nonKvBytes,
+      };
+    }
+    case 'trtllm': {
+      // TensorRT-LLM `KvCacheConfig.free_gpu_memory_fraction` (default 0.9): the pool takes that
+      // share of the memory still free once the engine (weights, activation buffers sized for
+      // max_num_tokens, workspaces, NCCL) is loaded; no CUDA graphs in the TRT backend.
+      const nonKvBytes =
+        weights + (override ?? activationBytes + overhead.nonTorchBytes + overhead.ncclBytes);
+      const availableBytes = fraction * (total - CUDA_CONTEXT_BYTES - nonKvBytes);
+      return { budgetBytes: nonKvBytes + availableBytes, nonKvBytes, availableBytes };
+    }
+    default: {
+      const nonKvBytes =
+        weights +
+        (override ??
+          activationBytes + overhead.nonTorchBytes + overhead.ncclBytes + overhead.cudaGraphBytes);
+      return {
+        budgetBytes: total * fraction,
+        nonKvBytes,
+        availableBytes: total * fraction - nonKvBytes,
+      };
+    }
+  }
+}
+
+const FRACTION_FLAG: Record<MemoryRule, string> = {
+  'vllm-v1': 'gpu_memory_utilization',
+  'vllm-v0': 'gpu_memory_utilization',
+  sglang: 'mem_fraction_static',
+  trtllm: 'kv_cache_free_gpu_mem_fraction',
+};
+
 /**
- * vLLM V1's start-up plan (`gpu_worker.determine_available_memory`, `kv_cache_utils`):
- * available = total x util - (weights + profiled activation peak + non-torch [+ CUDA graphs]);
- * num_blocks = available // page_size // num_layers. Throws EngineStartError where vLLM would
- * refuse to start: no memory left for the cache, or not one `max_model_len` sequence fits.
+ * The engine's start-up memory plan under its rule (`kvBudget`; vLLM V1's by default:
+ * `gpu_worker.determine_available_memory`, `kv_cache_utils`): available = total x util -
+ * (weights + profiled activation peak + non-torch [+ CUDA graphs]); num_blocks = available //
+ * page_size // num_layers. Throws EngineStartError where the engine would refuse to start: no
+ * memory left for the cache, or not one `max_model_len` sequence fits.
  */
 export function planVllmMemory(input: VllmMemoryInput): VllmMemoryPlan {
   const { model, gpu, tp } = input;
+  const rule = input.memoryRule ?? 'vllm-v1';
   const totalBytes = gpu.memoryBytes;
-  const budgetBytes = totalBytes * input.gpuMemoryUtilization;
   const weights = weightBytes(model, input.weights).total / tp;
   const activationBytes = activationPeakBytes(
     model,
@@ -200,23 +285,27 @@ export function planVllmMemory(input: VllmMemoryInput): VllmMemoryPlan {
     tp,
   );
   const overhead = defaultOverhead(tp);
-  const nonKvBytes =
-    weights +
-    (input.nonKvOverheadBytes ??
-      activationBytes + overhead.nonTorchBytes + overhead.ncclBytes + overhead.cudaGraphBytes);
+  const {
+    budgetBytes,
+    nonKvBytes,
+    availableBytes: available,
+  } = kvBudget(input, weights, activationBytes, overhead);
   const kvPerToken = kvBytesPerToken(model, input.kvDtype, tp);
   const blockBytes = kvPerToken * input.blockSize;
-  const available = budgetBytes - nonKvBytes;
   if (available <= 0 && input.numGpuBlocksOverride === undefined) {
     throw new EngineStartError(
       'IG_SIM_NO_KV_MEMORY',
-      `No available memory for the cache blocks: ${model.name} weights need ${gib(weights)} per GPU and the rest of the engine ${gib(nonKvBytes - weights)}, over the ${gib(budgetBytes)} budget (gpu_memory_utilization ${input.gpuMemoryUtilization} x ${gib(totalBytes)} on ${gpu.name}, TP ${tp}). Try more GPUs (--tp), a smaller weight dtype, or a larger GPU.`,
+      `No available memory for the cache blocks: ${model.name} weights need ${gib(weights)} per GPU and the rest of the engine ${gib(nonKvBytes - weights)}, over the ${gib(budgetBytes)} budget (${FRACTION_FLAG[rule]} ${input.gpuMemoryUtilization} of ${gib(totalBytes)} on ${gpu.name}, TP ${tp}). Try more GPUs (--tp), a smaller weight dtype, or a larger GPU.`,
     );
   }
   // vLLM divides by the per-layer page and then by the layer count.
+  // (SGLang and TensorRT-LLM divide the pool by the whole token or block size.)
   const perLayerPage = blockBytes / model.layers;
   const numGpuBlocks =
-    input.numGpuBlocksOverride ?? Math.floor(Math.floor(available / perLayerPage) / model.layers);
+    input.numGpuBlocksOverride ??
+    (rule === 'vllm-v1' || rule === 'vllm-v0'
+      ? Math.floor(Math.floor(available / perLayerPage) / model.layers)
+      : Math.floor(available / blockBytes));
   const windowCapBlocks = slidingWindowCapBlocks(
     model,
     input.blockSize,
@@ -232,6 +321,7 @@ export function planVllmMemory(input: VllmMemoryInput): VllmMemoryPlan {
   }
   const kvPoolBytes = numGpuBlocks * blockBytes;
   return {
+    rule,
     totalBytes,
     budgetBytes,
     weightBytes: weights,
@@ -245,6 +335,12 @@ export function planVllmMemory(input: VllmMemoryInput): VllmMemoryPlan {
     kvTokens: numGpuBlocks * input.blockSize,
     maxConcurrencyAtMaxLen: numGpuBlocks / blocksPerMaxLen,
     windowCapBlocks,
-    deviceUsedBytes: Math.min(totalBytes, nonKvBytes + kvPoolBytes + CUDA_CONTEXT_BYTES),
+    deviceUsedBytes: Math.min(
+      totalBytes,
+      nonKvBytes +
+        kvPoolBytes +
+        // SGLang's non-KV count already has the context; its activations and graphs come after.
+        (rule === 'sglang' ? activationBytes + overhead.cudaGraphBytes : CUDA_CONTEXT_BYTES),
+    ),
   };
 }

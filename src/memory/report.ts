@@ -6,6 +6,7 @@ import {
   defaultOverhead,
   EngineStartError,
   kvBytesPerToken,
+  type MemoryRule,
   planVllmMemory,
   slidingWindowCapBlocks,
   type VllmMemoryPlan,
@@ -17,6 +18,8 @@ import { type ModelSpec, paramCounts } from './model.js';
 
 /** What `infergauge memory` is asked. */
 export interface MemoryQuestion {
+  /** Whose start-up rule sizes the KV pool (default vLLM V1's); the plan names it. */
+  memoryRule?: MemoryRule;
   model: ModelSpec;
   gpu: GpuSpec;
   weights: WeightFormat;
@@ -80,6 +83,7 @@ export interface MemoryReport {
 function vllmPlan(q: MemoryQuestion, gpu: GpuSpec, tp: number): VllmMemoryPlan {
   const budget = q.budgetGiven || gpu === q.gpu ? q : vllmDefaults(gpu);
   return planVllmMemory({
+    ...(q.memoryRule ? { memoryRule: q.memoryRule } : {}),
     model: q.model,
     gpu,
     weights: q.weights,

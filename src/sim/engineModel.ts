@@ -1,14 +1,23 @@
 import {
+  EngineStartError,
+  type MemoryRule,
   planVllmMemory,
   type VllmMemoryInput,
   type VllmMemoryPlan,
-  vllmDefaults,
 } from '../memory/footprint.js';
 import { BlockPool } from './blockPool.js';
-import type { LoadBalancer, PersonalityId } from './personality.js';
+import {
+  DEFAULT_PERSONALITY,
+  type LoadBalancer,
+  type PersonalityId,
+  personalityDefaults,
+  personalityEfficiency,
+  SGLANG_NEW_TOKEN_RATIO,
+  sglangMaxRunningRequests,
+} from './personality.js';
 import { DEFAULT_EFFICIENCY, type Efficiency, StepCostModel } from './roofline.js';
 
-/** The engine's configuration, with vLLM's names (V1 personality): its memory plan's and more. */
+/** The engine's configuration, with vLLM's names for every personality: its memory plan's and more. */
 export interface EngineModelConfig extends VllmMemoryInput {
   /** Whose defaults, memory rule, scheduler and costs (`vllm-v1` unless set). */
   personality: PersonalityId;
@@ -28,41 +37,65 @@ export type EngineModelOptions = Pick<EngineModelConfig, 'model' | 'gpu'> &
   };
 
 /**
- * Fills in vLLM V1's defaults (online serving): the scheduler budget by GPU size
- * (`vllmDefaults`), gpu_memory_utilization 0.9, block size 16, chunked prefill on, max_model_len
- * from the model. With chunked prefill off, vLLM needs a budget of at least max_model_len.
+ * Fills in the personality's defaults (`personalityDefaults`: vLLM V1's unless set) where the
+ * user gave nothing, max_model_len from the model, and the efficiency layers: defaults, the
+ * personality's costs, the user's flags. Without chunked prefill the budget holds max_model_len.
  */
 export function resolveEngineConfig(o: EngineModelOptions): EngineModelConfig {
-  const defaults = vllmDefaults(o.gpu);
-  const chunkedPrefill = o.chunkedPrefill ?? true;
+  const personality = o.personality ?? DEFAULT_PERSONALITY;
   const maxModelLen = o.maxModelLen ?? o.model.maxContext;
-  const defaultBudget = defaults.maxNumBatchedTokens;
-  return {
+  const tp = o.tp ?? 1;
+  const d = personalityDefaults(personality, {
+    gpu: o.gpu,
+    model: o.model,
+    tp,
+    maxModelLen,
+    ...(o.chunkedPrefill !== undefined ? { chunkedPrefill: o.chunkedPrefill } : {}),
+  });
+  const config: EngineModelConfig = {
     model: o.model,
     gpu: o.gpu,
     weights: o.weights ?? { dtype: 'bf16' },
     kvDtype: o.kvDtype ?? 'bf16',
-    tp: o.tp ?? 1,
-    gpuMemoryUtilization: o.gpuMemoryUtilization ?? 0.9,
-    blockSize: o.blockSize ?? 16,
-    maxNumSeqs: o.maxNumSeqs ?? defaults.maxNumSeqs,
-    maxNumBatchedTokens:
-      o.maxNumBatchedTokens ??
-      (chunkedPrefill ? defaultBudget : Math.max(defaultBudget, maxModelLen)),
+    tp,
+    memoryRule: MEMORY_RULE[personality],
+    gpuMemoryUtilization: o.gpuMemoryUtilization ?? d.gpuMemoryUtilization,
+    blockSize: o.blockSize ?? d.blockSize,
+    maxNumSeqs: o.maxNumSeqs ?? d.maxNumSeqs,
+    maxNumBatchedTokens: o.maxNumBatchedTokens ?? d.maxNumBatchedTokens,
     maxModelLen,
-    chunkedPrefill,
-    prefixCaching: o.prefixCaching ?? false,
-    personality: o.personality ?? 'vllm-v1',
+    chunkedPrefill: d.chunkedPrefill,
+    prefixCaching: o.prefixCaching ?? d.prefixCaching,
+    personality,
     numSchedulerSteps: o.numSchedulerSteps ?? 1,
     dp: o.dp ?? 1,
     loadBalancer: o.loadBalancer ?? 'round-robin',
-    efficiency: { ...DEFAULT_EFFICIENCY, ...o.efficiency },
+    efficiency: { ...DEFAULT_EFFICIENCY, ...personalityEfficiency(personality), ...o.efficiency },
     ...(o.nonKvOverheadBytes !== undefined ? { nonKvOverheadBytes: o.nonKvOverheadBytes } : {}),
     ...(o.numGpuBlocksOverride !== undefined
       ? { numGpuBlocksOverride: o.numGpuBlocksOverride }
       : {}),
   };
+  if (personality === 'sglang' && o.maxNumSeqs === undefined) {
+    // SGLang sizes max_running_requests from its token pool (left at the default where the
+    // engine would not start: the constructor reports that).
+    try {
+      config.maxNumSeqs = sglangMaxRunningRequests(planVllmMemory(config).kvTokens, maxModelLen);
+    } catch (err) {
+      if (!(err instanceof EngineStartError)) throw err;
+    }
+  }
+  return config;
 }
+
+/** Each personality's memory rule (TGI is not modelled: vLLM V1's). */
+const MEMORY_RULE: Record<PersonalityId, MemoryRule> = {
+  'vllm-v1': 'vllm-v1',
+  'vllm-v0': 'vllm-v0',
+  sglang: 'sglang',
+  trtllm: 'trtllm',
+  tgi: 'vllm-v1',
+};
 
 /** Receives a sequence's tokens as the engine produces them (times in ns of engine time). */
 export interface SequenceListener {
@@ -147,8 +180,21 @@ export interface EngineCounters {
 
 interface Scheduled {
   seq: Sequence;
+  /** Tokens computed per sub-step (1 for a decode). */
   tokens: number;
+  /** Sub-steps it runs: 1, or a multi-step window's decodes (vLLM V0 `num_scheduler_steps`). */
+  steps: number;
 }
+
+/** A step being scheduled: who runs, the token budget left, requests preempted for it. */
+interface Batch {
+  scheduled: Scheduled[];
+  budget: number;
+  preempted: number;
+}
+
+/** Which running requests a scheduling pass takes. */
+type RunningKind = 'all' | 'prefill' | 'decode';
 
 /**
  * vLLM V1's engine core as a discrete-event model on its own clock (integer nanoseconds):
@@ -177,6 +223,8 @@ export class EngineModel {
   private waitingHead = 0;
   private running: Sequence[] = [];
   private nextId = 0;
+  /** SGLang's new_token_ratio: the share of max output it reserves per running request. */
+  private newTokenRatio: number = SGLANG_NEW_TOKEN_RATIO.init;
   /** Engine time (ns). */
   now = 0;
 
@@ -258,144 +306,104 @@ export class EngineModel {
   }
 
   /**
-   * Schedules and runs one step starting at `now`, emits its tokens at the step's end and
-   * advances the clock there. Returns undefined when nothing could be scheduled.
+   * Schedules and runs one step starting at `now` (a multi-step window of decodes is one
+   * call), emits its tokens at the step's end and advances the clock there. Returns undefined
+   * when nothing could be scheduled.
    */
   step(): StepResult | undefined {
     const c = this.config;
     const startNs = this.now;
-    let budget = c.maxNumBatchedTokens;
-    const scheduled: Scheduled[] = [];
-    let preempted = 0;
-
-    // Running requests first (decodes and unfinished prefill chunks), in order.
-    for (let i = 0; i < this.running.length && budget > 0; ) {
-      const seq = this.running[i];
-      const need = seq.knownTokens - seq.computed;
-      const tokens = Math.min(need, budget);
-      if (!c.chunkedPrefill && tokens < need) {
-        i++;
-        continue;
-      }
-      const blocks = this.blocksFor(seq.computed + tokens) - this.heldBlocks(seq);
-      let selfPreempted = false;
-      while (blocks > this.pool.available()) {
-        // Out of blocks: preempt the lowest-priority running request (the last), recompute.
-        const victim = this.running.pop() as Sequence;
-        this.preempt(victim);
-        preempted++;
-        if (victim === seq) {
-          selfPreempted = true;
-          break;
+    if (this.running.length === 0) this.newTokenRatio = SGLANG_NEW_TOKEN_RATIO.init;
+    const batch: Batch = { scheduled: [], budget: c.maxNumBatchedTokens, preempted: 0 };
+    if (this.prefillFirst) {
+      // vLLM V0 without chunked prefill (`Scheduler._schedule_default`) and SGLang
+      // (`Scheduler.get_next_batch_to_run`; mixed chunks are off by default): a step runs
+      // prefills (SGLang's unfinished chunk first, then waiting requests) whenever one can
+      // start, else the decodes of everything running. The two never share a step.
+      this.scheduleRunning(batch, 'prefill', 1);
+      this.admitWaiting(batch, startNs);
+      if (batch.scheduled.length === 0) {
+        if (c.personality === 'sglang') {
+          // SGLang's decode batch is bounded by max_running_requests, not the prefill chunk.
+          batch.budget = Number.POSITIVE_INFINITY;
+          this.retractForDecodes(batch);
         }
+        this.scheduleRunning(batch, 'decode', this.windowSteps);
       }
-      if (selfPreempted) break;
-      this.pool.allocate(blocks);
-      seq.ownBlocks += Math.max(0, blocks);
-      scheduled.push({ seq, tokens });
-      budget -= tokens;
-      i++;
+    } else {
+      // vLLM V1 and TensorRT-LLM in-flight batching: running requests first (decodes and
+      // unfinished prefill chunks), then waiting ones, unless this step had to preempt.
+      this.scheduleRunning(batch, 'all', 1);
+      if (batch.preempted === 0) this.admitWaiting(batch, startNs);
     }
-
-    // Then waiting requests in arrival order, unless this step had to preempt.
-    if (preempted === 0) {
-      while (
-        this.waitingHead < this.waiting.length &&
-        budget > 0 &&
-        this.running.length < c.maxNumSeqs
-      ) {
-        const seq = this.waiting[this.waitingHead];
-        if (seq.readyNs > startNs) break;
-        let hitBlocks = 0;
-        const hashes = seq.input.blockHashes;
-        if (c.prefixCaching && hashes && seq.computed === 0 && seq.cachedBlocks === 0) {
-          // Only blocks of tokens it has: the prompt (and output so far, after a preemption).
-          hitBlocks = this.pool.lookup(hashes, Math.floor(seq.knownTokens / c.blockSize));
-        }
-        // A full hit still recomputes the last prompt token to sample from it.
-        const computed = Math.min(hitBlocks * c.blockSize, seq.knownTokens - 1);
-        const need = seq.knownTokens - computed;
-        const tokens = Math.min(need, budget);
-        if (!c.chunkedPrefill && tokens < need) break;
-        const blocks = this.blocksFor(computed + tokens) - hitBlocks;
-        // Cached blocks we are about to reference may be evictable: they stop being available.
-        if (blocks > this.pool.available() - this.evictableAmong(hashes, hitBlocks)) break;
-        this.waitingHead++;
-        if (c.prefixCaching && hashes && seq.preemptions === 0) {
-          this.counters.prefixQueryTokens += seq.input.promptTokens;
-          this.counters.prefixHitTokens += computed;
-          seq.prefixHitTokens = computed;
-        }
-        this.pool.acquire(hashes ?? [], hitBlocks);
-        seq.cachedBlocks = hitBlocks;
-        seq.computed = computed;
-        this.pool.allocate(blocks);
-        seq.ownBlocks += blocks;
-        if (seq.scheduledNs === undefined) {
-          seq.scheduledNs = startNs;
-          seq.listener.onScheduled?.(startNs);
-        }
-        this.running.push(seq);
-        scheduled.push({ seq, tokens });
-        budget -= tokens;
-      }
-      if (this.waitingHead > 1024 && this.waitingHead * 2 > this.waiting.length) {
-        this.waiting.splice(0, this.waitingHead);
-        this.waitingHead = 0;
-      }
-    }
+    const scheduled = batch.scheduled;
     if (scheduled.length === 0) return undefined;
 
-    // Step time from the batch's composition.
+    // Step time from the batch's composition, per sub-step of a multi-step window.
+    let totalS = c.efficiency.scheduleOverheadS;
     let tokens = 0;
     let prefillTokens = 0;
-    let sampledRows = 0;
     let decodes = 0;
-    let attentionPairs = 0;
-    let kvTokensTouched = 0;
     const window = c.model.slidingWindow ?? Number.POSITIVE_INFINITY;
-    for (const { seq, tokens: n } of scheduled) {
-      tokens += n;
-      const context = Math.min(seq.computed, window);
-      attentionPairs += n * context + (n * n) / 2;
-      kvTokensTouched += context + n;
-      if (seq.computed + n === seq.knownTokens) sampledRows++;
-      if (seq.computed >= seq.input.promptTokens && n === 1) decodes++;
-      else prefillTokens += n;
+    const subSteps = Math.max(...scheduled.map((e) => e.steps));
+    for (let i = 0; i < subSteps; i++) {
+      let stepTokens = 0;
+      let sampledRows = 0;
+      let sequences = 0;
+      let attentionPairs = 0;
+      let kvTokensTouched = 0;
+      for (const { seq, tokens: n, steps } of scheduled) {
+        if (steps <= i) continue;
+        const computed = seq.computed + i;
+        sequences++;
+        stepTokens += n;
+        const context = Math.min(computed, window);
+        attentionPairs += n * context + (n * n) / 2;
+        kvTokensTouched += context + n;
+        if (computed + n >= seq.knownTokens) sampledRows++;
+        if (i === 0) {
+          if (seq.computed >= seq.input.promptTokens && n === 1) decodes++;
+          else prefillTokens += n;
+        }
+      }
+      tokens += stepTokens;
+      totalS += this.cost.stepTime({
+        tokens: stepTokens,
+        sampledRows,
+        sequences,
+        attentionPairs,
+        kvTokensTouched,
+      }).totalS;
+      this.counters.steps++;
     }
-    const time = this.cost.stepTime({
-      tokens,
-      sampledRows,
-      sequences: scheduled.length,
-      attentionPairs,
-      kvTokensTouched,
-    });
-    const endNs = startNs + Math.max(1, Math.round(time.totalS * 1e9));
+    const endNs = startNs + Math.max(1, Math.round(totalS * 1e9));
     this.now = endNs;
-    this.counters.steps++;
     this.counters.peakUsedBlocks = Math.max(this.counters.peakUsedBlocks, this.pool.used());
     this.counters.peakRunning = Math.max(this.counters.peakRunning, this.running.length);
 
-    // Apply: advance computed tokens, publish full prompt blocks, sample, finish.
+    // Apply: advance computed tokens, publish full prompt blocks, sample, finish. A window's
+    // tokens all come out at its end (V0's multi-step output processing streams in bunches).
     let finished = 0;
-    for (const { seq, tokens: n } of scheduled) {
-      seq.computed += n;
-      if (c.prefixCaching && seq.input.blockHashes) this.publishBlocks(seq);
-      if (seq.computed < seq.knownTokens) continue;
-      if (seq.generated === 0 && seq.preemptions === 0) {
-        this.counters.promptTokens += seq.input.promptTokens;
+    for (const { seq, tokens: n, steps } of scheduled) {
+      for (let k = 0; k < steps && !seq.done; k++) {
+        seq.computed += n;
+        if (c.prefixCaching && seq.input.blockHashes) this.publishBlocks(seq);
+        if (seq.computed < seq.knownTokens) continue;
+        if (seq.generated === 0 && seq.preemptions === 0) {
+          this.counters.promptTokens += seq.input.promptTokens;
+        }
+        const index = seq.generated++;
+        this.counters.generationTokens++;
+        if (index === 0) seq.firstTokenNs = endNs;
+        const last = seq.generated >= seq.input.maxTokens;
+        if (last) {
+          seq.done = true;
+          seq.finishedNs = endNs;
+          this.releaseBlocks(seq);
+          finished++;
+        }
+        seq.listener.onToken(endNs, index, last);
       }
-      const index = seq.generated++;
-      this.counters.generationTokens++;
-      if (index === 0) seq.firstTokenNs = endNs;
-      const last = seq.generated >= seq.input.maxTokens;
-      if (last) {
-        seq.done = true;
-        seq.finishedNs = endNs;
-        this.releaseBlocks(seq);
-        finished++;
-      }
-      seq.listener.onToken(endNs, index, last);
     }
     if (finished > 0) this.running = this.running.filter((s) => !s.done);
     return {
@@ -405,8 +413,202 @@ export class EngineModel {
       prefillTokens,
       decodeSequences: decodes,
       sequences: scheduled.length,
-      preempted,
+      preempted: batch.preempted,
     };
+  }
+
+  /** Prefill and decode run in separate steps (vLLM V0 without chunked prefill, SGLang). */
+  private get prefillFirst(): boolean {
+    const c = this.config;
+    return (c.personality === 'vllm-v0' && !c.chunkedPrefill) || c.personality === 'sglang';
+  }
+
+  /** Decode steps per schedule: vLLM V0's `num_scheduler_steps`, else 1. */
+  private get windowSteps(): number {
+    return this.config.personality === 'vllm-v0' ? this.config.numSchedulerSteps : 1;
+  }
+
+  /**
+   * Schedules running requests of a kind, in order, under the budget. A multi-step window
+   * reserves blocks for all its decodes at the schedule (V0's lookahead slots). When blocks run
+   * out, the last running request is preempted by recompute.
+   */
+  private scheduleRunning(batch: Batch, kind: RunningKind, windowSteps: number): void {
+    const c = this.config;
+    for (let i = 0; i < this.running.length && batch.budget > 0; ) {
+      const seq = this.running[i];
+      const need = seq.knownTokens - seq.computed;
+      const isDecode = seq.generated > 0 && need === 1;
+      if ((kind === 'decode' && !isDecode) || (kind === 'prefill' && isDecode)) {
+        i++;
+        continue;
+      }
+      const tokens = Math.min(need, batch.budget);
+      if (!c.chunkedPrefill && tokens < need) {
+        i++;
+        continue;
+      }
+      const steps = isDecode ? Math.min(windowSteps, seq.input.maxTokens - seq.generated) : 1;
+      const blocks = this.blocksFor(seq.computed + tokens + steps - 1) - this.heldBlocks(seq);
+      let selfPreempted = false;
+      while (blocks > this.pool.available()) {
+        const victim = this.running.pop() as Sequence;
+        this.preempt(victim);
+        batch.preempted++;
+        if (victim === seq) {
+          selfPreempted = true;
+          break;
+        }
+      }
+      if (selfPreempted) break;
+      this.pool.allocate(blocks);
+      seq.ownBlocks += Math.max(0, blocks);
+      batch.scheduled.push({ seq, tokens, steps });
+      batch.budget -= tokens;
+      i++;
+    }
+  }
+
+  /**
+   * SGLang's `update_running_batch`: when the decodes' next tokens do not fit, retract requests
+   * (fewest output tokens, then longest prompt, first) and raise new_token_ratio to the
+   * remaining batch's estimate; otherwise the ratio decays.
+   */
+  private retractForDecodes(batch: Batch): void {
+    const r = SGLANG_NEW_TOKEN_RATIO;
+    const extra = (seq: Sequence) =>
+      seq.generated > 0 && seq.knownTokens - seq.computed === 1
+        ? Math.max(0, this.blocksFor(seq.computed + 1) - this.heldBlocks(seq))
+        : 0;
+    let need = this.running.reduce((sum, seq) => sum + extra(seq), 0);
+    let retracted = false;
+    while (need > this.pool.available() && this.running.length > 1) {
+      let v = 0;
+      for (let i = 1; i < this.running.length; i++) {
+        const a = this.running[i];
+        const b = this.running[v];
+        if (
+          a.generated < b.generated ||
+          (a.generated === b.generated && a.input.promptTokens > b.input.promptTokens)
+        )
+          v = i;
+      }
+      const [victim] = this.running.splice(v, 1);
+      need -= extra(victim);
+      this.preempt(victim);
+      batch.preempted++;
+      retracted = true;
+    }
+    if (retracted) {
+      let decoded = 0;
+      let maxNew = 0;
+      for (const seq of this.running) {
+        decoded += seq.generated;
+        maxNew += seq.input.maxTokens;
+      }
+      this.newTokenRatio = Math.min(
+        1,
+        (decoded + r.retractDecodeSteps * this.running.length) / Math.max(1, maxNew),
+      );
+    } else {
+      this.newTokenRatio = Math.max(r.min, this.newTokenRatio - r.decayPerStep);
+    }
+  }
+
+  /**
+   * Admits waiting requests in arrival order while the budget, max_num_seqs and the
+   * personality's memory admission allow: the blocks of the first chunk for vLLM (V0 keeps a
+   * 1 % watermark free), prompt + max output for TensorRT-LLM's GUARANTEED_NO_EVICT, prompt +
+   * the clipped max output over the running requests' new_token_ratio reservation for SGLang.
+   */
+  private admitWaiting(batch: Batch, startNs: number): void {
+    const c = this.config;
+    let reserved = this.admissionReserve();
+    while (
+      this.waitingHead < this.waiting.length &&
+      batch.budget > 0 &&
+      this.running.length < c.maxNumSeqs
+    ) {
+      const seq = this.waiting[this.waitingHead];
+      if (seq.readyNs > startNs) break;
+      let hitBlocks = 0;
+      const hashes = seq.input.blockHashes;
+      if (c.prefixCaching && hashes && seq.computed === 0 && seq.cachedBlocks === 0) {
+        // Only blocks of tokens it has: the prompt (and output so far, after a preemption).
+        hitBlocks = this.pool.lookup(hashes, Math.floor(seq.knownTokens / c.blockSize));
+      }
+      // A full hit still recomputes the last prompt token to sample from it.
+      const computed = Math.min(hitBlocks * c.blockSize, seq.knownTokens - 1);
+      const need = seq.knownTokens - computed;
+      const tokens = Math.min(need, batch.budget);
+      if (!c.chunkedPrefill && tokens < need) break;
+      const blocks = this.blocksFor(computed + tokens) - hitBlocks;
+      // Cached blocks we are about to reference may be evictable: they stop being available.
+      const free = this.pool.available() - this.evictableAmong(hashes, hitBlocks);
+      const claim = this.admissionClaim(seq, need, hitBlocks, blocks);
+      if (blocks > free || claim > free - reserved) break;
+      reserved += claim - blocks;
+      this.waitingHead++;
+      if (c.prefixCaching && hashes && seq.preemptions === 0) {
+        this.counters.prefixQueryTokens += seq.input.promptTokens;
+        this.counters.prefixHitTokens += computed;
+        seq.prefixHitTokens = computed;
+      }
+      this.pool.acquire(hashes ?? [], hitBlocks);
+      seq.cachedBlocks = hitBlocks;
+      seq.computed = computed;
+      this.pool.allocate(blocks);
+      seq.ownBlocks += blocks;
+      if (seq.scheduledNs === undefined) {
+        seq.scheduledNs = startNs;
+        seq.listener.onScheduled?.(startNs);
+      }
+      this.running.push(seq);
+      batch.scheduled.push({ seq, tokens, steps: 1 });
+      batch.budget -= tokens;
+    }
+    if (this.waitingHead > 1024 && this.waitingHead * 2 > this.waiting.length) {
+      this.waiting.splice(0, this.waitingHead);
+      this.waitingHead = 0;
+    }
+  }
+
+  /** Blocks the running requests hold back from admission under the personality's rule. */
+  private admissionReserve(): number {
+    const c = this.config;
+    if (c.personality === 'vllm-v0') {
+      // V0 `BlockSpaceManager.can_allocate`: watermark 0.01 of the blocks stays free.
+      return Math.ceil(0.01 * this.pool.total);
+    }
+    let reserved = 0;
+    for (const seq of this.running) {
+      const remaining = seq.input.maxTokens - seq.generated;
+      if (c.personality === 'trtllm') {
+        // GUARANTEED_NO_EVICT (`GuaranteedNoEvictScheduler`): every running request's blocks to
+        // its max length stay reserved, so none is ever evicted.
+        const full = this.blocksFor(seq.input.promptTokens + seq.input.maxTokens);
+        reserved += Math.max(0, full - this.heldBlocks(seq));
+      } else if (c.personality === 'sglang') {
+        reserved +=
+          Math.min(remaining, SGLANG_NEW_TOKEN_RATIO.clipMaxNewTokens) * this.newTokenRatio;
+      }
+    }
+    return c.personality === 'sglang' ? reserved / c.blockSize : reserved;
+  }
+
+  /** Blocks a request must find free to be admitted (beyond `blocks`, its first chunk's). */
+  private admissionClaim(seq: Sequence, need: number, hitBlocks: number, blocks: number): number {
+    const c = this.config;
+    if (c.personality === 'trtllm') {
+      return this.blocksFor(seq.input.promptTokens + seq.input.maxTokens) - hitBlocks;
+    }
+    if (c.personality === 'sglang') {
+      // `PrefillAdder.add_one_req`: extend input + min(max_new_tokens, 4096) must stay below
+      // what is left (free plus evictable, less the reservations).
+      const remaining = seq.input.maxTokens - seq.generated;
+      return (need + Math.min(remaining, SGLANG_NEW_TOKEN_RATIO.clipMaxNewTokens)) / c.blockSize;
+    }
+    return blocks;
   }
 
   private blocksFor(tokens: number): number {

@@ -1,3 +1,8 @@
+import { vllmDefaults } from '../memory/footprint.js';
+import type { GpuSpec } from '../memory/hardware.js';
+import type { ModelSpec } from '../memory/model.js';
+import type { Efficiency } from './roofline.js';
+
 /**
  * Serving-engine personalities: which engine's defaults, memory rule, scheduler and costs the
  * simulated engine follows. `vllm-v1` is the default (today's vLLM).
@@ -12,4 +17,153 @@ export type LoadBalancer = (typeof LOAD_BALANCERS)[number];
 
 export function isPersonalityId(id: string): id is PersonalityId {
   return (PERSONALITY_IDS as readonly string[]).includes(id);
+}
+
+/** The engine settings a personality fills in where the user gave none. */
+export interface PersonalityDefaults {
+  /** The memory fraction of the personality's own rule. */
+  gpuMemoryUtilization: number;
+  /** KV block (page) size in tokens. */
+  blockSize: number;
+  /** Most running sequences; SGLang's comes from its pool (`sglangMaxRunningRequests`). */
+  maxNumSeqs: number;
+  /** Tokens per step with the final chunked-prefill setting. */
+  maxNumBatchedTokens: number;
+  chunkedPrefill: boolean;
+  prefixCaching: boolean;
+}
+
+const MiB = 1024 * 1024;
+
+/**
+ * Each engine's defaults, from its own source. `chunkedPrefill` is the user's setting if given
+ * (the default budget depends on it).
+ */
+export function personalityDefaults(
+  id: PersonalityId,
+  s: { gpu: GpuSpec; model: ModelSpec; tp: number; maxModelLen: number; chunkedPrefill?: boolean },
+): PersonalityDefaults {
+  switch (id) {
+    case 'vllm-v0': {
+      // vLLM 0.6.x `EngineArgs.create_engine_config`: chunked prefill turns itself on for
+      // max_model_len > 32K on GPUs (not with sliding windows); `SchedulerConfig`: budget 512
+      // with chunked prefill, else max(max_model_len, 2048); max_num_seqs 256; block 16;
+      // prefix caching off.
+      const chunked =
+        s.chunkedPrefill ?? (s.maxModelLen > 32 * 1024 && s.model.slidingWindow === undefined);
+      return {
+        gpuMemoryUtilization: 0.9,
+        blockSize: 16,
+        maxNumSeqs: 256,
+        maxNumBatchedTokens: chunked ? 512 : Math.max(s.maxModelLen, 2048),
+        chunkedPrefill: chunked,
+        prefixCaching: false,
+      };
+    }
+    case 'sglang': {
+      // SGLang `server_args.py __post_init__` (v0.4.7+), gpu_mem in MiB as nvidia-smi reports:
+      // mem_fraction_static = (gpu_mem - reserved) / gpu_mem with reserved by GPU class and
+      // TP; chunked_prefill_size 2048 below 35 GiB, 8192 below 160 GiB, else 16384; page
+      // size 1; radix (prefix) cache on; chunked prefill on.
+      const gpuMiB = s.gpu.memoryBytes / MiB;
+      const reservedMiB =
+        gpuMiB < 35 * 1024
+          ? (2.8 + s.tp / 10) * 1024
+          : gpuMiB < 90 * 1024
+            ? (9.5 + s.tp / 2) * 1024
+            : gpuMiB < 160 * 1024
+              ? (12 + s.tp / 2) * 1024
+              : 32 * 1024;
+      const chunk = gpuMiB < 35 * 1024 ? 2048 : gpuMiB < 160 * 1024 ? 8192 : 16384;
+      const chunked = s.chunkedPrefill ?? true;
+      return {
+        gpuMemoryUtilization: Math.round(((gpuMiB - reservedMiB) / gpuMiB) * 1000) / 1000,
+        blockSize: 1,
+        maxNumSeqs: 2048,
+        // Without chunking a prompt must fit one prefill batch (max_prefill_tokens 16384).
+        maxNumBatchedTokens: chunked ? chunk : Math.max(16384, s.maxModelLen),
+        chunkedPrefill: chunked,
+        prefixCaching: true,
+      };
+    }
+    case 'trtllm': {
+      // TensorRT-LLM `BuildConfig` (tensorrt_llm/builder.py): max_batch_size 2048,
+      // max_num_tokens 8192, raised to max_input_len without chunked context
+      // (`check_max_num_tokens`); trtllm-build `--tokens_per_block` 64; `KvCacheConfig`
+      // free_gpu_memory_fraction 0.9, enable_block_reuse off; enable_chunked_context off.
+      const chunked = s.chunkedPrefill ?? false;
+      return {
+        gpuMemoryUtilization: 0.9,
+        blockSize: 64,
+        maxNumSeqs: 2048,
+        maxNumBatchedTokens: chunked ? 8192 : Math.max(8192, s.maxModelLen),
+        chunkedPrefill: chunked,
+        prefixCaching: false,
+      };
+    }
+    default: {
+      // vLLM V1 (`vllmDefaults`): gpu_memory_utilization 0.9, block 16, chunked prefill on;
+      // without chunking the budget must hold max_model_len. V1 turns prefix caching on by
+      // default; the simulator keeps it off unless asked (see docs/cli.md, Engine personalities).
+      const d = vllmDefaults(s.gpu);
+      const chunked = s.chunkedPrefill ?? true;
+      return {
+        gpuMemoryUtilization: 0.9,
+        blockSize: 16,
+        maxNumSeqs: d.maxNumSeqs,
+        maxNumBatchedTokens: chunked
+          ? d.maxNumBatchedTokens
+          : Math.max(d.maxNumBatchedTokens, s.maxModelLen),
+        chunkedPrefill: chunked,
+        prefixCaching: false,
+      };
+    }
+  }
+}
+
+/**
+ * SGLang's default max_running_requests from its token pool: `model_runner.py
+ * init_memory_pool` sizes the request pool min(max(pool / context_len x 512, 2048), 4096) and
+ * the scheduler (`tp_worker.py`) caps running requests at min(pool // 2, that).
+ */
+export function sglangMaxRunningRequests(poolTokens: number, contextLen: number): number {
+  const requestPool = Math.min(Math.max(Math.floor((poolTokens / contextLen) * 512), 2048), 4096);
+  return Math.max(1, Math.min(Math.floor(poolTokens / 2), requestPool));
+}
+
+/**
+ * SGLang's admission reservation (`schedule_policy.py PrefillAdder`, `environ.py`): each running
+ * request reserves min(remaining max_new_tokens, 4096) x new_token_ratio tokens; the ratio starts
+ * at 0.7, decays by (0.7 - 0.7 x 0.14) / 600 per decode batch to 0.098, and after a retraction
+ * jumps to (decoded + 20 x requests) / max_new_tokens of the batch (`retract_decode`).
+ */
+export const SGLANG_NEW_TOKEN_RATIO = {
+  init: 0.7,
+  min: 0.7 * 0.14,
+  decayPerStep: (0.7 - 0.7 * 0.14) / 600,
+  clipMaxNewTokens: 4096,
+  retractDecodeSteps: 20,
+} as const;
+
+/**
+ * Each personality's cost constants over DEFAULT_EFFICIENCY (and the GPU family's); user flags
+ * override them.
+ */
+export function personalityEfficiency(id: PersonalityId): Partial<Efficiency> {
+  switch (id) {
+    case 'vllm-v0':
+      // The vLLM v0.6.0 blog (vllm-project.github.io _posts/2024-09-05-perf-update.md), Llama 3
+      // 8B on one H100 before 0.6: scheduling and input preparation took 29 % of the time
+      // while the GPU waited, at a light-load step of 13 ms: 3.8 ms per schedule, paid once per
+      // multi-step window (`--num-scheduler-steps`).
+      return { scheduleOverheadS: 0.29 * 13e-3 };
+    case 'sglang':
+      // SGLang's CPU path measured against a mock forward (tenstorrent/tt-inference-server
+      // issue 3560: batch-1 TTFT 9.54 ms over a 2.63 ms forward, 0.31 ms per token over it):
+      // its tokenizer-manager front end about 7 ms, and the overlap scheduler leaves about
+      // 0.3 ms per step not hidden behind the GPU.
+      return { frontendLatencyS: 9.54e-3 - 2.63e-3, stepOverheadS: 0.31e-3 };
+    default:
+      return {};
+  }
 }

@@ -26,6 +26,11 @@ export interface Efficiency {
   perSeqOverheadS: number;
   /** HTTP front end: from request arrival to the scheduler seeing it, seconds (20-30 ms). */
   frontendLatencyS: number;
+  /**
+   * CPU time per schedule the GPU waits for (vLLM V0's scheduling and input preparation), once
+   * per schedule: multi-step scheduling spreads it over its steps. 0 where it overlaps the GPU.
+   */
+  scheduleOverheadS: number;
 }
 
 export const DEFAULT_EFFICIENCY: Efficiency = {
@@ -36,6 +41,7 @@ export const DEFAULT_EFFICIENCY: Efficiency = {
   stepOverheadS: 1.5e-3,
   perSeqOverheadS: 13e-6,
   frontendLatencyS: 20e-3,
+  scheduleOverheadS: 0,
 };
 
 /** The compute path of a weight format: which tensor-core peak its GEMMs run at. */
