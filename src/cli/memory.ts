@@ -17,7 +17,12 @@ export function memoryCommand(): Command {
       'model preset or Hugging Face config.json',
       'llama-3-8b',
     )
-    .option('--gpu <id>', 'GPU preset (see infergauge sim --list)', 'h100')
+    .option('--gpu <id>', 'GPU preset (see infergauge sim --list) (default: h100)')
+    .option('--gpu-spec <file>', 'a GPU the presets lack, described in YAML or JSON')
+    .option(
+      '--engine-personality <id>',
+      'whose memory rule and defaults: vllm-v1, vllm-v0, sglang, trtllm (default: vllm-v1)',
+    )
     .option('--tp <n>', 'tensor-parallel GPUs')
     .option(
       '--dtype <fmt>',
@@ -30,6 +35,11 @@ export function memoryCommand(): Command {
     )
     .option('--batch <n>', 'sequences held at once at that context', '1')
     .option('--gpu-memory-utilization <f>', "vLLM's share of GPU memory (default: 0.9)")
+    .option('--mem-fraction-static <f>', 'sglang: share of GPU memory for weights and KV pool')
+    .option(
+      '--kv-cache-free-gpu-mem-fraction <f>',
+      'trtllm: share of the memory free after loading that the KV pool takes',
+    )
     .option('--block-size <n>', 'KV block size in tokens (default: 16)')
     .option(
       '--max-num-batched-tokens <n>',

@@ -2,6 +2,7 @@
 import Table from 'cli-table3';
 import pc from 'picocolors';
 import { formatWeightFormat } from '../memory/dtype.js';
+import type { MemoryRule } from '../memory/footprint.js';
 import { findGpuPreset } from '../memory/hardware.js';
 import type { MemoryQuestion, MemoryReport } from '../memory/report.js';
 
@@ -11,11 +12,26 @@ const gb = (bytes: number) => `${(bytes / GB).toFixed(2)} GB`;
 const kib = (bytes: number) => `${(bytes / 1024).toFixed(1)} KiB`;
 const int = (n: number) => Math.round(n).toLocaleString('en-US');
 
+/** Whose plan the report shows, and the name of that engine's memory fraction. */
+const RULE_NAMES: Record<MemoryRule, string> = {
+  'vllm-v1': 'vLLM',
+  'vllm-v0': 'vLLM V0',
+  sglang: 'SGLang',
+  trtllm: 'TensorRT-LLM',
+};
+const RULE_FRACTIONS: Record<MemoryRule, string> = {
+  'vllm-v1': 'gpu_memory_utilization',
+  'vllm-v0': 'gpu_memory_utilization',
+  sglang: 'mem_fraction_static',
+  trtllm: 'kv_cache_free_gpu_mem_fraction',
+};
+
 /** The question in plain values, as `memory --json` prints it. */
 export function describeQuestion(q: MemoryQuestion) {
   return {
     model: q.model.id,
     gpu: q.gpu.id,
+    memoryRule: q.memoryRule ?? 'vllm-v1',
     weights: formatWeightFormat(q.weights),
     kvCacheDtype: q.kvDtype,
     tp: q.tp,
@@ -75,7 +91,7 @@ export function renderMemory(q: MemoryQuestion, r: MemoryReport, color: boolean)
   const plan = r.vllm.plan;
   if (plan) {
     lines.push(
-      `vLLM at gpu_memory_utilization ${q.gpuMemoryUtilization}: budget ${gb(plan.budgetBytes)}${per}, KV pool ${gb(plan.kvPoolBytes)} = ${int(plan.numGpuBlocks)} blocks = ${int(plan.kvTokens)} tokens.`,
+      `${RULE_NAMES[q.memoryRule ?? 'vllm-v1']} at ${RULE_FRACTIONS[q.memoryRule ?? 'vllm-v1']} ${q.gpuMemoryUtilization}: budget ${gb(plan.budgetBytes)}${per}, KV pool ${gb(plan.kvPoolBytes)} = ${int(plan.numGpuBlocks)} blocks = ${int(plan.kvTokens)} tokens.`,
     );
     lines.push(
       c.bold(
@@ -83,7 +99,7 @@ export function renderMemory(q: MemoryQuestion, r: MemoryReport, color: boolean)
       ),
     );
   } else {
-    lines.push(c.red(`vLLM would not start: ${r.vllm.error}`));
+    lines.push(c.red(`${RULE_NAMES[q.memoryRule ?? 'vllm-v1']} would not start: ${r.vllm.error}`));
   }
   lines.push(
     `KV cache overtakes the weights at ${int(r.kvOvertakesWeightsAt.oneSequence)} tokens for one sequence${q.batch > 1 ? `, at ${int(r.kvOvertakesWeightsAt.batch)} tokens per sequence for ${q.batch}` : ''}.`,
