@@ -12,6 +12,8 @@ import { findGpuPreset, type GpuSpec } from '../../../src/memory/hardware.js';
 import { findModelPreset, type ModelSpec } from '../../../src/memory/model.js';
 import { type RunSummary, summarize } from '../../../src/metrics/summary.js';
 import type { RequestRecord } from '../../../src/record.js';
+import { markdownSummary } from '../../../src/report/markdown.js';
+import { renderTerminalSummary } from '../../../src/report/terminal.js';
 import { EngineModel, type EngineModelOptions } from '../../../src/sim/engineModel.js';
 import { simulateRun } from '../../../src/sim/virtual.js';
 import { createSyntheticWorkload } from '../../../src/workload/synthetic.js';
@@ -113,6 +115,16 @@ describe('open-loop throughput against the offered rate', () => {
     assert.match(w.message, /because it includes the drain tail/);
     assert.match(w.message, /the server kept up/);
     assert.ok(!codes(s).includes('below_offered_rate'));
+    // The reports show the window beside the whole-run figure.
+    const terminal = renderTerminalSummary(s, { color: false });
+    assert.match(
+      terminal,
+      /steady state +[\d,.]+ output tok\/s, [\d.]+ req\/s over [\d.]+ s from the first answer's end to the last send \(offered 4(\.00)? req\/s; drain tail/,
+    );
+    assert.match(
+      markdownSummary('run', [{ name: 'run', summary: s }]),
+      /\*\*Steady state\*\*: .*offered 4/,
+    );
   });
 
   test('overloaded: even the steady-state window falls short, so the server could not keep up', () => {
