@@ -74,6 +74,8 @@ export interface RunSummary {
     requestedOutput: number;
   };
   throughput: RunNumbers['throughput'];
+  /** Open loop: throughput while arrivals were open, without the drain tail (docs/metrics.md). */
+  steadyState?: SteadyState;
   latency: LatencySummary;
   latencyAdjusted: { ttftMs: AdjustedPercentiles; e2eMs: AdjustedPercentiles };
   streaming: {
@@ -103,6 +105,24 @@ export interface RunSummary {
   sessions?: SessionSummary;
   interrupted: boolean;
   warnings: Warning[];
+}
+
+/**
+ * An open-loop run's steady-state window: from the first counted request's end to the last
+ * counted send, when the server was both receiving arrivals and finishing answers (before it,
+ * the system fills; after it, the drain tail only finishes what is left).
+ */
+export interface SteadyState {
+  windowS: number;
+  /** Completed requests that ended in the window, per second of it. */
+  requestsPerS: number;
+  /** Output tokens whose stream event arrived in the window, per second of it. */
+  outputTokensPerS: number;
+  /** Arrivals per second of the schedule: (counted - 1) / (last - first scheduledAt). */
+  offeredRequestsPerS: number;
+  /** From the last send to the last end: the drain tail, and its share of `durationS`. */
+  drainS: number;
+  drainShare: number;
 }
 
 /** The reasoning split over the completed requests (docs/metrics.md, "Reasoning"). */
@@ -141,6 +161,11 @@ const REQUEST_LATENCY_KEYS = METRICS.flatMap((m) =>
 /** Share of token events read together with their predecessor that earns a warning. */
 const COALESCED_WARN = 0.05;
 
+/** Width of the time bins that place ends and tokens in the steady-state window. */
+const STEADY_BIN_MS = 100;
+/** Shortfall of a throughput under the offered rate that earns a warning. */
+const OFFERED_SHORTFALL_WARN = 0.05;
+
 /** Relative gap between server-counted and requested input tokens that earns a warning. */
 const INPUT_DRIFT_WARN = 0.05;
 
@@ -169,7 +194,7 @@ const SUMMED = [
   'reasoningInferred',
 ] as const;
 /** Extremes a SummaryBuilder keeps: merged by min or max. */
-const MINIMA = ['windowStart', 'firstScheduled'] as const;
+const MINIMA = ['windowStart', 'firstScheduled', 'firstEnd'] as const;
 const MAXIMA = ['windowEnd', 'lastScheduled', 'lastSent'] as const;
 
 /** What a SummaryBuilder has gathered, as plain data: a worker's part of a run, to merge. */
@@ -178,6 +203,9 @@ export type SummaryState = Record<
   number
 > & {
   samples: Record<keyof LatencySummary, SampleSetState>;
+  /** Per STEADY_BIN_MS bin of the run's clock: completed requests' ends and output tokens. */
+  endsByBin: Record<string, number>;
+  outputTokensByBin: Record<string, number>;
   errorsByKind: Partial<Record<ErrorKind, number>>;
   outputSources: Record<string, number>;
   sessions?: SessionState;
@@ -220,6 +248,9 @@ export class SummaryBuilder {
   private firstScheduled = Number.POSITIVE_INFINITY;
   private lastScheduled = Number.NEGATIVE_INFINITY;
   private lastSent = Number.NEGATIVE_INFINITY;
+  private firstEnd = Number.POSITIVE_INFINITY;
+  private readonly endsByBin = new Map<number, number>();
+  private readonly outputTokensByBin = new Map<number, number>();
   private reasoningRequests = 0;
   private reasoningTokens = 0;
   private reasoningInferred = 0;
@@ -240,6 +271,7 @@ export class SummaryBuilder {
     this.firstScheduled = Math.min(this.firstScheduled, record.scheduledAt);
     this.lastScheduled = Math.max(this.lastScheduled, record.scheduledAt);
     this.lastSent = Math.max(this.lastSent, record.sentAt);
+    this.firstEnd = Math.min(this.firstEnd, record.endAt);
     this.busyUs += Math.round((record.endAt - record.sentAt) * 1000);
     if (record.resent) this.resentRequests++;
     if (record.countProblem) this.implausibleCounts++;
@@ -253,6 +285,13 @@ export class SummaryBuilder {
       return;
     }
     this.completed++;
+    addToBin(this.endsByBin, record.endAt, 1);
+    let atUs = 0;
+    for (let i = 0; i < record.events.dtUs.length; i++) {
+      atUs += record.events.dtUs[i];
+      const k = record.events.tokens[i];
+      if (k > 0) addToBin(this.outputTokensByBin, record.sentAt + atUs / 1000, k);
+    }
     const metrics = requestMetrics(record);
     for (const key of REQUEST_LATENCY_KEYS) {
       const value = metrics[key];
@@ -293,6 +332,8 @@ export class SummaryBuilder {
       samples: Object.fromEntries(Object.entries(this.samples).map(([k, v]) => [k, v.state()])),
       errorsByKind: { ...this.errorsByKind },
       outputSources: { ...this.outputSources },
+      endsByBin: Object.fromEntries(this.endsByBin),
+      outputTokensByBin: Object.fromEntries(this.outputTokensByBin),
     };
     for (const key of [...SUMMED, ...MINIMA, ...MAXIMA]) state[key] = this[key];
     if (this.sessions) state.sessions = this.sessions.state();
@@ -312,6 +353,10 @@ export class SummaryBuilder {
     }
     for (const [kind, n] of Object.entries(other.errorsByKind) as [ErrorKind, number][]) {
       this.errorsByKind[kind] = (this.errorsByKind[kind] ?? 0) + n;
+    }
+    for (const [bin, n] of Object.entries(other.endsByBin)) addToBin(this.endsByBin, bin, n);
+    for (const [bin, n] of Object.entries(other.outputTokensByBin)) {
+      addToBin(this.outputTokensByBin, bin, n);
     }
     for (const [source, n] of Object.entries(other.outputSources)) {
       this.outputSources[source] = (this.outputSources[source] ?? 0) + n;
@@ -389,6 +434,8 @@ export class SummaryBuilder {
         capped: context.load.mode === 'open' && context.load.maxConcurrency !== undefined,
       });
     }
+    const steady = this.steadyState(counted, durationS);
+    if (steady) summary.steadyState = steady;
     if (this.reasoningRequests > 0) {
       summary.reasoning = {
         requests: this.reasoningRequests,
@@ -400,6 +447,36 @@ export class SummaryBuilder {
     if (this.sessions) summary.sessions = this.sessions.build(durationMs);
     summary.warnings = this.warnings(summary, outcome);
     return summary;
+  }
+
+  /**
+   * Open loop only (single requests: a session's turns wait on its answers): the window from
+   * the first end to the last send, with the ends and tokens of the bins whose middle lies in it.
+   */
+  private steadyState(counted: number, durationS: number): SteadyState | undefined {
+    const { load } = this.context;
+    if (load.mode !== 'open' || this.sessions || counted < 2) return undefined;
+    const windowMs = this.lastSent - this.firstEnd;
+    const scheduledMs = this.lastScheduled - this.firstScheduled;
+    if (windowMs <= 2 * STEADY_BIN_MS || scheduledMs <= 0) return undefined;
+    const inWindow = (bins: Map<number, number>) => {
+      let sum = 0;
+      for (const [bin, n] of bins) {
+        const middle = (bin + 0.5) * STEADY_BIN_MS;
+        if (middle >= this.firstEnd && middle < this.lastSent) sum += n;
+      }
+      return sum;
+    };
+    const windowS = windowMs / 1000;
+    const drainS = (this.windowEnd - this.lastSent) / 1000;
+    return {
+      windowS,
+      requestsPerS: inWindow(this.endsByBin) / windowS,
+      outputTokensPerS: inWindow(this.outputTokensByBin) / windowS,
+      offeredRequestsPerS: ((counted - 1) / scheduledMs) * 1000,
+      drainS,
+      drainShare: durationS > 0 ? drainS / durationS : 0,
+    };
   }
 
   private adjusted(key: 'ttftMs' | 'e2eMs'): AdjustedPercentiles {
@@ -450,6 +527,8 @@ export class SummaryBuilder {
         message: `${this.failed} of ${counted} requests failed (${pct(this.failed / counted)}): ${kinds}; latency percentiles cover successes only, see the adjusted view`,
       });
     }
+    const offered = offeredRateWarning(summary);
+    if (offered) warnings.push(offered);
     if (this.completed > 0 && this.completed < 100) {
       warnings.push({
         code: 'low_sample',
@@ -517,6 +596,35 @@ export function summarize(
   const builder = new SummaryBuilder(context);
   for (const record of records) builder.add(record);
   return builder.build(outcome);
+}
+
+/**
+ * An open-loop run whose whole-run requests/s falls short of the offered rate: the drain tail
+ * when the steady-state window kept up, else a server that could not keep up.
+ */
+function offeredRateWarning(summary: RunSummary): Warning | undefined {
+  const steady = summary.steadyState;
+  if (!steady) return undefined;
+  const offered = steady.offeredRequestsPerS;
+  const whole = summary.throughput.requestsPerS;
+  if (whole >= offered * (1 - OFFERED_SHORTFALL_WARN)) return undefined;
+  const rate = (x: number) => `${x.toFixed(2)} req/s`;
+  const window = `${steady.windowS.toFixed(1)} s from the first answer's end to the last send`;
+  if (steady.requestsPerS >= offered * (1 - OFFERED_SHORTFALL_WARN)) {
+    return {
+      code: 'drain_tail',
+      message: `the whole run's ${rate(whole)} is ${pct(1 - whole / offered)} under the offered ${rate(offered)} because it includes the drain tail: the last requests finished ${steady.drainS.toFixed(1)} s after the last was sent (${pct(steady.drainShare)} of the run). While arrivals were open the server kept up: ${rate(steady.requestsPerS)} and ${Math.round(steady.outputTokensPerS).toLocaleString('en-US')} output tok/s over the steady-state window (${window})`,
+    };
+  }
+  return {
+    code: 'below_offered_rate',
+    message: `the server could not keep up with the offered ${rate(offered)}: even while arrivals were open it finished only ${rate(steady.requestsPerS)} (${pct(steady.requestsPerS / offered)} of the offered rate, over the ${window}), so requests queued and the run's ${rate(whole)} is its capacity at this load, not the offered rate`,
+  };
+}
+
+function addToBin(bins: Map<number, number>, at: number | string, n: number): void {
+  const bin = typeof at === 'string' ? Number(at) : Math.floor(at / STEADY_BIN_MS);
+  bins.set(bin, (bins.get(bin) ?? 0) + n);
 }
 
 function pct(share: number): string {

@@ -36,7 +36,7 @@ import { escapeHtml } from './format.js';
 import { noReliableFit } from './probeText.js';
 import { describeReasoning, sessionFacts, TURN_COLUMNS } from './sessionsText.js';
 import { htmlTable, htmlTableOf as table } from './table.js';
-import { describeClientHealth, describeLoad } from './terminal.js';
+import { describeClientHealth, describeLoad, describeSteadyState } from './terminal.js';
 
 // ---------------------------------------------------------------------------------------------
 // Escaping and small helpers
@@ -441,12 +441,14 @@ function numbersHtml(s: Summary): string {
   const t = s.throughput;
   const lat = s.latency;
   const counted = s.requests.completed + s.requests.failed;
+  const steady = describeSteadyState(s);
   const rows: [string, string][] = [
     ['load', describeLoad(s)],
     [
       'system throughput',
       `${fmtNumber(t.outputTokensPerS, 1)} output tok/s, ${fmtNumber(t.totalTokensPerS, 1)} total tok/s, ${fmtNumber(t.requestsPerS, 2)} req/s`,
     ],
+    ...(steady ? [['steady state', steady] as [string, string]] : []),
     [
       'per request',
       `output speed mean ${fmtNumber(lat.outputSpeedTokS.mean, 1)} tok/s, p50 ${fmtNumber(lat.outputSpeedTokS.p50, 1)}, slowest ${fmtNumber(lat.outputSpeedTokS.min, 1)}`,

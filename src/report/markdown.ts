@@ -5,7 +5,7 @@ import type { SavedSummary } from '../results/reader.js';
 import { markdownCell as cell } from './format.js';
 import { describeReasoning, sessionFacts, TURN_COLUMNS } from './sessionsText.js';
 import { type Column, markdownTable } from './table.js';
-import { describeLoad } from './terminal.js';
+import { describeLoad, describeSteadyState } from './terminal.js';
 
 const fmt = (n: number, digits = 1) => fmtNumber(n, digits);
 
@@ -67,6 +67,8 @@ export function markdownSummary(
       '',
       `**Throughput** at ${cell(describeLoad(s))}: ${fmt(s.throughput.outputTokensPerS, 0)} output tok/s, ${fmt(s.throughput.requestsPerS, 2)} req/s${s.goodput ? `, goodput ${fmt(s.goodput.requestsPerS, 2)} req/s (${fmt(s.goodput.sloAttainment * 100, 1)}% within SLO)` : ''}`,
     );
+    const steady = describeSteadyState(s);
+    if (steady) lines.push('', `**Steady state**: ${cell(steady)}`);
     // A saved summary carries the server's numbers: the cache hit rate explains the turns.
     const sessions = sessionFacts(s, (s as SavedSummary).serverMetrics);
     if (sessions && s.sessions) {

@@ -124,6 +124,16 @@ function memoryLine(m: ServerMemorySummary, covered: Set<string>): string | unde
  * requests)": a throughput is never shown without its load. A session run's load counts
  * sessions: "4 concurrent sessions (measured 6.2 requests in flight)".
  */
+/**
+ * An open-loop run's steady-state window beside its whole-run throughput (docs/metrics.md,
+ * "Steady state"), or undefined for closed loops and runs without one.
+ */
+export function describeSteadyState(summary: Pick<RunSummary, 'steadyState'>): string | undefined {
+  const w = summary.steadyState;
+  if (!w) return undefined;
+  return `${fmtNumber(w.outputTokensPerS, 1)} output tok/s, ${fmtNumber(w.requestsPerS, 2)} req/s over ${fmtNumber(w.windowS, 1)} s from the first answer's end to the last send (offered ${fmtNumber(w.offeredRequestsPerS, 2)} req/s; drain tail ${fmtNumber(w.drainS, 1)} s, ${fmtNumber(w.drainShare * 100, 0)}% of the run)`;
+}
+
 export function describeLoad(summary: RunSummary): string {
   const { load } = summary;
   const unit = summary.sessions ? 'sessions' : 'requests';
@@ -221,9 +231,11 @@ export function renderTerminalSummary(summary: RunSummary, options: TerminalOpti
   lines.push('');
 
   const t = summary.throughput;
+  const steady = describeSteadyState(summary);
   lines.push(
     `Throughput at ${describeLoad(summary)}, over ${fmt(summary.durationS, 1)} s:`,
     `  system       ${fmtNumber(t.outputTokensPerS, 1)} output tok/s, ${fmtNumber(t.totalTokensPerS, 1)} total tok/s, ${fmt(t.requestsPerS, 2)} req/s`,
+    ...(steady ? [`  steady state ${steady}`] : []),
     `  per request  output speed mean ${fmtNumber(latency.outputSpeedTokS.mean, 1)} tok/s, p50 ${fmtNumber(latency.outputSpeedTokS.p50, 1)}, slowest ${fmtNumber(latency.outputSpeedTokS.min, 1)}`,
     `  input/decode input ${fmtNumber(t.inputTokensPerS, 1)} tok/s, decode ${fmtNumber(t.decodeTokensPerS, 1)} tok/s`,
   );

@@ -13,22 +13,30 @@ export type LengthDistribution =
   /** Rounded and truncated to [min, max] by re-drawing (not clamping): no pile-up at a bound. */
   | { kind: 'normal'; mean: number; sd: number; min?: number; max?: number }
   | { kind: 'poisson'; mean: number }
-  /** `mean` and `sd` of the lengths themselves (not of their logarithm). */
-  | { kind: 'lognormal'; mean: number; sd: number }
+  /**
+   * `mean` and `sd` of the lengths themselves (not of their logarithm), before any bounds.
+   * With `min` or `max`, truncated to [min, max] by re-drawing like the normal; without, as
+   * before: rounded and clamped to the caller's minimum.
+   */
+  | { kind: 'lognormal'; mean: number; sd: number; min?: number; max?: number }
   /** Each request draws one of `values` (rounded), equally likely: e.g. a dataset's lengths. */
   | { kind: 'empirical'; values: readonly number[] };
 
 const SYNTAX =
-  'expected N, uniform:MIN:MAX, normal:MEAN:SD[:MIN[:MAX]], poisson:MEAN, lognormal:MEAN:SD or empirical:V1,V2,... (e.g. 256, uniform:128:512, normal:256:64, normal:256:64:128:512, poisson:256, lognormal:256:128)';
+  'expected N, uniform:MIN:MAX, normal:MEAN:SD[:MIN[:MAX]], poisson:MEAN, lognormal:MEAN:SD[:MIN[:MAX]] or empirical:V1,V2,... (e.g. 256, uniform:128:512, normal:256:64, normal:256:64:128:512, poisson:256, lognormal:256:128, lognormal:256:128:16:4096)';
 
-/** A normal distribution's bounds must keep at least this share of it (see sampleLength). */
-const MIN_NORMAL_MASS = 0.01;
-/** Re-draws of a truncated normal before giving up and clamping (only with a caller's `min`). */
+/**
+ * A bounded normal's or log-normal's bounds must keep at least this share of it: re-drawing
+ * (see sampleLength) then ends quickly.
+ */
+const MIN_KEPT_MASS = 0.01;
+/** Re-draws of a truncated draw before giving up and clamping (only with a caller's `min`). */
 const MAX_REDRAWS = 10_000;
 
 /**
  * Parses "256", "uniform:128:512", "normal:256:64" (optional ":min:max", either may be empty:
- * "normal:256:64::512"), "poisson:256", "lognormal:256:128" or "empirical:12,40,300".
+ * "normal:256:64::512"), "poisson:256", "lognormal:256:128" (optional ":min:max" as for the
+ * normal) or "empirical:12,40,300".
  * Throws an Error that names the bad text and shows the syntax.
  */
 export function parseLengthDistribution(text: string): LengthDistribution {
@@ -58,17 +66,19 @@ export function parseLengthDistribution(text: string): LengthDistribution {
   } else if (kind === 'uniform') {
     arity(2, 2);
     d = { kind: 'uniform', min: number(rest[0], 'min'), max: number(rest[1], 'max') };
-  } else if (kind === 'normal') {
+  } else if (kind === 'normal' || kind === 'lognormal') {
     arity(2, 4);
-    d = { kind: 'normal', mean: number(rest[0], 'mean'), sd: number(rest[1], 'sd') };
-    if (rest[2] !== undefined && rest[2] !== '') d.min = number(rest[2], 'min');
-    if (rest[3] !== undefined && rest[3] !== '') d.max = number(rest[3], 'max');
+    const bounded: Extract<LengthDistribution, { kind: 'normal' | 'lognormal' }> = {
+      kind,
+      mean: number(rest[0], 'mean'),
+      sd: number(rest[1], 'sd'),
+    };
+    if (rest[2] !== undefined && rest[2] !== '') bounded.min = number(rest[2], 'min');
+    if (rest[3] !== undefined && rest[3] !== '') bounded.max = number(rest[3], 'max');
+    d = bounded;
   } else if (kind === 'poisson') {
     arity(1, 1);
     d = { kind: 'poisson', mean: number(rest[0], 'mean') };
-  } else if (kind === 'lognormal') {
-    arity(2, 2);
-    d = { kind: 'lognormal', mean: number(rest[0], 'mean'), sd: number(rest[1], 'sd') };
   } else if (kind === 'empirical') {
     arity(1, 1);
     d = {
@@ -103,20 +113,34 @@ export function lengthDistributionProblem(d: LengthDistribution): string | undef
       }
       if (d.min !== undefined && !(finite(d.min) && d.min >= 0)) return 'min must be >= 0';
       if (d.max !== undefined && !(finite(d.max) && d.max >= 0)) return 'max must be >= 0';
-      const { lo, hi } = normalBounds(d, 1);
+      const { lo, hi } = truncationBounds(d, 1);
       if (lo > hi) return `no whole number lies between min ${d.min ?? 1} and max ${d.max}`;
       const mass = normalMass(d, lo, hi);
-      if (mass < MIN_NORMAL_MASS) {
+      if (mass < MIN_KEPT_MASS) {
         return `min and max keep only ${(mass * 100).toPrecision(2)}% of normal(${d.mean}, ${d.sd}); widen them or move the mean`;
       }
       return undefined;
     }
     case 'poisson':
       return finite(d.mean) && d.mean > 0 ? undefined : 'mean must be > 0';
-    case 'lognormal':
-      return finite(d.mean) && d.mean > 0 && finite(d.sd) && d.sd >= 0
-        ? undefined
-        : 'mean must be > 0 and sd >= 0';
+    case 'lognormal': {
+      if (!(finite(d.mean) && d.mean > 0 && finite(d.sd) && d.sd >= 0)) {
+        return 'mean must be > 0 and sd >= 0';
+      }
+      // Bounds are token counts, and must surround the mean they were written around.
+      if (d.min !== undefined && !whole(d.min)) return `min ${d.min} must be a whole number >= 0`;
+      if (d.max !== undefined && !whole(d.max)) return `max ${d.max} must be a whole number >= 0`;
+      if (d.min !== undefined && d.min > d.mean) return `min ${d.min} is above the mean ${d.mean}`;
+      if (d.max !== undefined && d.max < d.mean) return `max ${d.max} is below the mean ${d.mean}`;
+      if (d.min === undefined && d.max === undefined) return undefined;
+      const { lo, hi } = truncationBounds(d, 1);
+      if (lo > hi) return `no whole number lies between min ${d.min ?? 1} and max ${d.max}`;
+      const { mass } = lognormalTruncated(d, lo, hi);
+      if (mass < MIN_KEPT_MASS) {
+        return `min and max keep only ${(mass * 100).toPrecision(2)}% of lognormal(${d.mean}, ${d.sd}); widen them`;
+      }
+      return undefined;
+    }
     case 'empirical':
       if (d.values.length === 0) return 'needs at least one value';
       for (const v of d.values) if (!(finite(v) && v >= 0)) return `value ${v} is not a length`;
@@ -131,15 +155,14 @@ export function formatLengthDistribution(d: LengthDistribution): string {
       return String(d.value);
     case 'uniform':
       return `uniform:${d.min}:${d.max}`;
-    case 'normal': {
+    case 'normal':
+    case 'lognormal': {
       const bounds =
         d.max !== undefined ? `:${d.min ?? ''}:${d.max}` : d.min !== undefined ? `:${d.min}` : '';
-      return `normal:${d.mean}:${d.sd}${bounds}`;
+      return `${d.kind}:${d.mean}:${d.sd}${bounds}`;
     }
     case 'poisson':
       return `poisson:${d.mean}`;
-    case 'lognormal':
-      return `lognormal:${d.mean}:${d.sd}`;
     case 'empirical':
       return d.values.length <= 16
         ? `empirical:${d.values.join(',')}`
@@ -169,9 +192,11 @@ export function requestRng(seed: number, id: number): Rng {
 /**
  * The length of request `id`: a whole number >= `min` (default 1), the same for the same
  * (d, seed, id) whatever the order of calls. Every kind rounds to the nearest whole number and
- * then clamps to `min`, except the normal, whose [max(min, d.min), d.max] is a truncation: it
- * re-draws until inside (it clamps only if 10,000 draws all miss, which the parser's 1% rule
- * rules out unless the caller's `min` is far above the distribution).
+ * then clamps to `min`, except the normal and a log-normal with bounds, whose
+ * [max(min, d.min), d.max] is a truncation: it re-draws until inside (it clamps only if 10,000
+ * draws all miss, which the parser's 1% rule rules out unless the caller's `min` is far above
+ * the distribution). Truncation keeps the distribution's shape inside the bounds; clamping
+ * would pile every draw beyond a bound onto it (a spike at max_model_len, say).
  */
 export function sampleLength(d: LengthDistribution, seed: number, id: number, min = 1): number {
   let n: number;
@@ -186,7 +211,7 @@ export function sampleLength(d: LengthDistribution, seed: number, id: number, mi
     }
     case 'normal': {
       const rng = requestRng(seed, id);
-      const { lo, hi } = normalBounds(d, min);
+      const { lo, hi } = truncationBounds(d, min);
       n = Math.round(d.mean + d.sd * normalDeviate(rng));
       for (let i = 1; i < MAX_REDRAWS && (n < lo || n > hi); i++) {
         n = Math.round(d.mean + d.sd * normalDeviate(rng));
@@ -199,7 +224,13 @@ export function sampleLength(d: LengthDistribution, seed: number, id: number, mi
       break;
     case 'lognormal': {
       const { mu, sigma } = lognormalParameters(d.mean, d.sd);
-      n = Math.round(Math.exp(mu + sigma * normalDeviate(requestRng(seed, id))));
+      const rng = requestRng(seed, id);
+      const draw = () => Math.round(Math.exp(mu + sigma * normalDeviate(rng)));
+      n = draw();
+      if (d.min === undefined && d.max === undefined) break;
+      const { lo, hi } = truncationBounds(d, min);
+      for (let i = 1; i < MAX_REDRAWS && (n < lo || n > hi); i++) n = draw();
+      n = Math.min(hi, Math.max(lo, n));
       break;
     }
     case 'empirical':
@@ -237,6 +268,10 @@ export function meanOf(d: LengthDistribution, min = 1): number {
       return mean;
     }
     case 'lognormal': {
+      if (d.min !== undefined || d.max !== undefined) {
+        const { lo, hi } = truncationBounds(d, min);
+        return lognormalTruncated(d, lo, hi).mean;
+      }
       if (min <= 0) return d.mean;
       // Lengths that round below min become min: add (min - n) P(round(X) = n) for n < min.
       const { mu, sigma } = lognormalParameters(d.mean, d.sd);
@@ -393,9 +428,10 @@ function poissonPmf(mean: number, k: number): number {
 }
 
 type Normal = Extract<LengthDistribution, { kind: 'normal' }>;
+type Lognormal = Extract<LengthDistribution, { kind: 'lognormal' }>;
 
-/** The whole numbers a normal's draws must land in. */
-function normalBounds(d: Normal, min: number): { lo: number; hi: number } {
+/** The whole numbers a normal's or a bounded log-normal's draws must land in. */
+function truncationBounds(d: Normal | Lognormal, min: number): { lo: number; hi: number } {
   return {
     lo: Math.ceil(Math.max(min, d.min ?? min)),
     hi: d.max === undefined ? Number.POSITIVE_INFINITY : Math.floor(d.max),
@@ -414,7 +450,7 @@ function normalMass(d: Normal, lo: number, hi: number): number {
 
 /** Mean of the rounded normal truncated to [lo, hi] (clamped if that range is out of reach). */
 function normalMean(d: Normal, min: number): number {
-  const { lo, hi } = normalBounds(d, min);
+  const { lo, hi } = truncationBounds(d, min);
   if (d.sd === 0) return Math.min(hi, Math.max(lo, Math.round(d.mean)));
   const from = Math.max(lo, Math.floor(d.mean - 12 * d.sd));
   const to = Math.min(hi, Math.ceil(d.mean + 12 * d.sd));
@@ -436,6 +472,30 @@ function normalMean(d: Normal, min: number): number {
   const density = (x: number) =>
     (Number.isFinite(x) ? Math.exp(-0.5 * x * x) : 0) / Math.sqrt(2 * Math.PI);
   return d.mean + (d.sd * (density(a) - density(b))) / (phi(b) - phi(a));
+}
+
+/**
+ * P(lo <= round(X) <= hi), and the mean of the draws that land there, for a log-normal X: the
+ * continuous truncated log-normal on [lo - 0.5, hi + 0.5] (E[X; a < X < b] = e^(mu + sigma^2/2)
+ * (Phi(zb - sigma) - Phi(za - sigma)) with z = (ln x - mu) / sigma).
+ */
+function lognormalTruncated(d: Lognormal, lo: number, hi: number): { mass: number; mean: number } {
+  const { mu, sigma } = lognormalParameters(d.mean, d.sd);
+  if (sigma === 0) {
+    const n = Math.round(d.mean);
+    return { mass: n >= lo && n <= hi ? 1 : 0, mean: Math.min(hi, Math.max(lo, d.mean)) };
+  }
+  const z = (x: number) =>
+    x <= 0
+      ? Number.NEGATIVE_INFINITY
+      : x === Number.POSITIVE_INFINITY
+        ? x
+        : (Math.log(x) - mu) / sigma;
+  const a = z(lo - 0.5);
+  const b = z(hi + 0.5);
+  const mass = phi(b) - phi(a);
+  const partial = Math.exp(mu + (sigma * sigma) / 2) * (phi(b - sigma) - phi(a - sigma));
+  return { mass, mean: mass > 0 ? partial / mass : d.mean < lo ? lo : hi };
 }
 
 /** lowbias32 (Chris Wellons): a bijective 32-bit mixer. */
