@@ -29,6 +29,7 @@ import { openRunDir, writeSummary } from '../results/runFiles.js';
 import { EngineCluster } from '../sim/cluster.js';
 import { describeEngine } from '../sim/describe.js';
 import { simulateRun } from '../sim/virtual.js';
+import { seriesKey } from '../telemetry/prometheus.js';
 import { recordTelemetry } from '../telemetry/scraper.js';
 import type { TelemetrySnapshot } from '../telemetry/snapshot.js';
 import type { ServerMetricsSummary } from '../telemetry/summary.js';
@@ -393,7 +394,7 @@ async function measureVirtual(
   return {
     summary,
     // The engine's own state stands in for scraped metrics: peak KV and preemptions.
-    serverMetrics: engineMetrics(engine, result.simulatedS),
+    serverMetrics: engineMetrics(engine, result.simulatedS, target.model),
     virtualRun: `${result.simulatedS.toFixed(1)} simulated s in ${wallS.toFixed(2)} s, ${virtualRunCounts(engine)}`,
   };
 }
@@ -415,9 +416,13 @@ function virtualRunCounts(engine: EngineCluster): string {
  * A virtual run's engine counters in the shape of scraped server metrics (peaks, exact). With
  * replicas, tokens and preemptions are summed, peak KV usage is the fullest replica's, peak
  * running the sum of the replicas' peaks (an upper bound), and each replica's counters are
- * under `engine="i"` keys as a scrape of vLLM's per-engine series would have them.
+ * under the keys a scrape of vLLM's per-engine series would give (`engine`, `model_name`).
  */
-function engineMetrics(engine: EngineCluster, simulatedS: number): ServerMetricsSummary {
+function engineMetrics(
+  engine: EngineCluster,
+  simulatedS: number,
+  modelName: string,
+): ServerMetricsSummary {
   const c = engine.summedCounters();
   const m = engine.memory;
   const peakBlocks = Math.max(...engine.replicas.map((r) => r.counters.peakUsedBlocks));
@@ -425,7 +430,7 @@ function engineMetrics(engine: EngineCluster, simulatedS: number): ServerMetrics
   if (engine.dp > 1) {
     engine.replicas.forEach((replica, r) => {
       const add = (name: string, delta: number) => {
-        counters[`${name}{engine="${r}"}`] = {
+        counters[seriesKey(name, { engine: String(r), model_name: modelName })] = {
           delta,
           perS: simulatedS > 0 ? delta / simulatedS : 0,
         };

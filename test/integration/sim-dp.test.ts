@@ -4,6 +4,8 @@
  * and virtual time agreeing with the HTTP simulator per request as it does for one engine.
  */
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import type { RequestSpec } from '../../src/backends/types.js';
 import type { LoadSpec } from '../../src/load.js';
@@ -16,8 +18,11 @@ import { describeEngine } from '../../src/sim/describe.js';
 import type { EngineModelOptions } from '../../src/sim/engineModel.js';
 import type { TruthRecord } from '../../src/sim/server.js';
 import { simulateRun } from '../../src/sim/virtual.js';
-import { parsePrometheusText } from '../../src/telemetry/prometheus.js';
+import { parsePrometheusText, seriesKey } from '../../src/telemetry/prometheus.js';
+import type { ServerMetricsSummary } from '../../src/telemetry/summary.js';
 import { createSyntheticWorkload, WORDS } from '../../src/workload/synthetic.js';
+import { perRequestGaps } from '../helpers/agreement.js';
+import { runCli, tempDir } from '../helpers/cli.js';
 import { runAgainst } from '../helpers/run.js';
 import { fetchTruth, startSim } from '../helpers/sim.js';
 
@@ -127,6 +132,36 @@ describe('data-parallel replicas in virtual time', () => {
   });
 });
 
+test("a sweep in virtual time saves each replica's counters, whose sums are the totals", async () => {
+  const out = tempDir('sim-dp-');
+  const run = await runCli([
+    'sweep',
+    '--simulate',
+    '--dp',
+    '2',
+    '--levels',
+    '8',
+    '--requests',
+    '40',
+    '--out',
+    out,
+  ]);
+  assert.equal(run.code, 0, run.stderr);
+  const summary = JSON.parse(readFileSync(join(out, 'default', 'c8', 'summary.json'), 'utf8')) as {
+    serverMetrics: ServerMetricsSummary;
+  };
+  const m = summary.serverMetrics;
+  const counter = (name: string, engine: string) =>
+    m.counters[seriesKey(name, { engine, model_name: 'sim-llama-3-8b' })]?.delta as number;
+  const generated = ['0', '1'].map((e) => counter('vllm:generation_tokens_total', e));
+  assert.ok(generated[0] > 0 && generated[1] > 0, `${generated}`);
+  assert.equal(generated[0] + generated[1], m.memory?.generationTokens);
+  assert.equal(
+    counter('vllm:prompt_tokens_total', '0') + counter('vllm:prompt_tokens_total', '1'),
+    m.memory?.promptTokens,
+  );
+});
+
 describe('data-parallel replicas in the HTTP simulator', () => {
   let sim: SimulatorProcess;
   before(async () => {
@@ -206,27 +241,13 @@ describe('data-parallel replicas in the HTTP simulator', () => {
       createSyntheticWorkload({ ...shape, seed: 7 }),
     ).records;
     assert.equal(same.length, 30);
-    let ttftGap = 0;
-    let e2eGap = 0;
-    for (let i = 0; i < 30; i++) {
-      const r = real.records[i];
-      const v = same[i];
-      assert.equal(r.outputTokens, v.outputTokens);
-      assert.equal(r.inputTokens, v.inputTokens);
-      ttftGap += Math.abs(
-        (r.firstTokenAt as number) - r.sentAt - ((v.firstTokenAt as number) - v.sentAt),
-      );
-      e2eGap += Math.abs(r.endAt - r.sentAt - (v.endAt - v.sentAt));
-    }
-    ttftGap /= 30;
-    e2eGap /= 30;
-    const meanE2e = same.reduce((s, r) => s + r.endAt - r.sentAt, 0) / 30;
+    const { ttftGapMs, e2eGapMs, meanE2eMs } = perRequestGaps(real.records, same);
     console.log(
-      `  real vs virtual (dp 2): mean |TTFT gap| ${ttftGap.toFixed(2)} ms, mean |E2E gap| ${e2eGap.toFixed(2)} ms of ${meanE2e.toFixed(0)} ms`,
+      `  real vs virtual (dp 2): mean |TTFT gap| ${ttftGapMs.toFixed(2)} ms, mean |E2E gap| ${e2eGapMs.toFixed(2)} ms of ${meanE2eMs.toFixed(0)} ms`,
     );
     // Timer lateness (about 1 ms per wake-up, a few ms on a busy 2-core machine, where the
     // one-engine test's 4 ms is sometimes missed) and the client's own send slip.
-    assert.ok(ttftGap < 10, `TTFT gap ${ttftGap} ms`);
-    assert.ok(e2eGap < 12 + 0.03 * meanE2e, `E2E gap ${e2eGap} ms`);
+    assert.ok(ttftGapMs < 10, `TTFT gap ${ttftGapMs} ms`);
+    assert.ok(e2eGapMs < 12 + 0.03 * meanE2eMs, `E2E gap ${e2eGapMs} ms`);
   });
 });
