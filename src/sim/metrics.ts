@@ -279,6 +279,8 @@ const SCALARS: Scalar[] = [
   },
 ];
 
+const SUCCESS = 'vllm:request_success_total';
+
 /** One engine's series: its label set, success counts and histograms. */
 class EngineSeries {
   readonly scalarHeads: string[];
@@ -381,8 +383,6 @@ class EngineSeries {
     ];
   }
 }
-
-const SUCCESS = 'vllm:request_success_total';
 
 export class SimMetrics {
   private readonly scalarHeaders: string[];

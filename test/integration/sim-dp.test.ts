@@ -183,7 +183,12 @@ describe('data-parallel replicas in the HTTP simulator', () => {
     const byId = new Map(truth.map((t: TruthRecord) => [t.requestId, t]));
     for (let id = 0; id < 6; id++) assert.equal(byId.get(String(id))?.replica, id % 2);
 
-    const samples = parsePrometheusText(await (await fetch(`${sim.url}/metrics`)).text());
+    const text = await (await fetch(`${sim.url}/metrics`)).text();
+    // One HELP/TYPE per family, its series for both engines under it (Prometheus rejects a
+    // family declared twice).
+    const types = text.split('\n').filter((line) => line.startsWith('# TYPE '));
+    assert.equal(new Set(types).size, types.length, 'no family declared twice');
+    const samples = parsePrometheusText(text);
     const value = (name: string, engine: string) =>
       samples.find((s) => s.name === name && s.labels.engine === engine)?.value;
     for (const engine of ['0', '1']) {
@@ -241,13 +246,18 @@ describe('data-parallel replicas in the HTTP simulator', () => {
       createSyntheticWorkload({ ...shape, seed: 7 }),
     ).records;
     assert.equal(same.length, 30);
-    const { ttftGapMs, e2eGapMs, meanE2eMs } = perRequestGaps(real.records, same);
+    const gaps = perRequestGaps(real.records, same);
+    const ms = (x: number) => x.toFixed(2);
     console.log(
-      `  real vs virtual (dp 2): mean |TTFT gap| ${ttftGapMs.toFixed(2)} ms, mean |E2E gap| ${e2eGapMs.toFixed(2)} ms of ${meanE2eMs.toFixed(0)} ms`,
+      `  real vs virtual (dp 2): |TTFT gap| mean ${ms(gaps.ttftGapMs)} median ${ms(gaps.medianTtftGapMs)} ms, |E2E gap| mean ${ms(gaps.e2eGapMs)} median ${ms(gaps.medianE2eGapMs)} ms of ${gaps.meanE2eMs.toFixed(0)} ms`,
     );
-    // Timer lateness (about 1 ms per wake-up, a few ms on a busy 2-core machine, where the
-    // one-engine test's 4 ms is sometimes missed) and the client's own send slip.
-    assert.ok(ttftGapMs < 10, `TTFT gap ${ttftGapMs} ms`);
-    assert.ok(e2eGapMs < 12 + 0.03 * meanE2eMs, `E2E gap ${e2eGapMs} ms`);
+    // Timer lateness (about 1 ms per wake-up, up to ~5 ms on a busy 2-core machine) and the
+    // client's own send slip; medians, as such a machine delays a few timers by much more. A
+    // modelled cost missing on one side (the 20 ms front end, a prefill) would exceed this.
+    assert.ok(gaps.medianTtftGapMs < 8, `TTFT gap ${gaps.medianTtftGapMs} ms`);
+    assert.ok(
+      gaps.medianE2eGapMs < 10 + 0.02 * gaps.meanE2eMs,
+      `E2E gap ${gaps.medianE2eGapMs} ms`,
+    );
   });
 });
