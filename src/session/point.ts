@@ -26,9 +26,10 @@ import type { RequestRecord } from '../record.js';
 import { JsonlWriter, readRecords, writeClientHealth } from '../results/jsonl.js';
 import { resultPath } from '../results/layout.js';
 import { openRunDir, writeSummary } from '../results/runFiles.js';
+import { EngineCluster } from '../sim/cluster.js';
 import { describeEngine } from '../sim/describe.js';
-import { EngineModel } from '../sim/engineModel.js';
 import { simulateRun } from '../sim/virtual.js';
+import { seriesKey } from '../telemetry/prometheus.js';
 import { recordTelemetry } from '../telemetry/scraper.js';
 import type { TelemetrySnapshot } from '../telemetry/snapshot.js';
 import type { ServerMetricsSummary } from '../telemetry/summary.js';
@@ -344,7 +345,7 @@ async function measureVirtual(
   hooks: PointHooks,
 ): Promise<Measured> {
   const { plan } = target;
-  const engine = new EngineModel(target.engine);
+  const engine = new EngineCluster(target.engine);
   const warmupRequests = point.warmupRequests ?? 0;
   openRunDir(point.dir);
   hooks.onStart?.({
@@ -390,36 +391,73 @@ async function measureVirtual(
   }
   const wallS = (performance.now() - startedMs) / 1000;
   const summary = builder.build({ unsentRequests: result.unsentRequests });
-  const c = engine.counters;
   return {
     summary,
     // The engine's own state stands in for scraped metrics: peak KV and preemptions.
-    serverMetrics: engineMetrics(engine),
-    virtualRun: `${result.simulatedS.toFixed(1)} simulated s in ${wallS.toFixed(2)} s, ${c.steps} steps, ${c.preemptions} preemptions, peak KV ${((c.peakUsedBlocks / engine.memory.numGpuBlocks) * 100).toFixed(1)}%`,
+    serverMetrics: engineMetrics(engine, result.simulatedS, target.model),
+    virtualRun: `${result.simulatedS.toFixed(1)} simulated s in ${wallS.toFixed(2)} s, ${virtualRunCounts(engine)}`,
   };
 }
 
-/** A virtual run's engine counters in the shape of scraped server metrics (peaks, exact). */
-function engineMetrics(engine: EngineModel): ServerMetricsSummary {
-  const c = engine.counters;
+/**
+ * Steps, preemptions and peak KV of a virtual run: of the one engine, or with replicas summed
+ * (steps, preemptions) and the fullest replica's peak KV, then each replica's in brackets.
+ */
+function virtualRunCounts(engine: EngineCluster): string {
+  const one = (m: EngineCluster['replicas'][number]) =>
+    `${m.counters.steps} steps, ${m.counters.preemptions} preemptions, peak KV ${((m.counters.peakUsedBlocks / m.memory.numGpuBlocks) * 100).toFixed(1)}%`;
+  if (engine.dp === 1) return one(engine.replicas[0]);
+  const c = engine.summedCounters();
+  const peak = Math.max(...engine.replicas.map((m) => m.counters.peakUsedBlocks));
+  return `${engine.dp} replicas: ${c.steps} steps, ${c.preemptions} preemptions, peak KV ${((peak / engine.memory.numGpuBlocks) * 100).toFixed(1)}% (fullest replica); ${engine.replicas.map((m, r) => `replica ${r}: ${one(m)}`).join('; ')}`;
+}
+
+/**
+ * A virtual run's engine counters in the shape of scraped server metrics (peaks, exact). With
+ * replicas, tokens and preemptions are summed, peak KV usage is the fullest replica's, peak
+ * running the sum of the replicas' peaks (an upper bound), and each replica's counters are
+ * under the keys a scrape of vLLM's per-engine series would give (`engine`, `model_name`).
+ */
+function engineMetrics(
+  engine: EngineCluster,
+  simulatedS: number,
+  modelName: string,
+): ServerMetricsSummary {
+  const c = engine.summedCounters();
   const m = engine.memory;
+  const peakBlocks = Math.max(...engine.replicas.map((r) => r.counters.peakUsedBlocks));
+  const counters: ServerMetricsSummary['counters'] = {};
+  if (engine.dp > 1) {
+    engine.replicas.forEach((replica, r) => {
+      const add = (name: string, delta: number) => {
+        counters[seriesKey(name, { engine: String(r), model_name: modelName })] = {
+          delta,
+          perS: simulatedS > 0 ? delta / simulatedS : 0,
+        };
+      };
+      add('vllm:prompt_tokens_total', replica.counters.promptTokens);
+      add('vllm:generation_tokens_total', replica.counters.generationTokens);
+      add('vllm:num_preemptions_total', replica.counters.preemptions);
+    });
+  }
   return {
     scrapes: 0,
     failedScrapes: 0,
-    windowS: engine.now / 1e9,
-    counters: {},
+    windowS: simulatedS,
+    counters,
     gauges: {},
     memory: {
       scrapes: 0,
       // Means need samples over time; a virtual run keeps peaks, so the mean repeats the peak.
       kvCacheUsage: {
-        mean: c.peakUsedBlocks / m.numGpuBlocks,
-        max: c.peakUsedBlocks / m.numGpuBlocks,
+        mean: peakBlocks / m.numGpuBlocks,
+        max: peakBlocks / m.numGpuBlocks,
       },
       running: { mean: c.peakRunning, max: c.peakRunning },
       preemptions: c.preemptions,
       promptTokens: c.promptTokens,
       generationTokens: c.generationTokens,
+      // Per GPU, as before replicas: every GPU of every replica holds the same.
       gpuMemoryUsedBytes: { mean: m.deviceUsedBytes, max: m.deviceUsedBytes, total: m.totalBytes },
     },
     warnings: [],
@@ -469,6 +507,6 @@ function describeTarget(target: Target): string {
       ? `${target.model}: ${target.simulator}`
       : `${target.model} at ${target.url}`;
   }
-  const blocks = new EngineModel(target.engine).memory.numGpuBlocks;
+  const blocks = new EngineCluster(target.engine).totalBlocks;
   return `${target.model}: ${describeEngine(target.engine)}, KV cache ${blocks} blocks; virtual time`;
 }

@@ -13,7 +13,7 @@ import { measuredCount, type RunPlan, redactPlan } from '../plan/runPlan.js';
 import type { ScenarioRow } from '../report/scenarios.js';
 import { describeLoad } from '../report/terminal.js';
 import { writeManifest, writeScenarios, writeSummary } from '../results/runFiles.js';
-import { describeEngine } from '../sim/describe.js';
+import { describeEngine, perReplica } from '../sim/describe.js';
 import { EngineModel } from '../sim/engineModel.js';
 import type { ServerMetricsSummary } from '../telemetry/summary.js';
 import { describeScenario, isSessionScenario, type Scenario } from '../workload/scenarios.js';
@@ -124,7 +124,8 @@ async function runScenario(
   let server: Record<string, unknown>;
   if (target.kind === 'virtual') {
     const memory = new EngineModel(target.engine).memory;
-    simulator = `${describeEngine(target.engine)}, KV cache ${memory.numGpuBlocks} blocks (${memory.kvTokens} tokens); virtual time`;
+    const x = perReplica(target.engine);
+    simulator = `${describeEngine(target.engine)}, KV cache ${x}${memory.numGpuBlocks} blocks (${x}${memory.kvTokens} tokens); virtual time`;
     server = { virtualTime: true, simulator, memory };
   } else {
     server = {

@@ -1,9 +1,10 @@
 import { fork } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import type { AnswerOptions } from '../sim/answer.js';
-import { describeEngine, servedModelName } from '../sim/describe.js';
+import { EngineCluster } from '../sim/cluster.js';
+import { describeEngine, perReplica, servedModelName } from '../sim/describe.js';
 import { ScriptedEngine, type ScriptedTiming, type ServingEngine } from '../sim/engine.js';
-import { EngineModel, type EngineModelOptions } from '../sim/engineModel.js';
+import type { EngineModelOptions } from '../sim/engineModel.js';
 import { parseFaults } from '../sim/faults.js';
 import { SimMetrics } from '../sim/metrics.js';
 import { engineFromFlags } from '../sim/options.js';
@@ -93,8 +94,8 @@ export function buildSimEngine(
       banner: 'scripted timing',
     };
   }
-  const model = new EngineModel(choice.engine);
-  const c = model.config;
+  const cluster = new EngineCluster(choice.engine);
+  const c = cluster.config;
   const servedName = names.servedModelName ?? servedModelName(c.model.id);
   const metrics = new SimMetrics({
     modelName: servedName,
@@ -102,20 +103,22 @@ export function buildSimEngine(
     maxTokenBucket: c.maxModelLen,
     cacheConfig: {
       block_size: c.blockSize,
-      num_gpu_blocks: model.memory.numGpuBlocks,
+      num_gpu_blocks: cluster.memory.numGpuBlocks,
       gpu_memory_utilization: c.gpuMemoryUtilization,
       cache_dtype: c.kvDtype,
       enable_prefix_caching: c.prefixCaching,
     },
+    engines: cluster.dp,
   });
-  const m = model.memory;
+  const m = cluster.memory;
+  const x = perReplica(choice.engine);
   return {
-    engine: new PhysicalEngine(model, { timeScale: choice.timeScale, metrics }),
+    engine: new PhysicalEngine(cluster, { timeScale: choice.timeScale, metrics }),
     servedName,
     maxModelLen: c.maxModelLen,
     banner:
-      `${describeEngine(choice.engine)}, KV cache ${m.numGpuBlocks} blocks (${m.kvTokens} tokens, ${(m.kvPoolBytes / 2 ** 30).toFixed(2)} GiB per GPU), ` +
-      `max concurrency at max_model_len ${c.maxModelLen}: ${m.maxConcurrencyAtMaxLen.toFixed(2)}x` +
+      `${describeEngine(choice.engine)}, KV cache ${x}${m.numGpuBlocks} blocks (${x}${m.kvTokens} tokens, ${(m.kvPoolBytes / 2 ** 30).toFixed(2)} GiB per GPU), ` +
+      `max concurrency at max_model_len ${c.maxModelLen}: ${x}${m.maxConcurrencyAtMaxLen.toFixed(2)}x` +
       (choice.timeScale !== 1 ? `, time scale ${choice.timeScale}` : ''),
   };
 }

@@ -19,6 +19,11 @@
  * - Histogram series come as buckets, then `_count`, then `_sum`.
  * - prometheus_client's `_created` series are left out: the recorded fixture has none, and
  *   they would read as gauges in the telemetry summary.
+ * - Data-parallel replicas (`--dp`) are vLLM's engines: every family has one series per engine,
+ *   labelled `engine="i"`, as `PrometheusStatLogger` registers a child per `engine_indexes`
+ *   entry; a family's HELP/TYPE comes once, then engine 0's samples, engine 1's, ...
+ *   (`request_success_total`: per finished reason, each engine's). `cache_config_info` has a
+ *   series per engine too.
  */
 
 export interface FinishedRequestTiming {
@@ -64,6 +69,8 @@ export interface SimMetricsOptions {
   maxTokenBucket?: number;
   /** dcgm-exporter's `modelName` label. Default "infergauge simulated GPU". */
   gpuName?: string;
+  /** Data-parallel engines, labelled `engine="0"`, `"1"`, ... Default 1. */
+  engines?: number;
 }
 
 /** vLLM's `time_to_first_token_seconds` buckets. */
@@ -154,7 +161,8 @@ class Histogram {
   private readonly bucketHeads: string[];
   private readonly countHead: string;
   private readonly sumHead: string;
-  private readonly header: string;
+  /** The family's HELP and TYPE lines (once per family, however many engines). */
+  readonly header: string;
 
   constructor(name: string, help: string, bounds: number[], labels: [string, string][]) {
     this.bounds = Float64Array.from(bounds);
@@ -187,8 +195,8 @@ class Histogram {
     this.count++;
   }
 
-  render(out: string[]): void {
-    out.push(this.header);
+  /** Buckets, `_count`, `_sum`: the samples without the family header. */
+  renderSamples(out: string[]): void {
     let cumulative = 0;
     for (let i = 0; i < this.counts.length; i++) {
       cumulative += this.counts[i];
@@ -271,52 +279,37 @@ const SCALARS: Scalar[] = [
   },
 ];
 
-export class SimMetrics {
-  private readonly engineLabels: string;
-  private readonly scalarHeads: { scalar: Scalar; header: string; head: string }[];
-  private readonly successHeader: string;
-  private readonly successHeads: string[];
-  private readonly successCounts = new Float64Array(FINISHED_REASONS.length);
-  private readonly cacheConfigText: string;
-  private readonly gpuName: string;
+const SUCCESS = 'vllm:request_success_total';
 
-  private readonly requestPromptTokens: Histogram;
-  private readonly requestGenerationTokens: Histogram;
-  private readonly iterationTokens: Histogram;
-  private readonly ttft: Histogram;
-  private readonly itl: Histogram;
-  private readonly requestTpot: Histogram;
-  private readonly e2e: Histogram;
-  private readonly queue: Histogram;
-  private readonly inference: Histogram;
-  private readonly prefill: Histogram;
-  private readonly decode: Histogram;
+/** One engine's series: its label set, success counts and histograms. */
+class EngineSeries {
+  readonly scalarHeads: string[];
+  readonly successHeads: string[];
+  readonly successCounts = new Float64Array(FINISHED_REASONS.length);
+  readonly requestPromptTokens: Histogram;
+  readonly requestGenerationTokens: Histogram;
+  readonly iterationTokens: Histogram;
+  readonly ttft: Histogram;
+  readonly itl: Histogram;
+  readonly requestTpot: Histogram;
+  readonly e2e: Histogram;
+  readonly queue: Histogram;
+  readonly inference: Histogram;
+  readonly prefill: Histogram;
+  readonly decode: Histogram;
   /** In exposition order (vLLM's registration order). */
-  private readonly histograms: Histogram[];
+  readonly histograms: Histogram[];
 
-  constructor(options: SimMetricsOptions) {
+  constructor(engine: number, modelName: string, tokenBuckets: number[]) {
     const labels: [string, string][] = [
-      ['engine', '0'],
-      ['model_name', options.modelName],
+      ['engine', String(engine)],
+      ['model_name', modelName],
     ];
-    this.engineLabels = labelSet(labels);
-    this.gpuName = options.gpuName ?? 'infergauge simulated GPU';
-
-    this.scalarHeads = SCALARS.map((scalar) => ({
-      scalar,
-      header: `# HELP ${scalar.name} ${escapeHelp(scalar.help)}\n# TYPE ${scalar.name} ${scalar.type}`,
-      head: `${scalar.name}${this.engineLabels} `,
-    }));
-
-    const success = 'vllm:request_success_total';
-    this.successHeader = `# HELP ${success} Count of successfully processed requests.\n# TYPE ${success} counter`;
+    const engineLabels = labelSet(labels);
+    this.scalarHeads = SCALARS.map((scalar) => `${scalar.name}${engineLabels} `);
     this.successHeads = FINISHED_REASONS.map(
-      (reason) => `${success}${labelSet([labels[0], ['finished_reason', reason], labels[1]])} `,
+      (reason) => `${SUCCESS}${labelSet([labels[0], ['finished_reason', reason], labels[1]])} `,
     );
-
-    this.cacheConfigText = cacheConfigInfo(options.cacheConfig);
-
-    const tokenBuckets = buildOneTwoFiveBuckets(options.maxTokenBucket ?? 131072);
     const h = (name: string, help: string, bounds: number[]) =>
       new Histogram(name, help, bounds, labels);
     this.requestPromptTokens = h(
@@ -389,46 +382,89 @@ export class SimMetrics {
       this.decode,
     ];
   }
+}
 
-  /** Tokens (prompt + generated) scheduled in one engine step. */
-  observeIteration(tokens: number): void {
-    this.iterationTokens.observe(tokens);
+export class SimMetrics {
+  private readonly scalarHeaders: string[];
+  private readonly successHeader: string;
+  private readonly cacheConfigText: string;
+  private readonly gpuName: string;
+  /** One per engine (data-parallel replica). */
+  private readonly engines: EngineSeries[];
+
+  constructor(options: SimMetricsOptions) {
+    this.gpuName = options.gpuName ?? 'infergauge simulated GPU';
+    this.scalarHeaders = SCALARS.map(
+      (scalar) =>
+        `# HELP ${scalar.name} ${escapeHelp(scalar.help)}\n# TYPE ${scalar.name} ${scalar.type}`,
+    );
+    this.successHeader = `# HELP ${SUCCESS} Count of successfully processed requests.\n# TYPE ${SUCCESS} counter`;
+    const count = options.engines ?? 1;
+    if (!Number.isInteger(count) || count < 1) {
+      throw new RangeError(`engines must be a positive integer, not ${count}`);
+    }
+    const indexes = Array.from({ length: count }, (_, i) => i);
+    this.cacheConfigText = cacheConfigInfo(options.cacheConfig, indexes);
+    const tokenBuckets = buildOneTwoFiveBuckets(options.maxTokenBucket ?? 131072);
+    this.engines = indexes.map((i) => new EngineSeries(i, options.modelName, tokenBuckets));
   }
 
-  observeTtft(seconds: number): void {
-    this.ttft.observe(seconds);
+  /** Tokens (prompt + generated) scheduled in one engine step. */
+  observeIteration(tokens: number, engine = 0): void {
+    this.engines[engine].iterationTokens.observe(tokens);
+  }
+
+  observeTtft(seconds: number, engine = 0): void {
+    this.engines[engine].ttft.observe(seconds);
   }
 
   /** One gap between consecutive output tokens of a request. */
-  observeItl(seconds: number): void {
-    this.itl.observe(seconds);
+  observeItl(seconds: number, engine = 0): void {
+    this.engines[engine].itl.observe(seconds);
   }
 
-  observeFinished(r: FinishedRequestTiming): void {
-    this.successCounts[FINISHED_REASONS.indexOf(r.finishedReason)]++;
-    this.e2e.observe(r.e2eS);
-    this.queue.observe(r.queueS);
-    this.prefill.observe(r.prefillS);
-    this.inference.observe(r.inferenceS);
-    this.decode.observe(r.decodeS);
-    this.requestPromptTokens.observe(r.promptTokens);
-    this.requestGenerationTokens.observe(r.generationTokens);
+  observeFinished(r: FinishedRequestTiming, engine = 0): void {
+    const e = this.engines[engine];
+    e.successCounts[FINISHED_REASONS.indexOf(r.finishedReason)]++;
+    e.e2e.observe(r.e2eS);
+    e.queue.observe(r.queueS);
+    e.prefill.observe(r.prefillS);
+    e.inference.observe(r.inferenceS);
+    e.decode.observe(r.decodeS);
+    e.requestPromptTokens.observe(r.promptTokens);
+    e.requestGenerationTokens.observe(r.generationTokens);
     // vLLM observes every finished request here, 0 when there was no token after the first.
     const tpot = r.tpotS ?? (r.generationTokens > 1 ? r.decodeS / (r.generationTokens - 1) : 0);
-    this.requestTpot.observe(tpot);
+    e.requestTpot.observe(tpot);
   }
 
-  /** The whole `/metrics` body, ending in a newline. */
-  render(state: EngineGaugeState, gpus: GpuMemoryState[]): string {
+  /**
+   * The whole `/metrics` body, ending in a newline: `state` is the engine's, or one per engine
+   * in engine order; `gpus` every GPU of every engine.
+   */
+  render(state: EngineGaugeState | readonly EngineGaugeState[], gpus: GpuMemoryState[]): string {
+    const states = Array.isArray(state) ? state : [state as EngineGaugeState];
+    if (states.length !== this.engines.length) {
+      throw new RangeError(`${states.length} engine states for ${this.engines.length} engines`);
+    }
     const out: string[] = [];
-    for (const { scalar, header, head } of this.scalarHeads) {
-      out.push(header, head + formatValue(scalar.value(state)));
-    }
+    SCALARS.forEach((scalar, k) => {
+      out.push(this.scalarHeaders[k]);
+      this.engines.forEach((e, i) => {
+        out.push(e.scalarHeads[k] + formatValue(scalar.value(states[i])));
+      });
+    });
     out.push(this.successHeader);
-    for (let i = 0; i < this.successHeads.length; i++) {
-      out.push(this.successHeads[i] + formatValue(this.successCounts[i]));
+    for (let reason = 0; reason < FINISHED_REASONS.length; reason++) {
+      for (const e of this.engines) {
+        out.push(e.successHeads[reason] + formatValue(e.successCounts[reason]));
+      }
     }
-    for (const histogram of this.histograms) histogram.render(out);
+    const families = this.engines[0].histograms.length;
+    for (let k = 0; k < families; k++) {
+      out.push(this.engines[0].histograms[k].header);
+      for (const e of this.engines) e.histograms[k].renderSamples(out);
+    }
     out.push(this.cacheConfigText);
     if (gpus.length > 0) {
       renderDcgm(
@@ -455,10 +491,13 @@ export class SimMetrics {
 
 /**
  * `vllm:cache_config_info`: a gauge at 1 whose labels are the cache config, as vLLM's
- * `log_metrics_info` writes it. vLLM adds `engine` (overriding any config key of that name) but
- * no `model_name`. Values are what Python's `str()` gives, hence `True`/`False` for booleans.
+ * `log_metrics_info` writes it: a series per engine. vLLM adds `engine` (overriding any config
+ * key of that name) but no `model_name`. Values are what Python's `str()` gives, hence `True`/`False` for booleans.
  */
-function cacheConfigInfo(config: Record<string, string | number | boolean>): string {
+function cacheConfigInfo(
+  config: Record<string, string | number | boolean>,
+  engines: number[],
+): string {
   const labels: [string, string][] = [];
   for (const [key, value] of Object.entries(config)) {
     if (!LABEL_NAME.test(key) || key.startsWith('__')) {
@@ -467,10 +506,13 @@ function cacheConfigInfo(config: Record<string, string | number | boolean>): str
     if (key === 'engine') continue;
     labels.push([key, typeof value === 'boolean' ? (value ? 'True' : 'False') : String(value)]);
   }
-  labels.push(['engine', '0']);
-  labels.sort((a, b) => cmp(a[0], b[0]));
   const name = 'vllm:cache_config_info';
-  return `# HELP ${name} Information of the LLMEngine CacheConfig\n# TYPE ${name} gauge\n${name}${labelSet(labels)} 1`;
+  const series = engines.map((engine) => {
+    const withEngine = [...labels, ['engine', String(engine)] as [string, string]];
+    withEngine.sort((a, b) => cmp(a[0], b[0]));
+    return `${name}${labelSet(withEngine)} 1`;
+  });
+  return `# HELP ${name} Information of the LLMEngine CacheConfig\n# TYPE ${name} gauge\n${series.join('\n')}`;
 }
 
 /**

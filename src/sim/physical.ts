@@ -1,6 +1,7 @@
 import { performance } from 'node:perf_hooks';
+import { EngineCluster, type Routed } from './cluster.js';
 import type { EngineRequest, GenerationSink, ServingEngine } from './engine.js';
-import type { EngineModel, Sequence, StepResult } from './engineModel.js';
+import { EngineModel, type Sequence, type StepResult } from './engineModel.js';
 import type { SimMetrics } from './metrics.js';
 
 /**
@@ -26,21 +27,31 @@ interface Pending {
   last: boolean;
 }
 
+/** One replica's step loop: its timer and the emissions of the step in progress. */
+interface Loop {
+  timer: NodeJS.Timeout | undefined;
+  pending: Pending[];
+}
+
 /**
  * Runs the engine model on the wall clock: engine time t ns is released at
  * `origin + t x timeScale` ms of real time. Each step is computed when the previous one ends
  * (so it sees exactly the requests that arrived by then) and its tokens are written when its
- * end time comes; timers aim at absolute targets, so their lateness never accumulates.
+ * end time comes; timers aim at absolute targets, so their lateness never accumulates. With
+ * data-parallel replicas each has its own step loop on the same clock.
  */
 export class PhysicalEngine implements ServingEngine {
   private readonly origin = performance.now();
-  private timer: NodeJS.Timeout | undefined;
-  private pending: Pending[] = [];
+  readonly cluster: EngineCluster;
+  private readonly loops: Loop[];
 
   constructor(
-    readonly model: EngineModel,
+    engine: EngineModel | EngineCluster,
     private readonly options: { timeScale: number; metrics?: SimMetrics },
-  ) {}
+  ) {
+    this.cluster = engine instanceof EngineModel ? new EngineCluster([engine]) : engine;
+    this.loops = this.cluster.replicas.map(() => ({ timer: undefined, pending: [] }));
+  }
 
   /** Engine time now, from the wall clock. */
   private engineNowNs(): number {
@@ -52,117 +63,142 @@ export class PhysicalEngine implements ServingEngine {
   }
 
   validate(request: EngineRequest): string | undefined {
-    return this.model.validate(request.inputTokens, request.maxOutputTokens);
+    return this.cluster.validate(request.inputTokens, request.maxOutputTokens);
   }
 
-  submit(request: EngineRequest, sink: GenerationSink): { cancel(): void } {
+  /** Also says which replica took the request (the truth records it). */
+  submit(request: EngineRequest, sink: GenerationSink): { cancel(): void; replica: number } {
     const metrics = this.options.metrics;
+    const config = this.cluster.config;
     const arrivalNs = this.engineNowNs();
     let lastTokenNs = 0;
-    const seq: Sequence = this.model.add(
+    let replica = 0;
+    const routed: Routed = this.cluster.add(
       {
         arrivalNs,
         promptTokens: request.inputTokens,
         maxTokens: request.maxOutputTokens,
-        ...(this.model.config.prefixCaching && request.promptWords
+        ...(config.prefixCaching && request.promptWords
           ? {
               blockHashes: promptBlockHashes(
                 [...request.promptWords, ...(request.outputWords?.() ?? [])],
-                this.model.config.blockSize,
+                config.blockSize,
               ),
             }
           : {}),
       },
       {
-        onScheduled: () => sink.onStart({ cachedPromptTokens: seq.prefixHitTokens }),
+        onScheduled: () => sink.onStart({ cachedPromptTokens: routed.seq.prefixHitTokens }),
         onToken: (atNs, index, last) => {
           if (metrics) {
-            if (index === 0) metrics.observeTtft((atNs - arrivalNs) / 1e9);
-            else metrics.observeItl((atNs - lastTokenNs) / 1e9);
-            if (last) metrics.observeFinished(finishedTiming(seq, arrivalNs, atNs));
+            if (index === 0) metrics.observeTtft((atNs - arrivalNs) / 1e9, replica);
+            else metrics.observeItl((atNs - lastTokenNs) / 1e9, replica);
+            if (last) {
+              metrics.observeFinished(finishedTiming(routed.seq, arrivalNs, atNs), replica);
+            }
           }
           lastTokenNs = atNs;
-          this.pending.push({ sink, last });
+          this.loops[replica].pending.push({ sink, last });
         },
       },
     );
+    replica = routed.replica;
     if (request.maxOutputTokens === 0) {
-      this.model.abort(seq);
+      this.cluster.abort(routed);
       sink.onTokens(0, true);
-      return { cancel: () => {} };
+      return { cancel: () => {}, replica };
     }
-    this.kick();
+    this.kick(replica);
     // Tokens of a step already computed may still be written: the server drops them once the
     // response is closed.
-    return { cancel: () => this.model.abort(seq) };
+    return { cancel: () => this.cluster.abort(routed), replica };
   }
 
   metricsText(): string {
-    const m = this.model;
-    const c = m.counters;
-    const plan = m.memory;
+    const metrics = this.options.metrics;
+    if (!metrics) return '';
+    const { replicas, memory: plan, config } = this.cluster;
     const usedMiB = Math.round(plan.deviceUsedBytes / 2 ** 20);
     const totalMiB = Math.round(plan.totalBytes / 2 ** 20);
-    const gpus = Array.from({ length: m.config.tp }, (_, gpu) => ({
+    // Replica r runs on GPUs r x tp ... r x tp + tp - 1; every GPU holds the same.
+    const gpus = Array.from({ length: replicas.length * config.tp }, (_, gpu) => ({
       gpu,
       usedMiB,
       freeMiB: totalMiB - usedMiB,
     }));
-    return (
-      this.options.metrics?.render(
-        {
-          running: m.runningCount,
-          waiting: m.waitingCount,
-          kvCacheUsage: m.kvUsage,
-          preemptions: c.preemptions,
-          promptTokens: c.promptTokens,
-          generationTokens: c.generationTokens,
-          prefixQueryTokens: c.prefixQueryTokens,
-          prefixHitTokens: c.prefixHitTokens,
-        },
-        gpus,
-      ) ?? ''
-    );
+    const states = replicas.map((m) => {
+      const c = m.counters;
+      return {
+        running: m.runningCount,
+        waiting: m.waitingCount,
+        kvCacheUsage: m.kvUsage,
+        preemptions: c.preemptions,
+        promptTokens: c.promptTokens,
+        generationTokens: c.generationTokens,
+        prefixQueryTokens: c.prefixQueryTokens,
+        prefixHitTokens: c.prefixHitTokens,
+      };
+    });
+    return metrics.render(states, gpus);
   }
 
+  /**
+   * The engine for `/debug/truth`: one replica's memory plan (every replica has the same), the
+   * counters and queue lengths of all replicas summed (peaks: sums of per-replica peaks), and
+   * each replica's own under `replicas`.
+   */
   describe(): object {
-    const m = this.model;
-    return {
-      engine: 'vllm-v1',
-      model: m.config.model.id,
-      gpu: m.config.gpu.id,
-      tp: m.config.tp,
-      memory: m.memory,
+    const cluster = this.cluster;
+    const c = cluster.config;
+    const state = (m: EngineModel) => ({
       counters: m.counters,
       running: m.runningCount,
       waiting: m.waitingCount,
       kvCacheUsage: m.kvUsage,
+    });
+    const replicas = cluster.replicas.map(state);
+    return {
+      engine: c.personality,
+      model: c.model.id,
+      gpu: c.gpu.id,
+      tp: c.tp,
+      dp: cluster.dp,
+      loadBalancer: c.loadBalancer,
+      memory: cluster.memory,
+      counters: cluster.summedCounters(),
+      running: replicas.reduce((n, r) => n + r.running, 0),
+      waiting: replicas.reduce((n, r) => n + r.waiting, 0),
+      kvCacheUsage: replicas.reduce((n, r) => n + r.kvCacheUsage, 0) / replicas.length,
+      replicas: replicas.map((r, replica) => ({ replica, memory: cluster.memory, ...r })),
     };
   }
 
-  /** Starts the step loop if it is idle and there is work. */
-  private kick(): void {
-    if (this.timer !== undefined) return;
-    const startNs = this.model.nextWorkNs();
+  /** Starts a replica's step loop if it is idle and there is work. */
+  private kick(replica: number): void {
+    const loop = this.loops[replica];
+    if (loop.timer !== undefined) return;
+    const startNs = this.cluster.replicas[replica].nextWorkNs();
     if (startNs === undefined) return;
     const delay = this.delayTo(startNs);
-    if (delay < 1) this.runStep(startNs);
-    else this.timer = setTimeout(() => this.runStep(startNs), delay);
+    if (delay < 1) this.runStep(replica, startNs);
+    else loop.timer = setTimeout(() => this.runStep(replica, startNs), delay);
   }
 
-  private runStep(startNs: number): void {
-    this.timer = undefined;
-    this.model.advanceTo(startNs);
-    const result: StepResult | undefined = this.model.step();
+  private runStep(replica: number, startNs: number): void {
+    const loop = this.loops[replica];
+    const model = this.cluster.replicas[replica];
+    loop.timer = undefined;
+    model.advanceTo(startNs);
+    const result: StepResult | undefined = model.step();
     // Nothing schedulable: the next submit starts the loop again.
     if (!result) return;
-    this.options.metrics?.observeIteration(result.tokens);
-    const emissions = this.pending;
-    this.pending = [];
-    this.timer = setTimeout(() => {
-      this.timer = undefined;
+    this.options.metrics?.observeIteration(result.tokens, replica);
+    const emissions = loop.pending;
+    loop.pending = [];
+    loop.timer = setTimeout(() => {
+      loop.timer = undefined;
       for (const { sink, last } of emissions) sink.onTokens(1, last);
-      this.kick();
+      this.kick(replica);
     }, this.delayTo(result.endNs));
   }
 

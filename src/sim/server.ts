@@ -42,6 +42,8 @@ export interface TruthRecord {
   toolCalls: number;
   /** Prompt tokens found in the prefix cache (engines that model one). */
   cachedPromptTokens?: number;
+  /** The data-parallel replica (vLLM's engine index) that served it, when the engine says. */
+  replica?: number;
   finishedAt?: number;
   /** The client went away before the end. */
   cancelled?: boolean;
@@ -338,6 +340,8 @@ export function startSimServer(options: SimServerOptions): Promise<RunningSimSer
         }
       },
     });
+    // An engine of replicas says which one took the request (PhysicalEngine does).
+    if ('replica' in job && typeof job.replica === 'number') record.replica = job.replica;
     const count = (part: Part) => {
       record.outputTokens += part.tokens;
       if (part.kind === 'reasoning') record.reasoningTokens += part.tokens;

@@ -3,11 +3,13 @@ import type { LoadSpec } from '../load.js';
 import type { RequestPhase, RequestRecord } from '../record.js';
 import { arrivalScheduleForLoad } from '../workload/arrivals.js';
 import { countWords, simWordLength, splitWords } from '../workload/words.js';
-import type { EngineModel, SequenceListener } from './engineModel.js';
+import { EngineCluster } from './cluster.js';
+import { EngineModel, type SequenceListener } from './engineModel.js';
 import { promptBlockHashes } from './physical.js';
 
 export interface VirtualRunOptions {
-  engine: EngineModel;
+  /** One engine, or data-parallel replicas behind a load balancer. */
+  engine: EngineModel | EngineCluster;
   load: LoadSpec;
   requests?: number;
   durationS?: number;
@@ -24,6 +26,7 @@ export interface VirtualRunResult {
   unsentRequests: number;
   /** Engine time the run covered, seconds. */
   simulatedS: number;
+  /** Steps of all replicas together. */
   steps: number;
 }
 
@@ -61,7 +64,8 @@ export function simulateRun(o: VirtualRunOptions): VirtualRunResult {
   if (o.requests === undefined && o.durationS === undefined) {
     throw new Error('simulateRun needs requests or durationS');
   }
-  const engine = o.engine;
+  const engine = o.engine instanceof EngineModel ? new EngineCluster([o.engine]) : o.engine;
+  const replicas = engine.replicas;
   const measuredEnd = o.warmupRequests + (o.requests ?? Number.POSITIVE_INFINITY);
   let nextId = 0;
   let measureStartNs: number | undefined;
@@ -136,32 +140,64 @@ export function simulateRun(o: VirtualRunOptions): VirtualRunResult {
     }
   };
   fill(0);
+  // One event order over all replicas, so the run is exact and deterministic. At one instant:
+  // a step's finished requests first (their slots free up, as the single-engine loop always
+  // did), then arrivals, then the replica whose next step starts first (lowest index on ties).
+  // A step is computed when it starts and its tokens are delivered when it ends, as the HTTP
+  // simulator does, so a replica routed to mid-step shows its state after that step.
+  const ended: InFlight[][] = replicas.map(() => []);
   let steps = 0;
+  let lastEventNs = 0;
   for (;;) {
-    while (schedule && !planDone && nextArrivalNs <= engine.now) {
-      const p = nextPending(nextArrivalNs);
-      if (!p) break;
-      waiting.push(p);
-      fill(nextArrivalNs);
-      nextArrivalNs = nextArrival();
+    let atNs = Number.POSITIVE_INFINITY;
+    let replica = -1;
+    let kind: 'ended' | 'arrival' | 'step' | undefined;
+    for (let r = 0; r < replicas.length; r++) {
+      if (ended[r].length > 0 && replicas[r].now < atNs) {
+        atNs = replicas[r].now;
+        replica = r;
+        kind = 'ended';
+      }
     }
-    const result = engine.step();
-    if (result) {
-      steps++;
-      for (const request of finished) {
+    if (schedule && !planDone && nextArrivalNs < atNs) {
+      atNs = nextArrivalNs;
+      kind = 'arrival';
+    }
+    for (let r = 0; r < replicas.length; r++) {
+      const work = replicas[r].nextWorkNs();
+      if (work !== undefined && work < atNs) {
+        atNs = work;
+        replica = r;
+        kind = 'step';
+      }
+    }
+    if (kind === undefined) break;
+    lastEventNs = Math.max(lastEventNs, atNs);
+    if (kind === 'ended') {
+      for (const request of ended[replica]) {
         inFlight--;
         o.onRecord(toRecord(request, o.endpoint));
       }
-      if (finished.length > 0) fill(result.endNs);
+      ended[replica].length = 0;
+      fill(atNs);
+    } else if (kind === 'arrival') {
+      const p = nextPending(atNs);
+      if (!p) continue;
+      waiting.push(p);
+      fill(atNs);
+      nextArrivalNs = nextArrival();
+    } else {
+      const model = replicas[replica];
+      model.advanceTo(atNs);
+      if (!model.step()) continue;
+      steps++;
+      lastEventNs = Math.max(lastEventNs, model.now);
+      // Its requests that finished in this step are told at the step's end.
+      ended[replica].push(...finished);
       finished.length = 0;
-      continue;
     }
-    const work = engine.nextWorkNs();
-    const arrival = schedule && !planDone && nextArrivalNs !== Infinity ? nextArrivalNs : undefined;
-    if (work === undefined && arrival === undefined) break;
-    engine.advanceTo(Math.min(work ?? Infinity, arrival ?? Infinity));
   }
-  return { unsentRequests: waiting.length, simulatedS: engine.now / 1e9, steps };
+  return { unsentRequests: waiting.length, simulatedS: lastEventNs / 1e9, steps };
 }
 
 const us = (ns: number) => Math.round(ns / 1000);
