@@ -6,7 +6,12 @@ import {
 } from '../memory/footprint.js';
 import { BlockPool } from './blockPool.js';
 import type { LoadBalancer, PersonalityId } from './personality.js';
-import { DEFAULT_EFFICIENCY, type Efficiency, StepCostModel } from './roofline.js';
+import {
+  DEFAULT_EFFICIENCY,
+  type Efficiency,
+  familyEfficiency,
+  StepCostModel,
+} from './roofline.js';
 
 /** The engine's configuration, with vLLM's names (V1 personality): its memory plan's and more. */
 export interface EngineModelConfig extends VllmMemoryInput {
@@ -56,7 +61,7 @@ export function resolveEngineConfig(o: EngineModelOptions): EngineModelConfig {
     numSchedulerSteps: o.numSchedulerSteps ?? 1,
     dp: o.dp ?? 1,
     loadBalancer: o.loadBalancer ?? 'round-robin',
-    efficiency: { ...DEFAULT_EFFICIENCY, ...o.efficiency },
+    efficiency: { ...DEFAULT_EFFICIENCY, ...familyEfficiency(o.gpu), ...o.efficiency },
     ...(o.nonKvOverheadBytes !== undefined ? { nonKvOverheadBytes: o.nonKvOverheadBytes } : {}),
     ...(o.numGpuBlocksOverride !== undefined
       ? { numGpuBlocksOverride: o.numGpuBlocksOverride }

@@ -1,7 +1,8 @@
 import { DTYPE_BYTES, type KvDtype, type WeightFormat } from '../memory/dtype.js';
 import { kvBytesPerToken, weightBytes } from '../memory/footprint.js';
-import type { ComputeFormat, GpuSpec } from '../memory/hardware.js';
+import type { ComputeFormat, GpuFamily, GpuSpec, Interconnect } from '../memory/hardware.js';
 import { type ModelSpec, paramCounts } from '../memory/model.js';
+import { allReduce } from './interconnect.js';
 
 /**
  * Efficiency factors of the roofline (REFERENCE-memory-and-simulator.md sections 3 and 6).
@@ -37,6 +38,28 @@ export const DEFAULT_EFFICIENCY: Efficiency = {
   perSeqOverheadS: 13e-6,
   frontendLatencyS: 20e-3,
 };
+
+/**
+ * Each chip family's departures from DEFAULT_EFFICIENCY, from published GEMM and bandwidth
+ * microbenchmarks; a family with no figure found keeps the defaults (and says so).
+ */
+const FAMILY_EFFICIENCY: Record<GpuFamily, Partial<Efficiency>> = {
+  // The defaults come from these two: A100 prefill MFU at 2k tokens 67 %, H100 FP8 serving at
+  // 40-46 % of the FP8 peak, aiconfigurator's 0.8 of HBM bandwidth.
+  ampere: {},
+  hopper: {},
+  // No published GEMM share of the Ada (L4, L40, L40S, RTX 4090), Blackwell or CDNA3 peaks was
+  // found that could be read and cited; they keep the defaults. GeForce and RTX parts already
+  // carry their fp32-accumulate peak (what PyTorch's bf16 GEMMs run at) in hardware.ts.
+  ada: {},
+  blackwell: {},
+  cdna3: {},
+};
+
+/** The GPU family's efficiencies: DEFAULT_EFFICIENCY <- this <- a personality's <- user flags. */
+export function familyEfficiency(gpu: GpuSpec): Partial<Efficiency> {
+  return gpu.family ? FAMILY_EFFICIENCY[gpu.family] : {};
+}
 
 /** The compute path of a weight format: which tensor-core peak its GEMMs run at. */
 export function gemmFormat(weights: WeightFormat, gpu: GpuSpec): ComputeFormat {
@@ -85,8 +108,12 @@ export class StepCostModel {
   private readonly moeLayers: number;
   private readonly attnFlopsPerPair: number;
   private readonly kvBytesPerToken: number;
-  private readonly commBytesPerToken: number;
-  private readonly commFixedS: number;
+  /** Bytes of one all-reduce per token: the hidden state in 16 bit. */
+  private readonly allReduceBytesPerToken: number;
+  /** All-reduces per step: two per layer (after attention and after the MLP). */
+  private readonly allReducesPerStep: number;
+  private readonly link: Interconnect;
+  private readonly tp: number;
   readonly efficiency: Efficiency;
   private readonly model: ModelSpec;
 
@@ -122,14 +149,11 @@ export class StepCostModel {
     const qkDim = model.mla ? model.mla.kvLoraRank + model.mla.ropeHeadDim : model.headDim;
     this.attnFlopsPerPair = (4 * model.layers * model.queryHeads * qkDim) / tp;
     this.kvBytesPerToken = kvBytesPerToken(model, options.kvDtype, tp);
-    // Two all-reduces of the hidden state per layer, ring: 2 (tp-1)/tp of the data each.
-    this.commBytesPerToken =
-      tp > 1 ? (2 * model.layers * 2 * (tp - 1) * model.hiddenSize * DTYPE_BYTES.bf16) / tp : 0;
-    this.commFixedS = tp > 1 ? 2 * model.layers * gpu.linkLatencyS : 0;
-    this.linkBytesPerS = gpu.linkBytesPerS;
+    this.allReduceBytesPerToken = model.hiddenSize * DTYPE_BYTES.bf16;
+    this.allReducesPerStep = 2 * model.layers;
+    this.link = gpu.interconnect;
+    this.tp = tp;
   }
-
-  private readonly linkBytesPerS: number;
 
   /** mfu(T) = mfuMax x T / (T + halfTokens). */
   mfu(tokens: number): number {
@@ -167,8 +191,9 @@ export class StepCostModel {
       (this.kvBytesPerToken * s.kvTokensTouched) / this.effBandwidth,
     );
     const commS =
-      this.commBytesPerToken > 0
-        ? (this.commBytesPerToken * s.tokens) / this.linkBytesPerS + this.commFixedS
+      this.tp > 1
+        ? this.allReducesPerStep *
+          allReduce(this.link, this.tp, this.allReduceBytesPerToken * s.tokens).seconds
         : 0;
     const overheadS = e.stepOverheadS + e.perSeqOverheadS * s.sequences;
     const gemmS = Math.max(gemmCompute, gemmMemory);
