@@ -23,33 +23,47 @@ const positive = (what: string) =>
     .positive({ error: `must be above 0 (${what})` });
 
 const gpuSpecSchema = z
-  .object({
-    id: z.string().min(1).optional(),
-    name: z.string({ error: 'must be text, e.g. "RTX 6000 Ada"' }).min(1),
-    family: z.enum(GPU_FAMILIES, { error: `must be one of ${GPU_FAMILIES.join(', ')}` }).optional(),
-    memoryGB: positive('decimal GB, e.g. 48').optional(),
-    memoryGiB: positive('GiB as the device reports it, e.g. 44.99').optional(),
-    bandwidthTBps: positive('peak memory bandwidth in TB/s, e.g. 0.96'),
-    peakTflops: z
-      .object({
-        bf16: positive('dense bf16 tensor TFLOP/s, e.g. 362'),
-        fp8: positive('dense fp8 tensor TFLOP/s').optional(),
-        int8: positive('dense int8 tensor TOP/s').optional(),
-        fp4: positive('dense fp4 tensor TFLOP/s').optional(),
-      })
-      .strict(),
-    interconnect: z
-      .object({
-        kind: z.enum(INTERCONNECT_KINDS, {
-          error: `must be one of ${INTERCONNECT_KINDS.join(', ')}`,
-        }),
-        name: z.string().min(1).optional(),
-        busGBps: positive("NCCL's all-reduce bus bandwidth per GPU in GB/s, e.g. 20"),
-        latencyUs: positive('latency of one ring step in microseconds, e.g. 1'),
-        peerAccess: z.boolean({ error: 'must be true or false' }).optional(),
-      })
-      .strict(),
-  })
+  .object(
+    {
+      id: z.string().min(1).optional(),
+      name: z.string({ error: 'must be text, e.g. "RTX 6000 Ada"' }).min(1),
+      family: z
+        .enum(GPU_FAMILIES, { error: `must be one of ${GPU_FAMILIES.join(', ')}` })
+        .optional(),
+      memoryGB: positive('decimal GB, e.g. 48').optional(),
+      memoryGiB: positive('GiB as the device reports it, e.g. 44.99').optional(),
+      bandwidthTBps: positive('peak memory bandwidth in TB/s, e.g. 0.96'),
+      peakTflops: z
+        .object(
+          {
+            bf16: positive('dense bf16 tensor TFLOP/s, e.g. 362'),
+            fp8: positive('dense fp8 tensor TFLOP/s').optional(),
+            int8: positive('dense int8 tensor TOP/s').optional(),
+            fp4: positive('dense fp4 tensor TFLOP/s').optional(),
+          },
+          { error: 'must be a mapping of dense peaks, e.g. { bf16: 362, fp8: 733 }' },
+        )
+        .strict(),
+      interconnect: z
+        .object(
+          {
+            kind: z.enum(INTERCONNECT_KINDS, {
+              error: `must be one of ${INTERCONNECT_KINDS.join(', ')}`,
+            }),
+            name: z.string().min(1).optional(),
+            busGBps: positive("NCCL's all-reduce bus bandwidth per GPU in GB/s, e.g. 20"),
+            latencyUs: positive('latency of one ring step in microseconds, e.g. 1'),
+            peerAccess: z.boolean({ error: 'must be true or false' }).optional(),
+          },
+          { error: 'must be a mapping, e.g. { kind: pcie, busGBps: 20, latencyUs: 1 }' },
+        )
+        .strict(),
+    },
+    {
+      error:
+        'must be a mapping of name, memoryGB or memoryGiB, bandwidthTBps, peakTflops and interconnect',
+    },
+  )
   .strict()
   .refine((s) => (s.memoryGB === undefined) !== (s.memoryGiB === undefined), {
     error: 'give the memory as one of memoryGB or memoryGiB',
@@ -82,12 +96,15 @@ export function loadGpuSpec(path: string): GpuSpec {
 
 /** Validates a parsed spec (pure: tests call it with objects) and converts it to a GpuSpec. */
 export function gpuSpecFromValue(value: unknown, path: string): GpuSpec {
-  const parsed = gpuSpecSchema.safeParse(value);
+  const parsed = gpuSpecSchema.safeParse(value, { reportInput: true });
   if (!parsed.success) {
     const problems = parsed.error.issues.flatMap((issue) => {
       const field = issue.path.join('.');
       if (issue.code === 'unrecognized_keys') {
-        return issue.keys.map((k) => `unknown field "${field ? `${field}.${k}` : k}"`);
+        return issue.keys.map((k) => {
+          const near = knownFields(field).find((f) => f.toLowerCase() === k.toLowerCase());
+          return `unknown field "${field ? `${field}.${k}` : k}"${near ? ` (did you mean "${near}"?)` : ''}`;
+        });
       }
       if (issue.code === 'invalid_type' && issue.input === undefined) {
         return [`${field}: missing`];
@@ -97,6 +114,13 @@ export function gpuSpecFromValue(value: unknown, path: string): GpuSpec {
     throw new Error(`${path}: ${problems.join('; ')}`);
   }
   return toGpuSpec(parsed.data, path);
+}
+
+/** The fields a spec may have at one level (for a typo's suggestion). */
+function knownFields(level: string): string[] {
+  const shape = gpuSpecSchema.shape;
+  if (level === 'peakTflops' || level === 'interconnect') return Object.keys(shape[level].shape);
+  return Object.keys(shape);
 }
 
 function toGpuSpec(s: GpuSpecFile, path: string): GpuSpec {

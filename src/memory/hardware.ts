@@ -77,39 +77,37 @@ const NVLINK_MEASURED_SHARE = 460 / 450;
 /** 8x H100 PCIe Gen5: 40 GB/s measured (35-45) against 64 GB/s nominal per direction. */
 const PCIE_MEASURED_SHARE = 40 / 64;
 
-const nvlink = (name: string, perDirectionGBps: number): Interconnect => ({
-  kind: 'nvlink',
-  name,
-  busBytesPerS: perDirectionGBps * NVLINK_MEASURED_SHARE * G,
-  latencyS: NVLINK_STEP_S,
-});
-const PCIE4: Interconnect = {
-  kind: 'pcie',
-  name: 'PCIe 4.0 x16 (32 GB/s)',
-  // No nccl-tests figure found for Gen4: nominal 32 GB/s x the Gen5 measured share.
-  busBytesPerS: 32 * PCIE_MEASURED_SHARE * G,
-  latencyS: PCIE_STEP_S,
-};
-const PCIE5: Interconnect = {
-  kind: 'pcie',
-  name: 'PCIe 5.0 x16 (64 GB/s)',
-  busBytesPerS: 40 * G,
-  latencyS: PCIE_STEP_S,
-};
+/** A link from its kind, name, bus bandwidth (GB/s) and ring step latency. */
+const link = (
+  kind: InterconnectKind,
+  name: string,
+  busGBps: number,
+  latencyS: number,
+): Interconnect => ({ kind, name, busBytesPerS: busGBps * G, latencyS });
+/** An NVLink generation from its nominal per-direction rate (GB/s). */
+const nvlink = (name: string, perDirectionGBps: number): Interconnect =>
+  link('nvlink', name, perDirectionGBps * NVLINK_MEASURED_SHARE, NVLINK_STEP_S);
+// No nccl-tests figure found for Gen4: nominal 32 GB/s x the Gen5 measured share.
+const PCIE4 = link('pcie', 'PCIe 4.0 x16 (32 GB/s)', 32 * PCIE_MEASURED_SHARE, PCIE_STEP_S);
+const PCIE5 = link('pcie', 'PCIe 5.0 x16 (64 GB/s)', 40, PCIE_STEP_S);
 /** GeForce cards: no peer access (NVIDIA disables P2P on them), so NCCL goes through the host. */
-const geforce = (link: Interconnect): Interconnect => ({ ...link, peerAccess: false });
+const geforce = (l: Interconnect): Interconnect => ({
+  ...l,
+  name: `${l.name}, no peer access`,
+  peerAccess: false,
+});
 /**
  * AMD Infinity Fabric (xGMI) on MI300X/MI325X: 7 links of 64 GB/s per direction to the 7 peers
  * (AMD Instinct MI300X datasheet: 896 GB/s aggregate bidirectional). No rccl-tests busBw found:
  * the per-direction aggregate x the NVLink measured share. RCCL keeps NCCL's tuning tables, so
  * the NVLink step latency.
  */
-const XGMI: Interconnect = {
-  kind: 'xgmi',
-  name: 'Infinity Fabric xGMI (448 GB/s)',
-  busBytesPerS: 448 * NVLINK_MEASURED_SHARE * G,
-  latencyS: NVLINK_STEP_S,
-};
+const XGMI = link(
+  'xgmi',
+  'Infinity Fabric xGMI (448 GB/s)',
+  448 * NVLINK_MEASURED_SHARE,
+  NVLINK_STEP_S,
+);
 
 export const GPU_PRESETS: readonly GpuSpec[] = [
   {
@@ -144,7 +142,7 @@ export const GPU_PRESETS: readonly GpuSpec[] = [
     memoryBytes: 95830 * MiB,
     bandwidthBytesPerS: 3.9 * T,
     peakFlops: { bf16: 835.5 * T, fp8: 1670.5 * T, int8: 1670.5 * T },
-    interconnect: { ...nvlink('NVLink bridge (600 GB/s)', 300), busBytesPerS: 200 * G },
+    interconnect: link('nvlink', 'NVLink bridge (600 GB/s)', 200, NVLINK_STEP_S),
   },
   {
     id: 'h200',
@@ -188,7 +186,7 @@ export const GPU_PRESETS: readonly GpuSpec[] = [
     memoryBytes: 40960 * MiB,
     bandwidthBytesPerS: 1.555 * T,
     peakFlops: { bf16: 312 * T, int8: 624 * T },
-    interconnect: { ...nvlink('NVLink 3 (600 GB/s)', 300), busBytesPerS: 230 * G },
+    interconnect: link('nvlink', 'NVLink 3 (600 GB/s)', 230, NVLINK_STEP_S),
   },
   {
     id: 'a100-80',
@@ -198,7 +196,7 @@ export const GPU_PRESETS: readonly GpuSpec[] = [
     memoryBytes: 81920 * MiB,
     bandwidthBytesPerS: 2.039 * T,
     peakFlops: { bf16: 312 * T, int8: 624 * T },
-    interconnect: { ...nvlink('NVLink 3 (600 GB/s)', 300), busBytesPerS: 230 * G },
+    interconnect: link('nvlink', 'NVLink 3 (600 GB/s)', 230, NVLINK_STEP_S),
   },
   {
     // NVIDIA A100 PCIe 80GB datasheet: HBM2e 1,935 GB/s, the SXM peaks (312 TF BF16 dense).
