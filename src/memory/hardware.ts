@@ -304,17 +304,17 @@ export const GPU_PRESETS: readonly GpuSpec[] = [
     interconnect: geforce(PCIE4),
   },
   {
-    // NVIDIA RTX Blackwell (GB202) specs, RTX 5090: 32 GB GDDR7, 1,792 GB/s; FP16 tensor 838 TF
-    // sparse = 419 dense with fp16 accumulate, half that (209.5) with fp32 accumulate as PyTorch
-    // runs bf16 (GeForce halves it, as on the 4090); FP8 the fp32-accumulate figure likewise;
-    // FP4 3,352 sparse = 1,676 dense. nvidia-smi reports 32607 MiB.
+    // NVIDIA RTX 5090 (GB202) specs: 32 GB GDDR7, 1,792 GB/s; FP16 tensor 838 TF, FP8 1,677 TF
+    // and FP4 3,352 TF with sparsity, half that dense. Unlike the 4090, the fp32-accumulate
+    // rate is not halved: cuBLASLt measures 254 TF/s bf16 and 774 TF/s fp8 on it
+    // (xzwgit/gpu-flops-bench README), above half of either peak. nvidia-smi reports 32607 MiB.
     id: 'rtx5090',
     name: 'GeForce RTX 5090 32GB',
     family: 'blackwell',
     memoryGB: 32,
     memoryBytes: 32607 * MiB,
     bandwidthBytesPerS: 1.792 * T,
-    peakFlops: { bf16: 209.5 * T, fp8: 419 * T, int8: 838 * T, fp4: 1676 * T },
+    peakFlops: { bf16: 419 * T, fp8: 838 * T, int8: 838 * T, fp4: 1676 * T },
     interconnect: geforce(PCIE5),
   },
   {

@@ -40,20 +40,38 @@ export const DEFAULT_EFFICIENCY: Efficiency = {
 };
 
 /**
- * Each chip family's departures from DEFAULT_EFFICIENCY, from published GEMM and bandwidth
- * microbenchmarks; a family with no figure found keeps the defaults (and says so).
+ * Measured best matmul throughput as a share of the dense peak (MAMF / theory), from the
+ * Maximum Achievable Matmul FLOPS table of stas00/ml-engineering (compute/accelerator/README.md,
+ * mamf-finder.py, torch matmul, mean of 100 runs): H100 SXM bf16 80.3 % and fp8 70.9 %,
+ * B200 bf16 77.6 % and fp8 76.3 %, MI300X bf16 51.4 % (ROCm 6.3, TunableOp; fp8 not measured).
+ */
+const MAMF_SHARE = {
+  h100Bf16: 0.803,
+  h100Fp8: 0.709,
+  b200Bf16: 0.776,
+  b200Fp8: 0.763,
+  mi300xBf16: 0.514,
+};
+
+/**
+ * Each chip family's departures from DEFAULT_EFFICIENCY. The defaults were set in serving on
+ * A100 and H100 (bf16 prefill MFU 67 % on A100, fp8 at 40-46 % of the H100's peak, and the
+ * per-sequence overhead fitted on H100 with them), so Ampere and Hopper keep them; another
+ * family scales them by its matmul share against the H100's. The A100's higher share (86.9 %)
+ * is not applied: the serving figures already include it. A family with no measurement keeps
+ * the defaults.
  */
 const FAMILY_EFFICIENCY: Record<GpuFamily, Partial<Efficiency>> = {
-  // The defaults come from these two: A100 prefill MFU at 2k tokens 67 %, H100 FP8 serving at
-  // 40-46 % of the FP8 peak, aiconfigurator's 0.8 of HBM bandwidth.
   ampere: {},
   hopper: {},
-  // No published GEMM share of the Ada (L4, L40, L40S, RTX 4090), Blackwell or CDNA3 peaks was
-  // found that could be read and cited; they keep the defaults. GeForce and RTX parts already
-  // carry their fp32-accumulate peak (what PyTorch's bf16 GEMMs run at) in hardware.ts.
+  blackwell: {
+    mfuMax16: (DEFAULT_EFFICIENCY.mfuMax16 * MAMF_SHARE.b200Bf16) / MAMF_SHARE.h100Bf16,
+    mfuMax8: (DEFAULT_EFFICIENCY.mfuMax8 * MAMF_SHARE.b200Fp8) / MAMF_SHARE.h100Fp8,
+  },
+  // fp8 not measured on MI300X: the default.
+  cdna3: { mfuMax16: (DEFAULT_EFFICIENCY.mfuMax16 * MAMF_SHARE.mi300xBf16) / MAMF_SHARE.h100Bf16 },
+  // No MAMF measurement of an Ada part (L4, L40, L40S, RTX 4090) was found: the defaults.
   ada: {},
-  blackwell: {},
-  cdna3: {},
 };
 
 /** The GPU family's efficiencies: DEFAULT_EFFICIENCY <- this <- a personality's <- user flags. */

@@ -112,3 +112,22 @@ describe('communication in a step', () => {
     assert.equal(step('h100', 1, 32).commS, 0);
   });
 });
+
+describe('chip families', () => {
+  const model = findModelPreset('llama-3-8b') as ModelSpec;
+  test('a family scales the defaults by its matmul share; Ampere and Hopper keep them; flags win', () => {
+    const efficiency = (id: string, flags = {}) =>
+      resolveEngineConfig({ model, gpu: gpu(id), efficiency: flags }).efficiency;
+    const a100 = efficiency('a100-80');
+    assert.deepEqual(efficiency('h100'), a100);
+    // B200: 77.6 % of its bf16 peak against the H100's 80.3 %; fp8 76.3 % against 70.9 %.
+    assert.ok(Math.abs(efficiency('b200').mfuMax16 - (a100.mfuMax16 * 0.776) / 0.803) < 1e-12);
+    assert.ok(Math.abs(efficiency('b200').mfuMax8 - (a100.mfuMax8 * 0.763) / 0.709) < 1e-12);
+    assert.ok(efficiency('mi300x').mfuMax16 < 0.45, 'MI300X reaches 51.4 % of its bf16 peak');
+    assert.equal(efficiency('mi300x').mfuMax8, a100.mfuMax8, 'no fp8 measurement');
+    assert.deepEqual(efficiency('l40s'), a100, 'no Ada measurement');
+    assert.equal(efficiency('b200', { mfuMax16: 0.5 }).mfuMax16, 0.5);
+    const { family: _, ...noFamily } = gpu('b200');
+    assert.deepEqual(resolveEngineConfig({ model, gpu: noFamily }).efficiency, a100);
+  });
+});
