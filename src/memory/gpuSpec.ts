@@ -1,4 +1,4 @@
-import { readFileSync } from 'node:fs';
+import { readFileSync, statSync } from 'node:fs';
 import { parseDocument } from 'yaml';
 import { z } from 'zod';
 import { GPU_FAMILIES, type GpuSpec, INTERCONNECT_KINDS, type Interconnect } from './hardware.js';
@@ -76,15 +76,16 @@ type GpuSpecFile = z.infer<typeof gpuSpecSchema>;
 export function loadGpuSpec(path: string): GpuSpec {
   let text: string;
   try {
+    if (statSync(path).size > GPU_SPEC_MAX_BYTES) {
+      throw new Error(`${path}: too large for a GPU spec (at most 64 KiB); is it the right file?`);
+    }
     text = readFileSync(path, 'utf8');
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
+    if (code === undefined) throw err;
     throw new Error(
-      code === 'ENOENT' ? `${path}: no such file` : `${path}: cannot read it (${code ?? 'error'})`,
+      code === 'ENOENT' ? `${path}: no such file` : `${path}: cannot read it (${code})`,
     );
-  }
-  if (text.length > GPU_SPEC_MAX_BYTES) {
-    throw new Error(`${path}: too large for a GPU spec (at most 64 KiB); is it the right file?`);
   }
   // JSON is YAML, so one parser reads both.
   const doc = parseDocument(text);

@@ -129,7 +129,7 @@ describe('--gpu-spec files', () => {
     }
   });
 
-  test('a missing file and broken YAML say so', () => {
+  test('a missing file, a folder, a huge file and broken YAML say so', () => {
     assert.match(
       problem(() => loadGpuSpec(join(dir, 'nope.yaml'))),
       /nope\.yaml: no such file/,
@@ -138,6 +138,15 @@ describe('--gpu-spec files', () => {
     assert.match(
       problem(() => loadGpuSpec(broken)),
       /broken\.yaml: not valid YAML or JSON/,
+    );
+    assert.match(
+      problem(() => loadGpuSpec(dir)),
+      /: cannot read it \(EISDIR\)/,
+    );
+    const huge = write('huge.yaml', `name: x\n${'#'.repeat(70_000)}\n`);
+    assert.match(
+      problem(() => loadGpuSpec(huge)),
+      /huge\.yaml: too large for a GPU spec/,
     );
   });
 
