@@ -24,11 +24,13 @@ const CUSTOM_AR_MAX_BYTES = 8192 * 1024;
 const NCCL_RING_BASE_S = 3.6e-6;
 
 /**
- * The custom kernels' cost, from sglang PR #2904's H100 microbenchmark of the same one-shot and
- * two-shot kernels (registered buffers, tp 2/4/8, 512 B to 1 MiB): about 4 us per stage for a
- * small message (3.7-5.9 us at 512 B), and about 60 GB/s of peer reads per rank at 256 KiB-1 MiB
- * (TP 2: 7.9 us at 256 KiB, 19.9 us at 1 MiB). The kernels run on 36 blocks (the custom
- * all-reduce's block limit), so the reads stay well under the link's rate; a slower link caps it.
+ * The custom kernels' cost, read off sglang PR #2904's H100 microbenchmark (tp 2/4/8, 512 B to
+ * 1 MiB, no CUDA graph). vLLM's kernels there copy the input into their registered buffer on
+ * every call: 8.7-10.1 us at 512 B; the TensorRT-LLM-derived kernels beside them, without that
+ * copy (as vLLM runs under CUDA graphs, where its buffers are registered), 3.7-5.9 us: about
+ * 4 us per stage. Both read about 60 GB/s per rank at 256 KiB-1 MiB (vLLM's TP 2: 12.9 us at
+ * 256 KiB, 26.6 us at 1 MiB): the kernels run on 36 blocks (their block limit), well under the
+ * link's rate; a slower link caps it. Messages above 1 MiB are extrapolated.
  */
 const CUSTOM_AR_STAGE_S = 4e-6;
 const CUSTOM_AR_READ_BYTES_PER_S = 60e9;
