@@ -35,6 +35,11 @@ export interface Interconnect {
    * all-reduce (which needs it) falls back to NCCL there. Absent means true.
    */
   peerAccess?: boolean;
+  /**
+   * Where this link joins GPUs in pairs only (an NVLink bridge): the link beyond a pair, which
+   * TP above 2 runs over (its slowest hop).
+   */
+  beyondPair?: Interconnect;
 }
 
 export interface GpuSpec {
@@ -133,8 +138,8 @@ export const GPU_PRESETS: readonly GpuSpec[] = [
   {
     // NVIDIA H100 NVL datasheet: 94 GB HBM3, 3.9 TB/s, BF16 1,671 TF and FP8 3,341 TF with
     // sparsity (half dense); nvidia-smi reports 95830 MiB. NVLink bridges join pairs (600 GB/s):
-    // TP 2 runs over the bridge (nccl-tests 200-230 GB/s); TP 4 and 8 cross PCIe between pairs,
-    // which this one link does not model.
+    // TP 2 runs over the bridge (nccl-tests 200-230 GB/s); TP 4 and 8 cross PCIe 5.0 between
+    // pairs.
     id: 'h100-nvl',
     name: 'H100 NVL 94GB',
     family: 'hopper',
@@ -142,7 +147,10 @@ export const GPU_PRESETS: readonly GpuSpec[] = [
     memoryBytes: 95830 * MiB,
     bandwidthBytesPerS: 3.9 * T,
     peakFlops: { bf16: 835.5 * T, fp8: 1670.5 * T, int8: 1670.5 * T },
-    interconnect: link('nvlink', 'NVLink bridge (600 GB/s)', 200, NVLINK_STEP_S),
+    interconnect: {
+      ...link('nvlink', 'NVLink bridge (600 GB/s) in pairs', 200, NVLINK_STEP_S),
+      beyondPair: PCIE5,
+    },
   },
   {
     id: 'h200',

@@ -49,12 +49,18 @@ export function ringAllReduceS(link: Interconnect, ranks: number, bytes: number)
   return NCCL_RING_BASE_S + steps * link.latencyS + ((steps / ranks) * bytes) / link.busBytesPerS;
 }
 
+/** The link `ranks` GPUs all-reduce over: beyond a pair, a paired link's slower one. */
+function linkFor(link: Interconnect, ranks: number): Interconnect {
+  return ranks > 2 && link.beyondPair ? link.beyondPair : link;
+}
+
 /** Which algorithm vLLM uses for `bytes` per rank over `ranks` GPUs on this link. */
 export function allReduceAlgorithm(
-  link: Interconnect,
+  paired: Interconnect,
   ranks: number,
   bytes: number,
 ): AllReduceAlgorithm {
+  const link = linkFor(paired, ranks);
   const fullyConnected = link.kind !== 'pcie';
   const custom =
     CUSTOM_AR_WORLD_SIZES.includes(ranks) &&
@@ -69,8 +75,9 @@ export function allReduceAlgorithm(
 }
 
 /** Seconds of one all-reduce of `bytes` per rank over `ranks` GPUs (0 for one GPU). */
-export function allReduce(link: Interconnect, ranks: number, bytes: number): AllReduceCost {
+export function allReduce(paired: Interconnect, ranks: number, bytes: number): AllReduceCost {
   if (ranks <= 1) return { seconds: 0, algorithm: 'ring' };
+  const link = linkFor(paired, ranks);
   const algorithm = allReduceAlgorithm(link, ranks, bytes);
   const readBytesPerS = Math.min(CUSTOM_AR_READ_BYTES_PER_S, link.busBytesPerS);
   switch (algorithm) {

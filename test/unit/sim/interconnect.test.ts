@@ -75,6 +75,11 @@ describe('all-reduce cost', () => {
     assert.equal(allReduceAlgorithm(pcie, 2, 16 * KiB), 'one-shot');
     assert.equal(allReduceAlgorithm(pcie, 4, 16 * KiB), 'ring', 'PCIe beyond 2 GPUs');
     assert.equal(allReduceAlgorithm(geforce, 2, 16 * KiB), 'ring', 'no peer access');
+    // H100 NVL: NVLink-bridged pairs; TP 4 crosses PCIe between them.
+    const nvl = link('h100-nvl');
+    assert.equal(allReduce(nvl, 2, 16 * KiB).algorithm, 'one-shot');
+    assert.equal(allReduceAlgorithm(nvl, 4, 16 * KiB), 'ring');
+    assert.deepEqual(allReduce(nvl, 4, 16 * KiB), allReduce(link('h100-pcie'), 4, 16 * KiB));
     assert.equal(allReduce(nv, 1, MiB).seconds, 0);
     assert.equal(ringAllReduceS(nv, 1, MiB), 0);
   });
