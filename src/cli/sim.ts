@@ -232,7 +232,10 @@ function presetTables(): string {
       notes,
     ]);
   }
-  const gpus = new Table({ head: ['gpu', 'name', 'memory', 'bandwidth', 'bf16', 'fp8'], style });
+  const gpus = new Table({
+    head: ['gpu', 'name', 'memory', 'bandwidth', 'bf16', 'fp8', 'family', 'GPU link'],
+    style,
+  });
   for (const g of GPU_PRESETS) {
     gpus.push([
       g.id,
@@ -241,6 +244,8 @@ function presetTables(): string {
       `${(g.bandwidthBytesPerS / 1e12).toFixed(3)} TB/s`,
       `${(g.peakFlops.bf16 / 1e12).toFixed(1)} TF/s`,
       g.peakFlops.fp8 ? `${(g.peakFlops.fp8 / 1e12).toFixed(1)} TF/s` : '-',
+      g.family ?? '-',
+      g.interconnect.name,
     ]);
   }
   return `Models (--model; or a path to a Hugging Face config.json)\n${models.toString()}\n\nGPUs (--gpu)\n${gpus.toString()}\n\nWeight formats (--dtype): bf16, fp16, fp8, int8, ${formatWeightFormat({ dtype: 'int4' })} (awq/gptq; int4-g64 sets the group size)`;

@@ -1,6 +1,154 @@
-import type { GpuSpec } from './hardware.js';
+import { readFileSync, statSync } from 'node:fs';
+import { parseDocument } from 'yaml';
+import { z } from 'zod';
+import { GPU_FAMILIES, type GpuSpec, INTERCONNECT_KINDS, type Interconnect } from './hardware.js';
 
-/** Reads a GPU described in a YAML or JSON file (`--gpu-spec`), validated with clear errors. */
+/**
+ * `--gpu-spec FILE`: a GPU the presets lack, in YAML or JSON, in the units datasheets use.
+ *
+ *   name: RTX 6000 Ada
+ *   family: ada              # optional: ampere, ada, hopper, blackwell, cdna3
+ *   memoryGiB: 47.99         # or memoryGB (decimal); the device-reported total if known
+ *   bandwidthTBps: 0.96
+ *   peakTflops: { bf16: 364.2, fp8: 728.5 }   # dense, no sparsity
+ *   interconnect: { kind: pcie, busGBps: 20, latencyUs: 1 }
+ */
+
+/** The largest spec file read: a hand-written spec is a few hundred bytes. */
+const GPU_SPEC_MAX_BYTES = 64 * 1024;
+
+const positive = (what: string) =>
+  z
+    .number({ error: `must be a number (${what})` })
+    .positive({ error: `must be above 0 (${what})` });
+
+const gpuSpecSchema = z
+  .object(
+    {
+      id: z.string().min(1).optional(),
+      name: z.string({ error: 'must be text, e.g. "RTX 6000 Ada"' }).min(1),
+      family: z
+        .enum(GPU_FAMILIES, { error: `must be one of ${GPU_FAMILIES.join(', ')}` })
+        .optional(),
+      memoryGB: positive('decimal GB, e.g. 48').optional(),
+      memoryGiB: positive('GiB as the device reports it, e.g. 44.99').optional(),
+      bandwidthTBps: positive('peak memory bandwidth in TB/s, e.g. 0.96'),
+      peakTflops: z
+        .object(
+          {
+            bf16: positive('dense bf16 tensor TFLOP/s, e.g. 362'),
+            fp8: positive('dense fp8 tensor TFLOP/s').optional(),
+            int8: positive('dense int8 tensor TOP/s').optional(),
+            fp4: positive('dense fp4 tensor TFLOP/s').optional(),
+          },
+          { error: 'must be a mapping of dense peaks, e.g. { bf16: 362, fp8: 733 }' },
+        )
+        .strict(),
+      interconnect: z
+        .object(
+          {
+            kind: z.enum(INTERCONNECT_KINDS, {
+              error: `must be one of ${INTERCONNECT_KINDS.join(', ')}`,
+            }),
+            name: z.string().min(1).optional(),
+            busGBps: positive("NCCL's all-reduce bus bandwidth per GPU in GB/s, e.g. 20"),
+            latencyUs: positive('latency of one ring step in microseconds, e.g. 1'),
+            peerAccess: z.boolean({ error: 'must be true or false' }).optional(),
+          },
+          { error: 'must be a mapping, e.g. { kind: pcie, busGBps: 20, latencyUs: 1 }' },
+        )
+        .strict(),
+    },
+    {
+      error:
+        'must be a mapping of name, memoryGB or memoryGiB, bandwidthTBps, peakTflops and interconnect',
+    },
+  )
+  .strict()
+  .refine((s) => (s.memoryGB === undefined) !== (s.memoryGiB === undefined), {
+    error: 'give the memory as one of memoryGB or memoryGiB',
+    path: ['memoryGB'],
+  });
+
+type GpuSpecFile = z.infer<typeof gpuSpecSchema>;
+
+/** Reads a GPU described in a YAML or JSON file (`--gpu-spec`); throws naming each bad field. */
 export function loadGpuSpec(path: string): GpuSpec {
-  throw new Error(`reading ${path}: --gpu-spec is not built yet`);
+  let text: string;
+  try {
+    if (statSync(path).size > GPU_SPEC_MAX_BYTES) {
+      throw new Error(`${path}: too large for a GPU spec (at most 64 KiB); is it the right file?`);
+    }
+    text = readFileSync(path, 'utf8');
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === undefined) throw err;
+    throw new Error(
+      code === 'ENOENT' ? `${path}: no such file` : `${path}: cannot read it (${code})`,
+    );
+  }
+  // JSON is YAML, so one parser reads both.
+  const doc = parseDocument(text);
+  if (doc.errors.length > 0) {
+    throw new Error(`${path}: not valid YAML or JSON: ${doc.errors[0].message.split('\n')[0]}`);
+  }
+  return gpuSpecFromValue(doc.toJS(), path);
+}
+
+/** Validates a parsed spec (pure: tests call it with objects) and converts it to a GpuSpec. */
+export function gpuSpecFromValue(value: unknown, path: string): GpuSpec {
+  const parsed = gpuSpecSchema.safeParse(value, { reportInput: true });
+  if (!parsed.success) {
+    const problems = parsed.error.issues.flatMap((issue) => {
+      const field = issue.path.join('.');
+      if (issue.code === 'unrecognized_keys') {
+        return issue.keys.map((k) => {
+          const near = knownFields(field).find((f) => f.toLowerCase() === k.toLowerCase());
+          return `unknown field "${field ? `${field}.${k}` : k}"${near ? ` (did you mean "${near}"?)` : ''}`;
+        });
+      }
+      if (issue.code === 'invalid_type' && issue.input === undefined) {
+        return [`${field}: missing`];
+      }
+      return [`${field || '(top level)'}: ${issue.message}`];
+    });
+    throw new Error(`${path}: ${problems.join('; ')}`);
+  }
+  return toGpuSpec(parsed.data, path);
+}
+
+/** The fields a spec may have at one level (for a typo's suggestion). */
+function knownFields(level: string): string[] {
+  const shape = gpuSpecSchema.shape;
+  if (level === 'peakTflops' || level === 'interconnect') return Object.keys(shape[level].shape);
+  return Object.keys(shape);
+}
+
+function toGpuSpec(s: GpuSpecFile, path: string): GpuSpec {
+  const memoryBytes =
+    s.memoryGiB !== undefined ? s.memoryGiB * 1024 ** 3 : (s.memoryGB as number) * 1e9;
+  const T = 1e12;
+  const peakFlops: GpuSpec['peakFlops'] = { bf16: s.peakTflops.bf16 * T };
+  for (const format of ['fp8', 'int8', 'fp4'] as const) {
+    const tflops = s.peakTflops[format];
+    if (tflops !== undefined) peakFlops[format] = tflops * T;
+  }
+  const link = s.interconnect;
+  const interconnect: Interconnect = {
+    kind: link.kind,
+    name: link.name ?? `${link.kind} (${link.busGBps} GB/s bus)`,
+    busBytesPerS: link.busGBps * 1e9,
+    latencyS: link.latencyUs * 1e-6,
+    ...(link.peerAccess !== undefined ? { peerAccess: link.peerAccess } : {}),
+  };
+  return {
+    id: s.id ?? path,
+    name: s.name,
+    ...(s.family ? { family: s.family } : {}),
+    memoryGB: Math.round(memoryBytes / 1e9),
+    memoryBytes: Math.round(memoryBytes),
+    bandwidthBytesPerS: s.bandwidthTBps * T,
+    peakFlops,
+    interconnect,
+  };
 }

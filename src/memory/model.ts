@@ -137,6 +137,20 @@ const llama = (
   ...over,
 });
 
+/** Qwen3 dense and MoE: head_dim 128, 8 KV heads, no qkv bias, untied, 40960 positions. */
+const qwen3 = (
+  over: Partial<ModelSpec> &
+    Pick<ModelSpec, 'id' | 'name' | 'layers' | 'hiddenSize' | 'queryHeads' | 'ffnSize'>,
+): ModelSpec => ({
+  kvHeads: 8,
+  headDim: 128,
+  vocabSize: 151936,
+  tiedEmbeddings: false,
+  qkvBias: false,
+  maxContext: 40960,
+  ...over,
+});
+
 /**
  * Presets from the models' published `config.json` files (the same shapes as
  * ai-dynamo/aiconfigurator and cli99/llm-analysis model configs).
@@ -162,6 +176,16 @@ export const MODEL_PRESETS: readonly ModelSpec[] = [
     vocabSize: 32000,
     maxContext: 4096,
   }),
+  // meta-llama/Llama-2-70b-hf config.json: GQA with 8 KV heads, unlike the 7B and 13B.
+  llama({
+    id: 'llama-2-70b',
+    name: 'Llama-2-70B',
+    layers: 80,
+    hiddenSize: 8192,
+    ffnSize: 28672,
+    vocabSize: 32000,
+    maxContext: 4096,
+  }),
   llama({ id: 'llama-3-8b', name: 'Llama-3-8B', layers: 32, hiddenSize: 4096 }),
   llama({
     id: 'llama-3.1-8b',
@@ -177,6 +201,15 @@ export const MODEL_PRESETS: readonly ModelSpec[] = [
     layers: 80,
     hiddenSize: 8192,
     ffnSize: 28672,
+    maxContext: 131072,
+  }),
+  // meta-llama/Llama-3.1-405B config.json.
+  llama({
+    id: 'llama-3.1-405b',
+    name: 'Llama-3.1-405B',
+    layers: 126,
+    hiddenSize: 16384,
+    ffnSize: 53248,
     maxContext: 131072,
   }),
   llama({
@@ -202,6 +235,36 @@ export const MODEL_PRESETS: readonly ModelSpec[] = [
     qkvBias: true,
     maxContext: 32768,
   },
+  // Qwen/Qwen3-8B and Qwen/Qwen3-32B config.json (head_dim 128 is set apart from hidden_size /
+  // heads; the per-head q/k RMSNorm weights, 2 x 128 per layer, are left out).
+  qwen3({
+    id: 'qwen3-8b',
+    name: 'Qwen3-8B',
+    layers: 36,
+    hiddenSize: 4096,
+    queryHeads: 32,
+    ffnSize: 12288,
+  }),
+  qwen3({
+    id: 'qwen3-32b',
+    name: 'Qwen3-32B',
+    layers: 64,
+    hiddenSize: 5120,
+    queryHeads: 64,
+    ffnSize: 25600,
+  }),
+  // Qwen/Qwen3-30B-A3B config.json: every layer MoE (decoder_sparse_step 1, mlp_only_layers []),
+  // 128 experts of moe_intermediate_size 768, top 8, no shared expert.
+  qwen3({
+    id: 'qwen3-30b-a3b',
+    name: 'Qwen3-30B-A3B',
+    layers: 48,
+    hiddenSize: 2048,
+    queryHeads: 32,
+    kvHeads: 4,
+    ffnSize: 6144,
+    moe: { experts: 128, topK: 8, expertFfnSize: 768, sharedExperts: 0, denseLayers: 0 },
+  }),
   llama({
     id: 'mixtral-8x7b',
     name: 'Mixtral-8x7B',

@@ -15,7 +15,12 @@ import {
   SGLANG_NEW_TOKEN_RATIO,
   sglangMaxRunningRequests,
 } from './personality.js';
-import { DEFAULT_EFFICIENCY, type Efficiency, StepCostModel } from './roofline.js';
+import {
+  DEFAULT_EFFICIENCY,
+  type Efficiency,
+  familyEfficiency,
+  StepCostModel,
+} from './roofline.js';
 
 /** The engine's configuration, with vLLM's names for every personality: its memory plan's and more. */
 export interface EngineModelConfig extends VllmMemoryInput {
@@ -70,7 +75,13 @@ export function resolveEngineConfig(o: EngineModelOptions): EngineModelConfig {
     numSchedulerSteps: o.numSchedulerSteps ?? 1,
     dp: o.dp ?? 1,
     loadBalancer: o.loadBalancer ?? 'round-robin',
-    efficiency: { ...DEFAULT_EFFICIENCY, ...personalityEfficiency(personality), ...o.efficiency },
+    // DEFAULT <- the GPU family's GEMM shares <- the engine's costs <- the user's flags.
+    efficiency: {
+      ...DEFAULT_EFFICIENCY,
+      ...familyEfficiency(o.gpu),
+      ...personalityEfficiency(personality),
+      ...o.efficiency,
+    },
     ...(o.nonKvOverheadBytes !== undefined ? { nonKvOverheadBytes: o.nonKvOverheadBytes } : {}),
     ...(o.numGpuBlocksOverride !== undefined
       ? { numGpuBlocksOverride: o.numGpuBlocksOverride }

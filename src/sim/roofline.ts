@@ -1,7 +1,8 @@
 import { DTYPE_BYTES, type KvDtype, type WeightFormat } from '../memory/dtype.js';
 import { kvBytesPerToken, weightBytes } from '../memory/footprint.js';
-import type { ComputeFormat, GpuSpec } from '../memory/hardware.js';
+import type { ComputeFormat, GpuFamily, GpuSpec, Interconnect } from '../memory/hardware.js';
 import { type ModelSpec, paramCounts } from '../memory/model.js';
+import { allReduce } from './interconnect.js';
 
 /**
  * Efficiency factors of the roofline (REFERENCE-memory-and-simulator.md sections 3 and 6).
@@ -43,6 +44,46 @@ export const DEFAULT_EFFICIENCY: Efficiency = {
   frontendLatencyS: 20e-3,
   scheduleOverheadS: 0,
 };
+
+/**
+ * Measured best matmul throughput as a share of the dense peak (MAMF / theory), from the
+ * Maximum Achievable Matmul FLOPS table of stas00/ml-engineering (compute/accelerator/README.md,
+ * mamf-finder.py, torch matmul, mean of 100 runs): H100 SXM bf16 80.3 % and fp8 70.9 %,
+ * B200 bf16 77.6 % and fp8 76.3 %, MI300X bf16 51.4 % (ROCm 6.3, TunableOp; fp8 not measured).
+ */
+const MAMF_SHARE = {
+  h100Bf16: 0.803,
+  h100Fp8: 0.709,
+  b200Bf16: 0.776,
+  b200Fp8: 0.763,
+  mi300xBf16: 0.514,
+};
+
+/**
+ * Each chip family's departures from DEFAULT_EFFICIENCY. The defaults were set in serving on
+ * A100 and H100 (bf16 prefill MFU 67 % on A100, fp8 at 40-46 % of the H100's peak, and the
+ * per-sequence overhead fitted on H100 with them), so Ampere and Hopper keep them; another
+ * family scales them by its matmul share against the H100's. The A100's higher share (86.9 %)
+ * is not applied: the serving figures already include it. A family with no measurement keeps
+ * the defaults.
+ */
+const FAMILY_EFFICIENCY: Record<GpuFamily, Partial<Efficiency>> = {
+  ampere: {},
+  hopper: {},
+  blackwell: {
+    mfuMax16: (DEFAULT_EFFICIENCY.mfuMax16 * MAMF_SHARE.b200Bf16) / MAMF_SHARE.h100Bf16,
+    mfuMax8: (DEFAULT_EFFICIENCY.mfuMax8 * MAMF_SHARE.b200Fp8) / MAMF_SHARE.h100Fp8,
+  },
+  // fp8 not measured on MI300X: the default.
+  cdna3: { mfuMax16: (DEFAULT_EFFICIENCY.mfuMax16 * MAMF_SHARE.mi300xBf16) / MAMF_SHARE.h100Bf16 },
+  // No MAMF measurement of an Ada part (L4, L40, L40S, RTX 4090) was found: the defaults.
+  ada: {},
+};
+
+/** The GPU family's efficiencies: DEFAULT_EFFICIENCY <- this <- a personality's <- user flags. */
+export function familyEfficiency(gpu: GpuSpec): Partial<Efficiency> {
+  return gpu.family ? FAMILY_EFFICIENCY[gpu.family] : {};
+}
 
 /** The compute path of a weight format: which tensor-core peak its GEMMs run at. */
 export function gemmFormat(weights: WeightFormat, gpu: GpuSpec): ComputeFormat {
@@ -91,8 +132,12 @@ export class StepCostModel {
   private readonly moeLayers: number;
   private readonly attnFlopsPerPair: number;
   private readonly kvBytesPerToken: number;
-  private readonly commBytesPerToken: number;
-  private readonly commFixedS: number;
+  /** Bytes of one all-reduce per token: the hidden state in 16 bit. */
+  private readonly allReduceBytesPerToken: number;
+  /** All-reduces per step: two per layer (after attention and after the MLP). */
+  private readonly allReducesPerStep: number;
+  private readonly link: Interconnect;
+  private readonly tp: number;
   readonly efficiency: Efficiency;
   private readonly model: ModelSpec;
 
@@ -128,14 +173,11 @@ export class StepCostModel {
     const qkDim = model.mla ? model.mla.kvLoraRank + model.mla.ropeHeadDim : model.headDim;
     this.attnFlopsPerPair = (4 * model.layers * model.queryHeads * qkDim) / tp;
     this.kvBytesPerToken = kvBytesPerToken(model, options.kvDtype, tp);
-    // Two all-reduces of the hidden state per layer, ring: 2 (tp-1)/tp of the data each.
-    this.commBytesPerToken =
-      tp > 1 ? (2 * model.layers * 2 * (tp - 1) * model.hiddenSize * DTYPE_BYTES.bf16) / tp : 0;
-    this.commFixedS = tp > 1 ? 2 * model.layers * gpu.linkLatencyS : 0;
-    this.linkBytesPerS = gpu.linkBytesPerS;
+    this.allReduceBytesPerToken = model.hiddenSize * DTYPE_BYTES.bf16;
+    this.allReducesPerStep = 2 * model.layers;
+    this.link = gpu.interconnect;
+    this.tp = tp;
   }
-
-  private readonly linkBytesPerS: number;
 
   /** mfu(T) = mfuMax x T / (T + halfTokens). */
   mfu(tokens: number): number {
@@ -173,8 +215,9 @@ export class StepCostModel {
       (this.kvBytesPerToken * s.kvTokensTouched) / this.effBandwidth,
     );
     const commS =
-      this.commBytesPerToken > 0
-        ? (this.commBytesPerToken * s.tokens) / this.linkBytesPerS + this.commFixedS
+      this.tp > 1
+        ? this.allReducesPerStep *
+          allReduce(this.link, this.tp, this.allReduceBytesPerToken * s.tokens).seconds
         : 0;
     const overheadS = e.stepOverheadS + e.perSeqOverheadS * s.sequences;
     const gemmS = Math.max(gemmCompute, gemmMemory);

@@ -61,7 +61,11 @@ describe('infergauge memory', () => {
     assert.equal(report.perGpu.kvBytesPerToken, 80 * 1024);
     assert.equal(report.perGpu.kvBytesForBatch, 32 * 8192 * 80 * 1024);
     assert.ok(report.maxSequences >= 32);
-    assert.equal(report.smallestFit.singleGpu, undefined, 'no single GPU holds 70B bf16 + 32 x 8k');
+    assert.equal(
+      report.smallestFit.singleGpu?.gpu,
+      'mi325x',
+      'only the 256 GB MI325X holds 70B bf16 + 32 x 8k',
+    );
 
     // MLA: one latent per token, not split by TP; a 1,000-token sequence rounds up to 63 blocks.
     const mla = memoryReport({

@@ -85,10 +85,14 @@ describe('simulated engine: closed forms', () => {
       for (let i = 1; i < times.length; i++) {
         // The decode that samples token i reads the KV of the prompt and i - 1 tokens, writes 1.
         const kvTokens = prompt + i;
+        // Two all-reduces per layer of one token's hidden state; at TP 2 vLLM's one-shot custom
+        // all-reduce: 4 us plus the peer's bytes read at 60 GB/s (or the link's, if slower).
         const comm =
           tp > 1
-            ? (2 * model.layers * 2 * (tp - 1) * model.hiddenSize * 2) / tp / g.linkBytesPerS +
-              2 * model.layers * g.linkLatencyS
+            ? 2 *
+              model.layers *
+              (4e-6 +
+                ((tp - 1) * model.hiddenSize * 2) / Math.min(60e9, g.interconnect.busBytesPerS))
             : 0;
         const expectedMs =
           ((weightsRead + kvPerToken * kvTokens) / (g.bandwidthBytesPerS * e.mbu) +
