@@ -28,7 +28,7 @@ const pct = (e: number | undefined) =>
   e === undefined ? '-' : `${e >= 0 ? '+' : ''}${(e * 100).toFixed(1)}%`;
 const fmt = (v: number) => (v >= 100 ? v.toFixed(0) : v >= 10 ? v.toFixed(1) : v.toFixed(2));
 
-const results = loadPoints(values.points as string).map(simulatePoint);
+const results = loadPoints(values.points as string).map((p) => simulatePoint(p));
 const groups: Group[] = ['ttft', 'tpot', 'throughput'];
 
 if (values.markdown) {

@@ -17,6 +17,7 @@ import { summarize } from '../src/metrics/summary.js';
 import type { RequestRecord } from '../src/record.js';
 import { EngineModel, type EngineModelOptions } from '../src/sim/engineModel.js';
 import { isPersonalityId } from '../src/sim/personality.js';
+import type { Efficiency } from '../src/sim/roofline.js';
 import { simulateRun } from '../src/sim/virtual.js';
 import {
   type LengthDistribution,
@@ -24,6 +25,7 @@ import {
   sampleLength,
   streamSeed,
 } from '../src/workload/distributions.js';
+import { findScenario, type Scenario } from '../src/workload/scenarios.js';
 import { WORDS } from '../src/workload/synthetic.js';
 
 type Stat = { mean?: number | null; median?: number | null; p99?: number | null };
@@ -49,11 +51,15 @@ export interface ValidationPoint {
     inputTokens: { kind: string; value: number };
     outputTokens: { kind: string; value: number };
     requests?: number | null;
-    /** A length distribution the harness uses instead of the fixed/mean value (e.g. sharegpt). */
-    inputDistribution?: string;
-    outputDistribution?: string;
+    /** `sharegpt`: the source gives no lengths, only the data set; use the `sharegpt` preset. */
+    lengths?: 'sharegpt';
   };
-  load: { kind: 'batch1' | 'concurrency' | 'rate' | 'offline'; value?: number | null };
+  load: {
+    kind: 'batch1' | 'concurrency' | 'rate' | 'offline';
+    value?: number | null;
+    /** The client's arrival process where the source states one (default: Poisson). */
+    arrival?: 'poisson' | 'constant';
+  };
   measured: {
     ttftMs?: Stat;
     tpotMs?: Stat;
@@ -150,13 +156,26 @@ export function engineOptions(p: ValidationPoint): EngineModelOptions | string {
   return options as unknown as EngineModelOptions;
 }
 
+/**
+ * The lengths a user would ask for: the stated ones (a mean stands for fixed lengths, except for
+ * ShareGPT, whose spread matters at load: the `sharegpt` preset's shape at the stated mean), or
+ * the `sharegpt` preset where the source names the data set only.
+ */
 function lengths(p: ValidationPoint): { input: LengthDistribution; output: LengthDistribution } {
   const w = p.workload;
+  const sharegpt = findScenario('sharegpt') as Scenario;
+  if (w.lengths === 'sharegpt') return { input: sharegpt.input, output: sharegpt.output };
+  // Only vLLM's ShareGPT_V3 sample has the preset's shape; other ShareGPT filters differ.
+  const isShareGpt = /sharegpt_v3/i.test(w.dataset ?? '');
+  const of = (stated: { kind: string; value: number }, preset: LengthDistribution) =>
+    isShareGpt && stated.kind === 'mean' && preset.kind === 'lognormal'
+      ? parseLengthDistribution(
+          `lognormal:${stated.value}:${stated.value}:${preset.min ?? 1}:${preset.max ?? ''}`,
+        )
+      : parseLengthDistribution(String(Math.round(stated.value)));
   return {
-    input: parseLengthDistribution(w.inputDistribution ?? String(Math.round(w.inputTokens.value))),
-    output: parseLengthDistribution(
-      w.outputDistribution ?? String(Math.round(w.outputTokens.value)),
-    ),
+    input: of(w.inputTokens, sharegpt.input),
+    output: of(w.outputTokens, sharegpt.output),
   };
 }
 
@@ -193,7 +212,7 @@ function loadOf(p: ValidationPoint): LoadSpec {
     case 'concurrency':
       return { mode: 'closed', concurrency: p.load.value ?? 1 };
     case 'rate':
-      return { mode: 'open', rate: p.load.value ?? 1, arrival: 'poisson' };
+      return { mode: 'open', rate: p.load.value ?? 1, arrival: p.load.arrival ?? 'poisson' };
     case 'offline':
       // Every request at once, as trtllm-bench and MLPerf offline submit them.
       return { mode: 'closed', concurrency: requestCount(p) };
@@ -230,8 +249,13 @@ function ttftTargeted(p: ValidationPoint): boolean {
   return ttft !== null && ttft !== undefined && ttft < 1000;
 }
 
-export function simulatePoint(p: ValidationPoint): PointResult {
-  const options = p.skip ?? engineOptions(p);
+/** `efficiency` overrides the model's factors (to set a free constant on the fit set). */
+export function simulatePoint(p: ValidationPoint, efficiency?: Partial<Efficiency>): PointResult {
+  const built = p.skip ?? engineOptions(p);
+  const options =
+    typeof built === 'string' || !efficiency
+      ? built
+      : { ...built, efficiency: { ...built.efficiency, ...efficiency } };
   if (typeof options === 'string') {
     return { point: p, comparisons: [], groups: {}, ttftTargeted: false, skipped: options };
   }
@@ -255,8 +279,10 @@ export function simulatePoint(p: ValidationPoint): PointResult {
     'ttftMs.p99': s.latency.ttftMs.p99,
     'tpotMs.mean': s.latency.tpotMs.mean,
     'tpotMs.median': s.latency.tpotMs.p50,
-    'itlMs.mean': s.latency.itlMs.mean,
-    'itlMs.median': s.latency.itlMs.p50,
+    // Published ITLs (benchmark_serving, bench_serving, genai-perf) are gaps between streamed
+    // chunks: our per-event gaps (equal to per-token ones unless a server bunches tokens).
+    'itlMs.mean': s.latency.chunkGapMs.mean,
+    'itlMs.median': s.latency.chunkGapMs.p50,
     'e2eMs.mean': s.latency.e2eMs.mean,
     outputTokensPerS: s.throughput.outputTokensPerS,
     requestsPerS: s.throughput.requestsPerS,

@@ -189,7 +189,6 @@ export const PLAN_KEYS = [
   'max-batch-size',
   'max-num-tokens',
   'enable-chunked-context',
-  'max-batch-prefill-tokens',
   'threshold',
   'html',
   'workers',

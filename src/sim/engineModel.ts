@@ -105,7 +105,6 @@ const MEMORY_RULE: Record<PersonalityId, MemoryRule> = {
   'vllm-v0': 'vllm-v0',
   sglang: 'sglang',
   trtllm: 'trtllm',
-  tgi: 'vllm-v1',
 };
 
 /** Receives a sequence's tokens as the engine produces them (times in ns of engine time). */

@@ -262,8 +262,8 @@ export const ENGINE_FLAGS: readonly FlagSpec[] = [
     kind: 'number',
     integer: true,
     min: 1,
-    help: "trtllm, tgi: most requests in a batch (default: the engine's)",
-    native: { personalities: ['trtllm', 'tgi'], sets: 'maxNumSeqs' },
+    help: "trtllm: most requests in a batch (default: the engine's)",
+    native: { personalities: ['trtllm'], sets: 'maxNumSeqs' },
   },
   {
     flag: '--max-num-tokens <n>',
@@ -280,15 +280,6 @@ export const ENGINE_FLAGS: readonly FlagSpec[] = [
     kind: 'boolean',
     help: 'trtllm: split long contexts over steps (default: whole contexts)',
     native: { personalities: ['trtllm'], sets: 'chunkedPrefill' },
-  },
-  {
-    flag: '--max-batch-prefill-tokens <n>',
-    key: 'maxBatchPrefillTokens',
-    kind: 'number',
-    integer: true,
-    min: 1,
-    help: 'tgi: most prefill tokens per step (default: 4096)',
-    native: { personalities: ['tgi'], sets: 'maxNumBatchedTokens' },
   },
 ];
 

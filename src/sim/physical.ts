@@ -197,7 +197,14 @@ export class PhysicalEngine implements ServingEngine {
     loop.pending = [];
     loop.timer = setTimeout(() => {
       loop.timer = undefined;
-      for (const { sink, last } of emissions) sink.onTokens(1, last);
+      // A sequence's tokens of one multi-step window leave in one event, as V0 streamed them.
+      for (let i = 0; i < emissions.length; ) {
+        const { sink } = emissions[i];
+        let j = i + 1;
+        while (j < emissions.length && emissions[j].sink === sink) j++;
+        sink.onTokens(j - i, emissions[j - 1].last);
+        i = j;
+      }
       this.kick(replica);
     }, this.delayTo(result.endNs));
   }

@@ -242,6 +242,12 @@ function toRecord(r: InFlight, endpoint: Endpoint, rejected?: string): RequestRe
   }
   for (let i = 0; i < n; i++) {
     const atUs = us(r.tokenNs[i]);
+    if (i > 0 && r.tokenNs[i] === r.tokenNs[i - 1]) {
+      // Tokens released together (a multi-step window) travel in one event, as over HTTP.
+      tokens[e - 1]++;
+      contentChars[e - 1] += simWordLength(i);
+      continue;
+    }
     dtUs[e] = atUs - previousUs;
     previousUs = atUs;
     tokens[e] = 1;
@@ -250,6 +256,7 @@ function toRecord(r: InFlight, endpoint: Endpoint, rejected?: string): RequestRe
   dtUs[e] = 0;
   tokens[e] = 0;
   contentChars[e] = 0;
+  dtUs.length = tokens.length = contentChars.length = e + 1;
   const firstAt = us(r.tokenNs[0]) / 1000;
   const lastAt = us(r.tokenNs[n - 1]) / 1000;
   return {

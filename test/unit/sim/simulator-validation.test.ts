@@ -197,45 +197,38 @@ describe('simulated engine: published measurements it was not fitted to (issue 1
   // error is at most 15 % for TPOT/ITL and output throughput and 25 % for TTFT at light and mid
   // load (batch 1, or a published TTFT under a second); no point misses a targeted figure by more
   // than 50 % unless its `knownMiss` says why. bench/sim-validation.ts prints every point.
-  const PENDING = { todo: 'the engine personalities and hardware models land next' };
-  const results = loadPoints('test/fixtures/sim-validation/points.json').map(simulatePoint);
+  const results = loadPoints('test/fixtures/sim-validation/points.json').map((p) =>
+    simulatePoint(p),
+  );
   const validation = results.filter((r) => r.point.role === 'validation' && !r.skipped);
 
-  test(
-    'the sets: at most a third for fitting; at least 20 validation points over 4 GPUs, 3 engines, batch 1 and load',
-    PENDING,
-    () => {
-      const fit = results.filter((r) => r.point.role === 'fit');
-      assert.ok(
-        fit.length * 3 <= results.length,
-        `${fit.length} of ${results.length} in the fit set`,
-      );
-      assert.ok(validation.length >= 20, `${validation.length} validation points`);
-      assert.ok(new Set(validation.map((r) => r.point.hardware.gpu)).size >= 4);
-      assert.ok(new Set(validation.map((r) => r.point.engine.personality)).size >= 3);
-      assert.ok(validation.some((r) => r.point.load.kind === 'batch1'));
-      assert.ok(validation.some((r) => r.point.load.kind !== 'batch1'));
-      for (const r of results) {
-        if (r.skipped) assert.ok(r.point.skip, `${r.point.id} was not simulated: ${r.skipped}`);
-      }
-    },
-  );
+  test('the sets: at most a third for fitting; at least 20 validation points over 4 GPUs, 3 engines, batch 1 and load', () => {
+    const fit = results.filter((r) => r.point.role === 'fit');
+    assert.ok(
+      fit.length * 3 <= results.length,
+      `${fit.length} of ${results.length} in the fit set`,
+    );
+    assert.ok(validation.length >= 20, `${validation.length} validation points`);
+    assert.ok(new Set(validation.map((r) => r.point.hardware.gpu)).size >= 4);
+    assert.ok(new Set(validation.map((r) => r.point.engine.personality)).size >= 3);
+    assert.ok(validation.some((r) => r.point.load.kind === 'batch1'));
+    assert.ok(validation.some((r) => r.point.load.kind !== 'batch1'));
+    for (const r of results) {
+      if (r.skipped) assert.ok(r.point.skip, `${r.point.id} was not simulated: ${r.skipped}`);
+    }
+  });
 
   for (const group of ['ttft', 'tpot', 'throughput'] as const) {
-    test(
-      `validation set: median |error| of ${group} within ${TARGETS[group] * 100} %`,
-      PENDING,
-      () => {
-        const errors = groupErrors(validation, group);
-        const median = medianAbs(errors) as number;
-        console.log(`  ${group}: median |error| ${pct(median)} over ${errors.length} points`);
-        assert.ok(errors.length >= 5, `${errors.length} points`);
-        assert.ok(median <= TARGETS[group], pct(median));
-      },
-    );
+    test(`validation set: median |error| of ${group} within ${TARGETS[group] * 100} %`, () => {
+      const errors = groupErrors(validation, group);
+      const median = medianAbs(errors) as number;
+      console.log(`  ${group}: median |error| ${pct(median)} over ${errors.length} points`);
+      assert.ok(errors.length >= 5, `${errors.length} points`);
+      assert.ok(median <= TARGETS[group], pct(median));
+    });
   }
 
-  test('no targeted figure beyond 50 % without a stated reason', PENDING, () => {
+  test('no targeted figure beyond 50 % without a stated reason', () => {
     const misses: string[] = [];
     for (const r of validation) {
       for (const [group, error] of Object.entries(r.groups)) {
