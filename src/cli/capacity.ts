@@ -83,7 +83,12 @@ async function capacity(o: CapacityOptions): Promise<number> {
     const config = resolveEngineConfig(built.engine);
     const sequenceTokens = settings.inputTokens + settings.outputTokens;
     try {
-      prediction = predictCapacity(planVllmMemory(config), sequenceTokens, config.blockSize);
+      prediction = predictCapacity(
+        planVllmMemory(config),
+        sequenceTokens,
+        config.blockSize,
+        config.dp,
+      );
     } catch (err) {
       if (!(err instanceof EngineStartError)) throw err;
       predictionNote = err.message;

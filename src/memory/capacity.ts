@@ -48,12 +48,19 @@ export interface CapacityPrediction {
   maxBatch: number;
 }
 
-export function predictCapacity(plan: VllmMemoryPlan, sequenceTokens: number, blockSize: number) {
+export function predictCapacity(
+  plan: VllmMemoryPlan,
+  sequenceTokens: number,
+  blockSize: number,
+  /** Data-parallel replicas, each with its own pool of `plan.numGpuBlocks`. */
+  replicas = 1,
+) {
   const blocksPerSequence = blocksForTokens(sequenceTokens, blockSize, plan.windowCapBlocks);
   return {
-    numGpuBlocks: plan.numGpuBlocks,
+    numGpuBlocks: plan.numGpuBlocks * replicas,
     blocksPerSequence,
-    maxBatch: Math.floor(plan.numGpuBlocks / blocksPerSequence),
+    // A sequence lives in one replica's pool: whole sequences per replica, times replicas.
+    maxBatch: replicas * Math.floor(plan.numGpuBlocks / blocksPerSequence),
   } satisfies CapacityPrediction;
 }
 
