@@ -131,7 +131,7 @@ function memoryLine(m: ServerMemorySummary, covered: Set<string>): string | unde
 export function describeSteadyState(summary: Pick<RunSummary, 'steadyState'>): string | undefined {
   const w = summary.steadyState;
   if (!w) return undefined;
-  return `${fmtNumber(w.outputTokensPerS, 1)} output tok/s, ${fmtNumber(w.requestsPerS, 2)} req/s over ${fmtNumber(w.windowS, 1)} s from the first answer's end to the last send (offered ${fmtNumber(w.offeredRequestsPerS, 2)} req/s; drain tail ${fmtNumber(w.drainS, 1)} s, ${fmtNumber(w.drainShare * 100, 0)}% of the run)`;
+  return `${fmtNumber(w.outputTokensPerS, 1)} output tok/s, ${fmtNumber(w.requestsPerS, 2)} req/s over ${fmtNumber(w.windowS, 1)} s from p95 E2E after the first send to the last send (offered ${fmtNumber(w.offeredRequestsPerS, 2)} req/s; drain tail ${fmtNumber(w.drainS, 1)} s, ${fmtNumber(w.drainShare * 100, 0)}% of the run)`;
 }
 
 export function describeLoad(summary: RunSummary): string {

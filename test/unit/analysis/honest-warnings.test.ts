@@ -119,7 +119,7 @@ describe('open-loop throughput against the offered rate', () => {
     const terminal = renderTerminalSummary(s, { color: false });
     assert.match(
       terminal,
-      /steady state +[\d,.]+ output tok\/s, [\d.]+ req\/s over [\d.]+ s from the first answer's end to the last send \(offered 4(\.00)? req\/s; drain tail/,
+      /steady state +[\d,.]+ output tok\/s, [\d.]+ req\/s over [\d.]+ s from p95 E2E after the first send to the last send \(offered 4(\.00)? req\/s; drain tail/,
     );
     assert.match(
       markdownSummary('run', [{ name: 'run', summary: s }]),
@@ -132,9 +132,10 @@ describe('open-loop throughput against the offered rate', () => {
       { mode: 'open', rate: 200, arrival: 'constant' },
       { input: 128, output: 256, durationS: 30 },
     );
+    // The queue grows all run: either the window finished far fewer than offered, or the
+    // answers' p95 E2E outlasted the arrivals and there is no steady state at all.
     const steady = s.steadyState;
-    assert.ok(steady);
-    assert.ok(steady.requestsPerS < steady.offeredRequestsPerS * 0.8);
+    if (steady) assert.ok(steady.requestsPerS < steady.offeredRequestsPerS * 0.8);
     const w = s.warnings.find((x) => x.code === 'below_offered_rate');
     assert.ok(w, codes(s).join(','));
     assert.match(w.message, /the server could not keep up with the offered 200\.00 req\/s/);
