@@ -98,7 +98,10 @@ export type Group = 'ttft' | 'tpot' | 'throughput';
 export interface PointResult {
   point: ValidationPoint;
   comparisons: Comparison[];
-  /** The point's error per group: the mean statistic where published, else the median. */
+  /**
+   * The point's error per group: the mean statistic where published, else the median; TPOT
+   * else ITL; output tokens/s else requests/s.
+   */
   groups: Partial<Record<Group, number>>;
   /** TTFT's target covers light and mid load only (see ttftTargeted). */
   ttftTargeted: boolean;
@@ -311,7 +314,8 @@ export function simulatePoint(p: ValidationPoint, efficiency?: Partial<Efficienc
   const groups: Partial<Record<Group, number>> = {};
   const ttft = first('ttftMs.mean', 'ttftMs.median');
   const tpot = first('tpotMs.mean', 'itlMs.mean', 'tpotMs.median', 'itlMs.median');
-  const throughput = first('outputTokensPerS');
+  // Output tokens/s; where a source gives only requests/s (chart labels), that instead.
+  const throughput = first('outputTokensPerS', 'requestsPerS');
   if (ttft !== undefined) groups.ttft = ttft;
   if (tpot !== undefined) groups.tpot = tpot;
   if (throughput !== undefined) groups.throughput = throughput;

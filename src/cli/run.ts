@@ -133,7 +133,7 @@ export function addRunOptions(command: Command): Command {
     )
     .option(
       '--input-tokens <dist>',
-      `prompt tokens: N, uniform:MIN:MAX, normal:MEAN:SD, poisson:MEAN, lognormal:MEAN:SD (default: ${d.inputTokens})`,
+      `prompt tokens: N, uniform:MIN:MAX, normal:MEAN:SD, poisson:MEAN, lognormal:MEAN:SD[:MIN[:MAX]] (default: ${d.inputTokens})`,
     )
     .option('--output-tokens <dist>', `max_tokens, in the same forms (default: ${d.outputTokens})`)
     .option(
