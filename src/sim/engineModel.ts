@@ -355,7 +355,8 @@ export class EngineModel {
     let prefillTokens = 0;
     let decodes = 0;
     const window = c.model.slidingWindow ?? Number.POSITIVE_INFINITY;
-    const subSteps = Math.max(...scheduled.map((e) => e.steps));
+    let subSteps = 1;
+    for (const e of scheduled) if (e.steps > subSteps) subSteps = e.steps;
     for (let i = 0; i < subSteps; i++) {
       let stepTokens = 0;
       let sampledRows = 0;

@@ -256,7 +256,7 @@ function toRecord(r: InFlight, endpoint: Endpoint, rejected?: string): RequestRe
   dtUs[e] = 0;
   tokens[e] = 0;
   contentChars[e] = 0;
-  dtUs.length = tokens.length = contentChars.length = e + 1;
+  if (e + 1 < size) dtUs.length = tokens.length = contentChars.length = e + 1;
   const firstAt = us(r.tokenNs[0]) / 1000;
   const lastAt = us(r.tokenNs[n - 1]) / 1000;
   return {
