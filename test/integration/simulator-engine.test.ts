@@ -273,10 +273,14 @@ describe('virtual time and the HTTP simulator agree', () => {
     console.log(
       `  real vs virtual: |TTFT gap| mean ${gaps.ttftGapMs.toFixed(2)} / median ${gaps.medianTtftGapMs.toFixed(2)} ms, |E2E gap| mean ${gaps.e2eGapMs.toFixed(2)} / median ${gaps.medianE2eGapMs.toFixed(2)} ms of ${gaps.meanE2eMs.toFixed(0)} ms`,
     );
-    // Timer lateness (about 1 ms per wake-up) and the client's own send slip; medians, as a
-    // busy machine's occasional late wake-up moves a mean of 30 by several ms.
-    assert.ok(gaps.medianTtftGapMs < 4, `TTFT gap ${gaps.medianTtftGapMs} ms`);
-    assert.ok(gaps.medianE2eGapMs < 6 + 0.02 * gaps.meanE2eMs, `E2E gap ${gaps.medianE2eGapMs} ms`);
+    // Timer lateness (about 1 ms per wake-up, several beside a CPU-bound job) and the client's
+    // own send slip; medians, as one late wake-up moves a mean of 30 by several ms. A modelling
+    // difference (a front end, a step) would be tens of ms. The dp 2 test uses the same bounds.
+    assert.ok(gaps.medianTtftGapMs < 8, `TTFT gap ${gaps.medianTtftGapMs} ms`);
+    assert.ok(
+      gaps.medianE2eGapMs < 10 + 0.02 * gaps.meanE2eMs,
+      `E2E gap ${gaps.medianE2eGapMs} ms`,
+    );
   });
 
   test('/metrics: vLLM names, preemptions counted, KV usage and DCGM memory as the engine has them', async () => {

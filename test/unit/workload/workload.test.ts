@@ -562,21 +562,23 @@ describe('trace replay end to end', () => {
     assert.equal(records.length, times.length, 'nothing is sent after the last entry');
     assert.equal(result.stoppedBy, 'plan');
     const start = records[0].scheduledAt;
-    let slip = 0;
+    const slips: number[] = [];
     for (const [i, r] of records.entries()) {
       assert.ok(Math.abs(r.scheduledAt - start - times[i] / 2) < 1e-6, `request ${i}`);
       assert.equal(r.requestedInputTokens, entries[i].inputTokens);
       assert.equal(r.requestedOutputTokens, entries[i].outputTokens);
       assert.equal(r.error, undefined);
-      slip += r.sentAt - r.scheduledAt;
+      slips.push(r.sentAt - r.scheduledAt);
       assert.ok(
         r.sentAt - r.scheduledAt < 250,
         `request ${i} sent ${r.sentAt - r.scheduledAt} ms late`,
       );
     }
-    slip /= records.length;
-    // Timer lateness on a loaded 2-core VM is about a millisecond a wake-up.
-    assert.ok(slip >= 0 && slip < 10, `mean send slip ${slip} ms`);
+    // Timer lateness on a loaded 2-core VM is about a millisecond a wake-up; beside a CPU-bound
+    // job a few of 17 sends come tens of ms late, which moves a mean but not the median.
+    slips.sort((a, b) => a - b);
+    const median = slips[slips.length >> 1];
+    assert.ok(slips[0] >= 0 && median < 10, `median send slip ${median} ms`);
     assert.match(describeLoad(summary), /^trace replay at 2x \(17 requests\)/);
   });
 
