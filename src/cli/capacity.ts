@@ -1,17 +1,15 @@
 import { join } from 'node:path';
 import { Command } from '@commander-js/extra-typings';
 import { EXIT } from '../errors.js';
-import { type CapacityPrediction, predictCapacity } from '../memory/capacity.js';
-import { EngineStartError, planVllmMemory } from '../memory/footprint.js';
 import { apiKeyProblem, urlCredentialsProblem } from '../plan/runPlan.js';
 import { renderCapacity } from '../report/capacityText.js';
 import {
   type CapacityOptions,
   capacitySettings,
+  predictDeploymentCapacity,
   runCapacity,
 } from '../session/profiles/capacity.js';
 import { utcStamp } from '../session/target.js';
-import { resolveEngineConfig } from '../sim/engineModel.js';
 import { engineFlagArgs, engineFromFlags } from '../sim/options.js';
 import { listenForInterrupts, printProblems, runAction, useColor } from './common.js';
 import { addEngineFlags } from './engineFlags.js';
@@ -77,23 +75,9 @@ async function capacity(o: CapacityOptions): Promise<number> {
   const badUrl = o.url === undefined ? undefined : urlCredentialsProblem('--url', o.url);
   problems.push(...[badKey, badUrl].filter((p) => p !== undefined));
   if (problems.length > 0) return printProblems('capacity', problems);
-  let prediction: CapacityPrediction | undefined;
-  let predictionNote: string | undefined;
-  if (built?.engine) {
-    const config = resolveEngineConfig(built.engine);
-    const sequenceTokens = settings.inputTokens + settings.outputTokens;
-    try {
-      prediction = predictCapacity(
-        planVllmMemory(config),
-        sequenceTokens,
-        config.blockSize,
-        config.dp,
-      );
-    } catch (err) {
-      if (!(err instanceof EngineStartError)) throw err;
-      predictionNote = err.message;
-      if (builtIn) throw new Error(`the built-in simulator cannot start: ${err.message}`);
-    }
+  const predicted = built?.engine ? predictDeploymentCapacity(built.engine, settings) : undefined;
+  if (builtIn && predicted && 'note' in predicted) {
+    throw new Error(`the built-in simulator cannot start: ${predicted.note}`);
   }
   const interrupts = listenForInterrupts(() =>
     process.stderr.write('\ninfergauge capacity: stopping after the requests in flight\n'),
@@ -115,8 +99,8 @@ async function capacity(o: CapacityOptions): Promise<number> {
         ...(o.modelName !== undefined ? { modelName: o.modelName } : {}),
         ...(o.metricsUrl !== undefined ? { metricsUrl: o.metricsUrl } : {}),
         apiKey,
-        prediction,
-        predictionNote,
+        ...(predicted && 'prediction' in predicted ? { prediction: predicted.prediction } : {}),
+        ...(predicted && 'note' in predicted ? { predictionNote: predicted.note } : {}),
         out,
         ...(process.stderr.isTTY && !o.json
           ? { progress: (line: string) => process.stderr.write(line) }

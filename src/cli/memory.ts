@@ -6,9 +6,26 @@ import { describeQuestion, renderMemory } from '../report/memoryText.js';
 import { resolveEngineConfig } from '../sim/engineModel.js';
 import { engineFromFlags } from '../sim/options.js';
 import { printProblems, printWarnings, useColor } from './common.js';
+import { addEngineFlags } from './engineFlags.js';
+
+/** The engine settings that shape a memory plan (the rest only shape the step loop). */
+const MEMORY_ENGINE_FLAGS = [
+  'gpu',
+  'gpuSpec',
+  'enginePersonality',
+  'tp',
+  'dtype',
+  'kvCacheDtype',
+  'gpuMemoryUtilization',
+  'memFractionStatic',
+  'kvCacheFreeGpuMemFraction',
+  'blockSize',
+  'maxNumBatchedTokens',
+  'maxNumSeqs',
+];
 
 export function memoryCommand(): Command {
-  return new Command('memory')
+  const command = new Command('memory')
     .description(
       'Analytic memory footprint of a served model: weights, KV cache, activations, overhead; the concurrency that fits at a context length (vLLM rule), where KV overtakes the weights, the smallest GPU that fits.',
     )
@@ -17,42 +34,19 @@ export function memoryCommand(): Command {
       'model preset or Hugging Face config.json',
       'llama-3-8b',
     )
-    .option('--gpu <id>', 'GPU preset (see infergauge sim --list) (default: h100)')
-    .option('--gpu-spec <file>', 'a GPU the presets lack, described in YAML or JSON')
-    .option(
-      '--engine-personality <id>',
-      'whose memory rule and defaults: vllm-v1, vllm-v0, sglang, trtllm (default: vllm-v1)',
-    )
-    .option('--tp <n>', 'tensor-parallel GPUs')
-    .option(
-      '--dtype <fmt>',
-      "weights: bf16, fp16, fp8, int8, int4 (awq/gptq, int4-g64) (default: the config's, else bf16)",
-    )
-    .option('--kv-cache-dtype <fmt>', 'KV cache: bf16, fp16, fp8, int8, fp32 (default: bf16)')
     .option(
       '--context <tokens>',
       "tokens per sequence, prompt + output (default: the model's context)",
     )
     .option('--batch <n>', 'sequences held at once at that context', '1')
-    .option('--gpu-memory-utilization <f>', "vLLM's share of GPU memory (default: 0.9)")
-    .option('--mem-fraction-static <f>', 'sglang: share of GPU memory for weights and KV pool')
-    .option(
-      '--kv-cache-free-gpu-mem-fraction <f>',
-      'trtllm: share of the memory free after loading that the KV pool takes',
-    )
-    .option('--block-size <n>', 'KV block size in tokens (default: 16)')
-    .option(
-      '--max-num-batched-tokens <n>',
-      "token budget per step: sets the activation peak (default: vLLM's)",
-    )
-    .option(
-      '--max-num-seqs <n>',
-      "most sequences per step: sets the sampler peak (default: vLLM's)",
-    )
     .option('--json', 'print the report as JSON')
     .action((o) => {
       process.exitCode = memory(o);
     });
+  return addEngineFlags(
+    command as unknown as Command<[], Record<string, unknown>>,
+    MEMORY_ENGINE_FLAGS,
+  );
 }
 
 function memory(o: Record<string, string | boolean | undefined>): number {

@@ -25,13 +25,16 @@ import {
   type CapacityStep,
   capacityLimit,
   doublingBatches,
+  predictCapacity,
   predictedKvUsage,
 } from '../../memory/capacity.js';
+import { EngineStartError, planVllmMemory } from '../../memory/footprint.js';
 import { SummaryBuilder } from '../../metrics/summary.js';
 import type { RequestRecord } from '../../record.js';
 import type { CapacityReport } from '../../report/capacityText.js';
 import { JsonlWriter } from '../../results/jsonl.js';
 import { resultPath, writeResult } from '../../results/layout.js';
+import { type EngineModelOptions, resolveEngineConfig } from '../../sim/engineModel.js';
 import { recordTelemetry } from '../../telemetry/scraper.js';
 import type { TelemetrySnapshot } from '../../telemetry/snapshot.js';
 import type { ServerMetricsSummary } from '../../telemetry/summary.js';
@@ -124,6 +127,25 @@ export function capacitySettings(o: CapacityOptions, problems: string[]): Capaci
   };
 }
 
+/**
+ * The analytic capacity of a described deployment (every data-parallel replica's pool), or the
+ * reason it has none: the engine would not start, with the engine's own message.
+ */
+export function predictDeploymentCapacity(
+  engine: EngineModelOptions,
+  settings: CapacitySettings,
+): { prediction: CapacityPrediction } | { note: string } {
+  const config = resolveEngineConfig(engine);
+  try {
+    const plan = planVllmMemory(config);
+    const sequenceTokens = settings.inputTokens + settings.outputTokens;
+    return { prediction: predictCapacity(plan, sequenceTokens, config.blockSize, config.dp) };
+  } catch (err) {
+    if (!(err instanceof EngineStartError)) throw err;
+    return { note: err.message };
+  }
+}
+
 export interface CapacityRun {
   /** Whether to start the built-in simulator (no --url), with these arguments. */
   simulatorArgs?: string[];
@@ -132,8 +154,8 @@ export interface CapacityRun {
   modelName?: string;
   metricsUrl?: string;
   apiKey: string | undefined;
-  prediction: CapacityPrediction | undefined;
-  predictionNote: string | undefined;
+  prediction?: CapacityPrediction;
+  predictionNote?: string;
   out: string;
   /** A line before each step runs (for a terminal watching it). */
   progress?: (line: string) => void;
