@@ -13,7 +13,7 @@ import type { LoadSpec } from '../src/load.js';
 import { parseWeightFormat } from '../src/memory/dtype.js';
 import { findGpuPreset } from '../src/memory/hardware.js';
 import { findModelPreset } from '../src/memory/model.js';
-import { summarize } from '../src/metrics/summary.js';
+import { type RunSummary, summarize } from '../src/metrics/summary.js';
 import type { RequestRecord } from '../src/record.js';
 import { EngineModel, type EngineModelOptions } from '../src/sim/engineModel.js';
 import { isPersonalityId } from '../src/sim/personality.js';
@@ -91,6 +91,27 @@ export interface Comparison {
   /** (simulated - published) / published. */
   error: number;
 }
+
+type Readers = [
+  (m: ValidationPoint['measured']) => number | null | undefined,
+  (s: RunSummary) => number,
+];
+
+/** Each metric: where a point publishes it, and the same statistic of the simulated run. */
+const METRICS: Record<Metric, Readers> = {
+  'ttftMs.mean': [(m) => m.ttftMs?.mean, (s) => s.latency.ttftMs.mean],
+  'ttftMs.median': [(m) => m.ttftMs?.median, (s) => s.latency.ttftMs.p50],
+  'ttftMs.p99': [(m) => m.ttftMs?.p99, (s) => s.latency.ttftMs.p99],
+  'tpotMs.mean': [(m) => m.tpotMs?.mean, (s) => s.latency.tpotMs.mean],
+  'tpotMs.median': [(m) => m.tpotMs?.median, (s) => s.latency.tpotMs.p50],
+  // Published ITLs (benchmark_serving, bench_serving, genai-perf) are gaps between streamed
+  // chunks: our per-event gaps (equal to per-token ones unless a server bunches tokens).
+  'itlMs.mean': [(m) => m.itlMs?.mean, (s) => s.latency.chunkGapMs.mean],
+  'itlMs.median': [(m) => m.itlMs?.median, (s) => s.latency.chunkGapMs.p50],
+  'e2eMs.mean': [(m) => m.e2eMs?.mean, (s) => s.latency.e2eMs.mean],
+  outputTokensPerS: [(m) => m.outputTokensPerS, (s) => s.throughput.outputTokensPerS],
+  requestsPerS: [(m) => m.requestsPerS, (s) => s.throughput.requestsPerS],
+};
 
 /** The three groups the targets speak of, one error per point and group. */
 export type Group = 'ttft' | 'tpot' | 'throughput';
@@ -276,37 +297,11 @@ export function simulatePoint(p: ValidationPoint, efficiency?: Partial<Efficienc
     onRecord: (r) => records.push(r),
   });
   const s = summarize(records, { load });
-  const simulated: Record<Metric, number> = {
-    'ttftMs.mean': s.latency.ttftMs.mean,
-    'ttftMs.median': s.latency.ttftMs.p50,
-    'ttftMs.p99': s.latency.ttftMs.p99,
-    'tpotMs.mean': s.latency.tpotMs.mean,
-    'tpotMs.median': s.latency.tpotMs.p50,
-    // Published ITLs (benchmark_serving, bench_serving, genai-perf) are gaps between streamed
-    // chunks: our per-event gaps (equal to per-token ones unless a server bunches tokens).
-    'itlMs.mean': s.latency.chunkGapMs.mean,
-    'itlMs.median': s.latency.chunkGapMs.p50,
-    'e2eMs.mean': s.latency.e2eMs.mean,
-    outputTokensPerS: s.throughput.outputTokensPerS,
-    requestsPerS: s.throughput.requestsPerS,
-  };
-  const m = p.measured;
-  const published: Partial<Record<Metric, number | null | undefined>> = {
-    'ttftMs.mean': m.ttftMs?.mean,
-    'ttftMs.median': m.ttftMs?.median,
-    'ttftMs.p99': m.ttftMs?.p99,
-    'tpotMs.mean': m.tpotMs?.mean,
-    'tpotMs.median': m.tpotMs?.median,
-    'itlMs.mean': m.itlMs?.mean,
-    'itlMs.median': m.itlMs?.median,
-    'e2eMs.mean': m.e2eMs?.mean,
-    outputTokensPerS: m.outputTokensPerS,
-    requestsPerS: m.requestsPerS,
-  };
   const comparisons: Comparison[] = [];
-  for (const [metric, value] of Object.entries(published) as [Metric, number | null][]) {
+  for (const [metric, [read, simulate]] of Object.entries(METRICS) as [Metric, Readers][]) {
+    const value = read(p.measured);
     if (value === null || value === undefined || value <= 0) continue;
-    const sim = simulated[metric];
+    const sim = simulate(s);
     comparisons.push({ metric, published: value, simulated: sim, error: (sim - value) / value });
   }
   const first = (...metrics: Metric[]) =>

@@ -13,17 +13,11 @@ const kib = (bytes: number) => `${(bytes / 1024).toFixed(1)} KiB`;
 const int = (n: number) => Math.round(n).toLocaleString('en-US');
 
 /** Whose plan the report shows, and the name of that engine's memory fraction. */
-const RULE_NAMES: Record<MemoryRule, string> = {
-  'vllm-v1': 'vLLM',
-  'vllm-v0': 'vLLM V0',
-  sglang: 'SGLang',
-  trtllm: 'TensorRT-LLM',
-};
-const RULE_FRACTIONS: Record<MemoryRule, string> = {
-  'vllm-v1': 'gpu_memory_utilization',
-  'vllm-v0': 'gpu_memory_utilization',
-  sglang: 'mem_fraction_static',
-  trtllm: 'kv_cache_free_gpu_mem_fraction',
+const RULES: Record<MemoryRule, { engine: string; fraction: string }> = {
+  'vllm-v1': { engine: 'vLLM', fraction: 'gpu_memory_utilization' },
+  'vllm-v0': { engine: 'vLLM V0', fraction: 'gpu_memory_utilization' },
+  sglang: { engine: 'SGLang', fraction: 'mem_fraction_static' },
+  trtllm: { engine: 'TensorRT-LLM', fraction: 'kv_cache_free_gpu_mem_fraction' },
 };
 
 /** The question in plain values, as `memory --json` prints it. */
@@ -89,9 +83,10 @@ export function renderMemory(q: MemoryQuestion, r: MemoryReport, color: boolean)
   }
   lines.push('');
   const plan = r.vllm.plan;
+  const rule = RULES[q.memoryRule ?? 'vllm-v1'];
   if (plan) {
     lines.push(
-      `${RULE_NAMES[q.memoryRule ?? 'vllm-v1']} at ${RULE_FRACTIONS[q.memoryRule ?? 'vllm-v1']} ${q.gpuMemoryUtilization}: budget ${gb(plan.budgetBytes)}${per}, KV pool ${gb(plan.kvPoolBytes)} = ${int(plan.numGpuBlocks)} blocks = ${int(plan.kvTokens)} tokens.`,
+      `${rule.engine} at ${rule.fraction} ${q.gpuMemoryUtilization}: budget ${gb(plan.budgetBytes)}${per}, KV pool ${gb(plan.kvPoolBytes)} = ${int(plan.numGpuBlocks)} blocks = ${int(plan.kvTokens)} tokens.`,
     );
     lines.push(
       c.bold(
@@ -99,7 +94,7 @@ export function renderMemory(q: MemoryQuestion, r: MemoryReport, color: boolean)
       ),
     );
   } else {
-    lines.push(c.red(`${RULE_NAMES[q.memoryRule ?? 'vllm-v1']} would not start: ${r.vllm.error}`));
+    lines.push(c.red(`${rule.engine} would not start: ${r.vllm.error}`));
   }
   lines.push(
     `KV cache overtakes the weights at ${int(r.kvOvertakesWeightsAt.oneSequence)} tokens for one sequence${q.batch > 1 ? `, at ${int(r.kvOvertakesWeightsAt.batch)} tokens per sequence for ${q.batch}` : ''}.`,
