@@ -1,6 +1,6 @@
 import { subscribe } from 'node:diagnostics_channel';
 import { TextDecoder } from 'node:util';
-import type { Dispatcher, Pool } from 'undici';
+import type { Dispatcher } from 'undici';
 import { errorBodyMessage } from '../backends/decoder.js';
 import { headerProblem, withApiKey } from '../backends/request.js';
 import { clip, type DecodedStream, type StreamFault } from '../backends/timeline.js';
@@ -29,19 +29,32 @@ export interface TargetConfig extends BackendOptions {
 }
 
 /**
- * Counts token events, and those that arrived in the same network read as their request's
- * previous token event. undici calls back once per HTTP chunk, not per socket read, so a "read"
- * is recognised as one synchronous run of callbacks: the epoch changes whenever the microtask
- * queue drains, which Node does after every I/O callback.
+ * Stamps network reads and counts token events, and those that arrived in the same read as
+ * their request's previous token event. A client calls back once per HTTP chunk, not per socket
+ * read, so a "read" is recognised as one synchronous run of callbacks: the epoch changes
+ * whenever the microtask queue drains, which Node does after every I/O callback. Everything in
+ * one read arrived together, so it takes one timestamp.
  */
 export class ReadTracker {
   tokenEvents = 0;
   coalescedTokenEvents = 0;
   private epoch = 0;
   private open = false;
+  private stampedEpoch = -1;
+  private atUs = 0;
   private readonly close = () => {
     this.open = false;
   };
+
+  /** The current read's arrival time on `clock` (read from it once per read). */
+  nowUs(clock: RunClock): number {
+    const epoch = this.currentRead();
+    if (this.stampedEpoch !== epoch) {
+      this.stampedEpoch = epoch;
+      this.atUs = clock.nowUs();
+    }
+    return this.atUs;
+  }
 
   /** The current read's number. */
   currentRead(): number {
@@ -53,6 +66,23 @@ export class ReadTracker {
     return this.epoch;
   }
 }
+
+/** What sends requests: undici's Pool (https) or H1Pool (plain HTTP/1.1), which both dispatch. */
+export interface RequestDispatcher {
+  dispatch(
+    options: Pick<Dispatcher.DispatchOptions, 'path' | 'method' | 'headers'> & {
+      body: string;
+      headersTimeout?: number;
+      bodyTimeout?: number;
+      /** H1Pool: not on an idle connection (undici ignores it). */
+      freshConnection?: boolean;
+    },
+    handler: Dispatcher.DispatchHandler,
+  ): boolean;
+}
+
+/** TextDecoder's option for a body that arrives in pieces (one object, not one per piece). */
+const STREAM = { stream: true };
 
 /** The part of a request the caller knows before sending it. */
 export interface PendingRequest {
@@ -111,7 +141,7 @@ export function requestHeaders(target: TargetConfig, id: number): Record<string,
  * `cancellers` (Ctrl-C after the grace period calls them all).
  */
 export function executeRequest(
-  pool: Pool,
+  pool: RequestDispatcher,
   target: TargetConfig,
   prefix: string,
   pending: PendingRequest,
@@ -180,7 +210,7 @@ export function executeRequest(
 
     /** A piece of the body as it arrived (or as it was decoded from its compressed chunk). */
     const take = (chunk: Uint8Array, atUs: number) => {
-      const text = (textDecoder as TextDecoder).decode(chunk, { stream: true });
+      const text = (textDecoder as TextDecoder).decode(chunk, STREAM);
       if (decoder) {
         const tokenEvents = decoder.feed(text, atUs);
         if (tokenEvents > 0) {
@@ -246,7 +276,12 @@ export function executeRequest(
         timer.refresh();
         controller = c;
         if (abortReason) c.abort(abortReason);
-        else startingAttempt = attempt;
+        else {
+          // H1Pool says whether the connection was reused; undici says it on a channel.
+          const reused = (c as { reused?: boolean }).reused;
+          if (reused === undefined) startingAttempt = attempt;
+          else attempt.reused = reused;
+        }
       },
       onResponseStart(c, statusCode, headers) {
         headersAtUs = clock.nowUs();
@@ -285,13 +320,14 @@ export function executeRequest(
         else decoder = target.backend.decoder(sentAtUs, target, pending.spec);
       },
       onResponseData(_c, chunk) {
-        const atUs = clock.nowUs();
-        if (inflater) inflater.write(chunk, atUs);
+        const atUs = reads.nowUs(clock);
+        // H1Pool's chunks are views of its read buffer: zlib, which keeps them, gets a copy.
+        if (inflater) inflater.write(Buffer.from(chunk), atUs);
         else take(chunk, atUs);
       },
       onResponseEnd() {
         if (settled) return;
-        const atUs = clock.nowUs();
+        const atUs = reads.nowUs(clock);
         if (inflater) inflater.end(() => end(atUs));
         else end(atUs);
       },
@@ -329,6 +365,7 @@ export function executeRequest(
             headers: requestHeaders(target, pending.id),
             headersTimeout: target.timeoutMs,
             bodyTimeout: target.timeoutMs,
+            freshConnection: resent,
           },
           handler,
         );

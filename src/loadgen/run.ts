@@ -1,6 +1,5 @@
 import { readFileSync } from 'node:fs';
 import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
-import { Pool } from 'undici';
 import { headerProblem, splitServerUrl } from '../backends/request.js';
 import type { RequestSpec } from '../backends/types.js';
 import { UsageError } from '../errors.js';
@@ -13,7 +12,14 @@ import {
   SESSION_ID_STRIDE,
 } from '../workload/conversations.js';
 import { createRunClock, type RunClock } from './clock.js';
-import { executeRequest, type PendingRequest, ReadTracker, type TargetConfig } from './http.js';
+import { H1Pool } from './h1.js';
+import {
+  executeRequest,
+  type PendingRequest,
+  ReadTracker,
+  type RequestDispatcher,
+  type TargetConfig,
+} from './http.js';
 import { type IdSequence, idAt, inSequence, type ShardPart, wholeRun } from './shard.js';
 
 /** Sampling interval of the event-loop delay monitor. */
@@ -62,6 +68,59 @@ export interface LoadgenOptions {
    * starts exactly here, so shards started on a shared clock keep one schedule.
    */
   startAtUs?: number;
+  /** Connections opened beforehand (openConnections); by default runLoadgen opens its own. */
+  connections?: Connections;
+}
+
+/** A run's connection pool, opened and warmed before its clock starts. */
+export interface Connections {
+  pool: RequestDispatcher & { destroy(): Promise<void> };
+  /** Connections that were open when the run started. */
+  warmed: number;
+}
+
+/** How long an idle connection is kept open (undici's Pool option of the same name). */
+const KEEP_ALIVE_TIMEOUT_MS = 60_000;
+
+/**
+ * How many connections a load opens before its clock starts: its concurrency (closed loop), its
+ * cap (open loop with --max-concurrency), none for an uncapped open loop, whose need is not
+ * known. Opening them first keeps a first wave of hundreds of simultaneous connects (the
+ * client's own storm, and the server's accept queue) out of the first requests' TTFT.
+ */
+export function connectionsToWarm(load: LoadSpec): number {
+  return load.mode === 'closed' ? load.concurrency : (load.maxConcurrency ?? 0);
+}
+
+/**
+ * Opens the pool for `target`: plain http:// on H1Pool (src/loadgen/h1.ts), anything else on
+ * undici's Pool (loaded only then), and warms `connectionsToWarm(load)` connections of it.
+ */
+export async function openConnections(
+  target: TargetConfig,
+  load: LoadSpec,
+  sessions: boolean,
+): Promise<Connections> {
+  const { origin } = splitServerUrl(target.baseUrl);
+  // Sessions bound the requests in flight themselves, and a fan-out step sends several at once.
+  const connections = sessions
+    ? null
+    : load.mode === 'closed'
+      ? load.concurrency
+      : (load.maxConcurrency ?? null);
+  if (origin.startsWith('http:')) {
+    const pool = new H1Pool(origin, { connections, keepAliveTimeoutMs: KEEP_ALIVE_TIMEOUT_MS });
+    return { pool, warmed: await pool.warm(connectionsToWarm(load)) };
+  }
+  const { Pool } = await import('undici');
+  const pool = new Pool(origin, {
+    connections,
+    pipelining: 1,
+    headersTimeout: target.timeoutMs,
+    bodyTimeout: target.timeoutMs,
+    keepAliveTimeout: KEEP_ALIVE_TIMEOUT_MS,
+  });
+  return { pool, warmed: 0 };
 }
 
 /** Live counters, for progress display. */
@@ -78,6 +137,8 @@ export interface LoadgenResult {
   stoppedBy: 'plan' | 'signal';
   /** Open loop with a concurrency cap: arrivals still waiting when the run was stopped. */
   unsentRequests: number;
+  /** Connections opened before the clock started (connectionsToWarm). */
+  warmedConnections: number;
   clientHealth: ClientHealthMeasurements;
 }
 
@@ -96,20 +157,9 @@ export async function runLoadgen(
   }
   const problem = headerProblem(target.headers, target.apiKey);
   if (problem) throw new UsageError([`target: ${problem}`], 'IG_INVALID_HEADER');
-  const { origin, prefix } = splitServerUrl(target.baseUrl);
-  // Sessions bound the requests in flight themselves, and a fan-out step sends several at once.
-  const connections = options.nextSession
-    ? null
-    : load.mode === 'closed'
-      ? load.concurrency
-      : (load.maxConcurrency ?? null);
-  const pool = new Pool(origin, {
-    connections,
-    pipelining: 1,
-    headersTimeout: target.timeoutMs,
-    bodyTimeout: target.timeoutMs,
-    keepAliveTimeout: 60_000,
-  });
+  const { prefix } = splitServerUrl(target.baseUrl);
+  const { pool, warmed } =
+    options.connections ?? (await openConnections(target, load, options.nextSession !== undefined));
   const clock = options.clock ?? createRunClock();
   const reads = new ReadTracker();
   // Health is measured from the start: a wait for a shared start instant is not load.
@@ -243,6 +293,7 @@ export async function runLoadgen(
     startedAtIso: clock.originIso,
     stoppedBy: stoppedBySignal ? 'signal' : 'plan',
     unsentRequests,
+    warmedConnections: warmed,
     clientHealth: {
       eventLoopDelayMs: {
         p50: delayMs(loopDelay.percentile(50)),

@@ -9,7 +9,7 @@ import { SummaryBuilder } from '../metrics/summary.js';
 import type { RequestRecord } from '../record.js';
 import { loadWorkload } from '../workload/workload.js';
 import { createRunClock } from './clock.js';
-import { type LoadgenProgress, runLoadgen } from './run.js';
+import { type LoadgenProgress, openConnections, runLoadgen } from './run.js';
 import type { FromWorker, ToWorker, WorkerJob } from './workers.js';
 
 /** A batch of records goes out at this many records, this many characters, or this age. */
@@ -24,6 +24,10 @@ const post = (message: FromWorker) => port.postMessage(message);
 
 async function main(): Promise<void> {
   const workload = await loadWorkload(job.workload);
+  const { backend, ...target } = job.target;
+  const targetConfig = { ...target, backend: BACKENDS[backend] };
+  // Open before saying ready: the shared start must not wait on this thread's connects.
+  const connections = await openConnections(targetConfig, job.part.load, 'nextSession' in workload);
   const stop = new AbortController();
   const cancel = new AbortController();
   const started = new Promise<Extract<ToWorker, { type: 'start' }>>((resolve) => {
@@ -61,10 +65,10 @@ async function main(): Promise<void> {
   };
   // Progress between batches (long requests), for the live line.
   const ticker = setInterval(() => post({ type: 'progress', progress }), 250);
-  const { backend, ...target } = job.target;
   const result = await runLoadgen(
     {
-      target: { ...target, backend: BACKENDS[backend] },
+      target: targetConfig,
+      connections,
       load: job.part.load,
       ids: job.part,
       ...(job.durationS !== undefined ? { durationS: job.durationS } : {}),

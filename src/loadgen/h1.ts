@@ -1,0 +1,585 @@
+import type { IncomingHttpHeaders } from 'node:http';
+import { connect, type Socket } from 'node:net';
+import type { Dispatcher } from 'undici';
+
+/**
+ * A connection pool speaking plain HTTP/1.1 on `node:net` sockets, for the load itself.
+ *
+ * Why not undici for this: per token event undici copies each socket read into its WASM parser
+ * and calls back through several layers per HTTP chunk; at tens of thousands of events a second
+ * that was most of the client's CPU (issue 18's profile). Here each socket reads into one shared
+ * buffer (`onread`: no Buffer per read, no stream machinery), the response is parsed in place,
+ * and the body's bytes go to the handler as views of that buffer. autocannon carries its own
+ * HTTP client for the same reason. undici stays for https:// (loaded only then).
+ *
+ * It implements the part of undici's `Dispatcher.dispatch` the load generator uses, with the
+ * same handler callbacks and the same error codes for the same failures (UND_ERR_SOCKET for a
+ * peer that closed mid-answer, UND_ERR_CONNECT_TIMEOUT, the socket's own ECONNRESET or
+ * ECONNREFUSED, llhttp's HPE_* names for a malformed answer), so a request's record does not
+ * depend on which client carried it. One request per connection at a time (no pipelining).
+ *
+ * Framing follows RFC 9112 section 6: 1xx answers are skipped, 204 and 304 have no body,
+ * Transfer-Encoding wins over Content-Length (chunked when it is the last coding, else the body
+ * runs to the close), Content-Length otherwise, else the body runs to the close. A connection
+ * is reused only after a complete answer that was not close-delimited, on HTTP/1.1 without
+ * `connection: close` (HTTP/1.0: with `connection: keep-alive`).
+ */
+
+/** Every read of every socket of this thread lands here; handlers get views, never keep them. */
+const READ_BUFFER = Buffer.allocUnsafe(64 * 1024);
+/** A response head past this is not an answer (undici's default maxHeaderSize is 16 KiB). */
+const MAX_HEAD_CHARS = 64 * 1024;
+/** A chunk-size line (size, extensions) or trailer section past this is not HTTP. */
+const MAX_LINE_CHARS = 16 * 1024;
+/** undici's default connect timeout. */
+const CONNECT_TIMEOUT_MS = 10_000;
+/** Headers undici refuses from a caller (they are the connection's, not the request's). */
+const CONNECTION_HEADERS = new Set(['transfer-encoding', 'keep-alive', 'upgrade', 'expect']);
+
+export interface H1PoolOptions {
+  /** Most connections open at once; null: no limit. */
+  connections: number | null;
+  /** How long an idle connection is kept (a server's `keep-alive: timeout=N` hint shortens it). */
+  keepAliveTimeoutMs: number;
+}
+
+type Options = Pick<Dispatcher.DispatchOptions, 'path' | 'method' | 'headers'> & {
+  body?: string;
+  /**
+   * Send on a new connection, never an idle one: a request resent because the server closed a
+   * kept-alive connection under it would likely meet the same fate on another idle one
+   * (llama-server closes every connection after its answer while announcing keep-alive).
+   */
+  freshConnection?: boolean;
+};
+
+/** An error with a stable code, as undici and the socket layer give them. */
+export class H1Error extends Error {
+  constructor(
+    readonly code: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/** undici's DispatchController for one request, plus whether its connection had been used. */
+class Controller implements Dispatcher.DispatchController {
+  aborted = false;
+  paused = false;
+  reason: Error | null = null;
+  /** The request went out on a connection that had carried an earlier one. */
+  reused = false;
+  connection: Connection | undefined;
+
+  constructor(
+    readonly head: string,
+    readonly body: string | undefined,
+    readonly handler: Dispatcher.DispatchHandler,
+  ) {}
+
+  abort(reason: Error): void {
+    if (this.aborted) return;
+    this.aborted = true;
+    this.reason = reason;
+    this.connection?.abort(this, reason);
+  }
+
+  pause(): void {
+    this.paused = true;
+    this.connection?.socket.pause();
+  }
+
+  resume(): void {
+    this.paused = false;
+    this.connection?.socket.resume();
+  }
+}
+
+enum State {
+  Idle,
+  Head,
+  Length,
+  ChunkSize,
+  ChunkData,
+  ChunkEnd,
+  Trailers,
+  UntilClose,
+  /** The answer is complete: the handler was told; what follows is not ours. */
+  Done,
+}
+
+class Connection {
+  readonly socket: Socket;
+  private state = State.Idle;
+  request: Controller | undefined;
+  /** Requests this connection has carried (a connection with one or more is "reused"). */
+  served = 0;
+  connected = false;
+  /** The head so far (Latin-1: one char per byte), or the chunk-size line, or the trailers. */
+  private text = '';
+  private remaining = 0;
+  private keepAlive = false;
+  private idleTimeoutMs: number;
+
+  constructor(
+    private readonly pool: H1Pool,
+    port: number,
+    host: string,
+  ) {
+    this.idleTimeoutMs = pool.options.keepAliveTimeoutMs;
+    this.socket = connect({
+      port,
+      host,
+      noDelay: true,
+      keepAlive: true,
+      keepAliveInitialDelay: 60_000,
+      onread: {
+        buffer: READ_BUFFER,
+        callback: (bytes: number, buffer: Uint8Array) => {
+          this.read(buffer as Buffer, bytes);
+          return true;
+        },
+      },
+    });
+    this.socket.setTimeout(CONNECT_TIMEOUT_MS);
+    this.socket.on('timeout', () => {
+      // Connecting too long, or idle past the keep-alive time: either way the socket goes.
+      const error = this.connected
+        ? new H1Error('UND_ERR_SOCKET', 'idle keep-alive timeout')
+        : new H1Error('UND_ERR_CONNECT_TIMEOUT', `connect timeout (${CONNECT_TIMEOUT_MS} ms)`);
+      this.socket.destroy(error);
+    });
+    this.socket.on('connect', () => {
+      this.connected = true;
+      this.socket.setTimeout(0);
+      this.pool.connected(this);
+    });
+    this.socket.on('end', () => this.ended());
+    this.socket.on('error', (err) => this.fail(err));
+    this.socket.on('close', () => {
+      this.fail(new H1Error('UND_ERR_SOCKET', 'other side closed'));
+      this.pool.closed(this);
+    });
+  }
+
+  /** Sends `request` on this (connected, free) connection. */
+  send(request: Controller): void {
+    this.request = request;
+    request.connection = this;
+    request.reused = this.served > 0;
+    this.served++;
+    this.state = State.Head;
+    this.text = '';
+    this.socket.setTimeout(0);
+    request.handler.onRequestStart?.(request, {});
+    if (request.aborted) return;
+    this.socket.cork();
+    this.socket.write(request.head, 'latin1');
+    if (request.body) this.socket.write(request.body);
+    this.socket.uncork();
+  }
+
+  /** A caller's abort: a request on the wire takes its connection with it. */
+  abort(request: Controller, reason: Error): void {
+    if (this.request !== request) return;
+    if (this.state === State.Head && this.text === '' && !this.socket.writableLength) {
+      // Aborted from onRequestStart, before anything was written: the connection is clean.
+      this.request = undefined;
+      request.connection = undefined;
+      request.handler.onResponseError?.(request, reason);
+      this.state = State.Idle;
+      this.served--;
+      this.pool.released(this);
+      return;
+    }
+    this.request = undefined;
+    request.connection = undefined;
+    request.handler.onResponseError?.(request, reason);
+    this.socket.destroy();
+  }
+
+  /** Marks the connection idle until `ms` from now, then closes it. */
+  idle(): void {
+    this.state = State.Idle;
+    this.socket.setTimeout(this.idleTimeoutMs);
+  }
+
+  private read(buffer: Buffer, bytes: number): void {
+    let at = 0;
+    while (at < bytes) {
+      const request = this.request;
+      if (!request || this.state === State.Idle || this.state === State.Done) {
+        // Bytes nobody asked for (after a complete answer, or on an idle connection): the
+        // server and this client no longer agree where answers start.
+        this.socket.destroy();
+        return;
+      }
+      const handler = request.handler;
+      switch (this.state) {
+        case State.Head: {
+          const before = this.text.length;
+          this.text += buffer.toString('latin1', at, bytes);
+          const end = headEnd(this.text);
+          if (end < 0) {
+            if (this.text.length > MAX_HEAD_CHARS) {
+              this.protocolError('HPE_HEADER_OVERFLOW', 'Header overflow');
+            }
+            return;
+          }
+          at += end - before;
+          const head = this.text.slice(0, end);
+          this.text = '';
+          if (!this.startResponse(request, head)) return;
+          break;
+        }
+        case State.Length: {
+          const n = Math.min(this.remaining, bytes - at);
+          this.remaining -= n;
+          handler.onResponseData?.(request, buffer.subarray(at, at + n));
+          at += n;
+          if (this.remaining === 0) this.complete(request);
+          break;
+        }
+        case State.UntilClose: {
+          handler.onResponseData?.(request, buffer.subarray(at, bytes));
+          at = bytes;
+          break;
+        }
+        case State.ChunkData: {
+          const n = Math.min(this.remaining, bytes - at);
+          this.remaining -= n;
+          handler.onResponseData?.(request, buffer.subarray(at, at + n));
+          at += n;
+          if (this.remaining === 0) {
+            this.state = State.ChunkEnd;
+            this.text = '';
+          }
+          break;
+        }
+        case State.ChunkSize:
+        case State.ChunkEnd:
+        case State.Trailers: {
+          // Line-framed parts: collected as text up to their line end (CRLF; a bare LF is
+          // accepted, as llhttp does in its default lenient mode for chunk lines).
+          const newline = buffer.indexOf(10, at);
+          const stop = newline < 0 || newline >= bytes ? bytes : newline + 1;
+          this.text += buffer.toString('latin1', at, stop);
+          at = stop;
+          if (!this.text.endsWith('\n')) {
+            if (this.text.length > MAX_LINE_CHARS) {
+              this.protocolError('HPE_CHUNK_EXTENSIONS_OVERFLOW', 'Chunk line overflow');
+              return;
+            }
+            break;
+          }
+          const line = this.text.endsWith('\r\n') ? this.text.slice(0, -2) : this.text.slice(0, -1);
+          this.text = '';
+          if (!this.line(request, line)) return;
+          break;
+        }
+      }
+    }
+    // Released only once the whole read is parsed: bytes after a complete answer are not the
+    // next request's answer.
+    if (this.state === State.Done) {
+      if (this.keepAlive && !this.socket.destroyed) this.pool.released(this);
+      else this.socket.destroy();
+    }
+  }
+
+  /** One chunk-size line, chunk end or trailer line; false when the connection is gone. */
+  private line(request: Controller, line: string): boolean {
+    if (this.state === State.ChunkEnd) {
+      if (line !== '') return this.protocolError('HPE_STRICT', 'Expected CRLF after chunk');
+      this.state = State.ChunkSize;
+      return true;
+    }
+    if (this.state === State.Trailers) {
+      if (line === '') this.complete(request);
+      return true;
+    }
+    const match = /^([0-9A-Fa-f]{1,12})[\t ]*(?:;.*)?$/.exec(line);
+    if (!match)
+      return this.protocolError('HPE_INVALID_CHUNK_SIZE', 'Invalid character in chunk size');
+    this.remaining = Number.parseInt(match[1], 16);
+    this.state = this.remaining === 0 ? State.Trailers : State.ChunkData;
+    return true;
+  }
+
+  /** Parses a complete response head; false when the connection is gone. */
+  private startResponse(request: Controller, head: string): boolean {
+    const lines = head.split(/\r?\n/);
+    const status = /^HTTP\/1\.([01]) (\d{3})(?: (.*))?$/.exec(lines[0]);
+    if (!status) return this.protocolError('HPE_INVALID_CONSTANT', 'Expected HTTP/');
+    const http10 = status[1] === '0';
+    const code = Number(status[2]);
+    const headers: IncomingHttpHeaders = {};
+    for (let i = 1; i < lines.length; i++) {
+      const line = lines[i];
+      if (line === '') continue;
+      const colon = line.indexOf(':');
+      const name = colon > 0 ? line.slice(0, colon) : '';
+      if (!/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(name)) {
+        return this.protocolError('HPE_INVALID_HEADER_TOKEN', 'Invalid header token');
+      }
+      const key = name.toLowerCase();
+      const value = line.slice(colon + 1).trim();
+      const previous = headers[key];
+      if (previous === undefined) headers[key] = value;
+      else if (Array.isArray(previous)) previous.push(value);
+      else headers[key] = [previous, value];
+    }
+    if (code >= 100 && code < 200) {
+      // 1xx (100 Continue, 103 Early Hints): informational; the answer follows. 101 would
+      // switch protocols, which nothing here asked for.
+      if (code === 101) return this.protocolError('HPE_INVALID_CONSTANT', 'Unexpected upgrade');
+      return true;
+    }
+    const connection = headerList(headers.connection);
+    const close = connection.includes('close');
+    this.keepAlive = http10 ? !close && connection.includes('keep-alive') : !close;
+    const hint = /timeout=(\d+)/i.exec(String(headers['keep-alive'] ?? ''));
+    if (hint) {
+      // undici's rule: trust a server's idle limit less a margin for the close in flight.
+      const serverMs = Number(hint[1]) * 1000 - 2000;
+      this.idleTimeoutMs = Math.max(0, Math.min(this.pool.options.keepAliveTimeoutMs, serverMs));
+      if (this.idleTimeoutMs < 1000) this.keepAlive = false;
+    }
+    const codings = headerList(headers['transfer-encoding']);
+    const length = headers['content-length'];
+    if (code === 204 || code === 304) {
+      this.state = State.Length;
+      this.remaining = 0;
+    } else if (codings.length > 0) {
+      if (codings[codings.length - 1] === 'chunked') this.state = State.ChunkSize;
+      else {
+        this.state = State.UntilClose;
+        this.keepAlive = false;
+      }
+      // Both framings at once is a smuggling pattern: never reuse such a connection.
+      if (length !== undefined) this.keepAlive = false;
+    } else if (length !== undefined) {
+      const values = (Array.isArray(length) ? length : [length]).flatMap((v) => v.split(','));
+      const first = values[0].trim();
+      if (!/^\d{1,15}$/.test(first) || values.some((v) => v.trim() !== first)) {
+        return this.protocolError('HPE_INVALID_CONTENT_LENGTH', 'Invalid content-length');
+      }
+      this.state = State.Length;
+      this.remaining = Number(first);
+    } else {
+      this.state = State.UntilClose;
+      this.keepAlive = false;
+    }
+    request.handler.onResponseStart?.(request, code, headers, status[3] ?? '');
+    // The handler may have aborted the request (an encoding it cannot read).
+    if (this.request !== request) return false;
+    if (this.state === State.Length && this.remaining === 0) this.complete(request);
+    return true;
+  }
+
+  private complete(request: Controller): void {
+    this.state = State.Done;
+    this.request = undefined;
+    request.connection = undefined;
+    request.handler.onResponseEnd?.(request, {});
+  }
+
+  /** The server ended its side: the end of a close-delimited body, else a cut. */
+  private ended(): void {
+    const request = this.request;
+    if (request && this.state === State.UntilClose) this.complete(request);
+    this.keepAlive = false;
+    this.socket.destroy();
+  }
+
+  private protocolError(code: string, message: string): false {
+    this.socket.destroy(new H1Error(code, `Parse Error: ${message}`));
+    return false;
+  }
+
+  /** The connection failed or closed: its request, if any, fails with `err`. */
+  private fail(err: Error): void {
+    const request = this.request;
+    if (!request) return;
+    this.request = undefined;
+    request.connection = undefined;
+    request.handler.onResponseError?.(request, err);
+  }
+}
+
+/** The end of a response head in `text` (after its blank line), or -1. */
+function headEnd(text: string): number {
+  const crlf = text.indexOf('\r\n\r\n');
+  const lf = text.indexOf('\n\n');
+  if (crlf < 0) return lf < 0 ? -1 : lf + 2;
+  return lf < 0 || crlf < lf ? crlf + 4 : lf + 2;
+}
+
+/** A comma-separated header's tokens, lower-cased. */
+function headerList(value: string | string[] | undefined): string[] {
+  if (value === undefined) return [];
+  const text = Array.isArray(value) ? value.join(',') : value;
+  return text
+    .toLowerCase()
+    .split(',')
+    .map((v) => v.trim())
+    .filter((v) => v !== '');
+}
+
+/** See the file's head comment. */
+export class H1Pool {
+  private readonly hostname: string;
+  private readonly port: number;
+  private readonly hostHeader: string;
+  private readonly all = new Set<Connection>();
+  private readonly free: Connection[] = [];
+  private readonly queue: Controller[] = [];
+  /** Requests waiting for a new connection (Options.freshConnection). */
+  private readonly freshQueue: Controller[] = [];
+  private destroyed = false;
+  private connecting = 0;
+
+  constructor(
+    origin: string,
+    readonly options: H1PoolOptions,
+  ) {
+    const url = new URL(origin);
+    if (url.protocol !== 'http:') throw new Error(`H1Pool speaks http:, not ${url.protocol}`);
+    this.hostname = url.hostname.replace(/^\[(.*)\]$/, '$1');
+    this.port = Number(url.port || 80);
+    this.hostHeader = url.host;
+  }
+
+  /** undici's dispatch: `handler` hears of the request from onRequestStart on. */
+  dispatch(options: Options, handler: Dispatcher.DispatchHandler): boolean {
+    if (this.destroyed) throw new H1Error('UND_ERR_DESTROYED', 'The client is destroyed');
+    // Refuse what undici refuses, before anything is queued.
+    const { head, body } = this.requestHead(options);
+    const request = new Controller(head, body, handler);
+    if (options.freshConnection) {
+      this.freshQueue.push(request);
+      this.grow();
+      return true;
+    }
+    const connection = this.free.pop();
+    if (connection) connection.send(request);
+    else {
+      this.queue.push(request);
+      this.grow();
+    }
+    return true;
+  }
+
+  /**
+   * Opens connections until `count` are open (or the limit), and resolves once each has
+   * connected or failed: a run opens its pool before its clock starts, so that its first wave
+   * of requests does not measure the client's own connection storm. Returns the connections open.
+   */
+  async warm(count: number): Promise<number> {
+    const limit = Math.min(count, this.options.connections ?? count);
+    const opening: Promise<void>[] = [];
+    while (this.all.size < limit) {
+      const connection = this.open();
+      opening.push(
+        new Promise<void>((resolve) => {
+          connection.socket.once('connect', () => resolve());
+          connection.socket.once('close', () => resolve());
+        }),
+      );
+    }
+    await Promise.all(opening);
+    return this.free.length;
+  }
+
+  /** Closes every connection; requests still waiting or in flight fail. */
+  async destroy(): Promise<void> {
+    this.destroyed = true;
+    const error = new H1Error('UND_ERR_DESTROYED', 'The client is destroyed');
+    for (const request of [...this.freshQueue.splice(0), ...this.queue.splice(0)]) {
+      request.handler.onResponseError?.(request, error);
+    }
+    const closing = [...this.all].map(
+      (c) => new Promise<void>((resolve) => c.socket.once('close', () => resolve())),
+    );
+    for (const connection of this.all) connection.socket.destroy();
+    await Promise.all(closing);
+  }
+
+  /** The request's head (and body) as written on the wire; throws what undici would. */
+  requestHead(options: Options): { head: string; body: string | undefined } {
+    const body = options.body;
+    let head = `${options.method} ${options.path} HTTP/1.1\r\n`;
+    let host = false;
+    const headers = (options.headers ?? {}) as Record<string, string>;
+    for (const name in headers) {
+      const key = name.toLowerCase();
+      if (CONNECTION_HEADERS.has(key) || key === 'connection' || key === 'content-length') {
+        throw new H1Error('UND_ERR_INVALID_ARG', `invalid ${key} header`);
+      }
+      if (key === 'host') host = true;
+      head += `${name}: ${headers[name]}\r\n`;
+    }
+    if (!host) head += `host: ${this.hostHeader}\r\n`;
+    if (body !== undefined) head += `content-length: ${Buffer.byteLength(body)}\r\n`;
+    return { head: `${head}connection: keep-alive\r\n\r\n`, body };
+  }
+
+  /** A connection is free: it takes the next waiting request, or waits. */
+  released(connection: Connection): void {
+    const next = this.queue.shift();
+    if (next) connection.send(next);
+    else {
+      connection.idle();
+      this.free.push(connection);
+    }
+  }
+
+  connected(connection: Connection): void {
+    this.connecting--;
+    const fresh = this.freshQueue.shift();
+    if (fresh) connection.send(fresh);
+    else this.released(connection);
+  }
+
+  closed(connection: Connection): void {
+    if (!connection.connected) this.connecting--;
+    this.all.delete(connection);
+    const i = this.free.indexOf(connection);
+    if (i >= 0) this.free.splice(i, 1);
+    if (!connection.connected && connection.served === 0) {
+      // It never connected: the request that waited for it fails as the connect did.
+      this.failWaiting(connection);
+    }
+    this.grow();
+  }
+
+  private failWaiting(connection: Connection): void {
+    const request = this.freshQueue.shift() ?? this.queue.shift();
+    if (!request) return;
+    const reason =
+      (connection.socket as Socket & { errored?: Error | null }).errored ??
+      new H1Error('UND_ERR_SOCKET', 'connection closed before it was established');
+    // As with undici, a request whose connection never came was never started.
+    request.handler.onResponseError?.(request, reason);
+  }
+
+  /** Opens connections for waiting requests, up to the limit. */
+  private grow(): void {
+    if (this.destroyed) return;
+    const limit = this.options.connections ?? Number.POSITIVE_INFINITY;
+    // At the limit, an idle connection makes room for a request that needs a new one.
+    if (this.freshQueue.length > this.connecting && this.all.size >= limit) {
+      this.free.shift()?.socket.destroy();
+    }
+    const waiting = () => this.queue.length + this.freshQueue.length;
+    while (waiting() > this.connecting && this.all.size < limit) this.open();
+  }
+
+  private open(): Connection {
+    const connection = new Connection(this, this.port, this.hostname);
+    this.all.add(connection);
+    this.connecting++;
+    return connection;
+  }
+}
