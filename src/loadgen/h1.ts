@@ -72,11 +72,16 @@ class Controller implements Dispatcher.DispatchController {
   reused = false;
   connection: Connection | undefined;
 
+  /** The head is ASCII, so head and body go out as one UTF-8 string in one write. */
+  readonly asciiHead: boolean;
+
   constructor(
     readonly head: string,
     readonly body: string | undefined,
     readonly handler: Dispatcher.DispatchHandler,
-  ) {}
+  ) {
+    this.asciiHead = !/[^\x00-\x7f]/.test(head);
+  }
 
   abort(reason: Error): void {
     if (this.aborted) return;
@@ -174,10 +179,15 @@ class Connection {
     this.socket.setTimeout(0);
     request.handler.onRequestStart?.(request, {});
     if (request.aborted) return;
-    this.socket.cork();
-    this.socket.write(request.head, 'latin1');
-    if (request.body) this.socket.write(request.body);
-    this.socket.uncork();
+    if (request.body === undefined) this.socket.write(request.head, 'latin1');
+    else if (request.asciiHead) this.socket.write(request.head + request.body);
+    else {
+      // A header value past ASCII goes out as its Latin-1 bytes, the body as UTF-8.
+      this.socket.cork();
+      this.socket.write(request.head, 'latin1');
+      this.socket.write(request.body);
+      this.socket.uncork();
+    }
   }
 
   /** A caller's abort: a request on the wire takes its connection with it. */
@@ -257,27 +267,31 @@ class Connection {
           }
           break;
         }
-        case State.ChunkSize:
         case State.ChunkEnd:
-        case State.Trailers: {
-          // Line-framed parts: collected as text up to their line end (CRLF; a bare LF is
-          // accepted, as llhttp does in its default lenient mode for chunk lines).
-          const newline = buffer.indexOf(10, at);
-          const stop = newline < 0 || newline >= bytes ? bytes : newline + 1;
-          this.text += buffer.toString('latin1', at, stop);
-          at = stop;
-          if (!this.text.endsWith('\n')) {
-            if (this.text.length > MAX_LINE_CHARS) {
-              this.protocolError('HPE_CHUNK_EXTENSIONS_OVERFLOW', 'Chunk line overflow');
-              return;
+        case State.ChunkSize: {
+          if (this.text === '') {
+            // The common case, read straight from the bytes: CRLF after a chunk, a size line
+            // of hex digits and CRLF. Anything else (extensions, a line split across reads, an
+            // error) is read as a line.
+            const next = this.state === State.ChunkEnd ? chunkEnd(buffer, at, bytes) : -1;
+            if (next >= 0) {
+              this.state = State.ChunkSize;
+              at = next;
+              break;
             }
-            break;
+            if (this.state === State.ChunkSize && this.chunkSize(buffer, at, bytes)) {
+              at = this.sizeLineEnd;
+              break;
+            }
           }
-          const line = this.text.endsWith('\r\n') ? this.text.slice(0, -2) : this.text.slice(0, -1);
-          this.text = '';
-          if (!this.line(request, line)) return;
+          at = this.readLine(request, buffer, at, bytes);
+          if (at < 0) return;
           break;
         }
+        case State.Trailers:
+          at = this.readLine(request, buffer, at, bytes);
+          if (at < 0) return;
+          break;
       }
     }
     // Released only once the whole read is parsed: bytes after a complete answer are not the
@@ -286,6 +300,54 @@ class Connection {
       if (this.keepAlive && !this.socket.destroyed) this.pool.released(this);
       else this.socket.destroy();
     }
+  }
+
+  /**
+   * Collects a line-framed part (chunk size, chunk end, trailer) up to its line end (CRLF; a
+   * bare LF is accepted, as llhttp does for chunk lines) and acts on it. Returns where reading
+   * goes on, or -1 when the connection is gone.
+   */
+  private readLine(request: Controller, buffer: Buffer, at: number, bytes: number): number {
+    const newline = buffer.indexOf(10, at);
+    const stop = newline < 0 || newline >= bytes ? bytes : newline + 1;
+    this.text += buffer.toString('latin1', at, stop);
+    if (!this.text.endsWith('\n')) {
+      if (this.text.length <= MAX_LINE_CHARS) return stop;
+      this.protocolError('HPE_CHUNK_EXTENSIONS_OVERFLOW', 'Chunk line overflow');
+      return -1;
+    }
+    const line = this.text.endsWith('\r\n') ? this.text.slice(0, -2) : this.text.slice(0, -1);
+    this.text = '';
+    return this.line(request, line) ? stop : -1;
+  }
+
+  /** Where chunkSize's line ended. */
+  private sizeLineEnd = 0;
+
+  /** A plain `HEX\r\n` size line at `at`, whole in this read: sets the state and true. */
+  private chunkSize(buffer: Buffer, at: number, bytes: number): boolean {
+    let size = 0;
+    let i = at;
+    for (; i < bytes && i - at <= 12; i++) {
+      const c = buffer[i];
+      const digit =
+        c >= 48 && c <= 57
+          ? c - 48
+          : c >= 97 && c <= 102
+            ? c - 87
+            : c >= 65 && c <= 70
+              ? c - 55
+              : -1;
+      if (digit < 0) break;
+      size = size * 16 + digit;
+    }
+    if (i === at || i - at > 12 || i + 1 >= bytes || buffer[i] !== 13 || buffer[i + 1] !== 10) {
+      return false;
+    }
+    this.remaining = size;
+    this.state = size === 0 ? State.Trailers : State.ChunkData;
+    this.sizeLineEnd = i + 2;
+    return true;
   }
 
   /** One chunk-size line, chunk end or trailer line; false when the connection is gone. */
@@ -406,6 +468,11 @@ class Connection {
     request.connection = undefined;
     request.handler.onResponseError?.(request, err);
   }
+}
+
+/** The index after a CRLF at `at` (whole in this read), or -1. */
+function chunkEnd(buffer: Buffer, at: number, bytes: number): number {
+  return at + 1 < bytes && buffer[at] === 13 && buffer[at + 1] === 10 ? at + 2 : -1;
 }
 
 /** The end of a response head in `text` (after its blank line), or -1. */
