@@ -80,7 +80,7 @@ class Controller implements Dispatcher.DispatchController {
     readonly body: string | undefined,
     readonly handler: Dispatcher.DispatchHandler,
   ) {
-    this.asciiHead = !/[^\x00-\x7f]/.test(head);
+    this.asciiHead = !/[^\t\x20-\x7e\r\n]/.test(head);
   }
 
   abort(reason: Error): void {
