@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
 import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
 import { Pool } from 'undici';
 import { headerProblem, splitServerUrl } from '../backends/request.js';
@@ -256,6 +257,7 @@ export async function runLoadgen(
         : {}),
       eventLoopUtilisation: performance.eventLoopUtilization(eluStart).utilization,
       wallS: (clock.nowUs() - wallStartUs) / 1e6,
+      usableCores: availableParallelism(),
       sendSlipMs,
       tokenEvents: reads.tokenEvents,
       coalescedTokenEvents: reads.coalescedTokenEvents,
