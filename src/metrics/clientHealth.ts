@@ -70,17 +70,6 @@ export function clientHealthVerdict(h: ThreadHealth): 'client-limited' | 'ok, ne
   return h.nearLimit ? 'ok, near a limit' : 'ok';
 }
 
-/** A figure against one of CLIENT_HEALTH_LIMITS: past the limit, near it, or neither. */
-function judge(
-  figure: number,
-  { limit, near }: { limit: number; near: number },
-): 'limit' | 'near' | undefined {
-  // The send rate is the one limit where lower is worse (its `near` lies above its `limit`).
-  const worse = near < limit ? (a: number, b: number) => a > b : (a: number, b: number) => a < b;
-  if (worse(figure, limit)) return 'limit';
-  return worse(figure, near) ? 'near' : undefined;
-}
-
 /** Collects limits crossed (`reasons`) and figures near a limit (`notes`). */
 class Findings {
   readonly reasons: string[] = [];
@@ -90,22 +79,29 @@ class Findings {
   /** `what`: the figure in words; `limitText`: the limit in the same unit; `why`: what it means. */
   check(
     figure: number,
-    limits: { limit: number; near: number },
+    { limit, near }: { limit: number; near: number },
     what: string,
     limitText: string,
     why = '',
   ): void {
-    const level = judge(figure, limits);
-    const comparison = limits.near < limits.limit ? '>' : '<';
-    if (level === 'limit') this.reasons.push(`${what} ${comparison} ${limitText}${why}`);
-    if (level === 'near') {
+    // The send rate is the one limit where lower is worse (its `near` lies above its `limit`).
+    const lowerIsWorse = near > limit;
+    const past = (bound: number) => (lowerIsWorse ? figure < bound : figure > bound);
+    if (past(limit)) this.reasons.push(`${what} ${lowerIsWorse ? '<' : '>'} ${limitText}${why}`);
+    else if (past(near)) {
       this.near = true;
       this.notes.push(`${what}, near the limit of ${limitText}`);
     }
   }
 }
 
-const pct = (share: number) => `${(share * 100).toFixed(0)}%`;
+/** A share in whole per cent, or to a tenth where whole per cent would read as the limit. */
+function pct(share: number, limit?: number): string {
+  const whole = Math.round(share * 100);
+  const digits = limit !== undefined && whole === Math.round(limit * 100) && share !== limit;
+  return `${(share * 100).toFixed(digits ? 1 : 0)}%`;
+}
+
 const cores = (n: number) => `${n} usable core${n === 1 ? '' : 's'}`;
 
 /**
@@ -157,7 +153,7 @@ export function assessClientHealth(
     found.check(
       processCpu.share,
       CLIENT_HEALTH_LIMITS.processCpuShare,
-      `client CPU ${pct(processCpu.share)} of ${cores(processCpu.usableCores)} (all threads)`,
+      `client CPU ${pct(processCpu.share, CLIENT_HEALTH_LIMITS.processCpuShare.limit)} of ${cores(processCpu.usableCores)} (all threads)`,
       pct(CLIENT_HEALTH_LIMITS.processCpuShare.limit),
       ': the threads waited for a core, so their timestamps came late',
     );
@@ -236,7 +232,7 @@ function threadHealth(measured: ClientHealthMeasurements): ThreadHealth {
     found.check(
       utilisation,
       limits.cpuUtilisation,
-      `client CPU ${pct(utilisation)} of one core (${measured.threadCpuS !== undefined ? 'one thread' : 'the process'})`,
+      `client CPU ${pct(utilisation, limits.cpuUtilisation.limit)} of one core (${measured.threadCpuS !== undefined ? 'one thread' : 'the process'})`,
       pct(limits.cpuUtilisation.limit),
     );
   }

@@ -126,6 +126,13 @@ describe('client-health verdict: near a limit is a note, not a flip', () => {
     assert.equal(clientHealthVerdict(under), 'ok');
   });
 
+  test('a figure just past its limit never reads as the limit itself', () => {
+    const just = assessClientHealth(measured({ thread: 0.5, process: 0.904, usableCores: 1 }), {});
+    assert.match(just.reasons[0], /^client CPU 90\.4% of 1 usable core \(all threads\) > 90%/);
+    const under = assessClientHealth(measured({ thread: 0.5, process: 0.897, usableCores: 1 }), {});
+    assert.match(under.notes?.[0] ?? '', /^client CPU 89\.7% of 1 usable core/);
+  });
+
   test('every limit has its band: event-loop delay, send slip, achieved rate', () => {
     const delay = assessClientHealth(
       measured({ thread: 0.2, process: 0.2, loopDelayP99Ms: 7 }),
