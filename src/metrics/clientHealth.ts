@@ -155,7 +155,7 @@ export function assessClientHealth(
       CLIENT_HEALTH_LIMITS.processCpuShare,
       `client CPU ${pct(processCpu.share, CLIENT_HEALTH_LIMITS.processCpuShare.limit)} of ${cores(processCpu.usableCores)} (all threads)`,
       pct(CLIENT_HEALTH_LIMITS.processCpuShare.limit),
-      ': the threads waited for a core, so their timestamps came late',
+      ': its threads competed for those cores, so timestamps may come late (more --workers cannot help; more cores can)',
     );
   }
   const slips = list.flatMap((m) => m.sendSlipMs);
