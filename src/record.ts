@@ -166,6 +166,11 @@ export interface ClientHealthMeasurements {
   eventLoopUtilisation?: number;
   /** Wall time the engine ran, seconds. */
   wallS: number;
+  /**
+   * Cores the process may run on (`os.availableParallelism()`: the affinity mask `taskset` sets,
+   * else the machine's); absent in results older than it.
+   */
+  usableCores?: number;
   /** Open loop: how late the scheduler noticed each arrival (timer lateness), in ms. */
   sendSlipMs: number[];
   /** Token-carrying stream events received. */

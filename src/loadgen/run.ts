@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
 import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
 import { headerProblem, splitServerUrl } from '../backends/request.js';
 import type { RequestSpec } from '../backends/types.js';
@@ -307,6 +308,7 @@ export async function runLoadgen(
         : {}),
       eventLoopUtilisation: performance.eventLoopUtilization(eluStart).utilization,
       wallS: (clock.nowUs() - wallStartUs) / 1e6,
+      usableCores: availableParallelism(),
       sendSlipMs,
       tokenEvents: reads.tokenEvents,
       coalescedTokenEvents: reads.coalescedTokenEvents,

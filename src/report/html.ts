@@ -9,6 +9,7 @@
 import { createHash } from 'node:crypto';
 import type { Recommendation, SweepPoint } from '../analysis/sweep.js';
 import type { CapacityLimit, CapacityPrediction, CapacityStep } from '../memory/capacity.js';
+import { clientHealthVerdict } from '../metrics/clientHealth.js';
 import type { Distribution } from '../metrics/distribution.js';
 import { fmtNumber, fmtSig } from '../metrics/format.js';
 import type { Warning } from '../metrics/summary.js';
@@ -497,7 +498,7 @@ function numbersHtml(s: Summary): string {
   if (h) {
     rows.push([
       'client health',
-      `${describeClientHealth(h)}: ${h.clientLimited ? 'client-limited' : 'ok'}${(h.notes ?? []).map((n) => `. ${n}`).join('')}`,
+      `${describeClientHealth(h)}: ${clientHealthVerdict(h)}${(h.notes ?? []).map((n) => `. ${n}`).join('')}`,
     ]);
   }
   const m = s.serverMetrics?.memory;

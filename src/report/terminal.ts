@@ -1,5 +1,9 @@
 import pc from 'picocolors';
-import type { ClientHealth } from '../metrics/clientHealth.js';
+import {
+  CLIENT_HEALTH_LIMITS,
+  type ClientHealth,
+  clientHealthVerdict,
+} from '../metrics/clientHealth.js';
 import type { Distribution } from '../metrics/distribution.js';
 import { fmtNumber, fmtUpTo } from '../metrics/format.js';
 import type { RunSummary } from '../metrics/summary.js';
@@ -165,15 +169,22 @@ export function describeLoad(summary: RunSummary): string {
   return `${what}${cap} (measured concurrency ${measured}${summary.sessions ? ' requests' : ''})`;
 }
 
-/** The client's health figures in one line (worst engine thread where there are several). */
+/**
+ * The client's health figures in one line, each CPU share and the delay with its limit (worst
+ * engine thread where there are several; the whole process's CPU where it was measured).
+ */
 export function describeClientHealth(h: ClientHealth): string {
+  const limits = CLIENT_HEALTH_LIMITS;
   const threads = h.workers ? `${h.workers.length} workers, worst: ` : '';
+  const process = h.processCpu
+    ? `client CPU ${fmt(h.processCpu.share * 100, 0)}% of ${h.processCpu.usableCores} usable core${h.processCpu.usableCores === 1 ? '' : 's'} (all threads, limit ${fmt(limits.processCpuShare.limit * 100, 0)}%), `
+    : '';
   const slip = h.sendSlipMs ? `, send slip p99 ${fmt(h.sendSlipMs.p99, 2)} ms` : '';
   const rates =
     h.intendedRatePerS !== undefined
       ? `, sent ${fmt(h.achievedRatePerS ?? 0, 2)} of ${fmt(h.intendedRatePerS, 2)} requests/s intended`
       : '';
-  return `${threads}event-loop delay p99 ${fmt(h.eventLoopDelayMs.p99, 2)} ms, CPU ${fmt(h.cpu.utilisation * 100, 0)}% of one core, coalesced events ${fmt(h.coalescedEventShare * 100, 1)}%${slip}${rates}`;
+  return `${process}${threads}CPU ${fmt(h.cpu.utilisation * 100, 0)}% of one core (${h.cpu.threadS !== undefined ? 'busiest thread' : 'process'}, limit ${fmt(limits.cpuUtilisation.limit * 100, 0)}%), event-loop delay p99 ${fmt(h.eventLoopDelayMs.p99, 2)} ms (limit ${limits.eventLoopDelayP99Ms.limit} ms), coalesced events ${fmt(h.coalescedEventShare * 100, 1)}%${slip}${rates}`;
 }
 
 /** What the server counted, per request, when it differs from what was asked for. */
@@ -266,8 +277,9 @@ export function renderTerminalSummary(summary: RunSummary, options: TerminalOpti
   if (reasoning) lines.push(`Reasoning: ${reasoning}`);
   const h = summary.clientHealth;
   if (h) {
-    const verdict = h.clientLimited ? c.red('client-limited') : c.green('ok');
-    lines.push(`Client health: ${describeClientHealth(h)}: ${verdict}`);
+    const verdict = clientHealthVerdict(h);
+    const paint = h.clientLimited ? c.red : h.nearLimit ? c.yellow : c.green;
+    lines.push(`Client health: ${describeClientHealth(h)}: ${paint(verdict)}`);
     for (const note of h.notes ?? []) lines.push(`  ${terminalSafe(note)}`);
   }
   const server = options.serverMetrics;

@@ -39,7 +39,7 @@ import { createPromptFactory } from '../workload/prompts.js';
 import type { Scenario } from '../workload/scenarios.js';
 import type { Tokenizer } from '../workload/tokenizer.js';
 import { traceSessions } from '../workload/trace.js';
-import { createWorkload } from '../workload/workload.js';
+import { createWorkload, loadWorkload } from '../workload/workload.js';
 import {
   type LiveTarget,
   type Notify,
@@ -77,7 +77,7 @@ export interface PointResult {
 export interface PointStart {
   clock: RunClock;
   part: ShardPart;
-  /** Worker threads sending it (none when it runs in this thread or in virtual time). */
+  /** Worker threads sending it: 0 when it runs in this thread; absent in virtual time. */
   workers?: number;
 }
 
@@ -116,18 +116,20 @@ function summaryContext(plan: RunPlan, load: LoadSpec) {
 
 /**
  * Against a server. The load (or this process's shard of it) runs on worker threads; this
- * thread writes their records as they come and merges their summaries. A probe's own request
- * function cannot cross to a worker, so its points run in this thread.
+ * thread writes their records as they come and merges their summaries. With `--workers 0` it
+ * runs in this thread instead, and so do a probe's points: its own request function cannot
+ * cross to a worker.
  */
 async function measureLive(target: LiveTarget, point: Point, hooks: PointHooks): Promise<Measured> {
   const { plan } = target;
   const warmupRequests = point.warmupRequests ?? 0;
   const whole = wholeRun(point.load, warmupRequests, point.requests);
   const part = point.shard ? shardOf(whole, point.shard) : whole;
-  const workers = point.nextRequest
-    ? undefined
-    : Math.min(plan.workers ?? defaultWorkers(part), maxParts(part));
-  if (workers !== undefined && plan.workers !== undefined && workers < plan.workers) {
+  const workers =
+    point.nextRequest || plan.workers === 0
+      ? 0
+      : Math.min(plan.workers ?? defaultWorkers(part), maxParts(part));
+  if (workers > 0 && plan.workers !== undefined && workers < plan.workers) {
     hooks.onNotice?.(
       `${workers} workers, not ${plan.workers}: each needs at least one request in flight`,
     );
@@ -189,7 +191,7 @@ async function measureLive(target: LiveTarget, point: Point, hooks: PointHooks):
       };
       start();
     }
-    hooks.onStart?.({ clock, part, ...(workers !== undefined ? { workers } : {}) });
+    hooks.onStart?.({ clock, part, workers });
   };
   const withDeadline = (signal: AbortSignal | undefined) =>
     signal ? AbortSignal.any([signal, deadline.signal]) : deadline.signal;
@@ -201,43 +203,50 @@ async function measureLive(target: LiveTarget, point: Point, hooks: PointHooks):
   let results: LoadgenResult[];
   let terminated: TerminatedWorker[] = [];
   try {
-    if (point.nextRequest) {
-      const clock = createRunClock();
+    const config = withReasoning(target.config, point.scenario);
+    const workload = workloadSource(plan, point.scenario, {
+      url: target.url,
+      model: target.model,
+      apiKey: target.apiKey,
+      promptOverheadTokens: target.promptOverhead.tokens,
+    });
+    if (workers === 0) {
+      // Built before the clock is set, as each worker builds its own before it is ready.
+      const requests = point.nextRequest
+        ? { nextRequest: point.nextRequest }
+        : await loadWorkload(workload);
+      // On a shared --start-at the schedule starts at the clock's origin; else it starts now.
+      const clock = point.startAt ? scheduleClock(point, hooks.onNotice) : createRunClock();
       started(clock);
       const result = await runLoadgen(
         {
-          target: withReasoning(target.config, point.scenario),
-          load: point.load,
-          ...(point.requests !== undefined ? { requests: point.requests } : {}),
+          target: config,
+          load: part.load,
+          ids: { ...part, measureFromId: warmupRequests },
           ...(point.durationS !== undefined ? { durationS: point.durationS } : {}),
-          warmupRequests,
           seed: plan.seed,
-          nextRequest: point.nextRequest,
+          ...requests,
           onRecord: (r) => {
             records.write(r);
             builder.add(r);
           },
           ...signals,
           clock,
+          ...(point.startAt ? { startAtUs: 0 } : {}),
         },
         progress,
       );
       results = [result];
     } else {
-      const { backend: _backend, ...targetData } = withReasoning(target.config, point.scenario);
+      const { backend: _backend, ...targetData } = config;
       const run = await runWorkers({
-        workers: workers as number,
+        workers,
         part: { ...part, measureFromId: warmupRequests },
         job: {
           target: { ...targetData, backend: plan.backend },
           ...(point.durationS !== undefined ? { durationS: point.durationS } : {}),
           seed: plan.seed,
-          workload: workloadSource(plan, point.scenario, {
-            url: target.url,
-            model: target.model,
-            apiKey: target.apiKey,
-            promptOverheadTokens: target.promptOverhead.tokens,
-          }),
+          workload,
           summaryContext: summaryContext(plan, part.load),
         },
         clockFor: () => {
@@ -276,7 +285,7 @@ async function measureLive(target: LiveTarget, point: Point, hooks: PointHooks):
     unsentRequests: results.reduce((n, r) => n + r.unsentRequests, 0),
   });
   summary.warnings.push(
-    ...endWarnings(deadline.signal.aborted ? deadlineS : undefined, terminated, workers ?? 1),
+    ...endWarnings(deadline.signal.aborted ? deadlineS : undefined, terminated, workers),
   );
   // The server's warnings (KV cache full, preemptions) stand with the run's.
   if (serverMetrics) summary.warnings.push(...serverMetrics.warnings);

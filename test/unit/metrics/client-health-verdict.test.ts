@@ -1,0 +1,197 @@
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import {
+  assessClientHealth,
+  CLIENT_HEALTH_LIMITS,
+  clientHealthVerdict,
+} from '../../../src/metrics/clientHealth.js';
+import { summarize } from '../../../src/metrics/summary.js';
+import type { ClientHealthMeasurements } from '../../../src/record.js';
+import { renderTerminalSummary } from '../../../src/report/terminal.js';
+
+/**
+ * One engine thread's measurements over a 10 s run: `thread` and `process` are CPU shares of
+ * one core (the thread's own, all the process's threads together), `usableCores` what the
+ * affinity mask gave the process.
+ */
+function measured(o: {
+  thread: number;
+  process: number;
+  usableCores?: number;
+  wallS?: number;
+  loopDelayP99Ms?: number;
+}): ClientHealthMeasurements {
+  const wallS = o.wallS ?? 10;
+  return {
+    eventLoopDelayMs: { p50: 0.1, p99: o.loopDelayP99Ms ?? 0.5, max: 3 },
+    cpuUserS: o.process * wallS * 0.8,
+    cpuSystemS: o.process * wallS * 0.2,
+    threadCpuS: o.thread * wallS,
+    eventLoopUtilisation: o.thread,
+    wallS,
+    ...(o.usableCores !== undefined ? { usableCores: o.usableCores } : {}),
+    sendSlipMs: [],
+    tokenEvents: 1000,
+    coalescedTokenEvents: 0,
+  };
+}
+
+describe('client-health verdict: the process against the cores it may use', () => {
+  test('one pinned core at 95 % is client-limited though its worker thread used 86 %', () => {
+    // The case of issue 18: taskset -c 1, one worker at 0.86 of the core, the main thread
+    // writing records beside it, 0.95 of the core in all.
+    const health = assessClientHealth(
+      measured({ thread: 0.86, process: 0.95, usableCores: 1 }),
+      {},
+    );
+    assert.equal(health.clientLimited, true);
+    assert.equal(clientHealthVerdict(health), 'client-limited');
+    assert.deepEqual(health.processCpu, { share: 0.95, usableCores: 1 });
+    assert.equal(health.reasons.length, 1, health.reasons.join('; '));
+    assert.match(health.reasons[0], /^client CPU 95% of 1 usable core \(all threads\) > 90%/);
+    // The thread alone is near its own limit: said, with the figure, not counted as a reason.
+    assert.match(
+      health.notes?.join('\n') ?? '',
+      /client CPU 86% of one core \(one thread\), near the limit of 90%/,
+    );
+  });
+
+  test('the same process measured before usableCores existed is judged by its threads alone', () => {
+    const { usableCores: _, ...old } = measured({ thread: 0.86, process: 0.95, usableCores: 1 });
+    const health = assessClientHealth(old, {});
+    assert.equal(health.clientLimited, false);
+    assert.equal(health.processCpu, undefined);
+  });
+
+  test('two worker threads at 60 % of a core each, on 2 usable cores, are fine', () => {
+    const worker = measured({ thread: 0.6, process: 1.25, usableCores: 2 });
+    const health = assessClientHealth([worker, worker], {});
+    assert.equal(health.clientLimited, false, health.reasons.join('; '));
+    assert.equal(health.nearLimit, false);
+    assert.equal(clientHealthVerdict(health), 'ok');
+    assert.equal(health.notes, undefined);
+    assert.ok(health.processCpu && Math.abs(health.processCpu.share - 0.625) < 1e-9);
+  });
+
+  test('the same two threads squeezed onto one core are client-limited', () => {
+    const worker = measured({ thread: 0.6, process: 1.25, usableCores: 1 });
+    const health = assessClientHealth([worker, worker], {});
+    assert.equal(health.clientLimited, true);
+    assert.match(
+      health.reasons.join('; '),
+      /client CPU 125% of 1 usable core \(all threads\) > 90%/,
+    );
+    // Neither thread crossed its own limit: the process is the finding, not a worker.
+    assert.deepEqual(
+      health.workers?.map((w) => w.clientLimited),
+      [false, false],
+    );
+  });
+
+  test('shards after merge: the busiest process is judged, whichever shard it was', () => {
+    const calm = measured({ thread: 0.3, process: 0.35, usableCores: 4 });
+    const busy = measured({ thread: 0.86, process: 0.95, usableCores: 1 });
+    const health = assessClientHealth([calm, calm, busy], {});
+    assert.equal(health.clientLimited, true);
+    assert.deepEqual(health.processCpu, { share: 0.95, usableCores: 1 });
+  });
+
+  test('under a second of wall time, CPU shares are too coarse to judge', () => {
+    const health = assessClientHealth(
+      measured({ thread: 0.99, process: 1, usableCores: 1, wallS: 0.5 }),
+      {},
+    );
+    assert.equal(health.clientLimited, false);
+    assert.equal(health.processCpu, undefined);
+  });
+});
+
+describe('client-health verdict: near a limit is a note, not a flip', () => {
+  test('figures that wobble below a limit give the same verdict on every run, with the figure', () => {
+    // Repeats of one setup whose process CPU wobbles between 81 % and 89 % of its one core.
+    for (const process of [0.81, 0.84, 0.87, 0.89]) {
+      const health = assessClientHealth(measured({ thread: 0.5, process, usableCores: 1 }), {});
+      assert.equal(health.clientLimited, false, `at ${process}`);
+      assert.equal(clientHealthVerdict(health), 'ok, near a limit', `at ${process}`);
+      assert.deepEqual(health.reasons, []);
+      const figure = `${Math.round(process * 100)}%`;
+      assert.deepEqual(health.notes, [
+        `client CPU ${figure} of 1 usable core (all threads), near the limit of 90%`,
+      ]);
+    }
+    // Past the limit the verdict is client-limited; below the band nothing is said.
+    const over = assessClientHealth(measured({ thread: 0.5, process: 0.91, usableCores: 1 }), {});
+    assert.equal(over.clientLimited, true);
+    const under = assessClientHealth(measured({ thread: 0.5, process: 0.79, usableCores: 1 }), {});
+    assert.equal(clientHealthVerdict(under), 'ok');
+  });
+
+  test('a figure just past its limit never reads as the limit itself', () => {
+    const just = assessClientHealth(measured({ thread: 0.5, process: 0.904, usableCores: 1 }), {});
+    assert.match(just.reasons[0], /^client CPU 90\.4% of 1 usable core \(all threads\) > 90%/);
+    const under = assessClientHealth(measured({ thread: 0.5, process: 0.897, usableCores: 1 }), {});
+    assert.match(under.notes?.[0] ?? '', /^client CPU 89\.7% of 1 usable core/);
+  });
+
+  test('every limit has its band: event-loop delay, send slip, achieved rate', () => {
+    const delay = assessClientHealth(
+      measured({ thread: 0.2, process: 0.2, loopDelayP99Ms: 7 }),
+      {},
+    );
+    assert.equal(delay.clientLimited, false);
+    assert.match(delay.notes?.[0] ?? '', /^event-loop delay p99 7\.0 ms, near the limit of 10 ms$/);
+    const slipping = { ...measured({ thread: 0.2, process: 0.2 }), sendSlipMs: [1, 2, 8, 8, 8] };
+    const slip = assessClientHealth(slipping, {});
+    assert.equal(slip.clientLimited, false);
+    assert.match(slip.notes?.[0] ?? '', /^send slip p99 8\.0 ms, near the limit of 10 ms$/);
+    const rate = (achievedRatePerS: number) =>
+      assessClientHealth(measured({ thread: 0.2, process: 0.2 }), {
+        intendedRatePerS: 100,
+        achievedRatePerS,
+      });
+    assert.equal(clientHealthVerdict(rate(99)), 'ok');
+    assert.equal(clientHealthVerdict(rate(97)), 'ok, near a limit');
+    assert.match(
+      rate(97).notes?.[0] ?? '',
+      /achieved send rate 97\.00\/s, near the limit of 95% of the intended 100\.00\/s/,
+    );
+    assert.equal(clientHealthVerdict(rate(94)), 'client-limited');
+    assert.match(
+      rate(94).reasons[0],
+      /achieved send rate 94\.00\/s < 95% of the intended 100\.00\/s/,
+    );
+  });
+
+  test('each band lies on the safe side of its limit', () => {
+    for (const [name, { limit, near }] of Object.entries(CLIENT_HEALTH_LIMITS)) {
+      if (name === 'achievedRateShare') assert.ok(near > limit && near < 1, name);
+      else assert.ok(near < limit && near > 0, name);
+    }
+  });
+});
+
+describe('client-health verdict in the terminal summary', () => {
+  const render = (health: ClientHealthMeasurements) =>
+    renderTerminalSummary(
+      summarize([], { load: { mode: 'closed', concurrency: 16 } }, { clientHealth: health }),
+      { color: false },
+    );
+
+  test('the limited case: the headline names the figure, the line shows it beside its limit', () => {
+    const text = render(measured({ thread: 0.86, process: 0.95, usableCores: 1 }));
+    assert.match(text, /^CLIENT-LIMITED: client CPU 95% of 1 usable core \(all threads\) > 90%/);
+    assert.match(
+      text,
+      /Client health: client CPU 95% of 1 usable core \(all threads, limit 90%\), CPU 86% of one core \(busiest thread, limit 90%\), event-loop delay p99 0\.50 ms \(limit 10 ms\), coalesced events 0\.0%: client-limited\n/,
+    );
+  });
+
+  test('near a limit: ok, with the figure and the limit in the note under it', () => {
+    const text = render(measured({ thread: 0.5, process: 0.87, usableCores: 1 }));
+    assert.doesNotMatch(text, /CLIENT-LIMITED/);
+    assert.match(
+      text,
+      /Client health: client CPU 87% of 1 usable core \(all threads, limit 90%\), .*: ok, near a limit\n {2}client CPU 87% of 1 usable core \(all threads\), near the limit of 90%\n/,
+    );
+  });
+});
