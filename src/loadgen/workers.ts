@@ -74,10 +74,13 @@ export interface TerminatedWorker {
 
 /**
  * The default worker count: one per available core, less one for this coordinating thread,
- * and never more than the load can give one request slot each.
+ * and never more than the load can give one request slot each. On one usable core (a small
+ * machine, or `taskset` to one core) none: a worker would share the core with this thread and
+ * add only its own start-up and the records' passage between threads.
  */
 export function defaultWorkers(part: ShardPart): number {
-  return Math.max(1, Math.min(availableParallelism() - 1, maxParts(part)));
+  const cores = availableParallelism();
+  return cores < 2 ? 0 : Math.max(1, Math.min(cores - 1, maxParts(part)));
 }
 
 /**

@@ -11,7 +11,12 @@ import type { LoadSpec, ShardIndex } from '../load.js';
 import { createRunClock, type RunClock } from '../loadgen/clock.js';
 import { runDeadlineS } from '../loadgen/deadline.js';
 import type { TargetConfig } from '../loadgen/http.js';
-import { type LoadgenProgress, type LoadgenResult, runLoadgen } from '../loadgen/run.js';
+import {
+  type LoadgenProgress,
+  type LoadgenResult,
+  openConnections,
+  runLoadgen,
+} from '../loadgen/run.js';
 import { inSequence, maxParts, type ShardPart, shardOf, wholeRun } from '../loadgen/shard.js';
 import {
   defaultWorkers,
@@ -215,12 +220,15 @@ async function measureLive(target: LiveTarget, point: Point, hooks: PointHooks):
       const requests = point.nextRequest
         ? { nextRequest: point.nextRequest }
         : await loadWorkload(workload);
-      // On a shared --start-at the schedule starts at the clock's origin; else it starts now.
-      const clock = point.startAt ? scheduleClock(point, hooks.onNotice) : createRunClock();
+      const connections = await openConnections(config, part.load, 'nextSession' in requests);
+      // The schedule starts at the clock's origin: a shared --start-at, else just after the
+      // manifest is written, as with workers.
+      const clock = scheduleClock(point, hooks.onNotice);
       started(clock);
       const result = await runLoadgen(
         {
           target: config,
+          connections,
           load: part.load,
           ids: { ...part, measureFromId: warmupRequests },
           ...(point.durationS !== undefined ? { durationS: point.durationS } : {}),
@@ -232,7 +240,7 @@ async function measureLive(target: LiveTarget, point: Point, hooks: PointHooks):
           },
           ...signals,
           clock,
-          ...(point.startAt ? { startAtUs: 0 } : {}),
+          startAtUs: 0,
         },
         progress,
       );
@@ -327,8 +335,9 @@ function endWarnings(
 }
 
 /**
- * The clock every worker shares, set once all are ready: its origin is the shared --start-at,
- * or a short lead from now (so every worker has had the start message by then).
+ * The run's clock, set once every sender (worker, or this thread) is ready: its origin is the
+ * shared --start-at, or a short lead from now (so every worker has had the start message, and
+ * the manifest is written, by then).
  */
 function scheduleClock(point: Point, onNotice: Notify | undefined): RunClock {
   const { startAt } = point;
