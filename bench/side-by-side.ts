@@ -420,7 +420,9 @@ async function runOnce(
     log = await server.stop();
   }
   if (run.code !== 0) {
-    throw new Error(`${client.label} exited with ${run.code}; see ${join(dir, 'client.log')}`);
+    const logPath = join(dir, 'client.log');
+    const last = readFileSync(logPath, 'utf8').trim().split('\n').at(-1);
+    throw new Error(`${client.label} exited with ${run.code} (${last}); see ${logPath}`);
   }
   const figures = client.read(join(dir, 'client'));
   const startupS = run.startupS ?? Number.NaN;
@@ -468,9 +470,35 @@ function median(rows: RunRow[], key: NumericKey): number {
   return values.length % 2 ? values[mid] : (values[mid - 1] + values[mid]) / 2;
 }
 
+/** A table column: its header, the run figure it shows, the digits it keeps. */
+type Column = [string, NumericKey, number];
+
+const CPU_COLUMNS: Column[] = [
+  ['client CPU s', 'cpuS', 2],
+  ['start-up CPU s', 'startupS', 2],
+  ['events', 'events', 0],
+  ['events/CPU-s', 'eventsPerCpuS', 0],
+  ['CPU us/event (after start-up)', 'cpuUsPerEvent', 2],
+  ['output tok/s', 'outputTokS', 0],
+  ['failed', 'failed', 0],
+];
+const TIMING_COLUMNS: Column[] = [
+  ['server TTFT mean ms', 'serverTtftMeanMs', 2],
+  ['TTFT error ms', 'ttftErrorMs', 2],
+  ['server ITL p99 ms', 'serverItlP99Ms', 2],
+  ['ITL p99 error ms', 'itlP99ErrorMs', 2],
+];
+/** How late the server ran against its own schedule: mean, p99, max (one column). */
+const LATE_COLUMNS: Column[] = [
+  ['', 'serverLateMeanMs', 2],
+  ['', 'serverLateP99Ms', 2],
+  ['', 'serverLateMaxMs', 1],
+];
+
 function table(header: string[], rows: string[][], markdown: boolean): string {
   if (markdown) {
-    const line = (cells: string[]) => `| ${cells.join(' | ')} |`;
+    const line = (cells: string[]) =>
+      `| ${cells.map((c) => c.replaceAll('|', '\\|')).join(' | ')} |`;
     return [line(header), line(header.map(() => '---')), ...rows.map(line)].join('\n');
   }
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i].length)));
@@ -494,26 +522,15 @@ function report(rows: RunRow[], options: Options): string {
   const timingRows: string[][] = [];
   for (const group of groups.values()) {
     const [r] = group;
-    cpuRows.push([
-      load(r),
-      r.client,
-      spread(group, 'cpuS', 2),
-      spread(group, 'startupS', 2),
-      spread(group, 'events', 0),
-      spread(group, 'eventsPerCpuS', 0),
-      spread(group, 'cpuUsPerEvent', 2),
-      spread(group, 'outputTokS', 0),
-      spread(group, 'failed', 0),
-    ]);
+    const figures = (columns: Column[]) =>
+      columns.map(([, key, digits]) => spread(group, key, digits));
+    cpuRows.push([load(r), r.client, ...figures(CPU_COLUMNS)]);
     timingRows.push([
       load(r),
       r.client,
-      spread(group, 'serverTtftMeanMs', 2),
-      spread(group, 'ttftErrorMs', 2),
-      spread(group, 'serverItlP99Ms', 2),
-      spread(group, 'itlP99ErrorMs', 2),
-      `${spread(group, 'serverLateMeanMs', 2)} / ${spread(group, 'serverLateP99Ms', 2)} / ${spread(group, 'serverLateMaxMs', 1)}`,
-      [...new Set(group.map((g) => g.verdict ?? '-'))].join(' | '),
+      ...figures(TIMING_COLUMNS),
+      figures(LATE_COLUMNS).join(' / '),
+      [...new Set(group.map((g) => g.verdict ?? '-'))].join(', then '),
     ]);
   }
   const ratios: string[] = [];
@@ -531,30 +548,13 @@ function report(rows: RunRow[], options: Options): string {
   return [
     `${options.requests} requests of ${INPUT_TOKENS}/${OUTPUT_TOKENS} tokens, server TTFT ${options.ttftMs} ms, ITL ${options.itlMs} ms, server on CPU ${options.pinServer ?? 'any'}, client on CPU ${options.pinClient ?? 'any'}; ${medianNote}`,
     '',
-    table(
-      [
-        'load',
-        'client',
-        'client CPU s',
-        'start-up CPU s',
-        'events',
-        'events/CPU-s',
-        'CPU us/event (after start-up)',
-        'output tok/s',
-        'failed',
-      ],
-      cpuRows,
-      options.markdown,
-    ),
+    table(['load', 'client', ...CPU_COLUMNS.map(([header]) => header)], cpuRows, options.markdown),
     '',
     table(
       [
         'load',
         'client',
-        'server TTFT mean ms',
-        'TTFT error ms',
-        'server ITL p99 ms',
-        'ITL p99 error ms',
+        ...TIMING_COLUMNS.map(([header]) => header),
         'server late mean / p99 / max ms',
         'client-health verdict',
       ],
@@ -589,27 +589,37 @@ async function main(): Promise<void> {
   }
   mkdirSync(options.out, { recursive: true });
   const rows: RunRow[] = [];
+  const failures: string[] = [];
   for (const tokensPerEvent of options.tokensPerEvent) {
     for (const concurrency of options.levels) {
       // Repeats outermost within a load, so slow drifts of the machine spread over both clients.
       for (let repeat = 0; repeat < options.repeats; repeat++) {
         for (const client of clients) {
-          const row = await runOnce(client, concurrency, tokensPerEvent, repeat, binary, options);
-          rows.push(row);
-          process.stderr.write(
-            `${client.label} c${concurrency} t${tokensPerEvent} #${repeat + 1}: ${row.cpuS.toFixed(2)} s CPU, ${row.events} events, ${row.eventsPerCpuS.toFixed(0)} events/CPU-s, TTFT error ${row.ttftErrorMs.toFixed(2)} ms\n`,
-          );
+          const name = `${client.label} c${concurrency} t${tokensPerEvent} #${repeat + 1}`;
+          try {
+            const row = await runOnce(client, concurrency, tokensPerEvent, repeat, binary, options);
+            rows.push(row);
+            process.stderr.write(
+              `${name}: ${row.cpuS.toFixed(2)} s CPU, ${row.events} events, ${row.eventsPerCpuS.toFixed(0)} events/CPU-s, TTFT error ${row.ttftErrorMs.toFixed(2)} ms\n`,
+            );
+          } catch (error) {
+            // One failed run (a refused flag, a crash) leaves the rest of the sweep standing.
+            failures.push(`${name}: ${(error as Error).message}`);
+            process.stderr.write(`${name}: failed: ${(error as Error).message}\n`);
+          }
         }
       }
     }
   }
   writeFileSync(
     join(options.out, 'side-by-side.json'),
-    `${JSON.stringify({ options: { ...options, clients: [...options.clients] }, rows }, null, 2)}\n`,
+    `${JSON.stringify({ options: { ...options, clients: [...options.clients] }, rows, failures }, null, 2)}\n`,
   );
+  const failed = failures.length ? `\n\nfailed runs:\n${failures.join('\n')}` : '';
   process.stdout.write(
-    `${report(rows, options)}\n\nraw runs: ${join(options.out, 'side-by-side.json')}\n`,
+    `${report(rows, options)}${failed}\n\nraw runs: ${join(options.out, 'side-by-side.json')}\n`,
   );
+  if (failures.length) process.exitCode = 1;
 }
 
 await main();
