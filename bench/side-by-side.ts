@@ -371,6 +371,8 @@ interface RunRow {
   serverLateMeanMs: number;
   serverLateP99Ms: number;
   serverLateMaxMs: number;
+  /** The server's own CPU per token event: far below the client's, or the server is the limit. */
+  serverCpuUsPerEvent: number;
   verdict?: string;
 }
 
@@ -408,6 +410,7 @@ async function runOnce(
   });
   let run: ProcessCpu;
   let log: ServerLog;
+  let serverCpuS = Number.NaN;
   try {
     const url = `http://127.0.0.1:${server.port}`;
     run = await runMeasured(
@@ -417,6 +420,7 @@ async function runOnce(
       server.firstRequest,
     );
   } finally {
+    serverCpuS = processCpuS(server.pid) ?? Number.NaN;
     log = await server.stop();
   }
   if (run.code !== 0) {
@@ -450,6 +454,7 @@ async function runOnce(
     serverLateMeanMs: mean(log.lagMs),
     serverLateP99Ms: percentileOfSorted(sortedLag, 99),
     serverLateMaxMs: sortedLag.at(-1) ?? Number.NaN,
+    serverCpuUsPerEvent: (serverCpuS / log.events) * 1e6,
     ...(figures.verdict === undefined ? {} : { verdict: figures.verdict }),
   };
 }
@@ -481,6 +486,7 @@ const CPU_COLUMNS: Column[] = [
   ['CPU us/event (after start-up)', 'cpuUsPerEvent', 2],
   ['output tok/s', 'outputTokS', 0],
   ['failed', 'failed', 0],
+  ['server CPU us/event', 'serverCpuUsPerEvent', 2],
 ];
 const TIMING_COLUMNS: Column[] = [
   ['server TTFT mean ms', 'serverTtftMeanMs', 2],

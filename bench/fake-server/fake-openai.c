@@ -94,6 +94,9 @@ struct stream {
   int first_unsent;
   char id[32];
   char model[MAX_MODEL_CHARS + 1];
+  /* Every token event's start, up to the text: `data: {"id":...,"choices":[{"index":0,"text":"`. */
+  char head[160 + 32 + MAX_MODEL_CHARS];
+  size_t head_len;
 };
 
 struct conn {
@@ -211,11 +214,22 @@ static void queue_bytes(struct conn *c, const char *data, size_t n) {
   c->queued_total += (int64_t)n;
 }
 
+/* An HTTP chunk's size line, `<hex>\r\n`, without printf's cost per event. */
+static size_t put_chunk_size(char *at, size_t n) {
+  char digits[16];
+  size_t k = 0;
+  do digits[k++] = "0123456789abcdef"[n & 15];
+  while (n >>= 4);
+  for (size_t i = 0; i < k; i++) at[i] = digits[k - 1 - i];
+  at[k] = '\r';
+  at[k + 1] = '\n';
+  return k + 2;
+}
+
 /* One HTTP chunk holding `payload` (one SSE event). */
 static void queue_chunk(struct conn *c, const char *payload, size_t n) {
   char size[24];
-  int k = snprintf(size, sizeof size, "%zx\r\n", n);
-  queue_bytes(c, size, (size_t)k);
+  queue_bytes(c, size, put_chunk_size(size, n));
   queue_bytes(c, payload, n);
   queue_bytes(c, "\r\n", 2);
 }
@@ -257,41 +271,41 @@ static void finish_stream(struct conn *c) {
 static int events_for(int tokens) { return (tokens + tokens_per_event - 1) / tokens_per_event; }
 
 /* Writes the stream's next event (with the usage event, [DONE] and the last chunk after the last). */
+static size_t put(char *at, const char *text, size_t n) {
+  memcpy(at, text, n);
+  return n;
+}
+
 static int emit_event(struct stream *s, int64_t t) {
   struct conn *c = s->conn;
   struct request_log *log = s->log;
   int remaining = log->tokens - s->emitted_tokens;
   int n = remaining < tokens_per_event ? remaining : tokens_per_event;
   int last = n == remaining;
-  char text[8 * 64];
-  char event[1400];
-  size_t tl = 0;
-  /* " tok" per token: the text is the client's cost, so it stays short and fixed. */
-  for (int i = 0; i < n && tl + 4 < sizeof text; i++, tl += 4) memcpy(text + tl, " tok", 4);
-  text[tl] = 0;
-  const char *finish = last ? "\"length\"" : "null";
-  int k;
-  if (s->chat) {
-    k = snprintf(event, sizeof event,
-                 "data: {\"id\":\"%s\",\"object\":\"chat.completion.chunk\",\"created\":0,"
-                 "\"model\":\"%s\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"%s\"},"
-                 "\"logprobs\":null,\"finish_reason\":%s}]}\n\n",
-                 s->id, s->model, text, finish);
-  } else {
-    k = snprintf(event, sizeof event,
-                 "data: {\"id\":\"%s\",\"object\":\"text_completion\",\"created\":0,"
-                 "\"model\":\"%s\",\"choices\":[{\"index\":0,\"text\":\"%s\",\"logprobs\":null,"
-                 "\"finish_reason\":%s}]}\n\n",
-                 s->id, s->model, text, finish);
-  }
+  /* The event is the stream's rendered head, " tok" per token (the text is the client's cost,
+     so it stays short and fixed), and a fixed tail: no formatting per event. */
+  static const char tail[] = "\",\"logprobs\":null,\"finish_reason\":null}]}\n\n";
+  static const char last_tail[] = "\",\"logprobs\":null,\"finish_reason\":\"length\"}]}\n\n";
+  static const char chat_tail[] = "\"},\"logprobs\":null,\"finish_reason\":null}]}\n\n";
+  static const char chat_last_tail[] = "\"},\"logprobs\":null,\"finish_reason\":\"length\"}]}\n\n";
+  const char *t_text = s->chat ? (last ? chat_last_tail : chat_tail) : (last ? last_tail : tail);
+  size_t t_len = s->chat ? (last ? sizeof chat_last_tail : sizeof chat_tail) - 1
+                         : (last ? sizeof last_tail : sizeof tail) - 1;
+  size_t payload = s->head_len + 4 * (size_t)n + t_len;
+  char event[sizeof s->head + 4 * 64 + sizeof chat_last_tail + 24];
+  size_t at = put_chunk_size(event, payload);
+  at += put(event + at, s->head, s->head_len);
+  for (int i = 0; i < n; i++) at += put(event + at, " tok", 4);
+  at += put(event + at, t_text, t_len);
+  at += put(event + at, "\r\n", 2);
   log->lag_ns[s->emitted_events] = t - s->due_ns;
-  queue_chunk(c, event, (size_t)k);
+  queue_bytes(c, event, at);
   s->end_pos[s->emitted_events] = c->queued_total;
   s->emitted_tokens += n;
   s->emitted_events++;
   log->events = s->emitted_events;
   if (last) {
-    k = snprintf(event, sizeof event,
+    int k = snprintf(event, sizeof event,
                  "data: {\"id\":\"%s\",\"object\":\"%s\",\"created\":0,\"model\":\"%s\","
                  "\"choices\":[],\"usage\":{\"prompt_tokens\":%d,\"completion_tokens\":%d,"
                  "\"total_tokens\":%d}}\n\n",
@@ -406,6 +420,13 @@ static void start_stream(struct conn *c, const char *body, size_t body_len, int 
   s->heap_index = -1;
   snprintf(s->id, sizeof s->id, "%s-%zu", chat ? "chatcmpl" : "cmpl", log_count);
   json_model(body, body_len, s->model);
+  s->head_len = (size_t)snprintf(
+      s->head, sizeof s->head,
+      chat ? "data: {\"id\":\"%s\",\"object\":\"chat.completion.chunk\",\"created\":0,\"model\":\"%s\","
+             "\"choices\":[{\"index\":0,\"delta\":{\"content\":\""
+           : "data: {\"id\":\"%s\",\"object\":\"text_completion\",\"created\":0,\"model\":\"%s\","
+             "\"choices\":[{\"index\":0,\"text\":\"",
+      s->id, s->model);
   c->stream = s;
   char head[256];
   int k = snprintf(head, sizeof head,

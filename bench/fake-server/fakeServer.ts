@@ -42,6 +42,8 @@ export interface FakeServerOptions {
 
 export interface FakeServer {
   port: number;
+  /** The server's process (taskset execs it, so this is the server's own). */
+  pid: number;
   /** Resolves when the server has read its first completion request. */
   firstRequest: Promise<void>;
   /** SIGTERM: the server writes its log and exits; resolves to that log. */
@@ -90,6 +92,7 @@ export async function startFakeServer(options: FakeServerOptions): Promise<FakeS
   });
   return {
     port,
+    pid: child.pid as number,
     firstRequest,
     async stop() {
       child.kill('SIGTERM');
