@@ -126,9 +126,12 @@ export function readServerLog(path: string, tokensPerEvent: number): ServerLog {
   const values = new Float64Array(bytes.buffer, bytes.byteOffset, bytes.byteLength / 8);
   let events = 0;
   let requests = 0;
+  /** Requests with at least one event: each has one gap fewer than events. */
+  let started = 0;
   for (let i = 0; i < values.length; i += 3 + 2 * values[i + 1]) {
     events += values[i + 1];
     requests++;
+    if (values[i + 1] > 0) started++;
   }
   const log: ServerLog = {
     requests,
@@ -136,7 +139,7 @@ export function readServerLog(path: string, tokensPerEvent: number): ServerLog {
     events,
     tokens: 0,
     ttftMs: new Float64Array(requests),
-    eventGapMs: new Float64Array(Math.max(0, events - requests)),
+    eventGapMs: new Float64Array(events - started),
     lagMs: new Float64Array(events),
   };
   let ttfts = 0;
@@ -159,6 +162,5 @@ export function readServerLog(path: string, tokensPerEvent: number): ServerLog {
     i = writes + 2 * count;
   }
   log.ttftMs = log.ttftMs.subarray(0, ttfts);
-  log.eventGapMs = log.eventGapMs.subarray(0, gaps);
   return log;
 }

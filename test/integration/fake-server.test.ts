@@ -138,4 +138,33 @@ describe('fake OpenAI server (bench:peer)', { skip: noCompiler }, () => {
     for (const ttft of log.ttftMs) assert.ok(ttft >= 30, `TTFT ${ttft} ms`);
     for (const lag of log.lagMs) assert.ok(lag >= 0, `lag ${lag} ms`);
   });
+
+  test('a client gone mid-stream: the server goes on serving and logs the events it sent', async () => {
+    const server = await startFakeServer({
+      binary,
+      ttftMs: 0,
+      itlMs: 20,
+      tokensPerEvent: 1,
+      model: 'fake',
+      statsPath: join(dir, 'gone.f64'),
+    });
+    await new Promise<void>((resolve, reject) => {
+      const req = request(
+        { port: server.port, path: '/v1/completions', method: 'POST', agent: false },
+        (res) =>
+          res.once('data', () => {
+            req.destroy();
+            resolve();
+          }),
+      );
+      req.on('error', reject);
+      req.end(JSON.stringify({ model: 'fake', prompt: 'x', max_tokens: 100, stream: true }));
+    });
+    const after = await postOnce(server.port, '/v1/completions', { prompt: 'x', max_tokens: 2 });
+    const log = await server.stop();
+    assert.match(after.text, /data: \[DONE\]/);
+    assert.equal(log.requests, 2);
+    assert.equal(log.completeRequests, 1);
+    assert.ok(log.events >= 3 && log.events < 100 + 2, `${log.events} events`);
+  });
 });
