@@ -40,16 +40,13 @@ function postOnce(
 describe('fake OpenAI server (bench:peer)', { skip: noCompiler }, () => {
   const dir = tempDir('fake-server-');
   const binary = noCompiler ? '' : buildFakeServer(dir);
+  const start = (
+    name: string,
+    schedule: { ttftMs: number; itlMs: number; tokensPerEvent: number },
+  ) => startFakeServer({ binary, ...schedule, model: 'fake', statsPath: join(dir, `${name}.f64`) });
 
   test('a real infergauge run of 20 requests: every token counted, on both sides', async () => {
-    const server = await startFakeServer({
-      binary,
-      ttftMs: 0,
-      itlMs: 0,
-      tokensPerEvent: 1,
-      model: 'fake',
-      statsPath: join(dir, 'run.f64'),
-    });
+    const server = await start('run', { ttftMs: 0, itlMs: 0, tokensPerEvent: 1 });
     const out = join(dir, 'run');
     const cli = await runCli([
       'run',
@@ -91,14 +88,7 @@ describe('fake OpenAI server (bench:peer)', { skip: noCompiler }, () => {
   });
 
   test('a new connection per request, chat shape, tokens grouped per event, the schedule kept', async () => {
-    const server = await startFakeServer({
-      binary,
-      ttftMs: 30,
-      itlMs: 5,
-      tokensPerEvent: 3,
-      model: 'fake',
-      statsPath: join(dir, 'chat.f64'),
-    });
+    const server = await start('chat', { ttftMs: 30, itlMs: 5, tokensPerEvent: 3 });
     const answers = await Promise.all(
       [7, 3].map((maxTokens) =>
         postOnce(server.port, '/v1/chat/completions', {
@@ -140,14 +130,7 @@ describe('fake OpenAI server (bench:peer)', { skip: noCompiler }, () => {
   });
 
   test('a client gone mid-stream: the server goes on serving and logs the events it sent', async () => {
-    const server = await startFakeServer({
-      binary,
-      ttftMs: 0,
-      itlMs: 20,
-      tokensPerEvent: 1,
-      model: 'fake',
-      statsPath: join(dir, 'gone.f64'),
-    });
+    const server = await start('gone', { ttftMs: 0, itlMs: 20, tokensPerEvent: 1 });
     await new Promise<void>((resolve, reject) => {
       const req = request(
         { port: server.port, path: '/v1/completions', method: 'POST', agent: false },
