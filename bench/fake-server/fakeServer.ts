@@ -1,0 +1,166 @@
+/**
+ * The fake OpenAI server of bench/side-by-side.ts (fake-openai.c beside this file): build it,
+ * start it, stop it and read what it logged of its own sends.
+ */
+import { execFileSync, spawn } from 'node:child_process';
+import { mkdirSync, readFileSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+
+const SOURCE = fileURLToPath(new URL('./fake-openai.c', import.meta.url));
+
+/**
+ * Compiles the server into `dir` unless an up-to-date binary is there; returns its path.
+ * Throws when no C compiler answers.
+ */
+export function buildFakeServer(dir: string): string {
+  const binary = join(dir, 'fake-openai');
+  const built = statSync(binary, { throwIfNoEntry: false });
+  if (built && built.mtimeMs >= statSync(SOURCE).mtimeMs) return binary;
+  mkdirSync(dir, { recursive: true });
+  try {
+    execFileSync('cc', ['-O2', '-std=gnu11', '-o', binary, SOURCE], { stdio: 'pipe' });
+  } catch (error) {
+    const stderr = (error as { stderr?: Buffer }).stderr?.toString().trim();
+    throw new Error(`cannot compile ${SOURCE} with cc: ${stderr || (error as Error).message}`);
+  }
+  return binary;
+}
+
+export interface FakeServerOptions {
+  binary: string;
+  ttftMs: number;
+  itlMs: number;
+  tokensPerEvent: number;
+  model: string;
+  /** Where the server writes its send log when stopped. */
+  statsPath: string;
+  /** taskset CPU list, e.g. "0"; unpinned when absent. */
+  cpus?: string;
+}
+
+export interface FakeServer {
+  port: number;
+  /** The server's process (taskset execs it, so this is the server's own). */
+  pid: number;
+  /** Resolves when the server has read its first completion request. */
+  firstRequest: Promise<void>;
+  /** SIGTERM: the server writes its log and exits; resolves to that log. */
+  stop(): Promise<ServerLog>;
+}
+
+export async function startFakeServer(options: FakeServerOptions): Promise<FakeServer> {
+  const args = [
+    '--port',
+    '0',
+    '--ttft-ms',
+    String(options.ttftMs),
+    '--itl-ms',
+    String(options.itlMs),
+    '--tokens-per-event',
+    String(options.tokensPerEvent),
+    '--model',
+    options.model,
+    '--stats',
+    options.statsPath,
+  ];
+  const child = options.cpus
+    ? spawn('taskset', ['-c', options.cpus, options.binary, ...args], {
+        stdio: ['ignore', 'pipe', 'pipe'],
+      })
+    : spawn(options.binary, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+  let stderr = '';
+  child.stderr.on('data', (d: Buffer) => {
+    stderr += d.toString();
+  });
+  const exited = new Promise<number | null>((resolve) =>
+    child.on('close', (code) => resolve(code)),
+  );
+  let onFirst = () => {};
+  const firstRequest = new Promise<void>((resolve) => {
+    onFirst = resolve;
+  });
+  const port = await new Promise<number>((resolve, reject) => {
+    createInterface({ input: child.stdout }).on('line', (line) => {
+      if (line.startsWith('port ')) resolve(Number(line.slice(5)));
+      else if (line === 'first') onFirst();
+    });
+    void exited.then((code) =>
+      reject(new Error(`fake server exited (${code}) before listening: ${stderr}`)),
+    );
+  });
+  return {
+    port,
+    pid: child.pid as number,
+    firstRequest,
+    async stop() {
+      child.kill('SIGTERM');
+      const code = await exited;
+      if (code !== 0) throw new Error(`fake server exited with ${code}: ${stderr}`);
+      return readServerLog(options.statsPath, options.tokensPerEvent);
+    },
+  };
+}
+
+/** What the server logged of its own sends, in milliseconds. */
+export interface ServerLog {
+  requests: number;
+  /** Requests that got every event their max_tokens called for. */
+  completeRequests: number;
+  /** Token events written (the usage and [DONE] events not counted). */
+  events: number;
+  /** Output tokens of the complete requests. */
+  tokens: number;
+  /** Per request: first token event written minus request read. */
+  ttftMs: Float64Array;
+  /** Gaps between consecutive token events of one request. */
+  eventGapMs: Float64Array;
+  /** Per event: how late the server started writing it against its own schedule. */
+  lagMs: Float64Array;
+}
+
+/** Parses the stats file (layout in fake-openai.c's header comment). */
+export function readServerLog(path: string, tokensPerEvent: number): ServerLog {
+  const bytes = readFileSync(path);
+  const values = new Float64Array(bytes.buffer, bytes.byteOffset, bytes.byteLength / 8);
+  let events = 0;
+  let requests = 0;
+  /** Requests with at least one event: each has one gap fewer than events. */
+  let started = 0;
+  for (let i = 0; i < values.length; i += 3 + 2 * values[i + 1]) {
+    events += values[i + 1];
+    requests++;
+    if (values[i + 1] > 0) started++;
+  }
+  const log: ServerLog = {
+    requests,
+    completeRequests: 0,
+    events,
+    tokens: 0,
+    ttftMs: new Float64Array(requests),
+    eventGapMs: new Float64Array(events - started),
+    lagMs: new Float64Array(events),
+  };
+  let ttfts = 0;
+  let gaps = 0;
+  let lags = 0;
+  for (let i = 0; i < values.length; ) {
+    const readUs = values[i];
+    const count = values[i + 1];
+    const tokens = values[i + 2];
+    const writes = i + 3;
+    if (count === Math.ceil(tokens / tokensPerEvent)) {
+      log.completeRequests++;
+      log.tokens += tokens;
+    }
+    if (count > 0) log.ttftMs[ttfts++] = (values[writes] - readUs) / 1000;
+    for (let e = 1; e < count; e++) {
+      log.eventGapMs[gaps++] = (values[writes + e] - values[writes + e - 1]) / 1000;
+    }
+    for (let e = 0; e < count; e++) log.lagMs[lags++] = values[writes + count + e] / 1000;
+    i = writes + 2 * count;
+  }
+  log.ttftMs = log.ttftMs.subarray(0, ttfts);
+  return log;
+}

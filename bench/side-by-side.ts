@@ -1,0 +1,631 @@
+/**
+ * Side by side: infergauge's client and vLLM's benchmark client against one minimal fake OpenAI
+ * server (bench/fake-server/, C, one thread), the server pinned to one core and the client to
+ * another. Each client run is a fresh server and a fresh client process, measured from outside:
+ *
+ * - client CPU: user + system of the whole process (all threads) from start to exit, read by
+ *   bash's `times` after `wait` (wait4's rusage, 1 ms);
+ * - start-up CPU: the client's CPU when the server has read its first completion request
+ *   (/proc/<pid>/stat, 10 ms ticks);
+ * - events: token events the server wrote (its own log), per client CPU-second, and client CPU per
+ *   event after start-up;
+ * - timing error against the server's own send times: client mean TTFT minus the server's (first
+ *   token event written minus request read), client ITL p99 minus the server's (gaps between a
+ *   request's token events); and how late the server ran against its own schedule, so a late
+ *   server shows as such.
+ *
+ * infergauge runs as its CLI (dist/, `npm run -s build` first) and is read from its summary.json;
+ * the peer is vLLM's benchmark_serving.py (v0.7.3, ../shared/peers/, run with Debian's Python) or
+ * `vllm bench serve`, read from its --save-result JSON. docs/benchmarks.md, "Side by side with
+ * vLLM's client", has the commands of the issue's tables.
+ *
+ *   npm run bench:peer -- [--levels 16,64,256] [--tokens-per-event 1] [--ttft-ms 0] [--itl-ms 0]
+ *     [--requests 10000] [--repeats 3] [--workers default,0,1] [--clients infergauge,vllm]
+ *     [--peer PATH|vllm] [--peer-tokenizer NAME] [--python /usr/bin/python3]
+ *     [--pin-server 0] [--pin-client 1] [--out DIR] [--markdown]
+ */
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { percentileOfSorted } from '../src/metrics/distribution.js';
+import { buildFakeServer, type ServerLog, startFakeServer } from './fake-server/fakeServer.js';
+
+const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+const CLI = join(ROOT, 'dist/cli/main.js');
+const DEFAULT_PEER = join(ROOT, '../shared/peers/vllm-bench-serving-v0.7.3');
+const MODEL = 'fake-model';
+const INPUT_TOKENS = 128;
+const OUTPUT_TOKENS = 128;
+/** What benchmark_serving.py imports (its README: Debian's python3-aiohttp, -numpy, ...). */
+const PEER_IMPORTS = 'import aiohttp, numpy, pandas, PIL, tqdm';
+
+interface Options {
+  levels: number[];
+  tokensPerEvent: number[];
+  ttftMs: number;
+  itlMs: number;
+  requests: number;
+  repeats: number;
+  /** infergauge --workers values; "default" leaves the flag out. */
+  workers: string[];
+  clients: Set<'infergauge' | 'vllm'>;
+  peer: string | undefined;
+  peerTokenizer: string | undefined;
+  python: string;
+  pinServer: string | undefined;
+  pinClient: string | undefined;
+  out: string;
+  markdown: boolean;
+}
+
+function usage(message: string): never {
+  process.stderr.write(`side-by-side: ${message}\n`);
+  process.exit(2);
+}
+
+function numberArg(name: string, text: string, min: number, integer: boolean): number {
+  const n = Number(text.trim());
+  if (!Number.isFinite(n) || n < min || (integer && !Number.isInteger(n))) {
+    usage(`${name}: expected ${integer ? 'an integer' : 'a number'} >= ${min}, got "${text}"`);
+  }
+  return n;
+}
+
+function parseOptions(): Options {
+  const { values } = parseArgs({
+    options: {
+      levels: { type: 'string', default: '16,64,256' },
+      'tokens-per-event': { type: 'string', default: '1' },
+      'ttft-ms': { type: 'string', default: '0' },
+      'itl-ms': { type: 'string', default: '0' },
+      requests: { type: 'string', default: '10000' },
+      repeats: { type: 'string', default: '3' },
+      workers: { type: 'string', default: 'default' },
+      clients: { type: 'string', default: 'infergauge,vllm' },
+      peer: { type: 'string' },
+      'peer-tokenizer': { type: 'string' },
+      python: {
+        type: 'string',
+        default: existsSync('/usr/bin/python3') ? '/usr/bin/python3' : 'python3',
+      },
+      'pin-server': { type: 'string', default: '0' },
+      'pin-client': { type: 'string', default: '1' },
+      out: { type: 'string' },
+      markdown: { type: 'boolean', default: false },
+    },
+    strict: true,
+  });
+  const list = (name: string, text: string, min: number) =>
+    text.split(',').map((part) => numberArg(name, part, min, true));
+  const clients = new Set(values.clients.split(',').map((c) => c.trim()));
+  for (const c of clients) {
+    if (c !== 'infergauge' && c !== 'vllm') usage(`--clients: infergauge or vllm, got "${c}"`);
+  }
+  const workers = values.workers.split(',').map((w) => w.trim());
+  for (const w of workers) if (w !== 'default') numberArg('--workers', w, 0, true);
+  const pin = (text: string) => (text === 'none' ? undefined : text);
+  return {
+    levels: list('--levels', values.levels, 1),
+    tokensPerEvent: list('--tokens-per-event', values['tokens-per-event'], 1),
+    ttftMs: numberArg('--ttft-ms', values['ttft-ms'], 0, false),
+    itlMs: numberArg('--itl-ms', values['itl-ms'], 0, false),
+    requests: numberArg('--requests', values.requests, 1, true),
+    repeats: numberArg('--repeats', values.repeats, 1, true),
+    workers,
+    clients: clients as Set<'infergauge' | 'vllm'>,
+    peer: values.peer,
+    peerTokenizer: values['peer-tokenizer'],
+    python: values.python,
+    pinServer: pin(values['pin-server']),
+    pinClient: pin(values['pin-client']),
+    out:
+      values.out ??
+      join(ROOT, '.bench-out/side-by-side', new Date().toISOString().replace(/[:.]/g, '-')),
+    markdown: values.markdown,
+  };
+}
+
+/** How to start a client for one run: its argv (results go under `dir`) and where it writes them. */
+interface Client {
+  label: string;
+  argv(url: string, concurrency: number, dir: string): string[];
+  read(dir: string): ClientFigures;
+}
+
+/** What a client reports of itself. */
+interface ClientFigures {
+  failed: number;
+  outputTokS: number;
+  ttftMeanMs: number;
+  itlP99Ms: number;
+  verdict?: string;
+}
+
+function infergaugeClient(workers: string, options: Options): Client {
+  return {
+    label: workers === 'default' ? 'infergauge' : `infergauge --workers ${workers}`,
+    argv: (url, concurrency, dir) => [
+      process.execPath,
+      CLI,
+      'run',
+      '--url',
+      url,
+      '--endpoint',
+      'completions',
+      '--model',
+      MODEL,
+      '--input-tokens',
+      String(INPUT_TOKENS),
+      '--output-tokens',
+      String(OUTPUT_TOKENS),
+      '--ignore-eos',
+      '--requests',
+      String(options.requests),
+      '--concurrency',
+      String(concurrency),
+      '--out',
+      dir,
+      // Only the measurement: no /metrics probe, no HTML report, no table rendering.
+      '--no-server-metrics',
+      '--no-html',
+      '--json',
+      ...(workers === 'default' ? [] : ['--workers', workers]),
+    ],
+    read(dir) {
+      const summary = JSON.parse(readFileSync(join(dir, 'summary.json'), 'utf8'));
+      return {
+        failed: summary.requests.failed,
+        outputTokS: summary.throughput.outputTokensPerS,
+        ttftMeanMs: summary.latency.ttftMs.mean,
+        // Per event, as the server's gaps and vLLM's ITL (itlMs spreads an event over its tokens).
+        itlP99Ms: summary.latency.chunkGapMs.p99,
+        verdict: verdictOf(summary.clientHealth),
+      };
+    },
+  };
+}
+
+/** infergauge's client-health verdict in a few words, with the CPU figure it judged. */
+function verdictOf(health: unknown): string {
+  const h = health as
+    | { clientLimited?: boolean; reasons?: string[]; cpu?: { utilisation?: number } }
+    | undefined;
+  if (!h) return 'none';
+  const cpu =
+    typeof h.cpu?.utilisation === 'number' ? ` (cpu ${h.cpu.utilisation.toFixed(2)})` : '';
+  return h.clientLimited ? `client-limited: ${(h.reasons ?? []).join('; ')}${cpu}` : `ok${cpu}`;
+}
+
+/** The peer client, or why it is skipped. */
+function peerClient(options: Options): Client | string {
+  const given = options.peer ?? (existsSync(DEFAULT_PEER) ? DEFAULT_PEER : undefined);
+  const cliPeer =
+    given === undefined
+      ? onPath('vllm')
+      : given === 'vllm' || given.endsWith('/vllm')
+        ? given
+        : undefined;
+  let prefix: string[];
+  let tokenizer: string;
+  if (cliPeer) {
+    if (!options.peerTokenizer)
+      return '`vllm bench serve` needs --peer-tokenizer (a tokenizer it can load)';
+    prefix = [cliPeer, 'bench', 'serve'];
+    tokenizer = options.peerTokenizer;
+  } else if (given) {
+    const script = statSync(given, { throwIfNoEntry: false })?.isDirectory()
+      ? join(given, 'benchmark_serving.py')
+      : given;
+    if (!existsSync(script)) return `${script} not found (--peer)`;
+    const check = spawnSync(options.python, ['-c', PEER_IMPORTS], { encoding: 'utf8' });
+    if (check.status !== 0) {
+      return `${options.python} lacks the peer's Python packages (${check.stderr.trim().split('\n').pop()}); see its README`;
+    }
+    prefix = [options.python, script];
+    tokenizer = options.peerTokenizer ?? 'standin';
+  } else {
+    return `no peer: ${DEFAULT_PEER} is absent and vllm is not installed (--peer PATH)`;
+  }
+  return {
+    label: 'vllm',
+    argv: (url, concurrency, dir) => [
+      ...prefix,
+      '--backend',
+      'openai',
+      '--base-url',
+      url,
+      '--endpoint',
+      '/v1/completions',
+      '--model',
+      MODEL,
+      '--tokenizer',
+      tokenizer,
+      '--dataset-name',
+      'random',
+      '--random-input-len',
+      String(INPUT_TOKENS),
+      '--random-output-len',
+      String(OUTPUT_TOKENS),
+      '--ignore-eos',
+      '--num-prompts',
+      String(options.requests),
+      '--max-concurrency',
+      String(concurrency),
+      '--percentile-metrics',
+      'ttft,tpot,itl,e2el',
+      '--metric-percentiles',
+      '50,99',
+      '--disable-tqdm',
+      '--save-result',
+      '--result-dir',
+      dir,
+      '--result-filename',
+      'result.json',
+    ],
+    read(dir) {
+      const result = JSON.parse(readFileSync(join(dir, 'result.json'), 'utf8'));
+      return {
+        failed: options.requests - result.completed,
+        outputTokS: result.output_throughput,
+        ttftMeanMs: result.mean_ttft_ms,
+        itlP99Ms: result.p99_itl_ms,
+      };
+    },
+  };
+}
+
+function onPath(command: string): string | undefined {
+  const found = spawnSync('bash', ['-c', `command -v ${command}`], { encoding: 'utf8' });
+  return found.status === 0 ? found.stdout.trim() : undefined;
+}
+
+const CLOCK_TICKS_PER_S = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }));
+
+/** user + system CPU seconds of a live process, all its threads (/proc/<pid>/stat). */
+function processCpuS(pid: number): number | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    // Fields 14 and 15 of proc(5), utime and stime, counted from field 3 (state).
+    return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS_PER_S;
+  } catch {
+    return undefined;
+  }
+}
+
+interface ProcessCpu {
+  code: number;
+  cpuS: number;
+  startupS: number | undefined;
+}
+
+/**
+ * Runs argv (output to `logPath`) under bash, pinned with taskset, and returns its CPU from start
+ * to exit (bash's `times` after `wait`: the reaped child's rusage) and its CPU when
+ * `firstRequest` resolved.
+ */
+function runMeasured(
+  argv: string[],
+  cpus: string | undefined,
+  logPath: string,
+  firstRequest: Promise<void>,
+): Promise<ProcessCpu> {
+  const script = `${cpus ? 'taskset -c "$1" ' : ''}"\${@:3}" >"$2" 2>&1 & pid=$!
+echo "pid $pid"; wait $pid; rc=$?; times; exit $rc`;
+  const child = spawn('bash', ['-c', script, 'bash', cpus ?? '', logPath, ...argv], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  const lines: string[] = [];
+  let pid: number | undefined;
+  let startupS: number | undefined;
+  let firstSeen = false;
+  const readStartup = () => {
+    if (firstSeen && pid !== undefined && startupS === undefined) startupS = processCpuS(pid);
+  };
+  void firstRequest.then(() => {
+    firstSeen = true;
+    readStartup();
+  });
+  createInterface({ input: child.stdout }).on('line', (line) => {
+    if (line.startsWith('pid ')) {
+      pid = Number(line.slice(4));
+      readStartup();
+    } else lines.push(line);
+  });
+  return new Promise((resolvePromise, reject) => {
+    child.on('close', (code) => {
+      // `times`: the shell's own user and system, then its children's.
+      const m = /^(\d+)m([\d.]+)s (\d+)m([\d.]+)s$/.exec(lines.at(-1) ?? '');
+      if (!m) {
+        reject(new Error(`no CPU times from the client's shell: ${lines.join(' | ')}`));
+        return;
+      }
+      const cpuS = Number(m[1]) * 60 + Number(m[2]) + Number(m[3]) * 60 + Number(m[4]);
+      resolvePromise({ code: code ?? 1, cpuS, startupS });
+    });
+  });
+}
+
+/** One client run against a fresh server: the row's figures. */
+interface RunRow {
+  client: string;
+  concurrency: number;
+  tokensPerEvent: number;
+  repeat: number;
+  cpuS: number;
+  startupS: number;
+  events: number;
+  eventsPerCpuS: number;
+  cpuUsPerEvent: number;
+  outputTokS: number;
+  failed: number;
+  ttftMeanMs: number;
+  serverTtftMeanMs: number;
+  ttftErrorMs: number;
+  itlP99Ms: number;
+  serverItlP99Ms: number;
+  itlP99ErrorMs: number;
+  serverLateMeanMs: number;
+  serverLateP99Ms: number;
+  serverLateMaxMs: number;
+  /** The server's own CPU per token event: far below the client's, or the server is the limit. */
+  serverCpuUsPerEvent: number;
+  verdict?: string;
+}
+
+function mean(values: Float64Array): number {
+  let sum = 0;
+  for (const v of values) sum += v;
+  return values.length ? sum / values.length : Number.NaN;
+}
+
+function p99(values: Float64Array): number {
+  return values.length ? percentileOfSorted(values.slice().sort(), 99) : Number.NaN;
+}
+
+async function runOnce(
+  client: Client,
+  concurrency: number,
+  tokensPerEvent: number,
+  repeat: number,
+  binary: string,
+  options: Options,
+): Promise<RunRow> {
+  const dir = join(
+    options.out,
+    `${client.label.replace(/\W+/g, '-')}-c${concurrency}-t${tokensPerEvent}-r${repeat}`,
+  );
+  mkdirSync(join(dir, 'client'), { recursive: true });
+  const server = await startFakeServer({
+    binary,
+    ttftMs: options.ttftMs,
+    itlMs: options.itlMs,
+    tokensPerEvent,
+    model: MODEL,
+    statsPath: join(dir, 'server-log.f64'),
+    ...(options.pinServer ? { cpus: options.pinServer } : {}),
+  });
+  let run: ProcessCpu;
+  let log: ServerLog;
+  let serverCpuS = Number.NaN;
+  try {
+    const url = `http://127.0.0.1:${server.port}`;
+    run = await runMeasured(
+      client.argv(url, concurrency, join(dir, 'client')),
+      options.pinClient,
+      join(dir, 'client.log'),
+      server.firstRequest,
+    );
+  } finally {
+    serverCpuS = processCpuS(server.pid) ?? Number.NaN;
+    log = await server.stop();
+  }
+  if (run.code !== 0) {
+    const logPath = join(dir, 'client.log');
+    const last = readFileSync(logPath, 'utf8').trim().split('\n').at(-1);
+    throw new Error(`${client.label} exited with ${run.code} (${last}); see ${logPath}`);
+  }
+  const figures = client.read(join(dir, 'client'));
+  const startupS = run.startupS ?? Number.NaN;
+  const serverTtftMeanMs = mean(log.ttftMs);
+  const serverItlP99Ms = p99(log.eventGapMs);
+  const sortedLag = log.lagMs.slice().sort();
+  return {
+    client: client.label,
+    concurrency,
+    tokensPerEvent,
+    repeat,
+    cpuS: run.cpuS,
+    startupS,
+    events: log.events,
+    eventsPerCpuS: log.events / run.cpuS,
+    cpuUsPerEvent: ((run.cpuS - startupS) / log.events) * 1e6,
+    outputTokS: figures.outputTokS,
+    failed: figures.failed,
+    ttftMeanMs: figures.ttftMeanMs,
+    serverTtftMeanMs,
+    ttftErrorMs: figures.ttftMeanMs - serverTtftMeanMs,
+    itlP99Ms: figures.itlP99Ms,
+    serverItlP99Ms,
+    itlP99ErrorMs: figures.itlP99Ms - serverItlP99Ms,
+    serverLateMeanMs: mean(log.lagMs),
+    serverLateP99Ms: percentileOfSorted(sortedLag, 99),
+    serverLateMaxMs: sortedLag.at(-1) ?? Number.NaN,
+    serverCpuUsPerEvent: (serverCpuS / log.events) * 1e6,
+    ...(figures.verdict === undefined ? {} : { verdict: figures.verdict }),
+  };
+}
+
+type NumericKey = { [K in keyof RunRow]-?: RunRow[K] extends number ? K : never }[keyof RunRow];
+
+/** A figure over the repeats: the median, with the range when there are several. */
+function spread(rows: RunRow[], key: NumericKey, digits: number): string {
+  const values = rows.map((r) => r[key]);
+  const f = (v: number) => (Number.isFinite(v) ? v.toFixed(digits) : '-');
+  const mid = f(median(rows, key));
+  return values.length > 1 ? `${mid} (${f(Math.min(...values))}..${f(Math.max(...values))})` : mid;
+}
+
+function median(rows: RunRow[], key: NumericKey): number {
+  const values = rows.map((r) => r[key]).sort((a, b) => a - b);
+  const mid = values.length >> 1;
+  return values.length % 2 ? values[mid] : (values[mid - 1] + values[mid]) / 2;
+}
+
+/** A table column: its header, the run figure it shows, the digits it keeps. */
+type Column = [string, NumericKey, number];
+
+const CPU_COLUMNS: Column[] = [
+  ['client CPU s', 'cpuS', 2],
+  ['start-up CPU s', 'startupS', 2],
+  ['events', 'events', 0],
+  ['events/CPU-s', 'eventsPerCpuS', 0],
+  ['CPU us/event (after start-up)', 'cpuUsPerEvent', 2],
+  ['output tok/s', 'outputTokS', 0],
+  ['failed', 'failed', 0],
+  ['server CPU us/event', 'serverCpuUsPerEvent', 2],
+];
+const TIMING_COLUMNS: Column[] = [
+  ['server TTFT mean ms', 'serverTtftMeanMs', 2],
+  ['TTFT error ms', 'ttftErrorMs', 2],
+  ['server ITL p99 ms', 'serverItlP99Ms', 2],
+  ['ITL p99 error ms', 'itlP99ErrorMs', 2],
+];
+/** How late the server ran against its own schedule: mean, p99, max (one column). */
+const LATE_COLUMNS: Column[] = [
+  ['', 'serverLateMeanMs', 2],
+  ['', 'serverLateP99Ms', 2],
+  ['', 'serverLateMaxMs', 1],
+];
+
+function table(header: string[], rows: string[][], markdown: boolean): string {
+  if (markdown) {
+    const line = (cells: string[]) =>
+      `| ${cells.map((c) => c.replaceAll('|', '\\|')).join(' | ')} |`;
+    return [line(header), line(header.map(() => '---')), ...rows.map(line)].join('\n');
+  }
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i].length)));
+  const line = (cells: string[]) =>
+    cells
+      .map((c, i) => c.padEnd(widths[i]))
+      .join('  ')
+      .trimEnd();
+  return [line(header), ...rows.map(line)].join('\n');
+}
+
+function report(rows: RunRow[], options: Options): string {
+  const groups = new Map<string, RunRow[]>();
+  for (const row of rows) {
+    const key = `${row.tokensPerEvent}\t${row.concurrency}\t${row.client}`;
+    groups.set(key, [...(groups.get(key) ?? []), row]);
+  }
+  const load = (r: RunRow) =>
+    `c${r.concurrency}${r.tokensPerEvent > 1 ? `, ${r.tokensPerEvent} tok/event` : ''}`;
+  const cpuRows: string[][] = [];
+  const timingRows: string[][] = [];
+  for (const group of groups.values()) {
+    const [r] = group;
+    const figures = (columns: Column[]) =>
+      columns.map(([, key, digits]) => spread(group, key, digits));
+    cpuRows.push([load(r), r.client, ...figures(CPU_COLUMNS)]);
+    timingRows.push([
+      load(r),
+      r.client,
+      ...figures(TIMING_COLUMNS),
+      figures(LATE_COLUMNS).join(' / '),
+      [...new Set(group.map((g) => g.verdict ?? '-'))].join(', then '),
+    ]);
+  }
+  const ratios: string[] = [];
+  for (const [key, group] of groups) {
+    if (group[0].client === 'vllm') continue;
+    const peer = groups.get(key.replace(/[^\t]*$/, 'vllm'));
+    if (!peer) continue;
+    const x = median(group, 'eventsPerCpuS') / median(peer, 'eventsPerCpuS');
+    ratios.push(
+      `${load(group[0])}: ${group[0].client} ${x.toFixed(2)}x vLLM's events per CPU-second`,
+    );
+  }
+  const medianNote =
+    options.repeats > 1 ? `median (min..max) of ${options.repeats} runs` : 'one run';
+  return [
+    `${options.requests} requests of ${INPUT_TOKENS}/${OUTPUT_TOKENS} tokens, server TTFT ${options.ttftMs} ms, ITL ${options.itlMs} ms, server on CPU ${options.pinServer ?? 'any'}, client on CPU ${options.pinClient ?? 'any'}; ${medianNote}`,
+    '',
+    table(['load', 'client', ...CPU_COLUMNS.map(([header]) => header)], cpuRows, options.markdown),
+    '',
+    table(
+      [
+        'load',
+        'client',
+        ...TIMING_COLUMNS.map(([header]) => header),
+        'server late mean / p99 / max ms',
+        'client-health verdict',
+      ],
+      timingRows,
+      options.markdown,
+    ),
+    ...(ratios.length ? ['', ...ratios] : []),
+  ].join('\n');
+}
+
+async function main(): Promise<void> {
+  const options = parseOptions();
+  if (options.clients.has('infergauge') && !existsSync(CLI))
+    usage(`${CLI} is missing: run \`npm run -s build\` first`);
+  let binary: string;
+  try {
+    binary = buildFakeServer(join(ROOT, '.bench-out'));
+  } catch (error) {
+    usage((error as Error).message);
+  }
+  // The harness itself only waits: it shares the server's core, not the client's.
+  if (options.pinServer)
+    execFileSync('taskset', ['-cp', options.pinServer, String(process.pid)], { stdio: 'ignore' });
+  const clients: Client[] = [];
+  if (options.clients.has('infergauge')) {
+    for (const workers of options.workers) clients.push(infergaugeClient(workers, options));
+  }
+  if (options.clients.has('vllm')) {
+    const peer = peerClient(options);
+    if (typeof peer === 'string') process.stdout.write(`note: vLLM's client skipped: ${peer}\n`);
+    else clients.push(peer);
+  }
+  mkdirSync(options.out, { recursive: true });
+  const rows: RunRow[] = [];
+  const failures: string[] = [];
+  for (const tokensPerEvent of options.tokensPerEvent) {
+    for (const concurrency of options.levels) {
+      // Repeats outermost within a load, so slow drifts of the machine spread over both clients.
+      for (let repeat = 0; repeat < options.repeats; repeat++) {
+        for (const client of clients) {
+          const name = `${client.label} c${concurrency} t${tokensPerEvent} #${repeat + 1}`;
+          try {
+            const row = await runOnce(client, concurrency, tokensPerEvent, repeat, binary, options);
+            rows.push(row);
+            process.stderr.write(
+              `${name}: ${row.cpuS.toFixed(2)} s CPU, ${row.events} events, ${row.eventsPerCpuS.toFixed(0)} events/CPU-s, TTFT error ${row.ttftErrorMs.toFixed(2)} ms\n`,
+            );
+          } catch (error) {
+            // One failed run (a refused flag, a crash) leaves the rest of the sweep standing.
+            failures.push(`${name}: ${(error as Error).message}`);
+            process.stderr.write(`${name}: failed: ${(error as Error).message}\n`);
+          }
+        }
+      }
+    }
+  }
+  writeFileSync(
+    join(options.out, 'side-by-side.json'),
+    `${JSON.stringify({ options: { ...options, clients: [...options.clients] }, rows, failures }, null, 2)}\n`,
+  );
+  const failed = failures.length ? `\n\nfailed runs:\n${failures.join('\n')}` : '';
+  process.stdout.write(
+    `${report(rows, options)}${failed}\n\nraw runs: ${join(options.out, 'side-by-side.json')}\n`,
+  );
+  if (failures.length) process.exitCode = 1;
+}
+
+await main();
