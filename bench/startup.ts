@@ -40,10 +40,7 @@ function childPid(pid: number): number {
 }
 
 /** Runs `node args` under /usr/bin/time; returns its whole user+system CPU in seconds. */
-function timedNode(
-  args: string[],
-  onSpawn: (timePid: number) => void = () => {},
-): Promise<number> {
+function timedNode(args: string[], onSpawn: (timePid: number) => void = () => {}): Promise<number> {
   return new Promise((resolve, reject) => {
     const child = spawn('/usr/bin/time', ['-f', 'CPU %U %S', process.execPath, ...args], {
       stdio: ['ignore', 'ignore', 'pipe'],
@@ -66,7 +63,11 @@ function timedNode(
  * A minimal OpenAI server: lists one model and streams one token per request. On the first
  * request of each run it reads the client's CPU so far.
  */
-function fakeServer(): { server: Server; firstRequestCpuS: () => number | undefined; arm: (timePid: number) => void } {
+function fakeServer(): {
+  server: Server;
+  firstRequestCpuS: () => number | undefined;
+  arm: (timePid: number) => void;
+} {
   let timePid: number | undefined;
   let cpuAtFirst: number | undefined;
   const server = createServer((req, res) => {

@@ -2,7 +2,6 @@ import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { Command, Option } from '@commander-js/extra-typings';
 import { EXIT } from '../errors.js';
-import { probeWarnings, renderDecode, renderPrefill } from '../report/probeText.js';
 import { hasResult } from '../results/layout.js';
 import { prepareRun, type RunOptions } from '../session/prepare.js';
 import {
@@ -129,7 +128,7 @@ async function probe(
   cmd: { getOptionValueSource(key: string): string | undefined },
 ): Promise<number> {
   const name = `probe ${kind}`;
-  const merged = withPlanFile(options, cmd, name);
+  const merged = await withPlanFile(options, cmd, name);
   if (!merged) return EXIT.invalidOptions;
   const problems: string[] = [];
   const warnings: string[] = [];
@@ -191,6 +190,8 @@ async function probe(
           : {}),
       },
     );
+    // Loaded when the command is chosen, so that other commands start without it.
+    const { probeWarnings, renderDecode, renderPrefill } = await import('../report/probeText.js');
     printWarnings(name, probeWarnings(result.points));
     if (prepared.json) process.stdout.write(`${JSON.stringify(saved, null, 2)}\n`);
     else {

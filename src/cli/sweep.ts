@@ -3,7 +3,6 @@ import { join } from 'node:path';
 import { Command } from '@commander-js/extra-typings';
 import { DEFAULT_TRIANGLE } from '../analysis/sweep.js';
 import { EXIT } from '../errors.js';
-import { renderSweep } from '../report/sweepText.js';
 import type { RunOptions } from '../session/prepare.js';
 import { DEFAULT_LEVELS, prepareSweep, runSweep } from '../session/profiles/sweep.js';
 import { utcStamp } from '../session/target.js';
@@ -62,8 +61,8 @@ export function sweepCommand(): Command {
       'the longest prompt + output you plan for: warns when longer than measured',
     );
   return command.action((options, cmd) =>
-    runAction('sweep', () => {
-      const merged = withPlanFile(options, cmd, 'sweep');
+    runAction('sweep', async () => {
+      const merged = await withPlanFile(options, cmd, 'sweep');
       return merged ? sweep(merged) : EXIT.invalidOptions;
     }),
   );
@@ -85,6 +84,8 @@ async function sweep(options: RunOptions): Promise<number> {
     );
     if (prepared.json) process.stdout.write(`${JSON.stringify(outcome.saved, null, 2)}\n`);
     else {
+      // Loaded when the command is chosen, so that other commands start without it.
+      const { renderSweep } = await import('../report/sweepText.js');
       const text = renderSweep(
         outcome.target,
         settings.mode,

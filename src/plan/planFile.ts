@@ -1,12 +1,14 @@
 import { readFileSync, statSync } from 'node:fs';
-import { isScalar, LineCounter, parseDocument, visit } from 'yaml';
-import { z } from 'zod';
+import { createRequire } from 'node:module';
+import type { z as Zod } from 'zod';
 import { UsageError } from '../errors.js';
 import { SCENARIO_PRESETS } from '../workload/scenarios.js';
 import type { PlanScenario } from './planScenario.js';
 
 // `run` reads a plan's scenarios without loading YAML or zod; the tests read them from here too.
 export { type PlanScenario, scenarioFromPlan } from './planScenario.js';
+
+const require = createRequire(import.meta.url);
 
 /**
  * A plan file (`--plan plan.yaml`): every `infergauge run` option under its flag's name without
@@ -26,81 +28,6 @@ function kindOf(value: unknown): string {
 const allowed = (what: string) => ({
   error: (issue: { input?: unknown }) => `must be ${what}, not ${kindOf(issue.input)}`,
 });
-
-const scalar = z.union(
-  [z.string(), z.number(), z.boolean()],
-  allowed('one value (text, a number, or true/false)'),
-);
-
-const LENGTH_FORMS = 'a whole number >= 1 or a distribution such as uniform:128:512';
-
-const lengthField = z
-  .union([z.number().int().min(1), z.string()], allowed(LENGTH_FORMS))
-  .optional();
-const pauseField = z
-  .union([z.number().int().min(0), z.string()], allowed('milliseconds: 1000 or uniform:500:3000'))
-  .optional();
-
-/** One scenario in a plan file: a preset, optionally reshaped, or one written from scratch. */
-export const planScenarioSchema = z
-  .object({
-    name: z
-      .string()
-      .regex(/^[A-Za-z0-9._-]+$/, { error: 'may hold only letters, digits, dot, dash, underscore' })
-      .optional()
-      .describe('the scenario name (its results go in a folder of this name)'),
-    preset: z
-      .enum(SCENARIO_PRESETS.map((s) => s.name) as [string, ...string[]])
-      .optional()
-      .describe('start from a preset scenario'),
-    'input-tokens': z
-      .union([z.number().int().min(1), z.string()], allowed(LENGTH_FORMS))
-      .optional()
-      .describe(
-        'prompt length: 256, uniform:128:512, normal:256:64, poisson:256, lognormal:256:128',
-      ),
-    'output-tokens': z
-      .union([z.number().int().min(1), z.string()], allowed(LENGTH_FORMS))
-      .optional()
-      .describe('max_tokens: the same forms as input-tokens'),
-    'shared-prefix': z.number().int().min(0).optional().describe('tokens common to all prompts'),
-    description: z.string().optional(),
-    session: z
-      .object({
-        turns: lengthField.describe('turns per session: 5, uniform:3:8, ...'),
-        'think-time-ms': pauseField.describe('ms between an answer and the next turn'),
-        history: z
-          .enum(['actual', 'reference'])
-          .optional()
-          .describe("the model's earlier answers as it gave them (actual) or the reference ones"),
-        'system-prompt-tokens': z.number().int().min(0).optional(),
-      })
-      .strict()
-      .optional()
-      .describe('multi-turn sessions (each turn re-sends the history)'),
-    agent: z
-      .object({
-        steps: lengthField.describe('tool-calling steps before the final answer'),
-        'fan-out': z.number().int().min(1).max(64).optional().describe('parallel calls per step'),
-        'system-prompt-tokens': z.number().int().min(0).optional(),
-        tools: z.number().int().min(1).max(128).optional().describe('tool schemas offered'),
-        'tool-latency-ms': pauseField.describe('ms a tool takes'),
-        'tool-output-tokens': lengthField.describe('tokens of each tool result'),
-        'answer-tokens': lengthField.describe('max_tokens of the final answer'),
-      })
-      .strict()
-      .optional()
-      .describe('agent tasks: tool calls, tool results, a final answer'),
-    reasoning: z
-      .object({
-        effort: z.enum(['low', 'medium', 'high']).optional().describe('reasoning_effort'),
-        thinking: z.boolean().optional().describe('chat_template_kwargs.enable_thinking'),
-      })
-      .strict()
-      .optional()
-      .describe('ask reasoning models to think'),
-  })
-  .strict() satisfies z.ZodType<PlanScenario>;
 
 /** Every option `run` accepts from a file, by its flag name. */
 export const PLAN_KEYS = [
@@ -190,28 +117,121 @@ export const PLAN_KEYS = [
   'workers',
 ] as const;
 
-export const planFileSchema = z
-  .object({
-    ...Object.fromEntries(
-      PLAN_KEYS.map((k) => [
-        k,
-        k === 'header' || k === 'threshold'
-          ? z.union([z.string(), z.array(z.string())], allowed('text or a list of text')).optional()
-          : scalar.optional(),
-      ]),
-    ),
-    'extra-body': z
-      .union(
-        [z.string(), z.record(z.string(), z.unknown())],
-        allowed('a mapping of request-body fields (or its JSON text)'),
-      )
-      .optional(),
-    scenarios: z.array(planScenarioSchema).min(1).optional(),
-  })
-  .strict();
+/**
+ * The plan file's schemas, built at first use: zod and YAML are required only when a plan file
+ * is read (both ship CommonJS), so that `run` without --plan loads neither.
+ */
+function buildSchemas() {
+  const { z } = require('zod') as { z: typeof Zod };
+  const scalar = z.union(
+    [z.string(), z.number(), z.boolean()],
+    allowed('one value (text, a number, or true/false)'),
+  );
+
+  const LENGTH_FORMS = 'a whole number >= 1 or a distribution such as uniform:128:512';
+
+  const lengthField = z
+    .union([z.number().int().min(1), z.string()], allowed(LENGTH_FORMS))
+    .optional();
+  const pauseField = z
+    .union([z.number().int().min(0), z.string()], allowed('milliseconds: 1000 or uniform:500:3000'))
+    .optional();
+
+  /** One scenario in a plan file: a preset, optionally reshaped, or one written from scratch. */
+  const planScenarioSchema = z
+    .object({
+      name: z
+        .string()
+        .regex(/^[A-Za-z0-9._-]+$/, {
+          error: 'may hold only letters, digits, dot, dash, underscore',
+        })
+        .optional()
+        .describe('the scenario name (its results go in a folder of this name)'),
+      preset: z
+        .enum(SCENARIO_PRESETS.map((s) => s.name) as [string, ...string[]])
+        .optional()
+        .describe('start from a preset scenario'),
+      'input-tokens': z
+        .union([z.number().int().min(1), z.string()], allowed(LENGTH_FORMS))
+        .optional()
+        .describe(
+          'prompt length: 256, uniform:128:512, normal:256:64, poisson:256, lognormal:256:128',
+        ),
+      'output-tokens': z
+        .union([z.number().int().min(1), z.string()], allowed(LENGTH_FORMS))
+        .optional()
+        .describe('max_tokens: the same forms as input-tokens'),
+      'shared-prefix': z.number().int().min(0).optional().describe('tokens common to all prompts'),
+      description: z.string().optional(),
+      session: z
+        .object({
+          turns: lengthField.describe('turns per session: 5, uniform:3:8, ...'),
+          'think-time-ms': pauseField.describe('ms between an answer and the next turn'),
+          history: z
+            .enum(['actual', 'reference'])
+            .optional()
+            .describe("the model's earlier answers as it gave them (actual) or the reference ones"),
+          'system-prompt-tokens': z.number().int().min(0).optional(),
+        })
+        .strict()
+        .optional()
+        .describe('multi-turn sessions (each turn re-sends the history)'),
+      agent: z
+        .object({
+          steps: lengthField.describe('tool-calling steps before the final answer'),
+          'fan-out': z.number().int().min(1).max(64).optional().describe('parallel calls per step'),
+          'system-prompt-tokens': z.number().int().min(0).optional(),
+          tools: z.number().int().min(1).max(128).optional().describe('tool schemas offered'),
+          'tool-latency-ms': pauseField.describe('ms a tool takes'),
+          'tool-output-tokens': lengthField.describe('tokens of each tool result'),
+          'answer-tokens': lengthField.describe('max_tokens of the final answer'),
+        })
+        .strict()
+        .optional()
+        .describe('agent tasks: tool calls, tool results, a final answer'),
+      reasoning: z
+        .object({
+          effort: z.enum(['low', 'medium', 'high']).optional().describe('reasoning_effort'),
+          thinking: z.boolean().optional().describe('chat_template_kwargs.enable_thinking'),
+        })
+        .strict()
+        .optional()
+        .describe('ask reasoning models to think'),
+    })
+    .strict() satisfies Zod.ZodType<PlanScenario>;
+
+  const planFileSchema = z
+    .object({
+      ...Object.fromEntries(
+        PLAN_KEYS.map((k) => [
+          k,
+          k === 'header' || k === 'threshold'
+            ? z
+                .union([z.string(), z.array(z.string())], allowed('text or a list of text'))
+                .optional()
+            : scalar.optional(),
+        ]),
+      ),
+      'extra-body': z
+        .union(
+          [z.string(), z.record(z.string(), z.unknown())],
+          allowed('a mapping of request-body fields (or its JSON text)'),
+        )
+        .optional(),
+      scenarios: z.array(planScenarioSchema).min(1).optional(),
+    })
+    .strict();
+  return { z, planScenarioSchema, planFileSchema };
+}
+let built: ReturnType<typeof buildSchemas> | undefined;
+const schemas = () => {
+  built ??= buildSchemas();
+  return built;
+};
 
 /** The plan file's JSON schema (published in docs/plan.schema.json). */
 export function planJsonSchema(): unknown {
+  const { z, planFileSchema } = schemas();
   return z.toJSONSchema(planFileSchema);
 }
 
@@ -257,6 +277,7 @@ export function readPlanFile(path: string): PlanFileOptions {
  * package's own check compares every key with every other (minutes for 100,000 keys).
  */
 function parsePlanText(text: string, path: string): unknown {
+  const { isScalar, LineCounter, parseDocument, visit } = require('yaml') as typeof import('yaml');
   const lines = new LineCounter();
   const doc = parseDocument(text, { uniqueKeys: false, lineCounter: lines });
   if (doc.errors.length > 0) {
@@ -297,6 +318,7 @@ function capped(problems: readonly (() => string)[]): string[] {
 
 /** Validates a parsed plan document (pure: tests call it with objects). */
 export function planFileOptions(value: unknown, path: string): PlanFileOptions {
+  const { planScenarioSchema, planFileSchema } = schemas();
   const parsed = planFileSchema.safeParse(value);
   if (!parsed.success) {
     // One problem per unknown key.
