@@ -4,8 +4,7 @@ import { Command } from '@commander-js/extra-typings';
 import { DEFAULT_TRIANGLE } from '../analysis/sweep.js';
 import { EXIT } from '../errors.js';
 import type { RunOptions } from '../session/prepare.js';
-import { DEFAULT_LEVELS, prepareSweep, runSweep } from '../session/profiles/sweep.js';
-import { utcStamp } from '../session/target.js';
+import { DEFAULT_LEVELS } from '../session/profiles/defaults.js';
 import {
   listenForInterrupts,
   printProblems,
@@ -69,6 +68,11 @@ export function sweepCommand(): Command {
 }
 
 async function sweep(options: RunOptions): Promise<number> {
+  // Loaded when the command is chosen, so that other commands start without them.
+  const [{ prepareSweep, runSweep }, { utcStamp }] = await Promise.all([
+    import('../session/profiles/sweep.js'),
+    import('../session/target.js'),
+  ]);
   const { settings, prepared, problems } = prepareSweep(options as Record<string, unknown>);
   if (problems.length > 0 || !prepared.plan) return printProblems('sweep', problems);
   printWarnings('sweep', prepared.warnings);

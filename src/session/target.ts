@@ -23,7 +23,7 @@ import {
   type Tokenizer,
 } from '../workload/tokenizer.js';
 import type { WorkloadSource } from '../workload/workload.js';
-import { type SimulatorProcess, spawnSimulator } from './simulator.js';
+import type { SimulatorProcess } from './simulator.js';
 
 /**
  * How the session says what the user should know while it works (the server's prompt
@@ -301,6 +301,8 @@ export async function openTarget(
   }
   let sim: SimulatorProcess | undefined;
   if (plan.url === undefined) {
+    // The simulator's server code is loaded only to start it (no --url).
+    const { spawnSimulator } = await import('./simulator.js');
     sim = await spawnSimulator([
       ...(prepared.simModel !== undefined ? ['--model', prepared.simModel] : []),
       ...(prepared.timeScale !== undefined ? ['--time-scale', String(prepared.timeScale)] : []),
