@@ -1,16 +1,7 @@
 import { join } from 'node:path';
 import { Command } from '@commander-js/extra-typings';
 import { EXIT } from '../errors.js';
-import { apiKeyProblem, urlCredentialsProblem } from '../plan/runPlan.js';
-import { renderCapacity } from '../report/capacityText.js';
-import {
-  type CapacityOptions,
-  capacitySettings,
-  predictDeploymentCapacity,
-  runCapacity,
-} from '../session/profiles/capacity.js';
-import { utcStamp } from '../session/target.js';
-import { engineFlagArgs, engineFromFlags } from '../sim/options.js';
+import type { CapacityOptions } from '../session/profiles/capacity.js';
 import { listenForInterrupts, printProblems, runAction, useColor } from './common.js';
 import { addEngineFlags } from './engineFlags.js';
 
@@ -54,6 +45,20 @@ export function capacityCommand(): Command {
 }
 
 async function capacity(o: CapacityOptions): Promise<number> {
+  // Loaded when the command is chosen, so that other commands start without them.
+  const [
+    { apiKeyProblem, urlCredentialsProblem },
+    { renderCapacity },
+    { capacitySettings, predictDeploymentCapacity, runCapacity },
+    { utcStamp },
+    { engineFlagArgs, engineFromFlags },
+  ] = await Promise.all([
+    import('../plan/runPlan.js'),
+    import('../report/capacityText.js'),
+    import('../session/profiles/capacity.js'),
+    import('../session/target.js'),
+    import('../sim/options.js'),
+  ]);
   const problems: string[] = [];
   const settings = capacitySettings(o, problems);
   const builtIn = o.url === undefined;

@@ -5,14 +5,7 @@ import { type BootstrapOptions, DEFAULT_BOOTSTRAP } from '../analysis/compare.js
 import { parseThresholds, type Threshold, ThresholdError } from '../analysis/thresholds.js';
 import { EXIT, InfergaugeError } from '../errors.js';
 import { parseFlagNumber } from '../flagNumber.js';
-import {
-  compareTargets,
-  renderHtml,
-  renderJson,
-  renderMarkdown,
-  renderTerminal,
-} from '../report/compare.js';
-import { type CompareTarget, readCompareTarget } from '../results/compareInput.js';
+import type { CompareTarget } from '../results/compareInput.js';
 import { collect, useColor } from './common.js';
 
 /** Where the command writes; tests pass their own. */
@@ -140,6 +133,11 @@ export async function runCompare(
     io.err(`infergauge compare: invalid options\n${problems.map((p) => `  - ${p}`).join('\n')}\n`);
     return EXIT.invalidOptions;
   }
+  // Loaded when the command is chosen, so that other commands start without them.
+  const [
+    { compareTargets, renderHtml, renderJson, renderMarkdown, renderTerminal },
+    { readCompareTarget },
+  ] = await Promise.all([import('../report/compare.js'), import('../results/compareInput.js')]);
   const targets: CompareTarget[] = [];
   for (const dir of dirs) {
     try {

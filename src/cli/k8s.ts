@@ -1,20 +1,14 @@
 import { readFileSync } from 'node:fs';
 import { Command } from '@commander-js/extra-typings';
-import {
-  K8S_DEFAULTS,
-  type K8sJob,
-  K8sJobError,
-  type K8sJobOptions,
-  k8sJob,
-  k8sJobHowTo,
-  resolveOptions,
-} from '../deploy/k8s.js';
+import { K8S_DEFAULTS, type K8sJob, type K8sJobOptions } from '../deploy/k8s.js';
 import { EXIT } from '../errors.js';
 import { VERSION } from '../version.js';
 import { printProblems, printWarnings } from './common.js';
 
 /** `infergauge k8s job`: prints the manifest of src/deploy/k8s.ts and what to do with it. */
-function k8sJobAction(o: K8sJobOptions): number {
+async function k8sJobAction(o: K8sJobOptions): Promise<number> {
+  // Loaded when the command is chosen (YAML), so that other commands start without it.
+  const { K8sJobError, k8sJob, k8sJobHowTo, resolveOptions } = await import('../deploy/k8s.js');
   const now = new Date();
   const invalid = (problems: string[]) => printProblems('k8s job', problems);
   let planText: string | undefined;
@@ -90,9 +84,9 @@ export function k8sCommand(): Command {
       'after',
       '\nExample:\n  infergauge k8s job --shards 8 --plan plan.yaml --image registry/infergauge:0.1.0 > job.yaml\n  kubectl apply -f job.yaml\n\nThe manifest goes to stdout, what to do next to stderr. See docs/kubernetes.md.\nExit codes: 0 printed, 2 invalid options or plan.',
     )
-    .action((options) => {
+    .action(async (options) => {
       const { pvc: _pvc, ...rest } = options;
-      process.exitCode = k8sJobAction({
+      process.exitCode = await k8sJobAction({
         ...rest,
         ...(pvcName !== undefined ? { pvc: pvcName } : {}),
         noPvc,

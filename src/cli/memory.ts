@@ -1,10 +1,7 @@
 import { Command } from '@commander-js/extra-typings';
 import { EXIT } from '../errors.js';
 import { checkedFlagNumber } from '../flagNumber.js';
-import { type MemoryQuestion, memoryReport } from '../memory/report.js';
-import { describeQuestion, renderMemory } from '../report/memoryText.js';
-import { resolveEngineConfig } from '../sim/engineModel.js';
-import { engineFromFlags } from '../sim/options.js';
+import type { MemoryQuestion } from '../memory/report.js';
 import { printProblems, printWarnings, useColor } from './common.js';
 import { addEngineFlags } from './engineFlags.js';
 
@@ -40,8 +37,8 @@ export function memoryCommand(): Command {
     )
     .option('--batch <n>', 'sequences held at once at that context', '1')
     .option('--json', 'print the report as JSON')
-    .action((o) => {
-      process.exitCode = memory(o);
+    .action(async (o) => {
+      process.exitCode = await memory(o);
     });
   return addEngineFlags(
     command as unknown as Command<[], Record<string, unknown>>,
@@ -49,7 +46,19 @@ export function memoryCommand(): Command {
   );
 }
 
-function memory(o: Record<string, string | boolean | undefined>): number {
+async function memory(o: Record<string, string | boolean | undefined>): Promise<number> {
+  // Loaded when the command is chosen, so that other commands start without them.
+  const [
+    { memoryReport },
+    { describeQuestion, renderMemory },
+    { resolveEngineConfig },
+    { engineFromFlags },
+  ] = await Promise.all([
+    import('../memory/report.js'),
+    import('../report/memoryText.js'),
+    import('../sim/engineModel.js'),
+    import('../sim/options.js'),
+  ]);
   const problems: string[] = [];
   const wholeNumber = (flag: string, value: string | boolean | undefined) =>
     checkedFlagNumber(

@@ -2,15 +2,7 @@ import { resolve } from 'node:path';
 import { Command } from '@commander-js/extra-typings';
 import { EXIT } from '../errors.js';
 import { checkedFlagNumber } from '../flagNumber.js';
-import { renderTerminalSummary } from '../report/terminal.js';
 import { RESULT_FILES } from '../results/layout.js';
-import {
-  checkShards,
-  mergeShards,
-  prepareMergeDir,
-  readShard,
-  waitForShards,
-} from '../results/merge.js';
 import { printProblems, runAction, useColor } from './common.js';
 import { gate, thresholdOption } from './report.js';
 import { writeHtmlReport } from './run.js';
@@ -59,6 +51,11 @@ async function merge(
       `--wait must be a number of seconds >= 0 (got "${o.wait}")`,
     ) ?? 0;
   if (problems.length > 0) return printProblems('merge', problems);
+  // Loaded when the command is chosen, so that other commands start without them.
+  const [
+    { renderTerminalSummary },
+    { checkShards, mergeShards, prepareMergeDir, readShard, waitForShards },
+  ] = await Promise.all([import('../report/terminal.js'), import('../results/merge.js')]);
   const out = o.out ?? `${dirs[0].replace(/\/+$/, '')}-merged`;
   const { finished, unfinished } = await waitForShards(dirs, expected, waitS, resolve(out));
   if (unfinished.length > 0) {

@@ -1,7 +1,5 @@
 import { Command } from '@commander-js/extra-typings';
-import { stringify } from 'yaml';
 import { EXIT } from '../errors.js';
-import { planJsonSchema } from '../plan/planFile.js';
 import { type RunPlan, redactPlan } from '../plan/runPlan.js';
 import { prepareRun } from '../session/prepare.js';
 import type { PreparedRun } from '../session/target.js';
@@ -24,20 +22,23 @@ export function planCommand(): Command {
     .option('--print', 'print the effective plan as YAML (the default)')
     .option('--schema', "print the plan file's JSON schema");
   return command.action((options, cmd) =>
-    runAction('plan', () => {
+    runAction('plan', async () => {
       const o = options as Record<string, unknown>;
       if (o.schema) {
+        const { planJsonSchema } = await import('../plan/planFile.js');
         process.stdout.write(`${JSON.stringify(planJsonSchema(), null, 2)}\n`);
         return EXIT.ok;
       }
       const { print: _print, schema: _schema, ...runOptions } = o;
-      const merged = withPlanFile(runOptions, cmd, 'plan');
+      const merged = await withPlanFile(runOptions, cmd, 'plan');
       if (!merged) return EXIT.invalidOptions;
       const prepared = prepareRun(merged);
       if (prepared.problems.length > 0 || !prepared.plan) {
         return printProblems('plan', prepared.problems);
       }
       printWarnings('plan', prepared.warnings);
+      // YAML is loaded only here, so that other commands start without it.
+      const { stringify } = await import('yaml');
       process.stdout.write(stringify(effectivePlan(prepared, prepared.plan)));
       return EXIT.ok;
     }),

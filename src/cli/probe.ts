@@ -2,17 +2,10 @@ import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { Command, Option } from '@commander-js/extra-typings';
 import { EXIT } from '../errors.js';
-import { probeWarnings, renderDecode, renderPrefill } from '../report/probeText.js';
 import { hasResult } from '../results/layout.js';
-import { prepareRun, type RunOptions } from '../session/prepare.js';
-import {
-  PROBE_DEFAULTS as DEFAULTS,
-  type ProbeKind,
-  probeSettings,
-  runProbe,
-} from '../session/profiles/probe.js';
-import { utcStamp } from '../session/target.js';
-import { resolveEngineConfig } from '../sim/engineModel.js';
+import type { RunOptions } from '../session/prepare.js';
+import { PROBE_DEFAULTS as DEFAULTS } from '../session/profiles/defaults.js';
+import type { ProbeKind } from '../session/profiles/probe.js';
 import {
   listenForInterrupts,
   printNotice,
@@ -129,7 +122,15 @@ async function probe(
   cmd: { getOptionValueSource(key: string): string | undefined },
 ): Promise<number> {
   const name = `probe ${kind}`;
-  const merged = withPlanFile(options, cmd, name);
+  // Loaded when the command is chosen, so that other commands start without them.
+  const [{ prepareRun }, { probeSettings, runProbe }, { utcStamp }, { resolveEngineConfig }] =
+    await Promise.all([
+      import('../session/prepare.js'),
+      import('../session/profiles/probe.js'),
+      import('../session/target.js'),
+      import('../sim/engineModel.js'),
+    ]);
+  const merged = await withPlanFile(options, cmd, name);
   if (!merged) return EXIT.invalidOptions;
   const problems: string[] = [];
   const warnings: string[] = [];
@@ -191,6 +192,8 @@ async function probe(
           : {}),
       },
     );
+    // Loaded when the command is chosen, so that other commands start without it.
+    const { probeWarnings, renderDecode, renderPrefill } = await import('../report/probeText.js');
     printWarnings(name, probeWarnings(result.points));
     if (prepared.json) process.stdout.write(`${JSON.stringify(saved, null, 2)}\n`);
     else {

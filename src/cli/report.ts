@@ -4,13 +4,7 @@ import { Command, Option } from '@commander-js/extra-typings';
 import { evaluateThresholds, parseThresholds, type Threshold } from '../analysis/thresholds.js';
 import { EXIT } from '../errors.js';
 import type { RunSummary } from '../metrics/summary.js';
-import { vllmBenchResult } from '../report/compat.js';
-import { requestsCsv, runsCsv } from '../report/csv.js';
-import { renderHtmlReport } from '../report/html.js';
-import { markdownSummary } from '../report/markdown.js';
 import { resultPath, writeJson } from '../results/layout.js';
-import { loadReportInput } from '../results/load.js';
-import { isDirectory, loadSavedRuns } from '../results/reader.js';
 import { writeSummary } from '../results/runFiles.js';
 import { collect, printProblems, printWarnings, runAction } from './common.js';
 
@@ -86,6 +80,22 @@ interface ReportOptions {
 }
 
 async function report(dir: string, o: ReportOptions): Promise<number> {
+  // Loaded when the command is chosen (charts, schemas), so that other commands start without them.
+  const [
+    { vllmBenchResult },
+    { requestsCsv, runsCsv },
+    { renderHtmlReport },
+    { markdownSummary },
+    { loadReportInput },
+    { isDirectory, loadSavedRuns },
+  ] = await Promise.all([
+    import('../report/compat.js'),
+    import('../report/csv.js'),
+    import('../report/html.js'),
+    import('../report/markdown.js'),
+    import('../results/load.js'),
+    import('../results/reader.js'),
+  ]);
   if (!isDirectory(dir)) return printProblems('report', [`${dir} is not a directory`]);
   if (o.compat !== undefined && o.compat !== 'vllm') {
     return printProblems('report', [`--compat ${o.compat} is not known; use --compat vllm`]);

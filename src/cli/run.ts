@@ -1,20 +1,13 @@
 import { Command, Option } from '@commander-js/extra-typings';
-import { logUpdateStderr } from 'log-update';
 import { BACKEND_NAMES } from '../backends/index.js';
 import { EXIT } from '../errors.js';
-import { PlanFileError, type PlanFileOptions, readPlanFile } from '../plan/planFile.js';
+import type { PlanFileOptions } from '../plan/planFile.js';
 import { RUN_DEFAULTS, type RunPlan } from '../plan/runPlan.js';
-import { renderScenarioTable, type ScenarioRow } from '../report/scenarios.js';
+import type { ScenarioRow } from '../report/scenarios.js';
 import { renderTerminalSummary } from '../report/terminal.js';
 import { savedSummary } from '../results/runFiles.js';
-import { saveHtmlReport } from '../session/outputs.js';
-import { prepareRun, type RunOptions } from '../session/prepare.js';
-import {
-  type PlanRunResult,
-  type ProgressView,
-  runPlan,
-  type ScenarioResult,
-} from '../session/run.js';
+import type { RunOptions } from '../session/prepare.js';
+import type { PlanRunResult, ProgressView, ScenarioResult } from '../session/run.js';
 import {
   collect,
   listenForInterrupts,
@@ -36,8 +29,8 @@ export function runCommand(): Command {
     ),
   );
   return command.action((options, cmd) =>
-    runAction('run', () => {
-      const merged = withPlanFile(options, cmd, 'run');
+    runAction('run', async () => {
+      const merged = await withPlanFile(options, cmd, 'run');
       return merged ? run(merged) : EXIT.invalidOptions;
     }),
   );
@@ -218,13 +211,15 @@ export function addRunOptions(command: Command): Command {
  * commander's own defaults (e.g. chunkedPrefill true from --no-chunked-prefill) never do.
  * Prints the file's problems and returns undefined when it is invalid.
  */
-export function withPlanFile(
+export async function withPlanFile(
   options: Record<string, unknown>,
   cmd: { getOptionValueSource(key: string): string | undefined },
   name: string,
-): RunOptions | undefined {
+): Promise<RunOptions | undefined> {
   const path = options.plan as string | undefined;
   if (path === undefined) return options as RunOptions;
+  // YAML and the plan file's schema are loaded only for a plan file.
+  const { PlanFileError, readPlanFile } = await import('../plan/planFile.js');
   let file: PlanFileOptions;
   try {
     file = readPlanFile(path);
@@ -244,6 +239,11 @@ export function withPlanFile(
 }
 
 async function run(options: RunOptions): Promise<number> {
+  // Loaded when the command is chosen, so that other commands start without them.
+  const [{ prepareRun }, { runPlan }] = await Promise.all([
+    import('../session/prepare.js'),
+    import('../session/run.js'),
+  ]);
   const prepared = prepareRun(options);
   const { plan, json } = prepared;
   if (prepared.problems.length > 0 || !plan) return printProblems('run', prepared.problems);
@@ -270,7 +270,7 @@ async function run(options: RunOptions): Promise<number> {
   }
   // Stopped before the first scenario began: nothing was measured.
   if (done.results.length === 0) return done.code;
-  if (done.scenarioRows) printScenarios(done, done.scenarioRows, json);
+  if (done.scenarioRows) await printScenarios(done, done.scenarioRows, json);
   if (options.html !== false) await writeHtmlReport(done.root);
   if (done.code !== EXIT.ok) return done.code;
   return gate(
@@ -282,6 +282,7 @@ async function run(options: RunOptions): Promise<number> {
 
 /** report.html next to the records; a failure to render never fails the run itself. */
 export async function writeHtmlReport(dir: string): Promise<void> {
+  const { saveHtmlReport } = await import('../session/outputs.js');
   await saveHtmlReport(dir, (problem) => process.stderr.write(`infergauge: ${problem}\n`));
 }
 
@@ -304,21 +305,30 @@ function printSummary(plan: RunPlan, r: ScenarioResult, json: boolean): void {
 }
 
 /** Several scenarios: one row each (or with --json, every summary by scenario). */
-function printScenarios(done: PlanRunResult, rows: ScenarioRow[], json: boolean): void {
+async function printScenarios(done: PlanRunResult, rows: ScenarioRow[], json: boolean) {
   if (json) {
     const summaries = Object.fromEntries(done.results.map((r) => [r.scenario.name, r.summary]));
     process.stdout.write(`${JSON.stringify({ scenarios: summaries }, null, 2)}\n`);
     return;
   }
+  const { renderScenarioTable } = await import('../report/scenarios.js');
   process.stdout.write(`\n${renderScenarioTable(rows)}\nAll scenarios: ${done.root}\n`);
 }
 
-/** Redraws one progress line on stderr until the scenario ends. */
+/**
+ * Redraws one progress line on stderr until the scenario ends. log-update is loaded here, on a
+ * terminal only; the first line waits for it.
+ */
 function drawProgress(view: ProgressView): () => void {
-  const timer = setInterval(() => logUpdateStderr(progressLine(view)), 250);
+  const loading = import('log-update');
+  let logUpdate: typeof import('log-update')['logUpdateStderr'] | undefined;
+  void loading.then((m) => {
+    logUpdate = m.logUpdateStderr;
+  });
+  const timer = setInterval(() => logUpdate?.(progressLine(view)), 250);
   return () => {
     clearInterval(timer);
-    logUpdateStderr.clear();
+    logUpdate?.clear();
   };
 }
 

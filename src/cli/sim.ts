@@ -1,10 +1,9 @@
 import { Command, InvalidArgumentError, Option } from '@commander-js/extra-typings';
-import Table from 'cli-table3';
 import { type NumberRule, parseFlagNumber, TIME_SCALE } from '../flagNumber.js';
 import { formatWeightFormat } from '../memory/dtype.js';
 import { GPU_PRESETS } from '../memory/hardware.js';
 import { MODEL_PRESETS, paramCounts } from '../memory/model.js';
-import { type SimMessage, serveSimulator } from '../session/simulator.js';
+import type { SimMessage } from '../session/simulator.js';
 import { DEFAULT_ANSWER_OPTIONS } from '../sim/answer.js';
 import { DEFAULT_SCRIPTED_TIMING } from '../sim/engine.js';
 import { printWarnings } from './common.js';
@@ -132,9 +131,11 @@ export function simCommand(): Command {
   addEngineFlags(command as unknown as Command<[], Record<string, unknown>>);
   return command.action(async (o) => {
     if (o.list) {
-      process.stdout.write(`${presetTables()}\n`);
+      process.stdout.write(`${await presetTables()}\n`);
       return;
     }
+    // Loaded when the command is chosen, so that other commands start without it.
+    const { serveSimulator } = await import('../session/simulator.js');
     const child = process.send !== undefined;
     const fail = (message: string) => {
       // A parent (`infergauge run`) reports the message itself.
@@ -205,7 +206,8 @@ export function simCommand(): Command {
   });
 }
 
-function presetTables(): string {
+async function presetTables(): Promise<string> {
+  const { default: Table } = await import('cli-table3');
   // No colour codes (cli-table3's default red heads and grey borders), even on a terminal.
   const style = { head: [], border: [] };
   const models = new Table({

@@ -3,10 +3,8 @@ import { join } from 'node:path';
 import { Command } from '@commander-js/extra-typings';
 import { DEFAULT_TRIANGLE } from '../analysis/sweep.js';
 import { EXIT } from '../errors.js';
-import { renderSweep } from '../report/sweepText.js';
 import type { RunOptions } from '../session/prepare.js';
-import { DEFAULT_LEVELS, prepareSweep, runSweep } from '../session/profiles/sweep.js';
-import { utcStamp } from '../session/target.js';
+import { DEFAULT_LEVELS } from '../session/profiles/defaults.js';
 import {
   listenForInterrupts,
   printProblems,
@@ -62,14 +60,19 @@ export function sweepCommand(): Command {
       'the longest prompt + output you plan for: warns when longer than measured',
     );
   return command.action((options, cmd) =>
-    runAction('sweep', () => {
-      const merged = withPlanFile(options, cmd, 'sweep');
+    runAction('sweep', async () => {
+      const merged = await withPlanFile(options, cmd, 'sweep');
       return merged ? sweep(merged) : EXIT.invalidOptions;
     }),
   );
 }
 
 async function sweep(options: RunOptions): Promise<number> {
+  // Loaded when the command is chosen, so that other commands start without them.
+  const [{ prepareSweep, runSweep }, { utcStamp }] = await Promise.all([
+    import('../session/profiles/sweep.js'),
+    import('../session/target.js'),
+  ]);
   const { settings, prepared, problems } = prepareSweep(options as Record<string, unknown>);
   if (problems.length > 0 || !prepared.plan) return printProblems('sweep', problems);
   printWarnings('sweep', prepared.warnings);
@@ -85,6 +88,8 @@ async function sweep(options: RunOptions): Promise<number> {
     );
     if (prepared.json) process.stdout.write(`${JSON.stringify(outcome.saved, null, 2)}\n`);
     else {
+      // Loaded when the command is chosen, so that other commands start without it.
+      const { renderSweep } = await import('../report/sweepText.js');
       const text = renderSweep(
         outcome.target,
         settings.mode,

@@ -1,6 +1,6 @@
 import { readFileSync, statSync } from 'node:fs';
-import { parseDocument } from 'yaml';
-import { z } from 'zod';
+import { createRequire } from 'node:module';
+import type { z as Zod } from 'zod';
 import { GPU_FAMILIES, type GpuSpec, INTERCONNECT_KINDS, type Interconnect } from './hardware.js';
 
 /**
@@ -17,60 +17,74 @@ import { GPU_FAMILIES, type GpuSpec, INTERCONNECT_KINDS, type Interconnect } fro
 /** The largest spec file read: a hand-written spec is a few hundred bytes. */
 const GPU_SPEC_MAX_BYTES = 64 * 1024;
 
-const positive = (what: string) =>
-  z
-    .number({ error: `must be a number (${what})` })
-    .positive({ error: `must be above 0 (${what})` });
+/**
+ * YAML and zod are required at first use (both ship CommonJS), so that commands given no
+ * --gpu-spec load neither.
+ */
+const require = createRequire(import.meta.url);
 
-const gpuSpecSchema = z
-  .object(
-    {
-      id: z.string().min(1).optional(),
-      name: z.string({ error: 'must be text, e.g. "RTX 6000 Ada"' }).min(1),
-      family: z
-        .enum(GPU_FAMILIES, { error: `must be one of ${GPU_FAMILIES.join(', ')}` })
-        .optional(),
-      memoryGB: positive('decimal GB, e.g. 48').optional(),
-      memoryGiB: positive('GiB as the device reports it, e.g. 44.99').optional(),
-      bandwidthTBps: positive('peak memory bandwidth in TB/s, e.g. 0.96'),
-      peakTflops: z
-        .object(
-          {
-            bf16: positive('dense bf16 tensor TFLOP/s, e.g. 362'),
-            fp8: positive('dense fp8 tensor TFLOP/s').optional(),
-            int8: positive('dense int8 tensor TOP/s').optional(),
-            fp4: positive('dense fp4 tensor TFLOP/s').optional(),
-          },
-          { error: 'must be a mapping of dense peaks, e.g. { bf16: 362, fp8: 733 }' },
-        )
-        .strict(),
-      interconnect: z
-        .object(
-          {
-            kind: z.enum(INTERCONNECT_KINDS, {
-              error: `must be one of ${INTERCONNECT_KINDS.join(', ')}`,
-            }),
-            name: z.string().min(1).optional(),
-            busGBps: positive("NCCL's all-reduce bus bandwidth per GPU in GB/s, e.g. 20"),
-            latencyUs: positive('latency of one ring step in microseconds, e.g. 1'),
-            peerAccess: z.boolean({ error: 'must be true or false' }).optional(),
-          },
-          { error: 'must be a mapping, e.g. { kind: pcie, busGBps: 20, latencyUs: 1 }' },
-        )
-        .strict(),
-    },
-    {
-      error:
-        'must be a mapping of name, memoryGB or memoryGiB, bandwidthTBps, peakTflops and interconnect',
-    },
-  )
-  .strict()
-  .refine((s) => (s.memoryGB === undefined) !== (s.memoryGiB === undefined), {
-    error: 'give the memory as one of memoryGB or memoryGiB',
-    path: ['memoryGB'],
-  });
+/** The spec file's schema, built at first use. */
+function specSchema() {
+  const { z } = require('zod') as { z: typeof Zod };
+  const positive = (what: string) =>
+    z
+      .number({ error: `must be a number (${what})` })
+      .positive({ error: `must be above 0 (${what})` });
+  return z
+    .object(
+      {
+        id: z.string().min(1).optional(),
+        name: z.string({ error: 'must be text, e.g. "RTX 6000 Ada"' }).min(1),
+        family: z
+          .enum(GPU_FAMILIES, { error: `must be one of ${GPU_FAMILIES.join(', ')}` })
+          .optional(),
+        memoryGB: positive('decimal GB, e.g. 48').optional(),
+        memoryGiB: positive('GiB as the device reports it, e.g. 44.99').optional(),
+        bandwidthTBps: positive('peak memory bandwidth in TB/s, e.g. 0.96'),
+        peakTflops: z
+          .object(
+            {
+              bf16: positive('dense bf16 tensor TFLOP/s, e.g. 362'),
+              fp8: positive('dense fp8 tensor TFLOP/s').optional(),
+              int8: positive('dense int8 tensor TOP/s').optional(),
+              fp4: positive('dense fp4 tensor TFLOP/s').optional(),
+            },
+            { error: 'must be a mapping of dense peaks, e.g. { bf16: 362, fp8: 733 }' },
+          )
+          .strict(),
+        interconnect: z
+          .object(
+            {
+              kind: z.enum(INTERCONNECT_KINDS, {
+                error: `must be one of ${INTERCONNECT_KINDS.join(', ')}`,
+              }),
+              name: z.string().min(1).optional(),
+              busGBps: positive("NCCL's all-reduce bus bandwidth per GPU in GB/s, e.g. 20"),
+              latencyUs: positive('latency of one ring step in microseconds, e.g. 1'),
+              peerAccess: z.boolean({ error: 'must be true or false' }).optional(),
+            },
+            { error: 'must be a mapping, e.g. { kind: pcie, busGBps: 20, latencyUs: 1 }' },
+          )
+          .strict(),
+      },
+      {
+        error:
+          'must be a mapping of name, memoryGB or memoryGiB, bandwidthTBps, peakTflops and interconnect',
+      },
+    )
+    .strict()
+    .refine((s) => (s.memoryGB === undefined) !== (s.memoryGiB === undefined), {
+      error: 'give the memory as one of memoryGB or memoryGiB',
+      path: ['memoryGB'],
+    });
+}
+let gpuSpecSchema: ReturnType<typeof specSchema> | undefined;
+const schema = () => {
+  gpuSpecSchema ??= specSchema();
+  return gpuSpecSchema;
+};
 
-type GpuSpecFile = z.infer<typeof gpuSpecSchema>;
+type GpuSpecFile = Zod.infer<ReturnType<typeof specSchema>>;
 
 /** Reads a GPU described in a YAML or JSON file (`--gpu-spec`); throws naming each bad field. */
 export function loadGpuSpec(path: string): GpuSpec {
@@ -88,6 +102,7 @@ export function loadGpuSpec(path: string): GpuSpec {
     );
   }
   // JSON is YAML, so one parser reads both.
+  const { parseDocument } = require('yaml') as typeof import('yaml');
   const doc = parseDocument(text);
   if (doc.errors.length > 0) {
     throw new Error(`${path}: not valid YAML or JSON: ${doc.errors[0].message.split('\n')[0]}`);
@@ -97,7 +112,7 @@ export function loadGpuSpec(path: string): GpuSpec {
 
 /** Validates a parsed spec (pure: tests call it with objects) and converts it to a GpuSpec. */
 export function gpuSpecFromValue(value: unknown, path: string): GpuSpec {
-  const parsed = gpuSpecSchema.safeParse(value, { reportInput: true });
+  const parsed = schema().safeParse(value, { reportInput: true });
   if (!parsed.success) {
     const problems = parsed.error.issues.flatMap((issue) => {
       const field = issue.path.join('.');
@@ -119,7 +134,7 @@ export function gpuSpecFromValue(value: unknown, path: string): GpuSpec {
 
 /** The fields a spec may have at one level (for a typo's suggestion). */
 function knownFields(level: string): string[] {
-  const shape = gpuSpecSchema.shape;
+  const shape = schema().shape;
   if (level === 'peakTflops' || level === 'interconnect') return Object.keys(shape[level].shape);
   return Object.keys(shape);
 }

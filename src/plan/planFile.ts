@@ -1,15 +1,14 @@
 import { readFileSync, statSync } from 'node:fs';
-import { isScalar, LineCounter, parseDocument, visit } from 'yaml';
-import { z } from 'zod';
+import { createRequire } from 'node:module';
+import type { z as Zod } from 'zod';
 import { UsageError } from '../errors.js';
-import { type LengthDistribution, parseLengthDistribution } from '../workload/distributions.js';
-import {
-  type AgentShape,
-  findScenario,
-  SCENARIO_PRESETS,
-  type Scenario,
-  type SessionShape,
-} from '../workload/scenarios.js';
+import { SCENARIO_PRESETS } from '../workload/scenarios.js';
+import type { PlanScenario } from './planScenario.js';
+
+// `run` reads a plan's scenarios without loading YAML or zod; the tests read them from here too.
+export { type PlanScenario, scenarioFromPlan } from './planScenario.js';
+
+const require = createRequire(import.meta.url);
 
 /**
  * A plan file (`--plan plan.yaml`): every `infergauge run` option under its flag's name without
@@ -29,82 +28,6 @@ function kindOf(value: unknown): string {
 const allowed = (what: string) => ({
   error: (issue: { input?: unknown }) => `must be ${what}, not ${kindOf(issue.input)}`,
 });
-
-const scalar = z.union(
-  [z.string(), z.number(), z.boolean()],
-  allowed('one value (text, a number, or true/false)'),
-);
-
-const LENGTH_FORMS = 'a whole number >= 1 or a distribution such as uniform:128:512';
-
-const lengthField = z
-  .union([z.number().int().min(1), z.string()], allowed(LENGTH_FORMS))
-  .optional();
-const pauseField = z
-  .union([z.number().int().min(0), z.string()], allowed('milliseconds: 1000 or uniform:500:3000'))
-  .optional();
-
-/** One scenario in a plan file: a preset, optionally reshaped, or one written from scratch. */
-export const planScenarioSchema = z
-  .object({
-    name: z
-      .string()
-      .regex(/^[A-Za-z0-9._-]+$/, { error: 'may hold only letters, digits, dot, dash, underscore' })
-      .optional()
-      .describe('the scenario name (its results go in a folder of this name)'),
-    preset: z
-      .enum(SCENARIO_PRESETS.map((s) => s.name) as [string, ...string[]])
-      .optional()
-      .describe('start from a preset scenario'),
-    'input-tokens': z
-      .union([z.number().int().min(1), z.string()], allowed(LENGTH_FORMS))
-      .optional()
-      .describe(
-        'prompt length: 256, uniform:128:512, normal:256:64, poisson:256, lognormal:256:128',
-      ),
-    'output-tokens': z
-      .union([z.number().int().min(1), z.string()], allowed(LENGTH_FORMS))
-      .optional()
-      .describe('max_tokens: the same forms as input-tokens'),
-    'shared-prefix': z.number().int().min(0).optional().describe('tokens common to all prompts'),
-    description: z.string().optional(),
-    session: z
-      .object({
-        turns: lengthField.describe('turns per session: 5, uniform:3:8, ...'),
-        'think-time-ms': pauseField.describe('ms between an answer and the next turn'),
-        history: z
-          .enum(['actual', 'reference'])
-          .optional()
-          .describe("the model's earlier answers as it gave them (actual) or the reference ones"),
-        'system-prompt-tokens': z.number().int().min(0).optional(),
-      })
-      .strict()
-      .optional()
-      .describe('multi-turn sessions (each turn re-sends the history)'),
-    agent: z
-      .object({
-        steps: lengthField.describe('tool-calling steps before the final answer'),
-        'fan-out': z.number().int().min(1).max(64).optional().describe('parallel calls per step'),
-        'system-prompt-tokens': z.number().int().min(0).optional(),
-        tools: z.number().int().min(1).max(128).optional().describe('tool schemas offered'),
-        'tool-latency-ms': pauseField.describe('ms a tool takes'),
-        'tool-output-tokens': lengthField.describe('tokens of each tool result'),
-        'answer-tokens': lengthField.describe('max_tokens of the final answer'),
-      })
-      .strict()
-      .optional()
-      .describe('agent tasks: tool calls, tool results, a final answer'),
-    reasoning: z
-      .object({
-        effort: z.enum(['low', 'medium', 'high']).optional().describe('reasoning_effort'),
-        thinking: z.boolean().optional().describe('chat_template_kwargs.enable_thinking'),
-      })
-      .strict()
-      .optional()
-      .describe('ask reasoning models to think'),
-  })
-  .strict();
-export type PlanScenario = z.infer<typeof planScenarioSchema>;
 
 /** Every option `run` accepts from a file, by its flag name. */
 export const PLAN_KEYS = [
@@ -194,28 +117,121 @@ export const PLAN_KEYS = [
   'workers',
 ] as const;
 
-export const planFileSchema = z
-  .object({
-    ...Object.fromEntries(
-      PLAN_KEYS.map((k) => [
-        k,
-        k === 'header' || k === 'threshold'
-          ? z.union([z.string(), z.array(z.string())], allowed('text or a list of text')).optional()
-          : scalar.optional(),
-      ]),
-    ),
-    'extra-body': z
-      .union(
-        [z.string(), z.record(z.string(), z.unknown())],
-        allowed('a mapping of request-body fields (or its JSON text)'),
-      )
-      .optional(),
-    scenarios: z.array(planScenarioSchema).min(1).optional(),
-  })
-  .strict();
+/**
+ * The plan file's schemas, built at first use: zod and YAML are required only when a plan file
+ * is read (both ship CommonJS), so that `run` without --plan loads neither.
+ */
+function buildSchemas() {
+  const { z } = require('zod') as { z: typeof Zod };
+  const scalar = z.union(
+    [z.string(), z.number(), z.boolean()],
+    allowed('one value (text, a number, or true/false)'),
+  );
+
+  const LENGTH_FORMS = 'a whole number >= 1 or a distribution such as uniform:128:512';
+
+  const lengthField = z
+    .union([z.number().int().min(1), z.string()], allowed(LENGTH_FORMS))
+    .optional();
+  const pauseField = z
+    .union([z.number().int().min(0), z.string()], allowed('milliseconds: 1000 or uniform:500:3000'))
+    .optional();
+
+  /** One scenario in a plan file: a preset, optionally reshaped, or one written from scratch. */
+  const planScenarioSchema = z
+    .object({
+      name: z
+        .string()
+        .regex(/^[A-Za-z0-9._-]+$/, {
+          error: 'may hold only letters, digits, dot, dash, underscore',
+        })
+        .optional()
+        .describe('the scenario name (its results go in a folder of this name)'),
+      preset: z
+        .enum(SCENARIO_PRESETS.map((s) => s.name) as [string, ...string[]])
+        .optional()
+        .describe('start from a preset scenario'),
+      'input-tokens': z
+        .union([z.number().int().min(1), z.string()], allowed(LENGTH_FORMS))
+        .optional()
+        .describe(
+          'prompt length: 256, uniform:128:512, normal:256:64, poisson:256, lognormal:256:128',
+        ),
+      'output-tokens': z
+        .union([z.number().int().min(1), z.string()], allowed(LENGTH_FORMS))
+        .optional()
+        .describe('max_tokens: the same forms as input-tokens'),
+      'shared-prefix': z.number().int().min(0).optional().describe('tokens common to all prompts'),
+      description: z.string().optional(),
+      session: z
+        .object({
+          turns: lengthField.describe('turns per session: 5, uniform:3:8, ...'),
+          'think-time-ms': pauseField.describe('ms between an answer and the next turn'),
+          history: z
+            .enum(['actual', 'reference'])
+            .optional()
+            .describe("the model's earlier answers as it gave them (actual) or the reference ones"),
+          'system-prompt-tokens': z.number().int().min(0).optional(),
+        })
+        .strict()
+        .optional()
+        .describe('multi-turn sessions (each turn re-sends the history)'),
+      agent: z
+        .object({
+          steps: lengthField.describe('tool-calling steps before the final answer'),
+          'fan-out': z.number().int().min(1).max(64).optional().describe('parallel calls per step'),
+          'system-prompt-tokens': z.number().int().min(0).optional(),
+          tools: z.number().int().min(1).max(128).optional().describe('tool schemas offered'),
+          'tool-latency-ms': pauseField.describe('ms a tool takes'),
+          'tool-output-tokens': lengthField.describe('tokens of each tool result'),
+          'answer-tokens': lengthField.describe('max_tokens of the final answer'),
+        })
+        .strict()
+        .optional()
+        .describe('agent tasks: tool calls, tool results, a final answer'),
+      reasoning: z
+        .object({
+          effort: z.enum(['low', 'medium', 'high']).optional().describe('reasoning_effort'),
+          thinking: z.boolean().optional().describe('chat_template_kwargs.enable_thinking'),
+        })
+        .strict()
+        .optional()
+        .describe('ask reasoning models to think'),
+    })
+    .strict() satisfies Zod.ZodType<PlanScenario>;
+
+  const planFileSchema = z
+    .object({
+      ...Object.fromEntries(
+        PLAN_KEYS.map((k) => [
+          k,
+          k === 'header' || k === 'threshold'
+            ? z
+                .union([z.string(), z.array(z.string())], allowed('text or a list of text'))
+                .optional()
+            : scalar.optional(),
+        ]),
+      ),
+      'extra-body': z
+        .union(
+          [z.string(), z.record(z.string(), z.unknown())],
+          allowed('a mapping of request-body fields (or its JSON text)'),
+        )
+        .optional(),
+      scenarios: z.array(planScenarioSchema).min(1).optional(),
+    })
+    .strict();
+  return { z, planScenarioSchema, planFileSchema };
+}
+let built: ReturnType<typeof buildSchemas> | undefined;
+const schemas = () => {
+  built ??= buildSchemas();
+  return built;
+};
 
 /** The plan file's JSON schema (published in docs/plan.schema.json). */
 export function planJsonSchema(): unknown {
+  const { z, planFileSchema } = schemas();
   return z.toJSONSchema(planFileSchema);
 }
 
@@ -261,6 +277,7 @@ export function readPlanFile(path: string): PlanFileOptions {
  * package's own check compares every key with every other (minutes for 100,000 keys).
  */
 function parsePlanText(text: string, path: string): unknown {
+  const { isScalar, LineCounter, parseDocument, visit } = require('yaml') as typeof import('yaml');
   const lines = new LineCounter();
   const doc = parseDocument(text, { uniqueKeys: false, lineCounter: lines });
   if (doc.errors.length > 0) {
@@ -301,6 +318,7 @@ function capped(problems: readonly (() => string)[]): string[] {
 
 /** Validates a parsed plan document (pure: tests call it with objects). */
 export function planFileOptions(value: unknown, path: string): PlanFileOptions {
+  const { planScenarioSchema, planFileSchema } = schemas();
   const parsed = planFileSchema.safeParse(value);
   if (!parsed.success) {
     // One problem per unknown key.
@@ -335,98 +353,6 @@ export function planFileOptions(value: unknown, path: string): PlanFileOptions {
   const scenarios = parsed.data.scenarios as PlanScenario[] | undefined;
   return { options, ...(scenarios ? { scenarios } : {}) };
 }
-
-/** A plan-file scenario as a Scenario; throws an Error naming its index on bad lengths. */
-export function scenarioFromPlan(s: PlanScenario, index: number): Scenario {
-  const base = s.preset ? findScenario(s.preset) : undefined;
-  const name = s.name ?? base?.name;
-  const where = `scenarios[${index}]${name ? ` ("${name}")` : ''}`;
-  if (!name) throw new Error(`${where}: needs a name (or a preset)`);
-  const length = (field: 'input-tokens' | 'output-tokens') => {
-    const v = s[field];
-    if (v === undefined) {
-      const fromPreset = field === 'input-tokens' ? base?.input : base?.output;
-      if (!fromPreset) throw new Error(`${where}: needs ${field} (or a preset)`);
-      return fromPreset;
-    }
-    try {
-      return parseLengthDistribution(String(v));
-    } catch (err) {
-      throw new Error(`${where}.${field}: ${(err as Error).message}`);
-    }
-  };
-  /** A distribution field, or the preset's, or `fallback`. */
-  const dist = (
-    value: string | number | undefined,
-    field: string,
-    fallback: LengthDistribution,
-  ): LengthDistribution => {
-    if (value === undefined) return fallback;
-    try {
-      return parseLengthDistribution(String(value));
-    } catch (err) {
-      throw new Error(`${where}.${field}: ${(err as Error).message}`);
-    }
-  };
-  const scenario: Scenario = {
-    name,
-    input: length('input-tokens'),
-    output: length('output-tokens'),
-    ...(s['shared-prefix'] !== undefined ? { sharedPrefixTokens: s['shared-prefix'] } : {}),
-    ...((s.description ?? base?.description)
-      ? { description: s.description ?? base?.description }
-      : {}),
-  };
-  const session = s.session;
-  if (session || base?.session) {
-    const b = base?.session ?? DEFAULT_SESSION;
-    scenario.session = {
-      turns: dist(session?.turns, 'session.turns', b.turns),
-      thinkTimeMs: dist(session?.['think-time-ms'], 'session.think-time-ms', b.thinkTimeMs),
-      history: session?.history ?? b.history,
-      systemPromptTokens: session?.['system-prompt-tokens'] ?? b.systemPromptTokens,
-    };
-  }
-  const agent = s.agent;
-  if (agent || base?.agent) {
-    const b = base?.agent ?? (findScenario('agent')?.agent as AgentShape);
-    scenario.agent = {
-      steps: dist(agent?.steps, 'agent.steps', b.steps),
-      fanOut: agent?.['fan-out'] ?? b.fanOut,
-      systemPromptTokens: agent?.['system-prompt-tokens'] ?? b.systemPromptTokens,
-      tools: agent?.tools ?? b.tools,
-      toolLatencyMs: dist(agent?.['tool-latency-ms'], 'agent.tool-latency-ms', b.toolLatencyMs),
-      toolOutputTokens: dist(
-        agent?.['tool-output-tokens'],
-        'agent.tool-output-tokens',
-        b.toolOutputTokens,
-      ),
-      answerTokens: dist(agent?.['answer-tokens'], 'agent.answer-tokens', b.answerTokens),
-    };
-  }
-  if (scenario.session && scenario.agent) {
-    throw new Error(
-      `${where}: has both session and agent; an agent task is a session of its own kind, keep one`,
-    );
-  }
-  const reasoning = s.reasoning;
-  if (reasoning || base?.reasoning) {
-    scenario.reasoning = {
-      ...base?.reasoning,
-      ...(reasoning?.effort !== undefined ? { effort: reasoning.effort } : {}),
-      ...(reasoning?.thinking !== undefined ? { enableThinking: reasoning.thinking } : {}),
-    };
-  }
-  return scenario;
-}
-
-/** A plan scenario's `session:` without the multi-turn preset under it: 5 turns, no pause. */
-const DEFAULT_SESSION: SessionShape = {
-  turns: { kind: 'fixed', value: 5 },
-  thinkTimeMs: { kind: 'fixed', value: 0 },
-  history: 'actual',
-  systemPromptTokens: 0,
-};
 
 /** The candidate closest to `word` by edit distance, when it is close enough to be a typo. */
 function nearest(word: string, candidates: readonly string[]): string | undefined {

@@ -1,10 +1,8 @@
 import { existsSync } from 'node:fs';
-import { z } from 'zod';
 import { BACKEND_NAMES, BACKENDS, type BackendName } from '../backends/index.js';
 import { splitServerUrl } from '../backends/request.js';
 import type { Endpoint } from '../backends/types.js';
 import { UsageError } from '../errors.js';
-import { type NumberRule, parseFlagNumber } from '../flagNumber.js';
 import type { LoadSpec } from '../load.js';
 import { parseShard, type ShardIndex } from '../load.js';
 import type { SloCondition } from '../metrics/slo.js';
@@ -24,7 +22,22 @@ import {
   withLengths,
 } from '../workload/scenarios.js';
 import { readTrace, type TraceEntry, traceLoad, traceSessions } from '../workload/trace.js';
-import { type PlanScenario, scenarioFromPlan } from './planFile.js';
+import {
+  anything,
+  either,
+  flag,
+  httpUrl,
+  int,
+  lengths,
+  listOf,
+  matching,
+  number,
+  oneOf,
+  positive,
+  readFields,
+  text,
+} from './fields.js';
+import { type PlanScenario, scenarioFromPlan } from './planScenario.js';
 
 /** Everything one `infergauge run` does, validated; the manifest stores it (API key redacted). */
 export interface RunPlan {
@@ -228,106 +241,63 @@ const FLAGS: Record<string, { flag: string; example: string }> = {
   startAt: { flag: '--start-at', example: '--start-at 2026-11-29T23:00:00Z' },
 };
 
-/** A number option, read by parseFlagNumber (an empty value is no number, Infinity none). */
-const number = (rule: NumberRule) =>
-  z.union([z.string(), z.number()]).transform((value, ctx) => {
-    const parsed = parseFlagNumber(value, rule);
-    if ('value' in parsed) return parsed.value;
-    ctx.addIssue({ code: 'custom', message: parsed.problem });
-    return z.NEVER;
-  });
-const int = (min: number) => number({ min, integer: true });
-/** A length distribution as written ("256", "uniform:128:512", ...). */
-const lengths = () =>
-  z.string().superRefine((text, ctx) => {
-    try {
-      parseLengthDistribution(text);
-    } catch (err) {
-      ctx.addIssue({ code: 'custom', message: (err as Error).message });
-    }
-  });
-const positive = () => number({ above: 0 });
-const schema = z
-  .object({
-    url: z.url({ protocol: /^https?$/, error: 'must be an http:// or https:// URL' }).optional(),
-    model: z.string().min(1).optional(),
-    backend: z
-      .enum(BACKEND_NAMES as [BackendName, ...BackendName[]], {
-        error: `must be one of ${BACKEND_NAMES.join(', ')}`,
-      })
-      .optional(),
-    endpoint: z.enum(['chat', 'completions'], { error: 'must be chat or completions' }).optional(),
-    concurrency: int(1).optional(),
-    rate: positive().optional(),
-    arrival: z
-      .enum(['poisson', 'constant', 'gamma'], { error: 'must be poisson, constant or gamma' })
-      .optional(),
-    burstiness: positive().optional(),
-    rampUp: z
-      .string()
-      .regex(/^\d+(\.\d+)?:\d+(\.\d+)?$/, { error: 'must be FROM_RATE:SECONDS' })
-      .optional(),
-    trace: z.string().min(1).optional(),
-    traceSpeed: positive().optional(),
-    dataset: z.string().min(1).optional(),
-    maxConcurrency: int(1).optional(),
-    requests: int(1).optional(),
-    sessions: int(1).optional(),
-    turns: lengths().optional(),
-    thinkTime: lengths().optional(),
-    history: z.enum(['actual', 'reference'], { error: 'must be actual or reference' }).optional(),
-    systemPrompt: int(0).optional(),
-    reasoningEffort: z
-      .enum(['low', 'medium', 'high'], { error: 'must be low, medium or high' })
-      .optional(),
-    thinking: z.enum(['on', 'off'], { error: 'must be on or off' }).optional(),
-    duration: positive().optional(),
-    warmup: int(0).optional(),
-    inputTokens: lengths().optional(),
-    outputTokens: lengths().optional(),
-    scenario: z.string().min(1).optional(),
-    tokenizer: z.string().min(1).optional(),
-    sharedPrefix: int(0).optional(),
-    planScenarios: z.array(z.any()).optional(),
-    temperature: number({ min: 0, max: 2 }).optional(),
-    ignoreEos: z.boolean().optional(),
-    continuousUsageStats: z.boolean().optional(),
-    timeout: positive().optional(),
-    grace: number({ min: 0 }).optional(),
-    slo: z.string().optional(),
-    seed: int(0).optional(),
-    apiKeyEnv: z
-      .string()
-      .regex(/^[A-Za-z_][A-Za-z0-9_]*$/, { error: 'must be an environment variable name' })
-      .optional(),
-    header: z.array(z.string()).optional(),
-    extraBody: z.string().optional(),
-    out: z.string().min(1).optional(),
-    serverMetrics: z
-      .union([
-        z.boolean(),
-        z.url({ protocol: /^https?$/, error: 'must be an http:// or https:// URL' }),
-      ])
-      .optional(),
-    metricsUrl: z
-      .url({ protocol: /^https?$/, error: 'must be an http:// or https:// URL' })
-      .optional(),
-    slots: z.boolean().optional(),
-    dcgmUrl: z
-      .url({ protocol: /^https?$/, error: 'must be an http:// or https:// URL' })
-      .optional(),
-    gpuMemory: z.boolean().optional(),
-    serverPid: int(1).optional(),
-    scrapeInterval: positive().optional(),
-    workers: int(1).optional(),
-    shard: z.string().optional(),
-    startAt: z.string().optional(),
-    label: z
-      .string()
-      .regex(/^[A-Za-z0-9._-]+$/, { error: 'may hold only letters, digits, dot, dash, underscore' })
-      .optional(),
-  })
-  .strict();
+/** Every option of a plan and how its raw value is read (a problem names the flag). */
+const OPTIONS = {
+  url: httpUrl,
+  model: text(1),
+  backend: oneOf(BACKEND_NAMES, `must be one of ${BACKEND_NAMES.join(', ')}`),
+  endpoint: oneOf(['chat', 'completions'], 'must be chat or completions'),
+  concurrency: int(1),
+  rate: positive(),
+  arrival: oneOf(['poisson', 'constant', 'gamma'], 'must be poisson, constant or gamma'),
+  burstiness: positive(),
+  rampUp: matching(/^\d+(\.\d+)?:\d+(\.\d+)?$/, 'must be FROM_RATE:SECONDS'),
+  trace: text(1),
+  traceSpeed: positive(),
+  dataset: text(1),
+  maxConcurrency: int(1),
+  requests: int(1),
+  sessions: int(1),
+  turns: lengths(),
+  thinkTime: lengths(),
+  history: oneOf(['actual', 'reference'], 'must be actual or reference'),
+  systemPrompt: int(0),
+  reasoningEffort: oneOf(['low', 'medium', 'high'], 'must be low, medium or high'),
+  thinking: oneOf(['on', 'off'], 'must be on or off'),
+  duration: positive(),
+  warmup: int(0),
+  inputTokens: lengths(),
+  outputTokens: lengths(),
+  scenario: text(1),
+  tokenizer: text(1),
+  sharedPrefix: int(0),
+  planScenarios: listOf(anything<PlanScenario>()),
+  temperature: number({ min: 0, max: 2 }),
+  ignoreEos: flag,
+  continuousUsageStats: flag,
+  timeout: positive(),
+  grace: number({ min: 0 }),
+  slo: text(),
+  seed: int(0),
+  apiKeyEnv: matching(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be an environment variable name'),
+  header: listOf(text()),
+  extraBody: text(),
+  out: text(1),
+  serverMetrics: either(flag, httpUrl),
+  metricsUrl: httpUrl,
+  slots: flag,
+  dcgmUrl: httpUrl,
+  gpuMemory: flag,
+  serverPid: int(1),
+  scrapeInterval: positive(),
+  // 0 sends from the main thread (no worker threads), as bench:client does.
+  workers: int(0),
+  shard: text(),
+  startAt: text(),
+  label: matching(/^[A-Za-z0-9._-]+$/, 'may hold only letters, digits, dot, dash, underscore'),
+};
+/** The options of a plan, each read into its type. */
+type ValidOptions = ReturnType<typeof readFields<typeof OPTIONS>>['values'];
 
 /** A plan that cannot run, with the flag to change and an example of a valid value. */
 export class PlanError extends UsageError {
@@ -350,13 +320,10 @@ function problem(field: string, message: string): string {
 
 /** Validates command-line input into a RunPlan, or throws PlanError naming every bad field. */
 export function parseRunPlan(input: RunPlanInput, env: NodeJS.ProcessEnv = {}): RunPlan {
-  const parsed = schema.safeParse(
-    Object.fromEntries(Object.entries(input).filter(([, v]) => v !== undefined)),
-  );
   // Every problem is reported at once, so one attempt fixes them all.
-  const problems = parsed.success
-    ? []
-    : parsed.error.issues.map((issue) => problem(String(issue.path[0] ?? ''), issue.message));
+  const { values: o, problems } = readFields(OPTIONS, { ...input }, problem);
+  // The checks below that read the values need every value valid.
+  const valid = problems.length === 0;
   if (input.concurrency !== undefined && input.rate !== undefined) {
     problems.push(
       '--concurrency and --rate cannot be combined: --concurrency N keeps N requests in flight (closed loop), --rate R sends R requests/s (open loop); cap an open loop with --max-concurrency',
@@ -476,8 +443,8 @@ export function parseRunPlan(input: RunPlanInput, env: NodeJS.ProcessEnv = {}): 
     const bad = typeof url === 'string' ? urlCredentialsProblem(FLAGS[key].flag, url) : undefined;
     if (bad) problems.push(bad);
   }
-  if (parsed.success) problems.push(...backendProblems(parsed.data));
-  const scenarios = parsed.success ? buildScenarios(parsed.data, problems) : [];
+  if (valid) problems.push(...backendProblems(o));
+  const scenarios = valid ? buildScenarios(o, problems) : [];
   let dataset: RunPlan['dataset'];
   if (input.dataset !== undefined) {
     try {
@@ -493,9 +460,8 @@ export function parseRunPlan(input: RunPlanInput, env: NodeJS.ProcessEnv = {}): 
       );
     }
   }
-  if (parsed.success) problems.push(...sessionProblems(parsed.data, scenarios, dataset?.data));
-  if (!parsed.success || problems.length > 0) throw new PlanError(problems);
-  const o = parsed.data;
+  if (valid) problems.push(...sessionProblems(o, scenarios, dataset?.data));
+  if (problems.length > 0) throw new PlanError(problems);
 
   let load: LoadSpec;
   // A session scenario replays the trace's sessions: each starts at its first request's time.
@@ -592,7 +558,7 @@ function tokenizerPathProblem(spec: string): string | undefined {
  * What is sampled during the run. The server's `/metrics` is on by default (probed first when
  * it is a --url server), so every run against a server with metrics carries its memory story.
  */
-function telemetryPlan(o: z.infer<typeof schema>): RunPlan['telemetry'] {
+function telemetryPlan(o: ValidOptions): RunPlan['telemetry'] {
   const server = o.url === undefined ? undefined : splitServerUrl(o.url);
   const base = server ? server.origin + server.prefix : '';
   const telemetry: NonNullable<RunPlan['telemetry']> = { intervalS: o.scrapeInterval ?? 1 };
@@ -630,7 +596,7 @@ export function telemetryAsked(telemetry: RunPlan['telemetry']): boolean {
  * The scenarios to run: a plan file's, the --scenario presets, or one default; --input-tokens,
  * --output-tokens and --shared-prefix apply over every one of them.
  */
-function buildScenarios(o: z.infer<typeof schema>, problems: string[]): Scenario[] {
+function buildScenarios(o: ValidOptions, problems: string[]): Scenario[] {
   let scenarios: Scenario[] = [
     {
       name: 'default',
@@ -688,7 +654,7 @@ function buildScenarios(o: z.infer<typeof schema>, problems: string[]): Scenario
 }
 
 /** --turns, --think-time, --history, --system-prompt and the reasoning flags over a scenario. */
-function withSessionFlags(s: Scenario, o: z.infer<typeof schema>): Scenario {
+function withSessionFlags(s: Scenario, o: ValidOptions): Scenario {
   const scenario = { ...s };
   if (scenario.session) {
     scenario.session = {
@@ -717,7 +683,7 @@ function withSessionFlags(s: Scenario, o: z.infer<typeof schema>): Scenario {
  * and tool calls are chat messages, and it counts sessions.
  */
 function sessionProblems(
-  o: z.infer<typeof schema>,
+  o: ValidOptions,
   scenarios: Scenario[],
   dataset: Dataset | undefined,
 ): string[] {
@@ -793,7 +759,7 @@ function lowestLength(d: LengthDistribution): number {
 }
 
 /** What the chosen backend cannot do, said before anything is sent. */
-function backendProblems(o: z.infer<typeof schema>): string[] {
+function backendProblems(o: ValidOptions): string[] {
   const name = o.backend ?? 'openai';
   const { supports } = BACKENDS[name];
   const problems: string[] = [];

@@ -1,4 +1,4 @@
-import Table from 'cli-table3';
+import { createRequire } from 'node:module';
 import { escapeHtml, markdownCell } from './format.js';
 
 /**
@@ -15,6 +15,8 @@ export interface Column<Row> {
 
 /** The terminal's borderless table (cli-table3, no row separators, no colours). */
 export function terminalTable<Row>(columns: readonly Column<Row>[], rows: readonly Row[]): string {
+  // Required at first use (it is CommonJS), so that a run loads it only to print its summary.
+  const Table = createRequire(import.meta.url)('cli-table3') as typeof import('cli-table3');
   const table = new Table({
     head: columns.map((c) => c.label),
     colAligns: columns.map((c) => c.align),

@@ -3,9 +3,9 @@
  * and workload sources), what the server adds to every prompt, and which telemetry to scrape.
  */
 import { existsSync } from 'node:fs';
-import { request } from 'undici';
 import { BACKENDS } from '../backends/index.js';
 import { splitServerUrl, withApiKey } from '../backends/request.js';
+import { requestText } from '../httpText.js';
 import type { TargetConfig } from '../loadgen/http.js';
 import { runLoadgen } from '../loadgen/run.js';
 import { type RunPlan, telemetryAsked } from '../plan/runPlan.js';
@@ -23,7 +23,7 @@ import {
   type Tokenizer,
 } from '../workload/tokenizer.js';
 import type { WorkloadSource } from '../workload/workload.js';
-import { type SimulatorProcess, spawnSimulator } from './simulator.js';
+import type { SimulatorProcess } from './simulator.js';
 
 /**
  * How the session says what the user should know while it works (the server's prompt
@@ -220,14 +220,12 @@ async function fetchModels(
 ): Promise<unknown> {
   const { origin, prefix } = splitServerUrl(url);
   try {
-    const response = await request(`${origin}${prefix}${path}`, {
+    const response = await requestText(`${origin}${prefix}${path}`, {
       headers: withApiKey(headers, apiKey),
-      headersTimeout: 10_000,
-      bodyTimeout: 10_000,
+      timeoutMs: 10_000,
     });
-    const text = await response.body.text();
     if (response.statusCode !== 200) return { error: `HTTP ${response.statusCode}` };
-    return JSON.parse(text) as unknown;
+    return JSON.parse(response.body) as unknown;
   } catch (err) {
     const code = (err as { code?: string }).code;
     return { error: code ? `${code}: ${(err as Error).message}` : (err as Error).message };
@@ -303,6 +301,8 @@ export async function openTarget(
   }
   let sim: SimulatorProcess | undefined;
   if (plan.url === undefined) {
+    // The simulator's server code is loaded only to start it (no --url).
+    const { spawnSimulator } = await import('./simulator.js');
     sim = await spawnSimulator([
       ...(prepared.simModel !== undefined ? ['--model', prepared.simModel] : []),
       ...(prepared.timeScale !== undefined ? ['--time-scale', String(prepared.timeScale)] : []),

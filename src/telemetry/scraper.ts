@@ -1,4 +1,4 @@
-import { request } from 'undici';
+import { requestText } from '../httpText.js';
 import { type NvidiaSmiCommand, runNvidiaSmi } from './gpu.js';
 import { readProcStatus } from './process.js';
 import { parsePrometheusText } from './prometheus.js';
@@ -85,14 +85,12 @@ async function read(source: TelemetrySource, headers: Record<string, string>): P
     case 'process':
       return readProcStatus(source.pid, source.procRoot);
     default: {
-      const response = await request(source.url, {
+      const response = await requestText(source.url, {
         headers: source.kind === 'dcgm' ? {} : headers,
-        headersTimeout: 5_000,
-        bodyTimeout: 5_000,
+        timeoutMs: 5_000,
       });
-      const body = await response.body.text();
       if (response.statusCode !== 200) throw new Error(`HTTP ${response.statusCode}`);
-      return body;
+      return response.body;
     }
   }
 }
@@ -111,14 +109,8 @@ export async function probeMetrics(
   timeoutMs = 1_500,
 ): Promise<MetricsProbe> {
   try {
-    const response = await request(url, {
-      headers,
-      signal: AbortSignal.timeout(timeoutMs),
-      headersTimeout: timeoutMs,
-      bodyTimeout: timeoutMs,
-    });
-    const body = await response.body.text();
-    if (response.statusCode !== 200) return { ok: false, reason: `HTTP ${response.statusCode}` };
+    const { statusCode, body } = await requestText(url, { headers, timeoutMs });
+    if (statusCode !== 200) return { ok: false, reason: `HTTP ${statusCode}` };
     const start = body.trimStart()[0];
     if (start === '{' || start === '[' || start === '<') {
       return { ok: false, reason: 'not Prometheus text' };

@@ -1,8 +1,8 @@
 import { readFile, stat } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
-import { request } from 'undici';
 import { splitServerUrl } from '../backends/request.js';
 import { EXIT, type ExitCode, InfergaugeError } from '../errors.js';
+import { requestText } from '../httpText.js';
 import { countWords } from './words.js';
 
 /**
@@ -215,15 +215,14 @@ async function serverTokenizer(target: ServerTokenizerTarget): Promise<Tokenizer
     let status: number;
     let raw: string;
     try {
-      const res = await request(url, {
+      const res = await requestText(url, {
         method: 'POST',
         headers,
         body: JSON.stringify(flavor.body(text, target.model)),
-        headersTimeout: 120_000,
-        bodyTimeout: 120_000,
+        timeoutMs: 120_000,
       });
       status = res.statusCode;
-      raw = await res.body.text();
+      raw = res.body;
     } catch (err) {
       throw new TokenizerError(`POST ${url} failed: ${(err as Error).message}`);
     }

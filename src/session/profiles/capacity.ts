@@ -6,7 +6,6 @@
 
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { request } from 'undici';
 import { openaiBackend } from '../../backends/openai.js';
 import { firstListedModel, splitServerUrl, withApiKey } from '../../backends/request.js';
 import type { Endpoint } from '../../backends/types.js';
@@ -17,6 +16,7 @@ import {
   parseFlagNumber,
   TIME_SCALE,
 } from '../../flagNumber.js';
+import { requestText } from '../../httpText.js';
 import { createRunClock } from '../../loadgen/clock.js';
 import { runLoadgen } from '../../loadgen/run.js';
 import {
@@ -272,14 +272,14 @@ function capacityStep(batch: number, { summary, serverMetrics }: PointResult): C
 
 async function firstModel(url: string, headers: Record<string, string>): Promise<string> {
   const { origin, prefix } = splitServerUrl(url);
-  const response = await request(`${origin}${prefix}/v1/models`, {
+  const response = await requestText(`${origin}${prefix}/v1/models`, {
     headers,
-    headersTimeout: 10_000,
-    bodyTimeout: 10_000,
+    timeoutMs: 10_000,
   });
-  const text = await response.body.text();
   const model =
-    response.statusCode === 200 ? firstListedModel(JSON.parse(text) as unknown) : undefined;
+    response.statusCode === 200
+      ? firstListedModel(JSON.parse(response.body) as unknown)
+      : undefined;
   if (model === undefined) {
     throw new Error(`could not learn the model from ${url}/v1/models; pass --model-name NAME`);
   }

@@ -25,19 +25,10 @@ import { streamSeed } from '../../workload/distributions.js';
 import { createPromptFactory, type PromptFactory } from '../../workload/prompts.js';
 import { createPointRunner, type Point } from '../point.js';
 import type { PreparedRun } from '../target.js';
+import { PROBE_DEFAULTS } from './defaults.js';
 import { fixedScenario, type Profile, runProfile } from './profile.js';
 
 export type ProbeKind = 'prefill' | 'decode';
-
-export const PROBE_DEFAULTS = {
-  minInput: 128,
-  maxInput: 8192,
-  batches: [1, 4, 16],
-  input: 64,
-  output: 256,
-  levels: [1, 2, 4, 8, 16, 32, 64],
-  requestsPerPoint: 5,
-} as const;
 
 export interface PrefillSettings {
   kind: 'prefill';

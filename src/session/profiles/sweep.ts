@@ -30,9 +30,8 @@ import { isSessionScenario, type Scenario } from '../../workload/scenarios.js';
 import { createPointRunner, type Point, type PointResult } from '../point.js';
 import { prepareRun, type RunOptions } from '../prepare.js';
 import type { PreparedRun } from '../target.js';
+import { DEFAULT_LEVELS } from './defaults.js';
 import { type Profile, runProfile, searchSteps } from './profile.js';
-
-export const DEFAULT_LEVELS = [1, 4, 16, 64, 128];
 
 export interface SweepSettings {
   mode: 'concurrency' | 'rate';
