@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { Command } from '@commander-js/extra-typings';
-import { K8S_DEFAULTS, type K8sJob, type K8sJobOptions } from '../deploy/k8s.js';
+import type { K8sJob, K8sJobOptions } from '../deploy/k8s.js';
+import { K8S_DEFAULTS } from '../deploy/k8sDefaults.js';
 import { EXIT } from '../errors.js';
 import { VERSION } from '../version.js';
 import { printProblems, printWarnings } from './common.js';

@@ -4,6 +4,7 @@ import { checkedFlagNumber } from '../flagNumber.js';
 import { PlanFileError, type PlanFileOptions, planFileOptions } from '../plan/planFile.js';
 import { RUN_DEFAULTS } from '../plan/runPlan.js';
 import { VERSION } from '../version.js';
+import { K8S_DEFAULTS } from './k8sDefaults.js';
 
 /**
  * `infergauge k8s job`: prints a Kubernetes manifest that runs a plan as N shards in parallel
@@ -66,17 +67,6 @@ export class K8sJobError extends UsageError {
     super(problems, 'IG_K8S_JOB');
   }
 }
-
-export const K8S_DEFAULTS = {
-  startInS: 180,
-  pvc: 'infergauge-results',
-  storage: '10Gi',
-  cpu: '2',
-  memory: '2Gi',
-  maxDurationS: 3600,
-  /** Slack the merge waits beyond start + --max-duration: late finishers, slow storage. */
-  mergeSlackS: 600,
-} as const;
 
 /** A start closer than this is unlikely to leave time to apply the manifest and pull the image. */
 const MIN_LEAD_S = 60;

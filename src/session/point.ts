@@ -31,9 +31,8 @@ import type { RequestRecord } from '../record.js';
 import { JsonlWriter, readRecords, writeClientHealth } from '../results/jsonl.js';
 import { resultPath } from '../results/layout.js';
 import { openRunDir, writeSummary } from '../results/runFiles.js';
-import { EngineCluster } from '../sim/cluster.js';
-import { describeEngine } from '../sim/describe.js';
-import { simulateRun } from '../sim/virtual.js';
+import type { EngineCluster } from '../sim/cluster.js';
+import type { simulateRun } from '../sim/virtual.js';
 import { seriesKey } from '../telemetry/prometheus.js';
 import { recordTelemetry } from '../telemetry/scraper.js';
 import type { TelemetrySnapshot } from '../telemetry/snapshot.js';
@@ -363,6 +362,11 @@ async function measureVirtual(
   hooks: PointHooks,
 ): Promise<Measured> {
   const { plan } = target;
+  // The engine model is loaded only for virtual time: a live run never needs it.
+  const [{ EngineCluster }, { simulateRun }] = await Promise.all([
+    import('../sim/cluster.js'),
+    import('../sim/virtual.js'),
+  ]);
   const engine = new EngineCluster(target.engine);
   const warmupRequests = point.warmupRequests ?? 0;
   openRunDir(point.dir);
@@ -503,7 +507,7 @@ export async function createPointRunner(
 ): Promise<PointRunner> {
   const target = await openTarget(prepared, { onNotice });
   return {
-    description: describeTarget(target),
+    description: await describeTarget(target),
     model: target.model,
     tokenizer: target.tokenizer,
     run: async (point) => {
@@ -519,12 +523,16 @@ export async function createPointRunner(
   };
 }
 
-function describeTarget(target: Target): string {
+async function describeTarget(target: Target): Promise<string> {
   if (target.kind === 'live') {
     return target.simulator
       ? `${target.model}: ${target.simulator}`
       : `${target.model} at ${target.url}`;
   }
+  const [{ EngineCluster }, { describeEngine }] = await Promise.all([
+    import('../sim/cluster.js'),
+    import('../sim/describe.js'),
+  ]);
   const blocks = new EngineCluster(target.engine).totalBlocks;
   return `${target.model}: ${describeEngine(target.engine)}, KV cache ${blocks} blocks; virtual time`;
 }

@@ -7,7 +7,7 @@
 import { join } from 'node:path';
 import { runWarnings } from '../analysis/traps.js';
 import { EXIT } from '../errors.js';
-import type { LoadgenProgress } from '../loadgen/run.js';
+import { connectionsToWarm, type LoadgenProgress } from '../loadgen/run.js';
 import type { RunSummary } from '../metrics/summary.js';
 import { measuredCount, type RunPlan, redactPlan } from '../plan/runPlan.js';
 import type { ScenarioRow } from '../report/scenarios.js';
@@ -179,6 +179,8 @@ async function runScenario(
               ? {
                   execution: {
                     workers,
+                    // Opened before the clock started, so the first wave does not time connects.
+                    warmConnections: connectionsToWarm(part.load),
                     ...(plan.shard ? { shard: plan.shard, shardLoad: part.load } : {}),
                     ...(plan.startAt ? { startAt: plan.startAt.iso } : {}),
                   },

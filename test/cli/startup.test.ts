@@ -14,7 +14,16 @@ import { collect, MAIN, tempDir } from '../helpers/cli.js';
 import { chatEvent, DONE, startScriptedServer, usageEvent } from '../helpers/scriptedServer.js';
 
 /** Packages a live run must not load before its first request. */
-const LAZY = ['echarts', 'zrender', 'zod', 'log-update', 'cli-table3', 'gpt-tokenizer'];
+const LAZY = [
+  'echarts',
+  'zrender',
+  'zod',
+  'log-update',
+  'cli-table3',
+  'gpt-tokenizer',
+  'yaml',
+  'undici',
+];
 
 /** A resolve hook (in the loader thread) that appends each resolved URL to $MODULE_LOG. */
 const HOOK = `import { appendFileSync } from 'node:fs';
