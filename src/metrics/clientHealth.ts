@@ -65,6 +65,19 @@ export interface ClientHealth extends ThreadHealth {
 }
 
 /** The verdict in words: what the report prints beside the figures. */
+/**
+ * What to do about a client-limited run: more worker threads spread a busy thread's streams
+ * over more cores, but when the whole process already fills the cores it may use, only more
+ * cores (a wider `taskset`, a bigger machine) or another machine help.
+ */
+export function clientHealthAdvice(h: ClientHealth): string {
+  const processFull =
+    h.processCpu !== undefined && h.processCpu.share > CLIENT_HEALTH_LIMITS.processCpuShare.limit;
+  return processFull
+    ? 'give the client more cores or another machine'
+    : 'use more --workers or another machine';
+}
+
 export function clientHealthVerdict(h: ThreadHealth): 'client-limited' | 'ok, near a limit' | 'ok' {
   if (h.clientLimited) return 'client-limited';
   return h.nearLimit ? 'ok, near a limit' : 'ok';

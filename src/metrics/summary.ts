@@ -6,7 +6,7 @@ import {
   type RequestRecord,
 } from '../record.js';
 import { LATENCY_KEYS, METRICS, type RunNumbers } from './catalog.js';
-import { assessClientHealth, type ClientHealth } from './clientHealth.js';
+import { assessClientHealth, type ClientHealth, clientHealthAdvice } from './clientHealth.js';
 import {
   type Distribution,
   PERCENTILES,
@@ -502,7 +502,7 @@ export class SummaryBuilder {
     if (summary.clientHealth?.clientLimited) {
       warnings.push({
         code: 'client_limited',
-        message: `the client may have limited this run (${summary.clientHealth.reasons.join('; ')}); use more workers or another machine`,
+        message: `the client may have limited this run (${summary.clientHealth.reasons.join('; ')}); ${clientHealthAdvice(summary.clientHealth)}`,
       });
     }
     const coalesced = summary.clientHealth?.coalescedEventShare ?? 0;

@@ -2,6 +2,7 @@ import pc from 'picocolors';
 import {
   CLIENT_HEALTH_LIMITS,
   type ClientHealth,
+  clientHealthAdvice,
   clientHealthVerdict,
 } from '../metrics/clientHealth.js';
 import type { Distribution } from '../metrics/distribution.js';
@@ -204,7 +205,7 @@ export function renderTerminalSummary(summary: RunSummary, options: TerminalOpti
   if (summary.clientHealth?.clientLimited) {
     lines.push(
       c.red(
-        `CLIENT-LIMITED: ${summary.clientHealth.reasons.join('; ')}. Use more --workers or another machine.`,
+        `CLIENT-LIMITED: ${summary.clientHealth.reasons.join('; ')}; ${clientHealthAdvice(summary.clientHealth)}.`,
       ),
     );
   }

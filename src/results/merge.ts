@@ -193,7 +193,8 @@ export async function mergeShards(shards: ShardRun[], out: string): Promise<Save
     plan: withoutKeys(first.plan, ['shard']),
     execution: {
       shards: shards.length,
-      workers: shards.reduce((n, s) => n + (s.manifest.execution?.workers ?? 1), 0),
+      // Engine threads: an in-thread shard (workers 0) sends from its one thread.
+      workers: shards.reduce((n, s) => n + Math.max(1, s.manifest.execution?.workers ?? 1), 0),
     },
     merged: shards.map((s) => ({
       dir: s.dir,
