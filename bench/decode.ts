@@ -4,10 +4,14 @@
  * the stream is ended and settled (finish). Streams are shaped like real servers' (vLLM chat and
  * completions, vLLM with continuous usage stats, SGLang, llama.cpp with its final `timings`),
  * with tokens carrying escapes (`\n`, `\"`) and non-ASCII text now and then, and arrive in reads
- * of 1 event or of 8 events. Prints nanoseconds per event (median of the repeats, and range).
+ * of 1 event or of 8 events. Prints CPU nanoseconds per event (median of the repeats, and range).
  *
  *   node --import tsx bench/decode.ts [--tokens 128] [--seconds 1] [--repeats 5] [--shape NAME]
  *   node --cpu-prof --cpu-prof-dir=/tmp/prof --import tsx bench/decode.ts --shape vllm-chat
+ *
+ * `--streams N` decodes exactly N streams of each shape and read size and prints only the events
+ * decoded, for counting instructions where timings are too noisy (a shared machine): the
+ * difference between `valgrind --tool=callgrind` totals at N and at 0, over the events.
  */
 import { parseArgs } from 'node:util';
 import { openaiBackend } from '../src/backends/openai.js';
@@ -19,6 +23,7 @@ const { values } = parseArgs({
     seconds: { type: 'string', default: '1' },
     repeats: { type: 'string', default: '5' },
     shape: { type: 'string' },
+    streams: { type: 'string' },
   },
 });
 const TOKENS = Number(values.tokens);
@@ -185,65 +190,87 @@ function reads(events: string[], perRead: number): string[] {
   return out;
 }
 
-/** Decodes whole streams for about `seconds`; returns nanoseconds per event. */
-function measure(shape: Shape, chunks: string[], events: number, seconds: number): number {
-  const options: BackendOptions = {
-    endpoint: shape.endpoint,
-    model: MODEL,
-    temperature: 0,
-    ignoreEos: true,
-    continuousUsageStats: false,
+/** Options and request of every stream decoded. */
+function request(shape: Shape): { options: BackendOptions; spec: RequestSpec } {
+  return {
+    options: {
+      endpoint: shape.endpoint,
+      model: MODEL,
+      temperature: 0,
+      ignoreEos: true,
+      continuousUsageStats: false,
+    },
+    spec: { prompt: 'p', requestedInputTokens: 128, requestedOutputTokens: TOKENS },
   };
-  const spec: RequestSpec = {
-    prompt: 'p',
-    requestedInputTokens: 128,
-    requestedOutputTokens: TOKENS,
-  };
-  let streams = 0;
-  let checksum = 0;
-  const start = process.hrtime.bigint();
-  const deadline = start + BigInt(Math.round(seconds * 1e9));
-  let now = start;
-  while (now < deadline) {
-    for (let s = 0; s < 50; s++) {
-      const decoder = openaiBackend.decoder(0, options, spec);
-      let atUs = 1000;
-      for (const chunk of chunks) {
-        atUs += 10;
-        decoder.feed(chunk, atUs);
-      }
-      decoder.end(atUs);
-      const decoded = decoder.finish();
-      if (decoder.fault) throw new Error(`${decoder.fault.kind}: ${decoder.fault.message}`);
-      checksum += decoded.outputTokens;
+}
+
+/** Decodes `count` whole streams, as http.ts feeds them; returns the output tokens decoded. */
+function decode(shape: Shape, chunks: string[], count: number): number {
+  const { options, spec } = request(shape);
+  let tokens = 0;
+  for (let s = 0; s < count; s++) {
+    const decoder = openaiBackend.decoder(0, options, spec);
+    let atUs = 1000;
+    for (const chunk of chunks) {
+      atUs += 10;
+      decoder.feed(chunk, atUs);
     }
-    streams += 50;
-    now = process.hrtime.bigint();
+    decoder.end(atUs);
+    const decoded = decoder.finish();
+    if (decoder.fault) throw new Error(`${decoder.fault.kind}: ${decoder.fault.message}`);
+    tokens += decoded.outputTokens;
   }
-  if (checksum !== streams * TOKENS) throw new Error(`decoded ${checksum} tokens`);
-  return Number(now - start) / (streams * events);
+  if (tokens !== count * TOKENS) throw new Error(`decoded ${tokens} tokens`);
+  return tokens;
+}
+
+/** Decodes whole streams for about `seconds` of CPU; returns CPU nanoseconds per event. */
+function measure(shape: Shape, chunks: string[], events: number, seconds: number): number {
+  let streams = 0;
+  // CPU time, not wall time: on a shared machine the process waits for a core now and then.
+  const start = process.cpuUsage();
+  let ns = 0;
+  while (ns < seconds * 1e9) {
+    decode(shape, chunks, 50);
+    streams += 50;
+    const used = process.cpuUsage(start);
+    ns = (used.user + used.system) * 1000;
+  }
+  return ns / (streams * events);
 }
 
 const names = values.shape ? [values.shape] : Object.keys(SHAPES);
-console.log(`ns per event, ${TOKENS}-token answers, median of ${REPEATS} (range)`);
-console.log(
-  `${'stream'.padEnd(18)} ${'1 event/read'.padStart(22)} ${'8 events/read'.padStart(22)}`,
-);
-for (const name of names) {
+const shapes = names.map((name) => {
   const shape = SHAPES[name];
   if (!shape) throw new Error(`no shape ${name}: ${Object.keys(SHAPES).join(', ')}`);
-  const events = shape.events(TOKENS);
-  const cells: string[] = [];
-  for (const perRead of [1, 8]) {
-    const chunks = reads(events, perRead);
-    measure(shape, chunks, events.length, Math.min(0.3, SECONDS)); // warm-up
-    const ns: number[] = [];
-    for (let r = 0; r < REPEATS; r++) ns.push(measure(shape, chunks, events.length, SECONDS));
-    ns.sort((a, b) => a - b);
-    const median = ns[Math.floor(ns.length / 2)];
-    cells.push(
-      `${median.toFixed(0)} (${ns[0].toFixed(0)}-${ns[ns.length - 1].toFixed(0)})`.padStart(22),
-    );
+  return { name, shape, events: shape.events(TOKENS) };
+});
+if (values.streams !== undefined) {
+  let events = 0;
+  for (const { shape, events: all } of shapes) {
+    for (const perRead of [1, 8]) {
+      decode(shape, reads(all, perRead), Number(values.streams));
+      events += Number(values.streams) * all.length;
+    }
   }
-  console.log(`${name.padEnd(18)} ${cells.join(' ')}`);
+  console.log(`${events} events decoded`);
+} else {
+  console.log(`CPU ns per event, ${TOKENS}-token answers, median of ${REPEATS} (range)`);
+  console.log(
+    `${'stream'.padEnd(18)} ${'1 event/read'.padStart(22)} ${'8 events/read'.padStart(22)}`,
+  );
+  for (const { name, shape, events } of shapes) {
+    const cells: string[] = [];
+    for (const perRead of [1, 8]) {
+      const chunks = reads(events, perRead);
+      measure(shape, chunks, events.length, Math.min(0.3, SECONDS)); // warm-up
+      const ns: number[] = [];
+      for (let r = 0; r < REPEATS; r++) ns.push(measure(shape, chunks, events.length, SECONDS));
+      ns.sort((a, b) => a - b);
+      const median = ns[Math.floor(ns.length / 2)];
+      const range = `${median.toFixed(0)} (${ns[0].toFixed(0)}-${ns[ns.length - 1].toFixed(0)})`;
+      cells.push(range.padStart(22));
+    }
+    console.log(`${name.padEnd(18)} ${cells.join(' ')}`);
+  }
 }

@@ -1,0 +1,447 @@
+import type { Timeline } from './timeline.js';
+
+/**
+ * A field scanner for the common OpenAI streaming chunks (vLLM, SGLang, TGI, llama.cpp): reads
+ * a chunk's JSON text in place, without building its objects, and records on the timeline
+ * exactly what `JSON.parse` and openai.ts `parseChunk` would. It knows the chunk's shape:
+ * top-level fields, `choices` with one choice (its `delta` object with `content`,
+ * `reasoning_content`, `reasoning` as strings or null and `tool_calls` null or empty, or its
+ * `text`; `finish_reason` a string or null) and `usage` (null, or plain integer or null counts
+ * with `completion_tokens_details` null). Every other field must hold a string, number,
+ * boolean or null, which it checks as JSON.parse would and skips. Anything else (a nested value
+ * it does not know, several choices, a key written twice or with an escape, `error`,
+ * `timings`, counts that are not plain integers, JSON.parse's own errors) returns false having
+ * changed nothing, and the full path reads the chunk: test/unit/backends/decoder-fast-path.test.ts
+ * holds the two to the same result.
+ */
+
+const TAB = 9;
+const LF = 10;
+const CR = 13;
+const SPACE = 32;
+const QUOTE = 34;
+const PLUS = 43;
+const COMMA = 44;
+const MINUS = 45;
+const DOT = 46;
+const SLASH = 47;
+const ZERO = 48;
+const NINE = 57;
+const COLON = 58;
+const UPPER_E = 69;
+const LEFT_BRACKET = 91;
+const BACKSLASH = 92;
+const RIGHT_BRACKET = 93;
+const LOWER_E = 101;
+const LEFT_BRACE = 123;
+const RIGHT_BRACE = 125;
+
+// Keys met, as bits: one written twice is the full path's to judge.
+const CHOICES = 1;
+const USAGE = 2;
+const DELTA = 4;
+const TEXT = 8;
+const FINISH = 16;
+const CONTENT = 32;
+const REASONING_CONTENT = 64;
+const REASONING = 128;
+const TOOL_CALLS = 256;
+const COMPLETION_TOKENS = 512;
+const PROMPT_TOKENS = 1024;
+const DETAILS = 2048;
+// The string fields kept, by slot.
+const CONTENT_SLOT = 0;
+const REASONING_CONTENT_SLOT = 1;
+const REASONING_SLOT = 2;
+const FINISH_SLOT = 3;
+
+// The kinds of object `object` reads, for its members.
+const TOP = 0;
+const CHOICE = 1;
+const DELTA_OBJECT = 2;
+const USAGE_OBJECT = 3;
+
+/**
+ * One scan at a time reads `text[pos, end)`; the state lives in one object reused for every
+ * chunk, so an event costs no objects.
+ */
+class ChunkScanner {
+  text = '';
+  pos = 0;
+  end = 0;
+  chat = false;
+  /** The last string read: `text[strStart, strEnd)` between its quotes, its length once decoded. */
+  strStart = 0;
+  strEnd = 0;
+  strChars = 0;
+  strEscaped = false;
+  /** The last number read, or -1 when it was not a plain integer of at most 15 digits. */
+  numValue = -1;
+  /** Keys met (bits): one written twice is the full path's to judge. */
+  seen = 0;
+  /** The strings found, by the bit of their key (CONTENT also stands for a completion's `text`). */
+  strings = 0;
+  choicesEmpty = false;
+  usageObject = false;
+  completionTokens = -1;
+  promptTokens = -1;
+  /** One slot per string field kept: where it is, its decoded length, whether it holds escapes. */
+  readonly slotStart = [0, 0, 0, 0];
+  readonly slotEnd = [0, 0, 0, 0];
+  readonly slotChars = [0, 0, 0, 0];
+  readonly slotEscaped = [false, false, false, false];
+
+  scan(chat: boolean, text: string, start: number, end: number, t: Timeline): boolean {
+    this.text = text;
+    this.pos = start;
+    this.end = end;
+    this.chat = chat;
+    this.seen = 0;
+    this.strings = 0;
+    this.choicesEmpty = false;
+    this.usageObject = false;
+    this.completionTokens = -1;
+    this.promptTokens = -1;
+    this.skipSpace();
+    let ok = this.at() === LEFT_BRACE && this.object(TOP);
+    if (ok) {
+      this.skipSpace();
+      ok = this.pos === end;
+    }
+    if (ok) this.apply(t);
+    this.text = '';
+    return ok;
+  }
+
+  /** Records what parseChunk would from a chunk the scan read whole. */
+  private apply(t: Timeline): void {
+    const strings = this.strings;
+    if (strings & FINISH) {
+      const reason = this.slotText(FINISH_SLOT);
+      t.finishReason = reason;
+      if (reason !== '') t.markComplete();
+    }
+    let cumulative: number | undefined;
+    if (this.usageObject) {
+      const completion = this.completionTokens >= 0 ? this.completionTokens : undefined;
+      cumulative = t.setCompletionTotal(completion, 'usage.completion_tokens');
+      const prompt = this.promptTokens >= 0 ? this.promptTokens : undefined;
+      const input = t.count(prompt, 'usage.prompt_tokens', 'input');
+      if (input !== undefined) t.promptTokens = input;
+      if (this.choicesEmpty) t.markComplete();
+    }
+    const contentChars = strings & CONTENT ? this.slotChars[CONTENT_SLOT] : 0;
+    if (t.capture && contentChars > 0) t.capture.content += this.slotText(CONTENT_SLOT);
+    const reasoningChars =
+      strings & REASONING_CONTENT
+        ? this.slotChars[REASONING_CONTENT_SLOT]
+        : strings & REASONING
+          ? this.slotChars[REASONING_SLOT]
+          : 0;
+    t.record(contentChars, reasoningChars, 0, undefined, cumulative);
+  }
+
+  /** The decoded text of a string slot. */
+  private slotText(slot: number): string {
+    const quoted = this.text.slice(this.slotStart[slot] - 1, this.slotEnd[slot] + 1);
+    return this.slotEscaped[slot] ? (JSON.parse(quoted) as string) : quoted.slice(1, -1);
+  }
+
+  /** Marks a key met; false when it was met before. */
+  private first(bit: number): boolean {
+    if (this.seen & bit) return false;
+    this.seen |= bit;
+    return true;
+  }
+
+  /** Reads `{...}` from its brace; each member's value goes to the reader of `kind`. */
+  private object(kind: number): boolean {
+    this.pos++;
+    this.skipSpace();
+    if (this.at() === RIGHT_BRACE) {
+      this.pos++;
+      return true;
+    }
+    for (;;) {
+      if (!this.string() || this.strEscaped) return false;
+      this.skipSpace();
+      if (this.at() !== COLON) return false;
+      this.pos++;
+      this.skipSpace();
+      const ok =
+        kind === TOP
+          ? this.topMember()
+          : kind === CHOICE
+            ? this.choiceMember()
+            : kind === DELTA_OBJECT
+              ? this.deltaMember()
+              : this.usageMember();
+      if (!ok) return false;
+      this.skipSpace();
+      const c = this.at();
+      this.pos++;
+      if (c === RIGHT_BRACE) return true;
+      if (c !== COMMA) return false;
+      this.skipSpace();
+    }
+  }
+
+  private topMember(): boolean {
+    if (this.isKey('choices')) return this.first(CHOICES) && this.choices();
+    if (this.isKey('usage')) return this.first(USAGE) && this.usage();
+    if (this.isKey('error') || this.isKey('timings')) return false;
+    return this.primitive();
+  }
+
+  private choices(): boolean {
+    if (this.at() !== LEFT_BRACKET) return false;
+    this.pos++;
+    this.skipSpace();
+    if (this.at() === RIGHT_BRACKET) {
+      this.pos++;
+      this.choicesEmpty = true;
+      return true;
+    }
+    if (this.at() !== LEFT_BRACE || !this.object(CHOICE)) return false;
+    this.skipSpace();
+    if (this.at() !== RIGHT_BRACKET) return false;
+    this.pos++;
+    return true;
+  }
+
+  private choiceMember(): boolean {
+    if (this.chat && this.isKey('delta')) {
+      return this.first(DELTA) && this.at() === LEFT_BRACE && this.object(DELTA_OBJECT);
+    }
+    if (!this.chat && this.isKey('text')) {
+      return this.first(TEXT) && this.stringOrNull(CONTENT_SLOT, CONTENT);
+    }
+    if (this.isKey('finish_reason')) {
+      return this.first(FINISH) && this.stringOrNull(FINISH_SLOT, FINISH);
+    }
+    return this.primitive();
+  }
+
+  private deltaMember(): boolean {
+    if (this.isKey('content'))
+      return this.first(CONTENT) && this.stringOrNull(CONTENT_SLOT, CONTENT);
+    if (this.isKey('reasoning_content')) {
+      return (
+        this.first(REASONING_CONTENT) &&
+        this.stringOrNull(REASONING_CONTENT_SLOT, REASONING_CONTENT)
+      );
+    }
+    if (this.isKey('reasoning')) {
+      return this.first(REASONING) && this.stringOrNull(REASONING_SLOT, REASONING);
+    }
+    if (this.isKey('tool_calls')) {
+      return this.first(TOOL_CALLS) && (this.literal('null') || this.emptyArray());
+    }
+    return this.primitive();
+  }
+
+  private usage(): boolean {
+    if (this.literal('null')) return true;
+    if (this.at() !== LEFT_BRACE) return false;
+    this.usageObject = true;
+    return this.object(USAGE_OBJECT);
+  }
+
+  private usageMember(): boolean {
+    if (this.isKey('completion_tokens')) {
+      if (!this.first(COMPLETION_TOKENS)) return false;
+      if (this.literal('null')) return true;
+      if (!this.plainCount()) return false;
+      this.completionTokens = this.numValue;
+      return true;
+    }
+    if (this.isKey('prompt_tokens')) {
+      if (!this.first(PROMPT_TOKENS)) return false;
+      if (this.literal('null')) return true;
+      if (!this.plainCount()) return false;
+      this.promptTokens = this.numValue;
+      return true;
+    }
+    if (this.isKey('completion_tokens_details')) return this.first(DETAILS) && this.literal('null');
+    return this.primitive();
+  }
+
+  /** A string kept in `slot` (its key's bit set in `strings`), or null (no string: ignored). */
+  private stringOrNull(slot: number, bit: number): boolean {
+    if (this.literal('null')) return true;
+    if (!this.string()) return false;
+    this.slotStart[slot] = this.strStart;
+    this.slotEnd[slot] = this.strEnd;
+    this.slotChars[slot] = this.strChars;
+    this.slotEscaped[slot] = this.strEscaped;
+    this.strings |= bit;
+    return true;
+  }
+
+  private plainCount(): boolean {
+    const c = this.at();
+    return (c === MINUS || isDigit(c)) && this.number() && this.numValue >= 0;
+  }
+
+  private emptyArray(): boolean {
+    if (this.at() !== LEFT_BRACKET) return false;
+    this.pos++;
+    this.skipSpace();
+    if (this.at() !== RIGHT_BRACKET) return false;
+    this.pos++;
+    return true;
+  }
+
+  /** Skips a string, number, true, false or null; false for anything else. */
+  private primitive(): boolean {
+    const c = this.at();
+    if (c === QUOTE) return this.string();
+    if (c === MINUS || isDigit(c)) return this.number();
+    return this.literal('null') || this.literal('true') || this.literal('false');
+  }
+
+  /** The last string read is the key `name`. */
+  private isKey(name: string): boolean {
+    return this.strEnd - this.strStart === name.length && this.text.startsWith(name, this.strStart);
+  }
+
+  private literal(word: string): boolean {
+    if (this.end - this.pos < word.length || !this.text.startsWith(word, this.pos)) return false;
+    this.pos += word.length;
+    return true;
+  }
+
+  /** Reads a string from its quote as JSON.parse accepts it (escapes, no control characters). */
+  private string(): boolean {
+    const text = this.text;
+    const end = this.end;
+    const start = this.pos;
+    if (start >= end || text.charCodeAt(start) !== QUOTE) return false;
+    let i = start + 1;
+    let chars = 0;
+    let escaped = false;
+    for (;;) {
+      if (i >= end) return false;
+      const c = text.charCodeAt(i);
+      if (c === QUOTE) break;
+      if (c < SPACE) return false;
+      if (c === BACKSLASH) {
+        escaped = true;
+        const e = i + 1 < end ? text.charCodeAt(i + 1) : -1;
+        if (e === 117) {
+          // \uXXXX: one UTF-16 unit, whatever it is (a lone surrogate too, as JSON.parse gives it).
+          if (i + 6 > end) return false;
+          for (let h = i + 2; h < i + 6; h++) if (!isHex(text.charCodeAt(h))) return false;
+          i += 6;
+        } else if (isEscape(e)) i += 2;
+        else return false;
+      } else i++;
+      chars++;
+    }
+    this.strStart = start + 1;
+    this.strEnd = i;
+    this.strChars = chars;
+    this.strEscaped = escaped;
+    this.pos = i + 1;
+    return true;
+  }
+
+  /** Reads a number as JSON's grammar has it; `numValue` is its value when a plain integer. */
+  private number(): boolean {
+    let plain = true;
+    if (this.at() === MINUS) {
+      plain = false;
+      this.pos++;
+    }
+    let value = 0;
+    let digits = 0;
+    if (this.at() === ZERO) {
+      this.pos++;
+      digits = 1;
+    } else if (isDigit(this.at())) {
+      for (let c = this.at(); isDigit(c); c = this.at()) {
+        value = value * 10 + (c - ZERO);
+        digits++;
+        this.pos++;
+      }
+    } else return false;
+    if (this.at() === DOT) {
+      plain = false;
+      this.pos++;
+      if (!this.digits()) return false;
+    }
+    const e = this.at();
+    if (e === LOWER_E || e === UPPER_E) {
+      plain = false;
+      this.pos++;
+      const sign = this.at();
+      if (sign === PLUS || sign === MINUS) this.pos++;
+      if (!this.digits()) return false;
+    }
+    this.numValue = plain && digits <= 15 ? value : -1;
+    return true;
+  }
+
+  /** At least one digit, skipped. */
+  private digits(): boolean {
+    if (!isDigit(this.at())) return false;
+    while (isDigit(this.at())) this.pos++;
+    return true;
+  }
+
+  private skipSpace(): void {
+    const text = this.text;
+    const end = this.end;
+    let i = this.pos;
+    while (i < end) {
+      const c = text.charCodeAt(i);
+      if (c !== SPACE && c !== TAB && c !== LF && c !== CR) break;
+      i++;
+    }
+    this.pos = i;
+  }
+
+  /** The character at `pos`, or -1 past the end. */
+  private at(): number {
+    return this.pos < this.end ? this.text.charCodeAt(this.pos) : -1;
+  }
+}
+
+const scanner = new ChunkScanner();
+
+/** Scans a chat chunk (`choices[0].delta`); see the module's comment. */
+export function scanChatChunk(text: string, start: number, end: number, t: Timeline): boolean {
+  return scanner.scan(true, text, start, end, t);
+}
+
+/** Scans a completions chunk (`choices[0].text`); see the module's comment. */
+export function scanCompletionChunk(
+  text: string,
+  start: number,
+  end: number,
+  t: Timeline,
+): boolean {
+  return scanner.scan(false, text, start, end, t);
+}
+
+function isDigit(c: number): boolean {
+  return c >= ZERO && c <= NINE;
+}
+
+function isHex(c: number): boolean {
+  return isDigit(c) || (c >= 65 && c <= 70) || (c >= 97 && c <= 102);
+}
+
+/** The characters after a backslash that JSON allows, besides `u`. */
+function isEscape(c: number): boolean {
+  return (
+    c === QUOTE ||
+    c === BACKSLASH ||
+    c === SLASH ||
+    c === 98 || // b
+    c === 102 || // f
+    c === 110 || // n
+    c === 114 || // r
+    c === 116 // t
+  );
+}
