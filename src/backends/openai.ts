@@ -1,6 +1,6 @@
 import type { ServerTiming } from '../record.js';
 import { createDecoder, inStreamError, type StreamProtocol } from './decoder.js';
-import { scanChatChunk, scanCompletionChunk } from './openaiScan.js';
+import { openaiChunkScanner } from './openaiScan.js';
 import { firstListedModel, outputTokenLimit, withExtraBody } from './request.js';
 import { type DecodedStream, type StreamFault, Timeline } from './timeline.js';
 import type { Backend, BackendOptions, Endpoint, RequestSpec } from './types.js';
@@ -177,7 +177,7 @@ export function openaiStreamProtocol(endpoint: Endpoint): StreamProtocol {
   return {
     framing: 'sse',
     parse: parseChunk(chat),
-    scan: chat ? scanChatChunk : scanCompletionChunk,
+    scan: openaiChunkScanner(chat),
     endMarker: '[DONE] or a finish_reason',
   };
 }

@@ -1,3 +1,4 @@
+import type { MessageScanner } from './decoder.js';
 import type { Timeline } from './timeline.js';
 
 /**
@@ -143,8 +144,16 @@ class ChunkScanner {
 
   /** The decoded text of a string slot. */
   private slotText(slot: number): string {
-    const quoted = this.text.slice(this.slotStart[slot] - 1, this.slotEnd[slot] + 1);
-    return this.slotEscaped[slot] ? (JSON.parse(quoted) as string) : quoted.slice(1, -1);
+    return stringText(this.text, this.slotStart[slot], this.slotEnd[slot], this.slotEscaped[slot]);
+  }
+
+  /**
+   * Where the chunk just scanned carries its text when a chunk that differs from it only in
+   * that text would record nothing else: `[start, end)` of its content string, or undefined.
+   */
+  contentOnly(): { start: number; end: number } | undefined {
+    if (this.strings !== CONTENT || this.usageObject) return undefined;
+    return { start: this.slotStart[CONTENT_SLOT], end: this.slotEnd[CONTENT_SLOT] };
   }
 
   /** Marks a key met; false when it was met before. */
@@ -313,37 +322,44 @@ class ChunkScanner {
 
   /** Reads a string from its quote as JSON.parse accepts it (escapes, no control characters). */
   private string(): boolean {
-    const text = this.text;
-    const end = this.end;
-    const start = this.pos;
-    if (start >= end || text.charCodeAt(start) !== QUOTE) return false;
-    let i = start + 1;
+    if (this.at() !== QUOTE) return false;
+    const close = this.stringBody(this.text, this.pos + 1, this.end);
+    if (close < 0) return false;
+    this.strStart = this.pos + 1;
+    this.strEnd = close;
+    this.pos = close + 1;
+    return true;
+  }
+
+  /**
+   * Reads a string's characters from `from` to its closing quote, whose index it returns (-1:
+   * none, or not a JSON string); `strChars` and `strEscaped` then describe it.
+   */
+  stringBody(text: string, from: number, end: number): number {
+    let i = from;
     let chars = 0;
     let escaped = false;
     for (;;) {
-      if (i >= end) return false;
+      if (i >= end) return -1;
       const c = text.charCodeAt(i);
       if (c === QUOTE) break;
-      if (c < SPACE) return false;
+      if (c < SPACE) return -1;
       if (c === BACKSLASH) {
         escaped = true;
         const e = i + 1 < end ? text.charCodeAt(i + 1) : -1;
         if (e === 117) {
           // \uXXXX: one UTF-16 unit, whatever it is (a lone surrogate too, as JSON.parse gives it).
-          if (i + 6 > end) return false;
-          for (let h = i + 2; h < i + 6; h++) if (!isHex(text.charCodeAt(h))) return false;
+          if (i + 6 > end) return -1;
+          for (let h = i + 2; h < i + 6; h++) if (!isHex(text.charCodeAt(h))) return -1;
           i += 6;
         } else if (isEscape(e)) i += 2;
-        else return false;
+        else return -1;
       } else i++;
       chars++;
     }
-    this.strStart = start + 1;
-    this.strEnd = i;
     this.strChars = chars;
     this.strEscaped = escaped;
-    this.pos = i + 1;
-    return true;
+    return i;
   }
 
   /** Reads a number as JSON's grammar has it; `numValue` is its value when a plain integer. */
@@ -409,19 +425,43 @@ class ChunkScanner {
 
 const scanner = new ChunkScanner();
 
-/** Scans a chat chunk (`choices[0].delta`); see the module's comment. */
-export function scanChatChunk(text: string, start: number, end: number, t: Timeline): boolean {
-  return scanner.scan(true, text, start, end, t);
+/**
+ * The scanner of one stream's chunks (chat: `choices[0].delta`, else `choices[0].text`). A
+ * server writes the chunks of one answer alike but for their text, so the first chunk that
+ * carries only content (no finish reason, no usage) becomes a template: a later chunk that is
+ * the template's text before the content string, a valid string, and the template's text after
+ * it parses to the same fields but its content, and is read by comparing the two texts and
+ * scanning the string alone. Any other chunk is scanned whole (and may become the template).
+ */
+export function openaiChunkScanner(chat: boolean): MessageScanner {
+  let head = '';
+  let tail = '';
+  return (text, start, end, t) => {
+    if (head !== '' && text.startsWith(head, start)) {
+      const from = start + head.length;
+      const close = scanner.stringBody(text, from, end);
+      if (close >= 0 && end - close === tail.length && text.startsWith(tail, close)) {
+        const chars = scanner.strChars;
+        if (t.capture && chars > 0) {
+          t.capture.content += stringText(text, from, close, scanner.strEscaped);
+        }
+        t.record(chars, 0, 0);
+        return true;
+      }
+    }
+    if (!scanner.scan(chat, text, start, end, t)) return false;
+    const content = scanner.contentOnly();
+    if (content) {
+      head = text.slice(start, content.start);
+      tail = text.slice(content.end, end);
+    }
+    return true;
+  };
 }
 
-/** Scans a completions chunk (`choices[0].text`); see the module's comment. */
-export function scanCompletionChunk(
-  text: string,
-  start: number,
-  end: number,
-  t: Timeline,
-): boolean {
-  return scanner.scan(false, text, start, end, t);
+/** The text of the JSON string whose characters are `text[start, end)`. */
+function stringText(text: string, start: number, end: number, escaped: boolean): string {
+  return escaped ? (JSON.parse(text.slice(start - 1, end + 1)) as string) : text.slice(start, end);
 }
 
 function isDigit(c: number): boolean {

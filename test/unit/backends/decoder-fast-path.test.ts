@@ -4,7 +4,7 @@ import { createParser } from 'eventsource-parser';
 import fc from 'fast-check';
 import { createDecoder } from '../../../src/backends/decoder.js';
 import { openaiStreamProtocol } from '../../../src/backends/openai.js';
-import { scanChatChunk, scanCompletionChunk } from '../../../src/backends/openaiScan.js';
+import { openaiChunkScanner } from '../../../src/backends/openaiScan.js';
 import { SseFramer } from '../../../src/backends/sse.js';
 import { Timeline } from '../../../src/backends/timeline.js';
 import type { Endpoint } from '../../../src/backends/types.js';
@@ -204,11 +204,40 @@ const eventData = (endpoint: Endpoint) =>
       }),
   );
 
+/** A chunk's texts (`content`, `text`) replaced by `value`. */
+function withText(json: Json, value: string): Json {
+  if (json === null || typeof json !== 'object') return json;
+  if (Array.isArray(json)) return json.map((j) => withText(j, value));
+  if ('raw' in json) return json;
+  return obj(
+    json.entries.map(([k, v]) => [
+      k,
+      (k === 'content' || k === 'text') && typeof v === 'string' ? value : withText(v, value),
+    ]),
+  );
+}
+
+/** Chunks alike but for their text, as a server writes one answer's tokens. */
+const alike = (endpoint: Endpoint) =>
+  fc
+    .tuple(chunk(endpoint), fc.array(text, { minLength: 2, maxLength: 6 }), fc.boolean())
+    .map(([c, texts, escapeAll]) =>
+      texts.map((t) => write(withText(c, t), { space: '', escapeAll })),
+    );
+
 /** An SSE body of those events, cut into reads at arbitrary points, maybe cut short. */
 const stream = (endpoint: Endpoint) =>
   fc
     .tuple(
-      fc.array(eventData(endpoint), { maxLength: 8 }),
+      fc
+        .array(
+          fc.oneof(
+            eventData(endpoint).map((d) => [d]),
+            alike(endpoint),
+          ),
+          { maxLength: 5 },
+        )
+        .map((runs) => runs.flat()),
       fc.array(fc.nat(), { maxLength: 10 }),
       fc.boolean(),
     )
@@ -292,10 +321,11 @@ describe('OpenAI field scanner', () => {
       '{"id":"c","choices":[],"usage":{"prompt_tokens":12,"completion_tokens":128,"total_tokens":140}}',
       ' { "choices" : [ { "delta" : { "reasoning" : "hmm" } } ] } ',
     ];
+    const scanChatChunk = openaiChunkScanner(true);
     for (const data of common) assert.equal(scanChatChunk(data, 0, data.length, t), true, data);
     const completion =
       '{"choices":[{"index":0,"text":" w","logprobs":null,"finish_reason":null,"stop_reason":null}]}';
-    assert.equal(scanCompletionChunk(completion, 0, completion.length, t), true);
+    assert.equal(openaiChunkScanner(false)(completion, 0, completion.length, t), true);
     const events = t.eventCount;
     const unusual = [
       '{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"name":"f"}}]}}]}',
