@@ -204,25 +204,42 @@ const eventData = (endpoint: Endpoint) =>
       }),
   );
 
-/** A chunk's texts (`content`, `text`) replaced by `value`. */
-function withText(json: Json, value: string): Json {
+/** A chunk's texts (`content`, `text`) replaced by `value`, and its numbers by `number`. */
+function withValues(json: Json, value: string, number: Json): Json {
   if (json === null || typeof json !== 'object') return json;
-  if (Array.isArray(json)) return json.map((j) => withText(j, value));
+  if (Array.isArray(json)) return json.map((j) => withValues(j, value, number));
   if ('raw' in json) return json;
   return obj(
-    json.entries.map(([k, v]) => [
-      k,
-      (k === 'content' || k === 'text') && typeof v === 'string' ? value : withText(v, value),
-    ]),
+    json.entries.map(([k, v]): [string, Json] => {
+      if ((k === 'content' || k === 'text') && typeof v === 'string') return [k, value];
+      if (typeof v === 'number' || (v !== null && typeof v === 'object' && 'raw' in v)) {
+        return [k, number];
+      }
+      return [k, withValues(v, value, number)];
+    }),
   );
 }
 
-/** Chunks alike but for their text, as a server writes one answer's tokens. */
+/**
+ * Chunks alike but for their text and numbers, as a server writes one answer's tokens (now and
+ * then a count the scanner leaves, or text after the chunk).
+ */
 const alike = (endpoint: Endpoint) =>
   fc
-    .tuple(chunk(endpoint), fc.array(text, { minLength: 2, maxLength: 6 }), fc.boolean())
-    .map(([c, texts, escapeAll]) =>
-      texts.map((t) => write(withText(c, t), { space: '', escapeAll })),
+    .tuple(
+      chunk(endpoint),
+      fc.array(fc.tuple(text, fc.oneof({ weight: 4, arbitrary: fc.constant(7) }, count)), {
+        minLength: 2,
+        maxLength: 6,
+      }),
+      fc.boolean(),
+      fc.constantFrom('', '', '', ' x', ' '),
+    )
+    .map(([c, values, escapeAll, after]) =>
+      values.map(([t, n], i) => {
+        const json = write(withValues(c, t, n), { space: '', escapeAll });
+        return i === values.length - 1 ? json + after : json;
+      }),
     );
 
 /** An SSE body of those events, cut into reads at arbitrary points, maybe cut short. */
