@@ -53,6 +53,11 @@ const usage = (completion: number) => ({
   completion_tokens: completion,
 });
 
+/** The usage-only chunk (`stream_options.include_usage`) and `[DONE]` that end a stream. */
+function usageAndDone(head: object, tokens: number): string[] {
+  return [sse({ ...head, choices: [], usage: usage(tokens) }), 'data: [DONE]\n\n'];
+}
+
 /** vLLM's chat stream (serving_chat.py): a role-only first event, finish on the last, usage. */
 function vllmChat(continuous: boolean): Shape {
   return {
@@ -70,9 +75,7 @@ function vllmChat(continuous: boolean): Shape {
       for (let i = 0; i < tokens; i++) {
         out.push(chunk({ content: tokenText(i) }, i === tokens - 1 ? 'length' : null, i + 1));
       }
-      out.push(sse({ ...head, model: MODEL, choices: [], usage: usage(tokens) }));
-      out.push('data: [DONE]\n\n');
-      return out;
+      return [...out, ...usageAndDone({ ...head, model: MODEL }, tokens)];
     },
   };
 }
@@ -100,9 +103,7 @@ const vllmCompletions: Shape = {
         }),
       );
     }
-    out.push(sse({ ...head, choices: [], usage: usage(tokens) }));
-    out.push('data: [DONE]\n\n');
-    return out;
+    return [...out, ...usageAndDone(head, tokens)];
   },
 };
 
@@ -136,9 +137,7 @@ const sglangChat: Shape = {
         }),
       );
     }
-    out.push(sse({ ...head, model: MODEL, choices: [], usage: usage(tokens) }));
-    out.push('data: [DONE]\n\n');
-    return out;
+    return [...out, ...usageAndDone({ ...head, model: MODEL }, tokens)];
   },
 };
 

@@ -332,19 +332,13 @@ class ChunkScanner {
 
   private usageMember(): boolean {
     if (this.isKey('completion_tokens')) {
-      if (!this.first(COMPLETION_TOKENS)) return false;
-      if (this.literal('null')) return true;
-      if (!this.plainCount()) return false;
-      this.completionTokens = this.numValue;
-      this.holeKind[this.holeKind.length - 1] = COMPLETION_HOLE;
+      if (!this.first(COMPLETION_TOKENS) || !this.countOrNull(COMPLETION_HOLE)) return false;
+      if (this.numValue >= 0) this.completionTokens = this.numValue;
       return true;
     }
     if (this.isKey('prompt_tokens')) {
-      if (!this.first(PROMPT_TOKENS)) return false;
-      if (this.literal('null')) return true;
-      if (!this.plainCount()) return false;
-      this.promptTokens = this.numValue;
-      this.holeKind[this.holeKind.length - 1] = PROMPT_HOLE;
+      if (!this.first(PROMPT_TOKENS) || !this.countOrNull(PROMPT_HOLE)) return false;
+      if (this.numValue >= 0) this.promptTokens = this.numValue;
       return true;
     }
     if (this.isKey('completion_tokens_details')) return this.first(DETAILS) && this.literal('null');
@@ -364,9 +358,13 @@ class ChunkScanner {
     return true;
   }
 
-  private plainCount(): boolean {
-    const c = this.at();
-    return (c === MINUS || isDigit(c)) && this.number() && this.numValue >= 0;
+  /** A plain integer count (`numValue`, its hole of `kind`), or null (`numValue` -1). */
+  private countOrNull(kind: number): boolean {
+    this.numValue = -1;
+    if (this.literal('null')) return true;
+    if (!isNumberStart(this.at()) || !this.number() || this.numValue < 0) return false;
+    this.holeKind[this.holeKind.length - 1] = kind;
+    return true;
   }
 
   private emptyArray(): boolean {

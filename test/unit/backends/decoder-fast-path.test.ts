@@ -242,6 +242,19 @@ const alike = (endpoint: Endpoint) =>
       }),
     );
 
+/** `text` in reads, cut at the `cuts` (modulo its length). */
+function cutInto(text: string, cuts: number[]): string[] {
+  const at = [...new Set(cuts.map((c) => c % (text.length + 1)))].sort((a, b) => a - b);
+  const reads: string[] = [];
+  let from = 0;
+  for (const cut of at) {
+    reads.push(text.slice(from, cut));
+    from = cut;
+  }
+  reads.push(text.slice(from));
+  return reads;
+}
+
 /** An SSE body of those events, cut into reads at arbitrary points, maybe cut short. */
 const stream = (endpoint: Endpoint) =>
   fc
@@ -262,15 +275,7 @@ const stream = (endpoint: Endpoint) =>
       let body = events.map((d) => `data: ${d}\n\n`).join('');
       if (cutShort && body.length > 0)
         body = body.slice(0, body.length - 1 - ((cuts[0] ?? 0) % body.length));
-      const at = [...new Set(cuts.map((c) => c % (body.length + 1)))].sort((a, b) => a - b);
-      const reads: string[] = [];
-      let from = 0;
-      for (const cut of at) {
-        reads.push(body.slice(from, cut));
-        from = cut;
-      }
-      reads.push(body.slice(from));
-      return reads;
+      return cutInto(body, cuts);
     });
 
 /** How many events the scanner read itself, and how many it left to the full path. */
@@ -398,14 +403,7 @@ describe('SSE framing', () => {
   it('gives every event the data eventsource-parser gives, however the body is cut into reads', () => {
     fc.assert(
       fc.property(body, fc.array(fc.nat(), { maxLength: 8 }), (text, cuts) => {
-        const at = [...new Set(cuts.map((c) => c % (text.length + 1)))].sort((a, b) => a - b);
-        const reads: string[] = [];
-        let from = 0;
-        for (const cut of at) {
-          reads.push(text.slice(from, cut));
-          from = cut;
-        }
-        reads.push(text.slice(from));
+        const reads = cutInto(text, cuts);
         assert.deepEqual(framedData(reads), referenceData(reads));
       }),
       { numRuns: 3000 },
