@@ -1,4 +1,4 @@
-import { createParser } from 'eventsource-parser';
+import { SseFramer } from './sse.js';
 import { clip, type DecodedStream, type StreamFault, Timeline } from './timeline.js';
 import type { StreamDecoder } from './types.js';
 
@@ -19,7 +19,22 @@ export interface StreamProtocol {
    * the answer (Triton).
    */
   endMarker?: string;
+  /**
+   * A cheaper reader of the protocol's common messages, tried before `JSON.parse` and `parse`:
+   * it reads the message's JSON text `text[start, end)` and returns true when it recorded
+   * exactly what `parse` would have; anything it does not handle it leaves untouched and
+   * returns false, and the full path reads it.
+   */
+  scan?: MessageScanner;
 }
+
+/** See StreamProtocol.scan. */
+export type MessageScanner = (
+  text: string,
+  start: number,
+  end: number,
+  timeline: Timeline,
+) => boolean;
 
 /**
  * A decoder for JSON messages in SSE or NDJSON framing. `[DONE]` ends an SSE stream; anything
@@ -36,16 +51,19 @@ export function createDecoder(
   maxOutputTokens?: number,
   captureAnswer = false,
 ): StreamDecoder {
-  const { framing, parse, endMarker } = protocol;
+  const { framing, parse, endMarker, scan } = protocol;
   const timeline = new Timeline(sentAtUs, maxOutputTokens, captureAnswer);
   /** Set while the body's end flushes an unterminated last message. */
   let atEnd = false;
-  const onMessage = (data: string) => {
+  /** One message, `text[start, end)` (a range, so the common message is never copied). */
+  const onMessage = (text: string, start: number, end: number) => {
     if (timeline.fault || timeline.doneUs !== undefined) return;
-    if (framing === 'sse' && data === '[DONE]') {
+    if (framing === 'sse' && end - start === 6 && text.startsWith('[DONE]', start)) {
       timeline.markDone();
       return;
     }
+    if (scan?.(text, start, end, timeline)) return;
+    const data = start === 0 && end === text.length ? text : text.slice(start, end);
     let message: unknown;
     try {
       message = JSON.parse(data);
@@ -70,18 +88,18 @@ export function createDecoder(
   let feedText: (text: string) => void;
   let flush: () => void;
   if (framing === 'sse') {
-    const parser = createParser({ onEvent: (event) => onMessage(event.data) });
-    feedText = (text) => parser.feed(text);
+    const framer = new SseFramer(onMessage);
+    feedText = (text) => framer.feed(text);
     // The SSE standard drops an event its blank line never ended; ending it here instead lets
     // a last event whose data arrived whole count, and one cut short be seen as a cut.
-    flush = () => parser.feed('\n\n');
+    flush = () => framer.feed('\n\n');
   } else {
     // The pieces of a line still unfinished (none holds a newline): only new text is searched,
     // so a 20 MB line arriving in small reads costs its length, not its length times the reads.
     let pending: string[] = [];
     const line = (raw: string) => {
       const text = raw.endsWith('\r') ? raw.slice(0, -1) : raw;
-      if (text.trim().length > 0) onMessage(text);
+      if (text.trim().length > 0) onMessage(text, 0, text.length);
     };
     feedText = (text) => {
       let start = 0;

@@ -1,5 +1,6 @@
 import type { ServerTiming } from '../record.js';
-import { createDecoder, inStreamError } from './decoder.js';
+import { createDecoder, inStreamError, type StreamProtocol } from './decoder.js';
+import { openaiChunkScanner } from './openaiScan.js';
 import { firstListedModel, outputTokenLimit, withExtraBody } from './request.js';
 import { type DecodedStream, type StreamFault, Timeline } from './timeline.js';
 import type { Backend, BackendOptions, Endpoint, RequestSpec } from './types.js';
@@ -167,6 +168,20 @@ function openaiOutputLimit(spec: RequestSpec, options: BackendOptions): number |
     : limit;
 }
 
+/**
+ * How an OpenAI stream is read: chunks in SSE, the common ones by the field scanner
+ * (openaiScan.ts), any other by JSON.parse and parseChunk.
+ */
+export function openaiStreamProtocol(endpoint: Endpoint): StreamProtocol {
+  const chat = endpoint === 'chat';
+  return {
+    framing: 'sse',
+    parse: parseChunk(chat),
+    scan: openaiChunkScanner(chat),
+    endMarker: '[DONE] or a finish_reason',
+  };
+}
+
 /** vLLM, SGLang, TGI, llama.cpp, Ollama and hosted APIs through `/v1/(chat/)completions`. */
 export const openaiBackend: Backend = {
   name: 'openai',
@@ -176,11 +191,7 @@ export const openaiBackend: Backend = {
   }),
   decoder: (sentAtUs, options, spec) =>
     createDecoder(
-      {
-        framing: 'sse',
-        parse: parseChunk(options.endpoint === 'chat'),
-        endMarker: '[DONE] or a finish_reason',
-      },
+      openaiStreamProtocol(options.endpoint),
       sentAtUs,
       openaiOutputLimit(spec, options),
       spec.captureAnswer === true,

@@ -90,15 +90,14 @@ export class Timeline {
   private previousUs: number;
   /** Time of the network data being parsed; set by the decoder before each piece. */
   nowUs = 0;
+  // One entry per event. Most streams carry only content and no exact counts: the other
+  // arrays are made at the first event that needs them, backfilled for the events before.
   private readonly dtUs: number[] = [];
-  private readonly baseTokens: number[] = [];
-  private readonly exactTokens: number[] = [];
-  private readonly cumulative: number[] = [];
   private readonly contentChars: number[] = [];
-  private readonly reasoningChars: number[] = [];
-  private hasReasoning = false;
-  private readonly toolCallChars: number[] = [];
-  private hasToolCalls = false;
+  private exactTokens: number[] | undefined;
+  private cumulative: number[] | undefined;
+  private reasoningChars: number[] | undefined;
+  private toolCallChars: number[] | undefined;
   /** Token-carrying events since the counter was last read (for coalescing statistics). */
   tokenEventsSinceRead = 0;
   totalCompletionTokens: number | undefined;
@@ -173,25 +172,54 @@ export class Timeline {
     return this.dtUs.length;
   }
 
-  /** Records one event at the current time. */
+  /** Records one event at the current time (keeping its content when the answer is captured). */
   event(e: StreamEvent): void {
     const content = e.content ?? '';
-    const reasoning = e.reasoning ?? '';
-    const toolCall = e.toolCall ?? '';
+    if (this.capture && content.length > 0) this.capture.content += content;
+    this.record(
+      content.length,
+      e.reasoning?.length ?? 0,
+      e.toolCall?.length ?? 0,
+      e.tokens,
+      e.completionTokens,
+    );
+  }
+
+  /**
+   * Records one event at the current time from the lengths of the texts it carries (see
+   * StreamEvent; undefined counts: the server did not say). The content is the caller's to
+   * capture.
+   */
+  record(
+    contentChars: number,
+    reasoningChars: number,
+    toolCallChars: number,
+    tokens?: number,
+    completionTokens?: number,
+  ): void {
+    const index = this.dtUs.length;
     this.dtUs.push(this.nowUs - this.previousUs);
     this.previousUs = this.nowUs;
-    const carriesText = content.length > 0 || reasoning.length > 0 || toolCall.length > 0;
-    const exact = e.tokens ?? UNKNOWN;
-    this.baseTokens.push(carriesText ? 1 : 0);
-    this.exactTokens.push(exact);
-    this.cumulative.push(e.completionTokens ?? UNKNOWN);
-    this.contentChars.push(content.length);
-    if (this.capture && content.length > 0) this.capture.content += content;
-    this.reasoningChars.push(reasoning.length);
-    if (reasoning.length > 0) this.hasReasoning = true;
-    this.toolCallChars.push(toolCall.length);
-    if (toolCall.length > 0) this.hasToolCalls = true;
-    if (carriesText || exact > 0) this.tokenEventsSinceRead++;
+    this.contentChars.push(contentChars);
+    if (reasoningChars > 0 || this.reasoningChars) {
+      this.reasoningChars ??= backfill(index, 0);
+      this.reasoningChars.push(reasoningChars);
+    }
+    if (toolCallChars > 0 || this.toolCallChars) {
+      this.toolCallChars ??= backfill(index, 0);
+      this.toolCallChars.push(toolCallChars);
+    }
+    if (tokens !== undefined || this.exactTokens) {
+      this.exactTokens ??= backfill(index, UNKNOWN);
+      this.exactTokens.push(tokens ?? UNKNOWN);
+    }
+    if (completionTokens !== undefined || this.cumulative) {
+      this.cumulative ??= backfill(index, UNKNOWN);
+      this.cumulative.push(completionTokens ?? UNKNOWN);
+    }
+    if (contentChars > 0 || reasoningChars > 0 || toolCallChars > 0 || (tokens ?? 0) > 0) {
+      this.tokenEventsSinceRead++;
+    }
   }
 
   /** The end-of-stream marker arrived now. */
@@ -202,34 +230,44 @@ export class Timeline {
   /** Settles token counts once the stream has ended. */
   finish(): DecodedStream {
     const n = this.dtUs.length;
+    const { contentChars, reasoningChars, toolCallChars, exactTokens, cumulative } = this;
+    // 1 for an event that carries text, else 0: the count when the server gives none.
+    const base = new Array<number>(n);
+    for (let i = 0; i < n; i++) {
+      const text =
+        contentChars[i] > 0 ||
+        (reasoningChars !== undefined && reasoningChars[i] > 0) ||
+        (toolCallChars !== undefined && toolCallChars[i] > 0);
+      base[i] = text ? 1 : 0;
+    }
     const tokens = new Array<number>(n);
     let source: TokenCountSource = 'events';
     let tokenEvents = 0;
-    let everyExact = true;
-    let everyCumulative = true;
+    let everyExact = exactTokens !== undefined;
+    let everyCumulative = cumulative !== undefined;
     for (let i = 0; i < n; i++) {
-      const isTokenEvent = this.baseTokens[i] > 0 || this.exactTokens[i] > 0;
+      const isTokenEvent = base[i] > 0 || (exactTokens !== undefined && exactTokens[i] > 0);
       if (!isTokenEvent) continue;
       tokenEvents++;
-      if (this.exactTokens[i] === UNKNOWN) everyExact = false;
-      if (this.cumulative[i] === UNKNOWN) everyCumulative = false;
+      if (exactTokens === undefined || exactTokens[i] === UNKNOWN) everyExact = false;
+      if (cumulative === undefined || cumulative[i] === UNKNOWN) everyCumulative = false;
     }
-    if (tokenEvents > 0 && everyExact) {
+    if (tokenEvents > 0 && everyExact && exactTokens !== undefined) {
       source = 'server';
-      for (let i = 0; i < n; i++) tokens[i] = Math.max(0, this.exactTokens[i]);
-    } else if (tokenEvents > 0 && everyCumulative) {
+      for (let i = 0; i < n; i++) tokens[i] = Math.max(0, exactTokens[i]);
+    } else if (tokenEvents > 0 && everyCumulative && cumulative !== undefined) {
       // Deltas run between token events only: some servers already count the first token in
       // the usage of a role-only event, which must not leave the first content event with 0.
       source = 'server';
       let previous = 0;
       for (let i = 0; i < n; i++) {
         tokens[i] = 0;
-        if (this.baseTokens[i] === 0 && this.exactTokens[i] <= 0) continue;
-        tokens[i] = Math.max(0, this.cumulative[i] - previous);
-        previous = this.cumulative[i];
+        if (base[i] === 0 && (exactTokens === undefined || exactTokens[i] <= 0)) continue;
+        tokens[i] = Math.max(0, cumulative[i] - previous);
+        previous = cumulative[i];
       }
     } else {
-      for (let i = 0; i < n; i++) tokens[i] = this.baseTokens[i];
+      for (let i = 0; i < n; i++) tokens[i] = base[i];
     }
     let sum = 0;
     for (let i = 0; i < n; i++) sum += tokens[i];
@@ -237,9 +275,9 @@ export class Timeline {
       events: {
         dtUs: this.dtUs,
         tokens,
-        contentChars: this.contentChars,
-        ...(this.hasReasoning ? { reasoningChars: this.reasoningChars } : {}),
-        ...(this.hasToolCalls ? { toolCallChars: this.toolCallChars } : {}),
+        contentChars,
+        ...(reasoningChars ? { reasoningChars } : {}),
+        ...(toolCallChars ? { toolCallChars } : {}),
       },
       outputTokens: sum,
       outputTokensSource: source,
@@ -268,18 +306,17 @@ export class Timeline {
     for (let i = 0; i < n; i++) {
       atUs += this.dtUs[i];
       if (tokens[i] > 0) {
-        if (this.reasoningChars[i] > 0) {
+        const toolCall = toolCallChars !== undefined && toolCallChars[i] > 0;
+        if (reasoningChars !== undefined && reasoningChars[i] > 0) {
           decoded.firstReasoningUs ??= atUs;
-          if (this.contentChars[i] === 0 && this.toolCallChars[i] === 0) {
-            reasoningByEvents += tokens[i];
-          }
+          if (contentChars[i] === 0 && !toolCall) reasoningByEvents += tokens[i];
         }
         if (decoded.firstTokenUs === undefined) decoded.firstTokenUs = atUs;
         decoded.lastTokenUs = atUs;
-        if (decoded.firstContentUs === undefined && this.contentChars[i] > 0) {
+        if (decoded.firstContentUs === undefined && contentChars[i] > 0) {
           decoded.firstContentUs = atUs;
         }
-        if (decoded.firstToolCallUs === undefined && this.toolCallChars[i] > 0) {
+        if (decoded.firstToolCallUs === undefined && toolCall) {
           decoded.firstToolCallUs = atUs;
         }
       }
@@ -287,7 +324,7 @@ export class Timeline {
     if (this.reasoningTokens !== undefined && this.reasoningTokens <= decoded.outputTokens) {
       decoded.reasoningTokens = this.reasoningTokens;
       decoded.reasoningTokensSource = 'server';
-    } else if (this.hasReasoning) {
+    } else if (reasoningChars !== undefined) {
       decoded.reasoningTokens = reasoningByEvents;
       decoded.reasoningTokensSource = 'events';
     }
@@ -392,6 +429,13 @@ export function rescale(tokens: number[], total: number): void {
     tokens[i] -= taken;
     over -= taken;
   }
+}
+
+/** A new array of `length` copies of `value`. */
+function backfill(length: number, value: number): number[] {
+  const array: number[] = [];
+  for (let i = 0; i < length; i++) array.push(value);
+  return array;
 }
 
 /** Why `value` is not a plausible count of `kind`, or undefined when it is one. */
