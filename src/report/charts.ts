@@ -7,10 +7,8 @@
  * entry or a category: echarts writes every text node HTML-encoded, and no such string is ever
  * put in an attribute (series names are ours; the report's test checks both).
  */
-import { BarChart, LineChart, ScatterChart } from 'echarts/charts';
-import { GridComponent, LegendComponent, MarkLineComponent } from 'echarts/components';
-import * as echarts from 'echarts/core';
-import { SVGRenderer } from 'echarts/renderers';
+import { createRequire } from 'node:module';
+import type * as EChartsCore from 'echarts/core';
 import type { Cliff, Knee, MaxLoadSearch, Recommendation, SweepPoint } from '../analysis/sweep.js';
 import type { CapacityLimit, CapacityPrediction, CapacityStep } from '../memory/capacity.js';
 import {
@@ -27,15 +25,13 @@ import type { RequestRecord } from '../record.js';
 import { commonFields } from '../telemetry/common.js';
 import type { TelemetrySnapshot } from '../telemetry/snapshot.js';
 
-echarts.use([
-  LineChart,
-  ScatterChart,
-  BarChart,
-  GridComponent,
-  LegendComponent,
-  MarkLineComponent,
-  SVGRenderer,
-]);
+/**
+ * echarts' one-file build (its package's `require` entry, as its server-side rendering guide
+ * loads it): about 0.2 s of CPU to load, where the ES modules of `echarts/core` and the parts
+ * this file uses are some 600 files and cost about 1 s on Node 20's module loader, at the end of
+ * every run that writes a report.
+ */
+const echarts = createRequire(import.meta.url)('echarts') as typeof EChartsCore;
 
 /**
  * echarts writes the family into each text's style attribute as it is; the report turns that
@@ -249,7 +245,10 @@ function axisOption(axis: Axis, position?: 'left' | 'right', gridLines = true): 
   };
 }
 
-function xyOption(spec: XYChartSpec): { option: Option; tips: (c: echarts.ECharts) => ChartTips } {
+function xyOption(spec: XYChartSpec): {
+  option: Option;
+  tips: (c: EChartsCore.ECharts) => ChartTips;
+} {
   const twoAxes = spec.y.length === 2;
   const axisIndex = (s: Series): 0 | 1 => (twoAxes ? (s.yAxis ?? 0) : 0);
   const yAxisOf = (s: Series): Axis => spec.y[axisIndex(s)] ?? spec.y[0];
@@ -330,7 +329,7 @@ function xyOption(spec: XYChartSpec): { option: Option; tips: (c: echarts.EChart
     ),
     series,
   };
-  const tips = (chart: echarts.ECharts): ChartTips => {
+  const tips = (chart: EChartsCore.ECharts): ChartTips => {
     const p: number[] = [];
     const l: string[] = [];
     spec.series.forEach((s, i) => {
@@ -384,7 +383,7 @@ function marksSeries(marks: Mark[], yAxes: Axis[]): Option {
 
 function barOption(spec: BarChartSpec): {
   option: Option;
-  tips: (c: echarts.ECharts) => ChartTips;
+  tips: (c: EChartsCore.ECharts) => ChartTips;
 } {
   const legend = spec.series.length > 1;
   const option: Option = {
@@ -424,7 +423,7 @@ function barOption(spec: BarChartSpec): {
       },
     })),
   };
-  const tips = (chart: echarts.ECharts): ChartTips => {
+  const tips = (chart: EChartsCore.ECharts): ChartTips => {
     const p: number[] = [];
     const l: string[] = [];
     spec.series.forEach((s, i) => {
