@@ -181,7 +181,7 @@ export function addRunOptions(command: Command): Command {
     .option('--scrape-interval <s>', 'seconds between scrapes (default: 1)')
     .option(
       '--workers <n>',
-      'worker threads sending the load, each with its own event loop and connections; 0 sends it from the main thread (default: one per core but one, at most one per request slot)',
+      'worker threads sending the load, each with its own event loop and connections; 0 sends it from the main thread (default: one per usable core but one, at most one per request slot; 0 on one core)',
     )
     .option(
       '--shard <i/n>',
