@@ -25,6 +25,19 @@ const LAZY = [
   'undici',
 ];
 
+/**
+ * CommonJS loads (createRequire, as the charts, tables, YAML and zod are loaded where they are
+ * used) go through Module._load, which no ES-module hook sees: this preload logs them too.
+ */
+const CJS_HOOK = `const Module = require('node:module');
+const { appendFileSync } = require('node:fs');
+const resolve = Module._resolveFilename;
+Module._resolveFilename = function (...args) {
+  const file = resolve.apply(this, args);
+  appendFileSync(process.env.MODULE_LOG, 'file://' + file + '\\n');
+  return file;
+};`;
+
 /** A resolve hook (in the loader thread) that appends each resolved URL to $MODULE_LOG. */
 const HOOK = `import { appendFileSync } from 'node:fs';
 export async function resolve(specifier, context, next) {
@@ -50,6 +63,8 @@ test('run --url loads no charts, YAML, schemas, progress line or tables before i
     register,
     `import { register } from 'node:module';\nregister(${JSON.stringify(pathToFileURL(hook).href)});\n`,
   );
+  const cjsHook = join(dir, 'cjs-hook.cjs');
+  writeFileSync(cjsHook, CJS_HOOK);
   const log = join(dir, 'modules.txt');
   writeFileSync(log, '');
   let beforeFirst: string[] | undefined;
@@ -81,6 +96,8 @@ test('run --url loads no charts, YAML, schemas, progress line or tables before i
         'tsx',
         '--import',
         register,
+        '--require',
+        cjsHook,
         MAIN,
         'run',
         '--url',
