@@ -1,5 +1,4 @@
 import { subscribe } from 'node:diagnostics_channel';
-import { TextDecoder } from 'node:util';
 import type { Dispatcher } from 'undici';
 import { errorBodyMessage } from '../backends/decoder.js';
 import { headerProblem, withApiKey } from '../backends/request.js';
@@ -12,6 +11,7 @@ import type {
   StreamDecoder,
 } from '../backends/types.js';
 import type { RequestError, RequestPhase, RequestRecord } from '../record.js';
+import { BodyText } from './bodyText.js';
 import { type RunClock, usToMs } from './clock.js';
 import { bodyEncoding, Inflater } from './inflate.js';
 
@@ -80,9 +80,6 @@ export interface RequestDispatcher {
     handler: Dispatcher.DispatchHandler,
   ): boolean;
 }
-
-/** TextDecoder's option for a body that arrives in pieces (one object, not one per piece). */
-const STREAM = { stream: true };
 
 /** The part of a request the caller knows before sending it. */
 export interface PendingRequest {
@@ -174,7 +171,7 @@ export function executeRequest(
     let decoder: StreamDecoder | undefined;
     let jsonBody: string | undefined;
     let errorBody: string | undefined;
-    let textDecoder: TextDecoder | undefined;
+    let bodyText: BodyText | undefined;
     let settled = false;
     let lastTokenRead = -1;
     let contentType = '';
@@ -209,8 +206,8 @@ export function executeRequest(
     };
 
     /** A piece of the body as it arrived (or as it was decoded from its compressed chunk). */
-    const take = (chunk: Uint8Array, atUs: number) => {
-      const text = (textDecoder as TextDecoder).decode(chunk, STREAM);
+    const take = (chunk: Buffer, atUs: number) => {
+      const text = (bodyText as BodyText).decode(chunk);
       if (decoder) {
         const tokenEvents = decoder.feed(text, atUs);
         if (tokenEvents > 0) {
@@ -286,7 +283,7 @@ export function executeRequest(
       onResponseStart(c, statusCode, headers) {
         headersAtUs = clock.nowUs();
         status = statusCode;
-        textDecoder = new TextDecoder();
+        bodyText = new BodyText();
         const encoding = bodyEncoding(headerText(headers['content-encoding']));
         if (typeof encoding === 'object') {
           finish(

@@ -182,7 +182,9 @@ export class SampleSet {
       grown.set(this.values.subarray(0, this.size));
       this.values = grown;
     }
-    this.values.fill(value, this.size, this.size + times);
+    // One sample (the common case: a token per event) without fill's builtin call.
+    if (times === 1) this.values[this.size] = value;
+    else this.values.fill(value, this.size, this.size + times);
     this.size += times;
   }
 
