@@ -243,24 +243,17 @@ class Connection {
           if (!this.startResponse(request, head)) return;
           break;
         }
-        case State.Length: {
-          const n = Math.min(this.remaining, bytes - at);
-          this.remaining -= n;
-          handler.onResponseData?.(request, buffer.subarray(at, at + n));
-          at += n;
+        case State.Length:
+          at = this.counted(request, buffer, at, bytes);
           if (this.remaining === 0) this.complete(request);
           break;
-        }
         case State.UntilClose: {
           handler.onResponseData?.(request, buffer.subarray(at, bytes));
           at = bytes;
           break;
         }
         case State.ChunkData: {
-          const n = Math.min(this.remaining, bytes - at);
-          this.remaining -= n;
-          handler.onResponseData?.(request, buffer.subarray(at, at + n));
-          at += n;
+          at = this.counted(request, buffer, at, bytes);
           if (this.remaining === 0) {
             this.state = State.ChunkEnd;
             this.text = '';
@@ -319,6 +312,14 @@ class Connection {
     const line = this.text.endsWith('\r\n') ? this.text.slice(0, -2) : this.text.slice(0, -1);
     this.text = '';
     return this.line(request, line) ? stop : -1;
+  }
+
+  /** Hands on up to `remaining` body bytes (a length or a chunk); returns where reading goes on. */
+  private counted(request: Controller, buffer: Buffer, at: number, bytes: number): number {
+    const n = Math.min(this.remaining, bytes - at);
+    this.remaining -= n;
+    request.handler.onResponseData?.(request, buffer.subarray(at, at + n));
+    return at + n;
   }
 
   /** Where chunkSize's line ended. */

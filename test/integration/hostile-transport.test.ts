@@ -4,7 +4,7 @@
  */
 import assert from 'node:assert/strict';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { createServer, type Socket } from 'node:net';
+import type { Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
@@ -16,6 +16,7 @@ import { createRunClock } from '../../src/loadgen/clock.js';
 import { runDeadlineS } from '../../src/loadgen/deadline.js';
 import { executeRequest, type PendingRequest, ReadTracker } from '../../src/loadgen/http.js';
 import { testOnly } from '../../src/loadgen/workers.js';
+import { rawServer } from '../helpers/rawServer.js';
 import { runAgainst, target } from '../helpers/run.js';
 import {
   chatEvent,
@@ -39,41 +40,6 @@ function pending(id: number): PendingRequest {
     phase: 'measure',
     scheduledAtUs: 0,
     spec: { prompt: 'hello', requestedInputTokens: 1, requestedOutputTokens: 2 },
-  };
-}
-
-/** A raw TCP server: `onRequest` gets each socket once a full request head and body arrived. */
-async function rawServer(onRequest: (socket: Socket, index: number) => void) {
-  let index = 0;
-  const sockets = new Set<Socket>();
-  const server = createServer((socket) => {
-    sockets.add(socket);
-    socket.on('close', () => sockets.delete(socket));
-    socket.on('error', () => {});
-    let buffered = '';
-    socket.on('data', (data) => {
-      buffered += data.toString('latin1');
-      for (;;) {
-        const head = buffered.indexOf('\r\n\r\n');
-        if (head < 0) return;
-        const length = Number(/content-length: *(\d+)/i.exec(buffered.slice(0, head))?.[1] ?? 0);
-        if (buffered.length < head + 4 + length) return;
-        buffered = buffered.slice(head + 4 + length);
-        onRequest(socket, index++);
-      }
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as { port: number };
-  return {
-    url: `http://127.0.0.1:${port}`,
-    /** Requests received so far. */
-    requests: () => index,
-    close: () =>
-      new Promise<void>((resolve) => {
-        for (const s of sockets) s.destroy();
-        server.close(() => resolve());
-      }),
   };
 }
 

@@ -111,7 +111,9 @@ describe('tool calls are output', () => {
     assert.equal(summary.latency.ttftMs.count, 1);
     assert.equal(summary.latency.ttftcMs.count, 1);
     assert.equal(summary.latency.itlMs.count, 17, 'outputTokens - 1 per-token gaps');
-    assert.ok(summary.latency.itlMs.min >= AT_LEAST_MS);
+    // The median, not the minimum: on a busy machine one late read brings two paced events
+    // together (a gap near 0), while most gaps are still the server's.
+    assert.ok(summary.latency.itlMs.p50 >= AT_LEAST_MS, `ITL p50 ${summary.latency.itlMs.p50}`);
   });
 
   test('parallel calls (their own indices), TGI single-object deltas, and content before a call', async () => {

@@ -4,9 +4,10 @@
  * has a raw TCP server write exactly the bytes under test.
  */
 import assert from 'node:assert/strict';
-import { createServer, type Socket } from 'node:net';
+import type { Socket } from 'node:net';
 import { describe, test } from 'node:test';
 import { H1Pool } from '../../../src/loadgen/h1.js';
+import { rawServer } from '../../helpers/rawServer.js';
 
 interface Answer {
   status?: number;
@@ -14,45 +15,6 @@ interface Answer {
   body: string;
   error?: { code: string; message: string };
   reused?: boolean;
-}
-
-/**
- * A raw server: `reply(index, socket)` answers the index-th request (counted over all sockets)
- * once its head and body arrived. Returns its URL, its sockets' count and a close function.
- */
-async function rawServer(reply: (index: number, socket: Socket) => void) {
-  let index = 0;
-  let accepted = 0;
-  const sockets = new Set<Socket>();
-  const server = createServer((socket) => {
-    accepted++;
-    sockets.add(socket);
-    socket.on('close', () => sockets.delete(socket));
-    socket.on('error', () => {});
-    let buffered = '';
-    socket.on('data', (data) => {
-      buffered += data.toString('latin1');
-      for (;;) {
-        const head = buffered.indexOf('\r\n\r\n');
-        if (head < 0) return;
-        const length = Number(/content-length: *(\d+)/i.exec(buffered.slice(0, head))?.[1] ?? 0);
-        if (buffered.length < head + 4 + length) return;
-        buffered = buffered.slice(head + 4 + length);
-        reply(index++, socket);
-      }
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as { port: number };
-  return {
-    url: `http://127.0.0.1:${port}`,
-    accepted: () => accepted,
-    close: () =>
-      new Promise<void>((resolve) => {
-        for (const s of sockets) s.destroy();
-        server.close(() => resolve());
-      }),
-  };
 }
 
 /** Writes `bytes` one byte per write, each flushed on its own (a worst-case split). */
@@ -108,7 +70,7 @@ const CHUNKED = [
 describe('H1Pool framing', () => {
   test('chunked, with extensions and trailers, read whole or one byte at a time', async () => {
     for (const split of [false, true]) {
-      const server = await rawServer((_i, socket) => {
+      const server = await rawServer((socket) => {
         if (split) void trickle(socket, CHUNKED);
         else socket.write(CHUNKED);
       });
@@ -135,7 +97,7 @@ describe('H1Pool framing', () => {
       'HTTP/1.1 103 Early Hints\r\nlink: </a>\r\n\r\nHTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok',
       'HTTP/1.1 204 No Content\r\n\r\n',
     ];
-    const server = await rawServer((i, socket) => socket.write(answers[i]));
+    const server = await rawServer((socket, i) => socket.write(answers[i]));
     const p = pool(server.url);
     try {
       const first = await send(p);
@@ -153,7 +115,7 @@ describe('H1Pool framing', () => {
   });
 
   test('a close-delimited body ends at the close, and its connection is not reused', async () => {
-    const server = await rawServer((_i, socket) => {
+    const server = await rawServer((socket) => {
       socket.end('HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\ndata: a\n\n');
     });
     const p = pool(server.url);
@@ -176,7 +138,7 @@ describe('H1Pool framing', () => {
       'HTTP/1.1 200 OK\r\ncontent-length: 100\r\ntransfer-encoding: chunked\r\n\r\n1\r\nc\r\n0\r\n\r\n',
     ];
     for (const head of heads) {
-      const server = await rawServer((_i, socket) => socket.write(head));
+      const server = await rawServer((socket) => socket.write(head));
       const p = pool(server.url);
       try {
         const first = await send(p);
@@ -200,7 +162,7 @@ describe('H1Pool framing', () => {
       ['HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n1\r\nab\r\n', 'HPE_STRICT'],
     ];
     for (const [bytes, code] of cases) {
-      const server = await rawServer((_i, socket) => socket.write(bytes));
+      const server = await rawServer((socket) => socket.write(bytes));
       const p = pool(server.url);
       try {
         const answer = await send(p);
@@ -213,7 +175,7 @@ describe('H1Pool framing', () => {
   });
 
   test('a peer that closes or resets mid-answer fails the request; a refused connect says so', async () => {
-    const server = await rawServer((i, socket) => {
+    const server = await rawServer((socket, i) => {
       const head = 'HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n3\r\nabc\r\n';
       if (i === 0) socket.end(head);
       else {
@@ -243,7 +205,7 @@ describe('H1Pool framing', () => {
 describe('H1Pool connections', () => {
   test('never more connections than its limit; waiting requests go out in order as they free', async () => {
     const order: number[] = [];
-    const server = await rawServer((i, socket) => {
+    const server = await rawServer((socket, i) => {
       order.push(i);
       setTimeout(() => socket.write('HTTP/1.1 200 OK\r\ncontent-length: 1\r\n\r\nx'), 5);
     });
@@ -263,7 +225,7 @@ describe('H1Pool connections', () => {
   });
 
   test('warm opens the connections before any request, and requests then reuse them', async () => {
-    const server = await rawServer((_i, socket) =>
+    const server = await rawServer((socket) =>
       socket.write('HTTP/1.1 200 OK\r\ncontent-length: 1\r\n\r\nx'),
     );
     const p = pool(server.url, 8);
@@ -279,7 +241,7 @@ describe('H1Pool connections', () => {
   });
 
   test('a request aborted before it is written leaves its connection clean for the next', async () => {
-    const server = await rawServer((_i, socket) =>
+    const server = await rawServer((socket) =>
       socket.write('HTTP/1.1 200 OK\r\ncontent-length: 1\r\n\r\nx'),
     );
     const p = pool(server.url, 1);
