@@ -74,11 +74,7 @@ export interface LoadgenOptions {
 }
 
 /** A run's connection pool, opened and warmed before its clock starts. */
-export interface Connections {
-  pool: RequestDispatcher & { destroy(): Promise<void> };
-  /** Connections that were open when the run started. */
-  warmed: number;
-}
+export type Connections = RequestDispatcher & { destroy(): Promise<void> };
 
 /** How long an idle connection is kept open (undici's Pool option of the same name). */
 const KEEP_ALIVE_TIMEOUT_MS = 60_000;
@@ -111,17 +107,17 @@ export async function openConnections(
       : (load.maxConcurrency ?? null);
   if (origin.startsWith('http:')) {
     const pool = new H1Pool(origin, { connections, keepAliveTimeoutMs: KEEP_ALIVE_TIMEOUT_MS });
-    return { pool, warmed: await pool.warm(connectionsToWarm(load)) };
+    await pool.warm(connectionsToWarm(load));
+    return pool;
   }
   const { Pool } = await import('undici');
-  const pool = new Pool(origin, {
+  return new Pool(origin, {
     connections,
     pipelining: 1,
     headersTimeout: target.timeoutMs,
     bodyTimeout: target.timeoutMs,
     keepAliveTimeout: KEEP_ALIVE_TIMEOUT_MS,
   });
-  return { pool, warmed: 0 };
 }
 
 /** Live counters, for progress display. */
@@ -138,8 +134,6 @@ export interface LoadgenResult {
   stoppedBy: 'plan' | 'signal';
   /** Open loop with a concurrency cap: arrivals still waiting when the run was stopped. */
   unsentRequests: number;
-  /** Connections opened before the clock started (connectionsToWarm). */
-  warmedConnections: number;
   clientHealth: ClientHealthMeasurements;
 }
 
@@ -159,7 +153,7 @@ export async function runLoadgen(
   const problem = headerProblem(target.headers, target.apiKey);
   if (problem) throw new UsageError([`target: ${problem}`], 'IG_INVALID_HEADER');
   const { prefix } = splitServerUrl(target.baseUrl);
-  const { pool, warmed } =
+  const pool =
     options.connections ?? (await openConnections(target, load, options.nextSession !== undefined));
   const clock = options.clock ?? createRunClock();
   const reads = new ReadTracker();
@@ -294,7 +288,6 @@ export async function runLoadgen(
     startedAtIso: clock.originIso,
     stoppedBy: stoppedBySignal ? 'signal' : 'plan',
     unsentRequests,
-    warmedConnections: warmed,
     clientHealth: {
       eventLoopDelayMs: {
         p50: delayMs(loopDelay.percentile(50)),
