@@ -32,6 +32,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { percentileOfSorted } from '../src/metrics/distribution.js';
 import { buildFakeServer, type ServerLog, startFakeServer } from './fake-server/fakeServer.js';
+import { processCpuS } from './processCpu.js';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const CLI = join(ROOT, 'dist/cli/main.js');
@@ -280,20 +281,6 @@ function peerClient(options: Options): Client | string {
 function onPath(command: string): string | undefined {
   const found = spawnSync('bash', ['-c', `command -v ${command}`], { encoding: 'utf8' });
   return found.status === 0 ? found.stdout.trim() : undefined;
-}
-
-const CLOCK_TICKS_PER_S = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }));
-
-/** user + system CPU seconds of a live process, all its threads (/proc/<pid>/stat). */
-function processCpuS(pid: number): number | undefined {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    // Fields 14 and 15 of proc(5), utime and stime, counted from field 3 (state).
-    return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS_PER_S;
-  } catch {
-    return undefined;
-  }
 }
 
 interface ProcessCpu {

@@ -7,13 +7,14 @@
  *
  *   node --import tsx bench/startup.ts [--repeats 5] [--main dist/cli/main.js]
  */
-import { execFileSync, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
+import { processCpuS } from './processCpu.js';
 
 const { values } = parseArgs({
   options: {
@@ -23,15 +24,6 @@ const { values } = parseArgs({
 });
 const repeats = Number(values.repeats);
 const main = values.main;
-const TICKS_PER_S = Number(execFileSync('getconf', ['CLK_TCK']).toString().trim());
-
-/** utime + stime of a live process, in seconds. */
-function processCpuS(pid: number): number {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  // Fields after the command name (which may hold spaces) start after the last ')'.
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return (Number(fields[11]) + Number(fields[12])) / TICKS_PER_S;
-}
 
 /** The node process under /usr/bin/time (its only child). */
 function childPid(pid: number): number {
