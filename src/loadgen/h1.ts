@@ -125,6 +125,8 @@ class Connection {
   private text = '';
   private remaining = 0;
   private keepAlive = false;
+  /** The current request's bytes went to the socket (an abort before then leaves it clean). */
+  private written = false;
   private idleTimeoutMs: number;
 
   constructor(
@@ -176,9 +178,17 @@ class Connection {
     this.served++;
     this.state = State.Head;
     this.text = '';
+    this.written = false;
     this.socket.setTimeout(0);
     request.handler.onRequestStart?.(request, {});
-    if (request.aborted) return;
+    if (request.aborted) {
+      // Aborted from onRequestStart, before anything was written: the connection is clean.
+      this.served--;
+      this.state = State.Idle;
+      this.fail(request.reason as Error);
+      this.pool.released(this);
+      return;
+    }
     if (request.body === undefined) this.socket.write(request.head, 'latin1');
     else if (request.asciiHead) this.socket.write(request.head + request.body);
     else {
@@ -188,24 +198,14 @@ class Connection {
       this.socket.write(request.body);
       this.socket.uncork();
     }
+    this.written = true;
   }
 
   /** A caller's abort: a request on the wire takes its connection with it. */
   abort(request: Controller, reason: Error): void {
-    if (this.request !== request) return;
-    if (this.state === State.Head && this.text === '' && !this.socket.writableLength) {
-      // Aborted from onRequestStart, before anything was written: the connection is clean.
-      this.request = undefined;
-      request.connection = undefined;
-      request.handler.onResponseError?.(request, reason);
-      this.state = State.Idle;
-      this.served--;
-      this.pool.released(this);
-      return;
-    }
-    this.request = undefined;
-    request.connection = undefined;
-    request.handler.onResponseError?.(request, reason);
+    // Before its write (from onRequestStart), send() puts the clean connection back itself.
+    if (this.request !== request || !this.written) return;
+    this.fail(reason);
     this.socket.destroy();
   }
 
@@ -443,9 +443,13 @@ class Connection {
 
   private complete(request: Controller): void {
     this.state = State.Done;
+    this.detach(request);
+    request.handler.onResponseEnd?.(request, {});
+  }
+
+  private detach(request: Controller): void {
     this.request = undefined;
     request.connection = undefined;
-    request.handler.onResponseEnd?.(request, {});
   }
 
   /** The server ended its side: the end of a close-delimited body, else a cut. */
@@ -465,8 +469,7 @@ class Connection {
   private fail(err: Error): void {
     const request = this.request;
     if (!request) return;
-    this.request = undefined;
-    request.connection = undefined;
+    this.detach(request);
     request.handler.onResponseError?.(request, err);
   }
 }

@@ -265,6 +265,36 @@ describe('H1Pool connections', () => {
     }
   });
 
+  test('a request aborted after it was written takes its connection: the next never reads its answer', async () => {
+    const server = await rawServer((socket, i) => {
+      const body = i === 0 ? 'first' : 'second';
+      setTimeout(
+        () => socket.write(`HTTP/1.1 200 OK\r\ncontent-length: ${body.length}\r\n\r\n${body}`),
+        // In order, as HTTP/1.1 answers on one connection: the first at 100 ms, then the next.
+        i === 0 ? 100 : 150,
+      );
+    });
+    const p = pool(server.url, 1);
+    try {
+      const aborted = await new Promise<string>((resolve) =>
+        p.dispatch(
+          { path: '/', method: 'POST', body: '{}', headers: {} },
+          {
+            // Written and flushed, no answer yet: as a request timeout finds it.
+            onRequestStart: (c) => setTimeout(() => c.abort(new Error('timeout')), 30),
+            onResponseError: (_c, err) => resolve(err.message),
+          },
+        ),
+      );
+      assert.equal(aborted, 'timeout');
+      const next = await send(p);
+      assert.deepEqual([next.body, next.reused], ['second', false]);
+    } finally {
+      await p.destroy();
+      await server.close();
+    }
+  });
+
   test('refuses connection-level headers as undici does, before anything is sent', async () => {
     const p = pool('http://127.0.0.1:9');
     try {
