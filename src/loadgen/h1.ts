@@ -31,6 +31,8 @@ const READ_BUFFER = Buffer.allocUnsafe(64 * 1024);
 const MAX_HEAD_CHARS = 64 * 1024;
 /** A chunk-size line (size, extensions) or trailer section past this is not HTTP. */
 const MAX_LINE_CHARS = 16 * 1024;
+/** undici's keepAliveTimeoutThreshold default: a server's keep-alive hint less this. */
+const KEEP_ALIVE_MARGIN_MS = 2000;
 /** undici's default connect timeout. */
 const CONNECT_TIMEOUT_MS = 10_000;
 /** Headers undici refuses from a caller (they are the connection's, not the request's). */
@@ -404,10 +406,11 @@ class Connection {
     this.keepAlive = http10 ? !close && connection.includes('keep-alive') : !close;
     const hint = /timeout=(\d+)/i.exec(String(headers['keep-alive'] ?? ''));
     if (hint) {
-      // undici's rule: trust a server's idle limit less a margin for the close in flight.
-      const serverMs = Number(hint[1]) * 1000 - 2000;
-      this.idleTimeoutMs = Math.max(0, Math.min(this.pool.options.keepAliveTimeoutMs, serverMs));
-      if (this.idleTimeoutMs < 1000) this.keepAlive = false;
+      // undici's rule (client-h1.js): the server's idle limit less a margin for a close in
+      // flight; nothing left, no reuse.
+      const serverMs = Number(hint[1]) * 1000 - KEEP_ALIVE_MARGIN_MS;
+      this.idleTimeoutMs = Math.min(this.pool.options.keepAliveTimeoutMs, serverMs);
+      if (this.idleTimeoutMs <= 0) this.keepAlive = false;
     }
     const codings = headerList(headers['transfer-encoding']);
     const length = headers['content-length'];
