@@ -6,9 +6,10 @@
  *
  *   node --import tsx tools/browser/chromium.ts     # installs it if missing, prints the path
  */
-import { spawnSync } from 'node:child_process';
+import { execFile, spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
+import { traceStep } from '../test/trace.js';
 
 export const CHROMIUM_PATH = '/usr/bin/chromium';
 
@@ -43,23 +44,29 @@ async function install(): Promise<string | undefined> {
     return fail(`${CHROMIUM_PATH} is missing and apt-get is not available (not Debian?)`);
   }
   const root = typeof process.getuid === 'function' && process.getuid() === 0;
-  const sudo = !root && hasCommand('sudo') && run('sudo', ['-n', 'true']).ok;
+  const sudo = !root && hasCommand('sudo') && (await run('sudo', ['-n', 'true'])).ok;
   if (!root && !sudo) {
     return fail(
       `${CHROMIUM_PATH} is missing, and installing Debian's chromium needs root (or sudo without a password): apt-get install chromium`,
     );
   }
-  const apt = (args: string[]) =>
-    sudo ? run('sudo', ['-n', 'apt-get', ...args]) : run('apt-get', args);
+  // Another process installing it at the same time (npm test starts the install before the
+  // files, and the browser tests ask too) holds dpkg's lock: wait for it rather than fail.
+  const apt = (args: string[]) => {
+    const aptArgs = ['-o', `DPkg::Lock::Timeout=${APT_TIMEOUT_MS / 1000}`, ...args];
+    return sudo ? run('sudo', ['-n', 'apt-get', ...aptArgs]) : run('apt-get', aptArgs);
+  };
   const installArgs = ['install', '-y', '--no-install-recommends', 'chromium'];
   process.stderr.write('chromium: installing the Debian package (apt-get install chromium)\n');
-  let result = apt(installArgs);
+  const started = Date.now();
+  let result = await apt(installArgs);
   if (!result.ok) {
     // A fresh container has no package lists: fetch them once and try again.
-    const update = apt(['update']);
+    const update = await apt(['update']);
     if (!update.ok) return fail(`apt-get update failed: ${lastLine(update.output)}`);
-    result = apt(installArgs);
+    result = await apt(installArgs);
   }
+  traceStep('chromium install', started);
   if (!result.ok) return fail(`apt-get install chromium failed: ${lastLine(result.output)}`);
   if (!existsSync(CHROMIUM_PATH)) {
     return fail(`apt-get installed chromium but ${CHROMIUM_PATH} is not there`);
@@ -98,14 +105,25 @@ export async function launchChromium(): Promise<
   return { browser };
 }
 
-function run(command: string, args: string[]): { ok: boolean; output: string } {
-  const r = spawnSync(command, args, {
-    encoding: 'utf8',
-    timeout: APT_TIMEOUT_MS,
-    env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' },
+/** Runs a command to its end without blocking this process (a build may run beside it). */
+function run(command: string, args: string[]): Promise<{ ok: boolean; output: string }> {
+  return new Promise((resolve) => {
+    execFile(
+      command,
+      args,
+      {
+        encoding: 'utf8',
+        timeout: APT_TIMEOUT_MS,
+        maxBuffer: 64 << 20,
+        env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' },
+      },
+      (error, stdout, stderr) =>
+        resolve({
+          ok: !error,
+          output: `${stdout ?? ''}${stderr ?? ''}${error ? error.message : ''}`,
+        }),
+    );
   });
-  const output = `${r.stdout ?? ''}${r.stderr ?? ''}${r.error ? r.error.message : ''}`;
-  return { ok: r.status === 0, output };
 }
 
 function hasCommand(name: string): boolean {

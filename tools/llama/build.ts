@@ -10,10 +10,12 @@
 import { execFile as execFileCb, spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { createWriteStream, existsSync } from 'node:fs';
-import { copyFile, mkdir, mkdtemp, readFile, rename, rm } from 'node:fs/promises';
+import { copyFile, mkdir, mkdtemp, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { availableParallelism, cpus, homedir, tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
+import { withFileLock } from '../fileLock.js';
+import { traceStep } from '../test/trace.js';
 
 const execFile = promisify(execFileCb);
 
@@ -32,16 +34,64 @@ export function cacheDir(): string {
   return process.env.INFERGAUGE_CACHE ?? join(homedir(), '.cache', 'infergauge');
 }
 
+/** How llama.cpp is configured: what the tests need of the server, and no more. */
+const CMAKE_OPTIONS = [
+  '-DCMAKE_BUILD_TYPE=Release',
+  '-DGGML_NATIVE=ON',
+  '-DLLAMA_OPENSSL=OFF',
+  // The default downloads a prebuilt web UI, and nothing but the npm registry is reachable.
+  '-DLLAMA_BUILD_UI=OFF',
+  '-DLLAMA_USE_PREBUILT_UI=OFF',
+  '-DLLAMA_BUILD_TESTS=OFF',
+  '-DLLAMA_BUILD_EXAMPLES=OFF',
+  '-DBUILD_SHARED_LIBS=OFF',
+];
+
 /**
- * The cached binary's path. Keyed by commit and CPU model: the build uses -march=native, so a
- * cache shared with a different CPU must not be reused.
+ * Build-time settings per target, included after llama.cpp's own CMakeLists (through
+ * CMAKE_PROJECT_INCLUDE, run once every target exists). Most of the build's time is the
+ * compiler's front end, not its optimiser: 150 model graph files of ~30 lines each spend ~2 s
+ * apiece parsing the same headers. Hence:
+ * - the per-token compute (ggml and its CPU backend) keeps Release's -O3 and -march=native;
+ * - the rest (the llama library's graph building, the server and its JSON, the HTTP library,
+ *   the multimodal loader that llama-server links) is built at -O1, which compiles a third
+ *   faster and costs the server little per token (its time is in ggml);
+ * - the llama library and the multimodal library are unity builds (8 files per compiler run),
+ *   but for the files of this commit that define the same static helper as another
+ *   (gemma3n/gemma4) or forbid the internal headers of their library (mtmd-helper).
+ * If a later llama.cpp commit breaks the unity build, the build says so and runs once more
+ * without it.
+ */
+const TUNE_CMAKE = `if(NOT COMMAND infergauge_tune)
+  function(infergauge_tune)
+    foreach(target llama llama-common llama-common-base mtmd server-context llama-server-impl llama-server cpp-httplib)
+      if(TARGET \${target})
+        target_compile_options(\${target} PRIVATE -O1)
+      endif()
+    endforeach()
+    if(NOT INFERGAUGE_NO_UNITY)
+      set_target_properties(llama mtmd PROPERTIES UNITY_BUILD ON)
+      set_source_files_properties(\${CMAKE_SOURCE_DIR}/src/models/gemma4.cpp
+        TARGET_DIRECTORY llama PROPERTIES SKIP_UNITY_BUILD_INCLUSION ON)
+      set_source_files_properties(\${CMAKE_SOURCE_DIR}/tools/mtmd/mtmd-helper.cpp
+        \${CMAKE_SOURCE_DIR}/tools/mtmd/mtmd-helper-gen.cpp
+        TARGET_DIRECTORY mtmd PROPERTIES SKIP_UNITY_BUILD_INCLUSION ON)
+    endif()
+  endfunction()
+  cmake_language(DEFER DIRECTORY \${CMAKE_SOURCE_DIR} CALL infergauge_tune)
+endif()
+`;
+
+/**
+ * The cached binary's path. Keyed by commit, recipe (the options above) and CPU model: the
+ * build uses -march=native, so a cache shared with a different CPU must not be reused, and a
+ * binary built another way is not the one the tests were written against.
  */
 export function llamaServerPath(): string {
-  const cpu = createHash('sha256')
-    .update(cpus()[0]?.model ?? 'unknown')
-    .digest('hex')
-    .slice(0, 8);
-  const key = `${NODE_LLAMA_CPP.llamaCppCommit.slice(0, 12)}-${process.arch}-${cpu}`;
+  const hash = (text: string) => createHash('sha256').update(text).digest('hex').slice(0, 8);
+  const recipe = hash(JSON.stringify([CMAKE_OPTIONS, TUNE_CMAKE]));
+  const cpu = hash(cpus()[0]?.model ?? 'unknown');
+  const key = `${NODE_LLAMA_CPP.llamaCppCommit.slice(0, 12)}-${recipe}-${process.arch}-${cpu}`;
   return join(cacheDir(), `llama-server-${key}`, 'llama-server');
 }
 
@@ -52,11 +102,34 @@ export interface BuildOptions {
   jobs?: number;
 }
 
-/** Returns a working llama-server, building it first when the cache has none (~5 min, 2 cores). */
+/**
+ * Returns a working llama-server, building it first when the cache has none (about 4 minutes
+ * on 2 cores). One build per cache at a time: a process that asks meanwhile (`npm test` starts
+ * the build before its files, and each file that uses the server asks too) waits for it and
+ * takes its binary.
+ */
 export async function ensureLlamaServer(options: BuildOptions = {}): Promise<string> {
   const log = options.log ?? ((line: string) => process.stderr.write(`${line}\n`));
   const binary = llamaServerPath();
   if (existsSync(binary) && (await works(binary))) return binary;
+  const started = Date.now();
+  await mkdir(cacheDir(), { recursive: true });
+  return withFileLock(
+    `${dirname(binary)}.lock`,
+    async () => {
+      if (existsSync(binary) && (await works(binary))) {
+        traceStep('llama-server build (another process built it)', started);
+        return binary;
+      }
+      await build(binary, log, options.jobs ?? availableParallelism());
+      traceStep('llama-server build', started);
+      return binary;
+    },
+    { onWait: (pid) => log(`llama-server: process ${pid} is building it; waiting for that build`) },
+  );
+}
+
+async function build(target: string, log: (line: string) => void, jobs: number): Promise<void> {
   const started = Date.now();
   const work = await mkdtemp(join(tmpdir(), 'infergauge-llama-build-'));
   try {
@@ -86,41 +159,52 @@ export async function ensureLlamaServer(options: BuildOptions = {}): Promise<str
     if (head.trim() !== NODE_LLAMA_CPP.llamaCppCommit) {
       throw new Error(`the bundle holds llama.cpp ${head.trim()}, not the pinned commit`);
     }
+    const tune = join(work, 'tune.cmake');
+    await writeFile(tune, TUNE_CMAKE);
     const generator = (await has('ninja')) ? 'Ninja' : 'Unix Makefiles';
     const buildDir = join(source, 'build');
     const logPath = join(work, 'build.log');
+    // llama.cpp compiles through ccache where it is installed (its GGML_CCACHE); paths relative
+    // to the work folder let a later build in another temporary folder hit that cache.
+    const env = { ...process.env, CCACHE_BASEDIR: work, CCACHE_NOHASHDIR: 'true' };
+    const configure = (extra: string[]) =>
+      run(
+        'cmake',
+        [
+          '-S',
+          source,
+          '-B',
+          buildDir,
+          '-G',
+          generator,
+          ...CMAKE_OPTIONS,
+          `-DCMAKE_PROJECT_INCLUDE=${tune}`,
+          ...extra,
+        ],
+        logPath,
+        env,
+      );
+    const compile = () =>
+      run(
+        'cmake',
+        ['--build', buildDir, '--target', 'llama-server', '-j', String(jobs)],
+        logPath,
+        env,
+      );
     log(`llama-server: configuring (cmake, ${generator}); log at ${logPath}`);
-    await run(
-      'cmake',
-      [
-        '-S',
-        source,
-        '-B',
-        buildDir,
-        '-G',
-        generator,
-        '-DCMAKE_BUILD_TYPE=Release',
-        '-DGGML_NATIVE=ON',
-        '-DLLAMA_OPENSSL=OFF',
-        // The default downloads a prebuilt web UI, and nothing but the npm registry is reachable.
-        '-DLLAMA_BUILD_UI=OFF',
-        '-DLLAMA_USE_PREBUILT_UI=OFF',
-        '-DLLAMA_BUILD_TESTS=OFF',
-        '-DLLAMA_BUILD_EXAMPLES=OFF',
-        '-DBUILD_SHARED_LIBS=OFF',
-      ],
-      logPath,
-    );
-    const jobs = options.jobs ?? availableParallelism();
-    log(`llama-server: compiling with ${jobs} jobs (about 5 minutes on 2 cores)`);
-    await run(
-      'cmake',
-      ['--build', buildDir, '--target', 'llama-server', '-j', String(jobs)],
-      logPath,
-    );
+    await configure([]);
+    log(`llama-server: compiling with ${jobs} jobs (about 4 minutes on 2 cores)`);
+    try {
+      await compile();
+    } catch (err) {
+      log(
+        `llama-server: the unity build failed (${(err as Error).message.split('\n')[0]}); building again without it (TUNE_CMAKE in tools/llama/build.ts names the files of this commit that cannot share a compiler run)`,
+      );
+      await configure(['-DINFERGAUGE_NO_UNITY=ON']);
+      await compile();
+    }
     // Copy, then rename into place: a concurrent or interrupted build never leaves half a binary.
-    const target = llamaServerPath();
-    await mkdir(join(target, '..'), { recursive: true });
+    await mkdir(dirname(target), { recursive: true });
     const partial = `${target}.partial-${process.pid}`;
     await copyFile(join(buildDir, 'bin', 'llama-server'), partial);
     await rename(partial, target);
@@ -128,7 +212,6 @@ export async function ensureLlamaServer(options: BuildOptions = {}): Promise<str
     log(
       `llama-server: built in ${((Date.now() - started) / 1000).toFixed(0)} s, cached at ${target}`,
     );
-    return target;
   } finally {
     await rm(work, { recursive: true, force: true });
   }
@@ -153,10 +236,15 @@ async function has(command: string): Promise<boolean> {
 }
 
 /** Runs a build step with its output appended to `logPath`; on failure, the log's tail says why. */
-async function run(command: string, args: string[], logPath: string): Promise<void> {
+async function run(
+  command: string,
+  args: string[],
+  logPath: string,
+  env: NodeJS.ProcessEnv,
+): Promise<void> {
   const out = createWriteStream(logPath, { flags: 'a' });
   await new Promise<void>((resolve, reject) => {
-    const child = spawn(command, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(command, args, { stdio: ['ignore', 'pipe', 'pipe'], env });
     child.stdout.pipe(out, { end: false });
     child.stderr.pipe(out, { end: false });
     child.on('error', reject);

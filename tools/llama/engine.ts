@@ -5,16 +5,13 @@
  * here wrote: builds llama.cpp's llama-server if the cache has none, writes a generated model
  * (random weights, no download), and serves it in the foreground on loopback until Ctrl-C.
  */
-import { existsSync } from 'node:fs';
-import { mkdir } from 'node:fs/promises';
-import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { cacheDir, ensureLlamaServer } from './build.js';
+import { ensureLlamaServer } from './build.js';
 import {
   CONTENT_ONLY_CHAT_TEMPLATE,
+  cachedLlamaModel,
   LLAMA_PRESETS,
   type LlamaPreset,
-  writeLlamaModel,
 } from './model.js';
 import { startLlamaServer } from './server.js';
 
@@ -40,20 +37,13 @@ if (!Number.isInteger(port) || port <= 0 || port > 65535) {
 }
 
 const binary = await ensureLlamaServer();
-const modelDir = join(cacheDir(), 'models');
-await mkdir(modelDir, { recursive: true });
-// The name changes whenever what is written changes, so a cached model is never stale.
-const modelPath = join(modelDir, `infergauge-${preset}-seed1-content-chat.gguf`);
-if (!existsSync(modelPath)) {
-  // Chat prompts then count like completions (one token per word), not with ChatML markers
-  // that this vocabulary would spell out character by character.
-  const model = await writeLlamaModel(modelPath, {
-    preset,
-    seed: 1,
-    chatTemplate: CONTENT_ONLY_CHAT_TEMPLATE,
-  });
-  process.stderr.write(`wrote ${modelPath} (${JSON.stringify(model)})\n`);
-}
+// Chat prompts then count like completions (one token per word), not with ChatML markers that
+// this vocabulary would spell out character by character.
+const modelPath = await cachedLlamaModel({
+  preset,
+  seed: 1,
+  chatTemplate: CONTENT_ONLY_CHAT_TEMPLATE,
+});
 const server = await startLlamaServer({
   binary,
   modelPath,

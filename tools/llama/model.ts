@@ -1,6 +1,11 @@
-import { stat } from 'node:fs/promises';
+import { createHash } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { mkdir, readFile, rename, stat } from 'node:fs/promises';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { createRng, type Rng } from '../../src/rng.js';
 import { WORDS } from '../../src/workload/synthetic.js';
+import { cacheDir } from './build.js';
 import {
   f32ToF16,
   GgmlType,
@@ -364,4 +369,34 @@ function fillBlocks(bytes: Uint8Array, blockBytes: number, scaleF16: number, uin
       bytes[at + 5 + j] = r >>> 24;
     }
   }
+}
+
+/**
+ * The path of a model written once into the cache (`$INFERGAUGE_CACHE/models`) and shared by
+ * every process that asks for the same one: the llama-server tests, the tokenizer tests and
+ * `npm run engine:llama`. Its name holds a hash of what decides its bytes (the options, the
+ * vocabulary, and this writer's own source), so a cached model is never stale.
+ */
+export async function cachedLlamaModel(options: WriteLlamaModelOptions = {}): Promise<string> {
+  const writer = await Promise.all(
+    ['./model.ts', './gguf.ts'].map((f) =>
+      readFile(fileURLToPath(new URL(f, import.meta.url)), 'utf8'),
+    ),
+  );
+  const key = createHash('sha256')
+    .update(JSON.stringify({ options, ...resolveHparams(options) }))
+    .update(JSON.stringify(buildVocabulary().tokens))
+    .update(writer.join('\0'))
+    .digest('hex')
+    .slice(0, 12);
+  const dir = join(cacheDir(), 'models');
+  const path = join(dir, `infergauge-${options.preset ?? 'tiny'}-${key}.gguf`);
+  if (existsSync(path)) return path;
+  await mkdir(dir, { recursive: true });
+  // Written aside, then renamed: a reader never sees half a model, and two writers at once
+  // (test files side by side) both end with the same whole file.
+  const partial = `${path}.partial-${process.pid}`;
+  await writeLlamaModel(partial, options);
+  await rename(partial, path);
+  return path;
 }
