@@ -7,8 +7,9 @@ import assert from 'node:assert/strict';
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import { test } from 'node:test';
+import { REPO } from '../tools/repo.js';
 
-const SRC = resolve(import.meta.dirname, '..', 'src');
+const SRC = join(REPO, 'src');
 
 /** The leaf modules at the top of src/ (types and small shared helpers); they import nothing. */
 const ROOT = '(root)';

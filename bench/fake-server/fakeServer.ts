@@ -6,9 +6,9 @@ import { execFileSync, spawn } from 'node:child_process';
 import { mkdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
-import { fileURLToPath } from 'node:url';
+import { REPO } from '../../tools/repo.js';
 
-const SOURCE = fileURLToPath(new URL('./fake-openai.c', import.meta.url));
+const SOURCE = join(REPO, 'bench/fake-server/fake-openai.c');
 
 /**
  * Compiles the server into `dir` unless an up-to-date binary is there; returns its path.

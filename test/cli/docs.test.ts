@@ -12,8 +12,9 @@ import { dirname, resolve } from 'node:path';
 import { test } from 'node:test';
 import type { Command } from '@commander-js/extra-typings';
 import { program } from '../../src/cli/program.js';
+import { REPO } from '../../tools/repo.js';
 
-const ROOT = resolve(import.meta.dirname, '..', '..');
+const ROOT = REPO;
 const DOCS = resolve(ROOT, 'docs');
 const CLI_MD = resolve(DOCS, 'cli.md');
 

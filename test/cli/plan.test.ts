@@ -11,6 +11,7 @@ import type { RunSummary } from '../../src/metrics/summary.js';
 import { PlanFileError, planFileOptions, planJsonSchema } from '../../src/plan/planFile.js';
 import { parseRunPlan } from '../../src/plan/runPlan.js';
 import type { SimulatorProcess } from '../../src/session/simulator.js';
+import { REPO } from '../../tools/repo.js';
 import { runCli, tempDir } from '../helpers/cli.js';
 import { startSim } from '../helpers/sim.js';
 
@@ -126,9 +127,7 @@ describe('plan files', () => {
 
     const schema = await runCli(['plan', '--schema']);
     assert.deepEqual(JSON.parse(schema.stdout), planJsonSchema());
-    const docs = JSON.parse(
-      readFileSync(new URL('../../docs/plan.schema.json', import.meta.url), 'utf8'),
-    );
+    const docs = JSON.parse(readFileSync(join(REPO, 'docs/plan.schema.json'), 'utf8'));
     assert.deepEqual(
       docs,
       planJsonSchema(),

@@ -7,10 +7,10 @@ import assert from 'node:assert/strict';
 import { cpSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { fileURLToPath } from 'node:url';
+import { REPO } from '../../tools/repo.js';
 import { runCli, tempDir } from '../helpers/cli.js';
 
-const FIXTURE = fileURLToPath(new URL('../fixtures/report/scenarios', import.meta.url));
+const FIXTURE = join(REPO, 'test/fixtures/report/scenarios');
 
 test('report on a killed multi-scenario run reports the scenario folders it left, and says so', async () => {
   const dir = join(tempDir('ig-killed-scenarios-'), 'run');

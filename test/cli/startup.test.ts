@@ -10,7 +10,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { pathToFileURL } from 'node:url';
-import { collect, MAIN, tempDir } from '../helpers/cli.js';
+import { CLI, collect, tempDir } from '../helpers/cli.js';
 import { chatEvent, DONE, startScriptedServer, usageEvent } from '../helpers/scriptedServer.js';
 
 /** Packages a live run must not load before its first request. */
@@ -92,13 +92,14 @@ test('run --url loads no charts, YAML, schemas, progress line or tables before i
     const child = spawn(
       process.execPath,
       [
-        '--import',
-        'tsx',
+        // The command line's own flags (tsx's loader when it runs from source) come first, so
+        // the logging hooks see every module it resolves.
+        ...CLI.slice(0, -1),
         '--import',
         register,
         '--require',
         cjsHook,
-        MAIN,
+        ...CLI.slice(-1),
         'run',
         '--url',
         server.url,
@@ -117,8 +118,8 @@ test('run --url loads no charts, YAML, schemas, progress line or tables before i
     assert.ok(beforeFirst, 'the server was asked nothing');
     // The hook saw the run's own modules, so an empty list cannot pass.
     assert.ok(
-      beforeFirst.some((u) => u.endsWith('/src/session/run.ts')),
-      'session/run.ts not loaded',
+      beforeFirst.some((u) => /\/session\/run\.[jt]s$/.test(u)),
+      'session/run not loaded',
     );
     const early = packagesIn(beforeFirst);
     assert.deepEqual(

@@ -4,7 +4,17 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-export const MAIN = fileURLToPath(new URL('../../src/cli/main.ts', import.meta.url));
+/**
+ * How the tests start `infergauge`: as they themselves run. Compiled by `npm test` (into
+ * .test-build/, see tools/test/suite.ts), they start the command line compiled beside them, as
+ * users run dist/; a file run from source (`node --import tsx --test <file>`) starts the source
+ * through tsx.
+ */
+const compiled = import.meta.url.endsWith('.js');
+const MAIN = fileURLToPath(
+  new URL(`../../src/cli/main.${compiled ? 'js' : 'ts'}`, import.meta.url),
+);
+export const CLI: readonly string[] = compiled ? [MAIN] : ['--import', 'tsx', MAIN];
 
 export interface CliResult {
   code: number | null;
@@ -13,12 +23,12 @@ export interface CliResult {
   stderr: string;
 }
 
-/** Starts `infergauge ...args` as users do (through tsx, as in `npm test`). */
+/** Starts `infergauge ...args` as users do. */
 export function spawnCli(
   args: string[],
   options: { env?: NodeJS.ProcessEnv; detached?: boolean } = {},
 ): ChildProcess {
-  return spawn(process.execPath, ['--import', 'tsx', MAIN, ...args], {
+  return spawn(process.execPath, [...CLI, ...args], {
     env: { ...process.env, OPENAI_API_KEY: undefined, ...options.env },
     stdio: ['ignore', 'pipe', 'pipe'],
     detached: options.detached ?? false,

@@ -4,6 +4,7 @@ import type { RequestRecord } from '../../src/record.js';
 import type { SimulatorProcess } from '../../src/session/simulator.js';
 import type { TruthRecord } from '../../src/sim/server.js';
 import { createSyntheticWorkload } from '../../src/workload/synthetic.js';
+import { runAlone } from '../helpers/alone.js';
 import { runAgainst } from '../helpers/run.js';
 import { fetchTruth, resetTruth, startSim } from '../helpers/sim.js';
 
@@ -23,6 +24,9 @@ import { fetchTruth, resetTruth, startSim } from '../helpers/sim.js';
  * single-threaded server then stamps later arrivals late (time its truth cannot see).
  */
 const ATTEMPTS = 3;
+
+// Milliseconds are the assertion: npm test runs this file after the others, alone.
+await runAlone(import.meta.url);
 
 const base = createSyntheticWorkload({ inputTokens: 64, outputTokens: 33, seed: 3 });
 const varied = (id: number) => ({ ...base(id), requestedOutputTokens: 24 + ((id * 7) % 19) });

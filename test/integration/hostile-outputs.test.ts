@@ -8,6 +8,7 @@ import { copyFileSync, existsSync, mkdirSync, readFileSync, writeFileSync } from
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { parseCsv } from '../../src/report/csv.js';
+import { REPO } from '../../tools/repo.js';
 import { runCli, tempDir } from '../helpers/cli.js';
 import {
   chatEvent,
@@ -17,7 +18,7 @@ import {
   usageEvent,
 } from '../helpers/scriptedServer.js';
 
-const FIXTURE = new URL('../fixtures/report/run/', import.meta.url).pathname;
+const FIXTURE = join(REPO, 'test/fixtures/report/run/');
 const FORMULA = "=cmd|' /C calc'!A0";
 const EVIL_MODEL = 'evil\u001b]0;pwned\u0007\u001b[2Jmodel';
 /** ESC, BEL and the 8-bit CSI: what a terminal acts on. */

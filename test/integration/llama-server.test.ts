@@ -6,13 +6,19 @@ import { BACKENDS } from '../../src/backends/index.js';
 import { requestMetrics } from '../../src/metrics/requestMetrics.js';
 import type { RunSummary } from '../../src/metrics/summary.js';
 import type { ServerMetricsSummary } from '../../src/telemetry/summary.js';
+import { createPromptFactory } from '../../src/workload/prompts.js';
 import { findScenario, type Scenario } from '../../src/workload/scenarios.js';
+import { createTokenizer } from '../../src/workload/tokenizer.js';
 import { loadWorkload } from '../../src/workload/workload.js';
 import { ensureLlamaServer } from '../../tools/llama/build.js';
-import { CONTENT_ONLY_CHAT_TEMPLATE, writeLlamaModel } from '../../tools/llama/model.js';
 import { type RunningLlamaServer, startLlamaServer } from '../../tools/llama/server.js';
+import { runAlone } from '../helpers/alone.js';
 import { runCli, tempDir } from '../helpers/cli.js';
+import { testLlamaModel } from '../helpers/llama.js';
 import { runAgainst } from '../helpers/run.js';
+
+// A real engine's pace on a 2-core machine is the machine's: run after the other files.
+await runAlone(import.meta.url);
 
 /**
  * infergauge against a real engine nobody here wrote: llama.cpp's llama-server (built from the
@@ -21,17 +27,12 @@ import { runAgainst } from '../helpers/run.js';
  */
 describe('llama-server (real engine, CPU)', { timeout: 20 * 60_000 }, () => {
   const dir = tempDir('ig-llama-');
-  const modelPath = join(dir, 'model-125m.gguf');
   let binary: string;
+  let modelPath: string;
   let server: RunningLlamaServer;
 
   before(async () => {
-    binary = await ensureLlamaServer();
-    await writeLlamaModel(modelPath, {
-      preset: '125m',
-      seed: 1,
-      chatTemplate: CONTENT_ONLY_CHAT_TEMPLATE,
-    });
+    [binary, modelPath] = await Promise.all([ensureLlamaServer(), testLlamaModel()]);
     server = await startLlamaServer({ binary, modelPath, parallel: 4, ctxSize: 4096 });
     // Warm the server (first decode allocates buffers) and the client.
     await runAgainst(server.url, {
@@ -242,5 +243,28 @@ describe('llama-server (real engine, CPU)', { timeout: 20 * 60_000 }, () => {
     for (const kind of kinds)
       assert.ok(kind === 'stream_broken' || kind === 'connect', `kind ${kind}`);
     assert.ok(summary.warnings.some((w) => w.code === 'requests_failed'));
+  });
+});
+
+// /tokenize of the same server and model: the tokenizer that calibrates prompts against a
+// model's own vocabulary (src/workload/tokenizer.ts), with nothing between it and llama.cpp.
+describe('llama.cpp /tokenize on a real llama-server', { timeout: 20 * 60_000 }, () => {
+  let server: RunningLlamaServer;
+  before(async () => {
+    const [binary, modelPath] = await Promise.all([ensureLlamaServer(), testLlamaModel()]);
+    server = await startLlamaServer({ binary, modelPath, parallel: 1, ctxSize: 512 });
+  });
+  after(async () => {
+    await server?.stop();
+  });
+
+  test('calibrates against the model vocabulary; prompts are exact', async () => {
+    const tokenizer = await createTokenizer('server', {
+      server: { url: server.url, model: 'm', backend: 'llamacpp', headers: {} },
+    });
+    assert.equal(await tokenizer.count('the of and'), 3);
+    const factory = await createPromptFactory(tokenizer, { seed: 11, sharedPrefixTokens: 20 });
+    assert.equal(await factory.verify(6, 20), 0);
+    assert.equal(await factory.verify(6, 700), 0);
   });
 });

@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { chmodSync, existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
+import { pathToFileURL } from 'node:url';
 import { type RunSummary, summarize } from '../../src/metrics/summary.js';
 import { renderTerminalSummary } from '../../src/report/terminal.js';
 import type { SimulatorProcess } from '../../src/session/simulator.js';
@@ -12,11 +13,12 @@ import { parsePrometheusText, seriesKey } from '../../src/telemetry/prometheus.j
 import { probeMetrics, startScraper } from '../../src/telemetry/scraper.js';
 import { snapshotValues, type TelemetrySnapshot } from '../../src/telemetry/snapshot.js';
 import { type ServerMetricsSummary, summarizeTelemetry } from '../../src/telemetry/summary.js';
+import { REPO } from '../../tools/repo.js';
 import { runCli, tempDir } from '../helpers/cli.js';
 import { runAgainst } from '../helpers/run.js';
 import { startSim } from '../helpers/sim.js';
 
-const FIXTURES = new URL('../fixtures/', import.meta.url);
+const FIXTURES = pathToFileURL(join(REPO, 'test/fixtures/'));
 const fixture = (name: string) => readFileSync(new URL(name, FIXTURES), 'utf8');
 const prom = (text: string) => snapshotValues('prometheus', text);
 const linux = process.platform === 'linux';

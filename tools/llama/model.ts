@@ -2,9 +2,9 @@ import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { mkdir, readFile, rename, stat } from 'node:fs/promises';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { createRng, type Rng } from '../../src/rng.js';
 import { WORDS } from '../../src/workload/synthetic.js';
+import { REPO } from '../repo.js';
 import { cacheDir } from './build.js';
 import {
   f32ToF16,
@@ -379,9 +379,7 @@ function fillBlocks(bytes: Uint8Array, blockBytes: number, scaleF16: number, uin
  */
 export async function cachedLlamaModel(options: WriteLlamaModelOptions = {}): Promise<string> {
   const writer = await Promise.all(
-    ['./model.ts', './gguf.ts'].map((f) =>
-      readFile(fileURLToPath(new URL(f, import.meta.url)), 'utf8'),
-    ),
+    ['model.ts', 'gguf.ts'].map((f) => readFile(join(REPO, 'tools', 'llama', f), 'utf8')),
   );
   const key = createHash('sha256')
     .update(JSON.stringify({ options, ...resolveHparams(options) }))

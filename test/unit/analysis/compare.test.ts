@@ -8,7 +8,6 @@ import assert from 'node:assert/strict';
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
-import { fileURLToPath } from 'node:url';
 import {
   blockLength,
   bootstrapRun,
@@ -49,9 +48,10 @@ import {
   streamSeed,
 } from '../../../src/workload/distributions.js';
 import { createSyntheticWorkload } from '../../../src/workload/synthetic.js';
+import { REPO } from '../../../tools/repo.js';
 import { tempDir } from '../../helpers/cli.js';
 
-const FIXTURES = fileURLToPath(new URL('../../fixtures/compare/', import.meta.url));
+const FIXTURES = join(REPO, 'test/fixtures/compare/');
 
 // ---------------------------------------------------------------------------------------------
 // Synthetic runs with known distributions.

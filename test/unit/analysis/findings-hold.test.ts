@@ -19,6 +19,7 @@ import type { RunSummary } from '../../../src/metrics/summary.js';
 import { renderHtmlReport } from '../../../src/report/html.js';
 import { formatDecodeModel, formatPrefillModel } from '../../../src/report/probeText.js';
 import { loadReportInput } from '../../../src/results/load.js';
+import { REPO } from '../../../tools/repo.js';
 
 const decodePoint = (concurrency: number, tpotMeanMs: number): DecodeMeasurement => ({
   concurrency,
@@ -126,9 +127,7 @@ describe('prefill_dominated says what its numbers show', () => {
 });
 
 test('the sweep headline of a scenario without a search or a knee has no stray colon', async () => {
-  const input = await loadReportInput(
-    join(new URL('../../fixtures/report/sweep', import.meta.url).pathname),
-  );
+  const input = await loadReportInput(join(REPO, 'test/fixtures/report/sweep'));
   assert.equal(input.kind, 'sweep');
   const sweep = (input as { sweep: { scenarios: Record<string, unknown>[] } }).sweep;
   for (const s of sweep.scenarios) {

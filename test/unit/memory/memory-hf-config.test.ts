@@ -3,7 +3,6 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'nod
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
-import { fileURLToPath } from 'node:url';
 import {
   type HfModel,
   ModelConfigError,
@@ -17,9 +16,9 @@ import {
   type ModelSpec,
   paramCounts,
 } from '../../../src/memory/model.js';
+import { REPO } from '../../../tools/repo.js';
 
-const fixturePath = (name: string) =>
-  fileURLToPath(new URL(`../../fixtures/hf-configs/${name}`, import.meta.url));
+const fixturePath = (name: string) => join(REPO, 'test/fixtures/hf-configs', name);
 const fixture = (name: string): Record<string, unknown> =>
   JSON.parse(readFileSync(fixturePath(name), 'utf8'));
 

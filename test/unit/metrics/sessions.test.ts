@@ -1,11 +1,13 @@
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { evaluateThreshold, parseThresholds } from '../../../src/analysis/thresholds.js';
 import { SummaryBuilder, summarize } from '../../../src/metrics/summary.js';
 import type { RequestRecord } from '../../../src/record.js';
 import { snapshotValues, type TelemetrySnapshot } from '../../../src/telemetry/snapshot.js';
 import { summarizeTelemetry } from '../../../src/telemetry/summary.js';
+import { REPO } from '../../../tools/repo.js';
 import { sessionRecord, sessionRecords } from '../../helpers/sessionRecords.js';
 
 const context = { load: { mode: 'closed' as const, concurrency: 5 } };
@@ -246,10 +248,7 @@ describe('server prefix-cache hit rate', () => {
   });
 
   test("SGLang's own rate gauge, averaged over the scrapes (recorded /metrics text)", () => {
-    const text = readFileSync(
-      new URL('../../fixtures/sglang-metrics.txt', import.meta.url),
-      'utf8',
-    );
+    const text = readFileSync(join(REPO, 'test/fixtures/sglang-metrics.txt'), 'utf8');
     const m = summarizeTelemetry([
       { at: 0, source: 'prometheus', values: snapshotValues('prometheus', text) },
     ]);

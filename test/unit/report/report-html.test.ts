@@ -12,16 +12,16 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { fileURLToPath } from 'node:url';
 import type { Browser } from 'playwright-core';
 import { cdfPoints, MAX_SERIES_POINTS, paretoFront } from '../../../src/report/charts.js';
 import { escapeHtml } from '../../../src/report/format.js';
 import { renderHtmlReport } from '../../../src/report/html.js';
 import { loadReportInput, type ReportInput } from '../../../src/results/load.js';
+import { REPO } from '../../../tools/repo.js';
 import { openFile, startBrowser } from '../../helpers/browser.js';
 
-const FIXTURES = fileURLToPath(new URL('../../fixtures/report/', import.meta.url));
-const ARTIFACTS = fileURLToPath(new URL('../../../test-artifacts/report/', import.meta.url));
+const FIXTURES = join(REPO, 'test/fixtures/report/');
+const ARTIFACTS = join(REPO, 'test-artifacts/report/');
 /** What generate.ts put in model names, labels, messages and Prometheus labels. */
 const HOSTILE = '<script>window.__pwned=1</script>"><img src=x onerror="window.__pwned=2">';
 

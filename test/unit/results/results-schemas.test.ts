@@ -7,7 +7,6 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { fileURLToPath } from 'node:url';
 import { runCompare } from '../../../src/cli/compare.js';
 import {
   capacitySchema,
@@ -18,8 +17,9 @@ import {
   summarySchema,
   sweepSchema,
 } from '../../../src/results/schemas.js';
+import { REPO } from '../../../tools/repo.js';
 
-const FIXTURES = fileURLToPath(new URL('../../fixtures/report/', import.meta.url));
+const FIXTURES = join(REPO, 'test/fixtures/report/');
 const read = (path: string) => JSON.parse(readFileSync(join(FIXTURES, path), 'utf8')) as unknown;
 
 test('every results file of the report fixtures parses with its schema', () => {

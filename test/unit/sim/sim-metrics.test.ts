@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import {
   buildOneTwoFiveBuckets,
@@ -15,9 +16,9 @@ import {
 } from '../../../src/telemetry/prometheus.js';
 import { snapshotValues } from '../../../src/telemetry/snapshot.js';
 import { summarizeTelemetry } from '../../../src/telemetry/summary.js';
+import { REPO } from '../../../tools/repo.js';
 
-const fixture = (name: string) =>
-  readFileSync(new URL(`../../fixtures/${name}`, import.meta.url), 'utf8');
+const fixture = (name: string) => readFileSync(join(REPO, 'test/fixtures', name), 'utf8');
 
 const MODEL = 'sim/Llama-3.1-8B';
 const LABELS = { engine: '0', model_name: MODEL };

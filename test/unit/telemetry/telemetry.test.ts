@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { parsePrometheusText, seriesKey } from '../../../src/telemetry/prometheus.js';
 import {
@@ -8,9 +9,9 @@ import {
   type TelemetrySnapshot,
 } from '../../../src/telemetry/snapshot.js';
 import { summarizeTelemetry } from '../../../src/telemetry/summary.js';
+import { REPO } from '../../../tools/repo.js';
 
-const fixture = (name: string) =>
-  readFileSync(new URL(`../../fixtures/${name}`, import.meta.url), 'utf8');
+const fixture = (name: string) => readFileSync(join(REPO, 'test/fixtures', name), 'utf8');
 
 describe('Prometheus text', () => {
   test('vLLM: labels, exponents, histogram series, escapes, NaN, timestamps, junk lines', () => {

@@ -4,8 +4,8 @@
  * o200k_base tokenizer.
  */
 import assert from 'node:assert/strict';
+import { join } from 'node:path';
 import { before, describe, test } from 'node:test';
-import { fileURLToPath } from 'node:url';
 import type { Answer, ChatMessage, RequestSpec } from '../../../src/backends/types.js';
 import type { RequestRecord } from '../../../src/record.js';
 import {
@@ -30,9 +30,9 @@ import {
 import { createTokenizer, type Tokenizer } from '../../../src/workload/tokenizer.js';
 import { parseTrace, readTrace, traceSessions } from '../../../src/workload/trace.js';
 import { toolsPromptText } from '../../../src/workload/words.js';
+import { REPO } from '../../../tools/repo.js';
 
-const fixture = (name: string) =>
-  fileURLToPath(new URL(`../../fixtures/workload/${name}`, import.meta.url));
+const fixture = (name: string) => join(REPO, 'test/fixtures/workload', name);
 
 let tokenizer: Tokenizer;
 let prompts: PromptFactory;

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
@@ -11,9 +11,6 @@ import {
   type Tokenizer,
   TokenizerError,
 } from '../../../src/workload/tokenizer.js';
-import { llamaServerPath } from '../../../tools/llama/build.js';
-import { writeLlamaModel } from '../../../tools/llama/model.js';
-import { type RunningLlamaServer, startLlamaServer } from '../../../tools/llama/server.js';
 import { tempDir } from '../../helpers/cli.js';
 import {
   type ScriptedRequest,
@@ -381,31 +378,6 @@ describe('server tokenizer', () => {
       createTokenizer('server', { server: { url, model: 'm', backend: 'openai', headers: {} } }),
       (err: Error) => err instanceof TokenizerError && err.message.includes(`${url}/tokenize`),
     );
-  });
-});
-
-// A real llama-server when the project has one built and cached (`npm run engine:llama` or the
-// llama-server tests build it); skipped otherwise, as building takes minutes.
-const LLAMA_BINARY = llamaServerPath();
-describe('llama.cpp /tokenize on a real llama-server', { skip: !existsSync(LLAMA_BINARY) }, () => {
-  let server: RunningLlamaServer;
-  before(async () => {
-    const modelPath = join(tempDir('ig-tok-llama-'), 'tiny.gguf');
-    await writeLlamaModel(modelPath, { preset: 'tiny', seed: 1 });
-    server = await startLlamaServer({ binary: LLAMA_BINARY, modelPath, parallel: 1, ctxSize: 512 });
-  });
-  after(async () => {
-    await server?.stop();
-  });
-
-  test('calibrates against the model vocabulary; prompts are exact', async () => {
-    const tokenizer = await createTokenizer('server', {
-      server: { url: server.url, model: 'm', backend: 'llamacpp', headers: {} },
-    });
-    assert.equal(await tokenizer.count('the of and'), 3);
-    const factory = await createPromptFactory(tokenizer, { seed: 11, sharedPrefixTokens: 20 });
-    assert.equal(await factory.verify(6, 20), 0);
-    assert.equal(await factory.verify(6, 700), 0);
   });
 });
 

@@ -4,8 +4,8 @@
  * check is seeded, and its tolerance is a few standard errors of the statistic it checks.
  */
 import assert from 'node:assert/strict';
+import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { fileURLToPath } from 'node:url';
 import type { RequestSpec } from '../../../src/backends/types.js';
 import type { OpenLoadSpec } from '../../../src/load.js';
 import { findGpuPreset, type GpuSpec } from '../../../src/memory/hardware.js';
@@ -42,11 +42,11 @@ import {
   traceLoad,
   traceReplay,
 } from '../../../src/workload/trace.js';
+import { REPO } from '../../../tools/repo.js';
 import { runAgainst } from '../../helpers/run.js';
 import { startSim } from '../../helpers/sim.js';
 
-const fixture = (name: string) =>
-  fileURLToPath(new URL(`../../fixtures/workload/${name}`, import.meta.url));
+const fixture = (name: string) => join(REPO, 'test/fixtures/workload', name);
 
 function moments(xs: readonly number[]): { mean: number; sd: number } {
   const mean = xs.reduce((a, x) => a + x, 0) / xs.length;
