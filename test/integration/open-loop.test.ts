@@ -3,8 +3,12 @@ import { after, before, describe, test } from 'node:test';
 import { requestMetrics } from '../../src/metrics/requestMetrics.js';
 import type { SimulatorProcess } from '../../src/session/simulator.js';
 import { createArrivalSchedule } from '../../src/workload/arrivals.js';
+import { runAlone } from '../helpers/alone.js';
 import { runAgainst } from '../helpers/run.js';
 import { startSim } from '../helpers/sim.js';
+
+// Sends and the client's health are judged to the millisecond: npm test runs this file alone, after the others.
+await runAlone(import.meta.url);
 
 describe('arrival schedules', () => {
   test('seeded Poisson: same seed, same arrivals; mean gap 1/rate', () => {

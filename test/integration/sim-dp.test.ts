@@ -22,9 +22,13 @@ import { parsePrometheusText, seriesKey } from '../../src/telemetry/prometheus.j
 import type { ServerMetricsSummary } from '../../src/telemetry/summary.js';
 import { createSyntheticWorkload, WORDS } from '../../src/workload/synthetic.js';
 import { perRequestGaps } from '../helpers/agreement.js';
+import { runAlone } from '../helpers/alone.js';
 import { runCli, tempDir } from '../helpers/cli.js';
 import { runAgainst } from '../helpers/run.js';
 import { fetchTruth, startSim } from '../helpers/sim.js';
+
+// Virtual time and the HTTP simulator are compared per request within timer jitter: npm test runs this file alone, after the others.
+await runAlone(import.meta.url);
 
 const BASE: EngineModelOptions = {
   model: findModelPreset('llama-3-8b') as ModelSpec,

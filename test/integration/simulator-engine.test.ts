@@ -22,8 +22,12 @@ import { simulateRun } from '../../src/sim/virtual.js';
 import { parsePrometheusText } from '../../src/telemetry/prometheus.js';
 import { createSyntheticWorkload, WORDS } from '../../src/workload/synthetic.js';
 import { perRequestGaps } from '../helpers/agreement.js';
+import { runAlone } from '../helpers/alone.js';
 import { runAgainst } from '../helpers/run.js';
 import { fetchTruth, startSim } from '../helpers/sim.js';
+
+// Virtual time and the HTTP simulator are compared per request within timer jitter: npm test runs this file alone, after the others.
+await runAlone(import.meta.url);
 
 const preset = (id: string): ModelSpec => findModelPreset(id) as ModelSpec;
 const gpu = (id: string): GpuSpec => findGpuPreset(id) as GpuSpec;

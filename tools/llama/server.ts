@@ -1,5 +1,6 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { createServer } from 'node:net';
+import { traceStep } from '../test/trace.js';
 
 export interface LlamaServerOptions {
   binary: string;
@@ -43,6 +44,7 @@ export function freePort(): Promise<number> {
 
 /** Starts llama-server on loopback and waits until it serves (model loaded, slots ready). */
 export async function startLlamaServer(options: LlamaServerOptions): Promise<RunningLlamaServer> {
+  const startedMs = Date.now();
   const port = options.port ?? (await freePort());
   const parallel = options.parallel ?? 4;
   const args = [
@@ -95,7 +97,10 @@ export async function startLlamaServer(options: LlamaServerOptions): Promise<Run
     try {
       const response = await fetch(`${url}/health`);
       await response.arrayBuffer();
-      if (response.status === 200) return running;
+      if (response.status === 200) {
+        traceStep('llama-server start', startedMs);
+        return running;
+      }
     } catch {
       // not listening yet
     }

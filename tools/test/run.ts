@@ -14,8 +14,15 @@
  *
  *   npm test [-- [--concurrency N] [--budget-s S] [--test-name-pattern P] [files...]]
  */
-import { type ChildProcess, spawn } from 'node:child_process';
-import { createWriteStream, mkdirSync, readFileSync, realpathSync, writeFileSync } from 'node:fs';
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import {
+  createWriteStream,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  realpathSync,
+  writeFileSync,
+} from 'node:fs';
 import { setPriority } from 'node:os';
 import { join, relative, resolve } from 'node:path';
 import { finished } from 'node:stream/promises';
@@ -127,6 +134,23 @@ function ordered(files: TestFile[]): { others: TestFile[]; alone: TestFile[] } {
   };
 }
 
+/** The processes below `pid` (Linux's /proc; none elsewhere), deepest first. */
+function descendants(pid: number): number[] {
+  const children = new Map<number, number[]>();
+  try {
+    for (const entry of readdirSync('/proc')) {
+      if (!/^\d+$/.test(entry)) continue;
+      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+      children.set(ppid, [...(children.get(ppid) ?? []), Number(entry)]);
+    }
+  } catch {
+    // a process that ended while being read, or no /proc: what was read is what there is
+  }
+  const below = (p: number): number[] => (children.get(p) ?? []).flatMap((c) => [...below(c), c]);
+  return below(pid);
+}
+
 function startPrepare(
   files: TestFile[],
 ): { child: ChildProcess; result: Promise<Prepared | undefined> } | undefined {
@@ -136,24 +160,22 @@ function startPrepare(
   ];
   if (flags.length === 0) return undefined;
   const script = fileURLToPath(new URL('./prepare.ts', import.meta.url));
-  const child = spawn(process.execPath, ['--import', 'tsx', script, ...flags], {
-    cwd: REPO,
-    stdio: ['ignore', 'pipe', 'inherit'],
-    // Its own process group, so that what it started (cmake, the compilers) stops with it.
-    detached: true,
-  });
-  // The lowest priority, inherited by the compilers it starts: the test files come first, and
-  // the build takes what they leave. A detached process leads a session of its own, and where
-  // Linux groups sessions (autogroup) a nice value counts only inside its group: the group's
-  // own is what puts the build behind the tests.
-  if (child.pid !== undefined) {
-    setPriority(child.pid, 19);
-    try {
-      writeFileSync(`/proc/${child.pid}/autogroup`, '19');
-    } catch {
-      // not Linux, or no autogroup: the process's own priority is the one that counts
-    }
-  }
+  const command = [process.execPath, '--import', 'tsx', script, ...flags];
+  // Behind the tests: SCHED_IDLE (chrt), inherited by the compilers it starts, runs only on a
+  // core no test wants and gives way at once when a test wakes, so that a test timing
+  // milliseconds does not wait for a compiler's time slice. Where chrt is missing, the lowest
+  // nice value. In this process's session on purpose: Linux's autogroup schedules each session
+  // as one, and nice or SCHED_IDLE would then count only inside a session of the build's own.
+  const idle = spawnSync('chrt', ['--idle', '0', 'true']).status === 0;
+  const child = spawn(
+    idle ? 'chrt' : command[0],
+    idle ? ['--idle', '0', ...command] : command.slice(1),
+    {
+      cwd: REPO,
+      stdio: ['ignore', 'pipe', 'inherit'],
+    },
+  );
+  if (!idle && child.pid !== undefined) setPriority(child.pid, 19);
   let stdout = '';
   child.stdout?.on('data', (d: Buffer) => {
     stdout += d.toString();
@@ -252,8 +274,15 @@ try {
   code = 1;
 }
 if (prepare && prepare.child.exitCode === null && prepare.child.pid !== undefined) {
-  // Only when the files that needed it stopped early: its work is of no use now.
-  process.kill(-prepare.child.pid, 'SIGTERM');
+  // Only when the files that needed it stopped early: its work (and its compilers') is of no
+  // use now.
+  for (const pid of [...descendants(prepare.child.pid), prepare.child.pid]) {
+    try {
+      process.kill(pid, 'SIGTERM');
+    } catch {
+      // gone already
+    }
+  }
 }
 const prepared = await prepare?.result;
 const wallS = (Date.now() - startedMs) / 1000;
