@@ -62,8 +62,21 @@ export async function buildTests(): Promise<void> {
   try {
     await promisify(execFile)(process.execPath, [tsc, ...args], { cwd: REPO });
   } catch (err) {
-    const { stdout = '', stderr = '' } = err as { stdout?: string; stderr?: string };
-    throw new Error(`the build (tsc) failed, so no test ran:\n${stdout}${stderr}`);
+    const {
+      code,
+      stdout = '',
+      stderr = '',
+    } = err as {
+      code?: number;
+      stdout?: string;
+      stderr?: string;
+    };
+    // 2: type errors, but everything was emitted. The tests run, as they did through tsx, which
+    // never checked types; `npm run typecheck` (and CI) is where types are judged.
+    if (code !== 2) throw new Error(`the build (tsc) failed, so no test ran:\n${stdout}${stderr}`);
+    process.stderr.write(
+      `type errors (the tests run anyway; npm run typecheck lists them):\n${stdout}`,
+    );
   }
   // src/version.ts reads the package.json above it, as dist/version.js does.
   copyFileSync(join(REPO, 'package.json'), join(BUILD, 'package.json'));
