@@ -16,7 +16,15 @@ import { tmpdir } from 'node:os';
 import { join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { BUILD, buildTests, compiledPath, REPO, type TimingLine, testFiles } from './suite.js';
+import {
+  BUILD,
+  buildTests,
+  compiledPath,
+  REPO,
+  readJsonLines,
+  type TimingLine,
+  testFiles,
+} from './suite.js';
 
 const { values, positionals } = parseArgs({
   options: { top: { type: 'string', default: '15' } },
@@ -59,17 +67,6 @@ interface FileProfile {
   slowest: TimingLine[];
 }
 
-function readLines<T>(path: string): T[] {
-  try {
-    return readFileSync(path, 'utf8')
-      .split('\n')
-      .filter(Boolean)
-      .map((l) => JSON.parse(l) as T);
-  } catch {
-    return [];
-  }
-}
-
 async function profileFile(file: string): Promise<FileProfile> {
   const dir = mkdtempSync(join(tmpdir(), 'ig-profile-'));
   const tracePath = join(dir, 'trace.jsonl');
@@ -98,8 +95,8 @@ async function profileFile(file: string): Promise<FileProfile> {
   await new Promise((resolve) => runner.once('close', resolve));
   const wallS = (performance.now() - started) / 1000;
   const cpuS = childrenCpuS() - cpuBefore;
-  const trace = readLines<ProcessLine & StepLine>(tracePath);
-  const timings = readLines<TimingLine>(timingsPath);
+  const trace = readJsonLines<ProcessLine & StepLine>(tracePath);
+  const timings = readJsonLines<TimingLine>(timingsPath);
   rmSync(dir, { recursive: true, force: true });
 
   const processes = trace.filter((l) => l.pid !== undefined) as ProcessLine[];

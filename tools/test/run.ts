@@ -31,7 +31,15 @@ import { spec } from 'node:test/reporters';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import type { Prepared } from './prepare.js';
-import { buildTests, compiledPath, REPO, sourcePath, type TimingLine, testFiles } from './suite.js';
+import {
+  buildTests,
+  compiledPath,
+  REPO,
+  readJsonLines,
+  sourcePath,
+  type TimingLine,
+  testFiles,
+} from './suite.js';
 
 /**
  * Files at once. Most of them wait on sockets, timers and the processes they start as much as
@@ -85,7 +93,7 @@ interface TestFile {
   source: string;
   /** Its compiled copy, which runs. */
   path: string;
-  /** Needs llama-server (tools/llama/) or Debian's chromium (helpers/browser): prepare.ts. */
+  /** Starts llama-server (tools/llama/build, server) or Debian's chromium: prepare.ts. */
   needsLlamaServer: boolean;
   needsChromium: boolean;
   /** Calls runAlone(): runs after the others, one at a time. */
@@ -103,7 +111,7 @@ function classify(source: string): TestFile {
   return {
     source: realpathSync(source),
     path: compiledPath(realpathSync(source)),
-    needsLlamaServer: text.includes('tools/llama/'),
+    needsLlamaServer: /tools\/llama\/(build|server)\.js/.test(text),
     needsChromium: text.includes('helpers/browser'),
     alone: text.includes('await runAlone(import.meta.url)'),
   };
@@ -246,17 +254,6 @@ async function runFiles(
   return { code: failed ? 1 : 0, turnAtMs };
 }
 
-function readTimings(): TimingLine[] {
-  try {
-    return readFileSync(TIMINGS, 'utf8')
-      .split('\n')
-      .filter(Boolean)
-      .map((l) => JSON.parse(l) as TimingLine);
-  } catch {
-    return [];
-  }
-}
-
 const startedMs = Date.now();
 mkdirSync(ARTIFACTS, { recursive: true });
 const files = (
@@ -288,7 +285,7 @@ const prepared = await prepare?.result;
 const wallS = (Date.now() - startedMs) / 1000;
 
 // A file that ran alone is timed from its turn: before that it only waited.
-const timings = readTimings()
+const timings = readJsonLines<TimingLine>(TIMINGS)
   .filter((t) => t.kind === 'file')
   .map((t) => {
     const turn = turnAtMs.get(t.file);
@@ -302,6 +299,12 @@ writeFileSync(HISTORY, `${JSON.stringify(history, null, 2)}\n`);
 const builtS = prepared?.llamaServer?.builtS;
 const lines = [
   '',
+  ...(prepared?.llamaServer?.error
+    ? [`llama-server could not be built: ${prepared.llamaServer.error}`]
+    : []),
+  ...(prepared?.chromium?.error
+    ? [`chromium could not be installed: ${prepared.chromium.error}`]
+    : []),
   `test suite: ${wallS.toFixed(0)} s wall, ${files.length} files (${alone.length} alone, at the end), ${concurrency} at a time${builtS === undefined ? '' : `; llama-server built beside them in ${builtS.toFixed(0)} s`}`,
   'slowest files (start to end, beside the others; those alone from their turn):',
   ...timings

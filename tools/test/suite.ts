@@ -10,7 +10,7 @@
  * fixtures, docs and sources go through tools/repo.ts, which finds the same root from both.
  */
 import { execFile } from 'node:child_process';
-import { copyFileSync, readdirSync } from 'node:fs';
+import { copyFileSync, readdirSync, readFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { promisify } from 'node:util';
 import { REPO } from '../repo.js';
@@ -92,4 +92,16 @@ export interface TimingLine {
   /** When it finished (ms since 1970), as the reporter saw it. */
   endedAtMs: number;
   passed: boolean;
+}
+
+/** The JSON lines of a file (the timing reporter's, a profile's trace); none if it is missing. */
+export function readJsonLines<T>(path: string): T[] {
+  try {
+    return readFileSync(path, 'utf8')
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => JSON.parse(l) as T);
+  } catch {
+    return [];
+  }
 }
