@@ -103,7 +103,7 @@ export interface BuildOptions {
 }
 
 /**
- * Returns a working llama-server, building it first when the cache has none (about 4 minutes
+ * Returns a working llama-server, building it first when the cache has none (about 5 minutes
  * on 2 cores). One build per cache at a time: a process that asks meanwhile (`npm test` starts
  * the build before its files, and each file that uses the server asks too) waits for it and
  * takes its binary.
@@ -193,12 +193,12 @@ async function build(target: string, log: (line: string) => void, jobs: number):
       );
     log(`llama-server: configuring (cmake, ${generator}); log at ${logPath}`);
     await configure([]);
-    log(`llama-server: compiling with ${jobs} jobs (about 4 minutes on 2 cores)`);
+    log(`llama-server: compiling with ${jobs} jobs (about 5 minutes on 2 cores)`);
     try {
       await compile();
     } catch (err) {
       log(
-        `llama-server: the unity build failed (${(err as Error).message.split('\n')[0]}); building again without it (TUNE_CMAKE in tools/llama/build.ts names the files of this commit that cannot share a compiler run)`,
+        `llama-server: the build failed (${(err as Error).message.split('\n')[0]}); building again without unity builds, in case a file of this commit cannot share a compiler run (TUNE_CMAKE in tools/llama/build.ts names those it knows)`,
       );
       await configure(['-DINFERGAUGE_NO_UNITY=ON']);
       await compile();

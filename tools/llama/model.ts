@@ -373,8 +373,8 @@ function fillBlocks(bytes: Uint8Array, blockBytes: number, scaleF16: number, uin
 
 /**
  * The path of a model written once into the cache (`$INFERGAUGE_CACHE/models`) and shared by
- * every process that asks for the same one: the llama-server tests, the tokenizer tests and
- * `npm run engine:llama`. Its name holds a hash of what decides its bytes (the options, the
+ * every process that asks for the same one: the llama-server tests, the suite's early start
+ * (tools/test/prepare.ts) and `npm run engine:llama`. Its name holds a hash of what decides its bytes (the options, the
  * vocabulary, and this writer's own source), so a cached model is never stale.
  */
 export async function cachedLlamaModel(options: WriteLlamaModelOptions = {}): Promise<string> {

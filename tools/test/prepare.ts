@@ -7,7 +7,7 @@
  *
  *   node --import tsx tools/test/prepare.ts [--llama-server] [--chromium]
  *
- * Prints one JSON line at the end: what it did and how long each took.
+ * Prints one JSON line at the end (Prepared): how long a build took, and what failed.
  */
 import { existsSync } from 'node:fs';
 import { parseArgs } from 'node:util';

@@ -1,21 +1,22 @@
 /**
  * Where the test suite's time goes, file by file: each file runs alone, compiled as `npm test`
- * runs it (tools/test/suite.ts), and this prints its wall time,
- * its CPU (its own process and everything it started), the time it only waited (timers, paced
- * servers), the command-line and simulator processes it started and what they cost, the CPU of
- * what is not Node (llama-server, a compiler, a browser), the llama-server build and start, and
- * its slowest tests. Rerun it after a change to see what moved.
+ * runs it (tools/test/suite.ts), and this prints its wall time, its CPU (its own process and
+ * everything it started), the time it only waited (timers, paced servers), the command-line
+ * and simulator processes it started and what they cost, the CPU of what is not Node
+ * (llama-server, a compiler, a browser), the llama-server build and start, and its slowest
+ * tests. Rerun it after a change to see what moved.
  *
  *   npm run test:profile [-- --top 20] [-- test/cli/cli.test.ts ...]
  *
  * Linux only (/proc/self/stat). Beside other work the CPU figures hold; the wall times do not.
  */
 import { execFileSync, spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { reapedChildrenCpuS } from '../../bench/processCpu.js';
 import {
   BUILD,
   buildTests,
@@ -32,16 +33,8 @@ const { values, positionals } = parseArgs({
 });
 const top = Number(values.top);
 
-const CLOCK_TICKS_PER_S = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }));
 const TRACE_HOOK = fileURLToPath(new URL('./trace-process.cjs', import.meta.url));
 const REPORTER = fileURLToPath(new URL('./reporter.mjs', import.meta.url));
-
-/** CPU seconds of this process's reaped descendants (cutime + cstime of proc(5)). */
-function childrenCpuS(): number {
-  const stat = readFileSync('/proc/self/stat', 'utf8');
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return (Number(fields[13]) + Number(fields[14])) / CLOCK_TICKS_PER_S;
-}
 
 interface ProcessLine {
   pid: number;
@@ -71,7 +64,7 @@ async function profileFile(file: string): Promise<FileProfile> {
   const dir = mkdtempSync(join(tmpdir(), 'ig-profile-'));
   const tracePath = join(dir, 'trace.jsonl');
   const timingsPath = join(dir, 'timings.jsonl');
-  const cpuBefore = childrenCpuS();
+  const cpuBefore = reapedChildrenCpuS();
   const started = performance.now();
   const runner = spawn(
     process.execPath,
@@ -94,7 +87,7 @@ async function profileFile(file: string): Promise<FileProfile> {
   );
   await new Promise((resolve) => runner.once('close', resolve));
   const wallS = (performance.now() - started) / 1000;
-  const cpuS = childrenCpuS() - cpuBefore;
+  const cpuS = reapedChildrenCpuS() - cpuBefore;
   const trace = readJsonLines<ProcessLine & StepLine>(tracePath);
   const timings = readJsonLines<TimingLine>(timingsPath);
   rmSync(dir, { recursive: true, force: true });
@@ -119,7 +112,7 @@ async function profileFile(file: string): Promise<FileProfile> {
   }
   return {
     file,
-    passed: runnerPassed(timings, runner.exitCode),
+    passed: runner.exitCode === 0 && timings.every((t) => t.passed),
     wallS,
     cpuS,
     cli,
@@ -134,16 +127,12 @@ async function profileFile(file: string): Promise<FileProfile> {
   };
 }
 
-function runnerPassed(timings: TimingLine[], exitCode: number | null): boolean {
-  return exitCode === 0 && timings.every((t) => t.passed);
-}
-
 /** Median CPU seconds of starting the command line (`--version`) with these arguments. */
 function startupCpuS(args: string[]): number {
   const samples = [0, 1, 2].map(() => {
-    const before = childrenCpuS();
+    const before = reapedChildrenCpuS();
     execFileSync(process.execPath, [...args, '--version'], { cwd: REPO, stdio: 'ignore' });
-    return childrenCpuS() - before;
+    return reapedChildrenCpuS() - before;
   });
   return samples.sort((a, b) => a - b)[1];
 }

@@ -17,6 +17,7 @@
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import {
   createWriteStream,
+  existsSync,
   mkdirSync,
   readdirSync,
   readFileSync,
@@ -30,6 +31,7 @@ import { run } from 'node:test';
 import { spec } from 'node:test/reporters';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
+import { procStat } from '../../bench/processCpu.js';
 import type { Prepared } from './prepare.js';
 import {
   buildTests,
@@ -60,24 +62,22 @@ function usage(message: string): never {
   process.exit(2);
 }
 
-let parsed: ReturnType<typeof parseOptions>;
-function parseOptions() {
-  return parseArgs({
-    options: {
-      concurrency: { type: 'string', default: String(DEFAULT_CONCURRENCY) },
-      'budget-s': { type: 'string' },
-      'test-name-pattern': { type: 'string', multiple: true, default: [] },
-    },
-    allowPositionals: true,
-  });
-}
-try {
-  parsed = parseOptions();
-} catch (err) {
-  usage(
-    `${(err as Error).message}; usage: npm test -- [--concurrency N] [--budget-s S] [--test-name-pattern P] [files...]`,
-  );
-}
+const parsed = (() => {
+  try {
+    return parseArgs({
+      options: {
+        concurrency: { type: 'string', default: String(DEFAULT_CONCURRENCY) },
+        'budget-s': { type: 'string' },
+        'test-name-pattern': { type: 'string', multiple: true, default: [] },
+      },
+      allowPositionals: true,
+    });
+  } catch (err) {
+    return usage(
+      `${(err as Error).message}; usage: npm test -- [--concurrency N] [--budget-s S] [--test-name-pattern P] [files...]`,
+    );
+  }
+})();
 const concurrency = Number(parsed.values.concurrency);
 if (!Number.isInteger(concurrency) || concurrency < 1) {
   usage('--concurrency must be a whole number of files at once, e.g. --concurrency 4');
@@ -145,15 +145,10 @@ function ordered(files: TestFile[]): { others: TestFile[]; alone: TestFile[] } {
 /** The processes below `pid` (Linux's /proc; none elsewhere), deepest first. */
 function descendants(pid: number): number[] {
   const children = new Map<number, number[]>();
-  try {
-    for (const entry of readdirSync('/proc')) {
-      if (!/^\d+$/.test(entry)) continue;
-      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
-      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
-      children.set(ppid, [...(children.get(ppid) ?? []), Number(entry)]);
-    }
-  } catch {
-    // a process that ended while being read, or no /proc: what was read is what there is
+  const entries = existsSync('/proc') ? readdirSync('/proc').filter((e) => /^\d+$/.test(e)) : [];
+  for (const entry of entries) {
+    const ppid = Number(procStat(Number(entry))?.[1]);
+    children.set(ppid, [...(children.get(ppid) ?? []), Number(entry)]);
   }
   const below = (p: number): number[] => (children.get(p) ?? []).flatMap((c) => [...below(c), c]);
   return below(pid);
