@@ -19,6 +19,11 @@ export const ERROR_KINDS = [
   'truncated',
   'bad_stream',
   'cancelled',
+  /**
+   * The answer passed a bound on what one request may hold (events, captured text, one event's
+   * size; docs/metrics.md, "Bounds"): the request was ended there, what came before it kept.
+   */
+  'too_large',
 ] as const;
 export type ErrorKind = (typeof ERROR_KINDS)[number];
 

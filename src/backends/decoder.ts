@@ -1,5 +1,12 @@
 import { SseFramer } from './sse.js';
-import { clip, type DecodedStream, type StreamFault, Timeline } from './timeline.js';
+import {
+  clip,
+  type DecodedStream,
+  REQUEST_BOUNDS,
+  type StreamFault,
+  Timeline,
+  tooLarge,
+} from './timeline.js';
 import type { StreamDecoder } from './types.js';
 
 /** How a server frames its stream: Server-Sent Events or newline-delimited JSON. */
@@ -43,16 +50,20 @@ export type MessageScanner = (
  * answer: bytes after the last complete event that do not parse (a cut mid-event), or a stream
  * without the protocol's end marker, make it `truncated`, with the tokens seen so far kept.
  * `maxOutputTokens` is the request's output limit, when it set one (see Timeline.count);
- * `captureAnswer` keeps the answer's text and tool calls (sessions).
+ * `captureAnswerChars` keeps the answer's text and tool calls (sessions), up to that many
+ * characters. A line longer than REQUEST_BOUNDS.eventChars is a `too_large` fault.
  */
 export function createDecoder(
   protocol: StreamProtocol,
   sentAtUs: number,
   maxOutputTokens?: number,
-  captureAnswer = false,
+  captureAnswerChars?: number,
 ): StreamDecoder {
   const { framing, parse, endMarker, scan } = protocol;
-  const timeline = new Timeline(sentAtUs, maxOutputTokens, captureAnswer);
+  const timeline = new Timeline(sentAtUs, maxOutputTokens, captureAnswerChars);
+  const eventTooLarge = () => {
+    timeline.fault ??= tooLarge(`${REQUEST_BOUNDS.eventChars / 2 ** 20} MiB in one event`);
+  };
   /** Set while the body's end flushes an unterminated last message. */
   let atEnd = false;
   /** One message, `text[start, end)` (a range, so the common message is never copied). */
@@ -89,7 +100,10 @@ export function createDecoder(
   let flush: () => void;
   if (framing === 'sse') {
     const framer = new SseFramer(onMessage);
-    feedText = (text) => framer.feed(text);
+    feedText = (text) => {
+      framer.feed(text);
+      if (framer.overflowed) eventTooLarge();
+    };
     // The SSE standard drops an event its blank line never ended; ending it here instead lets
     // a last event whose data arrived whole count, and one cut short be seen as a cut.
     flush = () => framer.feed('\n\n');
@@ -97,6 +111,7 @@ export function createDecoder(
     // The pieces of a line still unfinished (none holds a newline): only new text is searched,
     // so a 20 MB line arriving in small reads costs its length, not its length times the reads.
     let pending: string[] = [];
+    let pendingChars = 0;
     const line = (raw: string) => {
       const text = raw.endsWith('\r') ? raw.slice(0, -1) : raw;
       if (text.trim().length > 0) onMessage(text, 0, text.length);
@@ -109,10 +124,18 @@ export function createDecoder(
           pending.push(piece);
           line(pending.join(''));
           pending = [];
+          pendingChars = 0;
         } else line(piece);
         start = newline + 1;
       }
-      if (start < text.length) pending.push(text.slice(start));
+      if (start < text.length && !timeline.fault) {
+        pending.push(text.slice(start));
+        pendingChars += text.length - start;
+        if (pendingChars > REQUEST_BOUNDS.eventChars) {
+          pending = [];
+          eventTooLarge();
+        }
+      }
     };
     flush = () => {
       line(pending.join(''));

@@ -1,7 +1,12 @@
 import type { ServerTiming } from '../record.js';
 import { createDecoder, inStreamError, type StreamProtocol } from './decoder.js';
 import { openaiChunkScanner } from './openaiScan.js';
-import { firstListedModel, outputTokenLimit, withExtraBody } from './request.js';
+import {
+  answerCaptureChars,
+  firstListedModel,
+  outputTokenLimit,
+  withExtraBody,
+} from './request.js';
 import { type DecodedStream, type StreamFault, Timeline } from './timeline.js';
 import type { Backend, BackendOptions, Endpoint, RequestSpec } from './types.js';
 
@@ -194,7 +199,7 @@ export const openaiBackend: Backend = {
       openaiStreamProtocol(options.endpoint),
       sentAtUs,
       openaiOutputLimit(spec, options),
-      spec.captureAnswer === true,
+      answerCaptureChars(spec, options),
     ),
   models: { path: '/v1/models', first: firstListedModel },
   decodeJson: (body, atUs, options, spec): DecodedStream | StreamFault => {
@@ -206,7 +211,7 @@ export const openaiBackend: Backend = {
       return { kind: 'bad_stream', message: 'expected an event stream, got JSON without choices' };
     }
     // The whole answer is one event at the end, counted like any stream's.
-    const t = new Timeline(0, openaiOutputLimit(spec, options), spec.captureAnswer === true);
+    const t = new Timeline(0, openaiOutputLimit(spec, options), answerCaptureChars(spec, options));
     t.nowUs = atUs;
     const message = choice.message as Record<string, unknown> | null | undefined;
     const content =
@@ -221,7 +226,7 @@ export const openaiBackend: Backend = {
     if (usage) reasoningTokens(usage, t);
     if (typeof choice.finish_reason === 'string') t.finishReason = choice.finish_reason;
     t.markDone();
-    return t.finish();
+    return t.fault ?? t.finish();
   },
   supports: {
     endpoints: ['chat', 'completions'],

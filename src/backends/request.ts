@@ -1,4 +1,17 @@
-import type { RequestSpec } from './types.js';
+import { REQUEST_BOUNDS } from './timeline.js';
+import type { BackendOptions, RequestSpec } from './types.js';
+
+/**
+ * Characters of its answer a request keeps (`captureAnswer`: a session's `--history actual`, an
+ * agent's tool calls), or undefined when it keeps none.
+ */
+export function answerCaptureChars(
+  spec: RequestSpec,
+  options: Pick<BackendOptions, 'maxAnswerChars'>,
+): number | undefined {
+  if (spec.captureAnswer !== true) return undefined;
+  return options.maxAnswerChars ?? REQUEST_BOUNDS.answerChars;
+}
 
 /**
  * `--extra-body` merged last into a request body. Where a server nests its sampling settings
@@ -69,6 +82,61 @@ export function headerProblem(
     }
   }
   return undefined;
+}
+
+/**
+ * Names of headers and request-body fields whose values are credentials: authorization,
+ * proxy-authorization, api-key, x-api-key, cookie, and any name that reads like one.
+ */
+export const SECRET_NAME = /auth|key|token|secret|cookie|password|passwd|credential|session/i;
+/** Shorter values are not redacted: a 3-character value would mask ordinary words. */
+const MIN_SECRET_CHARS = 8;
+/** What a secret in server text becomes. */
+export const REDACTED = '<redacted>';
+
+/**
+ * The secrets a server might echo back: the API key, and the values of credential headers
+ * given with `--header` (a `Bearer ` or `Basic ` scheme dropped, so the token alone matches
+ * too), each at least 8 characters, longest first.
+ */
+export function secretValues(
+  headers: Record<string, string>,
+  apiKey: string | undefined,
+): string[] {
+  const secrets = new Set<string>();
+  const add = (value: string | undefined) => {
+    const v = value?.trim();
+    if (v !== undefined && v.length >= MIN_SECRET_CHARS) secrets.add(v);
+  };
+  add(apiKey);
+  for (const [name, value] of Object.entries(headers)) {
+    if (!SECRET_NAME.test(name)) continue;
+    add(value);
+    add(/^\s*(?:bearer|basic|token)\s+(.*)$/i.exec(value)?.[1]);
+  }
+  return [...secrets].sort((a, b) => b.length - a.length);
+}
+
+/**
+ * `text` (from a server) with every secret replaced by REDACTED, and with a clipped tail that is
+ * the start of a secret (an error message cut at 300 characters inside an echoed key) masked
+ * too, from 4 characters on.
+ */
+export function withoutSecrets(text: string, secrets: readonly string[]): string {
+  if (secrets.length === 0) return text;
+  let out = text;
+  for (const secret of secrets) {
+    if (out.includes(secret)) out = out.split(secret).join(REDACTED);
+  }
+  const body = out.endsWith('...') ? out.slice(0, -3) : out;
+  for (const secret of secrets) {
+    for (let n = Math.min(secret.length - 1, body.length); n >= 4; n--) {
+      if (body.endsWith(secret.slice(0, n))) {
+        return body.slice(0, body.length - n) + REDACTED + out.slice(body.length);
+      }
+    }
+  }
+  return out;
 }
 
 /** The first `data[].id` of an OpenAI-style model list (`GET /v1/models`). */

@@ -1,3 +1,5 @@
+import { REQUEST_BOUNDS } from './timeline.js';
+
 /** Receives one event's data: `text[start, end)`. */
 export type SseDataHandler = (text: string, start: number, end: number) => void;
 
@@ -14,12 +16,18 @@ const BOM = 0xfeff;
  * LF; a blank line dispatches an event that had at least one `data` field; comments and the
  * `event`, `id` and `retry` fields carry nothing an answer needs and are skipped; a BOM at the
  * stream's start is dropped. An event of one data line reaches the handler as a range of the
- * text read, never copied.
+ * text read, never copied. A line, or an event's data, longer than `maxEventChars` sets
+ * `overflowed` and the framer reads nothing more: a server that never ends a line would
+ * otherwise grow the client's memory until the process dies.
  */
 export class SseFramer {
   private readonly onData: SseDataHandler;
+  private readonly maxEventChars: number;
+  /** An event passed `maxEventChars`; nothing more is read. */
+  overflowed = false;
   /** Pieces of the line not ended yet (none holds a line end). */
   private pending: string[] = [];
+  private pendingChars = 0;
   private atStart = true;
   /** The last read ended in CR: an LF that starts the next one ends no further line. */
   private skipLf = false;
@@ -29,13 +37,14 @@ export class SseFramer {
   private dataStart = 0;
   private dataEnd = 0;
 
-  constructor(onData: SseDataHandler) {
+  constructor(onData: SseDataHandler, maxEventChars: number = REQUEST_BOUNDS.eventChars) {
     this.onData = onData;
+    this.maxEventChars = maxEventChars;
   }
 
   feed(chunk: string): void {
     let text = chunk;
-    if (text.length === 0) return;
+    if (text.length === 0 || this.overflowed) return;
     if (this.atStart) {
       this.atStart = false;
       if (text.charCodeAt(0) === BOM) text = text.slice(1);
@@ -47,18 +56,45 @@ export class SseFramer {
     if (this.pending.length > 0) {
       // Only text with a line end is joined, so a long line in many reads costs its length once.
       this.pending.push(text);
-      if (text.indexOf('\n') === -1 && text.indexOf('\r') === -1) return;
+      this.pendingChars += text.length;
+      if (text.indexOf('\n') === -1 && text.indexOf('\r') === -1) {
+        if (this.pendingChars + this.dataChars() > this.maxEventChars) this.overflow();
+        return;
+      }
       text = this.pending.join('');
       this.pending = [];
+      this.pendingChars = 0;
     }
     const rest = text.indexOf('\r') === -1 ? this.lfLines(text) : this.anyLines(text);
-    if (rest < text.length) this.pending.push(rest === 0 ? text : text.slice(rest));
+    if (rest < text.length && !this.overflowed) {
+      this.pending.push(rest === 0 ? text : text.slice(rest));
+      this.pendingChars = text.length - rest;
+      if (this.pendingChars + this.dataChars() > this.maxEventChars) this.overflow();
+    }
+  }
+
+  /** Characters of the event's data so far. */
+  private dataChars(): number {
+    return this.dataLines > 0 ? this.dataEnd - this.dataStart : 0;
+  }
+
+  private overflow(): void {
+    this.overflowed = true;
+    this.pending = [];
+    this.pendingChars = 0;
+    this.dataText = '';
+    this.dataLines = 0;
+    this.dataStart = this.dataEnd = 0;
   }
 
   /** The lines of text with no CR in it; returns where the unended rest begins. */
   private lfLines(text: string): number {
     let start = 0;
-    for (let lf = text.indexOf('\n'); lf !== -1; lf = text.indexOf('\n', start)) {
+    for (
+      let lf = text.indexOf('\n');
+      lf !== -1 && !this.overflowed;
+      lf = text.indexOf('\n', start)
+    ) {
       this.line(text, start, lf);
       start = lf + 1;
     }
@@ -68,7 +104,7 @@ export class SseFramer {
   /** The lines of text with any line ends; returns where the unended rest begins. */
   private anyLines(text: string): number {
     let start = 0;
-    for (let i = 0; i < text.length; i++) {
+    for (let i = 0; i < text.length && !this.overflowed; i++) {
       const c = text.charCodeAt(i);
       if (c !== LF && c !== CR) continue;
       this.line(text, start, i);
@@ -100,6 +136,10 @@ export class SseFramer {
       this.dataStart = start;
       this.dataEnd = end;
     } else {
+      if (this.dataChars() + end - start >= this.maxEventChars) {
+        this.overflow();
+        return;
+      }
       const joined = `${this.dataText.slice(this.dataStart, this.dataEnd)}\n${text.slice(start, end)}`;
       this.dataText = joined;
       this.dataStart = 0;

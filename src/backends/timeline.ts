@@ -18,7 +18,10 @@ export interface ToolCall {
 export interface Answer {
   /** The visible answer text. */
   content: string;
-  /** Tool calls, whole, in their stream index order. */
+  /**
+   * Tool calls, whole, in their stream index order. A call the server sent without an id has
+   * id '': the workload names it (docs/workloads.md, `call_<task>_<request>_<call>_<n>`).
+   */
   toolCalls: ToolCall[];
 }
 
@@ -78,6 +81,36 @@ const UNKNOWN = -1;
  */
 export const MAX_TOKEN_COUNT = 2 ** 24;
 
+/**
+ * Bounds on what one request may hold (docs/metrics.md, "Bounds"): past one, the request ends
+ * with a `too_large` error and what came before is kept. A hostile or broken server can stream
+ * forever; without them one request grew its timeline to 4 GB, or its captured answer past
+ * V8's string limit, in seconds.
+ */
+export const REQUEST_BOUNDS = {
+  /** Captured answer text (content and tool calls) by default: `--max-answer-mb 16`. */
+  answerChars: 16 * 2 ** 20,
+  /**
+   * Events per request: eight per token the request allowed, and 1,024 more (role, usage and
+   * empty events), at most 2^20. A real engine sends one event per token or fewer (several
+   * tokens per event under speculative decoding or a stream interval), so the cap is only ever
+   * met by a stream that does not answer the request.
+   */
+  eventsPerToken: 8,
+  extraEvents: 1024,
+  maxEvents: 2 ** 20,
+  /**
+   * One event's text (a line, or an event's data lines joined): 32 MiB. A real event is one
+   * token, or a final message with the whole answer (TGI's `generated_text`), far below it.
+   */
+  eventChars: 32 * 2 ** 20,
+} as const;
+
+/** The error of a request that passed one of REQUEST_BOUNDS. */
+export function tooLarge(what: string): StreamFault {
+  return { kind: 'too_large', message: `the answer passed ${what}; the request was ended there` };
+}
+
 /** What a count is checked against (docs/metrics.md, "The raw record"). */
 export type CountKind = 'output' | 'input' | 'duration';
 
@@ -115,19 +148,25 @@ export class Timeline {
   private readonly maxOutputTokens: number;
   /** The wire field `totalCompletionTokens` came from, for a problem found at the end. */
   private totalField = '';
+  /** Events past this end the request (REQUEST_BOUNDS). */
+  private readonly maxEvents: number;
+  private readonly maxAnswerChars: number;
 
   /** The answer's text and tool calls, kept only when the request asked (sessions). */
   readonly capture: AnswerCapture | undefined;
 
   /**
-   * `maxOutputTokens`: the request's own output limit, when it set one; `captureAnswer`: keep
-   * the answer (a session's next turn carries it).
+   * `maxOutputTokens`: the request's own output limit, when it set one; `captureAnswerChars`:
+   * keep the answer (a session's next turn carries it), up to this many characters.
    */
-  constructor(sentAtUs: number, maxOutputTokens?: number, captureAnswer = false) {
+  constructor(sentAtUs: number, maxOutputTokens?: number, captureAnswerChars?: number) {
     this.sentAtUs = sentAtUs;
     this.previousUs = sentAtUs;
     this.maxOutputTokens = Math.min(maxOutputTokens ?? MAX_TOKEN_COUNT, MAX_TOKEN_COUNT);
-    this.capture = captureAnswer ? new AnswerCapture() : undefined;
+    const { eventsPerToken, extraEvents, maxEvents } = REQUEST_BOUNDS;
+    this.maxEvents = Math.min(maxEvents, extraEvents + eventsPerToken * this.maxOutputTokens);
+    this.maxAnswerChars = captureAnswerChars ?? 0;
+    this.capture = captureAnswerChars !== undefined ? new AnswerCapture() : undefined;
   }
 
   /**
@@ -198,6 +237,15 @@ export class Timeline {
     completionTokens?: number,
   ): void {
     const index = this.dtUs.length;
+    if (index >= this.maxEvents) {
+      this.fault ??= tooLarge(`${this.maxEvents} events (eight per token it asked for)`);
+      return;
+    }
+    if (this.capture && this.capture.chars > this.maxAnswerChars) {
+      const mib = Math.round((this.maxAnswerChars / 2 ** 20) * 100) / 100;
+      this.fault ??= tooLarge(`${mib} MiB of captured text (--max-answer-mb)`);
+      return;
+    }
     this.dtUs.push(this.nowUs - this.previousUs);
     this.previousUs = this.nowUs;
     this.contentChars.push(contentChars);
@@ -340,7 +388,16 @@ export class Timeline {
  */
 export class AnswerCapture {
   content = '';
+  /** Calls by stream index; those without one are calls of their own, in arrival order. */
   private readonly calls: { index?: number; id: string; name: string; args: string }[] = [];
+  private readonly byIndex = new Map<number, { id: string; name: string; args: string }>();
+  /** Characters of tool-call names and arguments so far. */
+  private toolCallChars = 0;
+
+  /** Characters captured so far (content and tool calls), for the bound on an answer. */
+  get chars(): number {
+    return this.content.length + this.toolCallChars;
+  }
 
   /**
    * One event's `tool_calls` (a list; TGI's older single object; Ollama's whole calls with
@@ -352,19 +409,22 @@ export class AnswerCapture {
       if (typeof piece !== 'object' || piece === null) continue;
       const p = piece as Record<string, unknown>;
       const index = typeof p.index === 'number' ? p.index : undefined;
-      let call = index === undefined ? undefined : this.calls.find((c) => c.index === index);
+      let call = index === undefined ? undefined : this.byIndex.get(index);
       if (!call) {
         call = { ...(index !== undefined ? { index } : {}), id: '', name: '', args: '' };
         this.calls.push(call);
+        if (index !== undefined) this.byIndex.set(index, call);
       }
       if (typeof p.id === 'string' && p.id !== '') call.id = p.id;
       const fn = p.function as Record<string, unknown> | undefined;
       if (typeof fn !== 'object' || fn === null) continue;
+      const before = call.name.length + call.args.length;
       if (typeof fn.name === 'string') call.name += fn.name;
       if (typeof fn.arguments === 'string') call.args += fn.arguments;
       else if (typeof fn.arguments === 'object' && fn.arguments !== null) {
         call.args += JSON.stringify(fn.arguments);
       }
+      this.toolCallChars += call.name.length + call.args.length - before;
     }
   }
 
@@ -372,9 +432,8 @@ export class AnswerCapture {
     const ordered = [...this.calls].sort((a, b) => (a.index ?? 0) - (b.index ?? 0));
     return {
       content: this.content,
-      // A server that sent no id still needs one: the tool message answers the call by it.
-      toolCalls: ordered.map((c, i) => ({
-        id: c.id || `call_${i}`,
+      toolCalls: ordered.map((c) => ({
+        id: c.id,
         type: 'function' as const,
         function: { name: c.name, arguments: c.args },
       })),

@@ -113,6 +113,10 @@ export function addRunOptions(command: Command): Command {
       "multi-turn: the earlier answers sent back, actual (the model's) or reference (the dataset's, or synthetic) (default: actual)",
     )
     .option(
+      '--max-answer-mb <mb>',
+      'multi-turn and agents: the most answer text a request keeps for the next turn; past it the request ends as too_large (default: 16)',
+    )
+    .option(
       '--system-prompt <n>',
       "session scenarios: tokens of the system prompt every session shares (default: the scenario's)",
     )

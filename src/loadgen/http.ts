@@ -1,7 +1,7 @@
 import { subscribe } from 'node:diagnostics_channel';
 import type { Dispatcher } from 'undici';
 import { errorBodyMessage } from '../backends/decoder.js';
-import { headerProblem, withApiKey } from '../backends/request.js';
+import { headerProblem, secretValues, withApiKey, withoutSecrets } from '../backends/request.js';
 import { clip, type DecodedStream, type StreamFault } from '../backends/timeline.js';
 import type {
   Answer,
@@ -101,6 +101,19 @@ const MAX_ERROR_BODY_BYTES = 64 * 1024;
  */
 const MAX_JSON_BODY_CHARS = 64 * 2 ** 20;
 
+/**
+ * After an answer is whole (`[DONE]`, a final message), the rest of its body (the chunked
+ * framing's last bytes, trailers) has this long, and this many bytes, to end; past either the
+ * connection is dropped. Nothing after the answer is read into the decoder: a server that went
+ * on writing grew the client's memory until the process died, and one whose body never ended
+ * held its connection (and the requests waiting for it) until the run ended.
+ */
+const SETTLED_BODY_MS = 1000;
+const SETTLED_BODY_BYTES = 64 * 1024;
+
+/** Secrets a target's server could echo (`secretValues`), worked out once per target. */
+const targetSecrets = new WeakMap<TargetConfig, string[]>();
+
 class Cancelled extends Error {
   constructor(readonly kind: 'timeout' | 'cancelled' | 'fault') {
     super(kind);
@@ -179,6 +192,16 @@ export function executeRequest(
     let inflater: Inflater | undefined;
     let resent = false;
     let attempt = { reused: false };
+    /** The body ended (or failed): nothing more will arrive for this request. */
+    let bodyOver = false;
+    let settledBytes = 0;
+    let settledTimer: NodeJS.Timeout | undefined;
+    /** Drops the connection of a request whose answer is whole but whose body goes on. */
+    const dropConnection = () => {
+      clearTimeout(settledTimer);
+      if (!bodyOver) controller?.abort(new Cancelled('fault'));
+      bodyOver = true;
+    };
 
     const abort = (reason: Cancelled) => {
       if (abortReason || settled) return;
@@ -200,8 +223,13 @@ export function executeRequest(
       cancellers.delete(onCancel);
       const endAtUs = decoded?.doneUs !== undefined ? sentAtUs + decoded.doneUs : clock.nowUs();
       const record = buildRecord(pending, sentAtUs, headersAtUs, endAtUs, status, decoded, error);
+      redactRecord(record, target);
       if (decoded?.answer) pending.answer = decoded.answer;
       if (resent) record.resent = true;
+      if (controller && !bodyOver) {
+        settledTimer = setTimeout(dropConnection, SETTLED_BODY_MS);
+        settledTimer.unref();
+      }
       resolve(record);
     };
 
@@ -317,18 +345,27 @@ export function executeRequest(
         else decoder = target.backend.decoder(sentAtUs, target, pending.spec);
       },
       onResponseData(_c, chunk) {
+        if (settled) {
+          settledBytes += chunk.length;
+          if (settledBytes > SETTLED_BODY_BYTES) dropConnection();
+          return;
+        }
         const atUs = reads.nowUs(clock);
         // H1Pool's chunks are views of its read buffer: zlib, which keeps them, gets a copy.
         if (inflater) inflater.write(Buffer.from(chunk), atUs);
         else take(chunk, atUs);
       },
       onResponseEnd() {
+        bodyOver = true;
+        clearTimeout(settledTimer);
         if (settled) return;
         const atUs = reads.nowUs(clock);
         if (inflater) inflater.end(() => end(atUs));
         else end(atUs);
       },
-      onResponseError(_c, err) {
+      onResponseError(c, err) {
+        bodyOver = true;
+        clearTimeout(settledTimer);
         if (settled) return;
         const decoded = decoder?.finish();
         if (decoder?.fault) return finish(decoder.fault, decoded);
@@ -341,8 +378,16 @@ export function executeRequest(
         // answered, so send once more, as curl and browsers do. The lost time is queueDelay.
         // Only a reused connection: with one request per connection at a time it was idle, and
         // the close was the server's idle close; a reset on a fresh connection is the server's
-        // answer to this request, a failure to report.
-        if (!resent && headersAtUs === undefined && attempt.reused && isClosedSocket(err)) {
+        // answer to this request, a failure to report. Nor after any byte of an answer (H1Pool
+        // says so of a 1xx): the server read the request, and a POST must not run twice.
+        const answered = (c as { answered?: boolean }).answered === true;
+        if (
+          !resent &&
+          headersAtUs === undefined &&
+          !answered &&
+          attempt.reused &&
+          isClosedSocket(err)
+        ) {
           resent = true;
           controller = undefined;
           attempt = { reused: false };
@@ -434,6 +479,23 @@ function buildRecord(
   }
   if (error) record.error = error;
   return record;
+}
+
+/**
+ * Takes the secrets a server echoed (the API key, credential headers) out of the record's
+ * server text: its error message and finish reason (docs/cli.md, "Secrets").
+ */
+function redactRecord(record: RequestRecord, target: TargetConfig): void {
+  let secrets = targetSecrets.get(target);
+  if (secrets === undefined) {
+    secrets = secretValues(target.headers, target.apiKey);
+    targetSecrets.set(target, secrets);
+  }
+  if (secrets.length === 0) return;
+  if (record.error) record.error.message = withoutSecrets(record.error.message, secrets);
+  if (record.finishReason !== undefined) {
+    record.finishReason = withoutSecrets(record.finishReason, secrets);
+  }
 }
 
 function cancelError(kind: Cancelled['kind'], timeoutMs: number): RequestError {

@@ -61,6 +61,7 @@ export const PLAN_KEYS = [
   'shared-prefix',
   'ignore-eos',
   'continuous-usage-stats',
+  'max-answer-mb',
   'temperature',
   'timeout',
   'grace',

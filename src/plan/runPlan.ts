@@ -1,6 +1,6 @@
 import { existsSync } from 'node:fs';
 import { BACKEND_NAMES, BACKENDS, type BackendName } from '../backends/index.js';
-import { splitServerUrl } from '../backends/request.js';
+import { REDACTED, SECRET_NAME, splitServerUrl } from '../backends/request.js';
 import type { Endpoint } from '../backends/types.js';
 import { UsageError } from '../errors.js';
 import type { LoadSpec } from '../load.js';
@@ -75,6 +75,8 @@ export interface RunPlan {
   temperature: number;
   ignoreEos: boolean;
   continuousUsageStats: boolean;
+  /** MiB of answer a request that keeps its answer may hold (sessions, agents); default 16. */
+  maxAnswerMb?: number;
   timeoutS: number;
   /** Seconds in-flight requests may take to finish after Ctrl-C before they are cancelled. */
   graceS: number;
@@ -153,6 +155,7 @@ export interface RunPlanInput {
   temperature?: string;
   ignoreEos?: boolean;
   continuousUsageStats?: boolean;
+  maxAnswerMb?: string;
   timeout?: string;
   grace?: string;
   slo?: string;
@@ -221,6 +224,7 @@ const FLAGS: Record<string, { flag: string; example: string }> = {
   sharedPrefix: { flag: '--shared-prefix', example: '--shared-prefix 1024' },
   temperature: { flag: '--temperature', example: '--temperature 0' },
   timeout: { flag: '--timeout', example: '--timeout 600' },
+  maxAnswerMb: { flag: '--max-answer-mb', example: '--max-answer-mb 16' },
   grace: { flag: '--grace', example: '--grace 10' },
   slo: { flag: '--slo', example: "--slo 'ttft<500,tpot<50'" },
   seed: { flag: '--seed', example: '--seed 42' },
@@ -275,6 +279,7 @@ const OPTIONS = {
   temperature: number({ min: 0, max: 2 }),
   ignoreEos: flag,
   continuousUsageStats: flag,
+  maxAnswerMb: positive(),
   timeout: positive(),
   grace: number({ min: 0 }),
   slo: text(),
@@ -521,6 +526,7 @@ export function parseRunPlan(input: RunPlanInput, env: NodeJS.ProcessEnv = {}): 
     label: o.label ?? (o.url === undefined ? 'sim' : 'run'),
   };
   if (o.url !== undefined) plan.url = o.url;
+  if (o.maxAnswerMb !== undefined) plan.maxAnswerMb = o.maxAnswerMb;
   if (o.model !== undefined) plan.model = o.model;
   if (requests !== undefined) plan.requests = requests;
   if (scenarios.some(isSessionScenario) && sessions !== undefined) plan.sessions = sessions;
@@ -850,18 +856,12 @@ export function urlCredentialsProblem(flag: string, url: string): string | undef
   return `${flag} holds credentials (user:password@), which would be written to manifest.json and the reports: remove them and pass the credentials with --api-key-env VAR (a bearer key) or --header 'authorization: Basic ...'`;
 }
 
-/** Names of request-body fields and headers whose values are credentials. */
-const SECRET_NAME = /auth|key|token|secret|cookie|password|passwd|credential|session/i;
-
 /** A JSON value with every field named like a secret, at any depth, hidden. */
 function redactSecrets(value: unknown): unknown {
   if (Array.isArray(value)) return value.map(redactSecrets);
   if (typeof value !== 'object' || value === null) return value;
   return Object.fromEntries(
-    Object.entries(value).map(([k, v]) => [
-      k,
-      SECRET_NAME.test(k) ? '<redacted>' : redactSecrets(v),
-    ]),
+    Object.entries(value).map(([k, v]) => [k, SECRET_NAME.test(k) ? REDACTED : redactSecrets(v)]),
   );
 }
 
@@ -884,7 +884,7 @@ function withoutUserinfo(url: string): string {
  */
 export function redactPlan(plan: RunPlan): RunPlan {
   const headers = Object.fromEntries(
-    Object.entries(plan.headers).map(([k, v]) => [k, SECRET_NAME.test(k) ? '<redacted>' : v]),
+    Object.entries(plan.headers).map(([k, v]) => [k, SECRET_NAME.test(k) ? REDACTED : v]),
   );
   // Trace entries and dataset contents stay in their files: the manifest names them.
   const { trace, dataset, url, extraBody, telemetry, ...rest } = plan;

@@ -66,6 +66,9 @@ export function targetConfig(
     timeoutMs: plan.timeoutS * 1000,
     ...(apiKey ? { apiKey } : {}),
     ...(plan.extraBody ? { extraBody: plan.extraBody } : {}),
+    ...(plan.maxAnswerMb !== undefined
+      ? { maxAnswerChars: Math.round(plan.maxAnswerMb * 2 ** 20) }
+      : {}),
   };
 }
 

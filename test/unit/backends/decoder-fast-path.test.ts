@@ -299,7 +299,7 @@ function decodeAll(
       return taken;
     };
   }
-  const decoder = createDecoder(protocol, 100, limit, capture);
+  const decoder = createDecoder(protocol, 100, limit, capture ? 2 ** 24 : undefined);
   const fed = reads.map((read, i) => decoder.feed(read, 1000 + i * 7));
   decoder.end(5000);
   return {
