@@ -27,7 +27,11 @@ import type { Dispatcher } from 'undici';
 
 /** Every read of every socket of this thread lands here; handlers get views, never keep them. */
 const READ_BUFFER = Buffer.allocUnsafe(64 * 1024);
-/** A response head past this is not an answer (undici's default maxHeaderSize is 16 KiB). */
+/**
+ * A response head past this is not an answer (undici's default maxHeaderSize is 16 KiB). Counted
+ * on each head's own bytes, its blank line included (a 1xx head and the answer's each on its
+ * own), so that how the bytes were split into reads never decides.
+ */
 const MAX_HEAD_CHARS = 64 * 1024;
 /** A chunk-size line (size, extensions) or trailer section past this is not HTTP. */
 const MAX_LINE_CHARS = 16 * 1024;
@@ -72,7 +76,15 @@ class Controller implements Dispatcher.DispatchController {
   reason: Error | null = null;
   /** The request went out on a connection that had carried an earlier one. */
   reused = false;
+  /**
+   * Some byte of a response to this request arrived (a 1xx included): the server read it, so it
+   * is never resent.
+   */
+  answered = false;
   connection: Connection | undefined;
+  /** The pool's queue this request waits in for a connection, if it does, and its place there. */
+  waitingIn: Waiting | undefined;
+  waitingAt = 0;
 
   /** The head is ASCII, so head and body go out as one UTF-8 string in one write. */
   readonly asciiHead: boolean;
@@ -81,6 +93,7 @@ class Controller implements Dispatcher.DispatchController {
     readonly head: string,
     readonly body: string | undefined,
     readonly handler: Dispatcher.DispatchHandler,
+    private readonly pool: H1Pool,
   ) {
     this.asciiHead = !/[^\t\x20-\x7e\r\n]/.test(head);
   }
@@ -89,7 +102,10 @@ class Controller implements Dispatcher.DispatchController {
     if (this.aborted) return;
     this.aborted = true;
     this.reason = reason;
-    this.connection?.abort(this, reason);
+    // Still waiting: out of the queue now, rather than lingering (handler and body held) until
+    // a connection frees.
+    if (this.waitingIn) this.pool.withdraw(this, reason);
+    else this.connection?.abort(this, reason);
   }
 
   pause(): void {
@@ -125,6 +141,8 @@ class Connection {
   connected = false;
   /** The head so far (Latin-1: one char per byte), or the chunk-size line, or the trailers. */
   private text = '';
+  /** The head's last two chars so far: where a blank line split across reads may begin. */
+  private tail = '';
   private remaining = 0;
   private keepAlive = false;
   /** The current request's bytes went to the socket (an abort before then leaves it clean). */
@@ -153,7 +171,10 @@ class Connection {
     });
     this.socket.setTimeout(CONNECT_TIMEOUT_MS);
     this.socket.on('timeout', () => {
-      // Connecting too long, or idle past the keep-alive time: either way the socket goes.
+      // Connecting too long, or idle past the keep-alive time: either way the socket goes. An
+      // idle one leaves the free list now, not at its 'close' a turn later: a request sent on
+      // it in between would fail as if the server had closed it, and be resent as such.
+      if (this.connected) this.pool.closing(this);
       const error = this.connected
         ? new H1Error('UND_ERR_SOCKET', 'idle keep-alive timeout')
         : new H1Error('UND_ERR_CONNECT_TIMEOUT', `connect timeout (${CONNECT_TIMEOUT_MS} ms)`);
@@ -172,24 +193,38 @@ class Connection {
     });
   }
 
-  /** Sends `request` on this (connected, free) connection. */
-  send(request: Controller): void {
+  /** The socket can carry a request (not closed, nor closing: a write would only fail). */
+  get usable(): boolean {
+    return !this.socket.destroyed && this.socket.writable;
+  }
+
+  /**
+   * Sends `request` on this (connected, free) connection. Returns false, the request untouched
+   * (no onRequestStart), when the socket is closed or closing: the request was never sent, so
+   * it goes to another connection without an error. Else the connection took it: it is on the
+   * wire (`this.request`), or its handler aborted it from onRequestStart and was told, and the
+   * connection is still free; the caller then gives it the next request.
+   */
+  send(request: Controller): boolean {
+    if (!this.usable) return false;
     this.request = request;
     request.connection = this;
     request.reused = this.served > 0;
     this.served++;
     this.state = State.Head;
     this.text = '';
+    this.tail = '';
     this.written = false;
     this.socket.setTimeout(0);
     request.handler.onRequestStart?.(request, {});
     if (request.aborted) {
       // Aborted from onRequestStart, before anything was written: the connection is clean.
+      // The caller, not this, hands it the next request: thousands of timed-out requests
+      // queued behind a busy connection are then a loop, not a recursion that overflows.
       this.served--;
       this.state = State.Idle;
       this.fail(request.reason as Error);
-      this.pool.released(this);
-      return;
+      return true;
     }
     if (request.body === undefined) this.socket.write(request.head, 'latin1');
     else if (request.asciiHead) this.socket.write(request.head + request.body);
@@ -201,6 +236,7 @@ class Connection {
       this.socket.uncork();
     }
     this.written = true;
+    return true;
   }
 
   /** A caller's abort: a request on the wire takes its connection with it. */
@@ -230,18 +266,32 @@ class Connection {
       const handler = request.handler;
       switch (this.state) {
         case State.Head: {
-          const before = this.text.length;
-          this.text += buffer.toString('latin1', at, bytes);
-          const end = headEnd(this.text);
+          // The server read the request: an answer has begun, even a 1xx one.
+          request.answered = true;
+          const piece = buffer.toString('latin1', at, bytes);
+          // Only the new bytes are searched, after the two before them that may begin the
+          // blank line: a head dribbled a byte per read costs linear time, not quadratic.
+          const tail = this.tail;
+          const end = headEnd(tail === '' ? piece : tail + piece);
           if (end < 0) {
+            this.text += piece;
             if (this.text.length > MAX_HEAD_CHARS) {
               this.protocolError('HPE_HEADER_OVERFLOW', 'Header overflow');
+              return;
             }
+            this.tail = piece.length >= 2 ? piece.slice(-2) : (tail + piece).slice(-2);
             return;
           }
-          at += end - before;
-          const head = this.text.slice(0, end);
+          // The head's own bytes, its blank line included, whatever the reads.
+          const used = end - tail.length;
+          if (this.text.length + used > MAX_HEAD_CHARS) {
+            this.protocolError('HPE_HEADER_OVERFLOW', 'Header overflow');
+            return;
+          }
+          const head = this.text + piece.slice(0, used);
           this.text = '';
+          this.tail = '';
+          at += used;
           if (!this.startResponse(request, head)) return;
           break;
         }
@@ -482,12 +532,18 @@ function chunkEnd(buffer: Buffer, at: number, bytes: number): number {
   return at + 1 < bytes && buffer[at] === 13 && buffer[at + 1] === 10 ? at + 2 : -1;
 }
 
-/** The end of a response head in `text` (after its blank line), or -1. */
+/**
+ * The end of a response head in `text` (after its blank line), or -1. RFC 9112 section 2.2 lets
+ * a bare LF end a line, so the head ends at the first empty line however its line ends are
+ * spelt: LF, an optional CR, LF (CRLF CRLF, LF LF, LF CRLF, CRLF LF).
+ */
 function headEnd(text: string): number {
-  const crlf = text.indexOf('\r\n\r\n');
-  const lf = text.indexOf('\n\n');
-  if (crlf < 0) return lf < 0 ? -1 : lf + 2;
-  return lf < 0 || crlf < lf ? crlf + 4 : lf + 2;
+  for (let lf = text.indexOf('\n'); lf >= 0; lf = text.indexOf('\n', lf + 1)) {
+    const next = text.charCodeAt(lf + 1);
+    if (next === 10) return lf + 2;
+    if (next === 13 && text.charCodeAt(lf + 2) === 10) return lf + 3;
+  }
+  return -1;
 }
 
 /** A comma-separated header's tokens, lower-cased. */
@@ -501,6 +557,65 @@ function headerList(value: string | string[] | undefined): string[] {
     .filter((v) => v !== '');
 }
 
+/**
+ * Requests waiting for a connection, first in first out. Not an array's shift(): past some
+ * 16,000 elements V8 moves every element on each shift (a backing store in large-object space is
+ * not trimmed in place), so draining 64,000 requests queued behind a stalled server took half a
+ * second of the event loop. A withdrawn request leaves a hole, skipped when reached: withdrawing
+ * is O(1) too.
+ */
+class Waiting {
+  /** Requests waiting, holes not counted. */
+  length = 0;
+  private items: (Controller | undefined)[] = [];
+  /** The index in `items` of the next to take. */
+  private head = 0;
+  /** Slots dropped off the front of `items` so far: a request's place less this is its index. */
+  private dropped = 0;
+
+  push(request: Controller): void {
+    request.waitingIn = this;
+    request.waitingAt = this.dropped + this.items.length;
+    this.items.push(request);
+    this.length++;
+  }
+
+  shift(): Controller | undefined {
+    while (this.head < this.items.length) {
+      const request = this.items[this.head];
+      this.items[this.head++] = undefined;
+      if (request) {
+        request.waitingIn = undefined;
+        this.length--;
+        this.trim();
+        return request;
+      }
+    }
+    this.trim();
+    return undefined;
+  }
+
+  remove(request: Controller): void {
+    this.items[request.waitingAt - this.dropped] = undefined;
+    request.waitingIn = undefined;
+    this.length--;
+    this.trim();
+  }
+
+  /** Drops the taken slots once they are half the array: each slot is copied about once. */
+  private trim(): void {
+    if (this.length === 0) {
+      this.dropped += this.items.length;
+      this.items = [];
+      this.head = 0;
+    } else if (this.head >= 1024 && this.head * 2 >= this.items.length) {
+      this.items = this.items.slice(this.head);
+      this.dropped += this.head;
+      this.head = 0;
+    }
+  }
+}
+
 /** See the file's head comment. */
 export class H1Pool {
   private readonly hostname: string;
@@ -508,9 +623,9 @@ export class H1Pool {
   private readonly hostHeader: string;
   private readonly all = new Set<Connection>();
   private readonly free: Connection[] = [];
-  private readonly queue: Controller[] = [];
+  private readonly queue = new Waiting();
   /** Requests waiting for a new connection (Options.freshConnection). */
-  private readonly freshQueue: Controller[] = [];
+  private readonly freshQueue = new Waiting();
   private destroyed = false;
   private connecting = 0;
 
@@ -530,18 +645,20 @@ export class H1Pool {
     if (this.destroyed) throw new H1Error('UND_ERR_DESTROYED', 'The client is destroyed');
     // Refuse what undici refuses, before anything is queued.
     const { head, body } = this.requestHead(options);
-    const request = new Controller(head, body, handler);
+    const request = new Controller(head, body, handler, this);
     if (options.freshConnection) {
       this.freshQueue.push(request);
       this.grow();
       return true;
     }
-    const connection = this.free.pop();
-    if (connection) connection.send(request);
-    else {
-      this.queue.push(request);
-      this.grow();
+    // One the server is closing (its 'close' yet to come) refuses, and is dropped from the list.
+    for (let connection = this.free.pop(); connection; connection = this.free.pop()) {
+      if (!connection.send(request)) continue;
+      if (!connection.request) this.released(connection);
+      return true;
     }
+    this.queue.push(request);
+    this.grow();
     return true;
   }
 
@@ -570,8 +687,10 @@ export class H1Pool {
   async destroy(): Promise<void> {
     this.destroyed = true;
     const error = new H1Error('UND_ERR_DESTROYED', 'The client is destroyed');
-    for (const request of [...this.freshQueue.splice(0), ...this.queue.splice(0)]) {
-      request.handler.onResponseError?.(request, error);
+    for (const queue of [this.freshQueue, this.queue]) {
+      for (let request = queue.shift(); request; request = queue.shift()) {
+        request.handler.onResponseError?.(request, error);
+      }
     }
     const closing = [...this.all].map(
       (c) => new Promise<void>((resolve) => c.socket.once('close', () => resolve())),
@@ -599,21 +718,47 @@ export class H1Pool {
     return { head: `${head}connection: keep-alive\r\n\r\n`, body };
   }
 
-  /** A connection is free: it takes the next waiting request, or waits. */
+  /**
+   * A connection is free: it takes the next waiting request, or waits. A loop, not a recursion:
+   * requests that timed out while queued are aborted by their handlers in onRequestStart, each
+   * leaving the connection free for the next, and thousands of them would overflow the stack.
+   */
   released(connection: Connection): void {
-    const next = this.queue.shift();
-    if (next) connection.send(next);
-    else {
-      connection.idle();
-      this.free.push(connection);
+    while (connection.usable) {
+      const next = this.queue.shift();
+      if (!next) {
+        connection.idle();
+        this.free.push(connection);
+        return;
+      }
+      connection.send(next);
+      if (connection.request) return;
     }
   }
 
   connected(connection: Connection): void {
     this.connecting--;
-    const fresh = this.freshQueue.shift();
-    if (fresh) connection.send(fresh);
-    else this.released(connection);
+    while (connection.usable) {
+      const fresh = this.freshQueue.shift();
+      if (!fresh) {
+        this.released(connection);
+        return;
+      }
+      connection.send(fresh);
+      if (connection.request) return;
+    }
+  }
+
+  /** An idle connection the client itself closes: out of the free list before its 'close'. */
+  closing(connection: Connection): void {
+    const i = this.free.indexOf(connection);
+    if (i >= 0) this.free.splice(i, 1);
+  }
+
+  /** A request aborted while it waited for a connection: it leaves the queue, failed. */
+  withdraw(request: Controller, reason: Error): void {
+    request.waitingIn?.remove(request);
+    request.handler.onResponseError?.(request, reason);
   }
 
   closed(connection: Connection): void {

@@ -6,6 +6,7 @@
 import assert from 'node:assert/strict';
 import type { Socket } from 'node:net';
 import { describe, test } from 'node:test';
+import type { Dispatcher } from 'undici';
 import { H1Pool } from '../../../src/loadgen/h1.js';
 import { rawServer } from '../../helpers/rawServer.js';
 
@@ -15,6 +16,10 @@ interface Answer {
   body: string;
   error?: { code: string; message: string };
   reused?: boolean;
+  /** The controller's `answered` when the request ended or failed. */
+  answered?: boolean;
+  /** onRequestStart calls (a request is started once, or never). */
+  starts: number;
 }
 
 /** Writes `bytes` one byte per write, each flushed on its own (a worst-case split). */
@@ -28,12 +33,15 @@ async function trickle(socket: Socket, bytes: string): Promise<void> {
 /** Sends one POST and collects its answer (or its error). */
 function send(pool: H1Pool, body = '{}'): Promise<Answer> {
   return new Promise((resolve) => {
-    const answer: Answer = { body: '' };
+    const answer: Answer = { body: '', starts: 0 };
     const chunks: Buffer[] = [];
+    const answered = (c: Dispatcher.DispatchController) =>
+      (c as unknown as { answered: boolean }).answered;
     pool.dispatch(
       { path: '/v1/x', method: 'POST', body, headers: { 'content-type': 'application/json' } },
       {
         onRequestStart(c) {
+          answer.starts++;
           answer.reused = (c as unknown as { reused: boolean }).reused;
         },
         onResponseStart(_c, status, headers) {
@@ -42,12 +50,14 @@ function send(pool: H1Pool, body = '{}'): Promise<Answer> {
         },
         // The chunk is a view of the pool's read buffer: copy it, as the contract says.
         onResponseData: (_c, chunk) => chunks.push(Buffer.from(chunk)),
-        onResponseEnd() {
+        onResponseEnd(c) {
           answer.body = Buffer.concat(chunks).toString('utf8');
+          answer.answered = answered(c);
           resolve(answer);
         },
-        onResponseError(_c, err) {
+        onResponseError(c, err) {
           answer.body = Buffer.concat(chunks).toString('utf8');
+          answer.answered = answered(c);
           answer.error = { code: (err as { code?: string }).code ?? '', message: err.message };
           resolve(answer);
         },
@@ -306,6 +316,275 @@ describe('H1Pool connections', () => {
       }
     } finally {
       await p.destroy();
+    }
+  });
+});
+
+/** The pool's private lists, for the cases that need to act at an exact point in between. */
+interface PoolInside {
+  free: { socket: Socket }[];
+  queue: { length: number; items: (Dispatcher.DispatchController | undefined)[] };
+}
+
+/** A head of `size` bytes (its blank line included; callers check): padding, then a 1-byte body. */
+function bigHead(size: number): string {
+  let head = 'HTTP/1.1 200 OK\r\ncontent-length: 1\r\n';
+  for (let i = 0; head.length + 2 < size; i++) {
+    const line = `x-pad-${i}: `;
+    head += `${line}${'a'.repeat(Math.max(0, Math.min(1000, size - head.length - line.length - 4)))}\r\n`;
+  }
+  return `${head}\r\nx`;
+}
+
+describe('H1Pool against hostile servers', () => {
+  test('a request sent as its idle connection times out goes out on a new one, never seeing the close', async () => {
+    const server = await rawServer((socket) =>
+      socket.write('HTTP/1.1 200 OK\r\ncontent-length: 1\r\n\r\nx'),
+    );
+    const p = new H1Pool(server.url, { connections: 1, keepAliveTimeoutMs: 20 });
+    const inside = p as unknown as PoolInside;
+    try {
+      assert.equal((await send(p)).error, undefined);
+      // The keep-alive timer is the socket's timeout: a listener added after the pool's runs
+      // right after the pool destroyed the socket, a turn before its 'close'.
+      const idle = inside.free[0].socket;
+      const raced = await new Promise<Answer>((resolve) =>
+        idle.once('timeout', () => {
+          assert.equal(inside.free.length, 0, 'out of the free list at once');
+          resolve(send(p));
+        }),
+      );
+      assert.deepEqual(
+        [raced.error, raced.body, raced.starts, raced.reused],
+        [undefined, 'x', 1, false],
+      );
+      assert.equal(server.accepted(), 2);
+    } finally {
+      await p.destroy();
+      await server.close();
+    }
+  });
+
+  test('a head whose lines end in LF and its blank line in CRLF (or the reverse) ends there: the first event is intact', async () => {
+    const event = 'data: a\n\n';
+    const body = `${event.length.toString(16)}\r\n${event}\r\n0\r\n\r\n`;
+    for (const [eol, blank] of [
+      ['\n', '\r\n'],
+      ['\r\n', '\n'],
+      ['\n', '\n'],
+    ]) {
+      const head = `HTTP/1.1 200 OK${eol}content-type: text/event-stream${eol}transfer-encoding: chunked${eol}${blank}`;
+      for (const split of [false, true]) {
+        const server = await rawServer((socket) => {
+          if (split) void trickle(socket, head + body);
+          else socket.write(head + body);
+        });
+        const p = pool(server.url);
+        const label = JSON.stringify({ eol, blank, split });
+        try {
+          const answer = await send(p);
+          assert.equal(answer.error, undefined, label);
+          assert.equal(answer.headers?.['content-type'], 'text/event-stream', label);
+          assert.equal(answer.body, event, label);
+          assert.equal((await send(p)).reused, true, label);
+        } finally {
+          await p.destroy();
+          await server.close();
+        }
+      }
+    }
+  });
+
+  test('10,000 queued requests aborted from onRequestStart as the connection frees: all told, no stack overflow', async () => {
+    let held: Socket | undefined;
+    let arrived: () => void = () => {};
+    const firstArrived = new Promise<void>((resolve) => {
+      arrived = resolve;
+    });
+    const server = await rawServer((socket, i) => {
+      if (i === 0) {
+        held = socket;
+        arrived();
+      } else socket.write('HTTP/1.1 200 OK\r\ncontent-length: 1\r\n\r\nx');
+    });
+    const p = pool(server.url, 1);
+    try {
+      const first = send(p);
+      await firstArrived;
+      // As http.ts's timeout leaves them: finished while queued, aborted once they start. The
+      // recursive drain this replaced overflowed the stack between 3,000 and 5,000.
+      const timeout = new Error('timeout');
+      let started = 0;
+      let failed = 0;
+      const options = { path: '/', method: 'POST', body: '{}', headers: {} };
+      const handler: Dispatcher.DispatchHandler = {
+        onRequestStart(c) {
+          started++;
+          c.abort(timeout);
+        },
+        onResponseError(_c, err) {
+          if (err === timeout) failed++;
+        },
+      };
+      for (let i = 0; i < 10_000; i++) p.dispatch(options, handler);
+      held?.write('HTTP/1.1 200 OK\r\ncontent-length: 1\r\n\r\nx');
+      assert.equal((await first).body, 'x');
+      assert.deepEqual([started, failed], [10_000, 10_000]);
+      const live = await send(p);
+      assert.deepEqual([live.body, live.error, live.reused], ['x', undefined, true]);
+      assert.deepEqual([server.accepted(), server.requests()], [1, 2]);
+    } finally {
+      await p.destroy();
+      await server.close();
+    }
+  });
+
+  test('a 1xx then a close: the request was answered, never to be resent; a close before any byte: not', async () => {
+    const server = await rawServer((socket, i) => {
+      if (i === 1) socket.end('HTTP/1.1 100 Continue\r\n\r\n');
+      else if (i === 3) socket.end();
+      else socket.write('HTTP/1.1 200 OK\r\ncontent-length: 1\r\n\r\nx');
+    });
+    const p = pool(server.url);
+    try {
+      const ok = await send(p);
+      assert.deepEqual([ok.body, ok.answered], ['x', true]);
+      const continued = await send(p);
+      assert.deepEqual(
+        [continued.error?.code, continued.reused, continued.answered],
+        ['UND_ERR_SOCKET', true, true],
+      );
+      assert.equal((await send(p)).reused, false, 'a new connection after the close');
+      const cut = await send(p);
+      assert.deepEqual(
+        [cut.error?.code, cut.reused, cut.answered],
+        ['UND_ERR_SOCKET', true, false],
+      );
+    } finally {
+      await p.destroy();
+      await server.close();
+    }
+  });
+
+  test('a head over 64 KiB is refused however it is split into reads; one within is accepted', async () => {
+    const cases: [string, number, boolean][] = [
+      ['60 KB', 60_000, true],
+      ['64 KiB', 64 * 1024, true],
+      ['64 KiB + 1', 64 * 1024 + 1, false],
+      ['80 KB', 80_000, false],
+    ];
+    for (const [name, size, accepted] of cases) {
+      const bytes = bigHead(size);
+      assert.equal(bytes.length, size + 1, name);
+      for (const split of [false, true]) {
+        const server = await rawServer(async (socket) => {
+          if (!split) return void socket.write(bytes);
+          for (let at = 0; at < bytes.length; at += 1000) {
+            await new Promise<void>((resolve) =>
+              socket.write(bytes.slice(at, at + 1000), 'latin1', () => resolve()),
+            );
+            await new Promise((resolve) => setImmediate(resolve));
+          }
+        });
+        const p = pool(server.url);
+        const label = `${name}, split ${split}`;
+        try {
+          const answer = await send(p);
+          if (accepted) assert.deepEqual([answer.error, answer.body], [undefined, 'x'], label);
+          else assert.equal(answer.error?.code, 'HPE_HEADER_OVERFLOW', label);
+        } finally {
+          await p.destroy();
+          await server.close();
+        }
+      }
+    }
+  });
+
+  test('bytes after a complete answer, in its read or a later one, close the connection', async () => {
+    for (const later of [false, true]) {
+      let closed: () => void = () => {};
+      const firstClosed = new Promise<void>((resolve) => {
+        closed = resolve;
+      });
+      const server = await rawServer((socket, i) => {
+        const answer = 'HTTP/1.1 200 OK\r\ncontent-length: 1\r\n\r\nx';
+        if (i > 0) return void socket.write(answer);
+        socket.once('close', () => closed());
+        if (later) socket.write(answer, () => setTimeout(() => socket.write('junk'), 5));
+        else socket.write(`${answer}junk`);
+      });
+      const p = pool(server.url);
+      try {
+        assert.deepEqual((await send(p)).body, 'x');
+        await firstClosed;
+        const next = await send(p);
+        assert.deepEqual([next.body, next.error, next.reused], ['x', undefined, false], `${later}`);
+      } finally {
+        await p.destroy();
+        await server.close();
+      }
+    }
+  });
+
+  test('requests aborted while they wait for a connection leave the queue at once, told, never started; the rest keep their order', async () => {
+    let held: Socket | undefined;
+    let arrived: () => void = () => {};
+    const firstArrived = new Promise<void>((resolve) => {
+      arrived = resolve;
+    });
+    const server = await rawServer((socket, i) => {
+      if (i === 0) {
+        held = socket;
+        arrived();
+      } else socket.write('HTTP/1.1 200 OK\r\ncontent-length: 1\r\n\r\nx');
+    });
+    const p = pool(server.url, 1);
+    const inside = p as unknown as PoolInside;
+    try {
+      const first = send(p);
+      await firstArrived;
+      // Enough to have the queue drop its taken slots along the way, holes among them.
+      const count = 3000;
+      const started: number[] = [];
+      const errors: string[][] = Array.from({ length: count }, () => []);
+      let waiting: (Dispatcher.DispatchController | undefined)[] = [];
+      for (let i = 0; i < count; i++) {
+        p.dispatch(
+          { path: '/', method: 'POST', body: '{}', headers: {} },
+          {
+            onRequestStart(c) {
+              started.push(i);
+              // Past the queue's first trim of its taken slots: a place still found right.
+              if (i === 2000) waiting[2501]?.abort(new Error('withdrawn late'));
+              c.abort(new Error('timeout'));
+            },
+            onResponseError: (_c, err) => errors[i].push(err.message),
+          },
+        );
+      }
+      const live = send(p);
+      // The handler has no controller before onRequestStart: take them from the pool's queue.
+      waiting = inside.queue.items.filter((c) => c !== undefined);
+      assert.equal(waiting.length, count + 1);
+      for (let i = 0; i < count; i += 3) waiting[i]?.abort(new Error('withdrawn'));
+      assert.equal(inside.queue.length, count + 1 - count / 3);
+      assert.deepEqual(errors[0], ['withdrawn'], 'told at once');
+      held?.write('HTTP/1.1 200 OK\r\ncontent-length: 1\r\n\r\nx');
+      assert.equal((await first).body, 'x');
+      const answer = await live;
+      assert.deepEqual([answer.body, answer.error, answer.reused], ['x', undefined, true]);
+      const kept = Array.from({ length: count }, (_, i) => i).filter(
+        (i) => i % 3 !== 0 && i !== 2501,
+      );
+      assert.deepEqual(started, kept, 'the others start once each, in order');
+      for (let i = 0; i < count; i++) {
+        const error = i % 3 === 0 ? 'withdrawn' : i === 2501 ? 'withdrawn late' : 'timeout';
+        assert.deepEqual(errors[i], [error], `request ${i}`);
+      }
+      assert.deepEqual([inside.queue.length, server.requests()], [0, 2]);
+    } finally {
+      await p.destroy();
+      await server.close();
     }
   });
 });
