@@ -159,7 +159,21 @@ export function executeRequest(
   reads: ReadTracker,
   cancellers: Set<() => void>,
 ): Promise<RequestRecord> {
-  const { path, body } = target.backend.request(pending.spec, target);
+  let path: string;
+  let body: string;
+  try {
+    ({ path, body } = target.backend.request(pending.spec, target));
+  } catch (err) {
+    // A body that cannot be built (a history past V8's string limit): this request's failure.
+    const atUs = clock.nowUs();
+    const error: RequestError = {
+      kind: 'connect',
+      message: `the request cannot be sent: ${errorText(err)}`,
+    };
+    return Promise.resolve(
+      buildRecord(pending, atUs, undefined, atUs, undefined, undefined, error),
+    );
+  }
   // undici throws on such headers from inside its pool, where the throw also leaves a
   // connection slot waiting forever for a drain: refuse before anything is dispatched.
   const problem = headerProblem(target.headers, target.apiKey);
@@ -324,7 +338,7 @@ export function executeRequest(
           return c.abort(new Cancelled('fault'));
         }
         if (encoding) {
-          inflater = new Inflater(encoding, take, (err) => {
+          inflater = new Inflater(encoding, guarded(take), (err) => {
             finish(
               {
                 kind: 'bad_stream',
@@ -396,6 +410,32 @@ export function executeRequest(
         finish(transportError(err, headersAtUs !== undefined), decoded);
       },
     };
+
+    // A throw while reading the answer (a bug, a limit of the runtime) is this request's failure:
+    // uncaught in a socket callback it would end the process without a summary.
+    const guarded =
+      <A extends unknown[]>(f: (...args: A) => void) =>
+      (...args: A): void => {
+        try {
+          f(...args);
+        } catch (err) {
+          finish(
+            { kind: 'bad_stream', message: `the response could not be read: ${errorText(err)}` },
+            undefined,
+          );
+          controller?.abort(new Cancelled('fault'));
+        }
+      };
+    for (const key of [
+      'onRequestStart',
+      'onResponseStart',
+      'onResponseData',
+      'onResponseEnd',
+      'onResponseError',
+    ] as const) {
+      const f = handler[key] as ((...args: unknown[]) => void) | undefined;
+      if (f) (handler as Record<string, unknown>)[key] = guarded(f.bind(handler));
+    }
 
     const send = () => {
       try {
@@ -544,6 +584,10 @@ function redirectTarget(location: string | undefined, path: string, baseUrl: str
   } catch {
     return 'an unusable Location header';
   }
+}
+
+function errorText(err: unknown): string {
+  return err instanceof Error ? `${err.name}: ${err.message}` : String(err);
 }
 
 /** The peer closed or reset the socket (as opposed to refusing, timing out or a bad answer). */

@@ -416,14 +416,23 @@ async function runClosedLoop(
   nextPending: (scheduledAtUs: number) => Unit | undefined,
   send: (unit: Unit) => Promise<void>,
 ): Promise<void> {
+  // A failure (a bug thrown while building a session's next turn, or writing a record) stops
+  // every user from sending more, and the loop rejects once those in flight have ended: users
+  // left sending after it would meet a destroyed pool and write records of requests never sent.
+  let failure: { err: unknown } | undefined;
   const user = async () => {
-    for (;;) {
+    while (!failure) {
       const pending = nextPending(clock.nowUs());
       if (!pending) return;
-      await send(pending);
+      try {
+        await send(pending);
+      } catch (err) {
+        failure ??= { err };
+      }
     }
   };
   await Promise.all(Array.from({ length: concurrency }, user));
+  if (failure) throw failure.err;
 }
 
 /**
@@ -452,16 +461,23 @@ function runOpenLoop(
   let k = 0;
   let nextAtUs = startUs + Math.round(schedule() * 1000);
 
-  return new Promise((resolve) => {
+  // As in the closed loop, a failure stops the sending and rejects once nothing is in flight.
+  let failure: { err: unknown } | undefined;
+  return new Promise((resolve, reject) => {
     const settleIfDone = () => {
       if (scheduling || inFlight > 0) return;
-      resolve(waiting.length);
+      if (failure) reject(failure.err);
+      else resolve(waiting.length);
     };
     const start = (pending: Unit) => {
       inFlight++;
-      void send(pending).then(() => {
+      const sent = send(pending).catch((err: unknown) => {
+        failure ??= { err };
+        stopScheduling();
+      });
+      void sent.then(() => {
         inFlight--;
-        const queued = stopped() ? undefined : waiting.shift();
+        const queued = stopped() || failure ? undefined : waiting.shift();
         if (queued) start(queued);
         settleIfDone();
       });

@@ -10,7 +10,7 @@ import type { RequestRecord } from '../record.js';
 import { loadWorkload } from '../workload/workload.js';
 import { createRunClock } from './clock.js';
 import { type LoadgenProgress, openConnections, runLoadgen } from './run.js';
-import type { FromWorker, ToWorker, WorkerJob } from './workers.js';
+import { describeError, type FromWorker, type ToWorker, type WorkerJob } from './workers.js';
 
 /** A batch of records goes out at this many records, this many characters, or this age. */
 const BATCH_RECORDS = 64;
@@ -21,6 +21,38 @@ if (!parentPort) throw new Error('loadgen/worker.ts runs only as a worker thread
 const port = parentPort;
 const job = workerData as WorkerJob;
 const post = (message: FromWorker) => port.postMessage(message);
+
+const progress: LoadgenProgress = { sent: 0, finished: 0, failed: 0, inFlight: 0 };
+/** Records not yet sent to the coordinator (JSON lines). */
+let lines: string[] = [];
+let chars = 0;
+let timer: NodeJS.Timeout | undefined;
+const flush = () => {
+  clearTimeout(timer);
+  timer = undefined;
+  if (lines.length === 0) return;
+  post({ type: 'records', text: `${lines.join('\n')}\n`, count: lines.length, progress });
+  lines = [];
+  chars = 0;
+};
+
+/**
+ * A failure, thrown by the engine or uncaught in a callback of this thread (a stream handler):
+ * the records so far go out first, so that they reach disk, then the failure, with the
+ * progress that tells how many requests were in flight. The coordinator ends the thread.
+ */
+let failed = false;
+const fail = (err: unknown) => {
+  if (failed) return;
+  failed = true;
+  try {
+    flush();
+  } catch {
+    // The records cannot be sent (the failure may be theirs): the failure still goes out.
+  }
+  post({ type: 'error', message: describeError(err), progress });
+};
+process.on('uncaughtException', fail);
 
 async function main(): Promise<void> {
   const workload = await loadWorkload(job.workload);
@@ -41,18 +73,7 @@ async function main(): Promise<void> {
   const start = await started;
   const clock = createRunClock({ originHrNs: start.originHrNs, originIso: start.originIso });
   const builder = new SummaryBuilder(job.summaryContext);
-  const progress: LoadgenProgress = { sent: 0, finished: 0, failed: 0, inFlight: 0 };
-  let lines: string[] = [];
-  let chars = 0;
-  let timer: NodeJS.Timeout | undefined;
-  const flush = () => {
-    clearTimeout(timer);
-    timer = undefined;
-    if (lines.length === 0) return;
-    post({ type: 'records', text: `${lines.join('\n')}\n`, count: lines.length, progress });
-    lines = [];
-    chars = 0;
-  };
+  let records = 0;
   const onRecord = (record: RequestRecord) => {
     builder.add(record);
     const line = JSON.stringify(record);
@@ -62,6 +83,12 @@ async function main(): Promise<void> {
     else timer ??= setTimeout(flush, BATCH_AGE_MS);
     // Test only (workers.ts testOnly): a thread stuck in a CPU loop, deaf to every message.
     if (job.spinAfterFirstRecord) for (;;) Math.random();
+    // Test only: a bug that throws outside any promise (as in a stream handler), once.
+    if (job.crashAfterFirstRecord && records++ === 0) {
+      setImmediate(() => {
+        throw new RangeError('Invalid string length');
+      });
+    }
   };
   // Progress between batches (long requests), for the live line.
   const ticker = setInterval(() => post({ type: 'progress', progress }), 250);
@@ -87,4 +114,4 @@ async function main(): Promise<void> {
   post({ type: 'done', state: builder.state(), result, progress });
 }
 
-main().catch((err: Error) => post({ type: 'error', message: err.message }));
+main().catch(fail);

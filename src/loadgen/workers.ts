@@ -24,11 +24,24 @@ export const WORKER_START_LEAD_MS = 20;
 export const WORKER_ANSWER_MS = 5_000;
 
 /**
- * Test only (test/integration/hostile-transport.test.ts): the worker of this index spins in a
- * synchronous loop after its first record, as a worker stuck on a CPU loop would. Only code can
- * set it; nothing a user gives reaches it.
+ * Test only (test/integration/hostile-transport.test.ts, summary-always.test.ts). Only code can
+ * set these; nothing a user gives reaches them.
  */
-export const testOnly: { spinWorker?: number } = {};
+export const testOnly: {
+  /** The worker of this index spins in a synchronous loop after its first record, as a worker stuck on a CPU loop would. */
+  spinWorker?: number;
+  /** The worker of this index throws an uncaught RangeError after its first record, as a bug in a stream handler would. */
+  crashWorker?: number;
+  /** Replaces WORKER_ANSWER_MS (a spinning worker is terminated sooner). */
+  answerMs?: number;
+  /** With --workers 0 (src/session/point.ts): the record callback throws a RangeError after writing the first record. */
+  throwInThread?: true;
+} = {};
+
+/** How long a worker has to answer a cancel: WORKER_ANSWER_MS, unless a test shortened it. */
+export function workerAnswerMs(): number {
+  return testOnly.answerMs ?? WORKER_ANSWER_MS;
+}
 
 /** What one worker runs: plain data (functions cannot cross threads). */
 export interface WorkerJob {
@@ -40,6 +53,8 @@ export interface WorkerJob {
   summaryContext: SummaryContext;
   /** See `testOnly`. */
   spinAfterFirstRecord?: true;
+  /** See `testOnly`. */
+  crashAfterFirstRecord?: true;
 }
 
 export type ToWorker =
@@ -52,7 +67,7 @@ export type FromWorker =
   | { type: 'progress'; progress: LoadgenProgress }
   | { type: 'records'; text: string; count: number; progress: LoadgenProgress }
   | { type: 'done'; state: SummaryState; result: LoadgenResult; progress: LoadgenProgress }
-  | { type: 'error'; message: string };
+  | { type: 'error'; message: string; progress?: LoadgenProgress };
 
 export interface WorkersRun {
   /** The summary state of every worker that finished, in worker order (merge them). */
@@ -60,6 +75,8 @@ export interface WorkersRun {
   results: LoadgenResult[];
   /** Workers that did not answer a cancel in time and were terminated. */
   terminated: TerminatedWorker[];
+  /** Workers that failed (threw, crashed, exited) after the start; the others ran on. */
+  failed: FailedWorker[];
 }
 
 export interface TerminatedWorker {
@@ -71,6 +88,18 @@ export interface TerminatedWorker {
   /** Records of it that reached `onRecords`. */
   recordsReceived: number;
 }
+
+/** A worker that failed after the start: what it sent, and why it failed. */
+export interface FailedWorker extends TerminatedWorker {
+  /** The failure: `RangeError: Invalid string length`, `exited (code 1) before finishing`. */
+  reason: string;
+}
+
+/** How a worker's run ended: its report, terminated (no answer to a cancel), or failed. */
+type WorkerEnd =
+  | Extract<FromWorker, { type: 'done' }>
+  | 'terminated'
+  | { type: 'failed'; reason: string; progress?: LoadgenProgress };
 
 /**
  * The default worker count: one per available core, less one for this coordinating thread,
@@ -87,7 +116,9 @@ export function defaultWorkers(part: ShardPart): number {
  * Runs `part` (the whole run, or this process's shard) on `workers` threads. `clockFor` is
  * called once every worker has built its workload: it returns the run clock (whose origin the
  * workers share) and when to start on it. Records arrive through `onRecords` as JSON lines.
- * Rejects when a worker fails; the records it sent before are already with `onRecords`.
+ * Rejects when a worker fails before the start (nothing was measured). A worker that fails
+ * after it is listed in `failed`, and the others run on: the records it sent before are already
+ * with `onRecords`, and the run's other results stand.
  */
 export async function runWorkers(o: {
   workers: number;
@@ -106,6 +137,7 @@ export async function runWorkers(o: {
         ...o.job,
         part: { ...part, measureFromId: o.part.measureFromId },
         ...(testOnly.spinWorker === i ? { spinAfterFirstRecord: true as const } : {}),
+        ...(testOnly.crashWorker === i ? { crashAfterFirstRecord: true as const } : {}),
       }),
   );
   const received = parts.map(() => 0);
@@ -115,7 +147,7 @@ export async function runWorkers(o: {
       o.progress[key] = progress.reduce((n, p) => n + p[key], 0);
     }
   };
-  const done: Promise<Extract<FromWorker, { type: 'done' }> | 'terminated'>[] = [];
+  const done: Promise<WorkerEnd>[] = [];
   try {
     await Promise.all(threads.map((t) => t.ready));
     const { clock, startAtUs } = o.clockFor();
@@ -130,7 +162,7 @@ export async function runWorkers(o: {
       forward({ type: 'cancel' })();
       answerTimer = setTimeout(() => {
         for (const t of threads) t.terminate();
-      }, WORKER_ANSWER_MS);
+      }, workerAnswerMs());
     };
     o.stopSignal?.addEventListener('abort', onStop, { once: true });
     o.cancelSignal?.addEventListener('abort', onCancel, { once: true });
@@ -140,7 +172,7 @@ export async function runWorkers(o: {
           received[i] += message.count;
           o.onRecords(message.text, message.count);
         }
-        if ('progress' in message) {
+        if ('progress' in message && message.progress) {
           progress[i] = message.progress;
           sumProgress();
         }
@@ -157,23 +189,23 @@ export async function runWorkers(o: {
     if (o.cancelSignal?.aborted) onCancel();
     try {
       const ends = await Promise.all(done);
-      const finished = ends.filter((m) => m !== 'terminated');
-      return {
-        states: finished.map((m) => m.state),
-        results: finished.map((m) => m.result),
-        terminated: ends.flatMap((m, index) =>
-          m === 'terminated'
-            ? [
-                {
-                  index,
-                  part: parts[index],
-                  progress: progress[index],
-                  recordsReceived: received[index],
-                },
-              ]
-            : [],
-        ),
-      };
+      const lost = (index: number, last = progress[index]): TerminatedWorker => ({
+        index,
+        part: parts[index],
+        progress: last,
+        recordsReceived: received[index],
+      });
+      const run: WorkersRun = { states: [], results: [], terminated: [], failed: [] };
+      ends.forEach((m, index) => {
+        if (m === 'terminated') run.terminated.push(lost(index));
+        else if (m.type === 'failed') {
+          run.failed.push({ ...lost(index, m.progress ?? progress[index]), reason: m.reason });
+        } else {
+          run.states.push(m.state);
+          run.results.push(m.result);
+        }
+      });
+      return run;
     } finally {
       clearTimeout(answerTimer);
       o.stopSignal?.removeEventListener('abort', onStop);
@@ -191,7 +223,8 @@ export async function runWorkers(o: {
 class WorkerThread {
   readonly worker: Worker;
   readonly ready: Promise<void>;
-  readonly done: Promise<Extract<FromWorker, { type: 'done' }> | 'terminated'>;
+  /** Never rejects: a failure resolves it as `failed` (and rejects `ready`, before the start). */
+  readonly done: Promise<WorkerEnd>;
   onMessage: (message: FromWorker) => void = () => {};
   /** Ends the thread unless it is done; `done` then resolves as 'terminated'. */
   readonly terminate: () => void;
@@ -206,33 +239,45 @@ class WorkerThread {
         )
       : new Worker(entry, { workerData: job });
     const ready = deferred<void>();
-    const done = deferred<Extract<FromWorker, { type: 'done' }> | 'terminated'>();
+    const done = deferred<WorkerEnd>();
     this.ready = ready.promise;
     this.done = done.promise;
+    // Once its end is known (done, terminated, failed), nothing more of the thread counts.
+    let ended = false;
     this.terminate = () => {
+      ended = true;
       done.resolve('terminated');
       void this.worker.terminate();
     };
-    // A failure before start rejects `ready`; nobody awaits `done` then.
-    this.done.catch(() => {});
     // Settled promises ignore later calls: an exit after `done` changes nothing.
-    const fail = (err: Error) => {
-      ready.reject(err);
-      done.reject(err);
+    const fail = (reason: string, progress?: LoadgenProgress) => {
+      ready.reject(new Error(`a worker failed: ${reason}`));
+      if (ended) return;
+      ended = true;
+      done.resolve({ type: 'failed', reason, ...(progress ? { progress } : {}) });
+      // A thread that reported its failure may still have requests going: they end with it.
+      void this.worker.terminate();
     };
     this.worker.on('message', (message: FromWorker) => {
+      if (ended) return;
       if (message.type === 'ready') ready.resolve();
       else if (message.type === 'done') {
         this.onMessage(message);
+        ended = true;
         done.resolve(message);
-      } else if (message.type === 'error') fail(new Error(`a worker failed: ${message.message}`));
-      else this.onMessage(message);
+      } else if (message.type === 'error') {
+        fail(message.message, message.progress);
+      } else this.onMessage(message);
     });
-    this.worker.on('error', (err) => fail(new Error(`a worker failed: ${err.message}`)));
-    this.worker.on('exit', (code) => {
-      fail(new Error(`a worker exited (code ${code}) before finishing`));
-    });
+    this.worker.on('error', (err) => fail(describeError(err)));
+    this.worker.on('exit', (code) => fail(`it exited (code ${code}) before finishing`));
   }
+}
+
+/** An error as `Name: message` (`RangeError: Invalid string length`); a plain Error as its message. */
+export function describeError(err: unknown): string {
+  if (!(err instanceof Error)) return String(err);
+  return err.name && err.name !== 'Error' ? `${err.name}: ${err.message}` : err.message;
 }
 
 /** A promise with its settle functions (Promise.withResolvers, which Node 20 lacks). */

@@ -62,6 +62,12 @@ export interface ClientHealth extends ThreadHealth {
   achievedRatePerS?: number;
   /** One entry per worker thread, when the run used more than one. */
   workers?: ThreadHealth[];
+  /**
+   * No engine thread reported its measurements (every worker was terminated or failed before
+   * its end): the thread figures are NaN (`null` in JSON), `notes` says so, and the verdict is
+   * "not measured", never "ok".
+   */
+  unmeasured?: true;
 }
 
 /** The verdict in words: what the report prints beside the figures. */
@@ -78,8 +84,11 @@ export function clientHealthAdvice(h: ClientHealth): string {
     : 'use more --workers or another machine';
 }
 
-export function clientHealthVerdict(h: ThreadHealth): 'client-limited' | 'ok, near a limit' | 'ok' {
+export function clientHealthVerdict(
+  h: ThreadHealth & Pick<ClientHealth, 'unmeasured'>,
+): 'client-limited' | 'not measured' | 'ok, near a limit' | 'ok' {
   if (h.clientLimited) return 'client-limited';
+  if (h.unmeasured) return 'not measured';
   return h.nearLimit ? 'ok, near a limit' : 'ok';
 }
 
@@ -123,6 +132,9 @@ const cores = (n: number) => `${n} usable core${n === 1 ? '' : 's'}`;
  * cores it may use, or the sends fell behind. With several workers the headline figures are the
  * worst thread's (CPU: the busiest thread), and the process figure the busiest process's
  * (threads of one process each measured it; shards after `merge` are several processes).
+ * With no thread's measurements (every worker terminated or failed) the health says so
+ * (`unmeasured`, a note, NaN figures) and claims no verdict of its own: only the records' send
+ * rates can still find the sends behind.
  */
 export function assessClientHealth(
   measured: ClientHealthMeasurements | readonly ClientHealthMeasurements[],
@@ -137,7 +149,9 @@ export function assessClientHealth(
 ): ClientHealth {
   const list = Array.isArray(measured) ? measured : [measured as ClientHealthMeasurements];
   const threads = list.map(threadHealth);
-  const worst = (pick: (t: ThreadHealth) => number) => Math.max(...threads.map(pick));
+  // No thread at all (every worker terminated or failed): the thread figures are unknown, NaN.
+  const worst = (pick: (t: ThreadHealth) => number) =>
+    threads.length > 0 ? Math.max(...threads.map(pick)) : Number.NaN;
   const events = list.reduce((n, m) => n + m.tokenEvents, 0);
   const coalesced = list.reduce((n, m) => n + m.coalescedTokenEvents, 0);
   const named = (lines: string[] = [], i: number) =>
@@ -146,7 +160,10 @@ export function assessClientHealth(
   found.reasons.push(...threads.flatMap((t, i) => named(t.reasons, i)));
   found.notes.push(...threads.flatMap((t, i) => named(t.notes, i)));
   found.near = threads.some((t) => t.nearLimit);
-  const busiest = threads.reduce((a, b) => (b.cpu.utilisation > a.cpu.utilisation ? b : a));
+  const busiest = threads.reduce<ThreadHealth['cpu']>(
+    (a, t) => (a.utilisation >= t.cpu.utilisation ? a : t.cpu),
+    threads[0]?.cpu ?? { userS: Number.NaN, systemS: Number.NaN, utilisation: Number.NaN },
+  );
   const elu = threads.map((t) => t.eventLoopUtilisation).filter((u) => u !== undefined);
   const health: ClientHealth = {
     eventLoopDelayMs: {
@@ -155,8 +172,8 @@ export function assessClientHealth(
       max: worst((t) => t.eventLoopDelayMs.max),
     },
     ...(elu.length > 0 ? { eventLoopUtilisation: Math.max(...elu) } : {}),
-    cpu: busiest.cpu,
-    coalescedEventShare: events > 0 ? coalesced / events : 0,
+    cpu: busiest,
+    coalescedEventShare: events > 0 ? coalesced / events : threads.length > 0 ? 0 : Number.NaN,
     clientLimited: false,
     reasons: found.reasons,
   };
@@ -185,6 +202,12 @@ export function assessClientHealth(
       ': arrivals went out late',
     );
   }
+  if (threads.length === 0) {
+    health.unmeasured = true;
+    found.notes.push(
+      'no engine thread reported its measurements (each worker terminated or failed before its end): whether the client limited this run is unknown',
+    );
+  }
   if (rates.intendedRatePerS !== undefined) {
     health.intendedRatePerS = rates.intendedRatePerS;
     health.achievedRatePerS = rates.achievedRatePerS;
@@ -198,7 +221,7 @@ export function assessClientHealth(
       );
     }
     const gapMs = (1000 / rates.intendedRatePerS) * list.length;
-    if (gapMs < TIMER_GRANULARITY_MS) {
+    if (list.length > 0 && gapMs < TIMER_GRANULARITY_MS) {
       found.notes.push(
         `at ${rates.intendedRatePerS.toFixed(0)} requests/s each engine thread's arrivals are ${gapMs.toFixed(3)} ms apart, under the ~${TIMER_GRANULARITY_MS} ms timer granularity: they go out in bursts of about ${Math.round(TIMER_GRANULARITY_MS / gapMs)} per wake-up, each up to ~${TIMER_GRANULARITY_MS} ms late (the send slip), while the rate holds over any window of a few ms; more --workers spread them`,
       );

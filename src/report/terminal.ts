@@ -185,6 +185,8 @@ export function describeClientHealth(h: ClientHealth): string {
     h.intendedRatePerS !== undefined
       ? `, sent ${fmt(h.achievedRatePerS ?? 0, 2)} of ${fmt(h.intendedRatePerS, 2)} requests/s intended`
       : '';
+  // No thread's figures (every worker terminated or failed): none to print, the rates stand.
+  if (h.unmeasured) return `no engine thread's figures${rates}`;
   return `${process}${threads}CPU ${fmt(h.cpu.utilisation * 100, 0)}% of one core (${h.cpu.threadS !== undefined ? 'busiest thread' : 'process'}, limit ${fmt(limits.cpuUtilisation.limit * 100, 0)}%), event-loop delay p99 ${fmt(h.eventLoopDelayMs.p99, 2)} ms (limit ${limits.eventLoopDelayP99Ms.limit} ms), coalesced events ${fmt(h.coalescedEventShare * 100, 1)}%${slip}${rates}`;
 }
 
@@ -279,7 +281,7 @@ export function renderTerminalSummary(summary: RunSummary, options: TerminalOpti
   const h = summary.clientHealth;
   if (h) {
     const verdict = clientHealthVerdict(h);
-    const paint = h.clientLimited ? c.red : h.nearLimit ? c.yellow : c.green;
+    const paint = h.clientLimited ? c.red : h.nearLimit || h.unmeasured ? c.yellow : c.green;
     lines.push(`Client health: ${describeClientHealth(h)}: ${paint(verdict)}`);
     for (const note of h.notes ?? []) lines.push(`  ${terminalSafe(note)}`);
   }

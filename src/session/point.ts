@@ -7,6 +7,7 @@
 import { performance } from 'node:perf_hooks';
 import { withApiKey } from '../backends/request.js';
 import type { RequestSpec } from '../backends/types.js';
+import { InfergaugeError } from '../errors.js';
 import type { LoadSpec, ShardIndex } from '../load.js';
 import { createRunClock, type RunClock } from '../loadgen/clock.js';
 import { runDeadlineS } from '../loadgen/deadline.js';
@@ -20,10 +21,13 @@ import {
 import { inSequence, maxParts, type ShardPart, shardOf, wholeRun } from '../loadgen/shard.js';
 import {
   defaultWorkers,
+  describeError,
+  type FailedWorker,
   runWorkers,
   type TerminatedWorker,
-  WORKER_ANSWER_MS,
+  testOnly,
   WORKER_START_LEAD_MS,
+  workerAnswerMs,
 } from '../loadgen/workers.js';
 import { type RunSummary, SummaryBuilder, type Warning } from '../metrics/summary.js';
 import type { RunPlan } from '../plan/runPlan.js';
@@ -206,6 +210,9 @@ async function measureLive(target: LiveTarget, point: Point, hooks: PointHooks):
   let serverMetrics: ServerMetricsSummary | undefined;
   let results: LoadgenResult[];
   let terminated: TerminatedWorker[] = [];
+  let failed: FailedWorker[] = [];
+  /** With --workers 0: why the engine failed after the start, when it did. */
+  let inThreadFailure: string | undefined;
   try {
     const config = withReasoning(target.config, point.scenario);
     const workload = workloadSource(plan, point.scenario, {
@@ -224,6 +231,8 @@ async function measureLive(target: LiveTarget, point: Point, hooks: PointHooks):
       // manifest is written, as with workers.
       const clock = scheduleClock(point, hooks.onNotice);
       started(clock);
+      // A failure after the start (a bug, not a deliberate error with its own exit code) ends
+      // the run with what reached disk, as a failed worker does; see runWorkers.
       const result = await runLoadgen(
         {
           target: config,
@@ -236,14 +245,20 @@ async function measureLive(target: LiveTarget, point: Point, hooks: PointHooks):
           onRecord: (r) => {
             records.write(r);
             builder.add(r);
+            // Test only (workers.ts testOnly): a bug while handling a request, after its record.
+            if (testOnly.throwInThread) throw new RangeError('Invalid string length');
           },
           ...signals,
           clock,
           startAtUs: 0,
         },
         progress,
-      );
-      results = [result];
+      ).catch((err: unknown) => {
+        if (err instanceof InfergaugeError) throw err;
+        inThreadFailure = describeError(err);
+        return undefined;
+      });
+      results = result ? [result] : [];
     } else {
       const { backend: _backend, ...targetData } = config;
       const run = await runWorkers({
@@ -268,6 +283,7 @@ async function measureLive(target: LiveTarget, point: Point, hooks: PointHooks):
       for (const state of run.states) builder.merge(state);
       results = run.results;
       terminated = run.terminated;
+      failed = run.failed;
     }
   } finally {
     records.close();
@@ -275,24 +291,39 @@ async function measureLive(target: LiveTarget, point: Point, hooks: PointHooks):
     clearTimeout(telemetryStart);
     serverMetrics = await telemetry?.stop();
   }
-  // A terminated worker's summary state is lost with it; its records on disk are not.
+  // A terminated or failed worker's summary state is lost with it; its records on disk are not.
+  const lost = [...terminated, ...failed];
   const theirs = (id: number) =>
-    terminated.some((t) => inSequence(t.part.warmup, id) || inSequence(t.part.measured, id));
-  if (terminated.length > 0) {
+    lost.some((t) => inSequence(t.part.warmup, id) || inSequence(t.part.measured, id));
+  if (lost.length > 0) {
     for await (const r of readRecords(resultPath(point.dir, 'records'))) {
       if (theirs(r.id)) builder.add(r);
     }
   }
+  // Threads that were terminated or failed report no health: with none left it says so.
   const health = results.map((r) => r.clientHealth);
   // Kept raw, so that `infergauge merge` can judge shards' threads as it judges workers.
   writeClientHealth(point.dir, health);
   const summary = builder.build({
     clientHealth: health,
-    interrupted: deadline.signal.aborted || results.some((r) => r.stoppedBy === 'signal'),
+    // A failure cut its share of the run short, as a stop does: what finished is counted.
+    interrupted:
+      deadline.signal.aborted ||
+      results.some((r) => r.stoppedBy === 'signal') ||
+      failed.length > 0 ||
+      inThreadFailure !== undefined,
     unsentRequests: results.reduce((n, r) => n + r.unsentRequests, 0),
   });
   summary.warnings.push(
-    ...endWarnings(deadline.signal.aborted ? deadlineS : undefined, terminated, workers),
+    ...endWarnings({
+      ...(deadline.signal.aborted ? { deadlineS } : {}),
+      terminated,
+      failed,
+      workers,
+      ...(inThreadFailure !== undefined
+        ? { inThreadFailure: { reason: inThreadFailure, recordsWritten: records.written } }
+        : {}),
+    }),
   );
   // The server's warnings (KV cache full, preemptions) stand with the run's.
   if (serverMetrics) summary.warnings.push(...serverMetrics.warnings);
@@ -310,12 +341,18 @@ function withReasoning(config: TargetConfig, scenario: Scenario): TargetConfig {
   };
 }
 
-/** How a run was cut short: its hard deadline passed (seconds), workers were terminated. */
-function endWarnings(
-  deadlineS: number | undefined,
-  terminated: TerminatedWorker[],
-  workers: number,
-): Warning[] {
+/**
+ * How a run was cut short: its hard deadline passed (seconds), workers were terminated or
+ * failed, or (--workers 0) the engine in this thread failed.
+ */
+function endWarnings(o: {
+  deadlineS?: number;
+  terminated: TerminatedWorker[];
+  failed: FailedWorker[];
+  workers: number;
+  inThreadFailure?: { reason: string; recordsWritten: number };
+}): Warning[] {
+  const { deadlineS, terminated, failed, workers } = o;
   const warnings: Warning[] = [];
   if (deadlineS !== undefined) {
     warnings.push({
@@ -327,7 +364,21 @@ function endWarnings(
     const missing = Math.max(0, t.progress.sent - t.recordsReceived);
     warnings.push({
       code: 'worker_terminated',
-      message: `worker ${t.index + 1} of ${workers} did not answer within ${WORKER_ANSWER_MS / 1000} s of the cancel (stuck, as in a CPU loop) and was terminated: its ${t.recordsReceived} records are counted; ${missing} requests it had sent (by its last report) never produced a record and are missing from the run`,
+      message: `worker ${t.index + 1} of ${workers} did not answer within ${workerAnswerMs() / 1000} s of the cancel (stuck, as in a CPU loop) and was terminated: its ${t.recordsReceived} records are counted; ${missing} requests it had sent (by its last report) never produced a record and are missing from the run`,
+    });
+  }
+  for (const t of failed) {
+    const missing = Math.max(0, t.progress.sent - t.recordsReceived);
+    warnings.push({
+      code: 'worker_failed',
+      message: `worker ${t.index + 1} of ${workers} failed (${t.reason}) and ended its share of the run: its ${t.recordsReceived} records are counted; ${missing} requests it had in flight never produced a record, and the rest of its share was never sent (a bug in infergauge: please report it with this message)`,
+    });
+  }
+  if (o.inThreadFailure) {
+    const { reason, recordsWritten } = o.inThreadFailure;
+    warnings.push({
+      code: 'loadgen_failed',
+      message: `the load generator failed (${reason}) and ended the run: its ${recordsWritten} records are counted, and the requests it had yet to send were never sent (a bug in infergauge: please report it with this message)`,
     });
   }
   return warnings;
