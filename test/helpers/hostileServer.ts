@@ -42,6 +42,9 @@ export type Protocol = (typeof PROTOCOLS)[number];
  * - `serverKilled`: from the first faulted request on, the server dies: that request gets its
  *   headers and first event, then the listener closes and every socket is destroyed, so every
  *   later request is refused. Only exact with one request in flight at a time.
+ * - `endlessEvents`: the first token event, again and again, never an end (issue 27).
+ * - `afterEnd`: the whole answer, then bytes with no line end, forever (issue 27).
+ * - `bodyNeverEnds`: the whole answer, then nothing, and the body never ends (issue 27).
  */
 export const FAULTS = [
   'refused',
@@ -56,6 +59,9 @@ export const FAULTS = [
   'wrongContentType',
   'truncated',
   'serverKilled',
+  'endlessEvents',
+  'afterEnd',
+  'bodyNeverEnds',
 ] as const;
 export type Fault = (typeof FAULTS)[number];
 
@@ -261,6 +267,17 @@ export async function startHostileServer(options: HostileOptions): Promise<Hosti
         res.writeHead(200, { 'content-type': answer.contentType });
         res.write(events[0], () => kill());
         return;
+      case 'endlessEvents':
+        res.writeHead(200, { 'content-type': answer.contentType });
+        return writeForever(res, events[0]);
+      case 'afterEnd':
+        res.writeHead(200, { 'content-type': answer.contentType });
+        for (const w of whole) res.write(w);
+        return writeForever(res, 'y'.repeat(4096));
+      case 'bodyNeverEnds':
+        res.writeHead(200, { 'content-type': answer.contentType });
+        for (const w of whole) res.write(w);
+        return;
     }
   };
 
@@ -276,6 +293,19 @@ export async function startHostileServer(options: HostileOptions): Promise<Hosti
   });
   const loopback = await listenOnLoopback(server);
   return { url: loopback.url, seen, close: loopback.close };
+}
+
+/** Writes `text` again and again, as fast as the client reads, until the connection closes. */
+function writeForever(res: ServerResponse, text: string): void {
+  const pump = () => {
+    while (!res.destroyed && !res.writableEnded) {
+      if (!res.write(text)) {
+        res.once('drain', pump);
+        return;
+      }
+    }
+  };
+  pump();
 }
 
 function stream(res: ServerResponse, contentType: string, writes: string[]): void {
