@@ -316,3 +316,24 @@ test('the full path checks the same bounds: a JSON answer past the capture bound
   );
   assert.equal((t as { kind?: string }).kind, 'too_large');
 });
+
+test('case 12: a 100 Continue then a close on a reused connection is not resent (the POST ran)', async () => {
+  const server = await rawServer((socket, index) => {
+    if (index === 0) socket.write(HEAD + ANSWER + END);
+    else {
+      socket.write('HTTP/1.1 100 Continue\r\n\r\n');
+      setTimeout(() => socket.destroy(), 20);
+    }
+  });
+  const { pool, send } = client(server.url);
+  try {
+    assert.equal((await send(pending(0))).error, undefined);
+    const second = await send(pending(1));
+    assert.equal(second.error?.kind, 'stream_broken', JSON.stringify(second.error));
+    assert.equal(second.resent, undefined);
+    assert.equal(server.requests(), 2, 'the server got each request once');
+  } finally {
+    await pool.destroy();
+    await server.close();
+  }
+});
