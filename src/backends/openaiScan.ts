@@ -66,7 +66,7 @@ const USAGE_OBJECT = 3;
  * One scan at a time reads `text[pos, end)`; the state lives in one object reused for every
  * chunk, so an event costs no objects.
  */
-class ChunkScanner {
+export class ChunkScanner {
   text = '';
   /** Where the chunk begins. */
   start = 0;
@@ -95,8 +95,10 @@ class ChunkScanner {
   readonly slotEscaped = [false, false, false, false];
 
   /**
-   * The values of the chunk scanned, in order, a template's holes: where each is (a string's
-   * characters without its quotes, a number's text) and what it is (CONTENT_HOLE...).
+   * The values of the chunk scanned whole, in order, a template's holes: where each is (a
+   * string's characters without its quotes, a number's text) and what it is (CONTENT_HOLE...).
+   * Only `scan` adds to them (never `match`, which reads the template's holes instead), and it
+   * empties them first: they hold one chunk's values, however many chunks a stream has.
    */
   readonly holeStart: number[] = [];
   readonly holeEnd: number[] = [];
@@ -362,8 +364,9 @@ class ChunkScanner {
   private countOrNull(kind: number): boolean {
     this.numValue = -1;
     if (this.literal('null')) return true;
+    const start = this.pos;
     if (!isNumberStart(this.at()) || !this.number() || this.numValue < 0) return false;
-    this.holeKind[this.holeKind.length - 1] = kind;
+    this.hole(start, kind);
     return true;
   }
 
@@ -380,7 +383,12 @@ class ChunkScanner {
   private primitive(): boolean {
     const c = this.at();
     if (c === QUOTE) return this.string();
-    if (c === MINUS || isDigit(c)) return this.number();
+    if (c === MINUS || isDigit(c)) {
+      const start = this.pos;
+      if (!this.number()) return false;
+      this.hole(start, NUMBER_HOLE);
+      return true;
+    }
     return this.literal('null') || this.literal('true') || this.literal('false');
   }
 
@@ -437,9 +445,11 @@ class ChunkScanner {
     return i;
   }
 
-  /** Reads a number as JSON's grammar has it; `numValue` is its value when a plain integer. */
+  /**
+   * Reads a number as JSON's grammar has it; `numValue` is its value when a plain integer. (Its
+   * hole is the caller's to record: `match` reads numbers too, and must add none.)
+   */
   private number(): boolean {
-    const start = this.pos;
     let plain = true;
     if (this.at() === MINUS) {
       plain = false;
@@ -471,7 +481,6 @@ class ChunkScanner {
       if (!this.digits()) return false;
     }
     this.numValue = plain && digits <= 15 ? value : -1;
-    this.hole(start, NUMBER_HOLE);
     return true;
   }
 
@@ -501,6 +510,12 @@ class ChunkScanner {
 }
 
 const scanner = new ChunkScanner();
+
+/**
+ * The one scanner every stream shares, for tests: what it keeps between chunks (its holes) must
+ * stay one chunk's worth however long a stream runs.
+ */
+export const sharedChunkScanner: ChunkScanner = scanner;
 
 /**
  * The scanner of one stream's chunks (chat: `choices[0].delta`, else `choices[0].text`). A
@@ -536,14 +551,22 @@ const NUMBER_HOLE = 1;
 const COMPLETION_HOLE = 2;
 const PROMPT_HOLE = 3;
 
+/** The most characters a failed textAt may search through (a few microseconds' work). */
+const SEARCH_BOUND = 4096;
+
 /**
- * `text` holds `part` at `at`. (indexOf finds it there at once, comparing at memory speed and
- * copying nothing; startsWith goes a character at a time, and a slice to compare costs a string
- * per call. Where `part` is not at `at` the search runs on through the read, once: the chunk then
- * goes to the whole scan.)
+ * `text` holds `part` at `at`. indexOf finds it there at once, comparing at memory speed and
+ * copying nothing (startsWith goes a character at a time, and a slice to compare costs a string
+ * per call); but where `part` is not there, its search runs on through the rest of the read. A
+ * read of n chunks that do not match the template (a reasoning model's, against the template of
+ * its first chunk) then cost n times its length: 544 µs a chunk in a read of 10,000. So where
+ * more than SEARCH_BOUND characters follow (a read of many chunks, from a reader that fell
+ * behind), a slice is compared in place instead.
  */
 function textAt(text: string, at: number, part: string): boolean {
-  return text.indexOf(part, at) === at;
+  return text.length - at <= SEARCH_BOUND
+    ? text.indexOf(part, at) === at
+    : text.substring(at, at + part.length) === part;
 }
 
 function isNumberStart(c: number): boolean {
