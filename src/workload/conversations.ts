@@ -93,6 +93,11 @@ export function createConversationWorkload(o: ConversationWorkloadOptions): Conv
 /** Counts, texts and the system prompt shared by every builder of one workload. */
 interface TextMaker {
   count(text: string): number;
+  /**
+   * count for a server's text (an answer, its tool calls): its length is the server's to choose
+   * (up to 16 MB), so its counting is capped (Tokenizer.countCapped).
+   */
+  countAnswer(text: string): number;
   /** A text of `tokens` tokens, distinct per (session, request index, slot). */
   make(sessionId: number, index: number, slot: TextSlot, tokens: number): string;
   system(tokens: number): string;
@@ -116,8 +121,10 @@ const SYSTEM_TEXT_ID = -2;
 function textMaker(o: ConversationWorkloadOptions): TextMaker {
   const tokenizer = o.prompts.tokenizer;
   const count = (text: string) => tokenizer.countSync?.(text) ?? countWords(text);
+  const countAnswer = (text: string) => tokenizer.countCapped?.(text) ?? count(text);
   return {
     count,
+    countAnswer,
     make(sessionId, index, slot, tokens) {
       const s = slot === 'user' ? 0 : slot === 'answer' ? 1 : 2 + (slot % (TEXT_SLOTS - 2));
       // Distinct ids give distinct texts up to 2^32 / (STRIDE x 8) ~ 53,000 sessions.
@@ -147,14 +154,16 @@ class History {
 
   constructor(private readonly maker: TextMaker) {}
 
-  add(message: ChatMessage): void {
+  /** Adds `message`; `fromServer` when it is a server's answer (counted with countAnswer). */
+  add(message: ChatMessage, fromServer = false): void {
     // A call counts as the model generated it, its name then its arguments (the simulator's
     // count too); the template's markup around it is the server's own overhead.
     const calls = (message.tool_calls ?? []).map(
       (c) => `${c.function.name}${c.function.arguments}`,
     );
     const parts = [...(message.content ? [message.content] : []), ...calls];
-    for (const part of parts) this.tokens += this.maker.count(part);
+    const count = fromServer ? this.maker.countAnswer : this.maker.count;
+    for (const part of parts) this.tokens += count(part);
     this.messages.push(message);
     this.texts.push(parts.join('\n'));
   }
@@ -296,7 +305,8 @@ function chatConversation(shape: SessionShape, t: TextMaker, script: ChatScript)
         const answer = actual ? previous?.[0]?.answer : undefined;
         const text = actual ? undefined : script.reference(k - 1, lastMaxTokens);
         if (answer) {
-          history.add(assistantMessage(answer, (i) => toolCallId(script.sessionId, k - 1, 0, i)));
+          const id = (i: number) => toolCallId(script.sessionId, k - 1, 0, i);
+          history.add(assistantMessage(answer, id), true);
         } else if (text !== undefined) history.add({ role: 'assistant', content: text });
       }
       history.add({ role: 'user', content: script.user(k, history.tokens) });
@@ -405,7 +415,7 @@ function agentConversation(
       const index = (step - 1) * fanOut + c;
       const answer = previous?.[c]?.answer ?? { content: '', toolCalls: [] };
       const message = assistantMessage(answer, (i) => toolCallId(sessionId, index, c, i));
-      history.add(message);
+      history.add(message, true);
       const results = Math.max(1, message.tool_calls?.length ?? 0);
       for (let i = 0; i < results; i++) {
         const tokens = sampleLength(

@@ -302,6 +302,41 @@ describe('ShareGPT sessions', () => {
     );
   });
 
+  test("history 'actual': a hostile answer (4 MB of letters, no space) is counted in bounded time (issue 27 case 5)", (t) => {
+    const capped = tokenizer.countCapped as (text: string) => number;
+    // Random lowercase letters: one pre-token, quadratic to count whole (400 KB took ~100 s).
+    const bytes = new Uint8Array(4 * 1024 * 1024);
+    let a = 27;
+    for (let i = 0; i < bytes.length; i++) {
+      a = (Math.imul(a, 1103515245) + 12345) >>> 0;
+      bytes[i] = 97 + ((a >>> 16) % 26);
+    }
+    const hostile = new TextDecoder('latin1').decode(bytes);
+    const w = workload({ scenario: chatScenario({ history: 'actual', turns: fixed(3) }) });
+    const conversation = w(0);
+    conversation.next();
+    const started = performance.now();
+    const second = conversation.next([
+      outcome(0, 10, {
+        content: hostile,
+        toolCalls: [
+          { id: '', type: 'function', function: { name: 'f', arguments: hostile.slice(0, 1e6) } },
+        ],
+      }),
+    ]);
+    const ms = performance.now() - started;
+    t.diagnostic(`next() after a 4 MB answer took ${ms.toFixed(0)} ms`);
+    assert.ok(ms < 20_000, `${ms.toFixed(0)} ms`);
+    const spec = second?.requests[0] as RequestSpec;
+    const answerTokens = capped(hostile) + capped(`f${hostile.slice(0, 1e6)}`);
+    assert.equal(spec.requestedInputTokens, 100 + 40 + answerTokens + 40 + 7);
+    const chars = hostile.length + 1e6 + 1;
+    assert.ok(answerTokens > 0.3 * chars && answerTokens < chars, `${answerTokens} tokens`);
+    // An ordinary answer is counted exactly, as before.
+    const small = { content: 'Paris is the capital of France.', toolCalls: [] };
+    assert.equal(capped(small.content), count(small.content));
+  });
+
   test('a prompt dataset has no conversations to replay', () => {
     const dataset = parseDataset('{"prompt": "hi"}\n', 'jsonl');
     assert.throws(() => workload({ scenario: chatScenario(), dataset }), /ShareGPT/);

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
@@ -7,10 +7,17 @@ import type { SimulatorProcess } from '../../../src/session/simulator.js';
 import { createPromptFactory, deBruijnPairs } from '../../../src/workload/prompts.js';
 import { createSyntheticWorkload } from '../../../src/workload/synthetic.js';
 import {
+  apartInVocabulary,
+  type CutRule,
+  countInPieces,
   createTokenizer,
+  EXACT_BYTES,
+  HF_MAX_RUN,
+  MAX_RUN,
   type Tokenizer,
   TokenizerError,
 } from '../../../src/workload/tokenizer.js';
+import { REPO } from '../../../tools/repo.js';
 import { tempDir } from '../../helpers/cli.js';
 import {
   type ScriptedRequest,
@@ -463,3 +470,350 @@ function scripted(answer: (request: ScriptedRequest) => unknown): Promise<Script
 function reEscape(text: string): string {
   return text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 }
+
+// ---- long and hostile texts (issue 27 case 5) ----
+
+/** A deterministic generator of numbers in [0, n) (mulberry32). */
+function generator(seed: number): (n: number) => number {
+  let a = seed >>> 0;
+  return (n) => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return (((t ^ (t >>> 14)) >>> 0) % n) as number;
+  };
+}
+
+/** `n` characters drawn from `alphabet` (strings, each drawn whole). */
+function drawn(alphabet: readonly string[], n: number, seed: number): string {
+  const next = generator(seed);
+  const parts: string[] = [];
+  let length = 0;
+  while (length < n) {
+    const part = alphabet[next(alphabet.length)];
+    parts.push(part);
+    length += part.length;
+  }
+  return parts.join('').slice(0, n);
+}
+
+const LETTERS = 'abcdefghijklmnopqrstuvwxyz'.split('');
+
+/** `n` random lowercase letters, fast (a hostile answer of megabytes). */
+function randomLetters(n: number, seed: number): string {
+  const bytes = new Uint8Array(n);
+  let a = seed >>> 0;
+  for (let i = 0; i < n; i++) {
+    a = (Math.imul(a, 1103515245) + 12345) >>> 0;
+    bytes[i] = 97 + ((a >>> 16) % 26);
+  }
+  return new TextDecoder('latin1').decode(bytes);
+}
+const DIGITS = '0123456789'.split('');
+
+/** Realistic texts: prose, Markdown, code, JSON, CJK, indentation, blank lines and CRLF. */
+function realisticTexts(): Record<string, string> {
+  const read = (path: string) => readFileSync(join(REPO, path), 'utf8');
+  const readme = read('README.md');
+  const code = read('src/workload/conversations.ts');
+  const schema = JSON.parse(read('docs/plan.schema.json'));
+  const chinese =
+    '今天的天气很好，我们去公园散步。公园里有很多人：有的在跑步，有的在下棋，还有的在唱歌！' +
+    '小明说：“我想吃冰淇淋。”妈妈回答：“好的，但是只能吃一个。”他们买了两瓶水（一瓶给爸爸）。' +
+    '二〇二四年，这座城市的人口超过了一千万；交通、教育和医疗都面临新的挑战……';
+  const japanese =
+    '東京は日本の首都です。春には桜が咲き、多くの人が花見を楽しみます。「こんにちは」と彼は言った。';
+  const korean = '서울은 한국의 수도입니다. 봄에는 벚꽃이 피고, 많은 사람들이 꽃구경을 합니다!';
+  return {
+    'English prose and Markdown (README.md)': readme,
+    'TypeScript (conversations.ts)': code,
+    'code with CRLF line ends': code.replaceAll('\n', '\r\n'),
+    'code indented with tabs': code.replaceAll('  ', '\t'),
+    'JSON, indented': JSON.stringify(schema, null, 2),
+    'JSON, minified': JSON.stringify(schema),
+    'JSON, tab-indented': JSON.stringify(schema, null, '\t'),
+    'Chinese, Japanese, Korean prose': Array.from(
+      { length: 12 },
+      (_, i) => `${chinese}${i}${japanese}\n${korean}\n\n`,
+    ).join(''),
+    'blank lines, trailing spaces, deep indentation': Array.from(
+      { length: 200 },
+      (_, i) =>
+        `${' '.repeat(i % 13)}item ${i}:${' '.repeat(i % 3)}\n${'\n'.repeat(i % 4)}\t- value_${i}  `,
+    ).join('\n'),
+    'accents, Devanagari, emoji': 'Ünïcödé naïve café — हिन्दी पाठ। emoji 😀👍🏽 done.\n'.repeat(80),
+  };
+}
+
+/** Bits of text with every place a rule cuts or must not cut, for random strings. */
+const TRICKY = [
+  ' ',
+  ' ',
+  ' ',
+  '  ',
+  '\n',
+  '\n\n',
+  '\r\n',
+  '\t',
+  'a',
+  'Z',
+  'word',
+  'The',
+  "'",
+  "'s",
+  "'ll",
+  '1',
+  '23',
+  '4567',
+  '.',
+  ',',
+  '!',
+  '?',
+  '(',
+  ')',
+  '{',
+  '}',
+  '"',
+  '/',
+  '-',
+  '_',
+  '<',
+  '>',
+  '|',
+  '语',
+  '言。',
+  '，',
+  '日本',
+  'が',
+  'क',
+  '\u093f',
+  '\u0301',
+  'é',
+  '😀',
+  '👍🏽',
+  '\u00a0',
+  '\u3000',
+  '\u2028',
+  '\u200d',
+  '#',
+  '$',
+  '%',
+  '=',
+  ':',
+  ';',
+  '*',
+  '`',
+  '~',
+  '^',
+  '\\',
+  '@',
+  '&',
+  'ÀB',
+  'ß',
+  'ǅ',
+  '▁',
+  '\u000b',
+  '<|endoftext|>',
+  '<|eot_id|>',
+  '<|begin_of_text|>',
+  '<s>',
+  '</s>',
+  '<unk>',
+];
+
+describe('counting long and hostile texts: exact where text can be cut, linear everywhere', () => {
+  /** Each tokenizer with its library's own count of a whole text, and how it is cut. */
+  const local: Record<
+    string,
+    {
+      tokenizer: Tokenizer;
+      whole: (text: string) => number;
+      rule: CutRule;
+      added: string[];
+      apart?: (left: number, right: number) => boolean;
+    }
+  > = {};
+  before(async () => {
+    const AS_TEXT = { disallowedSpecial: new Set<string>() };
+    const o200k = await import('gpt-tokenizer/encoding/o200k_base');
+    const cl100k = await import('gpt-tokenizer/encoding/cl100k_base');
+    const { Tokenizer: HfTokenizer } = await import('@huggingface/tokenizers');
+    const hf = (path: string) => {
+      const json = JSON.parse(readFileSync(path, 'utf8'));
+      const t = new HfTokenizer(json, {});
+      const added = (json.added_tokens as { content: string }[]).map((a) => a.content);
+      return {
+        whole: (text: string) => t.encode(text, { add_special_tokens: false }).ids.length,
+        added,
+        apart: apartInVocabulary(json.model),
+      };
+    };
+    local.o200k_base = {
+      tokenizer: await createTokenizer('o200k_base'),
+      whole: (text) => o200k.countTokens(text, AS_TEXT),
+      rule: 'keep',
+      added: [],
+    };
+    local.cl100k_base = {
+      tokenizer: await createTokenizer('cl100k_base'),
+      whole: (text) => cl100k.countTokens(text, AS_TEXT),
+      rule: 'keep',
+      added: [],
+    };
+    local.llama3 = {
+      tokenizer: await createTokenizer(LLAMA3_JSON),
+      rule: 'keep',
+      ...hf(LLAMA3_JSON),
+    };
+    local.llama2 = {
+      tokenizer: await createTokenizer(LLAMA2_JSON),
+      rule: 'drop',
+      ...hf(LLAMA2_JSON),
+    };
+  });
+
+  test('realistic texts: countSync, and a cut at every place the rule allows, give the whole text’s count', (t) => {
+    const texts = realisticTexts();
+    for (const [name, { tokenizer, whole, rule, added, apart }] of Object.entries(local)) {
+      const counts: string[] = [];
+      for (const [label, text] of Object.entries(texts)) {
+        const expected = whole(text);
+        assert.equal(counter(tokenizer)(text), expected, `${name}, ${label}: countSync`);
+        const everywhere = countInPieces(text, whole, {
+          rule,
+          addedTokens: added,
+          apart,
+          target: 1,
+          wholeUpTo: 0,
+          maxRun: Number.POSITIVE_INFINITY,
+        });
+        assert.equal(everywhere, expected, `${name}, ${label}: cut everywhere`);
+        assert.equal(tokenizer.countCapped?.(text), expected, `${name}, ${label}: countCapped`);
+        counts.push(`${label} ${expected}`);
+      }
+      t.diagnostic(`${name}: ${counts.join(', ')}`);
+    }
+  });
+
+  test('random strings of spaces, newlines, punctuation, scripts, emoji and added tokens: cut everywhere, the same count', () => {
+    for (const [name, { whole, rule, added, apart }] of Object.entries(local)) {
+      const next = generator(27);
+      for (let i = 0; i < 400; i++) {
+        const text = drawn(TRICKY, 1 + next(80), 1000 + i);
+        const options = { rule, addedTokens: added, apart, target: 1, wholeUpTo: 0, maxRun: 1000 };
+        assert.equal(
+          countInPieces(text, whole, options),
+          whole(text),
+          `${name}: ${JSON.stringify(text)}`,
+        );
+      }
+    }
+  });
+
+  test('added tokens are never cut (Llama 3 chat markup between words)', () => {
+    const { tokenizer, whole } = local.llama3;
+    const turn = '<|start_header_id|>user<|end_header_id|>\n\nHello there, friend.<|eot_id|> ';
+    const text = `${turn.repeat(300)}done`;
+    assert.equal(counter(tokenizer)(text), whole(text));
+  });
+
+  test('server text: a run with nowhere to cut is cut every MAX_RUN characters, about a token off per cut', (t) => {
+    const runs: Record<string, string> = {
+      'random letters': drawn(LETTERS, 6000, 1),
+      'one repeated letter': 'a'.repeat(6000),
+      digits: drawn(DIGITS, 6000, 2),
+      'DNA (ACGT)': drawn(['A', 'C', 'G', 'T'], 6000, 3),
+      'Chinese without punctuation': drawn(
+        '我们今天在公园里散步天气很好阳光明媚小朋友们在草地上玩耍老人们坐在长椅上聊天'.split(''),
+        6000,
+        4,
+      ),
+      spaces: ' '.repeat(6000),
+    };
+    const cuts = Math.ceil(6000 / MAX_RUN) - 1;
+    for (const [name, { tokenizer, whole, rule, added }] of Object.entries(local)) {
+      const report: string[] = [];
+      for (const [label, text] of Object.entries(runs)) {
+        const expected = whole(text);
+        const got = countInPieces(text, whole, { rule, addedTokens: added, maxRun: MAX_RUN });
+        if (rule === 'keep' && !name.startsWith('llama')) {
+          assert.equal(tokenizer.countCapped?.(text), got, `${name}: countCapped cuts at MAX_RUN`);
+          assert.equal(counter(tokenizer)(text), expected, `${name}: countSync stays exact`);
+        }
+        // SentencePiece puts "▁" before every piece: a few tokens a cut on one repeated character.
+        const perCut = rule === 'drop' ? 3 : 1;
+        assert.ok(
+          Math.abs(got - expected) <= perCut * cuts,
+          `${name}, ${label}: ${got} for ${expected}, ${cuts} cuts`,
+        );
+        report.push(`${label} ${expected} -> ${got}`);
+      }
+      t.diagnostic(`${name} (${cuts} cuts): ${report.join(', ')}`);
+    }
+  });
+
+  test('tokenizer.json tokenizers cut runs only past HF_MAX_RUN (their BPE is not quadratic)', () => {
+    for (const name of ['llama3', 'llama2']) {
+      const { tokenizer, whole } = local[name];
+      const text = drawn(LETTERS, HF_MAX_RUN, 8);
+      assert.equal(
+        tokenizer.countCapped?.(text),
+        whole(text),
+        `${name}: a run of HF_MAX_RUN, whole`,
+      );
+    }
+  });
+
+  test('server text: 400 KB without spaces counts in under 2 s (the whole text took ~100 s), random letters in a few', (t) => {
+    const texts = {
+      'one repeated letter': ['x'.repeat(400_000), 2000],
+      spaces: [' '.repeat(400_000), 2000],
+      // ~0.5 s on an idle machine (BPE of random letters is slow per character, not per length).
+      'random letters': [randomLetters(400_000, 5), 15_000],
+    } as const;
+    for (const name of ['o200k_base', 'cl100k_base']) {
+      const count = local[name].tokenizer.countCapped as (text: string) => number;
+      for (const [label, [text, limitMs]] of Object.entries(texts)) {
+        const started = performance.now();
+        const n = count(text);
+        const ms = performance.now() - started;
+        t.diagnostic(`${name}, ${label}: ${n} tokens in ${ms.toFixed(0)} ms`);
+        assert.ok(n > 0);
+        assert.ok(ms < limitMs, `${name}, ${label}: ${ms.toFixed(0)} ms`);
+      }
+    }
+  });
+
+  test('countCapped: the same count up to EXACT_BYTES; past it a sample, close on prose and bounded on 4 MB', (t) => {
+    const words = readFileSync(join(REPO, 'README.md'), 'utf8').split(/\s+/).filter(Boolean);
+    const prose = drawn(
+      words.map((w, i) => (i % 17 === 0 ? `${w}.\n` : `${w} `)),
+      2 * EXACT_BYTES,
+      6,
+    );
+    // Past EXACT_BYTES only a sample is counted: 4 MB costs about what 16 MB does (~1 s).
+    const junk = randomLetters(4 * 1024 * 1024, 7);
+    for (const [name, { tokenizer }] of Object.entries(local)) {
+      const capped = tokenizer.countCapped as (text: string) => number;
+      let sampled = '';
+      // The sampling is the same code for all: checked under one tokenizer of each library.
+      if (name === 'o200k_base' || name === 'llama3') {
+        const exact = counter(tokenizer)(prose);
+        const short = prose.slice(0, EXACT_BYTES - 1000);
+        assert.equal(capped(short), counter(tokenizer)(short), `${name}: under the cap, exact`);
+        const estimate = capped(prose);
+        const error = Math.abs(estimate - exact) / exact;
+        // A sample of 64 KiB in pieces of ~512 characters: a few tenths of a percent either way.
+        assert.ok(error < 0.02, `${name}: ${estimate} for ${exact} tokens`);
+        sampled = `512 KB of prose ${exact} tokens, capped ${estimate} (${(100 * error).toFixed(3)}%); `;
+      }
+      const started = performance.now();
+      const n = capped(junk);
+      const ms = performance.now() - started;
+      t.diagnostic(`${name}: ${sampled}4 MB of letters ${n} tokens in ${ms.toFixed(0)} ms`);
+      assert.ok(n > 0.3 * junk.length && n < junk.length, `${name}: ${n} tokens`);
+      assert.ok(ms < 10_000, `${name}: 4 MB in ${ms.toFixed(0)} ms`);
+    }
+  });
+});
