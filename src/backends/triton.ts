@@ -1,6 +1,6 @@
 // Wire format: Triton docs/protocol/extension_generate.md, tensorrtllm_backend ensemble/BLS, 2025.
 import { createDecoder, inStreamError } from './decoder.js';
-import { withExtraBody } from './request.js';
+import { outputTokenLimit, withExtraBody } from './request.js';
 import type { Timeline } from './timeline.js';
 import type { Backend, BackendOptions, RequestSpec } from './types.js';
 
@@ -81,9 +81,14 @@ export const tritonBackend: Backend = {
   }),
   // No end marker: http_server.cc ends the chunked response when the model's response carries
   // TRITONSERVER_RESPONSE_COMPLETE_FINAL and writes nothing more, so a clean close is the end
-  // (a cut mid-event is still `truncated`). No counts arrive, so there is no limit to check.
-  decoder: (sentAtUs) =>
-    createDecoder({ framing: 'sse', parse: parseMessage(createTextDeltas()) }, sentAtUs),
+  // (a cut mid-event is still `truncated`). No counts arrive; the output limit (`max_tokens`)
+  // bounds the events of one answer (REQUEST_BOUNDS).
+  decoder: (sentAtUs, options, spec) =>
+    createDecoder(
+      { framing: 'sse', parse: parseMessage(createTextDeltas()) },
+      sentAtUs,
+      outputTokenLimit(spec, options.extraBody, ['max_tokens']),
+    ),
   supports: {
     endpoints: ['completions'],
     ignoreEos: true,
