@@ -396,17 +396,7 @@ describe('H1Pool against hostile servers', () => {
   });
 
   test('10,000 queued requests aborted from onRequestStart as the connection frees: all told, no stack overflow', async () => {
-    let held: Socket | undefined;
-    let arrived: () => void = () => {};
-    const firstArrived = new Promise<void>((resolve) => {
-      arrived = resolve;
-    });
-    const server = await rawServer((socket, i) => {
-      if (i === 0) {
-        held = socket;
-        arrived();
-      } else socket.write('HTTP/1.1 200 OK\r\ncontent-length: 1\r\n\r\nx');
-    });
+    const { server, firstArrived, held } = await holdingFirst();
     const p = pool(server.url, 1);
     try {
       const first = send(p);
@@ -427,7 +417,7 @@ describe('H1Pool against hostile servers', () => {
         },
       };
       for (let i = 0; i < 10_000; i++) p.dispatch(options, handler);
-      held?.write('HTTP/1.1 200 OK\r\ncontent-length: 1\r\n\r\nx');
+      held()?.write('HTTP/1.1 200 OK\r\ncontent-length: 1\r\n\r\nx');
       assert.equal((await first).body, 'x');
       assert.deepEqual([started, failed], [10_000, 10_000]);
       const live = await send(p);
@@ -527,17 +517,7 @@ describe('H1Pool against hostile servers', () => {
   });
 
   test('requests aborted while they wait for a connection leave the queue at once, told, never started; the rest keep their order', async () => {
-    let held: Socket | undefined;
-    let arrived: () => void = () => {};
-    const firstArrived = new Promise<void>((resolve) => {
-      arrived = resolve;
-    });
-    const server = await rawServer((socket, i) => {
-      if (i === 0) {
-        held = socket;
-        arrived();
-      } else socket.write('HTTP/1.1 200 OK\r\ncontent-length: 1\r\n\r\nx');
-    });
+    const { server, firstArrived, held } = await holdingFirst();
     const p = pool(server.url, 1);
     const inside = p as unknown as PoolInside;
     try {
@@ -569,7 +549,7 @@ describe('H1Pool against hostile servers', () => {
       for (let i = 0; i < count; i += 3) waiting[i]?.abort(new Error('withdrawn'));
       assert.equal(inside.queue.length, count + 1 - count / 3);
       assert.deepEqual(errors[0], ['withdrawn'], 'told at once');
-      held?.write('HTTP/1.1 200 OK\r\ncontent-length: 1\r\n\r\nx');
+      held()?.write('HTTP/1.1 200 OK\r\ncontent-length: 1\r\n\r\nx');
       assert.equal((await first).body, 'x');
       const answer = await live;
       assert.deepEqual([answer.body, answer.error, answer.reused], ['x', undefined, true]);
@@ -588,3 +568,22 @@ describe('H1Pool against hostile servers', () => {
     }
   });
 });
+
+/**
+ * A server that holds its first request unanswered (`held()` is its socket once `firstArrived`)
+ * and answers every later one with one byte, `x`.
+ */
+async function holdingFirst() {
+  let socket: Socket | undefined;
+  let arrived: () => void = () => {};
+  const firstArrived = new Promise<void>((resolve) => {
+    arrived = resolve;
+  });
+  const server = await rawServer((s, i) => {
+    if (i === 0) {
+      socket = s;
+      arrived();
+    } else s.write('HTTP/1.1 200 OK\r\ncontent-length: 1\r\n\r\nx');
+  });
+  return { server, firstArrived, held: () => socket };
+}
