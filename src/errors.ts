@@ -37,3 +37,9 @@ export class UsageError extends InfergaugeError {
     super(problems.join('\n'), code, EXIT.invalidOptions);
   }
 }
+
+/** An error as `Name: message` (`RangeError: Invalid string length`); a plain Error as its message. */
+export function describeError(err: unknown): string {
+  if (!(err instanceof Error)) return String(err);
+  return err.name && err.name !== 'Error' ? `${err.name}: ${err.message}` : err.message;
+}

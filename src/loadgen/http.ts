@@ -10,6 +10,7 @@ import type {
   RequestSpec,
   StreamDecoder,
 } from '../backends/types.js';
+import { describeError } from '../errors.js';
 import type { RequestError, RequestPhase, RequestRecord } from '../record.js';
 import { BodyText } from './bodyText.js';
 import { type RunClock, usToMs } from './clock.js';
@@ -168,7 +169,7 @@ export function executeRequest(
     const atUs = clock.nowUs();
     const error: RequestError = {
       kind: 'connect',
-      message: `the request cannot be sent: ${errorText(err)}`,
+      message: `the request cannot be sent: ${describeError(err)}`,
     };
     return Promise.resolve(
       buildRecord(pending, atUs, undefined, atUs, undefined, undefined, error),
@@ -420,7 +421,10 @@ export function executeRequest(
           f(...args);
         } catch (err) {
           finish(
-            { kind: 'bad_stream', message: `the response could not be read: ${errorText(err)}` },
+            {
+              kind: 'bad_stream',
+              message: `the response could not be read: ${describeError(err)}`,
+            },
             undefined,
           );
           controller?.abort(new Cancelled('fault'));
@@ -584,10 +588,6 @@ function redirectTarget(location: string | undefined, path: string, baseUrl: str
   } catch {
     return 'an unusable Location header';
   }
-}
-
-function errorText(err: unknown): string {
-  return err instanceof Error ? `${err.name}: ${err.message}` : String(err);
 }
 
 /** The peer closed or reset the socket (as opposed to refusing, timing out or a bad answer). */

@@ -5,12 +5,13 @@
  */
 import { parentPort, workerData } from 'node:worker_threads';
 import { BACKENDS } from '../backends/index.js';
+import { describeError } from '../errors.js';
 import { SummaryBuilder } from '../metrics/summary.js';
 import type { RequestRecord } from '../record.js';
 import { loadWorkload } from '../workload/workload.js';
 import { createRunClock } from './clock.js';
 import { type LoadgenProgress, openConnections, runLoadgen } from './run.js';
-import { describeError, type FromWorker, type ToWorker, type WorkerJob } from './workers.js';
+import type { FromWorker, ToWorker, WorkerJob } from './workers.js';
 
 /** A batch of records goes out at this many records, this many characters, or this age. */
 const BATCH_RECORDS = 64;

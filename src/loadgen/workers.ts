@@ -1,6 +1,7 @@
 import { availableParallelism } from 'node:os';
 import { Worker } from 'node:worker_threads';
 import type { BackendName } from '../backends/index.js';
+import { describeError } from '../errors.js';
 import type { SummaryContext, SummaryState } from '../metrics/summary.js';
 import type { WorkloadSource } from '../workload/workload.js';
 import type { RunClock } from './clock.js';
@@ -272,12 +273,6 @@ class WorkerThread {
     this.worker.on('error', (err) => fail(describeError(err)));
     this.worker.on('exit', (code) => fail(`it exited (code ${code}) before finishing`));
   }
-}
-
-/** An error as `Name: message` (`RangeError: Invalid string length`); a plain Error as its message. */
-export function describeError(err: unknown): string {
-  if (!(err instanceof Error)) return String(err);
-  return err.name && err.name !== 'Error' ? `${err.name}: ${err.message}` : err.message;
 }
 
 /** A promise with its settle functions (Promise.withResolvers, which Node 20 lacks). */

@@ -7,7 +7,7 @@
 import { performance } from 'node:perf_hooks';
 import { withApiKey } from '../backends/request.js';
 import type { RequestSpec } from '../backends/types.js';
-import { InfergaugeError } from '../errors.js';
+import { describeError, InfergaugeError } from '../errors.js';
 import type { LoadSpec, ShardIndex } from '../load.js';
 import { createRunClock, type RunClock } from '../loadgen/clock.js';
 import { runDeadlineS } from '../loadgen/deadline.js';
@@ -21,7 +21,6 @@ import {
 import { inSequence, maxParts, type ShardPart, shardOf, wholeRun } from '../loadgen/shard.js';
 import {
   defaultWorkers,
-  describeError,
   type FailedWorker,
   runWorkers,
   type TerminatedWorker,
