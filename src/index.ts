@@ -14,8 +14,9 @@ export {
 export { EXIT, type ExitCode, InfergaugeError, UsageError } from './errors.js';
 // A plan: what to run.
 export type { LoadSpec } from './load.js';
-export { findGpuPreset, GPU_PRESETS } from './memory/hardware.js';
-export { findModelPreset, MODEL_PRESETS } from './memory/model.js';
+export { KV_DTYPES, type KvDtype, type WeightFormat } from './memory/dtype.js';
+export { findGpuPreset, GPU_PRESETS, type GpuSpec } from './memory/hardware.js';
+export { findModelPreset, MODEL_PRESETS, type ModelSpec } from './memory/model.js';
 export { memoryReport } from './memory/report.js';
 export { findMetric, METRICS } from './metrics/catalog.js';
 export { parseSlo, type SloCondition } from './metrics/slo.js';
@@ -55,8 +56,28 @@ export {
   runPlan,
   type ScenarioResult,
 } from './session/run.js';
+// The simulator in a process of its own, so that it never shares a measuring client's event loop.
+export { type SimulatorProcess, spawnSimulator } from './session/simulator.js';
 export type { PreparedRun } from './session/target.js';
-export { EngineModel, type EngineModelOptions } from './sim/engineModel.js';
 // The simulated serving engine and the memory model.
-export { startSimServer } from './sim/server.js';
+export { EngineModel, type EngineModelOptions } from './sim/engineModel.js';
+export { resolveEngine, type SimEngineSettings } from './sim/options.js';
+export {
+  LOAD_BALANCERS,
+  type LoadBalancer,
+  PERSONALITY_IDS,
+  type PersonalityId,
+} from './sim/personality.js';
+export { type RunningSimServer, type SimServerOptions, startSimServer } from './sim/server.js';
+// The simulator in this process, from typed options (SimulatorOptions: model, GPU, TP/DP, dtype,
+// personality, scheduler limits, timing, faults, answers); `infergauge sim`'s flags read into
+// the same options (`parseSimulatorArgs`, `simulatorOptionsFromFlags`).
+export { type RunningSimulator, startSimulator } from './sim/simulator.js';
+export {
+  parseSimulatorArgs,
+  SIM_ENGINE_KINDS,
+  type SimEngineKind,
+  type SimulatorOptions,
+  simulatorOptionsFromFlags,
+} from './sim/simulatorOptions.js';
 export { simulateRun } from './sim/virtual.js';

@@ -1,8 +1,9 @@
 import { parseFlagNumber } from '../flagNumber.js';
-import { KV_DTYPES, type KvDtype, parseWeightFormat } from '../memory/dtype.js';
+import { KV_DTYPES, type KvDtype, parseWeightFormat, type WeightFormat } from '../memory/dtype.js';
 import { loadGpuSpec } from '../memory/gpuSpec.js';
 import { findGpuPreset, GPU_PRESETS, type GpuSpec } from '../memory/hardware.js';
-import { resolveModel } from '../memory/hfConfig.js';
+import { type HfModel, resolveModel } from '../memory/hfConfig.js';
+import type { ModelSpec } from '../memory/model.js';
 import type { EngineModelOptions } from './engineModel.js';
 import {
   DEFAULT_PERSONALITY,
@@ -283,6 +284,56 @@ export const ENGINE_FLAGS: readonly FlagSpec[] = [
   },
 ];
 
+/**
+ * The simulated engine, described with typed values: what the engine flags say, as a program
+ * says it. Keys are the flags' (`tp` is `--tp`, `enablePrefixCaching` is
+ * `--enable-prefix-caching`); unset keys take the personality's defaults. The engine's own
+ * names for shared settings (`memFractionStatic`, ...) apply only with their personality.
+ */
+export interface SimEngineSettings {
+  /** A preset id (see MODEL_PRESETS), a Hugging Face config.json (file or directory), or a spec. */
+  model?: string | ModelSpec;
+  /** A GPU preset id (see GPU_PRESETS) or a spec (default: h100). */
+  gpu?: string | GpuSpec;
+  /** A YAML or JSON file describing the GPU (instead of `gpu`). */
+  gpuSpec?: string;
+  enginePersonality?: PersonalityId;
+  tp?: number;
+  dp?: number;
+  loadBalancer?: LoadBalancer;
+  /** Weights: 'bf16', 'fp16', 'fp8', 'int8', 'int4' (= 'awq', 'gptq'; 'int4-g64'), or a format. */
+  dtype?: string | WeightFormat;
+  kvCacheDtype?: KvDtype;
+  gpuMemoryUtilization?: number;
+  maxModelLen?: number;
+  maxNumSeqs?: number;
+  maxNumBatchedTokens?: number;
+  blockSize?: number;
+  /** false: prefill whole prompts in one step (`--no-chunked-prefill`). */
+  chunkedPrefill?: boolean;
+  enablePrefixCaching?: boolean;
+  numGpuBlocksOverride?: number;
+  nonKvOverheadGb?: number;
+  mbu?: number;
+  mfu?: number;
+  mfu8bit?: number;
+  mfuHalfTokens?: number;
+  stepOverheadMs?: number;
+  perSeqOverheadUs?: number;
+  frontendLatencyMs?: number;
+  /** vllm-v0 */
+  numSchedulerSteps?: number;
+  /** sglang */
+  memFractionStatic?: number;
+  chunkedPrefillSize?: number;
+  maxRunningRequests?: number;
+  /** trtllm */
+  kvCacheFreeGpuMemFraction?: number;
+  maxBatchSize?: number;
+  maxNumTokens?: number;
+  enableChunkedContext?: boolean;
+}
+
 /** The entries of `from` named in `keys` that are set. */
 function pick(from: Record<string, number | boolean>, keys: readonly string[]) {
   const out: Record<string, number | boolean> = {};
@@ -295,7 +346,7 @@ export function engineFlagArgs(options: Record<string, unknown>): string[] {
   const args: string[] = [];
   for (const f of ENGINE_FLAGS) {
     const value = options[f.key];
-    const name = f.flag.split(' ')[0];
+    const name = flagName(f);
     if (f.kind === 'boolean') {
       if (f.key === 'chunkedPrefill' ? value === false : value === true) args.push(name);
     } else if (value !== undefined) args.push(name, String(value));
@@ -308,46 +359,109 @@ export function isEngineFlag(key: string): boolean {
   return ENGINE_FLAGS.some((f) => f.key === key);
 }
 
+/** A flag's name without its value (`--tp`). */
+export const flagName = (f: { flag: string }): string => f.flag.split(' ')[0] as string;
+
 /**
- * Builds the engine options from `--model` and the engine flags, or returns every problem,
- * each naming the flag and what it accepts.
+ * Reads the engine flags as the command line parsed them (strings; booleans for the switches)
+ * into typed settings, with a problem naming each flag whose value is no number in its range.
+ * Flags left out or refused are not set; `resolveEngine` checks the rest.
+ */
+export function engineSettingsFromFlags(flags: Record<string, unknown>): {
+  settings: SimEngineSettings;
+  problems: string[];
+} {
+  const settings: Record<string, unknown> = {};
+  const problems: string[] = [];
+  for (const f of ENGINE_FLAGS) {
+    const value = flags[f.key];
+    if (value === undefined) continue;
+    if (f.kind === 'boolean') settings[f.key] = value === true || value === 'true';
+    else if (f.kind === 'string') settings[f.key] = String(value);
+    else {
+      const n = numberProblem(f, value);
+      if (typeof n === 'number') settings[f.key] = n;
+      else problems.push(n.problem);
+    }
+  }
+  return { settings: settings as SimEngineSettings, problems };
+}
+
+/** The flag's number, or a problem naming the flag and what it accepts. */
+function numberProblem(f: FlagSpec, value: unknown): number | { problem: string } {
+  const text = String(value);
+  const inRange = parseFlagNumber(value, f);
+  if ('value' in inRange) return inRange.value;
+  if ('problem' in parseFlagNumber(value, { integer: f.integer })) {
+    return {
+      problem: `${flagName(f)} must be a ${f.integer ? 'whole number' : 'number'} (got "${text}")`,
+    };
+  }
+  return {
+    problem: `${flagName(f)} must be between ${f.min ?? '-inf'} and ${f.max ?? 'inf'} (got ${text})`,
+  };
+}
+
+/**
+ * Builds the engine options from `--model` and the engine flags (strings, as the command line
+ * parsed them), or returns every problem, each naming the flag and what it accepts: the flags
+ * read by `engineSettingsFromFlags`, then checked and resolved by `resolveEngine`.
  */
 export function engineFromFlags(
   model: string | undefined,
-  options: Record<string, unknown>,
+  flags: Record<string, unknown>,
 ): { engine?: EngineModelOptions; problems: string[]; warnings: string[] } {
+  const read = engineSettingsFromFlags(flags);
+  const resolved = resolveEngine({
+    ...read.settings,
+    ...(model !== undefined ? { model } : {}),
+  });
+  const problems = [...read.problems, ...resolved.problems];
+  return {
+    ...(problems.length === 0 && resolved.engine ? { engine: resolved.engine } : {}),
+    problems,
+    warnings: resolved.warnings,
+  };
+}
+
+/**
+ * The engine the settings describe: the model resolved (preset, config.json or spec), the GPU
+ * (preset, spec or spec file), the personality's own names mapped to the shared settings and
+ * the efficiency factors; or every problem, each naming the flag it comes from.
+ */
+export function resolveEngine(s: SimEngineSettings): {
+  engine?: EngineModelOptions;
+  problems: string[];
+  warnings: string[];
+} {
+  const options = s as Record<string, unknown>;
   const problems: string[] = [];
   const warnings: string[] = [];
   const numbers: Record<string, number> = {};
   for (const f of ENGINE_FLAGS) {
     if (f.kind !== 'number' || options[f.key] === undefined) continue;
-    const text = String(options[f.key]);
-    const name = f.flag.split(' ')[0];
-    const inRange = parseFlagNumber(text, f);
-    if ('value' in inRange) numbers[f.key] = inRange.value;
-    else if ('problem' in parseFlagNumber(text, { integer: f.integer })) {
-      problems.push(`${name} must be a ${f.integer ? 'whole number' : 'number'} (got "${text}")`);
-    } else {
-      problems.push(
-        `${name} must be between ${f.min ?? '-inf'} and ${f.max ?? 'inf'} (got ${text})`,
-      );
+    const n = numberProblem(f, options[f.key]);
+    if (typeof n === 'number') numbers[f.key] = n;
+    else problems.push(n.problem);
+  }
+  let resolved: HfModel | undefined;
+  if (typeof s.model === 'object') resolved = { spec: structuredClone(s.model), warnings: [] };
+  else {
+    try {
+      resolved = resolveModel(s.model ?? DEFAULT_SIM_MODEL_PRESET);
+      warnings.push(...resolved.warnings);
+    } catch (err) {
+      problems.push(`--model: ${(err as Error).message}`);
     }
   }
-  let resolved: ReturnType<typeof resolveModel> | undefined;
-  try {
-    resolved = resolveModel(model ?? DEFAULT_SIM_MODEL_PRESET);
-    warnings.push(...resolved.warnings);
-  } catch (err) {
-    problems.push(`--model: ${(err as Error).message}`);
-  }
-  const personalityText = String(options.enginePersonality ?? DEFAULT_PERSONALITY);
+  const personalityText = String(s.enginePersonality ?? DEFAULT_PERSONALITY);
   const personality = isPersonalityId(personalityText) ? personalityText : undefined;
   if (!personality) {
     problems.push(
       `--engine-personality ${personalityText} is not one; choose one of ${PERSONALITY_IDS.join(', ')}`,
     );
   }
-  const loadBalancer = String(options.loadBalancer ?? 'round-robin') as LoadBalancer;
+  const loadBalancer = String(s.loadBalancer ?? 'round-robin') as LoadBalancer;
   if (!LOAD_BALANCERS.includes(loadBalancer)) {
     problems.push(
       `--load-balancer ${loadBalancer} is not one; choose ${LOAD_BALANCERS.join(' or ')}`,
@@ -355,33 +469,36 @@ export function engineFromFlags(
   }
   // Engine-native names set the shared setting, and only for their own engine.
   const settings: Record<string, number | boolean> = { ...numbers };
-  if (options.chunkedPrefill === false) settings.chunkedPrefill = false;
+  if (s.chunkedPrefill === false) settings.chunkedPrefill = false;
   for (const f of ENGINE_FLAGS) {
     const given = f.kind === 'boolean' ? options[f.key] === true : numbers[f.key] !== undefined;
     if (!f.native || !given) continue;
-    const name = f.flag.split(' ')[0];
+    const name = flagName(f);
     if (personality && !f.native.personalities.includes(personality)) {
       problems.push(
         `${name} is ${f.native.personalities.join(' and ')}'s setting; add --engine-personality ${f.native.personalities[0]}, or use the ${personality} equivalent`,
       );
     } else if (f.native.sets !== f.key && settings[f.native.sets] !== undefined) {
-      const shared = ENGINE_FLAGS.find((g) => g.key === f.native?.sets)?.flag.split(' ')[0];
-      problems.push(`${name} and ${shared} set the same thing; give one`);
+      const shared = ENGINE_FLAGS.find((g) => g.key === f.native?.sets);
+      problems.push(
+        `${name} and ${shared ? flagName(shared) : f.native.sets} set the same thing; give one`,
+      );
     } else {
-      settings[f.native.sets] = f.kind === 'boolean' ? true : numbers[f.key];
+      settings[f.native.sets] = f.kind === 'boolean' ? true : (numbers[f.key] as number);
     }
   }
   let gpu: GpuSpec | undefined;
-  if (options.gpuSpec !== undefined) {
-    if (options.gpu !== undefined)
-      problems.push('--gpu and --gpu-spec both name the GPU; give one');
+  if (s.gpuSpec !== undefined) {
+    if (s.gpu !== undefined) problems.push('--gpu and --gpu-spec both name the GPU; give one');
     try {
-      gpu = loadGpuSpec(String(options.gpuSpec));
+      gpu = loadGpuSpec(String(s.gpuSpec));
     } catch (err) {
       problems.push(`--gpu-spec: ${(err as Error).message}`);
     }
+  } else if (typeof s.gpu === 'object') {
+    gpu = s.gpu;
   } else {
-    const gpuId = String(options.gpu ?? DEFAULT_SIM_GPU);
+    const gpuId = String(s.gpu ?? DEFAULT_SIM_GPU);
     gpu = findGpuPreset(gpuId);
     if (!gpu) {
       problems.push(
@@ -390,13 +507,17 @@ export function engineFromFlags(
     }
   }
   const weights =
-    options.dtype !== undefined ? parseWeightFormat(String(options.dtype)) : resolved?.weights;
-  if (options.dtype !== undefined && !weights) {
+    s.dtype === undefined
+      ? resolved?.weights
+      : typeof s.dtype === 'object'
+        ? s.dtype
+        : parseWeightFormat(String(s.dtype));
+  if (s.dtype !== undefined && !weights) {
     problems.push(
-      `--dtype ${String(options.dtype)} is not a weight format; use bf16, fp16, fp8, int8, int4, awq, gptq or int4-g64`,
+      `--dtype ${String(s.dtype)} is not a weight format; use bf16, fp16, fp8, int8, int4, awq, gptq or int4-g64`,
     );
   }
-  const kv = options.kvCacheDtype as string | undefined;
+  const kv = s.kvCacheDtype as string | undefined;
   if (kv !== undefined && !(KV_DTYPES as readonly string[]).includes(kv)) {
     problems.push(`--kv-cache-dtype ${kv} is not one of ${KV_DTYPES.join(', ')}`);
   }
@@ -432,7 +553,7 @@ export function engineFromFlags(
       'numSchedulerSteps',
       'numGpuBlocksOverride',
     ]),
-    ...(options.enablePrefixCaching === true ? { prefixCaching: true } : {}),
+    ...(s.enablePrefixCaching === true ? { prefixCaching: true } : {}),
     ...(numbers.nonKvOverheadGb !== undefined
       ? { nonKvOverheadBytes: numbers.nonKvOverheadGb * 1e9 }
       : {}),

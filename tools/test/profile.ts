@@ -96,8 +96,11 @@ async function profileFile(file: string): Promise<FileProfile> {
   const cli = { count: 0, cpuS: 0 };
   const sims = { count: 0, cpuS: 0 };
   for (const p of processes) {
-    if (!/[/\\]cli[/\\]main\.[jt]s$/.test(p.argv[0] ?? '')) continue;
-    const bucket = p.argv[1] === 'sim' ? sims : cli;
+    const script = p.argv[0] ?? '';
+    // The simulator runs as `sim` of the command line, or as the session's own child process.
+    const simChild = /[/\\]session[/\\]simulatorChild\.[jt]s$/.test(script);
+    if (!simChild && !/[/\\]cli[/\\]main\.[jt]s$/.test(script)) continue;
+    const bucket = simChild || p.argv[1] === 'sim' ? sims : cli;
     bucket.count += 1;
     bucket.cpuS += p.cpuMs / 1000;
   }

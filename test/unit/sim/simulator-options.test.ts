@@ -1,0 +1,155 @@
+/**
+ * The simulator's typed options: one reading of `infergauge sim`'s flags into them (words or
+ * commander's values alike), and the same engine whether a program, the command line or the
+ * child process of `infergauge run` starts it.
+ */
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import { findGpuPreset } from '../../../src/memory/hardware.js';
+import { findModelPreset } from '../../../src/memory/model.js';
+import { spawnSimulator } from '../../../src/session/simulator.js';
+import { engineFromFlags, resolveEngine } from '../../../src/sim/options.js';
+import { startSimulator } from '../../../src/sim/simulator.js';
+import {
+  parseSimulatorArgs,
+  simulatorOptionsFromFlags,
+} from '../../../src/sim/simulatorOptions.js';
+
+describe('reading the flags', () => {
+  test('words and commander values read into the same typed options', () => {
+    const words = parseSimulatorArgs([
+      '--model',
+      'llama-3-70b',
+      '--gpu',
+      'h200',
+      '--tp',
+      '2',
+      '--enable-prefix-caching',
+      '--no-chunked-prefill',
+      '--time-scale',
+      '0.5',
+      '--reasoning',
+      'always',
+      '--answer-seed',
+      '7',
+      '--itl-ms',
+      '5',
+      '--port',
+      '0',
+    ]);
+    assert.deepEqual(words.problems, []);
+    assert.deepEqual(words.options, {
+      model: 'llama-3-70b',
+      gpu: 'h200',
+      tp: 2,
+      enablePrefixCaching: true,
+      chunkedPrefill: false,
+      timeScale: 0.5,
+      answers: { reasoning: 'always', seed: 7 },
+      timing: { itlMs: 5 },
+      port: 0,
+    });
+    const commander = simulatorOptionsFromFlags({
+      model: 'llama-3-70b',
+      gpu: 'h200',
+      tp: '2',
+      enablePrefixCaching: true,
+      chunkedPrefill: false,
+      timeScale: 0.5,
+      reasoning: 'always',
+      answerSeed: 7,
+      itlMs: 5,
+      port: 0,
+    });
+    assert.deepEqual(commander, words);
+  });
+
+  test('every bad value is a problem naming its flag; unknown flags too', () => {
+    const { problems } = parseSimulatorArgs([
+      '--tp',
+      '0x2',
+      '--itl-ms',
+      '-1',
+      '--engine',
+      'gpu',
+      '--port',
+      '65536',
+    ]);
+    assert.deepEqual(problems, [
+      '--tp must be a whole number (got "0x2")',
+      '--port must be a whole number >= 0 and <= 65535 (got 65536)',
+      '--engine gpu is not one; choose physical or scripted',
+      '--itl-ms must be a number >= 0 (got -1)',
+    ]);
+    assert.match(parseSimulatorArgs(['--gpus', 'h100']).problems[0] as string, /--gpus/);
+  });
+
+  test('engineFromFlags is the flags read, then resolveEngine of the typed settings', () => {
+    const flags = { gpu: 'a100-80', tp: '2', dtype: 'fp8', maxNumSeqs: '128', mbu: '0.7' };
+    const fromFlags = engineFromFlags('llama-3-8b', flags);
+    const typed = resolveEngine({
+      model: 'llama-3-8b',
+      gpu: 'a100-80',
+      tp: 2,
+      dtype: 'fp8',
+      maxNumSeqs: 128,
+      mbu: 0.7,
+    });
+    assert.deepEqual(fromFlags.problems, []);
+    assert.deepEqual(typed.engine, fromFlags.engine);
+    // Specs instead of preset ids: the same engine.
+    const specs = resolveEngine({
+      model: findModelPreset('llama-3-8b'),
+      gpu: findGpuPreset('a100-80'),
+      tp: 2,
+      dtype: { dtype: 'fp8' },
+      maxNumSeqs: 128,
+      mbu: 0.7,
+    });
+    assert.deepEqual(specs.engine, fromFlags.engine);
+  });
+});
+
+describe('starting it', () => {
+  test('in this process, from typed options; bad ones throw naming every flag', async () => {
+    const sim = await startSimulator({ model: 'llama-3-8b', gpu: 'h100', maxNumSeqs: 8 });
+    try {
+      assert.match(sim.url, /^http:\/\/127\.0\.0\.1:\d+$/);
+      assert.equal(sim.model, 'sim-llama-3-8b');
+      assert.match(sim.banner, /Llama-3-8B bf16 on 1x H100/);
+      const models = (await (await fetch(`${sim.url}/v1/models`)).json()) as {
+        data: { id: string }[];
+      };
+      assert.equal(models.data[0]?.id, 'sim-llama-3-8b');
+    } finally {
+      await sim.stop();
+    }
+    await assert.rejects(startSimulator({ tp: 0, gpu: 'h900', port: 70_000 }), {
+      message:
+        /invalid options\n {2}- --port must be a whole number >= 0 and <= 65535 \(got 70000\)\n {2}- --tp must be between 1 and inf \(got 0\)\n {2}- --gpu h900 is not a preset/,
+    });
+  });
+
+  test('in a process of its own, from typed options or words', async () => {
+    const typed = await spawnSimulator({
+      engine: 'scripted',
+      servedModelName: 'typed',
+      timing: { itlMs: 1 },
+    });
+    const words = await spawnSimulator(['--model', 'qwen3-8b', '--gpu', 'l40s']);
+    try {
+      assert.notEqual(typed.pid, process.pid);
+      assert.equal(typed.banner, 'scripted timing');
+      const models = (await (await fetch(`${typed.url}/v1/models`)).json()) as {
+        data: { id: string }[];
+      };
+      assert.equal(models.data[0]?.id, 'typed');
+      assert.match(words.banner, /Qwen3-8B bf16 on 1x L40S/);
+    } finally {
+      await Promise.all([typed.stop(), words.stop()]);
+    }
+    await assert.rejects(spawnSimulator(['--tp', '0']), {
+      message: /the built-in simulator cannot start: invalid options\n {2}- --tp must be between 1/,
+    });
+  });
+});
