@@ -42,12 +42,28 @@ export { JsonlWriter, readRecords } from './results/jsonl.js';
 export { RESULT_FILES } from './results/layout.js';
 export { loadReportInput, type ReportInput } from './results/load.js';
 export { loadSavedRuns, type SavedRun } from './results/reader.js';
+// A session's events and the outputs that subscribe to them (the results directory is one).
+export type {
+  Output,
+  PointFinished,
+  PointInfo,
+  PointStarted,
+  RecordsEvent,
+  SessionFinished,
+  SessionInfo,
+  SnapshotEvent,
+  TelemetryEvent,
+} from './session/events.js';
 export {
   createPointRunner,
+  measurePoint,
   type Point,
   type PointResult,
   type PointRunner,
 } from './session/point.js';
+export { prepareRun, type RunOptions } from './session/prepare.js';
+export { runProbe } from './session/profiles/probe.js';
+export { prepareSweep, runSweep } from './session/profiles/sweep.js';
 // Running it: a whole plan, or one load point after another.
 export {
   benchmark,
@@ -56,9 +72,10 @@ export {
   runPlan,
   type ScenarioResult,
 } from './session/run.js';
+export { type SessionHooks, startSession } from './session/session.js';
 // The simulator in a process of its own, so that it never shares a measuring client's event loop.
 export { type SimulatorProcess, spawnSimulator } from './session/simulator.js';
-export type { PreparedRun } from './session/target.js';
+export { openTarget, type PreparedRun } from './session/target.js';
 // The simulated serving engine and the memory model.
 export { EngineModel, type EngineModelOptions } from './sim/engineModel.js';
 export { resolveEngine, type SimEngineSettings } from './sim/options.js';

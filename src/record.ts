@@ -74,6 +74,10 @@ export interface EventTimeline {
   toolCallChars?: number[];
 }
 
+/** How records are written: plain JSON lines, or the same lines gzip-compressed. */
+export const RECORDS_FORMATS = ['jsonl', 'jsonl.gz'] as const;
+export type RecordsFormat = (typeof RECORDS_FORMATS)[number];
+
 export type RequestPhase = 'warmup' | 'measure';
 
 /** What the server itself reported about a request's timing (llama.cpp `timings`, Ollama). */

@@ -1,8 +1,7 @@
-import { join } from 'node:path';
 import { Command } from '@commander-js/extra-typings';
 import { EXIT } from '../errors.js';
 import type { CapacityOptions } from '../session/profiles/capacity.js';
-import { listenForInterrupts, printProblems, runAction, useColor } from './common.js';
+import { listenForInterrupts, printNotice, printProblems, runAction, useColor } from './common.js';
 import { addEngineFlags } from './engineFlags.js';
 
 export function capacityCommand(): Command {
@@ -50,13 +49,11 @@ async function capacity(o: CapacityOptions): Promise<number> {
     { apiKeyProblem, urlCredentialsProblem },
     { renderCapacity },
     { capacitySettings, predictDeploymentCapacity, runCapacity },
-    { utcStamp },
     { engineFlagArgs, engineFromFlags },
   ] = await Promise.all([
     import('../plan/runPlan.js'),
     import('../report/capacityText.js'),
     import('../session/profiles/capacity.js'),
-    import('../session/target.js'),
     import('../sim/options.js'),
   ]);
   const problems: string[] = [];
@@ -88,8 +85,7 @@ async function capacity(o: CapacityOptions): Promise<number> {
     process.stderr.write('\ninfergauge capacity: stopping after the requests in flight\n'),
   );
   try {
-    const out = o.out ?? join('infergauge-results', `${utcStamp()}-capacity`);
-    const report = await runCapacity(
+    const { report, root: out } = await runCapacity(
       settings,
       {
         ...(builtIn
@@ -106,7 +102,8 @@ async function capacity(o: CapacityOptions): Promise<number> {
         apiKey,
         ...(predicted && 'prediction' in predicted ? { prediction: predicted.prediction } : {}),
         ...(predicted && 'note' in predicted ? { predictionNote: predicted.note } : {}),
-        out,
+        ...(o.out !== undefined ? { out: o.out } : {}),
+        onNotice: (message) => printNotice('capacity', message),
         ...(process.stderr.isTTY && !o.json
           ? { progress: (line: string) => process.stderr.write(line) }
           : {}),

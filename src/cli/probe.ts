@@ -1,8 +1,5 @@
-import { mkdirSync } from 'node:fs';
-import { join } from 'node:path';
 import { Command, Option } from '@commander-js/extra-typings';
 import { EXIT } from '../errors.js';
-import { hasResult } from '../results/layout.js';
 import type { RunOptions } from '../session/prepare.js';
 import { PROBE_DEFAULTS as DEFAULTS } from '../session/profiles/defaults.js';
 import type { ProbeKind } from '../session/profiles/probe.js';
@@ -14,6 +11,7 @@ import {
   runAction,
   useColor,
 } from './common.js';
+import { gate } from './report.js';
 import { addRunOptions, withPlanFile } from './run.js';
 
 /** Options of the probe itself; the rest are run options. */
@@ -123,12 +121,12 @@ async function probe(
 ): Promise<number> {
   const name = `probe ${kind}`;
   // Loaded when the command is chosen, so that other commands start without them.
-  const [{ prepareRun }, { probeSettings, runProbe }, { utcStamp }, { resolveEngineConfig }] =
+  const [{ prepareRun }, { probeSettings, runProbe }, { resolveEngineConfig }, { loadOutputs }] =
     await Promise.all([
       import('../session/prepare.js'),
       import('../session/profiles/probe.js'),
-      import('../session/target.js'),
       import('../sim/engineModel.js'),
+      import('../session/userOutputs.js'),
     ]);
   const merged = await withPlanFile(options, cmd, name);
   if (!merged) return EXIT.invalidOptions;
@@ -165,33 +163,19 @@ async function probe(
   printWarnings(name, [...prepared.warnings, ...warnings]);
   const plan = prepared.plan;
   const label = merged.label !== undefined ? String(merged.label) : `probe-${kind}`;
-  const out = plan.out ?? join('infergauge-results', `${utcStamp()}-${label}`);
-  if (hasResult(out, 'probe')) {
-    process.stderr.write(
-      `infergauge ${name}: ${out} already holds a probe (probe.json); choose another --out\n`,
-    );
-    return EXIT.failure;
-  }
   const interrupts = listenForInterrupts(() =>
     process.stderr.write(`\ninfergauge ${name}: stopping after the requests in flight\n`),
   );
   try {
-    mkdirSync(out, { recursive: true });
     const showProgress = process.stderr.isTTY === true && !prepared.json;
-    const { result, saved, target } = await runProbe(
-      { ...prepared, plan },
-      settings,
-      out,
-      interrupts.stop,
-      {
-        note: (message) => printNotice(name, message),
-        ...(showProgress
-          ? {
-              progress: (line) => process.stderr.write(line),
-            }
-          : {}),
-      },
-    );
+    const outcome = await runProbe({ ...prepared, plan }, settings, label, {
+      stop: interrupts.stop,
+      note: (message) => printNotice(name, message),
+      ...(showProgress ? { progress: (line) => process.stderr.write(line) } : {}),
+      html: merged.html !== false,
+      outputs: await loadOutputs(merged.export as string[] | undefined),
+    });
+    const { result, saved, target, root: out } = outcome;
     // Loaded when the command is chosen, so that other commands start without it.
     const { probeWarnings, renderDecode, renderPrefill } = await import('../report/probeText.js');
     printWarnings(name, probeWarnings(result.points));
@@ -214,7 +198,7 @@ async function probe(
       process.stderr.write(`infergauge ${name}: no request completed; see ${out}\n`);
       return EXIT.failure;
     }
-    return EXIT.ok;
+    return gate(name, merged.threshold as string[] | undefined, outcome.summaries);
   } finally {
     interrupts.dispose();
   }

@@ -2,12 +2,12 @@ import { Command, Option } from '@commander-js/extra-typings';
 import { BACKEND_NAMES } from '../backends/index.js';
 import { EXIT } from '../errors.js';
 import type { PlanFileOptions } from '../plan/planFile.js';
-import { RUN_DEFAULTS, type RunPlan } from '../plan/runPlan.js';
+import { RUN_DEFAULTS, type RunPlan, recordsFormatNotice } from '../plan/runPlan.js';
 import type { ScenarioRow } from '../report/scenarios.js';
 import { renderTerminalSummary } from '../report/terminal.js';
 import { savedSummary } from '../results/runFiles.js';
 import type { RunOptions } from '../session/prepare.js';
-import type { PlanRunResult, ProgressView, ScenarioResult } from '../session/run.js';
+import type { PlanRunResult, ScenarioResult } from '../session/run.js';
 import {
   collect,
   listenForInterrupts,
@@ -18,6 +18,7 @@ import {
   useColor,
 } from './common.js';
 import { addEngineFlags } from './engineFlags.js';
+import { progressOutput } from './progress.js';
 import { gate, thresholdOption } from './report.js';
 
 const d = RUN_DEFAULTS;
@@ -167,6 +168,10 @@ export function addRunOptions(command: Command): Command {
     .option('--out <dir>', 'results directory (default: infergauge-results/<UTC time>-<label>/)')
     .option('--label <name>', 'label for the default results directory (default: sim or run)')
     .option(
+      '--records-format <format>',
+      'jsonl (records.jsonl) or jsonl.gz (records.jsonl.gz: gzip-compressed, under half the size; zcat reads it) (default: jsonl)',
+    )
+    .option(
       '--server-metrics [url]',
       "scrape the server's Prometheus metrics during the run into telemetry.jsonl (default: on when <url>/metrics answers, and for the built-in simulator)",
     )
@@ -197,6 +202,12 @@ export function addRunOptions(command: Command): Command {
     )
     .option('--json', 'print the summary JSON to stdout instead of the table')
     .option('--no-html', 'do not write report.html next to the records')
+    .addOption(
+      new Option(
+        '--export <name[=arg]>',
+        "send the session's events to another output too, repeatable: points=FILE (a JSON line per finished point), or a module of your own, ./my-output.js[=ARG] (docs/library.md, Outputs)",
+      ).argParser(collect),
+    )
     .addOption(thresholdOption())
     .option(
       '--simulate',
@@ -244,14 +255,17 @@ export async function withPlanFile(
 
 async function run(options: RunOptions): Promise<number> {
   // Loaded when the command is chosen, so that other commands start without them.
-  const [{ prepareRun }, { runPlan }] = await Promise.all([
+  const [{ prepareRun }, { runPlan }, { loadOutputs }] = await Promise.all([
     import('../session/prepare.js'),
     import('../session/run.js'),
+    import('../session/userOutputs.js'),
   ]);
   const prepared = prepareRun(options);
   const { plan, json } = prepared;
   if (prepared.problems.length > 0 || !plan) return printProblems('run', prepared.problems);
   printWarnings('run', prepared.warnings);
+  const longRun = recordsFormatNotice(plan);
+  if (longRun) printNotice('run', longRun);
   // Virtual time does not wait on anything: Ctrl-C ends it as it ends any program.
   const interrupts = prepared.simulate ? undefined : listenForInterrupts();
   let done: PlanRunResult;
@@ -265,7 +279,11 @@ async function run(options: RunOptions): Promise<number> {
           process.stderr.write(
             `\ninfergauge run: stopping; ${inFlight} requests in flight get ${graceS} s to finish (Ctrl-C again cancels them)\n`,
           ),
-        ...(process.stderr.isTTY && !json ? { onProgress: drawProgress } : {}),
+        outputs: [
+          ...(process.stderr.isTTY && !json && !prepared.simulate ? [progressOutput()] : []),
+          ...(await loadOutputs(options.export)),
+        ],
+        html: options.html !== false,
         onScenario: (result) => printSummary(plan, result, json && plan.scenarios.length === 1),
       },
     );
@@ -275,7 +293,6 @@ async function run(options: RunOptions): Promise<number> {
   // Stopped before the first scenario began: nothing was measured.
   if (done.results.length === 0) return done.code;
   if (done.scenarioRows) await printScenarios(done, done.scenarioRows, json);
-  if (options.html !== false) await writeHtmlReport(done.root);
   if (done.code !== EXIT.ok) return done.code;
   return gate(
     'run',
@@ -317,29 +334,4 @@ async function printScenarios(done: PlanRunResult, rows: ScenarioRow[], json: bo
   }
   const { renderScenarioTable } = await import('../report/scenarios.js');
   process.stdout.write(`\n${renderScenarioTable(rows)}\nAll scenarios: ${done.root}\n`);
-}
-
-/**
- * Redraws one progress line on stderr until the scenario ends. log-update is loaded here, on a
- * terminal only; the first line waits for it.
- */
-function drawProgress(view: ProgressView): () => void {
-  const loading = import('log-update');
-  let logUpdate: typeof import('log-update')['logUpdateStderr'] | undefined;
-  void loading.then((m) => {
-    logUpdate = m.logUpdateStderr;
-  });
-  const timer = setInterval(() => logUpdate?.(progressLine(view)), 250);
-  return () => {
-    clearInterval(timer);
-    logUpdate?.clear();
-  };
-}
-
-function progressLine({ counts, nowUs, totalRequests }: ProgressView): string {
-  const now = nowUs();
-  if (now < 0) return `starting in ${(-now / 1e6).toFixed(1)} s (--start-at)`;
-  const done =
-    totalRequests !== undefined ? `${counts.finished}/${totalRequests}` : `${counts.finished}`;
-  return `[${(now / 1e6).toFixed(1)} s] ${done} finished, ${counts.inFlight} in flight, ${counts.failed} failed`;
 }

@@ -1,5 +1,3 @@
-import { mkdirSync } from 'node:fs';
-import { join } from 'node:path';
 import { Command } from '@commander-js/extra-typings';
 import { DEFAULT_TRIANGLE } from '../analysis/sweep.js';
 import { EXIT } from '../errors.js';
@@ -13,7 +11,7 @@ import {
   useColor,
 } from './common.js';
 import { gate } from './report.js';
-import { addRunOptions, withPlanFile, writeHtmlReport } from './run.js';
+import { addRunOptions, withPlanFile } from './run.js';
 
 export function sweepCommand(): Command {
   const command = addRunOptions(
@@ -69,23 +67,24 @@ export function sweepCommand(): Command {
 
 async function sweep(options: RunOptions): Promise<number> {
   // Loaded when the command is chosen, so that other commands start without them.
-  const [{ prepareSweep, runSweep }, { utcStamp }] = await Promise.all([
+  const [{ prepareSweep, runSweep }, { loadOutputs }] = await Promise.all([
     import('../session/profiles/sweep.js'),
-    import('../session/target.js'),
+    import('../session/userOutputs.js'),
   ]);
   const { settings, prepared, problems } = prepareSweep(options as Record<string, unknown>);
   if (problems.length > 0 || !prepared.plan) return printProblems('sweep', problems);
   printWarnings('sweep', prepared.warnings);
   const plan = prepared.plan;
-  const root = plan.out ?? join('infergauge-results', `${utcStamp()}-sweep`);
-  mkdirSync(root, { recursive: true });
   const interrupts = listenForInterrupts(() =>
     process.stderr.write('\ninfergauge sweep: stopping after the requests in flight\n'),
   );
   try {
-    const outcome = await runSweep({ ...prepared, plan }, settings, root, interrupts.stop, (l) =>
-      process.stderr.write(l),
-    );
+    const outcome = await runSweep({ ...prepared, plan }, settings, {
+      stop: interrupts.stop,
+      say: (l) => process.stderr.write(l),
+      html: options.html !== false,
+      outputs: await loadOutputs(options.export),
+    });
     if (prepared.json) process.stdout.write(`${JSON.stringify(outcome.saved, null, 2)}\n`);
     else {
       // Loaded when the command is chosen, so that other commands start without it.
@@ -96,9 +95,8 @@ async function sweep(options: RunOptions): Promise<number> {
         outcome.scenarios,
         useColor(process.stdout),
       );
-      process.stdout.write(`${text}\nResults: ${root}\n`);
+      process.stdout.write(`${text}\nResults: ${outcome.root}\n`);
     }
-    if (options.html !== false) await writeHtmlReport(root);
     if (interrupts.stop.aborted) return EXIT.interrupted;
     return gate('sweep', options.threshold, outcome.summaries);
   } finally {

@@ -235,7 +235,8 @@ class WorkerThread {
     const entry = new URL(typescript ? './worker.ts' : './worker.js', import.meta.url);
     this.worker = typescript
       ? new Worker(
-          `import('tsx/esm/api').then((tsx) => { tsx.register(); return import(${JSON.stringify(entry.href)}); });`,
+          // tsx as this file resolves it: eval code would resolve it from the working directory.
+          `import(${JSON.stringify(import.meta.resolve('tsx/esm/api'))}).then((tsx) => { tsx.register(); return import(${JSON.stringify(entry.href)}); });`,
           { eval: true, workerData: job },
         )
       : new Worker(entry, { workerData: job });

@@ -48,10 +48,12 @@ export const positive = () => number({ above: 0 });
 
 /** A length distribution as written ("256", "uniform:128:512", ...), kept as text. */
 export const lengths = (): Field<string> => (raw) => {
-  if (typeof raw !== 'string') return { problem: `must be text, not ${kindOf(raw)}` };
+  // A program's (or a plan file's) plain number is the fixed length it reads as.
+  const value = typeof raw === 'number' ? String(raw) : raw;
+  if (typeof value !== 'string') return { problem: `must be text, not ${kindOf(raw)}` };
   try {
-    parseLengthDistribution(raw);
-    return { value: raw };
+    parseLengthDistribution(value);
+    return { value };
   } catch (err) {
     return { problem: (err as Error).message };
   }

@@ -71,6 +71,7 @@ export const PLAN_KEYS = [
   'header',
   'extra-body',
   'out',
+  'records-format',
   'label',
   'server-metrics',
   'metrics-url',

@@ -7,6 +7,7 @@ import type { LoadSpec } from '../load.js';
 import { parseShard, type ShardIndex } from '../load.js';
 import type { SloCondition } from '../metrics/slo.js';
 import { parseSlo } from '../metrics/slo.js';
+import { RECORDS_FORMATS, type RecordsFormat } from '../record.js';
 import { openLoadProblems } from '../workload/arrivals.js';
 import { type Dataset, readDataset } from '../workload/datasets.js';
 import {
@@ -87,6 +88,11 @@ export interface RunPlan {
   headers: Record<string, string>;
   extraBody?: Record<string, unknown>;
   out?: string;
+  /**
+   * `jsonl.gz` writes the records gzip-compressed (`records.jsonl.gz`); absent (the default):
+   * plain `records.jsonl`.
+   */
+  recordsFormat?: RecordsFormat;
   label: string;
   /** Worker threads that send the load (default: one per core but one, at most one per user). */
   workers?: number;
@@ -119,51 +125,55 @@ export interface RunPlan {
   };
 }
 
-/** The options as they arrive from the command line (strings), before validation. */
+/**
+ * The options before validation: as the command line gives them (strings), or as a program
+ * does (numbers where the option is a number or a length; "256" and 256 read the same).
+ */
 export interface RunPlanInput {
   url?: string;
   model?: string;
   backend?: string;
   endpoint?: string;
-  concurrency?: string;
-  rate?: string;
+  concurrency?: string | number;
+  rate?: string | number;
   arrival?: string;
-  maxConcurrency?: string;
-  requests?: string;
-  sessions?: string;
-  duration?: string;
-  warmup?: string;
-  turns?: string;
-  thinkTime?: string;
+  maxConcurrency?: string | number;
+  requests?: string | number;
+  sessions?: string | number;
+  duration?: string | number;
+  warmup?: string | number;
+  turns?: string | number;
+  thinkTime?: string | number;
   history?: string;
-  systemPrompt?: string;
+  systemPrompt?: string | number;
   reasoningEffort?: string;
   thinking?: string;
-  inputTokens?: string;
-  outputTokens?: string;
-  burstiness?: string;
+  inputTokens?: string | number;
+  outputTokens?: string | number;
+  burstiness?: string | number;
   rampUp?: string;
   trace?: string;
-  traceSpeed?: string;
+  traceSpeed?: string | number;
   dataset?: string;
   /** Comma-separated scenario presets. */
   scenario?: string;
   tokenizer?: string;
-  sharedPrefix?: string;
+  sharedPrefix?: string | number;
   /** Scenarios written in a plan file (already validated for shape by the plan-file schema). */
   planScenarios?: PlanScenario[];
-  temperature?: string;
+  temperature?: string | number;
   ignoreEos?: boolean;
   continuousUsageStats?: boolean;
-  maxAnswerMb?: string;
-  timeout?: string;
-  grace?: string;
+  maxAnswerMb?: string | number;
+  timeout?: string | number;
+  grace?: string | number;
   slo?: string;
-  seed?: string;
+  seed?: string | number;
   apiKeyEnv?: string;
   header?: string[];
   extraBody?: string;
   out?: string;
+  recordsFormat?: string;
   label?: string;
   /** `true` scrapes `<url>/metrics`; a string scrapes that URL; `false` (--no-server-metrics) none. */
   serverMetrics?: boolean | string;
@@ -172,9 +182,9 @@ export interface RunPlanInput {
   slots?: boolean;
   dcgmUrl?: string;
   gpuMemory?: boolean;
-  serverPid?: string;
-  scrapeInterval?: string;
-  workers?: string;
+  serverPid?: string | number;
+  scrapeInterval?: string | number;
+  workers?: string | number;
   shard?: string;
   startAt?: string;
 }
@@ -232,6 +242,7 @@ const FLAGS: Record<string, { flag: string; example: string }> = {
   header: { flag: '--header', example: "--header 'X-Tenant: a'" },
   extraBody: { flag: '--extra-body', example: '--extra-body \'{"top_p": 1}\'' },
   label: { flag: '--label', example: '--label baseline' },
+  recordsFormat: { flag: '--records-format', example: '--records-format jsonl.gz' },
   serverMetrics: {
     flag: '--server-metrics',
     example: '--server-metrics http://127.0.0.1:8000/metrics',
@@ -288,6 +299,7 @@ const OPTIONS = {
   header: listOf(text()),
   extraBody: text(),
   out: text(1),
+  recordsFormat: oneOf(RECORDS_FORMATS, `must be ${RECORDS_FORMATS.join(' or ')}`),
   serverMetrics: either(flag, httpUrl),
   metricsUrl: httpUrl,
   slots: flag,
@@ -535,6 +547,7 @@ export function parseRunPlan(input: RunPlanInput, env: NodeJS.ProcessEnv = {}): 
   if (apiKeyEnv !== undefined) plan.apiKeyEnv = apiKeyEnv;
   if (extraBody) plan.extraBody = extraBody;
   if (o.out !== undefined) plan.out = o.out;
+  if (o.recordsFormat !== undefined) plan.recordsFormat = o.recordsFormat;
   const telemetry = telemetryPlan(o);
   if (telemetry) plan.telemetry = telemetry;
   if (trace) plan.trace = trace;
@@ -543,6 +556,16 @@ export function parseRunPlan(input: RunPlanInput, env: NodeJS.ProcessEnv = {}): 
   if (shard) plan.shard = shard;
   if (startAt) plan.startAt = startAt;
   return plan;
+}
+
+/**
+ * A long run (an hour or more, or over 100,000 requests) that did not choose its records format:
+ * one line suggesting the compressed one; undefined otherwise.
+ */
+export function recordsFormatNotice(plan: RunPlan): string | undefined {
+  if (plan.recordsFormat !== undefined) return undefined;
+  if ((plan.durationS ?? 0) < 3600 && (plan.requests ?? 0) <= 100_000) return undefined;
+  return 'a long run: --records-format jsonl.gz writes the records gzip-compressed (records.jsonl.gz, under half the size; zcat reads it)';
 }
 
 /** The measured count of a scenario: its sessions (multi-turn, agent) or its requests. */

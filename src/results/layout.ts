@@ -1,6 +1,7 @@
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { InfergaugeError } from '../errors.js';
+import type { RecordsFormat } from '../record.js';
 
 /**
  * The run directory's layout: every file a run, sweep, probe, capacity search or merge writes,
@@ -9,6 +10,11 @@ import { InfergaugeError } from '../errors.js';
 export const RESULT_FILES = {
   /** One JSON line per finished request, written as it finishes: the source of truth. */
   records: 'records.jsonl',
+  /**
+   * The same records gzip-compressed (`--records-format jsonl.gz`), one gzip member per write;
+   * a run directory holds one of the two (find it with recordsPath).
+   */
+  recordsGz: 'records.jsonl.gz',
   /** Server and GPU telemetry snapshots on the run's clock. */
   telemetry: 'telemetry.jsonl',
   /** Each load generator thread's own health measurements (see results/jsonl.ts). */
@@ -49,8 +55,23 @@ export function resultPath(dir: string, file: ResultFile): string {
   return join(dir, RESULT_FILES[file]);
 }
 
+/** Whether `dir` holds its file of a role; records in either format count as records. */
 export function hasResult(dir: string, file: ResultFile): boolean {
+  if (file === 'records') return existsSync(recordsPath(dir));
   return existsSync(resultPath(dir, file));
+}
+
+/**
+ * `dir`'s records file. With a format, that format's file (to write). Without, the one `dir`
+ * holds, `records.jsonl` or `records.jsonl.gz` (to read); `records.jsonl` when it holds neither,
+ * so that a message about a missing file names the usual one.
+ */
+export function recordsPath(dir: string, format?: RecordsFormat): string {
+  if (format !== undefined) return resultPath(dir, format === 'jsonl' ? 'records' : 'recordsGz');
+  const plain = resultPath(dir, 'records');
+  if (existsSync(plain)) return plain;
+  const gz = resultPath(dir, 'recordsGz');
+  return existsSync(gz) ? gz : plain;
 }
 
 /** The kind of results directory `dir` is, from the files present; undefined when none. */

@@ -2,46 +2,95 @@
  * The writers of a run directory's own files: the manifest (what ran), the summary and, for
  * several scenarios, the table of them. Run, sweep and probe points write through these.
  */
-import { existsSync, mkdirSync } from 'node:fs';
+import { mkdirSync } from 'node:fs';
 import { cpus, hostname } from 'node:os';
+import { basename } from 'node:path';
 import type { RunSummary } from '../metrics/summary.js';
 import type { ServerMetricsSummary } from '../telemetry/summary.js';
 import { VERSION } from '../version.js';
-import { RESULT_FILES, resultPath, writeJson } from './layout.js';
+import { hasResult, recordsPath, resultPath, writeJson } from './layout.js';
 
 /** Creates a run directory; refuses one that already holds a run. */
 export function openRunDir(dir: string): void {
-  if (existsSync(resultPath(dir, 'records'))) {
-    throw new Error(`${dir} already holds a run (${RESULT_FILES.records}); choose another --out`);
+  if (hasResult(dir, 'records')) {
+    throw new Error(
+      `${dir} already holds a run (${basename(recordsPath(dir))}); choose another --out`,
+    );
   }
   mkdirSync(dir, { recursive: true });
 }
 
-/** What a manifest says about one run; the tool, host and time are added here. */
+/** What a results directory is: its manifest's `kind`. */
+export type ResultKindName =
+  | 'run'
+  | 'scenarios'
+  | 'sweep'
+  | 'sweep-point'
+  | 'probe'
+  | 'probe-point'
+  | 'capacity'
+  | 'capacity-step'
+  | 'merge';
+
+/**
+ * The manifest's layout version. 2 added `id`, `kind`, `command`, `parent` and `endedAt`, and
+ * a manifest in every results directory (sweep, probe and capacity roots and points, merges);
+ * readers take version 1 as a run's (results/reader.ts readManifest).
+ */
+export const MANIFEST_SCHEMA_VERSION = 2;
+
+/** What a manifest says about one point (a run, a sweep point, a probe point, a capacity step). */
 export interface ManifestAbout {
   /** The run clock's origin (0 ms in the records). */
   startedAt: string;
-  server: Record<string, unknown>;
-  model: string;
-  workload: Record<string, unknown>;
+  /** A point's target and workload (a session's root manifest has its points instead). */
+  server?: Record<string, unknown>;
+  model?: string;
+  workload?: Record<string, unknown>;
   /** The effective plan, secrets redacted. */
   plan: unknown;
+  /** The point's own load (a sweep's level, a probe's batch); a run's is the plan's. */
+  load?: unknown;
+  scenario?: string;
   execution?: Record<string, unknown>;
-  windows: {
+  windows?: {
     warmupRequests: number;
     measuredRequests: number | null;
     /** Set in a session scenario: warm-up and measured counts are sessions, not requests. */
     unit?: 'sessions';
     measuredDurationS: number | null;
   };
+  /** Anything else the kind needs (a merge's shards). */
+  [more: string]: unknown;
 }
 
-/** manifest.json: what ran, where, when (the clock's origin) and how. */
-export function writeManifest(dir: string, about: ManifestAbout): void {
+/** Who wrote a results directory, and where it belongs. */
+export interface ManifestHeader {
+  id: string;
+  kind: ResultKindName;
+  /** The command as typed: `run`, `sweep`, `probe decode`, `capacity`, `merge`. */
+  command: string;
+  /** The session (sweep, probe, capacity, several scenarios) this directory is a point of. */
+  parent?: { id: string; kind: ResultKindName; dir: string };
+  /** Set once the directory is complete; a manifest without it belongs to a cut-short run. */
+  endedAt?: string;
+}
+
+/**
+ * manifest.json: what ran, where, when (the clock's origin) and how, with the tool, the host
+ * and the layout version. The one manifest writer: every results directory's goes through it.
+ */
+export function writeManifest(dir: string, header: ManifestHeader, about: ManifestAbout): void {
+  const { windows, ...rest } = about;
   writeJson(resultPath(dir, 'manifest'), {
-    schemaVersion: 1,
+    schemaVersion: MANIFEST_SCHEMA_VERSION,
+    id: header.id,
+    kind: header.kind,
+    command: header.command,
+    ...(header.parent ? { parent: header.parent } : {}),
     tool: { name: 'infergauge', version: VERSION },
-    startedAt: about.startedAt,
+    ...rest,
+    ...(header.endedAt ? { endedAt: header.endedAt } : {}),
     node: process.version,
     host: {
       hostname: hostname(),
@@ -50,15 +99,14 @@ export function writeManifest(dir: string, about: ManifestAbout): void {
       cpus: cpus().length,
       cpuModel: cpus()[0]?.model,
     },
-    server: about.server,
-    model: about.model,
-    workload: about.workload,
-    plan: about.plan,
-    ...(about.execution ? { execution: about.execution } : {}),
-    windows: {
-      ...about.windows,
-      note: 'warm-up requests are recorded with phase "warmup" and not counted; no request is sent after the measurement window closes',
-    },
+    ...(windows
+      ? {
+          windows: {
+            ...windows,
+            note: 'warm-up requests are recorded with phase "warmup" and not counted; no request is sent after the measurement window closes',
+          },
+        }
+      : {}),
   });
 }
 

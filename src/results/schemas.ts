@@ -63,7 +63,13 @@ export const summarySchema = z.looseObject({
 
 /** What was run. Every field is optional: hand-made and older run directories hold fewer. */
 export const manifestSchema = z.looseObject({
-  schemaVersion: z.literal(1).optional(),
+  /** 1: a run's only (before every results directory had one); 2: results/runFiles.ts. */
+  schemaVersion: z.union([z.literal(1), z.literal(2)]).optional(),
+  id: z.string().optional(),
+  kind: z.string().optional(),
+  command: z.string().optional(),
+  parent: z.looseObject({ id: z.string(), kind: z.string(), dir: z.string() }).optional(),
+  endedAt: z.string().optional(),
   tool: z.looseObject({ name: z.string(), version: z.string() }).optional(),
   startedAt: z.string().optional(),
   model: z.string().optional(),

@@ -13,6 +13,7 @@ import { createRunClock, type RunClock } from '../loadgen/clock.js';
 import { runDeadlineS } from '../loadgen/deadline.js';
 import type { TargetConfig } from '../loadgen/http.js';
 import {
+  connectionsToWarm,
   type LoadgenProgress,
   type LoadgenResult,
   openConnections,
@@ -29,24 +30,25 @@ import {
   workerAnswerMs,
 } from '../loadgen/workers.js';
 import { type RunSummary, SummaryBuilder, type Warning } from '../metrics/summary.js';
-import type { RunPlan } from '../plan/runPlan.js';
-import type { RequestRecord } from '../record.js';
-import { JsonlWriter, readRecords, writeClientHealth } from '../results/jsonl.js';
-import { resultPath } from '../results/layout.js';
-import { openRunDir, writeSummary } from '../results/runFiles.js';
+import { type RunPlan, redactPlan } from '../plan/runPlan.js';
+import { readRecords } from '../results/jsonl.js';
+import { hasResult, resultPath } from '../results/layout.js';
+import { type ManifestAbout, openRunDir } from '../results/runFiles.js';
 import type { EngineCluster } from '../sim/cluster.js';
-import type { simulateRun } from '../sim/virtual.js';
+import { describeEngine, perReplica } from '../sim/describe.js';
+import { EngineModel } from '../sim/engineModel.js';
 import { seriesKey } from '../telemetry/prometheus.js';
 import { recordTelemetry } from '../telemetry/scraper.js';
-import type { TelemetrySnapshot } from '../telemetry/snapshot.js';
 import type { ServerMetricsSummary } from '../telemetry/summary.js';
 import { sessionBounds } from '../workload/conversations.js';
 import { streamSeed } from '../workload/distributions.js';
 import { createPromptFactory } from '../workload/prompts.js';
-import type { Scenario } from '../workload/scenarios.js';
+import { describeScenario, isSessionScenario, type Scenario } from '../workload/scenarios.js';
 import type { Tokenizer } from '../workload/tokenizer.js';
 import { traceSessions } from '../workload/trace.js';
 import { createWorkload, loadWorkload } from '../workload/workload.js';
+import { type PointInfo, type SessionEvents, SNAPSHOT_INTERVAL_MS } from './events.js';
+import { inSession, startSession } from './session.js';
 import {
   type LiveTarget,
   type Notify,
@@ -65,8 +67,11 @@ export interface Point {
   requests?: number;
   durationS?: number;
   warmupRequests?: number;
-  /** Where records.jsonl, telemetry.jsonl and summary.json go. */
-  dir: string;
+  /**
+   * Where records.jsonl, telemetry.jsonl, manifest.json and summary.json go (the session's
+   * results output writes them); none: nothing is saved (a library measuring in memory).
+   */
+  dir?: string;
   /** Replaces the scenario's workload (probes shape each request themselves). */
   nextRequest?: (id: number) => RequestSpec;
   /** Only this process's shard of the point (`--shard`; several machines run the others). */
@@ -78,6 +83,8 @@ export interface Point {
 export interface PointResult {
   summary: RunSummary;
   serverMetrics?: ServerMetricsSummary;
+  /** The point as its session told it (its id and directory). */
+  point?: PointInfo;
 }
 
 /** The moment a point's schedule is set: its clock, and what this process sends of it. */
@@ -89,6 +96,15 @@ export interface PointStart {
 }
 
 export interface PointHooks {
+  /**
+   * The session the point belongs to, told everything it does (its outputs write the results
+   * directory). Without one, a session of its own saves the point into `point.dir`, if any.
+   */
+  session?: SessionEvents;
+  /** Warnings of the caller's own, added to the summary before it is told and saved. */
+  warnings?(summary: RunSummary): Warning[];
+  /** Whether summary.json keeps the server's metrics beside the summary (default: yes). */
+  saveServerMetrics?: boolean;
   /** Send nothing more; requests in flight finish. */
   stop?: AbortSignal;
   /** Cancel the requests in flight too. */
@@ -106,15 +122,114 @@ export type Measured = PointResult & { virtualRun?: string };
 /** A shard may start this late after --start-at; later, its schedule would start in a burst. */
 const LATE_START_US = 1e6;
 
-/** Measures one point against a target; the caller writes the summary (with its warnings). */
-export function measurePoint(
+/**
+ * Measures one point against a target and tells its session (pointStarted, its records and
+ * telemetry, pointFinished with the summary and the caller's warnings).
+ */
+export async function measurePoint(
   target: Target,
   point: Point,
   hooks: PointHooks = {},
 ): Promise<Measured> {
-  return target.kind === 'virtual'
-    ? measureVirtual(target, point, hooks)
-    : measureLive(target, point, hooks);
+  // Refused before anything is sent: a directory that holds a run is never written into.
+  if (point.dir !== undefined) openRunDir(point.dir);
+  const own = hooks.session ? undefined : pointSession(target, point);
+  const session = hooks.session ?? (own as SessionEvents);
+  const info = session.nextPoint({
+    ...(point.dir !== undefined ? { dir: point.dir } : {}),
+    load: point.load,
+    scenario: point.scenario.name,
+  });
+  const run = () =>
+    target.kind === 'virtual'
+      ? measureVirtual(target, point, info, session, hooks)
+      : measureLive(target, point, info, session, hooks);
+  if (!own) return run();
+  return (await inSession(own, async () => ({ code: 0, measured: await run() }))).measured;
+}
+
+/** A point measured on its own (the library's measurePoint without a session). */
+function pointSession(target: Target, point: Point): SessionEvents {
+  return startSession({
+    command: 'measurePoint',
+    kind: 'run',
+    root: point.dir ?? '',
+    rootIsPoint: true,
+    plan: redactPlan(target.plan),
+    save: point.dir !== undefined,
+    html: false,
+  });
+}
+
+/** What a point's manifest says: the server or engine, the model, the workload, the plan. */
+function pointManifest(
+  target: Target,
+  point: Point,
+  start: { startedAt: string; workers?: number; part: ShardPart },
+): ManifestAbout {
+  const { plan } = target;
+  const { server } = serverAbout(target);
+  const overhead = target.promptOverhead;
+  const sessions = isSessionScenario(point.scenario);
+  const warmupRequests = point.warmupRequests ?? 0;
+  return {
+    startedAt: start.startedAt,
+    server,
+    model: target.model,
+    workload: {
+      scenario: describeScenario(point.scenario),
+      tokenizer: target.tokenizer.name,
+      tokenizerExact: target.tokenizer.exact,
+      promptOverheadTokens: overhead.tokens,
+      ...(overhead.note ? { promptOverheadNote: overhead.note } : {}),
+    },
+    plan: redactPlan(plan),
+    load: point.load,
+    scenario: point.scenario.name,
+    ...(start.workers !== undefined
+      ? {
+          execution: {
+            workers: start.workers,
+            // Opened before the clock started, so the first wave does not time connects.
+            warmConnections: connectionsToWarm(start.part.load),
+            ...(point.shard ? { shard: point.shard, shardLoad: start.part.load } : {}),
+            ...(point.startAt ? { startAt: point.startAt.iso } : {}),
+          },
+        }
+      : {}),
+    windows: {
+      warmupRequests,
+      measuredRequests: point.requests ?? null,
+      measuredDurationS: point.durationS ?? null,
+      ...(sessions ? { unit: 'sessions' as const } : {}),
+    },
+  };
+}
+
+/**
+ * The target in the manifest's words, and the built-in simulator in one line: live, its URL
+ * and what it listed; in virtual time, the engine and its memory.
+ */
+export function serverAbout(target: Target): {
+  server: Record<string, unknown>;
+  simulator?: string;
+} {
+  if (target.kind === 'virtual') {
+    const memory = new EngineModel(target.engine).memory;
+    const x = perReplica(target.engine);
+    const simulator = `${describeEngine(target.engine)}, KV cache ${x}${memory.numGpuBlocks} blocks (${x}${memory.kvTokens} tokens); virtual time`;
+    return { server: { virtualTime: true, simulator, memory }, simulator };
+  }
+  const { simulator } = target;
+  return {
+    server: {
+      url: target.url,
+      builtInSimulator: target.plan.url === undefined,
+      ...(simulator ? { simulator } : {}),
+      models: target.models,
+    },
+    ...(simulator ? { simulator } : {}),
+  };
 }
 
 function summaryContext(plan: RunPlan, load: LoadSpec) {
@@ -123,11 +238,17 @@ function summaryContext(plan: RunPlan, load: LoadSpec) {
 
 /**
  * Against a server. The load (or this process's shard of it) runs on worker threads; this
- * thread writes their records as they come and merges their summaries. With `--workers 0` it
- * runs in this thread instead, and so do a probe's points: its own request function cannot
- * cross to a worker.
+ * thread tells the session their records as they come and merges their summaries. With
+ * `--workers 0` it runs in this thread instead, and so do a probe's points: its own request
+ * function cannot cross to a worker.
  */
-async function measureLive(target: LiveTarget, point: Point, hooks: PointHooks): Promise<Measured> {
+async function measureLive(
+  target: LiveTarget,
+  point: Point,
+  info: PointInfo,
+  session: SessionEvents,
+  hooks: PointHooks,
+): Promise<Measured> {
   const { plan } = target;
   const warmupRequests = point.warmupRequests ?? 0;
   const whole = wholeRun(point.load, warmupRequests, point.requests);
@@ -141,31 +262,95 @@ async function measureLive(target: LiveTarget, point: Point, hooks: PointHooks):
       `${workers} workers, not ${plan.workers}: each needs at least one request in flight`,
     );
   }
-  openRunDir(point.dir);
-  const records = new JsonlWriter<RequestRecord>(resultPath(point.dir, 'records'));
-  const builder = new SummaryBuilder(summaryContext(plan, part.load));
-  const progress = hooks.progress ?? { sent: 0, finished: 0, failed: 0, inFlight: 0 };
-  let telemetry: ReturnType<typeof recordTelemetry> | undefined;
-  let telemetryStart: NodeJS.Timeout | undefined;
-  // Every run ends: past its hard deadline it is stopped and cancelled, and a worker that does
-  // not answer is terminated (runWorkers).
-  // A session is the unit of a session scenario: every step may take the whole timeout.
+  const c: LiveContext = {
+    target,
+    point,
+    info,
+    session,
+    hooks,
+    part,
+    workers,
+    builder: new SummaryBuilder(summaryContext(plan, part.load)),
+    progress: hooks.progress ?? { sent: 0, finished: 0, failed: 0, inFlight: 0 },
+    deadlineS: pointDeadlineS(target, point),
+    deadline: new AbortController(),
+  };
+  const timers = pointTimers(c);
+  let sent: Sent;
+  let serverMetrics: ServerMetricsSummary | undefined;
+  try {
+    sent =
+      workers === 0
+        ? await sendInThread(c, timers.started)
+        : await sendOnWorkers(c, timers.started);
+  } finally {
+    serverMetrics = await timers.stop();
+  }
+  return finishLive(c, sent, serverMetrics);
+}
+
+/** What one live point works with, from its start to its summary. */
+interface LiveContext {
+  target: LiveTarget;
+  point: Point;
+  info: PointInfo;
+  session: SessionEvents;
+  hooks: PointHooks;
+  /** What this process sends of the point (its shard, or all of it). */
+  part: ShardPart;
+  /** Worker threads sending it; 0: this thread. */
+  workers: number;
+  builder: SummaryBuilder;
+  progress: LoadgenProgress;
+  /** Past this many seconds from the schedule's start the point is stopped and cancelled. */
+  deadlineS: number;
+  deadline: AbortController;
+}
+
+/** How the sending went: each thread's result, the threads lost, the records told. */
+interface Sent {
+  results: LoadgenResult[];
+  terminated: TerminatedWorker[];
+  failed: FailedWorker[];
+  /** With --workers 0: why the engine failed after the start, when it did. */
+  inThreadFailure?: string;
+  recordsTold: number;
+}
+
+/**
+ * Every run ends: past its hard deadline it is stopped and cancelled (and a worker that does
+ * not answer is terminated, runWorkers). A session is the unit of a session scenario: every
+ * step may take the whole timeout.
+ */
+function pointDeadlineS(target: LiveTarget, point: Point): number {
+  const { plan } = target;
   const bounds = sessionBounds(point.scenario, {
     ...(plan.dataset ? { dataset: plan.dataset.data } : {}),
     ...(plan.trace ? { traceSessions: traceSessions(plan.trace.entries) } : {}),
     ...(plan.trace?.speed !== undefined ? { speed: plan.trace.speed } : {}),
   });
-  const deadlineS = runDeadlineS({
+  return runDeadlineS({
     load: point.load,
-    warmupRequests,
+    warmupRequests: point.warmupRequests ?? 0,
     ...(point.requests !== undefined ? { requests: point.requests } : {}),
     ...(point.durationS !== undefined ? { durationS: point.durationS } : {}),
     timeoutS: bounds.steps * (target.config.timeoutMs / 1000 + bounds.pauseMs / 1000),
     graceS: plan.graceS,
     seed: plan.seed,
   });
-  const deadline = new AbortController();
+}
+
+/**
+ * What starts with the point's schedule: the hard deadline, telemetry sampling, the session's
+ * pointStarted and its snapshots. `stop` ends them and returns the server's metrics.
+ */
+function pointTimers(c: LiveContext) {
+  const { target, point, info, session, hooks, part, workers, progress, deadlineS } = c;
+  const { plan } = target;
   let deadlineTimer: NodeJS.Timeout | undefined;
+  let telemetryStart: NodeJS.Timeout | undefined;
+  let snapshots: NodeJS.Timeout | undefined;
+  let telemetry: ReturnType<typeof recordTelemetry> | undefined;
   const started = (clock: RunClock) => {
     // Counted from the schedule's start (the clock reads negative until then).
     const untilStartMs = Math.max(0, -clock.nowUs() / 1000);
@@ -174,7 +359,7 @@ async function measureLive(target: LiveTarget, point: Point, hooks: PointHooks):
         hooks.onNotice?.(
           `the run passed its hard deadline (${deadlineS.toFixed(0)} s: requests at their timeout plus grace); stopping it and cancelling the requests in flight`,
         );
-        deadline.abort();
+        c.deadline.abort();
       },
       Math.min(untilStartMs + deadlineS * 1000, 2 ** 31 - 1),
     );
@@ -193,121 +378,169 @@ async function measureLive(target: LiveTarget, point: Point, hooks: PointHooks):
           intervalMs: sampling.intervalS * 1000,
           nowMs: () => clock.nowUs() / 1000,
           headers: withApiKey(plan.headers, target.apiKey),
-          sink: new JsonlWriter<TelemetrySnapshot>(resultPath(point.dir, 'telemetry')),
+          sink: {
+            write: (snapshot) => session.telemetry({ point: info, snapshot }),
+            close: () => {},
+          },
         });
       };
       start();
     }
     hooks.onStart?.({ clock, part, workers });
-  };
-  const withDeadline = (signal: AbortSignal | undefined) =>
-    signal ? AbortSignal.any([signal, deadline.signal]) : deadline.signal;
-  const signals = {
-    stopSignal: withDeadline(hooks.stop),
-    cancelSignal: withDeadline(hooks.cancel),
-  };
-  let serverMetrics: ServerMetricsSummary | undefined;
-  let results: LoadgenResult[];
-  let terminated: TerminatedWorker[] = [];
-  let failed: FailedWorker[] = [];
-  /** With --workers 0: why the engine failed after the start, when it did. */
-  let inThreadFailure: string | undefined;
-  try {
-    const config = withReasoning(target.config, point.scenario);
-    const workload = workloadSource(plan, point.scenario, {
-      url: target.url,
-      model: target.model,
-      apiKey: target.apiKey,
-      promptOverheadTokens: target.promptOverhead.tokens,
+    const counted = part.measured.count;
+    session.pointStarted({
+      point: info,
+      manifest: pointManifest(target, point, { startedAt: clock.originIso, workers, part }),
+      progress,
+      nowUs: () => clock.nowUs(),
+      ...(counted !== undefined && !isSessionScenario(point.scenario)
+        ? { totalRequests: counted + (part.warmup.count ?? 0) }
+        : {}),
     });
-    if (workers === 0) {
-      // Built before the clock is set, as each worker builds its own before it is ready.
-      const requests = point.nextRequest
-        ? { nextRequest: point.nextRequest }
-        : await loadWorkload(workload);
-      const connections = await openConnections(config, part.load, 'nextSession' in requests);
-      // The schedule starts at the clock's origin: a shared --start-at, else just after the
-      // manifest is written, as with workers.
-      const clock = scheduleClock(point, hooks.onNotice);
-      started(clock);
-      // A failure after the start (a bug, not a deliberate error with its own exit code) ends
-      // the run with what reached disk, as a failed worker does; see runWorkers.
-      const result = await runLoadgen(
-        {
-          target: config,
-          connections,
-          load: part.load,
-          ids: { ...part, measureFromId: warmupRequests },
-          ...(point.durationS !== undefined ? { durationS: point.durationS } : {}),
-          seed: plan.seed,
-          ...requests,
-          onRecord: (r) => {
-            records.write(r);
-            builder.add(r);
-            // Test only (workers.ts testOnly): a bug while handling a request, after its record.
-            if (testOnly.throwInThread) throw new RangeError('Invalid string length');
-          },
-          ...signals,
-          clock,
-          startAtUs: 0,
-        },
-        progress,
-      ).catch((err: unknown) => {
-        if (err instanceof InfergaugeError) throw err;
-        inThreadFailure = describeError(err);
-        return undefined;
-      });
-      results = result ? [result] : [];
-    } else {
-      const { backend: _backend, ...targetData } = config;
-      const run = await runWorkers({
-        workers,
-        part: { ...part, measureFromId: warmupRequests },
-        job: {
-          target: { ...targetData, backend: plan.backend },
-          ...(point.durationS !== undefined ? { durationS: point.durationS } : {}),
-          seed: plan.seed,
-          workload,
-          summaryContext: summaryContext(plan, part.load),
-        },
-        clockFor: () => {
-          const clock = scheduleClock(point, hooks.onNotice);
-          started(clock);
-          return { clock, startAtUs: 0 };
-        },
-        onRecords: (text, count) => records.writeLines(text, count),
-        progress,
-        ...signals,
-      });
-      for (const state of run.states) builder.merge(state);
-      results = run.results;
-      terminated = run.terminated;
-      failed = run.failed;
+    if (session.wants('snapshot')) {
+      snapshots = setInterval(
+        () => session.snapshot({ point: info, counts: progress, atS: clock.nowUs() / 1e6 }),
+        SNAPSHOT_INTERVAL_MS,
+      );
     }
-  } finally {
-    records.close();
-    clearTimeout(deadlineTimer);
-    clearTimeout(telemetryStart);
-    serverMetrics = await telemetry?.stop();
-  }
+  };
+  return {
+    started,
+    stop: async (): Promise<ServerMetricsSummary | undefined> => {
+      clearTimeout(deadlineTimer);
+      clearTimeout(telemetryStart);
+      clearInterval(snapshots);
+      return telemetry?.stop();
+    },
+  };
+}
+
+/** The stop and cancel signals of a live point, each also fired by its hard deadline. */
+function liveSignals(c: LiveContext) {
+  const withDeadline = (signal: AbortSignal | undefined) =>
+    signal ? AbortSignal.any([signal, c.deadline.signal]) : c.deadline.signal;
+  return { stopSignal: withDeadline(c.hooks.stop), cancelSignal: withDeadline(c.hooks.cancel) };
+}
+
+/** The workload every sender builds its requests from. */
+function liveWorkload(c: LiveContext) {
+  const { target, point } = c;
+  return workloadSource(target.plan, point.scenario, {
+    url: target.url,
+    model: target.model,
+    apiKey: target.apiKey,
+    promptOverheadTokens: target.promptOverhead.tokens,
+  });
+}
+
+/** `--workers 0`, or a probe's shaped requests: the load runs in this thread. */
+async function sendInThread(c: LiveContext, started: (clock: RunClock) => void): Promise<Sent> {
+  const { point, info, session, builder } = c;
+  const config = withReasoning(c.target.config, point.scenario);
+  // Built before the clock is set, as each worker builds its own before it is ready.
+  const requests = point.nextRequest
+    ? { nextRequest: point.nextRequest }
+    : await loadWorkload(liveWorkload(c));
+  const connections = await openConnections(config, c.part.load, 'nextSession' in requests);
+  // The schedule starts at the clock's origin: a shared --start-at, else just after the
+  // manifest is written, as with workers.
+  const clock = scheduleClock(point, c.hooks.onNotice);
+  started(clock);
+  let recordsTold = 0;
+  let inThreadFailure: string | undefined;
+  // A failure after the start (a bug, not a deliberate error with its own exit code) ends
+  // the run with what reached disk, as a failed worker does; see runWorkers.
+  const result = await runLoadgen(
+    {
+      target: config,
+      connections,
+      load: c.part.load,
+      ids: { ...c.part, measureFromId: point.warmupRequests ?? 0 },
+      ...(point.durationS !== undefined ? { durationS: point.durationS } : {}),
+      seed: c.target.plan.seed,
+      ...requests,
+      onRecord: (r) => {
+        session.record(info, r);
+        recordsTold++;
+        builder.add(r);
+        // Test only (workers.ts testOnly): a bug while handling a request, after its record.
+        if (testOnly.throwInThread) throw new RangeError('Invalid string length');
+      },
+      ...liveSignals(c),
+      clock,
+      startAtUs: 0,
+    },
+    c.progress,
+  ).catch((err: unknown) => {
+    if (err instanceof InfergaugeError) throw err;
+    inThreadFailure = describeError(err);
+    return undefined;
+  });
+  return {
+    results: result ? [result] : [],
+    terminated: [],
+    failed: [],
+    ...(inThreadFailure !== undefined ? { inThreadFailure } : {}),
+    recordsTold,
+  };
+}
+
+/** The load on worker threads: their records are told as their batches arrive. */
+async function sendOnWorkers(c: LiveContext, started: (clock: RunClock) => void): Promise<Sent> {
+  const { point, info, session, target } = c;
+  const { backend: _backend, ...targetData } = withReasoning(target.config, point.scenario);
+  let recordsTold = 0;
+  const run = await runWorkers({
+    workers: c.workers,
+    part: { ...c.part, measureFromId: point.warmupRequests ?? 0 },
+    job: {
+      target: { ...targetData, backend: target.plan.backend },
+      ...(point.durationS !== undefined ? { durationS: point.durationS } : {}),
+      seed: target.plan.seed,
+      workload: liveWorkload(c),
+      summaryContext: summaryContext(target.plan, c.part.load),
+    },
+    clockFor: () => {
+      const clock = scheduleClock(point, c.hooks.onNotice);
+      started(clock);
+      return { clock, startAtUs: 0 };
+    },
+    onRecords: (text, count) => {
+      session.lines(info, text, count);
+      recordsTold += count;
+    },
+    progress: c.progress,
+    ...liveSignals(c),
+  });
+  for (const state of run.states) c.builder.merge(state);
+  return { results: run.results, terminated: run.terminated, failed: run.failed, recordsTold };
+}
+
+/** The point's summary, with how it was cut short, told to the session as it finishes. */
+async function finishLive(
+  c: LiveContext,
+  sent: Sent,
+  serverMetrics: ServerMetricsSummary | undefined,
+): Promise<Measured> {
+  const { point, builder } = c;
+  const { results, terminated, failed, inThreadFailure } = sent;
   // A terminated or failed worker's summary state is lost with it; its records on disk are not.
   const lost = [...terminated, ...failed];
   const theirs = (id: number) =>
     lost.some((t) => inSequence(t.part.warmup, id) || inSequence(t.part.measured, id));
-  if (lost.length > 0) {
+  if (lost.length > 0 && point.dir !== undefined && hasResult(point.dir, 'records')) {
     for await (const r of readRecords(resultPath(point.dir, 'records'))) {
       if (theirs(r.id)) builder.add(r);
     }
   }
   // Threads that were terminated or failed report no health: with none left it says so.
   const health = results.map((r) => r.clientHealth);
-  // Kept raw, so that `infergauge merge` can judge shards' threads as it judges workers.
-  writeClientHealth(point.dir, health);
+  const deadlinePassed = c.deadline.signal.aborted;
   const summary = builder.build({
     clientHealth: health,
     // A failure cut its share of the run short, as a stop does: what finished is counted.
     interrupted:
-      deadline.signal.aborted ||
+      deadlinePassed ||
       results.some((r) => r.stoppedBy === 'signal') ||
       failed.length > 0 ||
       inThreadFailure !== undefined,
@@ -315,18 +548,26 @@ async function measureLive(target: LiveTarget, point: Point, hooks: PointHooks):
   });
   summary.warnings.push(
     ...endWarnings({
-      ...(deadline.signal.aborted ? { deadlineS } : {}),
+      ...(deadlinePassed ? { deadlineS: c.deadlineS } : {}),
       terminated,
       failed,
-      workers,
+      workers: c.workers,
       ...(inThreadFailure !== undefined
-        ? { inThreadFailure: { reason: inThreadFailure, recordsWritten: records.written } }
+        ? { inThreadFailure: { reason: inThreadFailure, recordsWritten: sent.recordsTold } }
         : {}),
     }),
   );
   // The server's warnings (KV cache full, preemptions) stand with the run's.
   if (serverMetrics) summary.warnings.push(...serverMetrics.warnings);
-  return { summary, ...(serverMetrics ? { serverMetrics } : {}) };
+  summary.warnings.push(...(c.hooks.warnings?.(summary) ?? []));
+  await c.session.pointFinished({
+    point: c.info,
+    summary,
+    ...(serverMetrics ? { serverMetrics } : {}),
+    saveServerMetrics: c.hooks.saveServerMetrics ?? true,
+    threads: health,
+  });
+  return { summary, point: c.info, ...(serverMetrics ? { serverMetrics } : {}) };
 }
 
 /** The target config with the scenario's reasoning options (sent with every request). */
@@ -409,6 +650,8 @@ function scheduleClock(point: Point, onNotice: Notify | undefined): RunClock {
 async function measureVirtual(
   target: VirtualTarget,
   point: Point,
+  info: PointInfo,
+  session: SessionEvents,
   hooks: PointHooks,
 ): Promise<Measured> {
   const { plan } = target;
@@ -419,10 +662,14 @@ async function measureVirtual(
   ]);
   const engine = new EngineCluster(target.engine);
   const warmupRequests = point.warmupRequests ?? 0;
-  openRunDir(point.dir);
-  hooks.onStart?.({
-    clock: createRunClock(),
-    part: wholeRun(point.load, warmupRequests, point.requests),
+  const clock = createRunClock();
+  const part = wholeRun(point.load, warmupRequests, point.requests);
+  hooks.onStart?.({ clock, part });
+  session.pointStarted({
+    point: info,
+    manifest: pointManifest(target, point, { startedAt: clock.originIso, part }),
+    // Virtual time has no live clock: the whole run takes as long as the engine model needs.
+    nowUs: () => 0,
   });
   const nextRequest =
     point.nextRequest ??
@@ -439,34 +686,38 @@ async function measureVirtual(
       ...(plan.trace ? { trace: plan.trace.entries } : {}),
       ...(plan.dataset ? { dataset: plan.dataset.data } : {}),
     });
-  const records = new JsonlWriter<RequestRecord>(resultPath(point.dir, 'records'));
   const builder = new SummaryBuilder(summaryContext(plan, point.load));
   const startedMs = performance.now();
-  let result: ReturnType<typeof simulateRun>;
-  try {
-    result = simulateRun({
-      engine,
-      load: point.load,
-      ...(point.requests !== undefined ? { requests: point.requests } : {}),
-      ...(point.durationS !== undefined ? { durationS: point.durationS } : {}),
-      warmupRequests,
-      seed: plan.seed,
-      endpoint: plan.endpoint,
-      nextRequest,
-      onRecord: (r) => {
-        records.write(r);
-        builder.add(r);
-      },
-    });
-  } finally {
-    records.close();
-  }
+  const result = simulateRun({
+    engine,
+    load: point.load,
+    ...(point.requests !== undefined ? { requests: point.requests } : {}),
+    ...(point.durationS !== undefined ? { durationS: point.durationS } : {}),
+    warmupRequests,
+    seed: plan.seed,
+    endpoint: plan.endpoint,
+    nextRequest,
+    onRecord: (r) => {
+      session.record(info, r);
+      builder.add(r);
+    },
+  });
   const wallS = (performance.now() - startedMs) / 1000;
   const summary = builder.build({ unsentRequests: result.unsentRequests });
+  summary.warnings.push(...(hooks.warnings?.(summary) ?? []));
+  // The engine's own state stands in for scraped metrics: peak KV and preemptions.
+  const serverMetrics = engineMetrics(engine, result.simulatedS, target.model);
+  // In virtual time the engine's counters are told in the simulator line, not saved.
+  await session.pointFinished({
+    point: info,
+    summary,
+    serverMetrics,
+    saveServerMetrics: hooks.saveServerMetrics ?? true,
+  });
   return {
     summary,
-    // The engine's own state stands in for scraped metrics: peak KV and preemptions.
-    serverMetrics: engineMetrics(engine, result.simulatedS, target.model),
+    point: info,
+    serverMetrics,
     virtualRun: `${result.simulatedS.toFixed(1)} simulated s in ${wallS.toFixed(2)} s, ${virtualRunCounts(engine)}`,
   };
 }
@@ -550,8 +801,10 @@ export interface PointRunner {
   close(): Promise<void>;
 }
 
+/** Points against the prepared target, each told to `session` (which saves them). */
 export async function createPointRunner(
   prepared: PreparedRun & { plan: RunPlan },
+  session: SessionEvents,
   stopSignal?: AbortSignal,
   onNotice: Notify = () => {},
 ): Promise<PointRunner> {
@@ -561,13 +814,11 @@ export async function createPointRunner(
     model: target.model,
     tokenizer: target.tokenizer,
     run: async (point) => {
-      const { summary, serverMetrics } = await measurePoint(
-        target,
-        point,
-        stopSignal ? { stop: stopSignal } : {},
-      );
-      writeSummary(point.dir, summary, serverMetrics);
-      return { summary, ...(serverMetrics ? { serverMetrics } : {}) };
+      const { virtualRun: _, ...result } = await measurePoint(target, point, {
+        session,
+        ...(stopSignal ? { stop: stopSignal } : {}),
+      });
+      return result;
     },
     close: () => target.close(),
   };

@@ -25,11 +25,21 @@ export type RunOptions = RunPlanInput & {
   threshold?: string[];
   /** false with --no-html: no report.html next to the records. */
   html?: boolean;
+  /** More outputs of the session's events (--export, repeatable; session/userOutputs.ts). */
+  export?: string[];
 } & Record<string, unknown>;
 
 /** `command`: the command whose options these are (shards are whole runs' parts: `run` only). */
 export function prepareRun(options: RunOptions, command = 'run'): PreparedRun {
-  const { json, simulate, timeScale, threshold: _threshold, html: _html, ...rest } = options;
+  const {
+    json,
+    simulate,
+    timeScale,
+    threshold: _threshold,
+    html: _html,
+    export: _export,
+    ...rest
+  } = options;
   const engineFlags = engineFlagArgs(rest);
   const input: RunPlanInput = Object.fromEntries(
     Object.entries(rest).filter(([key]) => !isEngineFlag(key)),

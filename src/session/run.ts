@@ -7,29 +7,27 @@
 import { join } from 'node:path';
 import { runWarnings } from '../analysis/traps.js';
 import { EXIT } from '../errors.js';
-import { connectionsToWarm, type LoadgenProgress } from '../loadgen/run.js';
+import type { LoadgenProgress } from '../loadgen/run.js';
 import type { RunSummary } from '../metrics/summary.js';
 import { measuredCount, type RunPlan, redactPlan } from '../plan/runPlan.js';
 import type { ScenarioRow } from '../report/scenarios.js';
 import { describeLoad } from '../report/terminal.js';
-import { writeManifest, writeScenarios, writeSummary } from '../results/runFiles.js';
-import { describeEngine, perReplica } from '../sim/describe.js';
+import { writeScenarios } from '../results/runFiles.js';
 import { EngineModel } from '../sim/engineModel.js';
 import type { ServerMetricsSummary } from '../telemetry/summary.js';
-import { describeScenario, isSessionScenario, type Scenario } from '../workload/scenarios.js';
-import { measurePoint } from './point.js';
-import { type Notify, openTarget, type PreparedRun, type Target, utcStamp } from './target.js';
+import { describeScenario, type Scenario } from '../workload/scenarios.js';
+import type { SessionEvents } from './events.js';
+import { measurePoint, serverAbout } from './point.js';
+import {
+  inSession,
+  resultsRoot,
+  type SessionHooks,
+  sessionOutputs,
+  startSession,
+} from './session.js';
+import { type Notify, openTarget, type PreparedRun, type Target } from './target.js';
 
-/** A point in progress, for drawing: live counts on the run's clock. */
-export interface ProgressView {
-  counts: LoadgenProgress;
-  /** Microseconds on the run's clock; negative while waiting for the start. */
-  nowUs(): number;
-  /** Requests this process sends, warm-up included; undefined when a duration limits the run. */
-  totalRequests?: number;
-}
-
-export interface RunHooks {
+export interface RunHooks extends SessionHooks {
   /** The first Ctrl-C: send nothing more; requests in flight get the plan's grace period. */
   stop?: AbortSignal;
   /** The second: cancel the requests in flight at once. */
@@ -37,16 +35,14 @@ export interface RunHooks {
   onNotice?: Notify;
   /** The stop took effect: this many requests in flight get `graceS` to finish. */
   onStopping?(inFlight: number, graceS: number): void;
-  /** A scenario's schedule started; returns what ends the drawing (called when it is done). */
-  onProgress?(view: ProgressView): () => void;
   /** A scenario is measured and its summary.json written. */
   onScenario?(result: ScenarioResult): void;
 }
 
 export interface ScenarioResult {
   scenario: Scenario;
-  /** Its run directory. */
-  dir: string;
+  /** Its run directory (none when the session saves nothing). */
+  dir?: string;
   model: string;
   summary: RunSummary;
   serverMetrics?: ServerMetricsSummary;
@@ -85,70 +81,58 @@ export async function runPlan(
     probeMetrics: true,
   });
   try {
-    const root = plan.out ?? join('infergauge-results', `${utcStamp()}-${plan.label}`);
-    const results: ScenarioResult[] = [];
-    let code: number = EXIT.ok;
-    for (const scenario of plan.scenarios) {
-      if (hooks.stop?.aborted) {
-        code = EXIT.interrupted;
-        break;
+    const root = resultsRoot(plan.out, plan.label);
+    const several = plan.scenarios.length > 1;
+    const save = hooks.save !== false;
+    const session = startSession({
+      command: 'run',
+      kind: several ? 'scenarios' : 'run',
+      root,
+      rootIsPoint: !several,
+      plan: redactPlan(plan),
+      ...(plan.recordsFormat ? { recordsFormat: plan.recordsFormat } : {}),
+      ...sessionOutputs(hooks),
+      ...(hooks.onNotice ? { onNotice: hooks.onNotice } : {}),
+    });
+    return await inSession(session, async () => {
+      const results: ScenarioResult[] = [];
+      let code: number = EXIT.ok;
+      for (const scenario of plan.scenarios) {
+        if (hooks.stop?.aborted) {
+          code = EXIT.interrupted;
+          break;
+        }
+        const dir = save ? (several ? join(root, scenario.name) : root) : undefined;
+        const result = await runScenario(target, session, scenario, dir, hooks);
+        results.push(result);
+        hooks.onScenario?.(result);
+        if (result.summary.interrupted) {
+          code = EXIT.interrupted;
+          break;
+        }
       }
-      const dir = plan.scenarios.length > 1 ? join(root, scenario.name) : root;
-      const result = await runScenario(target, scenario, dir, hooks);
-      results.push(result);
-      hooks.onScenario?.(result);
-      if (result.summary.interrupted) {
-        code = EXIT.interrupted;
-        break;
-      }
-    }
-    if (plan.scenarios.length === 1) return { root, results, code };
-    const scenarioRows = results.map(({ scenario, summary }) => scenarioRow(scenario, summary));
-    writeScenarios(root, scenarioRows);
-    return { root, results, scenarioRows, code };
+      if (!several) return { root, results, code };
+      const scenarioRows = results.map(({ scenario, summary }) => scenarioRow(scenario, summary));
+      if (save) writeScenarios(root, scenarioRows);
+      return { root, results, scenarioRows, code };
+    });
   } finally {
     await target.close();
   }
 }
 
-/** One scenario: the plan's load and windows, its manifest, and its summary with warnings. */
+/** One scenario: the plan's load and windows, measured as one point, with the run's warnings. */
 async function runScenario(
   target: Target,
+  session: SessionEvents,
   scenario: Scenario,
-  dir: string,
+  dir: string | undefined,
   hooks: RunHooks,
 ): Promise<ScenarioResult> {
   const { plan } = target;
-  const virtual = target.kind === 'virtual';
-  let simulator = target.kind === 'live' ? target.simulator : undefined;
-  let server: Record<string, unknown>;
-  if (target.kind === 'virtual') {
-    const memory = new EngineModel(target.engine).memory;
-    const x = perReplica(target.engine);
-    simulator = `${describeEngine(target.engine)}, KV cache ${x}${memory.numGpuBlocks} blocks (${x}${memory.kvTokens} tokens); virtual time`;
-    server = { virtualTime: true, simulator, memory };
-  } else {
-    server = {
-      url: target.url,
-      builtInSimulator: plan.url === undefined,
-      ...(simulator ? { simulator } : {}),
-      models: target.models,
-    };
-  }
-  const overhead = target.promptOverhead;
-  const workload = {
-    scenario: describeScenario(scenario),
-    tokenizer: target.tokenizer.name,
-    tokenizerExact: target.tokenizer.exact,
-    promptOverheadTokens: overhead.tokens,
-    ...(overhead.note ? { promptOverheadNote: overhead.note } : {}),
-  };
   const progress: LoadgenProgress = { sent: 0, finished: 0, failed: 0, inFlight: 0 };
   const cancel = graceCancel(plan, progress, hooks);
-  // A session scenario counts sessions; its requests are as many as the sessions make.
-  const sessions = isSessionScenario(scenario);
   const count = measuredCount(plan, scenario);
-  let endProgress: (() => void) | undefined;
   let measured: Awaited<ReturnType<typeof measurePoint>>;
   try {
     measured = await measurePoint(
@@ -159,64 +143,30 @@ async function runScenario(
         ...(count !== undefined ? { requests: count } : {}),
         ...(plan.durationS !== undefined ? { durationS: plan.durationS } : {}),
         warmupRequests: plan.warmupRequests,
-        dir,
+        ...(dir !== undefined ? { dir } : {}),
         ...(plan.shard ? { shard: plan.shard } : {}),
         ...(plan.startAt ? { startAt: plan.startAt } : {}),
       },
       {
+        session,
         ...(hooks.stop ? { stop: hooks.stop } : {}),
         cancel: cancel.signal,
         ...(hooks.onNotice ? { onNotice: hooks.onNotice } : {}),
         progress,
-        onStart: ({ clock, part, workers }) => {
-          writeManifest(dir, {
-            startedAt: clock.originIso,
-            server,
-            model: target.model,
-            workload,
-            plan: redactPlan(plan),
-            ...(workers !== undefined
-              ? {
-                  execution: {
-                    workers,
-                    // Opened before the clock started, so the first wave does not time connects.
-                    warmConnections: connectionsToWarm(part.load),
-                    ...(plan.shard ? { shard: plan.shard, shardLoad: part.load } : {}),
-                    ...(plan.startAt ? { startAt: plan.startAt.iso } : {}),
-                  },
-                }
-              : {}),
-            windows: {
-              warmupRequests: plan.warmupRequests,
-              measuredRequests: count ?? null,
-              measuredDurationS: plan.durationS ?? null,
-              ...(sessions ? { unit: 'sessions' as const } : {}),
-            },
-          });
-          if (virtual || !hooks.onProgress) return;
-          const counted = part.measured.count;
-          endProgress = hooks.onProgress({
-            counts: progress,
-            nowUs: () => clock.nowUs(),
-            ...(counted !== undefined && !sessions
-              ? { totalRequests: counted + (part.warmup.count ?? 0) }
-              : {}),
-          });
-        },
+        warnings: (summary) => runWarnings(plan, summary),
+        // In virtual time the engine's counters are told in the simulator line, not saved.
+        saveServerMetrics: target.kind !== 'virtual',
       },
     );
   } finally {
     cancel.dispose();
-    endProgress?.();
   }
   const { summary } = measured;
-  summary.warnings.push(...runWarnings(plan, summary));
-  // In virtual time the engine's counters are told in the simulator line, not saved.
-  const serverMetrics = virtual ? undefined : measured.serverMetrics;
-  writeSummary(dir, summary, serverMetrics);
+  const serverMetrics = target.kind === 'virtual' ? undefined : measured.serverMetrics;
+  const { simulator } = serverAbout(target);
   return {
     scenario,
-    dir,
+    ...(dir !== undefined ? { dir } : {}),
     model: target.model,
     summary,
     ...(serverMetrics ? { serverMetrics } : {}),

@@ -4,11 +4,11 @@
  * Its steps run on a loop of their own, not a PointRunner: see CapacityTarget.
  */
 
-import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { openaiBackend } from '../../backends/openai.js';
 import { firstListedModel, splitServerUrl, withApiKey } from '../../backends/request.js';
 import type { Endpoint } from '../../backends/types.js';
+import { EXIT } from '../../errors.js';
 import {
   checkedFlagNumber,
   type NumberRule,
@@ -30,18 +30,20 @@ import {
 } from '../../memory/capacity.js';
 import { EngineStartError, planVllmMemory } from '../../memory/footprint.js';
 import { SummaryBuilder } from '../../metrics/summary.js';
-import type { RequestRecord } from '../../record.js';
 import type { CapacityReport } from '../../report/capacityText.js';
-import { JsonlWriter } from '../../results/jsonl.js';
-import { resultPath, writeResult } from '../../results/layout.js';
+import { writeResult } from '../../results/layout.js';
+import { openRunDir } from '../../results/runFiles.js';
 import { type EngineModelOptions, resolveEngineConfig } from '../../sim/engineModel.js';
 import { recordTelemetry } from '../../telemetry/scraper.js';
-import type { TelemetrySnapshot } from '../../telemetry/snapshot.js';
 import type { ServerMetricsSummary } from '../../telemetry/summary.js';
 import { VERSION } from '../../version.js';
+import { describeScenario } from '../../workload/scenarios.js';
 import { createSyntheticWorkload } from '../../workload/synthetic.js';
+import type { Output, SessionEvents } from '../events.js';
 import type { PointResult, PointRunner } from '../point.js';
+import { inSession, resultsRoot, startSession } from '../session.js';
 import { type SimulatorProcess, spawnSimulator } from '../simulator.js';
+import type { Notify } from '../target.js';
 import { fixedScenario, type Profile, runProfile } from './profile.js';
 
 /** `infergauge capacity`'s options, as parsed (engine flags besides). */
@@ -156,15 +158,44 @@ export interface CapacityRun {
   apiKey: string | undefined;
   prediction?: CapacityPrediction;
   predictionNote?: string;
-  out: string;
+  /** The results directory (default: a new one under infergauge-results/). */
+  out?: string;
   /** A line before each step runs (for a terminal watching it). */
   progress?: (line: string) => void;
+  /** Outputs besides the results directory. */
+  outputs?: readonly Output[];
+  onNotice?: Notify;
 }
 
-/** Runs the capacity search and returns capacity.json, as saved in `out`. */
+/**
+ * Runs the capacity search as one session; returns capacity.json, as saved in `root`, a step
+ * per directory under it.
+ */
 export async function runCapacity(
   settings: CapacitySettings,
   c: CapacityRun,
+  stop: AbortSignal,
+): Promise<{ report: CapacityReport; root: string }> {
+  const root = resultsRoot(c.out, 'capacity');
+  const session = startSession({
+    command: 'capacity',
+    kind: 'capacity',
+    root,
+    plan: { ...settings, ...(c.url !== undefined ? { url: c.url } : {}) },
+    html: false,
+    ...(c.outputs ? { outputs: c.outputs } : {}),
+    ...(c.onNotice ? { onNotice: c.onNotice } : {}),
+  });
+  return inSession(session, async () => {
+    const report = await capacitySession(settings, { ...c, out: root }, session, stop);
+    return { report, root, code: stop.aborted ? EXIT.interrupted : EXIT.ok };
+  });
+}
+
+async function capacitySession(
+  settings: CapacitySettings,
+  c: CapacityRun & { out: string },
+  session: SessionEvents,
   stop: AbortSignal,
 ): Promise<CapacityReport> {
   let sim: SimulatorProcess | undefined;
@@ -175,6 +206,8 @@ export async function runCapacity(
     const model = c.modelName ?? (await firstModel(url, headers));
     const { origin, prefix } = splitServerUrl(url);
     const target = capacityTarget({
+      session,
+      server: sim ? { url, builtInSimulator: true, simulator: sim.banner } : { url },
       url,
       model,
       headers,
@@ -183,7 +216,6 @@ export async function runCapacity(
       settings,
       stop,
     });
-    mkdirSync(c.out, { recursive: true });
     const { steps, limit } = await runProfile(capacityProfile(settings, c, stop), target, stop);
     const lastGood = limit ? steps[steps.length - 2] : steps[steps.length - 1];
     const report: CapacityReport = {
@@ -219,7 +251,7 @@ export async function runCapacity(
 /** Batch after batch until a limit, the last batch, or the stop. */
 async function* capacityProfile(
   s: CapacitySettings,
-  c: CapacityRun,
+  c: CapacityRun & { out: string },
   stop: AbortSignal,
 ): Profile<{ steps: CapacityStep[]; limit: CapacityLimit | undefined }> {
   const steps: CapacityStep[] = [];
@@ -292,6 +324,8 @@ async function firstModel(url: string, headers: Record<string, string>): Promise
  * request, client-health.json and the server metrics inside summary.json to every step.
  */
 function capacityTarget(c: {
+  session: SessionEvents;
+  server: Record<string, unknown>;
   url: string;
   model: string;
   headers: Record<string, string>;
@@ -303,52 +337,90 @@ function capacityTarget(c: {
   const { settings } = c;
   return {
     run: async (point) => {
-      mkdirSync(point.dir, { recursive: true });
-      const records = new JsonlWriter<RequestRecord>(resultPath(point.dir, 'records'));
+      const { session } = c;
+      if (point.dir !== undefined) openRunDir(point.dir);
+      const info = session.nextPoint({
+        ...(point.dir !== undefined ? { dir: point.dir } : {}),
+        load: point.load,
+        scenario: point.scenario.name,
+      });
       const builder = new SummaryBuilder({ load: point.load });
       const clock = createRunClock();
+      const progress = { sent: 0, finished: 0, failed: 0, inFlight: 0 };
+      session.pointStarted({
+        point: info,
+        manifest: {
+          startedAt: clock.originIso,
+          server: c.server,
+          model: c.model,
+          workload: {
+            scenario: describeScenario(point.scenario),
+            endpoint: settings.endpoint,
+            tokenizer: 'words',
+          },
+          plan: session.info.plan,
+          load: point.load,
+          scenario: point.scenario.name,
+          windows: {
+            warmupRequests: 0,
+            measuredRequests: point.requests ?? null,
+            measuredDurationS: null,
+          },
+        },
+        progress,
+        nowUs: () => clock.nowUs(),
+        ...(point.requests !== undefined ? { totalRequests: point.requests } : {}),
+      });
       const telemetry = recordTelemetry({
         sources: [{ kind: 'prometheus', url: c.metricsUrl }],
         intervalMs: settings.scrapeIntervalS * 1000,
         nowMs: () => clock.nowUs() / 1000,
         headers: c.headers,
-        sink: new JsonlWriter<TelemetrySnapshot>(resultPath(point.dir, 'telemetry')),
+        sink: { write: (snapshot) => session.telemetry({ point: info, snapshot }), close() {} },
       });
       let serverMetrics: ServerMetricsSummary | undefined;
       let result: Awaited<ReturnType<typeof runLoadgen>>;
       try {
-        result = await runLoadgen({
-          target: {
-            backend: openaiBackend,
-            baseUrl: c.url,
-            endpoint: settings.endpoint,
-            model: c.model,
-            temperature: 0,
-            ignoreEos: settings.ignoreEos,
-            continuousUsageStats: false,
-            headers: {},
-            timeoutMs: settings.timeoutS * 1000,
-            ...(c.apiKey ? { apiKey: c.apiKey } : {}),
+        result = await runLoadgen(
+          {
+            target: {
+              backend: openaiBackend,
+              baseUrl: c.url,
+              endpoint: settings.endpoint,
+              model: c.model,
+              temperature: 0,
+              ignoreEos: settings.ignoreEos,
+              continuousUsageStats: false,
+              headers: {},
+              timeoutMs: settings.timeoutS * 1000,
+              ...(c.apiKey ? { apiKey: c.apiKey } : {}),
+            },
+            load: point.load,
+            ...(point.requests !== undefined ? { requests: point.requests } : {}),
+            warmupRequests: 0,
+            seed: settings.seed,
+            nextRequest: point.nextRequest as NonNullable<typeof point.nextRequest>,
+            onRecord: (record) => {
+              session.record(info, record);
+              builder.add(record);
+            },
+            stopSignal: c.stop,
+            clock,
           },
-          load: point.load,
-          ...(point.requests !== undefined ? { requests: point.requests } : {}),
-          warmupRequests: 0,
-          seed: settings.seed,
-          nextRequest: point.nextRequest as NonNullable<typeof point.nextRequest>,
-          onRecord: (record) => {
-            records.write(record);
-            builder.add(record);
-          },
-          stopSignal: c.stop,
-          clock,
-        });
+          progress,
+        );
       } finally {
-        records.close();
         serverMetrics = await telemetry.stop();
       }
       const summary = builder.build({ clientHealth: result.clientHealth });
-      writeResult(point.dir, 'summary', summary);
-      return { summary, ...(serverMetrics ? { serverMetrics } : {}) };
+      // The step's server metrics go into capacity.json's step, not beside its summary.
+      await session.pointFinished({
+        point: info,
+        summary,
+        ...(serverMetrics ? { serverMetrics } : {}),
+        saveServerMetrics: false,
+      });
+      return { summary, point: info, ...(serverMetrics ? { serverMetrics } : {}) };
     },
   };
 }

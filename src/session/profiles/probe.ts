@@ -15,15 +15,24 @@ import {
   prefillRows,
 } from '../../analysis/probe.js';
 import type { RequestSpec } from '../../backends/types.js';
+import { EXIT } from '../../errors.js';
 import { checkedFlagNumber, parseFlagList } from '../../flagNumber.js';
 import type { RunSummary, Warning } from '../../metrics/summary.js';
-import type { RunPlan } from '../../plan/runPlan.js';
+import { type RunPlan, redactPlan } from '../../plan/runPlan.js';
 import type { DecodePoint, PrefillPoint } from '../../report/probeText.js';
-import { writeResult } from '../../results/layout.js';
+import { hasResult, writeResult } from '../../results/layout.js';
 import { VERSION } from '../../version.js';
 import { streamSeed } from '../../workload/distributions.js';
 import { createPromptFactory, type PromptFactory } from '../../workload/prompts.js';
+import type { SessionEvents } from '../events.js';
 import { createPointRunner, type Point } from '../point.js';
+import {
+  inSession,
+  resultsRoot,
+  type SessionHooks,
+  sessionOutputs,
+  startSession,
+} from '../session.js';
 import type { PreparedRun } from '../target.js';
 import { PROBE_DEFAULTS } from './defaults.js';
 import { fixedScenario, type Profile, runProfile } from './profile.js';
@@ -158,26 +167,73 @@ export interface ProbeHooks {
   note: (message: string) => void;
 }
 
+export interface ProbeOutcome {
+  /** The results directory. */
+  root: string;
+  result: ProbeResult;
+  /** probe.json as written into `root`. */
+  saved: Record<string, unknown>;
+  target: string;
+  /** Every point's summary, for --threshold. */
+  summaries: { name: string; summary: RunSummary }[];
+  code: number;
+}
+
 /**
- * Runs a probe against the plan's target; `out`: its results directory. Returns the points
- * and the fit, and probe.json as written into `out`.
+ * Runs a probe against the plan's target as one session: its points and probe.json in the
+ * plan's --out (which must not hold a probe yet), or a new results directory named `label`.
  */
 export async function runProbe(
   prepared: PreparedRun & { plan: RunPlan },
   settings: ProbeSettings,
-  out: string,
-  stop: AbortSignal,
-  hooks: ProbeHooks,
-): Promise<{ result: ProbeResult; saved: Record<string, unknown>; target: string }> {
+  label: string,
+  hooks: ProbeHooks & SessionHooks & { stop: AbortSignal },
+): Promise<ProbeOutcome> {
   const { plan } = prepared;
+  const out = resultsRoot(plan.out, label);
+  if (hasResult(out, 'probe')) {
+    throw new Error(`${out} already holds a probe (probe.json); choose another --out`);
+  }
+  const session = startSession({
+    command: `probe ${settings.kind}`,
+    kind: 'probe',
+    root: out,
+    plan: redactPlan(plan),
+    ...(plan.recordsFormat ? { recordsFormat: plan.recordsFormat } : {}),
+    ...sessionOutputs(hooks),
+    onNotice: hooks.note,
+  });
+  return inSession(session, () => probeSession(prepared, settings, out, session, hooks));
+}
+
+async function probeSession(
+  prepared: PreparedRun & { plan: RunPlan },
+  settings: ProbeSettings,
+  out: string,
+  session: SessionEvents,
+  hooks: ProbeHooks & { stop: AbortSignal },
+): Promise<ProbeOutcome> {
+  const { plan } = prepared;
+  const { stop } = hooks;
   const startedAt = new Date().toISOString();
-  const runner = await createPointRunner(prepared, stop, hooks.note);
+  const runner = await createPointRunner(prepared, session, stop, hooks.note);
+  const summaries: ProbeOutcome['summaries'] = [];
+  const measure: Pick<typeof runner, 'run'> = {
+    run: async (point) => {
+      const measured = await runner.run(point);
+      // The calibration request is not a point of the probe: thresholds judge the probe's own.
+      if (point.scenario.name !== 'calibration') {
+        summaries.push({ name: point.scenario.name, summary: measured.summary });
+      }
+      return measured;
+    },
+  };
   try {
     const prompts = await createPromptFactory(runner.tokenizer, {
       seed: streamSeed(plan.seed, 'probe-prompts'),
     });
     const context: ProbeContext = { plan, out, prompts, virtual: prepared.simulate, stop, hooks };
-    const { result, overhead } = await runProfile(probeProfile(context, settings), runner, stop);
+    const { result, overhead } = await runProfile(probeProfile(context, settings), measure, stop);
     const saved = {
       schemaVersion: 1,
       tool: { name: 'infergauge', version: VERSION },
@@ -200,7 +256,8 @@ export async function runProbe(
       interrupted: stop.aborted,
     };
     writeResult(out, 'probe', saved);
-    return { result, saved, target: runner.description };
+    const code = stop.aborted ? EXIT.interrupted : EXIT.ok;
+    return { root: out, result, saved, target: runner.description, summaries, code };
   } finally {
     await runner.close();
   }

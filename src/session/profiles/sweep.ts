@@ -18,17 +18,26 @@ import {
   type TriangleThresholds,
 } from '../../analysis/sweep.js';
 import { prefillWarning, targetContextWarning } from '../../analysis/traps.js';
+import { EXIT } from '../../errors.js';
 import { checkedFlagNumber, parseFlagList } from '../../flagNumber.js';
 import type { LoadSpec } from '../../load.js';
 import { planVllmMemory } from '../../memory/footprint.js';
 import type { RunSummary, Warning } from '../../metrics/summary.js';
-import { measuredCount, type RunPlan } from '../../plan/runPlan.js';
+import { measuredCount, type RunPlan, redactPlan } from '../../plan/runPlan.js';
 import type { ScenarioSweep } from '../../report/sweepText.js';
 import { writeResult } from '../../results/layout.js';
 import { resolveEngineConfig } from '../../sim/engineModel.js';
 import { isSessionScenario, type Scenario } from '../../workload/scenarios.js';
+import type { SessionEvents } from '../events.js';
 import { createPointRunner, type Point, type PointResult } from '../point.js';
 import { prepareRun, type RunOptions } from '../prepare.js';
+import {
+  inSession,
+  resultsRoot,
+  type SessionHooks,
+  sessionOutputs,
+  startSession,
+} from '../session.js';
 import type { PreparedRun } from '../target.js';
 import { DEFAULT_LEVELS } from './defaults.js';
 import { type Profile, runProfile, searchSteps } from './profile.js';
@@ -211,6 +220,8 @@ interface SweepContext {
   plan: RunPlan;
   settings: SweepSettings;
   root: string;
+  /** Whether points are saved (each in a directory under the root). */
+  saves: boolean;
   kv: KvPool | undefined;
   /** One progress line per measured point. */
   say: (line: string) => void;
@@ -218,6 +229,8 @@ interface SweepContext {
 
 /** A sweep's scenarios (sweep.json's) and every point's summary, for --threshold. */
 export interface SweepOutcome {
+  /** The results directory. */
+  root: string;
   target: string;
   scenarios: ScenarioSweep[];
   summaries: { name: string; summary: RunSummary }[];
@@ -226,24 +239,44 @@ export interface SweepOutcome {
 }
 
 /**
- * Runs the sweep of every scenario of the plan against its target and writes sweep.json;
- * `root`: the run directory.
+ * Runs the sweep of every scenario of the plan against its target as one session (its points
+ * and sweep.json in the plan's --out, or a new results directory).
  */
 export async function runSweep(
   prepared: PreparedRun & { plan: RunPlan },
   settings: SweepSettings,
-  root: string,
-  stop: AbortSignal,
-  say: (line: string) => void,
+  hooks: SessionHooks & { stop: AbortSignal; say: (line: string) => void },
 ): Promise<SweepOutcome> {
-  const runner = await createPointRunner(prepared, stop, (notice) =>
+  const { stop, say } = hooks;
+  const root = resultsRoot(prepared.plan.out, 'sweep');
+  const onNotice = (notice: string) => say(`infergauge sweep: ${notice}\n`);
+  const session = startSession({
+    command: 'sweep',
+    kind: 'sweep',
+    root,
+    plan: redactPlan(prepared.plan),
+    ...(prepared.plan.recordsFormat ? { recordsFormat: prepared.plan.recordsFormat } : {}),
+    ...sessionOutputs(hooks),
+    onNotice,
+  });
+  return inSession(session, () => sweepSession(prepared, settings, root, session, hooks));
+}
+
+async function sweepSession(
+  prepared: PreparedRun & { plan: RunPlan },
+  settings: SweepSettings,
+  root: string,
+  session: SessionEvents,
+  { stop, say }: { stop: AbortSignal; say: (line: string) => void },
+): Promise<SweepOutcome & { code: number }> {
+  const runner = await createPointRunner(prepared, session, stop, (notice) =>
     say(`infergauge sweep: ${notice}\n`),
   );
   try {
     const engine = prepared.engine ? resolveEngineConfig(prepared.engine) : undefined;
     const kv = engine ? { plan: planVllmMemory(engine), blockSize: engine.blockSize } : undefined;
     const summaries: SweepOutcome['summaries'] = [];
-    const context = { plan: prepared.plan, settings, root, kv, say };
+    const context = { plan: prepared.plan, settings, root, saves: session.saves, kv, say };
     const scenarios = await runProfile(sweepProfile(context, summaries), runner, stop);
     const saved = {
       schemaVersion: 1,
@@ -252,8 +285,9 @@ export async function runSweep(
       scenarios,
       interrupted: stop.aborted,
     };
-    writeResult(root, 'sweep', saved);
-    return { target: runner.description, scenarios, summaries, saved };
+    if (session.saves) writeResult(root, 'sweep', saved);
+    const code = stop.aborted ? EXIT.interrupted : EXIT.ok;
+    return { root, target: runner.description, scenarios, summaries, saved, code };
   } finally {
     await runner.close();
   }
@@ -308,7 +342,7 @@ async function* scenarioProfile(
     return {
       load: loadFor(level),
       scenario,
-      dir,
+      ...(c.saves ? { dir } : {}),
       ...(s.requestsGiven
         ? {
             ...(count !== undefined ? { requests: count } : {}),

@@ -1,0 +1,101 @@
+/**
+ * A session's frame, the same for every command: where its results go, which outputs hear
+ * its events, and that they always hear its end, also when it fails.
+ */
+import { join } from 'node:path';
+import { EXIT } from '../errors.js';
+import type { RecordsFormat } from '../record.js';
+import type { ResultKindName } from '../results/runFiles.js';
+import { newId, type Output, SessionEvents } from './events.js';
+import { htmlOutput } from './htmlOutput.js';
+import { resultsOutput } from './resultsOutput.js';
+import { type Notify, utcStamp } from './target.js';
+
+/** `infergauge-results/<UTC time>-<label>`: where a session's results go without --out. */
+export function resultsRoot(out: string | undefined, label: string): string {
+  return out ?? join('infergauge-results', `${utcStamp()}-${label}`);
+}
+
+export interface SessionOptions {
+  command: string;
+  kind: ResultKindName;
+  root: string;
+  /** A run of one scenario: the root is the point's own directory. */
+  rootIsPoint?: boolean;
+  /** The effective plan, secrets redacted. */
+  plan: unknown;
+  /**
+   * Where the results go: the results directory (the default), and report.html unless
+   * `html` is false. `save: false` writes nothing (a library measuring in memory).
+   */
+  save?: boolean;
+  html?: boolean;
+  /** records.jsonl (the default) or records.jsonl.gz (--records-format). */
+  recordsFormat?: RecordsFormat;
+  /** More outputs: the terminal's progress, the user's own (--export). */
+  outputs?: readonly Output[];
+  onNotice?: Notify;
+}
+
+/** What a command's caller chooses about a session's outputs. */
+export interface SessionHooks {
+  /** Outputs besides the results directory (a progress line, the user's own). */
+  outputs?: readonly Output[];
+  /** report.html at the end (default: yes). */
+  html?: boolean;
+  /** Write the results directory (default: yes). */
+  save?: boolean;
+}
+
+/** The SessionOptions fields a caller's hooks set. */
+export function sessionOutputs(h: SessionHooks): Pick<SessionOptions, 'outputs' | 'html' | 'save'> {
+  return {
+    ...(h.outputs ? { outputs: h.outputs } : {}),
+    ...(h.html !== undefined ? { html: h.html } : {}),
+    ...(h.save !== undefined ? { save: h.save } : {}),
+  };
+}
+
+/** The session's events with its outputs subscribed; sessionStarted is told. */
+export function startSession(o: SessionOptions): SessionEvents {
+  const save = o.save !== false;
+  const events = new SessionEvents(
+    {
+      id: newId(),
+      command: o.command,
+      kind: o.kind,
+      root: o.root,
+      rootIsPoint: o.rootIsPoint ?? false,
+      startedAt: new Date().toISOString(),
+      plan: o.plan,
+    },
+    [
+      ...(save ? [resultsOutput(o.recordsFormat)] : []),
+      ...(o.outputs ?? []),
+      ...(save && o.html !== false ? [htmlOutput(o.onNotice)] : []),
+    ],
+    o.onNotice,
+    save,
+  );
+  events.sessionStarted();
+  return events;
+}
+
+/**
+ * Runs a session's body and tells its end to every output: the body's exit code, or
+ * EXIT.failure with the error (which is then thrown on).
+ */
+export async function inSession<T extends { code: number }>(
+  events: SessionEvents,
+  body: () => Promise<T>,
+): Promise<T> {
+  let result: T;
+  try {
+    result = await body();
+  } catch (err) {
+    await events.sessionFinished(EXIT.failure, err as Error);
+    throw err;
+  }
+  await events.sessionFinished(result.code);
+  return result;
+}

@@ -1,0 +1,67 @@
+/**
+ * Outputs as a newcomer adds one (issue 28): one new file whose default export makes an output,
+ * named with --export; no command changes. The process is what is tested: the CLI loads it.
+ */
+import assert from 'node:assert/strict';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { runCli, tempDir } from '../helpers/cli.js';
+
+const dir = tempDir('infergauge-outputs-');
+
+test("a user's output in one file hears every finished point of a sweep", async () => {
+  const module = join(dir, 'points-log.mjs');
+  // A line per finished point to a file: the whole output.
+  writeFileSync(
+    module,
+    `import { appendFileSync } from 'node:fs';
+export default (file) => ({
+  name: 'points-log',
+  pointFinished: (e) =>
+    appendFileSync(file, \`\${e.point.kind} \${e.point.load.concurrency} \${e.summary.requests.completed}\\n\`),
+});
+`,
+  );
+  const log = join(dir, 'points.log');
+  const points = join(dir, 'points.jsonl');
+  const r = await runCli([
+    'sweep',
+    '--simulate',
+    '--levels',
+    '1,2',
+    '--requests',
+    '6',
+    '--output-tokens',
+    '8',
+    '--no-html',
+    '--out',
+    join(dir, 'sweep'),
+    '--export',
+    `${module}=${log}`,
+    '--export',
+    `points=${points}`,
+  ]);
+  assert.equal(r.code, 0, r.stderr);
+  assert.equal(readFileSync(log, 'utf8'), 'sweep-point 1 6\nsweep-point 2 6\n');
+  const lines = readFileSync(points, 'utf8').trim().split('\n').map((l) => JSON.parse(l));
+  assert.deepEqual(
+    lines.map((l) => [l.command, l.kind, l.completed]),
+    [
+      ['sweep', 'sweep-point', 6],
+      ['sweep', 'sweep-point', 6],
+    ],
+  );
+  assert.equal(lines[0].session, lines[1].session);
+});
+
+test('an unknown output or a module without a factory exits 2 naming the fix', async () => {
+  const unknown = await runCli(['run', '--simulate', '--requests', '2', '--export', 'nope']);
+  assert.equal(unknown.code, 2);
+  assert.match(unknown.stderr, /--export nope: no such output; choose points/);
+  const bad = join(dir, 'bad.mjs');
+  writeFileSync(bad, 'export const x = 1;\n');
+  const r = await runCli(['run', '--simulate', '--requests', '2', '--export', bad]);
+  assert.equal(r.code, 2);
+  assert.match(r.stderr, /default export must be a function/);
+});
