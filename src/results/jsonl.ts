@@ -5,13 +5,7 @@ import { StringDecoder } from 'node:string_decoder';
 import { createGunzip, gzipSync } from 'node:zlib';
 import type { ClientHealthMeasurements, RecordsFormat, RequestRecord } from '../record.js';
 import type { TelemetrySnapshot } from '../telemetry/snapshot.js';
-import {
-  hasResult,
-  readJson,
-  recordsPath,
-  resultPath,
-  writeResult,
-} from './layout.js';
+import { hasResult, readJson, recordsPath, resultPath, writeResult } from './layout.js';
 
 /**
  * Next to the records, each engine thread's own health measurements, kept raw so that `merge`

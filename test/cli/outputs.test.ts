@@ -44,7 +44,10 @@ export default (file) => ({
   ]);
   assert.equal(r.code, 0, r.stderr);
   assert.equal(readFileSync(log, 'utf8'), 'sweep-point 1 6\nsweep-point 2 6\n');
-  const lines = readFileSync(points, 'utf8').trim().split('\n').map((l) => JSON.parse(l));
+  const lines = readFileSync(points, 'utf8')
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l));
   assert.deepEqual(
     lines.map((l) => [l.command, l.kind, l.completed]),
     [

@@ -247,9 +247,8 @@ export async function runSweep(
   settings: SweepSettings,
   hooks: SessionHooks & { stop: AbortSignal; say: (line: string) => void },
 ): Promise<SweepOutcome> {
-  const { stop, say } = hooks;
   const root = resultsRoot(prepared.plan.out, 'sweep');
-  const onNotice = (notice: string) => say(`infergauge sweep: ${notice}\n`);
+  const onNotice = (notice: string) => hooks.say(`infergauge sweep: ${notice}\n`);
   const session = startSession({
     command: 'sweep',
     kind: 'sweep',

@@ -174,7 +174,9 @@ describe('a point and its session', () => {
     assert.equal(typeof manifest.endedAt, 'string');
     assert.equal(manifest.parent, undefined);
     assert.equal(
-      readFileSync(join(dir, 'run', 'records.jsonl'), 'utf8').trim().split('\n').length,
+      readFileSync(join(dir, 'run', 'records.jsonl'), 'utf8')
+        .trim()
+        .split('\n').length,
       12,
     );
   });
@@ -268,7 +270,12 @@ describe('profile stepping', () => {
     let runs = 0;
     const seen = await runProfile(
       twoPoints(),
-      { run: async () => (runs++, ok) },
+      {
+        run: async () => {
+          runs++;
+          return ok;
+        },
+      },
       new AbortController().signal,
     );
     assert.equal(runs, 2);
