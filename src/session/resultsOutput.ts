@@ -7,7 +7,7 @@ import { mkdirSync } from 'node:fs';
 import { relative } from 'node:path';
 import type { RecordsFormat, RequestRecord } from '../record.js';
 import { JsonlWriter, openRecordsWriter, writeClientHealth } from '../results/jsonl.js';
-import { resultPath } from '../results/layout.js';
+import { hasResult, RESULT_FILES, resultPath } from '../results/layout.js';
 import {
   type ManifestAbout,
   type ManifestHeader,
@@ -54,6 +54,12 @@ export function resultsOutput(recordsFormat?: RecordsFormat): Output {
     required: true,
     sessionStarted(s) {
       if (s.rootIsPoint) return;
+      // Never over another session's results: its manifest would be lost.
+      if (hasResult(s.root, 'manifest')) {
+        throw new Error(
+          `${s.root} already holds results (${RESULT_FILES.manifest}); choose another --out`,
+        );
+      }
       mkdirSync(s.root, { recursive: true });
       rootAbout = { startedAt: s.startedAt, plan: s.plan, points };
       writeManifest(s.root, rootHeader(s), rootAbout);

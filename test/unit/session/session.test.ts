@@ -256,6 +256,20 @@ describe('a point and its session', () => {
   });
 });
 
+test("a sweep never writes over another session's results", async () => {
+  const root = join(dir, 'sweep');
+  const { settings, prepared } = prepareSweep({ simulate: true, levels: '1', out: root });
+  const before = readFileSync(join(root, 'manifest.json'), 'utf8');
+  await assert.rejects(
+    runSweep(prepared as PreparedRun & { plan: RunPlan }, settings, {
+      stop: new AbortController().signal,
+      say: () => {},
+    }),
+    /already holds results \(manifest.json\); choose another --out/,
+  );
+  assert.equal(readFileSync(join(root, 'manifest.json'), 'utf8'), before);
+});
+
 describe('profile stepping', () => {
   async function* twoPoints(): Profile<(PointResult | undefined)[]> {
     const seen: (PointResult | undefined)[] = [];
