@@ -151,6 +151,131 @@ class GrowableU32 {
   }
 }
 
+/** Entries per chunk of a ChunkedColumn (512 KiB of doubles). */
+const CHUNK = 1 << 16;
+
+/**
+ * A growing column of numbers in fixed chunks: no spare capacity beyond one chunk and no copy
+ * while it grows (a doubling array holds up to twice its length, and three times while it
+ * grows); `done` joins the chunks into one array of exactly its length and lets them go.
+ */
+export class ChunkedColumn<T extends Float64Array | Uint8Array> {
+  private chunks: T[] = [];
+  private chunk: T;
+  private at = 0;
+  length = 0;
+
+  constructor(private readonly make: (length: number) => T) {
+    this.chunk = make(CHUNK);
+  }
+
+  static doubles(): ChunkedColumn<Float64Array> {
+    return new ChunkedColumn((n) => new Float64Array(n));
+  }
+
+  static bytes(): ChunkedColumn<Uint8Array> {
+    return new ChunkedColumn((n) => new Uint8Array(n));
+  }
+
+  push(v: number): void {
+    if (this.at === CHUNK) {
+      this.chunks.push(this.chunk);
+      this.chunk = this.make(CHUNK);
+      this.at = 0;
+    }
+    this.chunk[this.at++] = v;
+    this.length++;
+  }
+
+  /** The values in one array of exactly their length; the column is empty after. */
+  done(): T {
+    const out = this.make(this.length);
+    let offset = 0;
+    for (const chunk of this.chunks) {
+      out.set(chunk, offset);
+      offset += chunk.length;
+    }
+    out.set(this.chunk.subarray(0, this.at), offset);
+    this.chunks = [];
+    this.chunk = this.make(CHUNK);
+    this.at = 0;
+    this.length = 0;
+    return out;
+  }
+}
+
+/** Token events kept for the per-token ITL of a comparison, at most (16 bytes each). */
+export const MAX_ITL_EVENTS = 2_000_000;
+
+/**
+ * Per-token ITL of a run's requests, stored per token event (value in ms per token, and the
+ * tokens it stands for) in bounded memory: past `budget` events, only every `every`-th request
+ * keeps its events (`every` doubles each time the budget fills, the others' events are dropped),
+ * so a run of any length costs at most `budget` events plus 4 bytes per request. Every request
+ * keeps its slot: events of request i are [start[i], start[i + 1]).
+ */
+export class ItlEvents {
+  readonly values = new GrowableF64();
+  readonly tokens = new GrowableF64();
+  private readonly starts = new GrowableU32();
+  /** Requests whose events are kept: those whose index is a multiple of `every`. */
+  every = 1;
+  private keeping = false;
+
+  constructor(readonly budget = MAX_ITL_EVENTS) {}
+
+  get requests(): number {
+    return this.starts.length;
+  }
+
+  /** Opens the next request's slot; true when its events are to be kept (`add` them). */
+  begin(): boolean {
+    this.keeping = this.starts.length % this.every === 0;
+    this.starts.push(this.values.length);
+    return this.keeping;
+  }
+
+  add(valueMs: number, tokens: number): void {
+    if (!this.keeping) return;
+    this.values.push(valueMs);
+    this.tokens.push(tokens);
+  }
+
+  /** Closes the request's slot: thins the kept requests while the events exceed the budget. */
+  end(): void {
+    while (this.values.length > this.budget && this.every < this.starts.length) this.thin();
+  }
+
+  private thin(): void {
+    this.every *= 2;
+    const starts = this.starts.data;
+    const n = this.starts.length;
+    const values = this.values.data;
+    const tokens = this.tokens.data;
+    let w = 0;
+    for (let i = 0; i < n; i++) {
+      const from = starts[i];
+      const to = i + 1 < n ? starts[i + 1] : this.values.length;
+      starts[i] = w;
+      if (i % this.every !== 0) continue;
+      for (let e = from; e < to; e++, w++) {
+        values[w] = values[e];
+        tokens[w] = tokens[e];
+      }
+    }
+    this.values.length = w;
+    this.tokens.length = w;
+  }
+
+  /** Slot boundaries: `requests + 1` entries. */
+  start(): Uint32Array {
+    const out = new Uint32Array(this.starts.length + 1);
+    out.set(this.starts.view());
+    out[this.starts.length] = this.values.length;
+    return out;
+  }
+}
+
 /** Mean and variance of a stream (Welford). */
 export interface Moments {
   n: number;
@@ -213,6 +338,11 @@ export interface RunSample {
   itlTokens: Float64Array;
   /** Events of counted request i are [itlStart[i], itlStart[i + 1]). */
   itlStart: Uint32Array;
+  /**
+   * 1 when every request's token events are kept; k when only every k-th request's are (a run
+   * with more than MAX_ITL_EVENTS token events: ITL is then taken over those requests).
+   */
+  itlEvery: number;
   requestedInput: Moments;
   requestedOutput: Moments;
   /** Runs pooled into this sample (repeats of a sweep level); 1 for a plain run. */
@@ -224,19 +354,17 @@ export interface RunSample {
  * token event). Call `segment()` between pooled runs (repeats of a sweep level).
  */
 export class RunSampleBuilder {
-  private readonly request: Record<RequestMetricKey, GrowableF64> = {
-    ttftMs: new GrowableF64(),
-    tpotMs: new GrowableF64(),
-    e2eMs: new GrowableF64(),
-    outputSpeedTokS: new GrowableF64(),
+  private readonly request: Record<RequestMetricKey, ChunkedColumn<Float64Array>> = {
+    ttftMs: ChunkedColumn.doubles(),
+    tpotMs: ChunkedColumn.doubles(),
+    e2eMs: ChunkedColumn.doubles(),
+    outputSpeedTokS: ChunkedColumn.doubles(),
   };
-  private readonly outputTokens = new GrowableF64();
-  private readonly busy = new GrowableF64();
-  private readonly sendKey = new GrowableF64();
-  private readonly failedFlag: number[] = [];
-  private readonly itlValue = new GrowableF64();
-  private readonly itlTokens = new GrowableF64();
-  private readonly itlStart = new GrowableU32();
+  private readonly outputTokens = ChunkedColumn.doubles();
+  private readonly busy = ChunkedColumn.doubles();
+  private readonly sendKey = ChunkedColumn.doubles();
+  private readonly failedFlag = ChunkedColumn.bytes();
+  private readonly itl: ItlEvents;
   private readonly requestedInput = new MomentsBuilder();
   private readonly requestedOutput = new MomentsBuilder();
   private completed = 0;
@@ -250,6 +378,11 @@ export class RunSampleBuilder {
   private sendOffset = 0;
   private lastSend = 0;
 
+  /** `maxItlEvents`: token events kept for ITL (see ItlEvents). */
+  constructor(maxItlEvents = MAX_ITL_EVENTS) {
+    this.itl = new ItlEvents(maxItlEvents);
+  }
+
   add(record: RequestRecord): void {
     if (record.phase === 'warmup') return;
     this.windowStart = Math.min(this.windowStart, record.sentAt);
@@ -260,7 +393,7 @@ export class RunSampleBuilder {
     const key = this.sendOffset + Math.max(0, record.sentAt);
     this.sendKey.push(key);
     this.lastSend = Math.max(this.lastSend, key);
-    this.itlStart.push(this.itlValue.length);
+    const keepItl = this.itl.begin();
     this.requestedInput.add(record.requestedInputTokens);
     this.requestedOutput.add(record.requestedOutputTokens);
     if (record.error) {
@@ -268,6 +401,7 @@ export class RunSampleBuilder {
       this.failedFlag.push(1);
       this.outputTokens.push(0);
       for (const key of REQUEST_KEYS) this.request[key].push(Number.NaN);
+      this.itl.end();
       return;
     }
     this.completed++;
@@ -275,10 +409,11 @@ export class RunSampleBuilder {
     this.outputTokens.push(record.outputTokens);
     const m = requestMetrics(record);
     for (const key of REQUEST_KEYS) this.request[key].push(m[key] ?? Number.NaN);
-    forEachTokenGap(record, (gapMs, tokens) => {
-      this.itlValue.push(gapMs / tokens);
-      this.itlTokens.push(tokens);
-    });
+    if (keepItl) {
+      const itl = this.itl;
+      forEachTokenGap(record, (gapMs, tokens) => itl.add(gapMs / tokens, tokens));
+    }
+    this.itl.end();
   }
 
   /** Starts another run pooled into the same sample (its window adds to the duration). */
@@ -292,12 +427,9 @@ export class RunSampleBuilder {
     this.sendOffset = this.lastSend + 1;
   }
 
+  /** The sample; the builder is spent after (its columns move into the sample). */
   build(): RunSample {
     const open = Number.isFinite(this.windowStart) ? this.windowEnd - this.windowStart : 0;
-    const starts = this.itlStart;
-    const itlStart = new Uint32Array(starts.length + 1);
-    itlStart.set(starts.view());
-    itlStart[starts.length] = this.itlValue.length;
     return {
       counted: this.completed + this.failed,
       completed: this.completed,
@@ -305,18 +437,19 @@ export class RunSampleBuilder {
       durationMs: this.closedDurationMs + open,
       busyMs: this.busyMs,
       request: {
-        ttftMs: this.request.ttftMs.view(),
-        tpotMs: this.request.tpotMs.view(),
-        e2eMs: this.request.e2eMs.view(),
-        outputSpeedTokS: this.request.outputSpeedTokS.view(),
+        ttftMs: this.request.ttftMs.done(),
+        tpotMs: this.request.tpotMs.done(),
+        e2eMs: this.request.e2eMs.done(),
+        outputSpeedTokS: this.request.outputSpeedTokS.done(),
       },
-      outputTokens: this.outputTokens.view(),
-      busy: this.busy.view(),
-      failedFlag: Uint8Array.from(this.failedFlag),
-      sendOrder: sortedOrder(this.sendKey.view()),
-      itlValue: this.itlValue.view(),
-      itlTokens: this.itlTokens.view(),
-      itlStart,
+      outputTokens: this.outputTokens.done(),
+      busy: this.busy.done(),
+      failedFlag: this.failedFlag.done(),
+      sendOrder: sortedOrder(this.sendKey.done()),
+      itlValue: this.itl.values.view(),
+      itlTokens: this.itl.tokens.view(),
+      itlStart: this.itl.start(),
+      itlEvery: this.itl.every,
       requestedInput: this.requestedInput.build(),
       requestedOutput: this.requestedOutput.build(),
       segments: this.segments,
@@ -1260,8 +1393,20 @@ export function checkComparable(a: RunUnit, b: RunUnit): Comparability {
         `${name} has only ${s.completed} completed requests: p99 needs 100 to be resolved`,
       );
     }
+    if (s.itlEvery > 1) {
+      notes.push(
+        `${name}'s ITL is taken over every ${ordinal(s.itlEvery)} request (${fmtNumber(s.itlValue.length)} token events kept of a run too long to hold them all)`,
+      );
+    }
   }
   return { differences, notes };
+}
+
+/** 2nd, 3rd, 4th, 21st, 64th. */
+function ordinal(n: number): string {
+  const tens = n % 100;
+  const suffix = tens >= 11 && tens <= 13 ? 'th' : (['th', 'st', 'nd', 'rd'][n % 10] ?? 'th');
+  return `${n}${suffix}`;
 }
 
 export interface PairComparison {

@@ -1,4 +1,4 @@
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { closeSync, mkdirSync, openSync, writeFileSync, writeSync } from 'node:fs';
 import { basename } from 'node:path';
 import { Command, Option } from '@commander-js/extra-typings';
 import { evaluateThresholds, parseThresholds, type Threshold } from '../analysis/thresholds.js';
@@ -79,15 +79,42 @@ interface ReportOptions {
   threshold?: string[];
 }
 
+/**
+ * Writes text to a file through a buffer: the per-request CSV of a long run is written as its
+ * records stream by, never held whole.
+ */
+function bufferedFile(path: string): { write(text: string): void; close(): void } {
+  const fd = openSync(path, 'w');
+  let parts: string[] = [];
+  let size = 0;
+  const flush = () => {
+    if (parts.length > 0) writeSync(fd, parts.join(''));
+    parts = [];
+    size = 0;
+  };
+  return {
+    write(text) {
+      parts.push(text);
+      size += text.length;
+      if (size >= 1 << 20) flush();
+    },
+    close() {
+      flush();
+      closeSync(fd);
+    },
+  };
+}
+
 async function report(dir: string, o: ReportOptions): Promise<number> {
   // Loaded when the command is chosen (charts, schemas), so that other commands start without them.
   const [
     { vllmBenchResult },
-    { requestsCsv, runsCsv },
+    { requestsCsvHeader, requestsCsvRow, runsCsv },
     { renderHtmlReport },
     { markdownSummary },
     { loadReportInput },
-    { isDirectory, loadSavedRuns },
+    { isDirectory, loadSavedRuns, readRunRecords },
+    { resultKind },
   ] = await Promise.all([
     import('../report/compat.js'),
     import('../report/csv.js'),
@@ -95,6 +122,7 @@ async function report(dir: string, o: ReportOptions): Promise<number> {
     import('../report/markdown.js'),
     import('../results/load.js'),
     import('../results/reader.js'),
+    import('../results/layout.js'),
   ]);
   if (!isDirectory(dir)) return printProblems('report', [`${dir} is not a directory`]);
   if (o.compat !== undefined && o.compat !== 'vllm') {
@@ -106,7 +134,48 @@ async function report(dir: string, o: ReportOptions): Promise<number> {
     if (!said.has(message)) printWarnings('report', [message]);
     said.add(message);
   };
-  const runs = await loadSavedRuns(dir, warn);
+  // One streaming pass over each run's records: its summary again, its chart data (a run or
+  // the scenarios of one: a sweep's or a probe's report draws from its table) and its rows of
+  // requests.csv, written as they pass.
+  const kind = resultKind(dir);
+  const csv = o.csv !== undefined ? resultPath(o.csv, 'requestsCsv') : undefined;
+  if (o.csv !== undefined) mkdirSync(o.csv, { recursive: true });
+  const csvFile = csv ? bufferedFile(csv) : undefined;
+  let runs: Awaited<ReturnType<typeof loadSavedRuns>>;
+  try {
+    runs = await loadSavedRuns(dir, warn, {
+      // The HTML draws the saved summaries: only the tables and the gate need them again.
+      summarize:
+        o.csv !== undefined ||
+        o.md !== undefined ||
+        o.compat !== undefined ||
+        (o.threshold?.length ?? 0) > 0,
+      charts: kind === undefined || kind === 'run' || kind === 'scenarios',
+      ...(csvFile
+        ? {
+            sink: ({ name, count }) => {
+              if (count !== 1) csvFile.write(`# ${name}\r\n`);
+              let sessions: boolean | undefined;
+              return {
+                add(record) {
+                  if (sessions === undefined) {
+                    // Decided by the first record: a session run's records all carry one.
+                    sessions = record.sessionId !== undefined;
+                    csvFile.write(requestsCsvHeader(sessions));
+                  }
+                  csvFile.write(requestsCsvRow(record, sessions));
+                },
+                end() {
+                  if (sessions === undefined) csvFile.write(requestsCsvHeader(false));
+                },
+              };
+            },
+          }
+        : {}),
+    });
+  } finally {
+    csvFile?.close();
+  }
   if (o.writeSummary) {
     for (const r of runs.filter((run) => run.unfinished)) {
       writeSummary(r.dir, r.summary, undefined);
@@ -114,19 +183,12 @@ async function report(dir: string, o: ReportOptions): Promise<number> {
     }
   }
   const html = o.html ?? resultPath(dir, 'report');
-  writeFileSync(html, renderHtmlReport(await loadReportInput(dir, warn)));
+  writeFileSync(html, renderHtmlReport(await loadReportInput(dir, warn, { runs })));
   process.stdout.write(`HTML report: ${html}\n`);
   if (o.csv !== undefined) {
-    mkdirSync(o.csv, { recursive: true });
-    const [requests, table] = [resultPath(o.csv, 'requestsCsv'), resultPath(o.csv, 'runsCsv')];
-    writeFileSync(
-      requests,
-      runs.length === 1
-        ? requestsCsv(runs[0].records)
-        : runs.map((r) => `# ${r.name}\r\n${requestsCsv(r.records)}`).join(''),
-    );
+    const table = resultPath(o.csv, 'runsCsv');
     writeFileSync(table, runsCsv(runs));
-    process.stdout.write(`CSV: ${requests}, ${table}\n`);
+    process.stdout.write(`CSV: ${csv}, ${table}\n`);
   }
   if (o.md !== undefined) {
     writeFileSync(o.md, markdownSummary(`infergauge: ${basename(dir)}`, runs));
@@ -138,9 +200,11 @@ async function report(dir: string, o: ReportOptions): Promise<number> {
         `--compat vllm writes one run's result; ${dir} holds ${runs.length}: pass one of its run folders`,
       ]);
     }
-    const [{ records, summary, manifest: m }] = runs;
+    const [{ summary, manifest: m }] = runs;
     const out = o.compatOut ?? resultPath(dir, 'vllmBench');
     const backend = m.plan?.backend as string | undefined;
+    // vLLM's result lists every request's token gaps: it needs the records whole.
+    const records = await readRunRecords(runs[0].dir);
     writeJson(
       out,
       vllmBenchResult(records, summary, {

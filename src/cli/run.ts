@@ -303,7 +303,7 @@ async function run(options: RunOptions): Promise<number> {
 
 /** report.html next to the records; a failure to render never fails the run itself. */
 export async function writeHtmlReport(dir: string): Promise<void> {
-  const { saveHtmlReport } = await import('../session/outputs.js');
+  const { saveHtmlReport } = await import('../session/htmlOutput.js');
   await saveHtmlReport(dir, (problem) => process.stderr.write(`infergauge: ${problem}\n`));
 }
 

@@ -19,11 +19,12 @@ import {
   weightedSamples,
 } from '../metrics/distribution.js';
 import { fmtNumber, fmtSig } from '../metrics/format.js';
-import { forEachTokenGap, requestMetrics } from '../metrics/requestMetrics.js';
 import type { RunSummary, Warning } from '../metrics/summary.js';
-import type { RequestRecord } from '../record.js';
+import { ERROR_KINDS } from '../record.js';
+import { REQUEST_STATE, type RunCharts } from '../results/runView.js';
 import { commonFields } from '../telemetry/common.js';
 import type { TelemetrySnapshot } from '../telemetry/snapshot.js';
+import { metricLabel, metricUnit } from './format.js';
 
 /**
  * echarts' one-file build (its package's `require` entry, as its server-side rendering guide
@@ -65,8 +66,6 @@ const PALETTE = [
 export const MAX_SERIES_POINTS = 2000;
 /** Points of a distribution curve. */
 const CDF_POINTS = 200;
-/** Per-token gaps read for the ITL curve at most: beyond, every k-th request's. */
-const MAX_ITL_SAMPLES = 500_000;
 
 export interface Axis {
   name: string;
@@ -477,26 +476,13 @@ function ranks(samples: ArrayLike<number> | RankedSamples): RankedSamples {
   return 'count' in samples ? samples : sortedSamples(samples);
 }
 
-const measured = (records: RequestRecord[]) => records.filter((r) => r.phase !== 'warmup');
-
 /**
  * Per-token inter-token latencies of the completed requests, one weighted sample per token event
- * (so the work follows events, not the tokens a server claims); sampled by request for very long runs.
+ * (so the work follows events, not the tokens a server claims); for very long runs every k-th
+ * request's (the read model keeps at most MAX_CHART_ITL_EVENTS events).
  */
-function itlSamples(records: RequestRecord[]): RankedSamples {
-  let events = 0;
-  for (const r of records) events += r.events.tokens.length;
-  const every = Math.max(1, Math.ceil(events / MAX_ITL_SAMPLES));
-  const values: number[] = [];
-  const weights: number[] = [];
-  records.forEach((r, i) => {
-    if (i % every !== 0) return;
-    forEachTokenGap(r, (gapMs, tokens) => {
-      values.push(gapMs / tokens);
-      weights.push(tokens);
-    });
-  });
-  return weightedSamples(values, weights);
+function itlSamples(charts: RunCharts): RankedSamples {
+  return weightedSamples(charts.itl.values, charts.itl.tokens);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -504,28 +490,41 @@ function itlSamples(records: RequestRecord[]): RankedSamples {
 
 export interface RunData {
   summary: RunSummary;
-  records: RequestRecord[];
+  /** The run's records as the read model keeps them (results/runView.ts). */
+  charts: RunCharts;
   telemetry: TelemetrySnapshot[];
 }
 
-const LATENCY_METRICS = [
-  { key: 'ttftMs', id: 'ttft-cdf', name: 'TTFT', long: 'time to first token' },
-  { key: 'itlMs', id: 'itl-cdf', name: 'ITL', long: 'inter-token latency, per token' },
-  { key: 'tpotMs', id: 'tpot-cdf', name: 'TPOT', long: 'time per output token, per request' },
-  { key: 'e2eMs', id: 'e2e-cdf', name: 'E2E', long: 'end-to-end latency' },
-] as const;
+/** The distribution curves: names and units from the metric catalogue. */
+const LATENCY_METRICS = (
+  [
+    { key: 'ttftMs', id: 'ttft-cdf', long: 'time to first token' },
+    { key: 'itlMs', id: 'itl-cdf', long: 'inter-token latency, per token' },
+    { key: 'tpotMs', id: 'tpot-cdf', long: 'time per output token, per request' },
+    { key: 'e2eMs', id: 'e2e-cdf', long: 'end-to-end latency' },
+  ] as const
+).map((m) => ({ ...m, name: metricLabel(m.key), unit: metricUnit(m.key) }));
+
+/** A per-request column of the completed measured requests, sorted, without gaps. */
+function completedValues(charts: RunCharts, key: 'ttftMs' | 'tpotMs' | 'e2eMs'): Float64Array {
+  const { state, sentAt, endAt } = charts.columns;
+  const column = key === 'e2eMs' ? undefined : charts.columns[key];
+  const out = new Float64Array(charts.requests);
+  let n = 0;
+  for (let i = 0; i < charts.requests; i++) {
+    if (state[i] !== REQUEST_STATE.completed) continue;
+    const v = column ? column[i] : endAt[i] - sentAt[i];
+    if (!Number.isNaN(v)) out[n++] = v;
+  }
+  return out.slice(0, n).sort();
+}
 
 /** TTFT, ITL, TPOT and E2E as distribution curves with p50, p95 and p99 marked. */
 export function latencyCharts(run: RunData): ChartSpec[] {
-  const done = measured(run.records).filter((r) => !r.error);
-  const perRequest = done.map(requestMetrics);
-  const values = (key: 'ttftMs' | 'tpotMs' | 'e2eMs') =>
-    Float64Array.from(
-      perRequest.map((m) => m[key]).filter((v): v is number => v !== undefined),
-    ).sort();
   const charts: ChartSpec[] = [];
   for (const m of LATENCY_METRICS) {
-    const sorted = m.key === 'itlMs' ? itlSamples(done) : ranks(values(m.key));
+    const sorted =
+      m.key === 'itlMs' ? itlSamples(run.charts) : ranks(completedValues(run.charts, m.key));
     if (sorted.count === 0) continue;
     const d: Distribution | undefined = run.summary.latency?.[m.key];
     const pick = (q: 'p50' | 'p95' | 'p99') =>
@@ -554,7 +553,7 @@ export function latencyCharts(run: RunData): ChartSpec[] {
       id: m.id,
       title: `${m.name}: ${m.long}`,
       caption: `Share of ${unit} at or below each latency (${fmtNumber(sorted.count)} ${unit === 'tokens' ? 'token gaps' : 'requests'}${sorted.count < (d?.count ?? 0) ? ', sampled' : ''}); p50 ${fmtSig(pick('p50'))} ms, p95 ${fmtSig(pick('p95'))} ms, p99 ${fmtSig(pick('p99'))} ms.`,
-      x: { name: `${m.name} (ms)`, unit: 'ms', scale: true },
+      x: { name: `${m.name} (${m.unit})`, unit: m.unit, scale: true },
       y: [{ name: `% of ${unit}`, min: 0, max: 100, unit: '%' }],
       series: [
         {
@@ -563,7 +562,7 @@ export function latencyCharts(run: RunData): ChartSpec[] {
           data: points,
           color: COLORS.blue,
           labels: points.map(
-            ([v, q]) => `${m.name} ${fmtSig(v)} ms: ${fmtSig(q)}% of ${unit} at or below`,
+            ([v, q]) => `${m.name} ${fmtSig(v)} ${m.unit}: ${fmtSig(q)}% of ${unit} at or below`,
           ),
         },
       ],
@@ -617,8 +616,7 @@ export function turnCharts(summary: RunSummary): ChartSpec[] {
 
 /** The run's clock span in seconds: records and telemetry on one axis. */
 export function runSpanS(run: RunData): number {
-  let end = 0;
-  for (const r of run.records) end = Math.max(end, r.endAt);
+  let end = run.charts.endMs;
   for (const t of run.telemetry) end = Math.max(end, t.at);
   return end / 1000;
 }
@@ -629,11 +627,11 @@ export function runSpanS(run: RunData): number {
  */
 export function timelineCharts(run: RunData): ChartSpec[] {
   const spanS = runSpanS(run);
-  if (run.records.length === 0 && run.telemetry.length === 0) return [];
+  if (run.charts.requests === 0 && run.telemetry.length === 0) return [];
   const x: Axis = { name: 'run clock (s)', unit: 's', min: 0, max: niceCeil(spanS) };
   const charts: ChartSpec[] = [];
-  if (run.records.length > 0) {
-    charts.push(requestTimeline(run.records, x), loadTimeline(run.records, x, spanS));
+  if (run.charts.requests > 0) {
+    charts.push(requestTimeline(run.charts, x), loadTimeline(run.charts, x, spanS));
   }
   charts.push(...telemetryCharts(run.telemetry, x));
   return charts;
@@ -646,7 +644,17 @@ function niceCeil(v: number): number {
   return 10 * p;
 }
 
-function requestTimeline(records: RequestRecord[], x: Axis): ChartSpec {
+/** Indices of every k-th request, so that at most `max` remain (the last one always kept). */
+function sampledIndices(count: number, max = MAX_SERIES_POINTS): number[] {
+  if (count <= max) return Array.from({ length: count }, (_, i) => i);
+  const step = count / max;
+  const out: number[] = [];
+  for (let i = 0; i < max; i++) out.push(Math.floor(i * step));
+  out[out.length - 1] = count - 1;
+  return out;
+}
+
+function requestTimeline(charts: RunCharts, x: Axis): ChartSpec {
   const ttft: [number, number][] = [];
   const ttftLabels: string[] = [];
   const e2e: [number, number][] = [];
@@ -655,26 +663,28 @@ function requestTimeline(records: RequestRecord[], x: Axis): ChartSpec {
   const failedLabels: string[] = [];
   const warmup: [number, number][] = [];
   const warmupLabels: string[] = [];
-  for (const r of sample(records, MAX_SERIES_POINTS)) {
-    const at = r.sentAt / 1000;
-    const m = requestMetrics(r);
+  const c = charts.columns;
+  for (const i of sampledIndices(charts.requests)) {
+    const at = c.sentAt[i] / 1000;
+    const e2eMs = c.endAt[i] - c.sentAt[i];
     const sent = `sent at ${fmtSig(at)} s`;
-    if (r.phase === 'warmup') {
-      warmup.push([at, m.e2eMs]);
-      warmupLabels.push(`warm-up request ${r.id}: E2E ${fmtSig(m.e2eMs)} ms, ${sent}`);
-    } else if (r.error) {
-      failed.push([at, Math.max(m.e2eMs, 0.001)]);
+    if (c.state[i] === REQUEST_STATE.warmup) {
+      warmup.push([at, e2eMs]);
+      warmupLabels.push(`warm-up request ${c.id[i]}: E2E ${fmtSig(e2eMs)} ms, ${sent}`);
+    } else if (c.state[i] === REQUEST_STATE.failed) {
+      failed.push([at, Math.max(e2eMs, 0.001)]);
       failedLabels.push(
-        `request ${r.id} failed (${r.error.kind}) after ${fmtSig(m.e2eMs)} ms, ${sent}`,
+        `request ${c.id[i]} failed (${ERROR_KINDS[c.errorKind[i]]}) after ${fmtSig(e2eMs)} ms, ${sent}`,
       );
     } else {
-      if (m.ttftMs !== undefined) {
-        ttft.push([at, m.ttftMs]);
-        ttftLabels.push(`request ${r.id}: TTFT ${fmtSig(m.ttftMs)} ms, ${sent}`);
+      const ttftMs = c.ttftMs[i];
+      if (!Number.isNaN(ttftMs)) {
+        ttft.push([at, ttftMs]);
+        ttftLabels.push(`request ${c.id[i]}: TTFT ${fmtSig(ttftMs)} ms, ${sent}`);
       }
-      e2e.push([at, m.e2eMs]);
+      e2e.push([at, e2eMs]);
       e2eLabels.push(
-        `request ${r.id}: E2E ${fmtSig(m.e2eMs)} ms, ${fmtNumber(r.outputTokens)} tokens, ${sent}`,
+        `request ${c.id[i]}: E2E ${fmtSig(e2eMs)} ms, ${fmtNumber(c.outputTokens[i])} tokens, ${sent}`,
       );
     }
   }
@@ -706,7 +716,7 @@ function requestTimeline(records: RequestRecord[], x: Axis): ChartSpec {
     kind: 'xy',
     id: 'latency-timeline',
     title: 'Per-request TTFT and E2E over the run',
-    caption: `Each request at the time it was sent (log scale)${records.length > MAX_SERIES_POINTS ? `; ${fmtNumber(MAX_SERIES_POINTS)} of ${fmtNumber(records.length)} requests shown` : ''}.`,
+    caption: `Each request at the time it was sent (log scale)${charts.requests > MAX_SERIES_POINTS ? `; ${fmtNumber(MAX_SERIES_POINTS)} of ${fmtNumber(charts.requests)} requests shown` : ''}.`,
     ...WIDE,
     x,
     y: [{ name: 'ms (log)', type: 'log', unit: 'ms' }],
@@ -715,13 +725,14 @@ function requestTimeline(records: RequestRecord[], x: Axis): ChartSpec {
 }
 
 /** Requests in flight (exact steps, or per-bin means for long runs) and output tokens/s. */
-function loadTimeline(records: RequestRecord[], x: Axis, spanS: number): ChartSpec {
-  const changes: [number, number][] = [];
-  for (const r of records) changes.push([r.sentAt, 1], [r.endAt, -1]);
-  changes.sort((a, b) => a[0] - b[0] || a[1] - b[1]);
+function loadTimeline(charts: RunCharts, x: Axis, spanS: number): ChartSpec {
+  const { sentAt, endAt } = charts.columns;
   let inFlight: [number, number][] = [];
-  let level = 0;
-  if (changes.length <= 2 * MAX_SERIES_POINTS) {
+  if (charts.requests <= MAX_SERIES_POINTS) {
+    const changes: [number, number][] = [];
+    for (let i = 0; i < charts.requests; i++) changes.push([sentAt[i], 1], [endAt[i], -1]);
+    changes.sort((a, b) => a[0] - b[0] || a[1] - b[1]);
+    let level = 0;
     inFlight.push([0, 0]);
     for (const [at, d] of changes) {
       level += d;
@@ -731,19 +742,14 @@ function loadTimeline(records: RequestRecord[], x: Axis, spanS: number): ChartSp
       } else inFlight.push(point);
     }
   } else {
-    // Time-weighted mean per bin.
+    // Time-weighted mean per bin: each request adds 1 over its span.
     const bins = 500;
     const width = (spanS * 1000) / bins;
     const area = new Float64Array(bins);
-    let last = 0;
-    for (const [at, d] of changes) {
-      accumulate(area, width, last, at, level);
-      last = at;
-      level += d;
-    }
+    for (let i = 0; i < charts.requests; i++) accumulate(area, width, sentAt[i], endAt[i], 1);
     inFlight = Array.from(area, (a, i) => [((i + 0.5) * width) / 1000, a / width]);
   }
-  const tokens = tokenRate(records, spanS);
+  const tokens = tokenRate(charts, spanS);
   const reasoning = tokens.reasoning;
   return {
     kind: 'xy',
@@ -807,39 +813,36 @@ function accumulate(area: Float64Array, width: number, from: number, to: number,
 }
 
 /**
- * Output tokens per second in bins of a round width (about 100 over the run); `reasoning`, when
- * some event carried reasoning text, is the part of them in reasoning-only events.
+ * Output tokens per second in bins of a round width (about 100 over the run), added up from the
+ * read model's finer bins; `reasoning`, when some event carried reasoning text, is the part of
+ * them in reasoning-only events.
  */
 function tokenRate(
-  records: RequestRecord[],
+  charts: RunCharts,
   spanS: number,
 ): { binS: number; points: [number, number][]; reasoning?: [number, number][] } {
   const raw = Math.max(spanS / 60, 0.01);
   const p = 10 ** Math.floor(Math.log10(raw));
   const binS = [1, 2, 5, 10].map((m) => m * p).find((w) => w >= raw) ?? 10 * p;
-  const bins = new Float64Array(Math.max(1, Math.ceil(spanS / binS)));
-  let reasoningBins: Float64Array | undefined;
-  for (const r of records) {
-    let atUs = r.sentAt * 1000;
-    const { dtUs, tokens, contentChars, reasoningChars, toolCallChars } = r.events;
-    if (reasoningChars) reasoningBins ??= new Float64Array(bins.length);
-    for (let i = 0; i < dtUs.length; i++) {
-      atUs += dtUs[i];
-      if (tokens[i] > 0) {
-        const bin = Math.min(bins.length - 1, Math.floor(atUs / 1e6 / binS));
-        bins[bin] += tokens[i];
-        const reasoningOnly =
-          (reasoningChars?.[i] ?? 0) > 0 && contentChars[i] === 0 && !toolCallChars?.[i];
-        if (reasoningBins && reasoningOnly) reasoningBins[bin] += tokens[i];
-      }
+  const length = Math.max(1, Math.ceil(spanS / binS));
+  const { widthMs, output, reasoning } = charts.tokenBins;
+  // Fine bin i covers [i, i + 1) * widthMs, inside round bin floor(i / ratio): both widths
+  // are whole ms, the round one a whole multiple of the fine one.
+  const ratio = Math.max(1, Math.round((binS * 1000) / widthMs));
+  const rebin = (fine: Float64Array) => {
+    const bins = new Float64Array(length);
+    for (let i = 0; i < fine.length; i++) {
+      if (fine[i] === 0) continue;
+      bins[Math.min(length - 1, Math.floor(i / ratio))] += fine[i];
     }
-  }
+    return bins;
+  };
   const rates = (b: Float64Array) =>
     Array.from(b, (n, i): [number, number] => [(i + 0.5) * binS, n / binS]);
   return {
     binS,
-    points: rates(bins),
-    ...(reasoningBins ? { reasoning: rates(reasoningBins) } : {}),
+    points: rates(rebin(output)),
+    ...(reasoning ? { reasoning: rates(rebin(reasoning)) } : {}),
   };
 }
 

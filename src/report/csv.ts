@@ -7,64 +7,76 @@ function csv(header: string[], rows: unknown[][]): string {
   return `${[header, ...rows].map((row) => row.map(csvField).join(',')).join('\r\n')}\r\n`;
 }
 
+const REQUEST_COLUMNS = [
+  'id',
+  'phase',
+  'scheduled_at_ms',
+  'sent_at_ms',
+  'ttft_ms',
+  'ttfc_ms',
+  'ttftc_ms',
+  'tpot_ms',
+  'e2e_ms',
+  'queue_delay_ms',
+  'max_stall_ms',
+  'output_speed_tok_s',
+  'requested_input_tokens',
+  'input_tokens',
+  'requested_output_tokens',
+  'output_tokens',
+  'token_events',
+  'finish_reason',
+  'status',
+  'error_kind',
+  'error_message',
+];
+
+/** The header line of requests.csv (with its line end); `sessions` adds their columns. */
+export function requestsCsvHeader(sessions: boolean): string {
+  const header = sessions
+    ? [REQUEST_COLUMNS[0], 'session_id', 'turn', 'call', ...REQUEST_COLUMNS.slice(1)]
+    : REQUEST_COLUMNS;
+  return `${header.map(csvField).join(',')}\r\n`;
+}
+
+/** One request's line of requests.csv (with its line end), so that a reader can stream them. */
+export function requestsCsvRow(r: RequestRecord, sessions: boolean): string {
+  const m = requestMetrics(r);
+  const row = [
+    r.id,
+    ...(sessions ? [r.sessionId, r.turn, r.call] : []),
+    r.phase,
+    r.scheduledAt,
+    r.sentAt,
+    m.ttftMs,
+    m.ttfcMs,
+    m.ttftcMs,
+    m.tpotMs,
+    m.e2eMs,
+    m.queueDelayMs,
+    m.maxStallMs,
+    m.outputSpeedTokS,
+    r.requestedInputTokens,
+    r.inputTokens,
+    r.requestedOutputTokens,
+    r.outputTokens,
+    m.tokenEvents,
+    r.finishReason,
+    r.status,
+    r.error?.kind,
+    r.error?.message,
+  ];
+  return `${row.map(csvField).join(',')}\r\n`;
+}
+
 /**
  * One row per request: our per-request metrics (ms, tokens) and its outcome; a session workload's
  * records also say their session, turn and fan-out call (columns only a session run has).
+ * `infergauge report --csv` streams the same lines (requestsCsvHeader, requestsCsvRow).
  */
 export function requestsCsv(records: RequestRecord[]): string {
   const sessions = records.some((r) => r.sessionId !== undefined);
-  const header = [
-    'id',
-    ...(sessions ? ['session_id', 'turn', 'call'] : []),
-    'phase',
-    'scheduled_at_ms',
-    'sent_at_ms',
-    'ttft_ms',
-    'ttfc_ms',
-    'ttftc_ms',
-    'tpot_ms',
-    'e2e_ms',
-    'queue_delay_ms',
-    'max_stall_ms',
-    'output_speed_tok_s',
-    'requested_input_tokens',
-    'input_tokens',
-    'requested_output_tokens',
-    'output_tokens',
-    'token_events',
-    'finish_reason',
-    'status',
-    'error_kind',
-    'error_message',
-  ];
-  const rows = records.map((r) => {
-    const m = requestMetrics(r);
-    return [
-      r.id,
-      ...(sessions ? [r.sessionId, r.turn, r.call] : []),
-      r.phase,
-      r.scheduledAt,
-      r.sentAt,
-      m.ttftMs,
-      m.ttfcMs,
-      m.ttftcMs,
-      m.tpotMs,
-      m.e2eMs,
-      m.queueDelayMs,
-      m.maxStallMs,
-      m.outputSpeedTokS,
-      r.requestedInputTokens,
-      r.inputTokens,
-      r.requestedOutputTokens,
-      r.outputTokens,
-      m.tokenEvents,
-      r.finishReason,
-      r.status,
-      r.error?.kind,
-      r.error?.message,
-    ];
-  });
-  return csv(header, rows);
+  return requestsCsvHeader(sessions) + records.map((r) => requestsCsvRow(r, sessions)).join('');
 }
 
 /** The columns of a run row: ours, then vLLM `bench serve`'s names for the same numbers. */

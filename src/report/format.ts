@@ -1,4 +1,8 @@
-/** The escapers of the report formats: text made safe for HTML, a Markdown cell, a CSV field. */
+/**
+ * The escapers of the report formats (text made safe for HTML, a Markdown cell, a CSV field),
+ * and metric names and units as the catalogue gives them.
+ */
+import { type LatencyKey, METRICS, type MetricUnit } from '../metrics/catalog.js';
 
 const ESCAPES: Record<string, string> = {
   '&': '&amp;',
@@ -61,4 +65,35 @@ export function escapeMarkdown(text: string): string {
     .replace(/>/g, '&gt;')
     .replace(/[\\`*_[\]|#~!]/g, (ch) => `\\${ch}`)
     .replace(/[\r\n]+/g, ' ');
+}
+
+/**
+ * A latency metric as tables print it, from the metric catalogue (metrics/catalog.ts): its
+ * label, with `note` in parentheses (`ITL (per token)`), so that renaming a metric there renames
+ * it in every output.
+ */
+export function metricLabel(key: LatencyKey, note?: string): string {
+  const metric = METRICS.find((m) => m.kind === 'distribution' && m.latencyKey === key);
+  const label = metric?.label ?? key;
+  return note ? `${label} (${note})` : label;
+}
+
+/** The catalogue's unit of a latency metric (`ms`, `tok/s`). */
+export function metricUnit(key: LatencyKey): MetricUnit {
+  const metric = METRICS.find((m) => m.kind === 'distribution' && m.latencyKey === key);
+  return metric?.unit ?? 'ms';
+}
+
+/** Every distribution of the catalogue, in its order: what "every metric" tables list. */
+export function catalogDistributions(): {
+  key: LatencyKey;
+  id: string;
+  label: string;
+  unit: MetricUnit;
+}[] {
+  return METRICS.flatMap((m) =>
+    m.kind === 'distribution'
+      ? [{ key: m.latencyKey, id: m.id, label: m.label, unit: m.unit }]
+      : [],
+  );
 }

@@ -14,6 +14,7 @@ import type { Distribution } from '../metrics/distribution.js';
 import { fmtNumber, fmtSig } from '../metrics/format.js';
 import type { Warning } from '../metrics/summary.js';
 import type { ReportInput, RunReportInput } from '../results/load.js';
+import { chartsOf, type RunCharts } from '../results/runView.js';
 import { VERSION } from '../version.js';
 import {
   type ChartSpec,
@@ -33,7 +34,7 @@ import {
   timelineCharts,
   turnCharts,
 } from './charts.js';
-import { escapeHtml } from './format.js';
+import { catalogDistributions, escapeHtml, metricLabel } from './format.js';
 import { noReliableFit } from './probeText.js';
 import { describeReasoning, sessionFacts, TURN_COLUMNS } from './sessionsText.js';
 import { htmlTable, htmlTableOf as table } from './table.js';
@@ -326,22 +327,29 @@ function factList(facts: [string, string | undefined][]): string {
 
 type Summary = RunReportInput['summary'];
 
-/** The run's warnings, the server's not yet among them, and the client's and the stop's. */
+/**
+ * The run's warnings, the server's not yet among them, and the client's and the stop's where
+ * the summary does not say them already: SummaryBuilder writes `interrupted` (with the
+ * arrivals never sent) and `client_limited` (with the advice) itself, and the report showed
+ * each twice when it added its own line as well.
+ */
 function runWarnings(summary: Summary): Warning[] {
   const out: Warning[] = [];
+  const saved = arr(summary.warnings).filter(
+    (w): w is Warning => typeof obj(w)?.message === 'string',
+  );
+  const says = (code: string) => saved.some((w) => w.code === code);
   const h = summary.clientHealth;
-  if (h?.clientLimited) {
+  if (h?.clientLimited && !says('client_limited')) {
     out.push({
       code: 'client_limited',
       message: `the client, not the server, limited this run: ${h.reasons.join('; ')}`,
     });
   }
-  if (summary.interrupted) {
+  if (summary.interrupted && !says('interrupted')) {
     out.push({ code: 'interrupted', message: 'interrupted: only finished requests are counted' });
   }
-  out.push(
-    ...arr(summary.warnings).filter((w): w is Warning => typeof obj(w)?.message === 'string'),
-  );
+  out.push(...saved);
   for (const w of arr(summary.serverMetrics?.warnings) as Warning[]) {
     if (!out.some((x) => x.code === w.code)) out.push(w);
   }
@@ -404,20 +412,23 @@ function runHeadline(run: RunReportInput, kicker: string): string {
 }
 
 const LATENCY_ROWS: [string, keyof Summary['latency']][] = [
-  ['TTFT', 'ttftMs'],
-  ['TTFC (first content)', 'ttfcMs'],
-  ['ITL (per token)', 'itlMs'],
-  ['TPOT', 'tpotMs'],
-  ['E2E', 'e2eMs'],
+  [metricLabel('ttftMs'), 'ttftMs'],
+  [metricLabel('ttfcMs', 'first content'), 'ttfcMs'],
+  [metricLabel('itlMs', 'per token'), 'itlMs'],
+  [metricLabel('tpotMs'), 'tpotMs'],
+  [metricLabel('e2eMs'), 'e2eMs'],
 ];
 
 function latencyTable(s: Summary): string {
   const rows: [string, keyof Summary['latency']][] = [...LATENCY_ROWS];
   if (s.latency.chunkGapMs?.count > 0 && s.streaming?.tokensPerEvent > 1.05) {
-    rows.push(['chunk gap (per event)', 'chunkGapMs']);
+    rows.push([metricLabel('chunkGapMs', 'per event'), 'chunkGapMs']);
   }
   if (s.load?.mode === 'open')
-    rows.push(['queue delay', 'queueDelayMs'], ['user TTFT', 'userTtftMs']);
+    rows.push(
+      [metricLabel('queueDelayMs'), 'queueDelayMs'],
+      [metricLabel('userTtftMs'), 'userTtftMs'],
+    );
   const cell = (d: Distribution, q: 'p90' | 'p95' | 'p99' | 'p99_9') =>
     `${d.lowConfidence?.includes(q) ? '~' : ''}${fmtNumber(d[q], 2)}`;
   const body = rows
@@ -436,6 +447,34 @@ function latencyTable(s: Summary): string {
     ]);
   const low = rows.some(([, k]) => s.latency[k]?.lowConfidence?.includes('p99'));
   return `${table(['latency (ms)', 'mean', 'p50', 'p90', 'p95', 'p99', 'p99.9', 'max', 'n'], body)}${low ? '<p class="caption">~ marks a percentile with too few samples to resolve it.</p>' : ''}`;
+}
+
+/**
+ * Every distribution of the metric catalogue that the run measured, with the catalogue's label,
+ * name (as thresholds and SLOs spell it) and unit: a metric added to the catalogue shows here.
+ */
+function catalogMetricsHtml(s: Summary): string {
+  const rows = catalogDistributions()
+    .map((m) => ({ m, d: s.latency?.[m.key] as Distribution | undefined }))
+    .filter((x): x is { m: (typeof x)['m']; d: Distribution } => (x.d?.count ?? 0) > 0)
+    .map(({ m, d }) => {
+      const digits = m.unit === 'ms' ? 2 : 1;
+      return [
+        esc(m.label),
+        esc(m.id),
+        esc(m.unit),
+        fmtNumber(d.mean, digits),
+        fmtNumber(d.p50, digits),
+        fmtNumber(d.p90, digits),
+        fmtNumber(d.p99, digits),
+        fmtNumber(d.max, digits),
+        fmtNumber(d.count),
+      ];
+    });
+  if (rows.length === 0) return '';
+  return `<details><summary>Every measured distribution (${rows.length}, as the metric catalogue names them)</summary>
+${table(['metric', 'name', 'unit', 'mean', 'p50', 'p90', 'p99', 'max', 'n'], rows, [0, 1, 2])}
+</details>`;
 }
 
 function numbersHtml(s: Summary): string {
@@ -547,21 +586,10 @@ ${counters.length > 0 ? table(['counter', 'growth', 'per s'], counters, [0]) : '
 </details>`;
 }
 
-function failuresHtml(run: RunReportInput): string {
-  const failed = run.records.filter((r) => r.phase !== 'warmup' && r.error);
-  if (failed.length === 0) return '';
-  const groups = new Map<
-    string,
-    { kind: string; status?: number; message: string; n: number; first: number }
-  >();
-  for (const r of failed) {
-    const e = r.error as NonNullable<typeof r.error>;
-    const key = `${e.kind}\u0000${e.status ?? ''}\u0000${e.message}`;
-    const g = groups.get(key);
-    if (g) g.n++;
-    else groups.set(key, { kind: e.kind, status: e.status, message: e.message, n: 1, first: r.id });
-  }
-  const rows = [...groups.values()]
+function failuresHtml(charts: RunCharts): string {
+  const { failures } = charts;
+  if (failures.failed === 0) return '';
+  const rows = [...failures.groups]
     .sort((a, b) => b.n - a.n)
     .slice(0, 20)
     .map((g) => [
@@ -571,7 +599,19 @@ function failuresHtml(run: RunReportInput): string {
       String(g.first),
       esc(g.message.length > 500 ? `${g.message.slice(0, 500)}...` : g.message),
     ]);
-  return `<h3>Failures</h3>${table(['kind', 'status', 'requests', 'first request', 'message'], rows, [0, 4])}${groups.size > 20 ? `<p class="caption">${groups.size - 20} more distinct messages not shown.</p>` : ''}`;
+  const more = failures.distinct - 20;
+  const note =
+    more <= 0
+      ? ''
+      : failures.complete
+        ? `<p class="caption">${more} more distinct messages not shown.</p>`
+        : `<p class="caption">${more} more distinct messages not shown (the counts above cover the first ${fmtNumber(failures.groups.length)} distinct messages read; later ones are counted apart).</p>`;
+  return `<h3>Failures</h3>${table(['kind', 'status', 'requests', 'first request', 'message'], rows, [0, 4])}${note}`;
+}
+
+/** The run's chart data: from the records a caller passed, else as the reader built it. */
+function runCharts(run: RunReportInput): RunCharts {
+  return run.records ? chartsOf(run.records) : (run.charts ?? chartsOf([]));
 }
 
 function manifestHtml(manifest: unknown): string {
@@ -614,13 +654,13 @@ function manifestHtml(manifest: unknown): string {
 /** Latency, timeline and failures of one run (the body shared by runs and scenarios). */
 function runBody(run: RunReportInput, charts: Charts, idPrefix: string, heading: 2 | 3): Section[] {
   const h = `h${heading}`;
-  const data = { summary: run.summary, records: run.records, telemetry: run.telemetry };
+  const data = { summary: run.summary, charts: runCharts(run), telemetry: run.telemetry };
   const sections: Section[] = [
     {
       kind: 'latency',
       id: `${idPrefix}latency`,
       nav: heading === 2 ? 'Latency' : undefined,
-      html: `<${h}>Latency distributions</${h}>${latencyTable(run.summary)}${charts.grid(latencyCharts(data))}`,
+      html: `<${h}>Latency distributions</${h}>${latencyTable(run.summary)}${catalogMetricsHtml(run.summary)}${charts.grid(latencyCharts(data))}`,
     },
   ];
   const sessions = sessionFacts(run.summary, run.summary.serverMetrics);
@@ -639,7 +679,7 @@ function runBody(run: RunReportInput, charts: Charts, idPrefix: string, heading:
       kind: 'timeline',
       id: `${idPrefix}timeline`,
       nav: heading === 2 ? 'Timeline' : undefined,
-      html: `<${h}>Timeline</${h}><p class="caption">Requests and the server's telemetry on the run's one clock (seconds from its start)${run.records.length === 0 ? '; records.jsonl is missing' : ''}.</p>${charts.stack(timeline)}`,
+      html: `<${h}>Timeline</${h}><p class="caption">Requests and the server's telemetry on the run's one clock (seconds from its start)${data.charts.requests === 0 ? '; records.jsonl is missing' : ''}.</p>${charts.stack(timeline)}`,
     });
   }
   sections.push({
@@ -648,7 +688,7 @@ function runBody(run: RunReportInput, charts: Charts, idPrefix: string, heading:
     nav: heading === 2 ? 'Numbers' : undefined,
     html: `<${h}>Throughput and requests</${h}>${numbersHtml(run.summary)}`,
   });
-  const failures = failuresHtml(run);
+  const failures = failuresHtml(data.charts);
   if (failures) {
     sections.push({
       kind: 'failures',

@@ -2,7 +2,7 @@ import type { Distribution } from '../metrics/distribution.js';
 import { fmtNumber } from '../metrics/format.js';
 import type { RunSummary } from '../metrics/summary.js';
 import type { SavedSummary } from '../results/reader.js';
-import { markdownCell as cell } from './format.js';
+import { markdownCell as cell, metricLabel } from './format.js';
 import { describeReasoning, sessionFacts, TURN_COLUMNS } from './sessionsText.js';
 import { type Column, markdownTable } from './table.js';
 import { describeLoad, describeSteadyState } from './terminal.js';
@@ -32,10 +32,10 @@ const RUN_COLUMNS: Column<NamedRun>[] = [
   { label: 'load', align: 'left', value: (r) => describeLoad(r.summary) },
   { label: 'completed', align: 'right', value: (r) => String(r.summary.requests.completed) },
   { label: 'failed', align: 'right', value: (r) => String(r.summary.requests.failed) },
-  runNumber('TTFT p50', (s) => s.latency.ttftMs.p50),
-  runNumber('TTFT p99', (s) => s.latency.ttftMs.p99),
-  runNumber('ITL p99', (s) => s.latency.itlMs.p99, 2),
-  runNumber('E2E p99', (s) => s.latency.e2eMs.p99, 0),
+  runNumber(`${metricLabel('ttftMs')} p50`, (s) => s.latency.ttftMs.p50),
+  runNumber(`${metricLabel('ttftMs')} p99`, (s) => s.latency.ttftMs.p99),
+  runNumber(`${metricLabel('itlMs')} p99`, (s) => s.latency.itlMs.p99, 2),
+  runNumber(`${metricLabel('e2eMs')} p99`, (s) => s.latency.e2eMs.p99, 0),
   runNumber('output tok/s', (s) => s.throughput.outputTokensPerS, 0),
 ];
 
@@ -57,10 +57,10 @@ export function markdownSummary(
     );
     lines.push(
       ...markdownTable(LATENCY_COLUMNS, [
-        ['TTFT', s.latency.ttftMs],
-        ['ITL', s.latency.itlMs],
-        ['TPOT', s.latency.tpotMs],
-        ['E2E', s.latency.e2eMs],
+        [metricLabel('ttftMs'), s.latency.ttftMs],
+        [metricLabel('itlMs'), s.latency.itlMs],
+        [metricLabel('tpotMs'), s.latency.tpotMs],
+        [metricLabel('e2eMs'), s.latency.e2eMs],
       ]),
     );
     lines.push(

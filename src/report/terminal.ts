@@ -10,7 +10,7 @@ import { fmtNumber, fmtUpTo } from '../metrics/format.js';
 import type { RunSummary } from '../metrics/summary.js';
 import { seriesName } from '../telemetry/prometheus.js';
 import type { ServerMemorySummary, ServerMetricsSummary } from '../telemetry/summary.js';
-import { terminalSafe } from './format.js';
+import { metricLabel, terminalSafe } from './format.js';
 import { describeReasoning, sessionFacts, TURN_COLUMNS } from './sessionsText.js';
 import { type Column, terminalTable } from './table.js';
 
@@ -228,16 +228,19 @@ export function renderTerminalSummary(summary: RunSummary, options: TerminalOpti
 
   const { latency } = summary;
   const rows: [string, Distribution][] = [
-    ['TTFT', latency.ttftMs],
-    ['ITL (per token)', latency.itlMs],
-    ['TPOT', latency.tpotMs],
-    ['E2E', latency.e2eMs],
+    [metricLabel('ttftMs'), latency.ttftMs],
+    [metricLabel('itlMs', 'per token'), latency.itlMs],
+    [metricLabel('tpotMs'), latency.tpotMs],
+    [metricLabel('e2eMs'), latency.e2eMs],
   ];
   if (latency.chunkGapMs.count > 0 && summary.streaming.tokensPerEvent > 1.05) {
-    rows.push(['chunk gap', latency.chunkGapMs]);
+    rows.push([metricLabel('chunkGapMs'), latency.chunkGapMs]);
   }
   if (summary.load.mode === 'open') {
-    rows.push(['queue delay', latency.queueDelayMs], ['user TTFT', latency.userTtftMs]);
+    rows.push(
+      [metricLabel('queueDelayMs'), latency.queueDelayMs],
+      [metricLabel('userTtftMs'), latency.userTtftMs],
+    );
   }
   lines.push(terminalTable(LATENCY_COLUMNS, rows));
   const low = rows.some(([, d]) => d.lowConfidence?.includes('p99'));

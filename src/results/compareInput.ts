@@ -1,6 +1,9 @@
 /**
  * What `compare` reads: a run, a multi-scenario run or a sweep directory as units of requests
- * (analysis/compare.ts RunUnit), each with the summaries of the runs behind it.
+ * (analysis/compare.ts RunUnit), each with the summaries of the runs behind it. Records are
+ * read through the read model (results/runView.ts): one streaming pass per run folder into the
+ * unit's comparison sample (typed arrays, bounded per request) and, for a run without
+ * summary.json, its summary.
  */
 import { existsSync, readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
@@ -8,9 +11,8 @@ import { RunSampleBuilder, type RunUnit, type WorkloadFacts } from '../analysis/
 import { EXIT, InfergaugeError } from '../errors.js';
 import type { LoadSpec } from '../load.js';
 import type { SloCondition } from '../metrics/slo.js';
-import { type RunSummary, SummaryBuilder } from '../metrics/summary.js';
-import { readRecords } from './jsonl.js';
-import { RESULT_FILES, ResultFileError, resultPath } from './layout.js';
+import type { RunSummary } from '../metrics/summary.js';
+import { hasResult, RESULT_FILES, ResultFileError, resultPath } from './layout.js';
 import {
   isRunDir,
   readManifest,
@@ -20,6 +22,7 @@ import {
   savedLoad,
   scenarioNames,
 } from './reader.js';
+import { ReadMemoryError, RunViewBuilder, streamRecords } from './runView.js';
 import type { Manifest } from './schemas.js';
 
 /** A directory that is not what compare reads (exit 2). */
@@ -125,7 +128,7 @@ async function readRunFolders(
   let scenario = scenarioHint;
   for (const [index, folder] of folders.entries()) {
     const recordsPath = resultPath(folder, 'records');
-    if (!existsSync(recordsPath)) {
+    if (!hasResult(folder, 'records')) {
       throw new CompareInputError(`${folder}: no ${RESULT_FILES.records}`);
     }
     const savedSummary = readOrFail(() => readSummary(folder));
@@ -143,24 +146,23 @@ async function readRunFolders(
       scenario ??= w.scenario;
     }
     if (index > 0) builder.segment();
-    const summaryBuilder = savedSummary
-      ? undefined
-      : new SummaryBuilder({ load: folderLoad, ...(w.slo ? { slo: w.slo } : {}) });
+    const view = new RunViewBuilder({
+      sample: builder,
+      ...(savedSummary ? {} : { summary: { load: folderLoad, ...(w.slo ? { slo: w.slo } : {}) } }),
+    });
     let bad = 0;
     try {
-      for await (const record of readRecords(recordsPath, () => {
+      await streamRecords(recordsPath, view, () => {
         bad++;
-      })) {
-        builder.add(record);
-        summaryBuilder?.add(record);
-      }
+      });
     } catch (err) {
+      if (err instanceof ReadMemoryError) throw err;
       throw new UnreadableError(`cannot read ${recordsPath}: ${(err as Error).message}`);
     }
     if (bad > 0) warnings.push(`${recordsPath}: ${bad} unreadable line(s) skipped`);
     summaries.push({
       name: folders.length > 1 ? `${label} #${index + 1}` : label,
-      summary: savedSummary ?? (summaryBuilder as SummaryBuilder).build(),
+      summary: savedSummary ?? (view.summary() as RunSummary),
     });
   }
   return {

@@ -1,10 +1,11 @@
 /**
  * What a report renders, read from a results directory through results/reader.ts: a run
- * (summary, records, manifest, telemetry), a multi-scenario run (scenarios.json and a folder per
- * scenario), a sweep (sweep.json), a probe (probe.json) or a capacity curve (capacity.json).
+ * (summary, chart data from one streaming pass over its records, manifest, telemetry), a
+ * multi-scenario run (scenarios.json and a folder per scenario), a sweep (sweep.json), a probe
+ * (probe.json) or a capacity curve (capacity.json).
  */
 import { existsSync, readdirSync, statSync } from 'node:fs';
-import { basename, dirname, join } from 'node:path';
+import { basename, dirname, join, resolve } from 'node:path';
 import type { RequestRecord } from '../record.js';
 import type { TelemetrySnapshot } from '../telemetry/snapshot.js';
 import { hasResult, kindOfFileName, MARKER_NAMES, RESULT_FILES, resultKind } from './layout.js';
@@ -12,15 +13,19 @@ import {
   isRunDir,
   type OnReadProblem,
   readManifest,
-  readRecordsTelling,
   readRunTelemetry,
+  readRunView,
   readScenariosTable,
   readSummary,
   readTable,
+  type SavedRun,
   type SavedSummary,
   scenarioNames,
+  unfinishedContext,
   unfinishedRunSummary,
 } from './reader.js';
+import type { RunCharts } from './runView.js';
+import type { Manifest } from './schemas.js';
 
 export type ReportInput =
   | {
@@ -28,7 +33,16 @@ export type ReportInput =
       dir: string;
       summary: SavedSummary;
       manifest: unknown;
-      records: RequestRecord[];
+      /**
+       * What the charts and the failure table draw, from one pass over records.jsonl (always
+       * set by loadReportInput).
+       */
+      charts?: RunCharts;
+      /**
+       * Records held in memory by a caller that has them (a test, a library user): when
+       * present, the report draws from them instead of `charts`.
+       */
+      records?: RequestRecord[];
       telemetry: TelemetrySnapshot[];
     }
   | {
@@ -45,6 +59,14 @@ export type RunReportInput = Extract<ReportInput, { kind: 'run' }>;
 
 const markers = MARKER_NAMES.join(', ');
 
+export interface LoadReportOptions {
+  /**
+   * Runs already read with their chart data (loadSavedRuns with `charts`): a run directory
+   * among them is not read again.
+   */
+  runs?: SavedRun[];
+}
+
 /**
  * Reads a results directory (its kind from the files present; a path to one of those files is
  * taken as its directory). Throws an Error that names the directory and what was looked for
@@ -53,7 +75,9 @@ const markers = MARKER_NAMES.join(', ');
 export async function loadReportInput(
   dir: string,
   onProblem: OnReadProblem = () => {},
+  options: LoadReportOptions = {},
 ): Promise<ReportInput> {
+  const read = (runDir: string) => loadRun(runDir, onProblem, options.runs);
   if (!existsSync(dir)) throw new Error(`${dir}: no such file or directory`);
   if (statSync(dir).isFile()) {
     if (!kindOfFileName(basename(dir))) {
@@ -70,18 +94,18 @@ export async function loadReportInput(
     case 'capacity':
       return { kind, dir, capacity: readTable(dir, 'capacity') };
     case 'scenarios':
-      return loadScenarios(dir, onProblem);
+      return loadScenarios(dir, read);
     case 'run':
-      return loadRun(dir, onProblem);
+      return read(dir);
     default:
       // A run killed before it wrote summary.json: its records are still the truth.
-      if (isRunDir(dir)) return loadRun(dir, onProblem);
+      if (isRunDir(dir)) return read(dir);
       // A multi-scenario run killed before it wrote scenarios.json: its folders are the runs.
       if (runFolders(dir, isRunDir).length > 0) {
         onProblem(
           `${dir} has no ${RESULT_FILES.scenarios}: the multi-scenario run did not finish; reporting the scenario folders it left`,
         );
-        return loadScenarios(dir, onProblem, null);
+        return loadScenarios(dir, read, null);
       }
       throw new Error(
         `${dir} is not an infergauge results directory: it holds none of ${markers} (a run, a multi-scenario run, a sweep, a probe or a capacity curve)`,
@@ -90,23 +114,54 @@ export async function loadReportInput(
 }
 
 /**
- * One run directory: summary.json, with records, manifest and telemetry where present; without
- * summary.json (a killed run) the summary is rebuilt from the records and said.
+ * What a reader says of a run written in the previous layout (manifest version 1, before every
+ * results directory had one with its id, kind and end time): it is read as a run's.
+ */
+function olderLayout(dir: string, manifest: Manifest | undefined): string | undefined {
+  if (manifest?.schemaVersion !== 1) return undefined;
+  const by = manifest.tool?.version ? ` (infergauge ${manifest.tool.version})` : '';
+  return `${dir}: results layout 1${by}: read as a run; its manifest has no id, kind or end time`;
+}
+
+/**
+ * One run directory: summary.json, with chart data (one streaming pass over its records),
+ * manifest and telemetry where present; without summary.json (a killed run) the summary is
+ * rebuilt from the records in the same pass and said. A run among `runs` (read already) is
+ * taken from there.
  */
 export async function loadRun(
   dir: string,
   onProblem: OnReadProblem = () => {},
+  runs: SavedRun[] = [],
 ): Promise<RunReportInput> {
-  const records = await readRecordsTelling(dir, onProblem);
+  const telemetry = await readRunTelemetry(dir);
+  const older = olderLayout(dir, readManifest(dir));
+  if (older) onProblem(older);
+  const known = runs.find((r) => r.charts && resolve(r.dir) === resolve(dir));
+  if (known?.charts) {
+    return {
+      kind: 'run',
+      dir,
+      summary: known.saved,
+      manifest: readManifest(dir) ?? null,
+      charts: known.charts,
+      telemetry,
+    };
+  }
   const manifest = readManifest(dir);
-  const summary = readSummary(dir) ?? unfinishedRunSummary(dir, records, manifest ?? {}, onProblem);
+  const saved = readSummary(dir);
+  const builder = await readRunView(
+    dir,
+    { charts: true, ...(saved ? {} : { summary: unfinishedContext(dir, manifest ?? {}) }) },
+    onProblem,
+  );
   return {
     kind: 'run',
     dir,
-    summary,
+    summary: saved ?? unfinishedRunSummary(dir, builder, onProblem),
     manifest: manifest ?? null,
-    records,
-    telemetry: await readRunTelemetry(dir),
+    charts: builder.charts() as RunCharts,
+    telemetry,
   };
 }
 
@@ -116,7 +171,7 @@ export async function loadRun(
  */
 async function loadScenarios(
   dir: string,
-  onProblem: OnReadProblem,
+  read: (runDir: string) => Promise<RunReportInput>,
   table: unknown = readScenariosTable(dir),
 ): Promise<ReportInput> {
   const isScenario = table === null ? isRunDir : isRun;
@@ -131,7 +186,7 @@ async function loadScenarios(
     );
   }
   const runs: RunReportInput[] = [];
-  for (const name of folders) runs.push(await loadRun(join(dir, name), onProblem));
+  for (const name of folders) runs.push(await read(join(dir, name)));
   return { kind: 'scenarios', dir, runs, table };
 }
 

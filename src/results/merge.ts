@@ -8,12 +8,12 @@ import { existsSync, mkdirSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import type { LoadSpec } from '../load.js';
 import type { SloCondition } from '../metrics/slo.js';
-import { SummaryBuilder } from '../metrics/summary.js';
 import type { ClientHealthMeasurements, RequestRecord } from '../record.js';
-import { VERSION } from '../version.js';
-import { JsonlWriter, readClientHealth, readRecords, writeClientHealth } from './jsonl.js';
-import { hasResult, RESULT_FILES, resultPath, writeResult } from './layout.js';
+import { JsonlWriter, readClientHealth, writeClientHealth } from './jsonl.js';
+import { hasResult, RESULT_FILES, resultPath } from './layout.js';
 import { readManifest, readSummary, type SavedSummary } from './reader.js';
+import { newId, writeManifest, writeSummary } from './runFiles.js';
+import { RunViewBuilder, streamRecords } from './runView.js';
 import type { Manifest } from './schemas.js';
 
 export interface ShardRun {
@@ -145,22 +145,24 @@ export function prepareMergeDir(out: string): void {
 export async function mergeShards(shards: ShardRun[], out: string): Promise<SavedSummary> {
   const originMs = Math.min(...shards.map((s) => s.startedAtMs));
   const first = shards[0].manifest;
-  const builder = new SummaryBuilder({
-    load: first.plan.load,
-    ...(first.plan.slo ? { slo: first.plan.slo } : {}),
-  });
   const writer = new JsonlWriter<RequestRecord>(resultPath(out, 'records'));
+  // One pass through the read model: each record shifted, written, then summarised.
+  const view = new RunViewBuilder({
+    summary: { load: first.plan.load, ...(first.plan.slo ? { slo: first.plan.slo } : {}) },
+    onRecord: (record) => writer.write(record),
+  });
   const threads: ClientHealthMeasurements[] = [];
   let healthComplete = true;
   let interrupted = false;
   try {
     for (const shard of shards) {
       const shiftMs = shard.startedAtMs - originMs;
-      for await (const record of readRecords(resultPath(shard.dir, 'records'))) {
-        if (shiftMs !== 0) shiftRecord(record, shiftMs);
-        writer.write(record);
-        builder.add(record);
-      }
+      await streamRecords(resultPath(shard.dir, 'records'), {
+        add(record) {
+          if (shiftMs !== 0) shiftRecord(record, shiftMs);
+          view.add(record);
+        },
+      });
       const health = readClientHealth(shard.dir);
       if (health) threads.push(...health);
       else healthComplete = false;
@@ -169,10 +171,10 @@ export async function mergeShards(shards: ShardRun[], out: string): Promise<Save
   } finally {
     writer.close();
   }
-  const summary: SavedSummary = builder.build({
+  const summary = view.summary({
     ...(healthComplete && threads.length > 0 ? { clientHealth: threads } : {}),
     interrupted,
-  });
+  }) as SavedSummary;
   // Every shard scraped the same server: its metrics are the server's, not a shard's share.
   const scraped = shards.find((s) => s.summary?.serverMetrics !== undefined);
   if (scraped) summary.serverMetrics = scraped.summary?.serverMetrics;
@@ -183,29 +185,32 @@ export async function mergeShards(shards: ShardRun[], out: string): Promise<Save
       message: `the shards started up to ${spreadS.toFixed(1)} s apart (no shared --start-at): their loads overlapped only in part, and the merged load is not the plan's`,
     });
   }
-  writeResult(out, 'manifest', {
-    schemaVersion: 1,
-    tool: { name: 'infergauge', version: VERSION },
-    startedAt: new Date(originMs).toISOString(),
-    server: first.server,
-    model: first.model,
-    workload: first.workload,
-    plan: withoutKeys(first.plan, ['shard']),
-    execution: {
-      shards: shards.length,
-      // Engine threads: an in-thread shard (workers 0) sends from its one thread.
-      workers: shards.reduce((n, s) => n + Math.max(1, s.manifest.execution?.workers ?? 1), 0),
+  const header = { id: newId(), kind: 'merge' as const, command: 'merge' };
+  writeManifest(
+    out,
+    { ...header, endedAt: new Date().toISOString() },
+    {
+      startedAt: new Date(originMs).toISOString(),
+      server: first.server,
+      model: first.model,
+      workload: first.workload,
+      plan: withoutKeys(first.plan, ['shard']),
+      execution: {
+        shards: shards.length,
+        // Engine threads: an in-thread shard (workers 0) sends from its one thread.
+        workers: shards.reduce((n, s) => n + Math.max(1, s.manifest.execution?.workers ?? 1), 0),
+      },
+      merged: shards.map((s) => ({
+        dir: s.dir,
+        shard: s.manifest.execution?.shard,
+        startedAt: s.manifest.startedAt,
+        shiftMs: s.startedAtMs - originMs,
+        host: s.manifest.host,
+      })),
     },
-    merged: shards.map((s) => ({
-      dir: s.dir,
-      shard: s.manifest.execution?.shard,
-      startedAt: s.manifest.startedAt,
-      shiftMs: s.startedAtMs - originMs,
-      host: s.manifest.host,
-    })),
-  });
+  );
   if (healthComplete && threads.length > 0) writeClientHealth(out, threads);
-  writeResult(out, 'summary', summary);
+  writeSummary(out, summary, undefined);
   return summary;
 }
 

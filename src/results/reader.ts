@@ -7,12 +7,13 @@ import { existsSync, readdirSync, statSync } from 'node:fs';
 import { basename, join, relative } from 'node:path';
 import type { LoadSpec } from '../load.js';
 import { parseSlo, type SloCondition } from '../metrics/slo.js';
-import { type RunSummary, summarize, type Warning } from '../metrics/summary.js';
+import type { RunSummary, SummaryContext, Warning } from '../metrics/summary.js';
 import type { RequestRecord } from '../record.js';
 import type { TelemetrySnapshot } from '../telemetry/snapshot.js';
 import type { ServerMetricsSummary } from '../telemetry/summary.js';
-import { readRecords, readTelemetry } from './jsonl.js';
+import { readTelemetry } from './jsonl.js';
 import { hasResult, RESULT_FILES, type ResultFile, readJson, resultPath } from './layout.js';
+import { type RunCharts, RunViewBuilder, type RunViewParts, streamRecords } from './runView.js';
 import {
   capacitySchema,
   type Manifest,
@@ -60,42 +61,73 @@ export const readTable = (dir: string, file: 'sweep' | 'probe' | 'capacity') =>
  */
 export type OnReadProblem = (message: string) => void;
 
-/** Every record of a run directory (none when it has no records.jsonl). */
+/**
+ * Every record of a run directory (none when it has no records.jsonl), in memory: for what
+ * needs them all at once (the vLLM result's per-request lists); the read model
+ * (results/runView.ts) reads a run of any length instead. Stops with a clear error when the
+ * heap fills.
+ */
 export async function readRunRecords(
   dir: string,
   onBadLine?: (lineNumber: number, error: Error) => void,
 ): Promise<RequestRecord[]> {
   const records: RequestRecord[] = [];
   if (!hasResult(dir, 'records')) return records;
-  for await (const r of readRecords(resultPath(dir, 'records'), onBadLine)) records.push(r);
+  await streamRecords(resultPath(dir, 'records'), { add: (r) => records.push(r) }, onBadLine);
   return records;
+}
+
+/** The bad-line handler that says which line of `dir`'s records was skipped. */
+function tellingBadLines(dir: string, onProblem: OnReadProblem) {
+  return (line: number, err: Error) =>
+    onProblem(
+      `${resultPath(dir, 'records')} line ${line} is not a whole JSON record (cut short when the run was killed?): skipped (${err.message})`,
+    );
 }
 
 /** A run's records; a line that is not JSON (cut short by a kill) is skipped and said. */
 export function readRecordsTelling(dir: string, onProblem: OnReadProblem) {
-  return readRunRecords(dir, (line, err) =>
-    onProblem(
-      `${resultPath(dir, 'records')} line ${line} is not a whole JSON record (cut short when the run was killed?): skipped (${err.message})`,
-    ),
-  );
+  return readRunRecords(dir, tellingBadLines(dir, onProblem));
 }
 
 /**
- * The summary of a run that never wrote one (killed by SIGKILL or a crash): rebuilt from its
- * records and its manifest's plan, marked interrupted, and said through `onProblem`.
+ * Streams a run directory's records (none when it has no records file) through the parts of
+ * the read model in `parts`, in one pass; a torn line is skipped and said. Returns the builder
+ * (its summary and charts) and the number of records read.
+ */
+export async function readRunView(
+  dir: string,
+  parts: RunViewParts,
+  onProblem: OnReadProblem = () => {},
+): Promise<RunViewBuilder> {
+  const builder = new RunViewBuilder(parts);
+  if (hasResult(dir, 'records')) {
+    await streamRecords(resultPath(dir, 'records'), builder, tellingBadLines(dir, onProblem));
+  }
+  return builder;
+}
+
+/** What summarises a run that never wrote summary.json: its manifest's load and SLO. */
+export function unfinishedContext(dir: string, manifest: Manifest): SummaryContext {
+  const load = runLoad(dir, undefined, manifest);
+  const slo = manifest.plan?.slo as SloCondition[] | undefined;
+  return { load, ...(slo ? { slo } : {}) };
+}
+
+/**
+ * The summary of a run that never wrote one (killed by SIGKILL or a crash), rebuilt from its
+ * records (`builder`, given unfinishedContext) and marked interrupted, and said through
+ * `onProblem`.
  */
 export function unfinishedRunSummary(
   dir: string,
-  records: RequestRecord[],
-  manifest: Manifest,
+  builder: RunViewBuilder,
   onProblem: OnReadProblem,
 ): RunSummary {
-  const load = runLoad(dir, undefined, manifest);
   onProblem(
-    `${dir} did not finish (it has no ${RESULT_FILES.summary}: was the run killed?); its summary is rebuilt from the ${records.length} records in ${RESULT_FILES.records} (infergauge report --write-summary saves it)`,
+    `${dir} did not finish (it has no ${RESULT_FILES.summary}: was the run killed?); its summary is rebuilt from the ${builder.records} records in ${RESULT_FILES.records} (infergauge report --write-summary saves it)`,
   );
-  const slo = manifest.plan?.slo as SloCondition[] | undefined;
-  return summarize(records, { load, ...(slo ? { slo } : {}) }, { interrupted: true });
+  return builder.summary({ interrupted: true }) as RunSummary;
 }
 
 /** A run directory's telemetry snapshots (none when it has no telemetry.jsonl). */
@@ -177,38 +209,98 @@ export function isDirectory(path: string): boolean {
 export interface SavedRun {
   name: string;
   dir: string;
-  records: RequestRecord[];
+  /**
+   * Summarised again from its raw records, with what only the run knew (withSavedFacts); the
+   * saved one when loadSavedRuns was told not to summarise.
+   */
   summary: RunSummary;
+  /** summary.json as saved (for a run without one, the summary rebuilt from its records). */
+  saved: SavedSummary;
   manifest: Manifest;
+  /** Records read, warm-up included. */
+  requests: number;
+  /** Chart data (loadSavedRuns with `charts`). */
+  charts?: RunCharts;
   /** It has no summary.json (killed before it wrote one): `summary` was rebuilt. */
   unfinished?: true;
 }
 
+/** What a caller does with each record of one run as it passes (the per-request CSV). */
+export interface RecordSink {
+  add(record: RequestRecord): void;
+  /** After the run's last record. */
+  end(): void;
+}
+
+export interface LoadRunsOptions {
+  /**
+   * Summarise each run again from its records (default true). Off, a run with summary.json
+   * takes it as its `summary` (a report that only draws the saved numbers skips the work and
+   * the memory of summarising again); a run without one is always summarised.
+   */
+  summarize?: boolean;
+  /** Build each run's chart data too (RunCharts). */
+  charts?: boolean;
+  /** A sink for the records of each run (`index` of `count` runs), or none. */
+  sink?: (run: {
+    name: string;
+    dir: string;
+    index: number;
+    count: number;
+  }) => RecordSink | undefined;
+}
+
 /**
  * Every run under `dir` (itself, scenario folders, sweep points, probe points), each
- * summarised again from its raw records: a report never trusts a printed table.
+ * summarised again from its raw records (a report never trusts a printed table), in one
+ * streaming pass per run.
  */
 export async function loadSavedRuns(
   dir: string,
   onProblem: OnReadProblem = () => {},
+  options: LoadRunsOptions = {},
 ): Promise<SavedRun[]> {
   const runs: SavedRun[] = [];
-  for (const d of findRunDirs(dir)) {
-    const records = await readRecordsTelling(d, onProblem);
+  const dirs = findRunDirs(dir);
+  for (const [index, d] of dirs.entries()) {
     const saved = readSummary(d);
     const manifest = readManifest(d) ?? {};
     const name = relative(dir, d) || basename(d);
+    const again = options.summarize !== false || !saved;
+    const context: SummaryContext | undefined = !again
+      ? undefined
+      : saved
+        ? {
+            load: runLoad(d, saved, manifest),
+            ...(saved.goodput ? { slo: parseSlo(saved.goodput.slo) } : {}),
+          }
+        : unfinishedContext(d, manifest);
+    const sink = options.sink?.({ name, dir: d, index, count: dirs.length });
+    const builder = await readRunView(
+      d,
+      {
+        ...(context ? { summary: context } : {}),
+        charts: options.charts,
+        ...(sink ? { onRecord: (r: RequestRecord) => sink.add(r) } : {}),
+      },
+      onProblem,
+    );
+    sink?.end();
+    const charts = builder.charts();
+    const base = {
+      name,
+      dir: d,
+      manifest,
+      requests: builder.records,
+      ...(charts ? { charts } : {}),
+    };
     if (!saved) {
-      const summary = unfinishedRunSummary(d, records, manifest, onProblem);
-      runs.push({ name, dir: d, records, summary, manifest, unfinished: true });
+      const summary = unfinishedRunSummary(d, builder, onProblem);
+      runs.push({ ...base, summary, saved: summary, unfinished: true });
       continue;
     }
-    const load = runLoad(d, saved, manifest);
-    const summary = summarize(records, {
-      load,
-      ...(saved.goodput ? { slo: parseSlo(saved.goodput.slo) } : {}),
-    });
-    runs.push({ name, dir: d, records, summary: withSavedFacts(summary, saved), manifest });
+    const summary = again ? withSavedFacts(builder.summary() as RunSummary, saved) : saved;
+    runs.push({ ...base, summary, saved });
   }
   return runs;
 }

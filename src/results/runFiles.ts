@@ -2,6 +2,7 @@
  * The writers of a run directory's own files: the manifest (what ran), the summary and, for
  * several scenarios, the table of them. Run, sweep and probe points write through these.
  */
+import { randomBytes } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
 import { cpus, hostname } from 'node:os';
 import { basename } from 'node:path';
@@ -18,6 +19,11 @@ export function openRunDir(dir: string): void {
     );
   }
   mkdirSync(dir, { recursive: true });
+}
+
+/** A fresh id for a results directory: 12 hex digits, unique enough to join files across runs. */
+export function newId(): string {
+  return randomBytes(6).toString('hex');
 }
 
 /** What a results directory is: its manifest's `kind`. */

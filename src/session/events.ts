@@ -7,7 +7,6 @@
  * Order: sessionStarted, then per point pointStarted, records and telemetry as they come,
  * snapshots while it runs, pointFinished; sessionFinished last, also when the session failed.
  */
-import { randomBytes } from 'node:crypto';
 import type { LoadSpec } from '../load.js';
 import type { LoadgenProgress } from '../loadgen/run.js';
 import type { RunSummary } from '../metrics/summary.js';
@@ -126,11 +125,6 @@ export interface Output {
 }
 
 export const SNAPSHOT_INTERVAL_MS = 1000;
-
-/** A fresh id for a session or point: 12 hex digits, unique enough to join files across runs. */
-export function newId(): string {
-  return randomBytes(6).toString('hex');
-}
 
 /**
  * Fans a session's events out to its outputs, in the order they were given. Handlers are

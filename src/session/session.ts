@@ -5,8 +5,8 @@
 import { join } from 'node:path';
 import { EXIT } from '../errors.js';
 import type { RecordsFormat } from '../record.js';
-import type { ResultKindName } from '../results/runFiles.js';
-import { newId, type Output, SessionEvents } from './events.js';
+import { newId, type ResultKindName } from '../results/runFiles.js';
+import { type Output, SessionEvents } from './events.js';
 import { htmlOutput } from './htmlOutput.js';
 import { resultsOutput } from './resultsOutput.js';
 import { type Notify, utcStamp } from './target.js';

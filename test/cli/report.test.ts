@@ -7,8 +7,8 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { before, describe, test } from 'node:test';
 import type { RunSummary } from '../../src/metrics/summary.js';
-import { parseCsv } from '../../src/report/csv.js';
-import { loadSavedRuns } from '../../src/results/reader.js';
+import { parseCsv, requestsCsv } from '../../src/report/csv.js';
+import { loadSavedRuns, readRunRecords } from '../../src/results/reader.js';
 import { runCli, tempDir } from '../helpers/cli.js';
 
 describe('infergauge report', () => {
@@ -50,7 +50,10 @@ describe('infergauge report', () => {
     const md = join(dir, 'summary.md');
     const result = await runCli(['report', dir, '--csv', csvDir, '--md', md, '--compat', 'vllm']);
     assert.equal(result.code, 0, result.stderr);
-    const requests = parseCsv(readFileSync(join(csvDir, 'requests.csv'), 'utf8'));
+    const requestsText = readFileSync(join(csvDir, 'requests.csv'), 'utf8');
+    // Written as the records stream by: the same bytes as from every record held at once.
+    assert.equal(requestsText, requestsCsv(await readRunRecords(dir)));
+    const requests = parseCsv(requestsText);
     assert.equal(requests.length, 121);
     const header = requests[0];
     const col = (name: string) => header.indexOf(name);

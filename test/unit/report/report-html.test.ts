@@ -17,6 +17,7 @@ import { cdfPoints, MAX_SERIES_POINTS, paretoFront } from '../../../src/report/c
 import { escapeHtml } from '../../../src/report/format.js';
 import { renderHtmlReport } from '../../../src/report/html.js';
 import { loadReportInput, type ReportInput } from '../../../src/results/load.js';
+import { readRunRecords } from '../../../src/results/reader.js';
 import { REPO } from '../../../tools/repo.js';
 import { openFile, startBrowser } from '../../helpers/browser.js';
 
@@ -108,7 +109,8 @@ describe('report input', () => {
     }
     const run = await loadReportInput(join(FIXTURES, 'run'));
     assert.ok(run.kind === 'run');
-    assert.equal(run.records.length, 208, 'every record, warm-up included');
+    assert.equal(run.charts?.requests, 208, 'every record, warm-up included');
+    assert.equal(run.records, undefined, 'records are streamed, never held');
     assert.equal(run.telemetry.length, 0);
     assert.ok(run.manifest !== null);
     const telemetry = await loadReportInput(join(FIXTURES, 'run-telemetry'));
@@ -231,6 +233,28 @@ describe('HTML report structure', () => {
     assert.match(kv, />predicted</);
   });
 
+  test('an interrupted run says so once', async () => {
+    const run = (await loadReportInput(join(FIXTURES, 'run'))) as Extract<
+      ReportInput,
+      { kind: 'run' }
+    >;
+    const said = {
+      code: 'interrupted',
+      message: 'the run was interrupted: this summary covers only the requests that finished',
+    };
+    const summary = {
+      ...run.summary,
+      interrupted: true,
+      warnings: [said, ...run.summary.warnings],
+    };
+    const html = renderHtmlReport({ ...run, summary });
+    assert.equal(html.match(/<code>interrupted<\/code>/g)?.length, 1);
+    assert.ok(html.includes(said.message));
+    // A summary that does not say it (an older one) still gets the line.
+    const older = renderHtmlReport({ ...run, summary: { ...summary, warnings: [] } });
+    assert.equal(older.match(/<code>interrupted<\/code>/g)?.length, 1);
+  });
+
   test('a run without records.jsonl still reports its numbers', async () => {
     const run = (await loadReportInput(join(FIXTURES, 'run-telemetry'))) as Extract<
       ReportInput,
@@ -257,9 +281,10 @@ describe('HTML report structure', () => {
       ReportInput,
       { kind: 'run' }
     >;
-    const span = Math.max(...run.records.map((r) => r.endAt));
+    const saved = await readRunRecords(run.dir);
+    const span = Math.max(...saved.map((r) => r.endAt));
     const records = Array.from({ length: 15 }, (_, k) =>
-      run.records.map((r) => ({
+      saved.map((r) => ({
         ...r,
         id: r.id + k * 1000,
         scheduledAt: r.scheduledAt + k * span,

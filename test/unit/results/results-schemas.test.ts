@@ -8,6 +8,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { runCompare } from '../../../src/cli/compare.js';
+import { loadReportInput } from '../../../src/results/load.js';
 import {
   capacitySchema,
   compareReportSchema,
@@ -48,4 +49,14 @@ test('compare --json parses with its schema', async () => {
   const code = await runCompare([run, run], { json: true, resamples: '200' }, io);
   assert.equal(code, 0);
   assert.ok(compareReportSchema.safeParse(JSON.parse(out)).success);
+});
+
+test('a run of the previous layout (manifest version 1) is read as a run, and said so once', async () => {
+  const problems: string[] = [];
+  const input = await loadReportInput(join(FIXTURES, 'run'), (p) => problems.push(p));
+  assert.equal(input.kind, 'run');
+  assert.deepEqual(
+    problems.filter((p) => /results layout 1 \(infergauge [\d.]+\): read as a run/.test(p)).length,
+    1,
+  );
 });
