@@ -341,6 +341,33 @@ describe('infergauge probe against the simulator (virtual time)', () => {
     assert.doesNotMatch(help.stdout, /--input <n>/);
   });
 
+  test('--threshold gates the probe (exit 3), --no-html leaves report.html out, --out holds a manifest', async () => {
+    const dir = tempDir('infergauge-probe-gate-');
+    const args = ['probe', 'decode', '--simulate', '--levels', '1', '--requests-per-point', '4'];
+    const failed = await runCli([
+      ...args,
+      '--threshold',
+      'ttft.p99<0.001',
+      '--no-html',
+      '--out',
+      join(dir, 'a'),
+    ]);
+    assert.equal(failed.code, 3, failed.stderr);
+    assert.match(failed.stderr, /threshold failed: ttft\.p99 = /);
+    assert.equal(existsSync(join(dir, 'a', 'report.html')), false);
+    const manifest = JSON.parse(readFileSync(join(dir, 'a', 'manifest.json'), 'utf8'));
+    assert.deepEqual([manifest.kind, manifest.command], ['probe', 'probe decode']);
+    const passed = await runCli([
+      ...args,
+      '--threshold',
+      'failureRate<0.01',
+      '--out',
+      join(dir, 'b'),
+    ]);
+    assert.equal(passed.code, 0, passed.stderr);
+    assert.equal(existsSync(join(dir, 'b', 'report.html')), true);
+  });
+
   test('invalid options name the flag; run options the probe sets itself are refused', async () => {
     const prefill = await runCli([
       'probe',
