@@ -9,7 +9,7 @@ import { runWarnings } from '../analysis/traps.js';
 import { EXIT } from '../errors.js';
 import type { LoadgenProgress } from '../loadgen/run.js';
 import type { RunSummary } from '../metrics/summary.js';
-import { measuredCount, type RunPlan, redactPlan } from '../plan/runPlan.js';
+import { measuredCount, type RunPlan } from '../plan/runPlan.js';
 import type { ScenarioRow } from '../report/scenarios.js';
 import { describeLoad } from '../report/terminal.js';
 import { writeScenarios } from '../results/runFiles.js';
@@ -19,6 +19,7 @@ import { describeScenario, type Scenario } from '../workload/scenarios.js';
 import type { SessionEvents } from './events.js';
 import { measurePoint, serverAbout } from './point.js';
 import {
+  fromPlan,
   inSession,
   resultsRoot,
   type SessionHooks,
@@ -89,8 +90,7 @@ export async function runPlan(
       kind: several ? 'scenarios' : 'run',
       root,
       rootIsPoint: !several,
-      plan: redactPlan(plan),
-      ...(plan.recordsFormat ? { recordsFormat: plan.recordsFormat } : {}),
+      ...fromPlan(plan),
       ...sessionOutputs(hooks),
       ...(hooks.onNotice ? { onNotice: hooks.onNotice } : {}),
     });

@@ -4,6 +4,7 @@
  */
 import { join } from 'node:path';
 import { EXIT } from '../errors.js';
+import { type RunPlan, redactPlan } from '../plan/runPlan.js';
 import type { RecordsFormat } from '../record.js';
 import { newId, type ResultKindName } from '../results/runFiles.js';
 import { type Output, SessionEvents } from './events.js';
@@ -53,6 +54,14 @@ export function sessionOutputs(h: SessionHooks): Pick<SessionOptions, 'outputs' 
     ...(h.outputs ? { outputs: h.outputs } : {}),
     ...(h.html !== undefined ? { html: h.html } : {}),
     ...(h.save !== undefined ? { save: h.save } : {}),
+  };
+}
+
+/** What a session takes from its run plan: the plan as saved (secrets redacted), how records are written. */
+export function fromPlan(plan: RunPlan): Pick<SessionOptions, 'plan' | 'recordsFormat'> {
+  return {
+    plan: redactPlan(plan),
+    ...(plan.recordsFormat ? { recordsFormat: plan.recordsFormat } : {}),
   };
 }
 

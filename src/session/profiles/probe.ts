@@ -18,7 +18,7 @@ import type { RequestSpec } from '../../backends/types.js';
 import { EXIT } from '../../errors.js';
 import { checkedFlagNumber, parseFlagList } from '../../flagNumber.js';
 import type { RunSummary, Warning } from '../../metrics/summary.js';
-import { type RunPlan, redactPlan } from '../../plan/runPlan.js';
+import type { RunPlan } from '../../plan/runPlan.js';
 import type { DecodePoint, PrefillPoint } from '../../report/probeText.js';
 import { hasResult, writeResult } from '../../results/layout.js';
 import { VERSION } from '../../version.js';
@@ -27,6 +27,7 @@ import { createPromptFactory, type PromptFactory } from '../../workload/prompts.
 import type { SessionEvents } from '../events.js';
 import { createPointRunner, type Point } from '../point.js';
 import {
+  fromPlan,
   inSession,
   resultsRoot,
   type SessionHooks,
@@ -198,8 +199,7 @@ export async function runProbe(
     command: `probe ${settings.kind}`,
     kind: 'probe',
     root: out,
-    plan: redactPlan(plan),
-    ...(plan.recordsFormat ? { recordsFormat: plan.recordsFormat } : {}),
+    ...fromPlan(plan),
     ...sessionOutputs(hooks),
     onNotice: hooks.note,
   });

@@ -23,7 +23,7 @@ import { checkedFlagNumber, parseFlagList } from '../../flagNumber.js';
 import type { LoadSpec } from '../../load.js';
 import { planVllmMemory } from '../../memory/footprint.js';
 import type { RunSummary, Warning } from '../../metrics/summary.js';
-import { measuredCount, type RunPlan, redactPlan } from '../../plan/runPlan.js';
+import { measuredCount, type RunPlan } from '../../plan/runPlan.js';
 import type { ScenarioSweep } from '../../report/sweepText.js';
 import { writeResult } from '../../results/layout.js';
 import { resolveEngineConfig } from '../../sim/engineModel.js';
@@ -32,6 +32,7 @@ import type { SessionEvents } from '../events.js';
 import { createPointRunner, type Point, type PointResult } from '../point.js';
 import { prepareRun, type RunOptions } from '../prepare.js';
 import {
+  fromPlan,
   inSession,
   resultsRoot,
   type SessionHooks,
@@ -253,8 +254,7 @@ export async function runSweep(
     command: 'sweep',
     kind: 'sweep',
     root,
-    plan: redactPlan(prepared.plan),
-    ...(prepared.plan.recordsFormat ? { recordsFormat: prepared.plan.recordsFormat } : {}),
+    ...fromPlan(prepared.plan),
     ...sessionOutputs(hooks),
     onNotice,
   });
