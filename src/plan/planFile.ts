@@ -115,6 +115,7 @@ export const PLAN_KEYS = [
   'max-num-tokens',
   'enable-chunked-context',
   'threshold',
+  'export',
   'html',
   'workers',
 ] as const;
@@ -207,7 +208,7 @@ function buildSchemas() {
       ...Object.fromEntries(
         PLAN_KEYS.map((k) => [
           k,
-          k === 'header' || k === 'threshold'
+          k === 'header' || k === 'threshold' || k === 'export'
             ? z
                 .union([z.string(), z.array(z.string())], allowed('text or a list of text'))
                 .optional()
@@ -345,7 +346,9 @@ export function planFileOptions(value: unknown, path: string): PlanFileOptions {
   const options: Record<string, unknown> = {};
   for (const [key, v] of Object.entries(parsed.data)) {
     if (key === 'scenarios' || v === undefined) continue;
-    if (key === 'header' || key === 'threshold') options[key] = Array.isArray(v) ? v : [v];
+    if (key === 'header' || key === 'threshold' || key === 'export') {
+      options[key] = Array.isArray(v) ? v : [v];
+    }
     else if (key === 'extra-body')
       options.extraBody = typeof v === 'string' ? v : JSON.stringify(v);
     // Commander's --no-chunked-prefill lands as chunkedPrefill: false.
