@@ -335,12 +335,9 @@ function problem(field: string, message: string): string {
     : `${field} ${message}`;
 }
 
-/** Validates command-line input into a RunPlan, or throws PlanError naming every bad field. */
-export function parseRunPlan(input: RunPlanInput, env: NodeJS.ProcessEnv = {}): RunPlan {
-  // Every problem is reported at once, so one attempt fixes them all.
-  const { values: o, problems } = readFields(OPTIONS, { ...input }, problem);
-  // The checks below that read the values need every value valid.
-  const valid = problems.length === 0;
+/** Options that only mean something together, or that contradict each other. */
+function combinationProblems(input: RunPlanInput): string[] {
+  const problems: string[] = [];
   if (input.concurrency !== undefined && input.rate !== undefined) {
     problems.push(
       '--concurrency and --rate cannot be combined: --concurrency N keeps N requests in flight (closed loop), --rate R sends R requests/s (open loop); cap an open loop with --max-concurrency',
@@ -377,6 +374,16 @@ export function parseRunPlan(input: RunPlanInput, env: NodeJS.ProcessEnv = {}): 
       problem('burstiness', 'shapes gamma arrivals: drop --arrival or use --arrival gamma'),
     );
   }
+  return problems;
+}
+
+/** Validates command-line input into a RunPlan, or throws PlanError naming every bad field. */
+export function parseRunPlan(input: RunPlanInput, env: NodeJS.ProcessEnv = {}): RunPlan {
+  // Every problem is reported at once, so one attempt fixes them all.
+  const { values: o, problems } = readFields(OPTIONS, { ...input }, problem);
+  // The checks below that read the values need every value valid.
+  const valid = problems.length === 0;
+  problems.push(...combinationProblems(input));
   let trace: RunPlan['trace'];
   if (input.trace !== undefined) {
     try {
