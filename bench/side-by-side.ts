@@ -11,8 +11,9 @@
  *   event after start-up;
  * - timing error against the server's own send times: client mean TTFT minus the server's (first
  *   token event written minus request read), client ITL p99 minus the server's (gaps between a
- *   request's token events); and how late the server ran against its own schedule, so a late
- *   server shows as such.
+ *   request's token events); per token event, infergauge's stamp against the server's write of
+ *   that event (joined by x-request-id and event index: stampErrorsMs), p50 / p99 / max; and how
+ *   late the server ran against its own schedule, so a late server shows as such.
  *
  * infergauge runs as its CLI (dist/, `npm run -s build` first) and is read from its summary.json;
  * the peer is vLLM's benchmark_serving.py (v0.7.3, ../shared/peers/, run with Debian's Python) or
@@ -134,6 +135,15 @@ interface Client {
   label: string;
   argv(url: string, concurrency: number, dir: string): string[];
   read(dir: string): ClientFigures;
+  /** Each token event's stamp, per request, where the client keeps them (see stampErrorsMs). */
+  stamps?(dir: string): Iterable<RequestStamps>;
+}
+
+/** One request as the client stamped it: its id (x-request-id), send and token-event times. */
+interface RequestStamps {
+  id: number;
+  sentAtMs: number;
+  tokenEventsMs: number[];
 }
 
 /** What a client reports of itself. */
@@ -186,7 +196,45 @@ function infergaugeClient(workers: string, options: Options): Client {
         verdict: verdictOf(summary.clientHealth),
       };
     },
+    *stamps(dir) {
+      // The raw records: each event's time is sentAt plus the running sum of its dtUs.
+      for (const line of readFileSync(join(dir, 'records.jsonl'), 'utf8').split('\n')) {
+        if (!line) continue;
+        const r = JSON.parse(line) as {
+          id: number;
+          sentAt: number;
+          events?: { dtUs: number[]; tokens: number[]; reasoningChars?: number[] };
+        };
+        if (!r.events) continue;
+        const tokenEventsMs: number[] = [];
+        let atUs = r.sentAt * 1000;
+        r.events.dtUs.forEach((dt, i) => {
+          atUs += dt;
+          if ((r.events?.tokens[i] ?? 0) > 0) tokenEventsMs.push(atUs / 1000);
+        });
+        yield { id: r.id, sentAtMs: r.sentAt, tokenEventsMs };
+      }
+    },
   };
+}
+
+/**
+ * Per token event, how late the client stamped it against the server's own write of that event
+ * (joined by x-request-id and event index): (client stamp - client send) - (server write - server
+ * read), in ms. Each request's own transit to the server (tens of microseconds on loopback) is
+ * in every one of its events' errors; the rest is the client's reading and stamping delay.
+ */
+function stampErrorsMs(requests: Iterable<RequestStamps>, log: ServerLog): Float64Array {
+  const errors: number[] = [];
+  for (const r of requests) {
+    const sent = log.sends.get(r.id);
+    if (!sent) continue;
+    const n = Math.min(r.tokenEventsMs.length, sent.writesUs.length);
+    for (let k = 0; k < n; k++) {
+      errors.push(r.tokenEventsMs[k] - r.sentAtMs - (sent.writesUs[k] - sent.readUs) / 1000);
+    }
+  }
+  return Float64Array.from(errors).sort();
 }
 
 /** infergauge's client-health verdict in a few words, with the CPU figure it judged. */
@@ -355,6 +403,10 @@ interface RunRow {
   itlP99Ms: number;
   serverItlP99Ms: number;
   itlP99ErrorMs: number;
+  /** Per token event, the client's stamp against the server's write (stampErrorsMs); NaN where the client keeps no per-event stamps. */
+  stampErrorP50Ms: number;
+  stampErrorP99Ms: number;
+  stampErrorMaxMs: number;
   serverLateMeanMs: number;
   serverLateP99Ms: number;
   serverLateMaxMs: number;
@@ -420,6 +472,11 @@ async function runOnce(
   const serverTtftMeanMs = mean(log.ttftMs);
   const serverItlP99Ms = p99(log.eventGapMs);
   const sortedLag = log.lagMs.slice().sort();
+  const stampErrors = client.stamps
+    ? stampErrorsMs(client.stamps(join(dir, 'client')), log)
+    : new Float64Array();
+  const stampAt = (p: number) =>
+    stampErrors.length ? percentileOfSorted(stampErrors, p) : Number.NaN;
   return {
     client: client.label,
     concurrency,
@@ -438,6 +495,9 @@ async function runOnce(
     itlP99Ms: figures.itlP99Ms,
     serverItlP99Ms,
     itlP99ErrorMs: figures.itlP99Ms - serverItlP99Ms,
+    stampErrorP50Ms: stampAt(50),
+    stampErrorP99Ms: stampAt(99),
+    stampErrorMaxMs: stampErrors.at(-1) ?? Number.NaN,
     serverLateMeanMs: mean(log.lagMs),
     serverLateP99Ms: percentileOfSorted(sortedLag, 99),
     serverLateMaxMs: sortedLag.at(-1) ?? Number.NaN,
@@ -481,6 +541,12 @@ const TIMING_COLUMNS: Column[] = [
   ['server ITL p99 ms', 'serverItlP99Ms', 2],
   ['ITL p99 error ms', 'itlP99ErrorMs', 2],
 ];
+/** The client's per-event stamp error: p50, p99, max (one column). */
+const STAMP_COLUMNS: Column[] = [
+  ['', 'stampErrorP50Ms', 2],
+  ['', 'stampErrorP99Ms', 2],
+  ['', 'stampErrorMaxMs', 1],
+];
 /** How late the server ran against its own schedule: mean, p99, max (one column). */
 const LATE_COLUMNS: Column[] = [
   ['', 'serverLateMeanMs', 2],
@@ -522,6 +588,7 @@ function report(rows: RunRow[], options: Options): string {
       load(r),
       r.client,
       ...figures(TIMING_COLUMNS),
+      figures(STAMP_COLUMNS).join(' / '),
       figures(LATE_COLUMNS).join(' / '),
       [...new Set(group.map((g) => g.verdict ?? '-'))].join(', then '),
     ]);
@@ -548,6 +615,7 @@ function report(rows: RunRow[], options: Options): string {
         'load',
         'client',
         ...TIMING_COLUMNS.map(([header]) => header),
+        'stamp error p50 / p99 / max ms',
         'server late mean / p99 / max ms',
         'client-health verdict',
       ],

@@ -19,7 +19,8 @@
  * harness reads the client's CPU then). On SIGTERM it writes --stats (below) and exits 0.
  *
  * Stats file: little-endian float64 values, times in microseconds on CLOCK_MONOTONIC. Per request:
- * read_us, events, tokens, then `events` write times (when the event's last byte went to the
+ * read_us, events, tokens, request_id (its x-request-id header as a number, -1 without one, so
+ * that a client's records join the server's sends per event), then `events` write times (when the event's last byte went to the
  * kernel), then `events` lags (write start minus due time: how late the server ran against its own
  * schedule). A request whose client went away early has events < ceil(tokens / tokens-per-event).
  */
@@ -69,6 +70,7 @@ static void *xrealloc(void *p, size_t n) {
 /* One request's log, kept until the stats dump. */
 struct request_log {
   int64_t read_ns;
+  long long request_id; /* the request's x-request-id header as a number, -1 without one */
   int tokens;
   int events; /* events written so far */
   int prompt_tokens; /* words of the prompt (or of the chat messages' contents) */
@@ -393,7 +395,8 @@ static int header_has(const char *head, size_t n, const char *name, const char *
   return 0;
 }
 
-static void start_stream(struct conn *c, const char *body, size_t body_len, int chat, int64_t t) {
+static void start_stream(struct conn *c, const char *body, size_t body_len, int chat, int64_t t,
+                         long long request_id) {
   long tokens = json_int(body, body_len, "\"max_tokens\"", -1);
   if (tokens < 0) tokens = json_int(body, body_len, "\"max_completion_tokens\"", 16);
   if (tokens < 1) tokens = 1;
@@ -403,6 +406,7 @@ static void start_stream(struct conn *c, const char *body, size_t body_len, int 
   if (!s || !log) die("calloc");
   int events = events_for((int)tokens);
   log->read_ns = t;
+  log->request_id = request_id;
   log->tokens = (int)tokens;
   log->prompt_tokens = json_words(body, body_len, chat ? "\"content\"" : "\"prompt\"");
   log->write_ns = calloc((size_t)events, sizeof(int64_t));
@@ -449,10 +453,16 @@ static int handle_input(struct conn *c, int64_t t) {
     if (!head_end) return c->in_len > MAX_HEADER_BYTES ? -1 : 0;
     size_t head_len = (size_t)(head_end - c->in) + 4;
     long body_len = 0;
-    /* Content-Length, case-insensitively, at a line start. */
+    long long request_id = -1;
+    /* Content-Length and x-request-id, case-insensitively, at a line start. */
     for (char *p = c->in; p < head_end;) {
       char *eol = memmem(p, (size_t)(head_end + 2 - p), "\r\n", 2);
       if (strncasecmp(p, "content-length:", 15) == 0) body_len = strtol(p + 15, NULL, 10);
+      if (strncasecmp(p, "x-request-id:", 13) == 0) {
+        char *end;
+        long long id = strtoll(p + 13, &end, 10);
+        if (end > p + 13 && id >= 0) request_id = id;
+      }
       p = eol + 2;
     }
     if (body_len < 0 || body_len > MAX_BODY_BYTES) return -1;
@@ -465,9 +475,9 @@ static int handle_input(struct conn *c, int64_t t) {
     int get = strncmp(c->in, "GET ", 4) == 0;
     const char *path = c->in + (post ? 5 : 4);
     if (post && strncmp(path, "/v1/completions ", 16) == 0) {
-      start_stream(c, body, (size_t)body_len, 0, t);
+      start_stream(c, body, (size_t)body_len, 0, t, request_id);
     } else if (post && strncmp(path, "/v1/chat/completions ", 21) == 0) {
-      start_stream(c, body, (size_t)body_len, 1, t);
+      start_stream(c, body, (size_t)body_len, 1, t, request_id);
     } else if (get && strncmp(path, "/v1/models ", 11) == 0) {
       char list[512];
       snprintf(list, sizeof list,
@@ -542,14 +552,15 @@ static void write_stats(void) {
   size_t row_cap = 0;
   for (size_t i = 0; i < log_count; i++) {
     struct request_log *log = logs[i];
-    size_t need = 3 + 2 * (size_t)log->events;
+    size_t need = 4 + 2 * (size_t)log->events;
     if (need > row_cap) row = xrealloc(row, sizeof *row * (row_cap = need));
     row[0] = (double)log->read_ns / 1e3;
     row[1] = log->events;
     row[2] = log->tokens;
+    row[3] = (double)log->request_id;
     for (int e = 0; e < log->events; e++) {
-      row[3 + e] = (double)log->write_ns[e] / 1e3;
-      row[3 + log->events + e] = (double)log->lag_ns[e] / 1e3;
+      row[4 + e] = (double)log->write_ns[e] / 1e3;
+      row[4 + log->events + e] = (double)log->lag_ns[e] / 1e3;
     }
     if (fwrite(row, sizeof *row, need, f) != need) die("fwrite");
   }

@@ -118,6 +118,11 @@ export interface ServerLog {
   eventGapMs: Float64Array;
   /** Per event: how late the server started writing it against its own schedule. */
   lagMs: Float64Array;
+  /**
+   * By the request's x-request-id (clients that send one): when the server read it and wrote
+   * each token event, in microseconds on its own clock.
+   */
+  sends: Map<number, { readUs: number; writesUs: Float64Array }>;
 }
 
 /** Parses the stats file (layout in fake-openai.c's header comment). */
@@ -128,7 +133,7 @@ export function readServerLog(path: string, tokensPerEvent: number): ServerLog {
   let requests = 0;
   /** Requests with at least one event: each has one gap fewer than events. */
   let started = 0;
-  for (let i = 0; i < values.length; i += 3 + 2 * values[i + 1]) {
+  for (let i = 0; i < values.length; i += 4 + 2 * values[i + 1]) {
     events += values[i + 1];
     requests++;
     if (values[i + 1] > 0) started++;
@@ -141,6 +146,7 @@ export function readServerLog(path: string, tokensPerEvent: number): ServerLog {
     ttftMs: new Float64Array(requests),
     eventGapMs: new Float64Array(events - started),
     lagMs: new Float64Array(events),
+    sends: new Map(),
   };
   let ttfts = 0;
   let gaps = 0;
@@ -149,7 +155,11 @@ export function readServerLog(path: string, tokensPerEvent: number): ServerLog {
     const readUs = values[i];
     const count = values[i + 1];
     const tokens = values[i + 2];
-    const writes = i + 3;
+    const requestId = values[i + 3];
+    const writes = i + 4;
+    if (requestId >= 0) {
+      log.sends.set(requestId, { readUs, writesUs: values.subarray(writes, writes + count) });
+    }
     if (count === Math.ceil(tokens / tokensPerEvent)) {
       log.completeRequests++;
       log.tokens += tokens;
