@@ -348,8 +348,7 @@ export function planFileOptions(value: unknown, path: string): PlanFileOptions {
     if (key === 'scenarios' || v === undefined) continue;
     if (key === 'header' || key === 'threshold' || key === 'export') {
       options[key] = Array.isArray(v) ? v : [v];
-    }
-    else if (key === 'extra-body')
+    } else if (key === 'extra-body')
       options.extraBody = typeof v === 'string' ? v : JSON.stringify(v);
     // Commander's --no-chunked-prefill lands as chunkedPrefill: false.
     else if (typeof v === 'boolean') options[camel(key)] = v;
