@@ -1,4 +1,4 @@
-import { closeSync, mkdirSync, openSync, writeFileSync, writeSync } from 'node:fs';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { basename } from 'node:path';
 import { Command, Option } from '@commander-js/extra-typings';
 import { evaluateThresholds, parseThresholds, type Threshold } from '../analysis/thresholds.js';
@@ -79,37 +79,11 @@ interface ReportOptions {
   threshold?: string[];
 }
 
-/**
- * Writes text to a file through a buffer: the per-request CSV of a long run is written as its
- * records stream by, never held whole.
- */
-function bufferedFile(path: string): { write(text: string): void; close(): void } {
-  const fd = openSync(path, 'w');
-  let parts: string[] = [];
-  let size = 0;
-  const flush = () => {
-    if (parts.length > 0) writeSync(fd, parts.join(''));
-    parts = [];
-    size = 0;
-  };
-  return {
-    write(text) {
-      parts.push(text);
-      size += text.length;
-      if (size >= 1 << 20) flush();
-    },
-    close() {
-      flush();
-      closeSync(fd);
-    },
-  };
-}
-
 async function report(dir: string, o: ReportOptions): Promise<number> {
   // Loaded when the command is chosen (charts, schemas), so that other commands start without them.
   const [
     { vllmBenchResult },
-    { requestsCsvHeader, requestsCsvRow, runsCsv },
+    { requestsCsvFile, runsCsv },
     { renderHtmlReport },
     { markdownSummary },
     { loadReportInput },
@@ -140,7 +114,7 @@ async function report(dir: string, o: ReportOptions): Promise<number> {
   const kind = resultKind(dir);
   const csv = o.csv !== undefined ? resultPath(o.csv, 'requestsCsv') : undefined;
   if (o.csv !== undefined) mkdirSync(o.csv, { recursive: true });
-  const csvFile = csv ? bufferedFile(csv) : undefined;
+  const csvFile = csv ? requestsCsvFile(csv) : undefined;
   let runs: Awaited<ReturnType<typeof loadSavedRuns>>;
   try {
     runs = await loadSavedRuns(dir, warn, {
@@ -151,27 +125,7 @@ async function report(dir: string, o: ReportOptions): Promise<number> {
         o.compat !== undefined ||
         (o.threshold?.length ?? 0) > 0,
       charts: kind === undefined || kind === 'run' || kind === 'scenarios',
-      ...(csvFile
-        ? {
-            sink: ({ name, count }) => {
-              if (count !== 1) csvFile.write(`# ${name}\r\n`);
-              let sessions: boolean | undefined;
-              return {
-                add(record) {
-                  if (sessions === undefined) {
-                    // Decided by the first record: a session run's records all carry one.
-                    sessions = record.sessionId !== undefined;
-                    csvFile.write(requestsCsvHeader(sessions));
-                  }
-                  csvFile.write(requestsCsvRow(record, sessions));
-                },
-                end() {
-                  if (sessions === undefined) csvFile.write(requestsCsvHeader(false));
-                },
-              };
-            },
-          }
-        : {}),
+      ...(csvFile ? { sink: csvFile.sink } : {}),
     });
   } finally {
     csvFile?.close();

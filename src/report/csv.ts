@@ -1,6 +1,8 @@
+import { closeSync, openSync, writeSync } from 'node:fs';
 import { requestMetrics } from '../metrics/requestMetrics.js';
 import type { RunSummary } from '../metrics/summary.js';
 import type { RequestRecord } from '../record.js';
+import type { LoadRunsOptions } from '../results/reader.js';
 import { csvField } from './format.js';
 
 function csv(header: string[], rows: unknown[][]): string {
@@ -77,6 +79,60 @@ export function requestsCsvRow(r: RequestRecord, sessions: boolean): string {
 export function requestsCsv(records: RequestRecord[]): string {
   const sessions = records.some((r) => r.sessionId !== undefined);
   return requestsCsvHeader(sessions) + records.map((r) => requestsCsvRow(r, sessions)).join('');
+}
+
+/**
+ * requests.csv written as the records of each run stream by (`infergauge report --csv`), never
+ * held whole: a sink for loadSavedRuns. Several runs are each headed by a `# name` line; a
+ * run's session columns are decided by its first record (a session run's records all carry one).
+ */
+export function requestsCsvFile(path: string): {
+  sink: NonNullable<LoadRunsOptions['sink']>;
+  close(): void;
+} {
+  const file = bufferedFile(path);
+  return {
+    sink: ({ name, count }) => {
+      if (count !== 1) file.write(`# ${name}\r\n`);
+      let sessions: boolean | undefined;
+      return {
+        add(record) {
+          if (sessions === undefined) {
+            sessions = record.sessionId !== undefined;
+            file.write(requestsCsvHeader(sessions));
+          }
+          file.write(requestsCsvRow(record, sessions));
+        },
+        end() {
+          if (sessions === undefined) file.write(requestsCsvHeader(false));
+        },
+      };
+    },
+    close: () => file.close(),
+  };
+}
+
+/** Text to a file through a 1 MiB buffer. */
+function bufferedFile(path: string): { write(text: string): void; close(): void } {
+  const fd = openSync(path, 'w');
+  let parts: string[] = [];
+  let size = 0;
+  const flush = () => {
+    if (parts.length > 0) writeSync(fd, parts.join(''));
+    parts = [];
+    size = 0;
+  };
+  return {
+    write(text) {
+      parts.push(text);
+      size += text.length;
+      if (size >= 1 << 20) flush();
+    },
+    close() {
+      flush();
+      closeSync(fd);
+    },
+  };
 }
 
 /** The columns of a run row: ours, then vLLM `bench serve`'s names for the same numbers. */
