@@ -72,7 +72,7 @@ export {
   runPlan,
   type ScenarioResult,
 } from './session/run.js';
-export { type SessionHooks, startSession } from './session/session.js';
+export { inSession, type SessionHooks, type SessionOptions } from './session/session.js';
 // The simulator in a process of its own, so that it never shares a measuring client's event loop.
 export { type SimulatorProcess, spawnSimulator } from './session/simulator.js';
 export { openTarget, type PreparedRun } from './session/target.js';

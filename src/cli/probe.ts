@@ -1,6 +1,5 @@
 import { Command, Option } from '@commander-js/extra-typings';
 import { EXIT } from '../errors.js';
-import type { RunOptions } from '../session/prepare.js';
 import { PROBE_DEFAULTS as DEFAULTS } from '../session/profiles/defaults.js';
 import type { ProbeKind } from '../session/profiles/probe.js';
 import {
@@ -13,36 +12,6 @@ import {
 } from './common.js';
 import { gate } from './report.js';
 import { addRunOptions, withPlanFile } from './run.js';
-
-/** Options of the probe itself; the rest are run options. */
-const PROBE_KEYS: Record<ProbeKind, readonly string[]> = {
-  prefill: ['minInput', 'maxInput', 'batches', 'requestsPerPoint'],
-  decode: ['inputTokens', 'outputTokens', 'input', 'output', 'levels', 'requestsPerPoint'],
-};
-
-/** Run options a probe sets itself at every point: given on the command line, they are errors. */
-const SET_BY_PROBE: Record<string, string> = {
-  concurrency: '--concurrency',
-  rate: '--rate',
-  arrival: '--arrival',
-  burstiness: '--burstiness',
-  rampUp: '--ramp-up',
-  maxConcurrency: '--max-concurrency',
-  trace: '--trace',
-  traceSpeed: '--trace-speed',
-  dataset: '--dataset',
-  requests: '--requests',
-  duration: '--duration',
-  scenario: '--scenario',
-  inputTokens: '--input-tokens',
-  outputTokens: '--output-tokens',
-  sharedPrefix: '--shared-prefix',
-};
-
-const INSTEAD: Record<ProbeKind, string> = {
-  prefill: '--min-input, --max-input, --batches and --requests-per-point',
-  decode: '--input-tokens, --output-tokens, --levels and --requests-per-point',
-};
 
 /** `infergauge probe prefill|decode`: TGI-benchmark-like probes over plain HTTP. */
 export function probeCommand(): Command {
@@ -121,46 +90,19 @@ async function probe(
 ): Promise<number> {
   const name = `probe ${kind}`;
   // Loaded when the command is chosen, so that other commands start without them.
-  const [{ prepareRun }, { probeSettings, runProbe }, { resolveEngineConfig }, { loadOutputs }] =
-    await Promise.all([
-      import('../session/prepare.js'),
-      import('../session/profiles/probe.js'),
-      import('../sim/engineModel.js'),
-      import('../session/userOutputs.js'),
-    ]);
+  const [{ prepareProbe, runProbe }, { loadOutputs }] = await Promise.all([
+    import('../session/profiles/probe.js'),
+    import('../session/userOutputs.js'),
+  ]);
   const merged = await withPlanFile(options, cmd, name);
   if (!merged) return EXIT.invalidOptions;
-  const problems: string[] = [];
-  const warnings: string[] = [];
-  const probeOptions: Record<string, unknown> = {};
-  const runOptions: Record<string, unknown> = {};
-  for (const [key, value] of Object.entries(merged)) {
-    const fromCli = cmd.getOptionValueSource(key) === 'cli';
-    // A plan file's lengths are a run's (distributions): the probe sets its own.
-    if (PROBE_KEYS[kind].includes(key) && (fromCli || !(key in SET_BY_PROBE))) {
-      probeOptions[key] = value;
-    } else if (key in SET_BY_PROBE || key === 'planScenarios') {
-      if (value === undefined) continue;
-      if (fromCli) {
-        problems.push(
-          `${SET_BY_PROBE[key]} does not apply to probe ${kind}: it sets lengths and loads itself (${INSTEAD[kind]})`,
-        );
-      } else {
-        warnings.push(
-          `the plan file's ${key === 'planScenarios' ? 'scenarios' : SET_BY_PROBE[key]} ${key === 'planScenarios' ? 'are' : 'is'} ignored: probe ${kind} sets lengths and loads itself`,
-        );
-      }
-    } else runOptions[key] = value;
-  }
-  const prepared = prepareRun(runOptions as RunOptions, 'probe');
-  problems.push(...prepared.problems);
-  const maxModelLen =
-    prepared.engine && prepared.problems.length === 0
-      ? resolveEngineConfig(prepared.engine).maxModelLen
-      : undefined;
-  const settings = probeSettings(kind, probeOptions, maxModelLen, problems);
+  const { settings, prepared, problems, warnings } = prepareProbe(
+    kind,
+    merged,
+    (key) => cmd.getOptionValueSource(key) === 'cli',
+  );
   if (problems.length > 0 || !prepared.plan) return printProblems(name, problems);
-  printWarnings(name, [...prepared.warnings, ...warnings]);
+  printWarnings(name, warnings);
   const plan = prepared.plan;
   const label = merged.label !== undefined ? String(merged.label) : `probe-${kind}`;
   const interrupts = listenForInterrupts(() =>

@@ -48,7 +48,7 @@ import type { Tokenizer } from '../workload/tokenizer.js';
 import { traceSessions } from '../workload/trace.js';
 import { createWorkload, loadWorkload } from '../workload/workload.js';
 import { type PointInfo, type SessionEvents, SNAPSHOT_INTERVAL_MS } from './events.js';
-import { inSession, startSession } from './session.js';
+import { inSession } from './session.js';
 import {
   type LiveTarget,
   type Notify,
@@ -133,32 +133,28 @@ export async function measurePoint(
 ): Promise<Measured> {
   // Refused before anything is sent: a directory that holds a run is never written into.
   if (point.dir !== undefined) openRunDir(point.dir);
-  const own = hooks.session ? undefined : pointSession(target, point);
-  const session = hooks.session ?? (own as SessionEvents);
-  const info = session.nextPoint({
-    ...(point.dir !== undefined ? { dir: point.dir } : {}),
-    load: point.load,
-    scenario: point.scenario.name,
-  });
-  const run = () =>
-    target.kind === 'virtual'
+  const run = (session: SessionEvents) => {
+    const info = session.nextPoint({
+      ...(point.dir !== undefined ? { dir: point.dir } : {}),
+      load: point.load,
+      scenario: point.scenario.name,
+    });
+    return target.kind === 'virtual'
       ? measureVirtual(target, point, info, session, hooks)
       : measureLive(target, point, info, session, hooks);
-  if (!own) return run();
-  return (await inSession(own, async () => ({ code: 0, measured: await run() }))).measured;
-}
-
-/** A point measured on its own (the library's measurePoint without a session). */
-function pointSession(target: Target, point: Point): SessionEvents {
-  return startSession({
+  };
+  if (hooks.session) return run(hooks.session);
+  // Measured on its own (the library's measurePoint without a session): a session of its own.
+  const own = {
     command: 'measurePoint',
-    kind: 'run',
+    kind: 'run' as const,
     root: point.dir ?? '',
     rootIsPoint: true,
     plan: redactPlan(target.plan),
     save: point.dir !== undefined,
     html: false,
-  });
+  };
+  return (await inSession(own, async (s) => ({ code: 0, measured: await run(s) }))).measured;
 }
 
 /** What a point's manifest says: the server or engine, the model, the workload, the plan. */
@@ -210,10 +206,20 @@ function pointManifest(
  * The target in the manifest's words, and the built-in simulator in one line: live, its URL
  * and what it listed; in virtual time, the engine and its memory.
  */
-export function serverAbout(target: Target): {
-  server: Record<string, unknown>;
-  simulator?: string;
-} {
+export function serverAbout(target: Target): ServerAbout {
+  let about = serverAbouts.get(target);
+  if (!about) {
+    about = describeServer(target);
+    serverAbouts.set(target, about);
+  }
+  return about;
+}
+
+type ServerAbout = { server: Record<string, unknown>; simulator?: string };
+/** Per target: the engine model's memory plan is worked out once, not at every point. */
+const serverAbouts = new WeakMap<Target, ServerAbout>();
+
+function describeServer(target: Target): ServerAbout {
   if (target.kind === 'virtual') {
     const memory = new EngineModel(target.engine).memory;
     const x = perReplica(target.engine);

@@ -18,14 +18,7 @@ import type { ServerMetricsSummary } from '../telemetry/summary.js';
 import { describeScenario, type Scenario } from '../workload/scenarios.js';
 import type { SessionEvents } from './events.js';
 import { measurePoint, serverAbout } from './point.js';
-import {
-  fromPlan,
-  inSession,
-  resultsRoot,
-  type SessionHooks,
-  sessionOutputs,
-  startSession,
-} from './session.js';
+import { fromPlan, inSession, resultsRoot, type SessionHooks, sessionOutputs } from './session.js';
 import { type Notify, openTarget, type PreparedRun, type Target } from './target.js';
 
 export interface RunHooks extends SessionHooks {
@@ -85,16 +78,16 @@ export async function runPlan(
     const root = resultsRoot(plan.out, plan.label);
     const several = plan.scenarios.length > 1;
     const save = hooks.save !== false;
-    const session = startSession({
+    const session = {
       command: 'run',
-      kind: several ? 'scenarios' : 'run',
+      kind: several ? ('scenarios' as const) : ('run' as const),
       root,
       rootIsPoint: !several,
       ...fromPlan(plan),
       ...sessionOutputs(hooks),
       ...(hooks.onNotice ? { onNotice: hooks.onNotice } : {}),
-    });
-    return await inSession(session, async () => {
+    };
+    return await inSession(session, async (session) => {
       const results: ScenarioResult[] = [];
       let code: number = EXIT.ok;
       for (const scenario of plan.scenarios) {

@@ -66,7 +66,7 @@ export function fromPlan(plan: RunPlan): Pick<SessionOptions, 'plan' | 'recordsF
 }
 
 /** The session's events with its outputs subscribed; sessionStarted is told. */
-export function startSession(o: SessionOptions): SessionEvents {
+function startSession(o: SessionOptions): SessionEvents {
   const save = o.save !== false;
   const events = new SessionEvents(
     {
@@ -91,16 +91,17 @@ export function startSession(o: SessionOptions): SessionEvents {
 }
 
 /**
- * Runs a session's body and tells its end to every output: the body's exit code, or
- * EXIT.failure with the error (which is then thrown on).
+ * Runs `body` as one session: its outputs hear the start, then the end with the body's exit
+ * code, or EXIT.failure with the error (which is then thrown on).
  */
 export async function inSession<T extends { code: number }>(
-  events: SessionEvents,
-  body: () => Promise<T>,
+  o: SessionOptions,
+  body: (session: SessionEvents) => Promise<T>,
 ): Promise<T> {
+  const events = startSession(o);
   let result: T;
   try {
-    result = await body();
+    result = await body(events);
   } catch (err) {
     await events.sessionFinished(EXIT.failure, err as Error);
     throw err;

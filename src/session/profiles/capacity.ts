@@ -41,7 +41,7 @@ import { describeScenario } from '../../workload/scenarios.js';
 import { createSyntheticWorkload } from '../../workload/synthetic.js';
 import type { Output, SessionEvents } from '../events.js';
 import type { PointResult, PointRunner } from '../point.js';
-import { inSession, resultsRoot, startSession } from '../session.js';
+import { inSession, resultsRoot } from '../session.js';
 import { type SimulatorProcess, spawnSimulator } from '../simulator.js';
 import type { Notify } from '../target.js';
 import { fixedScenario, type Profile, runProfile } from './profile.js';
@@ -177,16 +177,16 @@ export async function runCapacity(
   stop: AbortSignal,
 ): Promise<{ report: CapacityReport; root: string }> {
   const root = resultsRoot(c.out, 'capacity');
-  const session = startSession({
+  const session = {
     command: 'capacity',
-    kind: 'capacity',
+    kind: 'capacity' as const,
     root,
     plan: { ...settings, ...(c.url !== undefined ? { url: c.url } : {}) },
     html: false,
     ...(c.outputs ? { outputs: c.outputs } : {}),
     ...(c.onNotice ? { onNotice: c.onNotice } : {}),
-  });
-  return inSession(session, async () => {
+  };
+  return inSession(session, async (session) => {
     const report = await capacitySession(settings, { ...c, out: root }, session, stop);
     return { report, root, code: stop.aborted ? EXIT.interrupted : EXIT.ok };
   });

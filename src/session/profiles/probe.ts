@@ -21,19 +21,14 @@ import type { RunSummary, Warning } from '../../metrics/summary.js';
 import type { RunPlan } from '../../plan/runPlan.js';
 import type { DecodePoint, PrefillPoint } from '../../report/probeText.js';
 import { hasResult, writeResult } from '../../results/layout.js';
+import { resolveEngineConfig } from '../../sim/engineModel.js';
 import { VERSION } from '../../version.js';
 import { streamSeed } from '../../workload/distributions.js';
 import { createPromptFactory, type PromptFactory } from '../../workload/prompts.js';
 import type { SessionEvents } from '../events.js';
 import { createPointRunner, type Point } from '../point.js';
-import {
-  fromPlan,
-  inSession,
-  resultsRoot,
-  type SessionHooks,
-  sessionOutputs,
-  startSession,
-} from '../session.js';
+import { prepareRun, type RunOptions } from '../prepare.js';
+import { fromPlan, inSession, resultsRoot, type SessionHooks, sessionOutputs } from '../session.js';
 import type { PreparedRun } from '../target.js';
 import { PROBE_DEFAULTS } from './defaults.js';
 import { fixedScenario, type Profile, runProfile } from './profile.js';
@@ -56,6 +51,78 @@ export interface DecodeSettings {
 }
 
 export type ProbeSettings = PrefillSettings | DecodeSettings;
+
+/** Options of the probe itself; the rest are run options. */
+const PROBE_KEYS: Record<ProbeKind, readonly string[]> = {
+  prefill: ['minInput', 'maxInput', 'batches', 'requestsPerPoint'],
+  decode: ['inputTokens', 'outputTokens', 'input', 'output', 'levels', 'requestsPerPoint'],
+};
+
+/** Run options a probe sets itself at every point: given on the command line, they are errors. */
+const SET_BY_PROBE: Record<string, string> = {
+  concurrency: '--concurrency',
+  rate: '--rate',
+  arrival: '--arrival',
+  burstiness: '--burstiness',
+  rampUp: '--ramp-up',
+  maxConcurrency: '--max-concurrency',
+  trace: '--trace',
+  traceSpeed: '--trace-speed',
+  dataset: '--dataset',
+  requests: '--requests',
+  duration: '--duration',
+  scenario: '--scenario',
+  inputTokens: '--input-tokens',
+  outputTokens: '--output-tokens',
+  sharedPrefix: '--shared-prefix',
+};
+
+const INSTEAD: Record<ProbeKind, string> = {
+  prefill: '--min-input, --max-input, --batches and --requests-per-point',
+  decode: '--input-tokens, --output-tokens, --levels and --requests-per-point',
+};
+
+/**
+ * A probe's settings and the run's plan from the command's options (a plan file's under the
+ * command line's): the probe's own options, run options it sets itself refused when given on
+ * the command line (`fromCli`) and ignored with a warning from a plan file, the rest a run's.
+ */
+export function prepareProbe(
+  kind: ProbeKind,
+  options: Record<string, unknown>,
+  fromCli: (key: string) => boolean,
+): { settings: ProbeSettings; prepared: PreparedRun; problems: string[]; warnings: string[] } {
+  const problems: string[] = [];
+  const warnings: string[] = [];
+  const probeOptions: Record<string, unknown> = {};
+  const runOptions: Record<string, unknown> = {};
+  for (const [key, value] of Object.entries(options)) {
+    const given = fromCli(key);
+    // A plan file's lengths are a run's (distributions): the probe sets its own.
+    if (PROBE_KEYS[kind].includes(key) && (given || !(key in SET_BY_PROBE))) {
+      probeOptions[key] = value;
+    } else if (key in SET_BY_PROBE || key === 'planScenarios') {
+      if (value === undefined) continue;
+      if (given) {
+        problems.push(
+          `${SET_BY_PROBE[key]} does not apply to probe ${kind}: it sets lengths and loads itself (${INSTEAD[kind]})`,
+        );
+      } else {
+        warnings.push(
+          `the plan file's ${key === 'planScenarios' ? 'scenarios' : SET_BY_PROBE[key]} ${key === 'planScenarios' ? 'are' : 'is'} ignored: probe ${kind} sets lengths and loads itself`,
+        );
+      }
+    } else runOptions[key] = value;
+  }
+  const prepared = prepareRun(runOptions as RunOptions, 'probe');
+  problems.push(...prepared.problems);
+  const maxModelLen =
+    prepared.engine && prepared.problems.length === 0
+      ? resolveEngineConfig(prepared.engine).maxModelLen
+      : undefined;
+  const settings = probeSettings(kind, probeOptions, maxModelLen, problems);
+  return { settings, prepared, problems, warnings: [...prepared.warnings, ...warnings] };
+}
 
 /**
  * A probe's settings from its options. Decode lengths are `inputTokens`/`outputTokens`, or
@@ -195,15 +262,15 @@ export async function runProbe(
   if (hasResult(out, 'probe')) {
     throw new Error(`${out} already holds a probe (probe.json); choose another --out`);
   }
-  const session = startSession({
+  const session = {
     command: `probe ${settings.kind}`,
-    kind: 'probe',
+    kind: 'probe' as const,
     root: out,
     ...fromPlan(plan),
     ...sessionOutputs(hooks),
     onNotice: hooks.note,
-  });
-  return inSession(session, () => probeSession(prepared, settings, out, session, hooks));
+  };
+  return inSession(session, (s) => probeSession(prepared, settings, out, s, hooks));
 }
 
 async function probeSession(

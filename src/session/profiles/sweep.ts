@@ -31,14 +31,7 @@ import { isSessionScenario, type Scenario } from '../../workload/scenarios.js';
 import type { SessionEvents } from '../events.js';
 import { createPointRunner, type Point, type PointResult } from '../point.js';
 import { prepareRun, type RunOptions } from '../prepare.js';
-import {
-  fromPlan,
-  inSession,
-  resultsRoot,
-  type SessionHooks,
-  sessionOutputs,
-  startSession,
-} from '../session.js';
+import { fromPlan, inSession, resultsRoot, type SessionHooks, sessionOutputs } from '../session.js';
 import type { PreparedRun } from '../target.js';
 import { DEFAULT_LEVELS } from './defaults.js';
 import { type Profile, runProfile, searchSteps } from './profile.js';
@@ -250,15 +243,15 @@ export async function runSweep(
 ): Promise<SweepOutcome> {
   const root = resultsRoot(prepared.plan.out, 'sweep');
   const onNotice = (notice: string) => hooks.say(`infergauge sweep: ${notice}\n`);
-  const session = startSession({
+  const session = {
     command: 'sweep',
-    kind: 'sweep',
+    kind: 'sweep' as const,
     root,
     ...fromPlan(prepared.plan),
     ...sessionOutputs(hooks),
     onNotice,
-  });
-  return inSession(session, () => sweepSession(prepared, settings, root, session, hooks));
+  };
+  return inSession(session, (s) => sweepSession(prepared, settings, root, s, hooks));
 }
 
 async function sweepSession(

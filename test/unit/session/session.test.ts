@@ -120,14 +120,16 @@ describe('the event seam', () => {
 
   test('a session that fails still tells its end, with the error', async () => {
     const { output, events: heard } = recorder();
-    const events = new SessionEvents(info, [output]);
     await assert.rejects(
-      inSession(events, async () => {
-        throw new Error('target unreachable');
-      }),
+      inSession(
+        { command: 'run', kind: 'run', root: dir, plan: {}, save: false, outputs: [output] },
+        async () => {
+          throw new Error('target unreachable');
+        },
+      ),
       /unreachable/,
     );
-    assert.deepEqual(heard, [`sessionFinished ${EXIT.failure}`]);
+    assert.deepEqual(heard, ['sessionStarted', `sessionFinished ${EXIT.failure}`]);
   });
 
   test('only a subscribed output makes snapshots wanted', () => {
