@@ -124,13 +124,15 @@ export class Timeline {
   /** Time of the network data being parsed; set by the decoder before each piece. */
   nowUs = 0;
   // One entry per event. Most streams carry only content and no exact counts: the other
-  // arrays are made at the first event that needs them, backfilled for the events before.
-  private readonly dtUs: number[] = [];
-  private readonly contentChars: number[] = [];
-  private exactTokens: number[] | undefined;
-  private cumulative: number[] | undefined;
-  private reasoningChars: number[] | undefined;
-  private toolCallChars: number[] | undefined;
+  // columns are made at the first event that needs them, backfilled for the events before.
+  private readonly dtUs: EventColumn;
+  private readonly contentChars: EventColumn;
+  private exactTokens: EventColumn | undefined;
+  private cumulative: EventColumn | undefined;
+  private reasoningChars: EventColumn | undefined;
+  private toolCallChars: EventColumn | undefined;
+  /** Columns start with room for this many events (the request's own limit, when small). */
+  private readonly expectedEvents: number;
   /** Token-carrying events since the counter was last read (for coalescing statistics). */
   tokenEventsSinceRead = 0;
   totalCompletionTokens: number | undefined;
@@ -166,6 +168,9 @@ export class Timeline {
     const { eventsPerToken, extraEvents, maxEvents } = REQUEST_BOUNDS;
     this.maxEvents = Math.min(maxEvents, extraEvents + eventsPerToken * this.maxOutputTokens);
     this.maxAnswerChars = captureAnswerChars ?? 0;
+    this.expectedEvents = Math.min(this.maxEvents, (maxOutputTokens ?? 0) + 4, MAX_PRESIZED_EVENTS);
+    this.dtUs = new EventColumn(Float64Array, this.expectedEvents);
+    this.contentChars = new EventColumn(Int32Array, this.expectedEvents);
     this.capture = captureAnswerChars !== undefined ? new AnswerCapture() : undefined;
   }
 
@@ -250,24 +255,31 @@ export class Timeline {
     this.previousUs = this.nowUs;
     this.contentChars.push(contentChars);
     if (reasoningChars > 0 || this.reasoningChars) {
-      this.reasoningChars ??= backfill(index, 0);
+      this.reasoningChars ??= this.column(index, 0);
       this.reasoningChars.push(reasoningChars);
     }
     if (toolCallChars > 0 || this.toolCallChars) {
-      this.toolCallChars ??= backfill(index, 0);
+      this.toolCallChars ??= this.column(index, 0);
       this.toolCallChars.push(toolCallChars);
     }
     if (tokens !== undefined || this.exactTokens) {
-      this.exactTokens ??= backfill(index, UNKNOWN);
+      this.exactTokens ??= this.column(index, UNKNOWN);
       this.exactTokens.push(tokens ?? UNKNOWN);
     }
     if (completionTokens !== undefined || this.cumulative) {
-      this.cumulative ??= backfill(index, UNKNOWN);
+      this.cumulative ??= this.column(index, UNKNOWN);
       this.cumulative.push(completionTokens ?? UNKNOWN);
     }
     if (contentChars > 0 || reasoningChars > 0 || toolCallChars > 0 || (tokens ?? 0) > 0) {
       this.tokenEventsSinceRead++;
     }
+  }
+
+  /** A new count column holding `value` for the `length` events before it. */
+  private column(length: number, value: number): EventColumn {
+    const column = new EventColumn(Int32Array, Math.max(length + 1, this.expectedEvents));
+    for (let i = 0; i < length; i++) column.push(value);
+    return column;
   }
 
   /** The end-of-stream marker arrived now. */
@@ -278,7 +290,12 @@ export class Timeline {
   /** Settles token counts once the stream has ended. */
   finish(): DecodedStream {
     const n = this.dtUs.length;
-    const { contentChars, reasoningChars, toolCallChars, exactTokens, cumulative } = this;
+    const dtUs = this.dtUs.toArray();
+    const contentChars = this.contentChars.toArray();
+    const reasoningChars = this.reasoningChars?.toArray();
+    const toolCallChars = this.toolCallChars?.toArray();
+    const exactTokens = this.exactTokens?.values;
+    const cumulative = this.cumulative?.values;
     // 1 for an event that carries text, else 0: the count when the server gives none.
     const base = new Array<number>(n);
     for (let i = 0; i < n; i++) {
@@ -321,7 +338,7 @@ export class Timeline {
     for (let i = 0; i < n; i++) sum += tokens[i];
     const decoded: DecodedStream = {
       events: {
-        dtUs: this.dtUs,
+        dtUs,
         tokens,
         contentChars,
         ...(reasoningChars ? { reasoningChars } : {}),
@@ -352,7 +369,7 @@ export class Timeline {
     let reasoningByEvents = 0;
     let atUs = 0;
     for (let i = 0; i < n; i++) {
-      atUs += this.dtUs[i];
+      atUs += dtUs[i];
       if (tokens[i] > 0) {
         const toolCall = toolCallChars !== undefined && toolCallChars[i] > 0;
         if (reasoningChars !== undefined && reasoningChars[i] > 0) {
@@ -490,11 +507,46 @@ export function rescale(tokens: number[], total: number): void {
   }
 }
 
-/** A new array of `length` copies of `value`. */
-function backfill(length: number, value: number): number[] {
-  const array: number[] = [];
-  for (let i = 0; i < length; i++) array.push(value);
-  return array;
+/**
+ * Past this many events a column does not start at the request's own limit but grows: a request
+ * may allow 100,000 tokens and stop at 200.
+ */
+const MAX_PRESIZED_EVENTS = 4096;
+
+/**
+ * One number per event in a typed array, grown by doubling. A typed array's store lies outside
+ * V8's heap (past 64 bytes), so the timelines of hundreds of streams in flight are not copied at
+ * every young-generation collection, as JS arrays of numbers were: at 256 streams those
+ * collections held the measuring thread for 5-15 ms (bench:peer, issue 29). Sized at the
+ * request's own token limit, a column of an ordinary answer never grows.
+ */
+class EventColumn {
+  values: Float64Array | Int32Array;
+  length = 0;
+
+  constructor(
+    private readonly kind: Float64ArrayConstructor | Int32ArrayConstructor,
+    capacity: number,
+  ) {
+    this.values = new kind(Math.max(16, capacity));
+  }
+
+  push(value: number): void {
+    if (this.length === this.values.length) {
+      const grown = new this.kind(this.values.length * 2);
+      grown.set(this.values);
+      this.values = grown;
+    }
+    this.values[this.length++] = value;
+  }
+
+  /** The values as a plain array (what a record holds). */
+  toArray(): number[] {
+    // A loop, not Array.from: the iterator allocated for every value.
+    const array = new Array<number>(this.length);
+    for (let i = 0; i < this.length; i++) array[i] = this.values[i];
+    return array;
+  }
 }
 
 /** Why `value` is not a plausible count of `kind`, or undefined when it is one. */

@@ -164,6 +164,7 @@ class Connection {
       onread: {
         buffer: READ_BUFFER,
         callback: (bytes: number, buffer: Uint8Array) => {
+          this.pool.reads++;
           this.read(buffer as Buffer, bytes);
           return true;
         },
@@ -508,6 +509,8 @@ class Connection {
   /** The server ended its side: the end of a close-delimited body, else a cut. */
   private ended(): void {
     const request = this.request;
+    // The end of the stream is a read of its own (ReadTracker).
+    this.pool.reads++;
     if (request && this.state === State.UntilClose) this.complete(request);
     this.keepAlive = false;
     this.socket.destroy();
@@ -628,6 +631,8 @@ export class H1Pool {
   private readonly freshQueue = new Waiting();
   private destroyed = false;
   private connecting = 0;
+  /** Socket reads so far, over all connections: each read's callbacks see one number (ReadTracker). */
+  reads = 0;
 
   constructor(
     origin: string,

@@ -113,11 +113,14 @@ export async function createPromptFactory(
   const countSync = tokenizer.countSync?.bind(tokenizer);
   let checkEach = options.checkEach === true && countSync !== undefined;
 
-  // Words after the first, appended to `text`.
+  // Words after the first, appended to `text`. Joined once: a string added word by word left
+  // two small strings a word (some 8 KB a 128-token prompt) for the measuring thread's collector.
   const extend = (text: string, words: number, rng: ReturnType<typeof createRng>): string => {
-    let out = text;
-    for (let i = 0; i < words; i++) out += ` ${cont[rng.int(cont.length)]}`;
-    return out;
+    if (words <= 0) return text;
+    const parts = new Array<string>(words + 1);
+    parts[0] = text;
+    for (let i = 1; i <= words; i++) parts[i] = cont[rng.int(cont.length)];
+    return parts.join(' ');
   };
   const fresh = (tokens: number, rng: ReturnType<typeof createRng>): string =>
     tokens <= 0 ? '' : extend(first[rng.int(first.length)], tokens - 1, rng);

@@ -92,6 +92,36 @@ describe('percentiles', () => {
     assert.deepEqual([weighted.count, weighted.describe().p99], [4, 3]);
   });
 
+  test('SampleSet keeps exact samples across its storage chunks, in the order added', () => {
+    const set = new SampleSet();
+    const expected: number[] = [];
+    // Runs of equal samples that straddle the 65,536-sample chunks, then one by one.
+    for (let i = 0; i < 3000; i++) {
+      const times = 1 + (i % 97);
+      set.add(i, times);
+      for (let k = 0; k < times; k++) expected.push(i);
+    }
+    for (let i = 1; i <= 70_000; i++) {
+      set.add(-i);
+      expected.push(-i);
+    }
+    const same = (actual: Float64Array | undefined, wanted: number[]) =>
+      actual !== undefined &&
+      actual.length === wanted.length &&
+      wanted.every((value, i) => actual[i] === value);
+    assert.equal(set.count, expected.length);
+    assert.ok(same(set.state().values, expected));
+    assert.ok(
+      same(
+        set.sorted(),
+        [...expected].sort((a, b) => a - b),
+      ),
+    );
+    const merged = new SampleSet();
+    merged.merge(set.state());
+    assert.deepEqual(merged.describe(), set.describe());
+  });
+
   test('SampleSet moves to an HDR histogram past its exact limit, within 0.1%', () => {
     const exact = new SampleSet();
     const hdr = new SampleSet(1000);
