@@ -189,4 +189,12 @@ export interface ClientHealthMeasurements {
    * request: their gap reads as ~0 however the server spaced them.
    */
   coalescedTokenEvents: number;
+  /**
+   * The event-loop delay samples as (delay in ms, samples) pairs, one per percentile step of the
+   * monitor's histogram, longest last: how long and how often the thread could not stamp a read
+   * (docs/metrics.md, "Client health"). Absent in results older than it.
+   */
+  loopStallsMs?: [number, number][];
+  /** Garbage-collection pauses of this thread during the run (perf_hooks 'gc' entries). */
+  gcPauses?: { count: number; totalMs: number; maxMs: number; over1Ms: number };
 }

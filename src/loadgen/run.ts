@@ -1,6 +1,11 @@
 import { readFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
-import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
+import {
+  monitorEventLoopDelay,
+  type PerformanceEntry,
+  PerformanceObserver,
+  performance,
+} from 'node:perf_hooks';
 import { headerProblem, splitServerUrl } from '../backends/request.js';
 import type { RequestSpec } from '../backends/types.js';
 import { UsageError } from '../errors.js';
@@ -156,13 +161,14 @@ export async function runLoadgen(
   const pool =
     options.connections ?? (await openConnections(target, load, options.nextSession !== undefined));
   const clock = options.clock ?? createRunClock();
-  const reads = new ReadTracker();
+  const reads = new ReadTracker(pool instanceof H1Pool ? pool : undefined);
   // Health is measured from the start: a wait for a shared start instant is not load.
   if (options.startAtUs !== undefined) {
     await sleepUntil(clock, options.startAtUs, options.stopSignal);
   }
   const loopDelay = monitorEventLoopDelay({ resolution: LOOP_DELAY_RESOLUTION_MS });
   loopDelay.enable();
+  const gc = watchGcPauses();
   const cpuStart = process.cpuUsage();
   const threadCpuStart = threadCpuS();
   const eluStart = performance.eventLoopUtilization();
@@ -280,6 +286,7 @@ export async function runLoadgen(
     options.stopSignal?.removeEventListener('abort', onStop);
     options.cancelSignal?.removeEventListener('abort', onCancel);
     loopDelay.disable();
+    gc.stop();
     await pool.destroy();
   }
   const cpu = process.cpuUsage(cpuStart);
@@ -308,6 +315,56 @@ export async function runLoadgen(
       sendSlipMs,
       tokenEvents: reads.tokenEvents,
       coalescedTokenEvents: reads.coalescedTokenEvents,
+      loopStallsMs: loopStalls(loopDelay),
+      gcPauses: gc.pauses,
+    },
+  };
+}
+
+/**
+ * The loop-delay histogram as (delay ms, samples) pairs, read at percentiles that close in on the
+ * maximum by a quarter-octave a step (50, 57.9, 64.6, ... 99.99...): the tail, where the stalls
+ * are, keeps its detail in some 80 pairs. Each step's samples take the step's upper value, so the
+ * estimate built on them (stampDelayEstimate) errs long, by less than a step.
+ */
+function loopStalls(histogram: ReturnType<typeof monitorEventLoopDelay>): [number, number][] {
+  const stalls: [number, number][] = [];
+  const count = histogram.count;
+  let previous = 0;
+  for (let step = 0; previous < 100; step++) {
+    const remaining = 50 * 2 ** (-step / 4);
+    // Past one sample's share the rest is the maximum.
+    const percentile = step === 0 ? 50 : remaining * count < 100 ? 100 : 100 - remaining;
+    const samples = Math.round(((percentile - previous) / 100) * count);
+    const delayMs = Math.max(0, histogram.percentile(percentile) / 1e6 - LOOP_DELAY_RESOLUTION_MS);
+    previous = percentile;
+    if (samples > 0 && delayMs > 0) stalls.push([Math.round(delayMs * 1000) / 1000, samples]);
+  }
+  return stalls;
+}
+
+/** Counts this thread's garbage-collection pauses from now until `stop`. */
+function watchGcPauses(): {
+  stop(): void;
+  pauses: NonNullable<ClientHealthMeasurements['gcPauses']>;
+} {
+  const pauses = { count: 0, totalMs: 0, maxMs: 0, over1Ms: 0 };
+  const add = (list: { getEntries(): PerformanceEntry[] } | PerformanceEntry[]) => {
+    for (const entry of Array.isArray(list) ? list : list.getEntries()) {
+      pauses.count++;
+      pauses.totalMs += entry.duration;
+      pauses.maxMs = Math.max(pauses.maxMs, entry.duration);
+      if (entry.duration > 1) pauses.over1Ms++;
+    }
+  };
+  const observer = new PerformanceObserver(add);
+  observer.observe({ entryTypes: ['gc'] });
+  return {
+    pauses,
+    stop() {
+      // Entries not yet delivered (they come a turn later) are taken now.
+      add(observer.takeRecords());
+      observer.disconnect();
     },
   };
 }

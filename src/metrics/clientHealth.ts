@@ -24,6 +24,14 @@ export const CLIENT_HEALTH_LIMITS = {
   achievedRateShare: { limit: 0.95, near: 0.98 },
 } as const;
 
+/**
+ * How late the thread's own stalls may make its stamps at p99 (stampDelayEstimate) against the
+ * measured ITL p99: the larger of `minMs` and `share` of it; half of that is "near". A
+ * millisecond is the accuracy the client promises; against a slow server's 200 ms gaps a few are
+ * immaterial.
+ */
+export const STAMP_DELAY_LIMIT = { minMs: 1, share: 0.05 } as const;
+
 /** Gaps between one thread's arrivals below this go out in bursts: Node's timers tick in 1 ms. */
 const TIMER_GRANULARITY_MS = 1;
 
@@ -42,6 +50,10 @@ export interface ThreadHealth {
   cpu: { userS: number; systemS: number; threadS?: number; utilisation: number };
   /** Share of token events that arrived in one network read with their predecessor. */
   coalescedEventShare: number;
+  /** How late the thread's own stalls made its stamps (stampDelayEstimate); absent in older results. */
+  stampDelayMs?: StampDelay;
+  /** The thread's garbage-collection pauses during the run; absent in older results. */
+  gcPauses?: ClientHealthMeasurements['gcPauses'];
   clientLimited: boolean;
   /** A figure was near a limit without crossing it (it is in `notes`, with the limit). */
   nearLimit?: boolean;
@@ -126,6 +138,87 @@ function pct(share: number, limit?: number): string {
 
 const cores = (n: number) => `${n} usable core${n === 1 ? '' : 's'}`;
 
+/** How late a thread's own stalls made its stamps, for reads arriving at random times. */
+export interface StampDelay {
+  meanMs: number;
+  p99Ms: number;
+}
+
+/**
+ * How late the thread's own stalls (garbage collection, a burst of finished requests, anything
+ * that held its event loop) made the stamps of reads arriving at random times, from the
+ * loop-delay samples (`loopStallsMs`). A read that arrives `s` ms into a stall of `L` ms waits
+ * for the rest of it and then for the reads queued before it, which drain at the loop's spare
+ * share `1 - busy`: it waits `L - s (1 - busy)`, so a share `(L - d)+ / (1 - busy)` of each stall's
+ * wall time delays reads by more than `d`. Summed over the stalls and divided by the run's wall
+ * time this is the share of reads stamped more than `d` late; p99 is the `d` where it is 1 %.
+ * With `threads` threads each gets a `1 / threads` share of the reads, and of the garbage and
+ * bursts that stall it, so the shares divide by `threads` (the stalls' lengths are kept: an
+ * upper bound). Undefined without the samples (older results).
+ *
+ * The samples are the monitor's: a stall shorter than its 2 ms resolution is seen only in part,
+ * and each percentile step's samples take the step's upper value. bench:peer sets the estimate
+ * beside the stamps' true lateness (docs/benchmarks.md, "The verdict against the truth").
+ */
+export function stampDelayEstimate(
+  m: Pick<ClientHealthMeasurements, 'loopStallsMs' | 'wallS' | 'eventLoopUtilisation'>,
+  threads = 1,
+): StampDelay | undefined {
+  const stalls = m.loopStallsMs;
+  if (!stalls || !(m.wallS > 0)) return undefined;
+  const wallMs = m.wallS * 1000;
+  const stalledMs = stalls.reduce((sum, [ms, n]) => sum + ms * n, 0);
+  // The loop's own work besides the stalls: what the queued reads drain against.
+  const busy = Math.min(0.9, Math.max(0, (m.eventLoopUtilisation ?? 0) - stalledMs / wallMs));
+  const weight = 1 / (1 - busy / threads) / wallMs / threads;
+  const lateShare = (d: number) =>
+    stalls.reduce((sum, [ms, n]) => sum + n * Math.max(0, ms - d), 0) * weight;
+  const meanMs = stalls.reduce((sum, [ms, n]) => sum + (n * ms * ms) / 2, 0) * weight;
+  let lo = 0;
+  let hi = stalls.reduce((max, [ms]) => Math.max(max, ms), 0);
+  if (lateShare(0) <= 0.01) hi = 0;
+  for (let i = 0; i < 40 && hi - lo > 1e-4; i++) {
+    const mid = (lo + hi) / 2;
+    if (lateShare(mid) > 0.01) lo = mid;
+    else hi = mid;
+  }
+  return { meanMs, p99Ms: hi };
+}
+
+/**
+ * The finding on a thread's stamp delay, when past the limit against `itlP99Ms` (the measured
+ * ITL p99): what it may have done to ITL p99 and mean TTFT, and how many threads (one core each)
+ * would bring it under the limit, by the same estimate.
+ */
+function stampDelayFinding(
+  m: ClientHealthMeasurements,
+  delay: StampDelay,
+  itlP99Ms: number | undefined,
+  found: Findings,
+): void {
+  const { minMs, share } = STAMP_DELAY_LIMIT;
+  const limit = Math.max(minMs, share * (itlP99Ms ?? 0));
+  const gc = m.gcPauses;
+  const pauses =
+    gc && gc.over1Ms > 0
+      ? `; ${gc.over1Ms} garbage-collection pause${gc.over1Ms === 1 ? '' : 's'} over 1 ms, the longest ${gc.maxMs.toFixed(1)} ms`
+      : '';
+  let threads = 2;
+  while (threads <= 64 && (stampDelayEstimate(m, threads)?.p99Ms ?? 0) > limit) threads *= 2;
+  const fix =
+    threads <= 64
+      ? `; by the same estimate about ${threads} worker threads, each on a core of its own, would bring it under ${limit.toFixed(1)} ms`
+      : '';
+  const itl = itlP99Ms !== undefined ? ` (of the measured ${itlP99Ms.toFixed(1)} ms)` : '';
+  found.check(
+    delay.p99Ms,
+    { limit, near: limit / 2 },
+    `ITL p99 may be inflated by up to ${delay.p99Ms.toFixed(1)} ms${itl} and mean TTFT by about ${delay.meanMs.toFixed(1)} ms`,
+    `${limit.toFixed(1)} ms`,
+    `: the client's own stalls delayed 1 % of its stamps by that much (event-loop delay weighed by time${pauses})${fix}`,
+  );
+}
+
 /**
  * The client-health verdict (docs/metrics.md, "Client health") from every engine thread's measurements:
  * the run is client-limited when any thread crossed a limit, the process used nearly all the
@@ -145,10 +238,12 @@ export function assessClientHealth(
     achievedRatePerS?: number;
     /** A concurrency cap held sends back on purpose, so a shortfall is not the client's. */
     capped?: boolean;
+    /** The run's measured ITL p99: what a stamp delay is material against. */
+    itlP99Ms?: number;
   },
 ): ClientHealth {
   const list = Array.isArray(measured) ? measured : [measured as ClientHealthMeasurements];
-  const threads = list.map(threadHealth);
+  const threads = list.map((m) => threadHealth(m, rates.itlP99Ms));
   // No thread at all (every worker terminated or failed): the thread figures are unknown, NaN.
   const worst = (pick: (t: ThreadHealth) => number) =>
     threads.length > 0 ? Math.max(...threads.map(pick)) : Number.NaN;
@@ -174,6 +269,7 @@ export function assessClientHealth(
     ...(elu.length > 0 ? { eventLoopUtilisation: Math.max(...elu) } : {}),
     cpu: busiest,
     coalescedEventShare: events > 0 ? coalesced / events : threads.length > 0 ? 0 : Number.NaN,
+    ...worstStampDelay(threads),
     clientLimited: false,
     reasons: found.reasons,
   };
@@ -251,7 +347,23 @@ function busiestProcess(
   return busiest;
 }
 
-function threadHealth(measured: ClientHealthMeasurements): ThreadHealth {
+/** The headline stamp delay and pauses: the thread whose stamps were latest. */
+function worstStampDelay(threads: ThreadHealth[]): Pick<ThreadHealth, 'stampDelayMs' | 'gcPauses'> {
+  let worst: ThreadHealth | undefined;
+  for (const t of threads) {
+    if (
+      t.stampDelayMs &&
+      (!worst?.stampDelayMs || t.stampDelayMs.p99Ms > worst.stampDelayMs.p99Ms)
+    ) {
+      worst = t;
+    }
+  }
+  return worst?.stampDelayMs
+    ? { stampDelayMs: worst.stampDelayMs, ...(worst.gcPauses ? { gcPauses: worst.gcPauses } : {}) }
+    : {};
+}
+
+function threadHealth(measured: ClientHealthMeasurements, itlP99Ms?: number): ThreadHealth {
   const limits = CLIENT_HEALTH_LIMITS;
   const found = new Findings();
   const cpuS = measured.threadCpuS ?? measured.cpuUserS + measured.cpuSystemS;
@@ -264,6 +376,8 @@ function threadHealth(measured: ClientHealthMeasurements): ThreadHealth {
     `${limits.eventLoopDelayP99Ms.limit} ms`,
     ': stream events were timestamped late',
   );
+  const stampDelay = stampDelayEstimate(measured);
+  if (stampDelay) stampDelayFinding(measured, stampDelay, itlP99Ms, found);
   if (measured.wallS >= MIN_CPU_WALL_S) {
     found.check(
       utilisation,
@@ -285,6 +399,8 @@ function threadHealth(measured: ClientHealthMeasurements): ThreadHealth {
     },
     coalescedEventShare:
       measured.tokenEvents > 0 ? measured.coalescedTokenEvents / measured.tokenEvents : 0,
+    ...(stampDelay ? { stampDelayMs: stampDelay } : {}),
+    ...(measured.gcPauses ? { gcPauses: measured.gcPauses } : {}),
     clientLimited: found.reasons.length > 0,
     nearLimit: found.near,
     reasons: found.reasons,

@@ -433,6 +433,7 @@ export class SummaryBuilder {
         intendedRatePerS: open ? rate(this.firstScheduled, this.lastScheduled) : undefined,
         achievedRatePerS: open ? rate(this.windowStart, this.lastSent) : undefined,
         capped: context.load.mode === 'open' && context.load.maxConcurrency !== undefined,
+        ...(summary.latency.itlMs.count > 0 ? { itlP99Ms: summary.latency.itlMs.p99 } : {}),
       });
     }
     const steady = this.steadyState(counted, durationS);

@@ -185,9 +185,15 @@ export function describeClientHealth(h: ClientHealth): string {
     h.intendedRatePerS !== undefined
       ? `, sent ${fmt(h.achievedRatePerS ?? 0, 2)} of ${fmt(h.intendedRatePerS, 2)} requests/s intended`
       : '';
+  const stamps = h.stampDelayMs
+    ? `, stamps late by ~${fmt(h.stampDelayMs.p99Ms, 2)} ms at p99 (estimated)`
+    : '';
+  const gc = h.gcPauses
+    ? `, GC pauses ${fmtNumber(h.gcPauses.count)} (${fmtNumber(h.gcPauses.over1Ms)} over 1 ms, longest ${fmt(h.gcPauses.maxMs, 1)} ms)`
+    : '';
   // No thread's figures (every worker terminated or failed): none to print, the rates stand.
   if (h.unmeasured) return `no engine thread's figures${rates}`;
-  return `${process}${threads}CPU ${fmt(h.cpu.utilisation * 100, 0)}% of one core (${h.cpu.threadS !== undefined ? 'busiest thread' : 'process'}, limit ${fmt(limits.cpuUtilisation.limit * 100, 0)}%), event-loop delay p99 ${fmt(h.eventLoopDelayMs.p99, 2)} ms (limit ${limits.eventLoopDelayP99Ms.limit} ms), coalesced events ${fmt(h.coalescedEventShare * 100, 1)}%${slip}${rates}`;
+  return `${process}${threads}CPU ${fmt(h.cpu.utilisation * 100, 0)}% of one core (${h.cpu.threadS !== undefined ? 'busiest thread' : 'process'}, limit ${fmt(limits.cpuUtilisation.limit * 100, 0)}%), event-loop delay p99 ${fmt(h.eventLoopDelayMs.p99, 2)} ms (limit ${limits.eventLoopDelayP99Ms.limit} ms)${stamps}${gc}, coalesced events ${fmt(h.coalescedEventShare * 100, 1)}%${slip}${rates}`;
 }
 
 /** What the server counted, per request, when it differs from what was asked for. */

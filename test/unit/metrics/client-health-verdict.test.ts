@@ -4,6 +4,7 @@ import {
   assessClientHealth,
   CLIENT_HEALTH_LIMITS,
   clientHealthVerdict,
+  stampDelayEstimate,
 } from '../../../src/metrics/clientHealth.js';
 import { summarize } from '../../../src/metrics/summary.js';
 import type { ClientHealthMeasurements } from '../../../src/record.js';
@@ -193,5 +194,53 @@ describe('client-health verdict in the terminal summary', () => {
       text,
       /Client health: client CPU 87% of 1 usable core \(all threads, limit 90%\), .*: ok, near a limit\n {2}client CPU 87% of 1 usable core \(all threads\), near the limit of 90%\n/,
     );
+  });
+});
+
+describe("client-health verdict: how late the thread's own stalls made its stamps", () => {
+  // 10 s of a thread that stalled twenty times for 10 ms, else idle: 2 % of the time stalled.
+  const stalled = (itlP99Ms?: number) => {
+    const m: ClientHealthMeasurements = {
+      ...measured({ thread: 0.02, process: 0.02, usableCores: 4 }),
+      loopStallsMs: [[10, 20]],
+      gcPauses: { count: 20, totalMs: 200, maxMs: 10, over1Ms: 20 },
+    };
+    return assessClientHealth(m, itlP99Ms !== undefined ? { itlP99Ms } : {});
+  };
+
+  test('the estimate: a read arriving in a stall waits out its rest', () => {
+    // 1 % of reads are late by more than d where 20 x (10 - d) ms = 1 % of 10,000 ms: d = 5.
+    const m = {
+      loopStallsMs: [[10, 20]] as [number, number][],
+      wallS: 10,
+      eventLoopUtilisation: 0.02,
+    };
+    const one = stampDelayEstimate(m);
+    assert.ok(one);
+    assert.ok(Math.abs(one.p99Ms - 5) < 0.01, `p99 ${one.p99Ms}`);
+    // Mean: each stall delays the reads in it by 5 ms on average, 2 % of them: 0.1 ms.
+    assert.ok(Math.abs(one.meanMs - 0.1) < 1e-9, `mean ${one.meanMs}`);
+    // Two threads: half the stalls each, 1 % of reads is no longer reached.
+    assert.equal(stampDelayEstimate(m, 2)?.p99Ms, 0);
+    // A loop busy half the time besides the stalls drains the queued reads at half speed.
+    const busy = stampDelayEstimate({ ...m, eventLoopUtilisation: 0.52 });
+    assert.ok(busy && Math.abs(busy.p99Ms - 7.5) < 0.01, `busy p99 ${busy?.p99Ms}`);
+    assert.equal(stampDelayEstimate({ wallS: 10 }), undefined);
+  });
+
+  test('against a 10 ms ITL p99 the stalls are material: the verdict says by how much', () => {
+    const health = stalled(10);
+    assert.equal(clientHealthVerdict(health), 'client-limited');
+    assert.equal(health.stampDelayMs?.p99Ms.toFixed(1), '5.0');
+    const reason = health.reasons.join('\n');
+    assert.match(reason, /ITL p99 may be inflated by up to 5\.0 ms \(of the measured 10\.0 ms\)/);
+    assert.match(reason, /20 garbage-collection pauses over 1 ms, the longest 10\.0 ms/);
+    assert.match(reason, /about 2 worker threads/);
+  });
+
+  test('against a 200 ms ITL p99 the same stalls are not material', () => {
+    const health = stalled(200);
+    assert.equal(clientHealthVerdict(health), 'ok');
+    assert.equal(health.stampDelayMs?.p99Ms.toFixed(1), '5.0');
   });
 });
