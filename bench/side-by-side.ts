@@ -20,7 +20,8 @@
  * `vllm bench serve`, read from its --save-result JSON. docs/benchmarks.md, "Side by side with
  * vLLM's client", has the commands of the issue's tables.
  *
- *   npm run bench:peer -- [--levels 16,64,256] [--tokens-per-event 1] [--ttft-ms 0] [--itl-ms 0]
+ *   npm run bench:peer -- [--regime client-bound|paced|own-write]
+ *     [--levels 16,64,256] [--tokens-per-event 1] [--ttft-ms 0] [--itl-ms 0] [--events-per-s 0]
  *     [--requests 10000] [--repeats 3] [--workers default,0,1] [--clients infergauge,vllm]
  *     [--peer PATH|vllm] [--peer-tokenizer NAME] [--python /usr/bin/python3]
  *     [--pin-server 0] [--pin-client 1] [--out DIR] [--markdown]
@@ -44,11 +45,37 @@ const OUTPUT_TOKENS = 128;
 /** What benchmark_serving.py imports (its README: Debian's python3-aiohttp, -numpy, ...). */
 const PEER_IMPORTS = 'import aiohttp, numpy, pandas, PIL, tqdm';
 
+/**
+ * The standard regimes (docs/benchmarks.md): what each sets; flags given beside one win.
+ * - client-bound: the server writes as fast as the client reads, so reads carry many events;
+ * - paced: an engine's pace, 50 ms to the first token and 10 ms a token on 256 streams (25,600
+ *   events/s), each read one event;
+ * - own-write: each event in a write of its own at 15,000 events/s over 64 streams, below either
+ *   client's pace, so each read is one event and the kernel's share per event is the largest.
+ */
+const REGIMES = {
+  'client-bound': { levels: '64', ttftMs: '0', itlMs: '0', eventsPerS: '0', requests: '10000' },
+  paced: { levels: '256', ttftMs: '50', itlMs: '10', eventsPerS: '0', requests: '3000' },
+  'own-write': { levels: '64', ttftMs: '0', itlMs: '0', eventsPerS: '15000', requests: '2000' },
+} as const;
+
+/** Without a regime: concurrency 16, 64, 256 as fast as the client reads. */
+const DEFAULTS = {
+  levels: '16,64,256',
+  ttftMs: '0',
+  itlMs: '0',
+  eventsPerS: '0',
+  requests: '10000',
+};
+
 interface Options {
+  regime: keyof typeof REGIMES | undefined;
   levels: number[];
   tokensPerEvent: number[];
   ttftMs: number;
   itlMs: number;
+  /** The server's cap on token events a second (fake-openai --events-per-s); 0: none. */
+  eventsPerS: number;
   requests: number;
   repeats: number;
   /** infergauge --workers values; "default" leaves the flag out. */
@@ -79,11 +106,13 @@ function numberArg(name: string, text: string, min: number, integer: boolean): n
 function parseOptions(): Options {
   const { values } = parseArgs({
     options: {
-      levels: { type: 'string', default: '16,64,256' },
+      regime: { type: 'string' },
+      levels: { type: 'string' },
       'tokens-per-event': { type: 'string', default: '1' },
-      'ttft-ms': { type: 'string', default: '0' },
-      'itl-ms': { type: 'string', default: '0' },
-      requests: { type: 'string', default: '10000' },
+      'ttft-ms': { type: 'string' },
+      'itl-ms': { type: 'string' },
+      'events-per-s': { type: 'string' },
+      requests: { type: 'string' },
       repeats: { type: 'string', default: '3' },
       workers: { type: 'string', default: 'default' },
       clients: { type: 'string', default: 'infergauge,vllm' },
@@ -109,12 +138,19 @@ function parseOptions(): Options {
   const workers = values.workers.split(',').map((w) => w.trim());
   for (const w of workers) if (w !== 'default') numberArg('--workers', w, 0, true);
   const pin = (text: string) => (text === 'none' ? undefined : text);
+  const regime = values.regime as keyof typeof REGIMES | undefined;
+  if (regime !== undefined && !(regime in REGIMES)) {
+    usage(`--regime: one of ${Object.keys(REGIMES).join(', ')}, got "${regime}"`);
+  }
+  const preset = regime ? REGIMES[regime] : DEFAULTS;
   return {
-    levels: list('--levels', values.levels, 1),
+    regime,
+    levels: list('--levels', values.levels ?? preset.levels, 1),
     tokensPerEvent: list('--tokens-per-event', values['tokens-per-event'], 1),
-    ttftMs: numberArg('--ttft-ms', values['ttft-ms'], 0, false),
-    itlMs: numberArg('--itl-ms', values['itl-ms'], 0, false),
-    requests: numberArg('--requests', values.requests, 1, true),
+    ttftMs: numberArg('--ttft-ms', values['ttft-ms'] ?? preset.ttftMs, 0, false),
+    itlMs: numberArg('--itl-ms', values['itl-ms'] ?? preset.itlMs, 0, false),
+    eventsPerS: numberArg('--events-per-s', values['events-per-s'] ?? preset.eventsPerS, 0, false),
+    requests: numberArg('--requests', values.requests ?? preset.requests, 1, true),
     repeats: numberArg('--repeats', values.repeats, 1, true),
     workers,
     clients: clients as Set<'infergauge' | 'vllm'>,
@@ -442,6 +478,7 @@ async function runOnce(
     binary,
     ttftMs: options.ttftMs,
     itlMs: options.itlMs,
+    eventsPerS: options.eventsPerS,
     tokensPerEvent,
     model: MODEL,
     statsPath: join(dir, 'server-log.f64'),
@@ -606,7 +643,7 @@ function report(rows: RunRow[], options: Options): string {
   const medianNote =
     options.repeats > 1 ? `median (min..max) of ${options.repeats} runs` : 'one run';
   return [
-    `${options.requests} requests of ${INPUT_TOKENS}/${OUTPUT_TOKENS} tokens, server TTFT ${options.ttftMs} ms, ITL ${options.itlMs} ms, server on CPU ${options.pinServer ?? 'any'}, client on CPU ${options.pinClient ?? 'any'}; ${medianNote}`,
+    `${options.requests} requests of ${INPUT_TOKENS}/${OUTPUT_TOKENS} tokens, ${options.regime ? `regime ${options.regime}: ` : ''}server TTFT ${options.ttftMs} ms, ITL ${options.itlMs} ms${options.eventsPerS > 0 ? `, at most ${options.eventsPerS} events/s` : ''}, server on CPU ${options.pinServer ?? 'any'}, client on CPU ${options.pinClient ?? 'any'}; ${medianNote}`,
     '',
     table(['load', 'client', ...CPU_COLUMNS.map(([header]) => header)], cpuRows, options.markdown),
     '',

@@ -2,8 +2,8 @@
  * A minimal fake OpenAI streaming server for bench/side-by-side.ts: one thread, one epoll loop,
  * cheap enough per event that the client under test, not the server, is what a run measures.
  *
- *   fake-openai [--port 0] [--ttft-ms 0] [--itl-ms 0] [--tokens-per-event 1] [--model NAME]
- *               [--stats FILE]
+ *   fake-openai [--port 0] [--ttft-ms 0] [--itl-ms 0] [--tokens-per-event 1] [--events-per-s 0]
+ *               [--model NAME] [--stats FILE]
  *
  * POST /v1/completions and /v1/chat/completions answer `max_tokens` tokens exactly (as
  * ignore_eos would), as text/event-stream in chunked encoding, in vLLM's chunk shapes: token
@@ -14,6 +14,10 @@
  * next one --itl-ms after the previous one was due; with --itl-ms 0 a stream writes its next event
  * on the next loop turn after the previous one left (never while its socket is backed up). Due
  * streams sit in a min-heap; epoll_pwait2 sleeps until the earliest due time (nanoseconds).
+ * --events-per-s N caps the whole server at N token events a second, evenly spaced, each in a
+ * write of its own: below the client's pace every read then carries one event, as when a real
+ * engine (or a server slower than the client) paces them, but at a rate a fixed schedule of
+ * hundreds of streams would need. A stream held back by the cap counts as late (its lag).
  *
  * Stdout: "port N" once listening, "first" when the first completion request has been read (the
  * harness reads the client's CPU then). On SIGTERM it writes --stats (below) and exits 0.
@@ -46,6 +50,9 @@
 #define MAX_MODEL_CHARS 200
 
 static int64_t ttft_ns, itl_ns;
+/* --events-per-s: the least time between two token events of the whole server (0: no cap), and
+   when the next may go. */
+static int64_t event_gap_ns, next_event_ns;
 static int tokens_per_event = 1;
 static const char *default_model = "fake-model";
 static const char *stats_path;
@@ -586,6 +593,11 @@ int main(int argc, char **argv) {
     else if (!strcmp(a, "--ttft-ms")) ttft_ns = (int64_t)(number_flag(a, v) * 1e6), i++;
     else if (!strcmp(a, "--itl-ms")) itl_ns = (int64_t)(number_flag(a, v) * 1e6), i++;
     else if (!strcmp(a, "--tokens-per-event")) tokens_per_event = (int)number_flag(a, v), i++;
+    else if (!strcmp(a, "--events-per-s")) {
+      double rate = number_flag(a, v);
+      event_gap_ns = rate > 0 ? (int64_t)(1e9 / rate) : 0;
+      i++;
+    }
     else if (!strcmp(a, "--model") && v) default_model = v, i++;
     else if (!strcmp(a, "--stats") && v) stats_path = v, i++;
     else {
@@ -641,7 +653,9 @@ int main(int argc, char **argv) {
     /* Sleep until the earliest due time; a stream already due makes the wait a poll. */
     struct timespec wait, *timeout = NULL;
     if (heap_len > 0) {
-      int64_t left = heap[0]->due_ns - now_ns();
+      int64_t next = heap[0]->due_ns;
+      if (event_gap_ns > 0 && next_event_ns > next) next = next_event_ns;
+      int64_t left = next - now_ns();
       if (left < 0) left = 0;
       wait = (struct timespec){.tv_sec = left / 1000000000, .tv_nsec = left % 1000000000};
       timeout = &wait;
@@ -686,6 +700,15 @@ int main(int argc, char **argv) {
       struct stream *s = due[i];
       struct conn *c = s->conn;
       int64_t write_start = now_ns();
+      if (event_gap_ns > 0) {
+        /* Over the cap: this stream and the rest wait for the next slot, in their order. */
+        if (write_start < next_event_ns) {
+          for (int j = i; j < due_len; j++) heap_push(due[j]);
+          break;
+        }
+        /* A slot missed by less than one gap is made up, never more: no bursts. */
+        next_event_ns = (next_event_ns > write_start - event_gap_ns ? next_event_ns : write_start) + event_gap_ns;
+      }
       int r = emit_event(s, write_start);
       if (r == 1) {
         s->done = 1;

@@ -33,6 +33,8 @@ export interface FakeServerOptions {
   ttftMs: number;
   itlMs: number;
   tokensPerEvent: number;
+  /** A cap on the server's token events a second, each in a write of its own (0 or absent: none). */
+  eventsPerS?: number;
   model: string;
   /** Where the server writes its send log when stopped. */
   statsPath: string;
@@ -60,6 +62,8 @@ export async function startFakeServer(options: FakeServerOptions): Promise<FakeS
     String(options.itlMs),
     '--tokens-per-event',
     String(options.tokensPerEvent),
+    '--events-per-s',
+    String(options.eventsPerS ?? 0),
     '--model',
     options.model,
     '--stats',
