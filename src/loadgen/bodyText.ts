@@ -16,9 +16,16 @@ export class BodyText {
   private atStart = true;
 
   decode(chunk: Buffer): string {
+    return this.decodeRange(chunk, 0, chunk.length);
+  }
+
+  /** `decode(buffer.subarray(start, end))`, with no view made where none is needed. */
+  decodeRange(buffer: Buffer, start: number, end: number): string {
     let text: string;
-    if (!this.split && endsOnBoundary(chunk)) text = chunk.toString('utf8');
+    if (!this.split && endsOnBoundary(buffer, start, end))
+      text = buffer.toString('utf8', start, end);
     else {
+      const chunk = buffer.subarray(start, end);
       // ignoreBOM: only the body's first character may be dropped, and that is done below.
       this.decoder ??= new TextDecoder('utf-8', { ignoreBOM: true });
       text = this.decoder.decode(chunk, { stream: true });
@@ -32,13 +39,13 @@ export class BodyText {
   }
 }
 
-/** Whether `bytes` ends with a whole UTF-8 character (or is empty). */
-export function endsOnBoundary(bytes: Uint8Array): boolean {
-  const n = bytes.length;
-  if (n === 0 || bytes[n - 1] < 0x80) return true;
+/** Whether `bytes[start, end)` ends with a whole UTF-8 character (or is empty). */
+export function endsOnBoundary(bytes: Uint8Array, start = 0, end = bytes.length): boolean {
+  const n = end;
+  if (n === start || bytes[n - 1] < 0x80) return true;
   // Back over continuation bytes (10xxxxxx) to the character's lead byte.
   let i = n - 1;
-  while (i > n - 4 && i > 0 && (bytes[i] & 0xc0) === 0x80) i--;
+  while (i > n - 4 && i > start && (bytes[i] & 0xc0) === 0x80) i--;
   const lead = bytes[i];
   const length = lead >= 0xf0 ? 4 : lead >= 0xe0 ? 3 : lead >= 0xc0 ? 2 : 0;
   return length === n - i;

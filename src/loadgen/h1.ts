@@ -92,7 +92,7 @@ class Controller implements Dispatcher.DispatchController {
   constructor(
     readonly head: string,
     readonly body: string | undefined,
-    readonly handler: Dispatcher.DispatchHandler,
+    readonly handler: H1Handler,
     private readonly pool: H1Pool,
   ) {
     this.asciiHead = !/[^\t\x20-\x7e\r\n]/.test(head);
@@ -130,6 +130,26 @@ enum State {
   UntilClose,
   /** The answer is complete: the handler was told; what follows is not ours. */
   Done,
+}
+
+/**
+ * undici's handler, and optionally `onResponseBytes`: the body's bytes as a range of the read
+ * buffer, so a handler that reads them at once needs no view (a Buffer object per event).
+ */
+export interface H1Handler extends Dispatcher.DispatchHandler {
+  onResponseBytes?(
+    controller: Dispatcher.DispatchController,
+    buffer: Buffer,
+    start: number,
+    end: number,
+  ): void;
+}
+
+/** Hands `buffer[start, end)` of the body on: as a range when the handler takes one, else as a view. */
+function bodyBytes(request: Controller, buffer: Buffer, start: number, end: number): void {
+  const handler = request.handler;
+  if (handler.onResponseBytes) handler.onResponseBytes(request, buffer, start, end);
+  else handler.onResponseData?.(request, buffer.subarray(start, end));
 }
 
 class Connection {
@@ -264,7 +284,6 @@ class Connection {
         this.socket.destroy();
         return;
       }
-      const handler = request.handler;
       switch (this.state) {
         case State.Head: {
           // The server read the request: an answer has begun, even a 1xx one.
@@ -301,7 +320,7 @@ class Connection {
           if (this.remaining === 0) this.complete(request);
           break;
         case State.UntilClose: {
-          handler.onResponseData?.(request, buffer.subarray(at, bytes));
+          bodyBytes(request, buffer, at, bytes);
           at = bytes;
           break;
         }
@@ -371,7 +390,7 @@ class Connection {
   private counted(request: Controller, buffer: Buffer, at: number, bytes: number): number {
     const n = Math.min(this.remaining, bytes - at);
     this.remaining -= n;
-    request.handler.onResponseData?.(request, buffer.subarray(at, at + n));
+    bodyBytes(request, buffer, at, at + n);
     return at + n;
   }
 
@@ -646,7 +665,7 @@ export class H1Pool {
   }
 
   /** undici's dispatch: `handler` hears of the request from onRequestStart on. */
-  dispatch(options: Options, handler: Dispatcher.DispatchHandler): boolean {
+  dispatch(options: Options, handler: H1Handler): boolean {
     if (this.destroyed) throw new H1Error('UND_ERR_DESTROYED', 'The client is destroyed');
     // Refuse what undici refuses, before anything is queued.
     const { head, body } = this.requestHead(options);

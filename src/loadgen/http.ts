@@ -14,6 +14,7 @@ import { describeError } from '../errors.js';
 import type { RequestError, RequestPhase, RequestRecord } from '../record.js';
 import { BodyText } from './bodyText.js';
 import { type RunClock, usToMs } from './clock.js';
+import type { H1Handler } from './h1.js';
 import { bodyEncoding, Inflater } from './inflate.js';
 
 /** Where and how requests go. */
@@ -217,6 +218,13 @@ export function executeRequest(
     let bodyOver = false;
     let settledBytes = 0;
     let settledTimer: NodeJS.Timeout | undefined;
+    /** Bytes after a whole answer are counted, not read; true when the answer was whole. */
+    const settledRead = (bytes: number): boolean => {
+      if (!settled) return false;
+      settledBytes += bytes;
+      if (settledBytes > SETTLED_BODY_BYTES) dropConnection();
+      return true;
+    };
     /** Drops the connection of a request whose answer is whole but whose body goes on. */
     const dropConnection = () => {
       clearTimeout(settledTimer);
@@ -255,8 +263,9 @@ export function executeRequest(
     };
 
     /** A piece of the body as it arrived (or as it was decoded from its compressed chunk). */
-    const take = (chunk: Buffer, atUs: number) => {
-      const text = (bodyText as BodyText).decode(chunk);
+    const take = (chunk: Buffer, atUs: number) =>
+      takeText((bodyText as BodyText).decode(chunk), atUs);
+    const takeText = (text: string, atUs: number) => {
       if (decoder) {
         const tokenEvents = decoder.feed(text, atUs);
         if (tokenEvents > 0) {
@@ -314,7 +323,7 @@ export function executeRequest(
       }
     };
 
-    const handler: Dispatcher.DispatchHandler = {
+    const handler: H1Handler = {
       onRequestStart(c) {
         sentAtUs = clock.nowUs();
         // The limit runs from sending, as documented; waiting for a connection is not the
@@ -366,15 +375,18 @@ export function executeRequest(
         else decoder = target.backend.decoder(sentAtUs, target, pending.spec);
       },
       onResponseData(_c, chunk) {
-        if (settled) {
-          settledBytes += chunk.length;
-          if (settledBytes > SETTLED_BODY_BYTES) dropConnection();
-          return;
-        }
+        if (settledRead(chunk.length)) return;
         const atUs = reads.nowUs(clock);
         // H1Pool's chunks are views of its read buffer: zlib, which keeps them, gets a copy.
         if (inflater) inflater.write(Buffer.from(chunk), atUs);
         else take(chunk, atUs);
+      },
+      // H1Pool: the same bytes as a range of its read buffer, decoded with no view made.
+      onResponseBytes(_c, buffer, start, end) {
+        if (settledRead(end - start)) return;
+        const atUs = reads.nowUs(clock);
+        if (inflater) inflater.write(Buffer.from(buffer.subarray(start, end)), atUs);
+        else takeText((bodyText as BodyText).decodeRange(buffer, start, end), atUs);
       },
       onResponseEnd() {
         bodyOver = true;
@@ -440,6 +452,7 @@ export function executeRequest(
       'onRequestStart',
       'onResponseStart',
       'onResponseData',
+      'onResponseBytes',
       'onResponseEnd',
       'onResponseError',
     ] as const) {
