@@ -273,15 +273,26 @@ function stampErrorsMs(requests: Iterable<RequestStamps>, log: ServerLog): Float
   return Float64Array.from(errors).sort();
 }
 
-/** infergauge's client-health verdict in a few words, with the CPU figure it judged. */
+/** infergauge's client-health verdict in a few words, with the figures it judged. */
 function verdictOf(health: unknown): string {
   const h = health as
-    | { clientLimited?: boolean; reasons?: string[]; cpu?: { utilisation?: number } }
+    | {
+        clientLimited?: boolean;
+        reasons?: string[];
+        cpu?: { utilisation?: number };
+        stampDelayMs?: { p99Ms: number };
+      }
     | undefined;
   if (!h) return 'none';
   const cpu =
-    typeof h.cpu?.utilisation === 'number' ? ` (cpu ${h.cpu.utilisation.toFixed(2)})` : '';
-  return h.clientLimited ? `client-limited: ${(h.reasons ?? []).join('; ')}${cpu}` : `ok${cpu}`;
+    typeof h.cpu?.utilisation === 'number' ? `cpu ${h.cpu.utilisation.toFixed(2)}` : undefined;
+  const stamps = h.stampDelayMs
+    ? `stamp delay p99 ~${h.stampDelayMs.p99Ms.toFixed(1)} ms`
+    : undefined;
+  const figures = [cpu, stamps].filter(Boolean).join(', ');
+  // The reasons' first clause: the figure past its limit, not the explanation after the colon.
+  const reasons = (h.reasons ?? []).map((r) => r.split(': ')[0]).join('; ');
+  return `${h.clientLimited ? `client-limited: ${reasons}` : 'ok'}${figures ? ` (${figures})` : ''}`;
 }
 
 /** The peer client, or why it is skipped. */

@@ -198,10 +198,11 @@ describe('client-health verdict in the terminal summary', () => {
 });
 
 describe("client-health verdict: how late the thread's own stalls made its stamps", () => {
-  // 10 s of a thread that stalled twenty times for 10 ms, else idle: 2 % of the time stalled.
-  const stalled = (itlP99Ms?: number) => {
+  // 10 s of a thread that stalled twenty times for 10 ms: 2 % of the time stalled, and busy
+  // `busy` of it in all.
+  const stalled = (itlP99Ms?: number, busy = 0.02) => {
     const m: ClientHealthMeasurements = {
-      ...measured({ thread: 0.02, process: 0.02, usableCores: 4 }),
+      ...measured({ thread: busy, process: busy, usableCores: 4 }),
       loopStallsMs: [[10, 20]],
       gcPauses: { count: 20, totalMs: 200, maxMs: 10, over1Ms: 20 },
     };
@@ -235,7 +236,17 @@ describe("client-health verdict: how late the thread's own stalls made its stamp
     const reason = health.reasons.join('\n');
     assert.match(reason, /ITL p99 may be inflated by up to 5\.0 ms \(of the measured 10\.0 ms\)/);
     assert.match(reason, /20 garbage-collection pauses over 1 ms, the longest 10\.0 ms/);
-    assert.match(reason, /about 2 worker threads/);
+    // A loop busy 2 % of the time: its stalls are not its load's, more threads would not help.
+    assert.match(reason, /busy 2% of the time.*which more worker threads do not remove/);
+    assert.doesNotMatch(reason, /about \d+ worker threads/);
+  });
+
+  test('a busy loop: the verdict names the worker threads that would spread its stalls', () => {
+    // Busy 50 %: reads queued in a stall drain at about half speed (p99 7.4 ms); four threads,
+    // each with a quarter of the stalls and the load, come under 1 ms by the same estimate.
+    const health = stalled(10, 0.5);
+    assert.equal(health.stampDelayMs?.p99Ms.toFixed(1), '7.4');
+    assert.match(health.reasons.join('\n'), /about 4 worker threads, each on a core of its own/);
   });
 
   test('against a 200 ms ITL p99 the same stalls are not material', () => {
