@@ -96,6 +96,15 @@ export interface FailedWorker extends TerminatedWorker {
   reason: string;
 }
 
+/**
+ * A worker's young generation is capped at 12 MB (a 4 MB semi-space; V8's own grows to 48 MB):
+ * more, shorter scavenges. Measured with bench:peer's paced regime on one worker (256 streams, 10
+ * ms a token, one core): stamp p99 3.9-4.8 ms against 6.7-7.0 uncapped, the longest pause 8-10
+ * ms against 15, the same CPU; 6 MB read 3.6-4.3 ms for 25 % more CPU, 3 MB 4.5-4.8 ms
+ * (docs/benchmarks.md, "GC settings, measured"). The main thread's cannot be set after start.
+ */
+const WORKER_LIMITS = { maxYoungGenerationSizeMb: 12 };
+
 /** How a worker's run ended: its report, terminated (no answer to a cancel), or failed. */
 type WorkerEnd =
   | Extract<FromWorker, { type: 'done' }>
@@ -237,9 +246,9 @@ class WorkerThread {
       ? new Worker(
           // tsx as this file resolves it: eval code would resolve it from the working directory.
           `import(${JSON.stringify(import.meta.resolve('tsx/esm/api'))}).then((tsx) => { tsx.register(); return import(${JSON.stringify(entry.href)}); });`,
-          { eval: true, workerData: job },
+          { eval: true, workerData: job, resourceLimits: WORKER_LIMITS },
         )
-      : new Worker(entry, { workerData: job });
+      : new Worker(entry, { workerData: job, resourceLimits: WORKER_LIMITS });
     const ready = deferred<void>();
     const done = deferred<WorkerEnd>();
     this.ready = ready.promise;
