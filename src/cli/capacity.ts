@@ -45,42 +45,12 @@ export function capacityCommand(): Command {
 
 async function capacity(o: CapacityOptions): Promise<number> {
   // Loaded when the command is chosen, so that other commands start without them.
-  const [
-    { apiKeyProblem, urlCredentialsProblem },
-    { renderCapacity },
-    { capacitySettings, predictDeploymentCapacity, runCapacity },
-    { engineFlagArgs, engineFromFlags },
-  ] = await Promise.all([
-    import('../plan/runPlan.js'),
+  const [{ renderCapacity }, { prepareCapacity, runCapacity }] = await Promise.all([
     import('../report/capacityText.js'),
     import('../session/profiles/capacity.js'),
-    import('../sim/options.js'),
   ]);
-  const problems: string[] = [];
-  const settings = capacitySettings(o, problems);
-  const builtIn = o.url === undefined;
-  // The prediction needs the served model and GPU: given, or the simulator's own.
-  const wantsPrediction = builtIn || o.model !== undefined || o.gpu !== undefined;
-  const built = wantsPrediction ? engineFromFlags(o.model, o) : undefined;
-  if (built) problems.push(...built.problems);
-  if (!builtIn && o.timeScale !== undefined) {
-    problems.push('--time-scale applies to the built-in simulator (without --url)');
-  }
-  const apiKey = o.apiKeyEnv !== undefined ? process.env[o.apiKeyEnv] : process.env.OPENAI_API_KEY;
-  if (o.apiKeyEnv !== undefined && apiKey === undefined) {
-    problems.push(`--api-key-env names ${o.apiKeyEnv}, which is not set in the environment`);
-  }
-  const badKey =
-    apiKey === undefined
-      ? undefined
-      : apiKeyProblem(o.apiKeyEnv ?? 'OPENAI_API_KEY', apiKey, o.apiKeyEnv !== undefined);
-  const badUrl = o.url === undefined ? undefined : urlCredentialsProblem('--url', o.url);
-  problems.push(...[badKey, badUrl].filter((p) => p !== undefined));
+  const { settings, run, problems } = prepareCapacity(o);
   if (problems.length > 0) return printProblems('capacity', problems);
-  const predicted = built?.engine ? predictDeploymentCapacity(built.engine, settings) : undefined;
-  if (builtIn && predicted && 'note' in predicted) {
-    throw new Error(`the built-in simulator cannot start: ${predicted.note}`);
-  }
   const interrupts = listenForInterrupts(() =>
     process.stderr.write('\ninfergauge capacity: stopping after the requests in flight\n'),
   );
@@ -88,21 +58,7 @@ async function capacity(o: CapacityOptions): Promise<number> {
     const { report, root: out } = await runCapacity(
       settings,
       {
-        ...(builtIn
-          ? {
-              simulatorArgs: [
-                ...(o.model !== undefined ? ['--model', o.model] : []),
-                ...(o.timeScale !== undefined ? ['--time-scale', o.timeScale] : []),
-                ...engineFlagArgs(o),
-              ],
-            }
-          : { url: o.url }),
-        ...(o.modelName !== undefined ? { modelName: o.modelName } : {}),
-        ...(o.metricsUrl !== undefined ? { metricsUrl: o.metricsUrl } : {}),
-        apiKey,
-        ...(predicted && 'prediction' in predicted ? { prediction: predicted.prediction } : {}),
-        ...(predicted && 'note' in predicted ? { predictionNote: predicted.note } : {}),
-        ...(o.out !== undefined ? { out: o.out } : {}),
+        ...run,
         onNotice: (message) => printNotice('capacity', message),
         ...(process.stderr.isTTY && !o.json
           ? { progress: (line: string) => process.stderr.write(line) }

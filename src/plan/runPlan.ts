@@ -452,16 +452,7 @@ export function parseRunPlan(input: RunPlanInput, env: NodeJS.ProcessEnv = {}): 
     if (bad) problems.push(bad);
     headers[name] = value;
   }
-  let apiKeyEnv = input.apiKeyEnv;
-  if (apiKeyEnv !== undefined && env[apiKeyEnv] === undefined) {
-    problems.push(problem('apiKeyEnv', `names ${apiKeyEnv}, which is not set in the environment`));
-  }
-  if (apiKeyEnv === undefined && env.OPENAI_API_KEY !== undefined) apiKeyEnv = 'OPENAI_API_KEY';
-  const apiKey = apiKeyEnv === undefined ? undefined : env[apiKeyEnv];
-  if (apiKeyEnv !== undefined && apiKey !== undefined) {
-    const bad = apiKeyProblem(apiKeyEnv, apiKey, input.apiKeyEnv !== undefined);
-    if (bad) problems.push(bad);
-  }
+  const { apiKeyEnv } = apiKeyFromEnv(input.apiKeyEnv, env, problems);
   for (const key of ['url', 'metricsUrl', 'dcgmUrl', 'serverMetrics'] as const) {
     const url = input[key];
     const bad = typeof url === 'string' ? urlCredentialsProblem(FLAGS[key].flag, url) : undefined;
@@ -861,8 +852,28 @@ export function controlCharacterProblem(what: string, value: string): string | u
   return `${what} contains a line break or control character (e.g. a Windows line end read from a file): remove it (the value is not shown)`;
 }
 
+/**
+ * The API key a command sends: the variable `named` (--api-key-env; a problem when it is not
+ * set), else OPENAI_API_KEY when set. A key with a control character in it is a problem.
+ */
+export function apiKeyFromEnv(
+  named: string | undefined,
+  env: NodeJS.ProcessEnv,
+  problems: string[],
+): { apiKey?: string; apiKeyEnv?: string } {
+  if (named !== undefined && env[named] === undefined) {
+    problems.push(problem('apiKeyEnv', `names ${named}, which is not set in the environment`));
+  }
+  const apiKeyEnv = named ?? (env.OPENAI_API_KEY !== undefined ? 'OPENAI_API_KEY' : undefined);
+  const apiKey = apiKeyEnv === undefined ? undefined : env[apiKeyEnv];
+  if (apiKeyEnv === undefined || apiKey === undefined) return apiKeyEnv ? { apiKeyEnv } : {};
+  const bad = apiKeyProblem(apiKeyEnv, apiKey, named !== undefined);
+  if (bad) problems.push(bad);
+  return { apiKey, apiKeyEnv };
+}
+
 /** The API key in environment variable `name` (`named`: by --api-key-env, else by default). */
-export function apiKeyProblem(name: string, key: string, named: boolean): string | undefined {
+function apiKeyProblem(name: string, key: string, named: boolean): string | undefined {
   return controlCharacterProblem(
     named
       ? `--api-key-env ${name}: the API key in ${name}`

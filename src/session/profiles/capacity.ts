@@ -30,10 +30,12 @@ import {
 } from '../../memory/capacity.js';
 import { EngineStartError, planVllmMemory } from '../../memory/footprint.js';
 import { SummaryBuilder } from '../../metrics/summary.js';
+import { apiKeyFromEnv, urlCredentialsProblem } from '../../plan/runPlan.js';
 import type { CapacityReport } from '../../report/capacityText.js';
 import { writeResult } from '../../results/layout.js';
 import { openRunDir } from '../../results/runFiles.js';
 import { type EngineModelOptions, resolveEngineConfig } from '../../sim/engineModel.js';
+import { engineFlagArgs, engineFromFlags } from '../../sim/options.js';
 import { recordTelemetry } from '../../telemetry/scraper.js';
 import type { ServerMetricsSummary } from '../../telemetry/summary.js';
 import { VERSION } from '../../version.js';
@@ -146,6 +148,58 @@ export function predictDeploymentCapacity(
     if (!(err instanceof EngineStartError)) throw err;
     return { note: err.message };
   }
+}
+
+/**
+ * Everything `capacity` takes from its options, checked: the settings, the target (the built-in
+ * simulator's arguments without --url), the API key, and the analytic prediction where the
+ * model and GPU are known. `problems` lists what is wrong with the options (exit 2); a built-in
+ * simulator that could not start throws.
+ */
+export function prepareCapacity(
+  o: CapacityOptions,
+  env: NodeJS.ProcessEnv = process.env,
+): {
+  settings: CapacitySettings;
+  run: Omit<CapacityRun, 'progress' | 'outputs' | 'onNotice'>;
+  problems: string[];
+} {
+  const problems: string[] = [];
+  const settings = capacitySettings(o, problems);
+  const builtIn = o.url === undefined;
+  // The prediction needs the served model and GPU: given, or the simulator's own.
+  const wantsPrediction = builtIn || o.model !== undefined || o.gpu !== undefined;
+  const built = wantsPrediction ? engineFromFlags(o.model, o) : undefined;
+  if (built) problems.push(...built.problems);
+  if (!builtIn && o.timeScale !== undefined) {
+    problems.push('--time-scale applies to the built-in simulator (without --url)');
+  }
+  const { apiKey } = apiKeyFromEnv(o.apiKeyEnv, env, problems);
+  const badUrl = o.url === undefined ? undefined : urlCredentialsProblem('--url', o.url);
+  if (badUrl) problems.push(badUrl);
+  const run: Omit<CapacityRun, 'progress' | 'outputs' | 'onNotice'> = {
+    ...(builtIn
+      ? {
+          simulatorArgs: [
+            ...(o.model !== undefined ? ['--model', o.model] : []),
+            ...(o.timeScale !== undefined ? ['--time-scale', o.timeScale] : []),
+            ...engineFlagArgs(o),
+          ],
+        }
+      : { url: o.url }),
+    ...(o.modelName !== undefined ? { modelName: o.modelName } : {}),
+    ...(o.metricsUrl !== undefined ? { metricsUrl: o.metricsUrl } : {}),
+    apiKey,
+    ...(o.out !== undefined ? { out: o.out } : {}),
+  };
+  if (problems.length > 0 || !built?.engine) return { settings, run, problems };
+  const predicted = predictDeploymentCapacity(built.engine, settings);
+  if ('note' in predicted && builtIn) {
+    throw new Error(`the built-in simulator cannot start: ${predicted.note}`);
+  }
+  if ('note' in predicted) run.predictionNote = predicted.note;
+  else run.prediction = predicted.prediction;
+  return { settings, run, problems };
 }
 
 export interface CapacityRun {

@@ -251,7 +251,7 @@ export async function runSweep(
     ...sessionOutputs(hooks),
     onNotice,
   };
-  return inSession(session, (s) => sweepSession(prepared, settings, root, s, hooks));
+  return inSession(session, (s) => sweepSession(prepared, settings, root, s, hooks, onNotice));
 }
 
 async function sweepSession(
@@ -260,10 +260,9 @@ async function sweepSession(
   root: string,
   session: SessionEvents,
   { stop, say }: { stop: AbortSignal; say: (line: string) => void },
+  onNotice: (notice: string) => void,
 ): Promise<SweepOutcome & { code: number }> {
-  const runner = await createPointRunner(prepared, session, stop, (notice) =>
-    say(`infergauge sweep: ${notice}\n`),
-  );
+  const runner = await createPointRunner(prepared, session, stop, onNotice);
   try {
     const engine = prepared.engine ? resolveEngineConfig(prepared.engine) : undefined;
     const kv = engine ? { plan: planVllmMemory(engine), blockSize: engine.blockSize } : undefined;

@@ -1,0 +1,45 @@
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import { prepareCapacity } from '../../../src/session/profiles/capacity.js';
+
+describe('capacity options, checked by the library', () => {
+  test('every problem at once, each naming its flag; no key is read from an unnamed variable', () => {
+    const { problems, run } = prepareCapacity(
+      { apiKeyEnv: 'NOT_SET', url: 'http://user:pw@localhost:8000', timeScale: '2' },
+      {},
+    );
+    assert.equal(problems.length, 3, problems.join('\n'));
+    assert.match(problems[0], /^--time-scale applies to the built-in simulator/);
+    assert.match(problems[1], /^--api-key-env names NOT_SET, which is not set/);
+    assert.match(problems[2], /^--url holds credentials/);
+    assert.equal(run.apiKey, undefined);
+  });
+
+  test('the default key is OPENAI_API_KEY; a --url run predicts only with a model given', () => {
+    const { problems, run } = prepareCapacity(
+      { url: 'http://localhost:8000' },
+      { OPENAI_API_KEY: 'sk-test' },
+    );
+    assert.deepEqual(problems, []);
+    assert.equal(run.apiKey, 'sk-test');
+    assert.equal(run.url, 'http://localhost:8000');
+    assert.equal(run.simulatorArgs, undefined);
+    assert.equal(run.prediction, undefined);
+  });
+
+  test('the built-in simulator: its arguments, and the prediction of the same engine', () => {
+    const { problems, run, settings } = prepareCapacity(
+      { model: 'llama-3-8b', timeScale: '2', inputTokens: '1024' },
+      {},
+    );
+    assert.deepEqual(problems, []);
+    assert.deepEqual(run.simulatorArgs?.slice(0, 4), [
+      '--model',
+      'llama-3-8b',
+      '--time-scale',
+      '2',
+    ]);
+    assert.equal(settings.inputTokens, 1024);
+    assert.ok((run.prediction?.maxBatch ?? 0) > 0);
+  });
+});
