@@ -1,4 +1,5 @@
 import { endianness } from 'node:os';
+import { parseFlagNumber } from '../flagNumber.js';
 import type { LoadSpec } from '../load.js';
 import { type Better, catalogMetric, type MetricUnit } from '../metrics/catalog.js';
 import { percentileOfSorted } from '../metrics/distribution.js';
@@ -794,6 +795,45 @@ export const DEFAULT_BOOTSTRAP: BootstrapOptions = {
   seed: 42,
   minEffect: DEFAULT_MIN_EFFECT,
 };
+
+/**
+ * The bootstrap's settings from `compare`'s options as typed (a confidence as 0.95 or 95%, the
+ * smallest effect in per cent); each one out of range is a problem naming its flag.
+ */
+export function bootstrapOptions(
+  o: { confidence?: string; resamples?: string; seed?: string; minEffect?: string },
+  problems: string[],
+): BootstrapOptions {
+  const number = (flag: string, text: string | undefined, fallback: number) => {
+    if (text === undefined) return fallback;
+    const n = parseFlagNumber(String(text).replace(/%$/, ''));
+    if ('value' in n) return n.value;
+    problems.push(`${flag} must be a number (got "${text}")`);
+    return fallback;
+  };
+  let confidence = number('--confidence', o.confidence, DEFAULT_BOOTSTRAP.confidence);
+  if (o.confidence !== undefined && (String(o.confidence).endsWith('%') || confidence > 1)) {
+    confidence /= 100;
+  }
+  if (!(confidence >= 0.5 && confidence < 1)) {
+    problems.push(
+      `--confidence must be between 0.5 and 1, e.g. 0.95 or 95% (got "${o.confidence}")`,
+    );
+  }
+  const resamples = number('--resamples', o.resamples, DEFAULT_BOOTSTRAP.resamples);
+  if (!Number.isInteger(resamples) || resamples < 100 || resamples > 100_000) {
+    problems.push(`--resamples must be a whole number from 100 to 100,000 (got "${o.resamples}")`);
+  }
+  const seed = number('--seed', o.seed, DEFAULT_BOOTSTRAP.seed);
+  if (!Number.isInteger(seed) || seed < 0) {
+    problems.push(`--seed must be a whole number >= 0 (got "${o.seed}")`);
+  }
+  const minEffect = number('--min-effect', o.minEffect, DEFAULT_BOOTSTRAP.minEffect * 100) / 100;
+  if (!(minEffect >= 0 && minEffect < 1)) {
+    problems.push(`--min-effect must be a percentage from 0 to 100, e.g. 1 (got "${o.minEffect}")`);
+  }
+  return { confidence, resamples, seed, minEffect };
+}
 
 /** A metric's value in one run and its bootstrap replicates. */
 export interface MetricBootstrap {

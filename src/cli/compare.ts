@@ -1,10 +1,9 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { Command, Option } from '@commander-js/extra-typings';
-import { type BootstrapOptions, DEFAULT_BOOTSTRAP } from '../analysis/compare.js';
+import { bootstrapOptions } from '../analysis/compare.js';
 import { parseThresholds, type Threshold, ThresholdError } from '../analysis/thresholds.js';
 import { EXIT, InfergaugeError } from '../errors.js';
-import { parseFlagNumber } from '../flagNumber.js';
 import type { CompareTarget } from '../results/compareInput.js';
 import { collect, useColor } from './common.js';
 
@@ -72,41 +71,6 @@ export function compareCommand(io: CompareIo = processIo()) {
     });
 }
 
-function parseOptions(
-  o: CompareCliOptions,
-  problems: string[],
-): BootstrapOptions & { force: boolean } {
-  const number = (flag: string, text: string | undefined, fallback: number) => {
-    if (text === undefined) return fallback;
-    const n = parseFlagNumber(String(text).replace(/%$/, ''));
-    if ('value' in n) return n.value;
-    problems.push(`${flag} must be a number (got "${text}")`);
-    return fallback;
-  };
-  let confidence = number('--confidence', o.confidence, DEFAULT_BOOTSTRAP.confidence);
-  if (o.confidence !== undefined && (String(o.confidence).endsWith('%') || confidence > 1)) {
-    confidence /= 100;
-  }
-  if (!(confidence >= 0.5 && confidence < 1)) {
-    problems.push(
-      `--confidence must be between 0.5 and 1, e.g. 0.95 or 95% (got "${o.confidence}")`,
-    );
-  }
-  const resamples = number('--resamples', o.resamples, DEFAULT_BOOTSTRAP.resamples);
-  if (!Number.isInteger(resamples) || resamples < 100 || resamples > 100_000) {
-    problems.push(`--resamples must be a whole number from 100 to 100,000 (got "${o.resamples}")`);
-  }
-  const seed = number('--seed', o.seed, DEFAULT_BOOTSTRAP.seed);
-  if (!Number.isInteger(seed) || seed < 0) {
-    problems.push(`--seed must be a whole number >= 0 (got "${o.seed}")`);
-  }
-  const minEffect = number('--min-effect', o.minEffect, DEFAULT_BOOTSTRAP.minEffect * 100) / 100;
-  if (!(minEffect >= 0 && minEffect < 1)) {
-    problems.push(`--min-effect must be a percentage from 0 to 100, e.g. 1 (got "${o.minEffect}")`);
-  }
-  return { confidence, resamples, seed, minEffect, force: o.force === true };
-}
-
 /** `infergauge compare`: the exit code (0 ok, 1 unreadable, 2 invalid, 3 threshold failed). */
 export async function runCompare(
   dirs: string[],
@@ -114,7 +78,7 @@ export async function runCompare(
   io: CompareIo,
 ): Promise<number> {
   const problems: string[] = [];
-  const options = parseOptions(o, problems);
+  const options = { ...bootstrapOptions(o, problems), force: o.force === true };
   let thresholds: Threshold[] | undefined;
   if (o.threshold && o.threshold.length > 0) {
     try {
