@@ -59,21 +59,101 @@ export function createDecoder(
   maxOutputTokens?: number,
   captureAnswerChars?: number,
 ): StreamDecoder {
-  const { framing, parse, endMarker, scan } = protocol;
-  const timeline = new Timeline(sentAtUs, maxOutputTokens, captureAnswerChars);
-  const eventTooLarge = () => {
-    timeline.fault ??= tooLarge(`${REQUEST_BOUNDS.eventChars / 2 ** 20} MiB in one event`);
-  };
+  return new MessageDecoder(protocol, sentAtUs, maxOutputTokens, captureAnswerChars);
+}
+
+/**
+ * See createDecoder. One object with shared methods, not a closure per operation: a decoder
+ * lives as long as its request, and what it holds is copied by every young-generation
+ * collection it survives (issue 29).
+ */
+class MessageDecoder implements StreamDecoder {
+  private readonly timeline: Timeline;
+  private readonly framer: SseFramer | undefined;
   /** Set while the body's end flushes an unterminated last message. */
-  let atEnd = false;
+  private atEnd = false;
+  /**
+   * NDJSON: the pieces of a line still unfinished (none holds a newline): only new text is
+   * searched, so a 20 MB line arriving in small reads costs its length, not length times reads.
+   */
+  private pending: string[] = [];
+  private pendingChars = 0;
+
+  constructor(
+    private readonly protocol: StreamProtocol,
+    sentAtUs: number,
+    maxOutputTokens?: number,
+    captureAnswerChars?: number,
+  ) {
+    this.timeline = new Timeline(sentAtUs, maxOutputTokens, captureAnswerChars);
+    if (protocol.framing === 'sse') {
+      this.framer = new SseFramer((text, start, end) => this.message(text, start, end));
+    }
+  }
+
+  get fault(): StreamFault | undefined {
+    return this.timeline.fault;
+  }
+
+  get done(): boolean {
+    return this.timeline.doneUs !== undefined;
+  }
+
+  get eventCount(): number {
+    return this.timeline.eventCount;
+  }
+
+  feed(text: string, atUs: number): number {
+    const timeline = this.timeline;
+    timeline.nowUs = atUs;
+    timeline.tokenEventsSinceRead = 0;
+    const framer = this.framer;
+    if (framer) {
+      framer.feed(text);
+      if (framer.overflowed) this.eventTooLarge();
+    } else this.feedLines(text);
+    return timeline.tokenEventsSinceRead;
+  }
+
+  end(atUs: number): void {
+    const timeline = this.timeline;
+    timeline.nowUs = atUs;
+    this.atEnd = true;
+    // The SSE standard drops an event its blank line never ended; ending it here instead lets
+    // a last event whose data arrived whole count, and one cut short be seen as a cut.
+    if (this.framer) this.framer.feed('\n\n');
+    else {
+      this.line(this.pending.join(''));
+      this.pending = [];
+    }
+    const endMarker = this.protocol.endMarker;
+    // No events at all is the caller's to judge (an empty 200 is a wrong route, not a cut).
+    if (timeline.fault || timeline.complete || endMarker === undefined) return;
+    if (timeline.eventCount === 0) return;
+    timeline.fault = {
+      kind: 'truncated',
+      message: `the stream ended without its end marker (${endMarker}) after ${timeline.eventCount} events`,
+    };
+  }
+
+  finish(): DecodedStream {
+    return this.timeline.finish();
+  }
+
+  private eventTooLarge(): void {
+    this.timeline.fault ??= tooLarge(`${REQUEST_BOUNDS.eventChars / 2 ** 20} MiB in one event`);
+  }
+
   /** One message, `text[start, end)` (a range, so the common message is never copied). */
-  const onMessage = (text: string, start: number, end: number) => {
+  private message(text: string, start: number, end: number): void {
+    const timeline = this.timeline;
     if (timeline.fault || timeline.doneUs !== undefined) return;
-    if (framing === 'sse' && end - start === 6 && text.startsWith('[DONE]', start)) {
+    const protocol = this.protocol;
+    if (protocol.framing === 'sse' && end - start === 6 && text.startsWith('[DONE]', start)) {
       timeline.markDone();
       return;
     }
-    if (scan?.(text, start, end, timeline)) return;
+    if (protocol.scan?.(text, start, end, timeline)) return;
     const data = start === 0 && end === text.length ? text : text.slice(start, end);
     let message: unknown;
     try {
@@ -82,7 +162,7 @@ export function createDecoder(
       // An unterminated last message that does not parse was cut off, unless nothing came
       // before it (then the body was never a stream: a proxy page, a wrong route).
       timeline.fault =
-        atEnd && timeline.eventCount > 0
+        this.atEnd && timeline.eventCount > 0
           ? {
               kind: 'truncated',
               message: `the stream was cut mid-event (${data.length} characters of an unfinished event after ${timeline.eventCount} events)`,
@@ -94,84 +174,35 @@ export function createDecoder(
       timeline.fault = { kind: 'bad_stream', message: `event is not a JSON object: ${clip(data)}` };
       return;
     }
-    parse(message as Record<string, unknown>, timeline);
-  };
-  let feedText: (text: string) => void;
-  let flush: () => void;
-  if (framing === 'sse') {
-    const framer = new SseFramer(onMessage);
-    feedText = (text) => {
-      framer.feed(text);
-      if (framer.overflowed) eventTooLarge();
-    };
-    // The SSE standard drops an event its blank line never ended; ending it here instead lets
-    // a last event whose data arrived whole count, and one cut short be seen as a cut.
-    flush = () => framer.feed('\n\n');
-  } else {
-    // The pieces of a line still unfinished (none holds a newline): only new text is searched,
-    // so a 20 MB line arriving in small reads costs its length, not its length times the reads.
-    let pending: string[] = [];
-    let pendingChars = 0;
-    const line = (raw: string) => {
-      const text = raw.endsWith('\r') ? raw.slice(0, -1) : raw;
-      if (text.trim().length > 0) onMessage(text, 0, text.length);
-    };
-    feedText = (text) => {
-      let start = 0;
-      for (let newline = text.indexOf('\n'); newline >= 0; newline = text.indexOf('\n', start)) {
-        const piece = text.slice(start, newline);
-        if (pending.length > 0) {
-          pending.push(piece);
-          line(pending.join(''));
-          pending = [];
-          pendingChars = 0;
-        } else line(piece);
-        start = newline + 1;
-      }
-      if (start < text.length && !timeline.fault) {
-        pending.push(text.slice(start));
-        pendingChars += text.length - start;
-        if (pendingChars > REQUEST_BOUNDS.eventChars) {
-          pending = [];
-          eventTooLarge();
-        }
-      }
-    };
-    flush = () => {
-      line(pending.join(''));
-      pending = [];
-    };
+    protocol.parse(message as Record<string, unknown>, timeline);
   }
-  return {
-    feed(text, atUs) {
-      timeline.nowUs = atUs;
-      timeline.tokenEventsSinceRead = 0;
-      feedText(text);
-      return timeline.tokenEventsSinceRead;
-    },
-    end(atUs) {
-      timeline.nowUs = atUs;
-      atEnd = true;
-      flush();
-      // No events at all is the caller's to judge (an empty 200 is a wrong route, not a cut).
-      if (timeline.fault || timeline.complete || endMarker === undefined) return;
-      if (timeline.eventCount === 0) return;
-      timeline.fault = {
-        kind: 'truncated',
-        message: `the stream ended without its end marker (${endMarker}) after ${timeline.eventCount} events`,
-      };
-    },
-    finish: (): DecodedStream => timeline.finish(),
-    get fault(): StreamFault | undefined {
-      return timeline.fault;
-    },
-    get done() {
-      return timeline.doneUs !== undefined;
-    },
-    get eventCount() {
-      return timeline.eventCount;
-    },
-  };
+
+  private line(raw: string): void {
+    const text = raw.endsWith('\r') ? raw.slice(0, -1) : raw;
+    if (text.trim().length > 0) this.message(text, 0, text.length);
+  }
+
+  private feedLines(text: string): void {
+    let start = 0;
+    for (let newline = text.indexOf('\n'); newline >= 0; newline = text.indexOf('\n', start)) {
+      const piece = text.slice(start, newline);
+      if (this.pending.length > 0) {
+        this.pending.push(piece);
+        this.line(this.pending.join(''));
+        this.pending = [];
+        this.pendingChars = 0;
+      } else this.line(piece);
+      start = newline + 1;
+    }
+    if (start < text.length && !this.timeline.fault) {
+      this.pending.push(text.slice(start));
+      this.pendingChars += text.length - start;
+      if (this.pendingChars > REQUEST_BOUNDS.eventChars) {
+        this.pending = [];
+        this.eventTooLarge();
+      }
+    }
+  }
 }
 
 /** Reads an error body (OpenAI `{error: {message}}`, TGI/Ollama `{error}`, FastAPI `{detail}`). */

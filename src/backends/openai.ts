@@ -181,11 +181,15 @@ export function openaiStreamProtocol(endpoint: Endpoint): StreamProtocol {
   const chat = endpoint === 'chat';
   return {
     framing: 'sse',
-    parse: parseChunk(chat),
+    parse: chat ? parseChatChunk : parseCompletionChunk,
+    // Per request: it learns the shape of this stream's chunks (their id is the request's).
     scan: openaiChunkScanner(chat),
     endMarker: '[DONE] or a finish_reason',
   };
 }
+
+const parseChatChunk = parseChunk(true);
+const parseCompletionChunk = parseChunk(false);
 
 /** vLLM, SGLang, TGI, llama.cpp, Ollama and hosted APIs through `/v1/(chat/)completions`. */
 export const openaiBackend: Backend = {

@@ -90,8 +90,9 @@ class Controller implements Dispatcher.DispatchController {
   readonly asciiHead: boolean;
 
   constructor(
-    readonly head: string,
-    readonly body: string | undefined,
+    /** Dropped once written: a request on the wire keeps neither (its answer takes a while). */
+    public head: string,
+    public body: string | undefined,
     readonly handler: H1Handler,
     private readonly pool: H1Pool,
   ) {
@@ -256,6 +257,8 @@ class Connection {
       this.socket.write(request.body);
       this.socket.uncork();
     }
+    request.head = '';
+    request.body = undefined;
     this.written = true;
     return true;
   }

@@ -1,4 +1,5 @@
 import { subscribe } from 'node:diagnostics_channel';
+import type { IncomingHttpHeaders } from 'node:http';
 import type { Dispatcher } from 'undici';
 import { errorBodyMessage } from '../backends/decoder.js';
 import { headerProblem, secretValues, withApiKey, withoutSecrets } from '../backends/request.js';
@@ -153,10 +154,14 @@ export function requestHeaders(target: TargetConfig, id: number): Record<string,
   return withApiKey(headers, target.apiKey);
 }
 
+/** What a run can cancel while it is in flight (Ctrl-C after the grace period cancels them all). */
+export interface Cancellable {
+  cancel(): void;
+}
+
 /**
  * Sends one streaming request and resolves with its raw record. Never rejects: every failure
- * becomes a record with a categorised error. While in flight, its abort function sits in
- * `cancellers` (Ctrl-C after the grace period calls them all).
+ * becomes a record with a categorised error. While in flight, it sits in `cancellers`.
  */
 export function executeRequest(
   pool: RequestDispatcher,
@@ -165,7 +170,7 @@ export function executeRequest(
   pending: PendingRequest,
   clock: RunClock,
   reads: ReadTracker,
-  cancellers: Set<() => void>,
+  cancellers: Set<Cancellable>,
 ): Promise<RequestRecord> {
   let path: string;
   let body: string;
@@ -173,313 +178,428 @@ export function executeRequest(
     ({ path, body } = target.backend.request(pending.spec, target));
   } catch (err) {
     // A body that cannot be built (a history past V8's string limit): this request's failure.
-    const atUs = clock.nowUs();
-    const error: RequestError = {
-      kind: 'connect',
-      message: `the request cannot be sent: ${describeError(err)}`,
-    };
     return Promise.resolve(
-      buildRecord(pending, atUs, undefined, atUs, undefined, undefined, error),
+      unsent(pending, clock, `the request cannot be sent: ${describeError(err)}`),
     );
   }
   // undici throws on such headers from inside its pool, where the throw also leaves a
   // connection slot waiting forever for a drain: refuse before anything is dispatched.
   const problem = headerProblem(target.headers, target.apiKey);
-  if (problem) {
-    const atUs = clock.nowUs();
-    const error: RequestError = {
-      kind: 'connect',
-      message: `the request cannot be sent: ${problem}`,
-    };
-    return Promise.resolve(
-      buildRecord(pending, atUs, undefined, atUs, undefined, undefined, error),
-    );
-  }
+  if (problem)
+    return Promise.resolve(unsent(pending, clock, `the request cannot be sent: ${problem}`));
   return new Promise((resolve) => {
-    // Until the pool hands the request to a connected socket, "sent" means "dispatched";
-    // connection setup and pool waits then count as client-side queueDelay, not as TTFT.
-    let sentAtUs = clock.nowUs();
-    let headersAtUs: number | undefined;
-    let status: number | undefined;
-    let controller: Dispatcher.DispatchController | undefined;
-    let abortReason: Cancelled | undefined;
-    let decoder: StreamDecoder | undefined;
-    let jsonBody: string | undefined;
-    let errorBody: string | undefined;
-    let bodyText: BodyText | undefined;
-    let settled = false;
-    let lastTokenRead = -1;
-    let contentType = '';
-    let location: string | undefined;
-    let inflater: Inflater | undefined;
-    let resent = false;
-    let attempt = { reused: false };
-    /** The body ended (or failed): nothing more will arrive for this request. */
-    let bodyOver = false;
-    let settledBytes = 0;
-    let settledTimer: NodeJS.Timeout | undefined;
-    /** Bytes after a whole answer are counted, not read; true when the answer was whole. */
-    const settledRead = (bytes: number): boolean => {
-      if (!settled) return false;
-      settledBytes += bytes;
-      if (settledBytes > SETTLED_BODY_BYTES) dropConnection();
-      return true;
-    };
-    /** Drops the connection of a request whose answer is whole but whose body goes on. */
-    const dropConnection = () => {
-      clearTimeout(settledTimer);
-      if (!bodyOver) controller?.abort(new Cancelled('fault'));
-      bodyOver = true;
-    };
-
-    const abort = (reason: Cancelled) => {
-      if (abortReason || settled) return;
-      abortReason = reason;
-      if (controller) controller.abort(reason);
-      // Not on a connection yet (waiting in the pool, or never to get one): nothing to abort,
-      // so the record ends here; onRequestStart aborts the request if it ever starts.
-      else finish(cancelError(reason.kind, target.timeoutMs), undefined);
-    };
-    const timer = setTimeout(() => abort(new Cancelled('timeout')), target.timeoutMs);
-    const onCancel = () => abort(new Cancelled('cancelled'));
-    cancellers.add(onCancel);
-
-    const finish = (error: RequestError | undefined, decoded: DecodedStream | undefined) => {
-      if (settled) return;
-      settled = true;
-      clearTimeout(timer);
-      inflater?.destroy();
-      cancellers.delete(onCancel);
-      const endAtUs = decoded?.doneUs !== undefined ? sentAtUs + decoded.doneUs : clock.nowUs();
-      const record = buildRecord(pending, sentAtUs, headersAtUs, endAtUs, status, decoded, error);
-      redactRecord(record, target);
-      if (decoded?.answer) pending.answer = decoded.answer;
-      if (resent) record.resent = true;
-      if (controller && !bodyOver) {
-        settledTimer = setTimeout(dropConnection, SETTLED_BODY_MS);
-        settledTimer.unref();
-      }
-      resolve(record);
-    };
-
-    /** A piece of the body as it arrived (or as it was decoded from its compressed chunk). */
-    const take = (chunk: Buffer, atUs: number) =>
-      takeText((bodyText as BodyText).decode(chunk), atUs);
-    const takeText = (text: string, atUs: number) => {
-      if (decoder) {
-        const tokenEvents = decoder.feed(text, atUs);
-        if (tokenEvents > 0) {
-          const read = reads.currentRead();
-          reads.tokenEvents += tokenEvents;
-          reads.coalescedTokenEvents += tokenEvents - 1 + (read === lastTokenRead ? 1 : 0);
-          lastTokenRead = read;
-        }
-        if (decoder.fault) abort(new Cancelled('fault'));
-        // Everything needed has arrived; the response's own end is then ignored, and the
-        // connection stays open for the next request.
-        else if (decoder.done) finish(undefined, decoder.finish());
-      } else if (errorBody !== undefined) {
-        if (errorBody.length < MAX_ERROR_BODY_BYTES) errorBody += text;
-      } else if (jsonBody !== undefined) {
-        if (jsonBody.length + text.length <= MAX_JSON_BODY_CHARS) jsonBody += text;
-        else {
-          finish(
-            {
-              kind: 'bad_stream',
-              message: `expected an event stream, got a JSON body of more than ${MAX_JSON_BODY_CHARS / 2 ** 20} MiB`,
-            },
-            undefined,
-          );
-          controller?.abort(new Cancelled('fault'));
-        }
-      }
-    };
-
-    /** The body is complete; `atUs` is when its last byte arrived. */
-    const end = (atUs: number) => {
-      if (settled) return;
-      if (errorBody !== undefined) {
-        finish(httpError(status as number, errorBody, location, prefix + path, target), undefined);
-      } else if (decoder) {
-        decoder.end(atUs);
-        const decoded = decoder.finish();
-        if (decoder.fault) finish(decoder.fault, decoded);
-        else if (decoder.eventCount === 0) {
-          // A 200 with no event at all is a wrong route or a proxy page, not an empty answer.
-          finish(
-            {
-              kind: 'bad_stream',
-              message: `the response held no stream events (content-type ${contentType || 'none'})`,
-            },
-            decoded,
-          );
-        } else finish(undefined, decoded);
-      } else if (jsonBody !== undefined) {
-        const decoded = decodeJsonResponse(target, pending.spec, jsonBody, atUs - sentAtUs);
-        if ('kind' in decoded) finish(decoded, undefined);
-        else finish(undefined, decoded);
-      } else {
-        finish(undefined, undefined);
-      }
-    };
-
-    const handler: H1Handler = {
-      onRequestStart(c) {
-        sentAtUs = clock.nowUs();
-        // The limit runs from sending, as documented; waiting for a connection is not the
-        // server's time (the timer armed at dispatch still bounds a connection that never comes).
-        timer.refresh();
-        controller = c;
-        if (abortReason) c.abort(abortReason);
-        else {
-          // H1Pool says whether the connection was reused; undici says it on a channel.
-          const reused = (c as { reused?: boolean }).reused;
-          if (reused === undefined) startingAttempt = attempt;
-          else attempt.reused = reused;
-        }
-      },
-      onResponseStart(c, statusCode, headers) {
-        headersAtUs = clock.nowUs();
-        status = statusCode;
-        bodyText = new BodyText();
-        const encoding = bodyEncoding(headerText(headers['content-encoding']));
-        if (typeof encoding === 'object') {
-          finish(
-            {
-              kind: 'bad_stream',
-              message: `the response is ${encoding.unsupported}-encoded, which infergauge cannot decode (it asks for no encoding)`,
-            },
-            undefined,
-          );
-          return c.abort(new Cancelled('fault'));
-        }
-        if (encoding) {
-          inflater = new Inflater(encoding, guarded(take), (err) => {
-            finish(
-              {
-                kind: 'bad_stream',
-                message: `the ${encoding}-encoded body is corrupt: ${err.message}`,
-              },
-              decoder?.finish(),
-            );
-            c.abort(new Cancelled('fault'));
-          });
-        }
-        if (statusCode < 200 || statusCode >= 300) {
-          errorBody = '';
-          location = headerText(headers.location);
-          return;
-        }
-        contentType = String(headers['content-type'] ?? '');
-        if (contentType.includes('application/json')) jsonBody = '';
-        else decoder = target.backend.decoder(sentAtUs, target, pending.spec);
-      },
-      onResponseData(_c, chunk) {
-        if (settledRead(chunk.length)) return;
-        const atUs = reads.nowUs(clock);
-        // H1Pool's chunks are views of its read buffer: zlib, which keeps them, gets a copy.
-        if (inflater) inflater.write(Buffer.from(chunk), atUs);
-        else take(chunk, atUs);
-      },
-      // H1Pool: the same bytes as a range of its read buffer, decoded with no view made.
-      onResponseBytes(_c, buffer, start, end) {
-        if (settledRead(end - start)) return;
-        const atUs = reads.nowUs(clock);
-        if (inflater) inflater.write(Buffer.from(buffer.subarray(start, end)), atUs);
-        else takeText((bodyText as BodyText).decodeRange(buffer, start, end), atUs);
-      },
-      onResponseEnd() {
-        bodyOver = true;
-        clearTimeout(settledTimer);
-        if (settled) return;
-        const atUs = reads.nowUs(clock);
-        if (inflater) inflater.end(() => end(atUs));
-        else end(atUs);
-      },
-      onResponseError(c, err) {
-        bodyOver = true;
-        clearTimeout(settledTimer);
-        if (settled) return;
-        const decoded = decoder?.finish();
-        if (decoder?.fault) return finish(decoder.fault, decoded);
-        const reason = abortReason?.kind ?? (err instanceof Cancelled ? err.kind : undefined);
-        if (reason === 'timeout' || reason === 'cancelled') {
-          return finish(cancelError(reason, target.timeoutMs), decoded);
-        }
-        // A kept-alive connection the server closed just as this request went out on it
-        // (llama-server closes after every stream while advertising keep-alive): nothing was
-        // answered, so send once more, as curl and browsers do. The lost time is queueDelay.
-        // Only a reused connection: with one request per connection at a time it was idle, and
-        // the close was the server's idle close; a reset on a fresh connection is the server's
-        // answer to this request, a failure to report. Nor after any byte of an answer (H1Pool
-        // says so of a 1xx): the server read the request, and a POST must not run twice.
-        const answered = (c as { answered?: boolean }).answered === true;
-        if (
-          !resent &&
-          headersAtUs === undefined &&
-          !answered &&
-          attempt.reused &&
-          isClosedSocket(err)
-        ) {
-          resent = true;
-          controller = undefined;
-          attempt = { reused: false };
-          return send();
-        }
-        finish(transportError(err, headersAtUs !== undefined), decoded);
-      },
-    };
-
-    // A throw while reading the answer (a bug, a limit of the runtime) is this request's failure:
-    // uncaught in a socket callback it would end the process without a summary.
-    const guarded =
-      <A extends unknown[]>(f: (...args: A) => void) =>
-      (...args: A): void => {
-        try {
-          f(...args);
-        } catch (err) {
-          finish(
-            {
-              kind: 'bad_stream',
-              message: `the response could not be read: ${describeError(err)}`,
-            },
-            undefined,
-          );
-          controller?.abort(new Cancelled('fault'));
-        }
-      };
-    for (const key of [
-      'onRequestStart',
-      'onResponseStart',
-      'onResponseData',
-      'onResponseBytes',
-      'onResponseEnd',
-      'onResponseError',
-    ] as const) {
-      const f = handler[key] as ((...args: unknown[]) => void) | undefined;
-      if (f) (handler as Record<string, unknown>)[key] = guarded(f.bind(handler));
-    }
-
-    const send = () => {
-      try {
-        pool.dispatch(
-          {
-            path: prefix + path,
-            method: 'POST',
-            body,
-            headers: requestHeaders(target, pending.id),
-            headersTimeout: target.timeoutMs,
-            bodyTimeout: target.timeoutMs,
-            freshConnection: resent,
-          },
-          handler,
-        );
-      } catch (err) {
-        finish(transportError(err as Error, false), undefined);
-      }
-    };
-    send();
+    new Exchange(pool, target, prefix + path, pending, clock, reads, cancellers, resolve).send(
+      body,
+    );
   });
+}
+
+function unsent(pending: PendingRequest, clock: RunClock, message: string): RequestRecord {
+  const atUs = clock.nowUs();
+  const error: RequestError = { kind: 'connect', message };
+  return buildRecord(pending, atUs, undefined, atUs, undefined, undefined, error);
+}
+
+/**
+ * One request in flight: the pool's handler, its state and its timers, in one object whose
+ * methods are shared. It lives as long as its request (1.3 s at an engine's pace, longer than
+ * two young-generation collections), so whatever it holds is copied by each collection it
+ * survives: a closure per callback, a context per closure and a guard per callback came to some
+ * 5 KB a request, a third of what each collection copied at 256 streams (issue 29). It keeps
+ * neither the request body (rebuilt for the one resend there may be) nor the response head.
+ */
+class Exchange implements H1Handler {
+  /** Until the pool hands the request to a connected socket, "sent" means "dispatched". */
+  private sentAtUs: number;
+  private headersAtUs: number | undefined;
+  private status: number | undefined;
+  private controller: Dispatcher.DispatchController | undefined;
+  private abortReason: Cancelled | undefined;
+  private decoder: StreamDecoder | undefined;
+  private jsonBody: string | undefined;
+  private errorBody: string | undefined;
+  private bodyText: BodyText | undefined;
+  private settled = false;
+  private lastTokenRead = -1;
+  private contentType = '';
+  private location: string | undefined;
+  private inflater: Inflater | undefined;
+  private resent = false;
+  /** The current attempt went out on a connection that had carried an earlier request. */
+  reused = false;
+  /** The body ended (or failed): nothing more will arrive for this request. */
+  private bodyOver = false;
+  private settledBytes = 0;
+  private settledTimer: NodeJS.Timeout | undefined;
+  private readonly timer: NodeJS.Timeout;
+
+  constructor(
+    private readonly pool: RequestDispatcher,
+    private readonly target: TargetConfig,
+    private readonly path: string,
+    private readonly pending: PendingRequest,
+    private readonly clock: RunClock,
+    private readonly reads: ReadTracker,
+    private readonly cancellers: Set<Cancellable>,
+    private readonly resolve: (record: RequestRecord) => void,
+  ) {
+    // Connection setup and pool waits count as client-side queueDelay, not as TTFT.
+    this.sentAtUs = clock.nowUs();
+    this.timer = setTimeout(timeOut, target.timeoutMs, this);
+    cancellers.add(this);
+  }
+
+  send(body: string): void {
+    try {
+      this.pool.dispatch(
+        {
+          path: this.path,
+          method: 'POST',
+          body,
+          headers: requestHeaders(this.target, this.pending.id),
+          headersTimeout: this.target.timeoutMs,
+          bodyTimeout: this.target.timeoutMs,
+          freshConnection: this.resent,
+        },
+        this,
+      );
+    } catch (err) {
+      this.finish(transportError(err as Error, false), undefined);
+    }
+  }
+
+  cancel(): void {
+    this.abort(new Cancelled('cancelled'));
+  }
+
+  abort(reason: Cancelled): void {
+    if (this.abortReason || this.settled) return;
+    this.abortReason = reason;
+    if (this.controller) this.controller.abort(reason);
+    // Not on a connection yet (waiting in the pool, or never to get one): nothing to abort,
+    // so the record ends here; onRequestStart aborts the request if it ever starts.
+    else this.finish(cancelError(reason.kind, this.target.timeoutMs), undefined);
+  }
+
+  // The pool's callbacks. A throw while reading the answer (a bug, a limit of the runtime) is
+  // this request's failure: uncaught in a socket callback it would end the process without a
+  // summary.
+
+  onRequestStart(c: Dispatcher.DispatchController): void {
+    try {
+      this.sentAtUs = this.clock.nowUs();
+      // The limit runs from sending, as documented; waiting for a connection is not the
+      // server's time (the timer armed at dispatch still bounds a connection that never comes).
+      this.timer.refresh();
+      this.controller = c;
+      if (this.abortReason) c.abort(this.abortReason);
+      else {
+        // H1Pool says whether the connection was reused; undici says it on a channel.
+        const reused = (c as { reused?: boolean }).reused;
+        if (reused === undefined) startingAttempt = this;
+        else this.reused = reused;
+      }
+    } catch (err) {
+      this.readFailed(err);
+    }
+  }
+
+  onResponseStart(
+    c: Dispatcher.DispatchController,
+    statusCode: number,
+    headers: IncomingHttpHeaders,
+  ): void {
+    try {
+      this.startResponse(c, statusCode, headers);
+    } catch (err) {
+      this.readFailed(err);
+    }
+  }
+
+  onResponseData(_c: Dispatcher.DispatchController, chunk: Buffer): void {
+    try {
+      if (this.settledRead(chunk.length)) return;
+      const atUs = this.reads.nowUs(this.clock);
+      // H1Pool's chunks are views of its read buffer: zlib, which keeps them, gets a copy.
+      if (this.inflater) this.inflater.write(Buffer.from(chunk), atUs);
+      else this.take(chunk, atUs);
+    } catch (err) {
+      this.readFailed(err);
+    }
+  }
+
+  /** H1Pool: the same bytes as a range of its read buffer, decoded with no view made. */
+  onResponseBytes(
+    _c: Dispatcher.DispatchController,
+    buffer: Buffer,
+    start: number,
+    end: number,
+  ): void {
+    try {
+      if (this.settledRead(end - start)) return;
+      const atUs = this.reads.nowUs(this.clock);
+      if (this.inflater) this.inflater.write(Buffer.from(buffer.subarray(start, end)), atUs);
+      else this.takeText((this.bodyText as BodyText).decodeRange(buffer, start, end), atUs);
+    } catch (err) {
+      this.readFailed(err);
+    }
+  }
+
+  onResponseEnd(): void {
+    try {
+      this.bodyOver = true;
+      clearTimeout(this.settledTimer);
+      if (this.settled) return;
+      const atUs = this.reads.nowUs(this.clock);
+      if (this.inflater) this.inflater.end(() => this.guarded(() => this.end(atUs)));
+      else this.end(atUs);
+    } catch (err) {
+      this.readFailed(err);
+    }
+  }
+
+  onResponseError(c: Dispatcher.DispatchController, err: Error): void {
+    try {
+      this.responseError(c, err);
+    } catch (caught) {
+      this.readFailed(caught);
+    }
+  }
+
+  private guarded(f: () => void): void {
+    try {
+      f();
+    } catch (err) {
+      this.readFailed(err);
+    }
+  }
+
+  private readFailed(err: unknown): void {
+    this.finish(
+      { kind: 'bad_stream', message: `the response could not be read: ${describeError(err)}` },
+      undefined,
+    );
+    this.controller?.abort(new Cancelled('fault'));
+  }
+
+  private startResponse(
+    c: Dispatcher.DispatchController,
+    statusCode: number,
+    headers: IncomingHttpHeaders,
+  ): void {
+    this.headersAtUs = this.clock.nowUs();
+    this.status = statusCode;
+    this.bodyText = new BodyText();
+    const encoding = bodyEncoding(headerText(headers['content-encoding']));
+    if (typeof encoding === 'object') {
+      this.finish(
+        {
+          kind: 'bad_stream',
+          message: `the response is ${encoding.unsupported}-encoded, which infergauge cannot decode (it asks for no encoding)`,
+        },
+        undefined,
+      );
+      c.abort(new Cancelled('fault'));
+      return;
+    }
+    if (encoding) {
+      this.inflater = new Inflater(
+        encoding,
+        (chunk, atUs) => this.guarded(() => this.take(chunk, atUs)),
+        (err) => {
+          this.finish(
+            {
+              kind: 'bad_stream',
+              message: `the ${encoding}-encoded body is corrupt: ${err.message}`,
+            },
+            this.decoder?.finish(),
+          );
+          c.abort(new Cancelled('fault'));
+        },
+      );
+    }
+    if (statusCode < 200 || statusCode >= 300) {
+      this.errorBody = '';
+      this.location = headerText(headers.location);
+      return;
+    }
+    // A copy: a slice would keep the whole head alive as long as the request.
+    this.contentType = copyOf(String(headers['content-type'] ?? ''));
+    if (this.contentType.includes('application/json')) this.jsonBody = '';
+    else this.decoder = this.target.backend.decoder(this.sentAtUs, this.target, this.pending.spec);
+  }
+
+  /** Bytes after a whole answer are counted, not read; true when the answer was whole. */
+  private settledRead(bytes: number): boolean {
+    if (!this.settled) return false;
+    this.settledBytes += bytes;
+    if (this.settledBytes > SETTLED_BODY_BYTES) this.dropConnection();
+    return true;
+  }
+
+  /** Drops the connection of a request whose answer is whole but whose body goes on. */
+  dropConnection(): void {
+    clearTimeout(this.settledTimer);
+    if (!this.bodyOver) this.controller?.abort(new Cancelled('fault'));
+    this.bodyOver = true;
+  }
+
+  private finish(error: RequestError | undefined, decoded: DecodedStream | undefined): void {
+    if (this.settled) return;
+    this.settled = true;
+    clearTimeout(this.timer);
+    this.inflater?.destroy();
+    this.cancellers.delete(this);
+    const sentAtUs = this.sentAtUs;
+    const endAtUs = decoded?.doneUs !== undefined ? sentAtUs + decoded.doneUs : this.clock.nowUs();
+    const record = buildRecord(
+      this.pending,
+      sentAtUs,
+      this.headersAtUs,
+      endAtUs,
+      this.status,
+      decoded,
+      error,
+    );
+    redactRecord(record, this.target);
+    if (decoded?.answer) this.pending.answer = decoded.answer;
+    if (this.resent) record.resent = true;
+    if (this.controller && !this.bodyOver) {
+      this.settledTimer = setTimeout(dropSettled, SETTLED_BODY_MS, this);
+      this.settledTimer.unref();
+    }
+    // What the body's rest may still need is the controller; the decoder's state goes now.
+    this.decoder = undefined;
+    this.bodyText = undefined;
+    this.resolve(record);
+  }
+
+  /** A piece of the body as it arrived (or as it was decoded from its compressed chunk). */
+  private take(chunk: Buffer, atUs: number): void {
+    this.takeText((this.bodyText as BodyText).decode(chunk), atUs);
+  }
+
+  private takeText(text: string, atUs: number): void {
+    const decoder = this.decoder;
+    if (decoder) {
+      const tokenEvents = decoder.feed(text, atUs);
+      if (tokenEvents > 0) {
+        const reads = this.reads;
+        const read = reads.currentRead();
+        reads.tokenEvents += tokenEvents;
+        reads.coalescedTokenEvents += tokenEvents - 1 + (read === this.lastTokenRead ? 1 : 0);
+        this.lastTokenRead = read;
+      }
+      if (decoder.fault) this.abort(new Cancelled('fault'));
+      // Everything needed has arrived; the response's own end is then ignored, and the
+      // connection stays open for the next request.
+      else if (decoder.done) this.finish(undefined, decoder.finish());
+    } else if (this.errorBody !== undefined) {
+      if (this.errorBody.length < MAX_ERROR_BODY_BYTES) this.errorBody += text;
+    } else if (this.jsonBody !== undefined) {
+      if (this.jsonBody.length + text.length <= MAX_JSON_BODY_CHARS) this.jsonBody += text;
+      else {
+        this.finish(
+          {
+            kind: 'bad_stream',
+            message: `expected an event stream, got a JSON body of more than ${MAX_JSON_BODY_CHARS / 2 ** 20} MiB`,
+          },
+          undefined,
+        );
+        this.controller?.abort(new Cancelled('fault'));
+      }
+    }
+  }
+
+  /** The body is complete; `atUs` is when its last byte arrived. */
+  private end(atUs: number): void {
+    if (this.settled) return;
+    const decoder = this.decoder;
+    if (this.errorBody !== undefined) {
+      this.finish(
+        httpError(this.status as number, this.errorBody, this.location, this.path, this.target),
+        undefined,
+      );
+    } else if (decoder) {
+      decoder.end(atUs);
+      const decoded = decoder.finish();
+      if (decoder.fault) this.finish(decoder.fault, decoded);
+      else if (decoder.eventCount === 0) {
+        // A 200 with no event at all is a wrong route or a proxy page, not an empty answer.
+        this.finish(
+          {
+            kind: 'bad_stream',
+            message: `the response held no stream events (content-type ${this.contentType || 'none'})`,
+          },
+          decoded,
+        );
+      } else this.finish(undefined, decoded);
+    } else if (this.jsonBody !== undefined) {
+      const decoded = decodeJsonResponse(
+        this.target,
+        this.pending.spec,
+        this.jsonBody,
+        atUs - this.sentAtUs,
+      );
+      if ('kind' in decoded) this.finish(decoded, undefined);
+      else this.finish(undefined, decoded);
+    } else {
+      this.finish(undefined, undefined);
+    }
+  }
+
+  private responseError(c: Dispatcher.DispatchController, err: Error): void {
+    this.bodyOver = true;
+    clearTimeout(this.settledTimer);
+    if (this.settled) return;
+    const decoder = this.decoder;
+    const decoded = decoder?.finish();
+    if (decoder?.fault) {
+      this.finish(decoder.fault, decoded);
+      return;
+    }
+    const reason = this.abortReason?.kind ?? (err instanceof Cancelled ? err.kind : undefined);
+    if (reason === 'timeout' || reason === 'cancelled') {
+      this.finish(cancelError(reason, this.target.timeoutMs), decoded);
+      return;
+    }
+    // A kept-alive connection the server closed just as this request went out on it
+    // (llama-server closes after every stream while advertising keep-alive): nothing was
+    // answered, so send once more, as curl and browsers do. The lost time is queueDelay.
+    // Only a reused connection: with one request per connection at a time it was idle, and
+    // the close was the server's idle close; a reset on a fresh connection is the server's
+    // answer to this request, a failure to report. Nor after any byte of an answer (H1Pool
+    // says so of a 1xx): the server read the request, and a POST must not run twice.
+    const answered = (c as { answered?: boolean }).answered === true;
+    if (
+      !this.resent &&
+      this.headersAtUs === undefined &&
+      !answered &&
+      this.reused &&
+      isClosedSocket(err)
+    ) {
+      this.resent = true;
+      this.controller = undefined;
+      this.reused = false;
+      // The body was not kept (see the class comment): built again, as it was the first time.
+      this.send(this.target.backend.request(this.pending.spec, this.target).body);
+      return;
+    }
+    this.finish(transportError(err, this.headersAtUs !== undefined), decoded);
+  }
+}
+
+function timeOut(exchange: Exchange): void {
+  exchange.abort(new Cancelled('timeout'));
+}
+
+function dropSettled(exchange: Exchange): void {
+  exchange.dropConnection();
+}
+
+/** A flat copy of a short string, so that it keeps no larger string alive (V8 slices do). */
+function copyOf(text: string): string {
+  return text.length < 13 ? text : Buffer.from(text, 'latin1').toString('latin1');
 }
 
 function buildRecord(

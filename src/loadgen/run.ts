@@ -20,6 +20,7 @@ import {
 import { createRunClock, type RunClock } from './clock.js';
 import { H1Pool } from './h1.js';
 import {
+  type Cancellable,
   executeRequest,
   type PendingRequest,
   ReadTracker,
@@ -175,7 +176,7 @@ export async function runLoadgen(
   const wallStartUs = clock.nowUs();
   const sendSlipMs: number[] = [];
   /** Abort functions of the requests in flight (one listener for all, not one per request). */
-  const cancellers = new Set<() => void>();
+  const cancellers = new Set<Cancellable>();
 
   let stoppedBySignal = options.stopSignal?.aborted ?? false;
   const ids = options.ids ?? {
@@ -264,7 +265,7 @@ export async function runLoadgen(
   };
   options.stopSignal?.addEventListener('abort', onStop, { once: true });
   const onCancel = () => {
-    for (const cancelRequest of cancellers) cancelRequest();
+    for (const request of cancellers) request.cancel();
   };
   options.cancelSignal?.addEventListener('abort', onCancel, { once: true });
   try {

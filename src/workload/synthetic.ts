@@ -31,17 +31,16 @@ export function createSyntheticWorkload(
   options: SyntheticWorkloadOptions,
 ): (id: number) => RequestSpec {
   return (id) => {
-    let prompt: string | undefined;
     return {
-      // Built on first use: a virtual-time run only needs the count, which is exact here.
+      // Built on each use, and not kept: a virtual-time run only needs the count, which is
+      // exact here, and a request reads it once, to build its body; kept, it would live (and
+      // be copied by the young-generation collections) as long as the request.
       get prompt(): string {
-        if (prompt === undefined) {
-          const rng = createRng((options.seed * 1_000_003 + id) >>> 0);
-          // Concatenation (a rope in V8) is several times cheaper than joining an array.
-          prompt = WORDS[rng.int(WORDS.length)];
-          for (let i = 1; i < options.inputTokens; i++) {
-            prompt += ` ${WORDS[rng.int(WORDS.length)]}`;
-          }
+        const rng = createRng((options.seed * 1_000_003 + id) >>> 0);
+        // Concatenation (a rope in V8) is several times cheaper than joining an array.
+        let prompt = WORDS[rng.int(WORDS.length)];
+        for (let i = 1; i < options.inputTokens; i++) {
+          prompt += ` ${WORDS[rng.int(WORDS.length)]}`;
         }
         return prompt;
       },

@@ -14,7 +14,12 @@ import { EXIT, InfergaugeError } from '../../src/errors.js';
 import { benchmark, parseRunPlan } from '../../src/index.js';
 import { createRunClock } from '../../src/loadgen/clock.js';
 import { runDeadlineS } from '../../src/loadgen/deadline.js';
-import { executeRequest, type PendingRequest, ReadTracker } from '../../src/loadgen/http.js';
+import {
+  type Cancellable,
+  executeRequest,
+  type PendingRequest,
+  ReadTracker,
+} from '../../src/loadgen/http.js';
 import { testOnly } from '../../src/loadgen/workers.js';
 import { rawServer } from '../helpers/rawServer.js';
 import { runAgainst, target } from '../helpers/run.js';
@@ -114,8 +119,8 @@ describe('case 1: a header that cannot be sent never hangs a run', () => {
     const server = await rawServer(() => {});
     const pool = new Pool(server.url, { connections: 1, pipelining: 1 });
     const clock = createRunClock();
-    const holderCancel = new Set<() => void>();
-    const send = (id: number, timeoutMs: number, cancellers: Set<() => void>) =>
+    const holderCancel = new Set<Cancellable>();
+    const send = (id: number, timeoutMs: number, cancellers: Set<Cancellable>) =>
       executeRequest(
         pool,
         target(server.url, { endpoint: 'chat', timeoutMs }),
@@ -132,11 +137,11 @@ describe('case 1: a header that cannot be sent never hangs a run', () => {
       const timedOut = await send(1, 300, new Set());
       assert.equal(timedOut.error?.kind, 'timeout');
       assert.ok(Date.now() - started < 20_000, 'the timeout ended it, not the holder');
-      const cancellers = new Set<() => void>();
+      const cancellers = new Set<Cancellable>();
       const cancelled = send(2, 60_000, cancellers);
-      for (const cancel of cancellers) cancel();
+      for (const request of cancellers) request.cancel();
       assert.equal((await cancelled).error?.kind, 'cancelled');
-      for (const cancel of holderCancel) cancel();
+      for (const request of holderCancel) request.cancel();
       assert.equal((await holder).error?.kind, 'cancelled');
       assert.equal(server.requests(), 1, 'the settled requests were never sent');
     } finally {
