@@ -15,6 +15,9 @@
  *   that event (joined by x-request-id and event index: stampErrorsMs), p50 / p99 / max; and how
  *   late the server ran against its own schedule, so a late server shows as such.
  *
+ * `--clients floor` adds the floor (fake-server/floor-client.mjs): a Node reader that stamps each
+ * read and does nothing else, so the figures show what the machine allows any Node client.
+ *
  * infergauge runs as its CLI (dist/, `npm run -s build` first) and is read from its summary.json;
  * the peer is vLLM's benchmark_serving.py (v0.7.3, ../shared/peers/, run with Debian's Python) or
  * `vllm bench serve`, read from its --save-result JSON. docs/benchmarks.md, "Side by side with
@@ -22,7 +25,7 @@
  *
  *   npm run bench:peer -- [--regime client-bound|paced|own-write]
  *     [--levels 16,64,256] [--tokens-per-event 1] [--ttft-ms 0] [--itl-ms 0] [--events-per-s 0]
- *     [--requests 10000] [--repeats 3] [--workers default,0,1] [--clients infergauge,vllm]
+ *     [--requests 10000] [--repeats 3] [--workers default,0,1] [--clients infergauge,vllm,floor]
  *     [--peer PATH|vllm] [--peer-tokenizer NAME] [--python /usr/bin/python3]
  *     [--pin-server 0] [--pin-client 1] [--out DIR] [--markdown]
  */
@@ -38,6 +41,7 @@ import { processCpuS } from './processCpu.js';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const CLI = join(ROOT, 'dist/cli/main.js');
+const FLOOR = join(ROOT, 'bench/fake-server/floor-client.mjs');
 const DEFAULT_PEER = join(ROOT, '../shared/peers/vllm-bench-serving-v0.7.3');
 const MODEL = 'fake-model';
 const INPUT_TOKENS = 128;
@@ -68,6 +72,8 @@ const DEFAULTS = {
   requests: '10000',
 };
 
+type ClientName = 'infergauge' | 'vllm' | 'floor';
+
 interface Options {
   regime: keyof typeof REGIMES | undefined;
   levels: number[];
@@ -80,7 +86,7 @@ interface Options {
   repeats: number;
   /** infergauge --workers values; "default" leaves the flag out. */
   workers: string[];
-  clients: Set<'infergauge' | 'vllm'>;
+  clients: Set<ClientName>;
   peer: string | undefined;
   peerTokenizer: string | undefined;
   python: string;
@@ -133,7 +139,8 @@ function parseOptions(): Options {
     text.split(',').map((part) => numberArg(name, part, min, true));
   const clients = new Set(values.clients.split(',').map((c) => c.trim()));
   for (const c of clients) {
-    if (c !== 'infergauge' && c !== 'vllm') usage(`--clients: infergauge or vllm, got "${c}"`);
+    if (c !== 'infergauge' && c !== 'vllm' && c !== 'floor')
+      usage(`--clients: infergauge, vllm or floor, got "${c}"`);
   }
   const workers = values.workers.split(',').map((w) => w.trim());
   for (const w of workers) if (w !== 'default') numberArg('--workers', w, 0, true);
@@ -153,7 +160,7 @@ function parseOptions(): Options {
     requests: numberArg('--requests', values.requests ?? preset.requests, 1, true),
     repeats: numberArg('--repeats', values.repeats, 1, true),
     workers,
-    clients: clients as Set<'infergauge' | 'vllm'>,
+    clients: clients as Set<ClientName>,
     peer: values.peer,
     peerTokenizer: values['peer-tokenizer'],
     python: values.python,
@@ -254,21 +261,79 @@ function infergaugeClient(workers: string, options: Options): Client {
   };
 }
 
+/** The floor (see the file's head comment), read like a client from its own stamps. */
+function floorClient(options: Options): Client {
+  const read = (dir: string) =>
+    JSON.parse(readFileSync(join(dir, 'floor.json'), 'utf8')) as {
+      wallS: number;
+      failed: number;
+      requests: RequestStamps[];
+    };
+  return {
+    label: 'floor',
+    argv: (url, concurrency, dir) => [
+      process.execPath,
+      FLOOR,
+      '--url',
+      url,
+      '--concurrency',
+      String(concurrency),
+      '--requests',
+      String(options.requests),
+      '--out',
+      dir,
+      '--model',
+      MODEL,
+      '--input-tokens',
+      String(INPUT_TOKENS),
+      '--output-tokens',
+      String(OUTPUT_TOKENS),
+    ],
+    read(dir) {
+      const { wallS, failed, requests } = read(dir);
+      const ttfts: number[] = [];
+      const gaps: number[] = [];
+      let events = 0;
+      for (const r of requests) {
+        const stamps = r.tokenEventsMs;
+        events += stamps.length;
+        if (stamps.length > 0) ttfts.push(stamps[0] - r.sentAtMs);
+        for (let k = 1; k < stamps.length; k++) gaps.push(stamps[k] - stamps[k - 1]);
+      }
+      return {
+        failed,
+        outputTokS: events / wallS,
+        ttftMeanMs: mean(Float64Array.from(ttfts)),
+        itlP99Ms: p99(Float64Array.from(gaps)),
+      };
+    },
+    stamps: (dir) => read(dir).requests,
+  };
+}
+
 /**
  * Per token event, how late the client stamped it against the server's own write of that event
- * (joined by x-request-id and event index): (client stamp - client send) - (server write - server
- * read), in ms. Each request's own transit to the server (tens of microseconds on loopback) is
- * in every one of its events' errors; the rest is the client's reading and stamping delay.
+ * (joined by x-request-id and event index), in ms. Both clocks are the machine's monotonic clock
+ * from different origins; the offset between them is taken once for the run, as the least of
+ * (server read - client send) over its requests: the fastest request's transit, tens of
+ * microseconds on loopback, is then in every error. Taken per request instead, a request the
+ * server was slow to read (a busy moment of its own) would shift all its events, charging the
+ * server's delay to the client's stamps.
  */
 function stampErrorsMs(requests: Iterable<RequestStamps>, log: ServerLog): Float64Array {
-  const errors: number[] = [];
+  const joined: [RequestStamps, { readUs: number; writesUs: Float64Array }][] = [];
+  let offsetMs = Number.POSITIVE_INFINITY;
   for (const r of requests) {
     const sent = log.sends.get(r.id);
     if (!sent) continue;
+    joined.push([r, sent]);
+    offsetMs = Math.min(offsetMs, sent.readUs / 1000 - r.sentAtMs);
+  }
+  const errors: number[] = [];
+  for (const [r, sent] of joined) {
     const n = Math.min(r.tokenEventsMs.length, sent.writesUs.length);
-    for (let k = 0; k < n; k++) {
-      errors.push(r.tokenEventsMs[k] - r.sentAtMs - (sent.writesUs[k] - sent.readUs) / 1000);
-    }
+    for (let k = 0; k < n; k++)
+      errors.push(r.tokenEventsMs[k] + offsetMs - sent.writesUs[k] / 1000);
   }
   return Float64Array.from(errors).sort();
 }
@@ -696,6 +761,7 @@ async function main(): Promise<void> {
     if (typeof peer === 'string') process.stdout.write(`note: vLLM's client skipped: ${peer}\n`);
     else clients.push(peer);
   }
+  if (options.clients.has('floor')) clients.push(floorClient(options));
   mkdirSync(options.out, { recursive: true });
   const rows: RunRow[] = [];
   const failures: string[] = [];
