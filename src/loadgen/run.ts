@@ -19,6 +19,7 @@ import {
 } from '../workload/conversations.js';
 import { createRunClock, type RunClock } from './clock.js';
 import { H1Pool } from './h1.js';
+import { yieldHelperThreads } from './helperThreads.js';
 import {
   type Cancellable,
   executeRequest,
@@ -159,6 +160,7 @@ export async function runLoadgen(
   const problem = headerProblem(target.headers, target.apiKey);
   if (problem) throw new UsageError([`target: ${problem}`], 'IG_INVALID_HEADER');
   const { prefix } = splitServerUrl(target.baseUrl);
+  yieldHelperThreads();
   const pool =
     options.connections ?? (await openConnections(target, load, options.nextSession !== undefined));
   const clock = options.clock ?? createRunClock();

@@ -5,6 +5,7 @@ import { describeError } from '../errors.js';
 import type { SummaryContext, SummaryState } from '../metrics/summary.js';
 import type { WorkloadSource } from '../workload/workload.js';
 import type { RunClock } from './clock.js';
+import { yieldHelperThreads } from './helperThreads.js';
 import type { TargetConfig } from './http.js';
 import type { LoadgenProgress, LoadgenResult } from './run.js';
 import { maxParts, type ShardPart, splitPart } from './shard.js';
@@ -141,6 +142,8 @@ export async function runWorkers(o: {
   cancelSignal?: AbortSignal;
 }): Promise<WorkersRun> {
   const parts = splitPart(o.part, o.workers);
+  // Before the measuring threads exist: they keep their priority, the helpers give theirs up.
+  yieldHelperThreads();
   const threads = parts.map(
     (part, i) =>
       new WorkerThread({
