@@ -46,6 +46,15 @@ const DEFAULT_PEER = join(ROOT, '../shared/peers/vllm-bench-serving-v0.7.3');
 const MODEL = 'fake-model';
 const INPUT_TOKENS = 128;
 const OUTPUT_TOKENS = 128;
+/** The model and lengths, as infergauge and the floor client both take them. */
+const LENGTH_FLAGS = [
+  '--model',
+  MODEL,
+  '--input-tokens',
+  String(INPUT_TOKENS),
+  '--output-tokens',
+  String(OUTPUT_TOKENS),
+];
 /** What benchmark_serving.py imports (its README: Debian's python3-aiohttp, -numpy, ...). */
 const PEER_IMPORTS = 'import aiohttp, numpy, pandas, PIL, tqdm';
 
@@ -209,12 +218,7 @@ function infergaugeClient(workers: string, options: Options): Client {
       url,
       '--endpoint',
       'completions',
-      '--model',
-      MODEL,
-      '--input-tokens',
-      String(INPUT_TOKENS),
-      '--output-tokens',
-      String(OUTPUT_TOKENS),
+      ...LENGTH_FLAGS,
       '--ignore-eos',
       '--requests',
       String(options.requests),
@@ -282,12 +286,7 @@ function floorClient(options: Options): Client {
       String(options.requests),
       '--out',
       dir,
-      '--model',
-      MODEL,
-      '--input-tokens',
-      String(INPUT_TOKENS),
-      '--output-tokens',
-      String(OUTPUT_TOKENS),
+      ...LENGTH_FLAGS,
     ],
     read(dir) {
       const { wallS, failed, requests } = read(dir);
