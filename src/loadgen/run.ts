@@ -177,7 +177,7 @@ export async function runLoadgen(
   const eluStart = performance.eventLoopUtilization();
   const wallStartUs = clock.nowUs();
   const sendSlipMs: number[] = [];
-  /** Abort functions of the requests in flight (one listener for all, not one per request). */
+  /** The requests in flight, to cancel (one listener for all, not one per request). */
   const cancellers = new Set<Cancellable>();
 
   let stoppedBySignal = options.stopSignal?.aborted ?? false;

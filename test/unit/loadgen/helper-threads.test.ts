@@ -1,32 +1,49 @@
 /**
- * yieldHelperThreads lowers every other thread of the process to nice 19 and leaves the main
- * thread's priority alone, once per process.
+ * yieldHelperThreads lowers the threads the process had when infergauge loaded (Node's own) to
+ * nice 19, once, and leaves the main thread and worker threads started since alone.
  */
 import assert from 'node:assert/strict';
 import { existsSync, readdirSync } from 'node:fs';
 import { getPriority } from 'node:os';
 import { test } from 'node:test';
+import { Worker } from 'node:worker_threads';
 import { yieldHelperThreads } from '../../../src/loadgen/helperThreads.js';
 
-test('the helper threads drop to nice 19, the main thread keeps its priority', {
-  skip: existsSync('/proc/self/task') ? false : 'no /proc/self/task on this system',
-}, () => {
-  const mainBefore = getPriority(process.pid);
-  const helpers = readdirSync('/proc/self/task')
-    .map(Number)
-    .filter((tid) => tid !== process.pid);
-  // Node starts V8's platform threads before any JavaScript runs.
-  assert.ok(helpers.length > 0, 'a Node process has helper threads');
-  assert.ok(yieldHelperThreads() >= helpers.length - 1, 'it lowered the threads it found');
-  for (const tid of helpers) {
-    let nice: number;
-    try {
-      nice = getPriority(tid);
-    } catch {
-      continue; // ended since the listing
-    }
-    assert.equal(nice, 19, `thread ${tid}`);
+const threads = () => new Set(readdirSync('/proc/self/task').map(Number));
+
+/** A thread's nice value; undefined once it has ended. */
+function niceOf(tid: number): number | undefined {
+  try {
+    return getPriority(tid);
+  } catch {
+    return undefined;
   }
-  assert.equal(getPriority(process.pid), mainBefore);
-  assert.equal(yieldHelperThreads(), 0, 'once per process');
+}
+
+test('the helper threads drop to nice 19; the main thread and later workers keep theirs', {
+  skip: existsSync('/proc/self/task') ? false : 'no /proc/self/task on this system',
+}, async () => {
+  const before = threads();
+  // A worker started after the module loaded, as a program's (or infergauge's) own would be.
+  const worker = new Worker(
+    "require('node:worker_threads').parentPort.postMessage(require('node:fs').readlinkSync('/proc/thread-self'))",
+    { eval: true },
+  );
+  const workerTid = Number(
+    String(await new Promise((resolve) => worker.once('message', resolve)))
+      .split('/')
+      .pop(),
+  );
+  try {
+    const mainBefore = getPriority(process.pid);
+    // Node starts V8's platform threads before any JavaScript runs.
+    assert.ok(yieldHelperThreads() >= 4, 'the V8 helpers were lowered');
+    const lowered = [...before].filter((tid) => tid !== process.pid && niceOf(tid) === 19);
+    assert.ok(lowered.length >= 4, `${lowered.length} helpers at nice 19`);
+    assert.equal(getPriority(process.pid), mainBefore, 'the main thread');
+    assert.equal(getPriority(workerTid), mainBefore, 'a worker started since');
+    assert.equal(yieldHelperThreads(), 0, 'once per process');
+  } finally {
+    await worker.terminate();
+  }
 });
