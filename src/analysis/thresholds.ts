@@ -173,6 +173,21 @@ export function parseThresholds(rules: readonly string[]): Threshold[] {
   return thresholds;
 }
 
+/**
+ * What is wrong with `--threshold` rules, checked before anything is sent: a gate found unreadable
+ * only after a long run would have measured for nothing. Empty when they read (or none is given).
+ */
+export function thresholdProblems(rules: readonly string[] | undefined): string[] {
+  if (!rules || rules.length === 0) return [];
+  try {
+    parseThresholds(rules);
+    return [];
+  } catch (err) {
+    if (!(err instanceof ThresholdError)) throw err;
+    return err.problems.map((problem) => `--threshold: ${problem}`);
+  }
+}
+
 /** The threshold's metric in a summary, in the threshold's unit (undefined: not measured). */
 export function thresholdValue(summary: RunSummary, t: Threshold): number | undefined {
   const entry = catalogMetric(t.metric);

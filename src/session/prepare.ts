@@ -4,6 +4,7 @@
  * share it.
  */
 
+import { thresholdProblems } from '../analysis/thresholds.js';
 import { parseFlagNumber, TIME_SCALE } from '../flagNumber.js';
 import { shardOf, wholeRun } from '../loadgen/shard.js';
 import {
@@ -31,21 +32,13 @@ export type RunOptions = RunPlanInput & {
 
 /** `command`: the command whose options these are (shards are whole runs' parts: `run` only). */
 export function prepareRun(options: RunOptions, command = 'run'): PreparedRun {
-  const {
-    json,
-    simulate,
-    timeScale,
-    threshold: _threshold,
-    html: _html,
-    export: _export,
-    ...rest
-  } = options;
+  const { json, simulate, timeScale, threshold, html: _html, export: _export, ...rest } = options;
   const engineFlags = engineFlagArgs(rest);
   const input: RunPlanInput = Object.fromEntries(
     Object.entries(rest).filter(([key]) => !isEngineFlag(key)),
   );
   const builtIn = input.url === undefined;
-  const problems: string[] = [];
+  const problems = thresholdProblems(threshold);
   // Without --url, --model names the simulated model (a preset or a config.json).
   const simModel = builtIn ? input.model : undefined;
   if (builtIn) delete input.model;

@@ -2,6 +2,7 @@
  * The sweep profile: each scenario at fixed load levels (concurrency or rate, repeated and
  * averaged), then, with find-max, a search for the largest load meeting percentile SLOs.
  */
+
 import { join } from 'node:path';
 import {
   type AggregateSlo,
@@ -17,6 +18,7 @@ import {
   sweepPoint,
   type TriangleThresholds,
 } from '../../analysis/sweep.js';
+import { thresholdProblems } from '../../analysis/thresholds.js';
 import { prefillWarning, targetContextWarning } from '../../analysis/traps.js';
 import { EXIT } from '../../errors.js';
 import { checkedFlagNumber, parseFlagList } from '../../flagNumber.js';
@@ -95,7 +97,8 @@ export function prepareSweep(options: Record<string, unknown>): {
   prepared: PreparedRun;
   problems: string[];
 } {
-  const problems: string[] = [];
+  // --threshold is the sweep's (it judges every point), not handed to the points' run.
+  const problems = thresholdProblems(options.threshold as string[] | undefined);
   const raw = levelsFromConcurrency(options, problems);
   const slo = splitSweepSlo(raw.slo);
   const settings = sweepSettings(

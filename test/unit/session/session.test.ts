@@ -69,6 +69,19 @@ describe('plan preparation', () => {
     assert.ok(prepared.problems.some((p) => p.includes('--requests')));
   });
 
+  test('an unreadable --threshold is refused before the run, by run and sweep alike', () => {
+    const bad = { threshold: ['ttft.p99<500', 'bogus<<'] };
+    for (const problems of [prepareRun(bad).problems, prepareSweep(bad).problems]) {
+      assert.deepEqual(
+        problems.filter((p) => p.startsWith('--threshold')).length,
+        1,
+        problems.join('; '),
+      );
+      assert.ok(problems.some((p) => p.includes('bogus<<')));
+    }
+    assert.deepEqual(prepareRun({ threshold: ['ttft.p99<500'] }).problems, []);
+  });
+
   test('without --url, --simulate runs the engine model in virtual time', () => {
     const prepared = virtual({ requests: '4' });
     assert.equal(prepared.simulate, true);
