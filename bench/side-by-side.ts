@@ -267,12 +267,15 @@ function infergaugeClient(workers: string, options: Options): Client {
 
 /** The floor (see the file's head comment), read like a client from its own stamps. */
 function floorClient(options: Options): Client {
-  const read = (dir: string) =>
-    JSON.parse(readFileSync(join(dir, 'floor.json'), 'utf8')) as {
-      wallS: number;
-      failed: number;
-      requests: RequestStamps[];
-    };
+  type FloorRun = { wallS: number; failed: number; requests: RequestStamps[] };
+  // read() and stamps() both want the run's file: it is parsed once.
+  let last: { dir: string; run: FloorRun } | undefined;
+  const read = (dir: string): FloorRun => {
+    if (last?.dir !== dir) {
+      last = { dir, run: JSON.parse(readFileSync(join(dir, 'floor.json'), 'utf8')) as FloorRun };
+    }
+    return last.run;
+  };
   return {
     label: 'floor',
     argv: (url, concurrency, dir) => [
