@@ -286,13 +286,26 @@ export class SummaryBuilder {
       return;
     }
     this.completed++;
-    addToBin(this.endsByBin, record.endAt, 1);
+    addToBin(this.endsByBin, binOf(record.endAt), 1);
+    // Tokens are summed per bin before the map is touched: a bin holds some ten events of a
+    // stream, and a map update per event was a quarter of this method's time (6.6 against 4.9 us
+    // a record of 128 events, issue 29).
     let atUs = 0;
+    let bin = Number.NaN;
+    let binTokens = 0;
     for (let i = 0; i < record.events.dtUs.length; i++) {
       atUs += record.events.dtUs[i];
       const k = record.events.tokens[i];
-      if (k > 0) addToBin(this.outputTokensByBin, record.sentAt + atUs / 1000, k);
+      if (k <= 0) continue;
+      const at = binOf(record.sentAt + atUs / 1000);
+      if (at !== bin) {
+        if (binTokens > 0) addToBin(this.outputTokensByBin, bin, binTokens);
+        bin = at;
+        binTokens = 0;
+      }
+      binTokens += k;
     }
+    if (binTokens > 0) addToBin(this.outputTokensByBin, bin, binTokens);
     const metrics = requestMetrics(record);
     for (const key of REQUEST_LATENCY_KEYS) {
       const value = metrics[key];
@@ -355,9 +368,10 @@ export class SummaryBuilder {
     for (const [kind, n] of Object.entries(other.errorsByKind) as [ErrorKind, number][]) {
       this.errorsByKind[kind] = (this.errorsByKind[kind] ?? 0) + n;
     }
-    for (const [bin, n] of Object.entries(other.endsByBin)) addToBin(this.endsByBin, bin, n);
+    for (const [bin, n] of Object.entries(other.endsByBin))
+      addToBin(this.endsByBin, Number(bin), n);
     for (const [bin, n] of Object.entries(other.outputTokensByBin)) {
-      addToBin(this.outputTokensByBin, bin, n);
+      addToBin(this.outputTokensByBin, Number(bin), n);
     }
     for (const [source, n] of Object.entries(other.outputSources)) {
       this.outputSources[source] = (this.outputSources[source] ?? 0) + n;
@@ -647,8 +661,12 @@ function offeredRateWarning(summary: RunSummary): Warning | undefined {
   };
 }
 
-function addToBin(bins: Map<number, number>, at: number | string, n: number): void {
-  const bin = typeof at === 'string' ? Number(at) : Math.floor(at / STEADY_BIN_MS);
+/** The steady-state bin of a time on the run's clock (ms). */
+function binOf(atMs: number): number {
+  return Math.floor(atMs / STEADY_BIN_MS);
+}
+
+function addToBin(bins: Map<number, number>, bin: number, n: number): void {
   bins.set(bin, (bins.get(bin) ?? 0) + n);
 }
 

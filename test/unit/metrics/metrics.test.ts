@@ -9,7 +9,7 @@ import {
 } from '../../../src/metrics/distribution.js';
 import { Hdr3Histogram } from '../../../src/metrics/hdr3.js';
 import { forEachTokenGap, requestMetrics } from '../../../src/metrics/requestMetrics.js';
-import { summarize } from '../../../src/metrics/summary.js';
+import { SummaryBuilder, summarize } from '../../../src/metrics/summary.js';
 import type { RequestRecord } from '../../../src/record.js';
 
 const close = (actual: number | undefined, expected: number, tolerance = 1e-9) =>
@@ -347,4 +347,23 @@ describe('the 3-digit HDR histogram', () => {
       assert.equal(ours.getValueAtPercentile(q), theirs.getValueAtPercentile(q), `p${q}`);
     }
   });
+});
+
+test('output tokens land in the 100 ms bin of their own event (steady-state throughput)', () => {
+  // Sent at 1,050 ms: events at +30 (2 tokens), +60 (none), +120, +170 (3), +260 and +1,000 ms.
+  const record = handRecord({
+    sentAt: 1050,
+    endAt: 2100,
+    outputTokens: 8,
+    events: {
+      dtUs: [30_000, 30_000, 60_000, 50_000, 90_000, 740_000],
+      tokens: [2, 0, 1, 3, 1, 1],
+      contentChars: [1, 0, 1, 1, 1, 1],
+    },
+  });
+  const builder = new SummaryBuilder({ load: { mode: 'closed', concurrency: 1 } });
+  builder.add(record);
+  // Bins of the run's clock: 1,080 -> 10; 1,170 and 1,220 -> 11 and 12; 1,310 -> 13; 2,050 -> 20.
+  assert.deepEqual(builder.state().outputTokensByBin, { 10: 2, 11: 1, 12: 3, 13: 1, 20: 1 });
+  assert.deepEqual(builder.state().endsByBin, { 21: 1 });
 });
