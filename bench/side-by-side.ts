@@ -17,6 +17,8 @@
  *
  * `--clients floor` adds the floor (fake-server/floor-client.mjs): a Node reader that stamps each
  * read and does nothing else, so the figures show what the machine allows any Node client.
+ * `--floor-objects HOLD,DROP` gives it a client's garbage: HOLD small objects kept by each request
+ * until its end, DROP made and dropped at each read (floor-client.mjs, --hold-objects).
  *
  * infergauge runs as its CLI (dist/, `npm run -s build` first) and is read from its summary.json;
  * the peer is vLLM's benchmark_serving.py (v0.7.3, ../shared/peers/, run with Debian's Python) or
@@ -26,7 +28,7 @@
  *   npm run bench:peer -- [--regime client-bound|paced|own-write]
  *     [--levels 16,64,256] [--tokens-per-event 1] [--ttft-ms 0] [--itl-ms 0] [--events-per-s 0]
  *     [--requests 10000] [--repeats 3] [--workers default,0,1] [--clients infergauge,vllm,floor]
- *     [--peer PATH|vllm] [--peer-tokenizer NAME] [--python /usr/bin/python3]
+ *     [--floor-objects 0,0] [--peer PATH|vllm] [--peer-tokenizer NAME] [--python /usr/bin/python3]
  *     [--pin-server 0] [--pin-client 1] [--out DIR] [--markdown]
  */
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
@@ -96,6 +98,8 @@ interface Options {
   /** infergauge --workers values; "default" leaves the flag out. */
   workers: string[];
   clients: Set<ClientName>;
+  /** The floor's garbage: objects held per request, objects dropped per read. */
+  floorObjects: [number, number];
   peer: string | undefined;
   peerTokenizer: string | undefined;
   python: string;
@@ -131,6 +135,7 @@ function parseOptions(): Options {
       repeats: { type: 'string', default: '3' },
       workers: { type: 'string', default: 'default' },
       clients: { type: 'string', default: 'infergauge,vllm' },
+      'floor-objects': { type: 'string', default: '0,0' },
       peer: { type: 'string' },
       'peer-tokenizer': { type: 'string' },
       python: {
@@ -151,6 +156,8 @@ function parseOptions(): Options {
     if (c !== 'infergauge' && c !== 'vllm' && c !== 'floor')
       usage(`--clients: infergauge, vllm or floor, got "${c}"`);
   }
+  const floorObjects = list('--floor-objects', values['floor-objects'], 0);
+  if (floorObjects.length !== 2) usage('--floor-objects: HOLD,DROP (two counts)');
   const workers = values.workers.split(',').map((w) => w.trim());
   for (const w of workers) if (w !== 'default') numberArg('--workers', w, 0, true);
   const pin = (text: string) => (text === 'none' ? undefined : text);
@@ -170,6 +177,7 @@ function parseOptions(): Options {
     repeats: numberArg('--repeats', values.repeats, 1, true),
     workers,
     clients: clients as Set<ClientName>,
+    floorObjects: floorObjects as [number, number],
     peer: values.peer,
     peerTokenizer: values['peer-tokenizer'],
     python: values.python,
@@ -277,7 +285,9 @@ function floorClient(options: Options): Client {
     return last.run;
   };
   return {
-    label: 'floor',
+    label: options.floorObjects.some((n) => n > 0)
+      ? `floor+${options.floorObjects.join(',')}`
+      : 'floor',
     argv: (url, concurrency, dir) => [
       process.execPath,
       FLOOR,
@@ -290,6 +300,10 @@ function floorClient(options: Options): Client {
       '--out',
       dir,
       ...LENGTH_FLAGS,
+      '--hold-objects',
+      String(options.floorObjects[0]),
+      '--drop-objects',
+      String(options.floorObjects[1]),
     ],
     read(dir) {
       const { wallS, failed, requests } = read(dir);

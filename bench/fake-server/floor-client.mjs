@@ -6,7 +6,13 @@
 // and CPU per event it shows, no Node client on that machine does better.
 //
 //   node floor-client.mjs --url URL --concurrency N --requests N --out DIR
-//        [--model M] [--input-tokens N] [--output-tokens N]
+//        [--model M] [--input-tokens N] [--output-tokens N] [--hold-objects N] [--drop-objects N]
+//
+// --hold-objects and --drop-objects add the garbage a real client makes, in units of one small
+// object with a string, an array and a closure (256 bytes of heap): that many held by each
+// request until its end (what a client keeps per request in flight, which each young-generation
+// collection copies), and that many made and dropped at each read (what parsing leaves). They
+// show what a client's garbage alone costs in stamp error on the machine (docs/benchmarks.md).
 //
 // Writes DIR/floor.json: its wall time, the requests that got no `[DONE]`, and each request's
 // stamps (id, sentAtMs, tokenEventsMs); bench:peer works out the rest as for any client.
@@ -24,12 +30,16 @@ const { values } = parseArgs({
     model: { type: 'string', default: 'fake-model' },
     'input-tokens': { type: 'string', default: '128' },
     'output-tokens': { type: 'string', default: '128' },
+    'hold-objects': { type: 'string', default: '0' },
+    'drop-objects': { type: 'string', default: '0' },
   },
 });
 const url = new URL(values.url ?? '');
 const concurrency = Number(values.concurrency);
 const total = Number(values.requests);
 const outputTokens = Number(values['output-tokens']);
+const holdObjects = Number(values['hold-objects']);
+const dropObjects = Number(values['drop-objects']);
 const body = JSON.stringify({
   model: values.model,
   prompt: 'hello '.repeat(Number(values['input-tokens'])).trim(),
@@ -53,6 +63,17 @@ let next = 0;
 let open = 0;
 const startMs = performance.now();
 
+/** `n` small objects (256 bytes of heap each: an object, a string, an array, a closure). */
+function garbage(n) {
+  const objects = [];
+  for (let i = 0; i < n; i++) objects.push({ i, name: `k${i}`, pair: [i, i + 1], get: () => i });
+  return objects;
+}
+
+/** What each request in flight holds; the last read's objects (stored, so none is optimised away). */
+const held = [];
+let _lastDropped;
+
 function connection() {
   let id = -1;
   open++;
@@ -63,6 +84,7 @@ function connection() {
     }
     id = next++;
     sentAt[id] = performance.now();
+    if (holdObjects > 0) held[id] = garbage(holdObjects);
     socket.write(head(id) + body);
   };
   const socket = connect({
@@ -73,12 +95,14 @@ function connection() {
       buffer: READ_BUFFER,
       callback(bytes, buffer) {
         const atMs = performance.now();
+        if (dropObjects > 0) _lastDropped = garbage(dropObjects);
         const view = buffer.subarray(0, bytes);
         for (let i = view.indexOf(TEXT); i !== -1; i = view.indexOf(TEXT, i + 1)) {
           if (counts[id] < slots) stamps[id * slots + counts[id]++] = atMs;
         }
         if (view.includes(DONE)) {
           finished[id] = 1;
+          held[id] = undefined;
           send();
         }
         return true;
