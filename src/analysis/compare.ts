@@ -8,6 +8,7 @@ import { forEachTokenGap, requestMetrics } from '../metrics/requestMetrics.js';
 import type { RequestRecord } from '../record.js';
 import { createRng } from '../rng.js';
 import { streamSeed } from '../workload/distributions.js';
+import { parseThresholds, type Threshold, thresholdProblems } from './thresholds.js';
 
 /**
  * Runs compared side by side: every metric's change from a baseline A to a candidate B, with a
@@ -796,14 +797,46 @@ export const DEFAULT_BOOTSTRAP: BootstrapOptions = {
   minEffect: DEFAULT_MIN_EFFECT,
 };
 
+/** `compare`'s options as typed. */
+export interface CompareFlags {
+  force?: boolean;
+  threshold?: string[];
+  confidence?: string;
+  resamples?: string;
+  seed?: string;
+  minEffect?: string;
+}
+
+/**
+ * What `compare` takes from its options and directories, checked: the bootstrap's settings, the
+ * thresholds (read only when nothing is wrong), and each problem (exit 2).
+ */
+export function compareSettings(
+  dirs: readonly string[],
+  o: CompareFlags,
+): {
+  options: BootstrapOptions & { force: boolean };
+  thresholds: Threshold[] | undefined;
+  problems: string[];
+} {
+  const problems: string[] = [];
+  const options = { ...bootstrapOptions(o, problems), force: o.force === true };
+  problems.push(...thresholdProblems(o.threshold));
+  if (dirs.length < 2) {
+    problems.push(
+      `give a baseline and at least one directory to compare with it (got ${dirs.length}): infergauge compare A B [C ...]`,
+    );
+  }
+  const thresholds =
+    problems.length === 0 && o.threshold?.length ? parseThresholds(o.threshold) : undefined;
+  return { options, thresholds, problems };
+}
+
 /**
  * The bootstrap's settings from `compare`'s options as typed (a confidence as 0.95 or 95%, the
  * smallest effect in per cent); each one out of range is a problem naming its flag.
  */
-export function bootstrapOptions(
-  o: { confidence?: string; resamples?: string; seed?: string; minEffect?: string },
-  problems: string[],
-): BootstrapOptions {
+function bootstrapOptions(o: CompareFlags, problems: string[]): BootstrapOptions {
   const number = (flag: string, text: string | undefined, fallback: number) => {
     if (text === undefined) return fallback;
     const n = parseFlagNumber(String(text).replace(/%$/, ''));

@@ -184,7 +184,7 @@ export function thresholdProblems(rules: readonly string[] | undefined): string[
     return [];
   } catch (err) {
     if (!(err instanceof ThresholdError)) throw err;
-    return err.problems.map((problem) => `--threshold: ${problem}`);
+    return err.problems.map((problem) => `--threshold ${problem}`);
   }
 }
 

@@ -1,8 +1,7 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { Command, Option } from '@commander-js/extra-typings';
-import { bootstrapOptions } from '../analysis/compare.js';
-import { parseThresholds, type Threshold, ThresholdError } from '../analysis/thresholds.js';
+import { type CompareFlags, compareSettings } from '../analysis/compare.js';
 import { EXIT, InfergaugeError } from '../errors.js';
 import type { CompareTarget } from '../results/compareInput.js';
 import { collect, useColor } from './common.js';
@@ -24,16 +23,10 @@ const processIo = (): CompareIo => ({
   },
 });
 
-export interface CompareCliOptions {
-  force?: boolean;
+export interface CompareCliOptions extends CompareFlags {
   md?: string;
   html?: string;
   json?: boolean;
-  threshold?: string[];
-  confidence?: string;
-  resamples?: string;
-  seed?: string;
-  minEffect?: string;
 }
 
 export function compareCommand(io: CompareIo = processIo()) {
@@ -77,22 +70,7 @@ export async function runCompare(
   o: CompareCliOptions,
   io: CompareIo,
 ): Promise<number> {
-  const problems: string[] = [];
-  const options = { ...bootstrapOptions(o, problems), force: o.force === true };
-  let thresholds: Threshold[] | undefined;
-  if (o.threshold && o.threshold.length > 0) {
-    try {
-      thresholds = parseThresholds(o.threshold);
-    } catch (err) {
-      if (!(err instanceof ThresholdError)) throw err;
-      problems.push(...err.problems.map((p) => `--threshold ${p}`));
-    }
-  }
-  if (dirs.length < 2) {
-    problems.push(
-      `give a baseline and at least one directory to compare with it (got ${dirs.length}): infergauge compare A B [C ...]`,
-    );
-  }
+  const { options, thresholds, problems } = compareSettings(dirs, o);
   if (problems.length > 0) {
     io.err(`infergauge compare: invalid options\n${problems.map((p) => `  - ${p}`).join('\n')}\n`);
     return EXIT.invalidOptions;

@@ -314,19 +314,11 @@ class Exchange implements H1Handler {
     }
   }
 
-  onResponseData(_c: Dispatcher.DispatchController, chunk: Buffer): void {
-    try {
-      if (this.settledRead(chunk.length)) return;
-      const atUs = this.reads.nowUs(this.clock);
-      // H1Pool's chunks are views of its read buffer: zlib, which keeps them, gets a copy.
-      if (this.inflater) this.inflater.write(Buffer.from(chunk), atUs);
-      else this.take(chunk, atUs);
-    } catch (err) {
-      this.readFailed(err);
-    }
+  onResponseData(c: Dispatcher.DispatchController, chunk: Buffer): void {
+    this.onResponseBytes(c, chunk, 0, chunk.length);
   }
 
-  /** H1Pool: the same bytes as a range of its read buffer, decoded with no view made. */
+  /** The body's bytes `buffer[start, end)`; H1Pool hands them so, with no view made. */
   onResponseBytes(
     _c: Dispatcher.DispatchController,
     buffer: Buffer,
@@ -336,6 +328,7 @@ class Exchange implements H1Handler {
     try {
       if (this.settledRead(end - start)) return;
       const atUs = this.reads.nowUs(this.clock);
+      // The bytes may be H1Pool's read buffer: zlib, which keeps them, gets a copy.
       if (this.inflater) this.inflater.write(Buffer.from(buffer.subarray(start, end)), atUs);
       else this.takeText((this.bodyText as BodyText).decodeRange(buffer, start, end), atUs);
     } catch (err) {
@@ -403,7 +396,8 @@ class Exchange implements H1Handler {
     if (encoding) {
       this.inflater = new Inflater(
         encoding,
-        (chunk, atUs) => this.guarded(() => this.take(chunk, atUs)),
+        (chunk, atUs) =>
+          this.guarded(() => this.takeText((this.bodyText as BodyText).decode(chunk), atUs)),
         (err) => {
           this.finish(
             {
@@ -470,11 +464,6 @@ class Exchange implements H1Handler {
     this.decoder = undefined;
     this.bodyText = undefined;
     this.resolve(record);
-  }
-
-  /** A piece of the body as it arrived (or as it was decoded from its compressed chunk). */
-  private take(chunk: Buffer, atUs: number): void {
-    this.takeText((this.bodyText as BodyText).decode(chunk), atUs);
   }
 
   private takeText(text: string, atUs: number): void {

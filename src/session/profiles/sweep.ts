@@ -2,7 +2,6 @@
  * The sweep profile: each scenario at fixed load levels (concurrency or rate, repeated and
  * averaged), then, with find-max, a search for the largest load meeting percentile SLOs.
  */
-
 import { join } from 'node:path';
 import {
   type AggregateSlo,
