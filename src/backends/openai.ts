@@ -178,18 +178,21 @@ function openaiOutputLimit(spec: RequestSpec, options: BackendOptions): number |
  * (openaiScan.ts), any other by JSON.parse and parseChunk.
  */
 export function openaiStreamProtocol(endpoint: Endpoint): StreamProtocol {
-  const chat = endpoint === 'chat';
-  return {
-    framing: 'sse',
-    parse: chat ? parseChatChunk : parseCompletionChunk,
-    // Per request: it learns the shape of this stream's chunks (their id is the request's).
-    scan: openaiChunkScanner(chat),
-    endMarker: '[DONE] or a finish_reason',
-  };
+  return endpoint === 'chat' ? chatProtocol : completionProtocol;
 }
 
-const parseChatChunk = parseChunk(true);
-const parseCompletionChunk = parseChunk(false);
+// One of each for every stream: the scanner's templates hold no stream's values (openaiScan.ts).
+const chatProtocol: StreamProtocol = Object.freeze({
+  framing: 'sse',
+  parse: parseChunk(true),
+  scan: openaiChunkScanner(true),
+  endMarker: '[DONE] or a finish_reason',
+});
+const completionProtocol: StreamProtocol = Object.freeze({
+  ...chatProtocol,
+  parse: parseChunk(false),
+  scan: openaiChunkScanner(false),
+});
 
 /** vLLM, SGLang, TGI, llama.cpp, Ollama and hosted APIs through `/v1/(chat/)completions`. */
 export const openaiBackend: Backend = {

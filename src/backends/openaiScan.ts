@@ -164,7 +164,7 @@ export class ChunkScanner {
 
   private hole(start: number, kind: number): void {
     this.holeStart.push(start);
-    this.holeEnd.push(kind === CONTENT_HOLE ? this.strEnd : this.pos);
+    this.holeEnd.push(kind === CONTENT_HOLE || kind === STRING_HOLE ? this.strEnd : this.pos);
     this.holeKind.push(kind);
   }
 
@@ -175,9 +175,10 @@ export class ChunkScanner {
   template(): Template | undefined {
     if ((this.strings & ~CONTENT) !== 0) return undefined;
     const { text, holeStart, holeEnd } = this;
-    const segments = [text.slice(this.start, holeStart[0] ?? this.end)];
+    // Flat copies: a slice would keep the whole read it came from alive with the template.
+    const segments = [flatCopy(text.slice(this.start, holeStart[0] ?? this.end))];
     for (let h = 0; h < holeStart.length; h++) {
-      segments.push(text.slice(holeEnd[h], holeStart[h + 1] ?? this.end));
+      segments.push(flatCopy(text.slice(holeEnd[h], holeStart[h + 1] ?? this.end)));
     }
     return {
       segments,
@@ -202,14 +203,16 @@ export class ChunkScanner {
     this.pos = start + segments[0].length;
     for (let h = 0; ok && h < kinds.length; h++) {
       const kind = kinds[h];
-      if (kind === CONTENT_HOLE) {
+      if (kind === CONTENT_HOLE || kind === STRING_HOLE) {
         const close = this.stringBody(text, this.pos, end);
         ok = close >= 0;
-        this.slotStart[CONTENT_SLOT] = this.pos;
-        this.slotEnd[CONTENT_SLOT] = close;
-        this.slotChars[CONTENT_SLOT] = this.strChars;
-        this.slotEscaped[CONTENT_SLOT] = this.strEscaped;
-        this.strings = CONTENT;
+        if (kind === CONTENT_HOLE) {
+          this.slotStart[CONTENT_SLOT] = this.pos;
+          this.slotEnd[CONTENT_SLOT] = close;
+          this.slotChars[CONTENT_SLOT] = this.strChars;
+          this.slotEscaped[CONTENT_SLOT] = this.strEscaped;
+          this.strings = CONTENT;
+        }
         this.pos = close;
       } else {
         ok = isNumberStart(this.at()) && this.number();
@@ -382,7 +385,11 @@ export class ChunkScanner {
   /** Skips a string, number, true, false or null; false for anything else. */
   private primitive(): boolean {
     const c = this.at();
-    if (c === QUOTE) return this.string();
+    if (c === QUOTE) {
+      if (!this.string()) return false;
+      this.hole(this.strStart, STRING_HOLE);
+      return true;
+    }
     if (c === MINUS || isDigit(c)) {
       const start = this.pos;
       if (!this.number()) return false;
@@ -518,23 +525,39 @@ const scanner = new ChunkScanner();
 export const sharedChunkScanner: ChunkScanner = scanner;
 
 /**
- * The scanner of one stream's chunks (chat: `choices[0].delta`, else `choices[0].text`). A
- * server writes the chunks of one answer alike but for their text and numbers (usage counts, a
- * time), so the first chunk scanned whole that carries neither a finish reason nor reasoning
- * becomes a template: a later chunk that is the template's text with a valid JSON string in its
- * content's place and valid JSON numbers in its numbers' places parses to the same fields but
- * those, and is read by comparing the text between them and scanning them alone. Any other
- * chunk is scanned whole (and may become the template).
+ * A scanner of chunks (chat: `choices[0].delta`, else `choices[0].text`). A server writes the
+ * chunks of its answers alike but for their values (the text, the stream's id, usage counts, a
+ * time), so a chunk scanned whole that carries neither a finish reason nor reasoning becomes a
+ * template: a later chunk that is the template's text with a valid JSON string in each string's
+ * place and a valid JSON number in each number's place parses to the same fields but those, and
+ * is read by comparing the text between them and scanning them alone. Any other chunk is
+ * scanned whole (and may become a template). Which template a chunk matches changes nothing it
+ * records, so one scanner serves every stream of a run: a stream holds no template of its own
+ * for the 1.3 s it lives (issue 29). It keeps two, the last two made: an answer's first chunk
+ * (vLLM's `role`) differs from the rest, and streams in flight start all the time.
  */
 export function openaiChunkScanner(chat: boolean): MessageScanner {
   let template: Template | undefined;
+  let previous: Template | undefined;
   return (text, start, end, t) => {
     if (template && scanner.match(template, text, start, end, t)) return true;
+    if (previous && scanner.match(previous, text, start, end, t)) {
+      [template, previous] = [previous, template];
+      return true;
+    }
     const ok = scanner.scan(chat, text, start, end, t);
-    if (ok) template = scanner.template() ?? template;
+    if (ok) {
+      const made = scanner.template();
+      if (made) [template, previous] = [made, template];
+    }
     scanner.text = '';
     return ok;
   };
+}
+
+/** A flat copy of a string (a slice keeps the string it was cut from alive). */
+function flatCopy(text: string): string {
+  return text.length < 13 ? text : Buffer.from(text, 'utf16le').toString('utf16le');
 }
 
 /** See ChunkScanner.template. */
@@ -550,6 +573,8 @@ const CONTENT_HOLE = 0;
 const NUMBER_HOLE = 1;
 const COMPLETION_HOLE = 2;
 const PROMPT_HOLE = 3;
+/** A string value the chunk's reading skips (an id, a model's name, a role). */
+const STRING_HOLE = 4;
 
 /** The most characters a failed textAt may search through (a few microseconds' work). */
 const SEARCH_BOUND = 4096;

@@ -289,7 +289,8 @@ function decodeAll(
   limit: number | undefined,
   capture: boolean,
 ) {
-  const protocol = openaiStreamProtocol(endpoint);
+  // A copy: the protocol is one object every stream shares.
+  const protocol = { ...openaiStreamProtocol(endpoint) };
   const scan = protocol.scan;
   if (!fast || !scan) delete protocol.scan;
   else {
@@ -376,7 +377,9 @@ function referenceData(reads: string[]): string[] {
 
 function framedData(reads: string[]): string[] {
   const out: string[] = [];
-  const framer = new SseFramer((text, start, end) => out.push(text.slice(start, end)));
+  const framer = new SseFramer({
+    onSseData: (text, start, end) => out.push(text.slice(start, end)),
+  });
   for (const read of reads) framer.feed(read);
   framer.feed('\n\n');
   return out;
@@ -417,7 +420,9 @@ describe('SSE framing', () => {
 
   it('ends a line at a CR that closes a read, without waiting for the next read', () => {
     const out: string[] = [];
-    const framer = new SseFramer((text, start, end) => out.push(text.slice(start, end)));
+    const framer = new SseFramer({
+      onSseData: (text, start, end) => out.push(text.slice(start, end)),
+    });
     framer.feed('data: 1\r\r');
     assert.deepEqual(out, ['1']);
     framer.feed('\ndata: 2\r\n\r\n');

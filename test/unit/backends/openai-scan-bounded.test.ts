@@ -52,8 +52,21 @@ describe('OpenAI field scanner: what it keeps between chunks (issue 27 case 9)',
     );
     // Every chunk after the first read by the template: the path that kept a position per number.
     assert.equal(matched, events - 1);
-    // created, index, content, prompt_tokens, total_tokens, completion_tokens: the first chunk's.
-    assert.deepEqual(held, [6, 6]);
+    // id, object, created, model, index, content, prompt_tokens, total_tokens,
+    // completion_tokens: the first chunk's.
+    assert.deepEqual(held, [9, 9]);
+  });
+
+  it("reads every stream's chunks by one template, whatever their id (issue 29)", () => {
+    // 256 streams taking turns, as a run's reads do: a template per stream held one in flight.
+    const streams = 256;
+    const { matched } = feed(
+      true,
+      streams * 8,
+      (i) =>
+        `{"id":"chatcmpl-${i % streams}","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":" t"},"logprobs":null,"finish_reason":null}]}`,
+    );
+    assert.equal(matched, streams * 8 - 1);
   });
 
   it('keeps them bounded for completions with usage-only chunks too', () => {
@@ -63,8 +76,8 @@ describe('OpenAI field scanner: what it keeps between chunks (issue 27 case 9)',
         ? `{"id":"cmpl-1","created":${i},"choices":[{"index":0,"text":"x${i}","logprobs":null,"finish_reason":null,"stop_reason":null}],"usage":{"prompt_tokens":5,"completion_tokens":${i}}}`
         : `{"id":"cmpl-1","created":${i},"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":${i},"total_tokens":${i + 5}}}`,
     );
-    // The two shapes take turns as the template: each chunk is scanned whole once it differs.
-    assert.equal(matched, 0);
+    // The two shapes take turns: each is read by its own template, the last two being kept.
+    assert.equal(matched, events - 2);
     assert.ok(held.every((n) => n <= 6));
     const same = feed(false, events, (i) => `{"choices":[],"usage":{"completion_tokens":${i}}}`);
     assert.equal(same.matched, events - 1);
