@@ -154,14 +154,60 @@ export function requestHeaders(target: TargetConfig, id: number): Record<string,
   return withApiKey(headers, target.apiKey);
 }
 
-/** What a run can cancel while it is in flight (Ctrl-C after the grace period cancels them all). */
-export interface Cancellable {
-  cancel(): void;
+/**
+ * A run's requests in flight, and the clock of their limits: one timer for them all sweeps the
+ * deadlines, where a timer each (and another for a settled answer's body) cost a Timeout, its
+ * arguments and boxed times, 250 bytes a request held for its whole life (issue 29). A limit is
+ * met at most a sweep late: a tenth of it, and never more than 100 ms.
+ */
+export class InFlight {
+  private readonly exchanges = new Set<Exchange>();
+  private timer: NodeJS.Timeout | undefined;
+  private sweepMs = MAX_SWEEP_MS;
+
+  constructor(private readonly clock: RunClock) {}
+
+  /** Ctrl-C after the grace period: every request in flight ends as cancelled. */
+  cancelAll(): void {
+    for (const exchange of this.exchanges) exchange.cancel();
+  }
+
+  add(exchange: Exchange, limitMs: number): void {
+    this.exchanges.add(exchange);
+    const sweepMs = Math.max(1, Math.min(MAX_SWEEP_MS, limitMs / 10));
+    if (this.timer && sweepMs < this.sweepMs) this.stop();
+    if (!this.timer) {
+      this.sweepMs = sweepMs;
+      this.timer = setInterval(sweep, sweepMs, this);
+    }
+  }
+
+  delete(exchange: Exchange): void {
+    this.exchanges.delete(exchange);
+    if (this.exchanges.size === 0) this.stop();
+  }
+
+  /** Ends the sweeps (the run is over; a request left is the pool's to end). */
+  stop(): void {
+    clearInterval(this.timer);
+    this.timer = undefined;
+  }
+
+  sweep(): void {
+    const nowUs = this.clock.nowUs();
+    for (const exchange of this.exchanges) exchange.expire(nowUs);
+  }
+}
+
+const MAX_SWEEP_MS = 100;
+
+function sweep(inFlight: InFlight): void {
+  inFlight.sweep();
 }
 
 /**
  * Sends one streaming request and resolves with its raw record. Never rejects: every failure
- * becomes a record with a categorised error. While in flight, it sits in `cancellers`.
+ * becomes a record with a categorised error. While in flight, it sits in `inFlight`.
  */
 export function executeRequest(
   pool: RequestDispatcher,
@@ -170,25 +216,41 @@ export function executeRequest(
   pending: PendingRequest,
   clock: RunClock,
   reads: ReadTracker,
-  cancellers: Set<Cancellable>,
+  inFlight: InFlight,
 ): Promise<RequestRecord> {
+  return new Promise((resolve) => {
+    startRequest(pool, target, prefix, pending, clock, reads, inFlight, resolve);
+  });
+}
+
+/**
+ * executeRequest with a callback, called once with the record (synchronously where the request
+ * cannot be sent): a caller that reuses its callback keeps no promise per request in flight.
+ */
+export function startRequest(
+  pool: RequestDispatcher,
+  target: TargetConfig,
+  prefix: string,
+  pending: PendingRequest,
+  clock: RunClock,
+  reads: ReadTracker,
+  inFlight: InFlight,
+  done: (record: RequestRecord) => void,
+): void {
   let path: string;
   let body: string;
   try {
     ({ path, body } = target.backend.request(pending.spec, target));
   } catch (err) {
     // A body that cannot be built (a history past V8's string limit): this request's failure.
-    return Promise.resolve(unsent(pending, clock, describeError(err)));
+    done(unsent(pending, clock, describeError(err)));
+    return;
   }
   // undici throws on such headers from inside its pool, where the throw also leaves a
   // connection slot waiting forever for a drain: refuse before anything is dispatched.
   const problem = headerProblem(target.headers, target.apiKey);
-  if (problem) return Promise.resolve(unsent(pending, clock, problem));
-  return new Promise((resolve) => {
-    new Exchange(pool, target, prefix + path, pending, clock, reads, cancellers, resolve).send(
-      body,
-    );
-  });
+  if (problem) done(unsent(pending, clock, problem));
+  else new Exchange(pool, target, prefix + path, pending, clock, reads, inFlight, done).send(body);
 }
 
 /** The record of a request that could not be sent, and why. */
@@ -228,8 +290,11 @@ class Exchange implements H1Handler {
   /** The body ended (or failed): nothing more will arrive for this request. */
   private bodyOver = false;
   private settledBytes = 0;
-  private settledTimer: NodeJS.Timeout | undefined;
-  private readonly timer: NodeJS.Timeout;
+  /**
+   * On the run's clock: until the answer is whole, when the request times out; after, when a
+   * body still going on is dropped.
+   */
+  private deadlineUs: number;
 
   constructor(
     private readonly pool: RequestDispatcher,
@@ -238,13 +303,20 @@ class Exchange implements H1Handler {
     private readonly pending: PendingRequest,
     private readonly clock: RunClock,
     private readonly reads: ReadTracker,
-    private readonly cancellers: Set<Cancellable>,
+    private readonly inFlight: InFlight,
     private readonly resolve: (record: RequestRecord) => void,
   ) {
     // Connection setup and pool waits count as client-side queueDelay, not as TTFT.
     this.sentAtUs = clock.nowUs();
-    this.timer = setTimeout(timeOut, target.timeoutMs, this);
-    cancellers.add(this);
+    this.deadlineUs = this.sentAtUs + target.timeoutMs * 1000;
+    inFlight.add(this, target.timeoutMs);
+  }
+
+  /** The sweep: a limit passed by `nowUs` ends the request, or drops a settled body's rest. */
+  expire(nowUs: number): void {
+    if (nowUs < this.deadlineUs) return;
+    if (this.settled) this.dropConnection();
+    else this.abort(new Cancelled('timeout'));
   }
 
   send(body: string): void {
@@ -287,8 +359,8 @@ class Exchange implements H1Handler {
     try {
       this.sentAtUs = this.clock.nowUs();
       // The limit runs from sending, as documented; waiting for a connection is not the
-      // server's time (the timer armed at dispatch still bounds a connection that never comes).
-      this.timer.refresh();
+      // server's time (the deadline set at dispatch still bounds a connection that never comes).
+      this.deadlineUs = this.sentAtUs + this.target.timeoutMs * 1000;
       this.controller = c;
       if (this.abortReason) c.abort(this.abortReason);
       else {
@@ -339,8 +411,10 @@ class Exchange implements H1Handler {
   onResponseEnd(): void {
     try {
       this.bodyOver = true;
-      clearTimeout(this.settledTimer);
-      if (this.settled) return;
+      if (this.settled) {
+        this.inFlight.delete(this);
+        return;
+      }
       const atUs = this.reads.nowUs(this.clock);
       if (this.inflater) this.inflater.end(() => this.guarded(() => this.end(atUs)));
       else this.end(atUs);
@@ -416,7 +490,8 @@ class Exchange implements H1Handler {
       return;
     }
     // A copy: a slice would keep the whole head alive as long as the request.
-    this.contentType = copyOf(String(headers['content-type'] ?? ''));
+    const contentType = String(headers['content-type'] ?? '');
+    this.contentType = contentType === EVENT_STREAM ? EVENT_STREAM : copyOf(contentType);
     if (this.contentType.includes('application/json')) this.jsonBody = '';
     else this.decoder = this.target.backend.decoder(this.sentAtUs, this.target, this.pending.spec);
   }
@@ -431,7 +506,7 @@ class Exchange implements H1Handler {
 
   /** Drops the connection of a request whose answer is whole but whose body goes on. */
   dropConnection(): void {
-    clearTimeout(this.settledTimer);
+    this.inFlight.delete(this);
     if (!this.bodyOver) this.controller?.abort(new Cancelled('fault'));
     this.bodyOver = true;
   }
@@ -439,9 +514,7 @@ class Exchange implements H1Handler {
   private finish(error: RequestError | undefined, decoded: DecodedStream | undefined): void {
     if (this.settled) return;
     this.settled = true;
-    clearTimeout(this.timer);
     this.inflater?.destroy();
-    this.cancellers.delete(this);
     const sentAtUs = this.sentAtUs;
     const endAtUs = decoded?.doneUs !== undefined ? sentAtUs + decoded.doneUs : this.clock.nowUs();
     const record = buildRecord(
@@ -456,10 +529,10 @@ class Exchange implements H1Handler {
     redactRecord(record, this.target);
     if (decoded?.answer) this.pending.answer = decoded.answer;
     if (this.resent) record.resent = true;
+    // The body's rest has SETTLED_BODY_MS to end; with no body left, the request is done.
     if (this.controller && !this.bodyOver) {
-      this.settledTimer = setTimeout(dropSettled, SETTLED_BODY_MS, this);
-      this.settledTimer.unref();
-    }
+      this.deadlineUs = this.clock.nowUs() + SETTLED_BODY_MS * 1000;
+    } else this.inFlight.delete(this);
     // What the body's rest may still need is the controller; the decoder's state goes now.
     this.decoder = undefined;
     this.bodyText = undefined;
@@ -537,8 +610,10 @@ class Exchange implements H1Handler {
 
   private responseError(c: Dispatcher.DispatchController, err: Error): void {
     this.bodyOver = true;
-    clearTimeout(this.settledTimer);
-    if (this.settled) return;
+    if (this.settled) {
+      this.inFlight.delete(this);
+      return;
+    }
     const decoder = this.decoder;
     const decoded = decoder?.finish();
     if (decoder?.fault) {
@@ -576,13 +651,7 @@ class Exchange implements H1Handler {
   }
 }
 
-function timeOut(exchange: Exchange): void {
-  exchange.abort(new Cancelled('timeout'));
-}
-
-function dropSettled(exchange: Exchange): void {
-  exchange.dropConnection();
-}
+const EVENT_STREAM = 'text/event-stream';
 
 /** A flat copy of a short string, so that it keeps no larger string alive (V8 slices do). */
 function copyOf(text: string): string {

@@ -15,6 +15,7 @@ import { createRunClock } from '../../src/loadgen/clock.js';
 import { H1Pool } from '../../src/loadgen/h1.js';
 import {
   executeRequest,
+  InFlight,
   type PendingRequest,
   ReadTracker,
   type TargetConfig,
@@ -68,7 +69,7 @@ function client(url: string, overrides: Partial<TargetConfig> = {}, connections 
   return {
     pool,
     send: (p: PendingRequest): Promise<RequestRecord> =>
-      executeRequest(pool, config, '', p, clock, new ReadTracker(), new Set()),
+      executeRequest(pool, config, '', p, clock, new ReadTracker(), new InFlight(clock)),
   };
 }
 

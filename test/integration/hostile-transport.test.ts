@@ -15,8 +15,8 @@ import { benchmark, parseRunPlan } from '../../src/index.js';
 import { createRunClock } from '../../src/loadgen/clock.js';
 import { runDeadlineS } from '../../src/loadgen/deadline.js';
 import {
-  type Cancellable,
   executeRequest,
+  InFlight,
   type PendingRequest,
   ReadTracker,
 } from '../../src/loadgen/http.js';
@@ -93,7 +93,7 @@ describe('case 1: a header that cannot be sent never hangs a run', () => {
           pending(id),
           clock,
           new ReadTracker(),
-          new Set(),
+          new InFlight(clock),
         );
       const bad = await send('sk-secret\r\n', 0);
       assert.equal(bad.error?.kind, 'connect');
@@ -119,8 +119,8 @@ describe('case 1: a header that cannot be sent never hangs a run', () => {
     const server = await rawServer(() => {});
     const pool = new Pool(server.url, { connections: 1, pipelining: 1 });
     const clock = createRunClock();
-    const holderCancel = new Set<Cancellable>();
-    const send = (id: number, timeoutMs: number, cancellers: Set<Cancellable>) =>
+    const holderCancel = new InFlight(clock);
+    const send = (id: number, timeoutMs: number, inFlight: InFlight) =>
       executeRequest(
         pool,
         target(server.url, { endpoint: 'chat', timeoutMs }),
@@ -128,20 +128,20 @@ describe('case 1: a header that cannot be sent never hangs a run', () => {
         pending(id),
         clock,
         new ReadTracker(),
-        cancellers,
+        inFlight,
       );
     try {
       const holder = send(0, 60_000, holderCancel);
       while (server.requests() === 0) await new Promise((r) => setTimeout(r, 5));
       const started = Date.now();
-      const timedOut = await send(1, 300, new Set());
+      const timedOut = await send(1, 300, new InFlight(clock));
       assert.equal(timedOut.error?.kind, 'timeout');
       assert.ok(Date.now() - started < 20_000, 'the timeout ended it, not the holder');
-      const cancellers = new Set<Cancellable>();
+      const cancellers = new InFlight(clock);
       const cancelled = send(2, 60_000, cancellers);
-      for (const request of cancellers) request.cancel();
+      cancellers.cancelAll();
       assert.equal((await cancelled).error?.kind, 'cancelled');
-      for (const request of holderCancel) request.cancel();
+      holderCancel.cancelAll();
       assert.equal((await holder).error?.kind, 'cancelled');
       assert.equal(server.requests(), 1, 'the settled requests were never sent');
     } finally {
