@@ -1,4 +1,4 @@
-import { SseFramer } from './sse.js';
+import { SseFramer, type SseSink } from './sse.js';
 import {
   clip,
   type DecodedStream,
@@ -67,7 +67,7 @@ export function createDecoder(
  * lives as long as its request, and what it holds is copied by every young-generation
  * collection it survives (issue 29).
  */
-class MessageDecoder implements StreamDecoder {
+class MessageDecoder implements StreamDecoder, SseSink {
   private readonly timeline: Timeline;
   private readonly framer: SseFramer | undefined;
   /** Set while the body's end flushes an unterminated last message. */
@@ -75,8 +75,9 @@ class MessageDecoder implements StreamDecoder {
   /**
    * NDJSON: the pieces of a line still unfinished (none holds a newline): only new text is
    * searched, so a 20 MB line arriving in small reads costs its length, not length times reads.
+   * Made when a line is left over (an SSE stream never makes it).
    */
-  private pending: string[] = [];
+  private pending: string[] | undefined;
   private pendingChars = 0;
 
   constructor(
@@ -87,7 +88,7 @@ class MessageDecoder implements StreamDecoder {
   ) {
     this.timeline = new Timeline(sentAtUs, maxOutputTokens, captureAnswerChars);
     if (protocol.framing === 'sse') {
-      this.framer = new SseFramer((text, start, end) => this.message(text, start, end));
+      this.framer = new SseFramer(this);
     }
   }
 
@@ -122,9 +123,9 @@ class MessageDecoder implements StreamDecoder {
     // The SSE standard drops an event its blank line never ended; ending it here instead lets
     // a last event whose data arrived whole count, and one cut short be seen as a cut.
     if (this.framer) this.framer.feed('\n\n');
-    else {
+    else if (this.pending !== undefined) {
       this.line(this.pending.join(''));
-      this.pending = [];
+      this.pending = undefined;
     }
     const endMarker = this.protocol.endMarker;
     // No events at all is the caller's to judge (an empty 200 is a wrong route, not a cut).
@@ -142,6 +143,10 @@ class MessageDecoder implements StreamDecoder {
 
   private eventTooLarge(): void {
     this.timeline.fault ??= tooLarge(`${REQUEST_BOUNDS.eventChars / 2 ** 20} MiB in one event`);
+  }
+
+  onSseData(text: string, start: number, end: number): void {
+    this.message(text, start, end);
   }
 
   /** One message, `text[start, end)` (a range, so the common message is never copied). */
@@ -186,19 +191,20 @@ class MessageDecoder implements StreamDecoder {
     let start = 0;
     for (let newline = text.indexOf('\n'); newline >= 0; newline = text.indexOf('\n', start)) {
       const piece = text.slice(start, newline);
-      if (this.pending.length > 0) {
+      if (this.pending !== undefined) {
         this.pending.push(piece);
         this.line(this.pending.join(''));
-        this.pending = [];
+        this.pending = undefined;
         this.pendingChars = 0;
       } else this.line(piece);
       start = newline + 1;
     }
     if (start < text.length && !this.timeline.fault) {
+      this.pending ??= [];
       this.pending.push(text.slice(start));
       this.pendingChars += text.length - start;
       if (this.pendingChars > REQUEST_BOUNDS.eventChars) {
-        this.pending = [];
+        this.pending = undefined;
         this.eventTooLarge();
       }
     }

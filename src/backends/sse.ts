@@ -1,7 +1,12 @@
 import { REQUEST_BOUNDS } from './timeline.js';
 
-/** Receives one event's data: `text[start, end)`. */
-export type SseDataHandler = (text: string, start: number, end: number) => void;
+/**
+ * Receives each event's data, `text[start, end)`. An object, not a function: a decoder is its
+ * own sink, where a closure and its context per request were held as long as the request.
+ */
+export interface SseSink {
+  onSseData(text: string, start: number, end: number): void;
+}
 
 const LF = 10;
 const CR = 13;
@@ -21,12 +26,12 @@ const BOM = 0xfeff;
  * otherwise grow the client's memory until the process dies.
  */
 export class SseFramer {
-  private readonly onData: SseDataHandler;
+  private readonly sink: SseSink;
   private readonly maxEventChars: number;
   /** An event passed `maxEventChars`; nothing more is read. */
   overflowed = false;
-  /** Pieces of the line not ended yet (none holds a line end). */
-  private pending: string[] = [];
+  /** Pieces of the line not ended yet (none holds a line end); made when one is left over. */
+  private pending: string[] | undefined;
   private pendingChars = 0;
   private atStart = true;
   /** The last read ended in CR: an LF that starts the next one ends no further line. */
@@ -37,8 +42,8 @@ export class SseFramer {
   private dataStart = 0;
   private dataEnd = 0;
 
-  constructor(onData: SseDataHandler, maxEventChars: number = REQUEST_BOUNDS.eventChars) {
-    this.onData = onData;
+  constructor(sink: SseSink, maxEventChars: number = REQUEST_BOUNDS.eventChars) {
+    this.sink = sink;
     this.maxEventChars = maxEventChars;
   }
 
@@ -53,7 +58,7 @@ export class SseFramer {
       this.skipLf = false;
       if (text.charCodeAt(0) === LF) text = text.slice(1);
     }
-    if (this.pending.length > 0) {
+    if (this.pending !== undefined) {
       // Only text with a line end is joined, so a long line in many reads costs its length once.
       this.pending.push(text);
       this.pendingChars += text.length;
@@ -62,12 +67,12 @@ export class SseFramer {
         return;
       }
       text = this.pending.join('');
-      this.pending = [];
+      this.pending = undefined;
       this.pendingChars = 0;
     }
     const rest = text.indexOf('\r') === -1 ? this.lfLines(text) : this.anyLines(text);
     if (rest < text.length && !this.overflowed) {
-      this.pending.push(rest === 0 ? text : text.slice(rest));
+      this.pending = [rest === 0 ? text : text.slice(rest)];
       this.pendingChars = text.length - rest;
       if (this.pendingChars + this.dataChars() > this.maxEventChars) this.overflow();
     }
@@ -80,7 +85,7 @@ export class SseFramer {
 
   private overflow(): void {
     this.overflowed = true;
-    this.pending = [];
+    this.pending = undefined;
     this.pendingChars = 0;
     this.dataText = '';
     this.dataLines = 0;
@@ -153,6 +158,6 @@ export class SseFramer {
     const { dataText, dataStart, dataEnd } = this;
     this.dataLines = 0;
     this.dataText = '';
-    this.onData(dataText, dataStart, dataEnd);
+    this.sink.onSseData(dataText, dataStart, dataEnd);
   }
 }

@@ -153,6 +153,10 @@ function bodyBytes(request: Controller, buffer: Buffer, start: number, end: numb
   else handler.onResponseData?.(request, buffer.subarray(start, end));
 }
 
+function idleTimedOut(connection: Connection): void {
+  connection.idleTimedOut();
+}
+
 class Connection {
   readonly socket: Socket;
   private state = State.Idle;
@@ -169,6 +173,13 @@ class Connection {
   /** The current request's bytes went to the socket (an abort before then leaves it clean). */
   private written = false;
   private idleTimeoutMs: number;
+  /**
+   * The keep-alive close: one timer, re-armed for each idle spell, that does nothing if it fires
+   * while the connection is busy. The socket's own timeout made a Timeout and a bound function
+   * at every request's end, and held them through the next request (issue 29).
+   */
+  private idleTimer: NodeJS.Timeout | undefined;
+  private idleTimerMs = 0;
 
   constructor(
     private readonly pool: H1Pool,
@@ -193,14 +204,9 @@ class Connection {
     });
     this.socket.setTimeout(CONNECT_TIMEOUT_MS);
     this.socket.on('timeout', () => {
-      // Connecting too long, or idle past the keep-alive time: either way the socket goes. An
-      // idle one leaves the free list now, not at its 'close' a turn later: a request sent on
-      // it in between would fail as if the server had closed it, and be resent as such.
-      if (this.connected) this.pool.closing(this);
-      const error = this.connected
-        ? new H1Error('UND_ERR_SOCKET', 'idle keep-alive timeout')
-        : new H1Error('UND_ERR_CONNECT_TIMEOUT', `connect timeout (${CONNECT_TIMEOUT_MS} ms)`);
-      this.socket.destroy(error);
+      this.socket.destroy(
+        new H1Error('UND_ERR_CONNECT_TIMEOUT', `connect timeout (${CONNECT_TIMEOUT_MS} ms)`),
+      );
     });
     this.socket.on('connect', () => {
       this.connected = true;
@@ -210,6 +216,7 @@ class Connection {
     this.socket.on('end', () => this.ended());
     this.socket.on('error', (err) => this.fail(err));
     this.socket.on('close', () => {
+      clearTimeout(this.idleTimer);
       this.fail(new H1Error('UND_ERR_SOCKET', 'other side closed'));
       this.pool.closed(this);
     });
@@ -237,7 +244,6 @@ class Connection {
     this.text = '';
     this.tail = '';
     this.written = false;
-    this.socket.setTimeout(0);
     request.handler.onRequestStart?.(request, {});
     if (request.aborted) {
       // Aborted from onRequestStart, before anything was written: the connection is clean.
@@ -271,10 +277,27 @@ class Connection {
     this.socket.destroy();
   }
 
-  /** Marks the connection idle until `ms` from now, then closes it. */
+  /** Marks the connection idle; it closes if still idle after the keep-alive time. */
   idle(): void {
     this.state = State.Idle;
-    this.socket.setTimeout(this.idleTimeoutMs);
+    if (this.idleTimer && this.idleTimerMs === this.idleTimeoutMs) this.idleTimer.refresh();
+    else {
+      clearTimeout(this.idleTimer);
+      this.idleTimerMs = this.idleTimeoutMs;
+      this.idleTimer = setTimeout(idleTimedOut, this.idleTimeoutMs, this);
+      this.idleTimer.unref();
+    }
+  }
+
+  /**
+   * Idle past the keep-alive time: the socket goes. It leaves the free list now, not at its
+   * 'close' a turn later: a request sent on it in between would fail as if the server had
+   * closed it, and be resent as such.
+   */
+  idleTimedOut(): void {
+    if (this.state !== State.Idle || this.request || !this.usable) return;
+    this.pool.closing(this);
+    this.socket.destroy(new H1Error('UND_ERR_SOCKET', 'idle keep-alive timeout'));
   }
 
   private read(buffer: Buffer, bytes: number): void {

@@ -13,7 +13,10 @@ import { AnswerCapture, Timeline } from '../../../src/backends/timeline.js';
 describe('SseFramer: one event past its bound stops the framer', () => {
   const frame = (max: number, pieces: string[]) => {
     const events: string[] = [];
-    const framer = new SseFramer((text, start, end) => events.push(text.slice(start, end)), max);
+    const framer = new SseFramer(
+      { onSseData: (text, start, end) => events.push(text.slice(start, end)) },
+      max,
+    );
     for (const piece of pieces) framer.feed(piece);
     return { events, overflowed: framer.overflowed };
   };

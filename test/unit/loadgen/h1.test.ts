@@ -345,11 +345,11 @@ describe('H1Pool against hostile servers', () => {
     const inside = p as unknown as PoolInside;
     try {
       assert.equal((await send(p)).error, undefined);
-      // The keep-alive timer is the socket's timeout: a listener added after the pool's runs
-      // right after the pool destroyed the socket, a turn before its 'close'.
+      // The keep-alive timer destroys the socket with an error: a listener added after the
+      // pool's runs in the turn of its 'error', before its 'close'.
       const idle = inside.free[0].socket;
       const raced = await new Promise<Answer>((resolve) =>
-        idle.once('timeout', () => {
+        idle.once('error', () => {
           assert.equal(inside.free.length, 0, 'out of the free list at once');
           resolve(send(p));
         }),
