@@ -157,6 +157,16 @@ export interface StampDelay {
   p99Ms: number;
 }
 
+const NO_DELAY: StampDelay = { meanMs: 0, p99Ms: 0 };
+
+/** The run's own figures a stamp delay is judged against. */
+interface MeasuredLatency {
+  /** ITL p99: what a stamp delay is material against, and the most it can have moved. */
+  itlP99Ms?: number;
+  /** Mean TTFT: the most a stamp delay can have moved it. */
+  ttftMeanMs?: number;
+}
+
 /**
  * How late the thread's own stalls (garbage collection, a burst of finished requests, anything
  * that held its event loop) made the stamps of reads arriving at random times, from the
@@ -199,18 +209,24 @@ export function stampDelayEstimate(
 }
 
 /**
- * The finding on a thread's stamp delay, when past the limit against `itlP99Ms` (the measured
- * ITL p99): what it may have done to ITL p99 and mean TTFT, and how many threads (one core each)
- * would bring it under the limit, by the same estimate.
+ * The finding on a thread's stamp delay, when past the limit against `measured.itlP99Ms` (the
+ * run's ITL p99): what it may have done to ITL p99 and mean TTFT, and how many threads (one core
+ * each) would bring it under the limit, by the same estimate. Neither can have moved by more
+ * than its measured value (a true gap or TTFT is not below 0): a saturated loop's estimate runs
+ * to hundreds of milliseconds (turns of 400 ms, weighed as if the server kept writing through
+ * them, which a server held by TCP flow control does not) where the measured ITL p99 is 1.4 ms.
  */
 function stampDelayFinding(
   m: ClientHealthMeasurements,
   delay: StampDelay,
-  itlP99Ms: number | undefined,
+  measured: MeasuredLatency,
   found: Findings,
 ): void {
+  const { itlP99Ms, ttftMeanMs } = measured;
   const { minMs, share } = STAMP_DELAY_LIMIT;
   const limit = Math.max(minMs, share * (itlP99Ms ?? 0));
+  const itlBound = (d: StampDelay) => Math.min(d.p99Ms, itlP99Ms ?? Number.POSITIVE_INFINITY);
+  const ttftBoundMs = Math.min(delay.meanMs, ttftMeanMs ?? Number.POSITIVE_INFINITY);
   const gc = m.gcPauses;
   const pauses =
     gc && gc.over1Ms > 0
@@ -225,7 +241,9 @@ function stampDelayFinding(
     why = `: the thread, busy ${pct(elu)} of the time, was held up that long at 1 % of its stamps (${stalls}) by garbage collection or by the host running other work on its cores, which more worker threads do not remove`;
   } else {
     let threads = 2;
-    while (threads <= 64 && (stampDelayEstimate(m, threads)?.p99Ms ?? 0) > limit) threads *= 2;
+    while (threads <= 64 && itlBound(stampDelayEstimate(m, threads) ?? NO_DELAY) > limit) {
+      threads *= 2;
+    }
     const fix =
       threads <= 64
         ? `; by the same estimate about ${threads} worker threads, each on a core of its own, would bring it under ${limit.toFixed(1)} ms`
@@ -233,9 +251,9 @@ function stampDelayFinding(
     why = `: the thread's own stalls delayed 1 % of its stamps by that much (${stalls})${fix}`;
   }
   found.check(
-    delay.p99Ms,
+    itlBound(delay),
     { limit, near: limit / 2 },
-    `ITL p99 may be inflated by up to ${delay.p99Ms.toFixed(1)} ms${itl} and mean TTFT by about ${delay.meanMs.toFixed(1)} ms`,
+    `ITL p99 may be inflated by up to ${itlBound(delay).toFixed(1)} ms${itl} and mean TTFT by about ${ttftBoundMs.toFixed(1)} ms`,
     `${limit.toFixed(1)} ms`,
     why,
   );
@@ -260,12 +278,10 @@ export function assessClientHealth(
     achievedRatePerS?: number;
     /** A concurrency cap held sends back on purpose, so a shortfall is not the client's. */
     capped?: boolean;
-    /** The run's measured ITL p99: what a stamp delay is material against. */
-    itlP99Ms?: number;
-  },
+  } & MeasuredLatency,
 ): ClientHealth {
   const list = Array.isArray(measured) ? measured : [measured as ClientHealthMeasurements];
-  const threads = list.map((m) => threadHealth(m, rates.itlP99Ms));
+  const threads = list.map((m) => threadHealth(m, rates));
   // No thread at all (every worker terminated or failed): the thread figures are unknown, NaN.
   const worst = (pick: (t: ThreadHealth) => number) =>
     threads.length > 0 ? Math.max(...threads.map(pick)) : Number.NaN;
@@ -385,7 +401,7 @@ function worstStampDelay(threads: ThreadHealth[]): Pick<ThreadHealth, 'stampDela
     : {};
 }
 
-function threadHealth(measured: ClientHealthMeasurements, itlP99Ms?: number): ThreadHealth {
+function threadHealth(measured: ClientHealthMeasurements, latency: MeasuredLatency): ThreadHealth {
   const limits = CLIENT_HEALTH_LIMITS;
   const found = new Findings();
   const cpuS = measured.threadCpuS ?? measured.cpuUserS + measured.cpuSystemS;
@@ -400,7 +416,7 @@ function threadHealth(measured: ClientHealthMeasurements, itlP99Ms?: number): Th
   );
   const stampDelay = stampDelayEstimate(measured);
   if (stampDelay && measured.wallS >= MIN_STAMP_WALL_S) {
-    stampDelayFinding(measured, stampDelay, itlP99Ms, found);
+    stampDelayFinding(measured, stampDelay, latency, found);
   }
   if (measured.wallS >= MIN_CPU_WALL_S) {
     found.check(

@@ -448,6 +448,7 @@ export class SummaryBuilder {
         achievedRatePerS: open ? rate(this.windowStart, this.lastSent) : undefined,
         capped: context.load.mode === 'open' && context.load.maxConcurrency !== undefined,
         ...(summary.latency.itlMs.count > 0 ? { itlP99Ms: summary.latency.itlMs.p99 } : {}),
+        ...(summary.latency.ttftMs.count > 0 ? { ttftMeanMs: summary.latency.ttftMs.mean } : {}),
       });
     }
     const steady = this.steadyState(counted, durationS);

@@ -249,6 +249,26 @@ describe("client-health verdict: how late the thread's own stalls made its stamp
     assert.match(health.reasons.join('\n'), /about 4 worker threads, each on a core of its own/);
   });
 
+  test('a saturated loop: neither ITL p99 nor mean TTFT is said to have moved past its measured value', () => {
+    // bench:peer's client-bound regime: a loop 95 % busy whose turns last hundreds of ms reads a
+    // stamp delay far past the run's own ITL p99 (1.4 ms) and mean TTFT (1.2 ms); a true gap or
+    // TTFT is not below 0, so neither can have moved by more than it measures.
+    const m: ClientHealthMeasurements = {
+      ...measured({ thread: 0.95, process: 0.95, usableCores: 4 }),
+      loopStallsMs: [[400, 5]],
+    };
+    const health = assessClientHealth(m, { itlP99Ms: 1.4, ttftMeanMs: 1.2 });
+    assert.ok((health.stampDelayMs?.p99Ms ?? 0) > 100, `${health.stampDelayMs?.p99Ms}`);
+    const reason = health.reasons.join('\n');
+    assert.match(
+      reason,
+      /ITL p99 may be inflated by up to 1\.4 ms \(of the measured 1\.4 ms\) and mean TTFT by about 1\.2 ms/,
+    );
+    // Under 1 ms measured, ITL p99 cannot have moved by the limit: no finding on it.
+    const small = assessClientHealth(m, { itlP99Ms: 0.8, ttftMeanMs: 1.2 });
+    assert.doesNotMatch(small.reasons.join('\n'), /ITL p99 may be inflated/);
+  });
+
   test('against a 200 ms ITL p99 the same stalls are not material', () => {
     const health = stalled(200);
     assert.equal(clientHealthVerdict(health), 'ok');
