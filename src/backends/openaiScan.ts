@@ -611,11 +611,12 @@ function sameText(text: string, start: number, end: number, value: string): bool
  */
 function flatCopy(text: string): string {
   if (text.length < 13) return text;
-  const encoding = ONE_BYTE.test(text) ? 'latin1' : 'utf16le';
+  const encoding = WIDE.test(text) ? 'utf16le' : 'latin1';
   return Buffer.from(text, encoding).toString(encoding);
 }
 
-const ONE_BYTE = /^[\x00-\xff]*$/;
+/** A character past Latin-1: the copy then needs two bytes a character. */
+const WIDE = /[\u0100-\uffff]/;
 
 /** See ChunkScanner.template. */
 interface Template {
