@@ -247,9 +247,10 @@ export async function runLoadgen(
   };
   /** A session's request; its record goes out at once unless `hold` (a session emits its own). */
   const send = async (pending: PendingRequest, hold = false): Promise<RequestRecord> => {
-    requests.progress.sent++;
-    requests.progress.inFlight++;
+    progress.sent++;
+    progress.inFlight++;
     const record = await executeRequest(pool, target, prefix, pending, clock, reads, inFlight);
+    // Its record and the session's next step wait for a turn of their own (afterTurn).
     await nextTurn();
     recordFinished(requests, record, hold);
     return record;
@@ -257,13 +258,16 @@ export async function runLoadgen(
   const startUnit: StartUnit = nextRequest
     ? plainRequests(requests, nextRequest)
     : (unit, done) => {
-        runSession(unit, (nextSession as ConversationWorkload)(unit.id), {
-          clock,
-          send,
-          emit: options.onRecord,
-          stopped: () => stoppedBySignal,
-          ...(options.stopSignal ? { stopSignal: options.stopSignal } : {}),
-        }).then(
+        // Async, so that a throw building the session is its failure, not the caller's.
+        const session = async () =>
+          runSession(unit, (nextSession as ConversationWorkload)(unit.id), {
+            clock,
+            send,
+            emit: options.onRecord,
+            stopped: () => stoppedBySignal,
+            ...(options.stopSignal ? { stopSignal: options.stopSignal } : {}),
+          });
+        session().then(
           () => done(undefined),
           (err: unknown) => done({ err }),
         );
