@@ -205,22 +205,27 @@ function sweep(inFlight: InFlight): void {
   inFlight.sweep();
 }
 
+/** Where a run's requests go, and what they are timed and tracked by. */
+export interface RequestRoute {
+  pool: RequestDispatcher;
+  target: TargetConfig;
+  /** The server URL's path prefix (splitServerUrl), before each request's route. */
+  prefix: string;
+  clock: RunClock;
+  reads: ReadTracker;
+  /** The requests in flight: each sits here until it has ended. */
+  inFlight: InFlight;
+}
+
 /**
  * Sends one streaming request and resolves with its raw record. Never rejects: every failure
- * becomes a record with a categorised error. While in flight, it sits in `inFlight`.
+ * becomes a record with a categorised error.
  */
 export function executeRequest(
-  pool: RequestDispatcher,
-  target: TargetConfig,
-  prefix: string,
+  route: RequestRoute,
   pending: PendingRequest,
-  clock: RunClock,
-  reads: ReadTracker,
-  inFlight: InFlight,
 ): Promise<RequestRecord> {
-  return new Promise((resolve) => {
-    startRequest(pool, target, prefix, pending, clock, reads, inFlight, resolve);
-  });
+  return new Promise((resolve) => startRequest(route, pending, resolve));
 }
 
 /**
@@ -228,15 +233,11 @@ export function executeRequest(
  * cannot be sent): a caller that reuses its callback keeps no promise per request in flight.
  */
 export function startRequest(
-  pool: RequestDispatcher,
-  target: TargetConfig,
-  prefix: string,
+  route: RequestRoute,
   pending: PendingRequest,
-  clock: RunClock,
-  reads: ReadTracker,
-  inFlight: InFlight,
   done: (record: RequestRecord) => void,
 ): void {
+  const { pool, target, prefix, clock, reads, inFlight } = route;
   let path: string;
   let body: string;
   try {

@@ -26,6 +26,7 @@ import {
   type PendingRequest,
   ReadTracker,
   type RequestDispatcher,
+  type RequestRoute,
   startRequest,
   type TargetConfig,
 } from './http.js';
@@ -249,7 +250,7 @@ export async function runLoadgen(
   const send = async (pending: PendingRequest, hold = false): Promise<RequestRecord> => {
     progress.sent++;
     progress.inFlight++;
-    const record = await executeRequest(pool, target, prefix, pending, clock, reads, inFlight);
+    const record = await executeRequest(requests, pending);
     // Its record and the session's next step wait for a turn of their own (afterTurn).
     await nextTurn();
     recordFinished(requests, record, hold);
@@ -472,14 +473,8 @@ type UnitDone = (failure: { err: unknown } | undefined) => void;
 /** Starts a unit; `done` is called once it has ended and its records are out. */
 type StartUnit = (unit: Unit, done: UnitDone) => void;
 
-/** What sending a request needs. */
-interface RequestContext {
-  pool: RequestDispatcher;
-  target: TargetConfig;
-  prefix: string;
-  clock: RunClock;
-  reads: ReadTracker;
-  inFlight: InFlight;
+/** What sending a request needs, and what counts and writes it. */
+interface RequestContext extends RequestRoute {
   progress: LoadgenProgress;
   onRecord: (record: RequestRecord) => void;
 }
@@ -532,7 +527,7 @@ class RequestSlot {
     const { c } = this;
     c.progress.sent++;
     c.progress.inFlight++;
-    startRequest(c.pool, c.target, c.prefix, pending, c.clock, c.reads, c.inFlight, this.finished);
+    startRequest(c, pending, this.finished);
   }
 
   // Its record and the next request wait for a turn of their own: the reads already waiting

@@ -69,7 +69,17 @@ function client(url: string, overrides: Partial<TargetConfig> = {}, connections 
   return {
     pool,
     send: (p: PendingRequest): Promise<RequestRecord> =>
-      executeRequest(pool, config, '', p, clock, new ReadTracker(), new InFlight(clock)),
+      executeRequest(
+        {
+          pool,
+          target: config,
+          prefix: '',
+          clock,
+          reads: new ReadTracker(),
+          inFlight: new InFlight(clock),
+        },
+        p,
+      ),
   };
 }
 

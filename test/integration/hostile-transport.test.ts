@@ -87,13 +87,15 @@ describe('case 1: a header that cannot be sent never hangs a run', () => {
       const clock = createRunClock();
       const send = (apiKey: string, id: number) =>
         executeRequest(
-          pool,
-          target(server.url, { endpoint: 'chat', apiKey, timeoutMs: 60_000 }),
-          '',
+          {
+            pool,
+            target: target(server.url, { endpoint: 'chat', apiKey, timeoutMs: 60_000 }),
+            prefix: '',
+            clock,
+            reads: new ReadTracker(),
+            inFlight: new InFlight(clock),
+          },
           pending(id),
-          clock,
-          new ReadTracker(),
-          new InFlight(clock),
         );
       const bad = await send('sk-secret\r\n', 0);
       assert.equal(bad.error?.kind, 'connect');
@@ -122,13 +124,15 @@ describe('case 1: a header that cannot be sent never hangs a run', () => {
     const holderCancel = new InFlight(clock);
     const send = (id: number, timeoutMs: number, inFlight: InFlight) =>
       executeRequest(
-        pool,
-        target(server.url, { endpoint: 'chat', timeoutMs }),
-        '',
+        {
+          pool,
+          target: target(server.url, { endpoint: 'chat', timeoutMs }),
+          prefix: '',
+          clock,
+          reads: new ReadTracker(),
+          inFlight,
+        },
         pending(id),
-        clock,
-        new ReadTracker(),
-        inFlight,
       );
     try {
       const holder = send(0, 60_000, holderCancel);
