@@ -26,6 +26,7 @@ import {
   sampleLength,
   streamSeed,
 } from '../../../src/workload/distributions.js';
+import { createSyntheticWorkload } from '../../../src/workload/synthetic.js';
 import { parseTrace, readTrace, traceLoad, traceReplay } from '../../../src/workload/trace.js';
 import { REPO } from '../../../tools/repo.js';
 
@@ -511,5 +512,19 @@ describe('datasets', () => {
     assert.throws(() => parseDataset(' \n', 'text'), /text corpus is empty/);
     // Given explicitly, the format wins over the extension.
     assert.throws(() => readDataset(fixture('corpus.txt'), 'jsonl'), /line 1: not valid JSON/);
+  });
+});
+
+describe('synthetic requests (issue 29)', () => {
+  test('a prompt is built when read, the same each time, and a spread copies it', () => {
+    const spec = createSyntheticWorkload({ inputTokens: 12, outputTokens: 5, seed: 4 })(3);
+    assert.equal(spec.prompt.split(' ').length, 12);
+    assert.equal(spec.prompt, spec.prompt);
+    const copy = { ...spec, requestedOutputTokens: 9 };
+    assert.equal(copy.prompt, spec.prompt);
+    assert.deepEqual(
+      [copy.promptWords, copy.requestedInputTokens, copy.requestedOutputTokens],
+      [12, 12, 9],
+    );
   });
 });
