@@ -5,14 +5,17 @@ import { SIM_FLAGS, type SimFlagSpec } from '../sim/simulatorOptions.js';
 
 /**
  * Adds the simulated engine's options to a command (`model` is the command's own --model), or
- * only those whose keys `only` names.
+ * only those whose keys `only` names, less those `except` names.
  */
 export function addEngineFlags<C extends Command<[], Record<string, unknown>>>(
   command: C,
   only?: readonly string[],
+  except: readonly string[] = [],
 ): C {
   for (const f of ENGINE_FLAGS) {
-    if (!only || only.includes(f.key)) command.addOption(new Option(f.flag, f.help));
+    if ((!only || only.includes(f.key)) && !except.includes(f.key)) {
+      command.addOption(new Option(f.flag, f.help));
+    }
   }
   return command;
 }

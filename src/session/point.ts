@@ -224,14 +224,17 @@ function describeServer(target: Target): ServerAbout {
     const memory = new EngineModel(target.engine).memory;
     const x = perReplica(target.engine);
     const simulator = `${describeEngine(target.engine)}, KV cache ${x}${memory.numGpuBlocks} blocks (${x}${memory.kvTokens} tokens); virtual time`;
-    return { server: { virtualTime: true, simulator, memory }, simulator };
+    return {
+      server: { virtualTime: true, simulator, simulatorArgs: target.simulatorArgs, memory },
+      simulator,
+    };
   }
   const { simulator } = target;
   return {
     server: {
       url: target.url,
       builtInSimulator: target.plan.url === undefined,
-      ...(simulator ? { simulator } : {}),
+      ...(simulator ? { simulator, simulatorArgs: target.simulatorArgs } : {}),
       models: target.models,
     },
     ...(simulator ? { simulator } : {}),

@@ -263,6 +263,8 @@ export interface LiveTarget {
   promptOverhead: { tokens: number; note?: string };
   /** The built-in simulator's one-line description, when it is the target. */
   simulator?: string;
+  /** The built-in simulator's engine flags (`--model`, `--gpu`, ...), as given. */
+  simulatorArgs?: string[];
   close(): Promise<void>;
 }
 
@@ -275,6 +277,8 @@ export interface VirtualTarget {
   /** Words: the simulator counts one token per word, so this is exact. */
   tokenizer: Tokenizer;
   promptOverhead: { tokens: number; note?: string };
+  /** The engine flags (`--model`, `--gpu`, ...), as given. */
+  simulatorArgs: string[];
   close(): Promise<void>;
 }
 
@@ -290,6 +294,11 @@ export async function openTarget(
   o: { onNotice: Notify; probeMetrics?: boolean },
 ): Promise<Target> {
   const { plan } = prepared;
+  // Recorded in the manifest, so that `infergauge calibrate` knows the engine it ran on.
+  const simulatorArgs = [
+    ...(prepared.simModel !== undefined ? ['--model', prepared.simModel] : []),
+    ...prepared.engineFlags,
+  ];
   if (prepared.simulate && prepared.engine) {
     const engine = prepared.engine;
     return {
@@ -299,6 +308,7 @@ export async function openTarget(
       model: servedModelName(new EngineModel(engine).config.model.id),
       tokenizer: await createTokenizer('words', { builtInSimulator: true }),
       promptOverhead: { tokens: 0 },
+      simulatorArgs,
       close: async () => {},
     };
   }
@@ -307,9 +317,8 @@ export async function openTarget(
     // The simulator's server code is loaded only to start it (no --url).
     const { spawnSimulator } = await import('./simulator.js');
     sim = await spawnSimulator([
-      ...(prepared.simModel !== undefined ? ['--model', prepared.simModel] : []),
+      ...simulatorArgs,
       ...(prepared.timeScale !== undefined ? ['--time-scale', String(prepared.timeScale)] : []),
-      ...prepared.engineFlags,
     ]);
     // The simulator serves /metrics: scrape it like any vLLM server (by default too).
     if (plan.telemetry?.metrics) plan.telemetry.metricsUrl ??= `${sim.url}/metrics`;
@@ -343,7 +352,7 @@ export async function openTarget(
       config,
       tokenizer,
       promptOverhead,
-      ...(sim ? { simulator: sim.banner } : {}),
+      ...(sim ? { simulator: sim.banner, simulatorArgs } : {}),
       close: async () => {
         await sim?.stop();
       },

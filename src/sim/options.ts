@@ -4,6 +4,12 @@ import { loadGpuSpec } from '../memory/gpuSpec.js';
 import { findGpuPreset, GPU_PRESETS, type GpuSpec } from '../memory/hardware.js';
 import { type HfModel, resolveModel } from '../memory/hfConfig.js';
 import type { ModelSpec } from '../memory/model.js';
+import {
+  type CalibrationFile,
+  calibratedValues,
+  readCalibrationFile,
+  transferNotes,
+} from './calibrationFile.js';
 import type { EngineModelOptions } from './engineModel.js';
 import {
   DEFAULT_PERSONALITY,
@@ -161,6 +167,12 @@ export const ENGINE_FLAGS: readonly FlagSpec[] = [
     help: 'measured activations + non-torch + CUDA graphs, GB (default: modelled)',
   },
   {
+    flag: '--calibration <file>',
+    key: 'calibration',
+    kind: 'string',
+    help: 'calibration.json from `infergauge calibrate`: the fitted efficiencies and overheads (flags given beside it win)',
+  },
+  {
     flag: '--mbu <f>',
     key: 'mbu',
     kind: 'number',
@@ -314,6 +326,8 @@ export interface SimEngineSettings {
   enablePrefixCaching?: boolean;
   numGpuBlocksOverride?: number;
   nonKvOverheadGb?: number;
+  /** A calibration.json (`infergauge calibrate`): its values where the flags give none. */
+  calibration?: string;
   mbu?: number;
   mfu?: number;
   mfu8bit?: number;
@@ -425,18 +439,59 @@ export function engineFromFlags(
 }
 
 /**
+ * The settings with a calibration under them: the engine it was fitted on (model, GPU, TP,
+ * personality, ...) and its fitted values, where the settings give none. A setting given beside
+ * `--calibration` is a what-if (another GPU, TP, max-num-seqs); transferNotes says what of the
+ * fit does not carry over to it.
+ */
+function calibratedSettings(file: CalibrationFile, given: SimEngineSettings): SimEngineSettings {
+  const recorded: Record<string, unknown> = { ...engineSettingsFromArgs(file.engine.args) };
+  if (given.gpu !== undefined || given.gpuSpec !== undefined) {
+    delete recorded.gpu;
+    delete recorded.gpuSpec;
+  }
+  const set = Object.fromEntries(Object.entries(given).filter(([, v]) => v !== undefined));
+  return { ...recorded, ...calibratedValues(file), ...set } as SimEngineSettings;
+}
+
+/** Engine flags as a list (`--model x --gpu y --no-chunked-prefill`, as a manifest records them) read as settings. */
+export function engineSettingsFromArgs(args: readonly string[]): SimEngineSettings {
+  const flags: Record<string, unknown> = {};
+  for (let i = 0; i < args.length; i++) {
+    const name = args[i];
+    if (name === '--model') flags.model = args[++i];
+    else if (name === '--no-chunked-prefill') flags.chunkedPrefill = false;
+    else {
+      const f = ENGINE_FLAGS.find((g) => flagName(g) === name);
+      if (f) flags[f.key] = f.kind === 'boolean' ? true : args[++i];
+    }
+  }
+  const { settings } = engineSettingsFromFlags(flags);
+  return { ...settings, ...(flags.model !== undefined ? { model: String(flags.model) } : {}) };
+}
+
+/**
  * The engine the settings describe: the model resolved (preset, config.json or spec), the GPU
  * (preset, spec or spec file), the personality's own names mapped to the shared settings and
  * the efficiency factors; or every problem, each naming the flag it comes from.
  */
-export function resolveEngine(s: SimEngineSettings): {
+export function resolveEngine(given: SimEngineSettings): {
   engine?: EngineModelOptions;
   problems: string[];
   warnings: string[];
 } {
-  const options = s as Record<string, unknown>;
   const problems: string[] = [];
   const warnings: string[] = [];
+  let calibration: CalibrationFile | undefined;
+  if (given.calibration !== undefined) {
+    try {
+      calibration = readCalibrationFile(String(given.calibration));
+    } catch (err) {
+      problems.push(`--calibration: ${(err as Error).message}`);
+    }
+  }
+  const s = calibration ? calibratedSettings(calibration, given) : given;
+  const options = s as Record<string, unknown>;
   const numbers: Record<string, number> = {};
   for (const f of ENGINE_FLAGS) {
     if (f.kind !== 'number' || options[f.key] === undefined) continue;
@@ -558,5 +613,10 @@ export function resolveEngine(s: SimEngineSettings): {
       ? { nonKvOverheadBytes: numbers.nonKvOverheadGb * 1e9 }
       : {}),
   };
+  if (calibration) {
+    for (const note of transferNotes(calibration, engine)) {
+      warnings.push(`--calibration: ${note}`);
+    }
+  }
   return { engine, problems, warnings };
 }

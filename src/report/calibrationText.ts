@@ -1,0 +1,114 @@
+/** The terminal view of a calibration (calibration.json): fitted values, then each run's errors. */
+import { terminalSafe } from './format.js';
+import { type Column, terminalTable } from './table.js';
+
+const value = (v: number) =>
+  v === 0
+    ? '0'
+    : Math.abs(v) >= 100
+      ? v.toFixed(0)
+      : Math.abs(v) >= 1
+        ? v.toFixed(2)
+        : v.toFixed(3);
+const pct = (e: number) =>
+  Number.isFinite(e) ? `${e >= 0 ? '+' : ''}${(e * 100).toFixed(1)}%` : '-';
+const metrics = (m: PointMetrics) =>
+  `${Number.isFinite(m.ttftMs) ? m.ttftMs.toFixed(1) : '-'} / ${Number.isFinite(m.tpotMs) ? m.tpotMs.toFixed(2) : '-'} / ${Number.isFinite(m.outputTokPerS) ? m.outputTokPerS.toFixed(0) : '-'}`;
+const errors = (e: PointMetrics) => `${pct(e.ttftMs)} ${pct(e.tpotMs)} ${pct(e.outputTokPerS)}`;
+const abs = (e: PointMetrics) =>
+  `TTFT ${pct(e.ttftMs).replace('+', '')}, TPOT ${pct(e.tpotMs).replace('+', '')}, throughput ${pct(e.outputTokPerS).replace('+', '')}`;
+
+/** The metrics of a run as calibration.json holds them (sim/calibrationFile.ts PointMetrics). */
+interface PointMetrics {
+  ttftMs: number;
+  tpotMs: number;
+  outputTokPerS: number;
+}
+interface PointRow {
+  label: string;
+  load: string;
+  requests: number;
+  measured: PointMetrics;
+  error: PointMetrics;
+  leaveOneOut?: { error: PointMetrics };
+}
+interface FittedRow {
+  value: number;
+  stdErr: number;
+  low: number;
+  high: number;
+  before: number;
+}
+/** What this view reads of calibration.json (sim/calibrationFile.ts CalibrationFile). */
+export interface CalibrationView {
+  fitted: Partial<Record<string, FittedRow>>;
+  held: Partial<Record<string, number>>;
+  points: PointRow[];
+  medianAbsError: { fit: PointMetrics; leaveOneOut?: PointMetrics };
+  simulations: number;
+}
+type Fitted = FittedRow & { key: string };
+
+/** `flagOf` names a fitted key as its flag (`stepOverheadMs`: `--step-overhead-ms`). */
+export function renderCalibration(
+  file: CalibrationView,
+  engine: string,
+  wallS: number,
+  flagOf: (key: string) => string,
+): string {
+  const fitted: Fitted[] = Object.entries(file.fitted).flatMap(([key, v]) =>
+    v ? [{ key, ...v }] : [],
+  );
+  const fittedColumns: Column<Fitted>[] = [
+    { label: 'parameter', align: 'left', value: (r) => flagOf(r.key) },
+    { label: 'fitted', align: 'right', value: (r) => value(r.value) },
+    { label: '± 1 s.e.', align: 'right', value: (r) => value(r.stdErr) },
+    { label: '68 % range', align: 'right', value: (r) => `${value(r.low)} .. ${value(r.high)}` },
+    { label: 'before', align: 'right', value: (r) => value(r.before) },
+  ];
+  const pointColumns: Column<PointRow>[] = [
+    { label: 'run', align: 'left', value: (r) => terminalSafe(r.label) },
+    { label: 'load', align: 'left', value: (r) => r.load },
+    { label: 'requests', align: 'right', value: (r) => String(r.requests) },
+    { label: 'measured TTFT / TPOT ms / tok/s', align: 'right', value: (r) => metrics(r.measured) },
+    { label: 'fit error', align: 'right', value: (r) => errors(r.error) },
+    {
+      label: 'left out: error',
+      align: 'right',
+      value: (r) => (r.leaveOneOut ? errors(r.leaveOneOut.error) : '-'),
+    },
+  ];
+  const held = Object.entries(file.held).map(([k, v]) => `${flagOf(k)} ${value(v ?? 0)}`);
+  const lines = [
+    `Calibrated ${engine} from ${file.points.length} run${file.points.length === 1 ? '' : 's'} (${file.simulations} virtual runs, ${wallS.toFixed(1)} s):`,
+    terminalTable(fittedColumns, fitted),
+    ...(held.length > 0 ? [`held, not fitted: ${held.join(', ')}`] : []),
+    '',
+    'Each run: medians of TTFT and TPOT, output throughput; errors of the simulator against it (TTFT TPOT throughput), in the fit and fitted without that run:',
+    terminalTable(pointColumns, file.points),
+    `median |error| in the fit: ${abs(file.medianAbsError.fit)}`,
+    file.medianAbsError.leaveOneOut
+      ? `median |error| of each run predicted from the others: ${abs(file.medianAbsError.leaveOneOut)}`
+      : 'leave-one-out needs 3 runs or more: add runs to see how well the fit predicts loads it has not seen',
+  ];
+  return `${lines.join('\n')}\n`;
+}
+
+/** `calibrate --suggest`: the measurements that identify every parameter, as commands. */
+export function calibrationPlan(url: string | undefined): string {
+  const u = url ?? 'URL';
+  return [
+    'Measure the server at these points (each writes a results directory), then calibrate from them:',
+    '',
+    '  # decode at loads from 1 to 128, prompts of mixed length: --mbu, --step-overhead-ms, --per-seq-overhead-us',
+    `  infergauge sweep --url ${u} --endpoint completions --levels 1,8,32,128 --input-tokens uniform:128:2048 --output-tokens 256 --ignore-eos --requests 200 --out calibration-runs/sweep`,
+    '  # prefill, long prompts at batch 1: --mfu (or --mfu-8bit)',
+    `  infergauge probe prefill --url ${u} --endpoint completions --out calibration-runs/prefill`,
+    '  # the front end, short prompts at batch 1: --frontend-latency-ms',
+    `  infergauge run --url ${u} --endpoint completions --concurrency 1 --input-tokens 32 --output-tokens 64 --ignore-eos --requests 30 --out calibration-runs/front`,
+    '',
+    '  infergauge calibrate calibration-runs --model MODEL --gpu GPU --tp N --engine-personality ENGINE --out calibration.json',
+    '',
+    'Use random prompts (the synthetic scenarios): prompts are not replayed, so prefix-cache hits cannot be.',
+  ].join('\n');
+}

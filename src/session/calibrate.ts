@@ -1,0 +1,288 @@
+/**
+ * `infergauge calibrate`: measured runs of one server in, calibration.json out. Reads the runs
+ * (run directories, sweeps, probes), works out the engine they ran on (the flags given, else the
+ * built-in simulator's flags their manifests recorded), fits the simulator to them
+ * (sim/calibrate.ts) and predicts each run from the others.
+ */
+import { relative } from 'node:path';
+import type { LoadSpec } from '../load.js';
+import type { RequestRecord } from '../record.js';
+import { resultPath } from '../results/layout.js';
+import {
+  findRunDirs,
+  isDirectory,
+  readManifest,
+  readSummary,
+  savedLoad,
+} from '../results/reader.js';
+import { streamRecords } from '../results/runView.js';
+import {
+  buildCalibrationFile,
+  type CalibrationPoint,
+  CalibrationRefused,
+  fitCalibration,
+  fitKeysFor,
+  leaveOneOut,
+  pointFromRecords,
+} from '../sim/calibrate.js';
+import { type CalibrationFile, FIT_KEYS, type FitKey, fitFlag } from '../sim/calibrationFile.js';
+import { EngineModel } from '../sim/engineModel.js';
+import {
+  ENGINE_FLAGS,
+  engineSettingsFromArgs,
+  engineSettingsFromFlags,
+  flagName,
+  resolveEngine,
+  type SimEngineSettings,
+} from '../sim/options.js';
+
+export interface CalibrateOptions {
+  /** Engine flags as the command line parsed them (`model`, `gpu`, `tp`, `mbu`, ...). */
+  flags: Record<string, unknown>;
+  /** Flag names (`mbu,step-overhead-ms`) of the parameters to fit (default: all that apply). */
+  fit?: string;
+  /** Requests of each run replayed, from its first sent (default 500). */
+  maxRequests?: number;
+}
+
+export interface CalibrationResult {
+  file: CalibrationFile;
+  /** The engine in words (model, GPU, TP, personality). */
+  engine: string;
+  /** Where the engine's settings came from. */
+  engineFrom: 'flags' | 'manifests';
+  warnings: string[];
+  wallS: number;
+}
+
+/** A run read for calibration: what the fit needs of each record, no events. */
+type Slim = Pick<
+  RequestRecord,
+  | 'id'
+  | 'phase'
+  | 'scheduledAt'
+  | 'sentAt'
+  | 'firstTokenAt'
+  | 'lastTokenAt'
+  | 'endAt'
+  | 'outputTokens'
+  | 'inputTokens'
+  | 'requestedInputTokens'
+  | 'error'
+  | 'sessionId'
+>;
+
+const DEFAULT_MAX_REQUESTS = 500;
+
+/**
+ * Fits the simulator to the runs under `dirs`. Throws a UsageError-like Error with problems
+ * (CalibrationRefused) when the runs cannot identify what is asked, naming what to measure.
+ */
+export async function calibrate(
+  dirs: readonly string[],
+  o: CalibrateOptions,
+): Promise<CalibrationResult> {
+  const started = performance.now();
+  const problems: string[] = [];
+  const runDirs: string[] = [];
+  for (const dir of dirs) {
+    if (!isDirectory(dir)) {
+      problems.push(
+        `${dir} is not a directory (give results directories of runs, sweeps or probes)`,
+      );
+      continue;
+    }
+    const found = findRunDirs(dir);
+    if (found.length === 0) problems.push(`${dir} holds no run (no records.jsonl at or under it)`);
+    runDirs.push(...found);
+  }
+  const maxRequests = o.maxRequests ?? DEFAULT_MAX_REQUESTS;
+  const { settings, from } = engineSettings(runDirs, o.flags, problems);
+  const fitKeys = parseFitKeys(o.fit, problems);
+  if (problems.length > 0) throw new CalibrationRefused(problems);
+  const resolved = resolveEngine(settings);
+  if (!resolved.engine) throw new CalibrationRefused(resolved.problems);
+  const warnings = [...resolved.warnings];
+  const base = resolved.engine;
+
+  const points: (CalibrationPoint & { source: string; loadText: string })[] = [];
+  for (const dir of runDirs) {
+    const point = await readPoint(dir, maxRequests, problems);
+    if (point) points.push(point);
+  }
+  if (problems.length > 0) throw new CalibrationRefused(problems);
+
+  // Held: every fit key given as a flag (the user's value), and those --fit leaves out.
+  const hold: Partial<Record<FitKey, number>> = {};
+  const given = engineSettingsFromFlags(o.flags).settings as Record<string, unknown>;
+  for (const k of FIT_KEYS) if (typeof given[k] === 'number') hold[k] = given[k] as number;
+  const applicable = fitKeysFor(base);
+  for (const k of fitKeys ?? []) {
+    if (!applicable.includes(k)) {
+      problems.push(
+        `--fit ${fitFlag(k).slice(2)}: this engine's GEMMs run on the ${k === 'mfu' ? '8-bit' : '16-bit'} path; fit ${k === 'mfu' ? 'mfu-8bit' : 'mfu'} instead`,
+      );
+    }
+  }
+  if (problems.length > 0) throw new CalibrationRefused(problems);
+  const keys = (fitKeys ?? applicable).filter((k) => hold[k] === undefined);
+  const fit = fitCalibration(base, points, { keys, hold });
+  const loo = leaveOneOut(base, points, fit);
+  const model = new EngineModel(base).config;
+  const file = buildCalibrationFile(
+    {
+      args: engineArgs(settings),
+      personality: model.personality,
+      model: model.model.name,
+      gpu: model.gpu.name,
+      ...(model.gpu.family ? { gpuFamily: model.gpu.family } : {}),
+      tp: model.tp,
+      dp: model.dp,
+      dtype: model.weights.dtype,
+    },
+    fit,
+    points.map((p) => ({
+      label: p.label,
+      source: p.source,
+      load: p.loadText,
+      requests: p.requests.filter((r) => !r.warmup).length,
+      measured: p.measured,
+    })),
+    loo,
+  );
+  return {
+    file,
+    engine: `${model.model.name} ${model.weights.dtype} on ${model.tp > 1 ? `TP${model.tp} ` : ''}${model.dp > 1 ? `DP${model.dp} ` : ''}${model.gpu.name}, ${model.personality}`,
+    engineFrom: from,
+    warnings,
+    wallS: (performance.now() - started) / 1000,
+  };
+}
+
+/** `--fit mbu,step-overhead-ms` as keys; undefined when not given. */
+function parseFitKeys(text: string | undefined, problems: string[]): FitKey[] | undefined {
+  if (text === undefined) return undefined;
+  const keys: FitKey[] = [];
+  for (const name of text.split(',').map((s) => s.trim().replace(/^--/, ''))) {
+    const key = FIT_KEYS.find((k) => fitFlag(k) === `--${name}`);
+    if (key) keys.push(key);
+    else {
+      problems.push(
+        `--fit: "${name}" is not a fitted parameter; choose from ${FIT_KEYS.map((k) => fitFlag(k).slice(2)).join(', ')}`,
+      );
+    }
+  }
+  return keys;
+}
+
+/**
+ * The engine's settings: the flags given when they name the model or GPU; else the built-in
+ * simulator's flags the runs' manifests recorded (all the same), less the fitted parameters
+ * (what was set there is what the fit is to find).
+ */
+function engineSettings(
+  runDirs: string[],
+  flags: Record<string, unknown>,
+  problems: string[],
+): { settings: SimEngineSettings; from: 'flags' | 'manifests' } {
+  const read = engineSettingsFromFlags(flags);
+  problems.push(...read.problems);
+  const model = flags.model as string | undefined;
+  const settings: SimEngineSettings = { ...read.settings, ...(model ? { model } : {}) };
+  for (const k of FIT_KEYS) delete (settings as Record<string, unknown>)[k];
+  if (model !== undefined || settings.gpu !== undefined || settings.gpuSpec !== undefined) {
+    return { settings, from: 'flags' };
+  }
+  const recorded = runDirs.map((dir) => {
+    const server = readManifest(dir)?.server as { simulatorArgs?: unknown } | undefined;
+    return Array.isArray(server?.simulatorArgs) ? (server.simulatorArgs as string[]) : undefined;
+  });
+  const first = recorded[0];
+  if (runDirs.length > 0 && first && recorded.every((r) => r?.join('\0') === first.join('\0'))) {
+    const fromArgs = engineSettingsFromArgs(first);
+    for (const k of FIT_KEYS) delete (fromArgs as Record<string, unknown>)[k];
+    delete fromArgs.calibration;
+    return { settings: { ...fromArgs, ...settings }, from: 'manifests' };
+  }
+  if (runDirs.length > 0) {
+    problems.push(
+      first && recorded.every(Boolean)
+        ? 'the runs were made on differently set up simulators: calibrate one engine at a time'
+        : 'calibrate needs the engine the runs measured: --model (a preset or config.json) and --gpu or --gpu-spec, with --tp, --dtype and --engine-personality as it was served',
+    );
+  }
+  return { settings, from: 'flags' };
+}
+
+/** Settings back to flags, for the record. */
+function engineArgs(settings: SimEngineSettings): string[] {
+  const args: string[] = [];
+  if (typeof settings.model === 'string') args.push('--model', settings.model);
+  for (const f of ENGINE_FLAGS) {
+    const v = (settings as Record<string, unknown>)[f.key];
+    if (v === undefined || typeof v === 'object') continue;
+    if (f.kind === 'boolean') {
+      if (f.key === 'chunkedPrefill' ? v === false : v === true) args.push(flagName(f));
+    } else args.push(flagName(f), String(v));
+  }
+  return args;
+}
+
+/** A run directory as a calibration point, or a problem saying why it cannot be one. */
+async function readPoint(
+  dir: string,
+  maxRequests: number,
+  problems: string[],
+): Promise<(CalibrationPoint & { source: string; loadText: string }) | undefined> {
+  const manifest = readManifest(dir);
+  const load = savedLoad(readSummary(dir), manifest);
+  if (!load) {
+    problems.push(`${dir}: neither summary.json nor manifest.json says what load it ran`);
+    return undefined;
+  }
+  const warmup = Number(
+    (manifest?.windows as { warmupRequests?: unknown } | undefined)?.warmupRequests ?? 0,
+  );
+  const records: Slim[] = [];
+  let sessions = false;
+  await streamRecords(resultPath(dir, 'records'), {
+    add: (r) => {
+      if (r.sessionId !== undefined) sessions = true;
+      // Issue order: the first requests sent, warm-up included (ids count from 0).
+      if (r.id >= warmup + maxRequests) return;
+      records.push({
+        id: r.id,
+        phase: r.phase,
+        scheduledAt: r.scheduledAt,
+        sentAt: r.sentAt,
+        endAt: r.endAt,
+        outputTokens: r.outputTokens,
+        requestedInputTokens: r.requestedInputTokens,
+        ...(r.firstTokenAt !== undefined ? { firstTokenAt: r.firstTokenAt } : {}),
+        ...(r.lastTokenAt !== undefined ? { lastTokenAt: r.lastTokenAt } : {}),
+        ...(r.inputTokens !== undefined ? { inputTokens: r.inputTokens } : {}),
+        ...(r.error ? { error: r.error } : {}),
+      });
+    },
+  });
+  if (sessions) {
+    problems.push(
+      `${dir} is a session scenario (multi-turn or agent): its turns depend on each other and are not replayed yet; calibrate from single-request runs`,
+    );
+    return undefined;
+  }
+  const label = relative(process.cwd(), dir) || dir;
+  const point = pointFromRecords(label, load as LoadSpec, records as RequestRecord[]);
+  if (!point.requests.some((r) => !r.warmup)) {
+    problems.push(`${dir}: no measured request succeeded; leave it out`);
+    return undefined;
+  }
+  return {
+    ...point,
+    source: dir,
+    loadText:
+      load.mode === 'closed'
+        ? `concurrency ${load.concurrency}`
+        : `${load.rate} req/s${load.maxConcurrency !== undefined ? ` (max ${load.maxConcurrency} in flight)` : ''}`,
+  };
+}

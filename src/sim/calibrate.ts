@@ -1,0 +1,684 @@
+/**
+ * Calibration: the simulator's free cost parameters fitted to one server's measured runs, so
+ * that it predicts that server at loads it was not measured at (issue 30). Each measured run is
+ * replayed in virtual time (simulateRun, in-process) with the same requests (each one's prompt
+ * and output length, in the order sent) under the same load (closed loop at its concurrency;
+ * open loop at its recorded arrival times), and the parameters are fitted by robust
+ * Levenberg-Marquardt on the log ratio of simulated to measured median TTFT, median TPOT and
+ * output throughput. Pure: no files, no processes; the command line reads and writes (cli/).
+ */
+import type { RequestSpec } from '../backends/types.js';
+import type { LoadSpec } from '../load.js';
+import type { RequestRecord } from '../record.js';
+import { VERSION } from '../version.js';
+import {
+  CALIBRATION_FORMAT,
+  CALIBRATION_SCHEMA,
+  type CalibratedEngine,
+  type CalibrationFile,
+  FIT_KEYS,
+  type FitKey,
+  type FittedValue,
+  fitFlag,
+  type PointMetrics,
+  SIM_MODEL_VERSION,
+} from './calibrationFile.js';
+import { EngineCluster } from './cluster.js';
+import { type EngineModelOptions, resolveEngineConfig } from './engineModel.js';
+import { gemmFormat } from './roofline.js';
+import { simulateRun } from './virtual.js';
+
+export const METRIC_KEYS = ['ttftMs', 'tpotMs', 'outputTokPerS'] as const;
+export type MetricKey = (typeof METRIC_KEYS)[number];
+
+/** One request of a measured run, as replayed. */
+export interface CalibrationRequest {
+  inputTokens: number;
+  outputTokens: number;
+  warmup: boolean;
+  /** When the load wanted it sent, ms from the run's start (open loop: its arrival). */
+  scheduledMs: number;
+}
+
+/** One measured run: its load, its requests and what it measured. */
+export interface CalibrationPoint {
+  label: string;
+  /** Closed loop (its concurrency), or open loop (replayed at the recorded arrival times). */
+  load: LoadSpec;
+  requests: CalibrationRequest[];
+  measured: PointMetrics;
+}
+
+interface ParameterRule {
+  /** Fitted as ln(value + floor): a share moves by ratios, an overhead may reach 0. */
+  floor: number;
+  min: number;
+  max: number;
+  /** The measurement that pins it down, for a refusal. */
+  fix: string;
+}
+
+const RULES: Record<FitKey, ParameterRule> = {
+  mbu: {
+    floor: 0,
+    min: 0.05,
+    max: 1,
+    fix: 'a decode-bound point: concurrency 1 to 4 with 256 or more output tokens (`infergauge probe decode`)',
+  },
+  mfu: {
+    floor: 0,
+    min: 0.05,
+    max: 1,
+    fix: 'a prefill-bound point: long prompts at low load (`infergauge probe prefill`, or `run --input-tokens 4096 --output-tokens 16 --concurrency 1`)',
+  },
+  mfu8bit: {
+    floor: 0,
+    min: 0.05,
+    max: 1,
+    fix: 'a prefill-bound point: long prompts at low load (`infergauge probe prefill`, or `run --input-tokens 4096 --output-tokens 16 --concurrency 1`)',
+  },
+  stepOverheadMs: {
+    floor: 0.05,
+    min: 0,
+    max: 100,
+    fix: 'decode points whose steps read very different amounts: concurrency 1 with short prompts beside 32 or more with prompts of 2,000 tokens or more',
+  },
+  perSeqOverheadUs: {
+    floor: 1,
+    min: 0,
+    max: 5000,
+    fix: 'decode points at 64 or more concurrent requests beside points at 1 to 8 (`infergauge sweep --concurrency 1,8,64,128`)',
+  },
+  frontendLatencyMs: {
+    floor: 0.2,
+    min: 0,
+    max: 5000,
+    fix: 'TTFT at concurrency 1 with short prompts (`run --input-tokens 32 --concurrency 1`)',
+  },
+};
+
+/** The engine's current value of each fit key (the personality's and GPU family's defaults). */
+export function engineValues(base: EngineModelOptions): Record<FitKey, number> {
+  const e = resolveEngineConfig(base).efficiency;
+  return {
+    mbu: e.mbu,
+    mfu: e.mfuMax16,
+    mfu8bit: e.mfuMax8,
+    stepOverheadMs: e.stepOverheadS * 1e3,
+    perSeqOverheadUs: e.perSeqOverheadS * 1e6,
+    frontendLatencyMs: e.frontendLatencyS * 1e3,
+  };
+}
+
+/** The keys that move this engine: `mfu` or `mfu8bit` by the path its GEMMs take. */
+export function fitKeysFor(base: EngineModelOptions): FitKey[] {
+  const config = resolveEngineConfig(base);
+  const eightBit = gemmFormat(config.weights, config.gpu) !== 'bf16';
+  return FIT_KEYS.filter((k) => (eightBit ? k !== 'mfu' : k !== 'mfu8bit'));
+}
+
+/** `base` with the given values set over its efficiency (user-given flags are `base`'s). */
+export function withValues(
+  base: EngineModelOptions,
+  values: Partial<Record<FitKey, number>>,
+): EngineModelOptions {
+  const efficiency = { ...base.efficiency };
+  if (values.mbu !== undefined) efficiency.mbu = values.mbu;
+  if (values.mfu !== undefined) efficiency.mfuMax16 = values.mfu;
+  if (values.mfu8bit !== undefined) efficiency.mfuMax8 = values.mfu8bit;
+  if (values.stepOverheadMs !== undefined) efficiency.stepOverheadS = values.stepOverheadMs / 1e3;
+  if (values.perSeqOverheadUs !== undefined) {
+    efficiency.perSeqOverheadS = values.perSeqOverheadUs / 1e6;
+  }
+  if (values.frontendLatencyMs !== undefined) {
+    efficiency.frontendLatencyS = values.frontendLatencyMs / 1e3;
+  }
+  return { ...base, efficiency };
+}
+
+const median = (values: number[]): number => {
+  if (values.length === 0) return Number.NaN;
+  const sorted = values.sort((a, b) => a - b);
+  const mid = sorted.length >> 1;
+  return sorted.length % 2 === 1 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
+};
+
+/**
+ * A run's PointMetrics from its records: measured-phase requests that succeeded. The same
+ * function reads the simulated records, so both sides are measured alike.
+ */
+export function pointMetrics(records: readonly RequestRecord[]): PointMetrics {
+  const ttft: number[] = [];
+  const tpot: number[] = [];
+  let tokens = 0;
+  let firstSent = Number.POSITIVE_INFINITY;
+  let lastEnd = Number.NEGATIVE_INFINITY;
+  for (const r of records) {
+    if (r.phase !== 'measure' || r.error || r.firstTokenAt === undefined) continue;
+    ttft.push(r.firstTokenAt - r.sentAt);
+    if (r.outputTokens > 1 && r.lastTokenAt !== undefined) {
+      tpot.push((r.lastTokenAt - r.firstTokenAt) / (r.outputTokens - 1));
+    }
+    tokens += r.outputTokens;
+    firstSent = Math.min(firstSent, r.sentAt);
+    lastEnd = Math.max(lastEnd, r.endAt);
+  }
+  const spanS = (lastEnd - firstSent) / 1000;
+  return {
+    ttftMs: median(ttft),
+    tpotMs: median(tpot),
+    outputTokPerS: spanS > 0 ? tokens / spanS : Number.NaN,
+  };
+}
+
+/**
+ * A measured run as a calibration point: its successful requests (a failed one's length is
+ * unknown) in the order sent, warm-up included (it warms the engine as it did the server).
+ */
+export function pointFromRecords(
+  label: string,
+  load: LoadSpec,
+  records: readonly RequestRecord[],
+): CalibrationPoint {
+  const kept = records
+    .filter((r) => !r.error && r.firstTokenAt !== undefined && r.sessionId === undefined)
+    .sort((a, b) => a.scheduledAt - b.scheduledAt || a.id - b.id);
+  return {
+    label,
+    load,
+    requests: kept.map((r) => ({
+      inputTokens: r.inputTokens ?? r.requestedInputTokens,
+      outputTokens: r.outputTokens,
+      warmup: r.phase === 'warmup',
+      scheduledMs: r.scheduledAt,
+    })),
+    measured: pointMetrics(kept),
+  };
+}
+
+/**
+ * Replays a point in virtual time on the engine `options` describe and measures it. Prompts are
+ * unique words: records do not keep prompts, so shared prefixes cannot be replayed and the
+ * engine's prefix cache is off (calibrate from runs of random prompts, as the synthetic
+ * scenarios are).
+ */
+export function replayPoint(options: EngineModelOptions, point: CalibrationPoint): PointMetrics {
+  const engine = new EngineCluster({ ...options, prefixCaching: false });
+  const warmup = point.requests.filter((r) => r.warmup);
+  const measured = point.requests.filter((r) => !r.warmup);
+  const ordered = [...warmup, ...measured];
+  const records: RequestRecord[] = [];
+  let load = point.load;
+  if (load.mode === 'open') {
+    // The recorded arrivals, so the replay meets the same bursts the server met.
+    const t0 = ordered.length > 0 ? Math.min(...ordered.map((r) => r.scheduledMs)) : 0;
+    load = {
+      mode: 'open',
+      rate: load.rate,
+      arrival: 'trace',
+      trace: { timesMs: ordered.map((r) => r.scheduledMs - t0), speed: 1 },
+      ...(load.maxConcurrency !== undefined ? { maxConcurrency: load.maxConcurrency } : {}),
+    };
+  }
+  simulateRun({
+    engine,
+    load,
+    requests: measured.length,
+    warmupRequests: warmup.length,
+    seed: 1,
+    endpoint: 'completions',
+    nextRequest: (id): RequestSpec => {
+      const r = ordered[id];
+      return {
+        prompt: '',
+        promptWords: r.inputTokens,
+        requestedInputTokens: r.inputTokens,
+        requestedOutputTokens: r.outputTokens,
+      };
+    },
+    onRecord: (record) => records.push(record),
+  });
+  return pointMetrics(records);
+}
+
+/** Log ratio of simulated to measured, per metric; a missing side reads 0 (no information). */
+function logErrors(simulated: PointMetrics, measured: PointMetrics): number[] {
+  return METRIC_KEYS.map((k) => {
+    const s = simulated[k];
+    const m = measured[k];
+    return Number.isFinite(s) && Number.isFinite(m) && s > 0 && m > 0 ? Math.log(s / m) : 0;
+  });
+}
+
+/** Relative error of simulated against measured (0.1: 10 % high). */
+export function relativeErrors(simulated: PointMetrics, measured: PointMetrics): PointMetrics {
+  return {
+    ttftMs: simulated.ttftMs / measured.ttftMs - 1,
+    tpotMs: simulated.tpotMs / measured.tpotMs - 1,
+    outputTokPerS: simulated.outputTokPerS / measured.outputTokPerS - 1,
+  };
+}
+
+export interface CalibrationFit {
+  fitted: Partial<Record<FitKey, FittedValue>>;
+  /** Keys not fitted: held at the user's value or the engine's. */
+  held: Partial<Record<FitKey, number>>;
+  points: {
+    label: string;
+    predicted: PointMetrics;
+    error: PointMetrics;
+  }[];
+  /** Weighted sum of squared log errors at the end, and the number of simulations run. */
+  cost: number;
+  simulations: number;
+}
+
+/** Why the data cannot fit a parameter, and what to measure. */
+export class CalibrationRefused extends Error {
+  constructor(
+    readonly problems: string[],
+    /** The keys the data could not identify (none when the data fall short before fitting). */
+    readonly keys: FitKey[] = [],
+  ) {
+    super(problems.join('; '));
+  }
+}
+
+export interface FitOptions {
+  /** Keys to fit (default: fitKeysFor(base) less any in `hold`). */
+  keys?: FitKey[];
+  /** Values to hold, not fit (the user's flags). */
+  hold?: Partial<Record<FitKey, number>>;
+  /** Where to start (default: the engine's values). */
+  start?: Partial<Record<FitKey, number>>;
+  /** Check that each key can be told from the data, else refuse (default true). */
+  checkIdentifiable?: boolean;
+  maxIterations?: number;
+}
+
+/** Huber's threshold on a log error: past 5 % a point counts linearly, so one outlier cannot steer the fit. */
+const HUBER = 0.05;
+/** Forward-difference step on the log scale (a 4 % change: larger than the step's discreteness). */
+const STEP = 0.04;
+
+/**
+ * Fits `keys` to the points. Throws CalibrationRefused when the data cannot identify a key
+ * (identifiabilityProblems), naming the measurement that would fix it.
+ */
+export function fitCalibration(
+  base: EngineModelOptions,
+  points: readonly CalibrationPoint[],
+  o: FitOptions = {},
+): CalibrationFit {
+  const hold = o.hold ?? {};
+  const keys = (o.keys ?? fitKeysFor(base)).filter((k) => hold[k] === undefined);
+  const defaults = engineValues(base);
+  const held: Partial<Record<FitKey, number>> = {};
+  for (const k of fitKeysFor(base)) if (!keys.includes(k)) held[k] = hold[k] ?? defaults[k];
+  const problems = dataProblems(points, keys);
+  if (problems.length > 0) throw new CalibrationRefused(problems);
+
+  const rules = keys.map((k) => RULES[k]);
+  const toTheta = (k: FitKey, v: number) => Math.log(v + RULES[k].floor);
+  const lo = rules.map((r) => Math.log(r.min + r.floor));
+  const hi = rules.map((r) => Math.log(r.max + r.floor));
+  const clamp = (t: number[]) => t.map((x, j) => Math.min(hi[j], Math.max(lo[j], x)));
+  const valuesOf = (theta: number[]) => {
+    const v: Partial<Record<FitKey, number>> = { ...held };
+    keys.forEach((k, j) => {
+      v[k] = Math.exp(theta[j]) - RULES[k].floor;
+    });
+    return v;
+  };
+  let simulations = 0;
+  const residuals = (theta: number[]): number[] => {
+    const options = withValues(base, valuesOf(theta));
+    const out: number[] = [];
+    for (const p of points) {
+      simulations++;
+      out.push(...logErrors(replayPoint(options, p), p.measured));
+    }
+    return out;
+  };
+  const weightsOf = (r: number[]) => r.map((x) => (Math.abs(x) <= HUBER ? 1 : HUBER / Math.abs(x)));
+  const costOf = (r: number[]) =>
+    r.reduce((s, x) => s + (Math.abs(x) <= HUBER ? x * x : HUBER * (2 * Math.abs(x) - HUBER)), 0);
+  const jacobian = (theta: number[], r0: number[]): number[][] =>
+    keys.map((_, j) => {
+      // Step inward at a bound, so the difference stays inside the allowed range.
+      const h = theta[j] + STEP > hi[j] ? -STEP : STEP;
+      const t = [...theta];
+      t[j] += h;
+      const r = residuals(t);
+      return r.map((x, i) => (x - r0[i]) / h);
+    });
+
+  let theta = clamp(keys.map((k) => toTheta(k, o.start?.[k] ?? defaults[k])));
+  let r = residuals(theta);
+  let cost = costOf(r);
+  let lambda = 1e-2;
+  let columns = jacobian(theta, r);
+  let converged = false;
+  for (let iteration = 0; iteration < (o.maxIterations ?? 25) && !converged; iteration++) {
+    const w = weightsOf(r);
+    const { a, g } = normalEquations(columns, r, w);
+    let accepted = false;
+    for (let attempt = 0; attempt < 6 && !accepted; attempt++) {
+      const damped = a.map((row, i) => row.map((x, j) => (i === j ? x * (1 + lambda) + 1e-9 : x)));
+      const delta = solve(
+        damped,
+        g.map((x) => -x),
+      );
+      if (!delta) {
+        lambda *= 10;
+        continue;
+      }
+      const next = clamp(theta.map((x, j) => x + delta[j]));
+      const rNext = residuals(next);
+      const costNext = costOf(rNext);
+      if (costNext < cost) {
+        const gain = cost - costNext;
+        const moved = Math.max(...next.map((x, j) => Math.abs(x - theta[j])));
+        theta = next;
+        r = rNext;
+        cost = costNext;
+        lambda = Math.max(lambda / 3, 1e-6);
+        accepted = true;
+        converged = gain < 1e-6 || moved < 1e-3;
+      } else lambda *= 4;
+    }
+    if (!accepted) break;
+    columns = jacobian(theta, r);
+  }
+
+  const w = weightsOf(r);
+  const dof = Math.max(1, r.length - keys.length);
+  const s2 = r.reduce((s, x, i) => s + w[i] * x * x, 0) / dof;
+  if (o.checkIdentifiable !== false) {
+    const unidentified = identifiabilityProblems(keys, columns, w, s2);
+    if (unidentified.length > 0) {
+      throw new CalibrationRefused(
+        unidentified.map((u) => u.problem),
+        unidentified.map((u) => u.key),
+      );
+    }
+  }
+  const { a } = normalEquations(columns, r, w);
+  const inverse = invert(a);
+  const fitted: Partial<Record<FitKey, FittedValue>> = {};
+  keys.forEach((k, j) => {
+    const sd = inverse
+      ? Math.sqrt(Math.max(0, inverse[j][j]) * Math.max(s2, NOISE * NOISE))
+      : Number.NaN;
+    const floor = RULES[k].floor;
+    const value = Math.exp(theta[j]) - floor;
+    fitted[k] = {
+      value,
+      stdErr: (value + floor) * sd,
+      low: Math.exp(theta[j] - sd) - floor,
+      high: Math.exp(theta[j] + sd) - floor,
+      before: defaults[k],
+    };
+  });
+  const options = withValues(base, valuesOf(theta));
+  return {
+    fitted,
+    held,
+    points: points.map((p) => {
+      const predicted = replayPoint(options, p);
+      return { label: p.label, predicted, error: relativeErrors(predicted, p.measured) };
+    }),
+    cost,
+    simulations: simulations + points.length,
+  };
+}
+
+/** Before any simulation: too few points or load levels for the keys asked. */
+function dataProblems(points: readonly CalibrationPoint[], keys: FitKey[]): string[] {
+  const problems: string[] = [];
+  if (keys.length === 0) problems.push('nothing to fit: every parameter is held');
+  const usable = points.filter((p) => METRIC_KEYS.some((k) => Number.isFinite(p.measured[k])));
+  if (usable.length < points.length) {
+    problems.push(
+      `${points.length - usable.length} of the runs have no successful measured request; leave them out`,
+    );
+  }
+  const levels = new Set(
+    points.map((p) => (p.load.mode === 'closed' ? `c${p.load.concurrency}` : `r${p.load.rate}`)),
+  );
+  const moving = keys.filter((k) => k === 'stepOverheadMs' || k === 'perSeqOverheadUs');
+  if (levels.size < 2 && moving.length > 0) {
+    problems.push(
+      `one load level only (${[...levels].join(', ')}): ${moving.map((k) => fitFlag(k)).join(' and ')} need decode points at two or more loads; measure ${RULES.stepOverheadMs.fix}, or hold them (give ${moving.map((k) => fitFlag(k)).join(', ')} a value)`,
+    );
+  }
+  if (points.length * METRIC_KEYS.length <= keys.length) {
+    problems.push(
+      `${points.length} run(s) give ${points.length * METRIC_KEYS.length} measured values for ${keys.length} parameters; add runs at other loads or hold some parameters`,
+    );
+  }
+  return problems;
+}
+
+/**
+ * Run-to-run scatter of a measured median (a few %): the fit's own residuals may be smaller
+ * (three points, five parameters), so the uncertainty that decides "identified" is never
+ * taken below this.
+ */
+const NOISE = 0.02;
+/** A key known only to a factor of 2 either way (one standard error) is not identified. */
+const MAX_LOG_SD = Math.LN2;
+
+/**
+ * The keys the data cannot tell: those whose standard error, at the fit and with residuals of
+ * at least NOISE, exceeds MAX_LOG_SD. Such a key barely moves any measured median, or moves
+ * them as another key does (its partner is named when their correlation passes 0.9).
+ */
+function identifiabilityProblems(
+  keys: FitKey[],
+  columns: number[][],
+  w: number[],
+  s2: number,
+): { key: FitKey; problem: string }[] {
+  const { a } = normalEquations(
+    columns,
+    columns[0].map(() => 0),
+    w,
+  );
+  const inverse = invert(a);
+  if (!inverse) {
+    return keys.map((key) => ({
+      key,
+      problem: `${keys.map((k) => fitFlag(k)).join(', ')} cannot all be fitted from these runs: their effects are not independent; add runs at other loads and lengths, or fit fewer (--fit)`,
+    }));
+  }
+  const variance = Math.max(s2, NOISE * NOISE);
+  const problems: { key: FitKey; problem: string }[] = [];
+  keys.forEach((k, j) => {
+    const sd = Math.sqrt(Math.max(0, inverse[j][j]) * variance);
+    if (sd <= MAX_LOG_SD) return;
+    let partner = -1;
+    let partnerCorr = 0;
+    keys.forEach((_, i) => {
+      if (i === j) return;
+      const corr = inverse[i][j] / Math.sqrt(inverse[i][i] * inverse[j][j]);
+      if (Math.abs(corr) > Math.abs(partnerCorr)) {
+        partner = i;
+        partnerCorr = corr;
+      }
+    });
+    const trade =
+      partner >= 0 && Math.abs(partnerCorr) > 0.9
+        ? `, and it trades off against ${fitFlag(keys[partner])} (correlation ${partnerCorr.toFixed(2)})`
+        : '';
+    problems.push({
+      key: k,
+      problem: `${fitFlag(k)} cannot be fitted from these runs (known only to a factor of ${Math.exp(sd) > 100 ? '>100' : Math.exp(sd).toFixed(1)}${trade}): measure ${RULES[k].fix}, or hold it (give ${fitFlag(k)} a value, or leave it out of --fit)`,
+    });
+  });
+  return problems;
+}
+
+/** JᵀWJ and JᵀWr, with J given by columns. */
+function normalEquations(columns: number[][], r: number[], w: number[]) {
+  const p = columns.length;
+  const a = Array.from({ length: p }, () => new Array<number>(p).fill(0));
+  const g = new Array<number>(p).fill(0);
+  for (let i = 0; i < p; i++) {
+    for (let k = 0; k < r.length; k++) g[i] += columns[i][k] * w[k] * r[k];
+    for (let j = i; j < p; j++) {
+      let s = 0;
+      for (let k = 0; k < r.length; k++) s += columns[i][k] * w[k] * columns[j][k];
+      a[i][j] = s;
+      a[j][i] = s;
+    }
+  }
+  return { a, g };
+}
+
+/** Solves A x = b by Gaussian elimination with partial pivoting; undefined when singular. */
+function solve(a: number[][], b: number[]): number[] | undefined {
+  const n = b.length;
+  const m = a.map((row, i) => [...row, b[i]]);
+  const scale = Math.max(1e-300, ...a.map((row) => Math.max(...row.map(Math.abs))));
+  for (let c = 0; c < n; c++) {
+    let pivot = c;
+    for (let r = c + 1; r < n; r++) if (Math.abs(m[r][c]) > Math.abs(m[pivot][c])) pivot = r;
+    if (Math.abs(m[pivot][c]) < 1e-12 * scale) return undefined;
+    [m[c], m[pivot]] = [m[pivot], m[c]];
+    for (let r = 0; r < n; r++) {
+      if (r === c) continue;
+      const f = m[r][c] / m[c][c];
+      for (let k = c; k <= n; k++) m[r][k] -= f * m[c][k];
+    }
+  }
+  return m.map((row, i) => row[n] / row[i]);
+}
+
+function invert(a: number[][]): number[][] | undefined {
+  const n = a.length;
+  const columns: number[][] = [];
+  for (let j = 0; j < n; j++) {
+    const x = solve(
+      a,
+      a.map((_, i) => (i === j ? 1 : 0)),
+    );
+    if (!x) return undefined;
+    columns.push(x);
+  }
+  return a.map((_, i) => columns.map((c) => c[i]));
+}
+
+export interface LeaveOneOut {
+  label: string;
+  predicted: PointMetrics;
+  error: PointMetrics;
+  /** Keys held at the full fit's value because the other points could not identify them. */
+  heldKeys: FitKey[];
+}
+
+/**
+ * Each point predicted by a fit to the others (from the full fit's values): how well the
+ * calibration predicts a load it has not seen. Needs three points or more.
+ */
+export function leaveOneOut(
+  base: EngineModelOptions,
+  points: readonly CalibrationPoint[],
+  full: CalibrationFit,
+): LeaveOneOut[] {
+  if (points.length < 3) return [];
+  const start: Partial<Record<FitKey, number>> = {};
+  for (const [k, v] of Object.entries(full.fitted)) start[k as FitKey] = v.value;
+  const keys = Object.keys(full.fitted) as FitKey[];
+  return points.map((point, i) => {
+    const others = points.filter((_, j) => j !== i);
+    let fit: CalibrationFit | undefined;
+    let heldKeys: FitKey[] = [];
+    // Drop keys the others cannot identify (held at the full fit), one at a time.
+    let tryKeys = [...keys];
+    while (!fit) {
+      try {
+        const hold: Partial<Record<FitKey, number>> = { ...full.held };
+        for (const k of heldKeys) hold[k] = start[k];
+        fit = fitCalibration(base, others, { keys: tryKeys, hold, start, maxIterations: 12 });
+      } catch (err) {
+        if (!(err instanceof CalibrationRefused) || tryKeys.length <= 1) throw err;
+        const drop = err.keys[err.keys.length - 1] ?? tryKeys[tryKeys.length - 1];
+        heldKeys = [...heldKeys, drop];
+        tryKeys = tryKeys.filter((k) => k !== drop);
+      }
+    }
+    const values: Partial<Record<FitKey, number>> = { ...full.held };
+    for (const k of heldKeys) values[k] = start[k];
+    for (const [k, v] of Object.entries(fit.fitted)) values[k as FitKey] = v.value;
+    const predicted = replayPoint(withValues(base, values), point);
+    return {
+      label: point.label,
+      predicted,
+      error: relativeErrors(predicted, point.measured),
+      heldKeys,
+    };
+  });
+}
+
+const medianAbs = (values: number[]): number => {
+  const v = values
+    .filter(Number.isFinite)
+    .map(Math.abs)
+    .sort((a, b) => a - b);
+  if (v.length === 0) return Number.NaN;
+  const mid = v.length >> 1;
+  return v.length % 2 === 1 ? v[mid] : (v[mid - 1] + v[mid]) / 2;
+};
+
+function medianAbsErrors(errors: PointMetrics[]): PointMetrics {
+  return {
+    ttftMs: medianAbs(errors.map((e) => e.ttftMs)),
+    tpotMs: medianAbs(errors.map((e) => e.tpotMs)),
+    outputTokPerS: medianAbs(errors.map((e) => e.outputTokPerS)),
+  };
+}
+
+/** The file for a fit, its points' sources and leave-one-out predictions. */
+export function buildCalibrationFile(
+  engine: CalibratedEngine,
+  fit: CalibrationFit,
+  points: {
+    label: string;
+    source: string;
+    load: string;
+    requests: number;
+    measured: PointMetrics;
+  }[],
+  loo: LeaveOneOut[],
+): CalibrationFile {
+  return {
+    format: CALIBRATION_FORMAT,
+    schemaVersion: CALIBRATION_SCHEMA,
+    infergauge: VERSION,
+    simulatorModelVersion: SIM_MODEL_VERSION,
+    createdAt: new Date().toISOString(),
+    engine,
+    fitted: fit.fitted,
+    held: fit.held,
+    points: points.map((p, i) => ({
+      ...p,
+      predicted: fit.points[i].predicted,
+      error: fit.points[i].error,
+      ...(loo[i]
+        ? {
+            leaveOneOut: {
+              predicted: loo[i].predicted,
+              error: loo[i].error,
+              heldKeys: loo[i].heldKeys,
+            },
+          }
+        : {}),
+    })),
+    medianAbsError: {
+      fit: medianAbsErrors(fit.points.map((p) => p.error)),
+      ...(loo.length > 0 ? { leaveOneOut: medianAbsErrors(loo.map((l) => l.error)) } : {}),
+    },
+    simulations: fit.simulations,
+  };
+}

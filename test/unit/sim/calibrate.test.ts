@@ -1,0 +1,228 @@
+/**
+ * Calibration against the simulator itself run with hidden, perturbed constants: the fit must
+ * recover them where the runs can tell them apart, refuse (naming what to measure) where they
+ * cannot, and predict a load it was not given. The "measured" runs are virtual runs of the
+ * perturbed engine, so the truth is exact.
+ */
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, describe, test } from 'node:test';
+import type { RequestRecord } from '../../../src/record.js';
+import {
+  buildCalibrationFile,
+  type CalibrationPoint,
+  CalibrationRefused,
+  fitCalibration,
+  leaveOneOut,
+  pointFromRecords,
+  pointMetrics,
+  replayPoint,
+} from '../../../src/sim/calibrate.js';
+import { SIM_MODEL_VERSION } from '../../../src/sim/calibrationFile.js';
+import { EngineCluster } from '../../../src/sim/cluster.js';
+import type { EngineModelOptions } from '../../../src/sim/engineModel.js';
+import { resolveEngine } from '../../../src/sim/options.js';
+import { simulateRun } from '../../../src/sim/virtual.js';
+
+/** The issue's hidden constants, on an L40S. */
+const HIDDEN = {
+  mbu: 0.55,
+  mfu: 0.4,
+  stepOverheadMs: 4,
+  perSeqOverheadUs: 40,
+  frontendLatencyMs: 6,
+};
+const engineOf = (settings: Record<string, unknown>): EngineModelOptions => {
+  const r = resolveEngine({ model: 'llama-3-8b', gpu: 'l40s', ...settings });
+  assert.deepEqual(r.problems, []);
+  return r.engine as EngineModelOptions;
+};
+const truth = engineOf(HIDDEN);
+const base = engineOf({});
+
+/** A closed-loop run of the hidden engine: lengths spread +-20 % around the given ones. */
+function measure(concurrency: number, requests: number, input: number, output: number) {
+  let x = 7 + concurrency * 31 + input;
+  const spread = (n: number) => {
+    x = (x * 1103515245 + 12345) & 0x7fffffff;
+    return Math.round(n * (0.8 + (0.4 * x) / 0x7fffffff));
+  };
+  const lengths = Array.from({ length: requests }, () => [spread(input), spread(output)]);
+  const records: RequestRecord[] = [];
+  const load = { mode: 'closed' as const, concurrency };
+  simulateRun({
+    engine: new EngineCluster(truth),
+    load,
+    requests,
+    warmupRequests: 0,
+    seed: 1,
+    endpoint: 'completions',
+    nextRequest: (id) => ({
+      prompt: '',
+      promptWords: lengths[id][0],
+      requestedInputTokens: lengths[id][0],
+      requestedOutputTokens: lengths[id][1],
+    }),
+    onRecord: (r) => records.push(r),
+  });
+  return pointFromRecords(`c${concurrency} ${input}/${output}`, load, records);
+}
+
+describe('calibrate', () => {
+  test('pointMetrics: median TTFT and TPOT, output tokens over first send to last end', () => {
+    const r = (id: number, sent: number, first: number, last: number, out: number) =>
+      ({
+        id,
+        phase: 'measure',
+        scheduledAt: sent,
+        sentAt: sent,
+        firstTokenAt: first,
+        lastTokenAt: last,
+        endAt: last,
+        outputTokens: out,
+        outputTokensSource: 'server',
+        requestedInputTokens: 10,
+        requestedOutputTokens: out,
+      }) as RequestRecord;
+    const m = pointMetrics([
+      r(0, 0, 100, 1100, 11), // TTFT 100, TPOT 100
+      r(1, 0, 300, 500, 3), // TTFT 300, TPOT 100
+      r(2, 1000, 1200, 1800, 4), // TTFT 200, TPOT 200
+      { ...r(3, 0, 50, 60, 2), phase: 'warmup' }, // not counted
+    ]);
+    assert.equal(m.ttftMs, 200);
+    assert.equal(m.tpotMs, 100);
+    assert.equal(m.outputTokPerS, 18 / 1.8);
+  });
+
+  test('recovers every hidden constant from runs that tell them apart, and predicts each run from the others', () => {
+    const points = [
+      measure(1, 6, 32, 256), // front end, bandwidth and step cost at batch 1
+      measure(1, 4, 4096, 16), // prefill compute
+      measure(16, 32, 1024, 192),
+      measure(64, 128, 2048, 128), // KV reads and per-sequence cost
+      measure(128, 256, 512, 96),
+    ];
+    const fit = fitCalibration(base, points);
+    for (const [key, hidden] of Object.entries(HIDDEN)) {
+      const got = fit.fitted[key as keyof typeof HIDDEN]?.value;
+      assert.ok(
+        got !== undefined && Math.abs(got / hidden - 1) < 0.02,
+        `${key}: fitted ${got}, hidden ${hidden}`,
+      );
+    }
+    const loo = leaveOneOut(base, points, fit);
+    assert.equal(loo.length, points.length);
+    for (const l of loo) {
+      for (const e of Object.values(l.error)) {
+        assert.ok(
+          !Number.isFinite(e) || Math.abs(e) < 0.02,
+          `${l.label}: ${JSON.stringify(l.error)}`,
+        );
+      }
+    }
+  });
+
+  test('from concurrency 1, 4 and 16 alone: refuses the overheads it cannot tell apart, then predicts concurrency 8 with them held', () => {
+    const points = [1, 4, 16].map((c) => measure(c, Math.max(24, 3 * c), 512, 128));
+    assert.throws(
+      () => fitCalibration(base, points),
+      (err: unknown) =>
+        err instanceof CalibrationRefused &&
+        err.keys.includes('perSeqOverheadUs') &&
+        /--per-seq-overhead-us cannot be fitted .*: measure decode points at 64 or more/.test(
+          err.message,
+        ),
+    );
+    // Held at the engine's defaults (not the hidden values): the shares absorb the difference.
+    const fit = fitCalibration(base, points, {
+      hold: { stepOverheadMs: 1.5, perSeqOverheadUs: 13 },
+    });
+    const heldOut = measure(8, 24, 512, 128);
+    const calibrated = replayPoint(
+      {
+        ...base,
+        efficiency: {
+          mbu: fit.fitted.mbu?.value,
+          mfuMax16: fit.fitted.mfu?.value,
+          frontendLatencyS: (fit.fitted.frontendLatencyMs?.value ?? 0) / 1e3,
+          stepOverheadS: 1.5e-3,
+          perSeqOverheadS: 13e-6,
+        },
+      },
+      heldOut,
+    );
+    const error = (k: keyof CalibrationPoint['measured']) =>
+      Math.abs(calibrated[k] / heldOut.measured[k] - 1);
+    assert.ok(error('tpotMs') < 0.1, `TPOT ${calibrated.tpotMs} vs ${heldOut.measured.tpotMs}`);
+    assert.ok(error('outputTokPerS') < 0.1, `throughput ${calibrated.outputTokPerS}`);
+    assert.ok(error('ttftMs') < 0.25, `TTFT ${calibrated.ttftMs} vs ${heldOut.measured.ttftMs}`);
+    // Uncalibrated, the same engine misses by far more: the fit is what predicts.
+    const raw = replayPoint(base, heldOut);
+    assert.ok(Math.abs(raw.tpotMs / heldOut.measured.tpotMs - 1) > 0.2);
+  });
+
+  test('one load level: refused before any simulation, naming the runs to add', () => {
+    const points = [measure(8, 16, 256, 64), measure(8, 16, 1024, 64)];
+    assert.throws(
+      () => fitCalibration(base, points),
+      (err: unknown) =>
+        err instanceof CalibrationRefused && /one load level only \(c8\)/.test(err.message),
+    );
+  });
+
+  describe('calibration.json and --calibration', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'ig-calibration-'));
+    after(() => rmSync(dir, { recursive: true, force: true }));
+    const points = [measure(1, 6, 32, 256), measure(1, 4, 4096, 16), measure(64, 96, 2048, 128)];
+    const fit = fitCalibration(base, points, {
+      hold: { stepOverheadMs: 1.5, perSeqOverheadUs: 13 },
+    });
+    const file = buildCalibrationFile(
+      {
+        args: ['--model', 'llama-3-8b', '--gpu', 'l40s'],
+        personality: 'vllm-v1',
+        model: 'Llama-3-8B',
+        gpu: 'L40S 48GB',
+        gpuFamily: 'ada',
+        tp: 1,
+        dp: 1,
+        dtype: 'bf16',
+      },
+      fit,
+      points.map((p) => ({ ...p, source: p.label, load: 'c', requests: p.requests.length })),
+      [],
+    );
+    const path = join(dir, 'calibration.json');
+    writeFileSync(path, JSON.stringify(file));
+
+    test('sets the engine it was fitted on and its values; a flag beside it wins', () => {
+      const r = resolveEngine({ calibration: path, mbu: 0.3 });
+      assert.deepEqual(r.problems, []);
+      assert.equal(r.engine?.gpu.id, 'l40s');
+      assert.equal(r.engine?.efficiency?.mbu, 0.3);
+      assert.equal(r.engine?.efficiency?.mfuMax16, fit.fitted.mfu?.value);
+      assert.equal(r.engine?.efficiency?.perSeqOverheadS, 13e-6);
+      assert.deepEqual(r.warnings, []);
+    });
+
+    test('says what does not transfer to another GPU architecture or engine', () => {
+      const r = resolveEngine({ calibration: path, gpu: 'h100', enginePersonality: 'sglang' });
+      assert.deepEqual(r.problems, []);
+      assert.equal(r.engine?.gpu.id, 'h100');
+      assert.ok(
+        r.warnings.some((w) => /fitted on L40S 48GB \(ada\).*H100.*another architecture/.test(w)),
+      );
+      assert.ok(r.warnings.some((w) => /fitted on vllm-v1, this engine is sglang/.test(w)));
+    });
+
+    test('refuses a file fitted to another version of the engine model', () => {
+      const old = join(dir, 'old.json');
+      writeFileSync(old, JSON.stringify({ ...file, simulatorModelVersion: SIM_MODEL_VERSION + 1 }));
+      const r = resolveEngine({ calibration: old });
+      assert.match(r.problems.join('\n'), /--calibration: .*fitted to simulator model .*refit it/);
+    });
+  });
+});
