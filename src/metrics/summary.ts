@@ -5,7 +5,13 @@ import {
   type ErrorKind,
   type RequestRecord,
 } from '../record.js';
-import { LATENCY_KEYS, METRICS, type RunNumbers } from './catalog.js';
+import {
+  LATENCY_KEYS,
+  type LatencyKey,
+  METRICS,
+  type RequestLatencyKey,
+  type RunNumbers,
+} from './catalog.js';
 import { assessClientHealth, type ClientHealth, clientHealthAdvice } from './clientHealth.js';
 import {
   type Distribution,
@@ -142,6 +148,12 @@ export interface ReasoningSummary {
 export interface SummaryContext {
   load: LoadSpec;
   slo?: SloCondition[];
+  /**
+   * Collect only these latency distributions; the others stay empty. For callers that read a
+   * few percentiles of many short runs (`infergauge size`'s trials): sorting every per-token gap
+   * of every distribution was most of their cost. Default: all.
+   */
+  latencyKeys?: readonly LatencyKey[];
 }
 
 /** What is known only once the run is over. */
@@ -258,8 +270,18 @@ export class SummaryBuilder {
   /** Created by the first record of a session. */
   private sessions: SessionsBuilder | undefined;
 
+  private readonly requestKeys: readonly RequestLatencyKey[];
+  private readonly itl: boolean;
+  private readonly chunkGaps: boolean;
+
   constructor(context: SummaryContext) {
     this.context = context;
+    const wanted = context.latencyKeys;
+    this.requestKeys = wanted
+      ? REQUEST_LATENCY_KEYS.filter((k) => wanted.includes(k))
+      : REQUEST_LATENCY_KEYS;
+    this.itl = !wanted || wanted.includes('itlMs');
+    this.chunkGaps = !wanted || wanted.includes('chunkGapMs');
   }
 
   add(record: RequestRecord): void {
@@ -307,16 +329,18 @@ export class SummaryBuilder {
     }
     if (binTokens > 0) addToBin(this.outputTokensByBin, bin, binTokens);
     const metrics = requestMetrics(record);
-    for (const key of REQUEST_LATENCY_KEYS) {
+    for (const key of this.requestKeys) {
       const value = metrics[key];
       if (value !== undefined) this.samples[key].add(value);
     }
-    const itl = this.samples.itlMs;
-    const chunkGap = this.samples.chunkGapMs;
-    forEachTokenGap(record, (gapMs, tokens) => {
-      chunkGap.add(gapMs);
-      itl.add(gapMs / tokens, tokens);
-    });
+    if (this.itl || this.chunkGaps) {
+      const itl = this.itl ? this.samples.itlMs : undefined;
+      const chunkGap = this.chunkGaps ? this.samples.chunkGapMs : undefined;
+      forEachTokenGap(record, (gapMs, tokens) => {
+        chunkGap?.add(gapMs);
+        itl?.add(gapMs / tokens, tokens);
+      });
+    }
     this.tokenEvents += metrics.tokenEvents;
     this.outputTokens += record.outputTokens;
     if (record.outputTokens > 0) this.decodeTokens += record.outputTokens - 1;

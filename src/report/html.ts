@@ -276,6 +276,8 @@ export function renderHtmlReport(input: ReportInput): string {
       return probeReport(input, charts);
     case 'capacity':
       return capacityReport(input, charts);
+    case 'size':
+      return sizeReport(input, charts);
   }
 }
 
@@ -1240,6 +1242,123 @@ function capacityReport(input: Extract<ReportInput, { kind: 'capacity' }>, chart
         ['workload', workload ? JSON.stringify(workload) : undefined],
         ['prediction', prediction ? JSON.stringify(prediction) : undefined],
       ])}${jsonDetails('capacity.json', input.capacity)}`,
+    },
+  ];
+  return htmlDocument(`infergauge: ${headline}`, sections, charts, footer(input.dir));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sizing
+
+/**
+ * `infergauge size`: the deployments that serve the traffic, ranked by cost, with the
+ * cost/latency scatter and its Pareto front; those ruled out below with their reasons.
+ */
+function sizeReport(input: Extract<ReportInput, { kind: 'size' }>, charts: Charts): string {
+  const z = obj(input.size) ?? {};
+  const rows = arr(z.deployments)
+    .map(obj)
+    .filter((d): d is Json => d !== undefined);
+  const feasible = rows.filter((d) => d.feasible === true);
+  const priced = feasible.some((d) => num(d.costPerHour) !== undefined);
+  const traffic = obj(z.traffic);
+  const trafficText =
+    traffic?.mode === 'rate'
+      ? `${fmtNumber(num(traffic.rate) ?? 0, 2)} req/s`
+      : `${fmtNumber(num(traffic?.users) ?? 0)} users`;
+  const headline = `${feasible.length} of ${fmtNumber(num(z.candidates) ?? rows.length)} deployments serve ${trafficText} within ${str(z.slo) ?? 'the SLOs'}`;
+  const cost = (d: Json) => (priced ? num(d.costPerHour) : num(d.gpus));
+  const ttft = (d: Json) => num(obj(d.at)?.ttftP99Ms);
+  const name = (d: Json) =>
+    `${str(d.gpu)} TP${num(d.tp)} DP${num(d.dp)} ${str(d.dtype)}/${str(d.kvCacheDtype)} ${str(d.personality)}`;
+  const plotted = feasible.filter((d) => cost(d) !== undefined && ttft(d) !== undefined);
+  const front = plotted
+    .filter((d) => d.pareto === true)
+    .sort((a, b) => (cost(a) as number) - (cost(b) as number));
+  const chart: ChartSpec = {
+    kind: 'xy',
+    id: 'size-pareto',
+    title: priced ? 'Cost per hour against p99 TTFT' : 'GPUs against p99 TTFT',
+    caption:
+      'Each deployment that meets the SLOs, at its share of the traffic; the line joins the Pareto front (none cheaper and faster).',
+    x: { name: priced ? 'cost per hour' : 'GPUs', unit: priced ? '$/h' : 'GPUs', scale: true },
+    y: [{ name: 'p99 TTFT', unit: 'ms', scale: true }],
+    series: [
+      {
+        name: 'deployments',
+        type: 'scatter',
+        data: plotted.map((d) => [cost(d) as number, ttft(d) as number]),
+        labels: plotted.map(name),
+      },
+      {
+        name: 'Pareto front',
+        type: 'line',
+        data: front.map((d) => [cost(d) as number, ttft(d) as number]),
+        labels: front.map(name),
+      },
+    ],
+  };
+  const money = (v: number | undefined, digits = 2) =>
+    v === undefined ? '-' : `$${fmtNumber(v, digits)}`;
+  const tableRows = feasible.map((d, i) => [
+    `${i + 1}${d.pareto === true ? '*' : ''}`,
+    str(d.gpu) ?? '',
+    fmtNumber(num(d.tp) ?? 0),
+    fmtNumber(num(d.dp) ?? 0),
+    fmtNumber(num(d.gpus) ?? 0),
+    str(d.dtype) ?? '',
+    str(d.kvCacheDtype) ?? '',
+    fmtNumber(num(d.maxNumSeqs) ?? 0),
+    str(d.personality) ?? '',
+    money(num(d.costPerHour)),
+    money(num(d.costPerMillionOutputTokens), 3),
+    ms(ttft(d)),
+    ms(num(obj(d.at)?.itlP99Ms)),
+    `${d.headroomAtLeast === true ? '>=' : ''}${pct(num(d.headroom))}`,
+    str(d.binding) ?? '',
+  ]);
+  const ruledOut = rows
+    .filter((d) => d.feasible !== true)
+    .map((d) => [name(d), str(d.reason) ?? '']);
+  const sections: Section[] = [
+    {
+      kind: 'headline',
+      id: 'headline',
+      html: `<p class="kicker">infergauge sizing report</p>
+<h1>${esc(headline)}</h1>
+<p class="facts">${esc(`${str(z.scenario) ?? ''}; ${fmtNumber(num(z.simulations) ?? 0)} virtual runs in ${fmtNumber(num(z.wallS) ?? 0, 1)} s.`)}</p>`,
+    },
+    ...warningsSection(arr(z.warnings).map((w) => ({ message: String(w) }))),
+    {
+      kind: 'size',
+      id: 'deployments',
+      nav: 'Deployments',
+      html: `<h2>Deployments that meet the SLOs</h2>${plotted.length > 0 ? charts.grid([chart]) : ''}${table(
+        [
+          '#',
+          'GPU',
+          'TP',
+          'DP',
+          'GPUs',
+          'weights',
+          'KV',
+          'max seqs',
+          'engine',
+          '$/h',
+          '$/M out tok',
+          'p99 TTFT',
+          'p99 ITL',
+          'headroom',
+          'what binds one replica',
+        ],
+        tableRows,
+      )}<p class="caption">* on the Pareto front. Latency and headroom are each replica at its share of the traffic.</p>`,
+    },
+    {
+      kind: 'ruled-out',
+      id: 'ruled-out',
+      nav: 'Ruled out',
+      html: `<h2>Ruled out (${ruledOut.length})</h2>${table(['deployment', 'why'], ruledOut)}${jsonDetails('size.json', input.size)}`,
     },
   ];
   return htmlDocument(`infergauge: ${headline}`, sections, charts, footer(input.dir));

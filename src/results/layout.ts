@@ -28,6 +28,8 @@ export const RESULT_FILES = {
   sweep: 'sweep.json',
   probe: 'probe.json',
   capacity: 'capacity.json',
+  /** `infergauge size`: the deployments tried, ranked. */
+  size: 'size.json',
   report: 'report.html',
   requestsCsv: 'requests.csv',
   runsCsv: 'runs.csv',
@@ -37,12 +39,13 @@ export const RESULT_FILES = {
 export type ResultFile = keyof typeof RESULT_FILES;
 
 /** The kinds of results directory, each marked by its file, in the order they are looked for. */
-export const RESULT_KINDS = ['sweep', 'probe', 'capacity', 'scenarios', 'run'] as const;
+export const RESULT_KINDS = ['sweep', 'probe', 'capacity', 'size', 'scenarios', 'run'] as const;
 export type ResultKind = (typeof RESULT_KINDS)[number];
 const MARKER: Record<ResultKind, ResultFile> = {
   sweep: 'sweep',
   probe: 'probe',
   capacity: 'capacity',
+  size: 'size',
   scenarios: 'scenarios',
   run: 'summary',
 };

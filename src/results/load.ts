@@ -53,7 +53,8 @@ export type ReportInput =
     }
   | { kind: 'sweep'; dir: string; sweep: unknown /* sweep.json */ }
   | { kind: 'probe'; dir: string; probe: unknown }
-  | { kind: 'capacity'; dir: string; capacity: unknown };
+  | { kind: 'capacity'; dir: string; capacity: unknown }
+  | { kind: 'size'; dir: string; size: unknown };
 
 export type RunReportInput = Extract<ReportInput, { kind: 'run' }>;
 
@@ -93,6 +94,8 @@ export async function loadReportInput(
       return { kind, dir, probe: readTable(dir, 'probe') };
     case 'capacity':
       return { kind, dir, capacity: readTable(dir, 'capacity') };
+    case 'size':
+      return { kind, dir, size: readTable(dir, 'size') };
     case 'scenarios':
       return loadScenarios(dir, read);
     case 'run':
@@ -108,7 +111,7 @@ export async function loadReportInput(
         return loadScenarios(dir, read, null);
       }
       throw new Error(
-        `${dir} is not an infergauge results directory: it holds none of ${markers} (a run, a multi-scenario run, a sweep, a probe or a capacity curve)`,
+        `${dir} is not an infergauge results directory: it holds none of ${markers} (a run, a multi-scenario run, a sweep, a probe, a capacity curve or a sizing)`,
       );
   }
 }

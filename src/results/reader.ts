@@ -22,6 +22,7 @@ import {
   probeSchema,
   type ScenariosTable,
   scenariosSchema,
+  sizeSchema,
   summarySchema,
   sweepSchema,
 } from './schemas.js';
@@ -36,6 +37,7 @@ const SCHEMAS = {
   sweep: [sweepSchema, 'a sweep result'],
   probe: [probeSchema, 'a probe result'],
   capacity: [capacitySchema, 'a capacity result'],
+  size: [sizeSchema, 'a sizing result'],
 } as const;
 
 /** `dir`'s JSON file of a role, checked against its schema; undefined when there is none. */
@@ -51,8 +53,8 @@ export const readSummary = (dir: string) => readChecked(dir, 'summary') as Saved
 export const readManifest = (dir: string) => readChecked(dir, 'manifest') as Manifest | undefined;
 export const readScenariosTable = (dir: string) =>
   readChecked(dir, 'scenarios') as ScenariosTable | undefined;
-/** sweep.json, probe.json, capacity.json: checked, handed on as written. */
-export const readTable = (dir: string, file: 'sweep' | 'probe' | 'capacity') =>
+/** sweep.json, probe.json, capacity.json, size.json: checked, handed on as written. */
+export const readTable = (dir: string, file: 'sweep' | 'probe' | 'capacity' | 'size') =>
   readChecked(dir, file);
 
 /**

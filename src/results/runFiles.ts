@@ -36,6 +36,7 @@ export type ResultKindName =
   | 'probe-point'
   | 'capacity'
   | 'capacity-step'
+  | 'size'
   | 'merge';
 
 /**

@@ -128,6 +128,13 @@ export const capacitySchema = z.looseObject({
   interrupted: z.boolean(),
 });
 
+/** `infergauge size`'s size.json (session/size.ts SizeResult, with the traffic and SLOs). */
+export const sizeSchema = z.looseObject({
+  schemaVersion: z.literal(1),
+  candidates: z.number(),
+  deployments: z.array(z.looseObject({ gpu: z.string(), tp: z.number(), feasible: z.boolean() })),
+});
+
 /** `infergauge compare --json` (report/compare.ts CompareReport). */
 export const compareReportSchema = z.looseObject({
   schemaVersion: z.literal(1),

@@ -1,0 +1,625 @@
+/**
+ * `infergauge size`: which deployments of a model serve a given traffic within SLOs, and at what
+ * cost. Every candidate (GPU x TP x weight and KV dtype x max-num-seqs x engine personality) is
+ * tried with the simulator (calibrated or not) in virtual time: memory first (an engine that
+ * would not start is out at once), then one replica's capacity under the SLOs, found by
+ * bisection inside an analytic bound, then the data-parallel replicas the traffic needs and the
+ * latency at that operating point. The cost/latency Pareto front is marked.
+ */
+import { evaluateThresholds, parseThresholds, type Threshold } from '../analysis/thresholds.js';
+import type { LoadSpec } from '../load.js';
+import { EngineStartError } from '../memory/footprint.js';
+import { catalogMetric, type LatencyKey } from '../metrics/catalog.js';
+import { parseSlo, type SloCondition } from '../metrics/slo.js';
+import { type RunSummary, SummaryBuilder } from '../metrics/summary.js';
+import { EngineCluster } from '../sim/cluster.js';
+import { EngineModel, type EngineModelOptions } from '../sim/engineModel.js';
+import { resolveEngine, type SimEngineSettings } from '../sim/options.js';
+import { simulateRun } from '../sim/virtual.js';
+import { meanOf, sampleLength, streamSeed } from '../workload/distributions.js';
+import type { Scenario } from '../workload/scenarios.js';
+
+/** The traffic to serve: an open-loop request rate, or concurrent users (closed loop). */
+export type SizeTraffic = { mode: 'rate'; rate: number } | { mode: 'users'; users: number };
+
+/** The axes of the search: every combination is a candidate. */
+export interface SizeSpace {
+  /** GPU presets (`h100`) or GpuSpec files (through `gpuSpec`). */
+  gpus: { gpu?: string; gpuSpec?: string }[];
+  tps: number[];
+  /** Weight formats (`bf16`, `fp8`, ...); undefined: the model's own. */
+  dtypes: (string | undefined)[];
+  /** KV cache formats; undefined: follow the weights (vLLM's "auto"). */
+  kvCacheDtypes: (string | undefined)[];
+  /** max-num-seqs; undefined: the personality's default. */
+  maxNumSeqs: (number | undefined)[];
+  personalities: string[];
+}
+
+export interface SizeOptions {
+  model: string;
+  traffic: SizeTraffic;
+  /** Prompt and output lengths (a preset scenario with any overrides); single requests only. */
+  scenario: Scenario;
+  /** Run-level SLOs, as `--threshold` reads them (`ttft.p99<500`, `sloAttainment>=0.9`). */
+  slo: string;
+  /** Per-request SLO for goodput (`ttft<500,tpot<50`), when `slo` names sloAttainment or goodput. */
+  requestSlo?: string;
+  space: SizeSpace;
+  /** Price per GPU-hour by GPU preset id or spec id (the user's own table: none is built in). */
+  prices?: Record<string, number>;
+  /** A calibration.json: the simulator runs with its fitted values. */
+  calibration?: string;
+  /** Other engine settings every candidate shares (`--max-model-len`, ...). */
+  engine?: SimEngineSettings;
+  /** Requests per virtual run (default 300; a tenth more run first as warm-up). */
+  requests?: number;
+  /** Most data-parallel replicas considered (default 64). */
+  maxDp?: number;
+  seed?: number;
+  /** Called after each candidate, for a progress line. */
+  onCandidate?: (done: number, total: number) => void;
+}
+
+/** One replica's latency and load at a point. */
+export interface SizePointMetrics {
+  ttftP99Ms: number | null;
+  itlP99Ms: number | null;
+  tpotP99Ms: number | null;
+  /** Output tokens/s of one replica. */
+  outputTokPerS: number;
+  /** Largest share of the KV cache in use at once. */
+  kvPeak: number;
+  preemptions: number;
+}
+
+export interface SizedDeployment {
+  gpu: string;
+  gpuName: string;
+  tp: number;
+  dp: number;
+  gpus: number;
+  dtype: string;
+  kvCacheDtype: string;
+  maxNumSeqs: number;
+  personality: string;
+  feasible: boolean;
+  /** Why not, for a candidate that cannot serve the traffic. */
+  reason?: string;
+  /** One replica's most load within the SLOs (req/s or users), at the search's resolution. */
+  capacityPerReplica?: number;
+  /** Load the deployment holds within the SLOs over the traffic, minus 1 (0.2: 20 % spare). */
+  headroom?: number;
+  /** The search stopped at twice the traffic without failing: the headroom is at least this. */
+  headroomAtLeast?: boolean;
+  /** Each replica at its share of the traffic. */
+  at?: SizePointMetrics;
+  costPerHour?: number;
+  costPerMillionOutputTokens?: number;
+  /** What stops one replica from taking more: an SLO, KV memory, or its step's bound. */
+  binding?: string;
+  /** On the cost/latency Pareto front (no other deployment is both cheaper and faster). */
+  pareto?: boolean;
+}
+
+export interface SizeResult {
+  candidates: number;
+  deployments: SizedDeployment[];
+  /** Virtual runs made, and the wall time of the whole search. */
+  simulations: number;
+  wallS: number;
+  warnings: string[];
+}
+
+const DEFAULT_REQUESTS = 300;
+const DEFAULT_MAX_DP = 64;
+/** Bisection steps on the log of one replica's load: 6 over a 64x bracket is 7 % resolution. */
+const BISECTIONS = 6;
+
+export class SizeError extends Error {
+  constructor(readonly problems: string[]) {
+    super(problems.join('; '));
+  }
+}
+
+/** The SLOs read; throws SizeError naming each that cannot be. */
+function checkSlo(o: SizeOptions): { thresholds: Threshold[]; requestSlo?: SloCondition[] } {
+  const problems: string[] = [];
+  let thresholds: Threshold[] = [];
+  try {
+    thresholds = parseThresholds([o.slo]);
+  } catch (err) {
+    problems.push(`--slo: ${(err as Error).message}`);
+  }
+  let requestSlo: SloCondition[] | undefined;
+  if (o.requestSlo !== undefined) {
+    try {
+      requestSlo = parseSlo(o.requestSlo);
+    } catch (err) {
+      problems.push(`--request-slo: ${(err as Error).message}`);
+    }
+  }
+  if (
+    !requestSlo &&
+    thresholds.some((t) => t.metric === 'sloAttainment' || t.metric === 'goodput')
+  ) {
+    problems.push(
+      '--slo names goodput or sloAttainment: give the per-request SLO they count with --request-slo (e.g. ttft<500,tpot<50)',
+    );
+  }
+  if (problems.length > 0) throw new SizeError(problems);
+  return { thresholds, ...(requestSlo ? { requestSlo } : {}) };
+}
+
+/** Searches every candidate in this thread; throws SizeError on SLOs that cannot be read. */
+export function size(o: SizeOptions): SizeResult {
+  const started = performance.now();
+  const { thresholds, requestSlo } = checkSlo(o);
+  const combos = candidates(o.space);
+  const search = new Search(o, thresholds, requestSlo);
+  const warnings = new Set<string>();
+  const deployments = combos.map((c, i) => {
+    const row = search.candidate(c, warnings);
+    o.onCandidate?.(i + 1, combos.length);
+    return row;
+  });
+  return finish(o, combos.length, deployments, search.simulations, [...warnings], started);
+}
+
+/** Ranks the rows, marks the Pareto front and says which GPUs had no price. */
+function finish(
+  o: SizeOptions,
+  candidateCount: number,
+  deployments: SizedDeployment[],
+  simulations: number,
+  found: string[],
+  started: number,
+): SizeResult {
+  const warnings = new Set(found);
+  markPareto(deployments);
+  const feasible = deployments.filter((d) => d.feasible);
+  const unpriced = [
+    ...new Set(feasible.filter((d) => d.costPerHour === undefined).map((d) => d.gpu)),
+  ];
+  if (o.prices && unpriced.length > 0) {
+    warnings.add(
+      `no price for ${unpriced.join(', ')} in --prices: they are ranked after the priced ones`,
+    );
+  }
+  deployments.sort(rank);
+  return {
+    candidates: candidateCount,
+    deployments,
+    simulations,
+    wallS: (performance.now() - started) / 1000,
+    warnings: [...warnings],
+  };
+}
+
+/**
+ * `size` on `threads` worker threads, each taking every n-th candidate (the candidates are
+ * independent). One thread, or few candidates: the same search in this thread.
+ */
+export async function sizeInParallel(o: SizeOptions, threads: number): Promise<SizeResult> {
+  const combos = candidates(o.space);
+  if (threads <= 1 || combos.length < 4 * threads) return size(o);
+  const started = performance.now();
+  checkSlo(o);
+  const { onCandidate, ...data } = o;
+  const { Worker } = await import('node:worker_threads');
+  const typescript = import.meta.url.endsWith('.ts');
+  const entry = new URL(typescript ? './sizeWorker.ts' : './sizeWorker.js', import.meta.url);
+  const rows: SizedDeployment[] = new Array(combos.length);
+  let done = 0;
+  let simulations = 0;
+  const warnings: string[] = [];
+  await Promise.all(
+    Array.from({ length: threads }, (_, t) => {
+      const indices = combos.flatMap((_, i) => (i % threads === t ? [i] : []));
+      const workerData = { options: data, indices };
+      const worker = typescript
+        ? new Worker(
+            // tsx as this file resolves it (tests run the sources).
+            `import(${JSON.stringify(import.meta.resolve('tsx/esm/api'))}).then((tsx) => { tsx.register(); return import(${JSON.stringify(entry.href)}); });`,
+            { eval: true, workerData },
+          )
+        : new Worker(entry, { workerData });
+      return new Promise<void>((resolve, reject) => {
+        worker.on('message', (m: SizeWorkerMessage) => {
+          if (m.type === 'row') {
+            rows[m.index] = m.row;
+            onCandidate?.(++done, combos.length);
+          } else {
+            simulations += m.simulations;
+            warnings.push(...m.warnings);
+            resolve();
+          }
+        });
+        worker.on('error', reject);
+        worker.on('exit', (code) => {
+          if (code !== 0) reject(new Error(`a size worker thread exited with code ${code}`));
+        });
+      });
+    }),
+  );
+  return finish(o, combos.length, rows, simulations, warnings, started);
+}
+
+/** What a size worker thread posts: each candidate's row, then its totals. */
+export type SizeWorkerMessage =
+  | { type: 'row'; index: number; row: SizedDeployment }
+  | { type: 'done'; simulations: number; warnings: string[] };
+
+/** A worker thread's share: the candidates at `indices`, each posted as it is done. */
+export function sizeShare(
+  o: SizeOptions,
+  indices: number[],
+  post: (m: SizeWorkerMessage) => void,
+): void {
+  const { thresholds, requestSlo } = checkSlo(o);
+  const combos = candidates(o.space);
+  const search = new Search(o, thresholds, requestSlo);
+  const warnings = new Set<string>();
+  for (const index of indices) {
+    post({ type: 'row', index, row: search.candidate(combos[index], warnings) });
+  }
+  post({ type: 'done', simulations: search.simulations, warnings: [...warnings] });
+}
+
+interface Candidate {
+  gpu: { gpu?: string; gpuSpec?: string };
+  tp: number;
+  dtype: string | undefined;
+  kvCacheDtype: string | undefined;
+  maxNumSeqs: number | undefined;
+  personality: string;
+}
+
+function candidates(s: SizeSpace): Candidate[] {
+  const out: Candidate[] = [];
+  for (const gpu of s.gpus)
+    for (const personality of s.personalities)
+      for (const tp of s.tps)
+        for (const dtype of s.dtypes)
+          for (const kvCacheDtype of s.kvCacheDtypes)
+            for (const maxNumSeqs of s.maxNumSeqs)
+              out.push({ gpu, tp, dtype, kvCacheDtype, maxNumSeqs, personality });
+  return out;
+}
+
+/** One replica's virtual run at a load: its summary and the engine's counters. */
+interface Trial {
+  summary: RunSummary;
+  ok: boolean;
+  failed: string[];
+  kvPeak: number;
+  preemptions: number;
+}
+
+class Search {
+  simulations = 0;
+  private readonly requests: number;
+  private readonly meanInput: number;
+  private readonly meanOutput: number;
+  private readonly latencyKeys: LatencyKey[];
+
+  constructor(
+    private readonly o: SizeOptions,
+    private readonly thresholds: Threshold[],
+    private readonly requestSlo: SloCondition[] | undefined,
+  ) {
+    this.requests = o.requests ?? DEFAULT_REQUESTS;
+    this.meanInput = meanOf(o.scenario.input);
+    this.meanOutput = meanOf(o.scenario.output);
+    // Only what the SLOs and the table read: a trial's summary need not sort every distribution.
+    const named = thresholds.flatMap((t) => {
+      const m = catalogMetric(t.metric);
+      return m.kind === 'distribution' ? [m.latencyKey] : [];
+    });
+    this.latencyKeys = [...new Set<LatencyKey>(['ttftMs', 'itlMs', 'tpotMs', ...named])];
+  }
+
+  candidate(c: Candidate, warnings: Set<string>): SizedDeployment {
+    const resolved = resolveEngine({
+      ...this.o.engine,
+      model: this.o.model,
+      ...c.gpu,
+      tp: c.tp,
+      ...(c.dtype !== undefined ? { dtype: c.dtype } : {}),
+      ...(c.kvCacheDtype !== undefined ? { kvCacheDtype: c.kvCacheDtype as never } : {}),
+      ...(c.maxNumSeqs !== undefined ? { maxNumSeqs: c.maxNumSeqs } : {}),
+      enginePersonality: c.personality as never,
+      ...(this.o.calibration !== undefined ? { calibration: this.o.calibration } : {}),
+      dp: 1,
+    });
+    for (const w of resolved.warnings) warnings.add(w);
+    const gpuId = c.gpu.gpu ?? c.gpu.gpuSpec ?? '?';
+    const row = (extra: Partial<SizedDeployment>): SizedDeployment => ({
+      gpu: gpuId,
+      gpuName: resolved.engine?.gpu.name ?? gpuId,
+      tp: c.tp,
+      dp: 0,
+      gpus: 0,
+      dtype: c.dtype ?? resolved.engine?.weights?.dtype ?? 'bf16',
+      kvCacheDtype: c.kvCacheDtype ?? resolved.engine?.kvDtype ?? 'auto',
+      maxNumSeqs: c.maxNumSeqs ?? 0,
+      personality: c.personality,
+      feasible: false,
+      ...extra,
+    });
+    if (!resolved.engine) return row({ reason: resolved.problems.join('; ') });
+    const options = resolved.engine;
+    let model: EngineModel;
+    try {
+      model = new EngineModel(options);
+    } catch (err) {
+      if (err instanceof EngineStartError) return row({ reason: `does not start: ${err.message}` });
+      throw err;
+    }
+    const base = row({
+      maxNumSeqs: model.config.maxNumSeqs,
+      dtype: model.config.weights.dtype,
+      kvCacheDtype: model.config.kvDtype,
+    });
+    const longest = this.meanInput + this.meanOutput;
+    if (longest > model.config.maxModelLen) {
+      return {
+        ...base,
+        reason: `mean request (${Math.round(longest)} tokens) is over max-model-len ${model.config.maxModelLen}`,
+      };
+    }
+    const need = this.o.traffic.mode === 'rate' ? this.o.traffic.rate : this.o.traffic.users;
+    const bound = this.loadBound(model);
+    const maxDp = this.o.maxDp ?? DEFAULT_MAX_DP;
+    // Light load first: an SLO missed there is missed at any number of replicas.
+    const lightLoad = this.o.traffic.mode === 'rate' ? Math.min(need, bound) / 64 : 1;
+    const light = this.trial(options, lightLoad);
+    if (!light.ok) {
+      return {
+        ...base,
+        reason: `misses the SLO even at light load: ${light.failed.join('; ')}`,
+        binding: bindingOf(light, model, 'latency'),
+      };
+    }
+    // Grow from the analytic bound (doubling while it holds) to the first load that fails, or to
+    // the whole traffic on one replica; then bisect one replica's capacity between the two.
+    let ok = lightLoad;
+    let okTrial = light;
+    let failTrial: Trial | undefined;
+    // Up to twice the traffic, so that a deployment of one replica shows its headroom too.
+    const limit = 2 * need;
+    let x = this.o.traffic.mode === 'rate' ? Math.min(need, bound) : need;
+    let fail: number | undefined;
+    while (x > ok) {
+      const t = this.trial(options, x);
+      if (!t.ok) {
+        fail = x;
+        failTrial = t;
+        break;
+      }
+      ok = x;
+      okTrial = t;
+      if (x >= limit) break;
+      x = Math.min(limit, x * 2);
+    }
+    if (fail !== undefined) {
+      let hi = fail;
+      for (let i = 0; i < BISECTIONS; i++) {
+        const mid = this.o.traffic.mode === 'rate' ? Math.sqrt(ok * hi) : Math.floor((ok + hi) / 2);
+        if (mid <= ok || mid >= hi) break;
+        const t = this.trial(options, mid);
+        if (t.ok) {
+          ok = mid;
+          okTrial = t;
+        } else {
+          hi = mid;
+          failTrial = t;
+        }
+      }
+    }
+    // The fewest replicas to the bisection's resolution: near an SLO's edge a p99 over a few
+    // hundred requests moves a little with the load's random draws, so one replica fewer may
+    // hold where it adds under 7 % to each.
+    const capacity = ok;
+    let dp = Math.max(1, Math.ceil(need / capacity - 1e-9));
+    if (dp > maxDp) {
+      return {
+        ...base,
+        capacityPerReplica: capacity,
+        reason: `needs ${dp} replicas, over --max-dp ${maxDp}`,
+        ...(failTrial ? { binding: bindingOf(failTrial, model, 'load') } : {}),
+      };
+    }
+    // The operating point: each replica at its share (a closed loop's users rounded up).
+    let at = dp === 1 && capacity >= need ? okTrial : this.trial(options, this.share(need, dp));
+    for (let extra = 0; !at.ok && extra < 2 && dp < maxDp; extra++) {
+      dp++;
+      at = this.trial(options, this.share(need, dp));
+    }
+    if (!at.ok)
+      return {
+        ...base,
+        reason: `misses the SLO at its share of the load: ${at.failed.join('; ')}`,
+      };
+    const gpus = dp * model.config.tp;
+    const price = this.o.prices?.[gpuId] ?? this.o.prices?.[options.gpu.id];
+    const totalTokPerS = at.summary.throughput.outputTokensPerS * dp;
+    const costPerHour = price !== undefined ? price * gpus : undefined;
+    return {
+      ...base,
+      dp,
+      gpus,
+      feasible: true,
+      capacityPerReplica: capacity,
+      headroom: (capacity * dp) / need - 1,
+      ...(fail === undefined ? { headroomAtLeast: true } : {}),
+      at: pointMetrics(at),
+      ...(costPerHour !== undefined
+        ? {
+            costPerHour,
+            costPerMillionOutputTokens:
+              totalTokPerS > 0 ? (costPerHour / (totalTokPerS * 3600)) * 1e6 : undefined,
+          }
+        : {}),
+      binding: failTrial
+        ? bindingOf(failTrial, model, 'load')
+        : `none within the traffic (${stepBound(model, at, this.meanInput, this.meanOutput)})`,
+    };
+  }
+
+  private share(need: number, dp: number): number {
+    return this.o.traffic.mode === 'rate' ? need / dp : Math.ceil(need / dp);
+  }
+
+  /**
+   * An upper bound on one replica's load (req/s): every request's prefill at full compute plus
+   * its decode at the largest batch the engine can hold, with no queueing.
+   */
+  private loadBound(model: EngineModel): number {
+    const context = this.meanInput + this.meanOutput / 2;
+    const batch = Math.max(
+      1,
+      Math.min(
+        model.config.maxNumSeqs,
+        Math.floor(model.memory.kvTokens / (this.meanInput + this.meanOutput)),
+      ),
+    );
+    const decode = model.cost.stepTime({
+      tokens: batch,
+      sampledRows: batch,
+      sequences: batch,
+      attentionPairs: batch * context,
+      kvTokensTouched: batch * context,
+    }).totalS;
+    const prefill = model.cost.stepTime({
+      tokens: this.meanInput,
+      sampledRows: 1,
+      sequences: 1,
+      attentionPairs: (this.meanInput * this.meanInput) / 2,
+      kvTokensTouched: this.meanInput,
+    }).totalS;
+    const perRequestS = (this.meanOutput * decode) / batch + prefill;
+    if (this.o.traffic.mode === 'users') return Number.POSITIVE_INFINITY;
+    return 1 / perRequestS;
+  }
+
+  private trial(options: EngineModelOptions, load: number): Trial {
+    this.simulations++;
+    const engine = new EngineCluster(options);
+    const spec: LoadSpec =
+      this.o.traffic.mode === 'rate'
+        ? { mode: 'open', rate: load, arrival: 'poisson' }
+        : { mode: 'closed', concurrency: Math.max(1, Math.round(load)) };
+    const seed = this.o.seed ?? 42;
+    const builder = new SummaryBuilder({
+      load: spec,
+      ...(this.requestSlo ? { slo: this.requestSlo } : {}),
+      latencyKeys: this.latencyKeys,
+    });
+    const inputSeed = streamSeed(seed, 'input');
+    const outputSeed = streamSeed(seed, 'output');
+    const scenario = this.o.scenario;
+    simulateRun({
+      engine,
+      load: spec,
+      requests: this.requests,
+      warmupRequests: Math.ceil(this.requests / 10),
+      seed,
+      endpoint: 'completions',
+      nextRequest: (id) => {
+        const input = sampleLength(scenario.input, inputSeed, id);
+        return {
+          prompt: '',
+          promptWords: input,
+          requestedInputTokens: input,
+          requestedOutputTokens: sampleLength(scenario.output, outputSeed, id),
+        };
+      },
+      onRecord: (r) => builder.add(r),
+    });
+    const summary = builder.build();
+    const evaluation = evaluateThresholds(summary, this.thresholds);
+    const replica = engine.replicas[0];
+    const failedRequests = summary.requests.failed;
+    const failed = evaluation.results.filter((r) => !r.ok).map((r) => r.message);
+    if (failedRequests > 0) failed.push(`${failedRequests} requests failed`);
+    return {
+      summary,
+      ok: failed.length === 0,
+      failed,
+      kvPeak: replica.counters.peakUsedBlocks / replica.memory.numGpuBlocks,
+      preemptions: replica.counters.preemptions,
+    };
+  }
+}
+
+function pointMetrics(t: Trial): SizePointMetrics {
+  const l = t.summary.latency;
+  const p99 = (d: { count: number; p99: number } | undefined) =>
+    d && d.count > 0 && Number.isFinite(d.p99) ? d.p99 : null;
+  return {
+    ttftP99Ms: p99(l.ttftMs),
+    itlP99Ms: p99(l.itlMs),
+    tpotP99Ms: p99(l.tpotMs),
+    outputTokPerS: t.summary.throughput.outputTokensPerS,
+    kvPeak: t.kvPeak,
+    preemptions: t.preemptions,
+  };
+}
+
+/**
+ * What stopped one replica at the load that failed: the SLOs it missed, and behind them KV
+ * memory (the cache full or requests preempted) or the step's own bound.
+ */
+function bindingOf(t: Trial, model: EngineModel, at: 'latency' | 'load'): string {
+  const counted = Math.max(1, t.summary.requests.completed);
+  const names = t.failed.map((f) => f.split(' ')[0]).join(', ');
+  const memory = t.kvPeak >= 0.95 || t.preemptions > 0;
+  const behind = memory
+    ? `KV memory (${Math.round(t.kvPeak * 100)} % used${t.preemptions > 0 ? `, ${t.preemptions} preempted` : ''})`
+    : stepBound(model, t, t.summary.tokens.input / counted, t.summary.tokens.output / counted);
+  return `${names || 'requests failed'}${at === 'load' ? ' past its capacity' : ''}: ${behind}`;
+}
+
+/** Whether one replica's decode step at its mean running batch is bound by compute, weights or KV reads, or overheads. */
+function stepBound(model: EngineModel, t: Trial, meanInput: number, meanOutput: number): string {
+  const batch = Math.max(1, Math.round(t.summary.load.meanConcurrency));
+  const context = meanInput + meanOutput / 2;
+  const s = model.cost.stepTime({
+    tokens: batch,
+    sampledRows: batch,
+    sequences: batch,
+    attentionPairs: batch * context,
+    kvTokensTouched: batch * context,
+  });
+  if (s.overheadS > s.totalS / 2) return 'step overheads (CPU-bound steps)';
+  if (s.commS > s.totalS / 3) return 'TP communication';
+  if (s.attentionS > s.gemmS) return 'memory bandwidth (KV reads)';
+  return s.gemmComputeBound ? 'compute (GEMMs)' : 'memory bandwidth (weights)';
+}
+
+/** Marks the feasible deployments no other is both cheaper (or fewer GPUs) and faster than. */
+function markPareto(rows: SizedDeployment[]): void {
+  const feasible = rows.filter((r) => r.feasible && r.at?.ttftP99Ms != null);
+  const cost = (r: SizedDeployment) => r.costPerHour ?? r.gpus;
+  for (const r of feasible) {
+    r.pareto = !feasible.some(
+      (o) =>
+        o !== r &&
+        cost(o) <= cost(r) &&
+        (o.at?.ttftP99Ms ?? Infinity) <= (r.at?.ttftP99Ms ?? Infinity) &&
+        (cost(o) < cost(r) || (o.at?.ttftP99Ms ?? Infinity) < (r.at?.ttftP99Ms ?? Infinity)),
+    );
+  }
+}
+
+/** Feasible first; then the priced by cost per hour; then by GPUs, p99 TTFT. */
+function rank(a: SizedDeployment, b: SizedDeployment): number {
+  if (a.feasible !== b.feasible) return a.feasible ? -1 : 1;
+  if (!a.feasible) return 0;
+  const pa = a.costPerHour ?? Infinity;
+  const pb = b.costPerHour ?? Infinity;
+  if (pa !== pb) return pa - pb;
+  if (a.gpus !== b.gpus) return a.gpus - b.gpus;
+  return (a.at?.ttftP99Ms ?? Infinity) - (b.at?.ttftP99Ms ?? Infinity);
+}
