@@ -443,7 +443,12 @@ class Search {
       };
     const gpus = dp * model.config.tp;
     const price = this.o.prices?.[gpuId] ?? this.o.prices?.[options.gpu.id];
-    const totalTokPerS = at.summary.throughput.outputTokensPerS * dp;
+    // The tokens served: an open loop's offered traffic (a short trial's own span includes its
+    // drain, which is no part of the traffic); a closed loop's users get what they measured.
+    const totalTokPerS =
+      this.o.traffic.mode === 'rate'
+        ? this.o.traffic.rate * this.meanOutput
+        : at.summary.throughput.outputTokensPerS * dp;
     const costPerHour = price !== undefined ? price * gpus : undefined;
     return {
       ...base,
