@@ -19,6 +19,7 @@ import {
   pointFromRecords,
   pointMetrics,
   replayPoint,
+  withValues,
 } from '../../../src/sim/calibrate.js';
 import { SIM_MODEL_VERSION } from '../../../src/sim/calibrationFile.js';
 import { EngineCluster } from '../../../src/sim/cluster.js';
@@ -141,19 +142,9 @@ describe('calibrate', () => {
       hold: { stepOverheadMs: 1.5, perSeqOverheadUs: 13 },
     });
     const heldOut = measure(8, 24, 512, 128);
-    const calibrated = replayPoint(
-      {
-        ...base,
-        efficiency: {
-          mbu: fit.fitted.mbu?.value,
-          mfuMax16: fit.fitted.mfu?.value,
-          frontendLatencyS: (fit.fitted.frontendLatencyMs?.value ?? 0) / 1e3,
-          stepOverheadS: 1.5e-3,
-          perSeqOverheadS: 13e-6,
-        },
-      },
-      heldOut,
-    );
+    const values = { ...fit.held };
+    for (const [k, v] of Object.entries(fit.fitted)) values[k as keyof typeof values] = v.value;
+    const calibrated = replayPoint(withValues(base, values), heldOut);
     const error = (k: keyof CalibrationPoint['measured']) =>
       Math.abs(calibrated[k] / heldOut.measured[k] - 1);
     assert.ok(error('tpotMs') < 0.1, `TPOT ${calibrated.tpotMs} vs ${heldOut.measured.tpotMs}`);
