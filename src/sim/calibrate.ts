@@ -197,9 +197,9 @@ export function pointFromRecords(
 }
 
 /**
- * Replays a point in virtual time on the engine `options` describe and measures it. Prompts are
- * unique words: records do not keep prompts, so shared prefixes cannot be replayed and the
- * engine's prefix cache is off (calibrate from runs of random prompts, as the synthetic
+ * Replays a point in virtual time on the engine `options` describe and measures it. Each request
+ * carries only its length: records do not keep prompts, so shared prefixes cannot be replayed
+ * and the engine's prefix cache is off (calibrate from runs of random prompts, as the synthetic
  * scenarios are).
  */
 export function replayPoint(options: EngineModelOptions, point: CalibrationPoint): PointMetrics {
@@ -268,8 +268,9 @@ export interface CalibrationFit {
     predicted: PointMetrics;
     error: PointMetrics;
   }[];
-  /** Weighted sum of squared log errors at the end, and the number of simulations run. */
+  /** The fit's Huber loss on the log errors at its end. */
   cost: number;
+  /** Virtual runs made. */
   simulations: number;
 }
 
