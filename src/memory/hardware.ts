@@ -6,8 +6,11 @@
 /** Formats with their own tensor-core peak. */
 export type ComputeFormat = 'bf16' | 'fp8' | 'int8' | 'fp4';
 
-/** Chip families: each has its own achieved share of the peaks (sim/roofline familyEfficiency). */
-export const GPU_FAMILIES = ['ampere', 'ada', 'hopper', 'blackwell', 'cdna3'] as const;
+/**
+ * Chip families: each has its own achieved share of the peaks (sim/roofline familyEfficiency).
+ * `cpu` is a host processor described as a device (memory/cpu.ts): llama.cpp's CPU backend.
+ */
+export const GPU_FAMILIES = ['ampere', 'ada', 'hopper', 'blackwell', 'cdna3', 'cpu'] as const;
 export type GpuFamily = (typeof GPU_FAMILIES)[number];
 
 export const INTERCONNECT_KINDS = ['nvlink', 'pcie', 'xgmi'] as const;

@@ -78,6 +78,9 @@ const FAMILY_EFFICIENCY: Record<GpuFamily, Partial<Efficiency>> = {
   cdna3: { mfuMax16: (DEFAULT_EFFICIENCY.mfuMax16 * MAMF_SHARE.mi300xBf16) / MAMF_SHARE.h100Bf16 },
   // No MAMF measurement of an Ada part (L4, L40, L40S, RTX 4090) was found: the defaults.
   ada: {},
+  // A CPU's shares depend on the engine's kernels more than on the chip: the llamacpp
+  // personality carries ggml's (personality.ts); calibrate fits the rest.
+  cpu: {},
 };
 
 /** The GPU family's efficiencies: DEFAULT_EFFICIENCY <- this <- a personality's <- user flags. */
@@ -140,6 +143,7 @@ export class StepCostModel {
   private readonly tp: number;
   readonly efficiency: Efficiency;
   private readonly model: ModelSpec;
+  private readonly singleRowGemv: boolean;
 
   constructor(options: {
     model: ModelSpec;
@@ -148,10 +152,16 @@ export class StepCostModel {
     kvDtype: KvDtype;
     tp: number;
     efficiency: Efficiency;
+    /**
+     * A one-token step multiplies with a GEMV kernel, not the GEMM whose ramp `mfu(T)` models:
+     * it runs at the best share (ggml's CPU backend: llamacpp personality).
+     */
+    singleRowGemv?: boolean;
   }) {
     const { model, gpu, weights, tp, efficiency } = options;
     this.model = model;
     this.efficiency = efficiency;
+    this.singleRowGemv = options.singleRowGemv ?? false;
     const format = gemmFormat(weights, gpu);
     this.peakGemm = gpu.peakFlops[format] ?? gpu.peakFlops.bf16;
     this.peak16 = gpu.peakFlops.bf16;
@@ -179,8 +189,9 @@ export class StepCostModel {
     this.tp = tp;
   }
 
-  /** mfu(T) = mfuMax x T / (T + halfTokens). */
+  /** mfu(T) = mfuMax x T / (T + halfTokens); mfuMax at one token with `singleRowGemv`. */
   mfu(tokens: number): number {
+    if (tokens === 1 && this.singleRowGemv) return this.mfuMax;
     return (this.mfuMax * tokens) / (tokens + this.efficiency.mfuHalfTokens);
   }
 
