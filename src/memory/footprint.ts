@@ -132,10 +132,10 @@ export const CUDA_CONTEXT_BYTES = 0.4e9;
 
 /**
  * Whose start-up rule sizes the KV pool (the engine personality's): vLLM V1's, vLLM V0's (CUDA
- * graphs captured after the pool is sized), SGLang's static fraction, or TensorRT-LLM's fraction
- * of the memory left free after load.
+ * graphs captured after the pool is sized), SGLang's static fraction, TensorRT-LLM's fraction
+ * of the memory left free after load, or llama.cpp's buffer of n_ctx cells (`ctxTokens`).
  */
-export type MemoryRule = 'vllm-v1' | 'vllm-v0' | 'sglang' | 'trtllm';
+export type MemoryRule = 'vllm-v1' | 'vllm-v0' | 'sglang' | 'trtllm' | 'llamacpp';
 
 export interface VllmMemoryInput {
   /** Default `vllm-v1`. `gpuMemoryUtilization` is the rule's own fraction. */
@@ -154,6 +154,11 @@ export interface VllmMemoryInput {
   nonKvOverheadBytes?: number;
   /** vLLM `num_gpu_blocks_override`. */
   numGpuBlocksOverride?: number;
+  /**
+   * llama.cpp's KV buffer in cells (tokens), its n_ctx: allocated whole at start-up, whatever the
+   * memory left (`--ctx-size`; the `llamacpp` rule).
+   */
+  ctxTokens?: number;
 }
 
 export interface VllmMemoryPlan {
@@ -236,6 +241,13 @@ function kvBudget(
         availableBytes: total * fraction - nonKvBytes,
       };
     }
+    case 'llamacpp': {
+      // llama.cpp (`src/llama-kv-cache.cpp` constructor) allocates n_ctx cells of K and V, then
+      // the compute buffer for one n_ubatch graph: no fraction, the KV is what n_ctx says and
+      // it must fit beside the weights in the device's (here: the host's) memory.
+      const nonKvBytes = weights + (override ?? activationBytes);
+      return { budgetBytes: total, nonKvBytes, availableBytes: total - nonKvBytes };
+    }
     case 'trtllm': {
       // TensorRT-LLM `KvCacheConfig.free_gpu_memory_fraction` (default 0.9): the pool takes that
       // share of the memory still free once the engine (weights, activation buffers sized for
@@ -264,6 +276,7 @@ const FRACTION_FLAG: Record<MemoryRule, string> = {
   'vllm-v0': 'gpu_memory_utilization',
   sglang: 'mem_fraction_static',
   trtllm: 'kv_cache_free_gpu_mem_fraction',
+  llamacpp: 'ctx_size',
 };
 
 /**
@@ -303,9 +316,18 @@ export function planVllmMemory(input: VllmMemoryInput): VllmMemoryPlan {
   const perLayerPage = blockBytes / model.layers;
   const numGpuBlocks =
     input.numGpuBlocksOverride ??
-    (rule === 'vllm-v1' || rule === 'vllm-v0'
-      ? Math.floor(Math.floor(available / perLayerPage) / model.layers)
-      : Math.floor(available / blockBytes));
+    (rule === 'llamacpp'
+      ? Math.ceil((input.ctxTokens ?? input.maxModelLen) / input.blockSize)
+      : rule === 'vllm-v1' || rule === 'vllm-v0'
+        ? Math.floor(Math.floor(available / perLayerPage) / model.layers)
+        : Math.floor(available / blockBytes));
+  if (rule === 'llamacpp' && numGpuBlocks * blockBytes > available) {
+    // llama.cpp: "failed to allocate buffer for kv cache" (ggml's allocation fails).
+    throw new EngineStartError(
+      'IG_SIM_NO_KV_MEMORY',
+      `The KV cache of ${numGpuBlocks * input.blockSize} cells (--ctx-size) needs ${gib(numGpuBlocks * blockBytes)}, more than the ${gib(Math.max(0, available))} left beside ${model.name}'s weights (${gib(weights)}) on ${gpu.name} (${gib(totalBytes)}). Lower --ctx-size, or use a smaller weight or cache type.`,
+    );
+  }
   const windowCapBlocks = slidingWindowCapBlocks(
     model,
     input.blockSize,
@@ -340,7 +362,12 @@ export function planVllmMemory(input: VllmMemoryInput): VllmMemoryPlan {
       nonKvBytes +
         kvPoolBytes +
         // SGLang's non-KV count already has the context; its activations and graphs come after.
-        (rule === 'sglang' ? activationBytes + overhead.cudaGraphBytes : CUDA_CONTEXT_BYTES),
+        // llama.cpp on a CPU has no CUDA context.
+        (rule === 'sglang'
+          ? activationBytes + overhead.cudaGraphBytes
+          : rule === 'llamacpp'
+            ? 0
+            : CUDA_CONTEXT_BYTES),
     ),
   };
 }

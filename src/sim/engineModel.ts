@@ -6,9 +6,12 @@ import {
   type VllmMemoryPlan,
 } from '../memory/footprint.js';
 import { BlockPool } from './blockPool.js';
+import { type BatchEntry, planUbatches } from './llamacppBatch.js';
 import {
   DEFAULT_PERSONALITY,
+  LLAMACPP,
   type LoadBalancer,
+  llamacppContext,
   type PersonalityId,
   personalityDefaults,
   personalityEfficiency,
@@ -34,6 +37,13 @@ export interface EngineModelConfig extends VllmMemoryInput {
   dp: number;
   loadBalancer: LoadBalancer;
   efficiency: Efficiency;
+  /**
+   * llamacpp: tokens per physical batch, n_ubatch (`--ubatch-size`): each is one forward pass.
+   * `maxNumBatchedTokens` is its n_batch, `maxNumSeqs` its slots, `ctxTokens` its n_ctx.
+   */
+  ubatchSize?: number;
+  /** llamacpp: one KV buffer for all slots (`--kv-unified`), else one stream per slot. */
+  kvUnified?: boolean;
 }
 
 export type EngineModelOptions = Pick<EngineModelConfig, 'model' | 'gpu'> &
@@ -87,6 +97,7 @@ export function resolveEngineConfig(o: EngineModelOptions): EngineModelConfig {
       ? { numGpuBlocksOverride: o.numGpuBlocksOverride }
       : {}),
   };
+  if (personality === 'llamacpp') Object.assign(config, llamacppConfig(o, config));
   if (personality === 'sglang' && o.maxNumSeqs === undefined) {
     // SGLang sizes max_running_requests from its token pool (left at the default where the
     // engine would not start: the constructor reports that).
@@ -99,12 +110,43 @@ export function resolveEngineConfig(o: EngineModelOptions): EngineModelConfig {
   return config;
 }
 
+/**
+ * llama-server's context and batches (personality.ts LLAMACPP): --parallel given keeps one KV
+ * stream per slot unless --kv-unified; none gives 4 slots sharing one. n_ctx (`ctxTokens`,
+ * default the model's context) is padded and split per slot; the slot's share is the longest
+ * request, and max_model_len, when given, caps it further. n_batch and n_ubatch are capped as
+ * llama_context caps them.
+ */
+function llamacppConfig(
+  o: EngineModelOptions,
+  c: EngineModelConfig,
+): Pick<
+  EngineModelConfig,
+  'ctxTokens' | 'kvUnified' | 'maxModelLen' | 'maxNumBatchedTokens' | 'ubatchSize'
+> {
+  const kvUnified = o.kvUnified ?? o.maxNumSeqs === undefined;
+  const { ctxTokens, slotTokens } = llamacppContext({
+    ctxSize: o.ctxTokens ?? o.model.maxContext,
+    slots: c.maxNumSeqs,
+    kvUnified,
+  });
+  const maxNumBatchedTokens = Math.min(c.maxNumBatchedTokens, ctxTokens);
+  return {
+    ctxTokens,
+    kvUnified,
+    maxModelLen: Math.min(slotTokens, o.maxModelLen ?? slotTokens),
+    maxNumBatchedTokens,
+    ubatchSize: Math.min(o.ubatchSize ?? LLAMACPP.nUbatch, maxNumBatchedTokens),
+  };
+}
+
 /** Each personality's memory rule (TGI is not modelled: vLLM V1's). */
 const MEMORY_RULE: Record<PersonalityId, MemoryRule> = {
   'vllm-v1': 'vllm-v1',
   'vllm-v0': 'vllm-v0',
   sglang: 'sglang',
   trtllm: 'trtllm',
+  llamacpp: 'llamacpp',
 };
 
 /** Receives a sequence's tokens as the engine produces them (times in ns of engine time). */
@@ -144,6 +186,8 @@ export class Sequence {
   finishedNs?: number;
   /** Prompt tokens found in the prefix cache at its first scheduling. */
   prefixHitTokens = 0;
+  /** llamacpp: the slot (llama.cpp's sequence id) it runs in, -1 before it has one. */
+  slot = -1;
   done = false;
 
   constructor(
@@ -235,6 +279,9 @@ export class EngineModel {
   private nextId = 0;
   /** SGLang's new_token_ratio: the share of max output it reserves per running request. */
   private newTokenRatio: number = SGLANG_NEW_TOKEN_RATIO.init;
+  /** llamacpp: each slot's sequence, and when it was last released (-1: never used). */
+  private readonly slotHolder: (Sequence | undefined)[] = [];
+  private readonly slotReleasedNs: number[] = [];
   /** Engine time (ns). */
   now = 0;
 
@@ -247,14 +294,31 @@ export class EngineModel {
         `max_num_batched_tokens (${c.maxNumBatchedTokens}) is smaller than max_model_len (${c.maxModelLen}) with chunked prefill disabled: requests longer than the budget could never run. Raise --max-num-batched-tokens or lower --max-model-len.`,
       );
     }
+    if (c.personality === 'llamacpp') {
+      if (c.tp > 1) {
+        throw new Error(
+          `the llamacpp personality models one llama-server on one device; --tp ${c.tp} is not modelled (llama.cpp splits layers across devices, not tensors): use --tp 1, and --dp for several servers`,
+        );
+      }
+      for (let i = 0; i < c.maxNumSeqs; i++) {
+        this.slotHolder.push(undefined);
+        this.slotReleasedNs.push(-1);
+      }
+    }
     this.memory = planVllmMemory(c);
     this.pool = new BlockPool(this.memory.numGpuBlocks);
-    this.cost = new StepCostModel(c);
+    this.cost = new StepCostModel({ ...c, singleRowGemv: c.personality === 'llamacpp' });
     this.frontendNs = Math.round(c.efficiency.frontendLatencyS * 1e9);
   }
 
   /** Why a request cannot be served at all (vLLM answers HTTP 400), or undefined. */
   validate(promptTokens: number, maxTokens: number): string | undefined {
+    if (this.config.personality === 'llamacpp') {
+      // server-context.cpp update_slots: a prompt as long as its slot's context is refused
+      // (ERROR_TYPE_EXCEED_CONTEXT_SIZE, HTTP 400); a shorter one runs, its output cut (add).
+      if (promptTokens < this.config.maxModelLen) return undefined;
+      return `request (${promptTokens} tokens) exceeds the available context size (${this.config.maxModelLen} tokens), try increasing it`;
+    }
     const total = promptTokens + maxTokens;
     if (total > this.config.maxModelLen) {
       return `This model's maximum context length is ${this.config.maxModelLen} tokens. However, you requested ${total} tokens (${promptTokens} in the messages, ${maxTokens} in the completion). Please reduce the length of the messages or completion.`;
@@ -263,6 +327,12 @@ export class EngineModel {
   }
 
   add(input: SequenceInput, listener: SequenceListener): Sequence {
+    if (this.config.personality === 'llamacpp') {
+      // server-context.cpp process_token: generation stops once the slot's context is full
+      // (prompt + output = n_ctx_slot), the answer truncated.
+      const room = this.config.maxModelLen - input.promptTokens;
+      if (input.maxTokens > room) input = { ...input, maxTokens: Math.max(1, room) };
+    }
     const seq = new Sequence(this.nextId++, input, this.frontendNs, listener);
     this.waiting.push(seq);
     return seq;
@@ -277,6 +347,7 @@ export class EngineModel {
     const r = this.running.indexOf(seq);
     if (r >= 0) this.running.splice(r, 1);
     this.releaseBlocks(seq);
+    this.releaseSlot(seq);
   }
 
   get runningCount(): number {
@@ -325,7 +396,9 @@ export class EngineModel {
     const startNs = this.now;
     if (this.running.length === 0) this.newTokenRatio = SGLANG_NEW_TOKEN_RATIO.init;
     const batch: Batch = { scheduled: [], budget: c.maxNumBatchedTokens, preempted: 0 };
-    if (this.prefillFirst) {
+    if (c.personality === 'llamacpp') {
+      this.scheduleSlots(batch, startNs);
+    } else if (this.prefillFirst) {
       // vLLM V0 without chunked prefill (`Scheduler._schedule_default`) and SGLang
       // (`Scheduler.get_next_batch_to_run`; mixed chunks are off by default): a step runs
       // prefills (SGLang's unfinished chunk first, then waiting requests) whenever one can
@@ -357,6 +430,17 @@ export class EngineModel {
     const window = c.model.slidingWindow ?? Number.POSITIVE_INFINITY;
     let subSteps = 1;
     for (const e of scheduled) if (e.steps > subSteps) subSteps = e.steps;
+    if (c.personality === 'llamacpp') {
+      // One iteration, its ubatches one forward pass each (sub-steps are vLLM V0's).
+      subSteps = 0;
+      totalS += this.ubatchesTime(scheduled, window);
+      for (const { seq, tokens: n } of scheduled) {
+        tokens += n;
+        if (seq.computed >= seq.input.promptTokens && n === 1) decodes++;
+        else prefillTokens += n;
+      }
+      this.counters.steps++;
+    }
     for (let i = 0; i < subSteps; i++) {
       let stepTokens = 0;
       let sampledRows = 0;
@@ -411,6 +495,7 @@ export class EngineModel {
           seq.done = true;
           seq.finishedNs = endNs;
           this.releaseBlocks(seq);
+          this.releaseSlot(seq);
           finished++;
         }
         seq.listener.onToken(endNs, index, last);
@@ -426,6 +511,115 @@ export class EngineModel {
       sequences: scheduled.length,
       preempted: batch.preempted,
     };
+  }
+
+  /**
+   * llama-server's iteration (server-context.cpp): each ready request takes the least recently
+   * released idle slot (get_available_slot's LRU: the last of equals; prompts are never similar
+   * enough to pick by cached prefix); then update_slots batches one token for every generating
+   * slot and prompt tokens of the others, slot by slot in slot order, up to n_batch in all. The
+   * KV never runs short with a stream per slot; a shared buffer that fills up fails every
+   * running request in llama.cpp ("Context size has been exceeded"), which is not modelled
+   * (the sequence takes what cells are left).
+   */
+  private scheduleSlots(batch: Batch, startNs: number): void {
+    const c = this.config;
+    while (this.waitingHead < this.waiting.length && this.running.length < c.maxNumSeqs) {
+      const seq = this.waiting[this.waitingHead];
+      if (seq.readyNs > startNs) break;
+      this.waitingHead++;
+      seq.slot = this.takeSlot(seq);
+      if (seq.scheduledNs === undefined) {
+        seq.scheduledNs = startNs;
+        seq.listener.onScheduled?.(startNs);
+      }
+      // Running stays in slot order, the order update_slots visits the slots in.
+      let at = this.running.length;
+      while (at > 0 && this.running[at - 1].slot > seq.slot) at--;
+      this.running.splice(at, 0, seq);
+    }
+    if (this.waitingHead > 1024 && this.waitingHead * 2 > this.waiting.length) {
+      this.waiting.splice(0, this.waitingHead);
+      this.waitingHead = 0;
+    }
+    const isDecode = (seq: Sequence) => seq.generated > 0 && seq.knownTokens - seq.computed === 1;
+    for (const seq of this.running) if (isDecode(seq)) this.scheduleCells(batch, seq, 1);
+    for (const seq of this.running) {
+      if (batch.budget <= 0) break;
+      if (isDecode(seq)) continue;
+      this.scheduleCells(batch, seq, Math.min(seq.knownTokens - seq.computed, batch.budget));
+    }
+  }
+
+  /** Puts `tokens` of a sequence in the batch, with KV cells for them. */
+  private scheduleCells(batch: Batch, seq: Sequence, tokens: number): void {
+    const blocks = Math.min(
+      this.blocksFor(seq.computed + tokens) - this.heldBlocks(seq),
+      this.pool.available(),
+    );
+    this.pool.allocate(blocks);
+    seq.ownBlocks += Math.max(0, blocks);
+    batch.scheduled.push({ seq, tokens, steps: 1 });
+    batch.budget -= tokens;
+  }
+
+  private takeSlot(seq: Sequence): number {
+    let best = -1;
+    for (let i = 0; i < this.slotHolder.length; i++) {
+      if (this.slotHolder[i] !== undefined) continue;
+      if (best < 0 || this.slotReleasedNs[i] <= this.slotReleasedNs[best]) best = i;
+    }
+    this.slotHolder[best] = seq;
+    return best;
+  }
+
+  private releaseSlot(seq: Sequence): void {
+    if (seq.slot < 0) return;
+    this.slotHolder[seq.slot] = undefined;
+    this.slotReleasedNs[seq.slot] = this.now;
+    seq.slot = -1;
+  }
+
+  /**
+   * One llama-server iteration's time: its batch cut into ubatches as llama.cpp cuts it
+   * (llamacppBatch.ts), each a forward pass timed by the roofline over the tokens it holds. A
+   * sequence split over ubatches attends to its earlier part in the later ones; only the ubatch
+   * with a sequence's last token samples it.
+   */
+  private ubatchesTime(scheduled: readonly Scheduled[], window: number): number {
+    const c = this.config;
+    const entries: BatchEntry[] = scheduled.map((e) => ({ slot: e.seq.slot, tokens: e.tokens }));
+    const ubatches = planUbatches(entries, {
+      nBatch: c.maxNumBatchedTokens,
+      nUbatch: c.ubatchSize ?? LLAMACPP.nUbatch,
+      unified: c.kvUnified ?? true,
+    });
+    const done = new Array<number>(scheduled.length).fill(0);
+    let totalS = 0;
+    for (const ubatch of ubatches) {
+      let stepTokens = 0;
+      let sampledRows = 0;
+      let attentionPairs = 0;
+      let kvTokensTouched = 0;
+      for (const { entry, tokens: n } of ubatch) {
+        const { seq } = scheduled[entry];
+        const computed = seq.computed + done[entry];
+        done[entry] += n;
+        stepTokens += n;
+        const context = Math.min(computed, window);
+        attentionPairs += n * context + (n * n) / 2;
+        kvTokensTouched += context + n;
+        if (computed + n >= seq.knownTokens) sampledRows++;
+      }
+      totalS += this.cost.stepTime({
+        tokens: stepTokens,
+        sampledRows,
+        sequences: ubatch.length,
+        attentionPairs,
+        kvTokensTouched,
+      }).totalS;
+    }
+    return totalS;
   }
 
   /** Prefill and decode run in separate steps (vLLM V0 without chunked prefill, SGLang). */
@@ -654,6 +848,7 @@ export class EngineModel {
 
   private preempt(seq: Sequence): void {
     this.releaseBlocks(seq);
+    this.releaseSlot(seq);
     seq.computed = 0;
     seq.preemptions++;
     this.counters.preemptions++;

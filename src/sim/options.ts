@@ -294,6 +294,49 @@ export const ENGINE_FLAGS: readonly FlagSpec[] = [
     help: 'trtllm: split long contexts over steps (default: whole contexts)',
     native: { personalities: ['trtllm'], sets: 'chunkedPrefill' },
   },
+  {
+    flag: '--parallel <n>',
+    key: 'parallel',
+    kind: 'number',
+    integer: true,
+    min: 1,
+    help: 'llamacpp: server slots, each a sequence (default: 4 sharing one KV buffer)',
+    native: { personalities: ['llamacpp'], sets: 'maxNumSeqs' },
+  },
+  {
+    flag: '--ctx-size <n>',
+    key: 'ctxSize',
+    kind: 'number',
+    integer: true,
+    min: 1,
+    help: "llamacpp: KV cells in all, split evenly over the slots (default: the model's context)",
+    native: { personalities: ['llamacpp'], sets: 'ctxTokens' },
+  },
+  {
+    flag: '--batch-size <n>',
+    key: 'batchSize',
+    kind: 'number',
+    integer: true,
+    min: 1,
+    help: 'llamacpp: tokens per iteration, n_batch (default: 2048)',
+    native: { personalities: ['llamacpp'], sets: 'maxNumBatchedTokens' },
+  },
+  {
+    flag: '--ubatch-size <n>',
+    key: 'ubatchSize',
+    kind: 'number',
+    integer: true,
+    min: 1,
+    help: 'llamacpp: tokens per forward pass, n_ubatch (default: 512)',
+    native: { personalities: ['llamacpp'], sets: 'ubatchSize' },
+  },
+  {
+    flag: '--kv-unified',
+    key: 'kvUnified',
+    kind: 'boolean',
+    help: 'llamacpp: one KV buffer for all slots (default: on without --parallel, else one per slot)',
+    native: { personalities: ['llamacpp'], sets: 'kvUnified' },
+  },
 ];
 
 /**
@@ -346,6 +389,12 @@ export interface SimEngineSettings {
   maxBatchSize?: number;
   maxNumTokens?: number;
   enableChunkedContext?: boolean;
+  /** llamacpp */
+  parallel?: number;
+  ctxSize?: number;
+  batchSize?: number;
+  ubatchSize?: number;
+  kvUnified?: boolean;
 }
 
 /** The entries of `from` named in `keys` that are set. */
@@ -607,6 +656,10 @@ export function resolveEngine(given: SimEngineSettings): {
       'chunkedPrefill',
       'numSchedulerSteps',
       'numGpuBlocksOverride',
+      // llamacpp's own (set through its native flags only)
+      'ctxTokens',
+      'ubatchSize',
+      'kvUnified',
     ]),
     ...(s.enablePrefixCaching === true ? { prefixCaching: true } : {}),
     ...(numbers.nonKvOverheadGb !== undefined

@@ -9,7 +9,8 @@ import type { Efficiency } from './roofline.js';
  */
 // TGI is not among them: its router's batching (waiting_served_ratio, max_waiting_tokens) and
 // its memory rule are not modelled, and a TGI point run as vLLM misses its TTFT by 50-80 %.
-export const PERSONALITY_IDS = ['vllm-v1', 'vllm-v0', 'sglang', 'trtllm'] as const;
+// `llamacpp` is llama.cpp's llama-server on its CPU backend (docs/llamacpp-personality.md).
+export const PERSONALITY_IDS = ['vllm-v1', 'vllm-v0', 'sglang', 'trtllm', 'llamacpp'] as const;
 export type PersonalityId = (typeof PERSONALITY_IDS)[number];
 export const DEFAULT_PERSONALITY: PersonalityId = 'vllm-v1';
 
@@ -103,6 +104,21 @@ export function personalityDefaults(
         prefixCaching: false,
       };
     }
+    case 'llamacpp': {
+      // llama-server (LLAMACPP, below): with no --parallel, 4 slots; n_batch 2048 tokens per
+      // iteration, never above n_ctx; no paging, so one cell per token (block 1); prompts are
+      // processed n_batch tokens at a time beside the slots' decodes (continuous batching on);
+      // the KV buffer is the whole n_ctx, not a share of memory. Its per-slot prompt cache
+      // (cache_prompt) keeps a slot's last prompt; not modelled (replayed prompts share nothing).
+      return {
+        gpuMemoryUtilization: 1,
+        blockSize: 1,
+        maxNumSeqs: LLAMACPP.autoParallel,
+        maxNumBatchedTokens: LLAMACPP.nBatch,
+        chunkedPrefill: true,
+        prefixCaching: false,
+      };
+    }
     default: {
       // vLLM V1 (`vllmDefaults`): gpu_memory_utilization 0.9, block 16, chunked prefill on;
       // without chunking the budget must hold max_model_len. V1 turns prefix caching on by
@@ -121,6 +137,42 @@ export function personalityDefaults(
       };
     }
   }
+}
+
+/**
+ * llama.cpp's llama-server, as built by the tests (node-llama-cpp 3.21.1's bundle: llama.cpp
+ * commit 80fb11ac73e66d89eae2c6a91d8a77428fa733ed, `llama-server --version` 0.4.0-dev); paths are
+ * in that tree.
+ * - `common/common.h` `common_params`: n_ctx 0 (the model's training context), n_batch 2048
+ *   ("logical batch size for prompt processing"), n_ubatch 512 ("physical batch size"),
+ *   cache_type_k/v F16.
+ * - `common/arg.cpp` `common_params_parser_init`: the server's n_parallel is -1 (auto), and
+ *   `tools/server/server.cpp` turns auto into 4 slots with kv_unified = true; a --parallel given
+ *   keeps kv_unified false (`common.h`) unless --kv-unified is given too.
+ * - `src/llama-context.cpp` (constructor): n_ctx is padded up to a multiple of 256; without a
+ *   unified cache each sequence gets n_ctx_seq = pad256(n_ctx / n_seq_max) and n_ctx becomes
+ *   n_ctx_seq x n_seq_max; with one, every sequence may use the whole n_ctx. n_batch =
+ *   min(n_ctx, n_batch), n_ubatch = min(n_batch, n_ubatch).
+ */
+export const LLAMACPP = {
+  nBatch: 2048,
+  nUbatch: 512,
+  autoParallel: 4,
+  ctxPad: 256,
+} as const;
+
+/** The slots' context: the padded n_ctx and each slot's share (llama-context.cpp). */
+export function llamacppContext(s: { ctxSize: number; slots: number; kvUnified: boolean }): {
+  /** The KV buffer's cells (tokens), after padding. */
+  ctxTokens: number;
+  /** What one slot may hold: a request's prompt must be shorter, prompt + output no longer. */
+  slotTokens: number;
+} {
+  const pad = (n: number) => Math.ceil(n / LLAMACPP.ctxPad) * LLAMACPP.ctxPad;
+  const ctx = pad(s.ctxSize);
+  if (s.kvUnified) return { ctxTokens: ctx, slotTokens: ctx };
+  const slot = pad(Math.floor(ctx / s.slots));
+  return { ctxTokens: slot * s.slots, slotTokens: slot };
 }
 
 /**
@@ -176,7 +228,32 @@ export function personalityEfficiency(id: PersonalityId): Partial<Efficiency> {
       // (mean TTFT 23 ms at 2 req/s), and the share of the fp8 peak its fp8 GEMMs reach, 0.75,
       // from trt014-l31-8b-h100-fp8-tp1-128-128 (26,933 output tok/s offline).
       return { frontendLatencyS: 4.5e-3, mfuMax8: 0.75 };
+    case 'llamacpp':
+      return LLAMACPP_EFFICIENCY;
     default:
       return {};
   }
 }
+
+/**
+ * llama.cpp's CPU backend over DEFAULT_EFFICIENCY. ggml multiplies a one-row batch with its
+ * vector-dot GEMV (`ggml/src/ggml-cpu/llamafile/sgemm.cpp` llamafile_sgemm: "only enable sgemm
+ * for prompt processing", n < 2 falls back), which streams the weights at memory speed: the
+ * engine runs one-token steps with no small-GEMM ramp (StepCostModel's `singleRowGemv`). From two
+ * rows on, tinyBLAS tiles of at most 4 x 4 (`tinyBLAS_Q0_AVX::mnpack`) take a fixed cost per
+ * pass over the weights and then a cost per token: t(T) = b (T + h), the roofline's ramp
+ * mfu(T) = mfuMax T / (T + h) with h = `mfuHalfTokens`.
+ * h is MEASURED, not derived: prompt-processing steps of 2 to 511 tokens on one thread of an AMD
+ * EPYC (Zen 5, family 26) read t(T) ~ 20 ms + 3.1 ms x T (bench/llama-calibration.ts --steps
+ * prints them; docs/llamacpp-personality.md), h = 20 / 3.1 ~ 6; calibrate fits b (the share
+ * `--mfu-8bit`) and keeps h.
+ * The front end and step costs are starting points for calibrate, not sources: llama-server
+ * answers in C++ on its own HTTP threads, and this repository's llama-server test reads TTFT
+ * within a few ms of the server's prompt_ms (test/integration/llama-server.test.ts).
+ */
+const LLAMACPP_EFFICIENCY: Partial<Efficiency> = {
+  mfuHalfTokens: 6,
+  frontendLatencyS: 3e-3,
+  stepOverheadS: 0.5e-3,
+  perSeqOverheadS: 50e-6,
+};
