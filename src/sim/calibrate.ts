@@ -486,7 +486,12 @@ function identifiabilityProblems(
     columns[0].map(() => 0),
     w,
   );
-  const inverse = invert(a);
+  // A singular matrix (fewer informative values than keys) still tells which keys are pinned:
+  // with a vanishing ridge, an undetermined direction's variance is huge and a determined key's
+  // stays small, so each key is judged on its own rather than all refused together.
+  const ridge = 1e-9 * Math.max(1e-12, ...a.map((row, i) => row[i]));
+  const inverse =
+    invert(a) ?? invert(a.map((row, i) => row.map((x, j) => (i === j ? x + ridge : x))));
   if (!inverse) {
     return keys.map((key) => ({
       key,
