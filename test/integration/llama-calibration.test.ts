@@ -1,0 +1,189 @@
+import assert from 'node:assert/strict';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { CalibrationRefused } from '../../src/sim/calibrate.js';
+import type { CalibrationFile, PointMetrics } from '../../src/sim/calibrationFile.js';
+import { ensureLlamaServer } from '../../tools/llama/build.js';
+import {
+  calibrateLlama,
+  engineFlags,
+  FIT_LOADS,
+  HELD_OUT_LOADS,
+  measureLoad,
+  type Prediction,
+  predictFromCalibration,
+  serverOptions,
+  writeCpuSpec,
+  writeLlamaModelConfig,
+} from '../../tools/llama/calibration.js';
+import { type RunningLlamaServer, startLlamaServer } from '../../tools/llama/server.js';
+import { runAlone } from '../helpers/alone.js';
+import { tempDir } from '../helpers/cli.js';
+import { testLlamaModel } from '../helpers/llama.js';
+
+/**
+ * Issue 30's proof against a real engine: llama.cpp's llama-server (the tests' 125M-parameter
+ * q8_0 model, one compute thread, four slots sharing a 4096-cell KV buffer) is measured with
+ * infergauge's library at three loads (decode at concurrency 1 and 4, a 384-token prefill probe),
+ * each into a results directory; `calibrate` fits the llamacpp personality, on this machine's CPU
+ * described as a device (tools/llama/cpu-spec.ts: /proc/cpuinfo and a memcpy measurement), to
+ * them; calibration.json then predicts two loads it never saw, each replayed with its own
+ * requests: concurrency 2, and a 768-token prompt (two ubatches, twice the probe).
+ *
+ * TOLERANCES, stated before any run, for a 2-core machine that may be running a CPU-bound job
+ * beside this one (llama-server's one thread then shares a core, and its pace moves by 20-30 %
+ * between the fit's runs and the held-out ones):
+ * - each held-out load: TPOT and output throughput within 35 %, median TTFT within 40 %;
+ * - leave-one-out over the fit's three loads: median |error| within the same bounds.
+ * The fit and the prediction are judged together: when a round misses, the whole round (server,
+ * measurements, fit) is done again, once; a model that is wrong misses both times, a disturbance
+ * does not last. The figures on a quiet machine, over repeated rounds, and against the issue's
+ * targets (leave-one-out median <= 10 % TPOT and throughput, <= 20 % TTFT) are
+ * bench/llama-calibration.ts's; docs/llamacpp-personality.md records them.
+ */
+const TOLERANCE: PointMetrics = { ttftMs: 0.4, tpotMs: 0.35, outputTokPerS: 0.35 };
+const ROUNDS = 2;
+
+// A real engine's pace on a 2-core machine is the machine's: run after the other files.
+await runAlone(import.meta.url);
+
+const KEYS = ['ttftMs', 'tpotMs', 'outputTokPerS'] as const;
+const pct = (x: number) => `${x >= 0 ? '+' : ''}${(x * 100).toFixed(1)}%`;
+const medianAbs = (xs: number[]) => {
+  const v = xs.map(Math.abs).sort((a, b) => a - b);
+  const m = v.length >> 1;
+  return v.length % 2 ? v[m] : (v[m - 1] + v[m]) / 2;
+};
+
+interface Round {
+  file: CalibrationFile;
+  predictions: Prediction[];
+  looMedian: PointMetrics;
+  /** What missed its tolerance, one line each. */
+  misses: string[];
+  seconds: number;
+}
+
+describe('calibrating the llamacpp personality against llama-server (real engine, CPU)', {
+  timeout: 20 * 60_000,
+}, () => {
+  const dir = tempDir('ig-llama-calibration-');
+  let binary: string;
+  let modelPath: string;
+  let configPath: string;
+  let cpuPath: string;
+  let server: RunningLlamaServer | undefined;
+  const rounds: Round[] = [];
+
+  async function round(n: number): Promise<Round> {
+    const started = performance.now();
+    const roundDir = join(dir, `round-${n}`);
+    server = await startLlamaServer(serverOptions(binary, modelPath));
+    let seed = 1000 * (n + 1);
+    const fitDirs: string[] = [];
+    const heldDirs: string[] = [];
+    try {
+      for (const load of FIT_LOADS)
+        fitDirs.push(await measureLoad(server.url, load, roundDir, seed++));
+      for (const load of HELD_OUT_LOADS) {
+        heldDirs.push(await measureLoad(server.url, load, roundDir, seed++));
+      }
+    } finally {
+      await server.stop();
+      server = undefined;
+    }
+    const { file } = await calibrateLlama(fitDirs, configPath, cpuPath);
+    const calibration = join(roundDir, 'calibration.json');
+    writeFileSync(calibration, JSON.stringify(file));
+    const predictions: Prediction[] = [];
+    for (const [i, load] of HELD_OUT_LOADS.entries()) {
+      predictions.push(await predictFromCalibration(calibration, heldDirs[i], load));
+    }
+    const loo = file.points.map((p) => p.leaveOneOut?.error as PointMetrics);
+    const looMedian = Object.fromEntries(
+      KEYS.map((k) => [k, medianAbs(loo.map((e) => e[k]))]),
+    ) as unknown as PointMetrics;
+    const misses: string[] = [];
+    for (const p of predictions) {
+      for (const k of KEYS) {
+        if (!(Math.abs(p.error[k]) <= TOLERANCE[k])) {
+          misses.push(
+            `${p.name} ${k}: predicted ${p.predicted[k].toFixed(2)}, measured ${p.measured[k].toFixed(2)} (${pct(p.error[k])}, tolerance ${TOLERANCE[k] * 100} %)`,
+          );
+        }
+      }
+    }
+    for (const k of KEYS) {
+      if (!(looMedian[k] <= TOLERANCE[k])) {
+        misses.push(`leave-one-out median ${k} ${pct(looMedian[k])}`);
+      }
+    }
+    return { file, predictions, looMedian, misses, seconds: (performance.now() - started) / 1000 };
+  }
+
+  before(async () => {
+    [binary, modelPath] = await Promise.all([ensureLlamaServer(), testLlamaModel()]);
+    configPath = writeLlamaModelConfig(join(dir, 'config.json'));
+    cpuPath = await writeCpuSpec(join(dir, 'cpu.yaml'));
+    for (let n = 0; n < ROUNDS; n++) {
+      const r = await round(n);
+      rounds.push(r);
+      if (r.misses.length === 0) break;
+    }
+  });
+  after(async () => {
+    await server?.stop();
+  });
+
+  test('calibrate fits the share of bandwidth and of the matmul peak, and predicts each fit load from the others', (t) => {
+    const last = rounds[rounds.length - 1];
+    const fitted = last.file.fitted;
+    for (const r of rounds) {
+      t.diagnostic(
+        `round of ${r.seconds.toFixed(1)} s: mbu ${r.file.fitted.mbu?.value.toFixed(3)}, mfu-8bit ${r.file.fitted.mfu8bit?.value.toFixed(3)}; leave-one-out median TTFT ${pct(r.looMedian.ttftMs)}, TPOT ${pct(r.looMedian.tpotMs)}, throughput ${pct(r.looMedian.outputTokPerS)}; ${r.misses.length ? `missed: ${r.misses.join('; ')}` : 'all within tolerance'}`,
+      );
+    }
+    assert.equal(last.file.engine.personality, 'llamacpp');
+    assert.ok(last.file.engine.args.includes('--kv-unified'));
+    const mbu = fitted.mbu?.value as number;
+    const mfu = fitted.mfu8bit?.value as number;
+    assert.ok(mbu > 0.05 && mbu < 1, `mbu ${mbu}`);
+    assert.ok(mfu > 0.01 && mfu < 1, `mfu-8bit ${mfu}`);
+    assert.equal(last.file.points.length, FIT_LOADS.length);
+    assert.ok(last.file.points.every((p) => p.leaveOneOut !== undefined));
+    for (const k of KEYS) {
+      assert.ok(
+        last.looMedian[k] <= TOLERANCE[k],
+        `leave-one-out median ${k} ${pct(last.looMedian[k])} beyond ${TOLERANCE[k] * 100} % in every round: ${rounds.map((r) => r.misses.join('; ')).join(' | ')}`,
+      );
+    }
+  });
+
+  test('calibration.json predicts concurrency 2 and a 768-token prompt it never saw', (t) => {
+    const last = rounds[rounds.length - 1];
+    for (const p of last.predictions) {
+      t.diagnostic(
+        `${p.name}: measured TTFT ${p.measured.ttftMs.toFixed(1)} ms, TPOT ${p.measured.tpotMs.toFixed(2)} ms, ${p.measured.outputTokPerS.toFixed(1)} tok/s; predicted ${pct(p.error.ttftMs)}, ${pct(p.error.tpotMs)}, ${pct(p.error.outputTokPerS)}`,
+      );
+      for (const k of KEYS) {
+        assert.ok(
+          Math.abs(p.error[k]) <= TOLERANCE[k],
+          `${p.name} ${k} missed in every round: ${rounds.map((r) => r.misses.join('; ')).join(' | ')}`,
+        );
+      }
+    }
+  });
+
+  test('asked to fit everything, calibrate refuses what one CPU model at these loads cannot tell apart, naming what to measure', async () => {
+    const fitDirs = FIT_LOADS.map((l) => join(dir, `round-${rounds.length - 1}`, l.name));
+    const { calibrate } = await import('../../src/session/calibrate.js');
+    await assert.rejects(
+      calibrate(fitDirs, { flags: engineFlags(configPath, cpuPath) }),
+      (err: unknown) =>
+        err instanceof CalibrationRefused &&
+        err.keys.includes('stepOverheadMs') &&
+        /--step-overhead-ms cannot be fitted .*measure/.test(err.message),
+    );
+  });
+});

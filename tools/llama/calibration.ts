@@ -1,0 +1,203 @@
+/**
+ * The proof of issue 30 against a real engine, shared by test/integration/llama-calibration.test.ts
+ * and bench/llama-calibration.ts: measure llama-server (the tests' 125M q8_0 model, one compute
+ * thread) at a few loads with infergauge's library, each into a results directory; calibrate the
+ * llamacpp personality on this machine's CPU description from some of them; predict the others.
+ */
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { LoadSpec } from '../../src/load.js';
+import { cpuSpecFile } from '../../src/memory/cpu.js';
+import { parseRunPlan } from '../../src/plan/runPlan.js';
+import type { RequestRecord } from '../../src/record.js';
+import { readRecords } from '../../src/results/jsonl.js';
+import { resultPath } from '../../src/results/layout.js';
+import { type CalibrationResult, calibrate } from '../../src/session/calibrate.js';
+import { benchmark } from '../../src/session/run.js';
+import {
+  type CalibrationPoint,
+  pointFromRecords,
+  relativeErrors,
+  replayPoint,
+} from '../../src/sim/calibrate.js';
+import type { PointMetrics } from '../../src/sim/calibrationFile.js';
+import { resolveEngine } from '../../src/sim/options.js';
+import { localCpu } from './cpu-spec.js';
+import { buildVocabulary, LLAMA_PRESETS, type LlamaPreset } from './model.js';
+
+/** One measured load: closed loop at `concurrency`, fixed lengths (in words = tokens). */
+export interface LlamaLoad {
+  name: string;
+  concurrency: number;
+  requests: number;
+  warmup: number;
+  inputTokens: number;
+  outputTokens: number;
+}
+
+/**
+ * The fit's loads: decode at one and at four slots (bandwidth, the small-batch GEMM, the
+ * per-sequence cost), and a prefill probe (the cores' matmul rate, the front end). Sized for a
+ * 2-core machine at one compute thread: about 15 s in all.
+ */
+export const FIT_LOADS: readonly LlamaLoad[] = [
+  { name: 'decode-c1', concurrency: 1, requests: 4, warmup: 1, inputTokens: 16, outputTokens: 64 },
+  { name: 'decode-c4', concurrency: 4, requests: 8, warmup: 0, inputTokens: 16, outputTokens: 48 },
+  { name: 'prefill', concurrency: 1, requests: 3, warmup: 0, inputTokens: 384, outputTokens: 8 },
+];
+
+/** Held out: another concurrency, and a prompt twice the probe's (two ubatches of 512). */
+export const HELD_OUT_LOADS: readonly LlamaLoad[] = [
+  { name: 'decode-c2', concurrency: 2, requests: 6, warmup: 0, inputTokens: 16, outputTokens: 48 },
+  {
+    name: 'long-prompt',
+    concurrency: 1,
+    requests: 2,
+    warmup: 0,
+    inputTokens: 768,
+    outputTokens: 16,
+  },
+];
+
+/**
+ * llama-server's settings, as the engine flags name them (`--parallel`, `--ctx-size`,
+ * `--kv-unified`): four slots sharing one KV buffer of 4096 cells, as llama-server runs with no
+ * --parallel. With a stream per slot (--parallel alone) two requests in slots 0 and 2 decode as
+ * two one-token passes and in slots 2 and 3 as one two-token pass (llamacppBatch.ts): 12.5 and
+ * 23 ms per token here, decided by which slots earlier runs left least recently used, which a
+ * replay of one run cannot know. The shared buffer batches them alike whatever the slots.
+ */
+export const SERVER = { parallel: 4, ctxSize: 4096, threads: 1, kvUnified: true } as const;
+
+/** startLlamaServer's options for SERVER. */
+export const serverOptions = (binary: string, modelPath: string) => ({
+  binary,
+  modelPath,
+  parallel: SERVER.parallel,
+  ctxSize: SERVER.ctxSize,
+  threads: SERVER.threads,
+  extraArgs: SERVER.kvUnified ? ['--kv-unified'] : [],
+});
+
+/** A Hugging Face config.json of a generated llama model's shape, for `--model`. */
+export function writeLlamaModelConfig(path: string, preset: LlamaPreset = '125m'): string {
+  const h = LLAMA_PRESETS[preset].hparams;
+  const config = {
+    architectures: ['LlamaForCausalLM'],
+    model_type: 'llama',
+    hidden_size: h.embeddingLength,
+    intermediate_size: h.feedForwardLength,
+    num_hidden_layers: h.blockCount,
+    num_attention_heads: h.headCount,
+    num_key_value_heads: h.headCountKv,
+    vocab_size: buildVocabulary().tokens.length,
+    max_position_embeddings: h.contextLength,
+    tie_word_embeddings: false,
+  };
+  writeFileSync(path, `${JSON.stringify(config, null, 2)}\n`);
+  return path;
+}
+
+/** This machine's CPU (one thread per llama-server compute thread) as a --gpu-spec file. */
+export async function writeCpuSpec(path: string, threads: number = SERVER.threads) {
+  writeFileSync(path, cpuSpecFile(await localCpu(threads)));
+  return path;
+}
+
+/**
+ * Measures one load against the server into `dir`, as `infergauge run --url ... --out dir`
+ * would. Each load gets its own seed, so no prompt repeats one another load sent (llama.cpp would
+ * find it in a slot's prompt cache).
+ */
+export async function measureLoad(
+  url: string,
+  load: LlamaLoad,
+  dir: string,
+  seed: number,
+): Promise<string> {
+  const plan = parseRunPlan({
+    url,
+    model: 'm',
+    endpoint: 'completions',
+    concurrency: load.concurrency,
+    requests: load.requests,
+    warmup: load.warmup,
+    inputTokens: load.inputTokens,
+    outputTokens: load.outputTokens,
+    ignoreEos: true,
+    seed,
+    serverMetrics: false,
+    out: join(dir, load.name),
+  });
+  const { results } = await benchmark(plan);
+  const failed = results[0]?.summary.requests.failed ?? 0;
+  if (failed > 0) throw new Error(`${load.name}: ${failed} request(s) failed`);
+  return results[0]?.dir ?? join(dir, load.name);
+}
+
+/** The engine flags of the served engine, for calibrate (strings, as the command line gives). */
+export function engineFlags(configPath: string, cpuSpecPath: string): Record<string, unknown> {
+  return {
+    model: configPath,
+    gpuSpec: cpuSpecPath,
+    enginePersonality: 'llamacpp',
+    // GGUF Q8_0: 8-bit weights (8.5 bits with the block scales; the fitted share absorbs it).
+    dtype: 'int8',
+    parallel: String(SERVER.parallel),
+    ctxSize: String(SERVER.ctxSize),
+    ...(SERVER.kvUnified ? { kvUnified: true } : {}),
+  };
+}
+
+/**
+ * What the fit's loads identify: the share of bandwidth (decode at one slot), the share of the
+ * matmul peak (the probe and four slots) and the front end (TTFT at one slot). The fixed step
+ * and per-sequence costs are held at the personality's: every step of these loads reads the
+ * same weights, so a fixed cost per step moves the decode time as the bandwidth does (calibrate
+ * refuses them, correlation 1.00).
+ */
+export const FIT = 'mbu,mfu-8bit';
+
+export function calibrateLlama(
+  dirs: readonly string[],
+  configPath: string,
+  cpuSpecPath: string,
+): Promise<CalibrationResult> {
+  return calibrate(dirs, { flags: engineFlags(configPath, cpuSpecPath), fit: FIT });
+}
+
+/** A results directory as a calibration point (its records and load). */
+export async function readPoint(dir: string, load: LlamaLoad): Promise<CalibrationPoint> {
+  const records: RequestRecord[] = [];
+  for await (const r of readRecords(resultPath(dir, 'records'))) records.push(r);
+  const spec: LoadSpec = { mode: 'closed', concurrency: load.concurrency };
+  return pointFromRecords(load.name, spec, records);
+}
+
+export interface Prediction {
+  name: string;
+  measured: PointMetrics;
+  predicted: PointMetrics;
+  error: PointMetrics;
+}
+
+/**
+ * A held-out run predicted from calibration.json, as `--calibration` applies it: the calibrated
+ * engine replays the run's own requests under its load.
+ */
+export async function predictFromCalibration(
+  calibrationPath: string,
+  dir: string,
+  load: LlamaLoad,
+): Promise<Prediction> {
+  const engine = resolveEngine({ calibration: calibrationPath });
+  if (!engine.engine) throw new Error(engine.problems.join('; '));
+  const point = await readPoint(dir, load);
+  const predicted = replayPoint(engine.engine, point);
+  return {
+    name: load.name,
+    measured: point.measured,
+    predicted,
+    error: relativeErrors(predicted, point.measured),
+  };
+}
