@@ -243,10 +243,13 @@ export function personalityEfficiency(id: PersonalityId): Partial<Efficiency> {
  * rows on, tinyBLAS tiles of at most 4 x 4 (`tinyBLAS_Q0_AVX::mnpack`) take a fixed cost per
  * pass over the weights and then a cost per token: t(T) = b (T + h), the roofline's ramp
  * mfu(T) = mfuMax T / (T + h) with h = `mfuHalfTokens`.
- * h is MEASURED, not derived: prompt-processing steps of 2 to 511 tokens on one thread of an AMD
- * EPYC (Zen 5, family 26) read t(T) ~ 20 ms + 3.1 ms x T (bench/llama-calibration.ts --steps
- * prints them; docs/llamacpp-personality.md), h = 20 / 3.1 ~ 6; calibrate fits b (the share
- * `--mfu-8bit`) and keeps h.
+ * h is MEASURED, not derived: `bench/llama-calibration.ts --steps` times llama-server's prompt
+ * processing (its own prompt_ms) for one prompt of 2 to 511 tokens on one thread of an AMD EPYC
+ * (Zen 5, family 26, 2.1 GHz) and fits t = a + b T through 2 to 256 tokens: three runs read h =
+ * a / b = 5.1, 9.5 and 6.0 (b 2.25-2.48 ms per token, a 13-21 ms; docs/llamacpp-personality.md);
+ * 6 is their median. calibrate fits b (the share `--mfu-8bit`) and keeps h. Attention keeps the
+ * default share of the 16-bit (here fp32) peak, 0.65, under the same ramp: read through it, the
+ * decode time's growth with context gave 0.22, 1.10 and 0.51 in those runs.
  * The front end and step costs are starting points for calibrate, not sources: llama-server
  * answers in C++ on its own HTTP threads, and this repository's llama-server test reads TTFT
  * within a few ms of the server's prompt_ms (test/integration/llama-server.test.ts).
