@@ -7,7 +7,8 @@ import { GPU_FAMILIES, type GpuSpec, INTERCONNECT_KINDS, type Interconnect } fro
  * `--gpu-spec FILE`: a GPU the presets lack, in YAML or JSON, in the units datasheets use.
  *
  *   name: RTX 6000 Ada
- *   family: ada              # optional: ampere, ada, hopper, blackwell, cdna3
+ *   family: ada              # optional: ampere, ada, hopper, blackwell, cdna3; cpu for a host
+ *                            # CPU (tools/llama/cpu-spec.ts writes one, memory/cpu.ts)
  *   memoryGiB: 47.99         # or memoryGB (decimal); the device-reported total if known
  *   bandwidthTBps: 0.96
  *   peakTflops: { bf16: 364.2, fp8: 728.5 }   # dense, no sparsity
