@@ -3,7 +3,8 @@
  *
  *   node --import tsx tools/llama/cpu-spec.ts --threads 1 [--out cpu.yaml]
  *
- * The clock, core count, instruction set and memory come from /proc/cpuinfo and /proc/meminfo;
+ * The clock, core count, instruction set and memory come from /proc/cpuinfo and /proc/meminfo
+ * (the clock from cpufreq's highest where, as on Arm, cpuinfo gives none);
  * the memory bandwidth is measured: `threads` workers each copy a 128 MiB buffer into another
  * (Buffer.copy is libc's memmove, the same vector loads and streaming stores as any tuned copy),
  * five times, and the best round's bytes read + written per second is the figure (about 0.3 s).
@@ -69,13 +70,26 @@ export async function localCpu(threads: number): Promise<CpuDescription> {
     readFileSync('/proc/cpuinfo', 'utf8'),
     readFileSync('/proc/meminfo', 'utf8'),
   );
-  if (!Number.isFinite(info.mhz)) {
-    throw new Error('/proc/cpuinfo gives no "cpu MHz": describe this CPU by hand (--gpu-spec)');
+  // Arm kernels list no "cpu MHz": cpufreq's highest clock then (kHz).
+  let mhz = info.mhz;
+  if (!Number.isFinite(mhz)) {
+    try {
+      mhz =
+        Number(readFileSync('/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq', 'utf8')) /
+        1000;
+    } catch {
+      // neither: refused below
+    }
+  }
+  if (!(mhz > 0)) {
+    throw new Error(
+      'neither /proc/cpuinfo ("cpu MHz") nor cpufreq gives the clock: describe this CPU by hand (--gpu-spec)',
+    );
   }
   return {
     name: info.name,
     threads,
-    ghz: info.mhz / 1000,
+    ghz: mhz / 1000,
     flags: info.flags,
     memoryBytes: info.memoryBytes,
     bandwidthBytesPerS: await measureCopyBandwidth(threads),
