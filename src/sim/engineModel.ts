@@ -300,6 +300,12 @@ export class EngineModel {
           `the llamacpp personality models one llama-server on one device; --tp ${c.tp} is not modelled (llama.cpp splits layers across devices, not tensors): use --tp 1, and --dp for several servers`,
         );
       }
+      if (c.prefixCaching) {
+        // llama.cpp reuses a slot's own last prompt (cache_prompt), not vLLM's shared blocks.
+        throw new Error(
+          "the llamacpp personality does not model llama.cpp's prompt cache (each slot keeps its last prompt): leave out --enable-prefix-caching",
+        );
+      }
       for (let i = 0; i < c.maxNumSeqs; i++) {
         this.slotHolder.push(undefined);
         this.slotReleasedNs.push(-1);

@@ -160,6 +160,10 @@ describe('llamacpp personality: defaults and the slots', () => {
     );
     assert.doesNotThrow(() => new EngineModel(engine({ gpu: tiny, ctxTokens: 4096 })));
     assert.throws(() => new EngineModel(engine({ tp: 2 })), /--tp 2 is not modelled/);
+    assert.throws(
+      () => new EngineModel(engine({ prefixCaching: true })),
+      /leave out --enable-prefix-caching/,
+    );
   });
 });
 
