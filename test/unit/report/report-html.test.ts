@@ -131,7 +131,7 @@ describe('report input', () => {
     try {
       await assert.rejects(
         loadReportInput(empty),
-        /is not an infergauge results directory: it holds none of sweep\.json, probe\.json, capacity\.json, scenarios\.json, summary\.json/,
+        /is not an infergauge results directory: it holds none of sweep\.json, probe\.json, capacity\.json, size\.json, scenarios\.json, summary\.json/,
       );
       await assert.rejects(loadReportInput(join(empty, 'missing')), /no such file or directory/);
       writeFileSync(join(empty, 'summary.json'), '{"not":');
