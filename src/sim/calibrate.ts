@@ -25,6 +25,7 @@ import {
 } from './calibrationFile.js';
 import { EngineCluster } from './cluster.js';
 import { type EngineModelOptions, resolveEngineConfig } from './engineModel.js';
+import { efficiencyOf } from './options.js';
 import { gemmFormat } from './roofline.js';
 import { simulateRun } from './virtual.js';
 
@@ -122,18 +123,7 @@ export function withValues(
   base: EngineModelOptions,
   values: Partial<Record<FitKey, number>>,
 ): EngineModelOptions {
-  const efficiency = { ...base.efficiency };
-  if (values.mbu !== undefined) efficiency.mbu = values.mbu;
-  if (values.mfu !== undefined) efficiency.mfuMax16 = values.mfu;
-  if (values.mfu8bit !== undefined) efficiency.mfuMax8 = values.mfu8bit;
-  if (values.stepOverheadMs !== undefined) efficiency.stepOverheadS = values.stepOverheadMs / 1e3;
-  if (values.perSeqOverheadUs !== undefined) {
-    efficiency.perSeqOverheadS = values.perSeqOverheadUs / 1e6;
-  }
-  if (values.frontendLatencyMs !== undefined) {
-    efficiency.frontendLatencyS = values.frontendLatencyMs / 1e3;
-  }
-  return { ...base, efficiency };
+  return { ...base, efficiency: { ...base.efficiency, ...efficiencyOf(values) } };
 }
 
 const median = (values: number[]): number => {

@@ -487,6 +487,27 @@ export function engineFromFlags(
   };
 }
 
+/** The efficiency flags' values (`mbu`, `stepOverheadMs`, ...) in the engine's units (seconds). */
+export function efficiencyOf(values: {
+  mbu?: number;
+  mfu?: number;
+  mfu8bit?: number;
+  mfuHalfTokens?: number;
+  stepOverheadMs?: number;
+  perSeqOverheadUs?: number;
+  frontendLatencyMs?: number;
+}): Partial<typeof DEFAULT_EFFICIENCY> {
+  const e: Partial<typeof DEFAULT_EFFICIENCY> = {};
+  if (values.mbu !== undefined) e.mbu = values.mbu;
+  if (values.mfu !== undefined) e.mfuMax16 = values.mfu;
+  if (values.mfu8bit !== undefined) e.mfuMax8 = values.mfu8bit;
+  if (values.mfuHalfTokens !== undefined) e.mfuHalfTokens = values.mfuHalfTokens;
+  if (values.stepOverheadMs !== undefined) e.stepOverheadS = values.stepOverheadMs / 1e3;
+  if (values.perSeqOverheadUs !== undefined) e.perSeqOverheadS = values.perSeqOverheadUs / 1e6;
+  if (values.frontendLatencyMs !== undefined) e.frontendLatencyS = values.frontendLatencyMs / 1e3;
+  return e;
+}
+
 /**
  * The settings with a calibration under them: the engine it was fitted on (model, GPU, TP,
  * personality, ...) and its fitted values, where the settings give none. A setting given beside
@@ -626,16 +647,7 @@ export function resolveEngine(given: SimEngineSettings): {
     problems.push(`--kv-cache-dtype ${kv} is not one of ${KV_DTYPES.join(', ')}`);
   }
   if (problems.length > 0 || !resolved || !gpu || !personality) return { problems, warnings };
-  const efficiency: Partial<typeof DEFAULT_EFFICIENCY> = {};
-  if (numbers.mbu !== undefined) efficiency.mbu = numbers.mbu;
-  if (numbers.mfu !== undefined) efficiency.mfuMax16 = numbers.mfu;
-  if (numbers.mfu8bit !== undefined) efficiency.mfuMax8 = numbers.mfu8bit;
-  if (numbers.mfuHalfTokens !== undefined) efficiency.mfuHalfTokens = numbers.mfuHalfTokens;
-  if (numbers.stepOverheadMs !== undefined) efficiency.stepOverheadS = numbers.stepOverheadMs / 1e3;
-  if (numbers.perSeqOverheadUs !== undefined)
-    efficiency.perSeqOverheadS = numbers.perSeqOverheadUs / 1e6;
-  if (numbers.frontendLatencyMs !== undefined)
-    efficiency.frontendLatencyS = numbers.frontendLatencyMs / 1e3;
+  const efficiency = efficiencyOf(numbers);
   const engine: EngineModelOptions = {
     model: resolved.spec,
     gpu,
