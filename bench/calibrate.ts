@@ -38,6 +38,7 @@ import {
   pointFromRecords,
   pointMetrics,
   replayPoint,
+  replayRecords,
   withValues,
 } from '../src/sim/calibrate.js';
 import type { FitKey } from '../src/sim/calibrationFile.js';
@@ -112,39 +113,7 @@ const mean = (v: number[]) => (v.length ? v.reduce((s, x) => s + x, 0) / v.lengt
 
 /** The same run as replayPoint (src/sim/calibrate.ts), read for means as well as medians. */
 function replay(options: EngineModelOptions, point: CalibrationPoint): Predicted {
-  const engine = new EngineCluster({ ...options, prefixCaching: false });
-  const ordered = [
-    ...point.requests.filter((r) => r.warmup),
-    ...point.requests.filter((r) => !r.warmup),
-  ];
-  const warmup = ordered.filter((r) => r.warmup).length;
-  let load = point.load;
-  if (load.mode === 'open') {
-    const t0 = Math.min(...ordered.map((r) => r.scheduledMs));
-    load = {
-      mode: 'open',
-      rate: load.rate,
-      arrival: 'trace',
-      trace: { timesMs: ordered.map((r) => r.scheduledMs - t0), speed: 1 },
-      ...(load.maxConcurrency !== undefined ? { maxConcurrency: load.maxConcurrency } : {}),
-    };
-  }
-  const records: RequestRecord[] = [];
-  simulateRun({
-    engine,
-    load,
-    requests: ordered.length - warmup,
-    warmupRequests: warmup,
-    seed: 1,
-    endpoint: 'completions',
-    nextRequest: (id) => ({
-      prompt: '',
-      promptWords: ordered[id].inputTokens,
-      requestedInputTokens: ordered[id].inputTokens,
-      requestedOutputTokens: ordered[id].outputTokens,
-    }),
-    onRecord: (r) => records.push(r),
-  });
+  const records = replayRecords(options, point);
   const medians = pointMetrics(records);
   const ttft: number[] = [];
   const tpot: number[] = [];

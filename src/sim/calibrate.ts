@@ -193,6 +193,14 @@ export function pointFromRecords(
  * scenarios are).
  */
 export function replayPoint(options: EngineModelOptions, point: CalibrationPoint): PointMetrics {
+  return pointMetrics(replayRecords(options, point));
+}
+
+/** replayPoint's virtual run: the records, for a caller that reads more than the medians. */
+export function replayRecords(
+  options: EngineModelOptions,
+  point: CalibrationPoint,
+): RequestRecord[] {
   const engine = new EngineCluster({ ...options, prefixCaching: false });
   const warmup = point.requests.filter((r) => r.warmup);
   const measured = point.requests.filter((r) => !r.warmup);
@@ -228,7 +236,7 @@ export function replayPoint(options: EngineModelOptions, point: CalibrationPoint
     },
     onRecord: (record) => records.push(record),
   });
-  return pointMetrics(records);
+  return records;
 }
 
 /** Log ratio of simulated to measured, per metric; a missing side reads 0 (no information). */
