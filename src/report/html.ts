@@ -1352,13 +1352,14 @@ function sizeReport(input: Extract<ReportInput, { kind: 'size' }>, charts: Chart
           'what binds one replica',
         ],
         tableRows,
+        [1, 5, 6, 8, 14],
       )}<p class="caption">* on the Pareto front. Latency and headroom are each replica at its share of the traffic.</p>`,
     },
     {
       kind: 'ruled-out',
       id: 'ruled-out',
       nav: 'Ruled out',
-      html: `<h2>Ruled out (${ruledOut.length})</h2>${table(['deployment', 'why'], ruledOut)}${jsonDetails('size.json', input.size)}`,
+      html: `<h2>Ruled out (${ruledOut.length})</h2>${table(['deployment', 'why'], ruledOut, [0, 1])}${jsonDetails('size.json', input.size)}`,
     },
   ];
   return htmlDocument(`infergauge: ${headline}`, sections, charts, footer(input.dir));
