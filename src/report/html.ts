@@ -1351,7 +1351,7 @@ function sizeReport(input: Extract<ReportInput, { kind: 'size' }>, charts: Chart
           'headroom',
           'what binds one replica',
         ],
-        tableRows,
+        tableRows.map((row) => row.map(esc)),
         [1, 5, 6, 8, 14],
       )}<p class="caption">* on the Pareto front. Latency and headroom are each replica at its share of the traffic.</p>`,
     },
@@ -1359,7 +1359,11 @@ function sizeReport(input: Extract<ReportInput, { kind: 'size' }>, charts: Chart
       kind: 'ruled-out',
       id: 'ruled-out',
       nav: 'Ruled out',
-      html: `<h2>Ruled out (${ruledOut.length})</h2>${table(['deployment', 'why'], ruledOut, [0, 1])}${jsonDetails('size.json', input.size)}`,
+      html: `<h2>Ruled out (${ruledOut.length})</h2>${table(
+        ['deployment', 'why'],
+        ruledOut.map((row) => row.map(esc)),
+        [0, 1],
+      )}${jsonDetails('size.json', input.size)}`,
     },
   ];
   return htmlDocument(`infergauge: ${headline}`, sections, charts, footer(input.dir));

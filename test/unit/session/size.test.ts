@@ -9,6 +9,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { evaluateThresholds, parseThresholds } from '../../../src/analysis/thresholds.js';
 import { SummaryBuilder } from '../../../src/metrics/summary.js';
+import { renderHtmlReport } from '../../../src/report/html.js';
 import { type SizeOptions, size, sizeInParallel } from '../../../src/session/size.js';
 import { EngineCluster } from '../../../src/sim/cluster.js';
 import { resolveEngine } from '../../../src/sim/options.js';
@@ -156,6 +157,20 @@ describe('size', () => {
       r.deployments.map((d) => [d.gpu, d.tp, d.dp, d.feasible, d.at?.ttftP99Ms]);
     assert.deepEqual(key(parallel), key(single));
     assert.equal(parallel.simulations, single.simulations);
+  });
+
+  test('report.html: the ranked table, the cost/latency chart, the ruled out; names escaped', () => {
+    const rows = result.deployments.map((d, i) => (i === 0 ? { ...d, gpu: '<b>x</b>' } : d));
+    const html = renderHtmlReport({
+      kind: 'size',
+      dir: '/tmp/sizing',
+      size: { schemaVersion: 1, ...result, deployments: rows, traffic: options.traffic, slo: SLO },
+    });
+    const feasible = result.deployments.filter((d) => d.feasible).length;
+    assert.match(html, new RegExp(`${feasible} of 4 deployments serve 12.00 req/s`));
+    assert.match(html, /data-section="size"[\s\S]*<svg/);
+    assert.match(html, /data-section="ruled-out"/);
+    assert.ok(!html.includes('<b>x</b>') && html.includes('&lt;b&gt;x&lt;/b&gt;'));
   });
 
   test('refuses goodput SLOs without the per-request SLO they count with', () => {
