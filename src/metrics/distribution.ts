@@ -197,8 +197,9 @@ class ExactSamples {
  */
 export class SampleSet {
   private samples = new ExactSamples();
-  /** `sorted()`'s last answer, dropped by the next sample. */
+  /** `sorted()`'s last answer, and the count it was sorted at (a later sample changes it). */
   private sortedSamples: Float64Array | undefined;
+  private sortedAtCount = -1;
   private histogram: Hdr3Histogram | undefined;
   private readonly exactLimit: number;
   private sum = 0;
@@ -217,7 +218,6 @@ export class SampleSet {
 
   /** Adds `value` `times` times (per-token ITL adds k equal samples per event). */
   add(value: number, times = 1): void {
-    this.sortedSamples = undefined;
     this.total += times;
     this.sum += value * times;
     this.sumSquares += value * value * times;
@@ -250,7 +250,6 @@ export class SampleSet {
    * (it is summed in sorted order), to rounding (~1e-15) once they are in the histogram.
    */
   merge(other: SampleSetState): void {
-    this.sortedSamples = undefined;
     this.total += other.total;
     this.sum += other.sum;
     this.sumSquares += other.sumSquares;
@@ -282,13 +281,17 @@ export class SampleSet {
   }
 
   /**
-   * The exact samples in ascending order, or undefined once the set has moved to HDR. Kept until
-   * the next sample: a summary reads each set's percentiles several times (the plain and the
-   * adjusted views), and sorting a run's per-token gaps again each time was most of its cost.
+   * The exact samples in ascending order, or undefined once the set has moved to HDR. Kept while
+   * no sample is added (checked by the count, so that adding stays one store less): a summary
+   * reads each set's percentiles several times (the plain and the adjusted views), and sorting
+   * again each time was most of its cost.
    */
   sorted(): Float64Array | undefined {
     if (this.histogram) return undefined;
-    this.sortedSamples ??= this.samples.copy().sort();
+    if (this.sortedAtCount !== this.total) {
+      this.sortedSamples = this.samples.copy().sort();
+      this.sortedAtCount = this.total;
+    }
     return this.sortedSamples;
   }
 

@@ -333,13 +333,17 @@ export class SummaryBuilder {
       const value = metrics[key];
       if (value !== undefined) this.samples[key].add(value);
     }
-    if (this.itl || this.chunkGaps) {
-      const itl = this.itl ? this.samples.itlMs : undefined;
-      const chunkGap = this.chunkGaps ? this.samples.chunkGapMs : undefined;
+    const itl = this.samples.itlMs;
+    const chunkGap = this.samples.chunkGapMs;
+    if (this.itl && this.chunkGaps) {
       forEachTokenGap(record, (gapMs, tokens) => {
-        chunkGap?.add(gapMs);
-        itl?.add(gapMs / tokens, tokens);
+        chunkGap.add(gapMs);
+        itl.add(gapMs / tokens, tokens);
       });
+    } else if (this.itl) {
+      forEachTokenGap(record, (gapMs, tokens) => itl.add(gapMs / tokens, tokens));
+    } else if (this.chunkGaps) {
+      forEachTokenGap(record, (gapMs) => chunkGap.add(gapMs));
     }
     this.tokenEvents += metrics.tokenEvents;
     this.outputTokens += record.outputTokens;

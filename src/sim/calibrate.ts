@@ -134,8 +134,10 @@ const median = (values: number[]): number => {
 };
 
 /**
- * A run's PointMetrics from its records: measured-phase requests that succeeded. The same
- * function reads the simulated records, so both sides are measured alike.
+ * A run's PointMetrics from its records: measured-phase requests that succeeded, with TTFT,
+ * TPOT and run-level output throughput as docs/metrics.md defines them (the summary's own
+ * builder is in metrics/, which the simulator's layer does not import). The same function
+ * reads the simulated records, so both sides are measured alike.
  */
 export function pointMetrics(records: readonly RequestRecord[]): PointMetrics {
   const ttft: number[] = [];
