@@ -60,22 +60,16 @@ async function calibrateAction(dirs: string[], o: CalibrateFlags): Promise<numbe
       'give the results directories of the runs to fit (or --suggest for what to measure)',
     ]);
   }
-  const maxRequests = o.maxRequests === undefined ? undefined : Number(o.maxRequests);
-  if (maxRequests !== undefined && !(Number.isInteger(maxRequests) && maxRequests >= 1)) {
-    return printProblems('calibrate', [
-      `--max-requests must be a whole number >= 1 (got "${o.maxRequests}")`,
-    ]);
-  }
   let result: Awaited<ReturnType<typeof calibrate>>;
   try {
     result = await calibrate(dirs, {
       flags: o,
       ...(o.fit !== undefined ? { fit: o.fit } : {}),
-      ...(maxRequests !== undefined ? { maxRequests } : {}),
+      ...(o.maxRequests !== undefined ? { maxRequests: o.maxRequests } : {}),
     });
   } catch (err) {
     if (err instanceof CalibrationRefused) {
-      return printProblems('calibrate', err.problems, 'cannot calibrate from these runs');
+      return printProblems('calibrate', err.problems, 'cannot calibrate');
     }
     throw err;
   }

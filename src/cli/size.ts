@@ -1,4 +1,3 @@
-import { readFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { Command } from '@commander-js/extra-typings';
 import { EXIT } from '../errors.js';
@@ -55,143 +54,39 @@ export function sizeCommand(): Command {
   return command.action((o) => runAction('size', () => sizeAction(o))) as unknown as Command;
 }
 
-type SizeFlags = Record<string, string | boolean | undefined>;
-
-const list = (text: string | undefined, fallback: string): string[] =>
-  (text ?? fallback)
-    .split(',')
-    .map((s) => s.trim())
-    .filter(Boolean);
-
-async function sizeAction(o: SizeFlags): Promise<number> {
-  const problems: string[] = [];
-  const str = (k: string) => (typeof o[k] === 'string' ? (o[k] as string) : undefined);
-  const whole = (k: string, min: number): number | undefined => {
-    const text = str(k);
-    if (text === undefined) return undefined;
-    const n = Number(text);
-    if (!Number.isInteger(n) || n < min) {
-      problems.push(
-        `--${k.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)} must be a whole number >= ${min} (got "${text}")`,
-      );
-      return undefined;
-    }
-    return n;
-  };
-  const model = str('model');
-  if (!model)
-    problems.push('--model is required: a preset (infergauge sim --list) or a config.json');
-  const rateText = str('rate');
-  const usersText = str('users');
-  let traffic: { mode: 'rate'; rate: number } | { mode: 'users'; users: number } | undefined;
-  if ((rateText === undefined) === (usersText === undefined)) {
-    problems.push(
-      'give the traffic as --rate (requests per second) or --users (concurrent users), one of them',
-    );
-  } else if (rateText !== undefined) {
-    const rate = Number(rateText);
-    if (!(Number.isFinite(rate) && rate > 0))
-      problems.push(`--rate must be a number > 0 (got "${rateText}")`);
-    else traffic = { mode: 'rate', rate };
-  } else {
-    const users = whole('users', 1);
-    if (users !== undefined) traffic = { mode: 'users', users };
-  }
-  const slo = str('slo');
-  if (!slo) problems.push("--slo is required: e.g. --slo 'ttft.p99<500,itl.p99<50'");
-  const gpus = [
-    ...list(str('gpu'), '').map((gpu) => ({ gpu })),
-    ...list(str('gpuSpec'), '').map((gpuSpec) => ({ gpuSpec })),
-  ];
-  if (gpus.length === 0)
-    problems.push('--gpu (or --gpu-spec) is required: the GPUs to try, e.g. --gpu h100,h200,l40s');
-  const tps = list(str('tp'), '1,2,4,8').map(Number);
-  if (tps.some((t) => !Number.isInteger(t) || t < 1))
-    problems.push(`--tp must list whole numbers >= 1 (got "${str('tp')}")`);
-  const maxNumSeqs = list(str('maxNumSeqs'), 'default').map((v) =>
-    v === 'default' ? undefined : Number(v),
-  );
-  if (maxNumSeqs.some((v) => v !== undefined && !(Number.isInteger(v) && v >= 1))) {
-    problems.push(
-      `--max-num-seqs must list "default" or whole numbers >= 1 (got "${str('maxNumSeqs')}")`,
-    );
-  }
-  const auto = (v: string) => (v === 'auto' ? undefined : v);
-  const requests = whole('requests', 20);
-  const maxDp = whole('maxDp', 1);
-  const threads = whole('threads', 1);
-  const seed = whole('seed', 0);
-  const top = whole('top', 1) ?? 15;
-  const maxModelLen = whole('maxModelLen', 1);
-  let prices: Record<string, number> | undefined;
-  const pricesFile = str('prices');
-  if (pricesFile) {
-    try {
-      prices = await readPrices(pricesFile);
-    } catch (err) {
-      problems.push(`--prices: ${(err as Error).message}`);
-    }
-  }
-  const [{ parseScenarioList, withLengths, describeScenario }, sizeModule] = await Promise.all([
-    import('../workload/scenarios.js'),
+async function sizeAction(o: Record<string, string | boolean | undefined>): Promise<number> {
+  const [{ prepareSize }, sizeModule, { describeScenario }] = await Promise.all([
+    import('../session/sizeOptions.js'),
     import('../session/size.js'),
+    import('../workload/scenarios.js'),
   ]);
-  let scenario: ReturnType<typeof withLengths> | undefined;
-  try {
-    const [preset] = parseScenarioList(str('scenario') ?? 'chat');
-    scenario = withLengths(preset, str('inputTokens'), str('outputTokens'));
-    if (scenario.session || scenario.agent) {
-      problems.push(
-        `--scenario ${scenario.name}: sessions and agents are not sized yet; use a single-request scenario or lengths`,
-      );
-    }
-  } catch (err) {
-    problems.push((err as Error).message);
-  }
-  if (problems.length > 0 || !model || !traffic || !slo || !scenario)
-    return printProblems('size', problems);
-  const options = {
-    model,
-    traffic,
-    scenario,
-    slo,
-    ...(str('requestSlo') !== undefined ? { requestSlo: str('requestSlo') as string } : {}),
-    space: {
-      gpus,
-      tps,
-      dtypes: list(str('dtype'), 'auto,fp8').map(auto),
-      kvCacheDtypes: list(str('kvCacheDtype'), 'auto,fp8').map(auto),
-      maxNumSeqs,
-      personalities: list(str('enginePersonality'), 'vllm-v1'),
-    },
-    ...(prices ? { prices } : {}),
-    ...(str('calibration') !== undefined ? { calibration: str('calibration') as string } : {}),
-    ...(maxModelLen !== undefined ? { engine: { maxModelLen } } : {}),
-    ...(requests !== undefined ? { requests } : {}),
-    ...(maxDp !== undefined ? { maxDp } : {}),
-    ...(seed !== undefined ? { seed } : {}),
-    ...(process.stderr.isTTY && !o.json
-      ? {
-          onCandidate: (done: number, total: number) =>
-            process.stderr.write(`\rinfergauge size: ${done}/${total} deployments tried`),
-        }
-      : {}),
-  };
+  const prepared = prepareSize(o);
+  if (!prepared.options) return printProblems('size', prepared.problems);
+  const { traffic, scenario, slo } = prepared.options;
+  const progress = process.stderr.isTTY && !o.json;
   let result: Awaited<ReturnType<typeof sizeModule.sizeInParallel>>;
   try {
     result = await sizeModule.sizeInParallel(
-      options,
-      threads ?? Math.min(4, availableParallelism()),
+      {
+        ...prepared.options,
+        ...(progress
+          ? {
+              onCandidate: (done: number, total: number) =>
+                process.stderr.write(`\rinfergauge size: ${done}/${total} deployments tried`),
+            }
+          : {}),
+      },
+      prepared.threads ?? Math.min(4, availableParallelism()),
     );
   } catch (err) {
     if (err instanceof sizeModule.SizeError) return printProblems('size', err.problems);
     throw err;
   } finally {
-    if (process.stderr.isTTY && !o.json) process.stderr.write('\n');
+    if (progress) process.stderr.write('\n');
   }
   printWarnings('size', result.warnings);
   const json = { traffic, scenario: describeScenario(scenario), slo, ...result };
-  const out = str('out');
+  const out = typeof o.out === 'string' ? o.out : undefined;
   if (out) {
     const { writeSizeResults } = await import('../session/sizeResults.js');
     await writeSizeResults(out, json);
@@ -202,33 +97,9 @@ async function sizeAction(o: SizeFlags): Promise<number> {
     const trafficText =
       traffic.mode === 'rate' ? `${traffic.rate} req/s` : `${traffic.users} users`;
     process.stdout.write(
-      renderSize(result, top, `${trafficText} of ${describeScenario(scenario)}`),
+      renderSize(result, prepared.top, `${trafficText} of ${describeScenario(scenario)}`),
     );
     if (out) printNotice('size', `results: ${out}/size.json, ${out}/report.html`);
   }
   return EXIT.ok;
-}
-
-/** A price table: GPU id -> price per GPU-hour, in YAML or JSON; every price a number > 0. */
-async function readPrices(path: string): Promise<Record<string, number>> {
-  const { parse } = await import('yaml');
-  let data: unknown;
-  try {
-    data = parse(readFileSync(path, 'utf8'));
-  } catch (err) {
-    throw new Error(`cannot read ${path}: ${(err as Error).message}`);
-  }
-  if (typeof data !== 'object' || data === null || Array.isArray(data)) {
-    throw new Error(`${path} must map GPU ids to prices per GPU-hour, e.g. "h100: 2.49"`);
-  }
-  const prices: Record<string, number> = {};
-  for (const [gpu, value] of Object.entries(data)) {
-    if (typeof value !== 'number' || !(value > 0)) {
-      throw new Error(
-        `${path}: ${gpu} must be a price per GPU-hour > 0 (got ${JSON.stringify(value)})`,
-      );
-    }
-    prices[gpu] = value;
-  }
-  return prices;
 }

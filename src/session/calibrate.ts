@@ -5,6 +5,7 @@
  * (sim/calibrate.ts) and predicts each run from the others.
  */
 import { relative } from 'node:path';
+import { parseFlagNumber } from '../flagNumber.js';
 import type { LoadSpec } from '../load.js';
 import type { RequestRecord } from '../record.js';
 import { resultPath } from '../results/layout.js';
@@ -41,8 +42,8 @@ export interface CalibrateOptions {
   flags: Record<string, unknown>;
   /** Flag names (`mbu,step-overhead-ms`) of the parameters to fit (default: all that apply). */
   fit?: string;
-  /** Requests of each run replayed, from its first sent (default 500). */
-  maxRequests?: number;
+  /** Requests of each run replayed, from its first sent (default 500), as typed. */
+  maxRequests?: string | number;
 }
 
 export interface CalibrationResult {
@@ -96,7 +97,12 @@ export async function calibrate(
     if (found.length === 0) problems.push(`${dir} holds no run (no records.jsonl at or under it)`);
     runDirs.push(...found);
   }
-  const maxRequests = o.maxRequests ?? DEFAULT_MAX_REQUESTS;
+  let maxRequests = DEFAULT_MAX_REQUESTS;
+  if (o.maxRequests !== undefined) {
+    const read = parseFlagNumber(o.maxRequests, { integer: true, min: 1 });
+    if ('value' in read) maxRequests = read.value;
+    else problems.push(`--max-requests ${read.problem}`);
+  }
   const { settings, from } = engineSettings(runDirs, o.flags, problems);
   const fitKeys = parseFitKeys(o.fit, problems);
   if (problems.length > 0) throw new CalibrationRefused(problems);

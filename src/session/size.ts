@@ -481,6 +481,7 @@ class Search {
    * its decode at the largest batch the engine can hold, with no queueing.
    */
   private loadBound(model: EngineModel): number {
+    if (this.o.traffic.mode === 'users') return Number.POSITIVE_INFINITY;
     const context = this.meanInput + this.meanOutput / 2;
     const batch = Math.max(
       1,
@@ -503,9 +504,7 @@ class Search {
       attentionPairs: (this.meanInput * this.meanInput) / 2,
       kvTokensTouched: this.meanInput,
     }).totalS;
-    const perRequestS = (this.meanOutput * decode) / batch + prefill;
-    if (this.o.traffic.mode === 'users') return Number.POSITIVE_INFINITY;
-    return 1 / perRequestS;
+    return 1 / ((this.meanOutput * decode) / batch + prefill);
   }
 
   private trial(options: EngineModelOptions, load: number): Trial {

@@ -15,7 +15,7 @@ export async function writeSizeResults(dir: string, size: Record<string, unknown
     },
   );
   writeJson(resultPath(dir, 'size'), { schemaVersion: 1, ...size });
-  const [{ renderHtmlReport }] = await Promise.all([import('../report/html.js')]);
+  const { renderHtmlReport } = await import('../report/html.js');
   writeFileSync(
     resultPath(dir, 'report'),
     renderHtmlReport({ kind: 'size', dir, size: { schemaVersion: 1, ...size } }),

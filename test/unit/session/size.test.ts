@@ -11,6 +11,7 @@ import { evaluateThresholds, parseThresholds } from '../../../src/analysis/thres
 import { SummaryBuilder } from '../../../src/metrics/summary.js';
 import { renderHtmlReport } from '../../../src/report/html.js';
 import { type SizeOptions, size, sizeInParallel } from '../../../src/session/size.js';
+import { prepareSize } from '../../../src/session/sizeOptions.js';
 import { EngineCluster } from '../../../src/sim/cluster.js';
 import { resolveEngine } from '../../../src/sim/options.js';
 import { simulateRun } from '../../../src/sim/virtual.js';
@@ -78,10 +79,17 @@ describe('size', () => {
   test('tries every candidate and rules out the one that cannot start, saying why', () => {
     assert.equal(result.candidates, 4);
     assert.equal(result.deployments.length, 4);
-    const l4 = result.deployments.find((d) => d.gpu === 'l4' && d.tp === 1);
-    assert.ok(l4);
-    // 16 GB of bf16 weights on a 24 GB L4 at 2,048 tokens of context: it starts, but only just.
-    if (!l4.feasible) assert.match(l4.reason ?? '', /does not start|misses the SLO|replicas/);
+    // 140 GB of bf16 weights fit neither one 24 GB L4 nor two (TP2): out before any simulation.
+    const big = size({
+      ...options,
+      model: 'llama-3-70b',
+      space: { ...options.space, gpus: [{ gpu: 'l4' }] },
+    });
+    assert.equal(big.simulations, 0);
+    for (const d of big.deployments) {
+      assert.equal(d.feasible, false);
+      assert.match(d.reason ?? '', /^does not start: /);
+    }
   });
 
   test('each chosen deployment holds the SLO with its replicas, and not with one fewer', () => {
@@ -171,6 +179,38 @@ describe('size', () => {
     assert.match(html, /data-section="size"[\s\S]*<svg/);
     assert.match(html, /data-section="ruled-out"/);
     assert.ok(!html.includes('<b>x</b>') && html.includes('&lt;b&gt;x&lt;/b&gt;'));
+  });
+
+  test('flags: every bad one named with its fix; good ones read into options', () => {
+    const bad = prepareSize({
+      model: 'llama-3-8b',
+      rate: 'x',
+      users: undefined,
+      tp: '1,a',
+      slo: undefined,
+    });
+    assert.equal(bad.options, undefined);
+    assert.deepEqual(
+      bad.problems.map((p) => p.split(' ')[0]),
+      ['--rate', '--slo', '--gpu', '--tp'],
+    );
+    const both = prepareSize({ model: 'm', rate: '1', users: '2', slo: 'ttft.p99<1', gpu: 'h100' });
+    assert.match(both.problems.join('\n'), /--rate .* or --users .*one of them/);
+    const good = prepareSize({
+      model: 'llama-3-8b',
+      users: '32',
+      slo: 'ttft.p99<500',
+      gpu: 'h100,l40s',
+      maxNumSeqs: 'default,128',
+      dtype: 'auto',
+      top: '3',
+    });
+    assert.deepEqual(good.problems, []);
+    assert.deepEqual(good.options?.traffic, { mode: 'users', users: 32 });
+    assert.deepEqual(good.options?.space.maxNumSeqs, [undefined, 128]);
+    assert.deepEqual(good.options?.space.tps, [1, 2, 4, 8]);
+    assert.deepEqual(good.options?.space.dtypes, [undefined]);
+    assert.equal(good.top, 3);
   });
 
   test('refuses goodput SLOs without the per-request SLO they count with', () => {

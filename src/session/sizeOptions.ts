@@ -1,0 +1,156 @@
+/**
+ * `infergauge size`'s flags read into SizeOptions, with every problem named (bad usage, exit 2):
+ * the command line only parses, calls and prints. Numbers go through parseFlagNumber, the one
+ * reading of a number option.
+ */
+import { readFileSync } from 'node:fs';
+import { parse } from 'yaml';
+import { parseFlagNumber } from '../flagNumber.js';
+import { parseScenarioList, withLengths } from '../workload/scenarios.js';
+import type { SizeOptions } from './size.js';
+
+/** What the command line gives: option values as typed (strings), switches as booleans. */
+export type SizeFlags = Record<string, string | boolean | undefined>;
+
+export interface PreparedSize {
+  options?: Omit<SizeOptions, 'onCandidate'>;
+  /** Worker threads asked for (undefined: the caller's default). */
+  threads?: number;
+  /** Rows to show (default 15). */
+  top: number;
+  problems: string[];
+}
+
+const flagOf = (key: string) => `--${key.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`;
+
+export function prepareSize(flags: SizeFlags): PreparedSize {
+  const problems: string[] = [];
+  const str = (k: string) => (typeof flags[k] === 'string' ? (flags[k] as string) : undefined);
+  const list = (k: string, fallback: string) =>
+    (str(k) ?? fallback)
+      .split(',')
+      .map((s) => s.trim())
+      .filter(Boolean);
+  const number = (k: string, rule: { min?: number; above?: number; integer?: boolean }) => {
+    const text = str(k);
+    if (text === undefined) return undefined;
+    const read = parseFlagNumber(text, rule);
+    if ('value' in read) return read.value;
+    problems.push(`${flagOf(k)} ${read.problem}`);
+    return undefined;
+  };
+  const numbers = (k: string, fallback: string, keep?: string) =>
+    list(k, fallback).map((v) => {
+      if (v === keep) return undefined;
+      const read = parseFlagNumber(v, { integer: true, min: 1 });
+      if ('value' in read) return read.value;
+      problems.push(`${flagOf(k)} lists "${v}": ${read.problem}${keep ? ` (or "${keep}")` : ''}`);
+      return undefined;
+    });
+
+  const model = str('model');
+  if (!model)
+    problems.push('--model is required: a preset (infergauge sim --list) or a config.json');
+  let traffic: SizeOptions['traffic'] | undefined;
+  if ((str('rate') === undefined) === (str('users') === undefined)) {
+    problems.push(
+      'give the traffic as --rate (requests per second) or --users (concurrent users), one of them',
+    );
+  } else {
+    const rate = number('rate', { above: 0 });
+    const users = number('users', { integer: true, min: 1 });
+    if (rate !== undefined) traffic = { mode: 'rate', rate };
+    if (users !== undefined) traffic = { mode: 'users', users };
+  }
+  const slo = str('slo');
+  if (!slo) problems.push("--slo is required: e.g. --slo 'ttft.p99<500,itl.p99<50'");
+  const gpus = [
+    ...list('gpu', '').map((gpu) => ({ gpu })),
+    ...list('gpuSpec', '').map((gpuSpec) => ({ gpuSpec })),
+  ];
+  if (gpus.length === 0) {
+    problems.push('--gpu (or --gpu-spec) is required: the GPUs to try, e.g. --gpu h100,h200,l40s');
+  }
+  const tps = numbers('tp', '1,2,4,8').filter((t): t is number => t !== undefined);
+  const maxNumSeqs = numbers('maxNumSeqs', 'default', 'default');
+  const auto = (v: string) => (v === 'auto' ? undefined : v);
+  const requests = number('requests', { integer: true, min: 20 });
+  const maxDp = number('maxDp', { integer: true, min: 1 });
+  const threads = number('threads', { integer: true, min: 1 });
+  const seed = number('seed', { integer: true, min: 0 });
+  const top = number('top', { integer: true, min: 1 }) ?? 15;
+  const maxModelLen = number('maxModelLen', { integer: true, min: 1 });
+  let prices: Record<string, number> | undefined;
+  const pricesFile = str('prices');
+  if (pricesFile) {
+    try {
+      prices = readPrices(pricesFile);
+    } catch (err) {
+      problems.push(`--prices: ${(err as Error).message}`);
+    }
+  }
+  let scenario: SizeOptions['scenario'] | undefined;
+  try {
+    const [preset] = parseScenarioList(str('scenario') ?? 'chat');
+    scenario = withLengths(preset, str('inputTokens'), str('outputTokens'));
+    if (scenario.session || scenario.agent) {
+      problems.push(
+        `--scenario ${scenario.name}: sessions and agents are not sized yet; use a single-request scenario or lengths`,
+      );
+    }
+  } catch (err) {
+    problems.push((err as Error).message);
+  }
+  if (problems.length > 0 || !model || !traffic || !slo || !scenario) return { top, problems };
+  const requestSlo = str('requestSlo');
+  const calibration = str('calibration');
+  return {
+    options: {
+      model,
+      traffic,
+      scenario,
+      slo,
+      ...(requestSlo !== undefined ? { requestSlo } : {}),
+      space: {
+        gpus,
+        tps,
+        dtypes: list('dtype', 'auto,fp8').map(auto),
+        kvCacheDtypes: list('kvCacheDtype', 'auto,fp8').map(auto),
+        maxNumSeqs,
+        personalities: list('enginePersonality', 'vllm-v1'),
+      },
+      ...(prices ? { prices } : {}),
+      ...(calibration !== undefined ? { calibration } : {}),
+      ...(maxModelLen !== undefined ? { engine: { maxModelLen } } : {}),
+      ...(requests !== undefined ? { requests } : {}),
+      ...(maxDp !== undefined ? { maxDp } : {}),
+      ...(seed !== undefined ? { seed } : {}),
+    },
+    ...(threads !== undefined ? { threads } : {}),
+    top,
+    problems,
+  };
+}
+
+/** A price table: GPU id -> price per GPU-hour, in YAML or JSON; every price a number > 0. */
+function readPrices(path: string): Record<string, number> {
+  let data: unknown;
+  try {
+    data = parse(readFileSync(path, 'utf8'));
+  } catch (err) {
+    throw new Error(`cannot read ${path}: ${(err as Error).message}`);
+  }
+  if (typeof data !== 'object' || data === null || Array.isArray(data)) {
+    throw new Error(`${path} must map GPU ids to prices per GPU-hour, e.g. "h100: 2.49"`);
+  }
+  const prices: Record<string, number> = {};
+  for (const [gpu, value] of Object.entries(data)) {
+    if (typeof value !== 'number' || !(value > 0)) {
+      throw new Error(
+        `${path}: ${gpu} must be a price per GPU-hour > 0 (got ${JSON.stringify(value)})`,
+      );
+    }
+    prices[gpu] = value;
+  }
+  return prices;
+}
