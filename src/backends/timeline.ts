@@ -3,6 +3,8 @@ import type {
   CountProblemReason,
   EventTimeline,
   RequestError,
+  RequestPhase,
+  RequestRecord,
   ServerTiming,
   TokenCountSource,
 } from '../record.js';
@@ -569,4 +571,78 @@ function countProblemReason(
 /** Shortens server text for error messages. */
 export function clip(text: string, max = 300): string {
   return text.length > max ? `${text.slice(0, max)}...` : text;
+}
+
+/** What a record says of its request before it is sent (its ids, schedule and asked lengths). */
+export interface RecordedRequest {
+  id: number;
+  phase: RequestPhase;
+  scheduledAtUs: number;
+  spec: { requestedInputTokens: number; requestedOutputTokens: number };
+  /** The session and turn it belongs to (session workloads), copied to its record. */
+  session?: { sessionId: number; turn: number; call?: number };
+}
+
+/**
+ * The record of one request from its decoded stream (or its error): the one shape the HTTP
+ * client and virtual time (src/sim/virtual.ts) both write. Times in µs of the run's clock.
+ */
+export function streamRecord(
+  request: RecordedRequest,
+  sentAtUs: number,
+  headersAtUs: number | undefined,
+  endAtUs: number,
+  status: number | undefined,
+  decoded: DecodedStream | undefined,
+  error: RequestError | undefined,
+): RequestRecord {
+  const ms = (us: number) => us / 1000;
+  const record: RequestRecord = {
+    id: request.id,
+    ...request.session,
+    phase: request.phase,
+    scheduledAt: ms(request.scheduledAtUs),
+    sentAt: ms(sentAtUs),
+    endAt: ms(endAtUs),
+    requestedInputTokens: request.spec.requestedInputTokens,
+    requestedOutputTokens: request.spec.requestedOutputTokens,
+    outputTokens: decoded?.outputTokens ?? 0,
+    outputTokensSource: decoded?.outputTokensSource ?? 'events',
+    events: decoded?.events ?? { dtUs: [], tokens: [], contentChars: [] },
+  };
+  if (headersAtUs !== undefined) record.headersAt = ms(headersAtUs);
+  if (status !== undefined) record.status = status;
+  if (decoded) {
+    if (decoded.firstTokenUs !== undefined)
+      record.firstTokenAt = ms(sentAtUs + decoded.firstTokenUs);
+    if (decoded.firstContentUs !== undefined) {
+      record.firstContentAt = ms(sentAtUs + decoded.firstContentUs);
+    }
+    if (decoded.firstToolCallUs !== undefined) {
+      record.firstToolCallAt = ms(sentAtUs + decoded.firstToolCallUs);
+    }
+    if (decoded.firstReasoningUs !== undefined) {
+      record.firstReasoningAt = ms(sentAtUs + decoded.firstReasoningUs);
+    }
+    if (decoded.reasoningTokens !== undefined) {
+      record.reasoningTokens = decoded.reasoningTokens;
+      record.reasoningTokensSource = decoded.reasoningTokensSource ?? 'events';
+    }
+    if (decoded.lastTokenUs !== undefined) record.lastTokenAt = ms(sentAtUs + decoded.lastTokenUs);
+    if (decoded.tokenCountMismatch !== undefined) {
+      record.tokenCountMismatch = decoded.tokenCountMismatch;
+    }
+    if (decoded.finishReason !== undefined) record.finishReason = decoded.finishReason;
+    if (decoded.countProblem !== undefined) record.countProblem = decoded.countProblem;
+    if (decoded.serverTiming !== undefined) record.serverTiming = decoded.serverTiming;
+  }
+  if (decoded?.inputTokens !== undefined) {
+    record.inputTokens = decoded.inputTokens;
+    record.inputTokensSource = 'server';
+  } else if (!error) {
+    record.inputTokens = request.spec.requestedInputTokens;
+    record.inputTokensSource = 'requested';
+  }
+  if (error) record.error = error;
+  return record;
 }

@@ -3,7 +3,13 @@ import type { IncomingHttpHeaders } from 'node:http';
 import type { Dispatcher } from 'undici';
 import { errorBodyMessage } from '../backends/decoder.js';
 import { headerProblem, secretValues, withApiKey, withoutSecrets } from '../backends/request.js';
-import { clip, type DecodedStream, type StreamFault } from '../backends/timeline.js';
+import {
+  clip,
+  type DecodedStream,
+  type RecordedRequest,
+  type StreamFault,
+  streamRecord,
+} from '../backends/timeline.js';
 import type {
   Answer,
   Backend,
@@ -12,9 +18,9 @@ import type {
   StreamDecoder,
 } from '../backends/types.js';
 import { describeError } from '../errors.js';
-import type { RequestError, RequestPhase, RequestRecord } from '../record.js';
+import type { RequestError, RequestRecord } from '../record.js';
 import { BodyText } from './bodyText.js';
-import { type RunClock, usToMs } from './clock.js';
+import type { RunClock } from './clock.js';
 import type { H1Handler } from './h1.js';
 import { bodyEncoding, Inflater } from './inflate.js';
 
@@ -91,13 +97,8 @@ export interface RequestDispatcher {
 }
 
 /** The part of a request the caller knows before sending it. */
-export interface PendingRequest {
-  id: number;
-  phase: RequestPhase;
-  scheduledAtUs: number;
+export interface PendingRequest extends RecordedRequest {
   spec: RequestSpec;
-  /** The session and turn this request belongs to (session workloads), copied to its record. */
-  session?: { sessionId: number; turn: number; call?: number };
   /** Set when the request finishes, if `spec.captureAnswer` asked to keep the answer. */
   answer?: Answer;
 }
@@ -258,7 +259,7 @@ export function startRequest(
 function unsent(pending: PendingRequest, clock: RunClock, why: string): RequestRecord {
   const atUs = clock.nowUs();
   const error: RequestError = { kind: 'connect', message: `the request cannot be sent: ${why}` };
-  return buildRecord(pending, atUs, undefined, atUs, undefined, undefined, error);
+  return streamRecord(pending, atUs, undefined, atUs, undefined, undefined, error);
 }
 
 /**
@@ -518,7 +519,7 @@ class Exchange implements H1Handler {
     this.inflater?.destroy();
     const sentAtUs = this.sentAtUs;
     const endAtUs = decoded?.doneUs !== undefined ? sentAtUs + decoded.doneUs : this.clock.nowUs();
-    const record = buildRecord(
+    const record = streamRecord(
       this.pending,
       sentAtUs,
       this.headersAtUs,
@@ -657,68 +658,6 @@ const EVENT_STREAM = 'text/event-stream';
 /** A flat copy of a short string, so that it keeps no larger string alive (V8 slices do). */
 function copyOf(text: string): string {
   return text.length < 13 ? text : Buffer.from(text, 'latin1').toString('latin1');
-}
-
-function buildRecord(
-  pending: PendingRequest,
-  sentAtUs: number,
-  headersAtUs: number | undefined,
-  endAtUs: number,
-  status: number | undefined,
-  decoded: DecodedStream | undefined,
-  error: RequestError | undefined,
-): RequestRecord {
-  const record: RequestRecord = {
-    id: pending.id,
-    ...pending.session,
-    phase: pending.phase,
-    scheduledAt: usToMs(pending.scheduledAtUs),
-    sentAt: usToMs(sentAtUs),
-    endAt: usToMs(endAtUs),
-    requestedInputTokens: pending.spec.requestedInputTokens,
-    requestedOutputTokens: pending.spec.requestedOutputTokens,
-    outputTokens: decoded?.outputTokens ?? 0,
-    outputTokensSource: decoded?.outputTokensSource ?? 'events',
-    events: decoded?.events ?? { dtUs: [], tokens: [], contentChars: [] },
-  };
-  if (headersAtUs !== undefined) record.headersAt = usToMs(headersAtUs);
-  if (status !== undefined) record.status = status;
-  if (decoded) {
-    if (decoded.firstTokenUs !== undefined) {
-      record.firstTokenAt = usToMs(sentAtUs + decoded.firstTokenUs);
-    }
-    if (decoded.firstContentUs !== undefined) {
-      record.firstContentAt = usToMs(sentAtUs + decoded.firstContentUs);
-    }
-    if (decoded.firstToolCallUs !== undefined) {
-      record.firstToolCallAt = usToMs(sentAtUs + decoded.firstToolCallUs);
-    }
-    if (decoded.firstReasoningUs !== undefined) {
-      record.firstReasoningAt = usToMs(sentAtUs + decoded.firstReasoningUs);
-    }
-    if (decoded.reasoningTokens !== undefined) {
-      record.reasoningTokens = decoded.reasoningTokens;
-      record.reasoningTokensSource = decoded.reasoningTokensSource ?? 'events';
-    }
-    if (decoded.lastTokenUs !== undefined) {
-      record.lastTokenAt = usToMs(sentAtUs + decoded.lastTokenUs);
-    }
-    if (decoded.tokenCountMismatch !== undefined) {
-      record.tokenCountMismatch = decoded.tokenCountMismatch;
-    }
-    if (decoded.finishReason !== undefined) record.finishReason = decoded.finishReason;
-    if (decoded.countProblem !== undefined) record.countProblem = decoded.countProblem;
-    if (decoded.serverTiming !== undefined) record.serverTiming = decoded.serverTiming;
-  }
-  if (decoded?.inputTokens !== undefined) {
-    record.inputTokens = decoded.inputTokens;
-    record.inputTokensSource = 'server';
-  } else if (!error) {
-    record.inputTokens = pending.spec.requestedInputTokens;
-    record.inputTokensSource = 'requested';
-  }
-  if (error) record.error = error;
-  return record;
 }
 
 /**

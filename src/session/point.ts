@@ -6,12 +6,11 @@
  */
 import { performance } from 'node:perf_hooks';
 import { withApiKey } from '../backends/request.js';
-import type { RequestSpec } from '../backends/types.js';
+import type { BackendOptions, RequestSpec } from '../backends/types.js';
 import { describeError, InfergaugeError } from '../errors.js';
 import type { LoadSpec, ShardIndex } from '../load.js';
 import { createRunClock, type RunClock } from '../loadgen/clock.js';
 import { runDeadlineS } from '../loadgen/deadline.js';
-import type { TargetConfig } from '../loadgen/http.js';
 import {
   connectionsToWarm,
   type LoadgenProgress,
@@ -41,12 +40,10 @@ import { seriesKey } from '../telemetry/prometheus.js';
 import { recordTelemetry } from '../telemetry/scraper.js';
 import type { ServerMetricsSummary } from '../telemetry/summary.js';
 import { sessionBounds } from '../workload/conversations.js';
-import { streamSeed } from '../workload/distributions.js';
-import { createPromptFactory } from '../workload/prompts.js';
 import { describeScenario, isSessionScenario, type Scenario } from '../workload/scenarios.js';
 import type { Tokenizer } from '../workload/tokenizer.js';
 import { traceSessions } from '../workload/trace.js';
-import { createWorkload, loadWorkload } from '../workload/workload.js';
+import { loadWorkload } from '../workload/workload.js';
 import { type PointInfo, type SessionEvents, SNAPSHOT_INTERVAL_MS } from './events.js';
 import { inSession } from './session.js';
 import {
@@ -54,6 +51,7 @@ import {
   type Notify,
   openTarget,
   type PreparedRun,
+  requestOptions,
   type Target,
   telemetrySources,
   type VirtualTarget,
@@ -580,7 +578,7 @@ async function finishLive(
 }
 
 /** The target config with the scenario's reasoning options (sent with every request). */
-function withReasoning(config: TargetConfig, scenario: Scenario): TargetConfig {
+function withReasoning<T extends BackendOptions>(config: T, scenario: Scenario): T {
   const r = scenario.reasoning;
   if (!r) return config;
   return {
@@ -680,21 +678,23 @@ async function measureVirtual(
     // Virtual time has no live clock: the whole run takes as long as the engine model needs.
     nowUs: () => 0,
   });
-  const nextRequest =
-    point.nextRequest ??
-    createWorkload({
-      scenario: point.scenario,
-      prompts: await createPromptFactory(target.tokenizer, {
-        seed: streamSeed(plan.seed, 'prompts'),
-        ...(point.scenario.sharedPrefixTokens
-          ? { sharedPrefixTokens: point.scenario.sharedPrefixTokens }
-          : {}),
-      }),
-      seed: plan.seed,
-      wordsAreTokens: true,
-      ...(plan.trace ? { trace: plan.trace.entries } : {}),
-      ...(plan.dataset ? { dataset: plan.dataset.data } : {}),
-    });
+  const workload = point.nextRequest
+    ? { nextRequest: point.nextRequest }
+    : await loadWorkload({
+        scenario: point.scenario,
+        // The built-in simulator counts words: exact, and what its HTTP runs use too.
+        tokenizer: 'words',
+        tokenizerOptions: { builtInSimulator: true },
+        seed: plan.seed,
+        promptOverheadTokens: 0,
+        wordsAreTokens: true,
+        ...(plan.trace ? { trace: plan.trace.entries } : {}),
+        ...(plan.trace?.speed !== undefined ? { traceSpeed: plan.trace.speed } : {}),
+        ...(plan.dataset ? { dataset: plan.dataset.data } : {}),
+      });
+  // Sessions, reasoning and tool calls go through the wire shapes (sim/wire.ts); plain
+  // answers skip them, which is most of a sweep's cost.
+  const shaped = 'nextSession' in workload || point.scenario.reasoning !== undefined;
   const builder = new SummaryBuilder(summaryContext(plan, point.load));
   const startedMs = performance.now();
   const result = simulateRun({
@@ -705,7 +705,10 @@ async function measureVirtual(
     warmupRequests,
     seed: plan.seed,
     endpoint: plan.endpoint,
-    nextRequest,
+    ...workload,
+    ...(shaped
+      ? { wire: { options: withReasoning(requestOptions(plan, target.model), point.scenario) } }
+      : {}),
     onRecord: (r) => {
       session.record(info, r);
       builder.add(r);

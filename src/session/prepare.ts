@@ -15,7 +15,6 @@ import {
   telemetryAsked,
 } from '../plan/runPlan.js';
 import { engineFlagArgs, engineFromFlags, isEngineFlag } from '../sim/options.js';
-import { isSessionScenario } from '../workload/scenarios.js';
 import { localSourceProblems, type PreparedRun } from './target.js';
 
 export type RunOptions = RunPlanInput & {
@@ -76,12 +75,6 @@ export function prepareRun(options: RunOptions, command = 'run'): PreparedRun {
     }
     // The default scrape of the simulator's /metrics: there is no server to scrape.
     if (simulate && plan) delete plan.telemetry;
-    const sessions = plan?.scenarios.filter(isSessionScenario) ?? [];
-    if (simulate && sessions.length > 0) {
-      problems.push(
-        `scenario ${sessions.map((s) => s.name).join(', ')} runs sessions, whose turns wait on the answers and think times: run it against the built-in simulator in real time (drop --simulate; --time-scale speeds it up)`,
-      );
-    }
   }
   if (plan?.telemetry) problems.push(...localSourceProblems(plan.telemetry));
   if (command !== 'run' && (input.shard ?? input.startAt) !== undefined) {

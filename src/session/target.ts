@@ -5,6 +5,7 @@
 import { existsSync } from 'node:fs';
 import { BACKENDS } from '../backends/index.js';
 import { splitServerUrl, withApiKey } from '../backends/request.js';
+import type { BackendOptions } from '../backends/types.js';
 import { requestText } from '../httpText.js';
 import type { TargetConfig } from '../loadgen/http.js';
 import { runLoadgen } from '../loadgen/run.js';
@@ -55,16 +56,23 @@ export function targetConfig(
   apiKey: string | undefined,
 ): TargetConfig {
   return {
+    ...requestOptions(plan, model),
     backend: BACKENDS[plan.backend],
     baseUrl: url,
+    headers: plan.headers,
+    timeoutMs: plan.timeoutS * 1000,
+    ...(apiKey ? { apiKey } : {}),
+  };
+}
+
+/** How a plan's requests are shaped, whatever they are sent to (virtual time too). */
+export function requestOptions(plan: RunPlan, model: string): BackendOptions {
+  return {
     endpoint: plan.endpoint,
     model,
     temperature: plan.temperature,
     ignoreEos: plan.ignoreEos,
     continuousUsageStats: plan.continuousUsageStats,
-    headers: plan.headers,
-    timeoutMs: plan.timeoutS * 1000,
-    ...(apiKey ? { apiKey } : {}),
     ...(plan.extraBody ? { extraBody: plan.extraBody } : {}),
     ...(plan.maxAnswerMb !== undefined
       ? { maxAnswerChars: Math.round(plan.maxAnswerMb * 2 ** 20) }

@@ -1,23 +1,46 @@
-import type { Endpoint, RequestSpec } from '../backends/types.js';
+import type { Answer, BackendOptions, Endpoint, RequestSpec } from '../backends/types.js';
 import type { LoadSpec } from '../load.js';
 import type { RequestPhase, RequestRecord } from '../record.js';
 import { arrivalScheduleForLoad } from '../workload/arrivals.js';
+import {
+  type Conversation,
+  type ConversationStep,
+  type ConversationWorkload,
+  SESSION_ID_STRIDE,
+  type TurnOutcome,
+} from '../workload/conversations.js';
 import { countWords, simWordLength, splitWords } from '../workload/words.js';
+import { type AnswerOptions, DEFAULT_ANSWER_OPTIONS } from './answer.js';
 import { EngineCluster } from './cluster.js';
 import { EngineModel, type SequenceListener } from './engineModel.js';
 import { promptBlockHashes } from './physical.js';
+import { type Emission, WireRequest } from './wire.js';
 
 export interface VirtualRunOptions {
   /** One engine, or data-parallel replicas behind a load balancer. */
   engine: EngineModel | EngineCluster;
   load: LoadSpec;
+  /** Measured units (requests, or sessions with `nextSession`) to send after warm-up. */
   requests?: number;
   durationS?: number;
   warmupRequests: number;
   seed: number;
-  nextRequest: (id: number) => RequestSpec;
+  /** Request `id` of a single-request workload; exactly one of it and `nextSession`. */
+  nextRequest?: (id: number) => RequestSpec;
+  /**
+   * Session `id` of a session workload (multi-turn chat, agent tasks): ids, counts and the load
+   * then count sessions, as in runLoadgen, and every request goes through `wire`.
+   */
+  nextSession?: ConversationWorkload;
   /** Shapes the records like the HTTP simulator's streams (chat has a role-only first event). */
   endpoint: Endpoint;
+  /**
+   * The client's request options (model, reasoning, extra body) and the simulator's answer
+   * knobs: given, each request is sent, answered and read as over HTTP (wire.ts), which sessions
+   * need (their next turn is built from the answer) and which reasoning and tool calls show;
+   * without, a plain answer's record is written directly, at a fraction of the cost.
+   */
+  wire?: { options: BackendOptions; answers?: AnswerOptions };
   onRecord: (record: RequestRecord) => void;
 }
 
@@ -30,6 +53,20 @@ export interface VirtualRunResult {
   steps: number;
 }
 
+/** What the load schedules: a request, or a session of a session workload. */
+interface Unit {
+  id: number;
+  phase: RequestPhase;
+  scheduledNs: number;
+}
+
+/** A request about to be sent: its unit's place, and its session's when it has one. */
+interface Pending extends Unit {
+  spec: RequestSpec;
+  session?: { sessionId: number; turn: number; call?: number };
+  owner?: SessionRun;
+}
+
 /** A request in the engine; it is its own listener, so a token costs no closure call. */
 class InFlight implements SequenceListener {
   /** Engine time of each output token (ns); `tokens` of them are set. */
@@ -37,15 +74,14 @@ class InFlight implements SequenceListener {
   tokens = 0;
 
   constructor(
-    readonly id: number,
-    readonly phase: RequestPhase,
-    readonly scheduledNs: number,
+    readonly p: Pending,
     readonly sentNs: number,
-    readonly spec: RequestSpec,
     readonly promptTokens: number,
+    maxTokens: number,
     private readonly finished: InFlight[],
+    readonly wire?: WireRequest,
   ) {
-    this.tokenNs = new Float64Array(spec.requestedOutputTokens);
+    this.tokenNs = new Float64Array(maxTokens);
   }
 
   onToken(atNs: number, _index: number, last: boolean): void {
@@ -57,13 +93,18 @@ class InFlight implements SequenceListener {
 /**
  * Runs a workload through the engine model in virtual time: no HTTP, no waiting. The load is
  * applied with the same rules as `runLoadgen` (closed loop, seeded open-loop arrivals, cap,
- * warm-up, request count or duration) and each request becomes the record the real client
- * would have written against the HTTP simulator, with zero network time.
+ * warm-up, request count or duration; sessions step by step with their pauses) and each request
+ * becomes the record the real client would have written against the HTTP simulator, with zero
+ * network time.
  */
 export function simulateRun(o: VirtualRunOptions): VirtualRunResult {
   if (o.requests === undefined && o.durationS === undefined) {
     throw new Error('simulateRun needs requests or durationS');
   }
+  if ((o.nextRequest === undefined) === (o.nextSession === undefined)) {
+    throw new Error('simulateRun needs exactly one of nextRequest and nextSession');
+  }
+  if (o.nextSession && !o.wire) throw new Error('simulateRun runs sessions only with `wire`');
   const engine = o.engine instanceof EngineModel ? new EngineCluster([o.engine]) : o.engine;
   const replicas = engine.replicas;
   const measuredEnd = o.warmupRequests + (o.requests ?? Number.POSITIVE_INFINITY);
@@ -71,9 +112,10 @@ export function simulateRun(o: VirtualRunOptions): VirtualRunResult {
   let measureStartNs: number | undefined;
   let planDone = false;
   const finished: InFlight[] = [];
+  /** Units (requests, or sessions) started and not yet over. */
   let inFlight = 0;
 
-  const nextPending = (scheduledNs: number) => {
+  const nextPending = (scheduledNs: number): Unit | undefined => {
     if (planDone || nextId >= measuredEnd) {
       planDone = true;
       return undefined;
@@ -86,29 +128,56 @@ export function simulateRun(o: VirtualRunOptions): VirtualRunResult {
         return undefined;
       }
     }
-    const id = nextId++;
-    return { id, phase, scheduledNs, spec: o.nextRequest(id) };
+    return { id: nextId++, phase, scheduledNs };
   };
 
-  const send = (p: NonNullable<ReturnType<typeof nextPending>>, sentNs: number) => {
-    // Words are only needed for prefix-cache keys; counting them is much cheaper.
-    const words = engine.config.prefixCaching ? splitWords(p.spec.prompt) : undefined;
-    const promptTokens = words ? words.length : (p.spec.promptWords ?? countWords(p.spec.prompt));
-    const maxTokens = p.spec.requestedOutputTokens;
-    const request = new InFlight(
-      p.id,
-      p.phase,
-      p.scheduledNs,
-      sentNs,
-      p.spec,
-      promptTokens,
-      finished,
-    );
-    inFlight++;
+  const wire = o.wire;
+  const answers = wire?.answers ?? DEFAULT_ANSWER_OPTIONS;
+  const model = engine.config.model.id;
+  /** A finished (or refused) request's record, to its session or straight out. */
+  const ended = (request: InFlight, refusal?: string) => {
+    const { record, answer } =
+      refusal !== undefined || !request.wire
+        ? { record: toRecord(request, o.endpoint, refusal), answer: undefined }
+        : request.wire.record(
+            { ...request.p, scheduledAtUs: us(request.p.scheduledNs) },
+            us(request.sentNs),
+            emissions(request),
+            (wire as NonNullable<typeof wire>).options,
+            model,
+          );
+    if (request.p.owner) request.p.owner.ended(request.p, record, answer);
+    else {
+      inFlight--;
+      o.onRecord(record);
+    }
+  };
+
+  const send = (p: Pending, sentNs: number) => {
+    let words: readonly string[] | undefined;
+    let promptTokens: number;
+    let maxTokens = p.spec.requestedOutputTokens;
+    let read: WireRequest | undefined;
+    if (wire) {
+      const r = WireRequest.read(p.spec, p.id, wire.options, answers);
+      if (typeof r === 'string') {
+        ended(new InFlight(p, sentNs, 0, 0, finished), r);
+        return;
+      }
+      read = r;
+      maxTokens = r.maxTokens;
+      promptTokens = r.promptWords.length;
+      // The answer's words are keyed too: the next turn's prompt holds them (physical.ts).
+      if (engine.config.prefixCaching) words = [...r.promptWords, ...r.outputWords()];
+    } else {
+      // Words are only needed for prefix-cache keys; counting them is much cheaper.
+      words = engine.config.prefixCaching ? splitWords(p.spec.prompt) : undefined;
+      promptTokens = words ? words.length : (p.spec.promptWords ?? countWords(p.spec.prompt));
+    }
+    const request = new InFlight(p, sentNs, promptTokens, maxTokens, finished, read);
     const invalid = engine.validate(promptTokens, maxTokens);
     if (invalid !== undefined || maxTokens === 0) {
-      inFlight--;
-      o.onRecord(toRecord(request, o.endpoint, invalid));
+      ended(request, invalid);
       return;
     }
     engine.add(
@@ -122,38 +191,55 @@ export function simulateRun(o: VirtualRunOptions): VirtualRunResult {
     );
   };
 
+  /** Session steps waiting out their pause (think time, tool latency), by start time. */
+  const timers = new StepTimers();
+  const sessions: SessionDriver = {
+    send,
+    emit: (record) => o.onRecord(record),
+    over: () => {
+      inFlight--;
+    },
+    later: (atNs, run) => timers.push(atNs, run),
+  };
+  const start = (unit: Unit, atNs: number) => {
+    inFlight++;
+    if (o.nextSession) new SessionRun(unit, o.nextSession(unit.id), sessions).begin(atNs);
+    else send({ ...unit, spec: (o.nextRequest as (id: number) => RequestSpec)(unit.id) }, atNs);
+  };
+
   const load = o.load;
   const cap = load.mode === 'closed' ? load.concurrency : (load.maxConcurrency ?? Infinity);
-  const waiting: NonNullable<ReturnType<typeof nextPending>>[] = [];
+  const waiting: Unit[] = [];
   const schedule = load.mode === 'open' ? arrivalScheduleForLoad(load, o.seed) : undefined;
   // Arrival times as the real client computes them: ms rounded to whole µs. Infinity once the
   // schedule has ended (after a trace's last arrival): no further arrival is waited for.
   const nextArrival = () => (schedule ? Math.round(schedule() * 1000) * 1000 : Infinity);
   let nextArrivalNs = schedule ? nextArrival() : Infinity;
 
-  /** Fills free slots at `atNs`: the next requests (closed loop) or the oldest waiting ones. */
+  /** Fills free slots at `atNs`: the next units (closed loop) or the oldest waiting ones. */
   const fill = (atNs: number) => {
     while (inFlight < cap) {
       const next = load.mode === 'closed' ? nextPending(atNs) : waiting.shift();
       if (!next) return;
-      send(next, atNs);
+      start(next, atNs);
     }
   };
   fill(0);
   // One event order over all replicas, so the run is exact and deterministic. At one instant:
   // a step's finished requests first (their slots free up, as the single-engine loop always
-  // did), then arrivals, then the replica whose next step starts first (lowest index on ties).
-  // A step is computed when it starts and its tokens are delivered when it ends, as the HTTP
-  // simulator does, so a replica routed to mid-step shows its state after that step.
-  const ended: InFlight[][] = replicas.map(() => []);
+  // did), then arrivals, then sessions' steps due after a pause, then the replica whose next
+  // step starts first (lowest index on ties). A step is computed when it starts and its tokens
+  // are delivered when it ends, as the HTTP simulator does, so a replica routed to mid-step
+  // shows its state after that step.
+  const done: InFlight[][] = replicas.map(() => []);
   let steps = 0;
   let lastEventNs = 0;
   for (;;) {
     let atNs = Number.POSITIVE_INFINITY;
     let replica = -1;
-    let kind: 'ended' | 'arrival' | 'step' | undefined;
+    let kind: 'ended' | 'arrival' | 'timer' | 'step' | undefined;
     for (let r = 0; r < replicas.length; r++) {
-      if (ended[r].length > 0 && replicas[r].now < atNs) {
+      if (done[r].length > 0 && replicas[r].now < atNs) {
         atNs = replicas[r].now;
         replica = r;
         kind = 'ended';
@@ -162,6 +248,10 @@ export function simulateRun(o: VirtualRunOptions): VirtualRunResult {
     if (schedule && !planDone && nextArrivalNs < atNs) {
       atNs = nextArrivalNs;
       kind = 'arrival';
+    }
+    if (timers.nextNs < atNs) {
+      atNs = timers.nextNs;
+      kind = 'timer';
     }
     for (let r = 0; r < replicas.length; r++) {
       const work = replicas[r].nextWorkNs();
@@ -174,11 +264,9 @@ export function simulateRun(o: VirtualRunOptions): VirtualRunResult {
     if (kind === undefined) break;
     lastEventNs = Math.max(lastEventNs, atNs);
     if (kind === 'ended') {
-      for (const request of ended[replica]) {
-        inFlight--;
-        o.onRecord(toRecord(request, o.endpoint));
-      }
-      ended[replica].length = 0;
+      const requests = done[replica];
+      done[replica] = [];
+      for (const request of requests) ended(request);
       fill(atNs);
     } else if (kind === 'arrival') {
       const p = nextPending(atNs);
@@ -186,6 +274,9 @@ export function simulateRun(o: VirtualRunOptions): VirtualRunResult {
       waiting.push(p);
       fill(atNs);
       nextArrivalNs = nextArrival();
+    } else if (kind === 'timer') {
+      timers.pop()(atNs);
+      fill(atNs);
     } else {
       const model = replicas[replica];
       model.advanceTo(atNs);
@@ -193,11 +284,148 @@ export function simulateRun(o: VirtualRunOptions): VirtualRunResult {
       steps++;
       lastEventNs = Math.max(lastEventNs, model.now);
       // Its requests that finished in this step are told at the step's end.
-      ended[replica].push(...finished);
+      done[replica].push(...finished);
       finished.length = 0;
     }
   }
   return { unsentRequests: waiting.length, simulatedS: lastEventNs / 1e9, steps };
+}
+
+/** What a session needs of the run. */
+interface SessionDriver {
+  send(p: Pending, atNs: number): void;
+  emit(record: RequestRecord): void;
+  /** The session is over: its user is free. */
+  over(): void;
+  /** Runs `run` at `atNs` (engine time). */
+  later(atNs: number, run: (atNs: number) => void): void;
+}
+
+/**
+ * One session in virtual time, as runLoadgen's runSession runs it over HTTP: each step's
+ * requests go out together, the next step is built from their records and answers and sent
+ * after its pause, counted from the end of the step's last request; a failed request ends the
+ * session. Every record is emitted as its request ends, but the step's last, which waits for the
+ * next step to be built so that the record ending a session that ran to its end carries
+ * `sessionDone`.
+ */
+class SessionRun {
+  private index = 0;
+  private turn = 0;
+  private left = 0;
+  private outcomes: TurnOutcome[] = [];
+
+  constructor(
+    private readonly unit: Unit,
+    private readonly conversation: Conversation,
+    private readonly d: SessionDriver,
+  ) {}
+
+  begin(atNs: number): void {
+    this.step(this.conversation.next(), atNs);
+  }
+
+  private step(step: ConversationStep | undefined, atNs: number): void {
+    const fanOut = step?.requests.length ?? 0;
+    // Past the ids a session may use, the session is cut (SESSION_ID_STRIDE requests).
+    if (!step || fanOut === 0 || this.index + fanOut > SESSION_ID_STRIDE) {
+      this.d.over();
+      return;
+    }
+    const turn = ++this.turn;
+    this.left = fanOut;
+    this.outcomes = new Array(fanOut);
+    const base = this.unit.id * SESSION_ID_STRIDE;
+    const pendings = step.requests.map(
+      (spec, call): Pending => ({
+        id: base + this.index++,
+        phase: this.unit.phase,
+        scheduledNs: atNs,
+        spec,
+        session: { sessionId: this.unit.id, turn, ...(fanOut > 1 ? { call } : {}) },
+        owner: this,
+      }),
+    );
+    for (const p of pendings) this.d.send(p, atNs);
+  }
+
+  ended(p: Pending, record: RequestRecord, answer: Answer | undefined): void {
+    this.outcomes[p.session?.call ?? 0] = { record, ...(answer ? { answer } : {}) };
+    if (--this.left > 0) {
+      this.d.emit(record);
+      return;
+    }
+    const outcomes = this.outcomes;
+    const failed = outcomes.some((outcome) => outcome.record.error !== undefined);
+    const next = failed ? undefined : this.conversation.next(outcomes);
+    if (!next && !failed) record.sessionDone = true;
+    this.d.emit(record);
+    if (!next) {
+      this.d.over();
+      return;
+    }
+    // As runSession: the step's end is its last record's, in whole µs; then the pause.
+    const endUs = Math.round(Math.max(...outcomes.map((x) => x.record.endAt)) * 1000);
+    const startNs = (endUs + Math.round(next.pauseMs * 1000)) * 1000;
+    this.d.later(startNs, (atNs) => this.step(next, atNs));
+  }
+}
+
+/** A min-heap of (time, action), earliest first, ties in the order they were pushed. */
+class StepTimers {
+  private readonly heap: { atNs: number; seq: number; run: (atNs: number) => void }[] = [];
+  private seq = 0;
+
+  get nextNs(): number {
+    return this.heap.length > 0 ? this.heap[0].atNs : Number.POSITIVE_INFINITY;
+  }
+
+  push(atNs: number, run: (atNs: number) => void): void {
+    const heap = this.heap;
+    heap.push({ atNs, seq: this.seq++, run });
+    for (let i = heap.length - 1; i > 0; ) {
+      const parent = (i - 1) >> 1;
+      if (!this.before(i, parent)) break;
+      [heap[i], heap[parent]] = [heap[parent], heap[i]];
+      i = parent;
+    }
+  }
+
+  pop(): (atNs: number) => void {
+    const heap = this.heap;
+    const top = heap[0];
+    const last = heap.pop() as (typeof heap)[number];
+    if (heap.length > 0) {
+      heap[0] = last;
+      for (let i = 0; ; ) {
+        const l = 2 * i + 1;
+        const r = l + 1;
+        let min = i;
+        if (l < heap.length && this.before(l, min)) min = l;
+        if (r < heap.length && this.before(r, min)) min = r;
+        if (min === i) break;
+        [heap[i], heap[min]] = [heap[min], heap[i]];
+        i = min;
+      }
+    }
+    return top.run;
+  }
+
+  private before(a: number, b: number): boolean {
+    const x = this.heap[a];
+    const y = this.heap[b];
+    return x.atNs < y.atNs || (x.atNs === y.atNs && x.seq < y.seq);
+  }
+}
+
+/** A finished request's tokens as the emissions that carried them (equal times travel together). */
+function emissions(r: InFlight): Emission[] {
+  const out: Emission[] = [];
+  for (let i = 0; i < r.tokens; i++) {
+    if (i > 0 && r.tokenNs[i] === r.tokenNs[i - 1]) out[out.length - 1].tokens++;
+    else out.push({ atUs: us(r.tokenNs[i]), tokens: 1 });
+  }
+  return out;
 }
 
 const us = (ns: number) => Math.round(ns / 1000);
@@ -205,13 +433,15 @@ const us = (ns: number) => Math.round(ns / 1000);
 /** The record the client would write for this request against the HTTP simulator. */
 function toRecord(r: InFlight, endpoint: Endpoint, rejected?: string): RequestRecord {
   const sentUs = us(r.sentNs);
+  const { p } = r;
   const base = {
-    id: r.id,
-    phase: r.phase,
-    scheduledAt: us(r.scheduledNs) / 1000,
+    id: p.id,
+    ...p.session,
+    phase: p.phase,
+    scheduledAt: us(p.scheduledNs) / 1000,
     sentAt: sentUs / 1000,
-    requestedInputTokens: r.spec.requestedInputTokens,
-    requestedOutputTokens: r.spec.requestedOutputTokens,
+    requestedInputTokens: p.spec.requestedInputTokens,
+    requestedOutputTokens: p.spec.requestedOutputTokens,
   };
   if (rejected !== undefined) {
     return {

@@ -41,6 +41,8 @@ export interface WorkloadSource {
   /** `--trace-speed`, for a session scenario's turns (single requests have it in the load). */
   traceSpeed?: number;
   dataset?: Dataset;
+  /** One word is one token (virtual time on the built-in simulator): counting is skipped. */
+  wordsAreTokens?: boolean;
 }
 
 /** What the load generator runs: single requests by id, or sessions by id. */
@@ -76,7 +78,11 @@ export async function loadWorkload(source: WorkloadSource): Promise<LoadedWorklo
     };
   }
   return {
-    nextRequest: createWorkload({ ...common, ...(source.trace ? { trace: source.trace } : {}) }),
+    nextRequest: createWorkload({
+      ...common,
+      ...(source.trace ? { trace: source.trace } : {}),
+      ...(source.wordsAreTokens ? { wordsAreTokens: true } : {}),
+    }),
   };
 }
 

@@ -16,14 +16,17 @@ import {
 import { findGpuPreset, type GpuSpec } from '../../src/memory/hardware.js';
 import { findModelPreset, type ModelSpec } from '../../src/memory/model.js';
 import type { RequestRecord } from '../../src/record.js';
-import type { SimulatorProcess } from '../../src/session/simulator.js';
+import { type SimulatorProcess, spawnSimulator } from '../../src/session/simulator.js';
 import { EngineModel, type EngineModelOptions } from '../../src/sim/engineModel.js';
 import { simulateRun } from '../../src/sim/virtual.js';
 import { parsePrometheusText } from '../../src/telemetry/prometheus.js';
+import type { ConversationWorkload } from '../../src/workload/conversations.js';
+import type { Scenario } from '../../src/workload/scenarios.js';
 import { createSyntheticWorkload, WORDS } from '../../src/workload/synthetic.js';
+import { loadWorkload } from '../../src/workload/workload.js';
 import { perRequestGaps } from '../helpers/agreement.js';
 import { runAlone } from '../helpers/alone.js';
-import { runAgainst } from '../helpers/run.js';
+import { runAgainst, target } from '../helpers/run.js';
 import { fetchTruth, startSim } from '../helpers/sim.js';
 
 // Virtual time and the HTTP simulator are compared per request within timer jitter: npm test runs this file alone, after the others.
@@ -285,6 +288,101 @@ describe('virtual time and the HTTP simulator agree', () => {
       gaps.medianE2eGapMs < 10 + 0.02 * gaps.meanE2eMs,
       `E2E gap ${gaps.medianE2eGapMs} ms`,
     );
+  });
+
+  test('agent sessions (tool calls, fan-out, tool latency, reasoning, prefix caching): the same records, timed within jitter', async () => {
+    // Item 4 of issue 30: sessions run in virtual time as over HTTP. Every request's shape (its
+    // session, turn and call, prompt and answer lengths, reasoning, tool calls, which record
+    // ends its session) must be the same; a turn built from a different answer would differ
+    // in its prompt length. Times agree within timer jitter, as for single requests.
+    const scenario: Scenario = {
+      name: 'agent-small',
+      input: { kind: 'fixed', value: 48 },
+      output: { kind: 'fixed', value: 12 },
+      agent: {
+        steps: { kind: 'fixed', value: 2 },
+        fanOut: 2,
+        systemPromptTokens: 256,
+        tools: 2,
+        toolLatencyMs: { kind: 'fixed', value: 40 },
+        toolOutputTokens: { kind: 'fixed', value: 64 },
+        answerTokens: { kind: 'fixed', value: 16 },
+      },
+      reasoning: { enableThinking: true },
+    };
+    const load: LoadSpec = { mode: 'open', rate: 4, arrival: 'poisson' };
+    const sessions = () =>
+      loadWorkload({
+        scenario,
+        tokenizer: 'words',
+        tokenizerOptions: { builtInSimulator: true },
+        seed: 7,
+        promptOverheadTokens: 0,
+      }) as Promise<{ nextSession: ConversationWorkload }>;
+    const server = await spawnSimulator(['--enable-prefix-caching']);
+    try {
+      const options = { endpoint: 'chat' as const, ignoreEos: true, enableThinking: true };
+      // Warm the process first (JIT, connections), as a real run would with --warmup.
+      await runAgainst(server.url, {
+        target: options,
+        load,
+        requests: 2,
+        engine: { nextRequest: undefined, ...(await sessions()) },
+      });
+      const real = await runAgainst(server.url, {
+        target: options,
+        load,
+        requests: 8,
+        engine: { nextRequest: undefined, ...(await sessions()) },
+      });
+      const same: RequestRecord[] = [];
+      simulateRun({
+        engine: new EngineModel({
+          model: preset('llama-3-8b'),
+          gpu: gpu('h100'),
+          prefixCaching: true,
+        }),
+        load,
+        requests: 8,
+        warmupRequests: 0,
+        seed: 7,
+        endpoint: 'chat',
+        ...(await sessions()),
+        wire: { options: target(server.url, options) },
+        onRecord: (r) => same.push(r),
+      });
+      same.sort((a, b) => a.id - b.id);
+      // 8 tasks of 2 steps of 2 calls and a final answer.
+      assert.equal(real.records.length, 8 * 5);
+      const shape = (r: RequestRecord) => {
+        const { sessionId, turn, call, sessionDone, status, inputTokens, outputTokens } = r;
+        const { reasoningTokens, finishReason, firstToolCallAt, events } = r;
+        const { dtUs: _, ...eventShape } = events;
+        return {
+          id: r.id,
+          ...{ sessionId, turn, call, sessionDone, status, inputTokens, outputTokens },
+          ...{ reasoningTokens, finishReason, toolCall: firstToolCallAt !== undefined },
+          ...eventShape,
+        };
+      };
+      assert.deepEqual(same.map(shape), real.records.map(shape));
+      assert.ok(
+        real.records.some((r) => r.finishReason === 'tool_calls' && (r.reasoningTokens ?? 0) > 0),
+      );
+      const gaps = perRequestGaps(real.records, same);
+      console.log(
+        `  sessions, real vs virtual: |TTFT gap| median ${gaps.medianTtftGapMs.toFixed(2)} ms, |E2E gap| median ${gaps.medianE2eGapMs.toFixed(2)} ms of ${gaps.meanE2eMs.toFixed(0)} ms`,
+      );
+      // The bounds of the single-request test above. A turn that missed the prefix cache would
+      // be about 2 ms slower in TTFT per 1,000 prompt tokens; a lost pause, 40 ms later.
+      assert.ok(gaps.medianTtftGapMs < 8, `TTFT gap ${gaps.medianTtftGapMs} ms`);
+      assert.ok(
+        gaps.medianE2eGapMs < 10 + 0.02 * gaps.meanE2eMs,
+        `E2E gap ${gaps.medianE2eGapMs} ms`,
+      );
+    } finally {
+      await server.stop();
+    }
   });
 
   test('/metrics: vLLM names, preemptions counted, KV usage and DCGM memory as the engine has them', async () => {
