@@ -9,9 +9,18 @@ export function sizeCommand(): Command {
       "Which deployments serve a traffic within SLOs, and at what cost: every GPU x TP x weight and KV dtype x max-num-seqs x engine personality is tried with the simulator (calibrated with --calibration, or not), each replica's capacity found under the SLOs, the replicas the traffic needs counted, and the deployments ranked by cost with the cost/latency Pareto front marked.",
     )
     .option('--model <preset|config.json>', 'the model to serve')
-    .option('--rate <r>', 'traffic: requests per second (Poisson arrivals)')
-    .option('--users <n>', 'traffic: concurrent users, each sending its next request when answered')
-    .option('--scenario <name>', 'prompt and output lengths from a preset (default: chat)')
+    .option(
+      '--rate <r>',
+      'traffic: requests per second (Poisson arrivals); sessions per second for a session scenario',
+    )
+    .option(
+      '--users <n>',
+      'traffic: concurrent users, each sending its next request when answered (a session scenario: concurrent sessions)',
+    )
+    .option(
+      '--scenario <name>',
+      'prompt and output lengths from a preset (default: chat); multi-turn and agent size sessions',
+    )
     .option('--input-tokens <dist>', 'prompt tokens: N, uniform:MIN:MAX, normal:MEAN:SD, ...')
     .option('--output-tokens <dist>', 'output tokens, in the same forms')
     .option(
@@ -42,6 +51,10 @@ export function sizeCommand(): Command {
     .option(
       '--prices <file>',
       'YAML or JSON: GPU id -> price per GPU-hour (your own; none is built in)',
+    )
+    .option(
+      '--enable-prefix-caching',
+      "every engine reuses KV blocks of identical prompt prefixes (sessions' history)",
     )
     .option('--calibration <file>', 'calibration.json from infergauge calibrate')
     .option('--requests <n>', 'requests per virtual run (default: 300)')
@@ -93,11 +106,13 @@ async function sizeAction(o: Record<string, string | boolean | undefined>): Prom
   }
   if (o.json) process.stdout.write(`${JSON.stringify(json, null, 2)}\n`);
   else {
-    const { renderSize } = await import('../report/sizeText.js');
-    const trafficText =
-      traffic.mode === 'rate' ? `${traffic.rate} req/s` : `${traffic.users} users`;
+    const { renderSize, sizeTrafficText } = await import('../report/sizeText.js');
     process.stdout.write(
-      renderSize(result, prepared.top, `${trafficText} of ${describeScenario(scenario)}`),
+      renderSize(
+        result,
+        prepared.top,
+        `${sizeTrafficText(traffic)} of ${describeScenario(scenario)}`,
+      ),
     );
     if (out) printNotice('size', `results: ${out}/size.json, ${out}/report.html`);
   }

@@ -37,6 +37,7 @@ import {
 import { catalogDistributions, escapeHtml, metricLabel } from './format.js';
 import { noReliableFit } from './probeText.js';
 import { describeReasoning, sessionFacts, TURN_COLUMNS } from './sessionsText.js';
+import { sizeTrafficText } from './sizeText.js';
 import { htmlTable, htmlTableOf as table } from './table.js';
 import { describeClientHealth, describeLoad, describeSteadyState } from './terminal.js';
 
@@ -1262,10 +1263,9 @@ function sizeReport(input: Extract<ReportInput, { kind: 'size' }>, charts: Chart
   const feasible = rows.filter((d) => d.feasible === true);
   const priced = feasible.some((d) => num(d.costPerHour) !== undefined);
   const traffic = obj(z.traffic);
-  const trafficText =
-    traffic?.mode === 'rate'
-      ? `${fmtNumber(num(traffic.rate) ?? 0, 2)} req/s`
-      : `${fmtNumber(num(traffic?.users) ?? 0)} users`;
+  const trafficText = sizeTrafficText(traffic ?? {}, (n) =>
+    fmtNumber(n, traffic?.mode === 'rate' ? 2 : 0),
+  );
   const headline = `${feasible.length} of ${fmtNumber(num(z.candidates) ?? rows.length)} deployments serve ${trafficText} within ${str(z.slo) ?? 'the SLOs'}`;
   const cost = (d: Json) => (priced ? num(d.costPerHour) : num(d.gpus));
   const ttft = (d: Json) => num(obj(d.at)?.ttftP99Ms);

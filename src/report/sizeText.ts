@@ -35,6 +35,17 @@ const money = (v: number | undefined, digits = 2) =>
 const ms = (v: number | null | undefined) =>
   v == null ? '-' : v >= 100 ? v.toFixed(0) : v.toFixed(1);
 
+/** The traffic sized for: requests, or the sessions of a session scenario, per second or at once. */
+export function sizeTrafficText(
+  traffic: { mode?: unknown; rate?: unknown; users?: unknown; sessions?: unknown },
+  format: (n: number) => string = String,
+): string {
+  const sessions = traffic.sessions === true;
+  return traffic.mode === 'rate'
+    ? `${format(Number(traffic.rate))} ${sessions ? 'sessions/s' : 'req/s'}`
+    : `${format(Number(traffic.users))} ${sessions ? 'concurrent sessions' : 'users'}`;
+}
+
 /** `top` feasible deployments, then a line per reason the others were ruled out. */
 export function renderSize(view: SizeView, top: number, traffic: string): string {
   const feasible = view.deployments.filter((d) => d.feasible);

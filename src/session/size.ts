@@ -7,20 +7,29 @@
  * latency at that operating point. The cost/latency Pareto front is marked.
  */
 import { evaluateThresholds, parseThresholds, type Threshold } from '../analysis/thresholds.js';
+import type { BackendOptions } from '../backends/types.js';
 import type { LoadSpec } from '../load.js';
 import { EngineStartError } from '../memory/footprint.js';
 import { catalogMetric, type LatencyKey } from '../metrics/catalog.js';
 import { parseSlo, type SloCondition } from '../metrics/slo.js';
 import { type RunSummary, SummaryBuilder } from '../metrics/summary.js';
+import type { RequestRecord } from '../record.js';
 import { EngineCluster } from '../sim/cluster.js';
 import { EngineModel, type EngineModelOptions } from '../sim/engineModel.js';
 import { resolveEngine, type SimEngineSettings } from '../sim/options.js';
 import { simulateRun } from '../sim/virtual.js';
+import type { ConversationWorkload } from '../workload/conversations.js';
 import { meanOf, sampleLength, streamSeed } from '../workload/distributions.js';
-import type { Scenario } from '../workload/scenarios.js';
+import { isSessionScenario, type Scenario } from '../workload/scenarios.js';
+import { loadWorkload } from '../workload/workload.js';
 
-/** The traffic to serve: an open-loop request rate, or concurrent users (closed loop). */
-export type SizeTraffic = { mode: 'rate'; rate: number } | { mode: 'users'; users: number };
+/**
+ * The traffic to serve: an open-loop request rate, or concurrent users (closed loop); with
+ * `sessions`, a session scenario's sessions per second, or sessions at once.
+ */
+export type SizeTraffic = ({ mode: 'rate'; rate: number } | { mode: 'users'; users: number }) & {
+  sessions?: true;
+};
 
 /** The axes of the search: every combination is a candidate. */
 export interface SizeSpace {
@@ -112,6 +121,7 @@ export interface SizeResult {
 }
 
 const DEFAULT_REQUESTS = 300;
+const DEFAULT_SEED = 42;
 const DEFAULT_MAX_DP = 64;
 /** Bisection steps on the log of one replica's load: 6 over a 64x bracket is 7 % resolution. */
 const BISECTIONS = 6;
@@ -152,11 +162,11 @@ function checkSlo(o: SizeOptions): { thresholds: Threshold[]; requestSlo?: SloCo
 }
 
 /** Searches every candidate in this thread; throws SizeError on SLOs that cannot be read. */
-export function size(o: SizeOptions): SizeResult {
+export async function size(o: SizeOptions): Promise<SizeResult> {
   const started = performance.now();
   const { thresholds, requestSlo } = checkSlo(o);
   const combos = candidates(o.space);
-  const search = new Search(o, thresholds, requestSlo);
+  const search = new Search(o, thresholds, requestSlo, await sessionsOf(o));
   const warnings = new Set<string>();
   const deployments = combos.map((c, i) => {
     const row = search.candidate(c, warnings);
@@ -251,19 +261,35 @@ export type SizeWorkerMessage =
   | { type: 'done'; simulations: number; warnings: string[] };
 
 /** A worker thread's share: the candidates at `indices`, each posted as it is done. */
-export function sizeShare(
+export async function sizeShare(
   o: SizeOptions,
   indices: number[],
   post: (m: SizeWorkerMessage) => void,
-): void {
+): Promise<void> {
   const { thresholds, requestSlo } = checkSlo(o);
   const combos = candidates(o.space);
-  const search = new Search(o, thresholds, requestSlo);
+  const search = new Search(o, thresholds, requestSlo, await sessionsOf(o));
   const warnings = new Set<string>();
   for (const index of indices) {
     post({ type: 'row', index, row: search.candidate(combos[index], warnings) });
   }
   post({ type: 'done', simulations: search.simulations, warnings: [...warnings] });
+}
+
+/**
+ * A session scenario's workload (multi-turn chat, agent tasks), built once: every trial runs the
+ * same sessions (each call makes a fresh one), with the words the built-in simulator counts.
+ */
+async function sessionsOf(o: SizeOptions): Promise<ConversationWorkload | undefined> {
+  if (!isSessionScenario(o.scenario)) return undefined;
+  const built = await loadWorkload({
+    scenario: o.scenario,
+    tokenizer: 'words',
+    tokenizerOptions: { builtInSimulator: true },
+    seed: o.seed ?? DEFAULT_SEED,
+    promptOverheadTokens: 0,
+  });
+  return 'nextSession' in built ? built.nextSession : undefined;
 }
 
 interface Candidate {
@@ -307,8 +333,14 @@ class Search {
     private readonly o: SizeOptions,
     private readonly thresholds: Threshold[],
     private readonly requestSlo: SloCondition[] | undefined,
+    /** A session scenario's workload: the traffic's units are then sessions. */
+    private readonly sessions?: ConversationWorkload,
   ) {
-    this.requests = o.requests ?? DEFAULT_REQUESTS;
+    const requests = o.requests ?? DEFAULT_REQUESTS;
+    // Sessions: about as many requests per trial, in whole sessions.
+    this.requests = sessions
+      ? Math.max(8, Math.ceil(requests / requestsPerSession(o.scenario)))
+      : requests;
     this.meanInput = meanOf(o.scenario.input);
     this.meanOutput = meanOf(o.scenario.output);
     // Only what the SLOs and the table read: a trial's summary need not sort every distribution.
@@ -361,8 +393,9 @@ class Search {
       dtype: model.config.weights.dtype,
       kvCacheDtype: model.config.kvDtype,
     });
+    // A session's prompts grow with its history: a turn over max-model-len fails in the trial.
     const longest = this.meanInput + this.meanOutput;
-    if (longest > model.config.maxModelLen) {
+    if (!this.sessions && longest > model.config.maxModelLen) {
       return {
         ...base,
         reason: `mean request (${Math.round(longest)} tokens) is over max-model-len ${model.config.maxModelLen}`,
@@ -445,9 +478,12 @@ class Search {
     const price = this.o.prices?.[gpuId] ?? this.o.prices?.[options.gpu.id];
     // The tokens served: an open loop's offered traffic (a short trial's own span includes its
     // drain, which is no part of the traffic); a closed loop's users get what they measured.
+    const sessionsRun = at.summary.sessions?.started ?? 0;
+    const outputPerUnit =
+      this.sessions && sessionsRun > 0 ? at.summary.tokens.output / sessionsRun : this.meanOutput;
     const totalTokPerS =
       this.o.traffic.mode === 'rate'
-        ? this.o.traffic.rate * this.meanOutput
+        ? this.o.traffic.rate * outputPerUnit
         : at.summary.throughput.outputTokensPerS * dp;
     const costPerHour = price !== undefined ? price * gpus : undefined;
     return {
@@ -468,7 +504,7 @@ class Search {
         : {}),
       binding: failTrial
         ? bindingOf(failTrial, model, 'load')
-        : `none within the traffic (${stepBound(model, at, this.meanInput, this.meanOutput)})`,
+        : `none within the traffic (${stepBound(model, at)})`,
     };
   }
 
@@ -481,7 +517,8 @@ class Search {
    * its decode at the largest batch the engine can hold, with no queueing.
    */
   private loadBound(model: EngineModel): number {
-    if (this.o.traffic.mode === 'users') return Number.POSITIVE_INFINITY;
+    // Sessions: their prompts' lengths (history, cache hits) are known only by running them.
+    if (this.o.traffic.mode === 'users' || this.sessions) return Number.POSITIVE_INFINITY;
     const context = this.meanInput + this.meanOutput / 2;
     const batch = Math.max(
       1,
@@ -514,7 +551,7 @@ class Search {
       this.o.traffic.mode === 'rate'
         ? { mode: 'open', rate: load, arrival: 'poisson' }
         : { mode: 'closed', concurrency: Math.max(1, Math.round(load)) };
-    const seed = this.o.seed ?? 42;
+    const seed = this.o.seed ?? DEFAULT_SEED;
     const builder = new SummaryBuilder({
       load: spec,
       ...(this.requestSlo ? { slo: this.requestSlo } : {}),
@@ -523,24 +560,36 @@ class Search {
     const inputSeed = streamSeed(seed, 'input');
     const outputSeed = streamSeed(seed, 'output');
     const scenario = this.o.scenario;
-    simulateRun({
+    const common = {
       engine,
       load: spec,
       requests: this.requests,
       warmupRequests: Math.ceil(this.requests / 10),
       seed,
-      endpoint: 'completions',
-      nextRequest: (id) => {
-        const input = sampleLength(scenario.input, inputSeed, id);
-        return {
-          prompt: '',
-          promptWords: input,
-          requestedInputTokens: input,
-          requestedOutputTokens: sampleLength(scenario.output, outputSeed, id),
-        };
-      },
-      onRecord: (r) => builder.add(r),
-    });
+      onRecord: (r: RequestRecord) => builder.add(r),
+    };
+    if (this.sessions) {
+      simulateRun({
+        ...common,
+        endpoint: 'chat',
+        nextSession: this.sessions,
+        wire: { options: sessionRequestOptions(scenario, engine.config.model.id) },
+      });
+    } else {
+      simulateRun({
+        ...common,
+        endpoint: 'completions',
+        nextRequest: (id) => {
+          const input = sampleLength(scenario.input, inputSeed, id);
+          return {
+            prompt: '',
+            promptWords: input,
+            requestedInputTokens: input,
+            requestedOutputTokens: sampleLength(scenario.output, outputSeed, id),
+          };
+        },
+      });
+    }
     const summary = builder.build();
     const evaluation = evaluateThresholds(summary, this.thresholds);
     const replica = engine.replicas[0];
@@ -555,6 +604,26 @@ class Search {
       preemptions: replica.counters.preemptions,
     };
   }
+}
+
+/** Requests a session of the scenario sends on average: its turns, or an agent's calls and answer. */
+function requestsPerSession(s: Scenario): number {
+  if (s.agent) return meanOf(s.agent.steps) * s.agent.fanOut + 1;
+  return s.session ? meanOf(s.session.turns) : 1;
+}
+
+/** How the client asks the built-in simulator for a session's turns (`run`'s defaults). */
+function sessionRequestOptions(s: Scenario, model: string): BackendOptions {
+  const r = s.reasoning;
+  return {
+    endpoint: 'chat',
+    model,
+    temperature: 0,
+    ignoreEos: true,
+    continuousUsageStats: false,
+    ...(r?.effort !== undefined ? { reasoningEffort: r.effort } : {}),
+    ...(r?.enableThinking !== undefined ? { enableThinking: r.enableThinking } : {}),
+  };
 }
 
 function pointMetrics(t: Trial): SizePointMetrics {
@@ -576,17 +645,19 @@ function pointMetrics(t: Trial): SizePointMetrics {
  * memory (the cache full or requests preempted) or the step's own bound.
  */
 function bindingOf(t: Trial, model: EngineModel, at: 'latency' | 'load'): string {
-  const counted = Math.max(1, t.summary.requests.completed);
   const names = t.failed.map((f) => f.split(' ')[0]).join(', ');
   const memory = t.kvPeak >= 0.95 || t.preemptions > 0;
   const behind = memory
     ? `KV memory (${Math.round(t.kvPeak * 100)} % used${t.preemptions > 0 ? `, ${t.preemptions} preempted` : ''})`
-    : stepBound(model, t, t.summary.tokens.input / counted, t.summary.tokens.output / counted);
+    : stepBound(model, t);
   return `${names || 'requests failed'}${at === 'load' ? ' past its capacity' : ''}: ${behind}`;
 }
 
 /** Whether one replica's decode step at its mean running batch is bound by compute, weights or KV reads, or overheads. */
-function stepBound(model: EngineModel, t: Trial, meanInput: number, meanOutput: number): string {
+function stepBound(model: EngineModel, t: Trial): string {
+  const counted = Math.max(1, t.summary.requests.completed);
+  const meanInput = t.summary.tokens.input / counted;
+  const meanOutput = t.summary.tokens.output / counted;
   const batch = Math.max(1, Math.round(t.summary.load.meanConcurrency));
   const context = meanInput + meanOutput / 2;
   const s = model.cost.stepTime({

@@ -6,7 +6,7 @@
 import { readFileSync } from 'node:fs';
 import { parse } from 'yaml';
 import { parseFlagNumber } from '../flagNumber.js';
-import { parseScenarioList, withLengths } from '../workload/scenarios.js';
+import { isSessionScenario, parseScenarioList, withLengths } from '../workload/scenarios.js';
 import type { SizeOptions } from './size.js';
 
 /** What the command line gives: option values as typed (strings), switches as booleans. */
@@ -93,15 +93,12 @@ export function prepareSize(flags: SizeFlags): PreparedSize {
   try {
     const [preset] = parseScenarioList(str('scenario') ?? 'chat');
     scenario = withLengths(preset, str('inputTokens'), str('outputTokens'));
-    if (scenario.session || scenario.agent) {
-      problems.push(
-        `--scenario ${scenario.name}: sessions and agents are not sized yet; use a single-request scenario or lengths`,
-      );
-    }
   } catch (err) {
     problems.push((err as Error).message);
   }
   if (problems.length > 0 || !model || !traffic || !slo || !scenario) return { top, problems };
+  // A session scenario's traffic counts sessions (runLoadgen's unit), and says so.
+  if (isSessionScenario(scenario)) traffic = { ...traffic, sessions: true };
   const requestSlo = str('requestSlo');
   const calibration = str('calibration');
   return {
@@ -121,7 +118,14 @@ export function prepareSize(flags: SizeFlags): PreparedSize {
       },
       ...(prices ? { prices } : {}),
       ...(calibration !== undefined ? { calibration } : {}),
-      ...(maxModelLen !== undefined ? { engine: { maxModelLen } } : {}),
+      ...(maxModelLen !== undefined || flags.enablePrefixCaching === true
+        ? {
+            engine: {
+              ...(maxModelLen !== undefined ? { maxModelLen } : {}),
+              ...(flags.enablePrefixCaching === true ? { enablePrefixCaching: true } : {}),
+            },
+          }
+        : {}),
       ...(requests !== undefined ? { requests } : {}),
       ...(maxDp !== undefined ? { maxDp } : {}),
       ...(seed !== undefined ? { seed } : {}),

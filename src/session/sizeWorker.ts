@@ -5,4 +5,4 @@ import { type SizeOptions, sizeShare } from './size.js';
 if (!parentPort) throw new Error('session/sizeWorker.ts runs only as a worker thread');
 const port = parentPort;
 const { options, indices } = workerData as { options: SizeOptions; indices: number[] };
-sizeShare(options, indices, (m) => port.postMessage(m));
+await sizeShare(options, indices, (m) => port.postMessage(m));

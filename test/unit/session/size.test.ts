@@ -6,11 +6,16 @@
  * the undominated set, and worker threads give the same answer as one thread.
  */
 import assert from 'node:assert/strict';
-import { describe, test } from 'node:test';
+import { before, describe, test } from 'node:test';
 import { evaluateThresholds, parseThresholds } from '../../../src/analysis/thresholds.js';
 import { SummaryBuilder } from '../../../src/metrics/summary.js';
 import { renderHtmlReport } from '../../../src/report/html.js';
-import { type SizeOptions, size, sizeInParallel } from '../../../src/session/size.js';
+import {
+  type SizeOptions,
+  type SizeResult,
+  size,
+  sizeInParallel,
+} from '../../../src/session/size.js';
 import { prepareSize } from '../../../src/session/sizeOptions.js';
 import { EngineCluster } from '../../../src/sim/cluster.js';
 import { resolveEngine } from '../../../src/sim/options.js';
@@ -74,13 +79,16 @@ function holds(gpu: string, tp: number, rate: number): boolean {
 }
 
 describe('size', () => {
-  const result = size(options);
+  let result: SizeResult;
+  before(async () => {
+    result = await size(options);
+  });
 
-  test('tries every candidate and rules out the one that cannot start, saying why', () => {
+  test('tries every candidate and rules out the one that cannot start, saying why', async () => {
     assert.equal(result.candidates, 4);
     assert.equal(result.deployments.length, 4);
     // 140 GB of bf16 weights fit neither one 24 GB L4 nor two (TP2): out before any simulation.
-    const big = size({
+    const big = await size({
       ...options,
       model: 'llama-3-70b',
       space: { ...options.space, gpus: [{ gpu: 'l4' }] },
@@ -145,8 +153,8 @@ describe('size', () => {
     }
   });
 
-  test('an SLO no deployment can meet rules every one out, at light load', () => {
-    const none = size({
+  test('an SLO no deployment can meet rules every one out, at light load', async () => {
+    const none = await size({
       ...options,
       slo: 'ttft.p99<1',
       space: { ...options.space, gpus: [{ gpu: 'l40s' }], tps: [1] },
@@ -160,11 +168,45 @@ describe('size', () => {
       { ...options, space: { ...options.space, tps: [1, 2, 4] } },
       2,
     );
-    const single = size({ ...options, space: { ...options.space, tps: [1, 2, 4] } });
+    const single = await size({ ...options, space: { ...options.space, tps: [1, 2, 4] } });
     const key = (r: typeof single) =>
       r.deployments.map((d) => [d.gpu, d.tp, d.dp, d.feasible, d.at?.ttftP99Ms]);
     assert.deepEqual(key(parallel), key(single));
     assert.equal(parallel.simulations, single.simulations);
+  });
+
+  test('sizes sessions in concurrent sessions; the prefix cache, which keeps their history, cuts the replicas', async () => {
+    // Turn k re-sends the system prompt and every earlier turn (up to 1,600 tokens); without
+    // the cache each turn prefills all of it, with it only the new message.
+    const sessions: SizeOptions = {
+      ...options,
+      traffic: { mode: 'users', users: 32, sessions: true },
+      scenario: {
+        name: 'multi-turn',
+        input: { kind: 'fixed', value: 128 },
+        output: { kind: 'fixed', value: 128 },
+        session: {
+          turns: { kind: 'fixed', value: 4 },
+          thinkTimeMs: { kind: 'fixed', value: 500 },
+          history: 'actual',
+          systemPromptTokens: 1024,
+        },
+      },
+      slo: 'ttft.p99<250',
+      space: { ...options.space, gpus: [{ gpu: 'l40s' }], tps: [1] },
+      engine: { maxModelLen: 4096 },
+    };
+    const cold = (await size(sessions)).deployments[0];
+    const warm = (
+      await size({ ...sessions, engine: { maxModelLen: 4096, enablePrefixCaching: true } })
+    ).deployments[0];
+    assert.ok(cold.feasible && warm.feasible, `${cold.reason} / ${warm.reason}`);
+    assert.ok(
+      (warm.capacityPerReplica as number) >= 2 * (cold.capacityPerReplica as number),
+      `${warm.capacityPerReplica} vs ${cold.capacityPerReplica} sessions per replica`,
+    );
+    assert.ok(warm.dp < cold.dp);
+    assert.ok(cold.at && cold.at.ttftP99Ms !== null && cold.at.ttftP99Ms < 250);
   });
 
   test('report.html: the ranked table, the cost/latency chart, the ruled out; names escaped', () => {
@@ -213,7 +255,7 @@ describe('size', () => {
     assert.equal(good.top, 3);
   });
 
-  test('refuses goodput SLOs without the per-request SLO they count with', () => {
-    assert.throws(() => size({ ...options, slo: 'sloAttainment>=0.9' }), /--request-slo/);
+  test('refuses goodput SLOs without the per-request SLO they count with', async () => {
+    await assert.rejects(() => size({ ...options, slo: 'sloAttainment>=0.9' }), /--request-slo/);
   });
 });
