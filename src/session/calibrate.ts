@@ -36,6 +36,9 @@ import {
   resolveEngine,
   type SimEngineSettings,
 } from '../sim/options.js';
+import { agentTools } from '../workload/conversations.js';
+import type { Scenario } from '../workload/scenarios.js';
+import { countWords, toolsPromptText } from '../workload/words.js';
 
 export interface CalibrateOptions {
   /** Engine flags as the command line parsed them (`model`, `gpu`, `tp`, `mbu`, ...). */
@@ -71,6 +74,7 @@ type Slim = Pick<
   | 'requestedInputTokens'
   | 'error'
   | 'sessionId'
+  | 'turn'
 >;
 
 const DEFAULT_MAX_REQUESTS = 500;
@@ -234,6 +238,24 @@ function engineArgs(settings: SimEngineSettings): string[] {
   return args;
 }
 
+/**
+ * A session run's prompt start every session shares, from the scenario its plan recorded: the
+ * system prompt, after an agent's tool schemas (counted in words, as the built-in simulator
+ * does; another tokenizer differs by a few tokens of a block).
+ */
+function sharedPrefixTokens(manifest: Record<string, unknown> | undefined): number | undefined {
+  const plan = manifest?.plan as { scenarios?: unknown } | undefined;
+  const name = manifest?.scenario;
+  const scenario = (Array.isArray(plan?.scenarios) ? (plan.scenarios as Scenario[]) : []).find(
+    (s) => s?.name === name,
+  );
+  if (scenario?.agent) {
+    const { systemPromptTokens, tools } = scenario.agent;
+    return systemPromptTokens + countWords(toolsPromptText(agentTools(tools)));
+  }
+  return scenario?.session?.systemPromptTokens;
+}
+
 /** A run directory as a calibration point, or a problem saying why it cannot be one. */
 async function readPoint(
   dir: string,
@@ -250,12 +272,11 @@ async function readPoint(
     (manifest?.windows as { warmupRequests?: unknown } | undefined)?.warmupRequests ?? 0,
   );
   const records: Slim[] = [];
-  let sessions = false;
   await streamRecords(resultPath(dir, 'records'), {
     add: (r) => {
-      if (r.sessionId !== undefined) sessions = true;
-      // Issue order: the first requests sent, warm-up included (ids count from 0).
-      if (r.id >= warmup + maxRequests) return;
+      // Issue order: the first units sent (requests, or sessions), warm-up included (ids
+      // count from 0).
+      if ((r.sessionId ?? r.id) >= warmup + maxRequests) return;
       records.push({
         id: r.id,
         phase: r.phase,
@@ -268,17 +289,17 @@ async function readPoint(
         ...(r.lastTokenAt !== undefined ? { lastTokenAt: r.lastTokenAt } : {}),
         ...(r.inputTokens !== undefined ? { inputTokens: r.inputTokens } : {}),
         ...(r.error ? { error: r.error } : {}),
+        ...(r.sessionId !== undefined ? { sessionId: r.sessionId, turn: r.turn } : {}),
       });
     },
   });
-  if (sessions) {
-    problems.push(
-      `${dir} is a session scenario (multi-turn or agent): its turns depend on each other and are not replayed yet; calibrate from single-request runs`,
-    );
-    return undefined;
-  }
   const label = relative(process.cwd(), dir) || dir;
-  const point = pointFromRecords(label, load as LoadSpec, records as RequestRecord[]);
+  const point = pointFromRecords(
+    label,
+    load as LoadSpec,
+    records as RequestRecord[],
+    sharedPrefixTokens(manifest),
+  );
   if (!point.requests.some((r) => !r.warmup)) {
     problems.push(`${dir}: no measured request succeeded; leave it out`);
     return undefined;
@@ -288,7 +309,7 @@ async function readPoint(
     source: dir,
     loadText:
       load.mode === 'closed'
-        ? `concurrency ${load.concurrency}`
-        : `${load.rate} req/s${load.maxConcurrency !== undefined ? ` (max ${load.maxConcurrency} in flight)` : ''}`,
+        ? `concurrency ${load.concurrency}${point.sessions ? ' (sessions)' : ''}`
+        : `${load.rate} ${point.sessions ? 'sessions/s' : 'req/s'}${load.maxConcurrency !== undefined ? ` (max ${load.maxConcurrency} in flight)` : ''}`,
   };
 }

@@ -11,6 +11,7 @@ import type { RequestSpec } from '../backends/types.js';
 import type { LoadSpec } from '../load.js';
 import type { RequestRecord } from '../record.js';
 import { VERSION } from '../version.js';
+import { SESSION_ID_STRIDE } from '../workload/conversations.js';
 import {
   CALIBRATION_FORMAT,
   CALIBRATION_SCHEMA,
@@ -41,12 +42,35 @@ export interface CalibrationRequest {
   scheduledMs: number;
 }
 
+/** One session of a measured session run: its steps, each one or more requests sent together. */
+export interface CalibrationSession {
+  warmup: boolean;
+  /** When its first step was sent, ms from the run's start (open loop: its arrival). */
+  scheduledMs: number;
+  steps: {
+    /** From the end of the step before (think time, tool latency), as the client waited. */
+    pauseMs: number;
+    requests: { inputTokens: number; outputTokens: number }[];
+  }[];
+}
+
 /** One measured run: its load, its requests and what it measured. */
 export interface CalibrationPoint {
   label: string;
-  /** Closed loop (its concurrency), or open loop (replayed at the recorded arrival times). */
+  /**
+   * Closed loop (its concurrency), or open loop (replayed at the recorded arrival times); of
+   * sessions, for a session run.
+   */
   load: LoadSpec;
+  /** Every request kept, in the order sent. */
   requests: CalibrationRequest[];
+  /** A session run's sessions (multi-turn chat, agent tasks), in the order started. */
+  sessions?: CalibrationSession[];
+  /**
+   * Tokens every session's prompts begin with (tool schemas, the system prompt), which a prefix
+   * cache shares across sessions.
+   */
+  sharedPrefixTokens?: number;
   measured: PointMetrics;
 }
 
@@ -165,17 +189,20 @@ export function pointMetrics(records: readonly RequestRecord[]): PointMetrics {
 
 /**
  * A measured run as a calibration point: its successful requests (a failed one's length is
- * unknown) in the order sent, warm-up included (it warms the engine as it did the server).
+ * unknown) in the order sent, warm-up included (it warms the engine as it did the server). A
+ * session run keeps its sessions' steps too, each up to its first failed request (which ended
+ * the session), with the pause the client waited before each.
  */
 export function pointFromRecords(
   label: string,
   load: LoadSpec,
   records: readonly RequestRecord[],
+  sharedPrefixTokens?: number,
 ): CalibrationPoint {
   const kept = records
-    .filter((r) => !r.error && r.firstTokenAt !== undefined && r.sessionId === undefined)
+    .filter((r) => !r.error && r.firstTokenAt !== undefined)
     .sort((a, b) => a.scheduledAt - b.scheduledAt || a.id - b.id);
-  return {
+  const point: CalibrationPoint = {
     label,
     load,
     requests: kept.map((r) => ({
@@ -186,13 +213,56 @@ export function pointFromRecords(
     })),
     measured: pointMetrics(kept),
   };
+  if (records.some((r) => r.sessionId !== undefined)) {
+    point.sessions = sessionsOf(records);
+    if (sharedPrefixTokens) point.sharedPrefixTokens = sharedPrefixTokens;
+  }
+  return point;
+}
+
+/** A session run's sessions, in the order started, each step to its first failed request. */
+function sessionsOf(records: readonly RequestRecord[]): CalibrationSession[] {
+  const bySession = new Map<number, RequestRecord[]>();
+  for (const r of records) {
+    if (r.sessionId === undefined || r.turn === undefined) continue;
+    const list = bySession.get(r.sessionId);
+    if (list) list.push(r);
+    else bySession.set(r.sessionId, [r]);
+  }
+  const sessions: CalibrationSession[] = [];
+  for (const list of bySession.values()) {
+    list.sort((a, b) => (a.turn as number) - (b.turn as number) || a.id - b.id);
+    const steps: CalibrationSession['steps'] = [];
+    let previousEnd: number | undefined;
+    for (let i = 0; i < list.length; ) {
+      let j = i;
+      while (j < list.length && list[j].turn === list[i].turn) j++;
+      const step = list.slice(i, j);
+      i = j;
+      if (step.some((r) => r.error || r.firstTokenAt === undefined)) break;
+      steps.push({
+        pauseMs: previousEnd === undefined ? 0 : Math.max(0, step[0].scheduledAt - previousEnd),
+        requests: step.map((r) => ({
+          inputTokens: r.inputTokens ?? r.requestedInputTokens,
+          outputTokens: r.outputTokens,
+        })),
+      });
+      previousEnd = Math.max(...step.map((r) => r.endAt));
+    }
+    if (steps.length === 0) continue;
+    sessions.push({ warmup: list[0].phase === 'warmup', scheduledMs: list[0].scheduledAt, steps });
+  }
+  return sessions.sort(
+    (a, b) => Number(b.warmup) - Number(a.warmup) || a.scheduledMs - b.scheduledMs,
+  );
 }
 
 /**
  * Replays a point in virtual time on the engine `options` describe and measures it. Each request
- * carries only its length: records do not keep prompts, so shared prefixes cannot be replayed
- * and the engine's prefix cache is off (calibrate from runs of random prompts, as the synthetic
- * scenarios are).
+ * carries only its length: records do not keep prompts, so shared prefixes of single requests
+ * cannot be replayed and the engine's prefix cache is off for them (calibrate from runs of
+ * random prompts, as the synthetic scenarios are). A session run is replayed session by session,
+ * with the cache as the engine has it: see replaySessions.
  */
 export function replayPoint(options: EngineModelOptions, point: CalibrationPoint): PointMetrics {
   return pointMetrics(replayRecords(options, point));
@@ -203,42 +273,98 @@ export function replayRecords(
   options: EngineModelOptions,
   point: CalibrationPoint,
 ): RequestRecord[] {
+  if (point.sessions) return replaySessions(options, point, point.sessions);
   const engine = new EngineCluster({ ...options, prefixCaching: false });
   const warmup = point.requests.filter((r) => r.warmup);
   const measured = point.requests.filter((r) => !r.warmup);
   const ordered = [...warmup, ...measured];
   const records: RequestRecord[] = [];
-  let load = point.load;
-  if (load.mode === 'open') {
-    // The recorded arrivals, so the replay meets the same bursts the server met.
-    const t0 = ordered.length > 0 ? Math.min(...ordered.map((r) => r.scheduledMs)) : 0;
-    load = {
-      mode: 'open',
-      rate: load.rate,
-      arrival: 'trace',
-      trace: { timesMs: ordered.map((r) => r.scheduledMs - t0), speed: 1 },
-      ...(load.maxConcurrency !== undefined ? { maxConcurrency: load.maxConcurrency } : {}),
-    };
-  }
   simulateRun({
     engine,
-    load,
+    load: replayLoad(point.load, ordered),
     requests: measured.length,
     warmupRequests: warmup.length,
     seed: 1,
     endpoint: 'completions',
-    nextRequest: (id): RequestSpec => {
-      const r = ordered[id];
+    nextRequest: (id): RequestSpec => lengthsOnly(ordered[id]),
+    onRecord: (record) => records.push(record),
+  });
+  return records;
+}
+
+/**
+ * A session run replayed: each session's steps in turn, each after its recorded pause, under
+ * the run's load of sessions. Its prompts are known by length only, so each session is taken
+ * as one growing token stream, as a conversation is: every prompt is a prefix of it and every
+ * answer continues it (turn k+1 re-sends turn k's prompt and answer, then a new message), and
+ * its first `sharedPrefixTokens` are every session's. The prefix cache keys that stream by
+ * block; a fan-out step's parallel calls are taken to continue it alike, a small error where
+ * only the first call's answer precedes the rest in the next prompt.
+ */
+function replaySessions(
+  options: EngineModelOptions,
+  point: CalibrationPoint,
+  sessions: CalibrationSession[],
+): RequestRecord[] {
+  const engine = new EngineCluster(options);
+  const blockSize = engine.config.blockSize;
+  const sharedBlocks = Math.floor((point.sharedPrefixTokens ?? 0) / blockSize);
+  const warmup = sessions.filter((s) => s.warmup).length;
+  const records: RequestRecord[] = [];
+  simulateRun({
+    engine,
+    load: replayLoad(point.load, sessions),
+    requests: sessions.length - warmup,
+    warmupRequests: warmup,
+    seed: 1,
+    endpoint: 'completions',
+    nextSession: (id) => {
+      const { steps } = sessions[id];
+      let k = 0;
       return {
-        prompt: '',
-        promptWords: r.inputTokens,
-        requestedInputTokens: r.inputTokens,
-        requestedOutputTokens: r.outputTokens,
+        next: () => {
+          const step = steps[k++];
+          return step && { pauseMs: step.pauseMs, requests: step.requests.map(lengthsOnly) };
+        },
       };
+    },
+    prefixKeys: (id, spec) => {
+      const session = Math.floor(id / SESSION_ID_STRIDE);
+      const blocks = Math.floor(
+        (spec.requestedInputTokens + spec.requestedOutputTokens) / blockSize,
+      );
+      // Shared blocks are negative, a session's are its own: distinct as long as a session's
+      // stream is under 2^21 blocks.
+      return Array.from({ length: blocks }, (_, b) =>
+        b < sharedBlocks ? -(b + 1) : session * 2 ** 21 + b,
+      );
     },
     onRecord: (record) => records.push(record),
   });
   return records;
+}
+
+/** The recorded arrivals (open loop), so the replay meets the same bursts the server met. */
+function replayLoad(load: LoadSpec, ordered: readonly { scheduledMs: number }[]): LoadSpec {
+  if (load.mode !== 'open') return load;
+  const t0 = ordered.length > 0 ? Math.min(...ordered.map((r) => r.scheduledMs)) : 0;
+  return {
+    mode: 'open',
+    rate: load.rate,
+    arrival: 'trace',
+    trace: { timesMs: ordered.map((r) => r.scheduledMs - t0), speed: 1 },
+    ...(load.maxConcurrency !== undefined ? { maxConcurrency: load.maxConcurrency } : {}),
+  };
+}
+
+/** A request known by its lengths only. */
+function lengthsOnly(r: { inputTokens: number; outputTokens: number }): RequestSpec {
+  return {
+    prompt: '',
+    promptWords: r.inputTokens,
+    requestedInputTokens: r.inputTokens,
+    requestedOutputTokens: r.outputTokens,
+  };
 }
 
 /** Log ratio of simulated to measured, per metric; a missing side reads 0 (no information). */

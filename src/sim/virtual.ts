@@ -29,7 +29,7 @@ export interface VirtualRunOptions {
   nextRequest?: (id: number) => RequestSpec;
   /**
    * Session `id` of a session workload (multi-turn chat, agent tasks): ids, counts and the load
-   * then count sessions, as in runLoadgen, and every request goes through `wire`.
+   * then count sessions, as in runLoadgen. A workload that builds turns from answers needs `wire`.
    */
   nextSession?: ConversationWorkload;
   /** Shapes the records like the HTTP simulator's streams (chat has a role-only first event). */
@@ -41,6 +41,11 @@ export interface VirtualRunOptions {
    * without, a plain answer's record is written directly, at a fraction of the cost.
    */
   wire?: { options: BackendOptions; answers?: AnswerOptions };
+  /**
+   * A replay's own prefix-cache keys for request `id` (the chained hashes of its prompt's and
+   * answer's full blocks), where its prompt is known by length only; else they are the words'.
+   */
+  prefixKeys?: (id: number, spec: RequestSpec) => readonly number[];
   onRecord: (record: RequestRecord) => void;
 }
 
@@ -104,7 +109,6 @@ export function simulateRun(o: VirtualRunOptions): VirtualRunResult {
   if ((o.nextRequest === undefined) === (o.nextSession === undefined)) {
     throw new Error('simulateRun needs exactly one of nextRequest and nextSession');
   }
-  if (o.nextSession && !o.wire) throw new Error('simulateRun runs sessions only with `wire`');
   const engine = o.engine instanceof EngineModel ? new EngineCluster([o.engine]) : o.engine;
   const replicas = engine.replicas;
   const measuredEnd = o.warmupRequests + (o.requests ?? Number.POSITIVE_INFINITY);
@@ -155,6 +159,7 @@ export function simulateRun(o: VirtualRunOptions): VirtualRunResult {
 
   const send = (p: Pending, sentNs: number) => {
     let words: readonly string[] | undefined;
+    let keys: readonly number[] | undefined;
     let promptTokens: number;
     let maxTokens = p.spec.requestedOutputTokens;
     let read: WireRequest | undefined;
@@ -169,11 +174,15 @@ export function simulateRun(o: VirtualRunOptions): VirtualRunResult {
       promptTokens = r.promptWords.length;
       // The answer's words are keyed too: the next turn's prompt holds them (physical.ts).
       if (engine.config.prefixCaching) words = [...r.promptWords, ...r.outputWords()];
+    } else if (o.prefixKeys) {
+      promptTokens = p.spec.promptWords ?? countWords(p.spec.prompt);
+      if (engine.config.prefixCaching) keys = o.prefixKeys(p.id, p.spec);
     } else {
       // Words are only needed for prefix-cache keys; counting them is much cheaper.
       words = engine.config.prefixCaching ? splitWords(p.spec.prompt) : undefined;
       promptTokens = words ? words.length : (p.spec.promptWords ?? countWords(p.spec.prompt));
     }
+    if (words) keys = promptBlockHashes(words, engine.config.blockSize);
     const request = new InFlight(p, sentNs, promptTokens, maxTokens, finished, read);
     const invalid = engine.validate(promptTokens, maxTokens);
     if (invalid !== undefined || maxTokens === 0) {
@@ -185,7 +194,7 @@ export function simulateRun(o: VirtualRunOptions): VirtualRunResult {
         arrivalNs: sentNs,
         promptTokens,
         maxTokens,
-        ...(words ? { blockHashes: promptBlockHashes(words, engine.config.blockSize) } : {}),
+        ...(keys ? { blockHashes: keys } : {}),
       },
       request,
     );

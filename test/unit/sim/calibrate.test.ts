@@ -26,6 +26,7 @@ import { EngineCluster } from '../../../src/sim/cluster.js';
 import type { EngineModelOptions } from '../../../src/sim/engineModel.js';
 import { resolveEngine } from '../../../src/sim/options.js';
 import { simulateRun } from '../../../src/sim/virtual.js';
+import { loadWorkload } from '../../../src/workload/workload.js';
 
 /** The issue's hidden constants, on an L40S. */
 const HIDDEN = {
@@ -153,6 +154,81 @@ describe('calibrate', () => {
     // Uncalibrated, the same engine misses by far more: the fit is what predicts.
     const raw = replayPoint(base, heldOut);
     assert.ok(Math.abs(raw.tpotMs / heldOut.measured.tpotMs - 1) > 0.2);
+  });
+
+  test('session runs: replayed exactly (each session one growing token stream, the cache on), and a fit from them predicts a held-out load', async () => {
+    // Multi-turn sessions on a server that caches prefixes: turn k+1 re-sends turn k's prompt
+    // and answer, so most of each prompt is a cache hit. Records keep lengths only; the replay
+    // must still meet the same hits, or TTFT would read several times too slow.
+    const cached = (e: EngineModelOptions): EngineModelOptions => ({ ...e, prefixCaching: true });
+    const sessions = async (concurrency: number, count: number, turns: number, io: number[]) => {
+      const [input, output, system] = io;
+      const built = await loadWorkload({
+        scenario: {
+          name: 'multi-turn',
+          input: { kind: 'fixed', value: input },
+          output: { kind: 'fixed', value: output },
+          session: {
+            turns: { kind: 'fixed', value: turns },
+            thinkTimeMs: { kind: 'uniform', min: 200, max: 800 },
+            history: 'actual',
+            systemPromptTokens: system,
+          },
+        },
+        tokenizer: 'words',
+        tokenizerOptions: { builtInSimulator: true },
+        seed: 3,
+        promptOverheadTokens: 0,
+      });
+      assert.ok('nextSession' in built);
+      const records: RequestRecord[] = [];
+      const load = { mode: 'closed' as const, concurrency };
+      simulateRun({
+        engine: new EngineCluster(cached(truth)),
+        load,
+        requests: count,
+        warmupRequests: 0,
+        seed: 1,
+        endpoint: 'chat',
+        nextSession: built.nextSession,
+        wire: {
+          options: {
+            endpoint: 'chat',
+            model: 'm',
+            temperature: 0,
+            ignoreEos: true,
+            continuousUsageStats: false,
+          },
+        },
+        onRecord: (r) => records.push(r),
+      });
+      return pointFromRecords(`c${concurrency}`, load, records, system);
+    };
+    const points = [
+      await sessions(1, 3, 4, [64, 256, 2048]),
+      await sessions(4, 8, 4, [1024, 32, 512]),
+      await sessions(16, 32, 5, [256, 128, 1024]),
+      await sessions(48, 96, 3, [512, 96, 256]),
+    ];
+    const held = await sessions(8, 16, 4, [256, 128, 1024]);
+    for (const p of [...points, held]) {
+      assert.ok(p.sessions && p.sessions.length > 0);
+      assert.deepEqual(replayPoint(cached(truth), p), p.measured, p.label);
+    }
+    const fit = fitCalibration(cached(base), points);
+    const values = Object.fromEntries(Object.entries(fit.fitted).map(([k, v]) => [k, v?.value]));
+    const predicted = replayPoint(withValues(cached(base), values), held);
+    const plain = replayPoint(cached(base), held);
+    for (const k of ['ttftMs', 'tpotMs', 'outputTokPerS'] as const) {
+      const error = Math.abs(predicted[k] / held.measured[k] - 1);
+      assert.ok(error < 0.03, `${k}: ${(error * 100).toFixed(1)} % off`);
+      // Uncalibrated, each is 35-48 % off: the fit, not the defaults, makes the prediction.
+      assert.ok(Math.abs(plain[k] / held.measured[k] - 1) > 0.3, k);
+    }
+    for (const k of ['mbu', 'mfu', 'frontendLatencyMs'] as const) {
+      const got = fit.fitted[k]?.value as number;
+      assert.ok(Math.abs(got / HIDDEN[k] - 1) < 0.06, `${k}: fitted ${got}, hidden ${HIDDEN[k]}`);
+    }
   });
 
   test('one load level: refused before any simulation, naming the runs to add', () => {
