@@ -298,8 +298,8 @@ export function replayRecords(
  * as one growing token stream, as a conversation is: every prompt is a prefix of it and every
  * answer continues it (turn k+1 re-sends turn k's prompt and answer, then a new message), and
  * its first `sharedPrefixTokens` are every session's. The prefix cache keys that stream by
- * block; a fan-out step's parallel calls are taken to continue it alike, a small error where
- * only the first call's answer precedes the rest in the next prompt.
+ * block; a fan-out step's parallel calls are taken to continue it alike (on the built-in
+ * simulator's agent runs the replay's medians are still the run's own).
  */
 function replaySessions(
   options: EngineModelOptions,
