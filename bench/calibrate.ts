@@ -100,8 +100,8 @@ interface Sweep {
 
 // ---------------------------------------------------------------------------------------------
 // Replay: replayPoint's run, with both statistics of TTFT and TPOT kept, so that each published
-// figure is compared with the same statistic simulated (the fit itself, in calibrate.ts, always
-// compares medians: see the closing note of docs/simulator-validation.md).
+// figure is compared with the same statistic simulated (the fit does too: each calibration
+// point says its statistics).
 
 interface Predicted {
   ttft: Record<Stat, number>;
@@ -200,6 +200,8 @@ function calibrationPoint(s: Sweep, p: SweepPoint, index: number): CalibrationPo
     load,
     requests,
     measured: { ttftMs: num(p.ttftMs), tpotMs: num(p.tpotMs), outputTokPerS: num(p.outputTokPerS) },
+    // The fit compares the statistic the source published (mean or median).
+    statistics: { ttftMs: p.ttftStat, tpotMs: p.tpotStat },
   };
 }
 

@@ -72,6 +72,8 @@ export interface CalibrationPoint {
    */
   sharedPrefixTokens?: number;
   measured: PointMetrics;
+  /** The statistic of `measured`'s TTFT and TPOT (default: medians); the replay reads the same. */
+  statistics?: PointStatistics;
 }
 
 interface ParameterRule {
@@ -157,13 +159,26 @@ const median = (values: number[]): number => {
   return sorted.length % 2 === 1 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
 };
 
+const mean = (values: number[]): number =>
+  values.length === 0 ? Number.NaN : values.reduce((sum, v) => sum + v, 0) / values.length;
+
+/** Which statistic a point's TTFT and TPOT are (published figures are often means). */
+export interface PointStatistics {
+  ttftMs?: 'median' | 'mean';
+  tpotMs?: 'median' | 'mean';
+}
+
 /**
  * A run's PointMetrics from its records: measured-phase requests that succeeded, with TTFT,
  * TPOT and run-level output throughput as docs/metrics.md defines them (the summary's own
  * builder is in metrics/, which the simulator's layer does not import). The same function
- * reads the simulated records, so both sides are measured alike.
+ * reads the simulated records, so both sides are measured alike: TTFT and TPOT are medians
+ * unless `statistics` says the measured figures are means.
  */
-export function pointMetrics(records: readonly RequestRecord[]): PointMetrics {
+export function pointMetrics(
+  records: readonly RequestRecord[],
+  statistics: PointStatistics = {},
+): PointMetrics {
   const ttft: number[] = [];
   const tpot: number[] = [];
   let tokens = 0;
@@ -181,8 +196,8 @@ export function pointMetrics(records: readonly RequestRecord[]): PointMetrics {
   }
   const spanS = (lastEnd - firstSent) / 1000;
   return {
-    ttftMs: median(ttft),
-    tpotMs: median(tpot),
+    ttftMs: statistics.ttftMs === 'mean' ? mean(ttft) : median(ttft),
+    tpotMs: statistics.tpotMs === 'mean' ? mean(tpot) : median(tpot),
     outputTokPerS: spanS > 0 ? tokens / spanS : Number.NaN,
   };
 }
@@ -265,7 +280,7 @@ function sessionsOf(records: readonly RequestRecord[]): CalibrationSession[] {
  * with the cache as the engine has it: see replaySessions.
  */
 export function replayPoint(options: EngineModelOptions, point: CalibrationPoint): PointMetrics {
-  return pointMetrics(replayRecords(options, point));
+  return pointMetrics(replayRecords(options, point), point.statistics);
 }
 
 /** replayPoint's virtual run: the records, for a caller that reads more than the medians. */

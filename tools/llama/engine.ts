@@ -1,5 +1,6 @@
 /**
- * `npm run engine:llama -- --port 8080 [--model-size tiny|125m] [--parallel 4] [--ctx-size 4096]`
+ * `npm run engine:llama -- --port 8080 [--model-size tiny|125m] [--parallel 4] [--ctx-size 4096]
+ *   [--threads 1] [--kv-unified] [--config-out config.json]`
  *
  * A real serving engine on this machine's CPU, for trying infergauge against something nobody
  * here wrote: builds llama.cpp's llama-server if the cache has none, writes a generated model
@@ -7,6 +8,7 @@
  */
 import { parseArgs } from 'node:util';
 import { ensureLlamaServer } from './build.js';
+import { writeLlamaModelConfig } from './calibration.js';
 import {
   CONTENT_ONLY_CHAT_TEMPLATE,
   cachedLlamaModel,
@@ -22,6 +24,10 @@ const { values } = parseArgs({
     parallel: { type: 'string', default: '4' },
     'ctx-size': { type: 'string', default: '4096' },
     threads: { type: 'string', default: '1' },
+    // One KV buffer for all slots, as llama-server runs with no --parallel (and as calibrated).
+    'kv-unified': { type: 'boolean', default: false },
+    // The served model's shape as a Hugging Face config.json, for `--model` of calibrate / sim.
+    'config-out': { type: 'string' },
   },
 });
 
@@ -51,7 +57,9 @@ const server = await startLlamaServer({
   parallel: Number(values.parallel),
   ctxSize: Number(values['ctx-size']),
   threads: Number(values.threads),
+  ...(values['kv-unified'] ? { extraArgs: ['--kv-unified'] } : {}),
 });
+if (values['config-out']) writeLlamaModelConfig(values['config-out'], preset);
 process.stdout.write(
   `llama-server (${preset} model, ${values.parallel} slots) at ${server.url}; Ctrl-C stops it.\n` +
     `Try: node dist/cli/main.js run --url ${server.url} --concurrency 4 --requests 40 --ignore-eos --server-metrics --slots\n` +

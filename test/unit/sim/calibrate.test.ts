@@ -73,7 +73,7 @@ function measure(concurrency: number, requests: number, input: number, output: n
 }
 
 describe('calibrate', () => {
-  test('pointMetrics: median TTFT and TPOT, output tokens over first send to last end', () => {
+  test('pointMetrics: median (or mean) TTFT and TPOT, output tokens over first send to last end', () => {
     const r = (id: number, sent: number, first: number, last: number, out: number) =>
       ({
         id,
@@ -88,15 +88,20 @@ describe('calibrate', () => {
         requestedInputTokens: 10,
         requestedOutputTokens: out,
       }) as RequestRecord;
-    const m = pointMetrics([
+    const records: RequestRecord[] = [
       r(0, 0, 100, 1100, 11), // TTFT 100, TPOT 100
       r(1, 0, 300, 500, 3), // TTFT 300, TPOT 100
       r(2, 1000, 1200, 1800, 4), // TTFT 200, TPOT 200
       { ...r(3, 0, 50, 60, 2), phase: 'warmup' }, // not counted
-    ]);
+    ];
+    const m = pointMetrics(records);
     assert.equal(m.ttftMs, 200);
     assert.equal(m.tpotMs, 100);
     assert.equal(m.outputTokPerS, 18 / 1.8);
+    // A source that publishes means is compared with simulated means (TPOT 400 / 3).
+    const means = pointMetrics(records, { ttftMs: 'mean', tpotMs: 'mean' });
+    assert.equal(means.tpotMs, 400 / 3);
+    assert.equal(means.ttftMs, 200);
   });
 
   test('recovers every hidden constant from runs that tell them apart, and predicts each run from the others', () => {
