@@ -16,6 +16,11 @@ export const ENDPOINT_PATHS: Record<Endpoint, string> = {
 };
 
 export function buildOpenAIBody(spec: RequestSpec, options: BackendOptions): string {
+  return JSON.stringify(openAIBody(spec, options));
+}
+
+/** The body of one request as an object (virtual time reads it as the simulator would). */
+export function openAIBody(spec: RequestSpec, options: BackendOptions): Record<string, unknown> {
   const body: Record<string, unknown> = { model: options.model };
   if (options.endpoint === 'chat') {
     body.messages = spec.messages ?? [{ role: 'user', content: spec.prompt }];
@@ -41,7 +46,7 @@ export function buildOpenAIBody(spec: RequestSpec, options: BackendOptions): str
     body.ignore_eos = true;
     body.min_tokens = spec.requestedOutputTokens;
   }
-  return JSON.stringify(withExtraBody(body, options.extraBody));
+  return withExtraBody(body, options.extraBody);
 }
 
 /**

@@ -72,6 +72,9 @@ interface Pending extends Unit {
   owner?: SessionRun;
 }
 
+/** A session unit's place holder: its requests come with its steps. */
+const SESSION_UNIT: RequestSpec = { prompt: '', requestedInputTokens: 0, requestedOutputTokens: 0 };
+
 /** A request in the engine; it is its own listener, so a token costs no closure call. */
 class InFlight implements SequenceListener {
   /** Engine time of each output token (ns); `tokens` of them are set. */
@@ -119,7 +122,7 @@ export function simulateRun(o: VirtualRunOptions): VirtualRunResult {
   /** Units (requests, or sessions) started and not yet over. */
   let inFlight = 0;
 
-  const nextPending = (scheduledNs: number): Unit | undefined => {
+  const nextPending = (scheduledNs: number): Pending | undefined => {
     if (planDone || nextId >= measuredEnd) {
       planDone = true;
       return undefined;
@@ -132,7 +135,9 @@ export function simulateRun(o: VirtualRunOptions): VirtualRunResult {
         return undefined;
       }
     }
-    return { id: nextId++, phase, scheduledNs };
+    const id = nextId++;
+    // A single request is made now; a session's requests, step by step (SessionRun).
+    return { id, phase, scheduledNs, spec: o.nextRequest ? o.nextRequest(id) : SESSION_UNIT };
   };
 
   const wire = o.wire;
@@ -140,17 +145,23 @@ export function simulateRun(o: VirtualRunOptions): VirtualRunResult {
   const model = engine.config.model.id;
   /** A finished (or refused) request's record, to its session or straight out. */
   const ended = (request: InFlight, refusal?: string) => {
-    const { record, answer } =
-      refusal !== undefined || !request.wire
-        ? { record: toRecord(request, o.endpoint, refusal), answer: undefined }
-        : request.wire.record(
-            { ...request.p, scheduledAtUs: us(request.p.scheduledNs) },
-            us(request.sentNs),
-            emissions(request),
-            (wire as NonNullable<typeof wire>).options,
-            model,
-          );
-    if (request.p.owner) request.p.owner.ended(request.p, record, answer);
+    // A plain answer's record is written directly (most of every run: no object more).
+    if (refusal !== undefined || !request.wire) {
+      deliver(request.p, toRecord(request, o.endpoint, refusal), undefined);
+      return;
+    }
+    const { record, answer } = request.wire.record(
+      { ...request.p, scheduledAtUs: us(request.p.scheduledNs) },
+      us(request.sentNs),
+      emissions(request),
+      (wire as NonNullable<typeof wire>).options,
+      model,
+    );
+    deliver(request.p, record, answer);
+  };
+  /** A request's record, to its session or straight out. */
+  const deliver = (p: Pending, record: RequestRecord, answer: Answer | undefined) => {
+    if (p.owner) p.owner.ended(p, record, answer);
     else {
       inFlight--;
       o.onRecord(record);
@@ -210,15 +221,15 @@ export function simulateRun(o: VirtualRunOptions): VirtualRunResult {
     },
     later: (atNs, run) => timers.push(atNs, run),
   };
-  const start = (unit: Unit, atNs: number) => {
+  const start = (unit: Pending, atNs: number) => {
     inFlight++;
     if (o.nextSession) new SessionRun(unit, o.nextSession(unit.id), sessions).begin(atNs);
-    else send({ ...unit, spec: (o.nextRequest as (id: number) => RequestSpec)(unit.id) }, atNs);
+    else send(unit, atNs);
   };
 
   const load = o.load;
   const cap = load.mode === 'closed' ? load.concurrency : (load.maxConcurrency ?? Infinity);
-  const waiting: Unit[] = [];
+  const waiting: Pending[] = [];
   const schedule = load.mode === 'open' ? arrivalScheduleForLoad(load, o.seed) : undefined;
   // Arrival times as the real client computes them: ms rounded to whole µs. Infinity once the
   // schedule has ended (after a trace's last arrival): no further arrival is waited for.

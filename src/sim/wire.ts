@@ -7,7 +7,7 @@
  * construction rather than by a copy of either side's rules.
  */
 import type { ServerResponse } from 'node:http';
-import { buildOpenAIBody, openaiBackend } from '../backends/openai.js';
+import { openAIBody, openaiBackend } from '../backends/openai.js';
 import { type RecordedRequest, streamRecord } from '../backends/timeline.js';
 import type { Answer, BackendOptions, RequestSpec } from '../backends/types.js';
 import type { RequestRecord } from '../record.js';
@@ -52,7 +52,8 @@ export class WireRequest {
     options: BackendOptions,
     answers: AnswerOptions,
   ): WireRequest | string {
-    const body = JSON.parse(buildOpenAIBody(spec, options)) as Record<string, unknown>;
+    // The object the client would serialise: JSON would give the simulator the same values.
+    const body = openAIBody(spec, options);
     const endpoint = options.endpoint;
     const words =
       endpoint === 'chat'
