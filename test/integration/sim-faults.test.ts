@@ -221,13 +221,16 @@ describe('seeded faults against the real client', () => {
           assert.equal(r.error, undefined, what);
           assert.equal(r.outputTokens, output, what);
           assert.equal(r.finishReason, 'length', what);
-          // The largest gap comes right after the first 2 tokens and lasts about 300 ms.
+          // The largest gap comes right after the first 2 tokens, and the held tokens arrive no
+          // sooner than the 300 ms stall after them. (The gap itself reads shorter when the
+          // second token's read is late on a busy machine: 165 ms was seen with the suite's
+          // files four at a time on 2 cores. The held tokens' own time is never early.)
           const gaps = r.events.dtUs.map((dt, i) => (i === 0 ? 0 : dt / 1000));
           const at = gaps.indexOf(Math.max(...gaps));
-          assert.ok(gaps[at] >= 220, `${what}: largest gap ${gaps[at]} ms`);
+          const times = eventTimes(r);
+          assert.ok(times[at] >= 300, `${what}: held tokens ${times[at]} ms after the send`);
           assert.equal(sum(r.events.tokens.slice(0, at)), 2, `${what}: tokens before the stall`);
           // The held tokens arrive together: their events land within a few ms of each other.
-          const times = eventTimes(r);
           const spread = times[times.length - 1] - times[at];
           assert.ok(spread < 100, `${what}: held events spread over ${spread} ms`);
           assert.equal(sum(r.events.tokens.slice(at)), output - 2, what);
