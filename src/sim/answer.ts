@@ -178,15 +178,24 @@ export function wholeCalls(plan: AnswerPlan): object[] {
  * its answer streamed), a tool message as its content.
  */
 export function chatPromptWords(body: Record<string, unknown>): string[] | string {
+  const texts = chatPromptTexts(body);
+  return typeof texts === 'string' ? texts : texts.flatMap(splitWords);
+}
+
+/**
+ * chatPromptWords' texts in order, before they are split into words (no word spans two): what
+ * virtual time hashes as it reads (WordHasher) without keeping every word.
+ */
+export function chatPromptTexts(body: Record<string, unknown>): string[] | string {
   if (!Array.isArray(body.messages)) return '`messages` is missing or not a list';
-  const words: string[] = [];
-  if (Array.isArray(body.tools)) words.push(...splitWords(toolsPromptText(body.tools)));
+  const texts: string[] = [];
+  if (Array.isArray(body.tools)) texts.push(toolsPromptText(body.tools));
   for (const message of body.messages as Record<string, unknown>[]) {
     const content = message?.content;
-    if (typeof content === 'string') words.push(...splitWords(content));
+    if (typeof content === 'string') texts.push(content);
     else if (Array.isArray(content)) {
       for (const part of content as { text?: unknown }[]) {
-        if (typeof part?.text === 'string') words.push(...splitWords(part.text));
+        if (typeof part?.text === 'string') texts.push(part.text);
       }
     } else if (!(content == null && message?.role === 'assistant')) {
       return '`messages[].content` must be text (null only on an assistant message)';
@@ -198,10 +207,10 @@ export function chatPromptWords(body: Record<string, unknown>): string[] | strin
       if (typeof fn?.name !== 'string' || typeof fn.arguments !== 'string') {
         return '`messages[].tool_calls[].function` needs a string `name` and `arguments`';
       }
-      words.push(...splitWords(`${fn.name}${fn.arguments}`));
+      texts.push(`${fn.name}${fn.arguments}`);
     }
   }
-  return words;
+  return texts;
 }
 
 /** The names of `tools`, or why they are invalid. */

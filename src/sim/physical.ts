@@ -22,6 +22,42 @@ export function promptBlockHashes(words: readonly string[], blockSize: number): 
   return hashes;
 }
 
+/**
+ * promptBlockHashes fed text by text, without the words: each text is split as splitWords does
+ * (runs of anything but space, tab, CR and LF), so feeding the texts a prompt's words come from,
+ * then its answer's words, gives the same hashes and count.
+ */
+export class WordHasher {
+  readonly hashes: number[] = [];
+  words = 0;
+  private h = 0x811c9dc5;
+
+  constructor(private readonly blockSize: number) {}
+
+  feed(text: string): void {
+    let h = this.h;
+    let inWord = false;
+    for (let i = 0; i < text.length; i++) {
+      const c = text.charCodeAt(i);
+      if (c === 32 || c === 10 || c === 9 || c === 13) {
+        if (inWord) h = this.endWord(h);
+        inWord = false;
+      } else {
+        h = Math.imul(h ^ c, 0x01000193);
+        inWord = true;
+      }
+    }
+    if (inWord) h = this.endWord(h);
+    this.h = h;
+  }
+
+  private endWord(h: number): number {
+    const ended = Math.imul(h ^ 0x20, 0x01000193);
+    if (++this.words % this.blockSize === 0) this.hashes.push(ended >>> 0);
+    return ended;
+  }
+}
+
 interface Pending {
   sink: GenerationSink;
   last: boolean;

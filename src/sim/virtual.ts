@@ -182,9 +182,9 @@ export function simulateRun(o: VirtualRunOptions): VirtualRunResult {
       }
       read = r;
       maxTokens = r.maxTokens;
-      promptTokens = r.promptWords.length;
+      promptTokens = r.promptTokens;
       // The answer's words are keyed too: the next turn's prompt holds them (physical.ts).
-      if (engine.config.prefixCaching) words = [...r.promptWords, ...r.outputWords()];
+      if (engine.config.prefixCaching) keys = r.blockHashes(engine.config.blockSize);
     } else if (o.prefixKeys) {
       promptTokens = p.spec.promptWords ?? countWords(p.spec.prompt);
       if (engine.config.prefixCaching) keys = o.prefixKeys(p.id, p.spec);

@@ -11,17 +11,18 @@ import { openAIBody, openaiBackend } from '../backends/openai.js';
 import { type RecordedRequest, streamRecord } from '../backends/timeline.js';
 import type { Answer, BackendOptions, RequestSpec } from '../backends/types.js';
 import type { RequestRecord } from '../record.js';
-import { splitWords } from '../workload/words.js';
+import { countWords } from '../workload/words.js';
 import {
   type AnswerOptions,
   type AnswerPlan,
-  answerWords,
   CONTENT_ANSWER,
-  chatPromptWords,
+  chatPromptTexts,
   planAnswer,
+  tokenText,
 } from './answer.js';
 import type { GenerationSink } from './engine.js';
 import { Generation } from './generation.js';
+import { WordHasher } from './physical.js';
 
 const DEFAULT_MAX_TOKENS = 256;
 
@@ -36,7 +37,10 @@ export class WireRequest {
   private constructor(
     readonly body: Record<string, unknown>,
     readonly endpoint: 'chat' | 'completions',
-    readonly promptWords: string[],
+    /** The texts its prompt's words come from, in order (chatPromptTexts). */
+    private readonly promptTexts: readonly string[],
+    /** Prompt tokens: its words, the simulator's tokenizer. */
+    readonly promptTokens: number,
     readonly maxTokens: number,
     readonly plan: AnswerPlan,
   ) {}
@@ -55,13 +59,13 @@ export class WireRequest {
     // The object the client would serialise: JSON would give the simulator the same values.
     const body = openAIBody(spec, options);
     const endpoint = options.endpoint;
-    const words =
+    const texts =
       endpoint === 'chat'
-        ? chatPromptWords(body)
+        ? chatPromptTexts(body)
         : typeof body.prompt === 'string'
-          ? splitWords(body.prompt)
+          ? [body.prompt]
           : '`prompt` is missing or not text';
-    if (typeof words === 'string') return words;
+    if (typeof texts === 'string') return texts;
     const maxTokens = body.max_tokens ?? body.max_completion_tokens ?? DEFAULT_MAX_TOKENS;
     if (typeof maxTokens !== 'number' || !Number.isInteger(maxTokens) || maxTokens < 0) {
       return '`max_tokens` must be a non-negative integer';
@@ -69,12 +73,20 @@ export class WireRequest {
     const plan =
       endpoint === 'chat' ? planAnswer(body, maxTokens, String(id), answers) : CONTENT_ANSWER;
     if (typeof plan === 'string') return plan;
-    return new WireRequest(body, endpoint, words, maxTokens, plan);
+    let words = 0;
+    for (const text of texts) words += countWords(text);
+    return new WireRequest(body, endpoint, texts, words, maxTokens, plan);
   }
 
-  /** The answer's tokens as words, as the next turn's prompt holds them (prefix caching). */
-  outputWords(): string[] {
-    return answerWords(this.plan, this.maxTokens);
+  /**
+   * Its prefix-cache keys as the HTTP simulator makes them (physical.ts): the prompt's words,
+   * then the answer's as the next turn's prompt holds them, hashed as they are read.
+   */
+  blockHashes(blockSize: number): number[] {
+    const hasher = new WordHasher(blockSize);
+    for (const text of this.promptTexts) hasher.feed(text);
+    for (let t = 0; t < this.maxTokens; t++) hasher.feed(tokenText(this.plan, t).word);
+    return hasher.hashes;
   }
 
   /**
@@ -104,7 +116,7 @@ export class WireRequest {
         endpoint: this.endpoint,
         body: { ...this.body, stream: true },
         plan: this.plan,
-        engineRequest: { inputTokens: this.promptWords.length, maxOutputTokens: this.maxTokens },
+        engineRequest: { inputTokens: this.promptTokens, maxOutputTokens: this.maxTokens },
         fault: undefined,
         model,
         created: 0,
@@ -115,7 +127,7 @@ export class WireRequest {
         endpoint: this.endpoint,
         arrivedAt: nowMs,
         events: [],
-        inputTokens: this.promptWords.length,
+        inputTokens: this.promptTokens,
         outputTokens: 0,
         reasoningTokens: 0,
         toolCallTokens: 0,
