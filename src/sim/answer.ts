@@ -139,7 +139,7 @@ export function planAnswer(
  * Token `t` of the answer. A call of k tokens streams the arguments `{"query": "w.. w.."}`: its
  * first token `{"query":` (with the name in the same delta), then one word each, the last
  * closing the JSON (`{}` when k is 1). Concatenated they are valid JSON. The word is what the
- * next turn's prompt holds at that place (`chatPromptWords` renders a call as name+arguments).
+ * next turn's prompt holds at that place (`promptTexts` renders a call as name+arguments).
  */
 export function tokenText(plan: AnswerPlan, t: number): TokenText {
   const w = simWord(t);
@@ -171,22 +171,66 @@ export function wholeCalls(plan: AnswerPlan): object[] {
   });
 }
 
+/** What the simulator answers a request without `max_tokens` with (vLLM's OpenAI server default). */
+export const DEFAULT_MAX_TOKENS = 256;
+
+/** A completions or chat request as the simulator reads it, before any engine sees it. */
+export interface ReadRequest {
+  /** The texts its prompt's words come from, in order (promptTexts). */
+  promptTexts: string[];
+  maxTokens: number;
+  plan: AnswerPlan;
+}
+
 /**
- * A chat request's prompt as words, or why it cannot be read. As a chat template renders it:
- * the tool schemas first (each as indented JSON, so a session's shared schema is a cacheable
- * prefix), then each message's content; an assistant's tool calls as name+arguments (the words
- * its answer streamed), a tool message as its content.
+ * Reads a request body as the HTTP simulator does (server.ts) and virtual time does for the
+ * same body (wire.ts): its prompt's texts, its output limit and its answer plan; or the message
+ * of the HTTP 400 it gets. `requestId` seeds the tool-call draw.
  */
-export function chatPromptWords(body: Record<string, unknown>): string[] | string {
-  const texts = chatPromptTexts(body);
+export function readRequest(
+  endpoint: 'chat' | 'completions',
+  body: Record<string, unknown>,
+  requestId: string,
+  answers: AnswerOptions,
+): ReadRequest | string {
+  const texts = promptTexts(endpoint, body);
+  if (typeof texts === 'string') return texts;
+  const maxTokens = body.max_tokens ?? body.max_completion_tokens ?? DEFAULT_MAX_TOKENS;
+  if (typeof maxTokens !== 'number' || !Number.isInteger(maxTokens) || maxTokens < 0) {
+    return '`max_tokens` must be a non-negative integer';
+  }
+  const plan =
+    endpoint === 'chat' ? planAnswer(body, maxTokens, requestId, answers) : CONTENT_ANSWER;
+  if (typeof plan === 'string') return plan;
+  return { promptTexts: texts, maxTokens, plan };
+}
+
+/** A prompt's words (chat: as a template renders the messages and tools), or why not. */
+export function promptWords(
+  endpoint: 'chat' | 'completions',
+  body: Record<string, unknown>,
+): string[] | string {
+  const texts = promptTexts(endpoint, body);
   return typeof texts === 'string' ? texts : texts.flatMap(splitWords);
 }
 
 /**
- * chatPromptWords' texts in order, before they are split into words (no word spans two): what
- * virtual time hashes as it reads (WordHasher) without keeping every word.
+ * The texts a prompt's words come from, in order, before they are split (no word spans two):
+ * a completion's prompt; a chat request as a template renders it, the tool schemas first (each
+ * as indented JSON, so a session's shared schema is a cacheable prefix), then each message's
+ * content, an assistant's tool calls as name+arguments (the words its answer streamed), a tool
+ * message as its content. Virtual time hashes them as it reads (WordHasher).
  */
-export function chatPromptTexts(body: Record<string, unknown>): string[] | string {
+function promptTexts(
+  endpoint: 'chat' | 'completions',
+  body: Record<string, unknown>,
+): string[] | string {
+  if (endpoint === 'chat') return chatPromptTexts(body);
+  return typeof body.prompt === 'string' ? [body.prompt] : '`prompt` is missing or not text';
+}
+
+/** promptTexts of a chat request. */
+function chatPromptTexts(body: Record<string, unknown>): string[] | string {
   if (!Array.isArray(body.messages)) return '`messages` is missing or not a list';
   const texts: string[] = [];
   if (Array.isArray(body.tools)) texts.push(toolsPromptText(body.tools));

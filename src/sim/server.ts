@@ -5,10 +5,9 @@ import { splitWords } from '../workload/words.js';
 import {
   type AnswerOptions,
   answerWords,
-  CONTENT_ANSWER,
-  chatPromptWords,
   DEFAULT_ANSWER_OPTIONS,
-  planAnswer,
+  promptWords,
+  readRequest,
 } from './answer.js';
 import type { ServingEngine } from './engine.js';
 import { type FaultPlan, faultFor } from './faults.js';
@@ -40,8 +39,6 @@ export interface RunningSimServer {
   port: number;
   close(): Promise<void>;
 }
-
-const DEFAULT_MAX_TOKENS = 256;
 
 /** What the handlers of one server share: its options, its clock and its ground truth. */
 interface SimServerState {
@@ -159,7 +156,7 @@ async function tokenize(s: SimServerState, req: IncomingMessage, res: ServerResp
   } catch (err) {
     return error(res, 400, `invalid JSON body: ${(err as Error).message}`, 'BadRequestError');
   }
-  const words = promptWordsOf(Array.isArray(body.messages) ? 'chat' : 'completions', body);
+  const words = promptWords(Array.isArray(body.messages) ? 'chat' : 'completions', body);
   if (typeof words === 'string') {
     return error(
       res,
@@ -197,21 +194,14 @@ async function complete(
   if (body.model !== options.model) {
     return error(res, 404, `The model \`${String(body.model)}\` does not exist.`, 'NotFoundError');
   }
-  const promptWords = promptWordsOf(endpoint, body);
-  if (typeof promptWords === 'string') return error(res, 400, promptWords, 'BadRequestError');
+  const requestId = String(req.headers['x-request-id'] ?? `sim-${s.counter}`);
+  const read = readRequest(endpoint, body, requestId, options.answers ?? DEFAULT_ANSWER_OPTIONS);
+  if (typeof read === 'string') return error(res, 400, read, 'BadRequestError');
+  const { maxTokens, plan } = read;
+  const promptWords = read.promptTexts.flatMap(splitWords);
   // A chat template wraps the messages in tokens of its own; the engine processes them too.
   const inputTokens =
     promptWords.length + (endpoint === 'chat' ? (options.chatTemplateTokens ?? 0) : 0);
-  const maxTokens = body.max_tokens ?? body.max_completion_tokens ?? DEFAULT_MAX_TOKENS;
-  if (typeof maxTokens !== 'number' || !Number.isInteger(maxTokens) || maxTokens < 0) {
-    return error(res, 400, '`max_tokens` must be a non-negative integer', 'BadRequestError');
-  }
-  const requestId = String(req.headers['x-request-id'] ?? `sim-${s.counter}`);
-  const plan =
-    endpoint === 'chat'
-      ? planAnswer(body, maxTokens, requestId, options.answers ?? DEFAULT_ANSWER_OPTIONS)
-      : CONTENT_ANSWER;
-  if (typeof plan === 'string') return error(res, 400, plan, 'BadRequestError');
   const record: TruthRecord = {
     requestId,
     endpoint,
@@ -271,17 +261,6 @@ function listen(server: Server, host: string, port: number): Promise<RunningSimS
       });
     });
   });
-}
-
-/** The prompt's words (chat: as a template renders the messages and tools), or why not. */
-function promptWordsOf(
-  endpoint: 'chat' | 'completions',
-  body: Record<string, unknown>,
-): string[] | string {
-  if (endpoint === 'chat') return chatPromptWords(body);
-  return typeof body.prompt === 'string'
-    ? splitWords(body.prompt)
-    : '`prompt` is missing or not text';
 }
 
 /** A stable token id for a word (the simulator's vocabulary is open: ids are word hashes). */

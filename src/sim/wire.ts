@@ -12,19 +12,10 @@ import { type RecordedRequest, streamRecord } from '../backends/timeline.js';
 import type { Answer, BackendOptions, RequestSpec } from '../backends/types.js';
 import type { RequestRecord } from '../record.js';
 import { countWords } from '../workload/words.js';
-import {
-  type AnswerOptions,
-  type AnswerPlan,
-  CONTENT_ANSWER,
-  chatPromptTexts,
-  planAnswer,
-  tokenText,
-} from './answer.js';
+import { type AnswerOptions, type AnswerPlan, readRequest, tokenText } from './answer.js';
 import type { GenerationSink } from './engine.js';
 import { Generation } from './generation.js';
 import { WordHasher } from './physical.js';
-
-const DEFAULT_MAX_TOKENS = 256;
 
 /** One emission of the engine: `tokens` tokens released together at `atUs`. */
 export interface Emission {
@@ -37,7 +28,7 @@ export class WireRequest {
   private constructor(
     readonly body: Record<string, unknown>,
     readonly endpoint: 'chat' | 'completions',
-    /** The texts its prompt's words come from, in order (chatPromptTexts). */
+    /** The texts its prompt's words come from, in order (readRequest). */
     private readonly promptTexts: readonly string[],
     /** Prompt tokens: its words, the simulator's tokenizer. */
     readonly promptTokens: number,
@@ -58,24 +49,18 @@ export class WireRequest {
   ): WireRequest | string {
     // The object the client would serialise: JSON would give the simulator the same values.
     const body = openAIBody(spec, options);
-    const endpoint = options.endpoint;
-    const texts =
-      endpoint === 'chat'
-        ? chatPromptTexts(body)
-        : typeof body.prompt === 'string'
-          ? [body.prompt]
-          : '`prompt` is missing or not text';
-    if (typeof texts === 'string') return texts;
-    const maxTokens = body.max_tokens ?? body.max_completion_tokens ?? DEFAULT_MAX_TOKENS;
-    if (typeof maxTokens !== 'number' || !Number.isInteger(maxTokens) || maxTokens < 0) {
-      return '`max_tokens` must be a non-negative integer';
-    }
-    const plan =
-      endpoint === 'chat' ? planAnswer(body, maxTokens, String(id), answers) : CONTENT_ANSWER;
-    if (typeof plan === 'string') return plan;
+    const read = readRequest(options.endpoint, body, String(id), answers);
+    if (typeof read === 'string') return read;
     let words = 0;
-    for (const text of texts) words += countWords(text);
-    return new WireRequest(body, endpoint, texts, words, maxTokens, plan);
+    for (const text of read.promptTexts) words += countWords(text);
+    return new WireRequest(
+      body,
+      options.endpoint,
+      read.promptTexts,
+      words,
+      read.maxTokens,
+      read.plan,
+    );
   }
 
   /**

@@ -3,9 +3,9 @@ import { test } from 'node:test';
 import {
   type AnswerPlan,
   answerWords,
-  chatPromptWords,
   DEFAULT_ANSWER_OPTIONS,
   planAnswer,
+  promptWords,
   wholeCalls,
 } from '../../../src/sim/answer.js';
 
@@ -36,7 +36,7 @@ test("a call's generated words are the words its next-turn history renders (the 
   for (const tokens of [1, 2, 3, 9, 17]) {
     const p = plan({ tools: TOOLS, tool_choice: 'required', reasoning_effort: 'low' }, tokens);
     const message = { role: 'assistant', content: null, tool_calls: wholeCalls(p) };
-    const rendered = chatPromptWords({ messages: [message] });
+    const rendered = promptWords('chat', { messages: [message] });
     assert.ok(Array.isArray(rendered));
     // Reasoning is not sent back: the rendered words are the answer's after its reasoning.
     assert.deepEqual(rendered, answerWords(p, tokens).slice(p.reasoningTokens), `${tokens}`);

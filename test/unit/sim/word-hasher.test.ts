@@ -5,9 +5,14 @@
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { chatPromptTexts, chatPromptWords } from '../../../src/sim/answer.js';
+import {
+  CONTENT_ANSWER,
+  DEFAULT_ANSWER_OPTIONS,
+  DEFAULT_MAX_TOKENS,
+  readRequest,
+} from '../../../src/sim/answer.js';
 import { promptBlockHashes, WordHasher } from '../../../src/sim/physical.js';
-import { splitWords } from '../../../src/workload/words.js';
+import { splitWords, toolsPromptText } from '../../../src/workload/words.js';
 
 test('WordHasher fed text by text gives promptBlockHashes of the split words, and their count', () => {
   const texts = [
@@ -27,9 +32,10 @@ test('WordHasher fed text by text gives promptBlockHashes of the split words, an
   }
 });
 
-test('chatPromptTexts are the texts chatPromptWords splits, in the template order', () => {
+test('readRequest: the prompt texts in the template order, the output limit, or the 400 message', () => {
+  const tool = { type: 'function', function: { name: 'search', parameters: {} } };
   const body = {
-    tools: [{ type: 'function', function: { name: 'search', parameters: {} } }],
+    tools: [tool],
     messages: [
       { role: 'system', content: 'be brief' },
       { role: 'user', content: [{ type: 'text', text: 'find x' }] },
@@ -43,12 +49,36 @@ test('chatPromptTexts are the texts chatPromptWords splits, in the template orde
       { role: 'tool', content: 'found x' },
     ],
   };
-  const texts = chatPromptTexts(body);
-  assert.ok(Array.isArray(texts));
-  assert.deepEqual(texts.flatMap(splitWords), chatPromptWords(body));
-  assert.equal(texts[0].startsWith('{"type": "function"'), true);
+  const read = readRequest('chat', body, '1', DEFAULT_ANSWER_OPTIONS);
+  assert.ok(typeof read !== 'string');
+  assert.deepEqual(read.promptTexts, [
+    toolsPromptText([tool]),
+    'be brief',
+    'find x',
+    'search{"q": "x"}',
+    'found x',
+  ]);
+  assert.equal(read.maxTokens, DEFAULT_MAX_TOKENS);
+  assert.deepEqual(
+    readRequest('completions', { prompt: 'a b', max_tokens: 3 }, '1', DEFAULT_ANSWER_OPTIONS),
+    { promptTexts: ['a b'], maxTokens: 3, plan: CONTENT_ANSWER },
+  );
   assert.match(
-    chatPromptTexts({ messages: [{ role: 'user', content: 3 }] }) as string,
+    readRequest(
+      'chat',
+      { messages: [{ role: 'user', content: 3 }] },
+      '1',
+      DEFAULT_ANSWER_OPTIONS,
+    ) as string,
     /must be text/,
+  );
+  assert.match(
+    readRequest(
+      'completions',
+      { prompt: 'a', max_tokens: -1 },
+      '1',
+      DEFAULT_ANSWER_OPTIONS,
+    ) as string,
+    /max_tokens/,
   );
 });
