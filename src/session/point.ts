@@ -6,7 +6,7 @@
  */
 import { performance } from 'node:perf_hooks';
 import { withApiKey } from '../backends/request.js';
-import type { BackendOptions, RequestSpec } from '../backends/types.js';
+import type { RequestSpec } from '../backends/types.js';
 import { describeError, InfergaugeError } from '../errors.js';
 import type { LoadSpec, ShardIndex } from '../load.js';
 import { createRunClock, type RunClock } from '../loadgen/clock.js';
@@ -40,7 +40,12 @@ import { seriesKey } from '../telemetry/prometheus.js';
 import { recordTelemetry } from '../telemetry/scraper.js';
 import type { ServerMetricsSummary } from '../telemetry/summary.js';
 import { sessionBounds } from '../workload/conversations.js';
-import { describeScenario, isSessionScenario, type Scenario } from '../workload/scenarios.js';
+import {
+  describeScenario,
+  isSessionScenario,
+  type Scenario,
+  withReasoning,
+} from '../workload/scenarios.js';
 import type { Tokenizer } from '../workload/tokenizer.js';
 import { traceSessions } from '../workload/trace.js';
 import { loadWorkload } from '../workload/workload.js';
@@ -575,17 +580,6 @@ async function finishLive(
     threads: health,
   });
   return { summary, point: c.info, ...(serverMetrics ? { serverMetrics } : {}) };
-}
-
-/** The target config with the scenario's reasoning options (sent with every request). */
-function withReasoning<T extends BackendOptions>(config: T, scenario: Scenario): T {
-  const r = scenario.reasoning;
-  if (!r) return config;
-  return {
-    ...config,
-    ...(r.effort !== undefined ? { reasoningEffort: r.effort } : {}),
-    ...(r.enableThinking !== undefined ? { enableThinking: r.enableThinking } : {}),
-  };
 }
 
 /**

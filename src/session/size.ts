@@ -20,7 +20,7 @@ import { resolveEngine, type SimEngineSettings } from '../sim/options.js';
 import { simulateRun } from '../sim/virtual.js';
 import type { ConversationWorkload } from '../workload/conversations.js';
 import { meanOf, sampleLength, streamSeed } from '../workload/distributions.js';
-import { isSessionScenario, type Scenario } from '../workload/scenarios.js';
+import { isSessionScenario, type Scenario, withReasoning } from '../workload/scenarios.js';
 import { loadWorkload } from '../workload/workload.js';
 
 /**
@@ -614,16 +614,8 @@ function requestsPerSession(s: Scenario): number {
 
 /** How the client asks the built-in simulator for a session's turns (`run`'s defaults). */
 function sessionRequestOptions(s: Scenario, model: string): BackendOptions {
-  const r = s.reasoning;
-  return {
-    endpoint: 'chat',
-    model,
-    temperature: 0,
-    ignoreEos: true,
-    continuousUsageStats: false,
-    ...(r?.effort !== undefined ? { reasoningEffort: r.effort } : {}),
-    ...(r?.enableThinking !== undefined ? { enableThinking: r.enableThinking } : {}),
-  };
+  const plain = { model, temperature: 0, ignoreEos: true, continuousUsageStats: false };
+  return withReasoning({ endpoint: 'chat', ...plain }, s);
 }
 
 function pointMetrics(t: Trial): SizePointMetrics {

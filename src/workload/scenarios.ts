@@ -1,3 +1,4 @@
+import type { BackendOptions } from '../backends/types.js';
 import {
   formatLengthDistribution,
   type LengthDistribution,
@@ -202,6 +203,17 @@ export function describeScenario(s: Scenario): string {
     ? `; reasoning ${[r.effort !== undefined ? `effort ${r.effort}` : '', r.enableThinking !== undefined ? `thinking ${r.enableThinking ? 'on' : 'off'}` : ''].filter(Boolean).join(', ')}`
     : '';
   return `${s.name}: ${f(s.input)} in / ${f(s.output)} out tokens${prefix}${session}${agent}${reasoning}`;
+}
+
+/** Request options with the scenario's reasoning options (sent with every request). */
+export function withReasoning<T extends BackendOptions>(config: T, scenario: Scenario): T {
+  const r = scenario.reasoning;
+  if (!r) return config;
+  return {
+    ...config,
+    ...(r.effort !== undefined ? { reasoningEffort: r.effort } : {}),
+    ...(r.enableThinking !== undefined ? { enableThinking: r.enableThinking } : {}),
+  };
 }
 
 /** Whether a scenario runs sessions (multi-turn or agent) rather than single requests. */
