@@ -26,7 +26,6 @@
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import type { LoadSpec } from '../src/load.js';
-import type { RequestRecord } from '../src/record.js';
 import {
   type CalibrationFit,
   type CalibrationPoint,
@@ -35,19 +34,17 @@ import {
   engineValues,
   fitCalibration,
   fitKeysFor,
-  pointFromRecords,
   pointMetrics,
   replayPoint,
   replayRecords,
   withValues,
 } from '../src/sim/calibrate.js';
 import type { FitKey } from '../src/sim/calibrationFile.js';
-import { EngineCluster } from '../src/sim/cluster.js';
 import type { EngineModelOptions } from '../src/sim/engineModel.js';
 import { resolveEngine, type SimEngineSettings } from '../src/sim/options.js';
 import type { PersonalityId } from '../src/sim/personality.js';
-import { simulateRun } from '../src/sim/virtual.js';
 import { createArrivalSchedule } from '../src/workload/arrivals.js';
+import { HIDDEN, l40sEngine, measurePerturbed } from '../test/helpers/perturbed.js';
 
 const { values: args } = parseArgs({
   options: {
@@ -485,48 +482,8 @@ console.log(
 // ---------------------------------------------------------------------------------------------
 // Section 2: the simulator with hidden, perturbed constants (as test/unit/sim/calibrate.test.ts).
 
-const HIDDEN = {
-  mbu: 0.55,
-  mfu: 0.4,
-  stepOverheadMs: 4,
-  perSeqOverheadUs: 40,
-  frontendLatencyMs: 6,
-};
-const engineOf = (settings: SimEngineSettings): EngineModelOptions => {
-  const r = resolveEngine({ model: 'llama-3-8b', gpu: 'l40s', ...settings });
-  if (!r.engine || r.problems.length > 0) throw new Error(r.problems.join('; '));
-  return r.engine;
-};
-const truth = engineOf(HIDDEN);
-const l40s = engineOf({});
-
-/** A closed-loop run of the hidden engine, lengths spread +-20 % around the given ones. */
-function measure(concurrency: number, requests: number, input: number, output: number) {
-  let x = 7 + concurrency * 31 + input;
-  const spread = (n: number) => {
-    x = (x * 1103515245 + 12345) & 0x7fffffff;
-    return Math.round(n * (0.8 + (0.4 * x) / 0x7fffffff));
-  };
-  const lengths = Array.from({ length: requests }, () => [spread(input), spread(output)]);
-  const records: RequestRecord[] = [];
-  const load = { mode: 'closed' as const, concurrency };
-  simulateRun({
-    engine: new EngineCluster(truth),
-    load,
-    requests,
-    warmupRequests: 0,
-    seed: 1,
-    endpoint: 'completions',
-    nextRequest: (id) => ({
-      prompt: '',
-      promptWords: lengths[id][0],
-      requestedInputTokens: lengths[id][0],
-      requestedOutputTokens: lengths[id][1],
-    }),
-    onRecord: (r) => records.push(r),
-  });
-  return pointFromRecords(`concurrency ${concurrency}`, load, records);
-}
+const l40s = l40sEngine({});
+const measure = measurePerturbed;
 
 heading(
   'Perturbed simulator (L40S, Llama-3-8B; hidden --mbu 0.55 --mfu 0.4 --step-overhead-ms 4 --per-seq-overhead-us 40 --frontend-latency-ms 6): fitted on concurrency 1, 4, 16, predicting 8',

@@ -27,50 +27,11 @@ import type { EngineModelOptions } from '../../../src/sim/engineModel.js';
 import { resolveEngine } from '../../../src/sim/options.js';
 import { simulateRun } from '../../../src/sim/virtual.js';
 import { loadWorkload } from '../../../src/workload/workload.js';
+import { HIDDEN, l40sEngine, measurePerturbed } from '../../helpers/perturbed.js';
 
-/** The issue's hidden constants, on an L40S. */
-const HIDDEN = {
-  mbu: 0.55,
-  mfu: 0.4,
-  stepOverheadMs: 4,
-  perSeqOverheadUs: 40,
-  frontendLatencyMs: 6,
-};
-const engineOf = (settings: Record<string, unknown>): EngineModelOptions => {
-  const r = resolveEngine({ model: 'llama-3-8b', gpu: 'l40s', ...settings });
-  assert.deepEqual(r.problems, []);
-  return r.engine as EngineModelOptions;
-};
-const truth = engineOf(HIDDEN);
-const base = engineOf({});
-
-/** A closed-loop run of the hidden engine: lengths spread +-20 % around the given ones. */
-function measure(concurrency: number, requests: number, input: number, output: number) {
-  let x = 7 + concurrency * 31 + input;
-  const spread = (n: number) => {
-    x = (x * 1103515245 + 12345) & 0x7fffffff;
-    return Math.round(n * (0.8 + (0.4 * x) / 0x7fffffff));
-  };
-  const lengths = Array.from({ length: requests }, () => [spread(input), spread(output)]);
-  const records: RequestRecord[] = [];
-  const load = { mode: 'closed' as const, concurrency };
-  simulateRun({
-    engine: new EngineCluster(truth),
-    load,
-    requests,
-    warmupRequests: 0,
-    seed: 1,
-    endpoint: 'completions',
-    nextRequest: (id) => ({
-      prompt: '',
-      promptWords: lengths[id][0],
-      requestedInputTokens: lengths[id][0],
-      requestedOutputTokens: lengths[id][1],
-    }),
-    onRecord: (r) => records.push(r),
-  });
-  return pointFromRecords(`c${concurrency} ${input}/${output}`, load, records);
-}
+const truth = l40sEngine(HIDDEN);
+const base = l40sEngine({});
+const measure = measurePerturbed;
 
 describe('calibrate', () => {
   test('pointMetrics: median (or mean) TTFT and TPOT, output tokens over first send to last end', () => {
