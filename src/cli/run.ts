@@ -8,6 +8,7 @@ import { renderTerminalSummary } from '../report/terminal.js';
 import { savedSummary } from '../results/runFiles.js';
 import type { RunOptions } from '../session/prepare.js';
 import type { PlanRunResult, ScenarioResult } from '../session/run.js';
+import { scenarioPresetsHelp } from '../workload/scenarios.js';
 import {
   collect,
   listenForInterrupts,
@@ -61,7 +62,10 @@ export function addRunOptions(command: Command): Command {
       `chat (/v1/chat/completions) or completions (/v1/completions) (default: ${d.endpoint})`,
     )
     .option('--concurrency <n>', `closed loop: requests kept in flight (default: ${d.concurrency})`)
-    .option('--rate <r>', 'open loop: requests per second, instead of --concurrency')
+    .option(
+      '--rate <r>',
+      'open loop: requests per second, instead of --concurrency; inf sends every request at once (vLLM offline)',
+    )
     .option('--arrival <kind>', 'open loop arrivals: poisson, constant or gamma (default: poisson)')
     .option(
       '--burstiness <b>',
@@ -96,10 +100,7 @@ export function addRunOptions(command: Command): Command {
       '--warmup <n>',
       'requests (sessions, in a session scenario) sent first and not counted (default: 0)',
     )
-    .option(
-      '--scenario <list>',
-      'workload presets to run in turn: chat (256/256), creative (128/1024), summarize (4096/256), rag (8192/256), multi-turn (5-turn sessions), agent (tool-calling tasks), reasoning (256/4096, thinking on)',
-    )
+    .option('--scenario <list>', `workload presets to run in turn: ${scenarioPresetsHelp()}`)
     .option(
       '--sessions <n>',
       `session scenarios (multi-turn, agent): measured sessions; --concurrency and --rate then count sessions (default: ${d.sessions})`,

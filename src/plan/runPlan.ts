@@ -26,6 +26,7 @@ import { readTrace, type TraceEntry, traceLoad, traceSessions } from '../workloa
 import {
   anything,
   either,
+  type Field,
   flag,
   httpUrl,
   int,
@@ -256,6 +257,15 @@ const FLAGS: Record<string, { flag: string; example: string }> = {
   startAt: { flag: '--start-at', example: '--start-at 2026-11-29T23:00:00Z' },
 };
 
+/**
+ * `--rate inf` (or a plan's `.inf`): vLLM's offline mode, every request at once. The one number
+ * option that takes Infinity; every other refuses it (src/flagNumber.ts).
+ */
+const allAtOnce: Field<number> = (raw) =>
+  raw === Number.POSITIVE_INFINITY || (typeof raw === 'string' && /^\s*inf(inity)?\s*$/i.test(raw))
+    ? { value: Number.POSITIVE_INFINITY }
+    : { problem: 'must be a number above 0, or inf (every request at once)' };
+
 /** Every option of a plan and how its raw value is read (a problem names the flag). */
 const OPTIONS = {
   url: httpUrl,
@@ -263,7 +273,7 @@ const OPTIONS = {
   backend: oneOf(BACKEND_NAMES, `must be one of ${BACKEND_NAMES.join(', ')}`),
   endpoint: oneOf(['chat', 'completions'], 'must be chat or completions'),
   concurrency: int(1),
-  rate: positive(),
+  rate: either(positive(), allAtOnce),
   arrival: oneOf(['poisson', 'constant', 'gamma'], 'must be poisson, constant or gamma'),
   burstiness: positive(),
   rampUp: matching(/^\d+(\.\d+)?:\d+(\.\d+)?$/, 'must be FROM_RATE:SECONDS'),
@@ -351,7 +361,16 @@ function combinationProblems(input: RunPlanInput): string[] {
   for (const key of ['arrival', 'burstiness', 'rampUp'] as const) {
     if (input[key] !== undefined && input.rate === undefined) {
       problems.push(problem(key, 'applies only with --rate'));
+    } else if (input[key] !== undefined && 'value' in allAtOnce(input.rate)) {
+      problems.push(
+        problem(key, 'shapes arrivals at a finite --rate; --rate inf sends all at once'),
+      );
     }
+  }
+  if (input.duration !== undefined && 'value' in allAtOnce(input.rate)) {
+    problems.push(
+      '--rate inf sends every request at once: give --requests N (or --sessions N) instead of --duration',
+    );
   }
   if (input.trace !== undefined) {
     for (const key of ['rate', 'concurrency', 'arrival', 'duration'] as const) {
@@ -498,6 +517,13 @@ export function parseRunPlan(input: RunPlanInput, env: NodeJS.ProcessEnv = {}): 
       source: trace.path,
       ...(o.maxConcurrency !== undefined ? { maxConcurrency: o.maxConcurrency } : {}),
     });
+  } else if (o.rate === Number.POSITIVE_INFINITY) {
+    // vLLM's --request-rate inf: every request arrives at 0, so --max-concurrency (or the whole
+    // run) is the number in flight: a closed loop of that many, refilled until the last is sent.
+    const units = scenarios.some(isSessionScenario)
+      ? (o.sessions ?? RUN_DEFAULTS.sessions)
+      : (o.requests ?? RUN_DEFAULTS.requests);
+    load = { mode: 'closed', concurrency: o.maxConcurrency ?? units };
   } else if (o.rate !== undefined) {
     const [fromRate, seconds] = (o.rampUp ?? '').split(':').map(Number);
     load = {

@@ -20,6 +20,8 @@ export interface Scenario {
   sharedPrefixTokens?: number;
   /** What the scenario stands for, for plans and reports. */
   description?: string;
+  /** A preset's few words in `--scenario`'s help ("256/256", "5-turn sessions"). */
+  brief?: string;
   /**
    * Multi-turn sessions: each session is several turns, turn k sending the whole history. The
    * scenario's `input` is then each new user message, `output` each answer's max_tokens.
@@ -76,24 +78,28 @@ export interface ReasoningShape {
 export const SCENARIO_PRESETS: readonly Scenario[] = [
   {
     name: 'chat',
+    brief: '256/256',
     input: { kind: 'fixed', value: 256 },
     output: { kind: 'fixed', value: 256 },
     description: 'short in, short out: a chat turn',
   },
   {
     name: 'creative',
+    brief: '128/1024',
     input: { kind: 'fixed', value: 128 },
     output: { kind: 'fixed', value: 1024 },
     description: 'short in, long out: creative writing, decode-bound',
   },
   {
     name: 'summarize',
+    brief: '4096/256',
     input: { kind: 'fixed', value: 4096 },
     output: { kind: 'fixed', value: 256 },
     description: 'long in, short out: document summarisation, prefill-bound',
   },
   {
     name: 'rag',
+    brief: '8192/256',
     input: { kind: 'fixed', value: 8192 },
     output: { kind: 'fixed', value: 256 },
     description: 'very long in, short out: retrieval-augmented answers',
@@ -112,6 +118,7 @@ export const SCENARIO_PRESETS: readonly Scenario[] = [
     // total within the sampler's 2,048. Input and output are drawn independently (the data
     // set pairs them). docs/workloads.md, "ShareGPT-like lengths".
     name: 'sharegpt',
+    brief: 'ShareGPT-like, ~217/198',
     input: { kind: 'lognormal', mean: 235, sd: 235, min: 4, max: 1024 },
     output: { kind: 'lognormal', mean: 210, sd: 210, min: 4, max: 1024 },
     description:
@@ -119,6 +126,7 @@ export const SCENARIO_PRESETS: readonly Scenario[] = [
   },
   {
     name: 'multi-turn',
+    brief: '5-turn sessions',
     input: { kind: 'fixed', value: 128 },
     output: { kind: 'fixed', value: 256 },
     session: {
@@ -132,6 +140,7 @@ export const SCENARIO_PRESETS: readonly Scenario[] = [
   },
   {
     name: 'agent',
+    brief: 'tool-calling tasks',
     input: { kind: 'fixed', value: 256 },
     output: { kind: 'fixed', value: 64 },
     agent: {
@@ -148,6 +157,7 @@ export const SCENARIO_PRESETS: readonly Scenario[] = [
   },
   {
     name: 'reasoning',
+    brief: '256/4096, thinking on',
     input: { kind: 'fixed', value: 256 },
     output: { kind: 'fixed', value: 4096 },
     reasoning: { enableThinking: true },
@@ -155,6 +165,11 @@ export const SCENARIO_PRESETS: readonly Scenario[] = [
       'short prompt, long thinking: 256 in, up to 4,096 out (the thinking budget) with thinking on',
   },
 ];
+
+/** The presets for a `--scenario` help text: "chat (256/256), creative (128/1024), ...". */
+export function scenarioPresetsHelp(): string {
+  return SCENARIO_PRESETS.map((s) => `${s.name} (${s.brief})`).join(', ');
+}
 
 export function findScenario(name: string): Scenario | undefined {
   return SCENARIO_PRESETS.find((s) => s.name === name.toLowerCase());
