@@ -73,7 +73,8 @@ async function memory(o: Record<string, string | boolean | undefined>): Promise<
   problems.push(...built.problems);
   if (problems.length > 0 || !built.engine) return printProblems('memory', problems);
   printWarnings('memory', built.warnings);
-  const c = resolveEngineConfig({ ...built.engine, ...(context ? { maxModelLen: context } : {}) });
+  const engine = built.engine;
+  const c = resolveEngineConfig({ ...engine, ...(context ? { maxModelLen: context } : {}) });
   const question: MemoryQuestion = {
     ...(c.memoryRule ? { memoryRule: c.memoryRule } : {}),
     model: c.model,
@@ -88,6 +89,10 @@ async function memory(o: Record<string, string | boolean | undefined>): Promise<
     maxNumBatchedTokens: c.maxNumBatchedTokens,
     maxNumSeqs: c.maxNumSeqs,
     budgetGiven: o.maxNumBatchedTokens !== undefined || o.maxNumSeqs !== undefined,
+    budgetAt: (maxModelLen) => {
+      const at = resolveEngineConfig({ ...engine, maxModelLen });
+      return { maxNumBatchedTokens: at.maxNumBatchedTokens, maxNumSeqs: at.maxNumSeqs };
+    },
   };
   if (question.contextTokens > c.model.maxContext) {
     printWarnings('memory', [

@@ -35,6 +35,11 @@ export interface MemoryQuestion {
   maxNumSeqs: number;
   /** The scheduler budget was given: other GPUs keep it rather than their own vLLM defaults. */
   budgetGiven?: boolean;
+  /**
+   * The engine's budget when started at another max_model_len (vLLM V0 without chunked prefill
+   * raises max_num_batched_tokens to it): the curve's points are each an engine of their own.
+   */
+  budgetAt?: (contextTokens: number) => { maxNumBatchedTokens: number; maxNumSeqs: number };
 }
 
 /** One deployment that would hold the question's batch at its context. */
@@ -141,7 +146,7 @@ export function memoryReport(q: MemoryQuestion): MemoryReport {
   );
   const sequencesByContext = contexts.map((contextTokens) => {
     try {
-      const at = vllmPlan({ ...q, contextTokens }, q.gpu, q.tp);
+      const at = vllmPlan({ ...q, contextTokens, ...q.budgetAt?.(contextTokens) }, q.gpu, q.tp);
       return { contextTokens, maxSequences: sequencesThatFit(at, q, contextTokens) };
     } catch {
       return { contextTokens, maxSequences: 0 };

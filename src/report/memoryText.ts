@@ -101,7 +101,9 @@ export function renderMemory(q: MemoryQuestion, r: MemoryReport, color: boolean)
     `KV cache overtakes the weights at ${int(r.kvOvertakesWeightsAt.oneSequence)} tokens for one sequence${q.batch > 1 ? `, at ${int(r.kvOvertakesWeightsAt.batch)} tokens per sequence for ${q.batch}` : ''}.`,
   );
   const curve = r.sequencesByContext.map(
-    (s) => `${s.contextTokens / 1024}k: ${int(s.maxSequences)}`,
+    // 8,000 is not "7.8125k": a context off the powers of two is written out.
+    (s) =>
+      `${s.contextTokens % 1024 === 0 ? `${s.contextTokens / 1024}k` : int(s.contextTokens)}: ${int(s.maxSequences)}`,
   );
   if (curve.length > 0) lines.push(`Max sequences by context: ${curve.join(', ')}.`);
   const fit = (f: NonNullable<MemoryReport['smallestFit']['singleGpu']>) => {

@@ -104,6 +104,30 @@ describe('infergauge memory', () => {
     );
   });
 
+  test('each point of the curve is the engine started at that context (vLLM V0 sizes its step by it)', async () => {
+    const json = async (context: number) => {
+      const r = await runCli([
+        'memory',
+        ...['--model', 'llama-2-13b', '--gpu', 'rtx5090', '--engine-personality', 'vllm-v0'],
+        ...['--context', String(context), '--json'],
+      ]);
+      assert.equal(r.code, 0, r.stderr);
+      return JSON.parse(r.stdout);
+    };
+    const [at8000, at1024] = await Promise.all([json(8000), json(1024)]);
+    // V0 without chunked prefill profiles an 8,000-token step at max_model_len 8,000: one
+    // sequence does not fit, and the curve says so at 8,000 rather than "1" nearby.
+    assert.match(at8000.vllm.error, /max seq len \(8000\)/);
+    const curve = new Map(
+      at8000.sequencesByContext.map((p: { contextTokens: number; maxSequences: number }) => [
+        p.contextTokens,
+        p.maxSequences,
+      ]),
+    );
+    assert.equal(curve.get(8000), 0);
+    assert.equal(curve.get(1024), at1024.maxSequences, 'the 1k point is the engine at 1k');
+  });
+
   test('bad options name the flag', async () => {
     const bad = await runCli(['memory', '--model', 'gpt-9', '--batch', '0', '--gpu', 'tpu']);
     assert.equal(bad.code, 2);
