@@ -13,6 +13,15 @@ import type { RunSummary, Warning } from '../metrics/summary.js';
  */
 export const PREFILL_SHARE = 0.5;
 export const PREFILL_INPUT_RATIO = 8;
+/**
+ * Long prompts count only where prefill is at least this share of a request's time or of the
+ * server's: a prompt token costs a fraction of a decoded one (prefill is one compute-bound
+ * pass), so a light-load run whose first token is a few percent of the wait spent its time
+ * decoding, however its token counts compare (issue 31: "TTFT is only 0 %"). Under load the
+ * decodes share their steps while each prompt is still processed, so the server's share is
+ * taken too: one unqueued prefill per completed request, against the run's time.
+ */
+export const PREFILL_MIN_SHARE = 0.05;
 
 /**
  * `prefill_dominated`, only where prefill really is the cost. A run's mean TTFT includes the
@@ -35,7 +44,9 @@ export function prefillWarning(s: RunSummary): Warning | undefined {
   const input = s.tokens.input / counted;
   const output = Math.max(1, s.tokens.output / counted);
   const slowFirstToken = share >= PREFILL_SHARE;
-  const longPrompts = input / output >= PREFILL_INPUT_RATIO;
+  const serverShare = (prefillMs / 1000) * s.throughput.requestsPerS;
+  const longPrompts =
+    input / output >= PREFILL_INPUT_RATIO && Math.max(share, serverShare) >= PREFILL_MIN_SHARE;
   if (!slowFirstToken && !longPrompts) return undefined;
   const ms = (x: number) => `${Math.round(x).toLocaleString('en-US')} ms`;
   const ttftShare = queued

@@ -107,6 +107,8 @@ function summary(ttftMs: number, e2eMs: number, input: number, output: number): 
     requests: { completed: 10, failed: 0 },
     latency: { ttftMs: { mean: ttftMs }, e2eMs: { mean: e2eMs } },
     tokens: { input: input * 10, output: output * 10 },
+    // One request at a time: the server's prefill share is the request's.
+    throughput: { requestsPerS: 1000 / e2eMs },
   } as unknown as RunSummary;
 }
 
@@ -116,6 +118,12 @@ describe('prefill_dominated says what its numbers show', () => {
     assert.ok(w);
     assert.match(w.message, /TTFT is only 6% of end-to-end latency/);
     assert.doesNotMatch(w.message, /wait mostly for the first token/);
+  });
+
+  test('long prompts but a first token of a few percent of the wait: decode was the cost, no warning', () => {
+    // 20 ms of 8 s (0.25 %) used to read "TTFT is only 0% of end-to-end latency".
+    assert.equal(prefillWarning(summary(20, 8000, 2048, 128)), undefined);
+    assert.ok(prefillWarning(summary(450, 8000, 2048, 128)), '5.6 % warns');
   });
 
   test('TTFT most of the wait: users wait mostly for the first token', () => {
