@@ -203,6 +203,15 @@ export const MODEL_PRESETS: readonly ModelSpec[] = [
     ffnSize: 28672,
     maxContext: 131072,
   }),
+  // meta-llama/Llama-3.3-70B-Instruct config.json: the 3.1 70B's shape (only the weights moved).
+  llama({
+    id: 'llama-3.3-70b',
+    name: 'Llama-3.3-70B',
+    layers: 80,
+    hiddenSize: 8192,
+    ffnSize: 28672,
+    maxContext: 131072,
+  }),
   // meta-llama/Llama-3.1-405B config.json.
   llama({
     id: 'llama-3.1-405b',
@@ -244,6 +253,15 @@ export const MODEL_PRESETS: readonly ModelSpec[] = [
     hiddenSize: 4096,
     queryHeads: 32,
     ffnSize: 12288,
+  }),
+  // Qwen/Qwen3-14B config.json: 40 layers, 40 query / 8 KV heads of 128, FFN 17408.
+  qwen3({
+    id: 'qwen3-14b',
+    name: 'Qwen3-14B',
+    layers: 40,
+    hiddenSize: 5120,
+    queryHeads: 40,
+    ffnSize: 17408,
   }),
   qwen3({
     id: 'qwen3-32b',

