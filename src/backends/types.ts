@@ -35,6 +35,12 @@ export interface RequestSpec {
   captureAnswer?: boolean;
   /** Words in `prompt`, when the workload knows it without counting (synthetic prompts). */
   promptWords?: number;
+  /**
+   * No two prompts of the workload start with the same this many tokens (seeded random draws
+   * with no shared prefix): a prefix cache whose blocks are at least this long never hits
+   * them, so virtual time need not read and key them.
+   */
+  distinctPrefixTokens?: number;
   requestedInputTokens: number;
   requestedOutputTokens: number;
 }

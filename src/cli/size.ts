@@ -54,8 +54,9 @@ export function sizeCommand(): Command {
     )
     .option(
       '--enable-prefix-caching',
-      "every engine reuses KV blocks of identical prompt prefixes (sessions' history)",
+      "every engine reuses KV blocks of identical prompt prefixes (sessions' history; default: each engine's own, on for vllm-v1 and sglang)",
     )
+    .option('--no-enable-prefix-caching', 'no engine caches prompt prefixes')
     .option('--calibration <file>', 'calibration.json from infergauge calibrate')
     .option('--requests <n>', 'requests per virtual run (default: 300)')
     .option('--max-dp <n>', 'most data-parallel replicas (default: 64)')

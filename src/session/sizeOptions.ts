@@ -118,11 +118,13 @@ export function prepareSize(flags: SizeFlags): PreparedSize {
       },
       ...(prices ? { prices } : {}),
       ...(calibration !== undefined ? { calibration } : {}),
-      ...(maxModelLen !== undefined || flags.enablePrefixCaching === true
+      ...(maxModelLen !== undefined || typeof flags.enablePrefixCaching === 'boolean'
         ? {
             engine: {
               ...(maxModelLen !== undefined ? { maxModelLen } : {}),
-              ...(flags.enablePrefixCaching === true ? { enablePrefixCaching: true } : {}),
+              ...(typeof flags.enablePrefixCaching === 'boolean'
+                ? { enablePrefixCaching: flags.enablePrefixCaching }
+                : {}),
             },
           }
         : {}),

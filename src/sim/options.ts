@@ -39,8 +39,12 @@ export interface FlagSpec {
    * An engine's own name for a shared setting (SGLang's `--mem-fraction-static` for the memory
    * fraction, ...): valid only with these personalities, it sets `sets`.
    */
-  native?: { personalities: readonly PersonalityId[]; sets: string };
+  native?: { personalities: readonly PersonalityId[]; sets: string; off?: true };
 }
+
+/** A switch named `--no-...` is given when false (commander's negation); any other when true. */
+export const switchGiven = (f: FlagSpec, value: unknown): boolean =>
+  f.flag.startsWith('--no-') ? value === false : value === true;
 
 const e = DEFAULT_EFFICIENCY;
 export const DEFAULT_SIM_GPU = 'h100';
@@ -149,7 +153,13 @@ export const ENGINE_FLAGS: readonly FlagSpec[] = [
     flag: '--enable-prefix-caching',
     key: 'enablePrefixCaching',
     kind: 'boolean',
-    help: 'reuse KV blocks of identical prompt prefixes',
+    help: "reuse KV blocks of identical prompt prefixes (default: the engine's: on for vllm-v1 and sglang)",
+  },
+  {
+    flag: '--no-enable-prefix-caching',
+    key: 'enablePrefixCaching',
+    kind: 'boolean',
+    help: 'turn the prefix cache off (vLLM V1 and SGLang have it on)',
   },
   {
     flag: '--num-gpu-blocks-override <n>',
@@ -250,6 +260,13 @@ export const ENGINE_FLAGS: readonly FlagSpec[] = [
     min: 1,
     help: "sglang: prefill tokens per step (default: SGLang's by GPU size)",
     native: { personalities: ['sglang'], sets: 'maxNumBatchedTokens' },
+  },
+  {
+    flag: '--disable-radix-cache',
+    key: 'disableRadixCache',
+    kind: 'boolean',
+    help: 'sglang: no radix (prefix) cache (default: on)',
+    native: { personalities: ['sglang'], sets: 'prefixCaching', off: true },
   },
   {
     flag: '--max-running-requests <n>',
@@ -384,6 +401,7 @@ export interface SimEngineSettings {
   memFractionStatic?: number;
   chunkedPrefillSize?: number;
   maxRunningRequests?: number;
+  disableRadixCache?: boolean;
   /** trtllm */
   kvCacheFreeGpuMemFraction?: number;
   maxBatchSize?: number;
@@ -411,7 +429,7 @@ export function engineFlagArgs(options: Record<string, unknown>): string[] {
     const value = options[f.key];
     const name = flagName(f);
     if (f.kind === 'boolean') {
-      if (f.key === 'chunkedPrefill' ? value === false : value === true) args.push(name);
+      if (switchGiven(f, value)) args.push(name);
     } else if (value !== undefined) args.push(name, String(value));
   }
   return args;
@@ -530,10 +548,9 @@ export function engineSettingsFromArgs(args: readonly string[]): SimEngineSettin
   for (let i = 0; i < args.length; i++) {
     const name = args[i];
     if (name === '--model') flags.model = args[++i];
-    else if (name === '--no-chunked-prefill') flags.chunkedPrefill = false;
     else {
       const f = ENGINE_FLAGS.find((g) => flagName(g) === name);
-      if (f) flags[f.key] = f.kind === 'boolean' ? true : args[++i];
+      if (f) flags[f.key] = f.kind === 'boolean' ? !f.flag.startsWith('--no-') : args[++i];
     }
   }
   const { settings } = engineSettingsFromFlags(flags);
@@ -595,6 +612,7 @@ export function resolveEngine(given: SimEngineSettings): {
   // Engine-native names set the shared setting, and only for their own engine.
   const settings: Record<string, number | boolean> = { ...numbers };
   if (s.chunkedPrefill === false) settings.chunkedPrefill = false;
+  if (typeof s.enablePrefixCaching === 'boolean') settings.prefixCaching = s.enablePrefixCaching;
   for (const f of ENGINE_FLAGS) {
     const given = f.kind === 'boolean' ? options[f.key] === true : numbers[f.key] !== undefined;
     if (!f.native || !given) continue;
@@ -609,7 +627,7 @@ export function resolveEngine(given: SimEngineSettings): {
         `${name} and ${shared ? flagName(shared) : f.native.sets} set the same thing; give one`,
       );
     } else {
-      settings[f.native.sets] = f.kind === 'boolean' ? true : (numbers[f.key] as number);
+      settings[f.native.sets] = f.kind === 'boolean' ? !f.native.off : (numbers[f.key] as number);
     }
   }
   let gpu: GpuSpec | undefined;
@@ -666,6 +684,7 @@ export function resolveEngine(given: SimEngineSettings): {
       'maxNumBatchedTokens',
       'blockSize',
       'chunkedPrefill',
+      'prefixCaching',
       'numSchedulerSteps',
       'numGpuBlocksOverride',
       // llamacpp's own (set through its native flags only)
@@ -673,7 +692,6 @@ export function resolveEngine(given: SimEngineSettings): {
       'ubatchSize',
       'kvUnified',
     ]),
-    ...(s.enablePrefixCaching === true ? { prefixCaching: true } : {}),
     ...(numbers.nonKvOverheadGb !== undefined
       ? { nonKvOverheadBytes: numbers.nonKvOverheadGb * 1e9 }
       : {}),

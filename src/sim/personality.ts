@@ -121,8 +121,9 @@ export function personalityDefaults(
     }
     default: {
       // vLLM V1 (`vllmDefaults`): gpu_memory_utilization 0.9, block 16, chunked prefill on;
-      // without chunking the budget must hold max_model_len. V1 turns prefix caching on by
-      // default; the simulator keeps it off unless asked (see docs/cli.md, Engine personalities).
+      // without chunking the budget must hold max_model_len. Prefix caching on, as V1 has it
+      // (`EngineArgs.enable_prefix_caching` None -> True for the V1 engine; the vLLM V1 blog,
+      // Jan 2025: "enabled by default" at zero overhead on a miss); --no-enable-prefix-caching.
       const d = vllmDefaults(s.gpu);
       const chunked = s.chunkedPrefill ?? true;
       return {
@@ -133,7 +134,7 @@ export function personalityDefaults(
           ? d.maxNumBatchedTokens
           : Math.max(d.maxNumBatchedTokens, s.maxModelLen),
         chunkedPrefill: chunked,
-        prefixCaching: false,
+        prefixCaching: true,
       };
     }
   }

@@ -189,8 +189,14 @@ export function simulateRun(o: VirtualRunOptions): VirtualRunResult {
       promptTokens = p.spec.promptWords ?? countWords(p.spec.prompt);
       if (engine.config.prefixCaching) keys = o.prefixKeys(p.id, p.spec);
     } else {
-      // Words are only needed for prefix-cache keys; counting them is much cheaper.
-      words = engine.config.prefixCaching ? splitWords(p.spec.prompt) : undefined;
+      // Words are only needed for prefix-cache keys; counting them is much cheaper. A spec
+      // with a length and no text (calibration replays) has nothing to key, nor one whose
+      // prompts share no block (read first: reading a synthetic prompt builds it).
+      const keyed =
+        engine.config.prefixCaching &&
+        !(engine.config.blockSize >= (p.spec.distinctPrefixTokens ?? Number.POSITIVE_INFINITY)) &&
+        p.spec.prompt !== '';
+      words = keyed ? splitWords(p.spec.prompt) : undefined;
       promptTokens = words ? words.length : (p.spec.promptWords ?? countWords(p.spec.prompt));
     }
     if (words) keys = promptBlockHashes(words, engine.config.blockSize);

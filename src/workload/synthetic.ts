@@ -17,6 +17,12 @@ export const WORDS: readonly string[] = (
   ' green black white red blue open close early late young human public local social simple'
 ).split(' ');
 
+/**
+ * Prompts of words drawn at random from a list of over 100 share their first 16 with chance
+ * 100^-16 a pair: none do in any run (RequestSpec.distinctPrefixTokens).
+ */
+export const DISTINCT_PREFIX_TOKENS = 16;
+
 export interface SyntheticWorkloadOptions {
   inputTokens: number;
   outputTokens: number;
@@ -43,7 +49,15 @@ export function createSyntheticWorkload(
   };
   const { inputTokens, outputTokens } = options;
   return (id) =>
-    new SyntheticRequest(prompts, id, inputTokens, inputTokens, outputTokens, inputTokens);
+    new SyntheticRequest(
+      prompts,
+      id,
+      inputTokens,
+      inputTokens,
+      outputTokens,
+      inputTokens,
+      DISTINCT_PREFIX_TOKENS,
+    );
 }
 
 /**
@@ -66,6 +80,8 @@ export class SyntheticRequest implements RequestSpec {
     readonly requestedOutputTokens: number,
     /** Words in the prompt, where one word is one token (the built-in simulator). */
     readonly promptWords: number | undefined,
+    /** RequestSpec's: set where no prefix is shared. */
+    readonly distinctPrefixTokens: number | undefined,
   ) {
     Object.defineProperty(this, 'prompt', PROMPT);
   }

@@ -4,7 +4,7 @@ import type { Dataset } from './datasets.js';
 import { requestRng, sampleLength, streamSeed } from './distributions.js';
 import { createPromptFactory, type PromptFactory } from './prompts.js';
 import { isSessionScenario, type Scenario } from './scenarios.js';
-import { SyntheticRequest } from './synthetic.js';
+import { DISTINCT_PREFIX_TOKENS, SyntheticRequest } from './synthetic.js';
 import { type CreateTokenizerOptions, createTokenizer } from './tokenizer.js';
 import { type TraceEntry, traceSessions } from './trace.js';
 import { countWords } from './words.js';
@@ -149,6 +149,7 @@ export function createWorkload(o: WorkloadOptions): (id: number) => RequestSpec 
       requestedInputTokens,
       requestedOutputTokens,
       o.wordsAreTokens ? content : undefined,
+      prefix === 0 ? DISTINCT_PREFIX_TOKENS : undefined,
     );
   };
 }

@@ -225,7 +225,7 @@ describe('scheduling', () => {
     };
     const options = { ...h100, efficiency: { frontendLatencyS: 0 } };
     const load: LoadSpec = { mode: 'closed', concurrency: 1 };
-    const cold = virtual(options, load, 20, shared);
+    const cold = virtual({ ...options, prefixCaching: false }, load, 20, shared);
     const warm = virtual({ ...options, prefixCaching: true }, load, 20, shared);
     const ttft = (r: RequestRecord) => (r.firstTokenAt as number) - r.sentAt;
     const later = (rs: RequestRecord[]) => rs.slice(1).reduce((s, r) => s + ttft(r), 0) / 19;
@@ -234,6 +234,30 @@ describe('scheduling', () => {
     assert.equal(warm.engine.counters.prefixHitTokens, 19 * 1024);
     assert.equal(warm.engine.counters.prefixQueryTokens, 20 * 1088);
     assert.equal(cold.engine.counters.prefixHitTokens, 0);
+  });
+
+  test('synthetic prompts share no block: unread under the cache (V1 default), the same records as keyed ones', () => {
+    const load: LoadSpec = { mode: 'closed', concurrency: 16 };
+    const synthetic = createSyntheticWorkload({ inputTokens: 300, outputTokens: 24, seed: 4 });
+    let read = 0;
+    const counted = (id: number): RequestSpec => {
+      const spec = synthetic(id);
+      return new Proxy(spec, {
+        get: (t, k) => {
+          if (k === 'prompt') read++;
+          return Reflect.get(t, k, t);
+        },
+      });
+    };
+    const skipped = virtual(h100, load, 64, counted);
+    assert.equal(read, 0, 'no prompt built for keys that cannot hit');
+    // The same prompts keyed (a plain copy drops the hint): no hit, the same records.
+    const keyed = virtual(h100, load, 64, (id) => ({
+      ...synthetic(id),
+      distinctPrefixTokens: undefined,
+    }));
+    assert.equal(keyed.engine.counters.prefixHitTokens, 0);
+    assert.deepEqual(skipped.records, keyed.records);
   });
 
   test('max_num_seqs bounds the batch; the rest wait', () => {

@@ -62,7 +62,7 @@ describe('personality defaults', () => {
       [0.9, 16, 1024, 8192],
     );
     assert.equal(v1.chunkedPrefill, true);
-    assert.equal(v1.prefixCaching, false);
+    assert.equal(v1.prefixCaching, true);
 
     const v0 = resolveEngineConfig({ ...base, personality: 'vllm-v0' });
     assert.deepEqual(
@@ -265,7 +265,13 @@ describe('schedulers', () => {
     assert.equal(sg.counters.prefixHitTokens, 400, 'the second request reuses 400 tokens');
     const v1 = new EngineModel(base);
     const runV1 = drive(v1, [withHashes(0, 'a'), withHashes(500, 'b')]);
-    assert.equal(v1.counters.prefixHitTokens, 0, 'vLLM V1 here: prefix caching off unless asked');
+    assert.equal(v1.counters.prefixHitTokens, 400, 'vLLM V1 caches prefixes by default too');
+    for (const personality of ['vllm-v1', 'sglang'] as const) {
+      // --no-enable-prefix-caching, --disable-radix-cache
+      const off = new EngineModel({ ...base, personality, prefixCaching: false });
+      drive(off, [withHashes(0, 'a'), withHashes(500, 'b')]);
+      assert.equal(off.counters.prefixHitTokens, 0, `${personality} with the cache off`);
+    }
     const frontend = (r: ReturnType<typeof drive>) => r.seqs[0].readyNs - r.seqs[0].input.arrivalNs;
     assert.ok(frontend(run) < frontend(runV1) / 2);
     assert.ok(run.tokens[0][0] < runV1.tokens[0][0], 'first token sooner at batch 1');

@@ -8,7 +8,12 @@ import { describe, test } from 'node:test';
 import { findGpuPreset } from '../../../src/memory/hardware.js';
 import { findModelPreset } from '../../../src/memory/model.js';
 import { spawnSimulator } from '../../../src/session/simulator.js';
-import { engineFromFlags, resolveEngine } from '../../../src/sim/options.js';
+import {
+  engineFlagArgs,
+  engineFromFlags,
+  engineSettingsFromArgs,
+  resolveEngine,
+} from '../../../src/sim/options.js';
 import { startSimulator } from '../../../src/sim/simulator.js';
 import {
   parseSimulatorArgs,
@@ -107,6 +112,29 @@ describe('reading the flags', () => {
       mbu: 0.7,
     });
     assert.deepEqual(specs.engine, fromFlags.engine);
+  });
+
+  test('the prefix cache follows the engine unless a switch says otherwise, and round-trips', () => {
+    const cache = (flags: Record<string, unknown>) => {
+      const r = engineFromFlags('llama-3-8b', flags);
+      assert.deepEqual(r.problems, []);
+      return r.engine?.prefixCaching;
+    };
+    assert.equal(cache({}), undefined, "the personality's default (on for vllm-v1 and sglang)");
+    assert.equal(cache({ enablePrefixCaching: false }), false, '--no-enable-prefix-caching');
+    assert.equal(cache({ enablePrefixCaching: true, enginePersonality: 'trtllm' }), true);
+    assert.equal(cache({ disableRadixCache: true, enginePersonality: 'sglang' }), false);
+    assert.match(
+      engineFromFlags('llama-3-8b', { disableRadixCache: true }).problems.join(),
+      /--disable-radix-cache is sglang's setting/,
+    );
+    // A manifest records the switch as given and reads it back.
+    const args = engineFlagArgs({ enablePrefixCaching: false, chunkedPrefill: false });
+    assert.deepEqual(args, ['--no-chunked-prefill', '--no-enable-prefix-caching']);
+    assert.deepEqual(engineSettingsFromArgs(args), {
+      chunkedPrefill: false,
+      enablePrefixCaching: false,
+    });
   });
 });
 
