@@ -184,6 +184,11 @@ export interface VllmMemoryPlan {
   kvTokens: number;
   /** vLLM's logged "maximum concurrency for max_model_len tokens per request". */
   maxConcurrencyAtMaxLen: number;
+  /**
+   * SGLang and TensorRT-LLM: the longest request the engine serves where the pool holds less
+   * than max_model_len (they start with it lowered; vLLM refuses instead). Absent otherwise.
+   */
+  servedMaxModelLen?: number;
   /** Most blocks one sequence can hold (sliding window), or Infinity. */
   windowCapBlocks: number;
   /** What the device shows as used once the engine is up (pool pre-allocated + CUDA context). */
@@ -334,7 +339,23 @@ export function planVllmMemory(input: VllmMemoryInput): VllmMemoryPlan {
     input.maxNumBatchedTokens,
     input.maxModelLen,
   );
-  const blocksPerMaxLen = blocksForTokens(input.maxModelLen, input.blockSize, windowCapBlocks);
+  let blocksPerMaxLen = blocksForTokens(input.maxModelLen, input.blockSize, windowCapBlocks);
+  let maxModelLen = input.maxModelLen;
+  if (numGpuBlocks < blocksPerMaxLen && (rule === 'sglang' || rule === 'trtllm')) {
+    // Neither refuses: SGLang serves requests up to max_req_len = min(context_len - 1, pool - 1)
+    // (`tp_worker.py`, v0.5.5; it stops only when that is under 6 tokens); TensorRT-LLM's
+    // KVCacheManager lowers max_seq_len to what the pool holds, with a warning, and starts
+    // (`resource_manager.py`, fail_fast_on_attention_window_too_large off by default).
+    maxModelLen =
+      rule === 'sglang' ? numGpuBlocks * input.blockSize - 1 : numGpuBlocks * input.blockSize;
+    if (maxModelLen < 6) {
+      throw new EngineStartError(
+        'IG_SIM_NO_KV_MEMORY',
+        `The KV pool holds ${numGpuBlocks * input.blockSize} tokens, too few for any request (${model.name} on ${gpu.name}, TP ${tp}). Raise ${FRACTION_FLAG[rule]}, or use more GPUs (--tp) or a smaller weight dtype.`,
+      );
+    }
+    blocksPerMaxLen = blocksForTokens(maxModelLen, input.blockSize, windowCapBlocks);
+  }
   if (numGpuBlocks < blocksPerMaxLen) {
     throw new EngineStartError(
       'IG_SIM_MAX_MODEL_LEN',
@@ -356,6 +377,7 @@ export function planVllmMemory(input: VllmMemoryInput): VllmMemoryPlan {
     kvPoolBytes,
     kvTokens: numGpuBlocks * input.blockSize,
     maxConcurrencyAtMaxLen: numGpuBlocks / blocksPerMaxLen,
+    ...(maxModelLen < input.maxModelLen ? { servedMaxModelLen: maxModelLen } : {}),
     windowCapBlocks,
     deviceUsedBytes: Math.min(
       totalBytes,

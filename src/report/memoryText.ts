@@ -89,6 +89,13 @@ export function renderMemory(q: MemoryQuestion, r: MemoryReport, color: boolean)
     lines.push(
       `${rule.engine} at ${rule.fraction} ${q.gpuMemoryUtilization}: budget ${gb(plan.budgetBytes)}${per}, KV pool ${gb(plan.kvPoolBytes)} = ${int(plan.numGpuBlocks)} blocks = ${int(plan.kvTokens)} tokens.`,
     );
+    if (plan.servedMaxModelLen !== undefined) {
+      lines.push(
+        c.red(
+          `${rule.engine} starts anyway, its longest request lowered from ${int(q.contextTokens)} to ${int(plan.servedMaxModelLen)} tokens (the KV pool holds no more).`,
+        ),
+      );
+    }
     lines.push(
       c.bold(
         `Max concurrent sequences at ${int(q.contextTokens)} tokens: ${int(r.maxSequences)}${r.maxSequences < q.batch ? c.red(` (fewer than the batch of ${q.batch})`) : ''}.`,

@@ -289,7 +289,7 @@ export class EngineModel {
   constructor(options: EngineModelOptions) {
     this.config = resolveEngineConfig(options);
     const c = this.config;
-    if (!c.chunkedPrefill && c.maxNumBatchedTokens < c.maxModelLen) {
+    if (!c.chunkedPrefill && c.maxNumBatchedTokens < c.maxModelLen && c.personality !== 'trtllm') {
       throw new Error(
         `max_num_batched_tokens (${c.maxNumBatchedTokens}) is smaller than max_model_len (${c.maxModelLen}) with chunked prefill disabled: requests longer than the budget could never run. Raise --max-num-batched-tokens or lower --max-model-len.`,
       );
@@ -312,6 +312,9 @@ export class EngineModel {
       }
     }
     this.memory = planVllmMemory(c);
+    // SGLang and TensorRT-LLM start with the longest request lowered to what the pool holds.
+    const served = this.memory.servedMaxModelLen;
+    if (served !== undefined) this.config = { ...c, maxModelLen: served };
     this.pool = new BlockPool(this.memory.numGpuBlocks);
     this.cost = new StepCostModel({ ...c, singleRowGemv: c.personality === 'llamacpp' });
     this.frontendNs = Math.round(c.efficiency.frontendLatencyS * 1e9);
@@ -324,6 +327,11 @@ export class EngineModel {
       // (ERROR_TYPE_EXCEED_CONTEXT_SIZE, HTTP 400); a shorter one runs, its output cut (add).
       if (promptTokens < this.config.maxModelLen) return undefined;
       return `request (${promptTokens} tokens) exceeds the available context size (${this.config.maxModelLen} tokens), try increasing it`;
+    }
+    const c = this.config;
+    if (c.personality === 'trtllm' && !c.chunkedPrefill && promptTokens > c.maxNumBatchedTokens) {
+      // TensorRT-LLM's PyTorch backend without chunked prefill (`_check_arguments`).
+      return `The sum of prompt length (${promptTokens}), query length (0) should not exceed max_num_tokens (${c.maxNumBatchedTokens})`;
     }
     const total = promptTokens + maxTokens;
     if (total > this.config.maxModelLen) {

@@ -64,21 +64,29 @@ export function personalityDefaults(
       };
     }
     case 'sglang': {
-      // SGLang `server_args.py __post_init__` (v0.4.7+), gpu_mem in MiB as nvidia-smi reports:
-      // mem_fraction_static = (gpu_mem - reserved) / gpu_mem with reserved by GPU class and
-      // TP; chunked_prefill_size 2048 below 35 GiB, 8192 below 160 GiB, else 16384; page
-      // size 1; radix (prefix) cache on; chunked prefill on.
+      // SGLang `server_args.py _handle_gpu_memory_settings` (v0.5.3 on; read at v0.5.5, commit
+      // 0c006b8), gpu_mem in MiB as nvidia-smi reports it: chunked_prefill_size and
+      // cuda_graph_max_bs by memory class (below 20 / 35 / 60 / 160 GiB, TP < 4 or not), then
+      // reserved = 512 + 1.5 x max(chunk, 2048) + 2 x cuda_graph_max_bs + TP x 128 MiB, at
+      // least 10 GiB above 60 GiB, and mem_fraction_static = round((gpu_mem - reserved) /
+      // gpu_mem, 3); page size 1; radix (prefix) cache on; chunked prefill on.
       const gpuMiB = s.gpu.memoryBytes / MiB;
-      const reservedMiB =
-        gpuMiB < 35 * 1024
-          ? (2.8 + s.tp / 10) * 1024
-          : gpuMiB < 90 * 1024
-            ? (9.5 + s.tp / 2) * 1024
-            : gpuMiB < 160 * 1024
-              ? (12 + s.tp / 2) * 1024
-              : 32 * 1024;
-      const chunk = gpuMiB < 35 * 1024 ? 2048 : gpuMiB < 160 * 1024 ? 8192 : 16384;
+      const small = s.tp < 4;
+      const [chunk, graphBs] =
+        gpuMiB < 20 * 1024
+          ? [2048, 8]
+          : gpuMiB < 35 * 1024
+            ? [2048, small ? 24 : 80]
+            : gpuMiB < 60 * 1024
+              ? [4096, small ? 32 : 160]
+              : gpuMiB < 160 * 1024
+                ? [8192, small ? 256 : 512]
+                : [16384, 512];
       const chunked = s.chunkedPrefill ?? true;
+      // Without chunking the activations are sized by max_prefill_tokens (16384).
+      const prefill = chunked ? chunk : 16384;
+      let reservedMiB = 512 + 1.5 * Math.max(prefill, 2048) + 2 * graphBs + s.tp * 128;
+      if (gpuMiB > 60 * 1024) reservedMiB = Math.max(reservedMiB, 10 * 1024);
       return {
         gpuMemoryUtilization: Math.round(((gpuMiB - reservedMiB) / gpuMiB) * 1000) / 1000,
         blockSize: 1,
@@ -90,16 +98,19 @@ export function personalityDefaults(
       };
     }
     case 'trtllm': {
-      // TensorRT-LLM `BuildConfig` (tensorrt_llm/builder.py): max_batch_size 2048,
-      // max_num_tokens 8192, raised to max_input_len without chunked context
-      // (`check_max_num_tokens`); trtllm-build `--tokens_per_block` 64; `KvCacheConfig`
-      // free_gpu_memory_fraction 0.9, enable_block_reuse off; enable_chunked_context off.
+      // TensorRT-LLM `BuildConfig` (tensorrt_llm/builder.py) and `trtllm-serve`: max_batch_size
+      // 2048, max_num_tokens 8192, enable_chunked_prefill off; trtllm-build
+      // `--tokens_per_block` 64; `KvCacheConfig` free_gpu_memory_fraction 0.9, block reuse off.
+      // max_num_tokens stays 8192 without chunking: the PyTorch backend refuses a longer
+      // prompt instead (`llmapi/llm.py _check_arguments`: "should not exceed max_num_tokens"),
+      // and the engine builder raises it only with context FMHA off (`check_max_num_tokens`),
+      // which the default builds have on. Its profiling prefill is max_num_tokens long.
       const chunked = s.chunkedPrefill ?? false;
       return {
         gpuMemoryUtilization: 0.9,
         blockSize: 64,
         maxNumSeqs: 2048,
-        maxNumBatchedTokens: chunked ? 8192 : Math.max(8192, s.maxModelLen),
+        maxNumBatchedTokens: 8192,
         chunkedPrefill: chunked,
         prefixCaching: false,
       };

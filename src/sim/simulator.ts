@@ -89,6 +89,9 @@ export function buildSimEngine(
     banner:
       `${describeEngine(choice.engine)}, KV cache ${x}${m.numGpuBlocks} blocks (${x}${m.kvTokens} tokens, ${(m.kvPoolBytes / 2 ** 30).toFixed(2)} GiB per GPU), ` +
       `max concurrency at max_model_len ${c.maxModelLen}: ${x}${m.maxConcurrencyAtMaxLen.toFixed(2)}x` +
+      (m.servedMaxModelLen !== undefined
+        ? ` (lowered to what the KV pool holds, as ${c.personality} does at start-up)`
+        : '') +
       (choice.timeScale !== 1 ? `, time scale ${choice.timeScale}` : ''),
   };
 }

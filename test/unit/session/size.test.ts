@@ -194,7 +194,7 @@ describe('size', () => {
       },
       slo: 'ttft.p99<250',
       space: { ...options.space, gpus: [{ gpu: 'l40s' }], tps: [1] },
-      engine: { maxModelLen: 4096 },
+      engine: { maxModelLen: 4096, enablePrefixCaching: false },
     };
     const cold = (await size(sessions)).deployments[0];
     const warm = (

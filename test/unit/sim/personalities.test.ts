@@ -82,11 +82,12 @@ describe('personality defaults', () => {
     assert.ok(v0.efficiency.scheduleOverheadS > 0 && v1.efficiency.scheduleOverheadS === 0);
 
     const sg = resolveEngineConfig({ ...base, personality: 'sglang' });
-    // H100: 81,559 MiB, reserved (9.5 + 1/2) GiB at TP 1: round(71,319 / 81,559, 3).
-    assert.equal(sg.gpuMemoryUtilization, 0.874);
+    // H100: 81,559 MiB; reserved 512 + 1.5 x 8192 + 2 x 256 + 128 = 13,440 MiB at TP 1:
+    // round(68,119 / 81,559, 3). At TP 4 the graphs go to 512: 512 + 12,288 + 1,024 + 512.
+    assert.equal(sg.gpuMemoryUtilization, 0.835);
     assert.equal(
       resolveEngineConfig({ ...base, personality: 'sglang', tp: 4 }).gpuMemoryUtilization,
-      Math.round(((81559 - 11.5 * 1024) / 81559) * 1000) / 1000,
+      Math.round(((81559 - 14336) / 81559) * 1000) / 1000,
     );
     assert.deepEqual([sg.blockSize, sg.maxNumBatchedTokens], [1, 8192]);
     assert.deepEqual([sg.chunkedPrefill, sg.prefixCaching], [true, true]);
@@ -143,9 +144,30 @@ describe('memory plans', () => {
 
   test('SGLang: total x mem_fraction_static - weights - CUDA context, token-granular', () => {
     const plan = new EngineModel({ ...base, personality: 'sglang' }).memory;
-    const expected = Math.floor((0.874 * total - weights - CUDA_CONTEXT_BYTES) / kvToken);
+    const expected = Math.floor((0.835 * total - weights - CUDA_CONTEXT_BYTES) / kvToken);
     assert.equal(plan.kvTokens, expected);
     assert.equal(plan.numGpuBlocks, expected);
+  });
+
+  test('where the pool is short of max_model_len, SGLang and TensorRT-LLM start with it lowered; vLLM refuses', () => {
+    // Qwen3-32B bf16 (61 GiB) on one H100 at its 40,960 context: both served (issue 31).
+    const q32 = { ...base, model: findModelPreset('qwen3-32b') as ModelSpec };
+    assert.throws(() => new EngineModel(q32), /max seq len \(40960\)/);
+    const sg = new EngineModel({ ...q32, personality: 'sglang' });
+    // max_req_len = min(context_len - 1, pool - 1) (tp_worker.py).
+    assert.equal(sg.config.maxModelLen, sg.memory.kvTokens - 1);
+    assert.ok(sg.config.maxModelLen < 40_960);
+    assert.match(sg.validate(sg.config.maxModelLen, 1) ?? '', /maximum context length/);
+    // KVCacheManager lowers max_seq_len to whole blocks of the pool (here a fraction of 0.5).
+    const half = new EngineModel({ ...q32, personality: 'trtllm', gpuMemoryUtilization: 0.5 });
+    assert.equal(half.config.maxModelLen, half.memory.kvTokens);
+    assert.ok(half.memory.kvTokens < 40_960 && half.memory.kvTokens % 64 === 0);
+    // TensorRT-LLM's max_num_tokens stays 8192 without chunked context: longer prompts get
+    // its own 400 rather than a larger profiling step and a smaller pool.
+    const trt = new EngineModel({ ...q32, personality: 'trtllm' });
+    assert.equal(trt.config.maxNumBatchedTokens, 8192);
+    assert.match(trt.validate(9000, 16) ?? '', /should not exceed max_num_tokens \(8192\)/);
+    assert.equal(trt.validate(8000, 16), undefined);
   });
 
   test('TensorRT-LLM: 0.9 of the memory left free after load, in blocks of 64', () => {
