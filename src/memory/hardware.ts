@@ -390,6 +390,7 @@ export function findGpuPreset(id: string): GpuSpec | undefined {
     'a100-pcie': 'a100-pcie-80',
     'a100-80gb-pcie': 'a100-pcie-80',
     'rtx-a6000': 'a6000',
+    rtxa6000: 'a6000',
     'a6000-48gb': 'a6000',
     'rtx-3090': 'rtx3090',
     '3090': 'rtx3090',

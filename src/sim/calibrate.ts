@@ -348,10 +348,11 @@ function replaySessions(
       const blocks = Math.floor(
         (spec.requestedInputTokens + spec.requestedOutputTokens) / blockSize,
       );
-      // Shared blocks are negative, a session's are its own: distinct as long as a session's
-      // stream is under 2^21 blocks.
+      // A session's blocks are its own integers, the shared ones halves: distinct as long as a
+      // session's stream is under 2^21 blocks (negative keys are private to one request:
+      // BlockPool).
       return Array.from({ length: blocks }, (_, b) =>
-        b < sharedBlocks ? -(b + 1) : session * 2 ** 21 + b,
+        b < sharedBlocks ? b + 0.5 : session * 2 ** 21 + b,
       );
     },
     onRecord: (record) => records.push(record),

@@ -847,7 +847,7 @@ export class EngineModel {
     const hashes = seq.input.blockHashes as readonly number[];
     const full = Math.min(hashes.length, Math.floor(seq.computed / this.config.blockSize));
     while (seq.cachedBlocks < full && seq.ownBlocks > 0) {
-      this.pool.publish(hashes[seq.cachedBlocks]);
+      this.pool.publish(hashes, seq.cachedBlocks);
       seq.cachedBlocks++;
       seq.ownBlocks--;
     }

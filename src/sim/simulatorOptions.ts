@@ -333,7 +333,7 @@ export function parseSimulatorArgs(args: readonly string[]): {
   for (const f of ENGINE_FLAGS) {
     const value = parsed[flagName(f).slice(2)];
     // `--no-chunked-prefill` is chunkedPrefill false, as commander reads it.
-    if (value !== undefined) flags[f.key] = f.key === 'chunkedPrefill' ? false : value;
+    if (value !== undefined) flags[f.key] = f.flag.startsWith('--no-') ? false : value;
   }
   for (const f of SIM_FLAGS) {
     const value = parsed[flagName(f).slice(2)];

@@ -168,6 +168,7 @@ export function simulateRun(o: VirtualRunOptions): VirtualRunResult {
     }
   };
 
+  const ownKeys = new OwnBlockKeys();
   const send = (p: Pending, sentNs: number) => {
     let words: readonly string[] | undefined;
     let keys: readonly number[] | undefined;
@@ -190,14 +191,15 @@ export function simulateRun(o: VirtualRunOptions): VirtualRunResult {
       if (engine.config.prefixCaching) keys = o.prefixKeys(p.id, p.spec);
     } else {
       // Words are only needed for prefix-cache keys; counting them is much cheaper. A spec
-      // with a length and no text (calibration replays) has nothing to key, nor one whose
-      // prompts share no block (read first: reading a synthetic prompt builds it).
-      const keyed =
-        engine.config.prefixCaching &&
-        !(engine.config.blockSize >= (p.spec.distinctPrefixTokens ?? Number.POSITIVE_INFINITY)) &&
-        p.spec.prompt !== '';
+      // with a length and no text (calibration replays) has nothing to key. A prompt that
+      // shares no block with any other (read first: reading a synthetic prompt builds it) is
+      // keyed by its id: only it can hit its blocks, when it is recomputed after a preemption.
+      const c = engine.config;
+      const distinct = c.blockSize >= (p.spec.distinctPrefixTokens ?? Number.POSITIVE_INFINITY);
+      const keyed = c.prefixCaching && !distinct && p.spec.prompt !== '';
       words = keyed ? splitWords(p.spec.prompt) : undefined;
       promptTokens = words ? words.length : (p.spec.promptWords ?? countWords(p.spec.prompt));
+      if (c.prefixCaching && distinct) keys = ownKeys.take(promptTokens, c.blockSize);
     }
     if (words) keys = promptBlockHashes(words, engine.config.blockSize);
     const request = new InFlight(p, sentNs, promptTokens, maxTokens, finished, read);
@@ -530,4 +532,21 @@ function toRecord(r: InFlight, endpoint: Endpoint, rejected?: string): RequestRe
     finishReason: 'length',
     events: { dtUs, tokens, contentChars },
   };
+}
+
+/**
+ * Keys for the full blocks of prompts no other prompt shares a block with: negative, so never a
+ * content hash (those are unsigned), and each handed out once. Their cache behaviour is then the
+ * content hashes' (which no other request matches either), without reading the text. Small
+ * integers, so that the pool's maps hash them as such.
+ */
+class OwnBlockKeys {
+  private next = -1;
+
+  take(promptTokens: number, blockSize: number): number[] {
+    const n = Math.floor(promptTokens / blockSize);
+    const keys = new Array<number>(n);
+    for (let b = 0; b < n; b++) keys[b] = this.next--;
+    return keys;
+  }
 }

@@ -136,7 +136,9 @@ test('prefix caching: turn 2+ hits the previous prompt and answer, and its TTFT 
   const scenario = multiTurn({ turns: 5, input: 512, output: 16, system: 2048 });
   const ttftByCaching: Record<string, { first: number; later: number }> = {};
   for (const caching of [true, false]) {
-    const server = await spawnSimulator(caching ? ['--enable-prefix-caching'] : []);
+    const server = await spawnSimulator(
+      caching ? ['--enable-prefix-caching'] : ['--no-enable-prefix-caching'],
+    );
     try {
       const { nextSession } = await sessionWorkload(scenario, 'words');
       const { records } = await runAgainst(server.url, {

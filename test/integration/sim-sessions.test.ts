@@ -435,7 +435,7 @@ async function conversation(sim: SimulatorProcess, tag: string) {
 describe('prefix cache across a session', () => {
   test('turn k+1 hits turn k prompt and answer blocks; /metrics and the truth agree; none when off', async () => {
     const on = await spawnSimulator(['--enable-prefix-caching']);
-    const off = await spawnSimulator([]);
+    const off = await spawnSimulator(['--no-enable-prefix-caching']);
     try {
       const cached = await conversation(on, 'on');
       const plain = await conversation(off, 'off');
