@@ -29,7 +29,7 @@ const pct = (e: number | undefined) =>
 const fmt = (v: number) => (v >= 100 ? v.toFixed(0) : v >= 10 ? v.toFixed(1) : v.toFixed(2));
 
 const results = loadPoints(values.points as string).map((p) => simulatePoint(p));
-const groups: Group[] = ['ttft', 'tpot', 'throughput'];
+const groups: Group[] = ['ttft', 'tpot', 'throughput', 'kvPool'];
 
 if (values.markdown) {
   console.log('| set | point | engine | GPU x TP | load | metric: published / simulated (error) |');
@@ -43,9 +43,11 @@ for (const r of results) {
   const where = `${p.hardware.gpu} x${p.hardware.tp}${(p.hardware.dp ?? 1) > 1 ? ` dp${p.hardware.dp}` : ''}`;
   const cells = r.skipped
     ? `skipped: ${r.skipped}`
-    : r.comparisons
-        .map((c) => `${c.metric} ${fmt(c.published)} / ${fmt(c.simulated)} (${pct(c.error)})`)
-        .join('; ');
+    : r.refused && p.load.kind !== 'startup'
+      ? `REFUSED: ${r.refused}`
+      : r.comparisons
+          .map((c) => `${c.metric} ${fmt(c.published)} / ${fmt(c.simulated)} (${pct(c.error)})`)
+          .join('; ');
   const flag = Object.values(r.groups).some((e) => Math.abs(e) > POINT_LIMIT)
     ? p.knownMiss
       ? ` [known miss: ${p.knownMiss}]`
@@ -60,9 +62,11 @@ for (const r of results) {
 }
 
 function summary(label: string, set: PointResult[]): void {
-  const cells = groups.map((g) => {
+  const cells = groups.flatMap((g) => {
     const errors = groupErrors(set, g);
-    return `${g} ${pct(medianAbs(errors))} (n=${errors.length})`;
+    if (errors.length === 0) return [];
+    const signed = [...errors].sort((a, b) => a - b)[errors.length >> 1];
+    return [`${g} ${pct(medianAbs(errors))} (n=${errors.length}, signed ${pct(signed)})`];
   });
   console.log(`${label}: ${cells.join(', ')}`);
 }

@@ -241,3 +241,28 @@ describe('simulated engine: published measurements it was not fitted to (issue 1
     assert.deepEqual(misses, []);
   });
 });
+
+describe('simulated engine, round two (issue 31): published points it was not fitted to', () => {
+  const results = loadPoints('test/fixtures/sim-validation/points-round2.json').map((p) =>
+    simulatePoint(p),
+  );
+
+  test('at least 20 new validation points, none used to fit; every one simulated or skipped for a stated reason', () => {
+    assert.ok(results.length >= 20, `${results.length} points`);
+    for (const r of results) {
+      assert.equal(r.point.role, 'validation', r.point.id);
+      if (r.skipped) assert.ok(r.point.skip, `${r.point.id} was not simulated: ${r.skipped}`);
+    }
+  });
+
+  test('no false refusal: every configuration that served starts in the simulator', () => {
+    const refused = results
+      .filter((r) => r.refused && r.point.load.kind !== 'startup')
+      .map((r) => `${r.point.id}: ${r.refused}`);
+    assert.deepEqual(refused, []);
+    // A start-up log whose engine refused (the pool held 0.82 of one 29,000-token request):
+    // the simulator refuses too.
+    const short = results.find((r) => r.point.id.endsWith('rtx3090-llama31-8b-v0-mml29000'));
+    assert.ok(short?.refused, 'vLLM V0 refused at 29,000 and so does the simulator');
+  });
+});
