@@ -129,7 +129,11 @@ describe('chip families', () => {
     assert.ok(Math.abs(efficiency('b200').mfuMax16 - (a100.mfuMax16 * 0.776) / 0.803) < 1e-12);
     assert.ok(Math.abs(efficiency('b200').mfuMax8 - (a100.mfuMax8 * 0.763) / 0.709) < 1e-12);
     assert.ok(efficiency('mi300x').mfuMax16 < 0.45, 'MI300X reaches 51.4 % of its bf16 peak');
-    assert.equal(efficiency('mi300x').mfuMax8, a100.mfuMax8, 'no fp8 measurement');
+    // MI300X against the H100 in one harness (Azure): fp8 GEMM 44 % against 70 %, HBM 77 %
+    // against 89 % of peak.
+    const mi = efficiency('mi300x');
+    assert.ok(Math.abs(mi.mfuMax8 - (a100.mfuMax8 * (1159.5 / 2615)) / (1382.2 / 1979)) < 1e-12);
+    assert.ok(Math.abs(mi.mbu - (a100.mbu * (4.09 / 5.3)) / (2.97 / 3.35)) < 1e-12);
     assert.deepEqual(efficiency('l40s'), a100, 'no Ada measurement');
     assert.equal(efficiency('b200', { mfuMax16: 0.5 }).mfuMax16, 0.5);
     const { family: _, ...noFamily } = gpu('b200');
