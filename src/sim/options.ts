@@ -42,9 +42,12 @@ export interface FlagSpec {
   native?: { personalities: readonly PersonalityId[]; sets: string; off?: true };
 }
 
-/** A switch named `--no-...` is given when false (commander's negation); any other when true. */
-export const switchGiven = (f: FlagSpec, value: unknown): boolean =>
-  f.flag.startsWith('--no-') ? value === false : value === true;
+/** A switch named `--no-...` sets its key false (commander's negation). */
+export const isNegation = (f: FlagSpec): boolean => f.flag.startsWith('--no-');
+
+/** Whether a switch was given: a negation when its key is false, any other when true. */
+const switchGiven = (f: FlagSpec, value: unknown): boolean =>
+  isNegation(f) ? value === false : value === true;
 
 const e = DEFAULT_EFFICIENCY;
 export const DEFAULT_SIM_GPU = 'h100';
@@ -550,7 +553,7 @@ export function engineSettingsFromArgs(args: readonly string[]): SimEngineSettin
     if (name === '--model') flags.model = args[++i];
     else {
       const f = ENGINE_FLAGS.find((g) => flagName(g) === name);
-      if (f) flags[f.key] = f.kind === 'boolean' ? !f.flag.startsWith('--no-') : args[++i];
+      if (f) flags[f.key] = f.kind === 'boolean' ? !isNegation(f) : args[++i];
     }
   }
   const { settings } = engineSettingsFromFlags(flags);

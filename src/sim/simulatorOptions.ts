@@ -13,6 +13,7 @@ import {
   engineSettingsFromFlags,
   type FlagSpec,
   flagName,
+  isNegation,
   type SimEngineSettings,
 } from './options.js';
 
@@ -333,7 +334,7 @@ export function parseSimulatorArgs(args: readonly string[]): {
   for (const f of ENGINE_FLAGS) {
     const value = parsed[flagName(f).slice(2)];
     // `--no-chunked-prefill` is chunkedPrefill false, as commander reads it.
-    if (value !== undefined) flags[f.key] = f.flag.startsWith('--no-') ? false : value;
+    if (value !== undefined) flags[f.key] = isNegation(f) ? false : value;
   }
   for (const f of SIM_FLAGS) {
     const value = parsed[flagName(f).slice(2)];

@@ -192,8 +192,8 @@ export function simulateRun(o: VirtualRunOptions): VirtualRunResult {
     } else {
       // Words are only needed for prefix-cache keys; counting them is much cheaper. A spec
       // with a length and no text (calibration replays) has nothing to key. A prompt that
-      // shares no block with any other (read first: reading a synthetic prompt builds it) is
-      // keyed by its id: only it can hit its blocks, when it is recomputed after a preemption.
+      // shares no block with any other (read first: reading a synthetic prompt builds it) gets
+      // keys of its own: only it can hit its blocks, when it is recomputed after a preemption.
       const c = engine.config;
       const distinct = c.blockSize >= (p.spec.distinctPrefixTokens ?? Number.POSITIVE_INFINITY);
       const keyed = c.prefixCaching && !distinct && p.spec.prompt !== '';
