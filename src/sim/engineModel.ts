@@ -9,6 +9,7 @@ import { BlockPool } from './blockPool.js';
 import { type BatchEntry, planUbatches } from './llamacppBatch.js';
 import {
   DEFAULT_PERSONALITY,
+  isVllmV0,
   LLAMACPP,
   type LoadBalancer,
   llamacppContext,
@@ -144,6 +145,7 @@ function llamacppConfig(
 const MEMORY_RULE: Record<PersonalityId, MemoryRule> = {
   'vllm-v1': 'vllm-v1',
   'vllm-v0': 'vllm-v0',
+  'vllm-v0.5': 'vllm-v0',
   sglang: 'sglang',
   trtllm: 'trtllm',
   llamacpp: 'llamacpp',
@@ -639,7 +641,7 @@ export class EngineModel {
   /** Prefill and decode run in separate steps (vLLM V0 without chunked prefill, SGLang). */
   private get prefillFirst(): boolean {
     const c = this.config;
-    return (c.personality === 'vllm-v0' && !c.chunkedPrefill) || c.personality === 'sglang';
+    return (isVllmV0(c.personality) && !c.chunkedPrefill) || c.personality === 'sglang';
   }
 
   /** Decode steps per schedule: vLLM V0's `num_scheduler_steps`, else 1. */
@@ -795,7 +797,7 @@ export class EngineModel {
   /** Blocks the running requests hold back from admission under the personality's rule. */
   private admissionReserve(): number {
     const c = this.config;
-    if (c.personality === 'vllm-v0') {
+    if (isVllmV0(c.personality)) {
       // V0 `BlockSpaceManager.can_allocate`: watermark 0.01 of the blocks stays free.
       return Math.ceil(0.01 * this.pool.total);
     }

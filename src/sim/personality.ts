@@ -1,7 +1,7 @@
 import { vllmDefaults } from '../memory/footprint.js';
 import type { GpuSpec } from '../memory/hardware.js';
 import type { ModelSpec } from '../memory/model.js';
-import type { Efficiency } from './roofline.js';
+import { DEFAULT_EFFICIENCY, type Efficiency } from './roofline.js';
 
 /**
  * Serving-engine personalities: which engine's defaults, memory rule, scheduler and costs the
@@ -10,13 +10,23 @@ import type { Efficiency } from './roofline.js';
 // TGI is not among them: its router's batching (waiting_served_ratio, max_waiting_tokens) and
 // its memory rule are not modelled, and a TGI point run as vLLM misses its TTFT by 50-80 %.
 // `llamacpp` is llama.cpp's llama-server on its CPU backend (docs/llamacpp-personality.md).
-export const PERSONALITY_IDS = ['vllm-v1', 'vllm-v0', 'sglang', 'trtllm', 'llamacpp'] as const;
+export const PERSONALITY_IDS = [
+  'vllm-v1',
+  'vllm-v0',
+  'vllm-v0.5',
+  'sglang',
+  'trtllm',
+  'llamacpp',
+] as const;
 export type PersonalityId = (typeof PERSONALITY_IDS)[number];
 export const DEFAULT_PERSONALITY: PersonalityId = 'vllm-v1';
 
 /** How a data-parallel front end picks a replica for each request. */
 export const LOAD_BALANCERS = ['round-robin', 'least-loaded'] as const;
 export type LoadBalancer = (typeof LOAD_BALANCERS)[number];
+
+/** vLLM's V0 engine, of any version (its scheduler, memory rule and block watermark). */
+export const isVllmV0 = (id: PersonalityId): boolean => id === 'vllm-v0' || id === 'vllm-v0.5';
 
 export function isPersonalityId(id: string): id is PersonalityId {
   return (PERSONALITY_IDS as readonly string[]).includes(id);
@@ -47,8 +57,9 @@ export function personalityDefaults(
   s: { gpu: GpuSpec; model: ModelSpec; tp: number; maxModelLen: number; chunkedPrefill?: boolean },
 ): PersonalityDefaults {
   switch (id) {
-    case 'vllm-v0': {
-      // vLLM 0.6.x `EngineArgs.create_engine_config`: chunked prefill turns itself on for
+    case 'vllm-v0':
+    case 'vllm-v0.5': {
+      // vLLM 0.6.x (and 0.5.x, the same in these) `EngineArgs.create_engine_config`: chunked prefill turns itself on for
       // max_model_len > 32K on GPUs (not with sliding windows); `SchedulerConfig`: budget 512
       // with chunked prefill, else max(max_model_len, 2048); max_num_seqs 256; block 16;
       // prefix caching off.
@@ -226,6 +237,18 @@ export function personalityEfficiency(id: PersonalityId): Partial<Efficiency> {
       // ip-h100-llama31-8b-v0-090-rate40 (test/fixtures/sim-validation/points.json: vLLM 0.9 V0,
       // 40 req/s) read its published mean TPOT (17.0 ms).
       return { scheduleOverheadS: 1.8e-3 };
+    case 'vllm-v0.5':
+      // vLLM 0.5.x processed each step's outputs on the CPU in step with the GPU (async output
+      // processing, PR 7049, first shipped in 0.6.0): the 3.8 ms of scheduling and output
+      // gathering per step of the v0.6.0 blog (29 % of a 13 ms Llama-3-8B H100 step on 0.5.3),
+      // and `_process_model_outputs` growing with the batch, 0.2 ms at 1 and 3.4 ms at 32
+      // sequences (RFC 6913, Llama 70B on 4x H100): about 0.1 ms more per sequence. No
+      // multi-step scheduling (0.6.0). The API server's share (33 % of that step, in the same
+      // process before 0.6) is not modelled.
+      return {
+        scheduleOverheadS: 3.8e-3,
+        perSeqOverheadS: DEFAULT_EFFICIENCY.perSeqOverheadS + (3.4e-3 - 0.2e-3) / 31,
+      };
     case 'sglang':
       // Front end: SGLang's CPU path measured against a mock forward (tenstorrent/
       // tt-inference-server issue 3560: batch-1 TTFT 9.54 ms over a 2.63 ms forward), about

@@ -299,6 +299,24 @@ describe('schedulers', () => {
     assert.ok(run.tokens[0][0] < runV1.tokens[0][0], 'first token sooner at batch 1');
   });
 
+  test('vLLM 0.5 processes outputs in step with the GPU: 2 ms more per step than 0.6, and 0.1 ms per sequence', () => {
+    const decodeGap = (personality: 'vllm-v0' | 'vllm-v0.5') => {
+      const run = drive(
+        new EngineModel({ ...base, personality }),
+        Array.from({ length: 32 }, () => request(0, 64, 64)),
+      );
+      // A late decode step, all 32 running: the gap between two of one request's tokens.
+      const t = run.tokens[0];
+      return (t[40] - t[39]) / MS;
+    };
+    const extra = decodeGap('vllm-v0.5') - decodeGap('vllm-v0');
+    // (3.8 - 1.8) ms per schedule + 32 x (3.4 - 0.2) / 31 ms of output processing.
+    assert.ok(Math.abs(extra - (2.0 + (32 * 3.2) / 31)) < 0.05, `${extra.toFixed(3)} ms`);
+    const v05 = resolveEngineConfig({ ...base, personality: 'vllm-v0.5' });
+    assert.equal(v05.memoryRule, 'vllm-v0');
+    assert.equal(v05.maxNumSeqs, 256);
+  });
+
   test('SGLang retracts when its optimistic reservation runs out, and never overfills', () => {
     const sg = new EngineModel({ ...base, personality: 'sglang', numGpuBlocksOverride: 20_000 });
     const run = drive(
