@@ -135,7 +135,7 @@ export const CUDA_CONTEXT_BYTES = 0.4e9;
  * graphs captured after the pool is sized), SGLang's static fraction, TensorRT-LLM's fraction
  * of the memory left free after load, or llama.cpp's buffer of n_ctx cells (`ctxTokens`).
  */
-export type MemoryRule = 'vllm-v1' | 'vllm-v0' | 'sglang' | 'trtllm' | 'llamacpp';
+export type MemoryRule = 'vllm-v1' | 'vllm-v0' | 'sglang' | 'trtllm' | 'tgi' | 'llamacpp';
 
 export interface VllmMemoryInput {
   /** Default `vllm-v1`. `gpuMemoryUtilization` is the rule's own fraction. */
@@ -262,6 +262,16 @@ function kvBudget(
       const availableBytes = fraction * (total - CUDA_CONTEXT_BYTES - nonKvBytes);
       return { budgetBytes: nonKvBytes + availableBytes, nonKvBytes, availableBytes };
     }
+    case 'tgi': {
+      // TGI's warm-up (`flash_causal_lm.py warmup`, v2.0): after a prefill of
+      // max_batch_prefill_tokens, free = free memory - (1 - cuda_memory_fraction) x total, and
+      // the blocks are 0.95 of it (`num_blocks = int(free * 0.95 // block_bytes)`, plus the
+      // warm-up's own); CUDA graphs are captured after, in the 5 % left.
+      const nonKvBytes =
+        weights + (override ?? activationBytes + overhead.nonTorchBytes + overhead.ncclBytes);
+      const availableBytes = 0.95 * (total * fraction - CUDA_CONTEXT_BYTES - nonKvBytes);
+      return { budgetBytes: total * fraction, nonKvBytes, availableBytes };
+    }
     default: {
       const nonKvBytes =
         weights +
@@ -281,6 +291,7 @@ const FRACTION_FLAG: Record<MemoryRule, string> = {
   'vllm-v0': 'gpu_memory_utilization',
   sglang: 'mem_fraction_static',
   trtllm: 'kv_cache_free_gpu_mem_fraction',
+  tgi: 'cuda_memory_fraction',
   llamacpp: 'ctx_size',
 };
 
@@ -296,12 +307,14 @@ export function planVllmMemory(input: VllmMemoryInput): VllmMemoryPlan {
   const rule = input.memoryRule ?? 'vllm-v1';
   const totalBytes = gpu.memoryBytes;
   const weights = weightBytes(model, input.weights).total / tp;
-  const activationBytes = activationPeakBytes(
-    model,
-    input.maxNumBatchedTokens,
-    input.maxNumSeqs,
-    tp,
-  );
+  // The profiling step's sampled rows: vLLM's dummy run spreads its tokens over
+  // min(tokens, max_num_seqs) requests (`_dummy_run`); TGI warms up with requests of
+  // max_input_length filling max_batch_prefill_tokens.
+  const sampledRows =
+    rule === 'tgi'
+      ? Math.max(1, Math.floor(input.maxNumBatchedTokens / input.maxModelLen))
+      : Math.min(input.maxNumSeqs, input.maxNumBatchedTokens);
+  const activationBytes = activationPeakBytes(model, input.maxNumBatchedTokens, sampledRows, tp);
   const overhead = defaultOverhead(tp);
   const {
     budgetBytes,
@@ -359,7 +372,10 @@ export function planVllmMemory(input: VllmMemoryInput): VllmMemoryPlan {
   if (numGpuBlocks < blocksPerMaxLen) {
     throw new EngineStartError(
       'IG_SIM_MAX_MODEL_LEN',
-      `To serve at least one request with the model's max seq len (${input.maxModelLen}), ${gib(blocksPerMaxLen * blockBytes)} KV cache is needed, which is larger than the available KV cache memory (${gib(numGpuBlocks * blockBytes)}). Try increasing gpu_memory_utilization or decreasing max_model_len (--max-model-len).`,
+      rule === 'tgi'
+        ? // TGI's router refuses a max_total_tokens its warmed-up pool cannot hold.
+          `Not enough memory to handle max_total_tokens=${input.maxModelLen}: the KV cache holds ${numGpuBlocks * input.blockSize} tokens. Lower --max-total-tokens (--max-model-len) or raise --cuda-memory-fraction.`
+        : `To serve at least one request with the model's max seq len (${input.maxModelLen}), ${gib(blocksPerMaxLen * blockBytes)} KV cache is needed, which is larger than the available KV cache memory (${gib(numGpuBlocks * blockBytes)}). Try increasing gpu_memory_utilization or decreasing max_model_len (--max-model-len).`,
     );
   }
   const kvPoolBytes = numGpuBlocks * blockBytes;

@@ -18,6 +18,7 @@ const RULES: Record<MemoryRule, { engine: string; fraction: string }> = {
   'vllm-v0': { engine: 'vLLM V0', fraction: 'gpu_memory_utilization' },
   sglang: { engine: 'SGLang', fraction: 'mem_fraction_static' },
   trtllm: { engine: 'TensorRT-LLM', fraction: 'kv_cache_free_gpu_mem_fraction' },
+  tgi: { engine: 'TGI', fraction: 'cuda_memory_fraction' },
   llamacpp: { engine: 'llama.cpp', fraction: 'ctx_size' },
 };
 

@@ -18,6 +18,7 @@ import {
   personalityEfficiency,
   SGLANG_NEW_TOKEN_RATIO,
   sglangMaxRunningRequests,
+  TGI,
 } from './personality.js';
 import {
   DEFAULT_EFFICIENCY,
@@ -59,7 +60,9 @@ export type EngineModelOptions = Pick<EngineModelConfig, 'model' | 'gpu'> &
  */
 export function resolveEngineConfig(o: EngineModelOptions): EngineModelConfig {
   const personality = o.personality ?? DEFAULT_PERSONALITY;
-  const maxModelLen = o.maxModelLen ?? o.model.maxContext;
+  const maxModelLen =
+    o.maxModelLen ??
+    (personality === 'tgi' ? Math.min(o.model.maxContext, TGI.maxTotalTokens) : o.model.maxContext);
   const tp = o.tp ?? 1;
   const d = personalityDefaults(personality, {
     gpu: o.gpu,
@@ -146,6 +149,7 @@ const MEMORY_RULE: Record<PersonalityId, MemoryRule> = {
   'vllm-v1': 'vllm-v1',
   'vllm-v0': 'vllm-v0',
   'vllm-v0.5': 'vllm-v0',
+  tgi: 'tgi',
   sglang: 'sglang',
   trtllm: 'trtllm',
   llamacpp: 'llamacpp',
@@ -279,6 +283,8 @@ export class EngineModel {
   private waitingHead = 0;
   private running: Sequence[] = [];
   private nextId = 0;
+  /** TGI: decode steps since its last new batch (the router's `waiting_tokens`). */
+  private tgiDecodesSinceBatch = 0;
   /** SGLang's new_token_ratio: the share of max output it reserves per running request. */
   private newTokenRatio: number = SGLANG_NEW_TOKEN_RATIO.init;
   /** llamacpp: each slot's sequence, and when it was last released (-1: never used). */
@@ -420,8 +426,12 @@ export class EngineModel {
       // prefills (SGLang's unfinished chunk first, then waiting requests) whenever one can
       // start, else the decodes of everything running. The two never share a step.
       this.scheduleRunning(batch, 'prefill', 1);
-      this.admitWaiting(batch, startNs);
+      if (c.personality !== 'tgi' || this.tgiFormsBatch(startNs)) this.admitWaiting(batch, startNs);
+      if (c.personality === 'tgi') {
+        this.tgiDecodesSinceBatch = batch.scheduled.length > 0 ? 1 : this.tgiDecodesSinceBatch + 1;
+      }
       if (batch.scheduled.length === 0) {
+        if (c.personality === 'tgi') batch.budget = Number.POSITIVE_INFINITY;
         if (c.personality === 'sglang') {
           // SGLang's decode batch is bounded by max_running_requests, not the prefill chunk.
           batch.budget = Number.POSITIVE_INFINITY;
@@ -641,7 +651,11 @@ export class EngineModel {
   /** Prefill and decode run in separate steps (vLLM V0 without chunked prefill, SGLang). */
   private get prefillFirst(): boolean {
     const c = this.config;
-    return (isVllmV0(c.personality) && !c.chunkedPrefill) || c.personality === 'sglang';
+    return (
+      (isVllmV0(c.personality) && !c.chunkedPrefill) ||
+      c.personality === 'sglang' ||
+      (c.personality === 'tgi' && !c.chunkedPrefill)
+    );
   }
 
   /** Decode steps per schedule: vLLM V0's `num_scheduler_steps`, else 1. */
@@ -794,6 +808,22 @@ export class EngineModel {
     }
   }
 
+  /**
+   * TGI's router forms a new batch beside a running one only when enough requests wait: at
+   * least waiting_served_ratio x the running ones, unless max_waiting_tokens decode steps
+   * passed (TGI). (Its queue also drops a batch that the budgets cut below that size; here
+   * the count of ready requests decides.)
+   */
+  private tgiFormsBatch(startNs: number): boolean {
+    if (this.running.length === 0 || this.tgiDecodesSinceBatch >= TGI.maxWaitingTokens) return true;
+    const minSize = Math.floor(this.running.length * TGI.waitingServedRatio);
+    let ready = 0;
+    for (let i = this.waitingHead; i < this.waiting.length && ready < minSize; i++) {
+      if (this.waiting[i].readyNs <= startNs) ready++;
+    }
+    return ready >= Math.max(1, minSize);
+  }
+
   /** Blocks the running requests hold back from admission under the personality's rule. */
   private admissionReserve(): number {
     const c = this.config;
@@ -804,9 +834,9 @@ export class EngineModel {
     let reserved = 0;
     for (const seq of this.running) {
       const remaining = seq.input.maxTokens - seq.generated;
-      if (c.personality === 'trtllm') {
-        // GUARANTEED_NO_EVICT (`GuaranteedNoEvictScheduler`): every running request's blocks to
-        // its max length stay reserved, so none is ever evicted.
+      if (c.personality === 'trtllm' || c.personality === 'tgi') {
+        // GUARANTEED_NO_EVICT (`GuaranteedNoEvictScheduler`), and TGI's queue: every running
+        // request's blocks to its max length stay reserved, so none is ever evicted.
         const full = this.blocksFor(seq.input.promptTokens + seq.input.maxTokens);
         reserved += Math.max(0, full - this.heldBlocks(seq));
       } else if (c.personality === 'sglang') {
@@ -820,7 +850,7 @@ export class EngineModel {
   /** Blocks a request must find free to be admitted (beyond `blocks`, its first chunk's). */
   private admissionClaim(seq: Sequence, need: number, hitBlocks: number, blocks: number): number {
     const c = this.config;
-    if (c.personality === 'trtllm') {
+    if (c.personality === 'trtllm' || c.personality === 'tgi') {
       return this.blocksFor(seq.input.promptTokens + seq.input.maxTokens) - hitBlocks;
     }
     if (c.personality === 'sglang') {

@@ -16,6 +16,7 @@ export const PERSONALITY_IDS = [
   'vllm-v0.5',
   'sglang',
   'trtllm',
+  'tgi',
   'llamacpp',
 ] as const;
 export type PersonalityId = (typeof PERSONALITY_IDS)[number];
@@ -126,6 +127,22 @@ export function personalityDefaults(
         prefixCaching: false,
       };
     }
+    case 'tgi': {
+      // TGI 2.0.2 to 2.3 (`launcher/src/main.rs`, `router/src/infer.rs`, `router/src/queue.rs`
+      // at v2.0): cuda_memory_fraction 1.0; paged blocks of 16 (`cache_manager.py`); no
+      // max_batch_size, the token budgets bound the batch; max_batch_prefill_tokens =
+      // max_input_tokens + 50 with max_input_tokens = max_total_tokens - 1 (`max_model_len`
+      // here, itself min(max_position_embeddings, 4096) by default: resolveEngineConfig); no
+      // chunking (prefill chunking came with 2.4 for flash models), no prefix cache (2.3).
+      return {
+        gpuMemoryUtilization: 1,
+        blockSize: 16,
+        maxNumSeqs: TGI.noBatchLimit,
+        maxNumBatchedTokens: s.maxModelLen - 1 + 50,
+        chunkedPrefill: s.chunkedPrefill ?? false,
+        prefixCaching: false,
+      };
+    }
     case 'llamacpp': {
       // llama-server (LLAMACPP, below): with no --parallel, 4 slots; n_batch 2048 tokens per
       // iteration, never above n_ctx; no paging, so one cell per token (block 1); prompts are
@@ -214,6 +231,24 @@ export function sglangMaxRunningRequests(poolTokens: number, contextLen: number)
  * at 0.7, decays by (0.7 - 0.7 x 0.14) / 600 per decode batch to 0.098, and after a retraction
  * jumps to (decoded + 20 x requests) / max_new_tokens of the batch (`retract_decode`).
  */
+/**
+ * TGI's router (`router/src/infer.rs` batching loop, v2.0.2 on): while a batch runs, a new
+ * one is formed only when at least `waitingServedRatio` x the running requests are queued, or
+ * after `maxWaitingTokens` decode steps; its prefill is a forward of its own, the running
+ * requests waiting (`Request are waiting because we cannot concatenate the batches`). Each
+ * admitted request's blocks for input + max_new_tokens are reserved up front (`queue.rs`).
+ */
+export const TGI = {
+  /** `--waiting-served-ratio` (1.2 before 2.0.2). */
+  waitingServedRatio: 0.3,
+  /** `--max-waiting-tokens`. */
+  maxWaitingTokens: 20,
+  /** `--max-total-tokens` default: min(max_position_embeddings, 4096). */
+  maxTotalTokens: 4096,
+  /** No `--max-batch-size` by default: a bound no batch reaches. */
+  noBatchLimit: 1 << 20,
+} as const;
+
 export const SGLANG_NEW_TOKEN_RATIO = {
   init: 0.7,
   min: 0.7 * 0.14,

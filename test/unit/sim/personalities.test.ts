@@ -317,6 +317,33 @@ describe('schedulers', () => {
     assert.equal(v05.maxNumSeqs, 256);
   });
 
+  test("TGI's router: a lone new request waits for 3 of 10 running or 20 decode steps, then prefills alone", () => {
+    const tgi = new EngineModel({ ...base, personality: 'tgi' });
+    assert.deepEqual(
+      [tgi.config.maxModelLen, tgi.config.maxNumBatchedTokens, tgi.config.blockSize],
+      [4096, 4096 - 1 + 50, 16],
+      'max_total_tokens min(context, 4096), max_batch_prefill_tokens max_input + 50, blocks of 16',
+    );
+    assert.equal(tgi.memory.rule, 'tgi');
+    const inputs = [...Array.from({ length: 10 }, () => request(0, 64, 400)), request(100, 64, 8)];
+    const run = drive(tgi, inputs);
+    const late = run.seqs[10];
+    const before = (from: number) =>
+      run.steps.filter((r) => r.startNs >= from && r.startNs < (late.scheduledNs as number));
+    // It waited past its arrival, until max_waiting_tokens decode steps since the first batch
+    // (1 queued < floor(10 x 0.3)).
+    assert.ok(before(late.input.arrivalNs).length > 0);
+    const decodes = before(0).filter((r) => r.prefillTokens === 0).length;
+    assert.equal(decodes, 19, 'waiting_tokens is 1 after a prefill, 20 after 19 decodes');
+    // vLLM V0 (also prefill-first) takes it at the next step.
+    const v0 = drive(new EngineModel({ ...base, personality: 'vllm-v0' }), inputs);
+    const v0late = v0.seqs[10];
+    assert.ok((v0late.scheduledNs as number) - v0late.input.arrivalNs < 40 * MS);
+    // Its prefill ran alone: no running request got a token at that step's end.
+    const prefillEnd = run.tokens[10][0];
+    assert.ok(run.tokens.slice(0, 10).every((t) => !t.includes(prefillEnd)));
+  });
+
   test('SGLang retracts when its optimistic reservation runs out, and never overfills', () => {
     const sg = new EngineModel({ ...base, personality: 'sglang', numGpuBlocksOverride: 20_000 });
     const run = drive(

@@ -200,7 +200,11 @@ describe('simulated engine: published measurements it was not fitted to (issue 1
   const results = loadPoints('test/fixtures/sim-validation/points.json').map((p) =>
     simulatePoint(p),
   );
-  const validation = results.filter((r) => r.point.role === 'validation' && !r.skipped);
+  // The targets were fixed over the personalities issue 17 validated; TGI's points (simulated
+  // since issue 31 gave it a personality) are reported beside them, not inside them.
+  const validation = results.filter(
+    (r) => r.point.role === 'validation' && !r.skipped && r.point.engine.personality !== 'tgi',
+  );
 
   test('the sets: at most a third for fitting; at least 20 validation points over 4 GPUs, 3 engines, batch 1 and load', () => {
     const fit = results.filter((r) => r.point.role === 'fit');
