@@ -226,7 +226,12 @@ function describeServer(target: Target): ServerAbout {
   if (target.kind === 'virtual') {
     const memory = new EngineModel(target.engine).memory;
     const x = perReplica(target.engine);
-    const simulator = `${describeEngine(target.engine)}, KV cache ${x}${memory.numGpuBlocks} blocks (${x}${memory.kvTokens} tokens); virtual time`;
+    // SGLang and TensorRT-LLM start where the pool is short of the context, serving less.
+    const lowered =
+      memory.servedMaxModelLen !== undefined
+        ? `, longest request lowered to ${memory.servedMaxModelLen} tokens as the engine does`
+        : '';
+    const simulator = `${describeEngine(target.engine)}, KV cache ${x}${memory.numGpuBlocks} blocks (${x}${memory.kvTokens} tokens${lowered}); virtual time`;
     return {
       server: { virtualTime: true, simulator, simulatorArgs: target.simulatorArgs, memory },
       simulator,
