@@ -4,17 +4,10 @@
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { PlanError, parseRunPlan, type RunPlanInput } from '../../../src/plan/runPlan.js';
+import { parseRunPlan } from '../../../src/plan/runPlan.js';
+import { planProblems } from '../../helpers/plan.js';
 
-function problems(input: RunPlanInput): string[] {
-  try {
-    parseRunPlan(input);
-  } catch (err) {
-    if (err instanceof PlanError) return err.problems;
-    throw err;
-  }
-  return [];
-}
+const problems = planProblems;
 
 test('--rate inf sends every request at once: a closed loop of them all, or of --max-concurrency', () => {
   assert.deepEqual(parseRunPlan({ rate: 'inf', requests: '300' }).load, {

@@ -8,18 +8,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { planFileOptions, scenarioFromPlan } from '../../../src/plan/planFile.js';
-import { PlanError, parseRunPlan, type RunPlanInput } from '../../../src/plan/runPlan.js';
+import { parseRunPlan, type RunPlanInput } from '../../../src/plan/runPlan.js';
 import { prepareRun } from '../../../src/session/prepare.js';
+import { planProblems } from '../../helpers/plan.js';
 
-function problems(input: RunPlanInput): string[] {
-  try {
-    parseRunPlan(input);
-  } catch (err) {
-    if (err instanceof PlanError) return err.problems;
-    throw err;
-  }
-  return [];
-}
+const problems = planProblems;
 
 describe('session scenarios in a plan', () => {
   test('presets and flags: sessions counted, shapes and reasoning applied', () => {
