@@ -16,6 +16,7 @@ import {
   type PersonalityId,
   personalityDefaults,
   personalityEfficiency,
+  reservesToMaxLength,
   SGLANG_NEW_TOKEN_RATIO,
   sglangMaxRunningRequests,
   TGI,
@@ -421,22 +422,22 @@ export class EngineModel {
     if (c.personality === 'llamacpp') {
       this.scheduleSlots(batch, startNs);
     } else if (this.prefillFirst) {
-      // vLLM V0 without chunked prefill (`Scheduler._schedule_default`) and SGLang
-      // (`Scheduler.get_next_batch_to_run`; mixed chunks are off by default): a step runs
-      // prefills (SGLang's unfinished chunk first, then waiting requests) whenever one can
-      // start, else the decodes of everything running. The two never share a step.
+      // vLLM V0 without chunked prefill (`Scheduler._schedule_default`), SGLang
+      // (`Scheduler.get_next_batch_to_run`; mixed chunks are off by default) and TGI before
+      // 2.4: a step runs prefills (SGLang's unfinished chunk first, then waiting requests; for
+      // TGI only when its router forms a batch) whenever one can start, else the decodes of
+      // everything running. The two never share a step.
       this.scheduleRunning(batch, 'prefill', 1);
       if (c.personality !== 'tgi' || this.tgiFormsBatch(startNs)) this.admitWaiting(batch, startNs);
       if (c.personality === 'tgi') {
         this.tgiDecodesSinceBatch = batch.scheduled.length > 0 ? 1 : this.tgiDecodesSinceBatch + 1;
       }
       if (batch.scheduled.length === 0) {
-        if (c.personality === 'tgi') batch.budget = Number.POSITIVE_INFINITY;
-        if (c.personality === 'sglang') {
-          // SGLang's decode batch is bounded by max_running_requests, not the prefill chunk.
+        if (c.personality === 'sglang' || c.personality === 'tgi') {
+          // Their decode batch is bounded by running requests or memory, not the prefill budget.
           batch.budget = Number.POSITIVE_INFINITY;
-          this.retractForDecodes(batch);
         }
+        if (c.personality === 'sglang') this.retractForDecodes(batch);
         this.scheduleRunning(batch, 'decode', this.windowSteps);
       }
     } else {
@@ -834,9 +835,8 @@ export class EngineModel {
     let reserved = 0;
     for (const seq of this.running) {
       const remaining = seq.input.maxTokens - seq.generated;
-      if (c.personality === 'trtllm' || c.personality === 'tgi') {
-        // GUARANTEED_NO_EVICT (`GuaranteedNoEvictScheduler`), and TGI's queue: every running
-        // request's blocks to its max length stay reserved, so none is ever evicted.
+      if (reservesToMaxLength(c.personality)) {
+        // Every running request's blocks to its max length stay reserved: none is evicted.
         const full = this.blocksFor(seq.input.promptTokens + seq.input.maxTokens);
         reserved += Math.max(0, full - this.heldBlocks(seq));
       } else if (c.personality === 'sglang') {
@@ -850,7 +850,7 @@ export class EngineModel {
   /** Blocks a request must find free to be admitted (beyond `blocks`, its first chunk's). */
   private admissionClaim(seq: Sequence, need: number, hitBlocks: number, blocks: number): number {
     const c = this.config;
-    if (c.personality === 'trtllm' || c.personality === 'tgi') {
+    if (reservesToMaxLength(c.personality)) {
       return this.blocksFor(seq.input.promptTokens + seq.input.maxTokens) - hitBlocks;
     }
     if (c.personality === 'sglang') {

@@ -29,6 +29,12 @@ export type LoadBalancer = (typeof LOAD_BALANCERS)[number];
 /** vLLM's V0 engine, of any version (its scheduler, memory rule and block watermark). */
 export const isVllmV0 = (id: PersonalityId): boolean => id === 'vllm-v0' || id === 'vllm-v0.5';
 
+/**
+ * Engines that reserve every admitted request's blocks to its full length (prompt + max
+ * output) and so never preempt: TensorRT-LLM's GUARANTEED_NO_EVICT and TGI's queue.
+ */
+export const reservesToMaxLength = (id: PersonalityId): boolean => id === 'trtllm' || id === 'tgi';
+
 export function isPersonalityId(id: string): id is PersonalityId {
   return (PERSONALITY_IDS as readonly string[]).includes(id);
 }
