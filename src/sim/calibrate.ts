@@ -458,8 +458,8 @@ export function fitCalibration(
   const defaults = engineValues(base);
   const held: Partial<Record<FitKey, number>> = {};
   for (const k of fitKeysFor(base)) if (!keys.includes(k)) held[k] = hold[k] ?? defaults[k];
-  const problems = dataProblems(points, keys);
-  if (problems.length > 0) throw new CalibrationRefused(problems);
+  const { problems, unfit } = dataProblems(points, keys);
+  if (problems.length > 0) throw new CalibrationRefused(problems, unfit);
 
   const rules = keys.map((k) => RULES[k]);
   const toTheta = (k: FitKey, v: number) => Math.log(v + RULES[k].floor);
@@ -576,9 +576,13 @@ export function fitCalibration(
   };
 }
 
-/** Before any simulation: too few points or load levels for the keys asked. */
-function dataProblems(points: readonly CalibrationPoint[], keys: FitKey[]): string[] {
+/** Before any simulation: too few points or load levels for the keys asked (`unfit`: which). */
+function dataProblems(
+  points: readonly CalibrationPoint[],
+  keys: FitKey[],
+): { problems: string[]; unfit: FitKey[] } {
   const problems: string[] = [];
+  const unfit: FitKey[] = [];
   if (keys.length === 0) problems.push('nothing to fit: every parameter is held');
   const usable = points.filter((p) => METRIC_KEYS.some((k) => Number.isFinite(p.measured[k])));
   if (usable.length < points.length) {
@@ -591,6 +595,7 @@ function dataProblems(points: readonly CalibrationPoint[], keys: FitKey[]): stri
   );
   const moving = keys.filter((k) => k === 'stepOverheadMs' || k === 'perSeqOverheadUs');
   if (levels.size < 2 && moving.length > 0) {
+    unfit.push(...moving);
     problems.push(
       `one load level only (${[...levels].join(', ')}): ${moving.map((k) => fitFlag(k)).join(' and ')} need decode points at two or more loads; measure ${RULES.stepOverheadMs.fix}, or hold them (give ${moving.map((k) => fitFlag(k)).join(', ')} a value)`,
     );
@@ -600,7 +605,7 @@ function dataProblems(points: readonly CalibrationPoint[], keys: FitKey[]): stri
       `${points.length} run(s) give ${points.length * METRIC_KEYS.length} measured values for ${keys.length} parameters; add runs at other loads or hold some parameters`,
     );
   }
-  return problems;
+  return { problems, unfit };
 }
 
 /**
@@ -721,13 +726,16 @@ export interface LeaveOneOut {
   label: string;
   predicted: PointMetrics;
   error: PointMetrics;
-  /** Keys held at the full fit's value because the other points could not identify them. */
+  /**
+   * Keys the other points could not identify, held at the engine's value before any fit (the
+   * full fit's value would carry the left-out point in).
+   */
   heldKeys: FitKey[];
 }
 
 /**
- * Each point predicted by a fit to the others (from the full fit's values): how well the
- * calibration predicts a load it has not seen. Needs three points or more.
+ * Each point predicted by a fit to the others (started from the full fit's values): how well
+ * the calibration predicts a load it has not seen. Needs three points or more.
  */
 export function leaveOneOut(
   base: EngineModelOptions,
@@ -738,27 +746,29 @@ export function leaveOneOut(
   const start: Partial<Record<FitKey, number>> = {};
   for (const [k, v] of Object.entries(full.fitted)) start[k as FitKey] = v.value;
   const keys = Object.keys(full.fitted) as FitKey[];
+  const prior = engineValues(base);
   return points.map((point, i) => {
     const others = points.filter((_, j) => j !== i);
     let fit: CalibrationFit | undefined;
     let heldKeys: FitKey[] = [];
-    // Drop keys the others cannot identify (held at the full fit), one at a time.
+    // Drop keys the others cannot identify (held at the engine's value), one at a time.
+    // With none left, the others fit nothing: the point is predicted from the priors alone.
     let tryKeys = [...keys];
-    while (!fit) {
+    while (!fit && tryKeys.length > 0) {
       try {
         const hold: Partial<Record<FitKey, number>> = { ...full.held };
-        for (const k of heldKeys) hold[k] = start[k];
+        for (const k of heldKeys) hold[k] = prior[k];
         fit = fitCalibration(base, others, { keys: tryKeys, hold, start, maxIterations: 12 });
       } catch (err) {
-        if (!(err instanceof CalibrationRefused) || tryKeys.length <= 1) throw err;
+        if (!(err instanceof CalibrationRefused)) throw err;
         const drop = err.keys[err.keys.length - 1] ?? tryKeys[tryKeys.length - 1];
         heldKeys = [...heldKeys, drop];
         tryKeys = tryKeys.filter((k) => k !== drop);
       }
     }
     const values: Partial<Record<FitKey, number>> = { ...full.held };
-    for (const k of heldKeys) values[k] = start[k];
-    for (const [k, v] of Object.entries(fit.fitted)) values[k as FitKey] = v.value;
+    for (const k of heldKeys) values[k] = prior[k];
+    for (const [k, v] of Object.entries(fit?.fitted ?? {})) values[k as FitKey] = v.value;
     const predicted = replayPoint(withValues(base, values), point);
     return {
       label: point.label,

@@ -84,9 +84,19 @@ describe('calibrate', () => {
     const loo = leaveOneOut(base, points, fit);
     assert.equal(loo.length, points.length);
     for (const l of loo) {
+      // Only the run at concurrency 1 with short prompts sees the front end (and the step cost
+      // apart from the bandwidth): without it the others hold them at the engine's defaults
+      // (20 ms, not the hidden 6), which its TTFT shows.
+      if (l.label === 'c1 32/256') {
+        assert.ok(l.heldKeys.includes('frontendLatencyMs'), JSON.stringify(l.heldKeys));
+        assert.ok(l.error.ttftMs > 0.2, `${l.label}: ${JSON.stringify(l.error)}`);
+        continue;
+      }
+      // The others may hold the step or per-sequence cost at its default too; the shares fitted
+      // from the rest absorb it.
       for (const e of Object.values(l.error)) {
         assert.ok(
-          !Number.isFinite(e) || Math.abs(e) < 0.02,
+          !Number.isFinite(e) || Math.abs(e) < 0.03,
           `${l.label}: ${JSON.stringify(l.error)}`,
         );
       }
