@@ -11,6 +11,7 @@ import {
   DEFAULT_PERSONALITY,
   isVllmV0,
   LLAMACPP,
+  LLAMACPP_ATTENTION,
   type LoadBalancer,
   llamacppContext,
   type PersonalityId,
@@ -325,7 +326,12 @@ export class EngineModel {
     const served = this.memory.servedMaxModelLen;
     if (served !== undefined) this.config = { ...c, maxModelLen: served };
     this.pool = new BlockPool(this.memory.numGpuBlocks);
-    this.cost = new StepCostModel({ ...c, singleRowGemv: c.personality === 'llamacpp' });
+    const llama = c.personality === 'llamacpp';
+    this.cost = new StepCostModel({
+      ...c,
+      singleRowGemv: llama,
+      ...(llama ? { attentionKernels: LLAMACPP_ATTENTION } : {}),
+    });
     this.frontendNs = Math.round(c.efficiency.frontendLatencyS * 1e9);
   }
 

@@ -323,9 +323,8 @@ export function personalityEfficiency(id: PersonalityId): Partial<Efficiency> {
  * processing (its own prompt_ms) for one prompt of 2 to 511 tokens on one thread of an AMD EPYC
  * (Zen 5, family 26, 2.1 GHz) and fits t = a + b T through 2 to 256 tokens: three runs read h =
  * a / b = 5.1, 9.5 and 6.0 (b 2.25-2.48 ms per token, a 13-21 ms; docs/llamacpp-personality.md);
- * 6 is their median. calibrate fits b (the share `--mfu-8bit`) and keeps h. Attention keeps the
- * default share of the 16-bit (here fp32) peak, 0.65, under the same ramp: read through it, the
- * decode time's growth with context gave 0.22, 1.10 and 0.51 in those runs.
+ * 6 is their median. calibrate fits b (the share `--mfu-8bit`) and keeps h.
+ * Attention is LLAMACPP_ATTENTION's, below.
  * The front end and step costs are starting points for calibrate, not sources: llama-server
  * answers in C++ on its own HTTP threads, and this repository's llama-server test reads TTFT
  * within a few ms of the server's prompt_ms (test/integration/llama-server.test.ts).
@@ -336,3 +335,17 @@ const LLAMACPP_EFFICIENCY: Partial<Efficiency> = {
   stepOverheadS: 0.5e-3,
   perSeqOverheadS: 50e-6,
 };
+
+/**
+ * llama.cpp's attention on the CPU, by kernel: llama_context turns flash attention on by default
+ * where the backend has it (`flash_attn_type` auto, `src/llama-context.cpp`), and ggml's CPU
+ * kernel (`ggml/src/ggml-cpu/ops.cpp` ggml_compute_forward_flash_attn_ext_f16) runs a tiled
+ * fp32 path when the ubatch has at least GGML_FA_TILE_Q = 64 query rows (`ggml-cpu/common.h`),
+ * and otherwise takes each row against its unmasked keys one vec-dot, one expf and one
+ * multiply-add of V at a time. The tiled path keeps the default share of the fp32 peak. The
+ * per-row one is 1/7 of it, what the GEMM ramp (h = 6) gave attention at one token before the
+ * kernels were told apart; the decode slopes that `bench/llama-calibration.ts --steps` measured
+ * (docs/llamacpp-personality.md: 2.6 to 7.7 us per context token) read 0.048 to 0.24 of it,
+ * median 0.11. calibrate fits the tiled share (`--mfu`); the ratio stays.
+ */
+export const LLAMACPP_ATTENTION = { tileRows: 64, perRowShare: 1 / 7 } as const;

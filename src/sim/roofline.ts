@@ -151,6 +151,7 @@ export class StepCostModel {
   readonly efficiency: Efficiency;
   private readonly model: ModelSpec;
   private readonly singleRowGemv: boolean;
+  private readonly attentionKernels: { tileRows: number; perRowShare: number } | undefined;
 
   constructor(options: {
     model: ModelSpec;
@@ -164,11 +165,18 @@ export class StepCostModel {
      * it runs at the best share (ggml's CPU backend: llamacpp personality).
      */
     singleRowGemv?: boolean;
+    /**
+     * Attention by kernel rather than by ramp (ggml's CPU flash attention): a step of at least
+     * `tileRows` query rows runs the tiled kernel at the best share; fewer run one row at a time
+     * at `perRowShare` of it.
+     */
+    attentionKernels?: { tileRows: number; perRowShare: number };
   }) {
     const { model, gpu, weights, tp, efficiency } = options;
     this.model = model;
     this.efficiency = efficiency;
     this.singleRowGemv = options.singleRowGemv ?? false;
+    this.attentionKernels = options.attentionKernels;
     const format = gemmFormat(weights, gpu);
     this.peakGemm = gpu.peakFlops[format] ?? gpu.peakFlops.bf16;
     this.peak16 = gpu.peakFlops.bf16;
@@ -227,7 +235,13 @@ export class StepCostModel {
     const gemmCompute = s.tokens > 0 ? flops / (this.peakGemm * this.mfu(s.tokens)) : 0;
     const gemmMemory = weightBytesRead / this.effBandwidth;
     const attnFlops = this.attnFlopsPerPair * s.attentionPairs;
-    const mfuAttention = s.tokens > 0 ? (e.mfuMax16 * s.tokens) / (s.tokens + e.mfuHalfTokens) : 1;
+    const k = this.attentionKernels;
+    const mfuAttention =
+      s.tokens === 0
+        ? 1
+        : k
+          ? e.mfuMax16 * (s.tokens >= k.tileRows ? 1 : k.perRowShare)
+          : (e.mfuMax16 * s.tokens) / (s.tokens + e.mfuHalfTokens);
     const attentionS = Math.max(
       attnFlops / (this.peak16 * mfuAttention),
       (this.kvBytesPerToken * s.kvTokensTouched) / this.effBandwidth,
