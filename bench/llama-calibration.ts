@@ -8,7 +8,10 @@
  * TTFT). `--steps` instead measures the step function the personality's two measured constants
  * come from (prompt-processing time by prompt length, decode time by context).
  *
- *   node --import tsx bench/llama-calibration.ts [--rounds 3] [--steps] [--keep DIR]
+ * `--refit --keep DIR` fits and predicts the rounds a `--keep DIR` run left, measuring nothing:
+ * a change to the model compared on the same measurements.
+ *
+ *   node --import tsx bench/llama-calibration.ts [--rounds 3] [--steps] [--keep DIR [--refit]]
  */
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -27,7 +30,9 @@ import {
   HELD_OUT_LOADS,
   type LlamaLoad,
   measureLoad,
+  measureSteps,
   predictFromCalibration,
+  STEP_SIZES,
   serverOptions,
   writeCpuSpec,
   writeLlamaModelConfig,
@@ -40,6 +45,7 @@ const { values } = parseArgs({
     rounds: { type: 'string', default: '3' },
     steps: { type: 'boolean', default: false },
     keep: { type: 'string' },
+    refit: { type: 'boolean', default: false },
   },
 });
 
@@ -72,8 +78,11 @@ const model = await cachedLlamaModel({
 const binary = await ensureLlamaServer();
 const root = values.keep ?? mkdtempSync(join(tmpdir(), 'ig-llama-calibration-'));
 mkdirSync(root, { recursive: true });
-const configPath = writeLlamaModelConfig(join(root, 'config.json'));
-const cpuPath = await writeCpuSpec(join(root, 'cpu.yaml'));
+// A refit keeps the CPU description the measurements were fitted with (bandwidth is measured).
+const configPath = values.refit
+  ? join(root, 'config.json')
+  : writeLlamaModelConfig(join(root, 'config.json'));
+const cpuPath = values.refit ? join(root, 'cpu.yaml') : await writeCpuSpec(join(root, 'cpu.yaml'));
 console.log(`CPU description (${cpuPath}): ${JSON.stringify(loadGpuSpec(cpuPath))}`);
 
 try {
@@ -84,27 +93,33 @@ try {
 }
 
 async function rounds(n: number) {
+  const inFit: PointMetrics[] = [];
   const loo: PointMetrics[] = [];
   const held: PointMetrics[] = [];
+  const extra: PointMetrics[] = [];
   const fits: string[] = [];
   for (let round = 0; round < n; round++) {
     const dir = join(root, `round-${round}`);
-    mkdirSync(dir, { recursive: true });
-    const server = await startLlamaServer(serverOptions(binary, model));
     const started = performance.now();
-    let seed = 10_000 * (round + 1);
-    const fitDirs: string[] = [];
-    const heldDirs: string[] = [];
-    try {
-      for (const l of FIT_LOADS) fitDirs.push(await measureLoad(server.url, l, dir, seed++));
-      for (const l of [...HELD_OUT_LOADS, ...EXTRA_HELD_OUT]) {
-        heldDirs.push(await measureLoad(server.url, l, dir, seed++));
+    const stepsDir = join(dir, 'steps');
+    const fitDirs = FIT_LOADS.map((l) => join(dir, l.name));
+    const heldDirs = [...HELD_OUT_LOADS, ...EXTRA_HELD_OUT].map((l) => join(dir, l.name));
+    if (!values.refit) {
+      mkdirSync(dir, { recursive: true });
+      const server = await startLlamaServer(serverOptions(binary, model));
+      let seed = 10_000 * (round + 1);
+      try {
+        await measureSteps(server.url, dir, seed);
+        seed += STEP_SIZES.length;
+        for (const l of [...FIT_LOADS, ...HELD_OUT_LOADS, ...EXTRA_HELD_OUT]) {
+          await measureLoad(server.url, l, dir, seed++);
+        }
+      } finally {
+        await server.stop();
       }
-    } finally {
-      await server.stop();
     }
     const measuredS = (performance.now() - started) / 1000;
-    const result = await calibrateLlama(fitDirs, configPath, cpuPath);
+    const result = await calibrateLlama(fitDirs, configPath, cpuPath, stepsDir);
     const calibration = join(dir, 'calibration.json');
     writeFileSync(calibration, JSON.stringify(result.file));
     console.log(
@@ -114,11 +129,17 @@ async function rounds(n: number) {
       .map(([k, v]) => `${k} ${v?.value.toFixed(3)} (+-${v?.stdErr.toFixed(3)})`)
       .join(', ');
     fits.push(fitted);
-    console.log(`  fitted: ${fitted}; held: ${JSON.stringify(result.file.held)}`);
+    console.log(
+      `  fitted: ${fitted}; held: ${JSON.stringify(result.file.held)}${result.warnings.length ? `\n  ${result.warnings.join('\n  ')}` : ''}`,
+    );
+    console.log(
+      `  measured steps: ${result.file.steps?.points.map((p) => `${p.tokens}: ${p.ms.toFixed(1)}`).join(', ')} ms`,
+    );
     for (const p of result.file.points) {
       const name = p.label.split('/').pop();
       console.log(`  fit ${name}: measured ${row(p.measured)}`);
       console.log(`    in the fit: ${errs(p.error)}`);
+      inFit.push(p.error);
       if (p.leaveOneOut) {
         loo.push(p.leaveOneOut.error);
         const heldKeys = p.leaveOneOut.heldKeys.length
@@ -129,19 +150,25 @@ async function rounds(n: number) {
     }
     for (const [i, l] of [...HELD_OUT_LOADS, ...EXTRA_HELD_OUT].entries()) {
       const p = await predictFromCalibration(calibration, heldDirs[i], l);
-      if (i < HELD_OUT_LOADS.length) held.push(p.error);
+      (i < HELD_OUT_LOADS.length ? held : extra).push(p.error);
       console.log(`  held out ${l.name}: measured ${row(p.measured)}`);
       console.log(`    predicted ${row(p.predicted)}: ${errs(p.error)}`);
     }
   }
   const median = (list: PointMetrics[], k: keyof PointMetrics) =>
     pct(medianAbs(list.map((e) => e[k])));
+  const medians = (list: PointMetrics[]) =>
+    `TTFT ${median(list, 'ttftMs')}, TPOT ${median(list, 'tpotMs')}, throughput ${median(list, 'outputTokPerS')}`;
   console.log(`\nover ${n} round(s):`);
+  console.log(`  in the fit median |error|: ${medians(inFit)}`);
   console.log(
     `  leave-one-out median |error|: TTFT ${median(loo, 'ttftMs')} (target 20 %), TPOT ${median(loo, 'tpotMs')} (10 %), throughput ${median(loo, 'outputTokPerS')} (10 %)`,
   );
   console.log(
     `  held-out (${HELD_OUT_LOADS.map((l) => l.name).join(', ')}) median |error|: TTFT ${median(held, 'ttftMs')}, TPOT ${median(held, 'tpotMs')}, throughput ${median(held, 'outputTokPerS')}`,
+  );
+  console.log(
+    `  ${EXTRA_HELD_OUT.map((l) => l.name).join(', ')} median |error|: ${medians(extra)}`,
   );
   console.log(
     `  held-out worst |error|: ${(['ttftMs', 'tpotMs', 'outputTokPerS'] as const).map((k) => `${k} ${pct(Math.max(...held.map((e) => Math.abs(e[k]))))}`).join(', ')}`,

@@ -16,6 +16,16 @@ export function calibrateCommand(): Command {
       '--fit <list>',
       'parameters to fit (default: all): mbu, mfu or mfu-8bit, step-overhead-ms, per-seq-overhead-us, frontend-latency-ms; one given as a flag is held at its value',
     )
+    .option(
+      '--steps <dir>',
+      "a step probe of the same server (`probe prefill --batches 1 --min-input 1 --max-input 512`) whose responses report the server's prompt time (llama-server, Ollama): its measured step times replace the roofline's at the sizes it spans; not a fit point (repeatable)",
+      (dir: string, dirs: string[]) => [...dirs, dir],
+      [] as string[],
+    )
+    .option(
+      '--hold-unidentified',
+      "hold a parameter the runs cannot identify at the engine's value (with a warning) instead of refusing",
+    )
     .option('--max-requests <n>', 'requests of each run replayed, the first sent (default: 500)')
     .option('--out <file>', 'where to write the calibration (default: calibration.json)')
     .option('--json', 'print calibration.json to stdout instead of the tables')
@@ -32,6 +42,8 @@ export function calibrateCommand(): Command {
 
 type CalibrateFlags = Record<string, unknown> & {
   fit?: string;
+  steps?: string[];
+  holdUnidentified?: boolean;
   maxRequests?: string;
   out?: string;
   json?: boolean;
@@ -66,6 +78,8 @@ async function calibrateAction(dirs: string[], o: CalibrateFlags): Promise<numbe
       flags: o,
       ...(o.fit !== undefined ? { fit: o.fit } : {}),
       ...(o.maxRequests !== undefined ? { maxRequests: o.maxRequests } : {}),
+      ...(o.steps?.length ? { steps: o.steps } : {}),
+      ...(o.holdUnidentified ? { holdUnidentified: true } : {}),
     });
   } catch (err) {
     if (err instanceof CalibrationRefused) {

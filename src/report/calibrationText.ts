@@ -39,10 +39,14 @@ interface FittedRow {
   high: number;
   before: number;
 }
+interface StepsView {
+  points: { tokens: number; ms: number }[];
+}
 /** What this view reads of calibration.json (sim/calibrationFile.ts CalibrationFile). */
 export interface CalibrationView {
   fitted: Partial<Record<string, FittedRow>>;
   held: Partial<Record<string, number>>;
+  steps?: StepsView;
   points: PointRow[];
   medianAbsError: { fit: PointMetrics; leaveOneOut?: PointMetrics };
   simulations: number;
@@ -81,8 +85,11 @@ export function renderCalibration(
   const held = Object.entries(file.held).map(([k, v]) => `${flagOf(k)} ${value(v ?? 0)}`);
   const lines = [
     `Calibrated ${engine} from ${file.points.length} run${file.points.length === 1 ? '' : 's'} (${file.simulations} virtual runs, ${wallS.toFixed(1)} s):`,
-    terminalTable(fittedColumns, fitted),
+    fitted.length > 0
+      ? terminalTable(fittedColumns, fitted)
+      : 'nothing fitted: the measured step times and the values held predict every run',
     ...(held.length > 0 ? [`held, not fitted: ${held.join(', ')}`] : []),
+    ...(file.steps ? [stepsLine(file.steps)] : []),
     '',
     'Each run: medians of TTFT and TPOT, output throughput; errors of the simulator against it (TTFT TPOT throughput), in the fit and fitted without that run:',
     terminalTable(pointColumns, file.points),
@@ -92,6 +99,14 @@ export function renderCalibration(
       : 'leave-one-out needs 3 runs or more: add runs to see how well the fit predicts loads it has not seen',
   ];
   return `${lines.join('\n')}\n`;
+}
+
+/** The step probe's times. */
+function stepsLine(steps: StepsView): string {
+  const list = steps.points.map(
+    (p) => `${p.tokens}: ${p.ms >= 100 ? p.ms.toFixed(0) : p.ms.toFixed(1)}`,
+  );
+  return `measured step times (--steps, ${steps.points.length} prompt lengths, ms by tokens): ${list.join(', ')}; the roofline beyond ${steps.points[steps.points.length - 1].tokens} tokens`;
 }
 
 /** `calibrate --suggest`: the measurements that identify every parameter, as commands. */
@@ -108,6 +123,13 @@ export function calibrationPlan(url: string | undefined): string {
     `  infergauge run --url ${u} --endpoint completions --concurrency 1 --input-tokens 32 --output-tokens 64 --ignore-eos --requests 30 --out calibration-runs/front`,
     '',
     '  infergauge calibrate calibration-runs --model MODEL --gpu GPU --tp N --engine-personality ENGINE --out calibration.json',
+    '',
+    "A server that reports its own prompt time (llama.cpp's llama-server, Ollama) can also give the step times themselves,",
+    'which no roofline follows on a CPU or at small batches: one prompt at a time up to a physical batch (llama.cpp: 512),',
+    'given with --steps (not a fit point; calibrate then fits attention, the per-sequence cost and the front end):',
+    '',
+    `  infergauge probe prefill --url ${u} --endpoint completions --batches 1 --min-input 1 --max-input 511 --requests-per-point 3 --out calibration-steps`,
+    '  infergauge calibrate calibration-runs --steps calibration-steps ... --out calibration.json',
     '',
     'Use random prompts (the synthetic scenarios): prompts are not replayed, so prefix-cache hits cannot be.',
   ].join('\n');

@@ -4,7 +4,7 @@
  * built-in simulator's flags their manifests recorded), fits the simulator to them
  * (sim/calibrate.ts) and predicts each run from the others.
  */
-import { relative } from 'node:path';
+import { relative, resolve } from 'node:path';
 import { parseFlagNumber } from '../flagNumber.js';
 import type { LoadSpec } from '../load.js';
 import type { RequestRecord } from '../record.js';
@@ -18,15 +18,25 @@ import {
 } from '../results/reader.js';
 import { streamRecords } from '../results/runView.js';
 import {
+  allowedFitKeys,
   buildCalibrationFile,
+  type CalibrationFit,
   type CalibrationPoint,
   CalibrationRefused,
+  engineValues,
   fitCalibration,
   fitKeysFor,
   leaveOneOut,
   pointFromRecords,
 } from '../sim/calibrate.js';
-import { type CalibrationFile, FIT_KEYS, type FitKey, fitFlag } from '../sim/calibrationFile.js';
+import {
+  type CalibrationFile,
+  type CalibrationSteps,
+  FIT_KEYS,
+  type FitKey,
+  fitFlag,
+  measuredStepsOf,
+} from '../sim/calibrationFile.js';
 import { EngineModel } from '../sim/engineModel.js';
 import {
   ENGINE_FLAGS,
@@ -47,6 +57,13 @@ export interface CalibrateOptions {
   fit?: string;
   /** Requests of each run replayed, from its first sent (default 500), as typed. */
   maxRequests?: string | number;
+  /** Hold what the runs cannot identify at the engine's value (with a warning) instead of refusing. */
+  holdUnidentified?: boolean;
+  /**
+   * Results directories of a step probe (`probe prefill --batches 1`) on a server that reports
+   * its prompt times: measured step times, used in place of the roofline's (not fit points).
+   */
+  steps?: readonly string[];
 }
 
 export interface CalibrationResult {
@@ -90,6 +107,10 @@ export async function calibrate(
   const started = performance.now();
   const problems: string[] = [];
   const runDirs: string[] = [];
+  // The step probe's runs are not fit points, though they may sit under a fit directory.
+  const stepRuns = new Set(
+    (o.steps ?? []).flatMap((d) => (isDirectory(d) ? findRunDirs(d).map((r) => resolve(r)) : [])),
+  );
   for (const dir of dirs) {
     if (!isDirectory(dir)) {
       problems.push(
@@ -99,7 +120,7 @@ export async function calibrate(
     }
     const found = findRunDirs(dir);
     if (found.length === 0) problems.push(`${dir} holds no run (no records.jsonl at or under it)`);
-    runDirs.push(...found);
+    runDirs.push(...found.filter((r) => !stepRuns.has(resolve(r))));
   }
   let maxRequests = DEFAULT_MAX_REQUESTS;
   if (o.maxRequests !== undefined) {
@@ -113,7 +134,10 @@ export async function calibrate(
   const resolved = resolveEngine(settings);
   if (!resolved.engine) throw new CalibrationRefused(resolved.problems);
   const warnings = [...resolved.warnings];
-  const base = resolved.engine;
+  const steps = o.steps?.length ? await readSteps(o.steps, problems, warnings) : undefined;
+  if (problems.length > 0) throw new CalibrationRefused(problems);
+  const measuredSteps = steps && measuredStepsOf(steps);
+  const base = measuredSteps ? { ...resolved.engine, measuredSteps } : resolved.engine;
 
   const points: (CalibrationPoint & { source: string; loadText: string })[] = [];
   for (const dir of runDirs) {
@@ -126,7 +150,12 @@ export async function calibrate(
   const hold: Partial<Record<FitKey, number>> = {};
   const given = engineSettingsFromFlags(o.flags).settings as Record<string, unknown>;
   for (const k of FIT_KEYS) if (typeof given[k] === 'number') hold[k] = given[k] as number;
-  const applicable = fitKeysFor(base);
+  // The probe measured the front end (TTFT less the server's own prompt time): held, unless
+  // --fit names it.
+  if (steps?.frontendMs !== undefined && !fitKeys?.includes('frontendLatencyMs')) {
+    hold.frontendLatencyMs ??= steps.frontendMs;
+  }
+  const applicable = allowedFitKeys(base);
   for (const k of fitKeys ?? []) {
     if (!applicable.includes(k)) {
       problems.push(
@@ -135,8 +164,25 @@ export async function calibrate(
     }
   }
   if (problems.length > 0) throw new CalibrationRefused(problems);
-  const keys = (fitKeys ?? applicable).filter((k) => hold[k] === undefined);
-  const fit = fitCalibration(base, points, { keys, hold });
+  let keys = (fitKeys ?? fitKeysFor(base)).filter((k) => hold[k] === undefined);
+  let fit: CalibrationFit | undefined;
+  while (!fit) {
+    try {
+      fit = fitCalibration(base, points, { keys, hold });
+    } catch (err) {
+      // --hold-unidentified: what the runs cannot tell is held at the engine's value, and said.
+      if (!(err instanceof CalibrationRefused) || !o.holdUnidentified || err.keys.length === 0) {
+        throw err;
+      }
+      const refused = err.keys;
+      keys = keys.filter((k) => !refused.includes(k));
+      const values = engineValues(base);
+      for (const k of refused) {
+        const why = err.problems.find((p) => p.includes(fitFlag(k))) ?? err.problems.join('; ');
+        warnings.push(`held ${fitFlag(k)} at the engine's ${values[k]}: ${why}`);
+      }
+    }
+  }
   const loo = leaveOneOut(base, points, fit);
   const model = new EngineModel(base).config;
   const file = buildCalibrationFile(
@@ -159,6 +205,7 @@ export async function calibrate(
       measured: p.measured,
     })),
     loo,
+    steps,
   );
   return {
     file,
@@ -173,7 +220,8 @@ export async function calibrate(
 function parseFitKeys(text: string | undefined, problems: string[]): FitKey[] | undefined {
   if (text === undefined) return undefined;
   const keys: FitKey[] = [];
-  for (const name of text.split(',').map((s) => s.trim().replace(/^--/, ''))) {
+  // `--fit ''`: nothing (with --steps, the measured steps and the held values alone).
+  for (const name of text.split(',').flatMap((s) => s.trim().replace(/^--/, '') || [])) {
     const key = FIT_KEYS.find((k) => fitFlag(k) === `--${name}`);
     if (key) keys.push(key);
     else {
@@ -254,6 +302,78 @@ function sharedPrefixTokens(manifest: Record<string, unknown> | undefined): numb
     return systemPromptTokens + countWords(toolsPromptText(agentTools(tools)));
   }
   return scenario?.session?.systemPromptTokens;
+}
+
+/**
+ * The step probe's runs: for each prompt length processed alone (a closed loop of one), the
+ * median prompt time the server reported. Runs at other loads are passed over with a warning
+ * (a probe's larger batches); no reported prompt time at all is a problem.
+ */
+async function readSteps(
+  dirs: readonly string[],
+  problems: string[],
+  warnings: string[],
+): Promise<CalibrationSteps | undefined> {
+  const bySize = new Map<number, number[]>();
+  const frontend: number[] = [];
+  const sources: string[] = [];
+  for (const dir of dirs) {
+    const runs = isDirectory(dir) ? findRunDirs(dir) : [];
+    if (runs.length === 0) {
+      problems.push(
+        `--steps ${dir}: no run there (give a \`probe prefill --batches 1\` results directory)`,
+      );
+      continue;
+    }
+    let timed = 0;
+    for (const run of runs) {
+      const load = savedLoad(readSummary(run), readManifest(run));
+      if (load?.mode !== 'closed' || load.concurrency !== 1) {
+        warnings.push(
+          `--steps: ${run} ran more than one request at a time and is left out (a step is timed from a prompt processed alone)`,
+        );
+        continue;
+      }
+      await streamRecords(resultPath(run, 'records'), {
+        add: (r) => {
+          const t = r.serverTiming;
+          if (r.phase !== 'measure' || r.error || !t?.prefillTokens || !t.prefillMs) return;
+          const list = bySize.get(t.prefillTokens);
+          if (list) list.push(t.prefillMs);
+          else bySize.set(t.prefillTokens, [t.prefillMs]);
+          if (r.firstTokenAt !== undefined) frontend.push(r.firstTokenAt - r.sentAt - t.prefillMs);
+          timed++;
+        },
+      });
+    }
+    if (timed > 0) sources.push(dir);
+    else {
+      problems.push(
+        `--steps ${dir}: no request there has a prompt time reported by the server (llama.cpp's llama-server and Ollama report one; vLLM, SGLang and TGI do not): leave out --steps`,
+      );
+    }
+  }
+  if (problems.length > 0) return undefined;
+  const points = [...bySize.entries()]
+    .sort(([a], [b]) => a - b)
+    .map(([tokens, ms]) => ({ tokens, ms: median(ms), requests: ms.length }));
+  if (points.length < 2) {
+    problems.push(
+      `--steps: the prompts were processed at ${points.length} length(s) only; a step table needs two or more (\`probe prefill --batches 1 --min-input 1 --max-input 512\`)`,
+    );
+    return undefined;
+  }
+  return {
+    sources,
+    points,
+    ...(frontend.length > 0 ? { frontendMs: Math.max(0, median(frontend)) } : {}),
+  };
+}
+
+function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = sorted.length >> 1;
+  return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
 }
 
 /** A run directory as a calibration point, or a problem saying why it cannot be one. */

@@ -17,6 +17,7 @@ import {
   CALIBRATION_SCHEMA,
   type CalibratedEngine,
   type CalibrationFile,
+  type CalibrationSteps,
   FIT_KEYS,
   type FitKey,
   type FittedValue,
@@ -96,7 +97,7 @@ const RULES: Record<FitKey, ParameterRule> = {
     floor: 0,
     min: 0.05,
     max: 1,
-    fix: 'a prefill-bound point: long prompts at low load (`infergauge probe prefill`, or `run --input-tokens 4096 --output-tokens 16 --concurrency 1`)',
+    fix: "a prefill-bound point: long prompts at low load (`infergauge probe prefill`, or `run --input-tokens 4096 --output-tokens 16 --concurrency 1`); with --steps, where it is attention's share, decode at a long context (`run --input-tokens 2048 --output-tokens 64 --concurrency 1`)",
   },
   mfu8bit: {
     floor: 0,
@@ -137,8 +138,21 @@ export function engineValues(base: EngineModelOptions): Record<FitKey, number> {
   };
 }
 
-/** The keys that move this engine: `mfu` or `mfu8bit` by the path its GEMMs take. */
+/**
+ * The keys fitted by default: `mfu` or `mfu8bit` by the path the engine's GEMMs take. With step
+ * times measured on the server (`measuredSteps`), what they leave to the model: attention's
+ * share of the 16-bit peak (`mfu`), the per-sequence cost and the front end; the bandwidth and
+ * GEMM shares and the step cost then act only on steps longer than the probe's and are fitted
+ * only when asked (`allowedFitKeys`).
+ */
 export function fitKeysFor(base: EngineModelOptions): FitKey[] {
+  if (base.measuredSteps) return ['mfu', 'perSeqOverheadUs', 'frontendLatencyMs'];
+  return allowedFitKeys(base);
+}
+
+/** The keys `--fit` may name: one GEMM share by the engine's path, either with measured steps. */
+export function allowedFitKeys(base: EngineModelOptions): FitKey[] {
+  if (base.measuredSteps) return [...FIT_KEYS];
   const config = resolveEngineConfig(base);
   const eightBit = gemmFormat(config.weights, config.gpu) !== 'bf16';
   return FIT_KEYS.filter((k) => (eightBit ? k !== 'mfu' : k !== 'mfu8bit'));
@@ -457,9 +471,24 @@ export function fitCalibration(
   const keys = (o.keys ?? fitKeysFor(base)).filter((k) => hold[k] === undefined);
   const defaults = engineValues(base);
   const held: Partial<Record<FitKey, number>> = {};
-  for (const k of fitKeysFor(base)) if (!keys.includes(k)) held[k] = hold[k] ?? defaults[k];
-  const { problems, unfit } = dataProblems(points, keys);
+  for (const k of allowedFitKeys(base)) if (!keys.includes(k)) held[k] = hold[k] ?? defaults[k];
+  const { problems, unfit } = dataProblems(points, keys, base.measuredSteps !== undefined);
   if (problems.length > 0) throw new CalibrationRefused(problems, unfit);
+  if (keys.length === 0) {
+    // Measured steps with every other value held: the runs are predicted, nothing is fitted.
+    const predicted = points.map((p) => replayPoint(withValues(base, held), p));
+    return {
+      fitted: {},
+      held,
+      points: points.map((p, i) => ({
+        label: p.label,
+        predicted: predicted[i],
+        error: relativeErrors(predicted[i], p.measured),
+      })),
+      cost: 0,
+      simulations: points.length,
+    };
+  }
 
   const rules = keys.map((k) => RULES[k]);
   const toTheta = (k: FitKey, v: number) => Math.log(v + RULES[k].floor);
@@ -580,10 +609,13 @@ export function fitCalibration(
 function dataProblems(
   points: readonly CalibrationPoint[],
   keys: FitKey[],
+  measuredSteps: boolean,
 ): { problems: string[]; unfit: FitKey[] } {
   const problems: string[] = [];
   const unfit: FitKey[] = [];
-  if (keys.length === 0) problems.push('nothing to fit: every parameter is held');
+  if (keys.length === 0 && !measuredSteps) {
+    problems.push('nothing to fit: every parameter is held');
+  }
   const usable = points.filter((p) => METRIC_KEYS.some((k) => Number.isFinite(p.measured[k])));
   if (usable.length < points.length) {
     problems.push(
@@ -809,6 +841,7 @@ export function buildCalibrationFile(
     measured: PointMetrics;
   }[],
   loo: LeaveOneOut[],
+  steps?: CalibrationSteps,
 ): CalibrationFile {
   return {
     format: CALIBRATION_FORMAT,
@@ -819,6 +852,7 @@ export function buildCalibrationFile(
     engine,
     fitted: fit.fitted,
     held: fit.held,
+    ...(steps ? { steps } : {}),
     points: points.map((p, i) => ({
       ...p,
       predicted: fit.points[i].predicted,

@@ -5,6 +5,7 @@
 import { readFileSync } from 'node:fs';
 import type { EngineModelOptions } from './engineModel.js';
 import { DEFAULT_PERSONALITY } from './personality.js';
+import type { MeasuredSteps } from './roofline.js';
 
 /**
  * The version of the engine model's equations a fitted value belongs to. A fitted `mbu` means
@@ -81,6 +82,23 @@ export interface CalibrationPointReport {
   leaveOneOut?: { predicted: PointMetrics; error: PointMetrics; heldKeys: FitKey[] };
 }
 
+/**
+ * Step times measured on the server (calibrate `--steps`): for each prompt length the probe
+ * had processed alone, the median prompt time the server reported. They replace the roofline's
+ * step time at the sizes they span (roofline.ts MeasuredSteps).
+ */
+export interface CalibrationSteps {
+  /** The results directories they were read from. */
+  sources: string[];
+  /** Ascending by prompt tokens processed; `requests` timed at each. */
+  points: { tokens: number; ms: number; requests: number }[];
+  /**
+   * The front end the probe measured: the median of TTFT less the server's prompt time (held
+   * as `--frontend-latency-ms` unless fitted).
+   */
+  frontendMs?: number;
+}
+
 export interface CalibrationFile {
   format: typeof CALIBRATION_FORMAT;
   schemaVersion: typeof CALIBRATION_SCHEMA;
@@ -93,6 +111,8 @@ export interface CalibrationFile {
   fitted: Partial<Record<FitKey, FittedValue>>;
   /** Values not fitted (the user's flags or the engine's defaults). */
   held: Partial<Record<FitKey, number>>;
+  /** Step times measured on the server, used in the fit and wherever the engine is the same. */
+  steps?: CalibrationSteps;
   points: CalibrationPointReport[];
   /** Median absolute relative error, in the fit and leaving each point out. */
   medianAbsError: { fit: PointMetrics; leaveOneOut?: PointMetrics };
@@ -130,6 +150,11 @@ export function readCalibrationFile(path: string): CalibrationFile {
   if (!file.engine || typeof file.engine.personality !== 'string') {
     throw new Error(`${path} does not say which engine it was fitted on: refit it`);
   }
+  if (file.steps !== undefined && measuredStepsOf(file.steps) === undefined) {
+    throw new Error(
+      `${path}: its measured steps are not prompt lengths in ascending order with times above 0: refit it`,
+    );
+  }
   return file as CalibrationFile;
 }
 
@@ -137,6 +162,50 @@ function valuesOf(fitted: Partial<Record<FitKey, FittedValue>>): Partial<Record<
   const out: Partial<Record<FitKey, number>> = {};
   for (const [k, v] of Object.entries(fitted)) out[k as FitKey] = v?.value;
   return out;
+}
+
+/** The step table as the cost model takes it; undefined unless 2+ ascending sizes, times > 0. */
+export function measuredStepsOf(steps: CalibrationSteps): MeasuredSteps | undefined {
+  const points = Array.isArray(steps?.points) ? steps.points : [];
+  const ok = points.every(
+    (p, i) =>
+      Number.isInteger(p?.tokens) &&
+      p.tokens >= 1 &&
+      Number.isFinite(p.ms) &&
+      p.ms > 0 &&
+      (i === 0 || p.tokens > points[i - 1].tokens),
+  );
+  if (!ok || points.length < 2) return undefined;
+  return { tokens: points.map((p) => p.tokens), seconds: points.map((p) => p.ms / 1e3) };
+}
+
+/**
+ * Why the measured steps do not apply to `engine` (another personality's kernels, another
+ * device, model, weight format or TP), or undefined when they do.
+ */
+export function stepsMismatch(
+  file: CalibrationFile,
+  engine: EngineModelOptions,
+): string | undefined {
+  const e = file.engine;
+  const now = {
+    personality: engine.personality ?? DEFAULT_PERSONALITY,
+    gpu: engine.gpu.name,
+    model: engine.model.name,
+    dtype: (engine.weights ?? { dtype: 'bf16' }).dtype,
+    tp: engine.tp ?? 1,
+  };
+  const differs = (
+    [
+      ['engine', e.personality, now.personality],
+      ['device', e.gpu, now.gpu],
+      ['model', e.model, now.model],
+      ['weights', e.dtype, now.dtype],
+      ['TP', e.tp, now.tp],
+    ] as const
+  ).filter(([, was, is]) => was !== is);
+  if (differs.length === 0) return undefined;
+  return `its step times were measured on ${e.model} ${e.dtype} on ${e.gpu} (${e.personality}, TP${e.tp}) and are not used with another ${differs.map(([what]) => what).join(', ')}: here steps are the roofline's, with the fitted values`;
 }
 
 /** Every value a calibration sets: the fitted ones and those it held. */

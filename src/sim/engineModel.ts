@@ -26,6 +26,7 @@ import {
   DEFAULT_EFFICIENCY,
   type Efficiency,
   familyEfficiency,
+  type MeasuredSteps,
   StepCostModel,
 } from './roofline.js';
 
@@ -48,6 +49,8 @@ export interface EngineModelConfig extends VllmMemoryInput {
   ubatchSize?: number;
   /** llamacpp: one KV buffer for all slots (`--kv-unified`), else one stream per slot. */
   kvUnified?: boolean;
+  /** Step times measured on the served engine (a calibration's `--steps`), over the roofline's. */
+  measuredSteps?: MeasuredSteps;
 }
 
 export type EngineModelOptions = Pick<EngineModelConfig, 'model' | 'gpu'> &
@@ -99,6 +102,7 @@ export function resolveEngineConfig(o: EngineModelOptions): EngineModelConfig {
       ...o.efficiency,
     },
     ...(o.nonKvOverheadBytes !== undefined ? { nonKvOverheadBytes: o.nonKvOverheadBytes } : {}),
+    ...(o.measuredSteps ? { measuredSteps: o.measuredSteps } : {}),
     ...(o.numGpuBlocksOverride !== undefined
       ? { numGpuBlocksOverride: o.numGpuBlocksOverride }
       : {}),
@@ -144,6 +148,16 @@ function llamacppConfig(
     maxNumBatchedTokens,
     ubatchSize: Math.min(o.ubatchSize ?? LLAMACPP.nUbatch, maxNumBatchedTokens),
   };
+}
+
+/** The measured steps of at most `tokens`, or none when fewer than two sizes are left. */
+function stepsUpTo(steps: MeasuredSteps | undefined, tokens: number): MeasuredSteps | undefined {
+  if (!steps) return undefined;
+  const n = steps.tokens.filter((t) => t <= tokens).length;
+  if (n === steps.tokens.length) return steps;
+  return n >= 2
+    ? { tokens: steps.tokens.slice(0, n), seconds: steps.seconds.slice(0, n) }
+    : undefined;
 }
 
 /** Each personality's memory rule (TGI is not modelled: vLLM V1's). */
@@ -331,6 +345,11 @@ export class EngineModel {
       ...c,
       singleRowGemv: llama,
       ...(llama ? { attentionKernels: LLAMACPP_ATTENTION } : {}),
+      // A probe's prompt longer than one step (llama.cpp's ubatch, a chunk) was several.
+      measuredSteps: stepsUpTo(
+        c.measuredSteps,
+        llama ? (c.ubatchSize ?? LLAMACPP.nUbatch) : c.maxNumBatchedTokens,
+      ),
     });
     this.frontendNs = Math.round(c.efficiency.frontendLatencyS * 1e9);
   }

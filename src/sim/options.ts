@@ -7,7 +7,9 @@ import type { ModelSpec } from '../memory/model.js';
 import {
   type CalibrationFile,
   calibratedValues,
+  measuredStepsOf,
   readCalibrationFile,
+  stepsMismatch,
   transferNotes,
 } from './calibrationFile.js';
 import type { EngineModelOptions } from './engineModel.js';
@@ -702,6 +704,12 @@ export function resolveEngine(given: SimEngineSettings): {
   if (calibration) {
     for (const note of transferNotes(calibration, engine)) {
       warnings.push(`--calibration: ${note}`);
+    }
+    if (calibration.steps) {
+      const mismatch = stepsMismatch(calibration, engine);
+      const steps = measuredStepsOf(calibration.steps);
+      if (mismatch) warnings.push(`--calibration: ${mismatch}`);
+      else if (steps) engine.measuredSteps = steps;
     }
   }
   return { engine, problems, warnings };

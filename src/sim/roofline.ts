@@ -104,6 +104,20 @@ export function gemmFormat(weights: WeightFormat, gpu: GpuSpec): ComputeFormat {
   return 'bf16';
 }
 
+/**
+ * Forward-pass times measured on the served engine itself (calibrate's `--steps`: a prefill
+ * probe run one request at a time, with the prompt time the server reports): a prompt of
+ * `tokens[i]` tokens, from an empty cache, processed alone in one step, took `seconds[i]`, its
+ * one sampled row and the engine's per-step cost included. Ascending `tokens`, two or more.
+ * A kernel's small-batch cost is not one roofline (llama.cpp's CPU GEMMs switch kernels and
+ * tile shapes with the batch: docs/llamacpp-personality.md), and this table is its shape on the
+ * user's own hardware, as AIConfigurator's kernel tables are NVIDIA's.
+ */
+export interface MeasuredSteps {
+  tokens: number[];
+  seconds: number[];
+}
+
 /** One scheduled sequence in a step. */
 export interface StepSequence {
   /** Tokens computed in this step (1 for a decode, the chunk for a prefill). */
@@ -151,7 +165,10 @@ export class StepCostModel {
   readonly efficiency: Efficiency;
   private readonly model: ModelSpec;
   private readonly singleRowGemv: boolean;
+  private readonly measured: MeasuredSteps | undefined;
   private readonly attentionKernels: { tileRows: number; perRowShare: number } | undefined;
+  /** lm_head's share of a token's linear FLOPs: what an extra sampled row adds. */
+  private readonly lmHeadShare: number;
 
   constructor(options: {
     model: ModelSpec;
@@ -165,6 +182,8 @@ export class StepCostModel {
      * it runs at the best share (ggml's CPU backend: llamacpp personality).
      */
     singleRowGemv?: boolean;
+    /** Steps of these many tokens take the measured time, not the roofline's (MeasuredSteps). */
+    measuredSteps?: MeasuredSteps;
     /**
      * Attention by kernel rather than by ramp (ggml's CPU flash attention): a step of at least
      * `tileRows` query rows runs the tiled kernel at the best share; fewer run one row at a time
@@ -176,6 +195,7 @@ export class StepCostModel {
     this.model = model;
     this.efficiency = efficiency;
     this.singleRowGemv = options.singleRowGemv ?? false;
+    this.measured = options.measuredSteps;
     this.attentionKernels = options.attentionKernels;
     const format = gemmFormat(weights, gpu);
     this.peakGemm = gpu.peakFlops[format] ?? gpu.peakFlops.bf16;
@@ -187,6 +207,8 @@ export class StepCostModel {
     const bodyBytesPerParam = p.body > 0 ? w.body / p.body : 0;
     this.flopsPerTokenLinear = (2 * p.activeBody) / tp;
     this.flopsPerSampledRow = (2 * p.lmHead) / tp;
+    this.lmHeadShare =
+      this.flopsPerSampledRow / (this.flopsPerTokenLinear + this.flopsPerSampledRow || 1);
     // The input embedding is a row lookup, not a full read; lm_head is read every step.
     const lmHeadBytes = p.lmHead * (w.embedding / p.embedding);
     const expertBytes = p.perExpert * bodyBytesPerParam;
@@ -234,23 +256,37 @@ export class StepCostModel {
     }
     const gemmCompute = s.tokens > 0 ? flops / (this.peakGemm * this.mfu(s.tokens)) : 0;
     const gemmMemory = weightBytesRead / this.effBandwidth;
-    const attnFlops = this.attnFlopsPerPair * s.attentionPairs;
-    const k = this.attentionKernels;
-    const mfuAttention =
-      s.tokens === 0
-        ? 1
-        : k
-          ? e.mfuMax16 * (s.tokens >= k.tileRows ? 1 : k.perRowShare)
-          : (e.mfuMax16 * s.tokens) / (s.tokens + e.mfuHalfTokens);
-    const attentionS = Math.max(
-      attnFlops / (this.peak16 * mfuAttention),
-      (this.kvBytesPerToken * s.kvTokensTouched) / this.effBandwidth,
-    );
+    const attentionS = this.attentionTime(s.tokens, s.attentionPairs, s.kvTokensTouched);
     const commS =
       this.tp > 1
         ? this.allReducesPerStep *
           allReduce(this.link, this.tp, this.allReduceBytesPerToken * s.tokens).seconds
         : 0;
+    const gemmComputeBound = gemmCompute > gemmMemory;
+    const measured = this.measuredTime(s.tokens);
+    if (measured !== undefined) {
+      // The measured step less what differs from the probe's: attention over the context this
+      // step reads (the probe's prompt attended only to itself), the other sampled rows (at
+      // lm_head's share of the measured cost of as many tokens) and the other sequences' cost.
+      const n = s.tokens;
+      const otherRowsS =
+        s.sampledRows > 1
+          ? this.lmHeadShare * (this.interpolated(s.sampledRows) - this.interpolated(1))
+          : 0;
+      const overheadS = e.perSeqOverheadS * Math.max(0, s.sequences - 1);
+      const totalS = Math.max(
+        0,
+        measured - this.attentionTime(n, (n * n) / 2, n) + attentionS + otherRowsS + overheadS,
+      );
+      return {
+        totalS,
+        gemmS: Math.max(0, totalS - attentionS - overheadS),
+        attentionS,
+        commS: 0,
+        overheadS,
+        gemmComputeBound,
+      };
+    }
     const overheadS = e.stepOverheadS + e.perSeqOverheadS * s.sequences;
     const gemmS = Math.max(gemmCompute, gemmMemory);
     return {
@@ -259,8 +295,41 @@ export class StepCostModel {
       attentionS,
       commS,
       overheadS,
-      gemmComputeBound: gemmCompute > gemmMemory,
+      gemmComputeBound,
     };
+  }
+
+  /** Attention's time: its FLOPs at the kernel's share, or the KV it reads, whichever is longer. */
+  private attentionTime(tokens: number, pairs: number, kvTokensTouched: number): number {
+    const e = this.efficiency;
+    const k = this.attentionKernels;
+    const mfu =
+      tokens === 0
+        ? 1
+        : k
+          ? e.mfuMax16 * (tokens >= k.tileRows ? 1 : k.perRowShare)
+          : (e.mfuMax16 * tokens) / (tokens + e.mfuHalfTokens);
+    return Math.max(
+      (this.attnFlopsPerPair * pairs) / (this.peak16 * mfu),
+      (this.kvBytesPerToken * kvTokensTouched) / this.effBandwidth,
+    );
+  }
+
+  /** The measured time of a step of `tokens`; undefined outside the probe's sizes. */
+  private measuredTime(tokens: number): number | undefined {
+    const t = this.measured?.tokens;
+    if (!t || tokens < t[0] || tokens > t[t.length - 1]) return undefined;
+    return this.interpolated(tokens);
+  }
+
+  /** Linear between the probe's sizes, its first or last size's time beyond them. */
+  private interpolated(tokens: number): number {
+    const { tokens: t, seconds } = this.measured as MeasuredSteps;
+    if (tokens <= t[0]) return seconds[0];
+    let i = 1;
+    while (i < t.length - 1 && t[i] < tokens) i++;
+    const f = Math.min(1, (tokens - t[i - 1]) / (t[i] - t[i - 1]));
+    return seconds[i - 1] + f * (seconds[i] - seconds[i - 1]);
   }
 
   /** Weight bytes one step reads on one rank when a single token runs (dense part + lm_head). */

@@ -11,8 +11,10 @@ import {
   FIT_LOADS,
   HELD_OUT_LOADS,
   measureLoad,
+  measureSteps,
   type Prediction,
   predictFromCalibration,
+  STEP_SIZES,
   serverOptions,
   writeCpuSpec,
   writeLlamaModelConfig,
@@ -25,11 +27,12 @@ import { testLlamaModel } from '../helpers/llama.js';
 /**
  * Issue 30's proof against a real engine: llama.cpp's llama-server (the tests' 125M-parameter
  * q8_0 model, one compute thread, four slots sharing a 4096-cell KV buffer) is measured with
- * infergauge's library at three loads (decode at concurrency 1 and 4, a 384-token prefill probe),
- * each into a results directory; `calibrate` fits the llamacpp personality, on this machine's CPU
- * described as a device (tools/llama/cpu-spec.ts: /proc/cpuinfo and a memcpy measurement), to
- * them; calibration.json then predicts two loads it never saw, each replayed with its own
- * requests: concurrency 2, and a 768-token prompt (two ubatches, twice the probe).
+ * infergauge's library at three loads (decode at concurrency 1 and 4, a 384-token prefill probe)
+ * and a step probe (one prompt at a time, 1 to 511 tokens, with llama-server's own prompt times),
+ * each into a results directory; `calibrate --steps` fits the llamacpp personality, on this
+ * machine's CPU described as a device (tools/llama/cpu-spec.ts: /proc/cpuinfo and a memcpy
+ * measurement), to them; calibration.json then predicts two loads it never saw, each replayed
+ * with its own requests: concurrency 2, and a 768-token prompt (two ubatches, twice the probe).
  *
  * TOLERANCES, stated before any run, for a 2-core machine that may be running a CPU-bound job
  * beside this one (llama-server's one thread then shares a core, and its pace moves by 20-30 %
@@ -86,7 +89,10 @@ describe('calibrating the llamacpp personality against llama-server (real engine
     let seed = 1000 * (n + 1);
     const fitDirs: string[] = [];
     const heldDirs: string[] = [];
+    let stepsDir: string;
     try {
+      stepsDir = await measureSteps(server.url, roundDir, seed);
+      seed += STEP_SIZES.length;
       for (const load of FIT_LOADS)
         fitDirs.push(await measureLoad(server.url, load, roundDir, seed++));
       for (const load of HELD_OUT_LOADS) {
@@ -96,7 +102,7 @@ describe('calibrating the llamacpp personality against llama-server (real engine
       await server.stop();
       server = undefined;
     }
-    const { file } = await calibrateLlama(fitDirs, configPath, cpuPath);
+    const { file } = await calibrateLlama(fitDirs, configPath, cpuPath, stepsDir);
     const calibration = join(roundDir, 'calibration.json');
     writeFileSync(calibration, JSON.stringify(file));
     const predictions: Prediction[] = [];
@@ -134,20 +140,32 @@ describe('calibrating the llamacpp personality against llama-server (real engine
     await server?.stop();
   });
 
-  test('calibrate fits the share of bandwidth and of the matmul peak; each fit load, left out, is predicted from the others', (t) => {
+  test('calibrate takes the step probe and its front end, fits the per-sequence cost; each fit load, left out, is predicted from the others', (t) => {
     const last = rounds[rounds.length - 1];
     const fitted = last.file.fitted;
     for (const r of rounds) {
       t.diagnostic(
-        `round of ${r.seconds.toFixed(1)} s: mbu ${r.file.fitted.mbu?.value.toFixed(3)}, mfu-8bit ${r.file.fitted.mfu8bit?.value.toFixed(3)}; leave-one-out median TTFT ${pct(r.looMedian.ttftMs)}, TPOT ${pct(r.looMedian.tpotMs)}, throughput ${pct(r.looMedian.outputTokPerS)}; ${r.misses.length ? `missed: ${r.misses.join('; ')}` : 'all within tolerance'}`,
+        `round of ${r.seconds.toFixed(1)} s: per-seq ${r.file.fitted.perSeqOverheadUs ? `${r.file.fitted.perSeqOverheadUs.value.toFixed(0)} us fitted` : `${r.file.held.perSeqOverheadUs} us held`}, front end ${r.file.steps?.frontendMs?.toFixed(1)} ms measured; leave-one-out median TTFT ${pct(r.looMedian.ttftMs)}, TPOT ${pct(r.looMedian.tpotMs)}, throughput ${pct(r.looMedian.outputTokPerS)}; ${r.misses.length ? `missed: ${r.misses.join('; ')}` : 'all within tolerance'}`,
       );
     }
     assert.equal(last.file.engine.personality, 'llamacpp');
     assert.ok(last.file.engine.args.includes('--kv-unified'));
-    const mbu = fitted.mbu?.value as number;
-    const mfu = fitted.mfu8bit?.value as number;
-    assert.ok(mbu > 0.05 && mbu < 1, `mbu ${mbu}`);
-    assert.ok(mfu > 0.01 && mfu < 1, `mfu-8bit ${mfu}`);
+    // One time per prompt length processed (a BOS llama.cpp may process too makes some n + 1).
+    const steps = last.file.steps?.points ?? [];
+    assert.ok(steps.length >= STEP_SIZES.length, JSON.stringify(steps));
+    assert.equal(steps[0].tokens, 1);
+    assert.ok(steps[steps.length - 1].tokens >= 511);
+    // A two-token prompt leaves the one-row GEMV for tinyBLAS: it costs more than twice one.
+    const at = (n: number) => steps.find((p) => p.tokens === n)?.ms as number;
+    assert.ok(at(2) > 2 * at(1), `1: ${at(1)} ms, 2: ${at(2)} ms`);
+    // The front end is measured by the probe (TTFT less the server's prompt time) and held; the
+    // per-sequence cost is fitted, or, where decode at four slots reads within noise of the
+    // probe's four-token step, refused by calibrate and held at the personality's.
+    const frontend = last.file.steps?.frontendMs as number;
+    assert.ok(frontend > 0 && frontend < 50, `front end ${frontend} ms`);
+    assert.equal(last.file.held.frontendLatencyMs, frontend);
+    const perSeq = fitted.perSeqOverheadUs?.value ?? last.file.held.perSeqOverheadUs;
+    assert.ok(perSeq !== undefined && perSeq >= 0 && perSeq < 5000, `per-seq ${perSeq} us`);
     assert.equal(last.file.points.length, FIT_LOADS.length);
     assert.ok(last.file.points.every((p) => p.leaveOneOut !== undefined));
     for (const k of KEYS) {

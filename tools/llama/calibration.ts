@@ -60,6 +60,36 @@ export const HELD_OUT_LOADS: readonly LlamaLoad[] = [
 ];
 
 /**
+ * The step probe: one prompt at a time at each length `probe prefill --batches 1 --min-input 1
+ * --max-input 511` sends (doubling, and one under n_ubatch: the BOS llama.cpp may process with
+ * the words makes 512), whose server-reported prompt times become
+ * the calibration's measured steps (`calibrate --steps`). llama.cpp's CPU GEMMs switch kernel at
+ * two rows and tile by four (docs/llamacpp-personality.md): no one ramp follows them.
+ */
+export const STEP_SIZES: readonly number[] = [1, 2, 4, 8, 16, 32, 64, 128, 256, 511];
+
+/** Measures the step probe into `dir`/steps-<T> (each size its own run and seed). */
+export async function measureSteps(url: string, dir: string, seed: number): Promise<string> {
+  const root = join(dir, 'steps');
+  for (const [i, t] of STEP_SIZES.entries()) {
+    await measureLoad(
+      url,
+      {
+        name: `steps/prompt-${t}`,
+        concurrency: 1,
+        requests: t >= 256 ? 2 : 3,
+        warmup: 0,
+        inputTokens: t,
+        outputTokens: 1,
+      },
+      dir,
+      seed + i,
+    );
+  }
+  return root;
+}
+
+/**
  * llama-server's settings, as the engine flags name them (`--parallel`, `--ctx-size`,
  * `--kv-unified`): four slots sharing one KV buffer of 4096 cells, as llama-server runs with no
  * --parallel. With a stream per slot (--parallel alone) two requests in slots 0 and 2 decode as
@@ -150,20 +180,33 @@ export function engineFlags(configPath: string, cpuSpecPath: string): Record<str
 }
 
 /**
- * What the fit's loads identify: the share of bandwidth (decode at one slot), the share of the
- * matmul peak (the probe and four slots) and the front end (TTFT at one slot). The fixed step
- * and per-sequence costs are held at the personality's: every step of these loads reads the
- * same weights, so a fixed cost per step moves the decode time as the bandwidth does (calibrate
- * refuses them, correlation 1.00).
+ * What the fit's loads identify once the step probe gives each step's time and the front end
+ * (TTFT less llama-server's own prompt time): the cost of each sequence beyond the first in a
+ * step (decode at four slots against a four-token prompt: 0.2 to 1 ms here, origin not found;
+ * sampling 730 logits is not it). Attention's share (`--mfu`) stays the personality's: decode
+ * after the probe's 384-token prompt is 0.2 to 1 ms slower than after 16, within the 5-10 % the
+ * CPU's pace moves between runs.
  */
-export const FIT = 'mbu,mfu-8bit';
+export const FIT = 'per-seq-overhead-us';
 
+/**
+ * calibrate as a user of a noisy machine runs it (`--hold-unidentified`): where the runs cannot
+ * tell the per-sequence cost (decode at four slots within noise of the probe's four-token step),
+ * it is held at the personality's value and said in a warning, and the measured steps and front
+ * end predict alone.
+ */
 export function calibrateLlama(
   dirs: readonly string[],
   configPath: string,
   cpuSpecPath: string,
+  stepsDir: string,
 ): Promise<CalibrationResult> {
-  return calibrate(dirs, { flags: engineFlags(configPath, cpuSpecPath), fit: FIT });
+  return calibrate(dirs, {
+    flags: engineFlags(configPath, cpuSpecPath),
+    fit: FIT,
+    steps: [stepsDir],
+    holdUnidentified: true,
+  });
 }
 
 /** A results directory as a calibration point (its records and load). */
