@@ -18,7 +18,7 @@ export function calibrateCommand(): Command {
     )
     .option(
       '--steps <dir>',
-      "a step probe of the same server (`probe prefill --batches 1 --min-input 1 --max-input 512`) whose responses report the server's prompt time (llama-server, Ollama): its measured step times replace the roofline's at the sizes it spans; not a fit point (repeatable)",
+      "a step probe of the same server (`probe prefill --batches 1 --min-input 1 --max-input 511`) whose responses report the server's prompt time (llama-server, Ollama): its measured step times replace the roofline's at the sizes it spans, and its front end (TTFT less that time) is held; not a fit point (repeatable)",
       (dir: string, dirs: string[]) => [...dirs, dir],
       [] as string[],
     )

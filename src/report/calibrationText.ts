@@ -126,7 +126,7 @@ export function calibrationPlan(url: string | undefined): string {
     '',
     "A server that reports its own prompt time (llama.cpp's llama-server, Ollama) can also give the step times themselves,",
     'which no roofline follows on a CPU or at small batches: one prompt at a time up to a physical batch (llama.cpp: 512),',
-    'given with --steps (not a fit point; calibrate then fits attention, the per-sequence cost and the front end):',
+    'given with --steps (not a fit point; it measures the front end too, and calibrate then fits attention and the per-sequence cost):',
     '',
     `  infergauge probe prefill --url ${u} --endpoint completions --batches 1 --min-input 1 --max-input 511 --requests-per-point 3 --out calibration-steps`,
     '  infergauge calibrate calibration-runs --steps calibration-steps ... --out calibration.json',
