@@ -61,14 +61,14 @@ export const HELD_OUT_LOADS: readonly LlamaLoad[] = [
 
 /**
  * The step probe: one prompt at a time at each length `probe prefill --batches 1 --min-input 1
- * --max-input 511` sends (doubling, and one under n_ubatch: the BOS llama.cpp may process with
- * the words makes 512), whose server-reported prompt times become
- * the calibration's measured steps (`calibrate --steps`). llama.cpp's CPU GEMMs switch kernel at
- * two rows and tile by four (docs/llamacpp-personality.md): no one ramp follows them.
+ * --max-input 511` sends (doubling, then one under n_ubatch: the BOS llama.cpp may process with
+ * the words makes 512), whose server-reported prompt times become the calibration's measured
+ * steps (`calibrate --steps`). llama.cpp's CPU GEMMs switch kernel at two rows and tile by four
+ * (docs/llamacpp-personality.md): no one ramp follows them.
  */
 export const STEP_SIZES: readonly number[] = [1, 2, 4, 8, 16, 32, 64, 128, 256, 511];
 
-/** Measures the step probe into `dir`/steps-<T> (each size its own run and seed). */
+/** Measures the step probe into `dir`/steps/prompt-<T> (each size its own run and seed). */
 export async function measureSteps(url: string, dir: string, seed: number): Promise<string> {
   const root = join(dir, 'steps');
   for (const [i, t] of STEP_SIZES.entries()) {
