@@ -1,7 +1,6 @@
 import { Command } from '@commander-js/extra-typings';
 import { EXIT } from '../errors.js';
 import { checkedFlagNumber } from '../flagNumber.js';
-import type { MemoryQuestion } from '../memory/report.js';
 import { printProblems, printWarnings, useColor } from './common.js';
 import { addEngineFlags } from './engineFlags.js';
 
@@ -51,7 +50,7 @@ async function memory(o: Record<string, string | boolean | undefined>): Promise<
   const [
     { memoryReport },
     { describeQuestion, renderMemory },
-    { resolveEngineConfig },
+    { memoryQuestion },
     { engineFromFlags },
   ] = await Promise.all([
     import('../memory/report.js'),
@@ -73,30 +72,15 @@ async function memory(o: Record<string, string | boolean | undefined>): Promise<
   problems.push(...built.problems);
   if (problems.length > 0 || !built.engine) return printProblems('memory', problems);
   printWarnings('memory', built.warnings);
-  const engine = built.engine;
-  const c = resolveEngineConfig({ ...engine, ...(context ? { maxModelLen: context } : {}) });
-  const question: MemoryQuestion = {
-    ...(c.memoryRule ? { memoryRule: c.memoryRule } : {}),
-    model: c.model,
-    gpu: c.gpu,
-    weights: c.weights,
-    kvDtype: c.kvDtype,
-    tp: c.tp,
-    contextTokens: c.maxModelLen,
+  const question = memoryQuestion(built.engine, {
+    ...(context ? { contextTokens: context } : {}),
     batch,
-    gpuMemoryUtilization: c.gpuMemoryUtilization,
-    blockSize: c.blockSize,
-    maxNumBatchedTokens: c.maxNumBatchedTokens,
-    maxNumSeqs: c.maxNumSeqs,
     budgetGiven: o.maxNumBatchedTokens !== undefined || o.maxNumSeqs !== undefined,
-    budgetAt: (maxModelLen) => {
-      const at = resolveEngineConfig({ ...engine, maxModelLen });
-      return { maxNumBatchedTokens: at.maxNumBatchedTokens, maxNumSeqs: at.maxNumSeqs };
-    },
-  };
-  if (question.contextTokens > c.model.maxContext) {
+  });
+  const { model } = question;
+  if (question.contextTokens > model.maxContext) {
     printWarnings('memory', [
-      `--context ${question.contextTokens} is beyond ${c.model.name}'s trained context (${c.model.maxContext})`,
+      `--context ${question.contextTokens} is beyond ${model.name}'s trained context (${model.maxContext})`,
     ]);
   }
   const report = memoryReport(question);

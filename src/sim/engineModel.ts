@@ -5,6 +5,7 @@ import {
   type VllmMemoryInput,
   type VllmMemoryPlan,
 } from '../memory/footprint.js';
+import type { MemoryQuestion } from '../memory/report.js';
 import { BlockPool } from './blockPool.js';
 import { type BatchEntry, planUbatches } from './llamacppBatch.js';
 import {
@@ -118,6 +119,40 @@ export function resolveEngineConfig(o: EngineModelOptions): EngineModelConfig {
     }
   }
   return config;
+}
+
+/**
+ * `memory`'s question for an engine: its resolved settings at `contextTokens` (default its
+ * max_model_len) holding `batch` sequences; the curve over contexts asks the engine again at
+ * each one (`budgetAt`: vLLM V0 without chunked prefill sizes its step by max_model_len).
+ */
+export function memoryQuestion(
+  engine: EngineModelOptions,
+  o: { contextTokens?: number; batch: number; budgetGiven: boolean },
+): MemoryQuestion {
+  const c = resolveEngineConfig({
+    ...engine,
+    ...(o.contextTokens ? { maxModelLen: o.contextTokens } : {}),
+  });
+  return {
+    ...(c.memoryRule ? { memoryRule: c.memoryRule } : {}),
+    model: c.model,
+    gpu: c.gpu,
+    weights: c.weights,
+    kvDtype: c.kvDtype,
+    tp: c.tp,
+    contextTokens: c.maxModelLen,
+    batch: o.batch,
+    gpuMemoryUtilization: c.gpuMemoryUtilization,
+    blockSize: c.blockSize,
+    maxNumBatchedTokens: c.maxNumBatchedTokens,
+    maxNumSeqs: c.maxNumSeqs,
+    budgetGiven: o.budgetGiven,
+    budgetAt: (maxModelLen) => {
+      const at = resolveEngineConfig({ ...engine, maxModelLen });
+      return { maxNumBatchedTokens: at.maxNumBatchedTokens, maxNumSeqs: at.maxNumSeqs };
+    },
+  };
 }
 
 /**
