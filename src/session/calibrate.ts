@@ -27,6 +27,7 @@ import {
   fitCalibration,
   fitKeysFor,
   leaveOneOut,
+  median,
   pointFromRecords,
 } from '../sim/calibrate.js';
 import {
@@ -368,12 +369,6 @@ async function readSteps(
     points,
     ...(frontend.length > 0 ? { frontendMs: Math.max(0, median(frontend)) } : {}),
   };
-}
-
-function median(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  const mid = sorted.length >> 1;
-  return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
 }
 
 /** A run directory as a calibration point, or a problem saying why it cannot be one. */

@@ -166,7 +166,8 @@ export function withValues(
   return { ...base, efficiency: { ...base.efficiency, ...efficiencyOf(values) } };
 }
 
-const median = (values: number[]): number => {
+/** The median (sorts `values` in place); NaN when empty. */
+export const median = (values: number[]): number => {
   if (values.length === 0) return Number.NaN;
   const sorted = values.sort((a, b) => a - b);
   const mid = sorted.length >> 1;

@@ -164,6 +164,17 @@ function valuesOf(fitted: Partial<Record<FitKey, FittedValue>>): Partial<Record<
   return out;
 }
 
+/** What a calibration compares of the engine it is applied to, defaults filled in. */
+function servedAs(engine: EngineModelOptions) {
+  return {
+    personality: engine.personality ?? DEFAULT_PERSONALITY,
+    gpu: engine.gpu,
+    weights: engine.weights ?? { dtype: 'bf16' as const },
+    model: engine.model,
+    tp: engine.tp ?? 1,
+  };
+}
+
 /** The step table as the cost model takes it; undefined unless 2+ ascending sizes, times > 0. */
 export function measuredStepsOf(steps: CalibrationSteps): MeasuredSteps | undefined {
   const points = Array.isArray(steps?.points) ? steps.points : [];
@@ -188,19 +199,13 @@ export function stepsMismatch(
   engine: EngineModelOptions,
 ): string | undefined {
   const e = file.engine;
-  const now = {
-    personality: engine.personality ?? DEFAULT_PERSONALITY,
-    gpu: engine.gpu.name,
-    model: engine.model.name,
-    dtype: (engine.weights ?? { dtype: 'bf16' }).dtype,
-    tp: engine.tp ?? 1,
-  };
+  const now = servedAs(engine);
   const differs = (
     [
       ['engine', e.personality, now.personality],
-      ['device', e.gpu, now.gpu],
-      ['model', e.model, now.model],
-      ['weights', e.dtype, now.dtype],
+      ['device', e.gpu, now.gpu.name],
+      ['model', e.model, now.model.name],
+      ['weights', e.dtype, now.weights.dtype],
       ['TP', e.tp, now.tp],
     ] as const
   ).filter(([, was, is]) => was !== is);
@@ -220,13 +225,7 @@ export function calibratedValues(file: CalibrationFile): Partial<Record<FitKey, 
  */
 export function transferNotes(file: CalibrationFile, engine: EngineModelOptions): string[] {
   const e = file.engine;
-  const config = {
-    personality: engine.personality ?? DEFAULT_PERSONALITY,
-    gpu: engine.gpu,
-    weights: engine.weights ?? { dtype: 'bf16' },
-    model: engine.model,
-    tp: engine.tp ?? 1,
-  };
+  const config = servedAs(engine);
   const notes: string[] = [];
   const fitted = Object.keys(file.fitted) as FitKey[];
   const flags = (keys: FitKey[]) =>
