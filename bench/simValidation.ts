@@ -21,7 +21,7 @@ import {
   type EngineModelOptions,
   resolveEngineConfig,
 } from '../src/sim/engineModel.js';
-import { isPersonalityId } from '../src/sim/personality.js';
+import { isPersonalityId, parseEngineVersion } from '../src/sim/personality.js';
 import type { Efficiency } from '../src/sim/roofline.js';
 import { simulateRun } from '../src/sim/virtual.js';
 import {
@@ -187,6 +187,10 @@ export function engineOptions(p: ValidationPoint): EngineModelOptions | string {
     const value = p.engine.settings?.[key];
     if (value !== null && value !== undefined) options[option] = value;
   }
+  // vLLM V1 releases differ in start-up memory (`vllmRelease`): the stated release, as a user
+  // would give it with --engine-version.
+  const version = p.engine.version ? parseEngineVersion(p.engine.version) : undefined;
+  if (p.engine.personality === 'vllm-v1' && version) options.engineVersion = version.join('.');
   // An engine-only benchmark (trtllm-bench, gptSessionBenchmark) has no HTTP front end.
   const frontendMs = p.engine.settings?.frontendLatencyMs;
   if (typeof frontendMs === 'number') options.efficiency = { frontendLatencyS: frontendMs / 1e3 };

@@ -9,6 +9,7 @@ const MEMORY_ENGINE_FLAGS = [
   'gpu',
   'gpuSpec',
   'enginePersonality',
+  'engineVersion',
   'tp',
   'dtype',
   'kvCacheDtype',

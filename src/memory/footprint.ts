@@ -1,11 +1,5 @@
 import { EXIT, InfergaugeError } from '../errors.js';
-import {
-  DTYPE_BYTES,
-  type Dtype,
-  type KvDtype,
-  type WeightFormat,
-  weightBytesPerParam,
-} from './dtype.js';
+import { DTYPE_BYTES, type KvDtype, type WeightFormat, weightBytesPerParam } from './dtype.js';
 import type { GpuSpec } from './hardware.js';
 import { type ModelSpec, paramCounts } from './model.js';
 
@@ -72,23 +66,50 @@ export function slidingWindowCapBlocks(
 }
 
 /**
- * Peak activation memory of vLLM's profiling run: one forward pass over `tokens` tokens, whose
- * largest live set is the MLP (hidden in and out plus gate, up and activated intermediate),
- * plus the sampler's fp32 logits (and their softmax copy) for `sampledRows` rows.
+ * How a profiling run's sampler applies top-k and top-p (vLLM's dummy sampler asks for both):
+ * `sort` sorts the whole vocabulary with PyTorch, `fused` runs one kernel over it (FlashInfer's
+ * sampling, vLLM's Triton top-k/top-p).
+ */
+export type ProfileSampler = 'sort' | 'fused';
+
+/**
+ * Bytes live per logit (sampled row x vocabulary entry) at the sampler's peak. Both hold the
+ * model's 16-bit logits (2) and the sampler's fp32 copy (4). `sort`: `logits.sort()` returns
+ * fp32 values (4) and int64 indices (8); PyTorch's segmented sort (aten/src/ATen/native/cuda/
+ * Sort.cu, `segmented_sort_pairs`, 128 rows or more) adds an int64 index input (8) and cub's
+ * alternate key and value buffers (4 + 8): 38. vLLM PR #32558's table measures 1.25 GB for the
+ * PyTorch path at 256 x 131,072 (37 per logit). `fused`: the probabilities (4) and one more fp32
+ * buffer (FlashInfer's masked logits; the exponential noise of vLLM's `random_sample`): 14.
+ */
+export const SAMPLER_BYTES_PER_LOGIT: Record<ProfileSampler, number> = { sort: 38, fused: 14 };
+
+/**
+ * Peak activation memory of a profiling run: one forward pass over `tokens` tokens, whose largest
+ * live set is the MLP's (the residual, the normed input the layer keeps, gate and up, the
+ * activated intermediate and the down projection's output: 3 x hidden + 3 x ffn), and the
+ * sampler over `sampledRows` rows. With `sampler` (vLLM), the forward returns before the sampler
+ * runs (`profile_run`: `_dummy_run`, then `_dummy_sampler_run`; V0's `execute_model` samples
+ * after the forward), so the peak is the larger of the forward and the hidden states it returns
+ * plus the sampler. Without, the fp32 logits and their softmax copy sit beside the forward (the
+ * other engines' rules).
  */
 export function activationPeakBytes(
   model: ModelSpec,
   tokens: number,
   sampledRows: number,
   tp: number,
-  actDtype: Dtype = 'bf16',
+  sampler?: ProfileSampler,
 ): number {
+  const bytes = DTYPE_BYTES.bf16;
   const ffnPerToken = model.moe
     ? Math.max(model.ffnSize, (model.moe.topK + model.moe.sharedExperts) * model.moe.expertFfnSize)
     : model.ffnSize;
-  const perToken = (2 * model.hiddenSize + (3 * ffnPerToken) / tp) * DTYPE_BYTES[actDtype];
-  const logits = sampledRows * model.vocabSize * 4 * 2;
-  return tokens * perToken + logits;
+  const ffn = (3 * ffnPerToken) / tp;
+  const logits = sampledRows * model.vocabSize;
+  if (sampler === undefined) return tokens * (2 * model.hiddenSize + ffn) * bytes + logits * 4 * 2;
+  const forward = tokens * (3 * model.hiddenSize + ffn) * bytes;
+  const held = tokens * model.hiddenSize * bytes;
+  return Math.max(forward, held + logits * SAMPLER_BYTES_PER_LOGIT[sampler]);
 }
 
 /** Memory outside weights, KV cache and activations, by component. */
@@ -154,6 +175,13 @@ export interface VllmMemoryInput {
   nonKvOverheadBytes?: number;
   /** vLLM `num_gpu_blocks_override`. */
   numGpuBlocksOverride?: number;
+  /**
+   * vLLM: how its profiling run samples (`vllmRelease`); sets the activation peak's sampler term.
+   * Absent for the other engines.
+   */
+  profileSampler?: ProfileSampler;
+  /** vLLM V1: whether CUDA-graph memory is taken from the KV budget (from 0.21; default true). */
+  cudaGraphsInBudget?: boolean;
   /**
    * llama.cpp's KV buffer in cells (tokens), its n_ctx: allocated whole at start-up, whatever the
    * memory left (`--ctx-size`; the `llamacpp` rule).
@@ -273,10 +301,12 @@ function kvBudget(
       return { budgetBytes: total * fraction, nonKvBytes, availableBytes };
     }
     default: {
+      // CUDA graphs are captured after the pool is sized; from v0.21 the profile estimates
+      // their memory first (`VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS` on, vLLM PR #38284).
+      const graphs = input.cudaGraphsInBudget === false ? 0 : overhead.cudaGraphBytes;
       const nonKvBytes =
         weights +
-        (override ??
-          activationBytes + overhead.nonTorchBytes + overhead.ncclBytes + overhead.cudaGraphBytes);
+        (override ?? activationBytes + overhead.nonTorchBytes + overhead.ncclBytes + graphs);
       return {
         budgetBytes: total * fraction,
         nonKvBytes,
@@ -314,7 +344,13 @@ export function planVllmMemory(input: VllmMemoryInput): VllmMemoryPlan {
     rule === 'tgi'
       ? Math.max(1, Math.floor(input.maxNumBatchedTokens / input.maxModelLen))
       : Math.min(input.maxNumSeqs, input.maxNumBatchedTokens);
-  const activationBytes = activationPeakBytes(model, input.maxNumBatchedTokens, sampledRows, tp);
+  const activationBytes = activationPeakBytes(
+    model,
+    input.maxNumBatchedTokens,
+    sampledRows,
+    tp,
+    input.profileSampler,
+  );
   const overhead = defaultOverhead(tp);
   const {
     budgetBytes,

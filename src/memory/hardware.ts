@@ -53,10 +53,14 @@ export interface GpuSpec {
   /** Nameplate memory in GB, for display. */
   memoryGB: number;
   /**
-   * Memory the device reports as total (nvidia-smi `memory.total`, torch `mem_get_info`), in
-   * bytes: what `gpu_memory_utilization` is a fraction of. Slightly below the nameplate.
+   * Memory the device reports as total, in bytes: what `gpu_memory_utilization` is a fraction of
+   * (vLLM's `total_gpu_memory`, torch `mem_get_info`). Where a vLLM log prints it, that; else
+   * nvidia-smi's `memory.total`, which counts about 430 MiB more (the driver's reservation: H100
+   * 81,559 MiB against 79.22 GiB, RTX 3090 24,576 MiB against 23.58 GiB).
    */
   memoryBytes: number;
+  /** nvidia-smi's `memory.total` in MiB where `memoryBytes` is the CUDA total (SGLang sizes its defaults from it). */
+  smiMemoryMiB?: number;
   /** Peak HBM/GDDR bandwidth, bytes/s. */
   bandwidthBytesPerS: number;
   /** Dense tensor-core peak per format, FLOP/s (int8 in OP/s). */
@@ -123,6 +127,8 @@ export const GPU_PRESETS: readonly GpuSpec[] = [
     name: 'H100 SXM 80GB',
     family: 'hopper',
     memoryGB: 80,
+    // nvidia-smi's total. vLLM logs print 79.18-79.22 GiB (PR #12126; llm-d), 438 MiB less:
+    // kept until the TP decode bias is fixed (docs/simulator-validation.md, round two).
     memoryBytes: 81559 * MiB,
     bandwidthBytesPerS: 3.35 * T,
     peakFlops: { bf16: 989 * T, fp8: 1979 * T, int8: 1979 * T },
@@ -260,12 +266,14 @@ export const GPU_PRESETS: readonly GpuSpec[] = [
   {
     // NVIDIA Ampere GA102 whitepaper, RTX 3090: 24 GB GDDR6X, 936 GB/s; FP16 tensor 142 TF with
     // fp16 accumulate but 71 TF with fp32 accumulate (GeForce halves it), and PyTorch's bf16
-    // GEMMs accumulate in fp32; INT8 284 TOPS dense. nvidia-smi reports 24576 MiB.
+    // GEMMs accumulate in fp32; INT8 284 TOPS dense. nvidia-smi reports 24576 MiB; vLLM's log
+    // "total_gpu_memory (23.58GiB)" (vLLM PR #14447, 4x RTX 3090; 23.55 in issue #11550).
     id: 'rtx3090',
     name: 'GeForce RTX 3090 24GB',
     family: 'ampere',
     memoryGB: 24,
-    memoryBytes: 24576 * MiB,
+    memoryBytes: Math.round(23.58 * 1024) * MiB,
+    smiMemoryMiB: 24576,
     bandwidthBytesPerS: 936 * G,
     peakFlops: { bf16: 71 * T, int8: 284 * T },
     interconnect: geforce(PCIE4),

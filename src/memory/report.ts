@@ -7,6 +7,7 @@ import {
   EngineStartError,
   kvBytesPerToken,
   type MemoryRule,
+  type ProfileSampler,
   planVllmMemory,
   slidingWindowCapBlocks,
   type VllmMemoryPlan,
@@ -33,6 +34,9 @@ export interface MemoryQuestion {
   blockSize: number;
   maxNumBatchedTokens: number;
   maxNumSeqs: number;
+  /** vLLM: how its profiling run samples, and whether CUDA graphs come out of the budget. */
+  profileSampler?: ProfileSampler;
+  cudaGraphsInBudget?: boolean;
   /** The scheduler budget was given: other GPUs keep it rather than their own vLLM defaults. */
   budgetGiven?: boolean;
   /**
@@ -99,6 +103,8 @@ function vllmPlan(q: MemoryQuestion, gpu: GpuSpec, tp: number): VllmMemoryPlan {
     maxNumBatchedTokens: budget.maxNumBatchedTokens,
     maxNumSeqs: budget.maxNumSeqs,
     maxModelLen: q.contextTokens,
+    ...(q.profileSampler ? { profileSampler: q.profileSampler } : {}),
+    ...(q.cudaGraphsInBudget !== undefined ? { cudaGraphsInBudget: q.cudaGraphsInBudget } : {}),
   });
 }
 
@@ -122,7 +128,13 @@ export function memoryReport(q: MemoryQuestion): MemoryReport {
   const blocks = blocksForTokens(q.contextTokens, q.blockSize, windowCap);
   const kvPerSequence = blocks * q.blockSize * kvPerToken;
   const heldTokens = Math.min(q.contextTokens, windowCap * q.blockSize);
-  const activationBytes = activationPeakBytes(q.model, q.maxNumBatchedTokens, q.maxNumSeqs, q.tp);
+  const activationBytes = activationPeakBytes(
+    q.model,
+    q.maxNumBatchedTokens,
+    Math.min(q.maxNumSeqs, q.maxNumBatchedTokens),
+    q.tp,
+    q.profileSampler,
+  );
   const overhead = defaultOverhead(q.tp);
   const totalBytes =
     weights +

@@ -85,6 +85,7 @@ export const PLAN_KEYS = [
   'gpu',
   'gpu-spec',
   'engine-personality',
+  'engine-version',
   'tp',
   'dp',
   'load-balancer',

@@ -16,12 +16,14 @@ import {
   type LoadBalancer,
   llamacppContext,
   type PersonalityId,
+  parseEngineVersion,
   personalityDefaults,
   personalityEfficiency,
   reservesToMaxLength,
   SGLANG_NEW_TOKEN_RATIO,
   sglangMaxRunningRequests,
   TGI,
+  vllmRelease,
 } from './personality.js';
 import {
   DEFAULT_EFFICIENCY,
@@ -52,6 +54,8 @@ export interface EngineModelConfig extends VllmMemoryInput {
   kvUnified?: boolean;
   /** Step times measured on the served engine (a calibration's `--steps`), over the roofline's. */
   measuredSteps?: MeasuredSteps;
+  /** vllm-v1: the release (`0.11.0`; `vllmRelease`), the latest where absent. */
+  engineVersion?: string;
 }
 
 export type EngineModelOptions = Pick<EngineModelConfig, 'model' | 'gpu'> &
@@ -70,13 +74,19 @@ export function resolveEngineConfig(o: EngineModelOptions): EngineModelConfig {
     o.maxModelLen ??
     (personality === 'tgi' ? Math.min(o.model.maxContext, TGI.maxTotalTokens) : o.model.maxContext);
   const tp = o.tp ?? 1;
+  const version = o.engineVersion === undefined ? undefined : parseEngineVersion(o.engineVersion);
   const d = personalityDefaults(personality, {
     gpu: o.gpu,
     model: o.model,
     tp,
     maxModelLen,
     ...(o.chunkedPrefill !== undefined ? { chunkedPrefill: o.chunkedPrefill } : {}),
+    ...(version ? { version } : {}),
   });
+  const vllm =
+    personality === 'vllm-v1' || isVllmV0(personality)
+      ? vllmRelease(personality, o.gpu, version)
+      : undefined;
   const config: EngineModelConfig = {
     model: o.model,
     gpu: o.gpu,
@@ -104,6 +114,10 @@ export function resolveEngineConfig(o: EngineModelOptions): EngineModelConfig {
     },
     ...(o.nonKvOverheadBytes !== undefined ? { nonKvOverheadBytes: o.nonKvOverheadBytes } : {}),
     ...(o.measuredSteps ? { measuredSteps: o.measuredSteps } : {}),
+    ...(vllm
+      ? { profileSampler: vllm.profileSampler, cudaGraphsInBudget: vllm.cudaGraphsInBudget }
+      : {}),
+    ...(o.engineVersion !== undefined ? { engineVersion: o.engineVersion } : {}),
     ...(o.numGpuBlocksOverride !== undefined
       ? { numGpuBlocksOverride: o.numGpuBlocksOverride }
       : {}),
@@ -147,6 +161,8 @@ export function memoryQuestion(
     blockSize: c.blockSize,
     maxNumBatchedTokens: c.maxNumBatchedTokens,
     maxNumSeqs: c.maxNumSeqs,
+    ...(c.profileSampler ? { profileSampler: c.profileSampler } : {}),
+    ...(c.cudaGraphsInBudget !== undefined ? { cudaGraphsInBudget: c.cudaGraphsInBudget } : {}),
     budgetGiven: o.budgetGiven,
     budgetAt: (maxModelLen) => {
       const at = resolveEngineConfig({ ...engine, maxModelLen });

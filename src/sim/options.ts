@@ -20,6 +20,7 @@ import {
   type LoadBalancer,
   PERSONALITY_IDS,
   type PersonalityId,
+  parseEngineVersion,
 } from './personality.js';
 import { DEFAULT_EFFICIENCY } from './roofline.js';
 
@@ -75,6 +76,12 @@ export const ENGINE_FLAGS: readonly FlagSpec[] = [
     help: `whose defaults, memory rule, scheduler and costs: ${PERSONALITY_IDS.join(', ')} (default: ${DEFAULT_PERSONALITY})`,
   },
   {
+    flag: '--engine-version <x.y.z>',
+    key: 'engineVersion',
+    kind: 'string',
+    help: "vllm-v1: the vLLM release, where start-up memory differs (the profiling sampler: FlashInfer's to 0.11.0, PyTorch's sort 0.11.1-0.16, fused again from 0.17; CUDA graphs and a 0.92 default memory share from 0.21) (default: the latest)",
+  },
+  {
     flag: '--tp <n>',
     key: 'tp',
     kind: 'number',
@@ -114,7 +121,7 @@ export const ENGINE_FLAGS: readonly FlagSpec[] = [
     kind: 'number',
     min: 0.05,
     max: 1,
-    help: 'share of GPU memory vLLM may use (default: 0.9)',
+    help: 'share of GPU memory vLLM may use (default: 0.92 from vLLM 0.21, 0.9 before)',
   },
   {
     flag: '--max-model-len <n>',
@@ -375,6 +382,8 @@ export interface SimEngineSettings {
   /** A YAML or JSON file describing the GPU (instead of `gpu`). */
   gpuSpec?: string;
   enginePersonality?: PersonalityId;
+  /** vllm-v1: the vLLM release (`0.11.0`); the latest where absent. */
+  engineVersion?: string;
   tp?: number;
   dp?: number;
   loadBalancer?: LoadBalancer;
@@ -608,6 +617,16 @@ export function resolveEngine(given: SimEngineSettings): {
       `--engine-personality ${personalityText} is not one; choose one of ${PERSONALITY_IDS.join(', ')}`,
     );
   }
+  const engineVersion = s.engineVersion === undefined ? undefined : String(s.engineVersion);
+  if (engineVersion !== undefined) {
+    if (personality && personality !== 'vllm-v1') {
+      problems.push(
+        `--engine-version is vllm-v1's setting; vLLM's V0 releases are personalities (vllm-v0 for 0.6 on, vllm-v0.5), the other engines have none`,
+      );
+    } else if (!parseEngineVersion(engineVersion)) {
+      problems.push(`--engine-version ${engineVersion} is not a release; give one as 0.11.0`);
+    }
+  }
   const loadBalancer = String(s.loadBalancer ?? 'round-robin') as LoadBalancer;
   if (!LOAD_BALANCERS.includes(loadBalancer)) {
     problems.push(
@@ -679,6 +698,7 @@ export function resolveEngine(given: SimEngineSettings): {
     // A 16-bit model's cache follows its weights' 16-bit format, as vLLM's "auto" does.
     kvDtype: (kv as KvDtype | undefined) ?? (weights?.dtype === 'fp16' ? 'fp16' : 'bf16'),
     personality,
+    ...(engineVersion !== undefined ? { engineVersion } : {}),
     loadBalancer,
     ...(numbers.tp !== undefined ? { tp: numbers.tp } : {}),
     ...(numbers.dp !== undefined ? { dp: numbers.dp } : {}),

@@ -1,4 +1,4 @@
-import { vllmDefaults } from '../memory/footprint.js';
+import { type ProfileSampler, vllmDefaults } from '../memory/footprint.js';
 import type { GpuSpec } from '../memory/hardware.js';
 import type { ModelSpec } from '../memory/model.js';
 import { DEFAULT_EFFICIENCY, type Efficiency } from './roofline.js';
@@ -39,6 +39,58 @@ export function isPersonalityId(id: string): id is PersonalityId {
   return (PERSONALITY_IDS as readonly string[]).includes(id);
 }
 
+/** A release as major, minor, patch (`0.11.0`, `v0.14`, `0.8.5.post1`), or undefined. */
+export function parseEngineVersion(text: string): [number, number, number] | undefined {
+  const m = /^v?(\d+)\.(\d+)(?:\.(\d+))?(?![\d])/.exec(text.trim());
+  return m ? [Number(m[1]), Number(m[2]), Number(m[3] ?? 0)] : undefined;
+}
+
+const atLeast = (v: readonly number[], w: readonly number[]): boolean => {
+  for (let i = 0; i < 3; i++) if ((v[i] ?? 0) !== (w[i] ?? 0)) return (v[i] ?? 0) > (w[i] ?? 0);
+  return true;
+};
+
+/** What the simulator models of a vLLM release's start-up memory, where releases differ. */
+export interface VllmRelease {
+  profileSampler: ProfileSampler;
+  /** CUDA-graph memory estimated and taken from the KV budget before the pool is sized. */
+  cudaGraphsInBudget: boolean;
+  gpuMemoryUtilization: number;
+}
+
+/**
+ * A vLLM release's profiling sampler, CUDA-graph accounting and default memory fraction (the
+ * latest where `version` is absent), from vLLM's history:
+ * - V0 profiles with top_p 0.99 and top_k vocab - 1 (`model_runner.py profile_run`) and sorts;
+ *   it samples with FlashInfer only with VLLM_USE_FLASHINFER_SAMPLER=1.
+ * - V1 up to 0.11.0 samples with FlashInfer where it is installed (the official image has it):
+ *   `VLLM_USE_FLASHINFER_SAMPLER` unset meant on; PR #26859 (Oct 2025, in 0.11.1) made it
+ *   opt-in, so 0.11.1 to 0.16 sort with PyTorch; PR #33538 (Feb 2026, in 0.17) added the Triton
+ *   top-k/top-p kernel (from 8 rows), and PR #40376 (Apr 2026) turned FlashInfer back on.
+ * - ROCm always sorts (`TopKTopPSampler`: FlashInfer is CUDA's; the aiter sampler is disabled).
+ * - From 0.21 the profile estimates CUDA-graph memory and takes it from the budget, and the
+ *   default gpu_memory_utilization is 0.92 (PR #38284: "Enabled by default as of v0.21.0").
+ */
+export function vllmRelease(
+  id: PersonalityId,
+  gpu: GpuSpec,
+  version?: readonly [number, number, number],
+): VllmRelease {
+  if (isVllmV0(id)) {
+    return { profileSampler: 'sort', cudaGraphsInBudget: false, gpuMemoryUtilization: 0.9 };
+  }
+  const latest = version === undefined;
+  const sorts =
+    gpu.family === 'cdna3' ||
+    (!latest && atLeast(version, [0, 11, 1]) && !atLeast(version, [0, 17, 0]));
+  const v021 = latest || atLeast(version, [0, 21, 0]);
+  return {
+    profileSampler: sorts ? 'sort' : 'fused',
+    cudaGraphsInBudget: v021,
+    gpuMemoryUtilization: v021 ? 0.92 : 0.9,
+  };
+}
+
 /** The engine settings a personality fills in where the user gave none. */
 export interface PersonalityDefaults {
   /** The memory fraction of the personality's own rule. */
@@ -61,7 +113,15 @@ const MiB = 1024 * 1024;
  */
 export function personalityDefaults(
   id: PersonalityId,
-  s: { gpu: GpuSpec; model: ModelSpec; tp: number; maxModelLen: number; chunkedPrefill?: boolean },
+  s: {
+    gpu: GpuSpec;
+    model: ModelSpec;
+    tp: number;
+    maxModelLen: number;
+    chunkedPrefill?: boolean;
+    /** vLLM V1's release (`vllmRelease`); the latest where absent. */
+    version?: [number, number, number];
+  },
 ): PersonalityDefaults {
   switch (id) {
     case 'vllm-v0':
@@ -88,7 +148,7 @@ export function personalityDefaults(
       // reserved = 512 + 1.5 x max(chunk, 2048) + 2 x cuda_graph_max_bs + TP x 128 MiB, at
       // least 10 GiB above 60 GiB, and mem_fraction_static = round((gpu_mem - reserved) /
       // gpu_mem, 3); page size 1; radix (prefix) cache on; chunked prefill on.
-      const gpuMiB = s.gpu.memoryBytes / MiB;
+      const gpuMiB = s.gpu.smiMemoryMiB ?? s.gpu.memoryBytes / MiB;
       const small = s.tp < 4;
       const [chunk, graphBs] =
         gpuMiB < 20 * 1024
@@ -165,14 +225,15 @@ export function personalityDefaults(
       };
     }
     default: {
-      // vLLM V1 (`vllmDefaults`): gpu_memory_utilization 0.9, block 16, chunked prefill on;
+      // vLLM V1 (`vllmDefaults`): gpu_memory_utilization by release (`vllmRelease`), block 16,
+      // chunked prefill on;
       // without chunking the budget must hold max_model_len. Prefix caching on, as V1 has it
       // (`EngineArgs.enable_prefix_caching` None -> True for the V1 engine; the vLLM V1 blog,
       // Jan 2025: "enabled by default" at zero overhead on a miss); --no-enable-prefix-caching.
       const d = vllmDefaults(s.gpu);
       const chunked = s.chunkedPrefill ?? true;
       return {
-        gpuMemoryUtilization: 0.9,
+        gpuMemoryUtilization: vllmRelease(id, s.gpu, s.version).gpuMemoryUtilization,
         blockSize: 16,
         maxNumSeqs: d.maxNumSeqs,
         maxNumBatchedTokens: chunked

@@ -59,8 +59,13 @@ describe('personality defaults', () => {
     const v1 = resolveEngineConfig(base);
     assert.deepEqual(
       [v1.gpuMemoryUtilization, v1.blockSize, v1.maxNumSeqs, v1.maxNumBatchedTokens],
-      [0.9, 16, 1024, 8192],
+      [0.92, 16, 1024, 8192],
     );
+    // Before 0.21 the default share was 0.9 and CUDA graphs stayed out of the budget.
+    const v0110 = resolveEngineConfig({ ...base, engineVersion: '0.11.0' });
+    assert.equal(v0110.gpuMemoryUtilization, 0.9);
+    assert.equal(v0110.cudaGraphsInBudget, false);
+    assert.equal(v1.cudaGraphsInBudget, true);
     assert.equal(v1.chunkedPrefill, true);
     assert.equal(v1.prefixCaching, true);
 
@@ -132,14 +137,58 @@ describe('memory plans', () => {
   const o = defaultOverhead(1);
 
   test('vLLM V0 does not take CUDA-graph memory from the pool: more blocks than V1', () => {
-    const v1 = new EngineModel(base).memory;
+    const v1 = new EngineModel({ ...base, gpuMemoryUtilization: 0.9 }).memory;
     const v0 = new EngineModel({ ...base, personality: 'vllm-v0' }).memory;
-    const act = activationPeakBytes(llama3, 8192, 256, 1);
+    const act = activationPeakBytes(llama3, 8192, 256, 1, 'sort');
     const available = 0.9 * total - weights - act - o.nonTorchBytes;
     const expected = Math.floor(Math.floor(available / ((kvToken * 16) / 32)) / 32);
     assert.equal(v0.numGpuBlocks, expected);
     assert.equal(v0.rule, 'vllm-v0');
     assert.ok(v0.numGpuBlocks > v1.numGpuBlocks);
+  });
+
+  test("vLLM's profiling peak: the larger of the forward and the sampler, sort or fused by release", () => {
+    const GiB = 2 ** 30;
+    // vLLM PR #10511's log (V0, Llama-3-8B, 8192 tokens, 256 sequences): activation 1.26 GiB.
+    // The sort over 256 x 128,256 logits (38 B each) and the held hidden states outweigh the
+    // MLP's 8192 x (3 x 4096 + 3 x 14336) x 2 B; the sum of the two would read 2.0 GiB.
+    const v0 = activationPeakBytes(llama3, 8192, 256, 1, 'sort');
+    assert.equal(v0, 8192 * 4096 * 2 + 256 * 128_256 * 38);
+    assert.ok(Math.abs(v0 / GiB - 1.26) < 0.05, `${(v0 / GiB).toFixed(2)} GiB`);
+    // Long prompts: the forward wins (issue #10517's RTX 3090, 20,000 tokens: 2.07 GiB).
+    const long = activationPeakBytes(llama31, 20_000, 256, 1, 'sort');
+    assert.equal(long, 20_000 * (3 * 4096 + 3 * 14_336) * 2);
+    // 1024 rows on an H100: sort 4.7 GiB (llm-d's 0.13/0.14 runs printed 4.76), fused 1.8.
+    const at = (engineVersion?: string) =>
+      resolveEngineConfig({ ...base, model: llama31, ...(engineVersion ? { engineVersion } : {}) });
+    const sampler = (v?: string) => at(v).profileSampler;
+    assert.deepEqual(['0.10.2', '0.11.0', '0.11.1', '0.16.0', '0.17.0', undefined].map(sampler), [
+      'fused',
+      'fused',
+      'sort',
+      'sort',
+      'fused',
+      'fused',
+    ]);
+    const sorted = new EngineModel({ ...base, model: llama31, engineVersion: '0.14.0' }).memory;
+    const fused = new EngineModel({ ...base, model: llama31, engineVersion: '0.11.0' }).memory;
+    assert.ok(Math.abs(sorted.activationBytes / GiB - 4.71) < 0.01);
+    assert.ok(Math.abs(fused.activationBytes / GiB - 1.77) < 0.01);
+    assert.equal(sorted.numGpuBlocks < fused.numGpuBlocks, true);
+    // ROCm sorts whatever the release; V0 always sorts.
+    const mi300x = findGpuPreset('mi300x') as GpuSpec;
+    assert.equal(resolveEngineConfig({ ...base, gpu: mi300x }).profileSampler, 'sort');
+    assert.equal(resolveEngineConfig({ ...base, personality: 'vllm-v0' }).profileSampler, 'sort');
+    // Other engines keep no vLLM sampler term.
+    assert.equal(resolveEngineConfig({ ...base, personality: 'sglang' }).profileSampler, undefined);
+  });
+
+  test('vLLM 0.21 takes CUDA graphs from the budget at a 0.92 default share; older releases do neither', () => {
+    const latest = new EngineModel(base).memory;
+    const old = new EngineModel({ ...base, engineVersion: '0.20.1' }).memory;
+    assert.equal(latest.nonKvBytes - old.nonKvBytes, o.cudaGraphBytes);
+    assert.equal(latest.budgetBytes, 0.92 * total);
+    assert.equal(old.budgetBytes, 0.9 * total);
   });
 
   test('SGLang: total x mem_fraction_static - weights - CUDA context, token-granular', () => {

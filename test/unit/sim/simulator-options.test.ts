@@ -89,6 +89,24 @@ describe('reading the flags', () => {
     assert.match(parseSimulatorArgs(['--gpus', 'h100']).problems[0] as string, /--gpus/);
   });
 
+  test('--engine-version: a vLLM V1 release, refused elsewhere and when it is no release', () => {
+    const ok = engineFromFlags('llama-3-8b', { engineVersion: 'v0.14.1' });
+    assert.deepEqual(ok.problems, []);
+    assert.equal(ok.engine?.engineVersion, 'v0.14.1');
+    assert.deepEqual(engineSettingsFromArgs(engineFlagArgs({ engineVersion: '0.14.1' })), {
+      engineVersion: '0.14.1',
+    });
+    assert.match(
+      engineFromFlags('llama-3-8b', { engineVersion: 'latest' }).problems[0] as string,
+      /--engine-version latest is not a release; give one as 0.11.0/,
+    );
+    assert.match(
+      engineFromFlags('llama-3-8b', { engineVersion: '0.5.5', enginePersonality: 'sglang' })
+        .problems[0] as string,
+      /--engine-version is vllm-v1's setting/,
+    );
+  });
+
   test('engineFromFlags is the flags read, then resolveEngine of the typed settings', () => {
     const flags = { gpu: 'a100-80', tp: '2', dtype: 'fp8', maxNumSeqs: '128', mbu: '0.7' };
     const fromFlags = engineFromFlags('llama-3-8b', flags);
