@@ -127,9 +127,10 @@ export const GPU_PRESETS: readonly GpuSpec[] = [
     name: 'H100 SXM 80GB',
     family: 'hopper',
     memoryGB: 80,
-    // nvidia-smi's total. vLLM logs print 79.18-79.22 GiB (PR #12126; llm-d), 438 MiB less:
-    // kept until the TP decode bias is fixed (docs/simulator-validation.md, round two).
-    memoryBytes: 81559 * MiB,
+    // vLLM's log "total_gpu_memory (79.22GiB)" on an H100-80G (vLLM PR #12126, Jan 2025);
+    // llm-d's logs read 79.18-79.19 GiB.
+    memoryBytes: Math.round(79.22 * 1024) * MiB,
+    smiMemoryMiB: 81559,
     bandwidthBytesPerS: 3.35 * T,
     peakFlops: { bf16: 989 * T, fp8: 1979 * T, int8: 1979 * T },
     interconnect: nvlink('NVLink 4 (900 GB/s)', 450),

@@ -30,6 +30,7 @@ import {
   type Efficiency,
   familyEfficiency,
   type MeasuredSteps,
+  STEP_OVERHEAD_PER_LAYER_S,
   StepCostModel,
 } from './roofline.js';
 
@@ -108,8 +109,9 @@ export function resolveEngineConfig(o: EngineModelOptions): EngineModelConfig {
     // DEFAULT <- the GPU family's GEMM shares <- the engine's costs <- the user's flags.
     efficiency: {
       ...DEFAULT_EFFICIENCY,
+      stepOverheadS: STEP_OVERHEAD_PER_LAYER_S * o.model.layers,
       ...familyEfficiency(o.gpu),
-      ...personalityEfficiency(personality),
+      ...personalityEfficiency(personality, o.model),
       ...o.efficiency,
     },
     ...(o.nonKvOverheadBytes !== undefined ? { nonKvOverheadBytes: o.nonKvOverheadBytes } : {}),

@@ -22,7 +22,7 @@ import {
   type PersonalityId,
   parseEngineVersion,
 } from './personality.js';
-import { DEFAULT_EFFICIENCY } from './roofline.js';
+import { DEFAULT_EFFICIENCY, STEP_OVERHEAD_PER_LAYER_S } from './roofline.js';
 
 /**
  * The simulated engine's options, shared by `infergauge sim` and `infergauge run` (which starts
@@ -230,7 +230,7 @@ export const ENGINE_FLAGS: readonly FlagSpec[] = [
     key: 'stepOverheadMs',
     kind: 'number',
     min: 0,
-    help: `fixed time per engine step (default: ${e.stepOverheadS * 1e3})`,
+    help: `fixed time per engine step (default: ${(STEP_OVERHEAD_PER_LAYER_S * 1e6).toFixed(0)} us per layer, ${e.stepOverheadS * 1e3} for 32 layers)`,
   },
   {
     flag: '--per-seq-overhead-us <us>',

@@ -328,7 +328,7 @@ export const SGLANG_NEW_TOKEN_RATIO = {
  * Each personality's cost constants over DEFAULT_EFFICIENCY (and the GPU family's); user flags
  * override them.
  */
-export function personalityEfficiency(id: PersonalityId): Partial<Efficiency> {
+export function personalityEfficiency(id: PersonalityId, model: ModelSpec): Partial<Efficiency> {
   switch (id) {
     case 'vllm-v0':
       // CPU per schedule not overlapped with the GPU (scheduling, input preparation), paid once
@@ -358,7 +358,9 @@ export function personalityEfficiency(id: PersonalityId): Partial<Efficiency> {
       // that measurement's 0.31 ms per token is today's overlap scheduler (on by default since
       // 0.4), and the fit point sgl030-l31-8b-a100-tp1-sharegpt-rps4 (SGLang 0.3.0, median TPOT
       // 13.2 ms) reads right at 1.0 ms; older versions' points need it, newer ones may be faster.
-      return { frontendLatencyS: 9.54e-3 - 2.63e-3, stepOverheadS: 1.0e-3 };
+      // It grows with the layers as the default does (STEP_OVERHEAD_PER_LAYER_S): 1.0 ms is
+      // that 32-layer model's.
+      return { frontendLatencyS: 9.54e-3 - 2.63e-3, stepOverheadS: (1.0e-3 / 32) * model.layers };
     case 'trtllm':
       // FITTED, as no published figure fixes them (docs/cli.md "Validation"): the Triton /
       // trtllm-serve front end, 4.5 ms, from the fit point trt014-online-l31-8b-h100-tp1-467-256-qps2

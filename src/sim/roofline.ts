@@ -21,7 +21,11 @@ export interface Efficiency {
    * bound by weight reads anyway; this ramp covers tile and wave quantisation of small GEMMs.
    */
   mfuHalfTokens: number;
-  /** Fixed time per engine step (scheduling, launch, sampling), seconds (reference: 0.5-3 ms). */
+  /**
+   * Fixed time per engine step (kernel boundaries, launch, scheduling, sampling), seconds. By
+   * default it grows with the model's layers (`STEP_OVERHEAD_PER_LAYER_S`); a value given here
+   * (a flag, a calibration) is the whole of it.
+   */
   stepOverheadS: number;
   /** Extra time per sequence in a step (input preparation, detokenisation), seconds. */
   perSeqOverheadS: number;
@@ -34,12 +38,25 @@ export interface Efficiency {
   scheduleOverheadS: number;
 }
 
+/**
+ * The fixed time of a memory-bound step grows with the layers, not per step: each layer is a
+ * dozen kernels (vLLM's `llama.py`: norms, four GEMMs, rope, attention, activation; two
+ * all-reduces beyond one GPU), and each kernel boundary costs microseconds under CUDA graphs.
+ * pytorch-labs/gpt-fast's README (batch 1, 8x A100-80GB, CUDA graphs) shows it: the time beyond
+ * streaming the weights is 1.4-1.7 ms for Llama-2-7B (32 layers) at TP 1 to 8 and 5.1 ms for
+ * Llama-2-70B (80 layers) at TP 2, 4 and 8 alike, flat across TP though the bytes per GPU
+ * quarter. Per layer: the reference's 1.5 ms for the 32-layer 8B models it was set on (47 us;
+ * gpt-fast reads 43-63). The all-reduces are `allReduce`'s, apart.
+ */
+export const STEP_OVERHEAD_PER_LAYER_S = 1.5e-3 / 32;
+
+/** The defaults; `stepOverheadS` is a 32-layer model's (resolveEngineConfig scales it by layer). */
 export const DEFAULT_EFFICIENCY: Efficiency = {
   mbu: 0.8,
   mfuMax16: 0.65,
   mfuMax8: 0.45,
   mfuHalfTokens: 128,
-  stepOverheadS: 1.5e-3,
+  stepOverheadS: STEP_OVERHEAD_PER_LAYER_S * 32,
   perSeqOverheadS: 13e-6,
   frontendLatencyS: 20e-3,
   scheduleOverheadS: 0,
