@@ -45,6 +45,10 @@ export function sizeCommand(): Command {
       'engines: vllm-v1, vllm-v0, sglang, trtllm (default: vllm-v1)',
     )
     .option(
+      '--engine-version <x.y.z>',
+      "vllm-v1's release, where its start-up memory differs (default: the latest)",
+    )
+    .option(
       '--max-model-len <n>',
       "context length every engine is started with (default: the model's)",
     )

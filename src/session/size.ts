@@ -352,8 +352,11 @@ class Search {
   }
 
   candidate(c: Candidate, warnings: Set<string>): SizedDeployment {
+    // The vLLM release is vllm-v1's setting: the other engines' candidates start without it.
+    const { engineVersion, ...engine } = this.o.engine ?? {};
     const resolved = resolveEngine({
-      ...this.o.engine,
+      ...engine,
+      ...(engineVersion !== undefined && c.personality === 'vllm-v1' ? { engineVersion } : {}),
       model: this.o.model,
       ...c.gpu,
       tp: c.tp,

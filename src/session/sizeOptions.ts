@@ -6,6 +6,7 @@
 import { readFileSync } from 'node:fs';
 import { parse } from 'yaml';
 import { parseFlagNumber } from '../flagNumber.js';
+import { parseEngineVersion } from '../sim/personality.js';
 import { isSessionScenario, parseScenarioList, withLengths } from '../workload/scenarios.js';
 import type { SizeOptions } from './size.js';
 
@@ -80,6 +81,10 @@ export function prepareSize(flags: SizeFlags): PreparedSize {
   const seed = number('seed', { integer: true, min: 0 });
   const top = number('top', { integer: true, min: 1 }) ?? 15;
   const maxModelLen = number('maxModelLen', { integer: true, min: 1 });
+  const engineVersion = str('engineVersion');
+  if (engineVersion !== undefined && !parseEngineVersion(engineVersion)) {
+    problems.push(`--engine-version ${engineVersion} is not a release; give one as 0.11.0`);
+  }
   let prices: Record<string, number> | undefined;
   const pricesFile = str('prices');
   if (pricesFile) {
@@ -118,10 +123,13 @@ export function prepareSize(flags: SizeFlags): PreparedSize {
       },
       ...(prices ? { prices } : {}),
       ...(calibration !== undefined ? { calibration } : {}),
-      ...(maxModelLen !== undefined || typeof flags.enablePrefixCaching === 'boolean'
+      ...(maxModelLen !== undefined ||
+      engineVersion !== undefined ||
+      typeof flags.enablePrefixCaching === 'boolean'
         ? {
             engine: {
               ...(maxModelLen !== undefined ? { maxModelLen } : {}),
+              ...(engineVersion !== undefined ? { engineVersion } : {}),
               ...(typeof flags.enablePrefixCaching === 'boolean'
                 ? { enablePrefixCaching: flags.enablePrefixCaching }
                 : {}),

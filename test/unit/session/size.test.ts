@@ -98,6 +98,15 @@ describe('size', () => {
       assert.equal(d.feasible, false);
       assert.match(d.reason ?? '', /^does not start: /);
     }
+    // A vLLM release given to the search reaches its vllm-v1 candidates only.
+    const versioned = await size({
+      ...options,
+      model: 'llama-3-70b',
+      space: { ...options.space, gpus: [{ gpu: 'l4' }], personalities: ['vllm-v1', 'sglang'] },
+      engine: { ...options.engine, engineVersion: '0.14.0' },
+    });
+    assert.equal(versioned.deployments.length, 4);
+    for (const d of versioned.deployments) assert.match(d.reason ?? '', /^does not start: /);
   });
 
   test('each chosen deployment holds the SLO with its replicas, and not with one fewer', () => {
@@ -253,6 +262,10 @@ describe('size', () => {
     assert.deepEqual(good.options?.space.tps, [1, 2, 4, 8]);
     assert.deepEqual(good.options?.space.dtypes, [undefined]);
     assert.equal(good.top, 3);
+    const release = (engineVersion: string) =>
+      prepareSize({ model: 'm', users: '1', slo: 'ttft.p99<1', gpu: 'h100', engineVersion });
+    assert.equal(release('0.14.1').options?.engine?.engineVersion, '0.14.1');
+    assert.match(release('new').problems.join('\n'), /--engine-version new is not a release/);
   });
 
   test('refuses goodput SLOs without the per-request SLO they count with', async () => {
