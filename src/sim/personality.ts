@@ -66,7 +66,8 @@ export interface VllmRelease {
  * - V1 up to 0.11.0 samples with FlashInfer where it is installed (the official image has it):
  *   `VLLM_USE_FLASHINFER_SAMPLER` unset meant on; PR #26859 (Oct 2025, in 0.11.1) made it
  *   opt-in, so 0.11.1 to 0.16 sort with PyTorch; PR #33538 (Feb 2026, in 0.17) added the Triton
- *   top-k/top-p kernel (from 8 rows), and PR #40376 (Apr 2026) turned FlashInfer back on.
+ *   top-k/top-p kernel (from 8 rows: fewer sort, a few MB), and PR #40376 (Apr 2026) turned
+ *   FlashInfer back on.
  * - ROCm always sorts (`TopKTopPSampler`: FlashInfer is CUDA's; the aiter sampler is disabled).
  * - From 0.21 the profile estimates CUDA-graph memory and takes it from the budget, and the
  *   default gpu_memory_utilization is 0.92 (PR #38284: "Enabled by default as of v0.21.0").
@@ -226,10 +227,10 @@ export function personalityDefaults(
     }
     default: {
       // vLLM V1 (`vllmDefaults`): gpu_memory_utilization by release (`vllmRelease`), block 16,
-      // chunked prefill on;
-      // without chunking the budget must hold max_model_len. Prefix caching on, as V1 has it
-      // (`EngineArgs.enable_prefix_caching` None -> True for the V1 engine; the vLLM V1 blog,
-      // Jan 2025: "enabled by default" at zero overhead on a miss); --no-enable-prefix-caching.
+      // chunked prefill on; without chunking the budget must hold max_model_len. Prefix caching
+      // on, as V1 has it (`EngineArgs.enable_prefix_caching` None -> True for the V1 engine; the
+      // vLLM V1 blog, Jan 2025: "enabled by default" at zero overhead on a miss);
+      // --no-enable-prefix-caching.
       const d = vllmDefaults(s.gpu);
       const chunked = s.chunkedPrefill ?? true;
       return {
