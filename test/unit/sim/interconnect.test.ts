@@ -118,6 +118,54 @@ describe('communication in a step', () => {
   });
 });
 
+describe('attention in a step', () => {
+  const model = findModelPreset('llama-3.1-8b') as ModelSpec;
+  const cost = (kvDtype: 'bf16' | 'fp8') =>
+    new StepCostModel({
+      model,
+      gpu: gpu('h100'),
+      weights: { dtype: 'bf16' },
+      kvDtype,
+      tp: 1,
+      efficiency: resolveEngineConfig({ model, gpu: gpu('h100') }).efficiency,
+    });
+  const decode = (kvDtype: 'bf16' | 'fp8', sequences: number, context: number) =>
+    cost(kvDtype).stepTime({
+      tokens: sequences,
+      sampledRows: sequences,
+      sequences,
+      attentionPairs: sequences * context,
+      kvTokensTouched: sequences * context,
+    }).attentionS;
+
+  test('a decode reads its KV at memory speed: fp8 KV halves it, and a batch adds KV, not rows', () => {
+    // One sequence over 65,536 tokens: 32 layers x 8 KV heads x 128 x 2 x 2 bytes a token.
+    const bytes = 65_536 * 131_072;
+    const e = resolveEngineConfig({ model, gpu: gpu('h100') }).efficiency;
+    const readS = bytes / (gpu('h100').bandwidthBytesPerS * e.mbu);
+    assert.ok(Math.abs(decode('bf16', 1, 65_536) / readS - 1) < 1e-9);
+    // fp8 halves the read; its FLOPs (4 query rows of an MMA's 16) stay well under it.
+    const fp8 = decode('fp8', 1, 65_536) / decode('bf16', 1, 65_536);
+    assert.ok(Math.abs(fp8 - 0.5) < 1e-9, `fp8 KV at ${fp8} of bf16's time`);
+    // 64 sequences of 1,024 tokens read what one of 65,536 reads.
+    assert.ok(Math.abs(decode('bf16', 64, 1024) / decode('bf16', 1, 65_536) - 1) < 1e-9);
+  });
+
+  test("a long prompt's attention is bound by its FLOPs, not its KV", () => {
+    const n = 8192;
+    const prefill = cost('bf16').stepTime({
+      tokens: n,
+      sampledRows: 1,
+      sequences: 1,
+      attentionPairs: (n * n) / 2,
+      kvTokensTouched: n,
+    }).attentionS;
+    const e = resolveEngineConfig({ model, gpu: gpu('h100') }).efficiency;
+    const readS = (n * 131_072) / (gpu('h100').bandwidthBytesPerS * e.mbu);
+    assert.ok(prefill > 10 * readS, `${prefill} s against a ${readS} s read`);
+  });
+});
+
 describe('chip families', () => {
   const model = findModelPreset('llama-3-8b') as ModelSpec;
   test('a family scales the defaults by its matmul share; Ampere and Hopper keep them; flags win', () => {
