@@ -330,14 +330,14 @@ export class StepCostModel {
 
   /**
    * Attention's time: its FLOPs at the kernel's share, or the KV it reads, whichever is longer.
-   * A sequence's attention is a kernel of its own over its own KV: what fills the tensor cores'
-   * rows is that sequence's query tokens times the query heads each KV head serves (FlashInfer
-   * and FlashAttention pack a KV head's query heads together), not the step's tokens, against
-   * the 16 rows of an MMA instruction (mma.m16n8k16), not a GEMM's large tiles. A decode (one
-   * token; 4 heads a KV head for Llama 3 8B, 8 for 70B) fills a quarter to a half of them and
-   * reads its KV at memory speed (flash decoding splits the context over the SMs); more
-   * sequences in the step add KV, not rows. (ggml's CPU kernel, `attentionKernels`, tiles the
-   * whole ubatch's rows together.)
+   * A sequence's attention runs over its own KV: what fills the tensor cores is that sequence's
+   * query tokens times the query heads each KV head serves, not the step's tokens. Decode
+   * kernels (FlashInfer's, FlashAttention's packed GQA) put a KV head's query heads into the 16
+   * rows of an MMA instruction (mma.m16n8k16) and split the context over the SMs: a decode (4
+   * heads a KV head for Llama 3 8B, 8 for 70B) fills a quarter to a half of them and reads its
+   * KV at memory speed; more sequences add KV, not rows. Prefill kernels tile 128 query rows per
+   * block over the heads, so a short prompt fills few SMs: the GEMM ramp over its rows. (ggml's
+   * CPU kernel, `attentionKernels`, tiles the whole ubatch's rows together.)
    */
   private attentionTime(
     tokens: number,
@@ -347,13 +347,16 @@ export class StepCostModel {
   ): number {
     const e = this.efficiency;
     const k = this.attentionKernels;
-    const rows = (tokens / Math.max(1, sequences)) * this.queryRowsPerToken;
+    const perSequence = tokens / Math.max(1, sequences);
+    const rows = perSequence * this.queryRowsPerToken;
     const mfu =
       tokens === 0
         ? 1
         : k
           ? e.mfuMax16 * (tokens >= k.tileRows ? 1 : k.perRowShare)
-          : e.mfuMax16 * Math.min(1, rows / ATTENTION_MMA_ROWS);
+          : perSequence <= 1
+            ? e.mfuMax16 * Math.min(1, rows / ATTENTION_MMA_ROWS)
+            : (e.mfuMax16 * rows) / (rows + e.mfuHalfTokens);
     return Math.max(
       (this.attnFlopsPerPair * pairs) / (this.peak16 * mfu),
       (this.kvBytesPerToken * kvTokensTouched) / this.effBandwidth,
