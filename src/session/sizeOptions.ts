@@ -6,7 +6,7 @@
 import { readFileSync } from 'node:fs';
 import { parse } from 'yaml';
 import { parseFlagNumber } from '../flagNumber.js';
-import { parseEngineVersion } from '../sim/personality.js';
+import { engineVersionProblem } from '../sim/personality.js';
 import { isSessionScenario, parseScenarioList, withLengths } from '../workload/scenarios.js';
 import type { SizeOptions } from './size.js';
 
@@ -82,9 +82,9 @@ export function prepareSize(flags: SizeFlags): PreparedSize {
   const top = number('top', { integer: true, min: 1 }) ?? 15;
   const maxModelLen = number('maxModelLen', { integer: true, min: 1 });
   const engineVersion = str('engineVersion');
-  if (engineVersion !== undefined && !parseEngineVersion(engineVersion)) {
-    problems.push(`--engine-version ${engineVersion} is not a release; give one as 0.11.0`);
-  }
+  const versionProblem =
+    engineVersion === undefined ? undefined : engineVersionProblem(engineVersion);
+  if (versionProblem) problems.push(versionProblem);
   let prices: Record<string, number> | undefined;
   const pricesFile = str('prices');
   if (pricesFile) {

@@ -23,7 +23,6 @@ import {
   SGLANG_NEW_TOKEN_RATIO,
   sglangMaxRunningRequests,
   TGI,
-  vllmRelease,
 } from './personality.js';
 import {
   DEFAULT_EFFICIENCY,
@@ -84,10 +83,6 @@ export function resolveEngineConfig(o: EngineModelOptions): EngineModelConfig {
     ...(o.chunkedPrefill !== undefined ? { chunkedPrefill: o.chunkedPrefill } : {}),
     ...(version ? { version } : {}),
   });
-  const vllm =
-    personality === 'vllm-v1' || isVllmV0(personality)
-      ? vllmRelease(personality, o.gpu, version)
-      : undefined;
   const config: EngineModelConfig = {
     model: o.model,
     gpu: o.gpu,
@@ -116,9 +111,7 @@ export function resolveEngineConfig(o: EngineModelOptions): EngineModelConfig {
     },
     ...(o.nonKvOverheadBytes !== undefined ? { nonKvOverheadBytes: o.nonKvOverheadBytes } : {}),
     ...(o.measuredSteps ? { measuredSteps: o.measuredSteps } : {}),
-    ...(vllm
-      ? { profileSampler: vllm.profileSampler, cudaGraphsInBudget: vllm.cudaGraphsInBudget }
-      : {}),
+    ...d.release,
     ...(o.engineVersion !== undefined ? { engineVersion: o.engineVersion } : {}),
     ...(o.numGpuBlocksOverride !== undefined
       ? { numGpuBlocksOverride: o.numGpuBlocksOverride }

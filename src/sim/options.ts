@@ -15,12 +15,12 @@ import {
 import type { EngineModelOptions } from './engineModel.js';
 import {
   DEFAULT_PERSONALITY,
+  engineVersionProblem,
   isPersonalityId,
   LOAD_BALANCERS,
   type LoadBalancer,
   PERSONALITY_IDS,
   type PersonalityId,
-  parseEngineVersion,
 } from './personality.js';
 import { DEFAULT_EFFICIENCY, STEP_OVERHEAD_PER_LAYER_S } from './roofline.js';
 
@@ -623,8 +623,9 @@ export function resolveEngine(given: SimEngineSettings): {
       problems.push(
         `--engine-version is vllm-v1's setting; vLLM's V0 releases are personalities (vllm-v0 for 0.6 on, vllm-v0.5), the other engines have none`,
       );
-    } else if (!parseEngineVersion(engineVersion)) {
-      problems.push(`--engine-version ${engineVersion} is not a release; give one as 0.11.0`);
+    } else {
+      const problem = engineVersionProblem(engineVersion);
+      if (problem) problems.push(problem);
     }
   }
   const loadBalancer = String(s.loadBalancer ?? 'round-robin') as LoadBalancer;

@@ -45,6 +45,12 @@ export function parseEngineVersion(text: string): [number, number, number] | und
   return m ? [Number(m[1]), Number(m[2]), Number(m[3] ?? 0)] : undefined;
 }
 
+/** The problem with an `--engine-version` that names no release, or undefined. */
+export const engineVersionProblem = (text: string): string | undefined =>
+  parseEngineVersion(text)
+    ? undefined
+    : `--engine-version ${text} is not a release; give one as 0.11.0`;
+
 const atLeast = (v: readonly number[], w: readonly number[]): boolean => {
   for (let i = 0; i < 3; i++) if ((v[i] ?? 0) !== (w[i] ?? 0)) return (v[i] ?? 0) > (w[i] ?? 0);
   return true;
@@ -104,6 +110,8 @@ export interface PersonalityDefaults {
   maxNumBatchedTokens: number;
   chunkedPrefill: boolean;
   prefixCaching: boolean;
+  /** vLLM's: its release's profiling sampler and CUDA-graph accounting (`vllmRelease`). */
+  release?: Omit<VllmRelease, 'gpuMemoryUtilization'>;
 }
 
 const MiB = 1024 * 1024;
@@ -133,8 +141,10 @@ export function personalityDefaults(
       // prefix caching off.
       const chunked =
         s.chunkedPrefill ?? (s.maxModelLen > 32 * 1024 && s.model.slidingWindow === undefined);
+      const { gpuMemoryUtilization, ...release } = vllmRelease(id, s.gpu);
       return {
-        gpuMemoryUtilization: 0.9,
+        gpuMemoryUtilization,
+        release,
         blockSize: 16,
         maxNumSeqs: 256,
         maxNumBatchedTokens: chunked ? 512 : Math.max(s.maxModelLen, 2048),
@@ -233,8 +243,10 @@ export function personalityDefaults(
       // --no-enable-prefix-caching.
       const d = vllmDefaults(s.gpu);
       const chunked = s.chunkedPrefill ?? true;
+      const { gpuMemoryUtilization, ...release } = vllmRelease(id, s.gpu, s.version);
       return {
-        gpuMemoryUtilization: vllmRelease(id, s.gpu, s.version).gpuMemoryUtilization,
+        gpuMemoryUtilization,
+        release,
         blockSize: 16,
         maxNumSeqs: d.maxNumSeqs,
         maxNumBatchedTokens: chunked
