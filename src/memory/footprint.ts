@@ -112,6 +112,31 @@ export function activationPeakBytes(
   return Math.max(forward, held + logits * SAMPLER_BYTES_PER_LOGIT[sampler]);
 }
 
+/**
+ * The activation peak of the engine's profiling step: vLLM's dummy run spreads its tokens over
+ * min(tokens, max_num_seqs) requests (`_dummy_run`), each sampling a row; TGI warms up with
+ * requests of max_input_length filling max_batch_prefill_tokens.
+ */
+export function profiledActivationBytes(
+  input: Pick<
+    VllmMemoryInput,
+    'memoryRule' | 'model' | 'tp' | 'maxNumBatchedTokens' | 'maxNumSeqs' | 'maxModelLen'
+  > &
+    Pick<VllmMemoryInput, 'profileSampler'>,
+): number {
+  const sampledRows =
+    input.memoryRule === 'tgi'
+      ? Math.max(1, Math.floor(input.maxNumBatchedTokens / input.maxModelLen))
+      : Math.min(input.maxNumSeqs, input.maxNumBatchedTokens);
+  return activationPeakBytes(
+    input.model,
+    input.maxNumBatchedTokens,
+    sampledRows,
+    input.tp,
+    input.profileSampler,
+  );
+}
+
 /** Memory outside weights, KV cache and activations, by component. */
 export interface OverheadParts {
   /** cuBLAS/cuBLASLt workspaces, allocator slack, other non-torch allocations after start-up. */
@@ -337,20 +362,7 @@ export function planVllmMemory(input: VllmMemoryInput): VllmMemoryPlan {
   const rule = input.memoryRule ?? 'vllm-v1';
   const totalBytes = gpu.memoryBytes;
   const weights = weightBytes(model, input.weights).total / tp;
-  // The profiling step's sampled rows: vLLM's dummy run spreads its tokens over
-  // min(tokens, max_num_seqs) requests (`_dummy_run`); TGI warms up with requests of
-  // max_input_length filling max_batch_prefill_tokens.
-  const sampledRows =
-    rule === 'tgi'
-      ? Math.max(1, Math.floor(input.maxNumBatchedTokens / input.maxModelLen))
-      : Math.min(input.maxNumSeqs, input.maxNumBatchedTokens);
-  const activationBytes = activationPeakBytes(
-    model,
-    input.maxNumBatchedTokens,
-    sampledRows,
-    tp,
-    input.profileSampler,
-  );
+  const activationBytes = profiledActivationBytes(input);
   const overhead = defaultOverhead(tp);
   const {
     budgetBytes,

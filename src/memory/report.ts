@@ -1,42 +1,44 @@
-import type { KvDtype, WeightFormat } from './dtype.js';
 import {
-  activationPeakBytes,
   blocksForTokens,
   CUDA_CONTEXT_BYTES,
   defaultOverhead,
   EngineStartError,
   kvBytesPerToken,
-  type MemoryRule,
-  type ProfileSampler,
   planVllmMemory,
+  profiledActivationBytes,
   slidingWindowCapBlocks,
+  type VllmMemoryInput,
   type VllmMemoryPlan,
   vllmDefaults,
   weightBytes,
 } from './footprint.js';
 import { GPU_PRESETS, type GpuSpec } from './hardware.js';
-import { type ModelSpec, paramCounts } from './model.js';
+import { paramCounts } from './model.js';
 
-/** What `infergauge memory` is asked. */
-export interface MemoryQuestion {
-  /** Whose start-up rule sizes the KV pool (default vLLM V1's); the plan names it. */
-  memoryRule?: MemoryRule;
-  model: ModelSpec;
-  gpu: GpuSpec;
-  weights: WeightFormat;
-  kvDtype: KvDtype;
-  tp: number;
+/**
+ * What `infergauge memory` is asked: an engine's memory settings (its rule, model, GPU, formats,
+ * budget, release facts), a context and a batch.
+ */
+export interface MemoryQuestion
+  extends Pick<
+    VllmMemoryInput,
+    | 'memoryRule'
+    | 'model'
+    | 'gpu'
+    | 'weights'
+    | 'kvDtype'
+    | 'tp'
+    | 'gpuMemoryUtilization'
+    | 'blockSize'
+    | 'maxNumBatchedTokens'
+    | 'maxNumSeqs'
+    | 'profileSampler'
+    | 'cudaGraphsInBudget'
+  > {
   /** Tokens per sequence (prompt + output) the deployment must hold. */
   contextTokens: number;
   /** Sequences held at once at that context. */
   batch: number;
-  gpuMemoryUtilization: number;
-  blockSize: number;
-  maxNumBatchedTokens: number;
-  maxNumSeqs: number;
-  /** vLLM: how its profiling run samples, and whether CUDA graphs come out of the budget. */
-  profileSampler?: ProfileSampler;
-  cudaGraphsInBudget?: boolean;
   /** The scheduler budget was given: other GPUs keep it rather than their own vLLM defaults. */
   budgetGiven?: boolean;
   /**
@@ -90,21 +92,15 @@ export interface MemoryReport {
 }
 
 function vllmPlan(q: MemoryQuestion, gpu: GpuSpec, tp: number): VllmMemoryPlan {
-  const budget = q.budgetGiven || gpu === q.gpu ? q : vllmDefaults(gpu);
+  const { contextTokens, batch, budgetGiven, budgetAt, ...engine } = q;
+  const budget = budgetGiven || gpu === q.gpu ? q : vllmDefaults(gpu);
   return planVllmMemory({
-    ...(q.memoryRule ? { memoryRule: q.memoryRule } : {}),
-    model: q.model,
+    ...engine,
     gpu,
-    weights: q.weights,
-    kvDtype: q.kvDtype,
     tp,
-    gpuMemoryUtilization: q.gpuMemoryUtilization,
-    blockSize: q.blockSize,
     maxNumBatchedTokens: budget.maxNumBatchedTokens,
     maxNumSeqs: budget.maxNumSeqs,
-    maxModelLen: q.contextTokens,
-    ...(q.profileSampler ? { profileSampler: q.profileSampler } : {}),
-    ...(q.cudaGraphsInBudget !== undefined ? { cudaGraphsInBudget: q.cudaGraphsInBudget } : {}),
+    maxModelLen: contextTokens,
   });
 }
 
@@ -128,13 +124,7 @@ export function memoryReport(q: MemoryQuestion): MemoryReport {
   const blocks = blocksForTokens(q.contextTokens, q.blockSize, windowCap);
   const kvPerSequence = blocks * q.blockSize * kvPerToken;
   const heldTokens = Math.min(q.contextTokens, windowCap * q.blockSize);
-  const activationBytes = activationPeakBytes(
-    q.model,
-    q.maxNumBatchedTokens,
-    Math.min(q.maxNumSeqs, q.maxNumBatchedTokens),
-    q.tp,
-    q.profileSampler,
-  );
+  const activationBytes = profiledActivationBytes({ ...q, maxModelLen: q.contextTokens });
   const overhead = defaultOverhead(q.tp);
   const totalBytes =
     weights +
