@@ -58,6 +58,13 @@ export interface ValidationPoint {
     requests?: number | null;
     /** `sharegpt`: the source gives no lengths, only the data set; use the `sharegpt` preset. */
     lengths?: 'sharegpt';
+    /**
+     * A spread the source states around its lengths ("~20k input tokens (±15% variance)"):
+     * each length uniform over [floor(value (1 - r)), ceil(value (1 + r))], as `vllm bench serve
+     * --random-range-ratio` draws them (`vllm/benchmarks/datasets.py` RandomDataset
+     * get_sampling_params). Without it the stated lengths are fixed.
+     */
+    rangeRatio?: number | null;
   };
   load: {
     /** `startup`: what the engine printed when it started (its KV pool), no load. */
@@ -222,7 +229,13 @@ function lengths(p: ValidationPoint): { input: LengthDistribution; output: Lengt
       ? parseLengthDistribution(
           `lognormal:${stated.value}:${stated.value}:${preset.min ?? 1}:${preset.max ?? ''}`,
         )
-      : parseLengthDistribution(String(Math.round(stated.value)));
+      : w.rangeRatio
+        ? {
+            kind: 'uniform' as const,
+            min: Math.floor(stated.value * (1 - w.rangeRatio)),
+            max: Math.ceil(stated.value * (1 + w.rangeRatio)),
+          }
+        : parseLengthDistribution(String(Math.round(stated.value)));
   return {
     input: of(w.inputTokens, sharegpt.input),
     output: of(w.outputTokens, sharegpt.output),
