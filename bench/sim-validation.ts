@@ -13,6 +13,7 @@ import {
   medianAbs,
   POINT_LIMIT,
   type PointResult,
+  signedMedian,
   simulatePoint,
   TARGETS,
 } from './simValidation.js';
@@ -65,7 +66,7 @@ function summary(label: string, set: PointResult[]): void {
   const cells = groups.flatMap((g) => {
     const errors = groupErrors(set, g);
     if (errors.length === 0) return [];
-    const signed = [...errors].sort((a, b) => a - b)[errors.length >> 1];
+    const signed = signedMedian(errors);
     return [`${g} ${pct(medianAbs(errors))} (n=${errors.length}, signed ${pct(signed)})`];
   });
   console.log(`${label}: ${cells.join(', ')}`);

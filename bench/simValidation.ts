@@ -416,6 +416,12 @@ export function medianAbs(errors: readonly number[]): number | undefined {
   return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
 }
 
+/** The signed middle error, as reported beside the median absolute one (the upper middle). */
+export function signedMedian(errors: readonly number[]): number | undefined {
+  if (errors.length === 0) return undefined;
+  return [...errors].sort((a, b) => a - b)[errors.length >> 1];
+}
+
 /** The errors of one group over a set of results (TTFT: only where it is targeted). */
 export function groupErrors(results: readonly PointResult[], group: Group): number[] {
   const errors: number[] = [];
