@@ -120,9 +120,14 @@ export function activationPeakBytes(
 export function profiledActivationBytes(
   input: Pick<
     VllmMemoryInput,
-    'memoryRule' | 'model' | 'tp' | 'maxNumBatchedTokens' | 'maxNumSeqs' | 'maxModelLen'
-  > &
-    Pick<VllmMemoryInput, 'profileSampler'>,
+    | 'memoryRule'
+    | 'model'
+    | 'tp'
+    | 'maxNumBatchedTokens'
+    | 'maxNumSeqs'
+    | 'maxModelLen'
+    | 'profileSampler'
+  >,
 ): number {
   const sampledRows =
     input.memoryRule === 'tgi'
