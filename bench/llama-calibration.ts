@@ -275,6 +275,7 @@ async function steps() {
         stepOverheadS: 0,
         perSeqOverheadS: 0,
         frontendLatencyS: 0,
+        frontendChatCpuS: 0,
         scheduleOverheadS: 0,
       },
       singleRowGemv: true,

@@ -42,7 +42,14 @@ export interface ValidationPoint {
   knownMiss?: string;
   /** Why the point cannot be simulated (a fact the source lacks), stated before the comparison. */
   skip?: string;
-  source: { title: string; repo?: string | null; path?: string | null; url?: string | null };
+  source: {
+    title: string;
+    repo?: string | null;
+    path?: string | null;
+    url?: string | null;
+    /** The source's own words: its command line says which endpoint the client used. */
+    quote?: string | null;
+  };
   engine: {
     name: string;
     version?: string | null;
@@ -307,6 +314,11 @@ function workload(p: ValidationPoint): (id: number) => RequestSpec {
   };
 }
 
+/** The source's client sent chat requests (`vllm bench serve --backend openai-chat`). */
+function chatEndpoint(p: ValidationPoint): boolean {
+  return /--backend openai-chat|\/v1\/chat\/completions/.test(p.source.quote ?? '');
+}
+
 /** TTFT is targeted at light and mid load: batch-1, or a published TTFT under a second. */
 function ttftTargeted(p: ValidationPoint): boolean {
   if (p.load.kind === 'batch1') return true;
@@ -342,7 +354,7 @@ export function simulatePoint(p: ValidationPoint, efficiency?: Partial<Efficienc
     requests: requestCount(p),
     warmupRequests: 0,
     seed: 1,
-    endpoint: 'completions',
+    endpoint: chatEndpoint(p) ? 'chat' : 'completions',
     nextRequest: workload(p),
     onRecord: (r) => records.push(r),
   });

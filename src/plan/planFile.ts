@@ -107,6 +107,7 @@ export const PLAN_KEYS = [
   'step-overhead-ms',
   'per-seq-overhead-us',
   'frontend-latency-ms',
+  'frontend-chat-cpu-ms',
   'num-scheduler-steps',
   'mem-fraction-static',
   'chunked-prefill-size',

@@ -27,6 +27,8 @@ export interface EngineRequest {
    * to num_computed + num_new tokens of request.all_token_ids, prompt and output).
    */
   outputWords?: () => readonly string[];
+  /** Came to /v1/chat/completions: the front end renders a chat template for it. */
+  chat?: boolean;
 }
 
 export interface GenerationSink {

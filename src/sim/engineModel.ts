@@ -7,6 +7,7 @@ import {
 } from '../memory/footprint.js';
 import type { MemoryQuestion } from '../memory/report.js';
 import { BlockPool } from './blockPool.js';
+import { FrontEndLoop } from './frontEnd.js';
 import { type BatchEntry, planUbatches } from './llamacppBatch.js';
 import {
   DEFAULT_PERSONALITY,
@@ -106,7 +107,7 @@ export function resolveEngineConfig(o: EngineModelOptions): EngineModelConfig {
       ...DEFAULT_EFFICIENCY,
       stepOverheadS: STEP_OVERHEAD_PER_LAYER_S * o.model.layers,
       ...familyEfficiency(o.gpu),
-      ...personalityEfficiency(personality, o.model),
+      ...personalityEfficiency(personality, o.model, version),
       ...o.efficiency,
     },
     ...(o.nonKvOverheadBytes !== undefined ? { nonKvOverheadBytes: o.nonKvOverheadBytes } : {}),
@@ -236,12 +237,14 @@ export interface SequenceInput {
    * blocks are cached as they fill), for prefix caching.
    */
   blockHashes?: readonly number[];
+  /** A chat request: the front end renders its template (`frontendChatCpuS`). */
+  chat?: boolean;
 }
 
 /** A request inside the engine. */
 export class Sequence {
-  /** The scheduler may take it from this time on (arrival + front-end latency). */
-  readonly readyNs: number;
+  /** The scheduler may take it from this time on (out of the front end, + its latency). */
+  readyNs: number;
   computed = 0;
   generated = 0;
   /** Uncached blocks it holds. */
@@ -341,6 +344,12 @@ export class EngineModel {
   };
   private readonly pool: BlockPool;
   private readonly frontendNs: number;
+  /** The API server's loop that chat requests pass first, where it costs CPU time. */
+  private readonly chatFrontEnd?: FrontEndLoop<Sequence>;
+  private readonly leftFrontEnd = (seq: Sequence, atNs: number): void => {
+    seq.readyNs = atNs + this.frontendNs;
+    this.waiting.push(seq);
+  };
   private readonly waiting: Sequence[] = [];
   private waitingHead = 0;
   private running: Sequence[] = [];
@@ -398,6 +407,8 @@ export class EngineModel {
       ),
     });
     this.frontendNs = Math.round(c.efficiency.frontendLatencyS * 1e9);
+    const chatCpuNs = Math.round(c.efficiency.frontendChatCpuS * 1e9);
+    if (chatCpuNs > 0) this.chatFrontEnd = new FrontEndLoop(chatCpuNs);
   }
 
   /** Why a request cannot be served at all (vLLM answers HTTP 400), or undefined. */
@@ -428,7 +439,11 @@ export class EngineModel {
       if (input.maxTokens > room) input = { ...input, maxTokens: Math.max(1, room) };
     }
     const seq = new Sequence(this.nextId++, input, this.frontendNs, listener);
-    this.waiting.push(seq);
+    if (input.chat && this.chatFrontEnd) {
+      this.chatFrontEnd.enter(seq, input.arrivalNs);
+    } else {
+      this.waiting.push(seq);
+    }
     return seq;
   }
 
@@ -436,6 +451,7 @@ export class EngineModel {
   abort(seq: Sequence): void {
     if (seq.done) return;
     seq.done = true;
+    if (this.chatFrontEnd?.remove(seq)) return;
     const w = this.waiting.indexOf(seq, this.waitingHead);
     if (w >= 0) this.waiting.splice(w, 1);
     const r = this.running.indexOf(seq);
@@ -469,10 +485,17 @@ export class EngineModel {
   /** Earliest time the engine has work: now if anything runs, else the first ready arrival. */
   nextWorkNs(): number | undefined {
     if (this.running.length > 0) return this.now;
-    if (this.waitingHead < this.waiting.length) {
-      return Math.max(this.now, this.waiting[this.waitingHead].readyNs);
-    }
-    return undefined;
+    const ready =
+      this.waitingHead < this.waiting.length ? this.waiting[this.waitingHead].readyNs : undefined;
+    const leaves = this.frontEndLeaveNs();
+    const nextNs = leaves === undefined ? ready : Math.min(ready ?? leaves, leaves);
+    return nextNs === undefined ? undefined : Math.max(this.now, nextNs);
+  }
+
+  /** When the next chat request leaves the front end for the scheduler, if one is inside. */
+  frontEndLeaveNs(): number | undefined {
+    const leaves = this.chatFrontEnd?.nextLeaveNs();
+    return leaves === undefined ? undefined : leaves + this.frontendNs;
   }
 
   /** Moves an idle engine's clock forward (never back). */
@@ -488,6 +511,7 @@ export class EngineModel {
   step(): StepResult | undefined {
     const c = this.config;
     const startNs = this.now;
+    this.chatFrontEnd?.advance(startNs, this.leftFrontEnd);
     if (this.running.length === 0) this.newTokenRatio = SGLANG_NEW_TOKEN_RATIO.init;
     const batch: Batch = { scheduled: [], budget: c.maxNumBatchedTokens, preempted: 0 };
     if (c.personality === 'llamacpp') {

@@ -247,6 +247,13 @@ export const ENGINE_FLAGS: readonly FlagSpec[] = [
     help: `HTTP front end, arrival to scheduler (default: ${e.frontendLatencyS * 1e3})`,
   },
   {
+    flag: '--frontend-chat-cpu-ms <ms>',
+    key: 'frontendChatCpuMs',
+    kind: 'number',
+    min: 0,
+    help: "CPU time per chat request on the API server's one loop, one at a time (default: 0; 12.7 for vllm-v1 0.11.0)",
+  },
+  {
     flag: '--num-scheduler-steps <n>',
     key: 'numSchedulerSteps',
     kind: 'number',
@@ -409,6 +416,7 @@ export interface SimEngineSettings {
   stepOverheadMs?: number;
   perSeqOverheadUs?: number;
   frontendLatencyMs?: number;
+  frontendChatCpuMs?: number;
   /** vllm-v0 */
   numSchedulerSteps?: number;
   /** sglang */
@@ -528,6 +536,7 @@ export function efficiencyOf(values: {
   stepOverheadMs?: number;
   perSeqOverheadUs?: number;
   frontendLatencyMs?: number;
+  frontendChatCpuMs?: number;
 }): Partial<typeof DEFAULT_EFFICIENCY> {
   const e: Partial<typeof DEFAULT_EFFICIENCY> = {};
   if (values.mbu !== undefined) e.mbu = values.mbu;
@@ -537,6 +546,7 @@ export function efficiencyOf(values: {
   if (values.stepOverheadMs !== undefined) e.stepOverheadS = values.stepOverheadMs / 1e3;
   if (values.perSeqOverheadUs !== undefined) e.perSeqOverheadS = values.perSeqOverheadUs / 1e6;
   if (values.frontendLatencyMs !== undefined) e.frontendLatencyS = values.frontendLatencyMs / 1e3;
+  if (values.frontendChatCpuMs !== undefined) e.frontendChatCpuS = values.frontendChatCpuMs / 1e3;
   return e;
 }
 

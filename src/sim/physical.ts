@@ -114,6 +114,7 @@ export class PhysicalEngine implements ServingEngine {
         arrivalNs,
         promptTokens: request.inputTokens,
         maxTokens: request.maxOutputTokens,
+        ...(request.chat ? { chat: true } : {}),
         ...(config.prefixCaching && request.promptWords
           ? {
               blockHashes: promptBlockHashes(
@@ -226,8 +227,15 @@ export class PhysicalEngine implements ServingEngine {
     loop.timer = undefined;
     model.advanceTo(startNs);
     const result: StepResult | undefined = model.step();
-    // Nothing schedulable: the next submit starts the loop again.
-    if (!result) return;
+    if (!result) {
+      // Nothing schedulable: the next submit starts the loop again, or the next request out of
+      // the front end (a later arrival there delayed the one this step was started for).
+      const leavesNs = model.frontEndLeaveNs();
+      if (leavesNs !== undefined) {
+        loop.timer = setTimeout(() => this.runStep(replica, leavesNs), this.delayTo(leavesNs));
+      }
+      return;
+    }
     this.options.metrics?.observeIteration(result.tokens, replica);
     const emissions = loop.pending;
     loop.pending = [];

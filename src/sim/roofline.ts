@@ -32,6 +32,12 @@ export interface Efficiency {
   /** HTTP front end: from request arrival to the scheduler seeing it, seconds (20-30 ms). */
   frontendLatencyS: number;
   /**
+   * CPU time the API server's one loop spends on each chat request before the engine sees it
+   * (rendering its template), one request at a time (`FrontEndLoop`), seconds. 0 where the
+   * release has no such cost worth modelling.
+   */
+  frontendChatCpuS: number;
+  /**
    * CPU time per schedule the GPU waits for (vLLM V0's scheduling and input preparation), once
    * per schedule: multi-step scheduling spreads it over its steps. 0 where it overlaps the GPU.
    */
@@ -62,6 +68,7 @@ export const DEFAULT_EFFICIENCY: Efficiency = {
   stepOverheadS: STEP_OVERHEAD_PER_LAYER_S * 32,
   perSeqOverheadS: 13e-6,
   frontendLatencyS: 20e-3,
+  frontendChatCpuS: 0,
   scheduleOverheadS: 0,
 };
 

@@ -225,6 +225,7 @@ async function complete(
       engineRequest: {
         inputTokens,
         maxOutputTokens: maxTokens,
+        chat: endpoint === 'chat',
         promptWords,
         outputWords: () => answerWords(plan, maxTokens),
       },

@@ -214,6 +214,7 @@ export function simulateRun(o: VirtualRunOptions): VirtualRunResult {
         promptTokens,
         maxTokens,
         ...(keys ? { blockHashes: keys } : {}),
+        ...(o.endpoint === 'chat' ? { chat: true } : {}),
       },
       request,
     );

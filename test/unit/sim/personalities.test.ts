@@ -348,6 +348,28 @@ describe('schedulers', () => {
     assert.ok(run.tokens[0][0] < runV1.tokens[0][0], 'first token sooner at batch 1');
   });
 
+  test('vLLM 0.11.0 parses the chat template per chat request on its one loop: a burst reaches the scheduler together, n x 12.7 ms on', () => {
+    const burst = (engineVersion: string, chat: boolean) =>
+      drive(
+        new EngineModel({ ...base, engineVersion }),
+        Array.from({ length: 40 }, () => ({ ...request(0, 128, 4), chat })),
+      ).seqs.map((s) => (s.readyNs - s.input.arrivalNs) / MS);
+    const frontendMs = 20;
+    // Round-robin, equal work: all 40 leave the loop at 40 x 12.7 ms, none sooner.
+    for (const waited of burst('0.11.0', true)) {
+      assert.ok(Math.abs(waited - (40 * 12.7 + frontendMs)) < 1e-3, `${waited} ms`);
+    }
+    // Completions render no template; 0.11.1 caches the parse (PR #26227).
+    for (const waited of [...burst('0.11.0', false), ...burst('0.11.1', true)]) {
+      assert.equal(waited, frontendMs);
+    }
+    // One chat request alone pays the parse once.
+    const alone = drive(new EngineModel({ ...base, engineVersion: '0.11.0' }), [
+      { ...request(0, 128, 4), chat: true },
+    ]).seqs[0];
+    assert.ok(Math.abs((alone.readyNs - alone.input.arrivalNs) / MS - (12.7 + frontendMs)) < 1e-3);
+  });
+
   test('vLLM 0.5 processes outputs in step with the GPU: 2 ms more per step than 0.6, and 0.1 ms per sequence', () => {
     const decodeGap = (personality: 'vllm-v0' | 'vllm-v0.5') => {
       const run = drive(
