@@ -25,10 +25,6 @@ export class FrontEndLoop<T> {
 
   constructor(readonly workNs: number) {}
 
-  get size(): number {
-    return this.inside.length - this.head;
-  }
-
   /** Adds a request arriving at `atNs`. */
   enter(item: T, atNs: number): void {
     this.busyUntilNs = Math.max(atNs, this.busyUntilNs) + this.workNs;
