@@ -21,6 +21,7 @@ import {
   type LoadBalancer,
   PERSONALITY_IDS,
   type PersonalityId,
+  VLLM_0110_CHAT_TEMPLATE_S,
 } from './personality.js';
 import { DEFAULT_EFFICIENCY, STEP_OVERHEAD_PER_LAYER_S } from './roofline.js';
 
@@ -251,7 +252,7 @@ export const ENGINE_FLAGS: readonly FlagSpec[] = [
     key: 'frontendChatCpuMs',
     kind: 'number',
     min: 0,
-    help: "CPU time per chat request on the API server's one loop, one at a time (default: 0; 12.7 for vllm-v1 0.11.0)",
+    help: `CPU time per chat request on the API server's one loop, one at a time (default: 0; ${VLLM_0110_CHAT_TEMPLATE_S * 1e3} for vllm-v1 0.11.0)`,
   },
   {
     flag: '--num-scheduler-steps <n>',

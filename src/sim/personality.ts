@@ -104,12 +104,13 @@ export function vllmRelease(
  * which builds a Jinja sandbox and parses the template each call (`vllm/entrypoints/
  * chat_utils.py`); PR #26227 (2025-10-04, after the 0.11.0 release, so in 0.11.1) cached it
  * (`lru_cache`). The same kind of uncached parse cost 6-8 s per 1,000 requests before PR #20065.
- * The time it costs is FITTED (`frontendChatCpuS`, 12.7 ms): the mean of the two fit points
+ * The time it costs is FITTED (`frontendChatCpuS`): the mean of the two fit points
  * gpustack-vllm0110-qwen3-14b-{h100,a100}-random128-4-offline (15.3 and 10.1 ms: their hosts'
  * CPUs differ), each 1,000 chat requests of 128 tokens at once whose mean TTFT (18.3 and 19.5 s)
  * is mostly the front end; the Qwen3-32B bursts on the same pages check it (they read 14.7 and
  * 9.2 ms).
  */
+export const VLLM_0110_CHAT_TEMPLATE_S = 12.7e-3;
 const vllmUncachedChatTemplate = (v: readonly number[]): boolean =>
   v[0] === 0 && v[1] === 11 && v[2] === 0;
 
@@ -363,7 +364,9 @@ export function personalityEfficiency(
 ): Partial<Efficiency> {
   switch (id) {
     case 'vllm-v1':
-      return version && vllmUncachedChatTemplate(version) ? { frontendChatCpuS: 12.7e-3 } : {};
+      return version && vllmUncachedChatTemplate(version)
+        ? { frontendChatCpuS: VLLM_0110_CHAT_TEMPLATE_S }
+        : {};
     case 'vllm-v0':
       // CPU per schedule not overlapped with the GPU (scheduling, input preparation), paid once
       // per multi-step window (`--num-scheduler-steps`). Before 0.6 it was 3.8 ms (29 % of a

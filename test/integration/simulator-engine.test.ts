@@ -18,6 +18,7 @@ import { findModelPreset, type ModelSpec } from '../../src/memory/model.js';
 import type { RequestRecord } from '../../src/record.js';
 import { type SimulatorProcess, spawnSimulator } from '../../src/session/simulator.js';
 import { EngineModel, type EngineModelOptions } from '../../src/sim/engineModel.js';
+import { VLLM_0110_CHAT_TEMPLATE_S } from '../../src/sim/personality.js';
 import { simulateRun } from '../../src/sim/virtual.js';
 import { parsePrometheusText } from '../../src/telemetry/prometheus.js';
 import type { ConversationWorkload } from '../../src/workload/conversations.js';
@@ -41,6 +42,7 @@ function virtual(
   load: LoadSpec,
   requests: number,
   nextRequest: (id: number) => RequestSpec,
+  run: { seed?: number; endpoint?: 'chat' | 'completions' } = {},
 ): { records: RequestRecord[]; engine: EngineModel } {
   const engine = new EngineModel(options);
   const records: RequestRecord[] = [];
@@ -49,8 +51,8 @@ function virtual(
     load,
     requests,
     warmupRequests: 0,
-    seed: 5,
-    endpoint: 'completions',
+    seed: run.seed ?? 5,
+    endpoint: run.endpoint ?? 'completions',
     nextRequest,
     onRecord: (r) => records.push(r),
   });
@@ -429,26 +431,17 @@ describe('virtual time and the HTTP simulator agree', () => {
         ...shape,
       });
       assert.equal(real.records.filter((r) => r.error === undefined).length, 24);
-      const engine = new EngineModel({
-        model: preset('llama-3-8b'),
-        gpu: gpu('h100'),
-        engineVersion: '0.11.0',
-      });
-      const same: RequestRecord[] = [];
-      simulateRun({
-        engine,
+      const same = virtual(
+        { model: preset('llama-3-8b'), gpu: gpu('h100'), engineVersion: '0.11.0' },
         load,
-        requests: 24,
-        warmupRequests: 0,
-        seed: 7,
-        endpoint: 'chat',
-        nextRequest: createSyntheticWorkload({ ...shape, seed: 7 }),
-        onRecord: (r) => same.push(r),
-      });
-      same.sort((a, b) => a.id - b.id);
-      // Every request waits for the whole burst's parse: about 24 x 12.7 + 20 ms.
+        24,
+        createSyntheticWorkload({ ...shape, seed: 7 }),
+        { seed: 7, endpoint: 'chat' },
+      ).records;
+      // Every request waits for the whole burst's parse: 24 x 12.7 + 20 ms and more.
       const ttftMs = (r: RequestRecord) => (r.firstTokenAt as number) - r.sentAt;
-      for (const r of same) assert.ok(ttftMs(r) > 24 * 12.7 + 20, `${ttftMs(r)} ms`);
+      const burstMs = 24 * VLLM_0110_CHAT_TEMPLATE_S * 1e3 + 20;
+      for (const r of same) assert.ok(ttftMs(r) > burstMs, `${ttftMs(r)} ms`);
       // All leave the loop together, so each request's first token is timed from the burst's
       // start: the client's own send skew (several ms over 24 sends) is no model difference.
       const fromStart = (records: RequestRecord[]) =>
