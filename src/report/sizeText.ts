@@ -96,7 +96,7 @@ export function renderSize(view: SizeView, top: number, traffic: string): string
       : []),
     ...(feasible.length > 0
       ? [
-          '* on the cost/latency Pareto front: no other deployment is both cheaper and has a lower p99 TTFT. Latency and headroom are each replica at its share of the traffic.',
+          `* on the cost/latency Pareto front: no other deployment ${feasible.some((d) => d.costPerHour !== undefined) ? 'costs less per hour' : 'uses fewer GPUs'} and has a lower p99 TTFT. Latency and headroom are each replica at its share of the traffic.`,
         ]
       : []),
     ...(examples.length > 0 ? ['Ruled out:', ...examples] : []),

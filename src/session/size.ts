@@ -192,8 +192,11 @@ function finish(
     ...new Set(feasible.filter((d) => d.costPerHour === undefined).map((d) => d.gpu)),
   ];
   if (o.prices && unpriced.length > 0) {
+    const anyPriced = feasible.some((d) => d.costPerHour !== undefined);
     warnings.add(
-      `no price for ${unpriced.join(', ')} in --prices: they are ranked after the priced ones`,
+      anyPriced
+        ? `no price for ${unpriced.join(', ')} in --prices: ranked after the priced deployments and not on the cost/latency front`
+        : `no price in --prices for any GPU that serves the traffic (${unpriced.join(', ')}): the front is over GPUs, not dollars`,
     );
   }
   deployments.sort(rank);
@@ -668,18 +671,26 @@ function stepBound(model: EngineModel, t: Trial): string {
   return s.gemmComputeBound ? 'compute (GEMMs)' : 'memory bandwidth (weights)';
 }
 
-/** Marks the feasible deployments no other is both cheaper (or fewer GPUs) and faster than. */
-function markPareto(rows: SizedDeployment[]): void {
-  const feasible = rows.filter((r) => r.feasible && r.at?.ttftP99Ms != null);
-  const cost = (r: SizedDeployment) => r.costPerHour ?? r.gpus;
-  for (const r of feasible) {
-    r.pareto = !feasible.some(
-      (o) =>
-        o !== r &&
-        cost(o) <= cost(r) &&
-        (o.at?.ttftP99Ms ?? Infinity) <= (r.at?.ttftP99Ms ?? Infinity) &&
-        (cost(o) < cost(r) || (o.at?.ttftP99Ms ?? Infinity) < (r.at?.ttftP99Ms ?? Infinity)),
-    );
+/**
+ * Marks the feasible deployments no other is both cheaper and faster than. The front is over one
+ * unit: dollars per hour once any deployment has a price, else GPUs. A deployment without a price
+ * cannot be placed on a dollar axis, so beside priced ones it is listed but never on the front
+ * (mixing its GPU count in as if dollars put unpriced rows on the front and the cheapest off it).
+ */
+export function markPareto(rows: SizedDeployment[]): void {
+  const measured = rows.filter((r) => r.feasible && r.at?.ttftP99Ms != null);
+  const priced = measured.some((r) => r.costPerHour !== undefined);
+  const cost = (r: SizedDeployment) => (priced ? r.costPerHour : r.gpus);
+  const onAxis = measured.filter((r) => cost(r) !== undefined);
+  for (const r of rows) if (r.feasible) r.pareto = false;
+  for (const r of onAxis) {
+    const c = cost(r) as number;
+    const t = r.at?.ttftP99Ms as number;
+    r.pareto = !onAxis.some((o) => {
+      const oc = cost(o) as number;
+      const ot = o.at?.ttftP99Ms as number;
+      return o !== r && oc <= c && ot <= t && (oc < c || ot < t);
+    });
   }
 }
 

@@ -147,19 +147,36 @@ describe('size', () => {
       assert.match(result.warnings.join('\n'), /no price for l4/);
   });
 
-  test('the Pareto front is exactly the deployments no other is both cheaper and faster than', () => {
+  test('the Pareto front is exactly the priced deployments no other is both cheaper and faster than', () => {
     const f = result.deployments.filter((d) => d.feasible);
-    const cost = (d: (typeof f)[number]) => d.costPerHour ?? d.gpus;
+    const priced = f.filter((d) => d.costPerHour !== undefined);
+    assert.ok(priced.length > 0, 'the price table prices some deployment');
     for (const d of f) {
-      const dominated = f.some(
+      if (d.costPerHour === undefined) {
+        assert.equal(
+          d.pareto,
+          false,
+          `${d.gpu} TP${d.tp} has no price, so no place on a $/h front`,
+        );
+        continue;
+      }
+      const cost = d.costPerHour;
+      const dominated = priced.some(
         (o) =>
           o !== d &&
-          cost(o) <= cost(d) &&
+          (o.costPerHour as number) <= cost &&
           (o.at?.ttftP99Ms ?? 0) <= (d.at?.ttftP99Ms ?? 0) &&
-          (cost(o) < cost(d) || (o.at?.ttftP99Ms ?? 0) < (d.at?.ttftP99Ms ?? 0)),
+          ((o.costPerHour as number) < cost || (o.at?.ttftP99Ms ?? 0) < (d.at?.ttftP99Ms ?? 0)),
       );
       assert.equal(d.pareto, !dominated);
     }
+    const cheapest = priced.reduce((a, b) =>
+      (a.costPerHour as number) <= (b.costPerHour as number) ? a : b,
+    );
+    assert.ok(
+      priced.some((d) => d.pareto && d.costPerHour === cheapest.costPerHour),
+      'the cheapest deployment is on the front',
+    );
   });
 
   test('an SLO no deployment can meet rules every one out, at light load', async () => {
