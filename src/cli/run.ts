@@ -148,7 +148,7 @@ export function addRunOptions(command: Command): Command {
     .option('--temperature <t>', `sampling temperature (default: ${d.temperature})`)
     .option(
       '--timeout <s>',
-      `per-request limit in seconds, headers to last token (default: ${d.timeoutS})`,
+      `per-request limit in seconds, from sending to the last byte (default: ${d.timeoutS})`,
     )
     .option(
       '--grace <s>',
