@@ -6,41 +6,34 @@
  * here wrote: builds llama.cpp's llama-server if the cache has none, writes a generated model
  * (random weights, no download), and serves it in the foreground on loopback until Ctrl-C.
  */
-import { parseArgs } from 'node:util';
-import { ensureLlamaServer } from './build.js';
-import { writeLlamaModelConfig } from './calibration.js';
-import {
-  CONTENT_ONLY_CHAT_TEMPLATE,
-  cachedLlamaModel,
-  LLAMA_PRESETS,
-  type LlamaPreset,
-} from './model.js';
-import { startLlamaServer } from './server.js';
+import { ENGINE_USAGE, parseEngineArgs } from './engineArgs.js';
 
-const { values } = parseArgs({
-  options: {
-    port: { type: 'string', default: '8080' },
-    'model-size': { type: 'string', default: 'tiny' },
-    parallel: { type: 'string', default: '4' },
-    'ctx-size': { type: 'string', default: '4096' },
-    threads: { type: 'string', default: '1' },
-    // One KV buffer for all slots, as llama-server runs with no --parallel (and as calibrated).
-    'kv-unified': { type: 'boolean', default: false },
-    // The served model's shape as a Hugging Face config.json, for `--model` of calibrate / sim.
-    'config-out': { type: 'string' },
-  },
-});
-
-const preset = values['model-size'] as LlamaPreset;
-if (!(preset in LLAMA_PRESETS)) {
-  process.stderr.write(`--model-size must be one of ${Object.keys(LLAMA_PRESETS).join(', ')}\n`);
+const args = parseEngineArgs(process.argv.slice(2));
+if (args.help) {
+  process.stdout.write(ENGINE_USAGE);
+  process.exit(0);
+}
+if ('problems' in args) {
+  for (const p of args.problems) process.stderr.write(`engine:llama: ${p}\n`);
+  process.stderr.write('engine:llama: see npm run engine:llama -- --help\n');
   process.exit(2);
 }
-const port = Number(values.port);
-if (!Number.isInteger(port) || port <= 0 || port > 65535) {
-  process.stderr.write('--port must be a port number, e.g. --port 8080\n');
-  process.exit(2);
-}
+const { options } = args;
+const preset = options.preset;
+const port = options.port;
+
+// Loaded only once the arguments are good: the help and a bad argument need no build.
+const [
+  { ensureLlamaServer },
+  { writeLlamaModelConfig },
+  { CONTENT_ONLY_CHAT_TEMPLATE, cachedLlamaModel },
+  { startLlamaServer },
+] = await Promise.all([
+  import('./build.js'),
+  import('./calibration.js'),
+  import('./model.js'),
+  import('./server.js'),
+]);
 
 const binary = await ensureLlamaServer();
 // Chat prompts then count like completions (one token per word), not with ChatML markers that
@@ -54,14 +47,14 @@ const server = await startLlamaServer({
   binary,
   modelPath,
   port,
-  parallel: Number(values.parallel),
-  ctxSize: Number(values['ctx-size']),
-  threads: Number(values.threads),
-  ...(values['kv-unified'] ? { extraArgs: ['--kv-unified'] } : {}),
+  parallel: options.parallel,
+  ctxSize: options.ctxSize,
+  threads: options.threads,
+  ...(options.kvUnified ? { extraArgs: ['--kv-unified'] } : {}),
 });
-if (values['config-out']) writeLlamaModelConfig(values['config-out'], preset);
+if (options.configOut) writeLlamaModelConfig(options.configOut, preset);
 process.stdout.write(
-  `llama-server (${preset} model, ${values.parallel} slots) at ${server.url}; Ctrl-C stops it.\n` +
+  `llama-server (${preset} model, ${options.parallel} slots) at ${server.url}; Ctrl-C stops it.\n` +
     `Try: node dist/cli/main.js run --url ${server.url} --concurrency 4 --requests 40 --ignore-eos --server-metrics --slots\n` +
     `  or: node dist/cli/main.js run --url ${server.url} --backend llamacpp --concurrency 4 --requests 40 --ignore-eos\n`,
 );
