@@ -1,10 +1,10 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
-import { basename } from 'node:path';
+import { basename, dirname } from 'node:path';
 import { Command, Option } from '@commander-js/extra-typings';
 import { evaluateThresholds, parseThresholds, type Threshold } from '../analysis/thresholds.js';
 import { EXIT } from '../errors.js';
 import type { RunSummary } from '../metrics/summary.js';
-import { resultPath, writeJson } from '../results/layout.js';
+import { resultPath } from '../results/layout.js';
 import { writeSummary } from '../results/runFiles.js';
 import { collect, printProblems, printWarnings, runAction } from './common.js';
 
@@ -87,7 +87,7 @@ async function report(dir: string, o: ReportOptions): Promise<number> {
     { renderHtmlReport },
     { markdownSummary },
     { loadReportInput },
-    { isDirectory, loadSavedRuns, readRunRecords },
+    { findRunDirs, isDirectory, loadSavedRuns, readRunRecords },
     { resultKind },
   ] = await Promise.all([
     import('../report/compat.js'),
@@ -98,10 +98,26 @@ async function report(dir: string, o: ReportOptions): Promise<number> {
     import('../results/reader.js'),
     import('../results/layout.js'),
   ]);
+  // Everything that can be refused is refused before anything is written: a bad --threshold or
+  // --compat once left a fresh report.html behind an exit 2.
   if (!isDirectory(dir)) return printProblems('report', [`${dir} is not a directory`]);
+  const problems: string[] = [];
   if (o.compat !== undefined && o.compat !== 'vllm') {
-    return printProblems('report', [`--compat ${o.compat} is not known; use --compat vllm`]);
+    problems.push(`--compat ${o.compat} is not known; use --compat vllm`);
   }
+  if (o.compat === 'vllm') {
+    const held = findRunDirs(dir).length;
+    if (held !== 1)
+      problems.push(
+        `--compat vllm writes one run's result; ${dir} holds ${held}: pass one of its run folders`,
+      );
+  }
+  try {
+    if (o.threshold?.length) parseThresholds(o.threshold);
+  } catch (err) {
+    problems.push(`invalid --threshold: ${(err as Error).message}`);
+  }
+  if (problems.length > 0) return printProblems('report', problems);
   // A killed run (no summary, a torn last line) is reported from its records, with a warning.
   const said = new Set<string>();
   const warn = (message: string) => {
@@ -113,7 +129,7 @@ async function report(dir: string, o: ReportOptions): Promise<number> {
   // requests.csv, written as they pass.
   const kind = resultKind(dir);
   const csv = o.csv !== undefined ? resultPath(o.csv, 'requestsCsv') : undefined;
-  if (o.csv !== undefined) mkdirSync(o.csv, { recursive: true });
+  if (o.csv !== undefined) writable(() => mkdirSync(o.csv as string, { recursive: true }), o.csv);
   const csvFile = csv ? requestsCsvFile(csv) : undefined;
   let runs: Awaited<ReturnType<typeof loadSavedRuns>>;
   try {
@@ -137,38 +153,47 @@ async function report(dir: string, o: ReportOptions): Promise<number> {
     }
   }
   const html = o.html ?? resultPath(dir, 'report');
-  writeFileSync(html, renderHtmlReport(await loadReportInput(dir, warn, { runs })));
+  writeOut(html, renderHtmlReport(await loadReportInput(dir, warn, { runs })));
   process.stdout.write(`HTML report: ${html}\n`);
   if (o.csv !== undefined) {
     const table = resultPath(o.csv, 'runsCsv');
-    writeFileSync(table, runsCsv(runs));
+    writeOut(table, runsCsv(runs));
     process.stdout.write(`CSV: ${csv}, ${table}\n`);
   }
   if (o.md !== undefined) {
-    writeFileSync(o.md, markdownSummary(`infergauge: ${basename(dir)}`, runs));
+    writeOut(o.md, markdownSummary(`infergauge: ${basename(dir)}`, runs));
     process.stdout.write(`Markdown: ${o.md}\n`);
   }
   if (o.compat === 'vllm') {
-    if (runs.length !== 1) {
-      return printProblems('report', [
-        `--compat vllm writes one run's result; ${dir} holds ${runs.length}: pass one of its run folders`,
-      ]);
-    }
     const [{ summary, manifest: m }] = runs;
     const out = o.compatOut ?? resultPath(dir, 'vllmBench');
     const backend = m.plan?.backend as string | undefined;
     // vLLM's result lists every request's token gaps: it needs the records whole.
     const records = await readRunRecords(runs[0].dir);
-    writeJson(
-      out,
-      vllmBenchResult(records, summary, {
-        model: m.model ?? 'unknown',
-        backend: backend === 'openai' ? 'openai-chat' : (backend ?? 'openai'),
-        tokenizer: (m.plan?.tokenizer as string | undefined) ?? 'words',
-        date: (m.startedAt ?? new Date().toISOString()).replace(/\.\d+Z$/, ''),
-      }),
-    );
+    const result = vllmBenchResult(records, summary, {
+      model: m.model ?? 'unknown',
+      backend: backend === 'openai' ? 'openai-chat' : (backend ?? 'openai'),
+      tokenizer: (m.plan?.tokenizer as string | undefined) ?? 'words',
+      date: (m.startedAt ?? new Date().toISOString()).replace(/\.\d+Z$/, ''),
+    });
+    writeOut(out, `${JSON.stringify(result, null, 2)}\n`);
     process.stdout.write(`vLLM bench result: ${out}\n`);
   }
   return gate('report', o.threshold, runs);
+}
+
+/** Writes `text` to `path`, making its folder as `compare` does; a failure names the path. */
+function writeOut(path: string, text: string): void {
+  writable(() => {
+    mkdirSync(dirname(path), { recursive: true });
+    writeFileSync(path, text);
+  }, path);
+}
+
+function writable(write: () => void, path: string): void {
+  try {
+    write();
+  } catch (err) {
+    throw new Error(`cannot write ${path}: ${(err as Error).message}`);
+  }
 }

@@ -3,7 +3,7 @@
  * JSON), and CI thresholds with their exit code.
  */
 import assert from 'node:assert/strict';
-import { existsSync, readFileSync } from 'node:fs';
+import { cpSync, existsSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { before, describe, test } from 'node:test';
 import type { RunSummary } from '../../src/metrics/summary.js';
@@ -122,6 +122,37 @@ describe('infergauge report', () => {
     assert.match(run.stderr, /threshold failed: e2e\.p99/);
     const bad = await runCli(['report', dir, '--threshold', 'speed>>3']);
     assert.equal(bad.code, 2);
+  });
+
+  test('a refused option writes nothing; outputs in folders not yet made are made', async () => {
+    // A copy of the run without its report.html: any written file would be a new one.
+    const copy = join(tempDir('ig-report-clean-'), 'run');
+    cpSync(dir, copy, { recursive: true });
+    rmSync(join(copy, 'report.html'));
+    const out = join(tempDir('ig-report-out-'), 'nodir');
+    for (const args of [
+      ['--threshold', 'speed>>3'],
+      ['--compat', 'vllm2', '--md', join(out, 'x.md')],
+    ]) {
+      const refused = await runCli(['report', copy, ...args]);
+      assert.equal(refused.code, 2, refused.stderr);
+      assert.equal(refused.stdout, '');
+      assert.ok(!existsSync(join(copy, 'report.html')), `${args.join(' ')} wrote report.html`);
+      assert.ok(!existsSync(out));
+    }
+    const made = await runCli([
+      'report',
+      copy,
+      '--md',
+      join(out, 'x.md'),
+      '--compat',
+      'vllm',
+      '--compat-out',
+      join(out, 'deeper', 'vllm.json'),
+    ]);
+    assert.equal(made.code, 0, made.stderr);
+    assert.match(readFileSync(join(out, 'x.md'), 'utf8'), /^#+ infergauge: run$/m);
+    assert.ok(existsSync(join(out, 'deeper', 'vllm.json')));
   });
 
   test('plan and server warnings (temperature) reach every output of report, as in summary.json', async () => {
