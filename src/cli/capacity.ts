@@ -30,7 +30,10 @@ export function capacityCommand(): Command {
     )
     .option('--metrics-url <url>', 'Prometheus metrics of the server (default: <url>/metrics)')
     .option('--scrape-interval <s>', 'seconds between metric scrapes (default: 0.5)')
-    .option('--timeout <s>', 'per-request limit in seconds, from sending to the last byte (default: 600)')
+    .option(
+      '--timeout <s>',
+      'per-request limit in seconds, from sending to the last byte (default: 600)',
+    )
     .option('--api-key-env <var>', 'environment variable holding the API key')
     .option('--ignore-eos', 'ask the server for exactly --output-tokens (vLLM, SGLang)')
     .option('--time-scale <x>', 'built-in simulator: real seconds per simulated second')

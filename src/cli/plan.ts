@@ -1,10 +1,11 @@
 import { Command } from '@commander-js/extra-typings';
+import { SECRET_NAME } from '../backends/request.js';
 import { EXIT } from '../errors.js';
+import { planFileOf } from '../plan/printPlan.js';
 import { type RunPlan, redactPlan } from '../plan/runPlan.js';
 import { prepareRun } from '../session/prepare.js';
 import type { PreparedRun } from '../session/target.js';
 import { describeEngine } from '../sim/describe.js';
-import { formatLengthDistribution } from '../workload/distributions.js';
 import { describeScenario } from '../workload/scenarios.js';
 import { printProblems, printWarnings, runAction } from './common.js';
 import { addRunOptions, withPlanFile } from './run.js';
@@ -37,33 +38,40 @@ export function planCommand(): Command {
         return printProblems('plan', prepared.problems);
       }
       printWarnings('plan', prepared.warnings);
+      // commander's own defaults (html true from --no-html) are not the user's: run fills them.
+      const chosen = Object.fromEntries(
+        Object.entries(merged).filter(
+          ([k, v]) => !(cmd.getOptionValueSource(k) === 'default' && runOptions[k] === v),
+        ),
+      );
+      const file = planFileOf(chosen, redactPlan(prepared.plan));
       // YAML is loaded only here, so that other commands start without it.
-      const { stringify } = await import('yaml');
-      process.stdout.write(stringify(effectivePlan(prepared, prepared.plan)));
+      const { Document } = await import('yaml');
+      const doc = new Document(file);
+      doc.commentBefore = planComment(prepared, prepared.plan)
+        .map((line) => ` ${line}`)
+        .join('\n');
+      process.stdout.write(doc.toString({ lineWidth: 0 }));
       return EXIT.ok;
     }),
   );
 }
 
-/** The plan as `run` would carry it out, secrets redacted, each scenario spelled out. */
-function effectivePlan(prepared: PreparedRun, runPlan: RunPlan) {
-  const plan = redactPlan(runPlan);
-  return {
-    ...plan,
-    scenarios: plan.scenarios.map((s) => ({
-      name: s.name,
-      'input-tokens': formatLengthDistribution(s.input),
-      'output-tokens': formatLengthDistribution(s.output),
-      ...(s.sharedPrefixTokens ? { 'shared-prefix': s.sharedPrefixTokens } : {}),
-      summary: describeScenario(s),
-    })),
-    server:
-      plan.url !== undefined
-        ? plan.url
-        : {
-            builtInSimulator: prepared.engine ? describeEngine(prepared.engine) : 'default',
-            mode: prepared.simulate ? 'virtual time (--simulate)' : 'real time',
-            ...(prepared.timeScale !== undefined ? { timeScale: prepared.timeScale } : {}),
-          },
-  };
+/** What the plan file alone does not say: the server it runs against, each scenario in words. */
+function planComment(prepared: PreparedRun, plan: RunPlan): string[] {
+  const server =
+    plan.url !== undefined
+      ? redactPlan(plan).url
+      : `the built-in simulator, ${prepared.engine ? describeEngine(prepared.engine) : 'default'}, in ${prepared.simulate ? 'virtual time (--simulate)' : 'real time'}${prepared.timeScale !== undefined ? ` at --time-scale ${prepared.timeScale}` : ''}`;
+  return [
+    'infergauge plan: run it with infergauge run --plan FILE',
+    `server: ${server}`,
+    ...Object.keys(plan.headers)
+      .filter((k) => SECRET_NAME.test(k))
+      .map(
+        (k) =>
+          `header ${k} left out (a secret): give it with --header, or a key with --api-key-env`,
+      ),
+    ...plan.scenarios.map((s) => `scenario ${describeScenario(s)}`),
+  ].map((line) => line.replace(/[\p{Cc}]/gu, ' '));
 }

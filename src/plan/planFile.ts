@@ -2,6 +2,7 @@ import { readFileSync, statSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import type { z as Zod } from 'zod';
 import { UsageError } from '../errors.js';
+import { didYouMean, nearest } from '../nearest.js';
 import { SCENARIO_PRESETS } from '../workload/scenarios.js';
 import type { PlanScenario } from './planScenario.js';
 
@@ -28,6 +29,8 @@ function kindOf(value: unknown): string {
 const allowed = (what: string) => ({
   error: (issue: { input?: unknown }) => `must be ${what}, not ${kindOf(issue.input)}`,
 });
+
+const PRESET_NAMES = SCENARIO_PRESETS.map((s) => s.name) as [string, ...string[]];
 
 /** Every option `run` accepts from a file, by its flag name. */
 export const PLAN_KEYS = [
@@ -116,6 +119,13 @@ export const PLAN_KEYS = [
   'max-batch-size',
   'max-num-tokens',
   'enable-chunked-context',
+  'disable-radix-cache',
+  'parallel',
+  'ctx-size',
+  'batch-size',
+  'ubatch-size',
+  'kv-unified',
+  'calibration',
   'threshold',
   'export',
   'html',
@@ -153,7 +163,10 @@ function buildSchemas() {
         .optional()
         .describe('the scenario name (its results go in a folder of this name)'),
       preset: z
-        .enum(SCENARIO_PRESETS.map((s) => s.name) as [string, ...string[]])
+        .enum(PRESET_NAMES, {
+          error: (issue: { input?: unknown }) =>
+            `unknown preset ${JSON.stringify(issue.input)}${typeof issue.input === 'string' ? didYouMean(issue.input, PRESET_NAMES) : ''}; presets: ${PRESET_NAMES.join(', ')}`,
+        })
         .optional()
         .describe('start from a preset scenario'),
       'input-tokens': z
@@ -358,32 +371,4 @@ export function planFileOptions(value: unknown, path: string): PlanFileOptions {
   }
   const scenarios = parsed.data.scenarios as PlanScenario[] | undefined;
   return { options, ...(scenarios ? { scenarios } : {}) };
-}
-
-/** The candidate closest to `word` by edit distance, when it is close enough to be a typo. */
-function nearest(word: string, candidates: readonly string[]): string | undefined {
-  let best: string | undefined;
-  let bestDistance = Math.max(2, Math.floor(word.length / 3)) + 1;
-  for (const c of candidates) {
-    const d = editDistance(word, c);
-    if (d < bestDistance) {
-      best = c;
-      bestDistance = d;
-    }
-  }
-  return best;
-}
-
-function editDistance(a: string, b: string): number {
-  const row = Array.from({ length: b.length + 1 }, (_, i) => i);
-  for (let i = 1; i <= a.length; i++) {
-    let diagonal = row[0];
-    row[0] = i;
-    for (let j = 1; j <= b.length; j++) {
-      const above = row[j];
-      row[j] = Math.min(row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] === b[j - 1] ? 0 : 1));
-      diagonal = above;
-    }
-  }
-  return row[b.length];
 }

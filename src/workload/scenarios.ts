@@ -1,4 +1,5 @@
 import type { BackendOptions } from '../backends/types.js';
+import { didYouMean } from '../nearest.js';
 import {
   formatLengthDistribution,
   type LengthDistribution,
@@ -183,8 +184,9 @@ export function parseScenarioList(text: string): Scenario[] {
     .filter(Boolean);
   const unknown = names.filter((n) => !findScenario(n));
   if (unknown.length > 0 || names.length === 0) {
+    const presets = SCENARIO_PRESETS.map((s) => s.name);
     throw new Error(
-      `unknown scenario ${unknown.map((n) => `"${n}"`).join(', ') || '(none given)'}; presets: ${SCENARIO_PRESETS.map((s) => s.name).join(', ')} (custom scenarios go in a --plan file)`,
+      `unknown scenario ${unknown.map((n) => `"${n}"${didYouMean(n.toLowerCase(), presets)}`).join(', ') || '(none given)'}; presets: ${SCENARIO_PRESETS.map((s) => s.name).join(', ')} (custom scenarios go in a --plan file)`,
     );
   }
   return names.map((n) => ({ ...(findScenario(n) as Scenario) }));

@@ -10,6 +10,7 @@ import { markPareto, type SizedDeployment } from '../../../src/session/size.js';
 function row(gpu: string, gpus: number, ttftP99Ms: number, costPerHour?: number): SizedDeployment {
   return {
     gpu,
+    gpuName: gpu,
     tp: 1,
     dp: gpus,
     gpus,
