@@ -95,6 +95,7 @@ export {
   SIM_ENGINE_KINDS,
   type SimEngineKind,
   type SimulatorOptions,
+  SimulatorOptionsError,
   simulatorOptionsFromFlags,
 } from './sim/simulatorOptions.js';
 export { simulateRun } from './sim/virtual.js';

@@ -18,7 +18,11 @@ import { SimMetrics } from './metrics.js';
 import { resolveEngine } from './options.js';
 import { PhysicalEngine } from './physical.js';
 import { type RunningSimServer, startSimServer } from './server.js';
-import { type SimulatorOptions, simulatorOptionProblems } from './simulatorOptions.js';
+import {
+  type SimulatorOptions,
+  SimulatorOptionsError,
+  simulatorOptionProblems,
+} from './simulatorOptions.js';
 
 /** The simulated server's engine: a modelled GPU (physical) or fixed timing (scripted). */
 export type SimEngineChoice =
@@ -105,6 +109,9 @@ export function simEngineChoice(o: SimulatorOptions): {
   warnings: string[];
 } {
   const problems = simulatorOptionProblems(o);
+  // Not options at all (parseSimulatorArgs' answer, a string): nothing more can be read from it.
+  if (typeof o !== 'object' || o === null || ('options' in o && 'problems' in o))
+    throw invalid(problems);
   if (o.engine === 'scripted') {
     if (problems.length > 0) throw invalid(problems);
     return {
@@ -121,13 +128,13 @@ export function simEngineChoice(o: SimulatorOptions): {
   };
 }
 
-const invalid = (problems: string[]) =>
-  new Error(`invalid options\n  - ${problems.join('\n  - ')}`);
+const invalid = (problems: string[]) => new SimulatorOptionsError(problems);
 
 /**
  * Starts the simulated OpenAI-compatible server in this process, on a loopback port of its own
- * unless `host` and `port` say otherwise. Throws an Error whose message says what is wrong with
- * the options (engine settings, a deployment that cannot start, a fault spec) or the socket.
+ * unless `host` and `port` say otherwise. Options that cannot start an engine (an unknown key,
+ * engine settings, a deployment that cannot start, a fault spec) throw a SimulatorOptionsError
+ * (a UsageError) listing every problem; the socket's failure throws as Node reports it.
  *
  * The simulator then shares this process's event loop: to measure a client's own timing, start
  * it in a process of its own (`infergauge run` does, through spawnSimulator).
@@ -139,8 +146,15 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Ru
     ...(model !== undefined ? { model } : {}),
     ...(options.servedModelName !== undefined ? { servedModelName: options.servedModelName } : {}),
   });
-  const faults =
-    options.faults !== undefined ? parseFaults(options.faults, options.faultSeed ?? 1) : undefined;
+  let faults: ReturnType<typeof parseFaults> | undefined;
+  try {
+    faults =
+      options.faults !== undefined
+        ? parseFaults(options.faults, options.faultSeed ?? 1)
+        : undefined;
+  } catch (err) {
+    throw invalid([(err as Error).message]);
+  }
   const server: RunningSimServer = await startSimServer({
     model: sim.servedName,
     engine: sim.engine,

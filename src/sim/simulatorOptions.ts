@@ -5,7 +5,9 @@
  * `startSimulator` all go from these options to an engine the same way.
  */
 import { parseArgs } from 'node:util';
+import { UsageError } from '../errors.js';
 import { parseFlagNumber, TIME_SCALE } from '../flagNumber.js';
+import { nearest } from '../nearest.js';
 import { type AnswerOptions, DEFAULT_ANSWER_OPTIONS } from './answer.js';
 import { DEFAULT_SCRIPTED_TIMING, type ScriptedTiming } from './engine.js';
 import {
@@ -349,6 +351,23 @@ export function parseSimulatorArgs(args: readonly string[]): {
  */
 export function simulatorOptionProblems(options: SimulatorOptions): string[] {
   const problems: string[] = [];
+  if (typeof options !== 'object' || options === null || Array.isArray(options))
+    return [`the simulator's options must be an object (SimulatorOptions), not ${kindOf(options)}`];
+  // parseSimulatorArgs' answer passed whole: its keys are not options, and ignoring them
+  // started the default model without a word.
+  if ('options' in options && 'problems' in options) {
+    return [
+      "got parseSimulatorArgs' { options, problems }: check problems, then pass its options: const { options, problems } = parseSimulatorArgs(args); if (problems.length === 0) await startSimulator(options)",
+    ];
+  }
+  for (const key of Object.keys(options)) {
+    if (!(key in SIMULATOR_OPTION_KEYS)) {
+      const near = nearest(key, Object.keys(SIMULATOR_OPTION_KEYS));
+      problems.push(
+        `${JSON.stringify(key)} is not a simulator option${near ? ` (did you mean "${near}"?)` : ''}; the options are SimulatorOptions' (docs/library.md, "The simulator's options")`,
+      );
+    }
+  }
   for (const f of SIM_FLAGS) {
     const value = getPath(options, f.key);
     if (value === undefined) continue;
@@ -356,4 +375,82 @@ export function simulatorOptionProblems(options: SimulatorOptions): string[] {
     if (problem) problems.push(problem);
   }
   return problems;
+}
+
+/**
+ * Every key of SimulatorOptions: the compiler holds this table to the interface (a key missing
+ * here or one the interface lacks fails to build), and startSimulator refuses any other key.
+ */
+const SIMULATOR_OPTION_KEYS = {
+  model: true,
+  gpu: true,
+  gpuSpec: true,
+  enginePersonality: true,
+  engineVersion: true,
+  tp: true,
+  dp: true,
+  loadBalancer: true,
+  dtype: true,
+  kvCacheDtype: true,
+  gpuMemoryUtilization: true,
+  maxModelLen: true,
+  maxNumSeqs: true,
+  maxNumBatchedTokens: true,
+  blockSize: true,
+  chunkedPrefill: true,
+  enablePrefixCaching: true,
+  numGpuBlocksOverride: true,
+  nonKvOverheadGb: true,
+  calibration: true,
+  mbu: true,
+  mfu: true,
+  mfu8bit: true,
+  mfuHalfTokens: true,
+  stepOverheadMs: true,
+  perSeqOverheadUs: true,
+  frontendLatencyMs: true,
+  frontendChatCpuMs: true,
+  numSchedulerSteps: true,
+  memFractionStatic: true,
+  chunkedPrefillSize: true,
+  maxRunningRequests: true,
+  disableRadixCache: true,
+  kvCacheFreeGpuMemFraction: true,
+  maxBatchSize: true,
+  maxNumTokens: true,
+  enableChunkedContext: true,
+  parallel: true,
+  ctxSize: true,
+  batchSize: true,
+  ubatchSize: true,
+  kvUnified: true,
+  engine: true,
+  timing: true,
+  timeScale: true,
+  servedModelName: true,
+  faults: true,
+  faultSeed: true,
+  host: true,
+  port: true,
+  truthLimit: true,
+  chatTemplateTokens: true,
+  answers: true,
+} as const satisfies Record<keyof SimulatorOptions, true>;
+
+/** What a value is, for a message that says what was given instead of options. */
+function kindOf(value: unknown): string {
+  if (Array.isArray(value)) return 'a list';
+  if (value === null) return 'null';
+  return `a ${typeof value}`;
+}
+
+/**
+ * Simulator options that cannot start an engine: a UsageError (exit 2 on the command line),
+ * every problem listed, each naming the flag of the same meaning.
+ */
+export class SimulatorOptionsError extends UsageError {
+  constructor(problems: string[]) {
+    super(problems, 'IG_SIM_OPTIONS');
+    this.message = `invalid options\n  - ${problems.join('\n  - ')}`;
+  }
 }

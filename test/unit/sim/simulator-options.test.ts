@@ -5,6 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
+import { InfergaugeError, UsageError } from '../../../src/errors.js';
 import { findGpuPreset } from '../../../src/memory/hardware.js';
 import { findModelPreset } from '../../../src/memory/model.js';
 import { spawnSimulator } from '../../../src/session/simulator.js';
@@ -17,6 +18,7 @@ import {
 import { startSimulator } from '../../../src/sim/simulator.js';
 import {
   parseSimulatorArgs,
+  type SimulatorOptions,
   simulatorOptionsFromFlags,
 } from '../../../src/sim/simulatorOptions.js';
 
@@ -174,6 +176,30 @@ describe('starting it', () => {
       message:
         /invalid options\n {2}- --port must be a whole number >= 0 and <= 65535 \(got 70000\)\n {2}- --tp must be between 1 and inf \(got 0\)\n {2}- --gpu h900 is not a preset/,
     });
+  });
+
+  test('what is not options is refused as an InfergaugeError naming the fix, before any socket', async () => {
+    const refused = async (options: unknown, problem: RegExp) => {
+      await assert.rejects(startSimulator(options as SimulatorOptions), (err: unknown) => {
+        assert.ok(err instanceof InfergaugeError, String(err));
+        assert.ok(err instanceof UsageError);
+        assert.equal(err.code, 'IG_SIM_OPTIONS');
+        assert.match(err.problems.join('\n'), problem);
+        return true;
+      });
+    };
+    // parseSimulatorArgs' answer whole: its options once went unread and the default model ran.
+    await refused(
+      parseSimulatorArgs(['--model', 'llama-3-70b']),
+      /parseSimulatorArgs' \{ options, problems \}: check problems, then pass its options/,
+    );
+    await refused(
+      { modle: 'llama-3-70b' },
+      /"modle" is not a simulator option \(did you mean "model"\?\)/,
+    );
+    await refused('h100', /must be an object \(SimulatorOptions\), not a string/);
+    await refused({ faults: 'bogus=1' }, /--faults: cannot read "bogus=1"/);
+    await refused({ tp: 0 }, /--tp must be between 1/);
   });
 
   test('in a process of its own, from typed options or words', async () => {
