@@ -28,6 +28,46 @@ export interface CapacityStep {
   gpuMemoryUsedMaxBytes?: number;
   /** The analytic model's KV usage for `batch` sequences at full length (can exceed 1). */
   predictedKvCacheUsage?: number;
+  /**
+   * The built-in simulator run at a --time-scale: the times and rates as measured on the
+   * clock, at that scale. The step's own figures are then the modelled hardware's (times
+   * divided by the scale, rates multiplied by it), as the server's would read.
+   */
+  measuredAtTimeScale?: CapacityStepTimes;
+}
+
+/** A step's figures that a --time-scale stretches or shrinks. */
+export type CapacityStepTimes = Pick<
+  CapacityStep,
+  'outputTokensPerS' | 'perUserTokensPerS' | 'ttftP50Ms' | 'ttftP99Ms' | 'tpotMeanMs' | 'itlP99Ms'
+>;
+
+/**
+ * A step measured against the simulator at `timeScale` real seconds per simulated second, with
+ * the modelled hardware's figures: a search at 0.1 runs ten times faster than the GPU it models,
+ * and its measured rates, ten times the GPU's, would be read as the GPU's. The measurement stays,
+ * named, in `measuredAtTimeScale`; counts, concurrency and KV usage do not depend on the scale.
+ */
+export function atModelledSpeed(step: CapacityStep, timeScale: number): CapacityStep {
+  if (timeScale === 1) return step;
+  const measured: CapacityStepTimes = {
+    outputTokensPerS: step.outputTokensPerS,
+    perUserTokensPerS: step.perUserTokensPerS,
+    ttftP50Ms: step.ttftP50Ms,
+    ttftP99Ms: step.ttftP99Ms,
+    tpotMeanMs: step.tpotMeanMs,
+    itlP99Ms: step.itlP99Ms,
+  };
+  return {
+    ...step,
+    outputTokensPerS: step.outputTokensPerS * timeScale,
+    perUserTokensPerS: step.perUserTokensPerS * timeScale,
+    ttftP50Ms: step.ttftP50Ms / timeScale,
+    ttftP99Ms: step.ttftP99Ms / timeScale,
+    tpotMeanMs: step.tpotMeanMs / timeScale,
+    itlP99Ms: step.itlP99Ms / timeScale,
+    measuredAtTimeScale: measured,
+  };
 }
 
 export type CapacityLimitReason = 'failures' | 'preemptions' | 'kv_cache_full' | 'latency_cliff';
@@ -131,4 +171,12 @@ export function doublingBatches(maxBatch: number): number[] {
   for (let b = 1; b <= maxBatch; b *= 2) batches.push(b);
   if (batches[batches.length - 1] !== maxBatch) batches.push(maxBatch);
   return batches;
+}
+
+/**
+ * What a --time-scale did to the figures: they are the modelled GPU's; the clock's own are kept
+ * beside them. One clause for the terminal and the HTML report.
+ */
+export function timeScaleNote(timeScale: number): string {
+  return `the simulator ran at --time-scale ${timeScale}: times and rates are the modelled GPU's, not the scaled clock's (those are each step's measuredAtTimeScale in capacity.json)`;
 }

@@ -1,7 +1,12 @@
 /** The terminal view of a capacity search (capacity.json). */
 import Table from 'cli-table3';
 import pc from 'picocolors';
-import type { CapacityLimit, CapacityPrediction, CapacityStep } from '../memory/capacity.js';
+import {
+  type CapacityLimit,
+  type CapacityPrediction,
+  type CapacityStep,
+  timeScaleNote,
+} from '../memory/capacity.js';
 import { terminalSafe } from './format.js';
 
 /** capacity.json. */
@@ -88,7 +93,7 @@ export function renderCapacity(result: CapacityReport, color: boolean): string {
   }
   lines.push(table.toString());
   lines.push(
-    `(latency in ms, throughput in output tokens/s at the measured concurrency${result.server.timeScale !== undefined ? `; the simulator ran at time scale ${result.server.timeScale}, so these are ${result.server.timeScale}x its modelled times and rates are 1/${result.server.timeScale} of them` : ''})`,
+    `(latency in ms, throughput in output tokens/s at the measured concurrency${result.server.timeScale !== undefined ? `; ${timeScaleNote(result.server.timeScale)}` : ''})`,
   );
   lines.push('');
   lines.push(

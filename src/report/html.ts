@@ -8,7 +8,12 @@
  */
 import { createHash } from 'node:crypto';
 import type { Recommendation, SweepPoint } from '../analysis/sweep.js';
-import type { CapacityLimit, CapacityPrediction, CapacityStep } from '../memory/capacity.js';
+import {
+  type CapacityLimit,
+  type CapacityPrediction,
+  type CapacityStep,
+  timeScaleNote,
+} from '../memory/capacity.js';
 import { clientHealthVerdict } from '../metrics/clientHealth.js';
 import type { Distribution } from '../metrics/distribution.js';
 import { fmtNumber, fmtSig } from '../metrics/format.js';
@@ -1149,6 +1154,7 @@ function capacityReport(input: Extract<ReportInput, { kind: 'capacity' }>, chart
   const limit = (obj(c.limit) as unknown as CapacityLimit | undefined) ?? null;
   const capacity = num(c.capacity);
   const sequence = num(workload?.sequenceTokens);
+  const timeScale = num(server?.timeScale);
   const warnings: { code?: string; message: string }[] = [];
   if (c.interrupted === true) {
     warnings.push({
@@ -1204,7 +1210,7 @@ function capacityReport(input: Extract<ReportInput, { kind: 'capacity' }>, chart
       id: 'headline',
       html: `<p class="kicker">infergauge capacity report</p>
 <h1>${esc(headline)}</h1>
-<p class="facts">${esc(`${str(server?.simulator) ?? str(server?.url) ?? ''}${workload ? `; ${str(workload.inputTokens) ?? '?'} in / ${str(workload.outputTokens) ?? '?'} out tokens per request, ${str(workload.endpoint) ?? '?'} endpoint` : ''}.`)}</p>`,
+<p class="facts">${esc(`${str(server?.simulator) ?? str(server?.url) ?? ''}${workload ? `; ${str(workload.inputTokens) ?? '?'} in / ${str(workload.outputTokens) ?? '?'} out tokens per request, ${str(workload.endpoint) ?? '?'} endpoint` : ''}${timeScale !== undefined ? `; ${timeScaleNote(timeScale)}` : ''}.`)}</p>`,
     },
     ...warningsSection(warnings),
     {
@@ -1240,6 +1246,7 @@ function capacityReport(input: Extract<ReportInput, { kind: 'capacity' }>, chart
         ['server', str(server?.url)],
         ['model', str(server?.model)],
         ['simulator', str(server?.simulator)],
+        ['time scale', timeScale !== undefined ? String(timeScale) : undefined],
         ['workload', workload ? JSON.stringify(workload) : undefined],
         ['prediction', prediction ? JSON.stringify(prediction) : undefined],
       ])}${jsonDetails('capacity.json', input.capacity)}`,

@@ -6,7 +6,12 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
-import { type CapacityStep, capacityLimit, doublingBatches } from '../../src/memory/capacity.js';
+import {
+  atModelledSpeed,
+  type CapacityStep,
+  capacityLimit,
+  doublingBatches,
+} from '../../src/memory/capacity.js';
 import { findGpuPreset, type GpuSpec } from '../../src/memory/hardware.js';
 import { findModelPreset, type ModelSpec } from '../../src/memory/model.js';
 import { memoryReport } from '../../src/memory/report.js';
@@ -153,6 +158,36 @@ describe('capacity limits (pure)', () => {
     itlP99Ms: 30,
     ...over,
   });
+  test("a step at --time-scale reads at the modelled GPU's speed, the clock's figures kept beside", () => {
+    const measured = step({ kvCacheUsageMax: 0.5, preemptions: 0 });
+    const modelled = atModelledSpeed(measured, 0.1);
+    // Ten times faster than the GPU: its times are a tenth of the GPU's, its rates ten times.
+    assert.equal(modelled.perUserTokensPerS, 10);
+    assert.equal(modelled.outputTokensPerS, 100);
+    assert.equal(modelled.ttftP50Ms, 1000);
+    assert.equal(modelled.ttftP99Ms, 1200);
+    assert.equal(modelled.tpotMeanMs, 200);
+    assert.equal(modelled.itlP99Ms, 300);
+    assert.deepEqual(modelled.measuredAtTimeScale, {
+      outputTokensPerS: 1000,
+      perUserTokensPerS: 100,
+      ttftP50Ms: 100,
+      ttftP99Ms: 120,
+      tpotMeanMs: 20,
+      itlP99Ms: 30,
+    });
+    // What no clock moves stays as measured.
+    for (const k of [
+      'batch',
+      'completed',
+      'meanConcurrency',
+      'kvCacheUsageMax',
+      'preemptions',
+    ] as const)
+      assert.equal(modelled[k], measured[k]);
+    assert.equal(atModelledSpeed(measured, 1), measured);
+  });
+
   test('failures, then preemptions, then a full KV cache, then a latency cliff', () => {
     assert.equal(capacityLimit(step({}), step({ batch: 4 }), 3), undefined);
     assert.equal(
@@ -228,5 +263,25 @@ describe('infergauge capacity on the simulator', () => {
       peaks,
     );
     assert.ok(at8.gpuMemoryUsedMaxBytes !== undefined, 'GPU memory from the DCGM gauges');
+    // At --time-scale 0.1 the figures are the modelled RTX 4090's: one user of an 8B model in
+    // bf16 reads 16 GB of weights per token at about 1 TB/s, some 50 tok/s (the scaled clock
+    // gave 481); the clock's own figures stay beside, ten times faster.
+    const at1 = report.steps[0] as CapacityStep;
+    assert.ok(
+      at1.perUserTokensPerS > 20 && at1.perUserTokensPerS < 100,
+      `batch 1 per user: ${at1.perUserTokensPerS} tok/s`,
+    );
+    for (const s of report.steps as CapacityStep[]) {
+      const clock = s.measuredAtTimeScale;
+      assert.ok(clock, `batch ${s.batch} keeps its measured figures`);
+      assert.ok(Math.abs(s.perUserTokensPerS - clock.perUserTokensPerS * 0.1) < 1e-6);
+      assert.ok(Math.abs(s.ttftP99Ms - clock.ttftP99Ms / 0.1) < 1e-6);
+    }
+    const text = await runCli(['report', out, '--html', join(out, 'again.html')]);
+    assert.equal(text.code, 0, text.stderr);
+    assert.match(
+      readFileSync(join(out, 'again.html'), 'utf8'),
+      /times and rates are the modelled GPU&#39;s|times and rates are the modelled GPU's/,
+    );
   });
 });

@@ -20,6 +20,7 @@ import { requestText } from '../../httpText.js';
 import { createRunClock } from '../../loadgen/clock.js';
 import { runLoadgen } from '../../loadgen/run.js';
 import {
+  atModelledSpeed,
   type CapacityLimit,
   type CapacityPrediction,
   type CapacityStep,
@@ -324,7 +325,9 @@ async function* capacityProfile(
       }),
     };
     if (!result) break;
-    const step = capacityStep(batch, result);
+    // Judged and reported at the modelled hardware's speed, whatever the simulator's scale.
+    const measured = capacityStep(batch, result);
+    const step = s.timeScale !== undefined ? atModelledSpeed(measured, s.timeScale) : measured;
     if (c.prediction) step.predictedKvCacheUsage = predictedKvUsage(c.prediction, batch);
     limit = capacityLimit(step, steps[steps.length - 1], s.cliffFactor);
     steps.push(step);
