@@ -109,7 +109,13 @@ export function planFileOf(
     fill('concurrency', load.concurrency);
   if (load.mode === 'open' && set.trace === undefined && Number.isFinite(load.rate))
     fill('arrival', load.arrival);
-  if (set.duration === undefined && set.sessions === undefined) fill('requests', plan.requests);
+  // Requests count the plain scenarios, sessions the session ones (multi-turn, agent): each
+  // only where a scenario counts in it, as the plan refuses the other.
+  if (set.duration === undefined) {
+    const sessionScenario = (sc: Scenario) => sc.session !== undefined || sc.agent !== undefined;
+    if (plan.scenarios.some((sc) => !sessionScenario(sc))) fill('requests', plan.requests);
+    if (plan.scenarios.some(sessionScenario)) fill('sessions', plan.sessions);
+  }
   fill('warmup', plan.warmupRequests);
   fill('tokenizer', plan.tokenizer);
   fill('temperature', plan.temperature);

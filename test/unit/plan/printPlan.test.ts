@@ -68,6 +68,9 @@ describe('plan --print reads back to the same plan', () => {
         seed: '7',
       },
     ],
+    ['a session scenario alone, counted in sessions by default', { scenario: 'multi-turn' }],
+    ['plain and session scenarios together', { scenario: 'chat,agent', requests: '30' }],
+    ['every request at once under a cap', { rate: 'inf', maxConcurrency: '4' }],
     [
       'a real server with telemetry',
       {
