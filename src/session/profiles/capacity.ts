@@ -39,6 +39,7 @@ import { engineFlagArgs, engineFromFlags } from '../../sim/options.js';
 import { recordTelemetry } from '../../telemetry/scraper.js';
 import type { ServerMetricsSummary } from '../../telemetry/summary.js';
 import { VERSION } from '../../version.js';
+import { MAX_PROMPT_SALT, randomPromptSalt } from '../../workload/promptSalt.js';
 import { describeScenario } from '../../workload/scenarios.js';
 import { createSyntheticWorkload } from '../../workload/synthetic.js';
 import type { Output, SessionEvents } from '../events.js';
@@ -67,6 +68,7 @@ export interface CapacityOptions extends Record<string, unknown> {
   ignoreEos?: boolean;
   timeScale?: string;
   seed?: string;
+  promptSalt?: string;
   out?: string;
   json?: boolean;
 }
@@ -81,6 +83,11 @@ export interface CapacitySettings {
   scrapeIntervalS: number;
   timeoutS: number;
   seed: number;
+  /**
+   * Mixed into the prompts with the seed (workload/promptSalt.ts): a fresh one per search
+   * unless --prompt-salt fixes it, so a second search does not read the first one's prefills.
+   */
+  promptSalt: number;
   ignoreEos: boolean;
   /** The built-in simulator's --time-scale (real seconds per simulated second). */
   timeScale?: number;
@@ -126,6 +133,10 @@ export function capacitySettings(o: CapacityOptions, problems: string[]): Capaci
     scrapeIntervalS: num('--scrape-interval', o.scrapeInterval, 0.5, 0.05),
     timeoutS: num('--timeout', o.timeout, 600, 0.001),
     seed: whole('--seed', o.seed, 42, 0),
+    promptSalt:
+      o.promptSalt === undefined
+        ? randomPromptSalt()
+        : read('--prompt-salt', o.promptSalt, 0, { min: 0, max: MAX_PROMPT_SALT, integer: true }),
     ignoreEos: o.ignoreEos === true,
     ...(scale && 'value' in scale ? { timeScale: scale.value } : {}),
   };
@@ -320,7 +331,9 @@ async function* capacityProfile(
       nextRequest: createSyntheticWorkload({
         inputTokens: s.inputTokens,
         outputTokens: s.outputTokens,
+        // Each batch its own seed: no batch reads the prefills of the one before it.
         seed: s.seed + batch,
+        promptSalt: s.promptSalt,
       }),
     };
     if (!result) break;

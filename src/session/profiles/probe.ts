@@ -23,7 +23,7 @@ import type { DecodePoint, PrefillPoint } from '../../report/probeText.js';
 import { hasResult, writeResult } from '../../results/layout.js';
 import { resolveEngineConfig } from '../../sim/engineModel.js';
 import { VERSION } from '../../version.js';
-import { streamSeed } from '../../workload/distributions.js';
+import { promptStreamSeed } from '../../workload/promptSalt.js';
 import { createPromptFactory, type PromptFactory } from '../../workload/prompts.js';
 import type { SessionEvents } from '../events.js';
 import { createPointRunner, type Point } from '../point.js';
@@ -296,8 +296,10 @@ async function probeSession(
     },
   };
   try {
+    // The salt was drawn as the target opened (createPointRunner); every probe prompt has an id
+    // of its own, so one salted stream serves all its points.
     const prompts = await createPromptFactory(runner.tokenizer, {
-      seed: streamSeed(plan.seed, 'probe-prompts'),
+      seed: promptStreamSeed(plan.seed, plan.promptSalt ?? 0, 'probe-prompts'),
     });
     const context: ProbeContext = { plan, out, prompts, virtual: prepared.simulate, stop, hooks };
     const { result, overhead } = await runProfile(probeProfile(context, settings), measure, stop);
