@@ -9,12 +9,15 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { parseRunPlan } from '../../src/plan/runPlan.js';
+import { parseRunPlan, type RunPlan } from '../../src/plan/runPlan.js';
 import { compareTargets, renderTerminal } from '../../src/report/compare.js';
 import { readCompareTarget } from '../../src/results/compareInput.js';
+import { prepareSweep, runSweep } from '../../src/session/profiles/sweep.js';
 import { benchmark } from '../../src/session/run.js';
 import type { SimulatorProcess } from '../../src/session/simulator.js';
+import type { PreparedRun } from '../../src/session/target.js';
 import { tempDir } from '../helpers/cli.js';
+import { chatEvent, DONE, startScriptedServer, usageEvent } from '../helpers/scriptedServer.js';
 import { startSim } from '../helpers/sim.js';
 
 describe('prompt salt against a caching server (the README before/after workflow)', () => {
@@ -84,4 +87,41 @@ describe('prompt salt against a caching server (the README before/after workflow
     assert.deepEqual(codes, ['prefix_cache_differs', 'identical_prompts']);
     assert.match(text, /Verdicts: .*; not like for like: prefix-cache hit rate A \d+ %, B \d+ %/);
   });
+});
+
+test('a sweep sends every level prompts of its own (the issue saw the same first prompts at each)', async () => {
+  const server = await startScriptedServer(() => ({
+    steps: [{ write: chatEvent({ content: 'x' }) }, { write: usageEvent(32, 1) }, { write: DONE }],
+  }));
+  try {
+    const { settings, prepared, problems } = prepareSweep({
+      url: server.url,
+      model: 'm',
+      levels: '1,2,4',
+      requests: '8',
+      inputTokens: '32',
+      outputTokens: '1',
+      serverMetrics: false,
+      workers: '0',
+      out: join(tempDir('ig-salt-sweep-'), 'sweep'),
+    });
+    assert.deepEqual(problems, []);
+    await runSweep(prepared as PreparedRun & { plan: RunPlan }, settings, {
+      stop: new AbortController().signal,
+      say: () => {},
+      html: false,
+    });
+    const firstWords = (body: Record<string, unknown>) => {
+      const messages = body.messages as { content: string }[] | undefined;
+      const text = messages ? messages[messages.length - 1].content : String(body.prompt);
+      return text.split(' ').slice(0, 6).join(' ');
+    };
+    const sent = server.requests.filter((r) => r.path.endsWith('/completions'));
+    // 3 levels of 8 requests with their warm-ups, and the one that measures the prompt overhead.
+    assert.ok(sent.length >= 25, `${sent.length} requests`);
+    const starts = new Set(sent.map((r) => firstWords(r.body)));
+    assert.equal(starts.size, sent.length, 'no two requests of the sweep start alike');
+  } finally {
+    await server.close();
+  }
 });

@@ -23,7 +23,7 @@ import type { DecodePoint, PrefillPoint } from '../../report/probeText.js';
 import { hasResult, writeResult } from '../../results/layout.js';
 import { resolveEngineConfig } from '../../sim/engineModel.js';
 import { VERSION } from '../../version.js';
-import { promptStreamSeed } from '../../workload/promptSalt.js';
+import { promptStreamSeed, randomPromptSalt } from '../../workload/promptSalt.js';
 import { createPromptFactory, type PromptFactory } from '../../workload/prompts.js';
 import type { SessionEvents } from '../events.js';
 import { createPointRunner, type Point } from '../point.js';
@@ -258,6 +258,8 @@ export async function runProbe(
   hooks: ProbeHooks & SessionHooks & { stop: AbortSignal },
 ): Promise<ProbeOutcome> {
   const { plan } = prepared;
+  // Drawn before the session's manifest is written, so that it records the salt too.
+  plan.promptSalt ??= randomPromptSalt();
   const out = resultsRoot(plan.out, label);
   if (hasResult(out, 'probe')) {
     throw new Error(`${out} already holds a probe (probe.json); choose another --out`);

@@ -28,6 +28,7 @@ import { measuredCount, type RunPlan } from '../../plan/runPlan.js';
 import type { ScenarioSweep } from '../../report/sweepText.js';
 import { writeResult } from '../../results/layout.js';
 import { resolveEngineConfig } from '../../sim/engineModel.js';
+import { randomPromptSalt } from '../../workload/promptSalt.js';
 import { isSessionScenario, type Scenario } from '../../workload/scenarios.js';
 import type { SessionEvents } from '../events.js';
 import { createPointRunner, type Point, type PointResult } from '../point.js';
@@ -244,6 +245,8 @@ export async function runSweep(
   hooks: SessionHooks & { stop: AbortSignal; say: (line: string) => void },
 ): Promise<SweepOutcome> {
   const root = resultsRoot(prepared.plan.out, 'sweep');
+  // Drawn before the session's manifest is written, so that it records the salt too.
+  prepared.plan.promptSalt ??= randomPromptSalt();
   const onNotice = (notice: string) => hooks.say(`infergauge sweep: ${notice}\n`);
   const session = {
     command: 'sweep',
