@@ -100,7 +100,7 @@ export function capacitySettings(o: CapacityOptions, problems: string[]): Capaci
       value,
       rule,
       problems,
-      `${flag} must be a ${rule.integer ? 'whole number' : 'number'} >= ${rule.min} (got "${value}")`,
+      `${flag} must be a ${rule.integer ? 'whole number' : 'number'} >= ${rule.min}${rule.max !== undefined ? ` and <= ${rule.max}` : ''} (got "${value}")`,
     ) ?? fallback;
   const num = (flag: string, value: string | undefined, fallback: number, min: number) =>
     read(flag, value, fallback, { min });
