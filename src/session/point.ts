@@ -40,7 +40,7 @@ import { seriesKey } from '../telemetry/prometheus.js';
 import { recordTelemetry } from '../telemetry/scraper.js';
 import type { ServerMetricsSummary } from '../telemetry/summary.js';
 import { sessionBounds } from '../workload/conversations.js';
-import { pointPromptSalt, randomPromptSalt } from '../workload/promptSalt.js';
+import { pointPromptSalt } from '../workload/promptSalt.js';
 import {
   describeScenario,
   isSessionScenario,
@@ -57,6 +57,7 @@ import {
   type Notify,
   openTarget,
   type PreparedRun,
+  randomPromptSalt,
   requestOptions,
   type Target,
   telemetrySources,

@@ -2,6 +2,7 @@
  * The target of a session: where requests go (model discovery, the target config, tokenizer
  * and workload sources), what the server adds to every prompt, and which telemetry to scrape.
  */
+import { randomInt } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { BACKENDS } from '../backends/index.js';
 import { splitServerUrl, withApiKey } from '../backends/request.js';
@@ -15,7 +16,7 @@ import { servedModelName } from '../sim/describe.js';
 import { EngineModel, type EngineModelOptions } from '../sim/engineModel.js';
 import { findOnPath, NVIDIA_SMI } from '../telemetry/gpu.js';
 import { probeMetrics, type TelemetrySource } from '../telemetry/scraper.js';
-import { promptStreamSeed, randomPromptSalt } from '../workload/promptSalt.js';
+import { MAX_PROMPT_SALT, promptStreamSeed } from '../workload/promptSalt.js';
 import { createPromptFactory, type PromptFactory } from '../workload/prompts.js';
 import type { Scenario } from '../workload/scenarios.js';
 import {
@@ -261,6 +262,14 @@ export function utcStamp(): string {
 function describeModelsError(models: unknown): string {
   const error = (models as { error?: unknown } | undefined)?.error;
   return typeof error === 'string' ? error : 'no models listed';
+}
+
+/**
+ * A fresh prompt salt for a run, sweep, probe or capacity search that did not fix one (never 0,
+ * which is the unsalted stream of runs made before salts): see workload/promptSalt.ts.
+ */
+export function randomPromptSalt(): number {
+  return randomInt(1, MAX_PROMPT_SALT + 1);
 }
 
 /** A server to measure: one at --url, or the built-in simulator in a process of its own. */

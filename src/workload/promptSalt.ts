@@ -4,18 +4,13 @@
  * prefixes (vLLM V1, SGLang, llama-server's slots) would otherwise serve a later run's prefills
  * from the cache a former run filled, and its TTFT would read as an improvement. `--seed` with
  * the salt recorded in manifest.json repeats a run's prompts exactly; salt 0 is the unsalted
- * stream that runs made before salts existed.
+ * stream that runs made before salts existed. Pure: a run's fresh salt is drawn where the run
+ * starts (session/target.ts randomPromptSalt).
  */
-import { randomInt } from 'node:crypto';
 import { mix32, streamSeed } from './distributions.js';
 
 /** The largest salt: salts are unsigned 32-bit numbers. */
 export const MAX_PROMPT_SALT = 0xffff_ffff;
-
-/** A fresh salt for a run that did not fix one (never 0, which is the unsalted stream). */
-export function randomPromptSalt(): number {
-  return randomInt(1, MAX_PROMPT_SALT + 1);
-}
 
 /**
  * The seed of a prompt-text stream (`prompts`, a probe's `probe-prompts`): the run's seed and

@@ -39,14 +39,14 @@ import { engineFlagArgs, engineFromFlags } from '../../sim/options.js';
 import { recordTelemetry } from '../../telemetry/scraper.js';
 import type { ServerMetricsSummary } from '../../telemetry/summary.js';
 import { VERSION } from '../../version.js';
-import { MAX_PROMPT_SALT, randomPromptSalt } from '../../workload/promptSalt.js';
+import { MAX_PROMPT_SALT } from '../../workload/promptSalt.js';
 import { describeScenario } from '../../workload/scenarios.js';
 import { createSyntheticWorkload } from '../../workload/synthetic.js';
 import type { Output, SessionEvents } from '../events.js';
 import type { PointResult, PointRunner } from '../point.js';
 import { inSession, resultsRoot } from '../session.js';
 import { type SimulatorProcess, spawnSimulator } from '../simulator.js';
-import type { Notify } from '../target.js';
+import { type Notify, randomPromptSalt } from '../target.js';
 import { fixedScenario, type Profile, runProfile } from './profile.js';
 
 /** `infergauge capacity`'s options, as parsed (engine flags besides). */

@@ -23,13 +23,13 @@ import type { DecodePoint, PrefillPoint } from '../../report/probeText.js';
 import { hasResult, writeResult } from '../../results/layout.js';
 import { resolveEngineConfig } from '../../sim/engineModel.js';
 import { VERSION } from '../../version.js';
-import { promptStreamSeed, randomPromptSalt } from '../../workload/promptSalt.js';
+import { promptStreamSeed } from '../../workload/promptSalt.js';
 import { createPromptFactory, type PromptFactory } from '../../workload/prompts.js';
 import type { SessionEvents } from '../events.js';
 import { createPointRunner, type Point } from '../point.js';
 import { prepareRun, type RunOptions } from '../prepare.js';
 import { fromPlan, inSession, resultsRoot, type SessionHooks, sessionOutputs } from '../session.js';
-import type { PreparedRun } from '../target.js';
+import { type PreparedRun, randomPromptSalt } from '../target.js';
 import { PROBE_DEFAULTS } from './defaults.js';
 import { fixedScenario, type Profile, runProfile } from './profile.js';
 

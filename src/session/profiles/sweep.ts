@@ -28,13 +28,12 @@ import { measuredCount, type RunPlan } from '../../plan/runPlan.js';
 import type { ScenarioSweep } from '../../report/sweepText.js';
 import { writeResult } from '../../results/layout.js';
 import { resolveEngineConfig } from '../../sim/engineModel.js';
-import { randomPromptSalt } from '../../workload/promptSalt.js';
 import { isSessionScenario, type Scenario } from '../../workload/scenarios.js';
 import type { SessionEvents } from '../events.js';
 import { createPointRunner, type Point, type PointResult } from '../point.js';
 import { prepareRun, type RunOptions } from '../prepare.js';
 import { fromPlan, inSession, resultsRoot, type SessionHooks, sessionOutputs } from '../session.js';
-import type { PreparedRun } from '../target.js';
+import { type PreparedRun, randomPromptSalt } from '../target.js';
 import { DEFAULT_LEVELS } from './defaults.js';
 import { type Profile, runProfile, searchSteps } from './profile.js';
 

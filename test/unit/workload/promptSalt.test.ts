@@ -6,12 +6,9 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import type { RequestSpec } from '../../../src/backends/types.js';
 import { PlanError, parseRunPlan } from '../../../src/plan/runPlan.js';
+import { randomPromptSalt } from '../../../src/session/target.js';
 import { streamSeed } from '../../../src/workload/distributions.js';
-import {
-  pointPromptSalt,
-  promptStreamSeed,
-  randomPromptSalt,
-} from '../../../src/workload/promptSalt.js';
+import { pointPromptSalt, promptStreamSeed } from '../../../src/workload/promptSalt.js';
 import { createPromptFactory } from '../../../src/workload/prompts.js';
 import { findScenario, type Scenario } from '../../../src/workload/scenarios.js';
 import { createSyntheticWorkload } from '../../../src/workload/synthetic.js';
