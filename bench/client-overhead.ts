@@ -144,6 +144,7 @@ function job(url: string, options: Options): Omit<WorkerJob, 'part'> {
       tokenizer: 'words',
       tokenizerOptions: { builtInSimulator: true },
       seed: 7,
+      promptSalt: 0,
       promptOverheadTokens: 0,
     },
     summaryContext: { load: { mode: 'closed', concurrency: 1 } },

@@ -1282,6 +1282,29 @@ export interface WorkloadFacts {
   sessions?: true;
 }
 
+/**
+ * What else shaped a run's numbers beside its load and workload (manifest.json, summary.json):
+ * what `unlikeReasons` reads. Every field is optional: older runs lack some.
+ */
+export interface RunConditions {
+  seed?: number;
+  /** The point's prompt salt; absent in runs made before salts, whose prompts are salt 0's. */
+  promptSalt?: number;
+  /**
+   * The server outlives the run (a --url server), so what one run leaves in its prefix cache a
+   * later run can find; the simulator a run starts itself, or virtual time, begins empty.
+   */
+  persistentServer?: boolean;
+  /** The prompts are a dataset's entries, the same in every run whatever the seed and salt. */
+  datasetPrompts?: boolean;
+  /** The server's prefix-cache hit rate (0..1), over the runs behind the unit. */
+  prefixCacheHitRate?: number;
+  /** The client limited the load it could send (summary clientHealth.clientLimited). */
+  clientLimited?: boolean;
+  /** The built-in simulator's engine flags, as given. */
+  simulatorArgs?: string[];
+}
+
 /** One measured run (a run directory, a scenario of one, or a sweep point) ready to compare. */
 export interface RunUnit {
   /** Where it came from, e.g. `runs/h100` or `sweeps/a/chat/c16`. */
@@ -1290,6 +1313,7 @@ export interface RunUnit {
   load: LoadSpec;
   workload: WorkloadFacts;
   sample: RunSample;
+  conditions?: RunConditions;
 }
 
 export function measuredConcurrency(sample: RunSample): number {
@@ -1475,6 +1499,103 @@ export function checkComparable(a: RunUnit, b: RunUnit): Comparability {
   return { differences, notes };
 }
 
+/**
+ * Why two runs of the same load and workload are still not like for like, by stable code. They
+ * qualify the verdicts (beside them and in their summary line), not refuse them as different
+ * loads do: the comparison may still be what the user wants, but must not read as clean.
+ */
+export type UnlikeCode =
+  | 'prefix_cache_differs'
+  | 'identical_prompts'
+  | 'client_limited'
+  | 'simulator_differs';
+
+export interface UnlikeReason {
+  code: UnlikeCode;
+  /** One sentence with the figures. */
+  text: string;
+  /** A few words for the verdicts' summary line. */
+  short: string;
+}
+
+/** Hit rates further apart than this (5 percentage points) changed what prefill cost. */
+export const PREFIX_CACHE_DIFFERENCE = 0.05;
+
+const pctText = (x: number) => `${fmtNumber(x * 100, x > 0 && x < 0.01 ? 2 : 0)} %`;
+
+/**
+ * Why a comparison is not like for like beyond load and workload (checkComparable refuses
+ * those): a server prefix cache that served one run and not the other, the same prompts sent
+ * twice to a server that caches them, a client that limited either run, a differently
+ * configured simulator. Different seeds or prompt salts are not a reason: with the workload
+ * otherwise equal they change which words are sent and when arrivals fall, which is the sampling
+ * the confidence intervals are about; lengths drawn differently are refused by checkComparable
+ * already, and a dataset's entries are taken in file order whatever the seed.
+ */
+export function unlikeReasons(a: RunUnit, b: RunUnit): UnlikeReason[] {
+  const ca = a.conditions ?? {};
+  const cb = b.conditions ?? {};
+  const reasons: UnlikeReason[] = [];
+  const ha = ca.prefixCacheHitRate;
+  const hb = cb.prefixCacheHitRate;
+  if (ha !== undefined && hb !== undefined && Math.abs(ha - hb) > PREFIX_CACHE_DIFFERENCE) {
+    const more = hb > ha ? 'B' : 'A';
+    reasons.push({
+      code: 'prefix_cache_differs',
+      text: `the server's prefix-cache hit rate was A ${pctText(ha)}, B ${pctText(hb)}: more of ${more}'s prompts were prefilled from the cache, so its TTFT is not like for like`,
+      short: `prefix-cache hit rate A ${pctText(ha)}, B ${pctText(hb)}`,
+    });
+  }
+  const persistent = ca.persistentServer === true && cb.persistentServer === true;
+  const samePrompts =
+    (ca.datasetPrompts === true && cb.datasetPrompts === true) ||
+    (ca.seed !== undefined &&
+      ca.seed === cb.seed &&
+      (ca.promptSalt ?? 0) === (cb.promptSalt ?? 0) &&
+      !ca.datasetPrompts &&
+      !cb.datasetPrompts);
+  if (persistent && samePrompts) {
+    const caching = (ha ?? 0) > 0 || (hb ?? 0) > 0;
+    const known = ha !== undefined || hb !== undefined;
+    const why = ca.datasetPrompts
+      ? 'the same dataset entries'
+      : `the same prompts (seed ${ca.seed}, prompt salt ${ca.promptSalt ?? 'none'})`;
+    if (caching) {
+      reasons.push({
+        code: 'identical_prompts',
+        text: `both runs sent ${why} to a server that caches prefixes: the later run can prefill from what the earlier one left (a fresh --prompt-salt, the default, avoids it)`,
+        short: 'identical prompts to a server that caches prefixes',
+      });
+    } else if (!known) {
+      reasons.push({
+        code: 'identical_prompts',
+        text: `both runs sent ${why} to the same server, whose prefix-cache counters were not read: if it caches prefixes, the later run prefilled from the earlier one's`,
+        short: 'identical prompts to a server that may cache prefixes',
+      });
+    }
+  }
+  const limited = [ca.clientLimited ? 'A' : '', cb.clientLimited ? 'B' : ''].filter(Boolean);
+  if (limited.length > 0) {
+    const who = limited.join(' and ');
+    reasons.push({
+      code: 'client_limited',
+      text: `the client limited ${who} (see the run's client health): ${limited.length > 1 ? 'their' : 'its'} numbers measure the client as much as the server`,
+      short: `client-limited ${who}`,
+    });
+  }
+  const sa = ca.simulatorArgs;
+  const sb = cb.simulatorArgs;
+  if (sa && sb && sa.join('\u0000') !== sb.join('\u0000')) {
+    const args = (x: string[]) => (x.length > 0 ? x.join(' ') : '(defaults)');
+    reasons.push({
+      code: 'simulator_differs',
+      text: `the simulator ran with other arguments: A ${args(sa)}, B ${args(sb)}`,
+      short: 'different simulator arguments',
+    });
+  }
+  return reasons;
+}
+
 /** 2nd, 3rd, 4th, 21st, 64th. */
 function ordinal(n: number): string {
   const tens = n % 100;
@@ -1493,6 +1614,8 @@ export interface PairComparison {
   /** The baseline's workload, in words. */
   workload?: string;
   differences: string[];
+  /** Why the verdicts are not like for like though load and workload match (unlikeReasons). */
+  unlike: UnlikeReason[];
   notes: string[];
   /** Compared although different (`force`): the differences stand as warnings. */
   forced: boolean;
@@ -1531,6 +1654,7 @@ export function compareUnits(
     load: describeLoads(a, b),
     ...(a.workload.lengths ? { workload: a.workload.lengths } : {}),
     differences,
+    unlike: unlikeReasons(a, b),
     notes,
     forced: differences.length > 0 && !refused,
     refused,

@@ -38,6 +38,10 @@ export function capacityCommand(): Command {
     .option('--ignore-eos', 'ask the server for exactly --output-tokens (vLLM, SGLang)')
     .option('--time-scale <x>', 'built-in simulator: real seconds per simulated second')
     .option('--seed <n>', 'seed for prompts (default: 42)')
+    .option(
+      '--prompt-salt <n>',
+      "mixed into every prompt with --seed, as the search's manifest.json records it (default: a fresh one per search)",
+    )
     .option('--out <dir>', 'results directory (default: infergauge-results/<UTC time>-capacity/)')
     .option('--json', 'print capacity.json to stdout instead of the table');
   addEngineFlags(command as unknown as Command<[], Record<string, unknown>>);

@@ -70,6 +70,7 @@ export const PLAN_KEYS = [
   'grace',
   'slo',
   'seed',
+  'prompt-salt',
   'api-key-env',
   'header',
   'extra-body',

@@ -15,6 +15,7 @@ import {
   type LengthDistribution,
   parseLengthDistribution,
 } from '../workload/distributions.js';
+import { MAX_PROMPT_SALT } from '../workload/promptSalt.js';
 import {
   isSessionScenario,
   maximumLength,
@@ -84,6 +85,13 @@ export interface RunPlan {
   graceS: number;
   slo?: SloCondition[];
   seed: number;
+  /**
+   * Mixed into every prompt text with the seed (workload/promptSalt.ts), so that no two runs
+   * send the same prompts to a server that caches prefixes. Absent until the run starts, which
+   * draws a fresh one (a printed plan run twice must not repeat its prompts); the manifest's
+   * plan holds the one used, and `--prompt-salt` fixes it to repeat a run's prompts exactly.
+   */
+  promptSalt?: number;
   /** Name of the environment variable holding the API key (the key itself is never stored). */
   apiKeyEnv?: string;
   headers: Record<string, string>;
@@ -170,6 +178,7 @@ export interface RunPlanInput {
   grace?: string | number;
   slo?: string;
   seed?: string | number;
+  promptSalt?: string | number;
   apiKeyEnv?: string;
   header?: string[];
   extraBody?: string;
@@ -239,6 +248,10 @@ const FLAGS: Record<string, { flag: string; example: string }> = {
   grace: { flag: '--grace', example: '--grace 10' },
   slo: { flag: '--slo', example: "--slo 'ttft<500,tpot<50'" },
   seed: { flag: '--seed', example: '--seed 42' },
+  promptSalt: {
+    flag: '--prompt-salt',
+    example: '--prompt-salt 1234 (as manifest.json records it)',
+  },
   apiKeyEnv: { flag: '--api-key-env', example: '--api-key-env OPENAI_API_KEY' },
   header: { flag: '--header', example: "--header 'X-Tenant: a'" },
   extraBody: { flag: '--extra-body', example: '--extra-body \'{"top_p": 1}\'' },
@@ -305,6 +318,7 @@ const OPTIONS = {
   grace: number({ min: 0 }),
   slo: text(),
   seed: int(0),
+  promptSalt: number({ min: 0, max: MAX_PROMPT_SALT, integer: true }),
   apiKeyEnv: matching(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be an environment variable name'),
   header: listOf(text()),
   extraBody: text(),
@@ -562,6 +576,7 @@ export function parseRunPlan(input: RunPlanInput, env: NodeJS.ProcessEnv = {}): 
     label: o.label ?? (o.url === undefined ? 'sim' : 'run'),
   };
   if (o.url !== undefined) plan.url = o.url;
+  if (o.promptSalt !== undefined) plan.promptSalt = o.promptSalt;
   if (o.maxAnswerMb !== undefined) plan.maxAnswerMb = o.maxAnswerMb;
   if (o.model !== undefined) plan.model = o.model;
   if (requests !== undefined) plan.requests = requests;

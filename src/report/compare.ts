@@ -153,6 +153,16 @@ function countsText(counts: Record<Verdict, number>): string {
   return parts.join(', ');
 }
 
+/**
+ * The verdicts' summary line: the counts, and when the runs are not like for like, why, so that
+ * "9 better" never stands alone beside a cache that served one run and not the other.
+ */
+function verdictsText(p: PairComparison): string {
+  const counts = countsText(p.counts);
+  if (p.unlike.length === 0) return counts;
+  return `${counts}; not like for like: ${p.unlike.map((u) => u.short).join('; ')}`;
+}
+
 function pairTitle(p: PairComparison, kind: 'one' | 'many'): string {
   return kind === 'one' ? p.scenario : `${p.scenario} at ${p.level}`;
 }
@@ -206,6 +216,9 @@ export function renderTerminal(r: CompareReport, color: boolean): string {
         lines.push(c.red('  not compared (--force compares anyway)'));
         continue;
       }
+      for (const u of p.unlike) {
+        lines.push(c.yellow(`  not like for like (${u.code}): ${terminalSafe(u.text)}`));
+      }
       for (const n of p.notes) lines.push(c.dim(`  note: ${n}`));
       const table = new Table({
         head: ['metric', 'A', 'B', 'delta', `${confidenceText(r)} CI`, 'verdict'],
@@ -224,7 +237,8 @@ export function renderTerminal(r: CompareReport, color: boolean): string {
         ]);
       }
       lines.push(table.toString());
-      lines.push(`Verdicts: ${countsText(p.counts)}`);
+      const verdicts = `Verdicts: ${terminalSafe(verdictsText(p))}`;
+      lines.push(p.unlike.length > 0 ? c.yellow(verdicts) : verdicts);
     }
     if (cand.onlyBaseline.length > 0)
       lines.push(c.yellow(`Only in A (not compared): ${cand.onlyBaseline.join(', ')}`));
@@ -292,7 +306,10 @@ export function renderMarkdown(r: CompareReport): string {
         continue;
       }
       for (const d of p.differences) lines.push(`> \u26a0\ufe0f ${e(d)}`);
-      if (p.differences.length > 0) lines.push('');
+      for (const u of p.unlike) {
+        lines.push(`> \u26a0\ufe0f **Not like for like** (\`${u.code}\`): ${e(u.text)}`);
+      }
+      if (p.differences.length + p.unlike.length > 0) lines.push('');
       lines.push(`| metric | A | B | delta | ${confidenceText(r)} CI | verdict |`);
       lines.push('|---|--:|--:|--:|--:|---|');
       for (const m of p.metrics) {
@@ -301,7 +318,7 @@ export function renderMarkdown(r: CompareReport): string {
           `| ${metricText(m).replace('*', '\\*')} | ${formatValue(m.baseline, m.unit)} | ${formatValue(m.candidate, m.unit)} | ${deltaText(m)} | ${ciText(m)} | ${MD_VERDICT[m.verdict]} |`,
         );
       }
-      lines.push('', `${countsText(p.counts)}.`, '');
+      lines.push('', `${e(verdictsText(p))}.`, '');
       if (p.notes.length > 0) lines.push(...p.notes.map((n) => `- ${e(n)}`), '');
     }
     if (cand.onlyBaseline.length > 0)
@@ -354,6 +371,9 @@ export function renderHtml(r: CompareReport): string {
         body.push('<p class="refused">Not compared (--force compares anyway).</p>');
         continue;
       }
+      for (const u of p.unlike) {
+        body.push(`<p class="warn">Not like for like (${h(u.code)}): ${h(u.text)}</p>`);
+      }
       body.push(
         `<table><thead><tr><th>metric</th><th>A</th><th>B</th><th>delta</th><th>${h(confidenceText(r))} CI</th><th>verdict</th></tr></thead><tbody>`,
       );
@@ -363,7 +383,10 @@ export function renderHtml(r: CompareReport): string {
           `<tr><td>${h(metricText(m))}</td><td>${h(formatValue(m.baseline, m.unit))}</td><td>${h(formatValue(m.candidate, m.unit))}</td><td>${h(deltaText(m))}</td><td>${h(ciText(m))}</td><td class="${cls}" title="${h(m.why)}">${h(VERDICT_TEXT[m.verdict])}</td></tr>`,
         );
       }
-      body.push('</tbody></table>', `<p>${h(countsText(p.counts))}.</p>`);
+      body.push(
+        '</tbody></table>',
+        `<p${p.unlike.length > 0 ? ' class="warn"' : ''}>${h(verdictsText(p))}.</p>`,
+      );
       for (const n of p.notes) body.push(`<p class="note">Note: ${h(n)}</p>`);
     }
     if (cand.onlyBaseline.length > 0)

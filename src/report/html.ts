@@ -648,6 +648,8 @@ function manifestHtml(manifest: unknown): string {
     ],
     ['load', load ? JSON.stringify(load) : undefined],
     ['seed', str(plan?.seed)],
+    // The point's own salt: with the seed, what repeats its prompts (--prompt-salt).
+    ['prompt salt', str(workload?.promptSalt ?? plan?.promptSalt)],
     ['temperature', str(plan?.temperature)],
     ['node', str(m.node)],
     [

@@ -7,11 +7,17 @@
  */
 import { existsSync, readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
-import { RunSampleBuilder, type RunUnit, type WorkloadFacts } from '../analysis/compare.js';
+import {
+  type RunConditions,
+  RunSampleBuilder,
+  type RunUnit,
+  type WorkloadFacts,
+} from '../analysis/compare.js';
 import { EXIT, InfergaugeError } from '../errors.js';
 import type { LoadSpec } from '../load.js';
 import type { SloCondition } from '../metrics/slo.js';
 import type { RunSummary } from '../metrics/summary.js';
+import type { PrefixCacheSummary } from '../telemetry/summary.js';
 import { hasResult, RESULT_FILES, ResultFileError, resultPath } from './layout.js';
 import {
   isRunDir,
@@ -111,6 +117,43 @@ function workloadFacts(manifest: Manifest | undefined): {
   };
 }
 
+const num = (x: unknown) => (typeof x === 'number' && Number.isFinite(x) ? x : undefined);
+
+/** What the manifest says beside the workload: the seed, the salt, the server's kind. */
+function manifestConditions(manifest: Manifest | undefined): RunConditions {
+  if (!manifest) return {};
+  const plan = (manifest.plan ?? {}) as Record<string, unknown>;
+  const workload = (manifest.workload ?? {}) as Record<string, unknown>;
+  const server = (manifest.server ?? {}) as Record<string, unknown>;
+  const out: RunConditions = {};
+  const seed = num(plan.seed);
+  if (seed !== undefined) out.seed = seed;
+  // The point's own salt (a session's points each have one), else the plan's.
+  const salt = num(workload.promptSalt) ?? num(plan.promptSalt);
+  if (salt !== undefined) out.promptSalt = salt;
+  // A server given by --url outlives the run; one the run started (or virtual time) does not.
+  if (typeof server.url === 'string' && server.builtInSimulator !== true) {
+    out.persistentServer = true;
+  }
+  const format = (plan.dataset as { data?: { format?: unknown } } | undefined)?.data?.format;
+  if (typeof format === 'string' && format !== 'text') out.datasetPrompts = true;
+  if (Array.isArray(server.simulatorArgs)) {
+    out.simulatorArgs = server.simulatorArgs.filter((x): x is string => typeof x === 'string');
+  }
+  return out;
+}
+
+/**
+ * The server's prefix-cache hit rate over the runs of a unit: pooled token counts where every
+ * run has them, else the mean of the rates; undefined when no run's server told one.
+ */
+function pooledHitRate(caches: readonly PrefixCacheSummary[]): number | undefined {
+  if (caches.length === 0) return undefined;
+  const queried = caches.reduce((n, c) => n + (c.queriedTokens ?? Number.NaN), 0);
+  if (queried > 0) return caches.reduce((n, c) => n + (c.hitTokens ?? 0), 0) / queried;
+  return caches.reduce((n, c) => n + c.hitRate, 0) / caches.length;
+}
+
 /**
  * Reads one or more run folders (several: repeats of a sweep level, pooled) into one unit.
  */
@@ -125,6 +168,8 @@ async function readRunFolders(
   const summaries: LoadedUnit['summaries'] = [];
   let load: LoadSpec | undefined;
   let facts: WorkloadFacts = {};
+  let conditions: RunConditions = {};
+  const caches: PrefixCacheSummary[] = [];
   let scenario = scenarioHint;
   for (const [index, folder] of folders.entries()) {
     const recordsPath = resultPath(folder, 'records');
@@ -134,6 +179,8 @@ async function readRunFolders(
     const savedSummary = readOrFail(() => readSummary(folder));
     const manifest = readOrFail(() => readManifest(folder));
     const folderLoad = savedLoad(savedSummary, manifest);
+    const cache = savedSummary?.serverMetrics?.prefixCache;
+    if (cache) caches.push(cache);
     if (!folderLoad) {
       throw new CompareInputError(
         `${folder}: ${RESULT_FILES.records}, but no ${RESULT_FILES.summary} or ${RESULT_FILES.manifest} says what load produced it`,
@@ -143,6 +190,7 @@ async function readRunFolders(
     const w = workloadFacts(manifest);
     if (index === 0) {
       facts = w.facts;
+      conditions = manifestConditions(manifest);
       scenario ??= w.scenario;
     }
     if (index > 0) builder.segment();
@@ -165,12 +213,16 @@ async function readRunFolders(
       summary: savedSummary ?? (view.summary() as RunSummary),
     });
   }
+  const hitRate = pooledHitRate(caches);
+  if (hitRate !== undefined) conditions.prefixCacheHitRate = hitRate;
+  if (summaries.some((s) => s.summary.clientHealth?.clientLimited)) conditions.clientLimited = true;
   return {
     label,
     scenario: scenario ?? 'run',
     load: load as LoadSpec,
     workload: { ...extra, ...facts },
     sample: builder.build(),
+    conditions,
     summaries,
   };
 }

@@ -26,8 +26,11 @@ export interface ShardRun {
   startedAtMs: number;
 }
 
-/** Plan fields that differ between the shards of one plan by design. */
-const PER_SHARD = ['shard', 'out', 'workers', 'label', 'startAt'];
+/**
+ * Plan fields that differ between the shards of one plan by design. Each shard draws its own
+ * prompt salt: their request ids are disjoint, so their prompts are distinct all the same.
+ */
+const PER_SHARD = ['shard', 'out', 'workers', 'label', 'startAt', 'promptSalt'];
 
 /** What keeps the shards from being one run (empty when nothing). */
 export function checkShards(shards: ShardRun[], expected: number | undefined): string[] {

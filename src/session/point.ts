@@ -40,6 +40,7 @@ import { seriesKey } from '../telemetry/prometheus.js';
 import { recordTelemetry } from '../telemetry/scraper.js';
 import type { ServerMetricsSummary } from '../telemetry/summary.js';
 import { sessionBounds } from '../workload/conversations.js';
+import { pointPromptSalt } from '../workload/promptSalt.js';
 import {
   describeScenario,
   isSessionScenario,
@@ -56,6 +57,7 @@ import {
   type Notify,
   openTarget,
   type PreparedRun,
+  randomPromptSalt,
   requestOptions,
   type Target,
   telemetrySources,
@@ -164,6 +166,7 @@ export async function measurePoint(
 function pointManifest(
   target: Target,
   point: Point,
+  info: PointInfo,
   start: { startedAt: string; workers?: number; part: ShardPart },
 ): ManifestAbout {
   const { plan } = target;
@@ -179,6 +182,8 @@ function pointManifest(
       scenario: describeScenario(point.scenario),
       tokenizer: target.tokenizer.name,
       tokenizerExact: target.tokenizer.exact,
+      // This point's own (the plan's promptSalt is the session's): what its prompts were made with.
+      promptSalt: promptSaltOf(target, info),
       promptOverheadTokens: overhead.tokens,
       ...(overhead.note ? { promptOverheadNote: overhead.note } : {}),
     },
@@ -203,6 +208,16 @@ function pointManifest(
       ...(sessions ? { unit: 'sessions' as const } : {}),
     },
   };
+}
+
+/**
+ * The prompt salt of a point: each point of a session its own (pointPromptSalt), so that a
+ * sweep's levels do not read each other's prefills from the server's cache. The plan's salt is
+ * set when the target opens (openTarget); a target made otherwise gets one here.
+ */
+function promptSaltOf(target: Target, info: PointInfo): number {
+  target.plan.promptSalt ??= randomPromptSalt();
+  return pointPromptSalt(target.plan.promptSalt, info.index);
 }
 
 /**
@@ -407,7 +422,7 @@ function pointTimers(c: LiveContext) {
     const counted = part.measured.count;
     session.pointStarted({
       point: info,
-      manifest: pointManifest(target, point, { startedAt: clock.originIso, workers, part }),
+      manifest: pointManifest(target, point, info, { startedAt: clock.originIso, workers, part }),
       progress,
       nowUs: () => clock.nowUs(),
       ...(counted !== undefined && !isSessionScenario(point.scenario)
@@ -447,6 +462,7 @@ function liveWorkload(c: LiveContext) {
     model: target.model,
     apiKey: target.apiKey,
     promptOverheadTokens: target.promptOverhead.tokens,
+    promptSalt: promptSaltOf(target, c.info),
   });
 }
 
@@ -673,7 +689,7 @@ async function measureVirtual(
   hooks.onStart?.({ clock, part });
   session.pointStarted({
     point: info,
-    manifest: pointManifest(target, point, { startedAt: clock.originIso, part }),
+    manifest: pointManifest(target, point, info, { startedAt: clock.originIso, part }),
     // Virtual time has no live clock: the whole run takes as long as the engine model needs.
     nowUs: () => 0,
   });
@@ -685,6 +701,7 @@ async function measureVirtual(
         tokenizer: 'words',
         tokenizerOptions: { builtInSimulator: true },
         seed: plan.seed,
+        promptSalt: promptSaltOf(target, info),
         promptOverheadTokens: 0,
         wordsAreTokens: true,
         ...(plan.trace ? { trace: plan.trace.entries } : {}),

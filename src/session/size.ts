@@ -290,6 +290,9 @@ async function sessionsOf(o: SizeOptions): Promise<ConversationWorkload | undefi
     tokenizer: 'words',
     tokenizerOptions: { builtInSimulator: true },
     seed: o.seed ?? DEFAULT_SEED,
+    // Fixed: every trial is a fresh engine model in virtual time (no cache carries over), and
+    // the same size answer must come from the same --seed.
+    promptSalt: 0,
     promptOverheadTokens: 0,
   });
   return 'nextSession' in built ? built.nextSession : undefined;

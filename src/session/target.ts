@@ -2,6 +2,7 @@
  * The target of a session: where requests go (model discovery, the target config, tokenizer
  * and workload sources), what the server adds to every prompt, and which telemetry to scrape.
  */
+import { randomInt } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { BACKENDS } from '../backends/index.js';
 import { splitServerUrl, withApiKey } from '../backends/request.js';
@@ -15,7 +16,7 @@ import { servedModelName } from '../sim/describe.js';
 import { EngineModel, type EngineModelOptions } from '../sim/engineModel.js';
 import { findOnPath, NVIDIA_SMI } from '../telemetry/gpu.js';
 import { probeMetrics, type TelemetrySource } from '../telemetry/scraper.js';
-import { streamSeed } from '../workload/distributions.js';
+import { MAX_PROMPT_SALT, promptStreamSeed } from '../workload/promptSalt.js';
 import { createPromptFactory, type PromptFactory } from '../workload/prompts.js';
 import type { Scenario } from '../workload/scenarios.js';
 import {
@@ -95,19 +96,26 @@ export function tokenizerOptions(
 
 /**
  * What each worker thread builds a scenario's workload from (request `id` is then the same in
- * all of them): the tokenizer and how to reach the server's, the seed, the measured prompt
- * overhead, and the trace or dataset.
+ * all of them): the tokenizer and how to reach the server's, the seed and the point's prompt
+ * salt, the measured prompt overhead, and the trace or dataset.
  */
 export function workloadSource(
   plan: RunPlan,
   scenario: Scenario,
-  c: { url: string; model: string; apiKey: string | undefined; promptOverheadTokens: number },
+  c: {
+    url: string;
+    model: string;
+    apiKey: string | undefined;
+    promptOverheadTokens: number;
+    promptSalt: number;
+  },
 ): WorkloadSource {
   return {
     scenario,
     tokenizer: plan.tokenizer,
     tokenizerOptions: tokenizerOptions(plan, c.url, c.model, c.apiKey),
     seed: plan.seed,
+    promptSalt: c.promptSalt,
     promptOverheadTokens: c.promptOverheadTokens,
     ...(plan.trace ? { trace: plan.trace.entries } : {}),
     ...(plan.trace?.speed !== undefined ? { traceSpeed: plan.trace.speed } : {}),
@@ -256,6 +264,14 @@ function describeModelsError(models: unknown): string {
   return typeof error === 'string' ? error : 'no models listed';
 }
 
+/**
+ * A fresh prompt salt for a run, sweep, probe or capacity search that did not fix one (never 0,
+ * which is the unsalted stream of runs made before salts): see workload/promptSalt.ts.
+ */
+export function randomPromptSalt(): number {
+  return randomInt(1, MAX_PROMPT_SALT + 1);
+}
+
 /** A server to measure: one at --url, or the built-in simulator in a process of its own. */
 export interface LiveTarget {
   kind: 'live';
@@ -302,6 +318,9 @@ export async function openTarget(
   o: { onNotice: Notify; probeMetrics?: boolean },
 ): Promise<Target> {
   const { plan } = prepared;
+  // Drawn as the run starts, not when the plan is read: a plan printed and run twice must not
+  // send the same prompts twice. The manifest's plan records it.
+  plan.promptSalt ??= randomPromptSalt();
   // Recorded in the manifest, so that `infergauge calibrate` knows the engine it ran on.
   const simulatorArgs = [
     ...(prepared.simModel !== undefined ? ['--model', prepared.simModel] : []),
@@ -347,7 +366,7 @@ export async function openTarget(
       );
     }
     const prompts = await createPromptFactory(tokenizer, {
-      seed: streamSeed(plan.seed, 'prompts'),
+      seed: promptStreamSeed(plan.seed, plan.promptSalt),
     });
     const promptOverhead = await measurePromptOverhead(config, prompts, o.onNotice);
     return {

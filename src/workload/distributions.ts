@@ -499,7 +499,7 @@ function lognormalTruncated(d: Lognormal, lo: number, hi: number): { mass: numbe
 }
 
 /** lowbias32 (Chris Wellons): a bijective 32-bit mixer. */
-function mix32(x: number): number {
+export function mix32(x: number): number {
   let h = x >>> 0;
   h = Math.imul(h ^ (h >>> 16), 0x7feb352d);
   h = Math.imul(h ^ (h >>> 15), 0x846ca68b);

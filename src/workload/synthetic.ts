@@ -1,5 +1,6 @@
 import type { RequestSpec } from '../backends/types.js';
 import { createRng } from '../rng.js';
+import { mix32 } from './distributions.js';
 
 /**
  * Common English words that are single tokens (with their leading space) in the Llama 3, GPT-4
@@ -27,19 +28,24 @@ export interface SyntheticWorkloadOptions {
   inputTokens: number;
   outputTokens: number;
   seed: number;
+  /** Mixed into the words with the seed (promptSalt.ts); 0 or absent: the unsalted stream. */
+  promptSalt?: number;
 }
 
 /**
  * Fixed-length synthetic requests: each prompt is `inputTokens` words drawn with the run's seed
- * (request i always gets the same prompt), distinct per request so no two share a long prefix.
+ * and prompt salt (request i gets the same prompt for the same pair), distinct per request so
+ * no two share a long prefix.
  * A virtual-time run only needs the count, which is exact here.
  */
 export function createSyntheticWorkload(
   options: SyntheticWorkloadOptions,
 ): (id: number) => RequestSpec {
+  // Salted once here, not per request: the seed of request i's words stays one multiply-add.
+  const seed = saltedSeed(options.seed, options.promptSalt ?? 0);
   const prompts = {
     make(id: number, words: number): string {
-      const rng = createRng((options.seed * 1_000_003 + id) >>> 0);
+      const rng = createRng((seed * 1_000_003 + id) >>> 0);
       // Joined once, as prompts.ts does: a string added word by word left two small strings a
       // word for the collector, and flattening that rope into the body cost more than the join.
       const drawn = new Array<string>(Math.max(1, words));
@@ -58,6 +64,11 @@ export function createSyntheticWorkload(
       inputTokens,
       DISTINCT_PREFIX_TOKENS,
     );
+}
+
+/** `seed` as it was for salt 0 (the words of unsalted runs), else mixed with the salt. */
+function saltedSeed(seed: number, salt: number): number {
+  return salt === 0 ? seed : mix32((seed ^ mix32((salt ^ 0x9e3779b9) >>> 0)) >>> 0);
 }
 
 /**

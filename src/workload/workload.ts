@@ -2,6 +2,7 @@ import type { RequestSpec } from '../backends/types.js';
 import { type ConversationWorkload, createConversationWorkload } from './conversations.js';
 import type { Dataset } from './datasets.js';
 import { requestRng, sampleLength, streamSeed } from './distributions.js';
+import { promptStreamSeed } from './promptSalt.js';
 import { createPromptFactory, type PromptFactory } from './prompts.js';
 import { isSessionScenario, type Scenario } from './scenarios.js';
 import { DISTINCT_PREFIX_TOKENS, SyntheticRequest } from './synthetic.js';
@@ -11,8 +12,11 @@ import { countWords } from './words.js';
 
 export interface WorkloadOptions {
   scenario: Scenario;
+  /** Made with the same seed and salt (`promptStreamSeed(seed, promptSalt)`). */
   prompts: PromptFactory;
   seed: number;
+  /** The point's prompt salt (promptSalt.ts): what a text corpus is sliced with, beside the seed. */
+  promptSalt: number;
   /**
    * Tokens the server adds to every prompt (BOS, the chat template), measured before the run:
    * taken off the synthesised content so that the server counts what was asked for.
@@ -36,6 +40,11 @@ export interface WorkloadSource {
   tokenizer: string;
   tokenizerOptions: CreateTokenizerOptions;
   seed: number;
+  /**
+   * Mixed into every prompt text with the seed (promptSalt.ts): a run's or a point's own, or a
+   * fixed one where fixed prompts are wanted (0: the unsalted stream).
+   */
+  promptSalt: number;
   promptOverheadTokens: number;
   trace?: readonly TraceEntry[];
   /** `--trace-speed`, for a session scenario's turns (single requests have it in the load). */
@@ -58,13 +67,14 @@ export async function loadWorkload(source: WorkloadSource): Promise<LoadedWorklo
   // A session's shared prefix is its system prompt: user messages carry none.
   const prefix = sessions ? undefined : scenario.sharedPrefixTokens;
   const prompts = await createPromptFactory(tokenizer, {
-    seed: streamSeed(source.seed, 'prompts'),
+    seed: promptStreamSeed(source.seed, source.promptSalt),
     ...(prefix ? { sharedPrefixTokens: prefix } : {}),
   });
   const common = {
     scenario,
     prompts,
     seed: source.seed,
+    promptSalt: source.promptSalt,
     promptOverheadTokens: source.promptOverheadTokens,
     ...(source.dataset ? { dataset: source.dataset } : {}),
   };
@@ -87,7 +97,7 @@ export async function loadWorkload(source: WorkloadSource): Promise<LoadedWorklo
 }
 
 /**
- * Request `id` of a workload, deterministic in seed and id whatever the order:
+ * Request `id` of a workload, deterministic in seed, prompt salt and id whatever the order:
  * - synthetic: lengths drawn from the scenario, a prompt of exactly that many tokens under the
  *   run's tokenizer, less the server's own overhead; built on first use (virtual time counts);
  * - trace replay: the same, with entry `id`'s lengths;
@@ -99,7 +109,7 @@ export function createWorkload(o: WorkloadOptions): (id: number) => RequestSpec 
   const seeds = {
     input: streamSeed(o.seed, 'input'),
     output: streamSeed(o.seed, 'output'),
-    prompts: streamSeed(o.seed, 'prompts'),
+    prompts: promptStreamSeed(o.seed, o.promptSalt),
   };
   const prefix = o.scenario.sharedPrefixTokens ?? 0;
   const overhead = o.promptOverheadTokens ?? 0;

@@ -189,6 +189,7 @@ describe('llama-server (real engine, CPU)', { timeout: 20 * 60_000 }, () => {
       tokenizer: 'words',
       tokenizerOptions: {},
       seed: 3,
+      promptSalt: 0,
       promptOverheadTokens: 0,
     });
     const { records, summary } = await runAgainst(server.url, {

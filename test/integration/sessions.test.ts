@@ -24,6 +24,7 @@ async function sessionWorkload(scenario: Scenario, tokenizer = 'o200k_base') {
     tokenizer,
     tokenizerOptions: {},
     seed: 11,
+    promptSalt: 0,
     promptOverheadTokens: 0,
   });
   assert.ok('nextSession' in built);

@@ -347,6 +347,7 @@ describe('virtual time and the HTTP simulator agree', () => {
         tokenizer: 'words',
         tokenizerOptions: { builtInSimulator: true },
         seed: 7,
+        promptSalt: 0,
         promptOverheadTokens: 0,
       }) as Promise<{ nextSession: ConversationWorkload }>;
     const server = await spawnSimulator(['--enable-prefix-caching']);

@@ -40,13 +40,14 @@ import { engineFlagArgs, engineFromFlags } from '../../sim/options.js';
 import { recordTelemetry } from '../../telemetry/scraper.js';
 import type { ServerMetricsSummary } from '../../telemetry/summary.js';
 import { VERSION } from '../../version.js';
+import { MAX_PROMPT_SALT } from '../../workload/promptSalt.js';
 import { describeScenario } from '../../workload/scenarios.js';
 import { createSyntheticWorkload } from '../../workload/synthetic.js';
 import type { Output, SessionEvents } from '../events.js';
 import type { PointResult, PointRunner } from '../point.js';
 import { inSession, resultsRoot } from '../session.js';
 import { type SimulatorProcess, spawnSimulator } from '../simulator.js';
-import type { Notify } from '../target.js';
+import { type Notify, randomPromptSalt } from '../target.js';
 import { fixedScenario, type Profile, runProfile } from './profile.js';
 
 /** `infergauge capacity`'s options, as parsed (engine flags besides). */
@@ -68,6 +69,7 @@ export interface CapacityOptions extends Record<string, unknown> {
   ignoreEos?: boolean;
   timeScale?: string;
   seed?: string;
+  promptSalt?: string;
   out?: string;
   json?: boolean;
 }
@@ -82,6 +84,11 @@ export interface CapacitySettings {
   scrapeIntervalS: number;
   timeoutS: number;
   seed: number;
+  /**
+   * Mixed into the prompts with the seed (workload/promptSalt.ts): a fresh one per search
+   * unless --prompt-salt fixes it, so a second search does not read the first one's prefills.
+   */
+  promptSalt: number;
   ignoreEos: boolean;
   /** The built-in simulator's --time-scale (real seconds per simulated second). */
   timeScale?: number;
@@ -94,7 +101,7 @@ export function capacitySettings(o: CapacityOptions, problems: string[]): Capaci
       value,
       rule,
       problems,
-      `${flag} must be a ${rule.integer ? 'whole number' : 'number'} >= ${rule.min} (got "${value}")`,
+      `${flag} must be a ${rule.integer ? 'whole number' : 'number'} >= ${rule.min}${rule.max !== undefined ? ` and <= ${rule.max}` : ''} (got "${value}")`,
     ) ?? fallback;
   const num = (flag: string, value: string | undefined, fallback: number, min: number) =>
     read(flag, value, fallback, { min });
@@ -127,6 +134,10 @@ export function capacitySettings(o: CapacityOptions, problems: string[]): Capaci
     scrapeIntervalS: num('--scrape-interval', o.scrapeInterval, 0.5, 0.05),
     timeoutS: num('--timeout', o.timeout, 600, 0.001),
     seed: whole('--seed', o.seed, 42, 0),
+    promptSalt:
+      o.promptSalt === undefined
+        ? randomPromptSalt()
+        : read('--prompt-salt', o.promptSalt, 0, { min: 0, max: MAX_PROMPT_SALT, integer: true }),
     ignoreEos: o.ignoreEos === true,
     ...(scale && 'value' in scale ? { timeScale: scale.value } : {}),
   };
@@ -321,7 +332,9 @@ async function* capacityProfile(
       nextRequest: createSyntheticWorkload({
         inputTokens: s.inputTokens,
         outputTokens: s.outputTokens,
+        // Each batch its own seed: no batch reads the prefills of the one before it.
         seed: s.seed + batch,
+        promptSalt: s.promptSalt,
       }),
     };
     if (!result) break;

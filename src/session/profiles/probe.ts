@@ -23,13 +23,13 @@ import type { DecodePoint, PrefillPoint } from '../../report/probeText.js';
 import { hasResult, writeResult } from '../../results/layout.js';
 import { resolveEngineConfig } from '../../sim/engineModel.js';
 import { VERSION } from '../../version.js';
-import { streamSeed } from '../../workload/distributions.js';
+import { promptStreamSeed } from '../../workload/promptSalt.js';
 import { createPromptFactory, type PromptFactory } from '../../workload/prompts.js';
 import type { SessionEvents } from '../events.js';
 import { createPointRunner, type Point } from '../point.js';
 import { prepareRun, type RunOptions } from '../prepare.js';
 import { fromPlan, inSession, resultsRoot, type SessionHooks, sessionOutputs } from '../session.js';
-import type { PreparedRun } from '../target.js';
+import { type PreparedRun, randomPromptSalt } from '../target.js';
 import { PROBE_DEFAULTS } from './defaults.js';
 import { fixedScenario, type Profile, runProfile } from './profile.js';
 
@@ -258,6 +258,8 @@ export async function runProbe(
   hooks: ProbeHooks & SessionHooks & { stop: AbortSignal },
 ): Promise<ProbeOutcome> {
   const { plan } = prepared;
+  // Drawn before the session's manifest is written, so that it records the salt too.
+  plan.promptSalt ??= randomPromptSalt();
   const out = resultsRoot(plan.out, label);
   if (hasResult(out, 'probe')) {
     throw new Error(`${out} already holds a probe (probe.json); choose another --out`);
@@ -296,8 +298,10 @@ async function probeSession(
     },
   };
   try {
+    // The salt was drawn as the target opened (createPointRunner); every probe prompt has an id
+    // of its own, so one salted stream serves all its points.
     const prompts = await createPromptFactory(runner.tokenizer, {
-      seed: streamSeed(plan.seed, 'probe-prompts'),
+      seed: promptStreamSeed(plan.seed, plan.promptSalt ?? 0, 'probe-prompts'),
     });
     const context: ProbeContext = { plan, out, prompts, virtual: prepared.simulate, stop, hooks };
     const { result, overhead } = await runProfile(probeProfile(context, settings), measure, stop);

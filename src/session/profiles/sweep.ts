@@ -33,7 +33,7 @@ import type { SessionEvents } from '../events.js';
 import { createPointRunner, type Point, type PointResult } from '../point.js';
 import { prepareRun, type RunOptions } from '../prepare.js';
 import { fromPlan, inSession, resultsRoot, type SessionHooks, sessionOutputs } from '../session.js';
-import type { PreparedRun } from '../target.js';
+import { type PreparedRun, randomPromptSalt } from '../target.js';
 import { DEFAULT_LEVELS } from './defaults.js';
 import { type Profile, runProfile, searchSteps } from './profile.js';
 
@@ -244,6 +244,8 @@ export async function runSweep(
   hooks: SessionHooks & { stop: AbortSignal; say: (line: string) => void },
 ): Promise<SweepOutcome> {
   const root = resultsRoot(prepared.plan.out, 'sweep');
+  // Drawn before the session's manifest is written, so that it records the salt too.
+  prepared.plan.promptSalt ??= randomPromptSalt();
   const onNotice = (notice: string) => hooks.say(`infergauge sweep: ${notice}\n`);
   const session = {
     command: 'sweep',

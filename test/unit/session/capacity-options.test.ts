@@ -43,3 +43,18 @@ describe('capacity options, checked by the library', () => {
     assert.ok((run.prediction?.maxBatch ?? 0) > 0);
   });
 });
+
+test('--prompt-salt: a fresh salt per search unless given; a bad one is a problem', () => {
+  const fresh = [
+    prepareCapacity({}, {}).settings.promptSalt,
+    prepareCapacity({}, {}).settings.promptSalt,
+  ];
+  assert.ok(fresh.every((s) => Number.isInteger(s) && s > 0));
+  assert.notEqual(fresh[0], fresh[1]);
+  assert.equal(prepareCapacity({ promptSalt: '9' }, {}).settings.promptSalt, 9);
+  const { problems } = prepareCapacity({ promptSalt: '4294967296' }, {});
+  assert.match(
+    problems.join('\n'),
+    /^--prompt-salt must be a whole number >= 0 and <= 4294967295 \(got "4294967296"\)/m,
+  );
+});

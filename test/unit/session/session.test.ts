@@ -262,14 +262,21 @@ describe('a point and its session', () => {
     const top = JSON.parse(readFileSync(join(root, 'manifest.json'), 'utf8'));
     assert.equal(top.kind, 'sweep');
     assert.equal(top.points.length, 2);
+    // The sweep's prompt salt, drawn as it starts; each point its own (issue 47).
+    assert.ok(Number.isInteger(top.plan.promptSalt) && top.plan.promptSalt > 0);
+    const salts = new Set<number>();
     for (const p of top.points) {
       const m = JSON.parse(readFileSync(join(root, p.dir, 'manifest.json'), 'utf8'));
+      assert.equal(m.plan.promptSalt, top.plan.promptSalt);
+      salts.add(m.workload.promptSalt);
       assert.equal(m.kind, 'sweep-point');
       assert.equal(m.parent.id, top.id);
       assert.equal(m.id, p.id);
       assert.equal(join(root, p.dir, m.parent.dir), root);
       assert.deepEqual(m.load, { mode: 'closed', concurrency: p.dir.endsWith('c1') ? 1 : 2 });
     }
+    assert.equal(salts.size, 2, 'every point its own prompt salt');
+    assert.ok(salts.has(top.plan.promptSalt), 'the first point keeps the sweep salt');
   });
 });
 

@@ -154,6 +154,7 @@ describe('calibrate', () => {
         tokenizer: 'words',
         tokenizerOptions: { builtInSimulator: true },
         seed: 3,
+        promptSalt: 0,
         promptOverheadTokens: 0,
       });
       assert.ok('nextSession' in built);

@@ -130,6 +130,7 @@ describe('sharegpt preset', () => {
       createWorkload({
         scenario,
         seed,
+        promptSalt: 0,
         prompts: await createPromptFactory(tokenizer, { seed: streamSeed(seed, 'prompts') }),
       });
     const a = await build(1);
