@@ -252,7 +252,10 @@ describe('case 11: a reset before any answer is resent only on a reused, idle co
       );
       assert.equal(summary.streaming.resentRequests, 5);
       const warning = summary.warnings.find((w) => w.code === 'resent_requests');
-      assert.match(warning?.message ?? '', /^5 of 6 requests were sent again after the server closed/);
+      assert.match(
+        warning?.message ?? '',
+        /^5 of 6 requests were sent again after the server closed/,
+      );
       assert.equal(server.requests(), 11);
     } finally {
       await server.close();

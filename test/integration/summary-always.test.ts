@@ -76,7 +76,10 @@ describe('the summary is always written', () => {
       );
       assert.ok(codes(saved).includes('deadline_passed'), codes(saved).join(', '));
       const terminated = saved.warnings.find((w) => w.code === 'worker_terminated');
-      assert.match(terminated?.message ?? '', /^worker 1 of 1 was stuck 0\.2 s after the cancel and was terminated/);
+      assert.match(
+        terminated?.message ?? '',
+        /^worker 1 of 1 was stuck 0\.2 s after the cancel and was terminated/,
+      );
       assert.equal(saved.interrupted, true);
       // Whatever reached disk is what is counted (its first record was still in its batch).
       assert.equal(counted(saved), records.length);
