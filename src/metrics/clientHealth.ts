@@ -128,17 +128,17 @@ export function clientHealthAdvice(
   threads: number,
   usableCores: number | undefined,
 ): string {
-  const elsewhere = 'run the client on another machine or split the load into shards (--shard)';
+  const elsewhere = 'another machine or shards (--shard)';
   if (remedies.has('cores') || (usableCores !== undefined && threads >= usableCores)) {
-    const on = usableCores !== undefined ? ` its ${cores(usableCores)}` : ' the cores it may use';
-    return `more --workers cannot help (${threads} on${on}): ${elsewhere}`;
+    const on = usableCores !== undefined ? cores(usableCores) : 'the cores it may use';
+    return `more --workers cannot help (${threads} on ${on}): use ${elsewhere}`;
   }
   if (remedies.has('threads')) {
     // The default: one per usable core but one (the main thread writes the records).
     const n = usableCores !== undefined ? Math.max(threads + 1, usableCores - 1) : threads * 2;
-    return `use --workers ${n} to spread the streams over more cores, or ${elsewhere}`;
+    return `use --workers ${n} to spread the streams over more cores`;
   }
-  return `other work on the host held the client up: give it idle cores (taskset) or ${elsewhere}`;
+  return `other work on the host held the client up: give it idle cores (taskset) or use ${elsewhere}`;
 }
 
 /** The verdict in words: what the report prints beside the figures. */

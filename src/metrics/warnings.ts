@@ -100,19 +100,28 @@ export const WARNINGS = {
     const first = f.causes?.[0];
     const more = f.reasons.length - 1;
     const cause = first
-      ? ` (${first}${more > 0 ? `, and ${plural(more, 'more cause')}` : ''})`
+      ? ` (${first}${more > 0 ? `, +${n(more)} more` : ''})`
       : ` on ${plural(f.reasons.length, 'count')}`;
     return {
-      message: `the client limited this run${cause}: ${f.advice ?? 'use more --workers or another machine'}`,
+      message: `the client limited this run${cause}; ${f.advice ?? 'use more --workers or another machine'}`,
       detail: f.reasons.join('; '),
     };
   }),
   coalesced_events: entry<{ share: number }>('info', (f) => ({
     message: `${pct(f.share)} of token events came in one network read with the one before, so their gaps read ~0: the server or network batched them, or the client read late`,
   })),
-  interrupted: entry<{ unsent: number }>('warning', (f) => ({
-    message: `the run was interrupted: only the requests that finished are counted${f.unsent > 0 ? ` (${plural(f.unsent, 'scheduled arrival')} never sent)` : ''}; run it to its end for the whole load`,
-  })),
+  interrupted: entry<
+    | { unsent: number }
+    | { profile: 'sweep' | 'probe' | 'capacity search'; missing: 'levels' | 'points' | 'batches' }
+  >('warning', (f) =>
+    'profile' in f
+      ? {
+          message: `the ${f.profile} was interrupted: later ${f.missing} are missing; run it again to its end`,
+        }
+      : {
+          message: `the run was interrupted: only the requests that finished are counted${f.unsent > 0 ? ` (${plural(f.unsent, 'scheduled arrival')} never sent)` : ''}; run it to its end for the whole load`,
+        },
+  ),
   no_requests: entry<Record<string, never>>('error', () => ({
     message:
       'no request was counted, so nothing was measured: the run stopped before its first measured request ended; run longer or with fewer warm-up requests',

@@ -939,10 +939,7 @@ function sweepReport(input: Extract<ReportInput, { kind: 'sweep' }>, charts: Cha
   const target = str(sweep.target) ?? 'the target';
   const warnings: ListedWarning[] = [];
   if (sweep.interrupted === true) {
-    warnings.push({
-      code: 'interrupted',
-      message: 'the sweep was interrupted: later levels are missing',
-    });
+    warnings.push(warning('interrupted', { profile: 'sweep', missing: 'levels' }));
   }
   for (const s of scenarios) {
     for (const w of arr(s.warnings).map(obj)) {
@@ -1038,10 +1035,7 @@ function probeReport(input: Extract<ReportInput, { kind: 'probe' }>, charts: Cha
   const fit = obj(probe.fit);
   const warnings: ListedWarning[] = [];
   if (probe.interrupted === true) {
-    warnings.push({
-      code: 'interrupted',
-      message: 'the probe was interrupted: later points are missing',
-    });
+    warnings.push(warning('interrupted', { profile: 'probe', missing: 'points' }));
   }
   if (typeof probe.promptOverheadNote === 'string') {
     warnings.push({ code: 'prompt_overhead', message: probe.promptOverheadNote });
@@ -1169,10 +1163,7 @@ function capacityReport(input: Extract<ReportInput, { kind: 'capacity' }>, chart
   const sequence = num(workload?.sequenceTokens);
   const warnings: { code?: string; message: string }[] = [];
   if (c.interrupted === true) {
-    warnings.push({
-      code: 'interrupted',
-      message: 'the capacity search was interrupted: later batches are missing',
-    });
+    warnings.push(warning('interrupted', { profile: 'capacity search', missing: 'batches' }));
   }
   if (typeof c.predictionNote === 'string') {
     warnings.push({
