@@ -273,16 +273,16 @@ function stampDelayFinding(
   const gc = m.gcPauses;
   const pauses =
     gc && gc.over1Ms > 0
-      ? `, with ${gc.over1Ms} garbage-collection pause${gc.over1Ms === 1 ? '' : 's'} over 1 ms (longest ${gc.maxMs.toFixed(1)} ms)`
+      ? ` (${gc.over1Ms} garbage-collection pause${gc.over1Ms === 1 ? '' : 's'} over 1 ms, longest ${gc.maxMs.toFixed(1)} ms)`
       : '';
-  const itl = itlP99Ms !== undefined ? ` of the measured ${itlP99Ms.toFixed(1)} ms` : '';
+  const itl = itlP99Ms !== undefined ? ` (of ${itlP99Ms.toFixed(1)} ms)` : '';
   const moved = `ITL p99 may read up to ${itlBound(delay).toFixed(1)} ms high${itl}, mean TTFT about ${ttftBoundMs.toFixed(1)} ms high`;
   const elu = m.eventLoopUtilisation;
   let why: string;
   let remedy: Remedy;
   if (elu !== undefined && elu < IDLE_LOOP_UTILISATION) {
     // An idle loop's stalls are not its load's: more threads would share the same host.
-    why = `${moved}; the thread was busy only ${pct(elu)} of the time, so garbage collection or the host's other work held it up${pauses}`;
+    why = `${moved}; the thread was busy only ${pct(elu)}, so garbage collection or other work on the host held it up${pauses}`;
     remedy = 'host';
   } else {
     let threads = 2;
@@ -293,7 +293,7 @@ function stampDelayFinding(
       threads <= 64
         ? `; about ${threads} worker threads, each on its own core, would bring it under`
         : '';
-    why = `${moved}; the thread's own stalls held it up${pauses}${fix}`;
+    why = `${moved}; its own stalls held the thread up${pauses}${fix}`;
     remedy = 'threads';
   }
   found.check(

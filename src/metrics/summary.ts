@@ -75,6 +75,12 @@ export interface RunSummary {
     output: number;
     requestedInput: number;
     requestedOutput: number;
+    /**
+     * Prompt tokens the server said it served from its prefix cache, over the completed requests
+     * that said so: from usage's `cached_tokens` where any request carried it, else from
+     * llama.cpp's prompt tokens processed (`serverTiming.prefillTokens`, the rest cached).
+     */
+    cachedInput?: CachedInputTokens;
   };
   throughput: RunNumbers['throughput'];
   /** Open loop: throughput while arrivals were open, without the drain tail (docs/metrics.md). */
@@ -135,6 +141,16 @@ export interface SteadyState {
   /** From the last send to the last end: the drain tail, and its share of `durationS`. */
   drainS: number;
   drainShare: number;
+}
+
+/** Prompt tokens served from the server's cache, as the requests' own answers told it. */
+export interface CachedInputTokens {
+  /** Prompt tokens not prefilled. */
+  cached: number;
+  /** All prompt tokens of the requests that told it. */
+  ofInput: number;
+  requests: number;
+  source: 'usage' | 'prefill';
 }
 
 /** The reasoning split over the completed requests (docs/metrics.md, "Reasoning"). */
@@ -206,6 +222,12 @@ const SUMMED = [
   'serverCountedInput',
   'serverCountedInputRequested',
   'serverCountedInputRequests',
+  'usageCachedInput',
+  'usageCachedOfInput',
+  'usageCachedRequests',
+  'prefillCachedInput',
+  'prefillCachedOfInput',
+  'prefillCachedRequests',
   'shortOutputs',
   'tokenEvents',
   'tokenCountMismatches',
@@ -260,6 +282,14 @@ export class SummaryBuilder {
   private serverCountedInput = 0;
   private serverCountedInputRequested = 0;
   private serverCountedInputRequests = 0;
+  /** Prompt tokens served from cache by usage's `cached_tokens`, of how many, in how many requests. */
+  private usageCachedInput = 0;
+  private usageCachedOfInput = 0;
+  private usageCachedRequests = 0;
+  /** The same from llama.cpp's prompt tokens processed (`serverTiming.prefillTokens`). */
+  private prefillCachedInput = 0;
+  private prefillCachedOfInput = 0;
+  private prefillCachedRequests = 0;
   private shortOutputs = 0;
   private tokenEvents = 0;
   private tokenCountMismatches = 0;
@@ -366,6 +396,20 @@ export class SummaryBuilder {
       this.serverCountedInputRequested += record.requestedInputTokens;
       this.serverCountedInputRequests++;
     }
+    const input = record.inputTokens;
+    if (input !== undefined && input > 0) {
+      if (record.cachedInputTokens !== undefined) {
+        this.usageCachedInput += Math.min(input, record.cachedInputTokens);
+        this.usageCachedOfInput += input;
+        this.usageCachedRequests++;
+      }
+      const processed = record.serverTiming?.prefillTokens;
+      if (processed !== undefined) {
+        this.prefillCachedInput += Math.max(0, input - processed);
+        this.prefillCachedOfInput += input;
+        this.prefillCachedRequests++;
+      }
+    }
     if (record.outputTokens < record.requestedOutputTokens) this.shortOutputs++;
     if (record.tokenCountMismatch) this.tokenCountMismatches++;
     if (record.reasoningTokens !== undefined || record.firstReasoningAt !== undefined) {
@@ -447,6 +491,7 @@ export class SummaryBuilder {
         output: this.outputTokens,
         requestedInput: this.requestedInput,
         requestedOutput: this.requestedOutput,
+        ...this.cachedInput(),
       },
       throughput: {
         requestsPerS: perS(this.completed),
@@ -538,6 +583,31 @@ export class SummaryBuilder {
       drainS,
       drainShare: durationS > 0 ? drainS / durationS : 0,
     };
+  }
+
+  /** The cached prompt tokens, from usage where any request told them, else from prefill counts. */
+  private cachedInput(): { cachedInput?: CachedInputTokens } {
+    if (this.usageCachedRequests > 0) {
+      return {
+        cachedInput: {
+          cached: this.usageCachedInput,
+          ofInput: this.usageCachedOfInput,
+          requests: this.usageCachedRequests,
+          source: 'usage',
+        },
+      };
+    }
+    if (this.prefillCachedRequests > 0) {
+      return {
+        cachedInput: {
+          cached: this.prefillCachedInput,
+          ofInput: this.prefillCachedOfInput,
+          requests: this.prefillCachedRequests,
+          source: 'prefill',
+        },
+      };
+    }
+    return {};
   }
 
   private adjusted(key: 'ttftMs' | 'e2eMs'): AdjustedPercentiles {

@@ -83,10 +83,11 @@ export interface PrefillFigures {
 }
 
 /** The source a prefix-cache hit share was read from (telemetry, llama.cpp timings, usage). */
-export type PrefixCacheSource = 'counters' | 'prefill' | 'usage';
+export type PrefixCacheSource = 'counters' | 'rate' | 'prefill' | 'usage';
 
 const PREFIX_CACHE_SOURCES: Record<PrefixCacheSource, string> = {
   counters: "the server's prefix-cache counters",
+  rate: "the server's own prefix-cache hit rate, averaged over the scrapes",
   prefill: "llama.cpp's prompt tokens processed per request",
   usage: "usage's cached_tokens per request",
 };
@@ -208,12 +209,12 @@ export const WARNINGS = {
   })),
   prefix_cache_hits: entry<{
     cachedShare: number;
-    promptTokens: number;
-    cachedTokens: number;
+    /** Absent where the server told only its rate. */
+    tokens?: { cached: number; prompt: number };
     source: PrefixCacheSource;
   }>('warning', (f) => ({
     message: `the server served ${pct(f.cachedShare)} of prompt tokens from its prefix cache though no prompt sharing was asked: TTFT is not a cold prefill's; send fresh prompts or reset its cache`,
-    detail: `From ${PREFIX_CACHE_SOURCES[f.source]}: ${n(f.cachedTokens)} of ${n(f.promptTokens)} prompt tokens were not prefilled. The workload shares no prefix, so earlier runs with the same prompts (the same seed) left them in the server's cache; a run against a fresh cache reads prefill as it is.`,
+    detail: `From ${PREFIX_CACHE_SOURCES[f.source]}${f.tokens ? `: ${n(f.tokens.cached)} of ${n(f.tokens.prompt)} prompt tokens were not prefilled` : ''}. The workload shares no prefix, so the prompts were in the server's cache before: sent by an earlier run with the same prompts (the same seed), or by another client. Against a fresh cache TTFT includes the whole prefill.`,
   })),
   prefill_dominated: entry<PrefillFigures>('info', (f) => {
     const ms = (x: number) => `${n(x)} ms`;

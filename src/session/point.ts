@@ -5,6 +5,7 @@
  * (and telemetry.jsonl, client-health.json) into its own directory as it runs.
  */
 import { performance } from 'node:perf_hooks';
+import { prefixCacheWarning, workloadSharesPrefixes } from '../analysis/prefixCache.js';
 import { withApiKey } from '../backends/request.js';
 import type { RequestSpec } from '../backends/types.js';
 import { describeError, InfergaugeError } from '../errors.js';
@@ -577,6 +578,11 @@ async function finishLive(
   );
   // The server's warnings (KV cache full, preemptions) stand with the run's.
   if (serverMetrics) summary.warnings.push(...serverMetrics.warnings);
+  const sharing = workloadSharesPrefixes(c.point.scenario, {
+    dataset: c.target.plan.dataset !== undefined,
+  });
+  const cached = prefixCacheWarning(summary, serverMetrics, sharing);
+  if (cached) summary.warnings.push(cached);
   summary.warnings.push(...(c.hooks.warnings?.(summary) ?? []));
   await c.session.pointFinished({
     point: c.info,

@@ -84,7 +84,12 @@ const WORST: { [C in WarningCode]: WarningFigures<C>[] } = {
   kv_cache_full: [{ peak: 1, mean: 0.999 }],
   preemptions: [{ preemptions: 1_234_567 }],
   prefix_cache_hits: [
-    { cachedShare: 0.999, promptTokens: 123_456_789, cachedTokens: 123_456_000, source: 'prefill' },
+    {
+      cachedShare: 0.999,
+      tokens: { cached: 123_456_000, prompt: 123_456_789 },
+      source: 'prefill',
+    },
+    { cachedShare: 0.999, source: 'rate' },
   ],
   prefill_dominated: [
     {
