@@ -258,7 +258,7 @@ export const WARNINGS = {
     records: number;
     missing: number;
   }>('error', (f) => ({
-    message: `worker ${f.worker} of ${f.workers} was stuck ${f.answerS} s after the cancel and was terminated: ${plural(f.missing, 'sent request')} it had sent left no record`,
+    message: `worker ${f.worker} of ${f.workers} was stuck ${f.answerS} s after the cancel and was terminated: ${plural(f.missing, 'request')} it had sent left no record; its ${plural(f.records, 'record')} count`,
     detail: `The worker did not answer the cancel (stuck, as in a CPU loop). Its ${n(f.records)} records are counted; ${n(f.missing)} requests it had sent (by its last report) never produced a record and are missing from the run.`,
   })),
   worker_failed: entry<{
