@@ -127,6 +127,8 @@ export function clientHealthAdvice(
   remedies: ReadonlySet<Remedy>,
   threads: number,
   usableCores: number | undefined,
+  /** Threads the stamp-delay estimate says would bring a thread under its limit. */
+  estimatedThreads?: number,
 ): string {
   const elsewhere = 'another machine or shards (--shard)';
   if (remedies.has('cores') || (usableCores !== undefined && threads >= usableCores)) {
@@ -134,8 +136,10 @@ export function clientHealthAdvice(
     return `more --workers cannot help (${threads} on ${on}): use ${elsewhere}`;
   }
   if (remedies.has('threads')) {
-    // The default: one per usable core but one (the main thread writes the records).
-    const n = usableCores !== undefined ? Math.max(threads + 1, usableCores - 1) : threads * 2;
+    // The default is one per usable core but one (the main thread writes the records); a
+    // thread per core is the most that still helps.
+    const wanted = estimatedThreads ?? (usableCores !== undefined ? usableCores - 1 : threads * 2);
+    const n = Math.min(usableCores ?? Number.POSITIVE_INFINITY, Math.max(threads + 1, wanted));
     return `use --workers ${n} to spread the streams over more cores`;
   }
   return `other work on the host held the client up: give it idle cores (taskset) or use ${elsewhere}`;
@@ -156,6 +160,8 @@ class Findings {
   readonly causes: string[] = [];
   readonly notes: string[] = [];
   readonly remedies = new Set<Remedy>();
+  /** The most threads the stamp-delay estimate asked for (stampDelayFinding). */
+  estimatedThreads: number | undefined;
   near = false;
 
   /**
@@ -289,11 +295,9 @@ function stampDelayFinding(
     while (threads <= 64 && itlBound(stampDelayEstimate(m, threads) ?? NO_DELAY) > limit) {
       threads *= 2;
     }
-    const fix =
-      threads <= 64
-        ? `; about ${threads} worker threads, each on its own core, would bring it under`
-        : '';
-    why = `${moved}; its own stalls held the thread up${pauses}${fix}`;
+    // The count goes to the advice, which weighs it against the usable cores.
+    if (threads <= 64) found.estimatedThreads = Math.max(found.estimatedThreads ?? 0, threads);
+    why = `${moved}; its own stalls held the thread up${pauses}`;
     remedy = 'threads';
   }
   found.check(
@@ -340,7 +344,12 @@ export function assessClientHealth(
   const found = new Findings();
   found.reasons.push(...threads.flatMap((t, i) => named(t.reasons, i)));
   found.causes.push(...threads.flatMap((t, i) => named(t.causes, i)));
-  for (const j of judged) for (const r of j.remedies) found.remedies.add(r);
+  for (const j of judged) {
+    for (const r of j.remedies) found.remedies.add(r);
+    if (j.estimatedThreads !== undefined) {
+      found.estimatedThreads = Math.max(found.estimatedThreads ?? 0, j.estimatedThreads);
+    }
+  }
   found.notes.push(...threads.flatMap((t, i) => named(t.notes, i)));
   found.near = threads.some((t) => t.nearLimit);
   const busiest = threads.reduce<ThreadHealth['cpu']>(
@@ -425,6 +434,7 @@ export function assessClientHealth(
       found.remedies,
       Math.max(1, list.length),
       health.processCpu?.usableCores ?? list.find((m) => m.usableCores)?.usableCores,
+      found.estimatedThreads,
     );
   }
   return health;
@@ -466,7 +476,7 @@ function worstStampDelay(threads: ThreadHealth[]): Pick<ThreadHealth, 'stampDela
 function threadHealth(
   measured: ClientHealthMeasurements,
   latency: MeasuredLatency,
-): { health: ThreadHealth; remedies: ReadonlySet<Remedy> } {
+): { health: ThreadHealth; remedies: ReadonlySet<Remedy>; estimatedThreads?: number } {
   const limits = CLIENT_HEALTH_LIMITS;
   const found = new Findings();
   const cpuS = measured.threadCpuS ?? measured.cpuUserS + measured.cpuSystemS;
@@ -516,5 +526,9 @@ function threadHealth(
     ...(found.causes.length > 0 ? { causes: found.causes } : {}),
     ...(found.notes.length > 0 ? { notes: found.notes } : {}),
   };
-  return { health, remedies: found.remedies };
+  return {
+    health,
+    remedies: found.remedies,
+    ...(found.estimatedThreads !== undefined ? { estimatedThreads: found.estimatedThreads } : {}),
+  };
 }

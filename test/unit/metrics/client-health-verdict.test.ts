@@ -270,9 +270,19 @@ describe("client-health verdict: how late the thread's own stalls made its stamp
     // each with a quarter of the stalls and the load, come under 1 ms by the same estimate.
     const health = stalled(10, 0.5);
     assert.equal(health.stampDelayMs?.p99Ms.toFixed(1), '7.4');
-    assert.match(health.reasons.join('\n'), /about 4 worker threads, each on its own core/);
     // One worker on 4 usable cores: more workers can help, and the advice says how many.
-    assert.equal(health.advice, 'use --workers 3 to spread the streams over more cores');
+    assert.equal(health.advice, 'use --workers 4 to spread the streams over more cores');
+    // Where the cores are already taken, the same stalls get no such advice.
+    const full = assessClientHealth(
+      Array.from({ length: 4 }, () => ({
+        ...measured({ thread: 0.5, process: 0.5, usableCores: 4 }),
+        loopStallsMs: [[10, 20]] as [number, number][],
+      })),
+      { itlP99Ms: 10 },
+    );
+    assert.equal(full.clientLimited, true);
+    assert.match(full.advice ?? '', /^more --workers cannot help \(4 on 4 usable cores\)/);
+    assert.doesNotMatch(full.reasons.join('\n'), /worker threads/);
   });
 
   test('a saturated loop: neither ITL p99 nor mean TTFT is said to have moved past its measured value', () => {
