@@ -21,6 +21,13 @@ export { memoryReport } from './memory/report.js';
 export { findMetric, METRICS } from './metrics/catalog.js';
 export { parseSlo, type SloCondition } from './metrics/slo.js';
 export { type RunSummary, SummaryBuilder, summarize } from './metrics/summary.js';
+export {
+  severityOf,
+  WARNINGS,
+  type Warning,
+  type WarningCode,
+  type WarningSeverity,
+} from './metrics/warnings.js';
 export { planJsonSchema, readPlanFile } from './plan/planFile.js';
 export { PlanError, parseRunPlan, type RunPlan, type RunPlanInput } from './plan/runPlan.js';
 // What a run produces: raw records, summaries, a results directory.

@@ -140,6 +140,11 @@ export interface RequestRecord {
   requestedOutputTokens: number;
   inputTokens?: number;
   inputTokensSource?: TokenCountSource;
+  /**
+   * Prompt tokens the server served from its prefix cache, as its usage said
+   * (`usage.prompt_tokens_details.cached_tokens`: OpenAI, vLLM with prompt-token details on).
+   */
+  cachedInputTokens?: number;
   outputTokens: number;
   outputTokensSource: TokenCountSource;
   /**

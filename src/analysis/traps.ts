@@ -1,5 +1,6 @@
 import type { VllmMemoryPlan } from '../memory/footprint.js';
-import type { RunSummary, Warning } from '../metrics/summary.js';
+import type { RunSummary } from '../metrics/summary.js';
+import { type Warning, warning } from '../metrics/warnings.js';
 
 /**
  * The chapter's traps, as warnings on a run: results from short contexts extrapolated to long
@@ -48,17 +49,17 @@ export function prefillWarning(s: RunSummary): Warning | undefined {
   const longPrompts =
     input / output >= PREFILL_INPUT_RATIO && Math.max(share, serverShare) >= PREFILL_MIN_SHARE;
   if (!slowFirstToken && !longPrompts) return undefined;
-  const ms = (x: number) => `${Math.round(x).toLocaleString('en-US')} ms`;
-  const ttftShare = queued
-    ? `${(share * 100).toFixed(0)}% of end-to-end latency with queueing set aside (the fastest first token took ${ms(prefillMs)}, the mean ${ms(ttft.mean)}, against ${ms(streamMs)} to stream an answer)`
-    : `${(share * 100).toFixed(0)}% of end-to-end latency`;
-  const prompts = `prompts are ${Math.round(input / output)}x the answers (${Math.round(input)} vs ${Math.round(output)} tokens)`;
-  // Each sentence must hold for the numbers it prints: users wait mostly for the first token
-  // only where TTFT is most of their wait; long prompts alone say where the server's work goes.
-  const message = slowFirstToken
-    ? `prefill-dominated: TTFT is ${ttftShare}${longPrompts ? ` and ${prompts}` : ''}, so users wait mostly for the first token. For RAG-style use (long retrieved context, short answer) judge it by TTFT and prefill throughput rather than decode speed; prefix caching, shorter contexts or chunked prefill move it most`
-    : `prefill-dominated: ${prompts}, so most tokens the server processes are prompt tokens, though TTFT is only ${ttftShare} here and users wait mostly for the answer to stream. For RAG-style use (long retrieved context, short answer) judge prefill throughput and TTFT beside decode speed; prefix caching, shorter contexts or chunked prefill cut the prompt work most`;
-  return { code: 'prefill_dominated', message };
+  return warning('prefill_dominated', {
+    share,
+    queued,
+    prefillMs,
+    meanTtftMs: ttft.mean,
+    streamMs,
+    inputTokens: input,
+    outputTokens: output,
+    slowFirstToken,
+    longPrompts,
+  });
 }
 
 /**
@@ -71,19 +72,20 @@ export function targetContextWarning(
   kv?: { plan: VllmMemoryPlan; blockSize: number; concurrency: number },
 ): Warning | undefined {
   if (targetTokens <= measuredMaxTokens) return undefined;
-  let sizing = ' (pass --model and --gpu to size its KV cache)';
+  let sizing: string | undefined;
   if (kv) {
     const perSequence =
       Math.ceil(targetTokens / kv.blockSize) * kv.blockSize * kv.plan.kvBytesPerToken;
     const measured =
       Math.ceil(measuredMaxTokens / kv.blockSize) * kv.blockSize * kv.plan.kvBytesPerToken;
     const fits = Math.floor(kv.plan.kvPoolBytes / perSequence);
-    sizing = `: each sequence then holds ${(perSequence / 1e9).toFixed(2)} GB of KV cache instead of ${(measured / 1e9).toFixed(2)} GB (${(perSequence / measured).toFixed(1)}x), so the ${(kv.plan.kvPoolBytes / 1e9).toFixed(1)} GB pool holds ${fits} such sequences${fits < kv.concurrency ? `, fewer than the ${kv.concurrency} measured at once: expect queueing or preemption` : ''}; prefill time grows at least linearly with it`;
+    sizing = `Each sequence then holds ${(perSequence / 1e9).toFixed(2)} GB of KV cache instead of ${(measured / 1e9).toFixed(2)} GB (${(perSequence / measured).toFixed(1)}x), so the ${(kv.plan.kvPoolBytes / 1e9).toFixed(1)} GB pool holds ${fits} such sequences${fits < kv.concurrency ? `, fewer than the ${kv.concurrency} measured at once: expect queueing or preemption` : ''}; prefill time grows at least linearly with it.`;
   }
-  return {
-    code: 'context_extrapolation',
-    message: `the target context of ${targetTokens.toLocaleString('en-US')} tokens is longer than any measured (${measuredMaxTokens.toLocaleString('en-US')}): short-context results do not carry over${sizing}`,
-  };
+  return warning('context_extrapolation', {
+    targetTokens,
+    measuredMaxTokens,
+    ...(sizing ? { sizing } : {}),
+  });
 }
 
 /**
@@ -95,10 +97,7 @@ export function runWarnings(plan: { temperature: number }, s: RunSummary): Warni
   const prefill = prefillWarning(s);
   if (prefill) warnings.push(prefill);
   if (plan.temperature > 0) {
-    warnings.push({
-      code: 'nonzero_temperature',
-      message: `temperature ${plan.temperature}: sampling noise moves output lengths and timings from run to run; benchmark at temperature 0`,
-    });
+    warnings.push(warning('nonzero_temperature', { temperature: plan.temperature }));
   }
   return warnings;
 }

@@ -96,6 +96,7 @@ function parseChunk(chat: boolean) {
       completionTokens = t.setCompletionTotal(usage.completion_tokens, 'usage.completion_tokens');
       const prompt = t.count(usage.prompt_tokens, 'usage.prompt_tokens', 'input');
       if (prompt !== undefined) t.promptTokens = prompt;
+      cachedTokens(usage, t);
       reasoningTokens(usage, t);
       if (Array.isArray(choices) && choices.length === 0) t.markComplete();
     }
@@ -143,6 +144,18 @@ function reasoningTokens(usage: Record<string, unknown>, t: Timeline): void {
   const field = 'usage.completion_tokens_details.reasoning_tokens';
   const value = t.count((details as Record<string, unknown>).reasoning_tokens, field, 'output');
   if (value !== undefined) t.reasoningTokens = value;
+}
+
+/**
+ * `usage.prompt_tokens_details.cached_tokens` (OpenAI; vLLM with --enable-prompt-tokens-details):
+ * prompt tokens the server did not prefill, which a run's prefix-cache warning reads.
+ */
+function cachedTokens(usage: Record<string, unknown>, t: Timeline): void {
+  const details = usage.prompt_tokens_details;
+  if (typeof details !== 'object' || details === null) return;
+  const field = 'usage.prompt_tokens_details.cached_tokens';
+  const value = t.count((details as Record<string, unknown>).cached_tokens, field, 'input');
+  if (value !== undefined) t.cachedPromptTokens = value;
 }
 
 /** llama.cpp's per-request `timings` object (native and OpenAI endpoints alike), checked. */
@@ -235,7 +248,10 @@ export const openaiBackend: Backend = {
     t.event({ content, toolCall, ...(completion !== undefined ? { tokens: completion } : {}) });
     const prompt = t.count(usage?.prompt_tokens, 'usage.prompt_tokens', 'input');
     if (prompt !== undefined) t.promptTokens = prompt;
-    if (usage) reasoningTokens(usage, t);
+    if (usage) {
+      cachedTokens(usage, t);
+      reasoningTokens(usage, t);
+    }
     if (typeof choice.finish_reason === 'string') t.finishReason = choice.finish_reason;
     t.markDone();
     return t.fault ?? t.finish();

@@ -49,6 +49,7 @@ export interface DecodedStream {
   outputTokens: number;
   outputTokensSource: TokenCountSource;
   inputTokens?: number;
+  cachedInputTokens?: number;
   tokenCountMismatch?: number;
   finishReason?: string;
   serverTiming?: ServerTiming;
@@ -139,6 +140,8 @@ export class Timeline {
   tokenEventsSinceRead = 0;
   totalCompletionTokens: number | undefined;
   promptTokens: number | undefined;
+  /** Prompt tokens served from the server's cache (`usage.prompt_tokens_details.cached_tokens`). */
+  cachedPromptTokens: number | undefined;
   /** The server's count of reasoning tokens (`usage.completion_tokens_details.reasoning_tokens`). */
   reasoningTokens: number | undefined;
   finishReason: string | undefined;
@@ -363,6 +366,7 @@ export class Timeline {
     }
     if (this.countProblem !== undefined) decoded.countProblem = this.countProblem;
     if (this.promptTokens !== undefined) decoded.inputTokens = this.promptTokens;
+    if (this.cachedPromptTokens !== undefined) decoded.cachedInputTokens = this.cachedPromptTokens;
     if (this.finishReason !== undefined) decoded.finishReason = this.finishReason;
     if (this.serverTiming !== undefined) decoded.serverTiming = this.serverTiming;
     if (this.doneUs !== undefined) decoded.doneUs = this.doneUs;
@@ -635,6 +639,9 @@ export function streamRecord(
     if (decoded.finishReason !== undefined) record.finishReason = decoded.finishReason;
     if (decoded.countProblem !== undefined) record.countProblem = decoded.countProblem;
     if (decoded.serverTiming !== undefined) record.serverTiming = decoded.serverTiming;
+    if (decoded.cachedInputTokens !== undefined) {
+      record.cachedInputTokens = decoded.cachedInputTokens;
+    }
   }
   if (decoded?.inputTokens !== undefined) {
     record.inputTokens = decoded.inputTokens;

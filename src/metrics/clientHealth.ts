@@ -70,8 +70,16 @@ export interface ThreadHealth {
   clientLimited: boolean;
   /** A figure was near a limit without crossing it (it is in `notes`, with the limit). */
   nearLimit?: boolean;
-  /** Why `clientLimited` is set, one line per limit crossed. */
+  /**
+   * Why `clientLimited` is set, one short sentence per limit crossed: the figure against its
+   * limit, then what it did to the numbers.
+   */
   reasons: string[];
+  /**
+   * The figure-against-limit part of each reason, in the same order (`event-loop delay p99
+   * 14.0 ms (limit 10 ms)`): what a one-line warning names. Absent in older results.
+   */
+  causes?: string[];
   /** Conditions worth knowing that are not limits: figures near a limit, timer bursts. */
   notes?: string[];
 }
@@ -93,22 +101,51 @@ export interface ClientHealth extends ThreadHealth {
    * "not measured", never "ok".
    */
   unmeasured?: true;
+  /**
+   * What to do about a client-limited run, fitted to how it ran (its worker threads against its
+   * usable cores): clientHealthAdvice. Absent when not client-limited, and in older results.
+   */
+  advice?: string;
+}
+
+/** What a crossed limit says about its remedy (clientHealthAdvice). */
+type Remedy =
+  /** One thread was busy: more worker threads, each on a core, spread its streams. */
+  | 'threads'
+  /** The whole process filled the cores it may use: only more or other cores help. */
+  | 'cores'
+  /** An idle thread was held up by the host's other work: more threads share the same host. */
+  | 'host';
+
+/**
+ * What to do about a client-limited run, fitted to how it ran: more worker threads spread a
+ * busy thread's streams over more cores, but only while there are idle cores for them; once
+ * the threads fill (or the process uses) the cores it may use, or the host's other work held an
+ * idle thread up, only other cores help: another machine, or the load split into shards.
+ */
+export function clientHealthAdvice(
+  remedies: ReadonlySet<Remedy>,
+  threads: number,
+  usableCores: number | undefined,
+  /** Threads the stamp-delay estimate says would bring a thread under its limit. */
+  estimatedThreads?: number,
+): string {
+  const elsewhere = 'another machine or shards (--shard)';
+  if (remedies.has('cores') || (usableCores !== undefined && threads >= usableCores)) {
+    const on = usableCores !== undefined ? cores(usableCores) : 'the cores it may use';
+    return `more --workers cannot help (${threads} on ${on}): use ${elsewhere}`;
+  }
+  if (remedies.has('threads')) {
+    // The default is one per usable core but one (the main thread writes the records); a
+    // thread per core is the most that still helps.
+    const wanted = estimatedThreads ?? (usableCores !== undefined ? usableCores - 1 : threads * 2);
+    const n = Math.min(usableCores ?? Number.POSITIVE_INFINITY, Math.max(threads + 1, wanted));
+    return `use --workers ${n} to spread the streams over more cores`;
+  }
+  return `other work on the host held the client up: give it idle cores (taskset) or use ${elsewhere}`;
 }
 
 /** The verdict in words: what the report prints beside the figures. */
-/**
- * What to do about a client-limited run: more worker threads spread a busy thread's streams
- * over more cores, but when the whole process already fills the cores it may use, only more
- * cores (a wider `taskset`, a bigger machine) or another machine help.
- */
-export function clientHealthAdvice(h: ClientHealth): string {
-  const processFull =
-    h.processCpu !== undefined && h.processCpu.share > CLIENT_HEALTH_LIMITS.processCpuShare.limit;
-  return processFull
-    ? 'give the client more cores or another machine'
-    : 'use more --workers or another machine';
-}
-
 export function clientHealthVerdict(
   h: ThreadHealth & Pick<ClientHealth, 'unmeasured'>,
 ): 'client-limited' | 'not measured' | 'ok, near a limit' | 'ok' {
@@ -117,25 +154,37 @@ export function clientHealthVerdict(
   return h.nearLimit ? 'ok, near a limit' : 'ok';
 }
 
-/** Collects limits crossed (`reasons`) and figures near a limit (`notes`). */
+/** Collects limits crossed (`reasons`, `causes`) and figures near a limit (`notes`). */
 class Findings {
   readonly reasons: string[] = [];
+  readonly causes: string[] = [];
   readonly notes: string[] = [];
+  readonly remedies = new Set<Remedy>();
+  /** The most threads the stamp-delay estimate asked for (stampDelayFinding). */
+  estimatedThreads: number | undefined;
   near = false;
 
-  /** `what`: the figure in words; `limitText`: the limit in the same unit; `why`: what it means. */
+  /**
+   * `what`: the figure in words; `limitText`: the limit in the same unit; `why`: what it did to
+   * the numbers, a short clause; `remedy`: what removes it.
+   */
   check(
     figure: number,
     { limit, near }: { limit: number; near: number },
     what: string,
     limitText: string,
-    why = '',
+    why: string,
+    remedy: Remedy,
   ): void {
     // The send rate is the one limit where lower is worse (its `near` lies above its `limit`).
     const lowerIsWorse = near > limit;
     const past = (bound: number) => (lowerIsWorse ? figure < bound : figure > bound);
-    if (past(limit)) this.reasons.push(`${what} ${lowerIsWorse ? '<' : '>'} ${limitText}${why}`);
-    else if (past(near)) {
+    if (past(limit)) {
+      const cause = `${what} (limit ${limitText})`;
+      this.causes.push(cause);
+      this.reasons.push(`${cause}: ${why}`);
+      this.remedies.add(remedy);
+    } else if (past(near)) {
       this.near = true;
       this.notes.push(`${what}, near the limit of ${limitText}`);
     }
@@ -230,32 +279,34 @@ function stampDelayFinding(
   const gc = m.gcPauses;
   const pauses =
     gc && gc.over1Ms > 0
-      ? `; ${gc.over1Ms} garbage-collection pause${gc.over1Ms === 1 ? '' : 's'} over 1 ms, the longest ${gc.maxMs.toFixed(1)} ms`
+      ? ` (${gc.over1Ms} garbage-collection pause${gc.over1Ms === 1 ? '' : 's'} over 1 ms, longest ${gc.maxMs.toFixed(1)} ms)`
       : '';
-  const itl = itlP99Ms !== undefined ? ` (of the measured ${itlP99Ms.toFixed(1)} ms)` : '';
-  const stalls = `event-loop delay weighed by time${pauses}`;
+  const itl = itlP99Ms !== undefined ? ` (of ${itlP99Ms.toFixed(1)} ms)` : '';
+  const moved = `ITL p99 may read up to ${itlBound(delay).toFixed(1)} ms high${itl}, mean TTFT about ${ttftBoundMs.toFixed(1)} ms high`;
   const elu = m.eventLoopUtilisation;
   let why: string;
+  let remedy: Remedy;
   if (elu !== undefined && elu < IDLE_LOOP_UTILISATION) {
     // An idle loop's stalls are not its load's: more threads would share the same host.
-    why = `: the thread, busy ${pct(elu)} of the time, was held up that long at 1 % of its stamps (${stalls}) by garbage collection or by the host running other work on its cores, which more worker threads do not remove`;
+    why = `${moved}; the thread was busy only ${pct(elu)}, so garbage collection or other work on the host held it up${pauses}`;
+    remedy = 'host';
   } else {
     let threads = 2;
     while (threads <= 64 && itlBound(stampDelayEstimate(m, threads) ?? NO_DELAY) > limit) {
       threads *= 2;
     }
-    const fix =
-      threads <= 64
-        ? `; by the same estimate about ${threads} worker threads, each on a core of its own, would bring it under ${limit.toFixed(1)} ms`
-        : '';
-    why = `: the thread's own stalls delayed 1 % of its stamps by that much (${stalls})${fix}`;
+    // The count goes to the advice, which weighs it against the usable cores.
+    if (threads <= 64) found.estimatedThreads = Math.max(found.estimatedThreads ?? 0, threads);
+    why = `${moved}; its own stalls held the thread up${pauses}`;
+    remedy = 'threads';
   }
   found.check(
     itlBound(delay),
     { limit, near: limit / 2 },
-    `ITL p99 may be inflated by up to ${itlBound(delay).toFixed(1)} ms${itl} and mean TTFT by about ${ttftBoundMs.toFixed(1)} ms`,
+    `stamps up to ${itlBound(delay).toFixed(1)} ms late at p99`,
     `${limit.toFixed(1)} ms`,
     why,
+    remedy,
   );
 }
 
@@ -281,7 +332,8 @@ export function assessClientHealth(
   } & MeasuredLatency,
 ): ClientHealth {
   const list = Array.isArray(measured) ? measured : [measured as ClientHealthMeasurements];
-  const threads = list.map((m) => threadHealth(m, rates));
+  const judged = list.map((m) => threadHealth(m, rates));
+  const threads = judged.map((j) => j.health);
   // No thread at all (every worker terminated or failed): the thread figures are unknown, NaN.
   const worst = (pick: (t: ThreadHealth) => number) =>
     threads.length > 0 ? Math.max(...threads.map(pick)) : Number.NaN;
@@ -291,6 +343,13 @@ export function assessClientHealth(
     threads.length === 1 ? lines : lines.map((r) => `worker ${i}: ${r}`);
   const found = new Findings();
   found.reasons.push(...threads.flatMap((t, i) => named(t.reasons, i)));
+  found.causes.push(...threads.flatMap((t, i) => named(t.causes, i)));
+  for (const j of judged) {
+    for (const r of j.remedies) found.remedies.add(r);
+    if (j.estimatedThreads !== undefined) {
+      found.estimatedThreads = Math.max(found.estimatedThreads ?? 0, j.estimatedThreads);
+    }
+  }
   found.notes.push(...threads.flatMap((t, i) => named(t.notes, i)));
   found.near = threads.some((t) => t.nearLimit);
   const busiest = threads.reduce<ThreadHealth['cpu']>(
@@ -319,7 +378,8 @@ export function assessClientHealth(
       CLIENT_HEALTH_LIMITS.processCpuShare,
       `client CPU ${pct(processCpu.share, CLIENT_HEALTH_LIMITS.processCpuShare.limit)} of ${cores(processCpu.usableCores)} (all threads)`,
       pct(CLIENT_HEALTH_LIMITS.processCpuShare.limit),
-      ': its threads competed for those cores, so timestamps may come late (more --workers cannot help; more cores can)',
+      'its threads competed for those cores, so stream events were stamped late',
+      'cores',
     );
   }
   const slips = list.flatMap((m) => m.sendSlipMs);
@@ -333,7 +393,8 @@ export function assessClientHealth(
       limits,
       `send slip p99 ${health.sendSlipMs.p99.toFixed(1)} ms`,
       `${limits.limit} ms`,
-      ': arrivals went out late',
+      'arrivals went out late, so the offered load was lower',
+      'threads',
     );
   }
   if (threads.length === 0) {
@@ -352,6 +413,8 @@ export function assessClientHealth(
         CLIENT_HEALTH_LIMITS.achievedRateShare,
         `achieved send rate ${achieved.toFixed(2)}/s`,
         `${pct(CLIENT_HEALTH_LIMITS.achievedRateShare.limit)} of the intended ${rates.intendedRatePerS.toFixed(2)}/s`,
+        'the client sent fewer arrivals than the schedule asked',
+        'threads',
       );
     }
     const gapMs = (1000 / rates.intendedRatePerS) * list.length;
@@ -365,6 +428,15 @@ export function assessClientHealth(
   if (threads.length > 1) health.workers = threads;
   health.clientLimited = found.reasons.length > 0;
   health.nearLimit = found.near;
+  if (health.clientLimited) {
+    health.causes = found.causes;
+    health.advice = clientHealthAdvice(
+      found.remedies,
+      Math.max(1, list.length),
+      health.processCpu?.usableCores ?? list.find((m) => m.usableCores)?.usableCores,
+      found.estimatedThreads,
+    );
+  }
   return health;
 }
 
@@ -401,7 +473,10 @@ function worstStampDelay(threads: ThreadHealth[]): Pick<ThreadHealth, 'stampDela
     : {};
 }
 
-function threadHealth(measured: ClientHealthMeasurements, latency: MeasuredLatency): ThreadHealth {
+function threadHealth(
+  measured: ClientHealthMeasurements,
+  latency: MeasuredLatency,
+): { health: ThreadHealth; remedies: ReadonlySet<Remedy>; estimatedThreads?: number } {
   const limits = CLIENT_HEALTH_LIMITS;
   const found = new Findings();
   const cpuS = measured.threadCpuS ?? measured.cpuUserS + measured.cpuSystemS;
@@ -412,7 +487,9 @@ function threadHealth(measured: ClientHealthMeasurements, latency: MeasuredLaten
     limits.eventLoopDelayP99Ms,
     `event-loop delay p99 ${delayP99.toFixed(1)} ms`,
     `${limits.eventLoopDelayP99Ms.limit} ms`,
-    ': stream events were timestamped late',
+    'stream events were stamped late',
+    // An idle loop's delay is not its load's (IDLE_LOOP_UTILISATION).
+    (measured.eventLoopUtilisation ?? 1) < IDLE_LOOP_UTILISATION ? 'host' : 'threads',
   );
   const stampDelay = stampDelayEstimate(measured);
   if (stampDelay && measured.wallS >= MIN_STAMP_WALL_S) {
@@ -424,9 +501,11 @@ function threadHealth(measured: ClientHealthMeasurements, latency: MeasuredLaten
       limits.cpuUtilisation,
       `client CPU ${pct(utilisation, limits.cpuUtilisation.limit)} of one core (${measured.threadCpuS !== undefined ? 'one thread' : 'the process'})`,
       pct(limits.cpuUtilisation.limit),
+      'the thread was too busy to read its streams on time',
+      'threads',
     );
   }
-  return {
+  const health: ThreadHealth = {
     eventLoopDelayMs: measured.eventLoopDelayMs,
     ...(measured.eventLoopUtilisation !== undefined
       ? { eventLoopUtilisation: measured.eventLoopUtilisation }
@@ -444,6 +523,12 @@ function threadHealth(measured: ClientHealthMeasurements, latency: MeasuredLaten
     clientLimited: found.reasons.length > 0,
     nearLimit: found.near,
     reasons: found.reasons,
+    ...(found.causes.length > 0 ? { causes: found.causes } : {}),
     ...(found.notes.length > 0 ? { notes: found.notes } : {}),
+  };
+  return {
+    health,
+    remedies: found.remedies,
+    ...(found.estimatedThreads !== undefined ? { estimatedThreads: found.estimatedThreads } : {}),
   };
 }

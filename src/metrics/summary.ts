@@ -12,7 +12,7 @@ import {
   type RequestLatencyKey,
   type RunNumbers,
 } from './catalog.js';
-import { assessClientHealth, type ClientHealth, clientHealthAdvice } from './clientHealth.js';
+import { assessClientHealth, type ClientHealth } from './clientHealth.js';
 import {
   type Distribution,
   PERCENTILES,
@@ -23,14 +23,11 @@ import {
 import { forEachTokenGap, requestMetrics } from './requestMetrics.js';
 import { type SessionState, type SessionSummary, SessionsBuilder } from './sessions.js';
 import { formatSlo, meetsSlo, type SloCondition } from './slo.js';
+import { type Warning, warning } from './warnings.js';
+
+export type { Warning } from './warnings.js';
 
 export const SUMMARY_SCHEMA_VERSION = 1;
-
-export interface Warning {
-  /** Stable code, for tools that filter warnings. */
-  code: string;
-  message: string;
-}
 
 export interface LatencySummary {
   ttftMs: Distribution;
@@ -78,6 +75,12 @@ export interface RunSummary {
     output: number;
     requestedInput: number;
     requestedOutput: number;
+    /**
+     * Prompt tokens the server said it served from its prefix cache, over the completed requests
+     * that said so: from usage's `cached_tokens` where any request carried it, else from
+     * llama.cpp's prompt tokens processed (`serverTiming.prefillTokens`, the rest cached).
+     */
+    cachedInput?: CachedInputTokens;
   };
   throughput: RunNumbers['throughput'];
   /** Open loop: throughput while arrivals were open, without the drain tail (docs/metrics.md). */
@@ -125,11 +128,29 @@ export interface SteadyState {
   requestsPerS: number;
   /** Output tokens whose stream event arrived in the window, per second of it. */
   outputTokensPerS: number;
-  /** Arrivals per second of the schedule: (counted - 1) / (last - first scheduledAt). */
+  /**
+   * The arrival rate asked for (`--rate`); for a trace or a ramp, which name no single rate,
+   * the schedule's own (`scheduledRequestsPerS`).
+   */
   offeredRequestsPerS: number;
+  /**
+   * Arrivals per second the schedule drew: (counted - 1) / (last - first scheduledAt). Random
+   * arrivals draw more or fewer than asked (26 in 10 s at a Poisson 2/s); absent in older results.
+   */
+  scheduledRequestsPerS?: number;
   /** From the last send to the last end: the drain tail, and its share of `durationS`. */
   drainS: number;
   drainShare: number;
+}
+
+/** Prompt tokens served from the server's cache, as the requests' own answers told it. */
+export interface CachedInputTokens {
+  /** Prompt tokens not prefilled. */
+  cached: number;
+  /** All prompt tokens of the requests that told it. */
+  ofInput: number;
+  requests: number;
+  source: 'usage' | 'prefill';
 }
 
 /** The reasoning split over the completed requests (docs/metrics.md, "Reasoning"). */
@@ -178,6 +199,11 @@ const COALESCED_WARN = 0.05;
 const STEADY_BIN_MS = 100;
 /** Shortfall of a throughput under the offered rate that earns a warning. */
 const OFFERED_SHORTFALL_WARN = 0.05;
+/**
+ * Mean requests in flight, as a share of `--max-concurrency`, from which the cap (not the
+ * server) is what held an open loop's sends back: its slots were full nearly all the run.
+ */
+const CAP_FULL_SHARE = 0.9;
 
 /** Relative gap between server-counted and requested input tokens that earns a warning. */
 const INPUT_DRIFT_WARN = 0.05;
@@ -196,6 +222,12 @@ const SUMMED = [
   'serverCountedInput',
   'serverCountedInputRequested',
   'serverCountedInputRequests',
+  'usageCachedInput',
+  'usageCachedOfInput',
+  'usageCachedRequests',
+  'prefillCachedInput',
+  'prefillCachedOfInput',
+  'prefillCachedRequests',
   'shortOutputs',
   'tokenEvents',
   'tokenCountMismatches',
@@ -250,6 +282,14 @@ export class SummaryBuilder {
   private serverCountedInput = 0;
   private serverCountedInputRequested = 0;
   private serverCountedInputRequests = 0;
+  /** Prompt tokens served from cache by usage's `cached_tokens`, of how many, in how many requests. */
+  private usageCachedInput = 0;
+  private usageCachedOfInput = 0;
+  private usageCachedRequests = 0;
+  /** The same from llama.cpp's prompt tokens processed (`serverTiming.prefillTokens`). */
+  private prefillCachedInput = 0;
+  private prefillCachedOfInput = 0;
+  private prefillCachedRequests = 0;
   private shortOutputs = 0;
   private tokenEvents = 0;
   private tokenCountMismatches = 0;
@@ -356,6 +396,20 @@ export class SummaryBuilder {
       this.serverCountedInputRequested += record.requestedInputTokens;
       this.serverCountedInputRequests++;
     }
+    const input = record.inputTokens;
+    if (input !== undefined && input > 0) {
+      if (record.cachedInputTokens !== undefined) {
+        this.usageCachedInput += Math.min(input, record.cachedInputTokens);
+        this.usageCachedOfInput += input;
+        this.usageCachedRequests++;
+      }
+      const processed = record.serverTiming?.prefillTokens;
+      if (processed !== undefined) {
+        this.prefillCachedInput += Math.max(0, input - processed);
+        this.prefillCachedOfInput += input;
+        this.prefillCachedRequests++;
+      }
+    }
     if (record.outputTokens < record.requestedOutputTokens) this.shortOutputs++;
     if (record.tokenCountMismatch) this.tokenCountMismatches++;
     if (record.reasoningTokens !== undefined || record.firstReasoningAt !== undefined) {
@@ -437,6 +491,7 @@ export class SummaryBuilder {
         output: this.outputTokens,
         requestedInput: this.requestedInput,
         requestedOutput: this.requestedOutput,
+        ...this.cachedInput(),
       },
       throughput: {
         requestsPerS: perS(this.completed),
@@ -517,15 +572,42 @@ export class SummaryBuilder {
       return sum;
     };
     const windowS = windowMs / 1000;
+    const scheduled = ((counted - 1) / scheduledMs) * 1000;
     const drainS = (this.windowEnd - this.lastSent) / 1000;
     return {
       windowS,
       requestsPerS: inWindow(this.endsByBin) / windowS,
       outputTokensPerS: inWindow(this.outputTokensByBin) / windowS,
-      offeredRequestsPerS: ((counted - 1) / scheduledMs) * 1000,
+      offeredRequestsPerS: plainSchedule(load) ? load.rate : scheduled,
+      scheduledRequestsPerS: scheduled,
       drainS,
       drainShare: durationS > 0 ? drainS / durationS : 0,
     };
+  }
+
+  /** The cached prompt tokens, from usage where any request told them, else from prefill counts. */
+  private cachedInput(): { cachedInput?: CachedInputTokens } {
+    if (this.usageCachedRequests > 0) {
+      return {
+        cachedInput: {
+          cached: this.usageCachedInput,
+          ofInput: this.usageCachedOfInput,
+          requests: this.usageCachedRequests,
+          source: 'usage',
+        },
+      };
+    }
+    if (this.prefillCachedRequests > 0) {
+      return {
+        cachedInput: {
+          cached: this.prefillCachedInput,
+          ofInput: this.prefillCachedOfInput,
+          requests: this.prefillCachedRequests,
+          source: 'prefill',
+        },
+      };
+    }
+    return {};
   }
 
   private adjusted(key: 'ttftMs' | 'e2eMs'): AdjustedPercentiles {
@@ -543,94 +625,69 @@ export class SummaryBuilder {
   private warnings(summary: RunSummary, outcome: RunOutcome): Warning[] {
     const warnings: Warning[] = [];
     const counted = this.completed + this.failed;
-    if (summary.clientHealth?.clientLimited) {
-      warnings.push({
-        code: 'client_limited',
-        message: `the client may have limited this run (${summary.clientHealth.reasons.join('; ')}); ${clientHealthAdvice(summary.clientHealth)}`,
-      });
-    }
-    const coalesced = summary.clientHealth?.coalescedEventShare ?? 0;
+    const health = summary.clientHealth;
+    if (health?.clientLimited) warnings.push(warning('client_limited', health));
+    const coalesced = health?.coalescedEventShare ?? 0;
     if (coalesced > COALESCED_WARN) {
-      warnings.push({
-        code: 'coalesced_events',
-        message: `${pct(coalesced)} of token events arrived in one network read with the previous event of their request, so their gaps read as ~0 (the server or network batched them, or the client read late)`,
-      });
+      warnings.push(warning('coalesced_events', { share: coalesced }));
     }
     if (summary.interrupted) {
-      const unsent = outcome.unsentRequests ?? 0;
-      warnings.push({
-        code: 'interrupted',
-        message: `the run was interrupted: this summary covers only the requests that finished${unsent > 0 ? ` (${unsent} scheduled arrivals were never sent)` : ''}`,
-      });
+      warnings.push(warning('interrupted', { unsent: outcome.unsentRequests ?? 0 }));
     }
     if (counted === 0) {
-      warnings.push({ code: 'no_requests', message: 'no request was counted' });
+      warnings.push(warning('no_requests', {}));
       return warnings;
     }
     if (this.failed > 0) {
       const kinds = ERROR_KINDS.filter((k) => this.errorsByKind[k])
         .map((k) => `${k} ${this.errorsByKind[k]}`)
         .join(', ');
-      warnings.push({
-        code: 'requests_failed',
-        message: `${this.failed} of ${counted} requests failed (${pct(this.failed / counted)}): ${kinds}; latency percentiles cover successes only, see the adjusted view`,
-      });
+      warnings.push(warning('requests_failed', { failed: this.failed, counted, kinds }));
     }
     const offered = offeredRateWarning(summary);
     if (offered) warnings.push(offered);
     if (this.completed > 0 && this.completed < 100) {
-      warnings.push({
-        code: 'low_sample',
-        message: `only ${this.completed} completed requests: per-request p99 needs 100 and p99.9 needs 1,000 to be resolved`,
-      });
+      warnings.push(warning('low_sample', { completed: this.completed }));
     }
     if (this.serverCountedInputRequests > 0 && this.serverCountedInputRequested > 0) {
       const drift = this.serverCountedInput / this.serverCountedInputRequested - 1;
       if (Math.abs(drift) > INPUT_DRIFT_WARN) {
-        const mean = this.serverCountedInput / this.serverCountedInputRequests;
-        const requested = this.serverCountedInputRequested / this.serverCountedInputRequests;
-        warnings.push({
-          code: 'input_drift',
-          message: `the server counted ${mean.toFixed(1)} input tokens per request, ${pct(Math.abs(drift))} ${drift > 0 ? 'more' : 'fewer'} than the ${requested.toFixed(1)} requested (tokenizer or chat template)`,
-        });
+        warnings.push(
+          warning('input_drift', {
+            meanInput: this.serverCountedInput / this.serverCountedInputRequests,
+            meanRequested: this.serverCountedInputRequested / this.serverCountedInputRequests,
+          }),
+        );
       }
     }
     if (this.shortOutputs > 0) {
-      warnings.push({
-        code: 'output_short',
-        message: `${this.shortOutputs} of ${this.completed} completed requests stopped before the requested output length (mean ${(this.outputTokens / this.completed).toFixed(1)} of ${(this.requestedOutput / this.completed).toFixed(1)} tokens); --ignore-eos asks vLLM and SGLang for exact lengths`,
-      });
+      warnings.push(
+        warning('output_short', {
+          short: this.shortOutputs,
+          completed: this.completed,
+          meanOutput: this.outputTokens / this.completed,
+          meanRequested: this.requestedOutput / this.completed,
+        }),
+      );
     }
     const tokensPerEvent = summary.streaming.tokensPerEvent;
-    if (tokensPerEvent > 1.05) {
-      warnings.push({
-        code: 'multi_token_events',
-        message: `the server sent ${tokensPerEvent.toFixed(2)} tokens per stream event on average: itl spreads each event's gap over its tokens, chunkGap keeps the raw gaps`,
-      });
-    }
+    if (tokensPerEvent > 1.05) warnings.push(warning('multi_token_events', { tokensPerEvent }));
     if (this.outputSources.events) {
-      warnings.push({
-        code: 'no_usage',
-        message: `${this.outputSources.events} requests had no usable output count from the server (none sent${this.implausibleCounts > 0 ? ', or one that cannot be true' : ''}): their output tokens were counted as one per stream event`,
-      });
+      warnings.push(
+        warning('no_usage', {
+          requests: this.outputSources.events,
+          implausible: this.implausibleCounts > 0,
+        }),
+      );
     }
     if (this.resentRequests > 0) {
-      warnings.push({
-        code: 'resent_requests',
-        message: `${this.resentRequests} of ${this.completed + this.failed} requests were sent a second time: the server closed their kept-alive connection, which had carried an answered request, before answering them (llama-server closes after every stream); the lost time counts as queueDelay. A server that resets requests it has read looks the same to a client: unless it is llama-server, read them as failures`,
-      });
+      warnings.push(warning('resent_requests', { resent: this.resentRequests, counted }));
     }
     if (this.implausibleCounts > 0) {
-      warnings.push({
-        code: 'implausible_usage',
-        message: `${this.implausibleCounts} requests had a token count or duration from the server that cannot be true (not a non-negative integer, above the request's max tokens, or below the token events seen); their counts fell back to what the client observed (countProblem in records.jsonl)`,
-      });
+      warnings.push(warning('implausible_usage', { requests: this.implausibleCounts }));
     }
     if (this.tokenCountMismatches > 0) {
-      warnings.push({
-        code: 'token_count_mismatch',
-        message: `${this.tokenCountMismatches} requests had per-event token counts that disagreed with the server's total; the events were rescaled to the total`,
-      });
+      warnings.push(warning('token_count_mismatch', { requests: this.tokenCountMismatches }));
     }
     return warnings;
   }
@@ -647,47 +704,63 @@ export function summarize(
   return builder.build(outcome);
 }
 
+/** An open loop at one asked rate (not a replayed trace, not a ramp): `load.rate` is what it offered. */
+function plainSchedule(load: LoadSpec): load is Extract<LoadSpec, { mode: 'open' }> {
+  return load.mode === 'open' && load.arrival !== 'trace' && !load.rampUp;
+}
+
 /**
- * An open-loop run whose whole-run requests/s falls short of the offered rate: the drain tail
- * when the steady-state window kept up, else a server that could not keep up.
+ * An open-loop run whose whole-run requests/s falls short of the offered rate: the client's own
+ * --max-concurrency when its slots were full (arrivals waited in the client, never reaching the
+ * server at the asked rate), else the drain tail when the steady-state window kept up, else a
+ * server that could not keep up. The shortfall is judged against the lower of the asked rate
+ * and the rate the schedule drew: random arrivals may draw fewer than asked, and a run that
+ * finished all it was sent did not fall short.
  */
 function offeredRateWarning(summary: RunSummary): Warning | undefined {
   const steady = summary.steadyState;
   const whole = summary.throughput.requestsPerS;
-  const rate = (x: number) => `${x.toFixed(2)} req/s`;
   const { load } = summary;
-  if (!steady) {
-    // No window: arrivals stopped before the first answers' E2E had passed. Under a plain
-    // schedule (not a trace or a ramp) the asked rate still says what was offered.
-    if (load.mode !== 'open' || load.arrival === 'trace' || load.rampUp || summary.sessions) {
-      return undefined;
-    }
-    if (whole >= load.rate * (1 - OFFERED_SHORTFALL_WARN)) return undefined;
-    return {
-      code: 'below_offered_rate',
-      message: `the server could not keep up with the offered ${rate(load.rate)}, or the run was too short for answers this long: it finished ${rate(whole)} and never reached a steady state (its p95 E2E, ${(summary.latency.e2eMs.p95 / 1000).toFixed(1)} s, outlasted the arrivals); run longer to tell them apart`,
-    };
-  }
-  const offered = steady.offeredRequestsPerS;
+  if (load.mode !== 'open' || summary.sessions) return undefined;
+  if (!steady && !plainSchedule(load)) return undefined;
+  const offered = steady
+    ? Math.min(steady.offeredRequestsPerS, steady.scheduledRequestsPerS ?? Number.POSITIVE_INFINITY)
+    : load.rate;
   if (whole >= offered * (1 - OFFERED_SHORTFALL_WARN)) return undefined;
+  const cap = load.maxConcurrency;
+  if (cap !== undefined && summary.load.meanConcurrency >= cap * CAP_FULL_SHARE) {
+    return warning('max_concurrency_capped', {
+      cap,
+      offeredPerS: steady?.offeredRequestsPerS ?? load.rate,
+      wholePerS: whole,
+      queueDelayP50Ms: summary.latency.queueDelayMs.p50,
+    });
+  }
+  if (!steady) {
+    // No window: arrivals stopped before the first answers' E2E had passed.
+    return warning('below_offered_rate', {
+      offeredPerS: offered,
+      wholePerS: whole,
+      e2eP95Ms: summary.latency.e2eMs.p95,
+    });
+  }
   // Random arrivals put about sqrt(n) noise on the n answers of the window: only a shortfall
   // beyond three of those (or 5 %) says the server fell behind.
   const noise =
-    load.mode === 'open' && load.arrival !== 'constant'
+    load.arrival !== 'constant'
       ? 3 / Math.sqrt(Math.max(1, steady.requestsPerS * steady.windowS))
       : 0;
   const keptUp = steady.requestsPerS >= offered * (1 - Math.max(OFFERED_SHORTFALL_WARN, noise));
-  const window = `${steady.windowS.toFixed(1)} s from p95 E2E after the first send to the last send`;
   if (keptUp) {
-    return {
-      code: 'drain_tail',
-      message: `the whole run's ${rate(whole)} is ${pct(1 - whole / offered)} under the offered ${rate(offered)} because it includes the drain tail: the last requests finished ${steady.drainS.toFixed(1)} s after the last was sent (${pct(steady.drainShare)} of the run). While arrivals were open the server kept up: ${rate(steady.requestsPerS)} and ${Math.round(steady.outputTokensPerS).toLocaleString('en-US')} output tok/s over the steady-state window (${window})`,
-    };
+    return warning('drain_tail', {
+      offeredPerS: offered,
+      wholePerS: whole,
+      drainS: steady.drainS,
+      drainShare: steady.drainShare,
+      steady,
+    });
   }
-  return {
-    code: 'below_offered_rate',
-    message: `the server could not keep up with the offered ${rate(offered)}: even while arrivals were open it finished only ${rate(steady.requestsPerS)} (${pct(steady.requestsPerS / offered)} of the offered rate, over the ${window}), so requests queued and the run's ${rate(whole)} is its capacity at this load, not the offered rate`,
-  };
+  return warning('below_offered_rate', { offeredPerS: offered, wholePerS: whole, steady });
 }
 
 /** The steady-state bin of a time on the run's clock (ms). */
@@ -697,8 +770,4 @@ function binOf(atMs: number): number {
 
 function addToBin(bins: Map<number, number>, bin: number, n: number): void {
   bins.set(bin, (bins.get(bin) ?? 0) + n);
-}
-
-function pct(share: number): string {
-  return `${(share * 100).toFixed(1)}%`;
 }

@@ -17,7 +17,7 @@ import {
 import { clientHealthVerdict } from '../metrics/clientHealth.js';
 import type { Distribution } from '../metrics/distribution.js';
 import { fmtNumber, fmtSig } from '../metrics/format.js';
-import type { Warning } from '../metrics/summary.js';
+import { severityOf, type Warning, type WarningSeverity, warning } from '../metrics/warnings.js';
 import type { ReportInput, RunReportInput } from '../results/load.js';
 import { chartsOf, type RunCharts } from '../results/runView.js';
 import { VERSION } from '../version.js';
@@ -189,6 +189,8 @@ h3{font-size:15px;margin:18px 0 6px}
 ul.warnings{list-style:none;padding:0;margin:0}
 ul.warnings li{background:var(--warn-bg);border-left:4px solid var(--warn);padding:6px 10px;margin:6px 0;overflow-wrap:anywhere}
 ul.warnings code{color:var(--warn);font-size:12px;margin-right:6px}
+ul.warnings li.error{border-left-color:var(--bad)}
+ul.warnings li.info{opacity:.85}
 ul.findings{padding-left:20px}
 ul.findings li{margin:3px 0;overflow-wrap:anywhere}
 table{border-collapse:collapse;margin:8px 0 12px;font-variant-numeric:tabular-nums;font-size:13px}
@@ -294,15 +296,14 @@ function footer(dir: string): string {
 // ---------------------------------------------------------------------------------------------
 // Shared pieces
 
-function warningsSection(
-  warnings: { code?: string; message: string; where?: string }[],
-): Section[] {
+function warningsSection(warnings: ListedWarning[]): Section[] {
   if (warnings.length === 0) return [];
   const items = warnings
-    .map(
-      (w) =>
-        `<li>${w.code ? `<code>${esc(w.code)}</code>` : ''}${w.where ? `<b>${esc(w.where)}:</b> ` : ''}${esc(w.message)}</li>`,
-    )
+    .map((w) => {
+      const severity = w.code ? severityOf({ code: w.code, severity: sev(w.severity) }) : undefined;
+      const detail = typeof w.detail === 'string' ? `<br><small>${esc(w.detail)}</small>` : '';
+      return `<li${severity ? ` class="${severity}"` : ''}>${w.code ? `<code>${esc(w.code)}</code>` : ''}${w.where ? `<b>${esc(w.where)}:</b> ` : ''}${esc(w.message)}${detail}</li>`;
+    })
     .join('\n');
   return [
     {
@@ -312,6 +313,11 @@ function warningsSection(
       html: `<h2>Warnings (${warnings.length})</h2>\n<ul class="warnings">${items}</ul>`,
     },
   ];
+}
+
+/** A saved severity, if it is one (summaries are files: anything may be in them). */
+function sev(value: unknown): WarningSeverity | undefined {
+  return value === 'info' || value === 'warning' || value === 'error' ? value : undefined;
 }
 
 function card(label: string, value: string, bad = false): string {
@@ -335,6 +341,15 @@ function factList(facts: [string, string | undefined][]): string {
 
 type Summary = RunReportInput['summary'];
 
+/** A warning as the report lists it: a saved one (severity, detail), or the report's own. */
+type ListedWarning = {
+  code?: string;
+  severity?: WarningSeverity;
+  message: string;
+  detail?: string;
+  where?: string;
+};
+
 /**
  * The run's warnings, the server's not yet among them, and the client's and the stop's where
  * the summary does not say them already: SummaryBuilder writes `interrupted` (with the
@@ -349,13 +364,10 @@ function runWarnings(summary: Summary): Warning[] {
   const says = (code: string) => saved.some((w) => w.code === code);
   const h = summary.clientHealth;
   if (h?.clientLimited && !says('client_limited')) {
-    out.push({
-      code: 'client_limited',
-      message: `the client, not the server, limited this run: ${h.reasons.join('; ')}`,
-    });
+    out.push(warning('client_limited', h));
   }
   if (summary.interrupted && !says('interrupted')) {
-    out.push({ code: 'interrupted', message: 'interrupted: only finished requests are counted' });
+    out.push(warning('interrupted', { unsent: 0 }));
   }
   out.push(...saved);
   for (const w of arr(summary.serverMetrics?.warnings) as Warning[]) {
@@ -932,17 +944,20 @@ function sweepReport(input: Extract<ReportInput, { kind: 'sweep' }>, charts: Cha
     .filter((s): s is Json => s !== undefined && Array.isArray(s.points))
     .map((s) => s as unknown as ScenarioSweepJson);
   const target = str(sweep.target) ?? 'the target';
-  const warnings: { code?: string; message: string; where?: string }[] = [];
+  const warnings: ListedWarning[] = [];
   if (sweep.interrupted === true) {
-    warnings.push({
-      code: 'interrupted',
-      message: 'the sweep was interrupted: later levels are missing',
-    });
+    warnings.push(warning('interrupted', { profile: 'sweep', missing: 'levels' }));
   }
   for (const s of scenarios) {
     for (const w of arr(s.warnings).map(obj)) {
       if (w && typeof w.message === 'string') {
-        warnings.push({ code: str(w.code), message: w.message, where: str(s.scenario) });
+        warnings.push({
+          code: str(w.code),
+          severity: sev(w.severity),
+          message: w.message,
+          detail: str(w.detail),
+          where: str(s.scenario),
+        });
       }
     }
   }
@@ -1025,12 +1040,9 @@ function probeReport(input: Extract<ReportInput, { kind: 'probe' }>, charts: Cha
     .map(obj)
     .filter((p): p is Json => p !== undefined);
   const fit = obj(probe.fit);
-  const warnings: { code?: string; message: string; where?: string }[] = [];
+  const warnings: ListedWarning[] = [];
   if (probe.interrupted === true) {
-    warnings.push({
-      code: 'interrupted',
-      message: 'the probe was interrupted: later points are missing',
-    });
+    warnings.push(warning('interrupted', { profile: 'probe', missing: 'points' }));
   }
   if (typeof probe.promptOverheadNote === 'string') {
     warnings.push({ code: 'prompt_overhead', message: probe.promptOverheadNote });
@@ -1159,10 +1171,7 @@ function capacityReport(input: Extract<ReportInput, { kind: 'capacity' }>, chart
   const timeScale = num(server?.timeScale);
   const warnings: { code?: string; message: string }[] = [];
   if (c.interrupted === true) {
-    warnings.push({
-      code: 'interrupted',
-      message: 'the capacity search was interrupted: later batches are missing',
-    });
+    warnings.push(warning('interrupted', { profile: 'capacity search', missing: 'batches' }));
   }
   if (typeof c.predictionNote === 'string') {
     warnings.push({

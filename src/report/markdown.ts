@@ -1,6 +1,7 @@
 import type { Distribution } from '../metrics/distribution.js';
 import { fmtNumber } from '../metrics/format.js';
 import type { RunSummary } from '../metrics/summary.js';
+import { severityOf } from '../metrics/warnings.js';
 import type { SavedSummary } from '../results/reader.js';
 import { markdownCell as cell, metricLabel } from './format.js';
 import { describeReasoning, sessionFacts, TURN_COLUMNS } from './sessionsText.js';
@@ -81,7 +82,10 @@ export function markdownSummary(
     lines.push(...markdownTable(RUN_COLUMNS, runs));
   }
   const warnings = runs.flatMap(({ name, summary }) =>
-    summary.warnings.map((w) => `${runs.length > 1 ? `${name}: ` : ''}${w.message}`),
+    summary.warnings.map(
+      (w) =>
+        `${runs.length > 1 ? `${name}: ` : ''}${severityOf(w)} \`${w.code}\`: ${w.message}${w.detail ? ` ${w.detail}` : ''}`,
+    ),
   );
   if (warnings.length > 0) {
     lines.push('', '**Warnings**', '', ...warnings.map((w) => `- ${cell(w)}`));

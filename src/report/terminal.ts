@@ -2,12 +2,12 @@ import pc from 'picocolors';
 import {
   CLIENT_HEALTH_LIMITS,
   type ClientHealth,
-  clientHealthAdvice,
   clientHealthVerdict,
 } from '../metrics/clientHealth.js';
 import type { Distribution } from '../metrics/distribution.js';
 import { fmtNumber, fmtUpTo } from '../metrics/format.js';
 import type { RunSummary } from '../metrics/summary.js';
+import { severityOf } from '../metrics/warnings.js';
 import { seriesName } from '../telemetry/prometheus.js';
 import type { ServerMemorySummary, ServerMetricsSummary } from '../telemetry/summary.js';
 import { metricLabel, terminalSafe } from './format.js';
@@ -210,12 +210,12 @@ export function renderTerminalSummary(summary: RunSummary, options: TerminalOpti
   const c = pc.createColors(options.color);
   const lines: string[] = [];
   // The verdict comes first: every number below may be the client's, not the server's.
-  if (summary.clientHealth?.clientLimited) {
-    lines.push(
-      c.red(
-        `CLIENT-LIMITED: ${summary.clientHealth.reasons.join('; ')}; ${clientHealthAdvice(summary.clientHealth)}.`,
-      ),
-    );
+  // One line per cause, then the remedy once; the warnings below do not repeat it.
+  const health = summary.clientHealth;
+  if (health?.clientLimited) {
+    lines.push(c.red("CLIENT-LIMITED: these numbers may be the client's, not the server's:"));
+    for (const reason of health.reasons) lines.push(c.red(`  ${terminalSafe(reason)}`));
+    lines.push(c.red(`  ${health.advice ?? 'use more --workers or another machine'}`));
   }
   const counted = summary.requests.completed + summary.requests.failed;
   const perRequest = (n: number) => (counted > 0 ? Math.round(n / counted) : 0);
@@ -306,10 +306,11 @@ export function renderTerminalSummary(summary: RunSummary, options: TerminalOpti
   const warnings = [
     ...summary.warnings,
     ...(server?.warnings ?? []).filter((w) => !summary.warnings.some((s) => s.code === w.code)),
-  ];
+  ].filter((w) => !(w.code === 'client_limited' && health?.clientLimited));
   if (warnings.length > 0) {
     lines.push('Warnings:');
-    for (const w of warnings) lines.push(c.yellow(`  - ${terminalSafe(w.message)}`));
+    const paint = { error: c.red, warning: c.yellow, info: (t: string) => t };
+    for (const w of warnings) lines.push(paint[severityOf(w)](`  - ${terminalSafe(w.message)}`));
   }
   if (options.outDir) lines.push(`Results: ${options.outDir}`);
   return lines.join('\n');

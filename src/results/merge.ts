@@ -8,6 +8,7 @@ import { existsSync, mkdirSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import type { LoadSpec } from '../load.js';
 import type { SloCondition } from '../metrics/slo.js';
+import { warning } from '../metrics/warnings.js';
 import type { ClientHealthMeasurements, RequestRecord } from '../record.js';
 import { JsonlWriter, readClientHealth, writeClientHealth } from './jsonl.js';
 import { hasResult, RESULT_FILES, resultPath } from './layout.js';
@@ -183,10 +184,7 @@ export async function mergeShards(shards: ShardRun[], out: string): Promise<Save
   if (scraped) summary.serverMetrics = scraped.summary?.serverMetrics;
   const spreadS = (Math.max(...shards.map((s) => s.startedAtMs)) - originMs) / 1000;
   if (spreadS > 1) {
-    summary.warnings.push({
-      code: 'shards_not_aligned',
-      message: `the shards started up to ${spreadS.toFixed(1)} s apart (no shared --start-at): their loads overlapped only in part, and the merged load is not the plan's`,
-    });
+    summary.warnings.push(warning('shards_not_aligned', { spreadS }));
   }
   const header = { id: newId(), kind: 'merge' as const, command: 'merge' };
   writeManifest(

@@ -12,7 +12,13 @@ import { ResultFileError } from './layout.js';
 /** A number as JSON writes it: NaN and Infinity (an empty distribution) come back as null. */
 const num = z.number().nullable();
 
-export const warningSchema = z.object({ code: z.string(), message: z.string() });
+/** `severity` and `detail` came later (metrics/warnings.ts): older summaries lack them. */
+export const warningSchema = z.object({
+  code: z.string(),
+  severity: z.enum(['info', 'warning', 'error']).optional(),
+  message: z.string(),
+  detail: z.string().optional(),
+});
 
 export const loadSchema = z.looseObject({ mode: z.enum(['closed', 'open']) });
 

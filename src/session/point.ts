@@ -5,6 +5,7 @@
  * (and telemetry.jsonl, client-health.json) into its own directory as it runs.
  */
 import { performance } from 'node:perf_hooks';
+import { prefixCacheWarning, workloadSharesPrefixes } from '../analysis/prefixCache.js';
 import { withApiKey } from '../backends/request.js';
 import type { RequestSpec } from '../backends/types.js';
 import { describeError, InfergaugeError } from '../errors.js';
@@ -29,6 +30,7 @@ import {
   workerAnswerMs,
 } from '../loadgen/workers.js';
 import { type RunSummary, SummaryBuilder, type Warning } from '../metrics/summary.js';
+import { warning } from '../metrics/warnings.js';
 import { type RunPlan, redactPlan } from '../plan/runPlan.js';
 import { readRecords } from '../results/jsonl.js';
 import { hasResult, resultPath } from '../results/layout.js';
@@ -592,6 +594,11 @@ async function finishLive(
   );
   // The server's warnings (KV cache full, preemptions) stand with the run's.
   if (serverMetrics) summary.warnings.push(...serverMetrics.warnings);
+  const sharing = workloadSharesPrefixes(c.point.scenario, {
+    dataset: c.target.plan.dataset !== undefined,
+  });
+  const cached = prefixCacheWarning(summary, serverMetrics, sharing);
+  if (cached) summary.warnings.push(cached);
   summary.warnings.push(...(c.hooks.warnings?.(summary) ?? []));
   await c.session.pointFinished({
     point: c.info,
@@ -617,31 +624,35 @@ function endWarnings(o: {
   const { deadlineS, terminated, failed, workers } = o;
   const warnings: Warning[] = [];
   if (deadlineS !== undefined) {
-    warnings.push({
-      code: 'deadline_passed',
-      message: `the run passed its hard deadline of ${deadlineS.toFixed(0)} s (its requests at the load's limit, each taking the whole --timeout, plus --grace) and was stopped: requests still in flight were cancelled, later ones never sent`,
-    });
+    warnings.push(warning('deadline_passed', { deadlineS }));
   }
   for (const t of terminated) {
     const missing = Math.max(0, t.progress.sent - t.recordsReceived);
-    warnings.push({
-      code: 'worker_terminated',
-      message: `worker ${t.index + 1} of ${workers} did not answer within ${workerAnswerMs() / 1000} s of the cancel (stuck, as in a CPU loop) and was terminated: its ${t.recordsReceived} records are counted; ${missing} requests it had sent (by its last report) never produced a record and are missing from the run`,
-    });
+    warnings.push(
+      warning('worker_terminated', {
+        worker: t.index + 1,
+        workers,
+        answerS: workerAnswerMs() / 1000,
+        records: t.recordsReceived,
+        missing,
+      }),
+    );
   }
   for (const t of failed) {
     const missing = Math.max(0, t.progress.sent - t.recordsReceived);
-    warnings.push({
-      code: 'worker_failed',
-      message: `worker ${t.index + 1} of ${workers} failed (${t.reason}) and ended its share of the run: its ${t.recordsReceived} records are counted; ${missing} requests it had in flight never produced a record, and the rest of its share was never sent (a bug in infergauge: please report it with this message)`,
-    });
+    warnings.push(
+      warning('worker_failed', {
+        worker: t.index + 1,
+        workers,
+        reason: t.reason,
+        records: t.recordsReceived,
+        missing,
+      }),
+    );
   }
   if (o.inThreadFailure) {
     const { reason, recordsWritten } = o.inThreadFailure;
-    warnings.push({
-      code: 'loadgen_failed',
-      message: `the load generator failed (${reason}) and ended the run: its ${recordsWritten} records are counted, and the requests it had yet to send were never sent (a bug in infergauge: please report it with this message)`,
-    });
+    warnings.push(warning('loadgen_failed', { reason, records: recordsWritten }));
   }
   return warnings;
 }

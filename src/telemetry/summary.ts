@@ -1,4 +1,4 @@
-import type { Warning } from '../metrics/summary.js';
+import { type Warning, warning } from '../metrics/warnings.js';
 import { type CommonTelemetry, commonFields } from './common.js';
 import { seriesName } from './prometheus.js';
 import type { TelemetrySnapshot } from './snapshot.js';
@@ -251,17 +251,11 @@ function summarizeCommon(snapshots: TelemetrySnapshot[]): ServerMemorySummary | 
 function memoryWarnings(memory: ServerMemorySummary): Warning[] {
   const warnings: Warning[] = [];
   if (memory.kvCacheUsage && memory.kvCacheUsage.max >= KV_FULL) {
-    warnings.push({
-      code: 'kv_cache_full',
-      message: `the server's KV cache was full (peak ${(memory.kvCacheUsage.max * 100).toFixed(0)}%, mean ${(memory.kvCacheUsage.mean * 100).toFixed(0)}%): requests waited for cache blocks, and the latencies include that wait`,
-    });
+    const { max: peak, mean } = memory.kvCacheUsage;
+    warnings.push(warning('kv_cache_full', { peak, mean }));
   }
   if (memory.preemptions !== undefined && memory.preemptions > 0) {
-    const n = memory.preemptions;
-    warnings.push({
-      code: 'preemptions',
-      message: `the server preempted ${n} request${n === 1 ? '' : 's'} during the run (KV cache exhausted): their work was redone, which shows in their latency`,
-    });
+    warnings.push(warning('preemptions', { preemptions: memory.preemptions }));
   }
   return warnings;
 }

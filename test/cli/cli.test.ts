@@ -162,11 +162,13 @@ describe('command line', () => {
     ]);
     assert.equal(result.code, 0, result.stderr);
     // The load comes first, after the client's own verdict when a loaded machine limited it (as
-    // the README says: that line then comes before everything).
+    // the README says: its lines, one per cause and the advice indented under it, then come
+    // before everything).
     const lines = result.stdout.split('\n');
-    const first = lines[0].startsWith('CLIENT-LIMITED: ') ? lines[1] : lines[0];
+    const verdict = lines[0].startsWith('CLIENT-LIMITED: ');
+    const first = verdict ? lines.find((l, i) => i > 0 && !l.startsWith('  ')) : lines[0];
     assert.match(
-      first,
+      first ?? '',
       /^3 concurrent requests \(measured \d+\.\d\), 12 requests, 20 in \/ 8 out tokens/,
     );
     assert.match(result.stdout, /TTFT/);

@@ -167,10 +167,12 @@ describe('infergauge sweep on the simulator', () => {
     const codes = (s: { warnings: { code: string }[] }) => s.warnings.map((w) => w.code).sort();
     assert.deepEqual(codes(summarize), ['context_extrapolation', 'prefill_dominated']);
     assert.deepEqual(codes(creative), ['context_extrapolation']);
-    assert.match(
-      summarize.warnings.find((w: { code: string }) => w.code === 'context_extrapolation').message,
-      /pool holds \d+ such sequences/,
+    const extrapolated = summarize.warnings.find(
+      (w: { code: string }) => w.code === 'context_extrapolation',
     );
+    assert.match(extrapolated.message, /longer than any measured \([\d,]+\)/);
+    // The KV sizing is the detail: the report's, not the terminal line's.
+    assert.match(extrapolated.detail, /pool holds \d+ such sequences/);
     const within = await sweepJson([
       '--scenario',
       'creative',

@@ -48,7 +48,7 @@ describe('client health verdict', () => {
     }
     const health = verdict(blocked.result);
     assert.equal(health.clientLimited, true);
-    assert.match(health.reasons.join('; '), /event-loop delay p99 \d+\.\d ms > 10 ms/);
+    assert.match(health.reasons.join('; '), /event-loop delay p99 \d+\.\d ms \(limit 10 ms\)/);
     assert.ok((blocked.result.clientHealth.eventLoopUtilisation ?? 0) > 0.5);
   });
 

@@ -116,8 +116,8 @@ describe('prefill_dominated says what its numbers show', () => {
   test('long prompts but TTFT a small share of the wait: users wait for the stream, not the first token', () => {
     const w = prefillWarning(summary(60, 1000, 2048, 128));
     assert.ok(w);
-    assert.match(w.message, /TTFT is only 6% of end-to-end latency/);
-    assert.doesNotMatch(w.message, /wait mostly for the first token/);
+    assert.match(w.detail ?? '', /TTFT is only 6% of end-to-end latency/);
+    assert.doesNotMatch(`${w.message} ${w.detail}`, /wait mostly for the first token/);
   });
 
   test('long prompts but a first token of a few percent of the wait: decode was the cost, no warning', () => {
@@ -130,7 +130,7 @@ describe('prefill_dominated says what its numbers show', () => {
     const w = prefillWarning(summary(700, 1000, 2048, 16));
     assert.ok(w);
     assert.match(w.message, /TTFT is 70% of end-to-end latency and prompts are 128x the answers/);
-    assert.match(w.message, /users wait mostly for the first token/);
+    assert.match(w.detail ?? '', /users wait mostly for the first token/);
   });
 });
 

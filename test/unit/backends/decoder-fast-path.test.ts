@@ -148,7 +148,15 @@ const usage = entries({
   completion_tokens: often(count),
   total_tokens: often(count),
   completion_tokens_details: rarely(fc.constant(obj([['reasoning_tokens', 3]]))),
-  prompt_tokens_details: often(fc.constant(null)),
+  prompt_tokens_details: often(
+    fc.constantFrom<Json>(
+      null,
+      null,
+      null,
+      obj([['cached_tokens', 5]]),
+      obj([['cached_tokens', -1]]),
+    ),
+  ),
 });
 const chunk = (endpoint: Endpoint) =>
   entries({
@@ -358,11 +366,33 @@ describe('OpenAI field scanner', () => {
       '{"choices":[{"delta":{"content":"a"}},{"delta":{"content":"b"}}]}',
       '{"choices":[],"usage":{"completion_tokens":1.5}}',
       '{"choices":[{"delta":{"content":"a"}}]} x',
+      '{"choices":[],"usage":{"prompt_tokens":12,"completion_tokens":1,"prompt_tokens_details":{"cached_tokens":8}}}',
       '{"choices":[{"delta":{"c\\u006fntent":"a"}}]}',
     ];
     for (const data of unusual) assert.equal(scanChatChunk(data, 0, data.length, t), false, data);
     // What it left, it left untouched.
     assert.equal(t.eventCount, events);
+  });
+
+  it("keeps usage's cached prompt tokens, which the prefix-cache warning reads", () => {
+    const body = [
+      '{"choices":[{"index":0,"delta":{"content":" w"},"finish_reason":null}]}',
+      '{"choices":[{"index":0,"delta":{"content":" x"},"finish_reason":"length"}]}',
+      '{"choices":[],"usage":{"prompt_tokens":128,"completion_tokens":2,"total_tokens":130,"prompt_tokens_details":{"cached_tokens":96}}}',
+    ]
+      .map((d) => `data: ${d}\n\n`)
+      .join('');
+    for (const fast of [true, false]) {
+      const { decoded } = decodeAll('chat', [body, 'data: [DONE]\n\n'], fast, undefined, false);
+      assert.equal(decoded.inputTokens, 128);
+      assert.equal(decoded.cachedInputTokens, 96);
+    }
+    // Null details (vLLM without --enable-prompt-tokens-details) say nothing.
+    const none = body.replace('{"cached_tokens":96}', 'null');
+    assert.equal(
+      decodeAll('chat', [none], true, undefined, false).decoded.cachedInputTokens,
+      undefined,
+    );
   });
 });
 

@@ -13,6 +13,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import type { Browser } from 'playwright-core';
+import { warning } from '../../../src/metrics/warnings.js';
 import { cdfPoints, MAX_SERIES_POINTS, paretoFront } from '../../../src/report/charts.js';
 import { escapeHtml } from '../../../src/report/format.js';
 import { renderHtmlReport } from '../../../src/report/html.js';
@@ -253,6 +254,26 @@ describe('HTML report structure', () => {
     // A summary that does not say it (an older one) still gets the line.
     const older = renderHtmlReport({ ...run, summary: { ...summary, warnings: [] } });
     assert.equal(older.match(/<code>interrupted<\/code>/g)?.length, 1);
+  });
+
+  test("a warning's severity marks its line and its detail is shown, escaped", async () => {
+    const run = (await loadReportInput(join(FIXTURES, 'run'))) as Extract<
+      ReportInput,
+      { kind: 'run' }
+    >;
+    const limited = warning('client_limited', {
+      reasons: ['event-loop delay p99 14.0 ms (limit 10 ms): <b>late</b>'],
+      causes: ['event-loop delay p99 14.0 ms (limit 10 ms)'],
+      advice: 'use --workers 3 to spread the streams over more cores',
+    });
+    const summary = { ...run.summary, warnings: [limited] };
+    const html = renderHtmlReport({ ...run, summary });
+    assert.match(html, /<li class="error"><code>client_limited<\/code>the client limited this run/);
+    assert.ok(html.includes('<small>event-loop delay p99 14.0 ms (limit 10 ms): &lt;b&gt;late'));
+    // An older summary's warning has no severity: its code's, from the catalogue.
+    const { severity: _, ...older } = limited;
+    const again = renderHtmlReport({ ...run, summary: { ...summary, warnings: [older] } });
+    assert.match(again, /<li class="error"><code>client_limited<\/code>/);
   });
 
   test('a run without records.jsonl still reports its numbers', async () => {

@@ -1,0 +1,69 @@
+import type { RunSummary } from '../metrics/summary.js';
+import { type Warning, type WarningFigures, warning } from '../metrics/warnings.js';
+import type { ServerMetricsSummary } from '../telemetry/summary.js';
+import type { Scenario } from '../workload/scenarios.js';
+
+/**
+ * Share of prompt tokens served from the server's cache past which a run's TTFT is no longer a
+ * cold prefill's. A chat template's common head fills at most a block or two (16 tokens each in
+ * vLLM) of every prompt, a few per cent of a 256-token prompt; a prompt sent before is served
+ * whole from the cache (the README's repeated run read 51,000 of 51,200 tokens cached).
+ */
+export const PREFIX_CACHE_WARN_SHARE = 0.2;
+
+/**
+ * Whether the workload itself repeats prompt prefixes: a shared prefix, sessions (each turn
+ * resends its history), agent tasks (a shared system prompt), or a dataset's own prompts (their
+ * repeats are the data's). Then cache hits are the workload's, not a leftover of earlier runs.
+ */
+export function workloadSharesPrefixes(scenario: Scenario, o: { dataset?: boolean }): boolean {
+  return (
+    (scenario.sharedPrefixTokens ?? 0) > 0 ||
+    scenario.session !== undefined ||
+    scenario.agent !== undefined ||
+    o.dataset === true
+  );
+}
+
+/**
+ * `prefix_cache_hits`: the server served a material share of the prompt tokens from its cache
+ * though the workload asked for no sharing (prompts sent by an earlier run, another client, or
+ * repeated by the seed). Read from what the server told, the run's own requests first: usage's
+ * `cached_tokens`, then llama.cpp's prompt tokens processed per request (summary.tokens), then
+ * the server's prefix-cache counters over the scrape window (which warm-up requests and other
+ * clients also move).
+ */
+export function prefixCacheWarning(
+  summary: Pick<RunSummary, 'tokens' | 'sessions'>,
+  server: Pick<ServerMetricsSummary, 'prefixCache'> | undefined,
+  sharingAsked: boolean,
+): Warning | undefined {
+  if (sharingAsked || summary.sessions) return undefined;
+  const found = cachedShare(summary, server);
+  if (!found || !(found.cachedShare >= PREFIX_CACHE_WARN_SHARE)) return undefined;
+  return warning('prefix_cache_hits', found);
+}
+
+function cachedShare(
+  summary: Pick<RunSummary, 'tokens'>,
+  server: Pick<ServerMetricsSummary, 'prefixCache'> | undefined,
+): WarningFigures<'prefix_cache_hits'> | undefined {
+  const own = summary.tokens.cachedInput;
+  if (own && own.ofInput > 0) {
+    return {
+      cachedShare: own.cached / own.ofInput,
+      tokens: { cached: own.cached, prompt: own.ofInput },
+      source: own.source,
+    };
+  }
+  const p = server?.prefixCache;
+  if (!p) return undefined;
+  if (p.hitTokens !== undefined && p.queriedTokens !== undefined && p.queriedTokens > 0) {
+    return {
+      cachedShare: p.hitTokens / p.queriedTokens,
+      tokens: { cached: p.hitTokens, prompt: p.queriedTokens },
+      source: 'counters',
+    };
+  }
+  return { cachedShare: p.hitRate, source: 'rate' };
+}

@@ -1,0 +1,297 @@
+/**
+ * The warning catalogue: every warning a run, a sweep point or a merge attaches to its summary,
+ * with its stable code, its severity and the one place its words are built. A terminal message
+ * is one sentence that states the cause, its figures and the remedy once, in at most
+ * WARNING_MESSAGE_MAX_CHARS characters; what takes longer to explain goes to `detail`, which
+ * the reports (HTML, Markdown) and summary.json carry and the terminal does not print.
+ * docs/metrics.md ("Warnings") lists the codes; tools filter on them, so a code keeps its meaning.
+ */
+
+/**
+ * - `info`: context for reading a number; the numbers stand as printed.
+ * - `warning`: some numbers are off or mean less than they seem; read them with the cause named.
+ * - `error`: the run did not measure what was asked (the client, a failure or a stop decided
+ *   the numbers); do not use them as the server's.
+ */
+export type WarningSeverity = 'info' | 'warning' | 'error';
+
+export const WARNING_SEVERITIES: readonly WarningSeverity[] = ['info', 'warning', 'error'];
+
+/** The longest terminal message, in characters: one line a reader takes in at once. */
+export const WARNING_MESSAGE_MAX_CHARS = 200;
+
+export interface Warning {
+  /** Stable code, for tools that filter warnings. */
+  code: string;
+  /** Absent in summaries written before severities existed: read those as `warning`. */
+  severity?: WarningSeverity;
+  /** One sentence: cause, figures, remedy (the terminal prints this). */
+  message: string;
+  /** The longer explanation, for the reports and summary.json only. */
+  detail?: string;
+}
+
+interface Text {
+  message: string;
+  detail?: string;
+}
+
+interface Entry<F> {
+  severity: WarningSeverity;
+  build: (f: F) => Text;
+}
+
+const entry = <F>(severity: WarningSeverity, build: (f: F) => Text): Entry<F> => ({
+  severity,
+  build,
+});
+
+const pct = (share: number) => `${(share * 100).toFixed(1)}%`;
+const n = (x: number) => Math.round(x).toLocaleString('en-US');
+const rate = (x: number) => `${x.toFixed(2)} req/s`;
+const plural = (k: number, word: string) => `${n(k)} ${word}${k === 1 ? '' : 's'}`;
+/** Server or system text inside a sentence: its first `max` characters, whole in `detail`. */
+const clip = (text: string, max: number) =>
+  text.length <= max ? text : `${text.slice(0, max - 1).trimEnd()}…`;
+/** Milliseconds or seconds, whichever reads. */
+const duration = (ms: number) => (ms >= 10_000 ? `${(ms / 1000).toFixed(1)} s` : `${n(ms)} ms`);
+
+/** Figures of a client-limited run (ClientHealth's own words for each cause). */
+export interface ClientLimitedFigures {
+  /** One sentence per limit crossed (ClientHealth.reasons). */
+  reasons: readonly string[];
+  /** Each reason's figure against its limit (ClientHealth.causes; absent in older results). */
+  causes?: readonly string[];
+  /** What to do, fitted to the run (ClientHealth.advice; absent in older results). */
+  advice?: string;
+}
+
+/** Figures of a prefill-dominated run (analysis/traps.ts prefillWarning). */
+export interface PrefillFigures {
+  /** Share of E2E spent before the first token (queueing set aside where `queued`). */
+  share: number;
+  queued: boolean;
+  prefillMs: number;
+  meanTtftMs: number;
+  streamMs: number;
+  inputTokens: number;
+  outputTokens: number;
+  /** TTFT is most of the wait. */
+  slowFirstToken: boolean;
+  /** Prompts are many times the answers and carry much of the server's time. */
+  longPrompts: boolean;
+}
+
+/** The source a prefix-cache hit share was read from (telemetry, llama.cpp timings, usage). */
+export type PrefixCacheSource = 'counters' | 'rate' | 'prefill' | 'usage';
+
+const PREFIX_CACHE_SOURCES: Record<PrefixCacheSource, string> = {
+  counters: "the server's prefix-cache counters",
+  rate: "the server's own prefix-cache hit rate, averaged over the scrapes",
+  prefill: "llama.cpp's prompt tokens processed per request",
+  usage: "usage's cached_tokens per request",
+};
+
+/** Shared words of the drain and shortfall messages. */
+const steadyWindow = (windowS: number) =>
+  `${windowS.toFixed(1)} s from p95 E2E after the first send to the last send`;
+
+export const WARNINGS = {
+  client_limited: entry<ClientLimitedFigures>('error', (f) => {
+    const first = f.causes?.[0];
+    const more = f.reasons.length - 1;
+    const cause = first
+      ? ` (${first}${more > 0 ? `, +${n(more)} more` : ''})`
+      : ` on ${plural(f.reasons.length, 'count')}`;
+    return {
+      message: `the client limited this run${cause}; ${f.advice ?? 'use more --workers or another machine'}`,
+      detail: f.reasons.join('; '),
+    };
+  }),
+  coalesced_events: entry<{ share: number }>('info', (f) => ({
+    message: `${pct(f.share)} of token events came in one network read with the one before, so their gaps read ~0: the server or network batched them, or the client read late`,
+  })),
+  interrupted: entry<
+    | { unsent: number }
+    | { profile: 'sweep' | 'probe' | 'capacity search'; missing: 'levels' | 'points' | 'batches' }
+  >('warning', (f) =>
+    'profile' in f
+      ? {
+          message: `the ${f.profile} was interrupted: later ${f.missing} are missing; run it again to its end`,
+        }
+      : {
+          message: `the run was interrupted: only the requests that finished are counted${f.unsent > 0 ? ` (${plural(f.unsent, 'scheduled arrival')} never sent)` : ''}; run it to its end for the whole load`,
+        },
+  ),
+  no_requests: entry<Record<string, never>>('error', () => ({
+    message:
+      'no request was counted, so nothing was measured: the run stopped before its first measured request ended; run longer or with fewer warm-up requests',
+  })),
+  requests_failed: entry<{ failed: number; counted: number; kinds: string }>('warning', (f) => ({
+    message: `${n(f.failed)} of ${n(f.counted)} requests failed (${pct(f.failed / f.counted)}: ${clip(f.kinds, 60)}); latencies cover successes only, the adjusted view counts failures`,
+    ...(f.kinds.length > 60 ? { detail: `failures by kind: ${f.kinds}` } : {}),
+  })),
+  below_offered_rate: entry<
+    | { offeredPerS: number; steady: { requestsPerS: number; windowS: number }; wholePerS: number }
+    | { offeredPerS: number; steady?: undefined; wholePerS: number; e2eP95Ms: number }
+  >('warning', (f) => {
+    if (!f.steady) {
+      return {
+        message: `the run finished ${rate(f.wholePerS)} of the offered ${rate(f.offeredPerS)} and never reached a steady state (p95 E2E ${duration(f.e2eP95Ms)} outlasted the arrivals): run longer to tell a slow server from a short run`,
+      };
+    }
+    const s = f.steady;
+    return {
+      message: `the server fell behind the offered ${rate(f.offeredPerS)}: it finished ${rate(s.requestsPerS)} (${pct(s.requestsPerS / f.offeredPerS)}) while arrivals were open, so requests queued; lower --rate to measure a load it sustains`,
+      detail: `Over the steady-state window (${steadyWindow(s.windowS)}) the server finished ${rate(s.requestsPerS)}: the run's ${rate(f.wholePerS)} is its capacity at this load, not the offered rate.`,
+    };
+  }),
+  max_concurrency_capped: entry<{
+    cap: number;
+    offeredPerS: number;
+    wholePerS: number;
+    queueDelayP50Ms: number;
+  }>('warning', (f) => ({
+    message: `--max-concurrency ${n(f.cap)} held arrivals back (queue delay p50 ${duration(f.queueDelayP50Ms)}): ${rate(f.wholePerS)} went out of the ${rate(f.offeredPerS)} asked; raise --max-concurrency to offer the full rate`,
+    detail: `Arrivals over the client's own cap of ${n(f.cap)} requests in flight waited for a free slot (their wait is queueDelay and counts in user TTFT): the server was offered what ${n(f.cap)} requests in flight allow, not the asked ${rate(f.offeredPerS)}, so this says nothing about whether it keeps up with that rate.`,
+  })),
+  drain_tail: entry<{
+    offeredPerS: number;
+    wholePerS: number;
+    drainS: number;
+    drainShare: number;
+    steady: { requestsPerS: number; outputTokensPerS: number; windowS: number };
+  }>('info', (f) => ({
+    message: `the whole run's ${rate(f.wholePerS)} is ${pct(1 - f.wholePerS / f.offeredPerS)} under the offered ${rate(f.offeredPerS)} only for its ${f.drainS.toFixed(1)} s drain tail: while arrivals were open the server kept up (steady state)`,
+    detail: `The last requests finished ${f.drainS.toFixed(1)} s after the last was sent (${pct(f.drainShare)} of the run). Over the steady-state window (${steadyWindow(f.steady.windowS)}) the server finished ${rate(f.steady.requestsPerS)} and ${n(f.steady.outputTokensPerS)} output tok/s.`,
+  })),
+  low_sample: entry<{ completed: number }>('info', (f) => ({
+    message: `only ${n(f.completed)} completed requests: p99 needs 100 and p99.9 needs 1,000 to be resolved; run more requests for the tail`,
+  })),
+  input_drift: entry<{ meanInput: number; meanRequested: number }>('warning', (f) => {
+    const drift = f.meanInput / f.meanRequested - 1;
+    return {
+      message: `the server counted ${f.meanInput.toFixed(1)} input tokens per request, ${pct(Math.abs(drift))} ${drift > 0 ? 'more' : 'fewer'} than the ${f.meanRequested.toFixed(1)} requested (chat template or tokenizer); --tokenizer server counts as it does`,
+    };
+  }),
+  output_short: entry<{
+    short: number;
+    completed: number;
+    meanOutput: number;
+    meanRequested: number;
+  }>('warning', (f) => ({
+    message: `${n(f.short)} of ${n(f.completed)} requests stopped before their requested length (mean ${f.meanOutput.toFixed(1)} of ${f.meanRequested.toFixed(1)} tokens); --ignore-eos asks vLLM and SGLang for exact lengths`,
+  })),
+  multi_token_events: entry<{ tokensPerEvent: number }>('info', (f) => ({
+    message: `the server sent ${f.tokensPerEvent.toFixed(2)} tokens per stream event on average: ITL spreads each event's gap over its tokens, chunkGap keeps the raw gaps`,
+  })),
+  no_usage: entry<{ requests: number; implausible: boolean }>('warning', (f) => ({
+    message: `${plural(f.requests, 'request')} had no usable output count from the server (none sent${f.implausible ? ', or an impossible one' : ''}): their output tokens were counted as one per stream event`,
+  })),
+  resent_requests: entry<{ resent: number; counted: number }>('warning', (f) => ({
+    message: `${n(f.resent)} of ${n(f.counted)} requests were sent again after the server closed their kept-alive connection unanswered; the lost time counts as queueDelay`,
+    detail:
+      'The server closed a kept-alive connection, which had carried an answered request, before answering the next request on it (llama-server closes after every stream). A server that resets requests it has read looks the same to a client: unless it is llama-server, read them as failures.',
+  })),
+  implausible_usage: entry<{ requests: number }>('warning', (f) => ({
+    message: `${plural(f.requests, 'request')} had a token count or duration from the server that cannot be true; their counts fell back to what the client saw (countProblem in records.jsonl)`,
+    detail:
+      "A count that is not a non-negative integer, lies above the request's max tokens or below the token events seen, or a duration that cannot be true.",
+  })),
+  token_count_mismatch: entry<{ requests: number }>('info', (f) => ({
+    message: `${plural(f.requests, 'request')} had per-event token counts that disagreed with the server's total; the events were rescaled to the total`,
+  })),
+  kv_cache_full: entry<{ peak: number; mean: number }>('warning', (f) => ({
+    message: `the server's KV cache was full (peak ${(f.peak * 100).toFixed(0)}%, mean ${(f.mean * 100).toFixed(0)}%): requests waited for cache blocks, and the latencies include that wait; lower the load to measure without it`,
+  })),
+  preemptions: entry<{ preemptions: number }>('warning', (f) => ({
+    message: `the server preempted ${plural(f.preemptions, 'request')} (KV cache exhausted): their work was redone, which shows in their latency; lower the load to measure without it`,
+  })),
+  prefix_cache_hits: entry<{
+    cachedShare: number;
+    /** Absent where the server told only its rate. */
+    tokens?: { cached: number; prompt: number };
+    source: PrefixCacheSource;
+  }>('warning', (f) => ({
+    message: `the server served ${pct(f.cachedShare)} of prompt tokens from its prefix cache though no prompt sharing was asked: TTFT is not a cold prefill's; send fresh prompts or reset its cache`,
+    detail: `From ${PREFIX_CACHE_SOURCES[f.source]}${f.tokens ? `: ${n(f.tokens.cached)} of ${n(f.tokens.prompt)} prompt tokens were not prefilled` : ''}. The workload shares no prefix, so the prompts were in the server's cache before: sent by an earlier run with the same prompts (the same seed), or by another client. Against a fresh cache TTFT includes the whole prefill.`,
+  })),
+  prefill_dominated: entry<PrefillFigures>('info', (f) => {
+    const ms = (x: number) => `${n(x)} ms`;
+    const share = `${(f.share * 100).toFixed(0)}%`;
+    const prompts = `prompts are ${Math.round(f.inputTokens / f.outputTokens)}x the answers (${n(f.inputTokens)} vs ${n(f.outputTokens)} tokens)`;
+    const queued = f.queued
+      ? ` (with queueing set aside: the fastest first token took ${ms(f.prefillMs)}, the mean ${ms(f.meanTtftMs)}, against ${ms(f.streamMs)} to stream an answer)`
+      : '';
+    // Each sentence must hold for the numbers it prints: users wait mostly for the first token
+    // only where TTFT is most of their wait; long prompts alone say where the server's work goes.
+    return f.slowFirstToken
+      ? {
+          message: `prefill-dominated: TTFT is ${share} of end-to-end latency${f.longPrompts ? ` and ${prompts}` : ''}: judge it by TTFT and prefill throughput, not decode speed`,
+          detail: `TTFT is ${share} of end-to-end latency${queued}, so users wait mostly for the first token. For RAG-style use (long retrieved context, short answer) judge it by TTFT and prefill throughput rather than decode speed; prefix caching, shorter contexts or chunked prefill move it most.`,
+        }
+      : {
+          message: `prefill-dominated: ${prompts}, so most of the server's work is prompt tokens; judge prefill throughput and TTFT beside decode speed`,
+          detail: `TTFT is only ${share} of end-to-end latency${queued}, and users wait mostly for the answer to stream. For RAG-style use (long retrieved context, short answer) judge prefill throughput and TTFT beside decode speed; prefix caching, shorter contexts or chunked prefill cut the prompt work most.`,
+        };
+  }),
+  context_extrapolation: entry<{
+    targetTokens: number;
+    measuredMaxTokens: number;
+    sizing?: string;
+  }>('warning', (f) => ({
+    message: `the target context of ${n(f.targetTokens)} tokens is longer than any measured (${n(f.measuredMaxTokens)}): short-context results do not carry over; measure at that length`,
+    detail: f.sizing ?? 'Pass --model and --gpu to size the KV cache that length needs.',
+  })),
+  nonzero_temperature: entry<{ temperature: number }>('warning', (f) => ({
+    message: `temperature ${f.temperature}: sampling noise moves output lengths and timings from run to run; benchmark at temperature 0`,
+  })),
+  deadline_passed: entry<{ deadlineS: number }>('error', (f) => ({
+    message: `the run passed its hard deadline of ${n(f.deadlineS)} s and was stopped: requests in flight were cancelled, later ones never sent; lower --timeout or the load, or raise --grace`,
+    detail:
+      "The deadline is the run's requests at the load's limit, each taking the whole --timeout, plus --grace.",
+  })),
+  worker_terminated: entry<{
+    worker: number;
+    workers: number;
+    answerS: number;
+    records: number;
+    missing: number;
+  }>('error', (f) => ({
+    message: `worker ${f.worker} of ${f.workers} was stuck ${f.answerS} s after the cancel and was terminated: ${plural(f.missing, 'request')} it had sent left no record; its ${plural(f.records, 'record')} count`,
+    detail: `The worker did not answer the cancel (stuck, as in a CPU loop). Its ${n(f.records)} records are counted; ${n(f.missing)} requests it had sent (by its last report) never produced a record and are missing from the run.`,
+  })),
+  worker_failed: entry<{
+    worker: number;
+    workers: number;
+    reason: string;
+    records: number;
+    missing: number;
+  }>('error', (f) => ({
+    message: `worker ${f.worker} of ${f.workers} failed (${clip(f.reason, 60)}): its share was cut short, ${n(f.missing)} requests in flight lost; a bug in infergauge, please report it`,
+    detail: `Failure: ${f.reason}. Its ${n(f.records)} records are counted; ${n(f.missing)} requests it had in flight never produced a record, and the rest of its share was never sent.`,
+  })),
+  loadgen_failed: entry<{ reason: string; records: number }>('error', (f) => ({
+    message: `the load generator failed (${clip(f.reason, 60)}) and ended the run after ${plural(f.records, 'record')}; a bug in infergauge, please report it`,
+    detail: `Failure: ${f.reason}. Its ${n(f.records)} records are counted, and the requests it had yet to send were never sent.`,
+  })),
+  shards_not_aligned: entry<{ spreadS: number }>('warning', (f) => ({
+    message: `the shards started up to ${f.spreadS.toFixed(1)} s apart, so their loads overlapped only in part and the merged load is not the plan's; start them with a shared --start-at`,
+  })),
+} as const;
+
+export type WarningCode = keyof typeof WARNINGS;
+export type WarningFigures<C extends WarningCode> =
+  (typeof WARNINGS)[C] extends Entry<infer F> ? F : never;
+
+/** A warning from the catalogue: its code, its severity and its words from the figures. */
+export function warning<C extends WarningCode>(code: C, figures: WarningFigures<C>): Warning {
+  const { severity, build } = WARNINGS[code] as Entry<WarningFigures<C>>;
+  const { message, detail } = build(figures);
+  return { code, severity, message, ...(detail ? { detail } : {}) };
+}
+
+/** The severity a saved warning carries, or the catalogue's for its code (older summaries). */
+export function severityOf(w: Pick<Warning, 'code' | 'severity'>): WarningSeverity {
+  return w.severity ?? (WARNINGS as Record<string, Entry<never>>)[w.code]?.severity ?? 'warning';
+}
