@@ -1507,7 +1507,7 @@ export function checkComparable(a: RunUnit, b: RunUnit): Comparability {
 export type UnlikeCode =
   | 'prefix_cache_differs'
   | 'identical_prompts'
-  | 'client_limited'
+  | 'client_limited_run'
   | 'simulator_differs';
 
 export interface UnlikeReason {
@@ -1578,7 +1578,7 @@ export function unlikeReasons(a: RunUnit, b: RunUnit): UnlikeReason[] {
   if (limited.length > 0) {
     const who = limited.join(' and ');
     reasons.push({
-      code: 'client_limited',
+      code: 'client_limited_run',
       text: `the client limited ${who} (see the run's client health): ${limited.length > 1 ? 'their' : 'its'} numbers measure the client as much as the server`,
       short: `client-limited ${who}`,
     });

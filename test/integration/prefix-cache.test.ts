@@ -46,9 +46,10 @@ describe('prefix_cache_hits against a caching server', () => {
   }
 
   test('a repeated run is warned of its cached prompts; the first and a shared-prefix run are not', async () => {
-    const first = await run('first');
+    // The same prompt salt twice sends the same prompts twice (a fresh salt per run would not).
+    const first = await run('first', { promptSalt: 7 });
     assert.ok(!first.warnings.some((w) => w.code === 'prefix_cache_hits'), JSON.stringify(first));
-    const second = await run('second');
+    const second = await run('second', { promptSalt: 7 });
     assert.ok((second.serverMetrics?.prefixCache?.hitRate ?? 0) > 0.9, JSON.stringify(second));
     const w = second.warnings.find((x) => x.code === 'prefix_cache_hits');
     assert.ok(w, second.warnings.map((x) => x.code).join(','));
@@ -59,7 +60,7 @@ describe('prefix_cache_hits against a caching server', () => {
     );
     assert.match(w.detail ?? '', /prefix-cache counters: [\d,]+ of [\d,]+ prompt tokens/);
     // A workload that asks for a shared prefix is not warned of the hits it asked for.
-    const shared = await run('shared', { sharedPrefix: 128 });
+    const shared = await run('shared', { sharedPrefix: 128, promptSalt: 7 });
     assert.ok(!shared.warnings.some((x) => x.code === 'prefix_cache_hits'));
   });
 });

@@ -57,7 +57,7 @@ describe('prompt salt against a caching server (the README before/after workflow
     const pair = report.candidates[0].pairs[0];
     // A loaded test machine may limit the client (its event loop late): a true reason, but
     // not this test's; compare-unlike.test.ts holds it.
-    const codes = pair.unlike.map((u) => u.code).filter((c) => c !== 'client_limited');
+    const codes = pair.unlike.map((u) => u.code).filter((c) => c !== 'client_limited_run');
     return { codes, text: renderTerminal(report, false) };
   };
 

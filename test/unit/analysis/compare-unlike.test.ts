@@ -115,7 +115,7 @@ describe('unlike comparisons (pure)', () => {
       codes({ ...live, seed: 1, promptSalt: 3 }, { ...live, seed: 2, promptSalt: 3 }),
       [],
     );
-    assert.deepEqual(codes({ clientLimited: true }, {}), ['client_limited']);
+    assert.deepEqual(codes({ clientLimited: true }, {}), ['client_limited_run']);
     const [limited] = unlikeReasons(unit({ clientLimited: true }), unit({ clientLimited: true }));
     assert.match(limited.short, /client-limited A and B/);
     const [sim] = unlikeReasons(
