@@ -1,11 +1,12 @@
 /**
  * The docs hold for a user of the published package, not only of this repository: the project is
- * compiled and packed with `npm pack` (package.json's `files` decide what ships), the tarball is
- * unpacked into an empty directory's node_modules beside its declared dependencies only (linked
- * from this repository's node_modules: no registry is reached), and every library block of the
- * docs (`<!-- library -->`, tools/docs/blocks.ts) runs there as an .mjs file importing
- * 'infergauge'; the docs' `http://127.0.0.1:8000` names a simulator started here. Every relative
- * link of the packaged README.md and docs must lead to a packaged file.
+ * compiled and packed with `npm pack` (package.json's `files` decide what ships; its scripts do
+ * not run, the build being done), the tarball is unpacked into an empty directory's node_modules
+ * beside its declared dependencies only (linked from this repository's node_modules: npm's cache
+ * need not hold them, and no registry is reached), and every library block of the docs
+ * (`<!-- library -->`, tools/docs/blocks.ts) runs there as an .mjs file importing 'infergauge';
+ * the docs' `http://127.0.0.1:8000` names a simulator started here. Every relative link of the
+ * packaged README.md and docs must lead to a packaged file.
  */
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
@@ -54,10 +55,14 @@ async function pack(): Promise<Packed> {
       join(REPO, 'node_modules', 'typescript', 'bin', 'tsc'),
       ...['-p', join(REPO, 'tsconfig.json'), '--outDir', join(stage, 'dist')],
     ]);
-  const { stdout } = await exec('npm', ['pack', '--json', '--pack-destination', root], {
-    cwd: stage,
-    maxBuffer: 16 << 20,
-  });
+  const { stdout } = await exec(
+    'npm',
+    ['pack', '--json', '--ignore-scripts', '--pack-destination', root],
+    {
+      cwd: stage,
+      maxBuffer: 16 << 20,
+    },
+  );
   const [info] = JSON.parse(stdout) as { filename: string; files: { path: string }[] }[];
   assert.ok(info, 'npm pack made a tarball');
   const project = join(root, 'project');
