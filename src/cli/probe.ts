@@ -1,5 +1,6 @@
 import { Command, Option } from '@commander-js/extra-typings';
 import { EXIT } from '../errors.js';
+import { failedToRun } from '../report/failures.js';
 import { PROBE_DEFAULTS as DEFAULTS } from '../session/profiles/defaults.js';
 import type { ProbeKind } from '../session/profiles/probe.js';
 import {
@@ -136,8 +137,9 @@ async function probe(
       process.stdout.write(`${text}\nResults: ${out}\n`);
     }
     if (interrupts.stop.aborted) return EXIT.interrupted;
+    // Precedence: interrupted (above), then no point had a success, then the thresholds.
     if (!result.points.some((p) => p.completed > 0)) {
-      process.stderr.write(`infergauge ${name}: no request completed; see ${out}\n`);
+      printNotice(name, `${failedToRun(outcome.summaries.map((x) => x.summary))}; see ${out}`);
       return EXIT.failure;
     }
     return gate(name, merged.threshold as string[] | undefined, outcome.summaries);

@@ -4,6 +4,7 @@ import { EXIT } from '../errors.js';
 import type { PlanFileOptions } from '../plan/planFile.js';
 import { RUN_DEFAULTS, type RunPlan, recordsFormatNotice } from '../plan/runPlan.js';
 import type { ScenarioRow } from '../report/scenarios.js';
+import { failedToRun } from '../report/failures.js';
 import { renderTerminalSummary } from '../report/terminal.js';
 import { savedSummary } from '../results/runFiles.js';
 import type { RunOptions } from '../session/prepare.js';
@@ -294,6 +295,10 @@ async function run(options: RunOptions): Promise<number> {
   // Stopped before the first scenario began: nothing was measured.
   if (done.results.length === 0) return done.code;
   if (done.scenarioRows) await printScenarios(done, done.scenarioRows, json);
+  // Precedence: interrupted (130), then nothing succeeded (1), then the thresholds (3).
+  if (done.code === EXIT.failure) {
+    printNotice('run', failedToRun(done.results.map((r) => r.summary)));
+  }
   if (done.code !== EXIT.ok) return done.code;
   return gate(
     'run',

@@ -1,9 +1,11 @@
 import { Command } from '@commander-js/extra-typings';
 import { DEFAULT_TRIANGLE } from '../analysis/sweep.js';
 import { EXIT } from '../errors.js';
+import { failedToRun } from '../report/failures.js';
 import type { RunOptions } from '../session/prepare.js';
 import { DEFAULT_LEVELS } from '../session/profiles/defaults.js';
 import {
+  printNotice,
   listenForInterrupts,
   printProblems,
   printWarnings,
@@ -98,6 +100,10 @@ async function sweep(options: RunOptions): Promise<number> {
       process.stdout.write(`${text}\nResults: ${outcome.root}\n`);
     }
     if (interrupts.stop.aborted) return EXIT.interrupted;
+    if (outcome.code === EXIT.failure) {
+      printNotice('sweep', failedToRun(outcome.summaries.map((x) => x.summary)));
+      return EXIT.failure;
+    }
     return gate('sweep', options.threshold, outcome.summaries);
   } finally {
     interrupts.dispose();

@@ -19,6 +19,7 @@ import { EXIT } from '../../errors.js';
 import { checkedFlagNumber, parseFlagList } from '../../flagNumber.js';
 import type { RunSummary, Warning } from '../../metrics/summary.js';
 import type { RunPlan } from '../../plan/runPlan.js';
+import { errorKindLines } from '../../report/failures.js';
 import type { DecodePoint, PrefillPoint } from '../../report/probeText.js';
 import { hasResult, writeResult } from '../../results/layout.js';
 import { resolveEngineConfig } from '../../sim/engineModel.js';
@@ -258,7 +259,7 @@ export async function runProbe(
   hooks: ProbeHooks & SessionHooks & { stop: AbortSignal },
 ): Promise<ProbeOutcome> {
   const { plan } = prepared;
-  const out = resultsRoot(plan.out, label);
+  const out = resultsRoot(plan.out, label, hooks.save !== false);
   if (hasResult(out, 'probe')) {
     throw new Error(`${out} already holds a probe (probe.json); choose another --out`);
   }
@@ -447,10 +448,7 @@ function allFailed(c: ProbeContext, summary: RunSummary): boolean {
 }
 
 function failureNote(summary: RunSummary): string {
-  const kinds = Object.entries(summary.requests.errorsByKind)
-    .map(([k, n]) => `${n} ${k}`)
-    .join(', ');
-  return kinds || 'no response';
+  return errorKindLines(summary.requests).join('; ') || 'no response';
 }
 
 /** Each batch size over the input lengths; a length where every request fails ends the batch. */
