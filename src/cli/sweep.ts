@@ -5,8 +5,8 @@ import { failedToRun } from '../report/failures.js';
 import type { RunOptions } from '../session/prepare.js';
 import { DEFAULT_LEVELS } from '../session/profiles/defaults.js';
 import {
-  printNotice,
   listenForInterrupts,
+  printNotice,
   printProblems,
   printWarnings,
   runAction,

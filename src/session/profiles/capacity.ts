@@ -31,8 +31,8 @@ import {
 import { EngineStartError, planVllmMemory } from '../../memory/footprint.js';
 import { SummaryBuilder } from '../../metrics/summary.js';
 import { apiKeyFromEnv, urlCredentialsProblem } from '../../plan/runPlan.js';
-import { nothingSucceeded } from '../../report/failures.js';
 import type { CapacityReport } from '../../report/capacityText.js';
+import { nothingSucceeded } from '../../report/failures.js';
 import { writeResult } from '../../results/layout.js';
 import { openRunDir } from '../../results/runFiles.js';
 import { type EngineModelOptions, resolveEngineConfig } from '../../sim/engineModel.js';
