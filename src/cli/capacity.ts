@@ -4,6 +4,7 @@ import { failedToRun } from '../report/failures.js';
 import type { CapacityOptions } from '../session/profiles/capacity.js';
 import { listenForInterrupts, printNotice, printProblems, runAction, useColor } from './common.js';
 import { addEngineFlags } from './engineFlags.js';
+import { progressOutputs } from './progress.js';
 
 export function capacityCommand(): Command {
   const command = new Command('capacity')
@@ -65,6 +66,12 @@ async function capacity(o: CapacityOptions): Promise<number> {
       {
         ...run,
         onNotice: (message) => printNotice('capacity', message),
+        outputs: progressOutputs(process.stderr, {
+          live: false,
+          pointLines: true,
+          // The point's own name says its load: `decode: concurrency 8`, `batch 8`.
+          label: (point) => point.scenario,
+        }),
         ...(process.stderr.isTTY && !o.json
           ? { progress: (line: string) => process.stderr.write(line) }
           : {}),

@@ -11,6 +11,7 @@ import {
   runAction,
   useColor,
 } from './common.js';
+import { progressOutputs } from './progress.js';
 import { gate } from './report.js';
 import { addRunOptions, withPlanFile } from './run.js';
 
@@ -116,7 +117,15 @@ async function probe(
       note: (message) => printNotice(name, message),
       ...(showProgress ? { progress: (line) => process.stderr.write(line) } : {}),
       html: merged.html !== false,
-      outputs: await loadOutputs(merged.export as string[] | undefined),
+      outputs: [
+        ...progressOutputs(process.stderr, {
+          live: false,
+          pointLines: true,
+          // The point's own name says its load: `decode: concurrency 8`, `batch 8`.
+          label: (point) => point.scenario,
+        }),
+        ...(await loadOutputs(merged.export as string[] | undefined)),
+      ],
     });
     const { result, saved, target, root: out } = outcome;
     // Loaded when the command is chosen, so that other commands start without it.

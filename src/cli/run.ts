@@ -20,7 +20,7 @@ import {
   useColor,
 } from './common.js';
 import { addEngineFlags } from './engineFlags.js';
-import { progressOutput } from './progress.js';
+import { progressOutputs } from './progress.js';
 import { gate, thresholdOption } from './report.js';
 
 const d = RUN_DEFAULTS;
@@ -282,7 +282,11 @@ async function run(options: RunOptions): Promise<number> {
             `\ninfergauge run: stopping; ${inFlight} requests in flight get ${graceS} s to finish (Ctrl-C again cancels them)\n`,
           ),
         outputs: [
-          ...(process.stderr.isTTY && !json && !prepared.simulate ? [progressOutput()] : []),
+          // The summary follows each scenario: off a terminal, the heartbeat alone.
+          ...progressOutputs(process.stderr, {
+            live: !json && !prepared.simulate,
+            pointLines: false,
+          }),
           ...(await loadOutputs(options.export)),
         ],
         html: options.html !== false,

@@ -12,6 +12,7 @@ import {
   runAction,
   useColor,
 } from './common.js';
+import { progressOutputs } from './progress.js';
 import { gate } from './report.js';
 import { addRunOptions, withPlanFile } from './run.js';
 
@@ -85,7 +86,11 @@ async function sweep(options: RunOptions): Promise<number> {
       stop: interrupts.stop,
       say: (l) => process.stderr.write(l),
       html: options.html !== false,
-      outputs: await loadOutputs(options.export),
+      outputs: [
+        // Each point has its line already (say): off a terminal, the heartbeat alone.
+        ...progressOutputs(process.stderr, { live: false, pointLines: false }),
+        ...(await loadOutputs(options.export)),
+      ],
     });
     if (prepared.json) process.stdout.write(`${JSON.stringify(outcome.saved, null, 2)}\n`);
     else {
