@@ -40,7 +40,7 @@ test('a heartbeat while the point runs, a line when it ends, then silence', asyn
   );
   lines.length = 0;
   nowMs = 61_000;
-  out.pointFinished?.(finished(38, 2));
+  await out.pointFinished?.(finished(38, 2));
   assert.deepEqual(lines, [
     'infergauge probe decode: decode at concurrency 8: 38 completed, 2 failed in 61.0 s\n',
   ]);
@@ -48,16 +48,16 @@ test('a heartbeat while the point runs, a line when it ends, then silence', asyn
   assert.equal(lines.length, 1, 'no heartbeat after the point ended');
 });
 
-test('a point where every request failed says so; pointLines false prints no end line', () => {
+test('a point where every request failed says so; pointLines false prints no end line', async () => {
   const lines: string[] = [];
   const out = plainProgressOutput({ pointLines: true, write: (l) => lines.push(l), now: () => 0 });
   out.pointStarted?.({ session, point } as unknown as PointStarted);
-  out.pointFinished?.(finished(0, 3, { http_5xx: 3 }));
+  await out.pointFinished?.(finished(0, 3, { http_5xx: 3 }));
   assert.match(lines[0], /decode at concurrency 8: all 3 requests failed \(http_5xx 3\) in 0\.0 s/);
   const quiet: string[] = [];
   const heartbeatOnly = plainProgressOutput({ pointLines: false, write: (l) => quiet.push(l) });
   heartbeatOnly.pointStarted?.({ session, point } as unknown as PointStarted);
-  heartbeatOnly.pointFinished?.(finished(3, 0));
+  await heartbeatOnly.pointFinished?.(finished(3, 0));
   assert.deepEqual(quiet, []);
 });
 
