@@ -246,6 +246,8 @@ describe('run summary (METRICS.md section 3)', () => {
       failed: 1,
       warmup: 1,
       errorsByKind: { timeout: 1 },
+      // The first failure's message of each kind, as its record has it.
+      firstErrorByKind: { timeout: 't' },
     });
     close(summary.durationS, 0.3);
     close(summary.load.meanConcurrency, (96 + 180 + 200) / 300);
