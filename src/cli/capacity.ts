@@ -1,8 +1,10 @@
 import { Command } from '@commander-js/extra-typings';
 import { EXIT } from '../errors.js';
+import { failedToRun } from '../report/failures.js';
 import type { CapacityOptions } from '../session/profiles/capacity.js';
 import { listenForInterrupts, printNotice, printProblems, runAction, useColor } from './common.js';
 import { addEngineFlags } from './engineFlags.js';
+import { progressOutputs } from './progress.js';
 
 export function capacityCommand(): Command {
   const command = new Command('capacity')
@@ -62,11 +64,21 @@ async function capacity(o: CapacityOptions): Promise<number> {
     process.stderr.write('\ninfergauge capacity: stopping after the requests in flight\n'),
   );
   try {
-    const { report, root: out } = await runCapacity(
+    const {
+      report,
+      root: out,
+      code,
+    } = await runCapacity(
       settings,
       {
         ...run,
         onNotice: (message) => printNotice('capacity', message),
+        outputs: progressOutputs(process.stderr, {
+          live: false,
+          pointLines: true,
+          // The point's own name says its load: `decode: concurrency 8`, `batch 8`.
+          label: (point) => point.scenario,
+        }),
         ...(process.stderr.isTTY && !o.json
           ? { progress: (line: string) => process.stderr.write(line) }
           : {}),
@@ -78,7 +90,12 @@ async function capacity(o: CapacityOptions): Promise<number> {
       const text = renderCapacity(report, useColor(process.stdout));
       process.stdout.write(`${text}\nResults: ${out}\n`);
     }
-    return interrupts.stop.aborted ? EXIT.interrupted : EXIT.ok;
+    if (interrupts.stop.aborted) return EXIT.interrupted;
+    if (code === EXIT.failure) {
+      const steps = report.steps.map((step) => ({ requests: step }));
+      printNotice('capacity', `${failedToRun(steps)}; see ${out}`);
+    }
+    return code;
   } finally {
     interrupts.dispose();
   }

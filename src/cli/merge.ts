@@ -2,8 +2,9 @@ import { resolve } from 'node:path';
 import { Command } from '@commander-js/extra-typings';
 import { EXIT } from '../errors.js';
 import { checkedFlagNumber } from '../flagNumber.js';
+import { failedToRun, nothingSucceeded } from '../report/failures.js';
 import { RESULT_FILES } from '../results/layout.js';
-import { printProblems, runAction, useColor } from './common.js';
+import { printNotice, printProblems, runAction, useColor } from './common.js';
 import { gate, thresholdOption } from './report.js';
 import { writeHtmlReport } from './run.js';
 
@@ -84,9 +85,16 @@ async function merge(
         model: first.model ?? '',
         endpoint: String(first.plan.endpoint ?? ''),
         outDir: out,
+        // The server's own numbers, as `run` prints them (the summary keeps a shard's scrape).
+        ...(summary.serverMetrics ? { serverMetrics: summary.serverMetrics } : {}),
       })}\nMerged ${shards.length} shards: ${shards.map((s) => s.dir).join(', ')}\n`,
     );
   }
   if (o.html) await writeHtmlReport(out);
+  // As for `run`: nothing succeeded (1) before a threshold (3).
+  if (nothingSucceeded([summary])) {
+    printNotice('merge', failedToRun([summary]));
+    return EXIT.failure;
+  }
   return gate('merge', o.threshold, [{ name: out, summary }]);
 }

@@ -1,5 +1,6 @@
 import { Command, Option } from '@commander-js/extra-typings';
 import { EXIT } from '../errors.js';
+import { failedToRun } from '../report/failures.js';
 import { PROBE_DEFAULTS as DEFAULTS } from '../session/profiles/defaults.js';
 import type { ProbeKind } from '../session/profiles/probe.js';
 import {
@@ -10,6 +11,7 @@ import {
   runAction,
   useColor,
 } from './common.js';
+import { progressOutputs } from './progress.js';
 import { gate } from './report.js';
 import { addRunOptions, withPlanFile } from './run.js';
 
@@ -115,7 +117,15 @@ async function probe(
       note: (message) => printNotice(name, message),
       ...(showProgress ? { progress: (line) => process.stderr.write(line) } : {}),
       html: merged.html !== false,
-      outputs: await loadOutputs(merged.export as string[] | undefined),
+      outputs: [
+        ...progressOutputs(process.stderr, {
+          live: false,
+          pointLines: true,
+          // The point's own name says its load: `decode: concurrency 8`, `batch 8`.
+          label: (point) => point.scenario,
+        }),
+        ...(await loadOutputs(merged.export as string[] | undefined)),
+      ],
     });
     const { result, saved, target, root: out } = outcome;
     // Loaded when the command is chosen, so that other commands start without it.
@@ -136,8 +146,9 @@ async function probe(
       process.stdout.write(`${text}\nResults: ${out}\n`);
     }
     if (interrupts.stop.aborted) return EXIT.interrupted;
+    // Precedence: interrupted (above), then no point had a success, then the thresholds.
     if (!result.points.some((p) => p.completed > 0)) {
-      process.stderr.write(`infergauge ${name}: no request completed; see ${out}\n`);
+      printNotice(name, `${failedToRun(outcome.summaries.map((x) => x.summary))}; see ${out}`);
       return EXIT.failure;
     }
     return gate(name, merged.threshold as string[] | undefined, outcome.summaries);

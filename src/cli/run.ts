@@ -3,6 +3,7 @@ import { BACKEND_NAMES } from '../backends/index.js';
 import { EXIT } from '../errors.js';
 import type { PlanFileOptions } from '../plan/planFile.js';
 import { RUN_DEFAULTS, type RunPlan, recordsFormatNotice } from '../plan/runPlan.js';
+import { failedToRun } from '../report/failures.js';
 import type { ScenarioRow } from '../report/scenarios.js';
 import { renderTerminalSummary } from '../report/terminal.js';
 import { savedSummary } from '../results/runFiles.js';
@@ -19,7 +20,7 @@ import {
   useColor,
 } from './common.js';
 import { addEngineFlags } from './engineFlags.js';
-import { progressOutput } from './progress.js';
+import { progressOutputs } from './progress.js';
 import { gate, thresholdOption } from './report.js';
 
 const d = RUN_DEFAULTS;
@@ -285,7 +286,11 @@ async function run(options: RunOptions): Promise<number> {
             `\ninfergauge run: stopping; ${inFlight} requests in flight get ${graceS} s to finish (Ctrl-C again cancels them)\n`,
           ),
         outputs: [
-          ...(process.stderr.isTTY && !json && !prepared.simulate ? [progressOutput()] : []),
+          // The summary follows each scenario: off a terminal, the heartbeat alone.
+          ...progressOutputs(process.stderr, {
+            live: !json && !prepared.simulate,
+            pointLines: false,
+          }),
           ...(await loadOutputs(options.export)),
         ],
         html: options.html !== false,
@@ -298,6 +303,10 @@ async function run(options: RunOptions): Promise<number> {
   // Stopped before the first scenario began: nothing was measured.
   if (done.results.length === 0) return done.code;
   if (done.scenarioRows) await printScenarios(done, done.scenarioRows, json);
+  // Precedence: interrupted (130), then nothing succeeded (1), then the thresholds (3).
+  if (done.code === EXIT.failure) {
+    printNotice('run', failedToRun(done.results.map((r) => r.summary)));
+  }
   if (done.code !== EXIT.ok) return done.code;
   return gate(
     'run',

@@ -1,15 +1,18 @@
 import { Command } from '@commander-js/extra-typings';
 import { DEFAULT_TRIANGLE } from '../analysis/sweep.js';
 import { EXIT } from '../errors.js';
+import { failedToRun } from '../report/failures.js';
 import type { RunOptions } from '../session/prepare.js';
 import { DEFAULT_LEVELS } from '../session/profiles/defaults.js';
 import {
   listenForInterrupts,
+  printNotice,
   printProblems,
   printWarnings,
   runAction,
   useColor,
 } from './common.js';
+import { progressOutputs } from './progress.js';
 import { gate } from './report.js';
 import { addRunOptions, withPlanFile } from './run.js';
 
@@ -83,7 +86,11 @@ async function sweep(options: RunOptions): Promise<number> {
       stop: interrupts.stop,
       say: (l) => process.stderr.write(l),
       html: options.html !== false,
-      outputs: await loadOutputs(options.export),
+      outputs: [
+        // Each point has its line already (say): off a terminal, the heartbeat alone.
+        ...progressOutputs(process.stderr, { live: false, pointLines: false }),
+        ...(await loadOutputs(options.export)),
+      ],
     });
     if (prepared.json) process.stdout.write(`${JSON.stringify(outcome.saved, null, 2)}\n`);
     else {
@@ -98,6 +105,10 @@ async function sweep(options: RunOptions): Promise<number> {
       process.stdout.write(`${text}\nResults: ${outcome.root}\n`);
     }
     if (interrupts.stop.aborted) return EXIT.interrupted;
+    if (outcome.code === EXIT.failure) {
+      printNotice('sweep', failedToRun(outcome.summaries.map((x) => x.summary)));
+      return EXIT.failure;
+    }
     return gate('sweep', options.threshold, outcome.summaries);
   } finally {
     interrupts.dispose();

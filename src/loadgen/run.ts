@@ -169,7 +169,12 @@ export async function runLoadgen(
   const reads = new ReadTracker(pool instanceof H1Pool ? pool : undefined);
   // Health is measured from the start: a wait for a shared start instant is not load.
   if (options.startAtUs !== undefined) {
-    await sleepUntil(clock, options.startAtUs, options.stopSignal);
+    const start = new StopWaits(clock, options.stopSignal);
+    try {
+      await start.until(options.startAtUs);
+    } finally {
+      start.dispose();
+    }
   }
   const loopDelay = monitorEventLoopDelay({ resolution: LOOP_DELAY_RESOLUTION_MS });
   loopDelay.enable();
@@ -262,11 +267,10 @@ export async function runLoadgen(
         // Async, so that a throw building the session is its failure, not the caller's.
         const session = async () =>
           runSession(unit, (nextSession as ConversationWorkload)(unit.id), {
-            clock,
             send,
             emit: options.onRecord,
             stopped: () => stoppedBySignal,
-            ...(options.stopSignal ? { stopSignal: options.stopSignal } : {}),
+            pause: (atUs) => pauses.until(atUs),
           });
         session().then(
           () => done(undefined),
@@ -279,6 +283,7 @@ export async function runLoadgen(
     stoppedBySignal = true;
   };
   options.stopSignal?.addEventListener('abort', onStop, { once: true });
+  const pauses = new StopWaits(clock, options.stopSignal);
   const onCancel = () => {
     inFlight.cancelAll();
   };
@@ -301,6 +306,7 @@ export async function runLoadgen(
   } finally {
     options.stopSignal?.removeEventListener('abort', onStop);
     options.cancelSignal?.removeEventListener('abort', onCancel);
+    pauses.dispose();
     loopDelay.disable();
     gc.stop();
     await pool.destroy();
@@ -434,19 +440,45 @@ function lastId(seq: IdSequence): number {
   return seq.count > 0 ? seq.start + (seq.count - 1) * seq.stride : -1;
 }
 
-/** Waits until the clock reads `atUs` (already past: returns at once), or `stop` aborts. */
-async function sleepUntil(clock: RunClock, atUs: number, stop?: AbortSignal): Promise<void> {
-  for (let leftUs = atUs - clock.nowUs(); leftUs > 0 && !stop?.aborted; ) {
-    await new Promise<void>((resolve) => {
-      const done = () => {
-        clearTimeout(timer);
-        stop?.removeEventListener('abort', done);
-        resolve();
-      };
-      const timer = setTimeout(done, Math.min(leftUs / 1000, 1e9));
-      stop?.addEventListener('abort', done, { once: true });
-    });
-    leftUs = atUs - clock.nowUs();
+/**
+ * Timed waits (a shared start instant, each session's pause between steps) that the stop ends
+ * at once, through one abort listener for all of them: a listener per wait put one on the
+ * shared stop signal for every session pausing at that moment, past Node's limit of 10 (a
+ * MaxListenersExceededWarning) as soon as a dozen sessions were thinking at once.
+ */
+class StopWaits {
+  private readonly wakers = new Set<() => void>();
+  private readonly wakeAll = () => {
+    for (const wake of this.wakers) wake();
+  };
+
+  constructor(
+    private readonly clock: RunClock,
+    private readonly stop: AbortSignal | undefined,
+  ) {
+    stop?.addEventListener('abort', this.wakeAll, { once: true });
+  }
+
+  /** Waits until the clock reads `atUs` (already past: returns at once), or the stop. */
+  async until(atUs: number): Promise<void> {
+    for (let leftUs = atUs - this.clock.nowUs(); leftUs > 0 && !this.stop?.aborted; ) {
+      await new Promise<void>((resolve) => {
+        const wake = () => {
+          clearTimeout(timer);
+          this.wakers.delete(wake);
+          resolve();
+        };
+        const timer = setTimeout(wake, Math.min(leftUs / 1000, 1e9));
+        this.wakers.add(wake);
+      });
+      leftUs = atUs - this.clock.nowUs();
+    }
+  }
+
+  /** Stops listening; a wait still pending ends now rather than hold a timer. */
+  dispose(): void {
+    this.stop?.removeEventListener('abort', this.wakeAll);
+    this.wakeAll();
   }
 }
 
@@ -554,13 +586,13 @@ class RequestSlot {
 }
 
 interface SessionDriver {
-  clock: RunClock;
   /** Sends one request and resolves with its record, which it does not emit when `hold`. */
   send(pending: PendingRequest, hold: boolean): Promise<RequestRecord>;
   emit(record: RequestRecord): void;
   /** Send nothing more: a session stops before its next step. */
   stopped(): boolean;
-  stopSignal?: AbortSignal;
+  /** Waits until the run's clock reads `atUs`, or less when the run is stopped. */
+  pause(atUs: number): Promise<void>;
 }
 
 /**
@@ -608,7 +640,7 @@ async function runSession(unit: Unit, conversation: Conversation, d: SessionDriv
     d.emit(last);
     if (!step) return;
     atUs = endUs + Math.round(step.pauseMs * 1000);
-    await sleepUntil(d.clock, atUs, d.stopSignal);
+    await d.pause(atUs);
     if (d.stopped()) return;
   }
 }

@@ -11,6 +11,8 @@ export interface CapacityStep {
   completed: number;
   failed: number;
   errorsByKind: Record<string, number>;
+  /** The first message of each error kind (the server's reason), as the step's summary has it. */
+  firstErrorByKind?: Record<string, string>;
   /** Measured concurrency (closed loop: close to `batch` unless the server queues). */
   meanConcurrency: number;
   outputTokensPerS: number;
@@ -131,7 +133,10 @@ export function capacityLimit(
     return {
       batch,
       reason: 'failures',
-      detail: `${step.failed} of ${step.completed + step.failed} requests failed at batch ${batch} (${kinds})`,
+      detail:
+        step.completed === 0
+          ? `every request (${step.failed}) failed at batch ${batch} (${kinds}): nothing was measured there`
+          : `${step.failed} of ${step.completed + step.failed} requests failed at batch ${batch} (${kinds})`,
     };
   }
   if ((step.preemptions ?? 0) > 0) {

@@ -67,6 +67,12 @@ export interface RunSummary {
     /** Sent during warm-up; recorded but not counted anywhere else. */
     warmup: number;
     errorsByKind: Partial<Record<ErrorKind, number>>;
+    /**
+     * The first failed request's message of each kind (by send time), clipped to
+     * FIRST_ERROR_CHARS: the server's own reason (`HTTP 404: The model ... does not exist`) is
+     * what a user needs when every request fails. Server text: escape it where it is shown.
+     */
+    firstErrorByKind?: Partial<Record<ErrorKind, string>>;
   };
   /** From the first `sentAt` to the last `endAt` of the counted requests. */
   durationS: number;
@@ -252,9 +258,24 @@ export type SummaryState = Record<
   endsByBin: Record<string, number>;
   outputTokensByBin: Record<string, number>;
   errorsByKind: Partial<Record<ErrorKind, number>>;
+  firstErrors: Partial<Record<ErrorKind, FirstError>>;
   outputSources: Record<string, number>;
   sessions?: SessionState;
 };
+
+/** A kind's first failure: when it was sent (and its id, for a tie) and its message. */
+interface FirstError {
+  sentAt: number;
+  id: number;
+  message: string;
+}
+
+/** The most characters of a failure's message a summary keeps (the records keep it whole). */
+export const FIRST_ERROR_CHARS = 200;
+
+/** Whether `a` was sent before `b`: the same choice whatever order threads deliver records in. */
+const earlier = (a: FirstError, b: FirstError | undefined) =>
+  b === undefined || a.sentAt < b.sentAt || (a.sentAt === b.sentAt && a.id < b.id);
 
 /**
  * Builds a run summary from raw records, one record at a time, so that a run of any length is
@@ -270,6 +291,7 @@ export class SummaryBuilder {
   private failed = 0;
   private warmup = 0;
   private readonly errorsByKind: Partial<Record<ErrorKind, number>> = {};
+  private readonly firstErrors: Partial<Record<ErrorKind, FirstError>> = {};
   private windowStart = Number.POSITIVE_INFINITY;
   private windowEnd = Number.NEGATIVE_INFINITY;
   /** Sum of request durations in whole microseconds: integers add up the same in any order. */
@@ -344,7 +366,14 @@ export class SummaryBuilder {
     }
     if (record.error) {
       this.failed++;
-      this.errorsByKind[record.error.kind] = (this.errorsByKind[record.error.kind] ?? 0) + 1;
+      const { kind, message } = record.error;
+      this.errorsByKind[kind] = (this.errorsByKind[kind] ?? 0) + 1;
+      const first = {
+        sentAt: record.sentAt,
+        id: record.id,
+        message: message.slice(0, FIRST_ERROR_CHARS),
+      };
+      if (earlier(first, this.firstErrors[kind])) this.firstErrors[kind] = first;
       return;
     }
     this.completed++;
@@ -427,6 +456,7 @@ export class SummaryBuilder {
     const state: Record<string, unknown> = {
       samples: Object.fromEntries(Object.entries(this.samples).map(([k, v]) => [k, v.state()])),
       errorsByKind: { ...this.errorsByKind },
+      firstErrors: { ...this.firstErrors },
       outputSources: { ...this.outputSources },
       endsByBin: Object.fromEntries(this.endsByBin),
       outputTokensByBin: Object.fromEntries(this.outputTokensByBin),
@@ -449,6 +479,12 @@ export class SummaryBuilder {
     }
     for (const [kind, n] of Object.entries(other.errorsByKind) as [ErrorKind, number][]) {
       this.errorsByKind[kind] = (this.errorsByKind[kind] ?? 0) + n;
+    }
+    for (const [kind, first] of Object.entries(other.firstErrors ?? {}) as [
+      ErrorKind,
+      FirstError,
+    ][]) {
+      if (earlier(first, this.firstErrors[kind])) this.firstErrors[kind] = first;
     }
     for (const [bin, n] of Object.entries(other.endsByBin))
       addToBin(this.endsByBin, Number(bin), n);
@@ -484,6 +520,16 @@ export class SummaryBuilder {
         failed: this.failed,
         warmup: this.warmup,
         errorsByKind: this.errorsByKind,
+        ...(this.failed > 0
+          ? {
+              firstErrorByKind: Object.fromEntries(
+                ERROR_KINDS.filter((k) => this.firstErrors[k]).map((k) => [
+                  k,
+                  this.firstErrors[k]?.message,
+                ]),
+              ),
+            }
+          : {}),
       },
       durationS,
       tokens: {

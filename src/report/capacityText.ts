@@ -7,6 +7,7 @@ import {
   type CapacityStep,
   timeScaleNote,
 } from '../memory/capacity.js';
+import { failedCell } from './failures.js';
 import { terminalSafe } from './format.js';
 
 /** capacity.json. */
@@ -88,7 +89,7 @@ export function renderCapacity(result: CapacityReport, color: boolean): string {
       f(s.ttftP99Ms, 1),
       f(s.tpotMeanMs, 1),
       f(s.itlP99Ms, 1),
-      s.failed > 0 ? c.red(String(s.failed)) : '0',
+      failedCell(s, c.red),
     ]);
   }
   lines.push(table.toString());

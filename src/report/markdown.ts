@@ -3,7 +3,8 @@ import { fmtNumber } from '../metrics/format.js';
 import type { RunSummary } from '../metrics/summary.js';
 import { severityOf } from '../metrics/warnings.js';
 import type { SavedSummary } from '../results/reader.js';
-import { markdownCell as cell, metricLabel } from './format.js';
+import { errorKindLines, nothingSucceeded } from './failures.js';
+import { markdownCell as cell, escapeMarkdown, metricLabel } from './format.js';
 import { describeReasoning, sessionFacts, TURN_COLUMNS } from './sessionsText.js';
 import { type Column, markdownTable } from './table.js';
 import { describeLoad, describeSteadyState } from './terminal.js';
@@ -52,6 +53,15 @@ export function markdownSummary(
   const lines: string[] = [`### ${cell(title)}`, ''];
   if (runs.length === 1) {
     const s = runs[0].summary;
+    // Nothing succeeded: the server's reasons lead, before tables of nothing.
+    if (nothingSucceeded([s])) {
+      lines.push(
+        `**All ${s.requests.failed} requests failed**: nothing below is a measurement.`,
+        '',
+        ...errorKindLines(s.requests).map((l) => `- ${escapeMarkdown(l)}`),
+        '',
+      );
+    }
     lines.push(
       `**Load:** ${cell(describeLoad(s))}, ${s.requests.completed} completed, ${s.requests.failed} failed`,
       '',

@@ -12,6 +12,7 @@ import {
 } from '../analysis/probe.js';
 import { fmtNumber } from '../metrics/format.js';
 import type { Warning } from '../metrics/summary.js';
+import { failedCell } from './failures.js';
 import { terminalSafe } from './format.js';
 
 /** A probe point as saved in probe.json: its row, its run directory, its summary's warnings. */
@@ -147,7 +148,7 @@ export function renderPrefill(
       num(p.ttftP99Ms, 1),
       num(p.ttftMeanMs, 1),
       num(p.prefillTokensPerS),
-      p.failed > 0 ? c.red(String(p.failed)) : '0',
+      failedCell(p, c.red),
     ]);
   }
   const lines = [
@@ -190,7 +191,7 @@ export function renderDecode(
       num(p.perUserTokensPerS, 1),
       num(p.systemTokensPerS),
       num(p.outputTokensMean, 1),
-      p.failed > 0 ? c.red(String(p.failed)) : '0',
+      failedCell(p, c.red),
     ]);
   }
   const lines = [

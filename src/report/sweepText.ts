@@ -5,6 +5,7 @@ import pc from 'picocolors';
 import type { Cliff, Knee, MaxLoadSearch, Recommendation, SweepPoint } from '../analysis/sweep.js';
 import { fmtNumber } from '../metrics/format.js';
 import type { Warning } from '../metrics/summary.js';
+import { failedCell } from './failures.js';
 import { terminalSafe } from './format.js';
 
 /** One scenario's sweep, as saved in sweep.json. */
@@ -61,10 +62,18 @@ export function renderSweep(
         f(p.itlP99Ms, 1),
         f(p.e2eP99Ms),
         p.kvCacheUsageMax === undefined ? '-' : `${(p.kvCacheUsageMax * 100).toFixed(0)}%`,
-        p.failed > 0 ? c.red(String(p.failed)) : '0',
+        failedCell(p, c.red),
       ]);
     }
     lines.push(table.toString());
+    const dead = r.points.filter((p) => p.completed === 0 && p.failed > 0);
+    if (dead.length > 0) {
+      lines.push(
+        c.red(
+          `No request succeeded at ${mode} ${dead.map((p) => lv(p.level)).join(', ')}: those rows measure nothing (the errors: each point's line above, its records.jsonl).`,
+        ),
+      );
+    }
     lines.push('(latency in ms; throughput in output tokens/s at the measured concurrency)');
     lines.push(
       r.knee

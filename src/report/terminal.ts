@@ -10,6 +10,7 @@ import type { RunSummary } from '../metrics/summary.js';
 import { severityOf } from '../metrics/warnings.js';
 import { seriesName } from '../telemetry/prometheus.js';
 import type { ServerMemorySummary, ServerMetricsSummary } from '../telemetry/summary.js';
+import { errorKindCounts, errorKindLines, nothingSucceeded } from './failures.js';
 import { metricLabel, terminalSafe } from './format.js';
 import { describeReasoning, sessionFacts, TURN_COLUMNS } from './sessionsText.js';
 import { type Column, terminalTable } from './table.js';
@@ -209,6 +210,15 @@ function servedTokens(summary: RunSummary, perRequest: (n: number) => number): s
 export function renderTerminalSummary(summary: RunSummary, options: TerminalOptions): string {
   const c = pc.createColors(options.color);
   const lines: string[] = [];
+  const counted = summary.requests.completed + summary.requests.failed;
+  // Nothing succeeded: the server's reasons are the whole story, and lead.
+  const allFailed = nothingSucceeded([summary]);
+  if (allFailed) {
+    lines.push(
+      c.red(`ALL ${fmtNumber(counted)} REQUESTS FAILED: nothing below is a measurement.`),
+      ...errorKindLines(summary.requests).map((l) => c.red(`  ${l}`)),
+    );
+  }
   // The verdict comes first: every number below may be the client's, not the server's.
   // One line per cause, then the remedy once; the warnings below do not repeat it.
   const health = summary.clientHealth;
@@ -217,12 +227,16 @@ export function renderTerminalSummary(summary: RunSummary, options: TerminalOpti
     for (const reason of health.reasons) lines.push(c.red(`  ${terminalSafe(reason)}`));
     lines.push(c.red(`  ${health.advice ?? 'use more --workers or another machine'}`));
   }
-  const counted = summary.requests.completed + summary.requests.failed;
   const perRequest = (n: number) => (counted > 0 ? Math.round(n / counted) : 0);
   const facts = [
     describeLoad(summary),
     `${fmtNumber(counted)} requests`,
-    `${fmtNumber(perRequest(summary.tokens.requestedInput))} in / ${fmtNumber(perRequest(summary.tokens.requestedOutput))} out tokens${servedTokens(summary, perRequest)}`,
+    // Only answered requests count tokens: with none, "0 in / 0 out" would read as a measurement.
+    ...(allFailed
+      ? []
+      : [
+          `${fmtNumber(perRequest(summary.tokens.requestedInput))} in / ${fmtNumber(perRequest(summary.tokens.requestedOutput))} out tokens${servedTokens(summary, perRequest)}`,
+        ]),
   ];
   if (options.endpoint) facts.push(`${options.endpoint} endpoint`);
   // The model id, warnings and notes below may be server text: no escape sequences pass.
@@ -263,11 +277,8 @@ export function renderTerminalSummary(summary: RunSummary, options: TerminalOpti
     `  input/decode input ${fmtNumber(t.inputTokensPerS, 1)} tok/s, decode ${fmtNumber(t.decodeTokensPerS, 1)} tok/s`,
   );
   const failed = summary.requests.failed;
-  const kinds = Object.entries(summary.requests.errorsByKind)
-    .map(([k, n]) => `${k} ${n}`)
-    .join(', ');
   lines.push(
-    `Requests: ${fmtNumber(summary.requests.completed)} completed, ${fmtNumber(failed)} failed${failed > 0 ? ` (${kinds})` : ''}${summary.requests.warmup > 0 ? `, ${fmtNumber(summary.requests.warmup)} warm-up not counted` : ''}`,
+    `Requests: ${fmtNumber(summary.requests.completed)} completed, ${fmtNumber(failed)} failed${failed > 0 ? ` (${errorKindCounts(summary.requests)})` : ''}${summary.requests.warmup > 0 ? `, ${fmtNumber(summary.requests.warmup)} warm-up not counted` : ''}`,
   );
   if (failed > 0) {
     const adj = summary.latencyAdjusted.ttftMs;

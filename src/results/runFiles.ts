@@ -5,7 +5,7 @@
 import { randomBytes } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
 import { cpus, hostname } from 'node:os';
-import { basename } from 'node:path';
+import { basename, join } from 'node:path';
 import type { RunSummary } from '../metrics/summary.js';
 import type { ServerMetricsSummary } from '../telemetry/summary.js';
 import { VERSION } from '../version.js';
@@ -19,6 +19,25 @@ export function openRunDir(dir: string): void {
     );
   }
   mkdirSync(dir, { recursive: true });
+}
+
+/**
+ * Creates and returns a new directory `parent/name`, or `name-2`, `name-3`, ... when that is
+ * taken: default names are made to the second, and a loop of runs (or two processes started in
+ * the same second) must never fail for its own naming. mkdir without `recursive` fails on an
+ * existing directory, so the claim is atomic: of two racing processes each gets its own.
+ */
+export function claimNewDir(parent: string, name: string): string {
+  mkdirSync(parent, { recursive: true });
+  for (let n = 1; ; n++) {
+    const dir = join(parent, n === 1 ? name : `${name}-${n}`);
+    try {
+      mkdirSync(dir);
+      return dir;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+    }
+  }
 }
 
 /** A fresh id for a results directory: 12 hex digits, unique enough to join files across runs. */

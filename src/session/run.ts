@@ -10,6 +10,7 @@ import { EXIT } from '../errors.js';
 import type { LoadgenProgress } from '../loadgen/run.js';
 import type { RunSummary } from '../metrics/summary.js';
 import { measuredCount, type RunPlan } from '../plan/runPlan.js';
+import { nothingSucceeded } from '../report/failures.js';
 import type { ScenarioRow } from '../report/scenarios.js';
 import { describeLoad } from '../report/terminal.js';
 import { writeScenarios } from '../results/runFiles.js';
@@ -50,7 +51,12 @@ export interface PlanRunResult {
   results: ScenarioResult[];
   /** Several scenarios: one row each, as saved in scenarios.json. */
   scenarioRows?: ScenarioRow[];
-  /** EXIT.ok, or EXIT.interrupted when a stop cut a scenario short. */
+  /**
+   * EXIT.ok; EXIT.interrupted when a stop cut a scenario short; else EXIT.failure when requests
+   * were counted and none of them succeeded (a wrong --model, a broken endpoint: see each
+   * summary's requests.errorsByKind and firstErrorByKind). A failure share short of all is a
+   * threshold's to judge.
+   */
   code: number;
 }
 
@@ -75,9 +81,9 @@ export async function runPlan(
     probeMetrics: true,
   });
   try {
-    const root = resultsRoot(plan.out, plan.label);
-    const several = plan.scenarios.length > 1;
     const save = hooks.save !== false;
+    const root = resultsRoot(plan.out, plan.label, save);
+    const several = plan.scenarios.length > 1;
     const session = {
       command: 'run',
       kind: several ? ('scenarios' as const) : ('run' as const),
@@ -103,6 +109,9 @@ export async function runPlan(
           code = EXIT.interrupted;
           break;
         }
+      }
+      if (code === EXIT.ok && nothingSucceeded(results.map((r) => r.summary))) {
+        code = EXIT.failure;
       }
       if (!several) return { root, results, code };
       const scenarioRows = results.map(({ scenario, summary }) => scenarioRow(scenario, summary));

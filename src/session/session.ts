@@ -6,15 +6,22 @@ import { join } from 'node:path';
 import { EXIT } from '../errors.js';
 import { type RunPlan, redactPlan } from '../plan/runPlan.js';
 import type { RecordsFormat } from '../record.js';
-import { newId, type ResultKindName } from '../results/runFiles.js';
+import { claimNewDir, newId, type ResultKindName } from '../results/runFiles.js';
 import { type Output, SessionEvents } from './events.js';
 import { htmlOutput } from './htmlOutput.js';
 import { resultsOutput } from './resultsOutput.js';
 import { type Notify, utcStamp } from './target.js';
 
-/** `infergauge-results/<UTC time>-<label>`: where a session's results go without --out. */
-export function resultsRoot(out: string | undefined, label: string): string {
-  return out ?? join('infergauge-results', `${utcStamp()}-${label}`);
+/**
+ * `infergauge-results/<UTC time>-<label>`: where a session's results go without --out, created
+ * here (with a `-2`, `-3` suffix when that second's name is taken) unless `claim` is false (a
+ * session that saves nothing). An explicit --out is the user's: one that holds a run is refused
+ * where the run is opened.
+ */
+export function resultsRoot(out: string | undefined, label: string, claim = true): string {
+  if (out !== undefined) return out;
+  const name = `${utcStamp()}-${label}`;
+  return claim ? claimNewDir('infergauge-results', name) : join('infergauge-results', name);
 }
 
 export interface SessionOptions {

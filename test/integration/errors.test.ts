@@ -87,6 +87,18 @@ describe('errors become categorised records and the run goes on', () => {
         timeout: 2,
         bad_stream: 1,
       });
+      // The first message of each kind, by send time: the server's own reason.
+      const first = summary.requests.firstErrorByKind ?? {};
+      assert.deepEqual(Object.keys(first), [
+        'timeout',
+        'http_4xx',
+        'http_5xx',
+        'stream_broken',
+        'bad_stream',
+      ]);
+      assert.match(first.http_4xx ?? '', /^HTTP 429: rate limited, slow down/);
+      assert.match(first.http_5xx ?? '', /engine died/);
+      assert.match(first.timeout ?? '', /no complete response within 600 ms/);
       assert.equal(summary.latency.ttftMs.count, 1, 'failures stay out of latency distributions');
       assert.equal(summary.latencyAdjusted.ttftMs.p50, null, 'but the adjusted view counts them');
       assert.ok(summary.warnings.some((w) => w.code === 'requests_failed'));

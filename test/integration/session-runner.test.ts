@@ -87,6 +87,79 @@ function bySession(records: RequestRecord[]): Map<number, RequestRecord[]> {
 }
 
 describe('session runner', () => {
+  test('many sessions pausing at once put one listener on the stop signal, not one each', async () => {
+    // Each session's pause once added its own abort listener to the shared stop signal: 16
+    // sessions thinking at once passed Node's limit of 10 and printed MaxListenersExceededWarning.
+    const warnings: Error[] = [];
+    const onWarning = (w: Error) => warnings.push(w);
+    process.on('warning', onWarning);
+    const server = await startScriptedServer(answer);
+    const stop = new AbortController();
+    try {
+      const { records } = await runAgainst(server.url, {
+        target: { endpoint: 'chat' },
+        load: { mode: 'closed', concurrency: 16 },
+        requests: 16,
+        engine: {
+          nextRequest: undefined,
+          nextSession: () => chat(2, []),
+          stopSignal: stop.signal,
+          cancelSignal: new AbortController().signal,
+        },
+      });
+      assert.equal(records.length, 32);
+      // A warning is emitted on the next tick.
+      await new Promise((resolve) => setImmediate(resolve));
+      assert.deepEqual(
+        warnings.filter((w) => w.name === 'MaxListenersExceededWarning').map((w) => w.message),
+        [],
+      );
+    } finally {
+      process.off('warning', onWarning);
+      await server.close();
+    }
+  });
+
+  test('a stop ends every pausing session at once', async () => {
+    const server = await startScriptedServer(answer);
+    const stop = new AbortController();
+    try {
+      const started = performance.now();
+      const run = runAgainst(server.url, {
+        target: { endpoint: 'chat' },
+        load: { mode: 'closed', concurrency: 12 },
+        requests: 12,
+        engine: {
+          nextRequest: undefined,
+          // Pauses of a minute: only the stop can end them.
+          nextSession: () => {
+            let sent = false;
+            return {
+              next: () => {
+                if (sent)
+                  return {
+                    pauseMs: 60_000,
+                    requests: [spec([{ role: 'user', content: 'again' }])],
+                  };
+                sent = true;
+                return { pauseMs: 0, requests: [spec([{ role: 'user', content: 'hello' }])] };
+              },
+            };
+          },
+          stopSignal: stop.signal,
+        },
+        onRecord: (_record, all) => {
+          if (all.length === 12) stop.abort();
+        },
+      });
+      const { records } = await run;
+      assert.equal(records.length, 12);
+      assert.ok(performance.now() - started < 20_000, 'the pauses ended with the stop');
+    } finally {
+      await server.close();
+    }
+  });
+
   test('turns carry the actual answers, ids, turn numbers, pauses and sessionDone', async () => {
     const server = await startScriptedServer(answer);
     try {

@@ -33,6 +33,7 @@ import { EngineStartError, planVllmMemory } from '../../memory/footprint.js';
 import { SummaryBuilder } from '../../metrics/summary.js';
 import { apiKeyFromEnv, urlCredentialsProblem } from '../../plan/runPlan.js';
 import type { CapacityReport } from '../../report/capacityText.js';
+import { nothingSucceeded } from '../../report/failures.js';
 import { writeResult } from '../../results/layout.js';
 import { openRunDir } from '../../results/runFiles.js';
 import { type EngineModelOptions, resolveEngineConfig } from '../../sim/engineModel.js';
@@ -241,7 +242,7 @@ export async function runCapacity(
   settings: CapacitySettings,
   c: CapacityRun,
   stop: AbortSignal,
-): Promise<{ report: CapacityReport; root: string }> {
+): Promise<{ report: CapacityReport; root: string; code: number }> {
   const root = resultsRoot(c.out, 'capacity');
   const session = {
     command: 'capacity',
@@ -254,7 +255,13 @@ export async function runCapacity(
   };
   return inSession(session, async (session) => {
     const report = await capacitySession(settings, { ...c, out: root }, session, stop);
-    return { report, root, code: stop.aborted ? EXIT.interrupted : EXIT.ok };
+    // Precedence: interrupted, then no step had a success (a broken endpoint fails the search).
+    const failed = nothingSucceeded(report.steps.map((step) => ({ requests: step })));
+    return {
+      report,
+      root,
+      code: stop.aborted ? EXIT.interrupted : failed ? EXIT.failure : EXIT.ok,
+    };
   });
 }
 
@@ -355,6 +362,9 @@ function capacityStep(batch: number, { summary, serverMetrics }: PointResult): C
     completed: summary.requests.completed,
     failed: summary.requests.failed,
     errorsByKind: summary.requests.errorsByKind as Record<string, number>,
+    ...(summary.requests.firstErrorByKind
+      ? { firstErrorByKind: summary.requests.firstErrorByKind as Record<string, string> }
+      : {}),
     meanConcurrency: summary.load.meanConcurrency,
     outputTokensPerS: summary.throughput.outputTokensPerS,
     perUserTokensPerS: summary.latency.outputSpeedTokS.mean,

@@ -19,6 +19,7 @@ import { EXIT } from '../../errors.js';
 import { checkedFlagNumber, parseFlagList } from '../../flagNumber.js';
 import type { RunSummary, Warning } from '../../metrics/summary.js';
 import type { RunPlan } from '../../plan/runPlan.js';
+import { errorKindLines } from '../../report/failures.js';
 import type { DecodePoint, PrefillPoint } from '../../report/probeText.js';
 import { hasResult, writeResult } from '../../results/layout.js';
 import { resolveEngineConfig } from '../../sim/engineModel.js';
@@ -260,7 +261,7 @@ export async function runProbe(
   const { plan } = prepared;
   // Drawn before the session's manifest is written, so that it records the salt too.
   plan.promptSalt ??= randomPromptSalt();
-  const out = resultsRoot(plan.out, label);
+  const out = resultsRoot(plan.out, label, hooks.save !== false);
   if (hasResult(out, 'probe')) {
     throw new Error(`${out} already holds a probe (probe.json); choose another --out`);
   }
@@ -451,10 +452,7 @@ function allFailed(c: ProbeContext, summary: RunSummary): boolean {
 }
 
 function failureNote(summary: RunSummary): string {
-  const kinds = Object.entries(summary.requests.errorsByKind)
-    .map(([k, n]) => `${n} ${k}`)
-    .join(', ');
-  return kinds || 'no response';
+  return errorKindLines(summary.requests).join('; ') || 'no response';
 }
 
 /** Each batch size over the input lengths; a length where every request fails ends the batch. */

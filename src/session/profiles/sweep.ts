@@ -25,6 +25,7 @@ import type { LoadSpec } from '../../load.js';
 import { planVllmMemory } from '../../memory/footprint.js';
 import type { RunSummary, Warning } from '../../metrics/summary.js';
 import { measuredCount, type RunPlan } from '../../plan/runPlan.js';
+import { errorKindLines, nothingSucceeded } from '../../report/failures.js';
 import type { ScenarioSweep } from '../../report/sweepText.js';
 import { writeResult } from '../../results/layout.js';
 import { resolveEngineConfig } from '../../sim/engineModel.js';
@@ -232,6 +233,8 @@ export interface SweepOutcome {
   summaries: { name: string; summary: RunSummary }[];
   /** sweep.json as written into `root`. */
   saved: Record<string, unknown>;
+  /** EXIT.ok; EXIT.interrupted when stopped; else EXIT.failure when no point had a success. */
+  code: number;
 }
 
 /**
@@ -243,7 +246,7 @@ export async function runSweep(
   settings: SweepSettings,
   hooks: SessionHooks & { stop: AbortSignal; say: (line: string) => void },
 ): Promise<SweepOutcome> {
-  const root = resultsRoot(prepared.plan.out, 'sweep');
+  const root = resultsRoot(prepared.plan.out, 'sweep', hooks.save !== false);
   // Drawn before the session's manifest is written, so that it records the salt too.
   prepared.plan.promptSalt ??= randomPromptSalt();
   const onNotice = (notice: string) => hooks.say(`infergauge sweep: ${notice}\n`);
@@ -281,7 +284,12 @@ async function sweepSession(
       interrupted: stop.aborted,
     };
     if (session.saves) writeResult(root, 'sweep', saved);
-    const code = stop.aborted ? EXIT.interrupted : EXIT.ok;
+    // Precedence: interrupted, then no point had a success (a broken endpoint fails the sweep).
+    const code = stop.aborted
+      ? EXIT.interrupted
+      : nothingSucceeded(summaries.map((x) => x.summary))
+        ? EXIT.failure
+        : EXIT.ok;
     return { root, target: runner.description, scenarios, summaries, saved, code };
   } finally {
     await runner.close();
@@ -354,8 +362,11 @@ async function* scenarioProfile(
   const measured = (level: number, repeat: number, { summary, serverMetrics }: PointResult) => {
     const point = sweepPoint(scenario.name, level, repeat, summary, serverMetrics);
     summaries.push({ name: `${scenario.name} at ${s.mode} ${level}`, summary });
+    const at = `  ${scenario.name} ${s.mode} ${level}${s.repeats > 1 ? ` #${repeat + 1}` : ''}`;
     c.say(
-      `  ${scenario.name} ${s.mode} ${level}${s.repeats > 1 ? ` #${repeat + 1}` : ''}: ${Math.round(point.outputTokensPerS)} tok/s at measured concurrency ${point.meanConcurrency.toFixed(1)}, p99 TTFT ${point.ttftP99Ms.toFixed(0)} ms\n`,
+      nothingSucceeded([summary])
+        ? `${at}: all ${summary.requests.failed} requests failed: ${errorKindLines(summary.requests).join('; ')}\n`
+        : `${at}: ${Math.round(point.outputTokensPerS)} tok/s at measured concurrency ${point.meanConcurrency.toFixed(1)}, p99 TTFT ${point.ttftP99Ms.toFixed(0)} ms\n`,
     );
     return point;
   };

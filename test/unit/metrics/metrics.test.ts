@@ -9,7 +9,7 @@ import {
 } from '../../../src/metrics/distribution.js';
 import { Hdr3Histogram } from '../../../src/metrics/hdr3.js';
 import { forEachTokenGap, requestMetrics } from '../../../src/metrics/requestMetrics.js';
-import { SummaryBuilder, summarize } from '../../../src/metrics/summary.js';
+import { FIRST_ERROR_CHARS, SummaryBuilder, summarize } from '../../../src/metrics/summary.js';
 import type { RequestRecord } from '../../../src/record.js';
 
 const close = (actual: number | undefined, expected: number, tolerance = 1e-9) =>
@@ -246,6 +246,8 @@ describe('run summary (METRICS.md section 3)', () => {
       failed: 1,
       warmup: 1,
       errorsByKind: { timeout: 1 },
+      // The first failure's message of each kind, as its record has it.
+      firstErrorByKind: { timeout: 't' },
     });
     close(summary.durationS, 0.3);
     close(summary.load.meanConcurrency, (96 + 180 + 200) / 300);
@@ -366,4 +368,44 @@ test('output tokens land in the 100 ms bin of their own event (steady-state thro
   // Bins of the run's clock: 1,080 -> 10; 1,170 and 1,220 -> 11 and 12; 1,310 -> 13; 2,050 -> 20.
   assert.deepEqual(builder.state().outputTokensByBin, { 10: 2, 11: 1, 12: 3, 13: 1, 20: 1 });
   assert.deepEqual(builder.state().endsByBin, { 21: 1 });
+});
+
+test('firstErrorByKind: the earliest sent failure of each kind, whatever builder saw it, clipped', () => {
+  const failure = (id: number, sentAt: number, kind: 'timeout' | 'http_5xx', message: string) =>
+    handRecord({
+      id,
+      scheduledAt: sentAt,
+      sentAt,
+      endAt: sentAt + 10,
+      outputTokens: 0,
+      firstTokenAt: undefined,
+      firstContentAt: undefined,
+      lastTokenAt: undefined,
+      events: { dtUs: [], tokens: [], contentChars: [] },
+      error: { kind, message },
+    });
+  const records = [
+    failure(0, 30, 'timeout', 'late timeout'),
+    failure(1, 10, 'timeout', 'first timeout'),
+    failure(2, 20, 'http_5xx', `HTTP 500: ${'x'.repeat(500)}`),
+    failure(3, 5, 'http_5xx', 'HTTP 503: first'),
+  ];
+  const load = { mode: 'closed', concurrency: 2 } as const;
+  const single = summarize(records, { load });
+  assert.deepEqual(single.requests.firstErrorByKind, {
+    timeout: 'first timeout',
+    http_5xx: 'HTTP 503: first',
+  });
+  // Threads deliver in any order: a worker's state merged in gives the same choice.
+  const a = new SummaryBuilder({ load });
+  const b = new SummaryBuilder({ load });
+  a.add(records[0]);
+  a.add(records[2]);
+  b.add(records[1]);
+  b.add(records[3]);
+  const merged = new SummaryBuilder({ load });
+  merged.merge(a.state());
+  merged.merge(b.state());
+  assert.deepEqual(merged.build().requests.firstErrorByKind, single.requests.firstErrorByKind);
+  assert.equal(a.build().requests.firstErrorByKind?.http_5xx?.length, FIRST_ERROR_CHARS);
 });
