@@ -1,3 +1,4 @@
+import type { LlamaServerPriority } from '../../tools/llama/server.js';
 import { CONTENT_ONLY_CHAT_TEMPLATE, cachedLlamaModel } from '../../tools/llama/model.js';
 
 /**
@@ -7,4 +8,21 @@ import { CONTENT_ONLY_CHAT_TEMPLATE, cachedLlamaModel } from '../../tools/llama/
  */
 export function testLlamaModel(): Promise<string> {
   return cachedLlamaModel({ preset: '125m', seed: 1, chatTemplate: CONTENT_ONLY_CHAT_TEMPLATE });
+}
+
+/**
+ * The nice a test that times llama-server starts it at, in tests only. At -20 its compute
+ * thread weighs 88761 against a nice-0 job's 1024 in the kernel's fair scheduler: about 95 % of
+ * a core against four runnable neighbours (at -10, 9548: 70 %), so the measurement is the
+ * engine's pace and not the neighbour's. Its one thread leaves the other core to the rest.
+ */
+export const ENGINE_NICE = -20;
+
+/** One line for a test's output: the priority the server runs at, and why not the one asked. */
+export function describePriority(p: LlamaServerPriority): string {
+  const at = p.nice === undefined ? 'at an unknown nice (no /proc)' : `at nice ${p.nice}`;
+  if (p.refused) {
+    return `llama-server ${at}: nice ${p.requested} refused (${p.refused}); a CPU-bound neighbour now slows what is timed`;
+  }
+  return `llama-server ${at}${p.requested !== undefined && p.nice !== p.requested ? ` (asked ${p.requested})` : ''}`;
 }
