@@ -1,5 +1,5 @@
-import type { LlamaServerPriority } from '../../tools/llama/server.js';
 import { CONTENT_ONLY_CHAT_TEMPLATE, cachedLlamaModel } from '../../tools/llama/model.js';
+import type { LlamaServerPriority } from '../../tools/llama/server.js';
 
 /**
  * The one model every test against llama-server loads: 125M parameters in q8_0 with seeded

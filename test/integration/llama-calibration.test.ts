@@ -25,7 +25,7 @@ import {
 import { type RunningLlamaServer, startLlamaServer } from '../../tools/llama/server.js';
 import { runAlone } from '../helpers/alone.js';
 import { tempDir } from '../helpers/cli.js';
-import { ENGINE_NICE, describePriority, testLlamaModel } from '../helpers/llama.js';
+import { describePriority, ENGINE_NICE, testLlamaModel } from '../helpers/llama.js';
 
 /**
  * Issue 30's proof against a real engine: llama.cpp's llama-server (the tests' 125M-parameter
@@ -86,7 +86,7 @@ function describeCpu(log: readonly MeasuredCpu[]): string {
     `engine's compute thread waited for a CPU ${share(median(kept.map((m) => m.engine.waitShare)))} of the time in the median of the ${kept.length} measurements kept, ${share(worst('engine'))} at most (client's main thread ${share(median(kept.map((m) => m.client.waitShare)))}, ${share(worst('client'))})`,
     repeated.length ? `measured again: ${repeated.join(', ')}` : '',
     contaminated.length
-      ? `over ${share(MAX_WAIT_SHARE)} after every attempt, kept anyway: ${contaminated.join(', ')}`
+      ? `over ${share(MAX_WAIT_SHARE)} in every attempt, the least kept: ${contaminated.join(', ')}`
       : '',
   ]
     .filter(Boolean)

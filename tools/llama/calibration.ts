@@ -150,7 +150,7 @@ export async function writeCpuSpec(path: string, threads: number = SERVER.thread
  * engine at nice 0 and 5-15 % at -20.
  */
 export const MAX_WAIT_SHARE = 0.15;
-/** Attempts per measurement before the last is kept (and said to be contaminated). */
+/** Attempts per measurement; where every one waited more, the one that waited least is kept. */
 export const MAX_ATTEMPTS = 3;
 
 /** One attempt at a measurement, with what the engine's and this process's threads did. */
@@ -179,7 +179,8 @@ export interface EngineWatch {
  * would. Each load gets its own seed, so no prompt repeats one another load sent (llama.cpp would
  * find it in a slot's prompt cache). With `watch`, a measurement during which the engine did not
  * get its core (MAX_WAIT_SHARE) is set aside and done again with a new seed (the load's + 100 per
- * attempt), up to MAX_ATTEMPTS, so that a fit is not made from a neighbour's pace.
+ * attempt), up to MAX_ATTEMPTS, so that a fit is not made from a neighbour's pace; each attempt
+ * is logged, the one kept marked.
  */
 export async function measureLoad(
   url: string,
@@ -188,6 +189,10 @@ export async function measureLoad(
   seed: number,
   watch?: EngineWatch,
 ): Promise<string> {
+  const aside = join(dir, 'set-aside');
+  const asidePath = (attempt: number) =>
+    join(aside, `${load.name.replaceAll('/', '-')}-attempt-${attempt}`);
+  const attempts: MeasuredCpu[] = [];
   for (let attempt = 1; ; attempt++) {
     const engineBefore = watch?.cpu();
     const clientBefore = watch && cpuSnapshot(process.pid, process.pid);
@@ -195,12 +200,20 @@ export async function measureLoad(
     if (!watch || !engineBefore || !clientBefore) return out;
     const engine = cpuUse(engineBefore, watch.cpu());
     const client = cpuUse(clientBefore, cpuSnapshot(process.pid, process.pid));
-    const kept = engine.waitShare <= MAX_WAIT_SHARE || attempt >= MAX_ATTEMPTS;
-    watch.log.push({ name: load.name, attempt, engine, client, kept });
-    if (kept) return out;
-    const aside = join(dir, 'set-aside');
+    const measured: MeasuredCpu = { name: load.name, attempt, engine, client, kept: true };
+    attempts.push(measured);
+    watch.log.push(measured);
+    if (engine.waitShare <= MAX_WAIT_SHARE) return out;
     mkdirSync(aside, { recursive: true });
-    renameSync(out, join(aside, `${load.name.replaceAll('/', '-')}-attempt-${attempt}`));
+    renameSync(out, asidePath(attempt));
+    measured.kept = false;
+    if (attempt >= MAX_ATTEMPTS) {
+      // None was the engine's alone: the one least taken from goes to the fit.
+      const best = attempts.reduce((a, b) => (b.engine.waitShare < a.engine.waitShare ? b : a));
+      renameSync(asidePath(best.attempt), out);
+      best.kept = true;
+      return out;
+    }
   }
 }
 
