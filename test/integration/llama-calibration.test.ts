@@ -19,13 +19,19 @@ import {
   predictFromCalibration,
   STEP_SIZES,
   serverOptions,
+  taken,
   writeCpuSpec,
   writeLlamaModelConfig,
 } from '../../tools/llama/calibration.js';
 import { type RunningLlamaServer, startLlamaServer } from '../../tools/llama/server.js';
 import { runAlone } from '../helpers/alone.js';
 import { tempDir } from '../helpers/cli.js';
-import { describePriority, ENGINE_NICE, testLlamaModel } from '../helpers/llama.js';
+import {
+  describePriority,
+  ENGINE_NICE,
+  raiseClientPriority,
+  testLlamaModel,
+} from '../helpers/llama.js';
 
 /**
  * Issue 30's proof against a real engine: llama.cpp's llama-server (the tests' 125M-parameter
@@ -39,11 +45,12 @@ import { describePriority, ENGINE_NICE, testLlamaModel } from '../helpers/llama.
  *
  * A neighbour on the CPU: llama-server's one compute thread at nice 0 beside CPU-bound jobs gets
  * 30-70 % of a core, at times that differ between the measurements the fit uses and the loads it
- * predicts, so the fit and the held-out loads time different engines. The server therefore runs
- * at ENGINE_NICE (where permitted; the output says if not), and each measurement reads the
- * engine's scheduler account (/proc schedstat: time on a CPU against time ready but waiting for
- * one); one during which the engine waited more than MAX_WAIT_SHARE of its busy time is set aside
- * and measured again (tools/llama/calibration.ts), so the fit is made from the engine's pace.
+ * predicts, so the fit and the held-out loads time different engines. The server and this
+ * file's client therefore run at ENGINE_NICE (where permitted; the output says if not), and each
+ * measurement reads the engine's compute thread's and the client's main thread's scheduler
+ * accounts (/proc schedstat: time ready to run but waiting for a CPU); one during which either
+ * waited more than MAX_WAIT_SHARE of it is set aside and measured again
+ * (tools/llama/calibration.ts), so the fit is made from the engine's pace.
  *
  * TOLERANCES, stated before any run, for a 2-core machine that may be running a CPU-bound job
  * beside this one (what waiting MAX_WAIT_SHARE allows, 18 %, and the memory bandwidth and caches
@@ -80,7 +87,7 @@ function describeCpu(log: readonly MeasuredCpu[]): string {
   const kept = log.filter((m) => m.kept);
   const worst = (key: 'engine' | 'client') => Math.max(0, ...kept.map((m) => m[key].waitShare));
   const repeated = [...new Set(log.filter((m) => !m.kept).map((m) => m.name))];
-  const contaminated = kept.filter((m) => m.engine.waitShare > MAX_WAIT_SHARE).map((m) => m.name);
+  const contaminated = kept.filter((m) => taken(m) > MAX_WAIT_SHARE).map((m) => m.name);
   const median = (xs: number[]) => xs.sort((a, b) => a - b)[xs.length >> 1] ?? 0;
   return [
     `engine's compute thread waited for a CPU ${share(median(kept.map((m) => m.engine.waitShare)))} of the time in the median of the ${kept.length} measurements kept, ${share(worst('engine'))} at most (client's main thread ${share(median(kept.map((m) => m.client.waitShare)))}, ${share(worst('client'))})`,
@@ -169,7 +176,9 @@ describe('calibrating the llamacpp personality against llama-server (real engine
     };
   }
 
+  let client: ReturnType<typeof raiseClientPriority> | undefined;
   before(async () => {
+    client = raiseClientPriority();
     [binary, modelPath] = await Promise.all([ensureLlamaServer(), testLlamaModel()]);
     configPath = writeLlamaModelConfig(join(dir, 'config.json'));
     cpuPath = await writeCpuSpec(join(dir, 'cpu.yaml'));
@@ -181,12 +190,13 @@ describe('calibrating the llamacpp personality against llama-server (real engine
   });
   after(async () => {
     await server?.stop();
+    client?.restore();
   });
 
   test('calibrate takes the step probe and its front end, fits the per-sequence cost; each fit load, left out, is predicted from the others', (t) => {
     const last = rounds[rounds.length - 1];
     const fitted = last.file.fitted;
-    t.diagnostic(priority);
+    t.diagnostic(`${priority}; ${client?.line}`);
     for (const r of rounds) {
       t.diagnostic(
         `round of ${r.seconds.toFixed(1)} s: ${describeCpu(r.cpu)}; per-seq ${r.file.fitted.perSeqOverheadUs ? `${r.file.fitted.perSeqOverheadUs.value.toFixed(0)} us fitted` : `${r.file.held.perSeqOverheadUs} us held`}, front end ${r.file.steps?.frontendMs?.toFixed(1)} ms measured; leave-one-out median TTFT ${pct(r.looMedian.ttftMs)}, TPOT ${pct(r.looMedian.tpotMs)}, throughput ${pct(r.looMedian.outputTokPerS)}; ${r.misses.length ? `missed: ${r.misses.join('; ')}` : 'all within tolerance'}`,
