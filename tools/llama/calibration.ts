@@ -144,9 +144,8 @@ export async function writeCpuSpec(path: string, threads: number = SERVER.thread
 /**
  * The share of a measurement's time the engine's compute thread, or the client's main thread
  * (whose event loop stamps the times), may spend ready to run while a neighbour holds its core
- * before the measurement is not the engine's: the timed work then takes
- * up to 1 / (1 - 0.15) = 1.18x its own time, so two measurements' paces differ by at most 18 %
- * from it, within the 35 % the calibration test allows a prediction (the rest left to the
+ * before the measurement is not the engine's: the timed work then takes up to 1 / (1 - 0.15) =
+ * 1.18x its own time, so two measurements' paces differ by at most 18 % from it, within the 35 % the calibration test allows a prediction (the rest left to the
  * model). On a quiet machine it reads 0-2 %; beside CPU-bound jobs at nice 0, 30-70 % with the
  * engine at nice 0 and 2-15 % at -20 (the tests raise the client too: test/helpers/llama.ts).
  */
@@ -166,9 +165,7 @@ export interface MeasuredCpu {
   kept: boolean;
 }
 
-/**
- * Watches the engine's CPU during each measurement (see MAX_WAIT_SHARE); each attempt is logged.
- */
+/** Watches the engine's CPU during each measurement (see MAX_WAIT_SHARE); logs each attempt. */
 export interface EngineWatch {
   /** The engine's compute thread now (RunningLlamaServer.cpu). */
   cpu(): CpuSnapshot;
@@ -179,9 +176,9 @@ export interface EngineWatch {
  * Measures one load against the server into `dir`, as `infergauge run --url ... --out dir`
  * would. Each load gets its own seed, so no prompt repeats one another load sent (llama.cpp would
  * find it in a slot's prompt cache). With `watch`, a measurement during which the engine or the
- * client did not get its core (MAX_WAIT_SHARE) is set aside and done again with a new seed (the load's + 100 per
- * attempt), up to MAX_ATTEMPTS, so that a fit is not made from a neighbour's pace; each attempt
- * is logged, the one kept marked.
+ * client did not get its core (MAX_WAIT_SHARE) is set aside and done again with a new seed (the
+ * load's + 100 per attempt), up to MAX_ATTEMPTS, so that a fit is not made from a neighbour's
+ * pace; each attempt is logged, the one kept marked.
  */
 export async function measureLoad(
   url: string,
