@@ -127,7 +127,7 @@ describe('fault specs and draws', () => {
 
   test('the simulator refuses a bad --faults spec with the parser message', async () => {
     await assert.rejects(startSim({ engine: 'scripted', faults: '429=0.5,oops=0.1' }), {
-      message: /cannot start: --faults: cannot read "oops=0\.1"/,
+      message: /cannot start: invalid options\n\s+- --faults: cannot read "oops=0\.1"/,
     });
   });
 });
