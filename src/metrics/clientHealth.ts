@@ -279,16 +279,17 @@ function stampDelayFinding(
   const gc = m.gcPauses;
   const pauses =
     gc && gc.over1Ms > 0
-      ? ` (${gc.over1Ms} garbage-collection pause${gc.over1Ms === 1 ? '' : 's'} over 1 ms, longest ${gc.maxMs.toFixed(1)} ms)`
+      ? ` (${gc.over1Ms} GC pause${gc.over1Ms === 1 ? '' : 's'} over 1 ms, longest ${gc.maxMs.toFixed(1)} ms)`
       : '';
   const itl = itlP99Ms !== undefined ? ` (of ${itlP99Ms.toFixed(1)} ms)` : '';
-  const moved = `ITL p99 may read up to ${itlBound(delay).toFixed(1)} ms high${itl}, mean TTFT about ${ttftBoundMs.toFixed(1)} ms high`;
+  // Short: the terminal prints this line under CLIENT-LIMITED, one line a cause (issue 47).
+  const moved = `ITL p99 up to ${itlBound(delay).toFixed(1)} ms high${itl}, mean TTFT ~${ttftBoundMs.toFixed(1)} ms high`;
   const elu = m.eventLoopUtilisation;
   let why: string;
   let remedy: Remedy;
   if (elu !== undefined && elu < IDLE_LOOP_UTILISATION) {
     // An idle loop's stalls are not its load's: more threads would share the same host.
-    why = `${moved}; the thread was busy only ${pct(elu)}, so garbage collection or other work on the host held it up${pauses}`;
+    why = `${moved}; thread busy only ${pct(elu)}: GC or other host work held it up${pauses}`;
     remedy = 'host';
   } else {
     let threads = 2;

@@ -253,14 +253,11 @@ describe("client-health verdict: how late the thread's own stalls made its stamp
     const reason = health.reasons.join('\n');
     assert.match(
       reason,
-      /^stamps up to 5\.0 ms late at p99 \(limit 1\.0 ms\): ITL p99 may read up to 5\.0 ms high \(of 10\.0 ms\), mean TTFT about [\d.]+ ms high;/,
+      /^stamps up to 5\.0 ms late at p99 \(limit 1\.0 ms\): ITL p99 up to 5\.0 ms high \(of 10\.0 ms\), mean TTFT ~[\d.]+ ms high;/,
     );
-    assert.match(reason, /\(20 garbage-collection pauses over 1 ms, longest 10\.0 ms\)/);
+    assert.match(reason, /\(20 GC pauses over 1 ms, longest 10\.0 ms\)/);
     // A loop busy 2 % of the time: its stalls are not its load's, more threads would not help.
-    assert.match(
-      reason,
-      /busy only 2%, so garbage collection or other work on the host held it up/,
-    );
+    assert.match(reason, /busy only 2%: GC or other host work held it up/);
     assert.match(health.advice ?? '', /^other work on the host held the client up/);
     assert.doesNotMatch(reason, /about \d+ worker threads/);
   });
@@ -296,10 +293,7 @@ describe("client-health verdict: how late the thread's own stalls made its stamp
     const health = assessClientHealth(m, { itlP99Ms: 1.4, ttftMeanMs: 1.2 });
     assert.ok((health.stampDelayMs?.p99Ms ?? 0) > 100, `${health.stampDelayMs?.p99Ms}`);
     const reason = health.reasons.join('\n');
-    assert.match(
-      reason,
-      /ITL p99 may read up to 1\.4 ms high \(of 1\.4 ms\), mean TTFT about 1\.2 ms high/,
-    );
+    assert.match(reason, /ITL p99 up to 1\.4 ms high \(of 1\.4 ms\), mean TTFT ~1\.2 ms high/);
     // Under 1 ms measured, ITL p99 cannot have moved by the limit: no finding on it.
     const small = assessClientHealth(m, { itlP99Ms: 0.8, ttftMeanMs: 1.2 });
     assert.doesNotMatch(small.reasons.join('\n'), /ITL p99 may read/);
