@@ -1,7 +1,10 @@
 /**
  * What every command shares: how bad usage and errors are printed and mapped to the process
- * exit code (one place), and Ctrl-C / SIGTERM turned into abort signals for the session.
+ * exit code (one place), Ctrl-C / SIGTERM turned into abort signals for the session, and the
+ * output files a user names written.
  */
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { dirname } from 'node:path';
 import { EXIT, type ExitCode, InfergaugeError, UsageError } from '../errors.js';
 import { terminalSafe } from '../report/format.js';
 
@@ -96,4 +99,20 @@ export function listenForInterrupts(onStop?: () => void): Interrupts {
 /** A repeatable option's values, in the order given (`--header A --header B`). */
 export function collect(value: string, previous: string[] | undefined): string[] {
   return [...(previous ?? []), value];
+}
+
+/**
+ * Writes an output file a user named (`--md`, `--html`, `--csv`), making its folder; a failure
+ * is named by its path rather than as a bare ENOENT. `text` absent: only the folder.
+ */
+export function writeOutput(path: string, text?: string): void {
+  try {
+    if (text === undefined) mkdirSync(path, { recursive: true });
+    else {
+      mkdirSync(dirname(path), { recursive: true });
+      writeFileSync(path, text);
+    }
+  } catch (err) {
+    throw new Error(`cannot write ${path}: ${(err as Error).message}`);
+  }
 }

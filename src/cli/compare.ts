@@ -1,10 +1,8 @@
-import { mkdirSync, writeFileSync } from 'node:fs';
-import { dirname } from 'node:path';
 import { Command, Option } from '@commander-js/extra-typings';
 import { type CompareFlags, compareSettings } from '../analysis/compare.js';
 import { EXIT, InfergaugeError } from '../errors.js';
 import type { CompareTarget } from '../results/compareInput.js';
-import { collect, useColor } from './common.js';
+import { collect, useColor, writeOutput } from './common.js';
 
 /** Where the command writes; tests pass their own. */
 export interface CompareIo {
@@ -93,8 +91,8 @@ export async function runCompare(
   }
   const report = compareTargets(targets, options, thresholds);
   try {
-    if (o.md) writeOut(o.md, renderMarkdown(report));
-    if (o.html) writeOut(o.html, renderHtml(report));
+    if (o.md) writeOutput(o.md, renderMarkdown(report));
+    if (o.html) writeOutput(o.html, renderHtml(report));
   } catch (err) {
     io.err(`infergauge compare: ${(err as Error).message}\n`);
     return EXIT.failure;
@@ -117,13 +115,4 @@ export async function runCompare(
     }
   }
   return EXIT.thresholdFailed;
-}
-
-function writeOut(path: string, text: string): void {
-  try {
-    mkdirSync(dirname(path), { recursive: true });
-    writeFileSync(path, text);
-  } catch (err) {
-    throw new Error(`cannot write ${path}: ${(err as Error).message}`);
-  }
 }

@@ -1,12 +1,11 @@
-import { mkdirSync, writeFileSync } from 'node:fs';
-import { basename, dirname } from 'node:path';
+import { basename } from 'node:path';
 import { Command, Option } from '@commander-js/extra-typings';
 import { evaluateThresholds, parseThresholds, type Threshold } from '../analysis/thresholds.js';
 import { EXIT } from '../errors.js';
 import type { RunSummary } from '../metrics/summary.js';
 import { resultPath } from '../results/layout.js';
 import { writeSummary } from '../results/runFiles.js';
-import { collect, printProblems, printWarnings, runAction } from './common.js';
+import { collect, printProblems, printWarnings, runAction, writeOutput } from './common.js';
 
 /** `--threshold` is repeatable. */
 export function thresholdOption(): Option {
@@ -129,7 +128,7 @@ async function report(dir: string, o: ReportOptions): Promise<number> {
   // requests.csv, written as they pass.
   const kind = resultKind(dir);
   const csv = o.csv !== undefined ? resultPath(o.csv, 'requestsCsv') : undefined;
-  if (o.csv !== undefined) writable(() => mkdirSync(o.csv as string, { recursive: true }), o.csv);
+  if (o.csv !== undefined) writeOutput(o.csv);
   const csvFile = csv ? requestsCsvFile(csv) : undefined;
   let runs: Awaited<ReturnType<typeof loadSavedRuns>>;
   try {
@@ -153,15 +152,15 @@ async function report(dir: string, o: ReportOptions): Promise<number> {
     }
   }
   const html = o.html ?? resultPath(dir, 'report');
-  writeOut(html, renderHtmlReport(await loadReportInput(dir, warn, { runs })));
+  writeOutput(html, renderHtmlReport(await loadReportInput(dir, warn, { runs })));
   process.stdout.write(`HTML report: ${html}\n`);
   if (o.csv !== undefined) {
     const table = resultPath(o.csv, 'runsCsv');
-    writeOut(table, runsCsv(runs));
+    writeOutput(table, runsCsv(runs));
     process.stdout.write(`CSV: ${csv}, ${table}\n`);
   }
   if (o.md !== undefined) {
-    writeOut(o.md, markdownSummary(`infergauge: ${basename(dir)}`, runs));
+    writeOutput(o.md, markdownSummary(`infergauge: ${basename(dir)}`, runs));
     process.stdout.write(`Markdown: ${o.md}\n`);
   }
   if (o.compat === 'vllm') {
@@ -176,24 +175,8 @@ async function report(dir: string, o: ReportOptions): Promise<number> {
       tokenizer: (m.plan?.tokenizer as string | undefined) ?? 'words',
       date: (m.startedAt ?? new Date().toISOString()).replace(/\.\d+Z$/, ''),
     });
-    writeOut(out, `${JSON.stringify(result, null, 2)}\n`);
+    writeOutput(out, `${JSON.stringify(result, null, 2)}\n`);
     process.stdout.write(`vLLM bench result: ${out}\n`);
   }
   return gate('report', o.threshold, runs);
-}
-
-/** Writes `text` to `path`, making its folder as `compare` does; a failure names the path. */
-function writeOut(path: string, text: string): void {
-  writable(() => {
-    mkdirSync(dirname(path), { recursive: true });
-    writeFileSync(path, text);
-  }, path);
-}
-
-function writable(write: () => void, path: string): void {
-  try {
-    write();
-  } catch (err) {
-    throw new Error(`cannot write ${path}: ${(err as Error).message}`);
-  }
 }
