@@ -4,9 +4,10 @@
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { plainProgressOutput, progressOutputs } from '../../../src/cli/progress.js';
+import { progressOutputs } from '../../../src/cli/progress.js';
 import type { RunSummary } from '../../../src/metrics/summary.js';
 import type { PointFinished, PointStarted } from '../../../src/session/events.js';
+import { plainProgressOutput } from '../../../src/session/progressOutput.js';
 
 const session = { command: 'probe decode' } as PointStarted['session'];
 const point = {
