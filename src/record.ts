@@ -203,3 +203,46 @@ export interface ClientHealthMeasurements {
   /** Garbage-collection pauses of this thread during the run (perf_hooks 'gc' entries). */
   gcPauses?: { count: number; totalMs: number; maxMs: number; over1Ms: number };
 }
+
+const PHASES: readonly unknown[] = ['warmup', 'measure'] satisfies RequestPhase[];
+
+/**
+ * Why a parsed JSON line is not a request record the readers can use, or undefined when it is:
+ * the fields every metric reads (times, counts, the event columns, equally long and numeric).
+ * A records file is user input (a file they give, a run cut short, a byte flipped on disk): a
+ * line that parses but is something else (`{"hello":1}`, `42`, a record whose columns disagree)
+ * is skipped and said, as a torn line is, instead of ending the report on a TypeError.
+ */
+export function recordProblem(value: unknown): string | undefined {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    return `a JSON ${Array.isArray(value) ? 'array' : value === null ? 'null' : typeof value}, not a record object`;
+  }
+  const r = value as Record<string, unknown>;
+  for (const key of [
+    'id',
+    'scheduledAt',
+    'sentAt',
+    'endAt',
+    'requestedInputTokens',
+    'requestedOutputTokens',
+    'outputTokens',
+  ]) {
+    if (!Number.isFinite(r[key])) return `its ${key} is not a number`;
+  }
+  if (!PHASES.includes(r.phase)) return 'its phase is neither warmup nor measure';
+  const events = r.events as Record<string, unknown> | undefined;
+  if (typeof events !== 'object' || events === null) return 'it has no events';
+  const length = (events.dtUs as unknown[] | undefined)?.length;
+  for (const column of ['dtUs', 'tokens', 'contentChars', 'reasoningChars', 'toolCallChars']) {
+    const values = events[column];
+    if (values === undefined && (column === 'reasoningChars' || column === 'toolCallChars')) {
+      continue;
+    }
+    if (!Array.isArray(values) || values.length !== length) {
+      return `its events.${column} is not a column as long as events.dtUs`;
+    }
+    for (const v of values)
+      if (typeof v !== 'number') return `its events.${column} holds a non-number`;
+  }
+  return undefined;
+}

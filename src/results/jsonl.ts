@@ -3,7 +3,12 @@ import { basename } from 'node:path';
 import { createInterface } from 'node:readline';
 import { StringDecoder } from 'node:string_decoder';
 import { createGunzip, gzipSync } from 'node:zlib';
-import type { ClientHealthMeasurements, RecordsFormat, RequestRecord } from '../record.js';
+import {
+  type ClientHealthMeasurements,
+  type RecordsFormat,
+  type RequestRecord,
+  recordProblem,
+} from '../record.js';
 import type { TelemetrySnapshot } from '../telemetry/snapshot.js';
 import { hasResult, readJson, recordsPath, resultPath, writeResult } from './layout.js';
 
@@ -113,12 +118,27 @@ export function openRecordsWriter(
  * skipped and reported through `onBadLine`, never thrown, so everything before it is usable. In
  * a gzip file a last member cut short (or a damaged one, after which nothing more can be read)
  * is one bad line the same way: the complete lines decoded before it are kept, the rest of it
- * is skipped.
+ * is skipped. A line that parses but that `problemOf` refuses is a bad line too (NotAValueError).
  */
 export async function* readJsonLines<T>(
   path: string,
   onBadLine: (lineNumber: number, error: Error) => void = () => {},
+  problemOf: (value: unknown) => string | undefined = () => undefined,
 ): AsyncGenerator<T> {
+  // A line that parses but is not a T is skipped and said, as a torn one is.
+  const parse = (line: string, lineNumber: number): T | undefined => {
+    let value: unknown;
+    try {
+      value = JSON.parse(line);
+    } catch (err) {
+      onBadLine(lineNumber, err as Error);
+      return undefined;
+    }
+    const problem = problemOf(value);
+    if (problem === undefined) return value as T;
+    onBadLine(lineNumber, new NotAValueError(problem));
+    return undefined;
+  };
   if (isGzipFile(path)) {
     let lineNumber = 0;
     for await (const line of gunzipLines(path)) {
@@ -128,11 +148,8 @@ export async function* readJsonLines<T>(
         return;
       }
       if (line.length === 0) continue;
-      try {
-        yield JSON.parse(line) as T;
-      } catch (err) {
-        onBadLine(lineNumber, err as Error);
-      }
+      const value = parse(line, lineNumber);
+      if (value !== undefined) yield value;
     }
     return;
   }
@@ -144,13 +161,13 @@ export async function* readJsonLines<T>(
   for await (const line of lines) {
     lineNumber++;
     if (line.length === 0) continue;
-    try {
-      yield JSON.parse(line) as T;
-    } catch (err) {
-      onBadLine(lineNumber, err as Error);
-    }
+    const value = parse(line, lineNumber);
+    if (value !== undefined) yield value;
   }
 }
+
+/** A line that is whole JSON but not what the file holds (readJsonLines' `problemOf`). */
+export class NotAValueError extends Error {}
 
 /** A `.gz` name, or a file that starts with gzip's magic bytes (no JSON line does). */
 function isGzipFile(path: string): boolean {
@@ -224,7 +241,7 @@ export function readRecords(
   onBadLine?: (lineNumber: number, error: Error) => void,
 ): AsyncGenerator<RequestRecord> {
   const file = !existsSync(path) && existsSync(`${path}.gz`) ? `${path}.gz` : path;
-  return readJsonLines<RequestRecord>(file, onBadLine);
+  return readJsonLines<RequestRecord>(file, onBadLine, recordProblem);
 }
 
 /** Every telemetry snapshot of `telemetry.jsonl`; lines without a time are left out. */

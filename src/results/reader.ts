@@ -11,8 +11,15 @@ import type { RunSummary, SummaryContext, Warning } from '../metrics/summary.js'
 import type { RequestRecord } from '../record.js';
 import type { TelemetrySnapshot } from '../telemetry/snapshot.js';
 import type { ServerMetricsSummary } from '../telemetry/summary.js';
-import { readTelemetry } from './jsonl.js';
-import { hasResult, RESULT_FILES, type ResultFile, readJson, resultPath } from './layout.js';
+import { NotAValueError, readTelemetry } from './jsonl.js';
+import {
+  hasResult,
+  RESULT_FILES,
+  type ResultFile,
+  readJson,
+  recordsPath,
+  resultPath,
+} from './layout.js';
 import { type RunCharts, RunViewBuilder, type RunViewParts, streamRecords } from './runView.js';
 import {
   capacitySchema,
@@ -83,7 +90,9 @@ export async function readRunRecords(
 function tellingBadLines(dir: string, onProblem: OnReadProblem) {
   return (line: number, err: Error) =>
     onProblem(
-      `${resultPath(dir, 'records')} line ${line} is not a whole JSON record (cut short when the run was killed?): skipped (${err.message})`,
+      err instanceof NotAValueError
+        ? `${recordsPath(dir)} line ${line} is JSON but not a request record (${err.message}): skipped`
+        : `${recordsPath(dir)} line ${line} is not a whole JSON record (cut short when the run was killed?): skipped (${err.message})`,
     );
 }
 

@@ -2,13 +2,14 @@
  * The records file in both formats (src/results/jsonl.ts, `--records-format`): plain
  * `records.jsonl` and `records.jsonl.gz`, one gzip member per write, read back the same; a
  * gzip file cut inside its last member (a killed run) keeps every earlier record and reports
- * one bad line; the compressed file of a simulated run is at least twice smaller.
+ * one bad line; a line that parses but is no record is skipped and said; the compressed file of
+ * a simulated run is at least twice smaller.
  */
 import assert from 'node:assert/strict';
 import { readFileSync, statSync, truncateSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
-import { gunzipSync } from 'node:zlib';
+import { gunzipSync, gzipSync } from 'node:zlib';
 import type { RequestRecord } from '../../../src/record.js';
 import { openRecordsWriter, readRecords } from '../../../src/results/jsonl.js';
 import { hasResult, recordsPath } from '../../../src/results/layout.js';
@@ -105,6 +106,41 @@ describe('records file formats', () => {
           assert.match(bad[0].message, /cut short/, at);
         }
       }
+    }
+  });
+
+  test('lines that parse but are no record (other JSON, a column that disagrees) are skipped and said; every record is kept', async () => {
+    const records = FIXTURE.slice(0, 4);
+    const short = { ...records[1], events: { ...records[1].events, tokens: [1] } };
+    const lines = [
+      JSON.stringify(records[0]),
+      '{"hello":1}',
+      '[1,2,3]',
+      '42',
+      JSON.stringify(short),
+      JSON.stringify({ ...records[2], phase: 'other' }),
+      JSON.stringify({ ...records[2], sentAt: '12' }),
+      ...records.slice(1).map((r) => JSON.stringify(r)),
+    ];
+    for (const format of ['jsonl', 'jsonl.gz'] as const) {
+      const { path } = write(format, []);
+      writeFileSync(
+        path,
+        format === 'jsonl' ? `${lines.join('\n')}\n` : gzipSync(`${lines.join('\n')}\n`),
+      );
+      const { records: read, bad } = await readBack(path);
+      assert.deepEqual(read, records, format);
+      assert.deepEqual(
+        bad.map((b) => b.line),
+        [2, 3, 4, 5, 6, 7],
+        format,
+      );
+      assert.match(bad[0].message, /its id is not a number/);
+      assert.match(bad[1].message, /a JSON array, not a record object/);
+      assert.match(bad[2].message, /a JSON number, not a record object/);
+      assert.match(bad[3].message, /events\.tokens is not a column as long as events\.dtUs/);
+      assert.match(bad[4].message, /phase/);
+      assert.match(bad[5].message, /sentAt is not a number/);
     }
   });
 
