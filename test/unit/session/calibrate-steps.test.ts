@@ -67,6 +67,8 @@ function probeRecords(tokens: number, requests: number, timed = true): RequestRe
       outputTokensSource: 'server',
       requestedInputTokens: tokens,
       requestedOutputTokens: 1,
+      // One event, the one token: a record the readers take (they skip one without events).
+      events: { dtUs: [9 + ms], tokens: [1], contentChars: [1] },
       ...(timed ? { serverTiming: { prefillMs: ms, prefillTokens: tokens } } : {}),
     } as RequestRecord;
   });
