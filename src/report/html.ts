@@ -606,26 +606,36 @@ ${counters.length > 0 ? table(['counter', 'growth', 'per s'], counters, [0]) : '
 </details>`;
 }
 
-function failuresHtml(charts: RunCharts): string {
+/** Rows of the failures table: the most frequent messages. */
+const FAILURE_ROWS = 20;
+
+/** The failures table of a run's chart data ('' without failures). */
+export function failuresHtml(charts: RunCharts): string {
   const { failures } = charts;
   if (failures.failed === 0) return '';
-  const rows = [...failures.groups]
-    .sort((a, b) => b.n - a.n)
-    .slice(0, 20)
-    .map((g) => [
-      esc(g.kind),
-      g.status !== undefined ? String(g.status) : '-',
-      fmtNumber(g.n),
-      String(g.first),
-      esc(g.message.length > 500 ? `${g.message.slice(0, 500)}...` : g.message),
-    ]);
-  const more = failures.distinct - 20;
-  const note =
-    more <= 0
-      ? ''
-      : failures.complete
-        ? `<p class="caption">${more} more distinct messages not shown.</p>`
-        : `<p class="caption">${more} more distinct messages not shown (the counts above cover the first ${fmtNumber(failures.groups.length)} distinct messages read; later ones are counted apart).</p>`;
+  // The groups come most frequent first, each count exact (metrics/failureGroups.ts).
+  const shown = failures.groups.slice(0, FAILURE_ROWS);
+  const rows = shown.map((g) => [
+    esc(g.kind),
+    g.status !== undefined ? String(g.status) : '-',
+    fmtNumber(g.n),
+    String(g.first),
+    esc(g.message.length > 500 ? `${g.message.slice(0, 500)}...` : g.message),
+  ]);
+  const more = failures.distinct - shown.length;
+  const notes = [
+    ...(more > 0
+      ? [
+          `${fmtNumber(more)}${failures.ungrouped > 0 ? ' or more' : ''} more distinct messages not shown.`,
+        ]
+      : []),
+    ...(failures.ungrouped > 0
+      ? [
+          `${fmtNumber(failures.ungrouped)} failures carried a message first seen after ${fmtNumber(failures.distinct)} distinct ones: counted, but in no row.`,
+        ]
+      : []),
+  ];
+  const note = notes.length > 0 ? `<p class="caption">${notes.join(' ')}</p>` : '';
   return `<h3>Failures</h3>${table(['kind', 'status', 'requests', 'first request', 'message'], rows, [0, 4])}${note}`;
 }
 

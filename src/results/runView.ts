@@ -16,6 +16,7 @@
 import { getHeapStatistics } from 'node:v8';
 import { ChunkedColumn, ItlEvents, type RunSampleBuilder } from '../analysis/compare.js';
 import { EXIT, InfergaugeError } from '../errors.js';
+import { type FailureCounts, FailureGroups } from '../metrics/failureGroups.js';
 import { forEachTokenGap, requestMetrics } from '../metrics/requestMetrics.js';
 import {
   type RunOutcome,
@@ -23,15 +24,11 @@ import {
   SummaryBuilder,
   type SummaryContext,
 } from '../metrics/summary.js';
-import { ERROR_KINDS, type ErrorKind, type RequestRecord } from '../record.js';
+import { ERROR_KINDS, type RequestRecord } from '../record.js';
 import { readRecords } from './jsonl.js';
 
 /** Token events kept for the ITL distribution curve, at most (beyond: every k-th request's). */
 export const MAX_CHART_ITL_EVENTS = 500_000;
-/** Distinct failure messages kept (the report shows the 20 most frequent). */
-export const MAX_FAILURE_GROUPS = 1000;
-/** Characters of a failure message kept (the report shows 500). */
-const FAILURE_MESSAGE_CHARS = 1000;
 /** Output-token time bins kept at most: past this, bins grow tenfold. */
 const MAX_TIME_BINS = 100_000;
 
@@ -56,16 +53,6 @@ export interface RequestColumns {
   errorKind: Uint8Array;
 }
 
-export interface FailureGroup {
-  kind: ErrorKind;
-  status?: number;
-  message: string;
-  /** Requests that failed so. */
-  n: number;
-  /** Id of the first of them read. */
-  first: number;
-}
-
 /** A run's records, reduced to what its charts and failure table draw. */
 export interface RunCharts {
   /** Records read, warm-up included. */
@@ -83,8 +70,8 @@ export interface RunCharts {
    * reasoning-only events where some record carried reasoning text.
    */
   tokenBins: { widthMs: number; output: Float64Array; reasoning?: Float64Array };
-  /** Failures of counted requests, grouped by kind, status and message. */
-  failures: { failed: number; groups: FailureGroup[]; distinct: number; complete: boolean };
+  /** Failures of counted requests, grouped by kind, status and message (metrics/failureGroups.ts). */
+  failures: FailureCounts;
 }
 
 /** The parts of the read model a caller wants built. */
@@ -157,9 +144,7 @@ class ChartsBuilder {
   private readonly itl = new ItlEvents(MAX_CHART_ITL_EVENTS);
   private readonly output = new TimeBins();
   private reasoning: TimeBins | undefined;
-  private failed = 0;
-  private readonly groups = new Map<string, FailureGroup>();
-  private distinct = 0;
+  private readonly failures = new FailureGroups();
 
   add(r: RequestRecord): void {
     const state =
@@ -208,27 +193,8 @@ class ChartsBuilder {
   }
 
   private addFailure(r: RequestRecord): void {
-    this.failed++;
     const e = r.error as NonNullable<RequestRecord['error']>;
-    const message =
-      e.message.length > FAILURE_MESSAGE_CHARS
-        ? e.message.slice(0, FAILURE_MESSAGE_CHARS)
-        : e.message;
-    const key = `${e.kind}\u0000${e.status ?? ''}\u0000${message}`;
-    const group = this.groups.get(key);
-    if (group) {
-      group.n++;
-      return;
-    }
-    this.distinct++;
-    if (this.groups.size >= MAX_FAILURE_GROUPS) return;
-    this.groups.set(key, {
-      kind: e.kind,
-      ...(e.status !== undefined ? { status: e.status } : {}),
-      message,
-      n: 1,
-      first: r.id,
-    });
+    this.failures.add(e.kind, e.status, e.message, r.id);
   }
 
   /** The chart data; the builder is spent after (its columns move into the result). */
@@ -257,12 +223,7 @@ class ChartsBuilder {
         output: this.output.done(),
         ...(this.reasoning ? { reasoning: this.rebinned(this.reasoning) } : {}),
       },
-      failures: {
-        failed: this.failed,
-        groups: [...this.groups.values()],
-        distinct: this.distinct,
-        complete: this.distinct === this.groups.size,
-      },
+      failures: this.failures.build(),
     };
   }
 
