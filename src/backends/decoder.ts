@@ -50,16 +50,16 @@ export type MessageScanner = (
  * answer: bytes after the last complete event that do not parse (a cut mid-event), or a stream
  * without the protocol's end marker, make it `truncated`, with the tokens seen so far kept.
  * `maxOutputTokens` is the request's output limit, when it set one (see Timeline.count);
- * `captureAnswerChars` keeps the answer's text and tool calls (sessions), up to that many
- * characters. A line longer than REQUEST_BOUNDS.eventChars is a `too_large` fault.
+ * `captureAnswerBytes` keeps the answer's text and tool calls (sessions), up to that many
+ * UTF-8 bytes. A line longer than REQUEST_BOUNDS.eventChars is a `too_large` fault.
  */
 export function createDecoder(
   protocol: StreamProtocol,
   sentAtUs: number,
   maxOutputTokens?: number,
-  captureAnswerChars?: number,
+  captureAnswerBytes?: number,
 ): StreamDecoder {
-  return new MessageDecoder(protocol, sentAtUs, maxOutputTokens, captureAnswerChars);
+  return new MessageDecoder(protocol, sentAtUs, maxOutputTokens, captureAnswerBytes);
 }
 
 /**
@@ -84,9 +84,9 @@ class MessageDecoder implements StreamDecoder, SseSink {
     private readonly protocol: StreamProtocol,
     sentAtUs: number,
     maxOutputTokens?: number,
-    captureAnswerChars?: number,
+    captureAnswerBytes?: number,
   ) {
-    this.timeline = new Timeline(sentAtUs, maxOutputTokens, captureAnswerChars);
+    this.timeline = new Timeline(sentAtUs, maxOutputTokens, captureAnswerBytes);
     if (protocol.framing === 'sse') {
       this.framer = new SseFramer(this);
     }

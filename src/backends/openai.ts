@@ -2,7 +2,7 @@ import type { ServerTiming } from '../record.js';
 import { createDecoder, inStreamError, type StreamProtocol } from './decoder.js';
 import { openaiChunkScanner } from './openaiScan.js';
 import {
-  answerCaptureChars,
+  answerCaptureBytes,
   firstListedModel,
   outputTokenLimit,
   withExtraBody,
@@ -224,7 +224,7 @@ export const openaiBackend: Backend = {
       openaiStreamProtocol(options.endpoint),
       sentAtUs,
       openaiOutputLimit(spec, options),
-      answerCaptureChars(spec, options),
+      answerCaptureBytes(spec, options),
     ),
   models: { path: '/v1/models', first: firstListedModel },
   decodeJson: (body, atUs, options, spec): DecodedStream | StreamFault => {
@@ -236,7 +236,7 @@ export const openaiBackend: Backend = {
       return { kind: 'bad_stream', message: 'expected an event stream, got JSON without choices' };
     }
     // The whole answer is one event at the end, counted like any stream's.
-    const t = new Timeline(0, openaiOutputLimit(spec, options), answerCaptureChars(spec, options));
+    const t = new Timeline(0, openaiOutputLimit(spec, options), answerCaptureBytes(spec, options));
     t.nowUs = atUs;
     const message = choice.message as Record<string, unknown> | null | undefined;
     const content =

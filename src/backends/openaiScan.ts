@@ -147,7 +147,7 @@ export class ChunkScanner {
       if (this.choicesEmpty) t.markComplete();
     }
     const contentChars = strings & CONTENT ? this.slotChars[CONTENT_SLOT] : 0;
-    if (t.capture && contentChars > 0) t.capture.content += this.slotText(CONTENT_SLOT);
+    if (t.capture && contentChars > 0) t.capture.addContent(this.slotText(CONTENT_SLOT));
     const reasoningChars =
       strings & REASONING_CONTENT
         ? this.slotChars[REASONING_CONTENT_SLOT]

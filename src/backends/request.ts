@@ -2,15 +2,15 @@ import { REQUEST_BOUNDS } from './timeline.js';
 import type { BackendOptions, RequestSpec } from './types.js';
 
 /**
- * Characters of its answer a request keeps (`captureAnswer`: a session's `--history actual`, an
+ * UTF-8 bytes of its answer a request keeps (`captureAnswer`: a session's `--history actual`, an
  * agent's tool calls), or undefined when it keeps none.
  */
-export function answerCaptureChars(
+export function answerCaptureBytes(
   spec: RequestSpec,
-  options: Pick<BackendOptions, 'maxAnswerChars'>,
+  options: Pick<BackendOptions, 'maxAnswerBytes'>,
 ): number | undefined {
   if (spec.captureAnswer !== true) return undefined;
-  return options.maxAnswerChars ?? REQUEST_BOUNDS.answerChars;
+  return options.maxAnswerBytes ?? REQUEST_BOUNDS.answerBytes;
 }
 
 /**

@@ -91,8 +91,8 @@ export const MAX_TOKEN_COUNT = 2 ** 24;
  * V8's string limit, in seconds.
  */
 export const REQUEST_BOUNDS = {
-  /** Captured answer text (content and tool calls) by default: `--max-answer-mb 16`. */
-  answerChars: 16 * 2 ** 20,
+  /** Captured answer text (content and tool calls), UTF-8 bytes, by default: `--max-answer-mb 16`. */
+  answerBytes: 16 * 2 ** 20,
   /**
    * Events per request: eight per token the request allowed, and 1,024 more (role, usage and
    * empty events), at most 2^20. A real engine sends one event per token or fewer (several
@@ -157,26 +157,26 @@ export class Timeline {
   private totalField = '';
   /** Events past this end the request (REQUEST_BOUNDS). */
   private readonly maxEvents: number;
-  private readonly maxAnswerChars: number;
+  private readonly maxAnswerBytes: number;
 
   /** The answer's text and tool calls, kept only when the request asked (sessions). */
   readonly capture: AnswerCapture | undefined;
 
   /**
-   * `maxOutputTokens`: the request's own output limit, when it set one; `captureAnswerChars`:
-   * keep the answer (a session's next turn carries it), up to this many characters.
+   * `maxOutputTokens`: the request's own output limit, when it set one; `captureAnswerBytes`:
+   * keep the answer (a session's next turn carries it), up to this many UTF-8 bytes.
    */
-  constructor(sentAtUs: number, maxOutputTokens?: number, captureAnswerChars?: number) {
+  constructor(sentAtUs: number, maxOutputTokens?: number, captureAnswerBytes?: number) {
     this.sentAtUs = sentAtUs;
     this.previousUs = sentAtUs;
     this.maxOutputTokens = Math.min(maxOutputTokens ?? MAX_TOKEN_COUNT, MAX_TOKEN_COUNT);
     const { eventsPerToken, extraEvents, maxEvents } = REQUEST_BOUNDS;
     this.maxEvents = Math.min(maxEvents, extraEvents + eventsPerToken * this.maxOutputTokens);
-    this.maxAnswerChars = captureAnswerChars ?? 0;
+    this.maxAnswerBytes = captureAnswerBytes ?? 0;
     this.expectedEvents = Math.min(this.maxEvents, (maxOutputTokens ?? 0) + 4, MAX_PRESIZED_EVENTS);
     this.dtUs = new EventColumn(Float64Array, this.expectedEvents);
     this.contentChars = new EventColumn(Int32Array, this.expectedEvents);
-    this.capture = captureAnswerChars !== undefined ? new AnswerCapture() : undefined;
+    this.capture = captureAnswerBytes !== undefined ? new AnswerCapture() : undefined;
   }
 
   /**
@@ -224,7 +224,7 @@ export class Timeline {
   /** Records one event at the current time (keeping its content when the answer is captured). */
   event(e: StreamEvent): void {
     const content = e.content ?? '';
-    if (this.capture && content.length > 0) this.capture.content += content;
+    if (this.capture && content.length > 0) this.capture.addContent(content);
     this.record(
       content.length,
       e.reasoning?.length ?? 0,
@@ -251,8 +251,8 @@ export class Timeline {
       this.fault ??= tooLarge(`${this.maxEvents} events (eight per token it asked for)`);
       return;
     }
-    if (this.capture && this.capture.chars > this.maxAnswerChars) {
-      const mib = Math.round((this.maxAnswerChars / 2 ** 20) * 100) / 100;
+    if (this.capture && this.capture.bytes > this.maxAnswerBytes) {
+      const mib = Math.round((this.maxAnswerBytes / 2 ** 20) * 100) / 100;
       this.fault ??= tooLarge(`${mib} MiB of captured text (--max-answer-mb)`);
       return;
     }
@@ -414,14 +414,17 @@ export class AnswerCapture {
   /** Calls by stream index; those without one are calls of their own, in arrival order. */
   private readonly calls: { index?: number; id: string; name: string; args: string }[] = [];
   private readonly byIndex = new Map<number, { id: string; name: string; args: string }>();
-  /** Characters of tool-call names and arguments so far. */
-  private toolCallChars = 0;
+  /**
+   * UTF-8 bytes captured so far (content and tool calls), for the bound on an answer: MiB of
+   * text as docs/metrics.md says, not UTF-16 code units (a CJK character is 3 bytes, 1 unit).
+   */
+  bytes = 0;
 
-  /** Characters captured so far (content and tool calls), for the bound on an answer. */
-  get chars(): number {
-    return this.content.length + this.toolCallChars;
+  /** One event's content. */
+  addContent(text: string): void {
+    this.content += text;
+    this.bytes += utf8Bytes(text);
   }
-
   /**
    * One event's `tool_calls` (a list; TGI's older single object; Ollama's whole calls with
    * `arguments` as an object). A piece without a numeric `index` is a call of its own.
@@ -441,13 +444,18 @@ export class AnswerCapture {
       if (typeof p.id === 'string' && p.id !== '') call.id = p.id;
       const fn = p.function as Record<string, unknown> | undefined;
       if (typeof fn !== 'object' || fn === null) continue;
-      const before = call.name.length + call.args.length;
-      if (typeof fn.name === 'string') call.name += fn.name;
-      if (typeof fn.arguments === 'string') call.args += fn.arguments;
-      else if (typeof fn.arguments === 'object' && fn.arguments !== null) {
-        call.args += JSON.stringify(fn.arguments);
+      if (typeof fn.name === 'string') {
+        call.name += fn.name;
+        this.bytes += utf8Bytes(fn.name);
       }
-      this.toolCallChars += call.name.length + call.args.length - before;
+      const args =
+        typeof fn.arguments === 'string'
+          ? fn.arguments
+          : typeof fn.arguments === 'object' && fn.arguments !== null
+            ? JSON.stringify(fn.arguments)
+            : '';
+      call.args += args;
+      this.bytes += utf8Bytes(args);
     }
   }
 
@@ -652,4 +660,25 @@ export function streamRecord(
   }
   if (error) record.error = error;
   return record;
+}
+
+/**
+ * The UTF-8 length of a string, as Buffer.byteLength gives it, counted in JavaScript: an answer
+ * arrives a token at a time, and for pieces of a few characters a loop is cheaper than a call
+ * into the runtime. A lone surrogate counts 3 bytes, as its replacement character encodes.
+ */
+export function utf8Bytes(text: string): number {
+  let bytes = text.length;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c < 0x80) continue;
+    if (c < 0x800) bytes += 1;
+    else {
+      // 3 bytes for 1 unit; a surrogate pair is 4 bytes for its 2 units (its low half skipped).
+      bytes += 2;
+      const next = i + 1 < text.length ? text.charCodeAt(i + 1) : 0;
+      if (c >= 0xd800 && c <= 0xdbff && next >= 0xdc00 && next <= 0xdfff) i++;
+    }
+  }
+  return bytes;
 }

@@ -60,8 +60,8 @@ export interface BackendOptions {
   reasoningEffort?: 'low' | 'medium' | 'high';
   /** Reasoning models: `chat_template_kwargs.enable_thinking` (Qwen3, DeepSeek on vLLM/SGLang). */
   enableThinking?: boolean;
-  /** The most characters of answer a request that keeps its answer may hold (`--max-answer-mb`). */
-  maxAnswerChars?: number;
+  /** The most UTF-8 bytes of answer a request that keeps its answer may hold (`--max-answer-mb`). */
+  maxAnswerBytes?: number;
 }
 
 /** Turns one response stream into the token-event timeline. */

@@ -76,7 +76,7 @@ export function requestOptions(plan: RunPlan, model: string): BackendOptions {
     continuousUsageStats: plan.continuousUsageStats,
     ...(plan.extraBody ? { extraBody: plan.extraBody } : {}),
     ...(plan.maxAnswerMb !== undefined
-      ? { maxAnswerChars: Math.round(plan.maxAnswerMb * 2 ** 20) }
+      ? { maxAnswerBytes: Math.round(plan.maxAnswerMb * 2 ** 20) }
       : {}),
   };
 }

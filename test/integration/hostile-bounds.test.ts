@@ -90,7 +90,7 @@ describe('bounds on what one request holds (too_large, the run goes on)', () => 
       if (index === 0) writeForever(socket, () => chunk(say('x'.repeat(1000))));
       else socket.write(ANSWER + END);
     });
-    const { pool, send } = client(server.url, { maxAnswerChars: 200_000 });
+    const { pool, send } = client(server.url, { maxAnswerBytes: 200_000 });
     try {
       const record = await send(pending(0, true, 100_000));
       assert.equal(record.error?.kind, 'too_large', JSON.stringify(record.error));
@@ -111,6 +111,30 @@ describe('bounds on what one request holds (too_large, the run goes on)', () => 
     }
   });
 
+  test('case 1 in UTF-8: CJK and emoji text stops at --max-answer-mb of bytes, not UTF-16 units', async () => {
+    // 1,000 UTF-16 units a piece either way: 3,000 bytes of CJK, 2,000 of emoji (two units each).
+    for (const [piece, bytes] of [
+      ['字'.repeat(1000), 3000],
+      ['😀'.repeat(500), 2000],
+    ] as const) {
+      const server = await rawServer((socket) => {
+        socket.write(HEAD);
+        writeForever(socket, () => chunk(say(piece)));
+      });
+      const { pool, send } = client(server.url, { maxAnswerBytes: 300_000 });
+      try {
+        const record = await send(pending(0, true, 100_000));
+        assert.equal(record.error?.kind, 'too_large', JSON.stringify(record.error));
+        // Kept: the pieces within 300,000 bytes (100 or 150; counting units it was 300).
+        const kept = record.events.contentChars.length;
+        assert.equal(kept, Math.floor(300_000 / bytes), `${kept} pieces of ${bytes} bytes`);
+      } finally {
+        await pool.destroy();
+        await server.close();
+      }
+    }
+  });
+
   test("case 1: an agent's endless tool-call arguments stop at the same bound", async () => {
     const piece = (args: string) =>
       chunk(chatEvent({ tool_calls: [{ index: 0, function: { arguments: args } }] }));
@@ -121,7 +145,7 @@ describe('bounds on what one request holds (too_large, the run goes on)', () => 
       );
       writeForever(socket, () => piece('{"q":"'.padEnd(500, 'y')));
     });
-    const { pool, send } = client(server.url, { maxAnswerChars: 100_000 });
+    const { pool, send } = client(server.url, { maxAnswerBytes: 100_000 });
     try {
       const record = await send(pending(0, true, 100_000));
       assert.equal(record.error?.kind, 'too_large', JSON.stringify(record.error));
@@ -322,7 +346,7 @@ test('the full path checks the same bounds: a JSON answer past the capture bound
   const t = openaiBackend.decodeJson?.(
     { choices: [{ message: { content: 'w'.repeat(5000) } }] },
     10,
-    { ...target('http://x', { endpoint: 'chat' }), maxAnswerChars: 1000 },
+    { ...target('http://x', { endpoint: 'chat' }), maxAnswerBytes: 1000 },
     { ...pending(0, true).spec },
   );
   assert.equal((t as { kind?: string }).kind, 'too_large');

@@ -8,7 +8,7 @@ import { createDecoder } from '../../../src/backends/decoder.js';
 import { openaiStreamProtocol } from '../../../src/backends/openai.js';
 import { secretValues, withoutSecrets } from '../../../src/backends/request.js';
 import { SseFramer } from '../../../src/backends/sse.js';
-import { AnswerCapture, Timeline } from '../../../src/backends/timeline.js';
+import { AnswerCapture, Timeline, utf8Bytes } from '../../../src/backends/timeline.js';
 
 describe('SseFramer: one event past its bound stops the framer', () => {
   const frame = (max: number, pieces: string[]) => {
@@ -96,7 +96,7 @@ describe('AnswerCapture', () => {
         ['', 'b', '{}'],
       ],
     );
-    assert.equal(c.chars, 'a{}b{}c{"q":1}'.length);
+    assert.equal(c.bytes, 'a{}b{}c{"q":1}'.length);
   });
 
   test('100,000 calls with their own indices take linear time', () => {
@@ -141,5 +141,30 @@ describe('secrets a server echoes', () => {
     );
     assert.equal(withoutSecrets('tenant-visible-1 is fine', secrets), 'tenant-visible-1 is fine');
     assert.equal(withoutSecrets('anything', []), 'anything');
+  });
+});
+
+describe('utf8Bytes: the answer bound counts what Buffer.byteLength counts', () => {
+  test('ASCII, Latin, CJK, emoji, lone surrogates and random strings', () => {
+    const fixed = ['', 'a', 'é', '字', '😀', 'a字😀é', '\ud800', '\udc00x', '\ud800\ud800\udc00'];
+    let seed = 7;
+    const next = () => {
+      seed = (Math.imul(seed, 1103515245) + 12345) >>> 0;
+      return seed;
+    };
+    const random = Array.from({ length: 500 }, () =>
+      String.fromCharCode(...Array.from({ length: next() % 40 }, () => next() % 0x10000)),
+    );
+    for (const text of [...fixed, ...random]) {
+      assert.equal(utf8Bytes(text), Buffer.byteLength(text), JSON.stringify(text));
+    }
+  });
+
+  test('a capture counts content and tool calls in bytes', () => {
+    const c = new AnswerCapture();
+    c.addContent('字😀');
+    c.addToolCalls([{ index: 0, function: { name: 'é', arguments: '{}' } }]);
+    assert.equal(c.bytes, 3 + 4 + 2 + 2);
+    assert.equal(c.content, '字😀');
   });
 });
