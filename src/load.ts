@@ -8,6 +8,21 @@ export type LoadSpec =
   | OpenLoadSpec;
 
 /**
+ * The most requests one client keeps in flight (closed-loop concurrency, a sweep level, a
+ * capacity batch, --max-concurrency): 2^16. Each request in flight holds a connection of its
+ * own, and one client address has 65,536 ports toward a server port, so no client reaches more
+ * (Linux's ephemeral range gives 28,232 by default); a sweep level of 10 million died of V8's
+ * out-of-memory opening them instead of saying so. More load takes several clients (`--shard`,
+ * then `merge`).
+ */
+export const MAX_CONCURRENCY = 2 ** 16;
+
+/** What is wrong with a concurrency above MAX_CONCURRENCY, said after its flag's name. */
+export function concurrencyBoundProblem(value: number): string {
+  return `must be at most ${MAX_CONCURRENCY} (got ${value}): each request in flight holds a connection of its own, and one client address has 65,536 ports toward a server; split a larger load over several clients with --shard and merge their results`;
+}
+
+/**
  * Open loop: requests arrive on a schedule, whether or not earlier ones have finished. The first
  * arrival is at 0 (as in vLLM and GuideLLM); request `id` gets the schedule's `id`-th time
  * (warm-up requests included), so per-request data (trace lengths) can be looked up by id.

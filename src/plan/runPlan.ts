@@ -3,8 +3,9 @@ import { BACKEND_NAMES, BACKENDS, type BackendName } from '../backends/index.js'
 import { REDACTED, SECRET_NAME, splitServerUrl } from '../backends/request.js';
 import type { Endpoint } from '../backends/types.js';
 import { UsageError } from '../errors.js';
+import { parseFlagNumber } from '../flagNumber.js';
 import type { LoadSpec } from '../load.js';
-import { parseShard, type ShardIndex } from '../load.js';
+import { concurrencyBoundProblem, MAX_CONCURRENCY, parseShard, type ShardIndex } from '../load.js';
 import type { SloCondition } from '../metrics/slo.js';
 import { parseSlo } from '../metrics/slo.js';
 import { RECORDS_FORMATS, type RecordsFormat } from '../record.js';
@@ -279,13 +280,21 @@ const allAtOnce: Field<number> = (raw) =>
     ? { value: Number.POSITIVE_INFINITY }
     : { problem: 'must be a number above 0, or inf (every request at once)' };
 
+/** Requests in flight: a whole number from 1 to MAX_CONCURRENCY (src/load.ts says why). */
+const concurrencyField: Field<number> = (raw) => {
+  const n = parseFlagNumber(raw, { min: 1, integer: true });
+  if ('value' in n && n.value > MAX_CONCURRENCY)
+    return { problem: concurrencyBoundProblem(n.value) };
+  return n;
+};
+
 /** Every option of a plan and how its raw value is read (a problem names the flag). */
 const OPTIONS = {
   url: httpUrl,
   model: text(1),
   backend: oneOf(BACKEND_NAMES, `must be one of ${BACKEND_NAMES.join(', ')}`),
   endpoint: oneOf(['chat', 'completions'], 'must be chat or completions'),
-  concurrency: int(1),
+  concurrency: concurrencyField,
   rate: either(positive(), allAtOnce),
   arrival: oneOf(['poisson', 'constant', 'gamma'], 'must be poisson, constant or gamma'),
   burstiness: positive(),
@@ -293,7 +302,7 @@ const OPTIONS = {
   trace: text(1),
   traceSpeed: positive(),
   dataset: text(1),
-  maxConcurrency: int(1),
+  maxConcurrency: concurrencyField,
   requests: int(1),
   sessions: int(1),
   turns: lengths(),

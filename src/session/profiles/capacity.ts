@@ -17,6 +17,7 @@ import {
   TIME_SCALE,
 } from '../../flagNumber.js';
 import { requestText } from '../../httpText.js';
+import { concurrencyBoundProblem, MAX_CONCURRENCY } from '../../load.js';
 import { createRunClock } from '../../loadgen/clock.js';
 import { runLoadgen } from '../../loadgen/run.js';
 import {
@@ -108,7 +109,10 @@ export function capacitySettings(o: CapacityOptions, problems: string[]): Capaci
     read(flag, value, fallback, { min });
   const whole = (flag: string, value: string | undefined, fallback: number, min = 1) =>
     read(flag, value, fallback, { min, integer: true });
-  let batches = doublingBatches(whole('--max-batch', o.maxBatch, 256));
+  const maxBatch = whole('--max-batch', o.maxBatch, 256);
+  // A batch is requests in flight: one client holds no more than MAX_CONCURRENCY (src/load.ts).
+  if (maxBatch > MAX_CONCURRENCY) problems.push(`--max-batch ${concurrencyBoundProblem(maxBatch)}`);
+  let batches = doublingBatches(Math.min(maxBatch, MAX_CONCURRENCY));
   if (o.batches !== undefined) {
     const list = parseFlagList(o.batches, { min: 1, integer: true });
     if (list === undefined) {
@@ -116,6 +120,8 @@ export function capacitySettings(o: CapacityOptions, problems: string[]): Capaci
         `--batches must be whole numbers >= 1 separated by commas (got "${o.batches}")`,
       );
     } else batches = list;
+    const over = list?.find((b) => b > MAX_CONCURRENCY);
+    if (over !== undefined) problems.push(`--batches ${concurrencyBoundProblem(over)}`);
   }
   const scale = o.timeScale === undefined ? undefined : parseFlagNumber(o.timeScale, TIME_SCALE);
   if (scale && 'problem' in scale) problems.push(`--time-scale ${scale.problem}`);

@@ -19,9 +19,14 @@ import {
 } from '../../analysis/sweep.js';
 import { thresholdProblems } from '../../analysis/thresholds.js';
 import { prefillWarning, targetContextWarning } from '../../analysis/traps.js';
-import { EXIT } from '../../errors.js';
-import { checkedFlagNumber, parseFlagList } from '../../flagNumber.js';
-import type { LoadSpec } from '../../load.js';
+import { EXIT, UsageError } from '../../errors.js';
+import {
+  checkedFlagNumber,
+  type NumberRule,
+  parseFlagList,
+  parseFlagNumber,
+} from '../../flagNumber.js';
+import { concurrencyBoundProblem, type LoadSpec, MAX_CONCURRENCY } from '../../load.js';
 import { planVllmMemory } from '../../memory/footprint.js';
 import type { RunSummary, Warning } from '../../metrics/summary.js';
 import { measuredCount, type RunPlan } from '../../plan/runPlan.js';
@@ -130,22 +135,124 @@ function splitSweepSlo(text: unknown): { percentile?: string; perRequest?: strin
   return { ...(percentile ? { percentile } : {}), ...(perRequest ? { perRequest } : {}) };
 }
 
+/**
+ * The rules of a sweep's numbers, in one place: the command line reads its flags by them, and
+ * runSweep checks a program's settings by them (levels of -1, 0 and NaN ran a sweep that ended
+ * with code 0).
+ */
+const RULES = {
+  repeats: { min: 1, integer: true },
+  cliffFactor: { min: 1.01 },
+  triangle: { min: 0 },
+  targetContext: { min: 1, integer: true },
+  /** A concurrency level, and --max-level of a concurrency sweep (at most MAX_CONCURRENCY). */
+  concurrency: { min: 1, integer: true },
+  rate: { above: 0 },
+  /** --max-level of a rate sweep. */
+  maxRate: { min: 1 },
+} as const satisfies Record<string, NumberRule>;
+
+/** How a sweep's settings are named to whoever gave them: flags, or a program's fields. */
+type SettingNames = Record<
+  'levels' | 'repeats' | 'maxLevel' | 'cliffFactor' | 'targetContext' | keyof TriangleThresholds,
+  string
+>;
+
+const FLAG_NAMES = (mode: SweepSettings['mode']): SettingNames => ({
+  levels: mode === 'rate' ? '--rates' : '--levels',
+  repeats: '--repeats',
+  maxLevel: '--max-level',
+  cliffFactor: '--cliff-factor',
+  targetContext: '--target-context',
+  latencyTtftP99Ms: '--latency-ttft-p99',
+  latencyItlP99Ms: '--latency-itl-p99',
+  throughputItlP99Ms: '--throughput-itl-p99',
+  memoryThroughputShare: '--memory-throughput-share',
+});
+
+const FIELD_NAMES: SettingNames = {
+  levels: 'settings.levels',
+  repeats: 'settings.repeats',
+  maxLevel: 'settings.maxLevel',
+  cliffFactor: 'settings.cliffFactor',
+  targetContext: 'settings.targetContext',
+  latencyTtftP99Ms: 'settings.triangle.latencyTtftP99Ms',
+  latencyItlP99Ms: 'settings.triangle.latencyItlP99Ms',
+  throughputItlP99Ms: 'settings.triangle.throughputItlP99Ms',
+  memoryThroughputShare: 'settings.triangle.memoryThroughputShare',
+};
+
+/**
+ * What is wrong with a sweep's settings, each problem naming the flag or field: the checks
+ * behind the command line's parsing (a concurrency no client can hold), and every check for a
+ * program that builds its settings itself.
+ */
+export function sweepSettingsProblems(
+  s: SweepSettings,
+  names: SettingNames = FIELD_NAMES,
+): string[] {
+  const problems: string[] = [];
+  const check = (name: string, value: unknown, rule: NumberRule, bound?: number) => {
+    const n = parseFlagNumber(typeof value === 'number' ? value : Number.NaN, rule);
+    if ('problem' in n) problems.push(`${name} ${n.problem}`);
+    else if (bound !== undefined && n.value > bound) {
+      problems.push(`${name} ${concurrencyBoundProblem(n.value)}`);
+    }
+  };
+  if (s.mode !== 'concurrency' && s.mode !== 'rate') {
+    problems.push(`settings.mode must be concurrency or rate (got ${JSON.stringify(s.mode)})`);
+    return problems;
+  }
+  const closed = s.mode === 'concurrency';
+  if (!Array.isArray(s.levels) || s.levels.length === 0) {
+    problems.push(`${names.levels} must give at least one level`);
+  } else {
+    for (const level of s.levels) {
+      check(
+        names.levels,
+        level,
+        closed ? RULES.concurrency : RULES.rate,
+        closed ? MAX_CONCURRENCY : undefined,
+      );
+    }
+  }
+  check(names.repeats, s.repeats, RULES.repeats);
+  check(
+    names.maxLevel,
+    s.maxLevel,
+    closed ? RULES.concurrency : RULES.maxRate,
+    closed ? MAX_CONCURRENCY : undefined,
+  );
+  check(names.cliffFactor, s.cliffFactor, RULES.cliffFactor);
+  for (const key of Object.keys(DEFAULT_TRIANGLE) as (keyof TriangleThresholds)[]) {
+    check(names[key], s.triangle?.[key], RULES.triangle);
+  }
+  if (s.targetContext !== undefined)
+    check(names.targetContext, s.targetContext, RULES.targetContext);
+  if (!Array.isArray(s.slos)) problems.push('settings.slos must be a list (parseAggregateSlos)');
+  else if (s.findMax && s.slos.length === 0) {
+    problems.push("find-max needs percentile SLOs, e.g. --slo 'ttft.p99<500,itl.p99<50'");
+  }
+  return problems;
+}
+
 /** A sweep's settings from its options (`sweepSlo`: the percentile SLOs of --slo). */
 function sweepSettings(o: Record<string, unknown>, problems: string[]): SweepSettings {
-  const num = (flag: string, value: unknown, fallback: number, min: number, integer = false) =>
+  const num = (flag: string, value: unknown, fallback: number, rule: NumberRule) =>
     checkedFlagNumber(
       value,
-      { min, integer },
+      rule,
       problems,
-      `${flag} must be a ${integer ? 'whole number' : 'number'} >= ${min} (got "${String(value)}")`,
+      `${flag} must be a ${rule.integer ? 'whole number' : 'number'} >= ${rule.min} (got "${String(value)}")`,
     ) ?? fallback;
   const list = (flag: string, value: unknown, integer: boolean) => {
-    const items = parseFlagList(value, { above: 0, integer });
+    const items = parseFlagList(value, integer ? RULES.concurrency : RULES.rate);
     if (items) return items;
     problems.push(
       `${flag} must be ${integer ? 'whole numbers' : 'numbers'} above 0 separated by commas (got "${String(value)}")`,
     );
-    return [];
+    // Said once: the settings go on with the default levels, which sweepSettingsProblems passes.
+    return DEFAULT_LEVELS;
   };
   if (o.levels !== undefined && o.rates !== undefined) {
     problems.push('--levels (concurrency) and --rates cannot be combined: sweep one of them');
@@ -173,20 +280,19 @@ function sweepSettings(o: Record<string, unknown>, problems: string[]): SweepSet
     problems.push("--find-max needs percentile SLOs, e.g. --slo 'ttft.p99<500,itl.p99<50'");
   }
   const triangle = (flag: string, key: keyof TriangleThresholds, value: unknown) =>
-    num(flag, value, DEFAULT_TRIANGLE[key], 0);
-  return {
+    num(flag, value, DEFAULT_TRIANGLE[key], RULES.triangle);
+  const settings: SweepSettings = {
     mode,
     levels,
-    repeats: num('--repeats', o.repeats, 1, 1, true),
+    repeats: num('--repeats', o.repeats, 1, RULES.repeats),
     findMax: o.findMax === true,
     maxLevel: num(
       '--max-level',
       o.maxLevel,
       mode === 'rate' ? 1000 : 1024,
-      1,
-      mode === 'concurrency',
+      mode === 'rate' ? RULES.maxRate : RULES.concurrency,
     ),
-    cliffFactor: num('--cliff-factor', o.cliffFactor, 3, 1.01),
+    cliffFactor: num('--cliff-factor', o.cliffFactor, 3, RULES.cliffFactor),
     slos,
     triangle: {
       latencyTtftP99Ms: triangle('--latency-ttft-p99', 'latencyTtftP99Ms', o.latencyTtftP99),
@@ -203,11 +309,17 @@ function sweepSettings(o: Record<string, unknown>, problems: string[]): SweepSet
       ),
     },
     ...(o.targetContext !== undefined
-      ? { targetContext: num('--target-context', o.targetContext, 0, 1, true) }
+      ? { targetContext: num('--target-context', o.targetContext, 1, RULES.targetContext) }
       : {}),
     requestsGiven: o.requests !== undefined || o.sessions !== undefined || o.duration !== undefined,
     warmupGiven: o.warmup !== undefined,
   };
+  // What parsing passed is checked as a program's settings are (a concurrency past the bound);
+  // find-max without SLOs was said above.
+  problems.push(
+    ...sweepSettingsProblems({ ...settings, findMax: false }, FLAG_NAMES(settings.mode)),
+  );
+  return settings;
 }
 
 /** What the sweep holds the target's KV cache to (the simulator's), for --target-context. */
@@ -246,6 +358,9 @@ export async function runSweep(
   settings: SweepSettings,
   hooks: SessionHooks & { stop: AbortSignal; say: (line: string) => void },
 ): Promise<SweepOutcome> {
+  // A program's settings are checked as the command line's are, before anything starts.
+  const problems = sweepSettingsProblems(settings);
+  if (problems.length > 0) throw new UsageError(problems);
   const root = resultsRoot(prepared.plan.out, 'sweep', hooks.save !== false);
   // Drawn before the session's manifest is written, so that it records the salt too.
   prepared.plan.promptSalt ??= randomPromptSalt();

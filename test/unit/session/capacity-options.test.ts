@@ -15,6 +15,17 @@ describe('capacity options, checked by the library', () => {
     assert.equal(run.apiKey, undefined);
   });
 
+  test('a batch no client can hold is refused with the bound and why', () => {
+    for (const [o, flag] of [
+      [{ batches: '1,100000' }, '--batches'],
+      [{ maxBatch: '100000' }, '--max-batch'],
+    ] as const) {
+      const { problems } = prepareCapacity({ url: 'http://localhost:8000', ...o }, {});
+      assert.equal(problems.length, 1, problems.join('\n'));
+      assert.match(problems[0], new RegExp(`^${flag} must be at most 65536 \\(got 100000\\)`));
+    }
+  });
+
   test('the default key is OPENAI_API_KEY; a --url run predicts only with a model given', () => {
     const { problems, run } = prepareCapacity(
       { url: 'http://localhost:8000' },
