@@ -36,6 +36,11 @@ export interface CapacityStep {
    * divided by the scale, rates multiplied by it), as the server's would read.
    */
   measuredAtTimeScale?: CapacityStepTimes;
+  /**
+   * A stop (SIGINT) cut the step short: its requests were not all sent, so no limit and no
+   * capacity rests on it; its figures are what finished.
+   */
+  interrupted?: true;
 }
 
 /** A step's figures that a --time-scale stretches or shrinks. */

@@ -74,7 +74,7 @@ export function renderCapacity(result: CapacityReport, color: boolean): string {
   });
   for (const s of steps) {
     table.push([
-      s.batch,
+      s.interrupted ? `${s.batch}*` : s.batch,
       f(s.meanConcurrency, 1),
       pct(s.kvCacheUsageMax),
       pct(s.predictedKvCacheUsage),
@@ -93,6 +93,18 @@ export function renderCapacity(result: CapacityReport, color: boolean): string {
     ]);
   }
   lines.push(table.toString());
+  const cut = steps.find((s) => s.interrupted);
+  if (cut) {
+    const planned =
+      typeof result.workload.requestsPerStep === 'number'
+        ? result.workload.requestsPerStep
+        : Math.max(4, 2 * cut.batch);
+    lines.push(
+      c.yellow(
+        `* interrupted: ${f(cut.completed + cut.failed)} of ${f(planned)} requests finished at batch ${cut.batch}; the step is shown as measured and judged on nothing`,
+      ),
+    );
+  }
   lines.push(
     `(latency in ms, throughput in output tokens/s at the measured concurrency${result.server.timeScale !== undefined ? `; ${timeScaleNote(result.server.timeScale)}` : ''})`,
   );
@@ -114,15 +126,31 @@ export function renderCapacity(result: CapacityReport, color: boolean): string {
     lines.push(`${String(s.batch).padStart(6)} ${cells.join('')}${overflow}`);
   }
   lines.push('');
+  // Only whole steps conclude anything: a search cut short says where, and what held before it.
+  const whole = steps.filter((s) => !s.interrupted);
+  const lastWhole = whole[whole.length - 1]?.batch;
   if (limit) lines.push(c.yellow(`Limit: ${limit.detail}.`));
-  else lines.push(`No limit reached up to batch ${steps[steps.length - 1]?.batch ?? 0}.`);
+  else if (result.interrupted) {
+    const at = cut ? `during batch ${cut.batch}` : 'between steps';
+    lines.push(
+      c.yellow(
+        lastWhole === undefined
+          ? `The search was interrupted ${at}, before any step was whole: no limit and no capacity measured.`
+          : `The search was interrupted ${at}: no limit reached up to batch ${lastWhole}, the last whole step.`,
+      ),
+    );
+  } else lines.push(`No limit reached up to batch ${lastWhole ?? 0}.`);
   const predicted = prediction
     ? ` (analytic prediction: ${f(prediction.maxBatch)}, ${f(prediction.numGpuBlocks)} KV blocks / ${f(prediction.blocksPerSequence)} per sequence)`
     : '';
-  lines.push(
-    c.bold(
-      `Capacity: ${f(result.capacity)} concurrent sequences of ${f(result.workload.sequenceTokens)} tokens${limit ? '' : ' or more'}${predicted}.`,
-    ),
-  );
+  if (lastWhole === undefined && !limit) {
+    lines.push(c.bold(`Capacity: not measured${predicted}.`));
+  } else {
+    lines.push(
+      c.bold(
+        `Capacity: ${f(result.capacity)} concurrent sequences of ${f(result.workload.sequenceTokens)} tokens${limit ? '' : ' or more'}${predicted}.`,
+      ),
+    );
+  }
   return lines.join('\n');
 }

@@ -296,7 +296,9 @@ async function capacitySession(
       stop,
     });
     const { steps, limit } = await runProfile(capacityProfile(settings, c, stop), target, stop);
-    const lastGood = limit ? steps[steps.length - 2] : steps[steps.length - 1];
+    // The capacity rests on whole steps only: the last before the limit, else the last whole one.
+    const whole = steps.filter((step) => !step.interrupted);
+    const lastGood = limit ? whole[whole.length - 2] : whole[whole.length - 1];
     const report: CapacityReport = {
       schemaVersion: 1,
       tool: { name: 'infergauge', version: VERSION },
@@ -318,7 +320,7 @@ async function capacitySession(
       steps,
       limit: limit ?? null,
       capacity: lastGood?.batch ?? 0,
-      interrupted: stop.aborted,
+      interrupted: stop.aborted || steps.some((step) => step.interrupted),
     };
     writeResult(c.out, 'capacity', report);
     return report;
@@ -355,8 +357,10 @@ async function* capacityProfile(
     const measured = capacityStep(batch, result);
     const step = s.timeScale !== undefined ? atModelledSpeed(measured, s.timeScale) : measured;
     if (c.prediction) step.predictedKvCacheUsage = predictedKvUsage(c.prediction, batch);
-    limit = capacityLimit(step, steps[steps.length - 1], s.cliffFactor);
     steps.push(step);
+    // A step cut short is reported as it stands, and judged on nothing: the search ends there.
+    if (step.interrupted) break;
+    limit = capacityLimit(step, steps[steps.length - 2], s.cliffFactor);
     if (limit) break;
   }
   return { steps, limit };
@@ -378,6 +382,7 @@ function capacityStep(batch: number, { summary, serverMetrics }: PointResult): C
     ttftP99Ms: summary.latency.ttftMs.p99,
     tpotMeanMs: summary.latency.tpotMs.mean,
     itlP99Ms: summary.latency.itlMs.p99,
+    ...(summary.interrupted ? { interrupted: true as const } : {}),
   };
   // The step's server numbers: peaks over its scrapes and the growth of the preemption counter.
   const m = serverMetrics?.memory;
@@ -498,7 +503,12 @@ function capacityTarget(c: {
       } finally {
         serverMetrics = await telemetry.stop();
       }
-      const summary = builder.build({ clientHealth: result.clientHealth });
+      const summary = builder.build({
+        clientHealth: result.clientHealth,
+        // Its summary.json says so, as a run's does, and the step is judged on nothing.
+        interrupted: result.stoppedBy === 'signal',
+        unsentRequests: result.unsentRequests,
+      });
       // The step's server metrics go into capacity.json's step, not beside its summary.
       await session.pointFinished({
         point: info,
