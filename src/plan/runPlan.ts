@@ -543,10 +543,16 @@ export function parseRunPlan(input: RunPlanInput, env: NodeJS.ProcessEnv = {}): 
   } else if (o.rate === Number.POSITIVE_INFINITY) {
     // vLLM's --request-rate inf: every request arrives at 0, so --max-concurrency (or the whole
     // run) is the number in flight: a closed loop of that many, refilled until the last is sent.
-    const units = scenarios.some(isSessionScenario)
+    const sessions = scenarios.some(isSessionScenario);
+    const units = sessions
       ? (o.sessions ?? RUN_DEFAULTS.sessions)
       : (o.requests ?? RUN_DEFAULTS.requests);
     load = { mode: 'closed', concurrency: o.maxConcurrency ?? units };
+    if (load.concurrency > MAX_CONCURRENCY) {
+      throw new PlanError([
+        `--rate inf sends all ${units} ${sessions ? 'sessions' : 'requests'} at once, and the number in flight ${concurrencyBoundProblem(units)}; or cap it with --max-concurrency`,
+      ]);
+    }
   } else if (o.rate !== undefined) {
     const [fromRate, seconds] = (o.rampUp ?? '').split(':').map(Number);
     load = {

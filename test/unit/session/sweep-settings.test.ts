@@ -30,13 +30,21 @@ describe('sweep settings', () => {
     assert.deepEqual(prepareSweep({ simulate: true, levels: `1,${MAX_CONCURRENCY}` }).problems, []);
   });
 
-  test('run plans bound --concurrency and --max-concurrency the same way', () => {
-    for (const input of [{ concurrency: '70000' }, { rate: '10', maxConcurrency: 70_000 }]) {
+  test('run plans bound --concurrency, --max-concurrency and --rate inf the same way', () => {
+    for (const input of [
+      { concurrency: '70000' },
+      { rate: '10', maxConcurrency: 70_000 },
+      { rate: 'inf', requests: '70000' },
+    ]) {
       assert.throws(
         () => parseRunPlan(input),
         (err: Error) => /must be at most 65536 \(got 70000\)/.test(err.message),
       );
     }
+    assert.deepEqual(parseRunPlan({ rate: 'inf', requests: '70000', maxConcurrency: '64' }).load, {
+      mode: 'closed',
+      concurrency: 64,
+    });
   });
 
   test("runSweep refuses a program's levels of -1, 0 and NaN before it starts", async () => {
