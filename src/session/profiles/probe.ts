@@ -17,6 +17,7 @@ import {
 import type { RequestSpec } from '../../backends/types.js';
 import { EXIT } from '../../errors.js';
 import { checkedFlagNumber, parseFlagList } from '../../flagNumber.js';
+import { concurrencyBoundProblem, MAX_CONCURRENCY } from '../../load.js';
 import type { RunSummary, Warning } from '../../metrics/summary.js';
 import type { RunPlan } from '../../plan/runPlan.js';
 import { errorKindLines } from '../../report/failures.js';
@@ -145,6 +146,9 @@ export function probeSettings(
   const list = (flag: string, value: unknown, fallback: readonly number[]) => {
     if (value === undefined) return [...fallback];
     const items = parseFlagList(value, { min: 1, integer: true });
+    // Both lists are requests in flight: one client holds no more than MAX_CONCURRENCY.
+    const over = items?.find((n) => n > MAX_CONCURRENCY);
+    if (over !== undefined) problems.push(`${flag} ${concurrencyBoundProblem(over)}`);
     if (items) return items;
     problems.push(
       `${flag} must be whole numbers >= 1 separated by commas (got "${String(value)}")`,

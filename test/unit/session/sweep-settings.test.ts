@@ -10,6 +10,7 @@ import { describe, test } from 'node:test';
 import { EXIT, UsageError } from '../../../src/errors.js';
 import { MAX_CONCURRENCY } from '../../../src/load.js';
 import { parseRunPlan, type RunPlan } from '../../../src/plan/runPlan.js';
+import { probeSettings } from '../../../src/session/profiles/probe.js';
 import {
   prepareSweep,
   runSweep,
@@ -45,6 +46,18 @@ describe('sweep settings', () => {
       mode: 'closed',
       concurrency: 64,
     });
+  });
+
+  test("a probe's levels and batches are requests in flight too", () => {
+    for (const [kind, o] of [
+      ['decode', { levels: '1,100000' }],
+      ['prefill', { batches: '1,100000' }],
+    ] as const) {
+      const problems: string[] = [];
+      probeSettings(kind, o, undefined, problems);
+      assert.equal(problems.length, 1, problems.join('\n'));
+      assert.match(problems[0], /^--(levels|batches) must be at most 65536 \(got 100000\)/);
+    }
   });
 
   test("runSweep refuses a program's levels of -1, 0 and NaN before it starts", async () => {
