@@ -22,6 +22,7 @@ import type { ConversationWorkload } from '../workload/conversations.js';
 import { meanOf, sampleLength, streamSeed } from '../workload/distributions.js';
 import { isSessionScenario, type Scenario, withReasoning } from '../workload/scenarios.js';
 import { loadWorkload } from '../workload/workload.js';
+import { type PriceTable, priceOf, pricesProblems } from './sizePrices.js';
 
 /**
  * The traffic to serve: an open-loop request rate, or concurrent users (closed loop); with
@@ -56,7 +57,7 @@ export interface SizeOptions {
   requestSlo?: string;
   space: SizeSpace;
   /** Price per GPU-hour by GPU preset id or spec id (the user's own table: none is built in). */
-  prices?: Record<string, number>;
+  prices?: PriceTable;
   /** A calibration.json: the simulator runs with its fitted values. */
   calibration?: string;
   /** Other engine settings every candidate shares (`--max-model-len`, ...). */
@@ -132,9 +133,12 @@ export class SizeError extends Error {
   }
 }
 
-/** The SLOs read; throws SizeError naming each that cannot be. */
-function checkSlo(o: SizeOptions): { thresholds: Threshold[]; requestSlo?: SloCondition[] } {
-  const problems: string[] = [];
+/**
+ * The SLOs read and the prices checked (a library caller's as the price file's: a price of NaN
+ * or Infinity would rank and mark the front with it); throws SizeError naming each problem.
+ */
+function checkOptions(o: SizeOptions): { thresholds: Threshold[]; requestSlo?: SloCondition[] } {
+  const problems: string[] = o.prices !== undefined ? pricesProblems(o.prices) : [];
   let thresholds: Threshold[] = [];
   try {
     thresholds = parseThresholds([o.slo]);
@@ -164,7 +168,7 @@ function checkSlo(o: SizeOptions): { thresholds: Threshold[]; requestSlo?: SloCo
 /** Searches every candidate in this thread; throws SizeError on SLOs that cannot be read. */
 export async function size(o: SizeOptions): Promise<SizeResult> {
   const started = performance.now();
-  const { thresholds, requestSlo } = checkSlo(o);
+  const { thresholds, requestSlo } = checkOptions(o);
   const combos = candidates(o.space);
   const search = new Search(o, thresholds, requestSlo, await sessionsOf(o));
   const warnings = new Set<string>();
@@ -217,7 +221,7 @@ export async function sizeInParallel(o: SizeOptions, threads: number): Promise<S
   const combos = candidates(o.space);
   if (threads <= 1 || combos.length < 4 * threads) return size(o);
   const started = performance.now();
-  checkSlo(o);
+  checkOptions(o);
   const { onCandidate, ...data } = o;
   const { Worker } = await import('node:worker_threads');
   const typescript = import.meta.url.endsWith('.ts');
@@ -269,7 +273,7 @@ export async function sizeShare(
   indices: number[],
   post: (m: SizeWorkerMessage) => void,
 ): Promise<void> {
-  const { thresholds, requestSlo } = checkSlo(o);
+  const { thresholds, requestSlo } = checkOptions(o);
   const combos = candidates(o.space);
   const search = new Search(o, thresholds, requestSlo, await sessionsOf(o));
   const warnings = new Set<string>();
@@ -484,7 +488,7 @@ class Search {
         reason: `misses the SLO at its share of the load: ${at.failed.join('; ')}`,
       };
     const gpus = dp * model.config.tp;
-    const price = this.o.prices?.[gpuId] ?? this.o.prices?.[options.gpu.id];
+    const price = priceOf(this.o.prices, gpuId, options.gpu.id);
     // The tokens served: an open loop's offered traffic (a short trial's own span includes its
     // drain, which is no part of the traffic); a closed loop's users get what they measured.
     const sessionsRun = at.summary.sessions?.started ?? 0;
