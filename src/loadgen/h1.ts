@@ -475,7 +475,8 @@ class Connection {
     if (!status) return this.protocolError('HPE_INVALID_CONSTANT', 'Expected HTTP/');
     const http10 = status[1] === '0';
     const code = Number(status[2]);
-    const headers: IncomingHttpHeaders = {};
+    // No prototype, as node:http's: a server's `constructor:` header is its own, not Object's.
+    const headers: IncomingHttpHeaders = Object.create(null);
     for (let i = 1; i < lines.length; i++) {
       const line = lines[i];
       if (line === '') continue;

@@ -353,7 +353,7 @@ function indent(message: string): string {
 }
 
 function problem(field: string, message: string): string {
-  const spelling = FLAGS[field];
+  const spelling = Object.hasOwn(FLAGS, field) ? FLAGS[field] : undefined;
   return spelling
     ? `${spelling.flag} ${message} (for example ${spelling.example})`
     : `${field} ${message}`;
