@@ -95,7 +95,7 @@ const CASES: [string, (name: string) => unknown][] = [
     "a config.json's torch_dtype",
     (n) => {
       const r = modelSpecFromHfConfig({ ...LLAMA_CONFIG, torch_dtype: n }, 'config.json');
-      assert.equal(r.spec.weights, undefined);
+      assert.equal(r.weights, undefined);
       assert.match(r.warnings.join(), /torch_dtype .* is not one this reader maps/);
     },
   ],
