@@ -14,6 +14,7 @@ import { parseWeightFormat } from '../../../src/memory/dtype.js';
 import { findGpuPreset } from '../../../src/memory/hardware.js';
 import { modelSpecFromHfConfig } from '../../../src/memory/hfConfig.js';
 import { parseSlo } from '../../../src/metrics/slo.js';
+import { SummaryBuilder } from '../../../src/metrics/summary.js';
 import { severityOf } from '../../../src/metrics/warnings.js';
 import { parseRunPlan } from '../../../src/plan/runPlan.js';
 import { size } from '../../../src/session/size.js';
@@ -21,6 +22,7 @@ import { priceOf, pricesFromValue } from '../../../src/session/sizePrices.js';
 import { loadOutputs } from '../../../src/session/userOutputs.js';
 import { resolveEngine } from '../../../src/sim/options.js';
 import { simulatorOptionProblems } from '../../../src/sim/simulatorOptions.js';
+import { sessionRecord } from '../../helpers/sessionRecords.js';
 
 const NAMES = ['constructor', '__proto__', 'toString', 'hasOwnProperty'];
 
@@ -117,6 +119,27 @@ const CASES: [string, (name: string) => unknown][] = [
   [
     'a simulator option',
     (n) => assert.match(simulatorOptionProblems(own(n, 5)).join(), /is not a simulator option/),
+  ],
+  [
+    "a records file's outputTokensSource",
+    (n) => {
+      const builder = new SummaryBuilder({ load: { mode: 'closed', concurrency: 1 } });
+      for (let i = 0; i < 2; i++) {
+        const r = sessionRecord({
+          sessionId: 1,
+          index: i,
+          turn: i + 1,
+          sentAt: i * 1000,
+          ttft: 10,
+          e2e: 100,
+        });
+        builder.add({ ...r, outputTokensSource: n as never });
+      }
+      const sources = builder.build().streaming.outputTokensSource;
+      // Counted as its own name (`__proto__` cannot be a plain object's own key: dropped).
+      if (n !== '__proto__') assert.equal(sources[n], 2);
+      assert.ok(Object.values(sources).every((v) => typeof v === 'number'));
+    },
   ],
   ['a saved warning code', (n) => assert.equal(severityOf({ code: n } as never), 'warning')],
   [
