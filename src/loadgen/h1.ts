@@ -475,8 +475,7 @@ class Connection {
     if (!status) return this.protocolError('HPE_INVALID_CONSTANT', 'Expected HTTP/');
     const http10 = status[1] === '0';
     const code = Number(status[2]);
-    // No prototype, as node:http's: a server's `constructor:` header is its own, not Object's.
-    const headers: IncomingHttpHeaders = Object.create(null);
+    const headers: IncomingHttpHeaders = {};
     for (let i = 1; i < lines.length; i++) {
       const line = lines[i];
       if (line === '') continue;
@@ -487,7 +486,9 @@ class Connection {
       }
       const key = name.toLowerCase();
       const value = line.slice(colon + 1).trim();
-      const previous = headers[key];
+      // Own keys only: a server's `Constructor:` header is its own, not Object's function (a
+      // null-prototype object, as node:http's, costs twice as much per response).
+      const previous = Object.hasOwn(headers, key) ? headers[key] : undefined;
       if (previous === undefined) headers[key] = value;
       else if (Array.isArray(previous)) previous.push(value);
       else headers[key] = [previous, value];
