@@ -117,6 +117,18 @@ const CASES: [string, (name: string) => unknown][] = [
       ),
   ],
   [
+    'an --api-key-env variable',
+    async (n) =>
+      assert.match(
+        (
+          await thrown(() =>
+            parseRunPlan({ url: 'http://127.0.0.1:1', apiKeyEnv: n }, { ...process.env }),
+          )
+        ).message,
+        /--api-key-env names .*, which is not set in the environment/,
+      ),
+  ],
+  [
     'a simulator option',
     (n) => assert.match(simulatorOptionProblems(own(n, 5)).join(), /is not a simulator option/),
   ],
