@@ -147,11 +147,65 @@ export class SizeError extends Error {
 }
 
 /**
+ * A library caller's numbers and axes, as the command line checks its flags (a rate of NaN or
+ * an empty axis searched nothing and reported nothing wrong): each problem names the option.
+ */
+function optionProblems(o: SizeOptions): string[] {
+  const problems: string[] = [];
+  const whole = (v: unknown, min: number) => Number.isSafeInteger(v) && (v as number) >= min;
+  const t = o.traffic as { mode?: unknown; rate?: unknown; users?: unknown } | undefined;
+  if (t?.mode === 'rate') {
+    if (!(typeof t.rate === 'number' && Number.isFinite(t.rate) && t.rate > 0)) {
+      problems.push(
+        `traffic.rate must be a finite number of requests per second > 0 (got ${String(t.rate)})`,
+      );
+    }
+  } else if (t?.mode === 'users') {
+    if (!whole(t.users, 1))
+      problems.push(`traffic.users must be a whole number >= 1 (got ${String(t.users)})`);
+  } else problems.push("traffic must be { mode: 'rate', rate } or { mode: 'users', users }");
+  if (o.requests !== undefined && !whole(o.requests, 20)) {
+    problems.push(`requests must be a whole number >= 20 (got ${String(o.requests)})`);
+  }
+  if (o.maxDp !== undefined && !whole(o.maxDp, 1)) {
+    problems.push(`maxDp must be a whole number >= 1 (got ${String(o.maxDp)})`);
+  }
+  if (o.seed !== undefined && !whole(o.seed, 0)) {
+    problems.push(`seed must be a whole number >= 0 (got ${String(o.seed)})`);
+  }
+  const space = o.space as Partial<SizeSpace> | undefined;
+  for (const axis of [
+    'gpus',
+    'tps',
+    'dtypes',
+    'kvCacheDtypes',
+    'maxNumSeqs',
+    'personalities',
+  ] as const) {
+    const values = space?.[axis];
+    if (!Array.isArray(values) || values.length === 0) {
+      problems.push(`space.${axis} must list at least one value (undefined: the default)`);
+    }
+  }
+  if (space?.tps?.some((tp) => !whole(tp, 1)))
+    problems.push(`space.tps must be whole numbers >= 1 (got ${space.tps.join(', ')})`);
+  if (space?.maxNumSeqs?.some((n) => n !== undefined && !whole(n, 1))) {
+    problems.push(
+      `space.maxNumSeqs must be whole numbers >= 1, or undefined for the engine's default`,
+    );
+  }
+  return problems;
+}
+
+/**
  * The SLOs read and the prices checked (a library caller's as the price file's: a price of NaN
  * or Infinity would rank and mark the front with it); throws SizeError naming each problem.
  */
 function checkOptions(o: SizeOptions): { thresholds: Threshold[]; requestSlo?: SloCondition[] } {
-  const problems: string[] = o.prices !== undefined ? pricesProblems(o.prices) : [];
+  const problems: string[] = [
+    ...optionProblems(o),
+    ...(o.prices !== undefined ? pricesProblems(o.prices) : []),
+  ];
   let thresholds: Threshold[] = [];
   try {
     thresholds = parseThresholds([o.slo]);
@@ -238,11 +292,11 @@ function finish(
  * corner). One thread or few candidates, and no signal to hear: the same search in this thread.
  */
 export async function sizeInParallel(o: SizeOptions, threads: number): Promise<SizeResult> {
+  const started = performance.now();
+  checkOptions(o);
   const combos = candidates(o.space);
   const inThread = threads <= 1 || combos.length < 4 * threads;
   if (combos.length === 0 || (inThread && !o.signal)) return size(o);
-  const started = performance.now();
-  checkOptions(o);
   const { onCandidate, onStart, signal, ...data } = o;
   const count = Math.min(threads, combos.length);
   onStart?.(combos.length, count);

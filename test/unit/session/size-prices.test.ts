@@ -98,4 +98,35 @@ describe('size --prices', () => {
     assert.equal(err.problems.length, 2);
     assert.match(err.problems[0], /^h100 must be a price per GPU-hour/);
   });
+
+  test("a library caller's other numbers and axes are checked as the flags are", async () => {
+    const base = {
+      model: 'llama-3-8b',
+      scenario: {
+        name: 't',
+        input: { kind: 'fixed' as const, value: 64 },
+        output: { kind: 'fixed' as const, value: 16 },
+      },
+      slo: 'ttft.p99<500',
+    };
+    const err = await size({
+      ...base,
+      traffic: { mode: 'rate', rate: Number.NaN },
+      space: {
+        gpus: [],
+        tps: [0, 1.5],
+        dtypes: [undefined],
+        kvCacheDtypes: [undefined],
+        maxNumSeqs: [-1],
+        personalities: ['vllm-v1'],
+      },
+      requests: 3,
+      maxDp: Number.POSITIVE_INFINITY,
+    }).catch((e: unknown) => e);
+    assert.ok(err instanceof SizeError);
+    assert.deepEqual(
+      err.problems.map((p) => p.split(' ')[0]),
+      ['traffic.rate', 'requests', 'maxDp', 'space.gpus', 'space.tps', 'space.maxNumSeqs'],
+    );
+  });
 });
