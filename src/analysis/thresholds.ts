@@ -103,7 +103,8 @@ export function parseThreshold(text: string): Threshold {
         `"${trimmed}": ${metric} is a distribution: name a statistic, e.g. ${metric}.p99${op}${rawLimit} (p50, p90, p95, p99, p99.9, mean, min, max)`,
       ]);
     }
-    const stat = STATS[rawStat.toLowerCase()];
+    const statKey = rawStat.toLowerCase();
+    const stat = Object.hasOwn(STATS, statKey) ? STATS[statKey] : undefined;
     if (!stat) {
       throw new ThresholdError([
         `"${trimmed}": unknown statistic "${rawStat}"; use p50, p90, p95, p99, p99.9, mean, min or max`,

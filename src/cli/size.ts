@@ -1,7 +1,13 @@
 import { availableParallelism } from 'node:os';
 import { Command } from '@commander-js/extra-typings';
 import { EXIT } from '../errors.js';
-import { printNotice, printProblems, printWarnings, runAction } from './common.js';
+import {
+  listenForInterrupts,
+  printNotice,
+  printProblems,
+  printWarnings,
+  runAction,
+} from './common.js';
 
 export function sizeCommand(): Command {
   const command = new Command('size')
@@ -73,26 +79,26 @@ export function sizeCommand(): Command {
 }
 
 async function sizeAction(o: Record<string, string | boolean | undefined>): Promise<number> {
-  const [{ prepareSize }, sizeModule, { describeScenario }] = await Promise.all([
+  const [{ prepareSize }, sizeModule, { describeScenario }, { sizeProgress }] = await Promise.all([
     import('../session/sizeOptions.js'),
     import('../session/size.js'),
     import('../workload/scenarios.js'),
+    import('../session/sizeProgress.js'),
   ]);
   const prepared = prepareSize(o);
   if (!prepared.options) return printProblems('size', prepared.problems);
   const { traffic, scenario, slo } = prepared.options;
-  const progress = process.stderr.isTTY && !o.json;
+  const progress = sizeProgress({ terminal: process.stderr.isTTY === true });
+  // Ctrl-C or SIGTERM: the search stops and what it has evaluated is ranked, written and shown.
+  const interrupts = listenForInterrupts();
   let result: Awaited<ReturnType<typeof sizeModule.sizeInParallel>>;
   try {
     result = await sizeModule.sizeInParallel(
       {
         ...prepared.options,
-        ...(progress
-          ? {
-              onCandidate: (done: number, total: number) =>
-                process.stderr.write(`\rinfergauge size: ${done}/${total} deployments tried`),
-            }
-          : {}),
+        onStart: progress.started,
+        onCandidate: progress.candidate,
+        signal: interrupts.stop,
       },
       prepared.threads ?? Math.min(4, availableParallelism()),
     );
@@ -100,7 +106,14 @@ async function sizeAction(o: Record<string, string | boolean | undefined>): Prom
     if (err instanceof sizeModule.SizeError) return printProblems('size', err.problems);
     throw err;
   } finally {
-    if (progress) process.stderr.write('\n');
+    interrupts.dispose();
+    progress.finished();
+  }
+  if (result.interrupted) {
+    printNotice(
+      'size',
+      `interrupted: ${result.evaluated} of ${result.candidates} candidates evaluated; the ranking below is of those`,
+    );
   }
   printWarnings('size', result.warnings);
   const json = { traffic, scenario: describeScenario(scenario), slo, ...result };
@@ -121,5 +134,5 @@ async function sizeAction(o: Record<string, string | boolean | undefined>): Prom
     );
     if (out) printNotice('size', `results: ${out}/size.json, ${out}/report.html`);
   }
-  return EXIT.ok;
+  return result.interrupted ? EXIT.interrupted : EXIT.ok;
 }

@@ -486,7 +486,9 @@ class Connection {
       }
       const key = name.toLowerCase();
       const value = line.slice(colon + 1).trim();
-      const previous = headers[key];
+      // Own keys only: a server's `Constructor:` header is its own, not Object's function (a
+      // null-prototype object, as node:http's, costs twice as much per response).
+      const previous = Object.hasOwn(headers, key) ? headers[key] : undefined;
       if (previous === undefined) headers[key] = value;
       else if (Array.isArray(previous)) previous.push(value);
       else headers[key] = [previous, value];

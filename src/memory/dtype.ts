@@ -39,7 +39,7 @@ export function weightBytesPerParam(format: WeightFormat): number {
 export function parseWeightFormat(text: string): WeightFormat | undefined {
   const t = text.toLowerCase().trim();
   const alias: Record<string, Dtype> = { float16: 'fp16', bfloat16: 'bf16', float32: 'fp32' };
-  if (alias[t]) return { dtype: alias[t] };
+  if (Object.hasOwn(alias, t)) return { dtype: alias[t] };
   if ((DTYPES as readonly string[]).includes(t)) {
     return t === 'int4'
       ? { dtype: 'int4', groupSize: DEFAULT_INT4_GROUP_SIZE }

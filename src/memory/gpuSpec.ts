@@ -27,10 +27,23 @@ const require = createRequire(import.meta.url);
 /** The spec file's schema, built at first use. */
 function specSchema() {
   const { z } = require('zod') as { z: typeof Zod };
-  const positive = (what: string) =>
+  /**
+   * A datasheet figure: a finite number in [min, max]. The bounds are what no device has (each
+   * use says why), so that a typo (an exponent, a unit off by 1e6) is named here rather than run
+   * as a GPU whose steps take no time or forever.
+   */
+  const figure = (what: string, min: number, max: number) =>
     z
-      .number({ error: `must be a number (${what})` })
-      .positive({ error: `must be above 0 (${what})` });
+      .number({ error: `must be a finite number (${what})` })
+      .positive({ error: `must be above 0 (${what})` })
+      .min(min, { error: `must be at least ${min} (${what})` })
+      .max(max, { error: `must be at most ${max} (${what})` });
+  // Memory: a quarter GB is below any accelerator's since 2010 (and any model's weights worth
+  // serving); 100,000 GB is past the largest host described as a device (a few TB today).
+  const memory = (what: string) => figure(what, 0.25, 100_000);
+  // Peaks: 1 GFLOP/s is below one CPU core (a one-thread SSE host is ~8); 100 PFLOP/s dense is
+  // several times the largest part's fp4 peak (GB300, ~15 PFLOP/s).
+  const peak = (what: string) => figure(what, 0.001, 100_000);
   return z
     .object(
       {
@@ -39,16 +52,17 @@ function specSchema() {
         family: z
           .enum(GPU_FAMILIES, { error: `must be one of ${GPU_FAMILIES.join(', ')}` })
           .optional(),
-        memoryGB: positive('decimal GB, e.g. 48').optional(),
-        memoryGiB: positive('GiB as the device reports it, e.g. 44.99').optional(),
-        bandwidthTBps: positive('peak memory bandwidth in TB/s, e.g. 0.96'),
+        memoryGB: memory('decimal GB, e.g. 48').optional(),
+        memoryGiB: memory('GiB as the device reports it, e.g. 44.99').optional(),
+        // 0.1 GB/s is below a Raspberry Pi's DRAM; 100 TB/s over ten times the fastest HBM (8 TB/s).
+        bandwidthTBps: figure('peak memory bandwidth in TB/s, e.g. 0.96', 0.0001, 100),
         peakTflops: z
           .object(
             {
-              bf16: positive('dense bf16 tensor TFLOP/s, e.g. 362'),
-              fp8: positive('dense fp8 tensor TFLOP/s').optional(),
-              int8: positive('dense int8 tensor TOP/s').optional(),
-              fp4: positive('dense fp4 tensor TFLOP/s').optional(),
+              bf16: peak('dense bf16 tensor TFLOP/s, e.g. 362'),
+              fp8: peak('dense fp8 tensor TFLOP/s').optional(),
+              int8: peak('dense int8 tensor TOP/s').optional(),
+              fp4: peak('dense fp4 tensor TFLOP/s').optional(),
             },
             { error: 'must be a mapping of dense peaks, e.g. { bf16: 362, fp8: 733 }' },
           )
@@ -60,8 +74,15 @@ function specSchema() {
                 error: `must be one of ${INTERCONNECT_KINDS.join(', ')}`,
               }),
               name: z.string().min(1).optional(),
-              busGBps: positive("NCCL's all-reduce bus bandwidth per GPU in GB/s, e.g. 20"),
-              latencyUs: positive('latency of one ring step in microseconds, e.g. 1'),
+              // 0.1 GB/s is below gigabit Ethernet; 100,000 GB/s past fifty NVLink 5 ports (1.8 TB/s).
+              busGBps: figure(
+                "NCCL's all-reduce bus bandwidth per GPU in GB/s, e.g. 20",
+                0.1,
+                100_000,
+              ),
+              // A ring step is a hop between neighbours: 10 ns is under one NVLink hop (~0.5 us),
+              // 100 ms over a round trip across continents.
+              latencyUs: figure('latency of one ring step in microseconds, e.g. 1', 0.01, 100_000),
               peerAccess: z.boolean({ error: 'must be true or false' }).optional(),
             },
             { error: 'must be a mapping, e.g. { kind: pcie, busGBps: 20, latencyUs: 1 }' },

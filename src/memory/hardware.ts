@@ -412,6 +412,7 @@ export function findGpuPreset(id: string): GpuSpec | undefined {
     mi325: 'mi325x',
     'gb200-nvl72': 'gb200',
   };
-  const wanted = aliases[key] ?? key;
+  // Own keys only: `constructor` is no alias (it would be Object's).
+  const wanted = Object.hasOwn(aliases, key) ? aliases[key] : key;
   return GPU_PRESETS.find((g) => g.id === wanted);
 }

@@ -356,7 +356,8 @@ function readWeights(r: Reader, top: Json, hidden: number): WeightFormat | undef
   }
   const dtype = top.torch_dtype ?? top.dtype ?? r.cfg.torch_dtype ?? r.cfg.dtype;
   if (typeof dtype === 'string') {
-    const d = TORCH_DTYPES[dtype.toLowerCase().replace(/^torch\./, '')];
+    const key = dtype.toLowerCase().replace(/^torch\./, '');
+    const d = Object.hasOwn(TORCH_DTYPES, key) ? TORCH_DTYPES[key] : undefined;
     if (d) return { dtype: d };
     r.warnings.push(`torch_dtype ${show(dtype)} is not one this reader maps; weights unset`);
   }
@@ -479,7 +480,9 @@ function fromConfig(config: unknown, id: string, file: string): HfModel {
     if (typeof t === 'boolean') tiedEmbeddings = t;
   }
   if (tiedEmbeddings === undefined) {
-    const byFamily = TIED_BY_DEFAULT[modelType];
+    const byFamily = Object.hasOwn(TIED_BY_DEFAULT, modelType)
+      ? TIED_BY_DEFAULT[modelType]
+      : undefined;
     if (byFamily !== undefined) {
       tiedEmbeddings = byFamily;
     } else {

@@ -65,7 +65,7 @@ export function parseSlo(text: string): SloCondition[] {
       );
     }
     const metric = findMetric(c.metric)?.id;
-    if (metric === undefined || !(metric in SLO_METRICS)) {
+    if (metric === undefined || !Object.hasOwn(SLO_METRICS, metric)) {
       throw new Error(
         `unknown SLO metric "${c.metric}" in "${part}": use one of ${Object.keys(SLO_METRICS).join(', ')}`,
       );

@@ -446,8 +446,10 @@ export class SummaryBuilder {
       this.reasoningTokens += record.reasoningTokens ?? 0;
       if (record.reasoningTokensSource === 'events') this.reasoningInferred++;
     }
-    this.outputSources[record.outputTokensSource] =
-      (this.outputSources[record.outputTokensSource] ?? 0) + 1;
+    // Own keys only: a records file's source named `constructor` is counted, not Object's + 1.
+    const source = record.outputTokensSource;
+    this.outputSources[source] =
+      (Object.hasOwn(this.outputSources, source) ? this.outputSources[source] : 0) + 1;
     if (this.context.slo && meetsSlo(metrics, this.context.slo)) this.goodRequests++;
   }
 
@@ -492,7 +494,8 @@ export class SummaryBuilder {
       addToBin(this.outputTokensByBin, Number(bin), n);
     }
     for (const [source, n] of Object.entries(other.outputSources)) {
-      this.outputSources[source] = (this.outputSources[source] ?? 0) + n;
+      this.outputSources[source] =
+        (Object.hasOwn(this.outputSources, source) ? this.outputSources[source] : 0) + n;
     }
     if (other.sessions) {
       this.sessions ??= new SessionsBuilder();

@@ -293,5 +293,6 @@ export function warning<C extends WarningCode>(code: C, figures: WarningFigures<
 
 /** The severity a saved warning carries, or the catalogue's for its code (older summaries). */
 export function severityOf(w: Pick<Warning, 'code' | 'severity'>): WarningSeverity {
-  return w.severity ?? (WARNINGS as Record<string, Entry<never>>)[w.code]?.severity ?? 'warning';
+  const known = Object.hasOwn(WARNINGS, w.code) ? WARNINGS[w.code as WarningCode] : undefined;
+  return w.severity ?? known?.severity ?? 'warning';
 }

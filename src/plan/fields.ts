@@ -117,7 +117,7 @@ export function readFields<F extends Record<string, Field<unknown>>>(
     else values[key] = r.value;
   }
   for (const key of Object.keys(input)) {
-    if (!(key in fields) && input[key] !== undefined) {
+    if (!Object.hasOwn(fields, key) && input[key] !== undefined) {
       problems.push(problem(key, 'is not an option of run'));
     }
   }

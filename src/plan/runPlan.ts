@@ -362,7 +362,7 @@ function indent(message: string): string {
 }
 
 function problem(field: string, message: string): string {
-  const spelling = FLAGS[field];
+  const spelling = Object.hasOwn(FLAGS, field) ? FLAGS[field] : undefined;
   return spelling
     ? `${spelling.flag} ${message} (for example ${spelling.example})`
     : `${field} ${message}`;
@@ -917,15 +917,23 @@ export function apiKeyFromEnv(
   env: NodeJS.ProcessEnv,
   problems: string[],
 ): { apiKey?: string; apiKeyEnv?: string } {
-  if (named !== undefined && env[named] === undefined) {
+  if (named !== undefined && envVariable(env, named) === undefined) {
     problems.push(problem('apiKeyEnv', `names ${named}, which is not set in the environment`));
   }
   const apiKeyEnv = named ?? (env.OPENAI_API_KEY !== undefined ? 'OPENAI_API_KEY' : undefined);
-  const apiKey = apiKeyEnv === undefined ? undefined : env[apiKeyEnv];
+  const apiKey = apiKeyEnv === undefined ? undefined : envVariable(env, apiKeyEnv);
   if (apiKeyEnv === undefined || apiKey === undefined) return apiKeyEnv ? { apiKeyEnv } : {};
   const bad = apiKeyProblem(apiKeyEnv, apiKey, named !== undefined);
   if (bad) problems.push(bad);
   return { apiKey, apiKeyEnv };
+}
+
+/**
+ * The environment variable `name`, own keys only: `--api-key-env constructor` names no variable,
+ * not Object's function (which was read as the key and ended the run on a TypeError).
+ */
+export function envVariable(env: NodeJS.ProcessEnv, name: string): string | undefined {
+  return Object.hasOwn(env, name) ? env[name] : undefined;
 }
 
 /** The API key in environment variable `name` (`named`: by --api-key-env, else by default). */

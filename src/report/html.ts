@@ -1294,7 +1294,12 @@ function sizeReport(input: Extract<ReportInput, { kind: 'size' }>, charts: Chart
   const trafficText = sizeTrafficText(traffic ?? {}, (n) =>
     fmtNumber(n, traffic?.mode === 'rate' ? 2 : 0),
   );
-  const headline = `${feasible.length} of ${fmtNumber(num(z.candidates) ?? rows.length)} deployments serve ${trafficText} within ${str(z.slo) ?? 'the SLOs'}`;
+  // A stopped search ranks what it evaluated: the headline says so first.
+  const partial =
+    z.interrupted === true
+      ? `Partial (interrupted, ${fmtNumber(num(z.evaluated) ?? rows.length)} of ${fmtNumber(num(z.candidates) ?? rows.length)} candidates evaluated): `
+      : '';
+  const headline = `${partial}${feasible.length} of ${fmtNumber((partial ? num(z.evaluated) : num(z.candidates)) ?? rows.length)} deployments serve ${trafficText} within ${str(z.slo) ?? 'the SLOs'}`;
   const cost = (d: Json) => (priced ? num(d.costPerHour) : num(d.gpus));
   const ttft = (d: Json) => num(obj(d.at)?.ttftP99Ms);
   const name = (d: Json) =>

@@ -25,6 +25,10 @@ export interface SizeRow {
 
 export interface SizeView {
   candidates: number;
+  /** Candidates evaluated (absent in older size.json: all of them). */
+  evaluated?: number;
+  /** The search was stopped: the ranking is of the `evaluated` candidates only. */
+  interrupted?: boolean;
   deployments: SizeRow[];
   simulations: number;
   wallS: number;
@@ -84,8 +88,14 @@ export function renderSize(view: SizeView, top: number, traffic: string): string
     const first = view.deployments.find((d) => !d.feasible && (d.reason ?? '').startsWith(reason));
     return `  ${n} ${reason}, e.g. ${first?.gpu} TP${first?.tp} ${first?.dtype}: ${terminalSafe(first?.reason ?? '')}`;
   });
+  const partial = view.interrupted
+    ? [
+        `Partial answer (interrupted): ${view.evaluated ?? view.deployments.length} of ${view.candidates} candidates evaluated.`,
+      ]
+    : [];
   const lines = [
-    `${feasible.length} of ${view.candidates} deployments serve ${traffic} within the SLOs (${view.simulations} virtual runs, ${view.wallS.toFixed(1)} s)${feasible.length > top ? `; the ${top} best:` : ':'}`,
+    ...partial,
+    `${feasible.length} of ${view.interrupted ? (view.evaluated ?? view.deployments.length) : view.candidates}${view.interrupted ? ' evaluated' : ''} deployments serve ${traffic} within the SLOs (${view.simulations} virtual runs, ${view.wallS.toFixed(1)} s)${feasible.length > top ? `; the ${top} best:` : ':'}`,
     ...(feasible.length > 0
       ? [
           terminalTable(

@@ -22,6 +22,7 @@ import type { ConversationWorkload } from '../workload/conversations.js';
 import { meanOf, sampleLength, streamSeed } from '../workload/distributions.js';
 import { isSessionScenario, type Scenario, withReasoning } from '../workload/scenarios.js';
 import { loadWorkload } from '../workload/workload.js';
+import { type PriceTable, priceOf, pricesProblems } from './sizePrices.js';
 
 /**
  * The traffic to serve: an open-loop request rate, or concurrent users (closed loop); with
@@ -56,7 +57,7 @@ export interface SizeOptions {
   requestSlo?: string;
   space: SizeSpace;
   /** Price per GPU-hour by GPU preset id or spec id (the user's own table: none is built in). */
-  prices?: Record<string, number>;
+  prices?: PriceTable;
   /** A calibration.json: the simulator runs with its fitted values. */
   calibration?: string;
   /** Other engine settings every candidate shares (`--max-model-len`, ...). */
@@ -66,8 +67,17 @@ export interface SizeOptions {
   /** Most data-parallel replicas considered (default 64). */
   maxDp?: number;
   seed?: number;
+  /** Called once before the first candidate: how many there are, and the threads sharing them. */
+  onStart?: (total: number, threads: number) => void;
   /** Called after each candidate, for a progress line. */
   onCandidate?: (done: number, total: number) => void;
+  /**
+   * Stops the search (Ctrl-C): the candidates evaluated so far are ranked and returned, the
+   * result marked `interrupted`. With a signal, `sizeInParallel` searches on worker threads
+   * even for one thread, so that a stop is heard at once rather than after a candidate's
+   * synchronous trials.
+   */
+  signal?: AbortSignal;
 }
 
 /** One replica's latency and load at a point. */
@@ -113,6 +123,10 @@ export interface SizedDeployment {
 
 export interface SizeResult {
   candidates: number;
+  /** Candidates evaluated: every one, unless the search was stopped. */
+  evaluated: number;
+  /** The search was stopped before every candidate was evaluated: the ranking is of `evaluated`. */
+  interrupted?: true;
   deployments: SizedDeployment[];
   /** Virtual runs made, and the wall time of the whole search. */
   simulations: number;
@@ -132,9 +146,66 @@ export class SizeError extends Error {
   }
 }
 
-/** The SLOs read; throws SizeError naming each that cannot be. */
-function checkSlo(o: SizeOptions): { thresholds: Threshold[]; requestSlo?: SloCondition[] } {
+/**
+ * A library caller's numbers and axes, as the command line checks its flags (a rate of NaN or
+ * an empty axis searched nothing and reported nothing wrong): each problem names the option.
+ */
+function optionProblems(o: SizeOptions): string[] {
   const problems: string[] = [];
+  const whole = (v: unknown, min: number) => Number.isSafeInteger(v) && (v as number) >= min;
+  const t = o.traffic as { mode?: unknown; rate?: unknown; users?: unknown } | undefined;
+  if (t?.mode === 'rate') {
+    if (!(typeof t.rate === 'number' && Number.isFinite(t.rate) && t.rate > 0)) {
+      problems.push(
+        `traffic.rate must be a finite number of requests per second > 0 (got ${String(t.rate)})`,
+      );
+    }
+  } else if (t?.mode === 'users') {
+    if (!whole(t.users, 1))
+      problems.push(`traffic.users must be a whole number >= 1 (got ${String(t.users)})`);
+  } else problems.push("traffic must be { mode: 'rate', rate } or { mode: 'users', users }");
+  if (o.requests !== undefined && !whole(o.requests, 20)) {
+    problems.push(`requests must be a whole number >= 20 (got ${String(o.requests)})`);
+  }
+  if (o.maxDp !== undefined && !whole(o.maxDp, 1)) {
+    problems.push(`maxDp must be a whole number >= 1 (got ${String(o.maxDp)})`);
+  }
+  if (o.seed !== undefined && !whole(o.seed, 0)) {
+    problems.push(`seed must be a whole number >= 0 (got ${String(o.seed)})`);
+  }
+  const space = o.space as Partial<SizeSpace> | undefined;
+  for (const axis of [
+    'gpus',
+    'tps',
+    'dtypes',
+    'kvCacheDtypes',
+    'maxNumSeqs',
+    'personalities',
+  ] as const) {
+    const values = space?.[axis];
+    if (!Array.isArray(values) || values.length === 0) {
+      problems.push(`space.${axis} must list at least one value (undefined: the default)`);
+    }
+  }
+  if (space?.tps?.some((tp) => !whole(tp, 1)))
+    problems.push(`space.tps must be whole numbers >= 1 (got ${space.tps.join(', ')})`);
+  if (space?.maxNumSeqs?.some((n) => n !== undefined && !whole(n, 1))) {
+    problems.push(
+      `space.maxNumSeqs must be whole numbers >= 1, or undefined for the engine's default`,
+    );
+  }
+  return problems;
+}
+
+/**
+ * The SLOs read and the prices checked (a library caller's as the price file's: a price of NaN
+ * or Infinity would rank and mark the front with it); throws SizeError naming each problem.
+ */
+function checkOptions(o: SizeOptions): { thresholds: Threshold[]; requestSlo?: SloCondition[] } {
+  const problems: string[] = [
+    ...optionProblems(o),
+    ...(o.prices !== undefined ? pricesProblems(o.prices) : []),
+  ];
   let thresholds: Threshold[] = [];
   try {
     thresholds = parseThresholds([o.slo]);
@@ -164,15 +235,19 @@ function checkSlo(o: SizeOptions): { thresholds: Threshold[]; requestSlo?: SloCo
 /** Searches every candidate in this thread; throws SizeError on SLOs that cannot be read. */
 export async function size(o: SizeOptions): Promise<SizeResult> {
   const started = performance.now();
-  const { thresholds, requestSlo } = checkSlo(o);
+  const { thresholds, requestSlo } = checkOptions(o);
   const combos = candidates(o.space);
+  o.onStart?.(combos.length, 1);
   const search = new Search(o, thresholds, requestSlo, await sessionsOf(o));
   const warnings = new Set<string>();
-  const deployments = combos.map((c, i) => {
-    const row = search.candidate(c, warnings);
-    o.onCandidate?.(i + 1, combos.length);
-    return row;
-  });
+  const deployments: SizedDeployment[] = [];
+  for (const c of combos) {
+    if (o.signal?.aborted) break;
+    deployments.push(search.candidate(c, warnings));
+    o.onCandidate?.(deployments.length, combos.length);
+    // A candidate is synchronous: between two, let a stop be heard.
+    if (o.signal) await new Promise((resolve) => setImmediate(resolve));
+  }
   return finish(o, combos.length, deployments, search.simulations, [...warnings], started);
 }
 
@@ -202,6 +277,8 @@ function finish(
   deployments.sort(rank);
   return {
     candidates: candidateCount,
+    evaluated: deployments.length,
+    ...(deployments.length < candidateCount ? { interrupted: true as const } : {}),
     deployments,
     simulations,
     wallS: (performance.now() - started) / 1000,
@@ -211,24 +288,44 @@ function finish(
 
 /**
  * `size` on `threads` worker threads, each taking every n-th candidate (the candidates are
- * independent). One thread, or few candidates: the same search in this thread.
+ * independent, and a stopped search has evaluated a spread of the space, not its first
+ * corner). One thread or few candidates, and no signal to hear: the same search in this thread.
  */
 export async function sizeInParallel(o: SizeOptions, threads: number): Promise<SizeResult> {
-  const combos = candidates(o.space);
-  if (threads <= 1 || combos.length < 4 * threads) return size(o);
   const started = performance.now();
-  checkSlo(o);
-  const { onCandidate, ...data } = o;
+  checkOptions(o);
+  const combos = candidates(o.space);
+  const inThread = threads <= 1 || combos.length < 4 * threads;
+  if (combos.length === 0 || (inThread && !o.signal)) return size(o);
+  const { onCandidate, onStart, signal, ...data } = o;
+  const count = Math.min(threads, combos.length);
+  onStart?.(combos.length, count);
   const { Worker } = await import('node:worker_threads');
   const typescript = import.meta.url.endsWith('.ts');
   const entry = new URL(typescript ? './sizeWorker.ts' : './sizeWorker.js', import.meta.url);
-  const rows: SizedDeployment[] = new Array(combos.length);
+  const rows: (SizedDeployment | undefined)[] = new Array(combos.length);
   let done = 0;
   let simulations = 0;
-  const warnings: string[] = [];
-  await Promise.all(
-    Array.from({ length: threads }, (_, t) => {
-      const indices = combos.flatMap((_, i) => (i % threads === t ? [i] : []));
+  const warnings = new Set<string>();
+  const workers: InstanceType<typeof Worker>[] = [];
+  await new Promise<void>((resolve, reject) => {
+    let running = count;
+    let settled = false;
+    // Ends the search once: every worker is stopped (terminate interrupts a synchronous
+    // candidate at once), so that neither a stop nor a failed worker waits for the others.
+    const settle = (err?: Error) => {
+      if (settled) return;
+      settled = true;
+      signal?.removeEventListener('abort', stop);
+      for (const w of workers) void w.terminate();
+      if (err) reject(err);
+      else resolve();
+    };
+    const stop = () => settle();
+    if (signal?.aborted) return settle();
+    signal?.addEventListener('abort', stop, { once: true });
+    for (let t = 0; t < count; t++) {
+      const indices = combos.flatMap((_, i) => (i % count === t ? [i] : []));
       const workerData = { options: data, indices };
       const worker = typescript
         ? new Worker(
@@ -237,31 +334,30 @@ export async function sizeInParallel(o: SizeOptions, threads: number): Promise<S
             { eval: true, workerData },
           )
         : new Worker(entry, { workerData });
-      return new Promise<void>((resolve, reject) => {
-        worker.on('message', (m: SizeWorkerMessage) => {
-          if (m.type === 'row') {
-            rows[m.index] = m.row;
-            onCandidate?.(++done, combos.length);
-          } else {
-            simulations += m.simulations;
-            warnings.push(...m.warnings);
-            resolve();
-          }
-        });
-        worker.on('error', reject);
-        worker.on('exit', (code) => {
-          if (code !== 0) reject(new Error(`a size worker thread exited with code ${code}`));
-        });
+      workers.push(worker);
+      worker.on('message', (m: SizeWorkerMessage) => {
+        if (settled) return;
+        if (m.type === 'row') {
+          rows[m.index] = m.row;
+          simulations += m.simulations;
+          for (const w of m.warnings) warnings.add(w);
+          onCandidate?.(++done, combos.length);
+        } else if (--running === 0) settle();
       });
-    }),
-  );
-  return finish(o, combos.length, rows, simulations, warnings, started);
+      worker.on('error', (err) => settle(err));
+      worker.on('exit', (code) => {
+        if (code !== 0) settle(new Error(`a size worker thread exited with code ${code}`));
+      });
+    }
+  });
+  const evaluated = rows.filter((r): r is SizedDeployment => r !== undefined);
+  return finish(o, combos.length, evaluated, simulations, [...warnings], started);
 }
 
-/** What a size worker thread posts: each candidate's row, then its totals. */
+/** What a size worker thread posts: each candidate's row with its virtual runs and warnings, then that it is done. */
 export type SizeWorkerMessage =
-  | { type: 'row'; index: number; row: SizedDeployment }
-  | { type: 'done'; simulations: number; warnings: string[] };
+  | { type: 'row'; index: number; row: SizedDeployment; simulations: number; warnings: string[] }
+  | { type: 'done' };
 
 /** A worker thread's share: the candidates at `indices`, each posted as it is done. */
 export async function sizeShare(
@@ -269,14 +365,22 @@ export async function sizeShare(
   indices: number[],
   post: (m: SizeWorkerMessage) => void,
 ): Promise<void> {
-  const { thresholds, requestSlo } = checkSlo(o);
+  const { thresholds, requestSlo } = checkOptions(o);
   const combos = candidates(o.space);
   const search = new Search(o, thresholds, requestSlo, await sessionsOf(o));
-  const warnings = new Set<string>();
   for (const index of indices) {
-    post({ type: 'row', index, row: search.candidate(combos[index], warnings) });
+    const before = search.simulations;
+    const warnings = new Set<string>();
+    const row = search.candidate(combos[index], warnings);
+    post({
+      type: 'row',
+      index,
+      row,
+      simulations: search.simulations - before,
+      warnings: [...warnings],
+    });
   }
-  post({ type: 'done', simulations: search.simulations, warnings: [...warnings] });
+  post({ type: 'done' });
 }
 
 /**
@@ -484,7 +588,7 @@ class Search {
         reason: `misses the SLO at its share of the load: ${at.failed.join('; ')}`,
       };
     const gpus = dp * model.config.tp;
-    const price = this.o.prices?.[gpuId] ?? this.o.prices?.[options.gpu.id];
+    const price = priceOf(this.o.prices, gpuId, options.gpu.id);
     // The tokens served: an open loop's offered traffic (a short trial's own span includes its
     // drain, which is no part of the traffic); a closed loop's users get what they measured.
     const sessionsRun = at.summary.sessions?.started ?? 0;

@@ -3,12 +3,11 @@
  * the command line only parses, calls and prints. Numbers go through parseFlagNumber, the one
  * reading of a number option.
  */
-import { readFileSync } from 'node:fs';
-import { parse } from 'yaml';
 import { parseFlagNumber } from '../flagNumber.js';
 import { engineVersionProblem } from '../sim/personality.js';
 import { isSessionScenario, parseScenarioList, withLengths } from '../workload/scenarios.js';
 import type { SizeOptions } from './size.js';
+import { readPriceFile } from './sizePrices.js';
 
 /** What the command line gives: option values as typed (strings), switches as booleans. */
 export type SizeFlags = Record<string, string | boolean | undefined>;
@@ -85,11 +84,11 @@ export function prepareSize(flags: SizeFlags): PreparedSize {
   const versionProblem =
     engineVersion === undefined ? undefined : engineVersionProblem(engineVersion);
   if (versionProblem) problems.push(versionProblem);
-  let prices: Record<string, number> | undefined;
+  let prices: SizeOptions['prices'];
   const pricesFile = str('prices');
   if (pricesFile) {
     try {
-      prices = readPrices(pricesFile);
+      prices = readPriceFile(pricesFile);
     } catch (err) {
       problems.push(`--prices: ${(err as Error).message}`);
     }
@@ -144,27 +143,4 @@ export function prepareSize(flags: SizeFlags): PreparedSize {
     top,
     problems,
   };
-}
-
-/** A price table: GPU id -> price per GPU-hour, in YAML or JSON; every price a number > 0. */
-function readPrices(path: string): Record<string, number> {
-  let data: unknown;
-  try {
-    data = parse(readFileSync(path, 'utf8'));
-  } catch (err) {
-    throw new Error(`cannot read ${path}: ${(err as Error).message}`);
-  }
-  if (typeof data !== 'object' || data === null || Array.isArray(data)) {
-    throw new Error(`${path} must map GPU ids to prices per GPU-hour, e.g. "h100: 2.49"`);
-  }
-  const prices: Record<string, number> = {};
-  for (const [gpu, value] of Object.entries(data)) {
-    if (typeof value !== 'number' || !(value > 0)) {
-      throw new Error(
-        `${path}: ${gpu} must be a price per GPU-hour > 0 (got ${JSON.stringify(value)})`,
-      );
-    }
-    prices[gpu] = value;
-  }
-  return prices;
 }

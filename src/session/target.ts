@@ -10,7 +10,7 @@ import type { BackendOptions } from '../backends/types.js';
 import { requestText } from '../httpText.js';
 import type { TargetConfig } from '../loadgen/http.js';
 import { runLoadgen } from '../loadgen/run.js';
-import { type RunPlan, telemetryAsked } from '../plan/runPlan.js';
+import { envVariable, type RunPlan, telemetryAsked } from '../plan/runPlan.js';
 import type { RequestRecord } from '../record.js';
 import { servedModelName } from '../sim/describe.js';
 import { EngineModel, type EngineModelOptions } from '../sim/engineModel.js';
@@ -199,7 +199,7 @@ export function localSourceProblems(telemetry: NonNullable<RunPlan['telemetry']>
 export async function probeDefaultMetrics(plan: RunPlan, onNotice: Notify): Promise<void> {
   const telemetry = plan.telemetry;
   if (telemetry?.metrics !== 'default' || telemetry.metricsUrl === undefined) return;
-  const apiKey = plan.apiKeyEnv ? process.env[plan.apiKeyEnv] : undefined;
+  const apiKey = plan.apiKeyEnv ? envVariable(process.env, plan.apiKeyEnv) : undefined;
   const probe = await probeMetrics(telemetry.metricsUrl, withApiKey(plan.headers, apiKey));
   if (probe.ok) {
     onNotice(
@@ -353,7 +353,7 @@ export async function openTarget(
   try {
     if (!sim && o.probeMetrics) await probeDefaultMetrics(plan, o.onNotice);
     const url = sim?.url ?? (plan.url as string);
-    const apiKey = plan.apiKeyEnv ? process.env[plan.apiKeyEnv] : undefined;
+    const apiKey = plan.apiKeyEnv ? envVariable(process.env, plan.apiKeyEnv) : undefined;
     const { model, models } = await discoverModel(plan, url, apiKey);
     const config = targetConfig(plan, url, model, apiKey);
     const tokenizer = await createTokenizer(

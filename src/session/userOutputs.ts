@@ -38,7 +38,7 @@ export async function loadOutputs(specs: readonly string[] | undefined): Promise
 }
 
 function builtIn(name: string, arg: string | undefined): Output | Promise<Output> {
-  const known = BUILT_IN_OUTPUTS[name];
+  const known = Object.hasOwn(BUILT_IN_OUTPUTS, name) ? BUILT_IN_OUTPUTS[name] : undefined;
   if (!known) {
     throw new UsageError([
       `--export ${name}: no such output; choose ${Object.keys(BUILT_IN_OUTPUTS).join(', ')}, or give a module path (./my-output.js[=ARG]) whose default export makes one`,

@@ -361,7 +361,7 @@ export function simulatorOptionProblems(options: SimulatorOptions): string[] {
     ];
   }
   for (const key of Object.keys(options)) {
-    if (!(key in SIMULATOR_OPTION_KEYS)) {
+    if (!Object.hasOwn(SIMULATOR_OPTION_KEYS, key)) {
       const near = nearest(key, Object.keys(SIMULATOR_OPTION_KEYS));
       problems.push(
         `${JSON.stringify(key)} is not a simulator option${near ? ` (did you mean "${near}"?)` : ''}; the options are SimulatorOptions' (docs/library.md, "The simulator's options")`,

@@ -283,7 +283,7 @@ interface TgiToken {
 
 /** The server's own tokenize endpoint: exact for whatever model it serves. */
 async function serverTokenizer(target: ServerTokenizerTarget): Promise<Tokenizer> {
-  const flavor = FLAVORS[target.backend];
+  const flavor = Object.hasOwn(FLAVORS, target.backend) ? FLAVORS[target.backend] : undefined;
   const { origin, prefix } = splitServerUrl(target.url);
   const base = `${origin}${prefix}`;
   if (flavor === undefined) {

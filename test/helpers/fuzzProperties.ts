@@ -21,7 +21,10 @@ import type { DecodedStream } from '../../src/backends/timeline.js';
 import { tritonBackend } from '../../src/backends/triton.js';
 import type { Backend, BackendOptions, Endpoint } from '../../src/backends/types.js';
 import { InfergaugeError } from '../../src/errors.js';
+import { loadGpuSpec } from '../../src/memory/gpuSpec.js';
 import { PLAN_KEYS, readPlanFile } from '../../src/plan/planFile.js';
+import { MAX_PRICE_PER_GPU_HOUR, priceOf, readPriceFile } from '../../src/session/sizePrices.js';
+import { resolveEngine } from '../../src/sim/options.js';
 import { parsePrometheusText } from '../../src/telemetry/prometheus.js';
 import { type DatasetFormat, parseDataset } from '../../src/workload/datasets.js';
 import { parseTrace, type TraceFormat } from '../../src/workload/trace.js';
@@ -929,6 +932,179 @@ define(
           isCount(e.inputTokens) &&
           isCount(e.outputTokens),
       );
+    },
+  ),
+);
+
+// ---------------------------------------------------------------------------------------------
+// Price tables and GPU spec files (src/session/sizePrices.ts, src/memory/gpuSpec.ts): a valid
+// load or a clean error naming the file and a field, never a TypeError, NaN or an inherited key.
+
+/** Keys a hostile table holds: GPU ids, Object.prototype's names, anything. */
+const tableKey = fc.oneof(
+  { weight: 2, arbitrary: fc.constantFrom('h100', 'l40s', 'a100-80') },
+  fc.constantFrom('constructor', '__proto__', 'toString', 'hasOwnProperty', 'valueOf'),
+  fc.string({ maxLength: 8 }),
+);
+/** Numbers YAML and JSON can hold, NaN and the infinities (YAML's .nan, .inf) included. */
+const tableNumber = fc.oneof(fileNumber, fc.constantFrom(Number.NaN, Number.NEGATIVE_INFINITY));
+const tableValue = fc.oneof({ weight: 3, arbitrary: tableNumber }, fileValue);
+/** An object written as YAML (whose .inf and .nan YAML reads back) or as JSON. */
+const asFileText = (value: unknown, yaml: boolean) => (yaml ? toYaml(value) : hostileJson(value));
+
+const tableDir = mkdtempSync(join(tmpdir(), 'ig-fuzz-tables-'));
+process.on('exit', () => rmSync(tableDir, { recursive: true, force: true }));
+let tableFiles = 0;
+const tableFile = (content: string) => {
+  const path = join(tableDir, `table-${tableFiles++}.yaml`);
+  writeFileSync(path, content);
+  return path;
+};
+
+define(
+  {
+    group: 'inputs',
+    name: 'price files: a table of finite prices in range read by own keys, or a clean error naming the file',
+    numRuns: 300,
+  },
+  fc.property(
+    fc.oneof(
+      anyText,
+      fc
+        .tuple(
+          fc.dictionary(tableKey, tableValue, { maxKeys: 6, noNullPrototype: true }),
+          fc.boolean(),
+        )
+        .map(([table, yaml]) => asFileText(table, yaml)),
+    ),
+    (content) => {
+      const path = tableFile(content);
+      let prices: Readonly<Record<string, number>>;
+      try {
+        prices = readPriceFile(path);
+      } catch (err) {
+        if (!isCleanError(err)) throw err;
+        return (err as Error).message.includes(path);
+      }
+      return (
+        Object.keys(prices).every((gpu) => {
+          const price = priceOf(prices, gpu);
+          return (
+            typeof price === 'number' &&
+            Number.isFinite(price) &&
+            price > 0 &&
+            price <= MAX_PRICE_PER_GPU_HOUR
+          );
+        }) &&
+        // No key but its own: Object.prototype's names price nothing.
+        ['constructor', 'toString', 'valueOf'].every(
+          (gpu) => Object.hasOwn(prices, gpu) || priceOf(prices, gpu) === undefined,
+        )
+      );
+    },
+  ),
+);
+
+const VALID_GPU_SPEC = {
+  name: 'Custom 64',
+  memoryGB: 64,
+  bandwidthTBps: 2.5,
+  peakTflops: { bf16: 500, int8: 1000 },
+  interconnect: { kind: 'nvlink', name: 'NVLink X', busGBps: 300, latencyUs: 0.5 },
+};
+type SpecPath = readonly string[];
+const SPEC_PATHS: SpecPath[] = [
+  ['id'],
+  ['name'],
+  ['family'],
+  ['memoryGB'],
+  ['memoryGiB'],
+  ['bandwidthTBps'],
+  ['peakTflops'],
+  ['peakTflops', 'bf16'],
+  ['peakTflops', 'fp8'],
+  ['peakTflops', 'fp4'],
+  ['interconnect'],
+  ['interconnect', 'kind'],
+  ['interconnect', 'busGBps'],
+  ['interconnect', 'latencyUs'],
+  ['interconnect', 'peerAccess'],
+  ['constructor'],
+  ['__proto__'],
+  ['interconnect', 'toString'],
+];
+/** One change to a spec: a field set to any value, or removed. */
+const specMutation = fc.tuple(
+  fc.constantFrom(...SPEC_PATHS),
+  fc.option(
+    fc.oneof(
+      // Datasheet figures off by an exponent or a unit: what a spec's bounds are for.
+      { weight: 2, arbitrary: fc.constantFrom(1e300, 1e-300, 1e20, 1e-20, 0, -1, Number.NaN) },
+      tableValue,
+    ),
+    { nil: undefined },
+  ),
+);
+
+/** The spec with each mutation applied (a copy; `__proto__` set as an own key, as YAML reads it). */
+function mutateSpec(mutations: [SpecPath, unknown][]): unknown {
+  const spec = structuredClone(VALID_GPU_SPEC) as Record<string, unknown>;
+  for (const [path, value] of mutations) {
+    let at: Record<string, unknown> = spec;
+    for (const key of path.slice(0, -1)) {
+      const next = at[key];
+      if (typeof next !== 'object' || next === null || Array.isArray(next)) break;
+      at = next as Record<string, unknown>;
+    }
+    const last = path[path.length - 1];
+    if (value === undefined) delete at[last];
+    else
+      Object.defineProperty(at, last, {
+        value,
+        enumerable: true,
+        writable: true,
+        configurable: true,
+      });
+  }
+  return spec;
+}
+
+const finitePositive = (n: unknown) => typeof n === 'number' && Number.isFinite(n) && n > 0;
+
+define(
+  {
+    group: 'inputs',
+    name: 'GPU spec files: a mutated spec is a GPU of finite, positive figures, or a clean error naming a field',
+    numRuns: 300,
+  },
+  fc.property(
+    fc.array(specMutation, { minLength: 1, maxLength: 4 }),
+    fc.boolean(),
+    (mutations, yaml) => {
+      const path = tableFile(asFileText(mutateSpec(mutations), yaml));
+      let spec: ReturnType<typeof loadGpuSpec>;
+      try {
+        spec = loadGpuSpec(path);
+      } catch (err) {
+        if (!isCleanError(err)) throw err;
+        const message = (err as Error).message;
+        // The file, then a field (`peakTflops.bf16: ...`, `unknown field "x"`) or the top level.
+        return (
+          message.startsWith(`${path}: `) &&
+          /: ([A-Za-z][\w.]*|\(top level\)): |unknown field "/.test(message)
+        );
+      }
+      const figures = [
+        spec.memoryBytes,
+        spec.bandwidthBytesPerS,
+        spec.interconnect.busBytesPerS,
+        spec.interconnect.latencyS,
+        ...Object.values(spec.peakFlops),
+      ];
+      if (!figures.every(finitePositive)) return false;
+      // The simulator takes it as a GPU: an engine or problems, never a throw or a NaN.
+      const resolved = resolveEngine({ model: 'llama-3-8b', gpuSpec: path });
+      return resolved.engine !== undefined || resolved.problems.length > 0;
     },
   ),
 );

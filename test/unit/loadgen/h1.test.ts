@@ -101,6 +101,25 @@ describe('H1Pool framing', () => {
     }
   });
 
+  test("a header named constructor or __proto__ is the server's own, never Object's", async () => {
+    const server = await rawServer((socket) =>
+      socket.write(
+        'HTTP/1.1 200 OK\r\ncontent-length: 2\r\nConstructor: x\r\n__proto__: y\r\ntoString: z\r\n\r\nok',
+      ),
+    );
+    const p = pool(server.url);
+    try {
+      const answer = await send(p);
+      assert.equal(answer.body, 'ok');
+      assert.equal(answer.headers?.constructor, 'x');
+      assert.equal(answer.headers?.tostring, 'z');
+      assert.equal(Object.getPrototypeOf(answer.headers), Object.prototype);
+    } finally {
+      await p.destroy();
+      await server.close();
+    }
+  });
+
   test('content-length, a 1xx before the answer, a 204 without a body; repeated headers as a list', async () => {
     const answers = [
       'HTTP/1.1 200 OK\r\ncontent-length: 5\r\nx-a: 1\r\nX-A: 2\r\n\r\nhello',

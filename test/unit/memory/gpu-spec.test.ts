@@ -97,7 +97,7 @@ describe('--gpu-spec files', () => {
       [
         'text for a number',
         { ...VALID, bandwidthTBps: '2 TB/s' },
-        /bandwidthTBps: must be a number \(peak memory bandwidth in TB\/s/,
+        /bandwidthTBps: must be a finite number \(peak memory bandwidth in TB\/s/,
       ],
       ['zero', { ...VALID, peakTflops: { bf16: 0 } }, /peakTflops.bf16: must be above 0/],
       [
@@ -121,6 +121,30 @@ describe('--gpu-spec files', () => {
         /memoryGB: give the memory as one of memoryGB or memoryGiB/,
       ],
       ['not a mapping', ['a', 'list'], /\(top level\)/],
+      // YAML's .inf and .nan, and figures no device has: named, never run as a GPU.
+      [
+        'infinite bandwidth',
+        { ...VALID, bandwidthTBps: Number.POSITIVE_INFINITY },
+        /bandwidthTBps: must be a finite number/,
+      ],
+      ['NaN memory', { ...VALID, memoryGB: Number.NaN }, /memoryGB: must be a finite number/],
+      ['negative peak', { ...VALID, peakTflops: { bf16: -1 } }, /peakTflops.bf16: must be above 0/],
+      [
+        'a peak off by 1e6',
+        { ...VALID, peakTflops: { bf16: 989e6 } },
+        /peakTflops.bf16: must be at most/,
+      ],
+      ['a vanishing memory', { ...VALID, memoryGB: 1e-300 }, /memoryGB: must be at least 0.25/],
+      [
+        'a ring step of an hour',
+        { ...VALID, interconnect: { ...VALID.interconnect, latencyUs: 3.6e9 } },
+        /interconnect.latencyUs: must be at most/,
+      ],
+      [
+        'a 1e308 bus',
+        { ...VALID, interconnect: { ...VALID.interconnect, busGBps: 1e308 } },
+        /interconnect.busGBps: must be at most/,
+      ],
     ];
     for (const [what, value, message] of cases) {
       const got = problem(() => gpuSpecFromValue(value, 'spec.yaml'));
