@@ -13,7 +13,7 @@ import {
 } from './common.js';
 import { progressOutputs } from './progress.js';
 import { gate } from './report.js';
-import { addRunOptions, withPlanFile } from './run.js';
+import { addRunOptions, exportLimits, exportTimeout, withPlanFile } from './run.js';
 
 /** `infergauge probe prefill|decode`: TGI-benchmark-like probes over plain HTTP. */
 export function probeCommand(): Command {
@@ -124,8 +124,9 @@ async function probe(
           // The point's own name says its load: `decode: concurrency 8`, `batch 8`.
           label: (point) => point.scenario,
         }),
-        ...(await loadOutputs(merged.export as string[] | undefined)),
+        ...(await loadOutputs(merged.export as string[] | undefined, exportLimits(name, merged))),
       ],
+      ...exportTimeout(merged),
     });
     const { result, saved, target, root: out } = outcome;
     // Loaded when the command is chosen, so that other commands start without it.

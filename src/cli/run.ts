@@ -9,6 +9,7 @@ import { renderTerminalSummary } from '../report/terminal.js';
 import { savedSummary } from '../results/runFiles.js';
 import type { RunOptions } from '../session/prepare.js';
 import type { PlanRunResult, ScenarioResult } from '../session/run.js';
+import { parseExportTimeoutS } from '../session/userOutputs.js';
 import { scenarioPresetsHelp } from '../workload/scenarios.js';
 import {
   collect,
@@ -214,6 +215,10 @@ export function addRunOptions(command: Command): Command {
         "send the session's events to another output too, repeatable: points=FILE (a JSON line per finished point), or a module of your own, ./my-output.js[=ARG] (docs/library.md, Outputs)",
       ).argParser(collect),
     )
+    .option(
+      '--export-timeout-s <s>',
+      'seconds an --export module may take to load, or to finish a point or the session, before it is dropped with a notice (default: 10)',
+    )
     .addOption(thresholdOption())
     .option(
       '--simulate',
@@ -291,8 +296,9 @@ async function run(options: RunOptions): Promise<number> {
             live: !json && !prepared.simulate,
             pointLines: false,
           }),
-          ...(await loadOutputs(options.export)),
+          ...(await loadOutputs(options.export, exportLimits('run', options))),
         ],
+        ...exportTimeout(options),
         html: options.html !== false,
         onScenario: (result) => printSummary(plan, result, json && plan.scenarios.length === 1),
       },
@@ -313,6 +319,20 @@ async function run(options: RunOptions): Promise<number> {
     options.threshold,
     done.results.map((r) => ({ name: r.scenario.name, summary: r.summary })),
   );
+}
+
+/** How --export modules are loaded: within --export-timeout-s, a late one told on stderr. */
+export function exportLimits(command: string, options: RunOptions) {
+  return {
+    ...exportTimeout(options),
+    onNotice: (message: string) => printNotice(command, message),
+  };
+}
+
+/** --export-timeout-s as the session takes it (prepareRun has refused a bad value). */
+export function exportTimeout(options: RunOptions): { exportTimeoutS?: number } {
+  const { seconds } = parseExportTimeoutS(options.exportTimeoutS);
+  return seconds !== undefined ? { exportTimeoutS: seconds } : {};
 }
 
 /** report.html next to the records; a failure to render never fails the run itself. */

@@ -14,7 +14,7 @@ import {
 } from './common.js';
 import { progressOutputs } from './progress.js';
 import { gate } from './report.js';
-import { addRunOptions, withPlanFile } from './run.js';
+import { addRunOptions, exportLimits, exportTimeout, withPlanFile } from './run.js';
 
 export function sweepCommand(): Command {
   const command = addRunOptions(
@@ -89,8 +89,9 @@ async function sweep(options: RunOptions): Promise<number> {
       outputs: [
         // Each point has its line already (say): off a terminal, the heartbeat alone.
         ...progressOutputs(process.stderr, { live: false, pointLines: false }),
-        ...(await loadOutputs(options.export)),
+        ...(await loadOutputs(options.export, exportLimits('sweep', options))),
       ],
+      ...exportTimeout(options),
     });
     if (prepared.json) process.stdout.write(`${JSON.stringify(outcome.saved, null, 2)}\n`);
     else {

@@ -106,7 +106,9 @@ export interface SessionFinished {
 
 /**
  * One subscriber. Every handler is optional; `records` and `telemetry` run on the measuring
- * thread as requests finish, so they must be quick (write, count) and must not wait.
+ * thread as requests finish, so they must be quick (write, count) and must not wait. What a
+ * handler is given is read-only: an output of the user's own gets frozen copies (it cannot
+ * change the run's records, summary or plan), and one that writes into them fails.
  */
 export interface Output {
   readonly name: string;
@@ -115,6 +117,9 @@ export interface Output {
    * disk); any other output's first failure is told once and the output is dropped.
    */
   readonly required?: boolean;
+  // Any handler may be async (a `void` type takes an async function): a rejection is a
+  // failure as a throw is. Only pointFinished and sessionFinished are awaited, within the
+  // session's exportTimeoutS.
   sessionStarted?(e: SessionInfo): void;
   pointStarted?(e: PointStarted): void;
   records?(e: RecordsEvent): void;
@@ -124,15 +129,54 @@ export interface Output {
   sessionFinished?(e: SessionFinished): void | Promise<void>;
 }
 
+type EventName = keyof Omit<Output, 'name' | 'required'>;
+
 export const SNAPSHOT_INTERVAL_MS = 1000;
+
+/**
+ * How long pointFinished and sessionFinished of an output of the user's own are awaited
+ * (`--export-timeout-s`): past it the output is dropped with a notice and the session goes on,
+ * so that a handler that never settles cannot hold a run, its exit code or its gate.
+ */
+export const EXPORT_TIMEOUT_S = 10;
+
+/** After a stop (Ctrl-C, SIGTERM) outputs of the user's own get this much more, all together. */
+export const STOPPED_OUTPUTS_MS = 500;
+
+/** The outputs infergauge ships: they get the session's own objects, and no deadline. */
+const BUILT_IN = new WeakSet<Output>();
+
+/** Marks an output as one of infergauge's own (results, HTML, progress, points). */
+export function builtInOutput<T extends Output>(output: T): T {
+  BUILT_IN.add(output);
+  return output;
+}
+
+export interface OutputLimits {
+  /** Seconds an output of the user's own may take in pointFinished or sessionFinished. */
+  exportTimeoutS?: number;
+  /** The session's stop (the first Ctrl-C): from then on outputs are waited on briefly. */
+  stop?: AbortSignal;
+}
 
 /**
  * Fans a session's events out to its outputs, in the order they were given. Handlers are
  * called in turn; a failing optional output is told through `onNotice` once and dropped.
+ * A required output that fails once the session runs (a full or read-only disk) stops it:
+ * `halt` aborts, so the load stops sending, and the session ends with `failure`.
  */
 export class SessionEvents {
   private outputs: Output[];
   private pointCount = 0;
+  /** Required outputs that failed: they still hear sessionFinished, to close what they hold. */
+  private failedRequired: Output[] = [];
+  private firstFailure: Error | undefined;
+  private readonly halted = new AbortController();
+  private readonly timeoutMs: number;
+  private readonly stop: AbortSignal | undefined;
+  private stoppedAtMs: number | undefined;
+  private sessionView: SessionInfo | undefined;
+  private readonly pointViews = new WeakMap<PointInfo, PointInfo>();
 
   constructor(
     readonly info: SessionInfo,
@@ -140,12 +184,32 @@ export class SessionEvents {
     private readonly onNotice: Notify = () => {},
     /** Whether the session writes its results directory (its own tables beside the points'). */
     readonly saves = true,
+    limits: OutputLimits = {},
   ) {
     this.outputs = [...outputs];
+    this.timeoutMs = (limits.exportTimeoutS ?? EXPORT_TIMEOUT_S) * 1000;
+    const { stop } = limits;
+    this.stop = stop;
+    if (stop?.aborted) this.stoppedAtMs = performance.now();
+    else {
+      stop?.addEventListener('abort', () => (this.stoppedAtMs = performance.now()), {
+        once: true,
+      });
+    }
+  }
+
+  /** Aborted when a required output failed mid-session: send nothing more. */
+  get halt(): AbortSignal {
+    return this.halted.signal;
+  }
+
+  /** Why a required output failed mid-session (the session ends with it); undefined if none did. */
+  get failure(): Error | undefined {
+    return this.firstFailure;
   }
 
   /** Whether any output wants this event (the snapshot timer runs only then). */
-  wants(event: keyof Omit<Output, 'name' | 'required'>): boolean {
+  wants(event: EventName): boolean {
     return this.outputs.some((o) => o[event] !== undefined);
   }
 
@@ -162,21 +226,50 @@ export class SessionEvents {
   }
 
   sessionStarted(): void {
-    this.each('sessionStarted', (o) => o.sessionStarted?.(this.info));
+    for (const o of [...this.outputs]) {
+      if (!o.sessionStarted) continue;
+      const given = BUILT_IN.has(o) ? this.info : this.session();
+      this.tell(o, 'sessionStarted', () => o.sessionStarted?.(given));
+    }
   }
 
   pointStarted(e: Omit<PointStarted, 'session'>): void {
-    const event = { session: this.info, ...e };
-    this.each('pointStarted', (o) => o.pointStarted?.(event));
+    const event: PointStarted = { session: this.info, ...e };
+    const view = lazy<PointStarted>(() => ({
+      ...event,
+      session: this.session(),
+      point: this.point(e.point),
+      manifest: readOnly(e.manifest),
+      // Live counts: read as they change, never written.
+      ...(e.progress ? { progress: readOnlyLive(e.progress) } : {}),
+    }));
+    for (const o of [...this.outputs]) {
+      if (!o.pointStarted) continue;
+      const given = BUILT_IN.has(o) ? event : view();
+      this.tell(o, 'pointStarted', () => o.pointStarted?.(given));
+    }
   }
 
-  records(e: RecordsEvent): void {
+  /**
+   * `mine`: the records are the session's own objects (measured in this thread), so an output of
+   * the user's own gets copies; otherwise they were made for the outputs, and are only frozen.
+   */
+  records(e: RecordsEvent, mine = true): void {
+    // Once per record on the measuring thread: no closure unless an output of the user's own
+    // subscribes, and the handler called inline rather than through tell.
+    let view: RecordsEvent | undefined;
     for (const o of this.outputs) {
       if (!o.records) continue;
+      let given = e;
+      if (!BUILT_IN.has(o)) {
+        if (!view) view = this.recordsView(e, mine);
+        given = view;
+      }
       try {
-        o.records(e);
+        const result: unknown = o.records(given);
+        if (isThenable(result)) this.later(o, 'records', result);
       } catch (err) {
-        this.failed(o, err);
+        this.failed(o, err, 'records');
       }
     }
   }
@@ -189,37 +282,55 @@ export class SessionEvents {
 
   /** A worker's batch of `count` JSON lines (each ending in a newline). */
   lines(point: PointInfo, lines: string, count: number): void {
-    let parsed: RequestRecord[] | undefined;
-    this.records({
-      point,
-      count,
-      lines,
-      records: () => {
-        parsed ??= lines
-          .split('\n')
-          .filter((l) => l.length > 0)
-          .map((l) => JSON.parse(l) as RequestRecord);
-        return parsed;
-      },
-    });
+    const parsed = lazy(() =>
+      lines
+        .split('\n')
+        .filter((l) => l.length > 0)
+        .map((l) => JSON.parse(l) as RequestRecord),
+    );
+    this.records({ point, count, lines, records: parsed }, false);
   }
 
   telemetry(e: TelemetryEvent): void {
-    this.each('telemetry', (o) => o.telemetry?.(e));
+    const view = lazy<TelemetryEvent>(() => ({
+      point: this.point(e.point),
+      snapshot: readOnly(e.snapshot),
+    }));
+    for (const o of [...this.outputs]) {
+      if (!o.telemetry) continue;
+      const given = BUILT_IN.has(o) ? e : view();
+      this.tell(o, 'telemetry', () => o.telemetry?.(given));
+    }
   }
 
   snapshot(e: SnapshotEvent): void {
-    this.each('snapshot', (o) => o.snapshot?.(e));
+    const view = lazy<SnapshotEvent>(() => ({
+      point: this.point(e.point),
+      counts: readOnly(e.counts),
+      atS: e.atS,
+    }));
+    for (const o of [...this.outputs]) {
+      if (!o.snapshot) continue;
+      const given = BUILT_IN.has(o) ? e : view();
+      this.tell(o, 'snapshot', () => o.snapshot?.(given));
+    }
   }
 
   async pointFinished(e: Omit<PointFinished, 'session' | 'endedAt'>): Promise<void> {
-    const event = { session: this.info, endedAt: new Date().toISOString(), ...e };
+    const event: PointFinished = { session: this.info, endedAt: new Date().toISOString(), ...e };
+    const view = lazy<PointFinished>(() => ({
+      ...event,
+      session: this.session(),
+      point: this.point(e.point),
+      summary: readOnly(e.summary),
+      ...(e.serverMetrics ? { serverMetrics: readOnly(e.serverMetrics) } : {}),
+      ...(e.threads ? { threads: readOnly(e.threads) } : {}),
+    }));
     for (const o of [...this.outputs]) {
-      try {
-        await o.pointFinished?.(event);
-      } catch (err) {
-        this.failed(o, err);
-      }
+      if (!o.pointFinished) continue;
+      const given = BUILT_IN.has(o) ? event : view();
+      const failure = await this.settle(o, 'pointFinished', () => o.pointFinished?.(given));
+      if (failure) this.failed(o, failure.err, 'pointFinished');
     }
   }
 
@@ -231,35 +342,211 @@ export class SessionEvents {
       endedAt: new Date().toISOString(),
       ...(error ? { error } : {}),
     };
+    const view = lazy<SessionFinished>(() => ({
+      ...event,
+      session: this.session(),
+      ...(error ? { error: errorCopy(error) } : {}),
+    }));
+    // A failed required output still closes what it holds; its second failure is no news.
+    for (const o of this.failedRequired) {
+      await this.settle(o, 'sessionFinished', () => o.sessionFinished?.(event));
+    }
     let first: unknown;
     for (const o of [...this.outputs]) {
-      try {
-        await o.sessionFinished?.(event);
-      } catch (err) {
-        if (o.required) first ??= err;
-        else this.failed(o, err);
-      }
+      if (!o.sessionFinished) continue;
+      const given = BUILT_IN.has(o) ? event : view();
+      const failure = await this.settle(o, 'sessionFinished', () => o.sessionFinished?.(given));
+      if (!failure) continue;
+      if (o.required) first ??= failure.err;
+      else this.failed(o, failure.err, 'sessionFinished');
     }
     if (first !== undefined && !error) throw first;
   }
 
-  private each(what: string, call: (o: Output) => void): void {
-    for (const o of [...this.outputs]) {
-      try {
-        call(o);
-      } catch (err) {
-        this.failed(o, err, what);
-      }
+  /** Calls a handler whose promise is not awaited: a rejection is a failure, told when it comes. */
+  private tell(o: Output, what: EventName, call: () => unknown): void {
+    try {
+      const result = call();
+      if (isThenable(result)) this.later(o, what, result);
+    } catch (err) {
+      this.failed(o, err, what);
     }
   }
 
-  private failed(o: Output, err: unknown, what?: string): void {
-    if (o.required) throw err;
-    this.outputs = this.outputs.filter((x) => x !== o);
-    this.onNotice(
-      `output ${o.name} failed${what ? ` on ${what}` : ''} and is off for the rest of the session: ${(err as Error)?.message ?? String(err)}`,
+  private later(o: Output, what: EventName, result: PromiseLike<unknown>): void {
+    result.then(undefined, (err: unknown) => {
+      // A required output's rejection cannot fail a caller that has moved on: it halts.
+      if (this.outputs.includes(o)) this.failed(o, err, what, true);
+    });
+  }
+
+  /**
+   * Calls an awaited handler: a built-in one is awaited as long as it takes; one of the user's
+   * own until exportTimeoutS (or briefly after a stop), then dropped with a notice. Returns
+   * the failure, if any, for the caller to handle; a timeout is handled here.
+   */
+  private async settle(
+    o: Output,
+    what: EventName,
+    call: () => unknown,
+  ): Promise<{ err: unknown } | undefined> {
+    let result: unknown;
+    try {
+      result = call();
+      if (!isThenable(result)) return undefined;
+      if (BUILT_IN.has(o) || o.required) {
+        await result;
+        return undefined;
+      }
+    } catch (err) {
+      return { err };
+    }
+    const outcome = await this.within(result);
+    if (outcome.kind === 'rejected') return { err: outcome.err };
+    if (outcome.kind === 'late') {
+      this.drop(
+        o,
+        outcome.stopped
+          ? `output ${o.name} was still busy with ${what} when the session stopped; it is dropped`
+          : `output ${o.name} did not finish ${what} within ${this.timeoutMs / 1000} s (--export-timeout-s); it is dropped for the rest of the session`,
+      );
+    }
+    return undefined;
+  }
+
+  /**
+   * Waits for `result` until the deadline or, once the session is stopped, until
+   * STOPPED_OUTPUTS_MS after the stop. The timer holds the process open: an exit on an empty
+   * event loop would skip the summary and the exit code.
+   */
+  private within(
+    result: PromiseLike<unknown>,
+  ): Promise<
+    { kind: 'done' } | { kind: 'rejected'; err: unknown } | { kind: 'late'; stopped: boolean }
+  > {
+    return new Promise((resolve) => {
+      const timers: NodeJS.Timeout[] = [];
+      const end = (outcome: Parameters<typeof resolve>[0]) => {
+        for (const t of timers) clearTimeout(t);
+        this.stop?.removeEventListener('abort', onStop);
+        resolve(outcome);
+      };
+      const lateBy = (ms: number, stopped: boolean) =>
+        timers.push(setTimeout(() => end({ kind: 'late', stopped }), Math.max(0, ms)));
+      const onStop = () => lateBy(STOPPED_OUTPUTS_MS, true);
+      if (this.stoppedAtMs !== undefined) {
+        lateBy(this.stoppedAtMs + STOPPED_OUTPUTS_MS - performance.now(), true);
+      } else {
+        lateBy(this.timeoutMs, false);
+        this.stop?.addEventListener('abort', onStop, { once: true });
+      }
+      result.then(
+        () => end({ kind: 'done' }),
+        (err: unknown) => end({ kind: 'rejected', err }),
+      );
+    });
+  }
+
+  /**
+   * An optional output's failure: told once, and the output is dropped. A required output's
+   * failure before anything was sent (its sessionStarted, pointStarted) is thrown; later, or
+   * `late` (a promise's rejection, whose caller has moved on), it halts the session.
+   */
+  private failed(o: Output, err: unknown, what: EventName, late = false): void {
+    if (o.required) {
+      if (!late && (what === 'sessionStarted' || what === 'pointStarted')) throw err;
+      this.outputs = this.outputs.filter((x) => x !== o);
+      this.failedRequired.push(o);
+      this.firstFailure ??= err instanceof Error ? err : new Error(String(err));
+      this.halted.abort(this.firstFailure);
+      return;
+    }
+    this.drop(
+      o,
+      `output ${o.name} failed on ${what} and is off for the rest of the session: ${(err as Error)?.message ?? String(err)}`,
     );
   }
+
+  private drop(o: Output, notice: string): void {
+    if (!this.outputs.includes(o)) return;
+    this.outputs = this.outputs.filter((x) => x !== o);
+    this.onNotice(notice);
+  }
+
+  private session(): SessionInfo {
+    this.sessionView ??= readOnly(this.info);
+    return this.sessionView;
+  }
+
+  private point(p: PointInfo): PointInfo {
+    let view = this.pointViews.get(p);
+    if (!view) {
+      view = readOnly(p);
+      this.pointViews.set(p, view);
+    }
+    return view;
+  }
+
+  private recordsView(e: RecordsEvent, mine: boolean): RecordsEvent {
+    let records: readonly RequestRecord[] | undefined;
+    return {
+      point: this.point(e.point),
+      count: e.count,
+      ...(e.lines !== undefined ? { lines: e.lines } : {}),
+      records: () => {
+        records ??= mine ? readOnly(e.records()) : deepFreeze(e.records());
+        return records;
+      },
+    };
+  }
+}
+
+/** `make()`, made once, at the first call. */
+function lazy<T>(make: () => T): () => T {
+  let made = false;
+  let value: T | undefined;
+  return () => {
+    if (!made) {
+      value = make();
+      made = true;
+    }
+    return value as T;
+  };
+}
+
+function isThenable(value: unknown): value is PromiseLike<unknown> {
+  return (
+    value !== null &&
+    (typeof value === 'object' || typeof value === 'function') &&
+    typeof (value as { then?: unknown }).then === 'function'
+  );
+}
+
+/** A deep copy that nothing can change: what an output of the user's own is given. */
+export function readOnly<T>(value: T): T {
+  return deepFreeze(structuredClone(value));
+}
+
+function deepFreeze<T>(value: T): T {
+  if (value === null || typeof value !== 'object' || Object.isFrozen(value)) return value;
+  // A typed array's elements cannot be frozen: its copy is the output's own anyway.
+  if (ArrayBuffer.isView(value)) return value;
+  Object.freeze(value);
+  for (const v of Object.values(value)) deepFreeze(v);
+  return value;
+}
+
+/** A live object's read-only face: reads go through, writes fail. */
+function readOnlyLive<T extends object>(value: T): T {
+  const refuse = () => false;
+  return new Proxy(value, { set: refuse, defineProperty: refuse, deleteProperty: refuse });
+}
+
+/** An error as an output of the user's own sees it: its name and message, frozen. */
+function errorCopy(error: Error): Error {
+  const copy = new Error(error.message);
+  copy.name = error.name;
+  return Object.freeze(copy);
 }
 
 /** The kind of a session's points: a run's are runs, a sweep's are sweep points, ... */
