@@ -68,3 +68,53 @@ test('an unknown output or a module without a factory exits 2 naming the fix', a
   assert.equal(r.code, 2);
   assert.match(r.stderr, /default export must be a function/);
 });
+
+/** A module whose output hangs on `event` (its promise never settles), or whose factory does. */
+function hanging(event: 'pointFinished' | 'sessionFinished' | 'factory'): string {
+  const module = join(dir, `hang-${event}.mjs`);
+  writeFileSync(
+    module,
+    event === 'factory'
+      ? 'export default () => new Promise(() => {});\n'
+      : `export default () => ({ name: 'hang', ${event}: () => new Promise(() => {}) });\n`,
+  );
+  return module;
+}
+
+test('an output that never settles is dropped after --export-timeout-s; the gate still fails with 3', async () => {
+  for (const event of ['pointFinished', 'sessionFinished', 'factory'] as const) {
+    const r = await runCli([
+      'run',
+      '--simulate',
+      '--requests',
+      '4',
+      '--output-tokens',
+      '4',
+      '--no-html',
+      '--out',
+      join(dir, `gate-${event}`),
+      '--export',
+      hanging(event),
+      '--export-timeout-s',
+      '0.5',
+      '--threshold',
+      'ttft.p99<0.001',
+    ]);
+    assert.equal(r.code, 3, `${event}: ${r.stderr}`);
+    assert.match(r.stderr, /within 0\.5 s \(--export-timeout-s\)/, event);
+    assert.match(r.stdout, /Requests/, event);
+  }
+});
+
+test('--export-timeout-s that is no number of seconds is refused with exit 2', async () => {
+  const r = await runCli([
+    'run',
+    '--simulate',
+    '--requests',
+    '2',
+    '--export-timeout-s',
+    'Infinity',
+  ]);
+  assert.equal(r.code, 2);
+  assert.match(r.stderr, /--export-timeout-s must be a number of seconds above 0/);
+});
