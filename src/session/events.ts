@@ -107,8 +107,9 @@ export interface SessionFinished {
 /**
  * One subscriber. Every handler is optional; `records` and `telemetry` run on the measuring
  * thread as requests finish, so they must be quick (write, count) and must not wait. What a
- * handler is given is read-only: an output of the user's own gets frozen copies (it cannot
- * change the run's records, summary or plan), and one that writes into them fails.
+ * handler is given is the session's own: an output of the user's own gets copies instead (its
+ * own records, summary, manifest; the session and point descriptions frozen), so that nothing
+ * it changes reaches the run, its files or another output.
  */
 export interface Output {
   readonly name: string;
@@ -235,14 +236,14 @@ export class SessionEvents {
 
   pointStarted(e: Omit<PointStarted, 'session'>): void {
     const event: PointStarted = { session: this.info, ...e };
-    const view = lazy<PointStarted>(() => ({
+    const view = (): PointStarted => ({
       ...event,
       session: this.session(),
       point: this.point(e.point),
-      manifest: readOnly(e.manifest),
+      manifest: ownCopy(e.manifest),
       // Live counts: read as they change, never written.
       ...(e.progress ? { progress: readOnlyLive(e.progress) } : {}),
-    }));
+    });
     for (const o of [...this.outputs]) {
       if (!o.pointStarted) continue;
       const given = BUILT_IN.has(o) ? event : view();
@@ -250,21 +251,12 @@ export class SessionEvents {
     }
   }
 
-  /**
-   * `mine`: the records are the session's own objects (measured in this thread), so an output of
-   * the user's own gets copies; otherwise they were made for the outputs, and are only frozen.
-   */
-  records(e: RecordsEvent, mine = true): void {
-    // Once per record on the measuring thread: no closure unless an output of the user's own
-    // subscribes, and the handler called inline rather than through tell.
-    let view: RecordsEvent | undefined;
+  records(e: RecordsEvent): void {
+    // Once per record on the measuring thread: nothing is copied unless an output of the
+    // user's own subscribes, and the handler is called inline rather than through tell.
     for (const o of this.outputs) {
       if (!o.records) continue;
-      let given = e;
-      if (!BUILT_IN.has(o)) {
-        if (!view) view = this.recordsView(e, mine);
-        given = view;
-      }
+      const given = BUILT_IN.has(o) ? e : this.recordsView(e);
       try {
         const result: unknown = o.records(given);
         if (isThenable(result)) this.later(o, 'records', result);
@@ -282,20 +274,15 @@ export class SessionEvents {
 
   /** A worker's batch of `count` JSON lines (each ending in a newline). */
   lines(point: PointInfo, lines: string, count: number): void {
-    const parsed = lazy(() =>
-      lines
-        .split('\n')
-        .filter((l) => l.length > 0)
-        .map((l) => JSON.parse(l) as RequestRecord),
-    );
-    this.records({ point, count, lines, records: parsed }, false);
+    const parsed = lazy(() => parseLines(lines));
+    this.records({ point, count, lines, records: parsed });
   }
 
   telemetry(e: TelemetryEvent): void {
-    const view = lazy<TelemetryEvent>(() => ({
+    const view = (): TelemetryEvent => ({
       point: this.point(e.point),
-      snapshot: readOnly(e.snapshot),
-    }));
+      snapshot: ownCopy(e.snapshot),
+    });
     for (const o of [...this.outputs]) {
       if (!o.telemetry) continue;
       const given = BUILT_IN.has(o) ? e : view();
@@ -304,11 +291,11 @@ export class SessionEvents {
   }
 
   snapshot(e: SnapshotEvent): void {
-    const view = lazy<SnapshotEvent>(() => ({
+    const view = (): SnapshotEvent => ({
       point: this.point(e.point),
-      counts: readOnly(e.counts),
+      counts: ownCopy(e.counts),
       atS: e.atS,
-    }));
+    });
     for (const o of [...this.outputs]) {
       if (!o.snapshot) continue;
       const given = BUILT_IN.has(o) ? e : view();
@@ -318,14 +305,14 @@ export class SessionEvents {
 
   async pointFinished(e: Omit<PointFinished, 'session' | 'endedAt'>): Promise<void> {
     const event: PointFinished = { session: this.info, endedAt: new Date().toISOString(), ...e };
-    const view = lazy<PointFinished>(() => ({
+    const view = (): PointFinished => ({
       ...event,
       session: this.session(),
       point: this.point(e.point),
-      summary: readOnly(e.summary),
-      ...(e.serverMetrics ? { serverMetrics: readOnly(e.serverMetrics) } : {}),
-      ...(e.threads ? { threads: readOnly(e.threads) } : {}),
-    }));
+      summary: ownCopy(e.summary),
+      ...(e.serverMetrics ? { serverMetrics: ownCopy(e.serverMetrics) } : {}),
+      ...(e.threads ? { threads: ownCopy(e.threads) } : {}),
+    });
     for (const o of [...this.outputs]) {
       if (!o.pointFinished) continue;
       const given = BUILT_IN.has(o) ? event : view();
@@ -342,11 +329,11 @@ export class SessionEvents {
       endedAt: new Date().toISOString(),
       ...(error ? { error } : {}),
     };
-    const view = lazy<SessionFinished>(() => ({
+    const view = (): SessionFinished => ({
       ...event,
       session: this.session(),
       ...(error ? { error: errorCopy(error) } : {}),
-    }));
+    });
     // A failed required output still closes what it holds; its second failure is no news.
     for (const o of this.failedRequired) {
       await this.settle(o, 'sessionFinished', () => o.sessionFinished?.(event));
@@ -474,29 +461,31 @@ export class SessionEvents {
   }
 
   private session(): SessionInfo {
-    this.sessionView ??= readOnly(this.info);
+    this.sessionView ??= deepFreeze(ownCopy(this.info));
     return this.sessionView;
   }
 
   private point(p: PointInfo): PointInfo {
     let view = this.pointViews.get(p);
     if (!view) {
-      view = readOnly(p);
+      view = deepFreeze(ownCopy(p));
       this.pointViews.set(p, view);
     }
     return view;
   }
 
-  private recordsView(e: RecordsEvent, mine: boolean): RecordsEvent {
-    let records: readonly RequestRecord[] | undefined;
+  /**
+   * The records as an output of the user's own gets them: its own copies, made when it asks
+   * (a worker's lines parsed for it, a record of this thread copied), so that what it changes
+   * reaches neither the session, its files, nor another output.
+   */
+  private recordsView(e: RecordsEvent): RecordsEvent {
+    const { lines } = e;
     return {
       point: this.point(e.point),
       count: e.count,
-      ...(e.lines !== undefined ? { lines: e.lines } : {}),
-      records: () => {
-        records ??= mine ? readOnly(e.records()) : deepFreeze(e.records());
-        return records;
-      },
+      ...(lines !== undefined ? { lines } : {}),
+      records: lazy(() => (lines !== undefined ? parseLines(lines) : ownCopy(e.records()))),
     };
   }
 }
@@ -522,14 +511,42 @@ function isThenable(value: unknown): value is PromiseLike<unknown> {
   );
 }
 
-/** A deep copy that nothing can change: what an output of the user's own is given. */
-export function readOnly<T>(value: T): T {
-  return deepFreeze(structuredClone(value));
+function parseLines(lines: string): RequestRecord[] {
+  return lines
+    .split('\n')
+    .filter((l) => l.length > 0)
+    .map((l) => JSON.parse(l) as RequestRecord);
 }
 
+/**
+ * A deep copy of plain data (records, summaries, manifests): what an output of the user's own is
+ * given. Hand-made because structuredClone is ten times slower on a record's event arrays
+ * (bench/outputs.ts); anything but plain objects and arrays goes through structuredClone.
+ */
+export function ownCopy<T>(value: T): T {
+  if (value === null || typeof value !== 'object') return value;
+  if (Array.isArray(value)) {
+    const copy = value.slice();
+    for (let i = 0; i < copy.length; i++) {
+      const v: unknown = copy[i];
+      if (v !== null && typeof v === 'object') copy[i] = ownCopy(v);
+    }
+    return copy as T;
+  }
+  const proto: unknown = Object.getPrototypeOf(value);
+  if (proto !== Object.prototype && proto !== null) return structuredClone(value);
+  const copy: Record<string, unknown> = {};
+  for (const key of Object.keys(value))
+    copy[key] = ownCopy((value as Record<string, unknown>)[key]);
+  return copy as T;
+}
+
+/**
+ * Frozen all the way down: the session's and a point's description, shared by every output of
+ * the user's own (small objects; a frozen array is slow to read, so records are never frozen).
+ */
 function deepFreeze<T>(value: T): T {
   if (value === null || typeof value !== 'object' || Object.isFrozen(value)) return value;
-  // A typed array's elements cannot be frozen: its copy is the output's own anyway.
   if (ArrayBuffer.isView(value)) return value;
   Object.freeze(value);
   for (const v of Object.values(value)) deepFreeze(v);
