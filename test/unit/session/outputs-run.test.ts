@@ -12,10 +12,10 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import type { RunSummary } from '../../../src/metrics/summary.js';
 import { parseRunPlan, type RunPlan } from '../../../src/plan/runPlan.js';
-import { type RunningSimulator, startSimulator } from '../../../src/sim/simulator.js';
 import type { Output } from '../../../src/session/events.js';
 import { prepareRun } from '../../../src/session/prepare.js';
 import { benchmark, runPlan } from '../../../src/session/run.js';
+import { type RunningSimulator, startSimulator } from '../../../src/sim/simulator.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'ig-outputs-run-'));
 let sim: RunningSimulator;
