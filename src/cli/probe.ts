@@ -124,7 +124,10 @@ async function probe(
           // The point's own name says its load: `decode: concurrency 8`, `batch 8`.
           label: (point) => point.scenario,
         }),
-        ...(await loadOutputs(merged.export as string[] | undefined, exportLimits(name, merged))),
+        ...(await loadOutputs(
+          merged.export as string[] | undefined,
+          exportLimits(name, merged, interrupts.stop),
+        )),
       ],
       ...exportTimeout(merged),
     });

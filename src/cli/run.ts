@@ -296,7 +296,7 @@ async function run(options: RunOptions): Promise<number> {
             live: !json && !prepared.simulate,
             pointLines: false,
           }),
-          ...(await loadOutputs(options.export, exportLimits('run', options))),
+          ...(await loadOutputs(options.export, exportLimits('run', options, interrupts?.stop))),
         ],
         ...exportTimeout(options),
         html: options.html !== false,
@@ -321,11 +321,15 @@ async function run(options: RunOptions): Promise<number> {
   );
 }
 
-/** How --export modules are loaded: within --export-timeout-s, a late one told on stderr. */
-export function exportLimits(command: string, options: RunOptions) {
+/**
+ * How --export modules are loaded: within --export-timeout-s, a late one told on stderr, none
+ * waited for after Ctrl-C (`stop`).
+ */
+export function exportLimits(command: string, options: RunOptions, stop?: AbortSignal) {
   return {
     ...exportTimeout(options),
     onNotice: (message: string) => printNotice(command, message),
+    ...(stop ? { stop } : {}),
   };
 }
 

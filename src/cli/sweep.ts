@@ -89,7 +89,7 @@ async function sweep(options: RunOptions): Promise<number> {
       outputs: [
         // Each point has its line already (say): off a terminal, the heartbeat alone.
         ...progressOutputs(process.stderr, { live: false, pointLines: false }),
-        ...(await loadOutputs(options.export, exportLimits('sweep', options))),
+        ...(await loadOutputs(options.export, exportLimits('sweep', options, interrupts.stop))),
       ],
       ...exportTimeout(options),
     });

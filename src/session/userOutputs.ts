@@ -31,6 +31,8 @@ export interface LoadOptions {
   exportTimeoutS?: number;
   /** Told when a module's output is dropped for taking too long. */
   onNotice?: Notify;
+  /** Ctrl-C while a module loads: it is left out at once (the command then stops). */
+  stop?: AbortSignal;
 }
 
 /**
@@ -52,8 +54,9 @@ export async function loadOutputs(
       outputs.push(await builtIn(name, arg));
       continue;
     }
-    const made = await withinS(fromModule(name, arg), timeoutS);
+    const made = await withinS(fromModule(name, arg), timeoutS, o.stop);
     if (made) outputs.push(made);
+    else if (o.stop?.aborted) o.onNotice?.(`output ${name} was still loading when stopped`);
     else {
       o.onNotice?.(
         `output ${name} was not made within ${timeoutS} s (--export-timeout-s); running without it`,
@@ -81,17 +84,29 @@ export function parseExportTimeoutS(value: unknown): { seconds?: number; problem
   return { seconds };
 }
 
-/** `promise`'s value, or undefined when it has not settled after `seconds` (a rejection is thrown). */
-async function withinS<T>(promise: Promise<T>, seconds: number): Promise<T | undefined> {
+/**
+ * `promise`'s value, or undefined when it has not settled after `seconds` or by `stop` (a
+ * rejection is thrown).
+ */
+async function withinS<T>(
+  promise: Promise<T>,
+  seconds: number,
+  stop: AbortSignal | undefined,
+): Promise<T | undefined> {
+  if (stop?.aborted) return undefined;
   let timer: NodeJS.Timeout | undefined;
+  let onStop: (() => void) | undefined;
   // A held timer: an import that never settles must not let the process end with nothing said.
   const late = new Promise<undefined>((resolve) => {
     timer = setTimeout(() => resolve(undefined), seconds * 1000);
+    onStop = () => resolve(undefined);
+    stop?.addEventListener('abort', onStop, { once: true });
   });
   try {
     return await Promise.race([promise, late]);
   } finally {
     clearTimeout(timer);
+    if (onStop) stop?.removeEventListener('abort', onStop);
   }
 }
 

@@ -141,4 +141,37 @@ describe('Ctrl-C with an output that never settles', () => {
       assert.match(result.stdout, /Requests/);
     });
   }
+
+  test('a factory that never settles: SIGINT ends the run within a second, nothing sent', async () => {
+    const dir = tempDir('ig-int-hang-');
+    const module = join(dir, 'hang.mjs');
+    const loading = join(dir, 'loading');
+    writeFileSync(
+      module,
+      `import { writeFileSync } from 'node:fs';
+export default () => {
+  writeFileSync(${JSON.stringify(loading)}, '');
+  return new Promise(() => {});
+};
+`,
+    );
+    const out = join(dir, 'run');
+    const child = spawnCli(['run', '--requests', '8', '--export', module, '--out', out], {
+      detached: true,
+    });
+    const done = collect(child);
+    const deadline = Date.now() + 30_000;
+    while (!existsSync(loading)) {
+      if (Date.now() > deadline) throw new Error('the module was not loaded after 30 s');
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    const sent = performance.now();
+    process.kill(-(child.pid as number), 'SIGINT');
+    const result = await done;
+    const tookMs = performance.now() - sent;
+    assert.ok(tookMs < 1000, `${tookMs} ms after SIGINT: ${result.stderr}`);
+    assert.equal(result.code, 130, result.stderr);
+    assert.match(result.stderr, /output .*hang\.mjs was still loading when stopped/);
+    assert.equal(existsSync(join(out, 'records.jsonl')), false);
+  });
 });
