@@ -361,7 +361,8 @@ export class SessionEvents {
   }
 
   private later(o: Output, what: EventName, result: PromiseLike<unknown>): void {
-    result.then(undefined, (err: unknown) => {
+    // Promise.resolve: a hostile `then` that throws becomes a rejection, not a throw here.
+    Promise.resolve(result).then(undefined, (err: unknown) => {
       // A required output's rejection cannot fail a caller that has moved on: it halts.
       if (this.outputs.includes(o)) this.failed(o, err, what, true);
     });
@@ -427,7 +428,7 @@ export class SessionEvents {
         lateBy(this.timeoutMs, false);
         this.stop?.addEventListener('abort', onStop, { once: true });
       }
-      result.then(
+      Promise.resolve(result).then(
         () => end({ kind: 'done' }),
         (err: unknown) => end({ kind: 'rejected', err }),
       );

@@ -225,6 +225,28 @@ describe('outputs and the session', () => {
     assert.deepEqual(seen, [4, 4]);
   });
 
+  test('a thenable whose then throws is a failure like any other, on every event', async () => {
+    for (const event of EVENTS) {
+      const notices: string[] = [];
+      const { output, seen } = witness();
+      const hostile = {
+        name: 'thenable',
+        [event]: () => ({
+          // biome-ignore lint/suspicious/noThenProperty: the hostile case itself
+          then() {
+            throw new Error('boom');
+          },
+        }),
+      } as unknown as Output;
+      const events = new SessionEvents(info, [hostile, output], (m) => notices.push(m));
+      await tellEvery(events);
+      await new Promise((r) => setTimeout(r, 10));
+      assert.deepEqual(seen, EXPECTED, event);
+      assert.equal(notices.length, 1, `${event}: ${notices.join('\n')}`);
+      assert.match(notices[0], /boom/);
+    }
+  });
+
   test('after a stop, an output that never settles holds the session half a second at most', async () => {
     const stop = new AbortController();
     const notices: string[] = [];
