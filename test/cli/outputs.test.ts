@@ -118,3 +118,54 @@ test('--export-timeout-s that is no number of seconds is refused with exit 2', a
   assert.equal(r.code, 2);
   assert.match(r.stderr, /--export-timeout-s must be a number of seconds above 0/);
 });
+
+test('a full disk mid-run: the run stops, prints its summary, names the file and why, exits 1', async () => {
+  // Loaded before the command line: writes to records.jsonl fail with ENOSPC after the fifth.
+  const stub = join(dir, 'full-disk.mjs');
+  writeFileSync(
+    stub,
+    `import fs from 'node:fs';
+import { syncBuiltinESMExports } from 'node:module';
+const { openSync, writeSync } = fs;
+const fds = new Set();
+let writes = 0;
+fs.openSync = (path, ...rest) => {
+  const fd = openSync(path, ...rest);
+  if (String(path).endsWith('records.jsonl')) fds.add(fd);
+  return fd;
+};
+fs.writeSync = (fd, ...rest) => {
+  if (fds.has(fd) && ++writes > 5) {
+    throw Object.assign(new Error('ENOSPC: no space left on device, write'), { code: 'ENOSPC' });
+  }
+  return writeSync(fd, ...rest);
+};
+syncBuiltinESMExports();
+`,
+  );
+  const out = join(dir, 'full');
+  const started = Date.now();
+  const r = await runCli(
+    [
+      'run',
+      '--requests',
+      '100000',
+      '--concurrency',
+      '4',
+      '--output-tokens',
+      '32',
+      '--no-html',
+      '--out',
+      out,
+    ],
+    { NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --import ${stub}` },
+  );
+  assert.equal(r.code, 1, r.stderr);
+  assert.ok(Date.now() - started < 30_000);
+  assert.match(r.stderr, /cannot write .*full\/records\.jsonl: ENOSPC: no space left on device/);
+  assert.match(r.stdout, /Interrupted/);
+  const kept = readFileSync(join(out, 'records.jsonl'), 'utf8').trim().split('\n');
+  // Five writes reached disk (a worker's batch is one write), every line of them whole.
+  assert.ok(kept.length >= 5 && kept.length < 1000, `${kept.length} records`);
+  for (const line of kept) JSON.parse(line);
+});
