@@ -110,8 +110,12 @@ function witness() {
     records: (e) => seen.push(`records ${e.records()[0].outputTokens}`),
     telemetry: () => seen.push('telemetry'),
     snapshot: (e) => seen.push(`snapshot ${e.counts.sent}`),
-    pointFinished: (e) => seen.push(`pointFinished ${e.summary.requests.completed}`),
-    sessionFinished: (e) => seen.push(`sessionFinished ${e.code}`),
+    pointFinished: (e) => {
+      seen.push(`pointFinished ${e.summary.requests.completed}`);
+    },
+    sessionFinished: (e) => {
+      seen.push(`sessionFinished ${e.code}`);
+    },
   });
   return { output, seen };
 }
