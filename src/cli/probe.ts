@@ -111,6 +111,12 @@ async function probe(
     process.stderr.write(`\ninfergauge ${name}: stopping after the requests in flight\n`),
   );
   try {
+    const exported = await loadOutputs(
+      merged.export as string[] | undefined,
+      exportLimits(name, merged, interrupts.stop),
+    );
+    // Ctrl-C while a module loaded: nothing has started, nothing is opened.
+    if (interrupts.stop.aborted) return EXIT.interrupted;
     const showProgress = process.stderr.isTTY === true && !prepared.json;
     const outcome = await runProbe({ ...prepared, plan }, settings, label, {
       stop: interrupts.stop,
@@ -124,10 +130,7 @@ async function probe(
           // The point's own name says its load: `decode: concurrency 8`, `batch 8`.
           label: (point) => point.scenario,
         }),
-        ...(await loadOutputs(
-          merged.export as string[] | undefined,
-          exportLimits(name, merged, interrupts.stop),
-        )),
+        ...exported,
       ],
       ...exportTimeout(merged),
     });

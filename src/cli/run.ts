@@ -281,6 +281,12 @@ async function run(options: RunOptions): Promise<number> {
   const interrupts = prepared.simulate ? undefined : listenForInterrupts();
   let done: PlanRunResult;
   try {
+    const exported = await loadOutputs(
+      options.export,
+      exportLimits('run', options, interrupts?.stop),
+    );
+    // Ctrl-C while a module loaded: nothing has started, nothing is opened.
+    if (interrupts?.stop.aborted) return EXIT.interrupted;
     done = await runPlan(
       { ...prepared, plan },
       {
@@ -296,7 +302,7 @@ async function run(options: RunOptions): Promise<number> {
             live: !json && !prepared.simulate,
             pointLines: false,
           }),
-          ...(await loadOutputs(options.export, exportLimits('run', options, interrupts?.stop))),
+          ...exported,
         ],
         ...exportTimeout(options),
         html: options.html !== false,
