@@ -173,9 +173,9 @@ describe('an output of the user own, misbehaving on each event', () => {
         );
         const started = performance.now();
         const core = await tellEvery(events);
+        const tookMs = performance.now() - started;
         // Rejections of handlers that are not awaited arrive as they come.
         await new Promise((r) => setTimeout(r, 30));
-        const tookMs = performance.now() - started;
         // The session and its built-in outputs saw every event, unchanged.
         assert.deepEqual(seen, EXPECTED);
         assert.deepEqual(core.rec, record());
@@ -199,7 +199,7 @@ describe('an output of the user own, misbehaving on each event', () => {
           // Awaited ones finished before the session went on; the others were not waited for.
           if (AWAITED.has(event)) assert.deepEqual(done, [event]);
         }
-        if (how === 'never' && !AWAITED.has(event)) assert.ok(tookMs < 100, `${tookMs} ms`);
+        if (how === 'never' && !AWAITED.has(event)) assert.ok(tookMs < 80, `${tookMs} ms`);
       });
     }
   }
@@ -266,7 +266,8 @@ describe('outputs and the session', () => {
     const started = performance.now();
     await events.pointFinished({ point, summary: summary(), saveServerMetrics: false });
     const tookMs = performance.now() - started;
-    assert.ok(tookMs < 1000 && tookMs >= 400, `${tookMs} ms`);
+    // 50 ms to the stop, then half a second; a loaded machine's timers may run late.
+    assert.ok(tookMs >= 500 && tookMs < 1500, `${tookMs} ms`);
     assert.match(
       notices[0] ?? '',
       /output stuck was still busy with pointFinished when the session stopped/,
