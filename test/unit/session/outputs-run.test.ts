@@ -84,6 +84,54 @@ describe('an output that writes into what it is given', () => {
   });
 });
 
+/** What a virtual-time run tells (no telemetry, no snapshots: events.test.ts has those). */
+const EVENTS = [
+  'sessionStarted',
+  'pointStarted',
+  'records',
+  'pointFinished',
+  'sessionFinished',
+] as const;
+
+/** An output that throws, rejects, never settles or is slow on `event`. */
+function misbehaving(event: string, how: 'throw' | 'reject' | 'never' | 'slow'): Output {
+  const handler = () => {
+    if (how === 'throw') throw new Error('boom');
+    if (how === 'reject') return Promise.reject(new Error('boom'));
+    if (how === 'never') return new Promise<void>(() => {});
+    return new Promise<void>((r) => setTimeout(r, 20));
+  };
+  return { name: 'mine', [event]: handler } as Output;
+}
+
+describe('a whole run with an output that misbehaves on each event (virtual time)', () => {
+  for (const how of ['throw', 'reject', 'never', 'slow'] as const) {
+    test(`${how}: the run ends, its files and summary whole`, async () => {
+      for (const event of EVENTS) {
+        const out = join(dir, `${how}-${event}`);
+        const prepared = prepareRun({ simulate: true, requests: '20', outputTokens: '4', out });
+        const notices: string[] = [];
+        const result = await runPlan(prepared as never, {
+          outputs: [misbehaving(event, how)],
+          html: false,
+          exportTimeoutS: 0.2,
+          onNotice: (m) => notices.push(m),
+        });
+        // A rejection of a handler not awaited is told when it comes.
+        await new Promise((r) => setTimeout(r, 10));
+        assert.equal(result.code, 0, `${how} ${event}`);
+        assert.equal(result.results[0].summary.requests.completed, 20);
+        assert.equal(saved(out).requests.completed, 20);
+        assert.equal(lines(join(out, 'records.jsonl')).length, 20);
+        const told = notices.filter((n) => n.includes('output mine'));
+        const expected =
+          how === 'throw' || how === 'reject' || (how === 'never' && event.endsWith('Finished'));
+        assert.equal(told.length, expected ? 1 : 0, `${how} ${event}: ${told.join('; ')}`);
+      }
+    });
+  }
+});
+
 /**
  * Makes writes to the records file fail with `code` after `okWrites` of them, as a full or
  * read-only disk does; `restore` puts fs back.
