@@ -13,7 +13,7 @@ import {
 } from './common.js';
 import { progressOutputs } from './progress.js';
 import { gate } from './report.js';
-import { addRunOptions, withPlanFile } from './run.js';
+import { addRunOptions, exportLimits, exportTimeout, withPlanFile } from './run.js';
 
 /** `infergauge probe prefill|decode`: TGI-benchmark-like probes over plain HTTP. */
 export function probeCommand(): Command {
@@ -111,6 +111,12 @@ async function probe(
     process.stderr.write(`\ninfergauge ${name}: stopping after the requests in flight\n`),
   );
   try {
+    const exported = await loadOutputs(
+      merged.export as string[] | undefined,
+      exportLimits(name, merged, interrupts.stop),
+    );
+    // Ctrl-C while a module loaded: nothing has started, nothing is opened.
+    if (interrupts.stop.aborted) return EXIT.interrupted;
     const showProgress = process.stderr.isTTY === true && !prepared.json;
     const outcome = await runProbe({ ...prepared, plan }, settings, label, {
       stop: interrupts.stop,
@@ -124,8 +130,9 @@ async function probe(
           // The point's own name says its load: `decode: concurrency 8`, `batch 8`.
           label: (point) => point.scenario,
         }),
-        ...(await loadOutputs(merged.export as string[] | undefined)),
+        ...exported,
       ],
+      ...exportTimeout(merged),
     });
     const { result, saved, target, root: out } = outcome;
     // Loaded when the command is chosen, so that other commands start without it.

@@ -3,7 +3,7 @@
  * while a point runs, cleared when it ends (log-update is loaded here, on a terminal only; the
  * first line waits for it). Off a terminal (CI, a pipe): session/progressOutput.ts's lines.
  */
-import type { Output, PointStarted } from '../session/events.js';
+import { builtInOutput, type Output, type PointStarted } from '../session/events.js';
 import { type PlainProgressOptions, plainProgressOutput } from '../session/progressOutput.js';
 
 /**
@@ -14,9 +14,11 @@ export function progressOutputs(
   stream: { isTTY?: boolean },
   o: { live: boolean } & Pick<PlainProgressOptions, 'pointLines' | 'label'>,
 ): Output[] {
-  if (stream.isTTY) return o.live ? [progressOutput()] : [];
+  if (stream.isTTY) return o.live ? [builtInOutput(progressOutput())] : [];
   return [
-    plainProgressOutput({ pointLines: o.pointLines, ...(o.label ? { label: o.label } : {}) }),
+    builtInOutput(
+      plainProgressOutput({ pointLines: o.pointLines, ...(o.label ? { label: o.label } : {}) }),
+    ),
   ];
 }
 

@@ -9,6 +9,7 @@ import { renderTerminalSummary } from '../report/terminal.js';
 import { savedSummary } from '../results/runFiles.js';
 import type { RunOptions } from '../session/prepare.js';
 import type { PlanRunResult, ScenarioResult } from '../session/run.js';
+import { parseExportTimeoutS } from '../session/userOutputs.js';
 import { scenarioPresetsHelp } from '../workload/scenarios.js';
 import {
   collect,
@@ -214,6 +215,10 @@ export function addRunOptions(command: Command): Command {
         "send the session's events to another output too, repeatable: points=FILE (a JSON line per finished point), or a module of your own, ./my-output.js[=ARG] (docs/library.md, Outputs)",
       ).argParser(collect),
     )
+    .option(
+      '--export-timeout-s <s>',
+      'seconds an --export module may take to load, or to finish a point or the session, before it is dropped with a notice (default: 10)',
+    )
     .addOption(thresholdOption())
     .option(
       '--simulate',
@@ -276,6 +281,12 @@ async function run(options: RunOptions): Promise<number> {
   const interrupts = prepared.simulate ? undefined : listenForInterrupts();
   let done: PlanRunResult;
   try {
+    const exported = await loadOutputs(
+      options.export,
+      exportLimits('run', options, interrupts?.stop),
+    );
+    // Ctrl-C while a module loaded: nothing has started, nothing is opened.
+    if (interrupts?.stop.aborted) return EXIT.interrupted;
     done = await runPlan(
       { ...prepared, plan },
       {
@@ -291,8 +302,9 @@ async function run(options: RunOptions): Promise<number> {
             live: !json && !prepared.simulate,
             pointLines: false,
           }),
-          ...(await loadOutputs(options.export)),
+          ...exported,
         ],
+        ...exportTimeout(options),
         html: options.html !== false,
         onScenario: (result) => printSummary(plan, result, json && plan.scenarios.length === 1),
       },
@@ -313,6 +325,24 @@ async function run(options: RunOptions): Promise<number> {
     options.threshold,
     done.results.map((r) => ({ name: r.scenario.name, summary: r.summary })),
   );
+}
+
+/**
+ * How --export modules are loaded: within --export-timeout-s, a late one told on stderr, none
+ * waited for after Ctrl-C (`stop`).
+ */
+export function exportLimits(command: string, options: RunOptions, stop?: AbortSignal) {
+  return {
+    ...exportTimeout(options),
+    onNotice: (message: string) => printNotice(command, message),
+    ...(stop ? { stop } : {}),
+  };
+}
+
+/** --export-timeout-s as the session takes it (prepareRun has refused a bad value). */
+export function exportTimeout(options: RunOptions): { exportTimeoutS?: number } {
+  const { seconds } = parseExportTimeoutS(options.exportTimeoutS);
+  return seconds !== undefined ? { exportTimeoutS: seconds } : {};
 }
 
 /** report.html next to the records; a failure to render never fails the run itself. */

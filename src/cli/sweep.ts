@@ -14,7 +14,7 @@ import {
 } from './common.js';
 import { progressOutputs } from './progress.js';
 import { gate } from './report.js';
-import { addRunOptions, withPlanFile } from './run.js';
+import { addRunOptions, exportLimits, exportTimeout, withPlanFile } from './run.js';
 
 export function sweepCommand(): Command {
   const command = addRunOptions(
@@ -82,6 +82,12 @@ async function sweep(options: RunOptions): Promise<number> {
     process.stderr.write('\ninfergauge sweep: stopping after the requests in flight\n'),
   );
   try {
+    const exported = await loadOutputs(
+      options.export,
+      exportLimits('sweep', options, interrupts.stop),
+    );
+    // Ctrl-C while a module loaded: nothing has started, nothing is opened.
+    if (interrupts.stop.aborted) return EXIT.interrupted;
     const outcome = await runSweep({ ...prepared, plan }, settings, {
       stop: interrupts.stop,
       say: (l) => process.stderr.write(l),
@@ -89,8 +95,9 @@ async function sweep(options: RunOptions): Promise<number> {
       outputs: [
         // Each point has its line already (say): off a terminal, the heartbeat alone.
         ...progressOutputs(process.stderr, { live: false, pointLines: false }),
-        ...(await loadOutputs(options.export)),
+        ...exported,
       ],
+      ...exportTimeout(options),
     });
     if (prepared.json) process.stdout.write(`${JSON.stringify(outcome.saved, null, 2)}\n`);
     else {

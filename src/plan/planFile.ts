@@ -129,6 +129,7 @@ export const PLAN_KEYS = [
   'calibration',
   'threshold',
   'export',
+  'export-timeout-s',
   'html',
   'workers',
 ] as const;

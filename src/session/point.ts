@@ -141,6 +141,8 @@ export async function measurePoint(
   // Refused before anything is sent: a directory that holds a run is never written into.
   if (point.dir !== undefined) openRunDir(point.dir);
   const run = (session: SessionEvents) => {
+    // A session whose results can no longer be written measures nothing more.
+    if (session.failure) throw session.failure;
     const info = session.nextPoint({
       ...(point.dir !== undefined ? { dir: point.dir } : {}),
       load: point.load,
@@ -451,8 +453,10 @@ function pointTimers(c: LiveContext) {
 
 /** The stop and cancel signals of a live point, each also fired by its hard deadline. */
 function liveSignals(c: LiveContext) {
+  // The session's halt (its results can no longer be written) stops sending and cancels what
+  // is in flight: a request whose record cannot be kept is not worth waiting for.
   const withDeadline = (signal: AbortSignal | undefined) =>
-    signal ? AbortSignal.any([signal, c.deadline.signal]) : c.deadline.signal;
+    AbortSignal.any([...(signal ? [signal] : []), c.deadline.signal, c.session.halt]);
   return { stopSignal: withDeadline(c.hooks.stop), cancelSignal: withDeadline(c.hooks.cancel) };
 }
 

@@ -16,6 +16,7 @@ import {
 } from '../plan/runPlan.js';
 import { engineFlagArgs, engineFromFlags, isEngineFlag } from '../sim/options.js';
 import { localSourceProblems, type PreparedRun } from './target.js';
+import { parseExportTimeoutS } from './userOutputs.js';
 
 export type RunOptions = RunPlanInput & {
   json?: boolean;
@@ -27,17 +28,30 @@ export type RunOptions = RunPlanInput & {
   html?: boolean;
   /** More outputs of the session's events (--export, repeatable; session/userOutputs.ts). */
   export?: string[];
+  /** Seconds an --export module may take to load, finish a point or the session (default 10). */
+  exportTimeoutS?: string;
 } & Record<string, unknown>;
 
 /** `command`: the command whose options these are (shards are whole runs' parts: `run` only). */
 export function prepareRun(options: RunOptions, command = 'run'): PreparedRun {
-  const { json, simulate, timeScale, threshold, html: _html, export: _export, ...rest } = options;
+  const {
+    json,
+    simulate,
+    timeScale,
+    threshold,
+    html: _html,
+    export: _export,
+    exportTimeoutS,
+    ...rest
+  } = options;
   const engineFlags = engineFlagArgs(rest);
   const input: RunPlanInput = Object.fromEntries(
     Object.entries(rest).filter(([key]) => !isEngineFlag(key)),
   );
   const builtIn = input.url === undefined;
   const problems = thresholdProblems(threshold);
+  const timeout = parseExportTimeoutS(exportTimeoutS);
+  if (timeout.problem) problems.push(timeout.problem);
   // Without --url, --model names the simulated model (a preset or a config.json).
   const simModel = builtIn ? input.model : undefined;
   if (builtIn) delete input.model;

@@ -34,6 +34,21 @@ function dirOf(point: PointInfo): string {
   return point.dir;
 }
 
+/**
+ * Runs a write into `where` (a file, or a directory for its small files), naming it in the
+ * error: a full or read-only disk says ENOSPC or EROFS, and `write` alone would not say where.
+ */
+function writing(where: string, write: () => void): void {
+  try {
+    write();
+  } catch (err) {
+    const { code, message } = err as NodeJS.ErrnoException;
+    throw Object.assign(new Error(`cannot write ${where}: ${message}`, { cause: err }), {
+      ...(code !== undefined ? { code } : {}),
+    });
+  }
+}
+
 /** `recordsFormat`: records.jsonl (the default) or records.jsonl.gz. */
 export function resultsOutput(recordsFormat?: RecordsFormat): Output {
   const open = new Map<string, OpenPoint>();
@@ -89,24 +104,31 @@ export function resultsOutput(recordsFormat?: RecordsFormat): Output {
     records(e) {
       const p = open.get(e.point.id);
       if (!p) throw new Error(`records for point ${e.point.id}, which has not started`);
-      if (e.lines !== undefined) p.records.writeLines(e.lines, e.count);
-      else for (const r of e.records()) p.records.write(r);
+      writing(p.records.path, () => {
+        if (e.lines !== undefined) p.records.writeLines(e.lines, e.count);
+        else for (const r of e.records()) p.records.write(r);
+      });
     },
     telemetry({ point, snapshot }) {
       const p = open.get(point.id);
       if (!p) return;
-      p.telemetry ??= new JsonlWriter<TelemetrySnapshot>(resultPath(p.dir, 'telemetry'));
-      p.telemetry.write(snapshot);
+      const path = resultPath(p.dir, 'telemetry');
+      writing(path, () => {
+        p.telemetry ??= new JsonlWriter<TelemetrySnapshot>(path);
+        p.telemetry.write(snapshot);
+      });
     },
     pointFinished({ point, summary, serverMetrics, saveServerMetrics, threads, endedAt }) {
       const p = open.get(point.id);
       if (!p) return;
       open.delete(point.id);
-      closePoint(p);
-      // Kept raw, so that `infergauge merge` can judge shards' threads as it judges workers.
-      if (threads) writeClientHealth(p.dir, threads);
-      writeSummary(p.dir, summary, saveServerMetrics ? serverMetrics : undefined);
-      writeManifest(p.dir, { ...p.header, endedAt }, p.about);
+      writing(p.dir, () => {
+        closePoint(p);
+        // Kept raw, so that `infergauge merge` can judge shards' threads as it judges workers.
+        if (threads) writeClientHealth(p.dir, threads);
+        writeSummary(p.dir, summary, saveServerMetrics ? serverMetrics : undefined);
+        writeManifest(p.dir, { ...p.header, endedAt }, p.about);
+      });
     },
     sessionFinished({ session, endedAt }) {
       for (const p of open.values()) closePoint(p);

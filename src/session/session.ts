@@ -7,7 +7,7 @@ import { EXIT } from '../errors.js';
 import { type RunPlan, redactPlan } from '../plan/runPlan.js';
 import type { RecordsFormat } from '../record.js';
 import { claimNewDir, newId, type ResultKindName } from '../results/runFiles.js';
-import { type Output, SessionEvents } from './events.js';
+import { builtInOutput, type Output, SessionEvents } from './events.js';
 import { htmlOutput } from './htmlOutput.js';
 import { resultsOutput } from './resultsOutput.js';
 import { type Notify, utcStamp } from './target.js';
@@ -42,6 +42,10 @@ export interface SessionOptions {
   recordsFormat?: RecordsFormat;
   /** More outputs: the terminal's progress, the user's own (--export). */
   outputs?: readonly Output[];
+  /** How long an output of the user's own may take to finish a point or the session. */
+  exportTimeoutS?: number;
+  /** The first Ctrl-C: from then on, outputs of the user's own are waited on briefly. */
+  stop?: AbortSignal;
   onNotice?: Notify;
 }
 
@@ -53,14 +57,22 @@ export interface SessionHooks {
   html?: boolean;
   /** Write the results directory (default: yes). */
   save?: boolean;
+  /** Seconds an output of the user's own may take in pointFinished, sessionFinished (default 10). */
+  exportTimeoutS?: number;
+  /** The first Ctrl-C or SIGTERM. */
+  stop?: AbortSignal;
 }
 
 /** The SessionOptions fields a caller's hooks set. */
-export function sessionOutputs(h: SessionHooks): Pick<SessionOptions, 'outputs' | 'html' | 'save'> {
+export function sessionOutputs(
+  h: SessionHooks,
+): Pick<SessionOptions, 'outputs' | 'html' | 'save' | 'exportTimeoutS' | 'stop'> {
   return {
     ...(h.outputs ? { outputs: h.outputs } : {}),
     ...(h.html !== undefined ? { html: h.html } : {}),
     ...(h.save !== undefined ? { save: h.save } : {}),
+    ...(h.exportTimeoutS !== undefined ? { exportTimeoutS: h.exportTimeoutS } : {}),
+    ...(h.stop ? { stop: h.stop } : {}),
   };
 }
 
@@ -86,12 +98,16 @@ function startSession(o: SessionOptions): SessionEvents {
       plan: o.plan,
     },
     [
-      ...(save ? [resultsOutput(o.recordsFormat)] : []),
+      ...(save ? [builtInOutput(resultsOutput(o.recordsFormat))] : []),
       ...(o.outputs ?? []),
-      ...(save && o.html !== false ? [htmlOutput(o.onNotice)] : []),
+      ...(save && o.html !== false ? [builtInOutput(htmlOutput(o.onNotice))] : []),
     ],
     o.onNotice,
     save,
+    {
+      ...(o.exportTimeoutS !== undefined ? { exportTimeoutS: o.exportTimeoutS } : {}),
+      ...(o.stop ? { stop: o.stop } : {}),
+    },
   );
   events.sessionStarted();
   return events;
@@ -99,7 +115,8 @@ function startSession(o: SessionOptions): SessionEvents {
 
 /**
  * Runs `body` as one session: its outputs hear the start, then the end with the body's exit
- * code, or EXIT.failure with the error (which is then thrown on).
+ * code, or EXIT.failure with the error (which is then thrown on). A required output that failed
+ * mid-session (the results directory on a full disk) ends it the same way, with its error.
  */
 export async function inSession<T extends { code: number }>(
   o: SessionOptions,
@@ -110,8 +127,14 @@ export async function inSession<T extends { code: number }>(
   try {
     result = await body(events);
   } catch (err) {
-    await events.sessionFinished(EXIT.failure, err as Error);
-    throw err;
+    // The body fails on the halt that the failed output caused: that output's error is the cause.
+    const cause = events.failure ?? (err as Error);
+    await events.sessionFinished(EXIT.failure, cause);
+    throw cause;
+  }
+  if (events.failure) {
+    await events.sessionFinished(EXIT.failure, events.failure);
+    throw events.failure;
   }
   await events.sessionFinished(result.code);
   return result;

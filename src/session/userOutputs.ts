@@ -7,7 +7,8 @@ import { appendFileSync, existsSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { UsageError } from '../errors.js';
-import type { Output, PointFinished } from './events.js';
+import { builtInOutput, EXPORT_TIMEOUT_S, type Output, type PointFinished } from './events.js';
+import type { Notify } from './target.js';
 
 /** Makes an output from the text after `=` (undefined when there was none). */
 export type OutputFactory = (arg: string | undefined) => Output | Promise<Output>;
@@ -25,16 +26,88 @@ export const BUILT_IN_OUTPUTS: Record<string, { about: string; make: OutputFacto
 
 const MODULE = /\.(m?js|cjs|ts)$/;
 
-/** The outputs `specs` name; bad usage throws a UsageError naming the spec and the fix. */
-export async function loadOutputs(specs: readonly string[] | undefined): Promise<Output[]> {
+export interface LoadOptions {
+  /** Seconds a module may take to load and make its output (default EXPORT_TIMEOUT_S). */
+  exportTimeoutS?: number;
+  /** Told when a module's output is dropped for taking too long. */
+  onNotice?: Notify;
+  /** Ctrl-C while a module loads: it is left out at once (the command then stops). */
+  stop?: AbortSignal;
+}
+
+/**
+ * The outputs `specs` name; bad usage throws a UsageError naming the spec and the fix. A module
+ * that does not load and make its output within exportTimeoutS is left out with a notice (its
+ * import or factory may never settle): the run goes on without it.
+ */
+export async function loadOutputs(
+  specs: readonly string[] | undefined,
+  o: LoadOptions = {},
+): Promise<Output[]> {
   const outputs: Output[] = [];
+  const timeoutS = o.exportTimeoutS ?? EXPORT_TIMEOUT_S;
   for (const spec of specs ?? []) {
     const at = spec.indexOf('=');
     const name = at < 0 ? spec : spec.slice(0, at);
     const arg = at < 0 ? undefined : spec.slice(at + 1);
-    outputs.push(await (MODULE.test(name) ? fromModule(name, arg) : builtIn(name, arg)));
+    if (!MODULE.test(name)) {
+      outputs.push(await builtIn(name, arg));
+      continue;
+    }
+    const made = await withinS(fromModule(name, arg), timeoutS, o.stop);
+    if (made) outputs.push(made);
+    else if (o.stop?.aborted) o.onNotice?.(`output ${name} was still loading when stopped`);
+    else {
+      o.onNotice?.(
+        `output ${name} was not made within ${timeoutS} s (--export-timeout-s); running without it`,
+      );
+    }
   }
   return outputs;
+}
+
+/** `--export-timeout-s` as seconds, or the problem with it. */
+export function parseExportTimeoutS(value: unknown): { seconds?: number; problem?: string } {
+  if (value === undefined) return {};
+  const seconds = Number(value);
+  // A week is longer than any run waits for an output; Infinity and NaN are no deadline.
+  if (
+    String(value).trim() === '' ||
+    !Number.isFinite(seconds) ||
+    seconds <= 0 ||
+    seconds > 604_800
+  ) {
+    return {
+      problem: `--export-timeout-s must be a number of seconds above 0 (at most 604800), got ${String(value)}`,
+    };
+  }
+  return { seconds };
+}
+
+/**
+ * `promise`'s value, or undefined when it has not settled after `seconds` or by `stop` (a
+ * rejection is thrown).
+ */
+async function withinS<T>(
+  promise: Promise<T>,
+  seconds: number,
+  stop: AbortSignal | undefined,
+): Promise<T | undefined> {
+  if (stop?.aborted) return undefined;
+  let timer: NodeJS.Timeout | undefined;
+  let onStop: (() => void) | undefined;
+  // A held timer: an import that never settles must not let the process end with nothing said.
+  const late = new Promise<undefined>((resolve) => {
+    timer = setTimeout(() => resolve(undefined), seconds * 1000);
+    onStop = () => resolve(undefined);
+    stop?.addEventListener('abort', onStop, { once: true });
+  });
+  try {
+    return await Promise.race([promise, late]);
+  } finally {
+    clearTimeout(timer);
+    if (onStop) stop?.removeEventListener('abort', onStop);
+  }
 }
 
 function builtIn(name: string, arg: string | undefined): Output | Promise<Output> {
@@ -65,12 +138,12 @@ async function fromModule(path: string, arg: string | undefined): Promise<Output
 
 /** One JSON line per finished point, appended as it finishes (a dashboard or CI can tail it). */
 export function pointsOutput(file: string): Output {
-  return {
+  return builtInOutput({
     name: 'points',
     pointFinished(e: PointFinished) {
       appendFileSync(file, `${JSON.stringify(pointLine(e))}\n`);
     },
-  };
+  });
 }
 
 function pointLine({ session, point, summary, endedAt }: PointFinished) {

@@ -68,3 +68,104 @@ test('an unknown output or a module without a factory exits 2 naming the fix', a
   assert.equal(r.code, 2);
   assert.match(r.stderr, /default export must be a function/);
 });
+
+/** A module whose output hangs on `event` (its promise never settles), or whose factory does. */
+function hanging(event: 'pointFinished' | 'sessionFinished' | 'factory'): string {
+  const module = join(dir, `hang-${event}.mjs`);
+  writeFileSync(
+    module,
+    event === 'factory'
+      ? 'export default () => new Promise(() => {});\n'
+      : `export default () => ({ name: 'hang', ${event}: () => new Promise(() => {}) });\n`,
+  );
+  return module;
+}
+
+test('an output that never settles is dropped after --export-timeout-s; the gate still fails with 3', async () => {
+  for (const event of ['pointFinished', 'sessionFinished', 'factory'] as const) {
+    const r = await runCli([
+      'run',
+      '--simulate',
+      '--requests',
+      '4',
+      '--output-tokens',
+      '4',
+      '--no-html',
+      '--out',
+      join(dir, `gate-${event}`),
+      '--export',
+      hanging(event),
+      '--export-timeout-s',
+      '0.5',
+      '--threshold',
+      'ttft.p99<0.001',
+    ]);
+    assert.equal(r.code, 3, `${event}: ${r.stderr}`);
+    assert.match(r.stderr, /within 0\.5 s \(--export-timeout-s\)/, event);
+    assert.match(r.stdout, /Requests/, event);
+  }
+});
+
+test('--export-timeout-s that is no number of seconds is refused with exit 2', async () => {
+  const r = await runCli([
+    'run',
+    '--simulate',
+    '--requests',
+    '2',
+    '--export-timeout-s',
+    'Infinity',
+  ]);
+  assert.equal(r.code, 2);
+  assert.match(r.stderr, /--export-timeout-s must be a number of seconds above 0/);
+});
+
+test('a full disk mid-run: the run stops, prints its summary, names the file and why, exits 1', async () => {
+  // Loaded before the command line: writes to records.jsonl fail with ENOSPC after the fifth.
+  const stub = join(dir, 'full-disk.mjs');
+  writeFileSync(
+    stub,
+    `import fs from 'node:fs';
+import { syncBuiltinESMExports } from 'node:module';
+const { openSync, writeSync } = fs;
+const fds = new Set();
+let writes = 0;
+fs.openSync = (path, ...rest) => {
+  const fd = openSync(path, ...rest);
+  if (String(path).endsWith('records.jsonl')) fds.add(fd);
+  return fd;
+};
+fs.writeSync = (fd, ...rest) => {
+  if (fds.has(fd) && ++writes > 5) {
+    throw Object.assign(new Error('ENOSPC: no space left on device, write'), { code: 'ENOSPC' });
+  }
+  return writeSync(fd, ...rest);
+};
+syncBuiltinESMExports();
+`,
+  );
+  const out = join(dir, 'full');
+  const started = Date.now();
+  const r = await runCli(
+    [
+      'run',
+      '--requests',
+      '100000',
+      '--concurrency',
+      '4',
+      '--output-tokens',
+      '32',
+      '--no-html',
+      '--out',
+      out,
+    ],
+    { NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --import ${stub}` },
+  );
+  assert.equal(r.code, 1, r.stderr);
+  assert.ok(Date.now() - started < 30_000);
+  assert.match(r.stderr, /cannot write .*full\/records\.jsonl: ENOSPC: no space left on device/);
+  assert.match(r.stdout, /Interrupted/);
+  const kept = readFileSync(join(out, 'records.jsonl'), 'utf8').trim().split('\n');
+  // Five writes reached disk (a worker's batch is one write), every line of them whole.
+  assert.ok(kept.length >= 5 && kept.length < 1000, `${kept.length} records`);
+  for (const line of kept) JSON.parse(line);
+});

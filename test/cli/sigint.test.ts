@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import type { RunSummary } from '../../src/metrics/summary.js';
@@ -89,5 +89,89 @@ describe('Ctrl-C during a run', () => {
     );
     const summary = JSON.parse(readFileSync(join(out, 'summary.json'), 'utf8')) as RunSummary;
     assert.equal(summary.requests.errorsByKind.cancelled, cancelled.length);
+  });
+});
+
+describe('Ctrl-C with an output that never settles', () => {
+  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+    test(`the built-in simulator run ends within a second of ${signal}, its summary written`, async () => {
+      const dir = tempDir('ig-int-hang-');
+      const module = join(dir, 'hang.mjs');
+      writeFileSync(
+        module,
+        "export default () => ({ name: 'hang', pointFinished: () => new Promise(() => {}) });\n",
+      );
+      const out = join(dir, 'run');
+      const child = spawnCli(
+        [
+          'run',
+          '--requests',
+          '8',
+          '--concurrency',
+          '4',
+          '--output-tokens',
+          '4',
+          '--no-html',
+          '--export',
+          module,
+          '--out',
+          out,
+        ],
+        { detached: true },
+      );
+      const done = collect(child);
+      // The run is measured and its summary written: only the output holds it now.
+      const summaryPath = join(out, 'summary.json');
+      const deadline = Date.now() + 30_000;
+      while (!existsSync(summaryPath)) {
+        if (Date.now() > deadline) throw new Error('no summary after 30 s');
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      await new Promise((r) => setTimeout(r, 200));
+      const sent = performance.now();
+      process.kill(-(child.pid as number), signal);
+      const result = await done;
+      const tookMs = performance.now() - sent;
+      assert.ok(tookMs < 1000, `${tookMs} ms after ${signal}: ${result.stderr}`);
+      assert.ok(result.code === 0 || result.code === 130, `exit ${result.code}: ${result.stderr}`);
+      assert.match(
+        result.stderr,
+        /output hang was still busy with pointFinished when the session stopped/,
+      );
+      assert.match(result.stdout, /Requests/);
+    });
+  }
+
+  test('a factory that never settles: SIGINT ends the run within a second, nothing sent', async () => {
+    const dir = tempDir('ig-int-hang-');
+    const module = join(dir, 'hang.mjs');
+    const loading = join(dir, 'loading');
+    writeFileSync(
+      module,
+      `import { writeFileSync } from 'node:fs';
+export default () => {
+  writeFileSync(${JSON.stringify(loading)}, '');
+  return new Promise(() => {});
+};
+`,
+    );
+    const out = join(dir, 'run');
+    const child = spawnCli(['run', '--requests', '8', '--export', module, '--out', out], {
+      detached: true,
+    });
+    const done = collect(child);
+    const deadline = Date.now() + 30_000;
+    while (!existsSync(loading)) {
+      if (Date.now() > deadline) throw new Error('the module was not loaded after 30 s');
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    const sent = performance.now();
+    process.kill(-(child.pid as number), 'SIGINT');
+    const result = await done;
+    const tookMs = performance.now() - sent;
+    assert.ok(tookMs < 1000, `${tookMs} ms after SIGINT: ${result.stderr}`);
+    assert.equal(result.code, 130, result.stderr);
+    assert.match(result.stderr, /output .*hang\.mjs was still loading when stopped/);
+    assert.equal(existsSync(join(out, 'records.jsonl')), false);
   });
 });

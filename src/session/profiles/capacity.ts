@@ -256,6 +256,7 @@ export async function runCapacity(
     root,
     plan: { ...settings, ...(c.url !== undefined ? { url: c.url } : {}) },
     html: false,
+    stop,
     ...(c.outputs ? { outputs: c.outputs } : {}),
     ...(c.onNotice ? { onNotice: c.onNotice } : {}),
   };
