@@ -3,13 +3,14 @@
  * its events, and that they always hear its end, also when it fails.
  */
 import { join } from 'node:path';
-import { EXIT } from '../errors.js';
+import { EXIT, UsageError } from '../errors.js';
 import { type RunPlan, redactPlan } from '../plan/runPlan.js';
 import type { RecordsFormat } from '../record.js';
 import { claimNewDir, newId, type ResultKindName } from '../results/runFiles.js';
 import { builtInOutput, type Output, SessionEvents } from './events.js';
 import { htmlOutput } from './htmlOutput.js';
 import { resultsOutput } from './resultsOutput.js';
+import { parseExportTimeoutS } from './userOutputs.js';
 import { type Notify, utcStamp } from './target.js';
 
 /**
@@ -86,6 +87,10 @@ export function fromPlan(plan: RunPlan): Pick<SessionOptions, 'plan' | 'recordsF
 
 /** The session's events with its outputs subscribed; sessionStarted is told. */
 function startSession(o: SessionOptions): SessionEvents {
+  // A library caller's deadline is checked as the flag is: NaN or 0 would drop every output at once.
+  const deadline = parseExportTimeoutS(o.exportTimeoutS);
+  if (deadline.problem)
+    throw new UsageError([deadline.problem.replace('--export-timeout-s', 'exportTimeoutS')]);
   const save = o.save !== false;
   const events = new SessionEvents(
     {

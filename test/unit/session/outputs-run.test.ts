@@ -84,6 +84,22 @@ describe('an output that writes into what it is given', () => {
   });
 });
 
+test("a library caller's exportTimeoutS is checked as the flag is", async () => {
+  for (const bad of [Number.NaN, 0, -1, Number.POSITIVE_INFINITY]) {
+    const prepared = prepareRun({
+      simulate: true,
+      requests: '2',
+      outputTokens: '4',
+      out: join(dir, 'deadline'),
+    });
+    await assert.rejects(
+      runPlan(prepared as never, { html: false, exportTimeoutS: bad }),
+      /exportTimeoutS must be a number of seconds above 0/,
+      String(bad),
+    );
+  }
+});
+
 /** What a virtual-time run tells (no telemetry, no snapshots: events.test.ts has those). */
 const EVENTS = [
   'sessionStarted',
