@@ -78,7 +78,7 @@ export function renderSweep(
     lines.push(
       r.knee
         ? c.yellow(`Saturation: at ${mode} ${lv(r.knee.saturatesAt)}: ${r.knee.why}.`)
-        : 'Saturation: not reached in this range: throughput still grows with load.',
+        : noKnee(r.points, mode, lv),
     );
     if (r.cliff)
       lines.push(c.yellow(`Latency cliff: at ${mode} ${lv(r.cliff.level)}: ${r.cliff.why}.`));
@@ -99,4 +99,19 @@ export function renderSweep(
     lines.push('');
   }
   return lines.join('\n');
+}
+
+/**
+ * What to say when no knee was found: a load where nothing succeeded is no evidence that
+ * throughput still grows, so the claim is made only up to the last load that measured something.
+ */
+function noKnee(points: SweepPoint[], mode: string, lv: (level: number) => string): string {
+  const measured = points.filter((p) => p.completed > 0);
+  if (measured.length === 0) return 'Saturation: not measured: no request succeeded at any load.';
+  const top = Math.max(...measured.map((p) => p.level));
+  const deadAbove = points.filter((p) => p.completed === 0 && p.level > top);
+  if (deadAbove.length === 0)
+    return 'Saturation: not reached in this range: throughput still grows with load.';
+  const next = Math.min(...deadAbove.map((p) => p.level));
+  return `Saturation: not found: throughput grows up to ${mode} ${lv(top)}; at ${lv(next)} no request succeeded, so what lies between is not measured.`;
 }

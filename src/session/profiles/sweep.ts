@@ -471,7 +471,9 @@ async function* scenarioProfile(
         ? plan.warmupRequests
         : s.mode === 'concurrency'
           ? level
-          : Math.ceil(level),
+          : // One second of arrivals, but never more than one client can hold in flight: a
+            // rate of ten million would otherwise warm up for hours before measuring.
+            Math.min(Math.ceil(level), MAX_CONCURRENCY),
     };
   };
   const measured = (level: number, repeat: number, { summary, serverMetrics }: PointResult) => {
