@@ -1,6 +1,7 @@
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { InfergaugeError } from '../errors.js';
+import { jsonSyntaxProblem } from '../jsonText.js';
 import type { RecordsFormat } from '../record.js';
 
 /**
@@ -126,6 +127,7 @@ export function readJson(path: string): unknown {
   try {
     return JSON.parse(text) as unknown;
   } catch (err) {
-    throw new ResultFileError(path, (err as Error).message);
+    const problem = jsonSyntaxProblem(err, text);
+    throw new ResultFileError(path, problem, `${path} is ${problem}`);
   }
 }
