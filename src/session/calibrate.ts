@@ -4,7 +4,8 @@
  * built-in simulator's flags their manifests recorded), fits the simulator to them
  * (sim/calibrate.ts) and predicts each run from the others.
  */
-import { relative, resolve } from 'node:path';
+import { realpathSync } from 'node:fs';
+import { relative } from 'node:path';
 import { parseFlagNumber } from '../flagNumber.js';
 import type { LoadSpec } from '../load.js';
 import type { RequestRecord } from '../record.js';
@@ -108,10 +109,14 @@ export async function calibrate(
   const started = performance.now();
   const problems: string[] = [];
   const runDirs: string[] = [];
+  // A link passed over in a results tree (dangling, a loop) is said once, however often walked.
+  const skipped = new Set<string>();
+  const findRuns = (dir: string) => findRunDirs(dir, undefined, (m) => skipped.add(m));
   // The step probe's runs are not fit points, though they may sit under a fit directory.
   const stepRuns = new Set(
-    (o.steps ?? []).flatMap((d) => (isDirectory(d) ? findRunDirs(d).map((r) => resolve(r)) : [])),
+    (o.steps ?? []).flatMap((d) => (isDirectory(d) ? findRuns(d).map((r) => realpathSync(r)) : [])),
   );
+  const fitRuns = new Set<string>();
   for (const dir of dirs) {
     if (!isDirectory(dir)) {
       problems.push(
@@ -119,9 +124,15 @@ export async function calibrate(
       );
       continue;
     }
-    const found = findRunDirs(dir);
+    const found = findRuns(dir);
     if (found.length === 0) problems.push(`${dir} holds no run (no records.jsonl at or under it)`);
-    runDirs.push(...found.filter((r) => !stepRuns.has(resolve(r))));
+    // By real path: two directories given, or one inside the other, read each run once.
+    for (const run of found) {
+      const real = realpathSync(run);
+      if (stepRuns.has(real) || fitRuns.has(real)) continue;
+      fitRuns.add(real);
+      runDirs.push(run);
+    }
   }
   let maxRequests = DEFAULT_MAX_REQUESTS;
   if (o.maxRequests !== undefined) {
@@ -135,7 +146,10 @@ export async function calibrate(
   const resolved = resolveEngine(settings);
   if (!resolved.engine) throw new CalibrationRefused(resolved.problems);
   const warnings = [...resolved.warnings];
-  const steps = o.steps?.length ? await readSteps(o.steps, problems, warnings) : undefined;
+  const steps = o.steps?.length
+    ? await readSteps(o.steps, findRuns, problems, warnings)
+    : undefined;
+  warnings.push(...skipped);
   if (problems.length > 0) throw new CalibrationRefused(problems);
   const measuredSteps = steps && measuredStepsOf(steps);
   const base = measuredSteps ? { ...resolved.engine, measuredSteps } : resolved.engine;
@@ -312,6 +326,7 @@ function sharedPrefixTokens(manifest: Record<string, unknown> | undefined): numb
  */
 async function readSteps(
   dirs: readonly string[],
+  findRuns: (dir: string) => string[],
   problems: string[],
   warnings: string[],
 ): Promise<CalibrationSteps | undefined> {
@@ -319,7 +334,7 @@ async function readSteps(
   const frontend: number[] = [];
   const sources: string[] = [];
   for (const dir of dirs) {
-    const runs = isDirectory(dir) ? findRunDirs(dir) : [];
+    const runs = isDirectory(dir) ? findRuns(dir) : [];
     if (runs.length === 0) {
       problems.push(
         `--steps ${dir}: no run there (give a \`probe prefill --batches 1\` results directory)`,
