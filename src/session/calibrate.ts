@@ -28,6 +28,7 @@ import {
   fitCalibration,
   fitKeysFor,
   leaveOneOut,
+  MAX_FOLDS,
   median,
   pointFromRecords,
 } from '../sim/calibrate.js';
@@ -51,6 +52,7 @@ import {
 import { agentTools } from '../workload/conversations.js';
 import type { Scenario } from '../workload/scenarios.js';
 import { countWords, toolsPromptText } from '../workload/words.js';
+import type { CalibrateProgress } from './calibrateProgress.js';
 
 export interface CalibrateOptions {
   /** Engine flags as the command line parsed them (`model`, `gpu`, `tp`, `mbu`, ...). */
@@ -66,6 +68,8 @@ export interface CalibrateOptions {
    * its prompt times: measured step times, used in place of the roofline's (not fit points).
    */
   steps?: readonly string[];
+  /** Told as the runs are read, the fit replays them and each is predicted from the others. */
+  onProgress?: (p: CalibrateProgress) => void;
 }
 
 export interface CalibrationResult {
@@ -154,10 +158,12 @@ export async function calibrate(
   const measuredSteps = steps && measuredStepsOf(steps);
   const base = measuredSteps ? { ...resolved.engine, measuredSteps } : resolved.engine;
 
+  const progress = o.onProgress ?? (() => {});
   const points: (CalibrationPoint & { source: string; loadText: string })[] = [];
-  for (const dir of runDirs) {
+  for (const [i, dir] of runDirs.entries()) {
     const point = await readPoint(dir, maxRequests, problems);
     if (point) points.push(point);
+    progress({ stage: 'reading', runs: i + 1, of: runDirs.length });
   }
   if (problems.length > 0) throw new CalibrationRefused(problems);
 
@@ -181,9 +187,15 @@ export async function calibrate(
   if (problems.length > 0) throw new CalibrationRefused(problems);
   let keys = (fitKeys ?? fitKeysFor(base)).filter((k) => hold[k] === undefined);
   let fit: CalibrationFit | undefined;
+  let simulations = 0;
   while (!fit) {
+    const parameters = keys.length;
+    const onSimulated = () => {
+      simulations++;
+      progress({ stage: 'fitting', runs: points.length, parameters, simulations });
+    };
     try {
-      fit = fitCalibration(base, points, { keys, hold });
+      fit = fitCalibration(base, points, { keys, hold, onSimulated });
     } catch (err) {
       // --hold-unidentified: what the runs cannot tell is held at the engine's value, and said.
       if (!(err instanceof CalibrationRefused) || !o.holdUnidentified || err.keys.length === 0) {
@@ -198,7 +210,16 @@ export async function calibrate(
       }
     }
   }
-  const loo = leaveOneOut(base, points, fit);
+  let folds = { done: 0, of: Math.min(points.length, MAX_FOLDS) };
+  const loo = leaveOneOut(base, points, fit, {
+    onFold: (done, of) => {
+      folds = { done, of };
+    },
+    onSimulated: () => {
+      simulations++;
+      progress({ stage: 'cross-checking', folds: folds.done, of: folds.of, simulations });
+    },
+  });
   const model = new EngineModel(base).config;
   const file = buildCalibrationFile(
     {
