@@ -601,6 +601,11 @@ export function resolveEngine(given: SimEngineSettings): {
     }
   }
   const s = calibration ? calibratedSettings(calibration, given) : given;
+  // A file the calibration names (its engine.args) is said to come from there.
+  const namedBy = (key: 'model' | 'gpuSpec') =>
+    calibration && given[key] === undefined && s[key] !== undefined
+      ? ` (named by ${String(given.calibration)}'s engine.args)`
+      : '';
   const options = s as Record<string, unknown>;
   const numbers: Record<string, number> = {};
   for (const f of ENGINE_FLAGS) {
@@ -616,7 +621,7 @@ export function resolveEngine(given: SimEngineSettings): {
       resolved = resolveModel(s.model ?? DEFAULT_SIM_MODEL_PRESET);
       warnings.push(...resolved.warnings);
     } catch (err) {
-      problems.push(`--model: ${(err as Error).message}`);
+      problems.push(`--model${namedBy('model')}: ${(err as Error).message}`);
     }
   }
   const personalityText = String(s.enginePersonality ?? DEFAULT_PERSONALITY);
@@ -670,7 +675,7 @@ export function resolveEngine(given: SimEngineSettings): {
     try {
       gpu = loadGpuSpec(String(s.gpuSpec));
     } catch (err) {
-      problems.push(`--gpu-spec: ${(err as Error).message}`);
+      problems.push(`--gpu-spec${namedBy('gpuSpec')}: ${(err as Error).message}`);
     }
   } else if (typeof s.gpu === 'object') {
     gpu = s.gpu;

@@ -176,6 +176,7 @@ describe('calibration file: what it names', () => {
       const text = r.problems.join('\n');
       assert.equal(r.engine, undefined);
       assert.ok(text.includes(model), text);
+      assert.match(text, /--model \(named by .*'s engine\.args\)/);
       assert.doesNotMatch(text, /SECRET|root:/);
     }
   });
