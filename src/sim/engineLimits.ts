@@ -38,3 +38,22 @@ export const ENGINE_LIMITS = {
 } as const satisfies Record<string, NumberRule>;
 
 export type EngineLimitKey = keyof typeof ENGINE_LIMITS;
+
+/**
+ * The scripted engine's fixed timing and the simulator's answer knobs (simulatorOptions.ts
+ * SIM_FLAGS), held to the same rule: a time past every client's timeout, or a count past any
+ * context, is a typo, and ran as one.
+ */
+export const SIMULATOR_LIMITS = {
+  /** Ten minutes to a first token is past every client's timeout. */
+  ttftBaseMs: { min: 0, max: 600_000 },
+  /** A second per prompt token: slower than any engine's prefill on a CPU. */
+  ttftPerInputTokenMs: { min: 0, max: 1_000 },
+  /** A minute between two tokens is a stall, not a rate. */
+  itlMs: { min: 0, max: 60_000 },
+  /** No context holds ten million tokens: no template, event or answer adds more. */
+  chatTemplateTokens: { min: 0, max: 10_000_000 },
+  tokensPerEvent: { min: 1, max: 10_000_000 },
+  /** OpenAI's API allows 128 tools a request, so no more calls in one answer. */
+  parallelToolCalls: { min: 1, max: 128 },
+} as const satisfies Record<string, NumberRule>;

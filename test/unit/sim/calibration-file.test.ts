@@ -20,7 +20,7 @@ import {
 } from '../../../src/sim/calibrationFile.js';
 import { ENGINE_LIMITS } from '../../../src/sim/engineLimits.js';
 import { engineSettingsFromFlags, resolveEngine } from '../../../src/sim/options.js';
-import { parseSimulatorArgs } from '../../../src/sim/simulatorOptions.js';
+import { parseSimulatorArgs, simulatorOptionProblems } from '../../../src/sim/simulatorOptions.js';
 import { FUZZ_SEED } from '../../helpers/fuzzProperties.js';
 
 const metrics = { ttftMs: 40, tpotMs: 12, outputTokPerS: 900 };
@@ -213,6 +213,14 @@ describe('engine limits: flags and options', () => {
       parseSimulatorArgs(['--step-overhead-ms', '1e308']).problems.join('\n'),
       /--step-overhead-ms/,
     );
+    // The scripted engine's timing and the answer knobs too, by flag and by option.
+    const scripted = parseSimulatorArgs(['--engine', 'scripted', '--itl-ms', '1e308']);
+    assert.match(scripted.problems.join('\n'), /--itl-ms/);
+    assert.match(
+      simulatorOptionProblems({ engine: 'scripted', timing: { ttftBaseMs: 1e308 } }).join('\n'),
+      /--ttft-base-ms/,
+    );
+    assert.deepEqual(simulatorOptionProblems({ answers: { parallelToolCalls: 4 } }), []);
   });
 });
 
