@@ -496,21 +496,28 @@ function toRecord(
     };
   }
   const n = r.tokens;
-  const timesOnly = {
+  const firstAt = us(r.tokenNs[0]) / 1000;
+  const lastAt = us(r.tokenNs[n - 1]) / 1000;
+  return {
     ...base,
     headersAt: sentUs / 1000,
-    firstTokenAt: us(r.tokenNs[0]) / 1000,
-    firstContentAt: us(r.tokenNs[0]) / 1000,
-    lastTokenAt: us(r.tokenNs[n - 1]) / 1000,
-    endAt: us(r.tokenNs[n - 1]) / 1000,
+    firstTokenAt: firstAt,
+    firstContentAt: firstAt,
+    lastTokenAt: lastAt,
+    endAt: lastAt,
     status: 200,
     inputTokens: r.promptTokens,
     inputTokensSource: 'server',
     outputTokens: n,
     outputTokensSource: 'server',
     finishReason: 'length',
-  } as const;
-  if (!withEvents) return { ...timesOnly, events: { dtUs: [], tokens: [], contentChars: [] } };
+    events: withEvents ? eventsOf(r, endpoint, sentUs) : { dtUs: [], tokens: [], contentChars: [] },
+  };
+}
+
+/** A plain answer's stream events, as the HTTP simulator sends them. */
+function eventsOf(r: InFlight, endpoint: Endpoint, sentUs: number): RequestRecord['events'] {
+  const n = r.tokens;
   const chat = endpoint === 'chat';
   // Role-only first event (chat), one event per token, then the usage-only event.
   const size = n + (chat ? 2 : 1);
@@ -542,7 +549,7 @@ function toRecord(
   tokens[e] = 0;
   contentChars[e] = 0;
   if (e + 1 < size) dtUs.length = tokens.length = contentChars.length = e + 1;
-  return { ...timesOnly, events: { dtUs, tokens, contentChars } };
+  return { dtUs, tokens, contentChars };
 }
 
 /**
