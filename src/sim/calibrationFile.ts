@@ -243,10 +243,12 @@ let schema: ReturnType<typeof fileSchema> | undefined;
 export function readCalibrationFile(path: string): CalibrationFile {
   let text: string;
   try {
-    if (statSync(path).size > CALIBRATION_MAX_BYTES) {
+    const info = statSync(path);
+    // A FIFO or a device would be read for ever; a huge file whole.
+    if (!info.isFile() || info.size > CALIBRATION_MAX_BYTES) {
       throw new CalibrationFileError(
         path,
-        `larger than any calibration (at most ${CALIBRATION_MAX_BYTES / 1024 / 1024} MiB); is it the right file?`,
+        `${info.isFile() ? `larger than any calibration (at most ${CALIBRATION_MAX_BYTES / 1024 / 1024} MiB)` : 'not a regular file'}; is it the right file?`,
       );
     }
     text = readFileSync(path, 'utf8');

@@ -150,6 +150,23 @@ describe('calibration file: the schema', () => {
     }
   });
 
+  test('a folder, a device or a missing file is refused by name, never read for ever', () => {
+    for (const [path, why] of [
+      [dir, /not a regular file/],
+      ['/dev/zero', /not a regular file/],
+      [join(dir, 'none.json'), /no such file/],
+    ] as const) {
+      assert.throws(
+        () => readCalibrationFile(path),
+        (err: Error) => {
+          assert.ok(err instanceof CalibrationFileError);
+          assert.match(err.message, why);
+          return err.message.startsWith(path);
+        },
+      );
+    }
+  });
+
   test('never shows the file: a JSON error names the line, not the bytes', () => {
     const path = fileOf('{"format": "infergauge-calibration",\n  SECRET-TOKEN-1234 }');
     assert.throws(
