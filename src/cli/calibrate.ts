@@ -57,11 +57,13 @@ async function calibrateAction(dirs: string[], o: CalibrateFlags): Promise<numbe
     { CalibrationRefused },
     { fitFlag },
     { renderCalibration, calibrationPlan },
+    { calibrateProgressOutput },
   ] = await Promise.all([
     import('../session/calibrate.js'),
     import('../sim/calibrate.js'),
     import('../sim/calibrationFile.js'),
     import('../report/calibrationText.js'),
+    import('../session/calibrateProgress.js'),
   ]);
   if (o.suggest) {
     process.stdout.write(`${calibrationPlan(o.url)}\n`);
@@ -73,6 +75,10 @@ async function calibrateAction(dirs: string[], o: CalibrateFlags): Promise<numbe
     ]);
   }
   let result: Awaited<ReturnType<typeof calibrate>>;
+  const progress = calibrateProgressOutput({
+    isTTY: process.stderr.isTTY === true,
+    write: (text) => process.stderr.write(text),
+  });
   try {
     result = await calibrate(dirs, {
       flags: o,
@@ -80,12 +86,15 @@ async function calibrateAction(dirs: string[], o: CalibrateFlags): Promise<numbe
       ...(o.maxRequests !== undefined ? { maxRequests: o.maxRequests } : {}),
       ...(o.steps?.length ? { steps: o.steps } : {}),
       ...(o.holdUnidentified ? { holdUnidentified: true } : {}),
+      onProgress: progress.report,
     });
   } catch (err) {
     if (err instanceof CalibrationRefused) {
       return printProblems('calibrate', err.problems, 'cannot calibrate');
     }
     throw err;
+  } finally {
+    progress.end();
   }
   printWarnings('calibrate', result.warnings);
   const out = o.out ?? 'calibration.json';

@@ -12,6 +12,7 @@
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { EXIT, InfergaugeError } from '../errors.js';
+import { parseJsonText } from '../jsonText.js';
 import type { Dtype, WeightFormat } from './dtype.js';
 import { findModelPreset, MODEL_PRESETS, type ModelSpec, type MoeSpec } from './model.js';
 
@@ -78,7 +79,19 @@ const ALTERNATING_WINDOW = new Set(['gemma2', 'gemma3', 'gemma3_text', 'cohere2'
 const isObject = (v: unknown): v is Json =>
   typeof v === 'object' && v !== null && !Array.isArray(v);
 const present = (v: unknown) => v !== undefined && v !== null;
-const show = (v: unknown) => (v === undefined ? 'nothing' : JSON.stringify(v));
+/**
+ * A config value as a message shows it: numbers, switches and short names (`bfloat16`,
+ * `gptq`) as they are; anything longer by its kind and size. The file may be any file a path
+ * names (a calibration's `--model`), and an error must not print what it holds.
+ */
+const show = (v: unknown): string => {
+  if (v === undefined) return 'nothing';
+  if (v === null || typeof v === 'boolean' || typeof v === 'number') return String(v);
+  if (typeof v === 'string') {
+    return /^[\w.+-]{1,32}$/.test(v) ? JSON.stringify(v) : `a text of ${v.length} characters`;
+  }
+  return Array.isArray(v) ? `a list of ${v.length}` : 'an object';
+};
 
 class Reader {
   readonly warnings: string[] = [];
@@ -548,6 +561,9 @@ export function modelSpecFromHfConfig(config: unknown, id: string): HfModel {
   return fromConfig(config, id, id);
 }
 
+/** The largest config.json read. */
+const HF_CONFIG_MAX_BYTES = 4 * 1024 * 1024;
+
 /** Reads `path`: a config.json file, or a checkpoint directory containing one. The spec id is `path`. */
 export function readHfConfig(path: string): HfModel {
   let file = path;
@@ -564,20 +580,28 @@ export function readHfConfig(path: string): HfModel {
   }
   let text: string;
   try {
+    // A config.json is a few KiB; a path to anything else (a disk image, /dev/zero) must not
+    // be read whole.
+    const info = statSync(file);
+    if (!info.isFile() || info.size > HF_CONFIG_MAX_BYTES) {
+      throw new ModelConfigError(
+        `${file}: ${info.isFile() ? `larger than any config.json (at most ${HF_CONFIG_MAX_BYTES / 1024 / 1024} MiB)` : 'not a regular file'}; is it the right path?`,
+        file,
+      );
+    }
     text = readFileSync(file, 'utf8');
   } catch (err) {
+    if (err instanceof ModelConfigError) throw err;
     throw new ModelConfigError(`${file}: cannot read it (${(err as Error).message})`, file);
   }
-  let config: unknown;
-  try {
-    config = JSON.parse(text);
-  } catch (err) {
+  const parsed = parseJsonText(text);
+  if ('problem' in parsed) {
     throw new ModelConfigError(
-      `${file}: not valid JSON, so not a Hugging Face config.json (${(err as Error).message})`,
+      `${file}: ${parsed.problem}, so not a Hugging Face config.json`,
       file,
     );
   }
-  return fromConfig(config, path, file);
+  return fromConfig(parsed.value, path, file);
 }
 
 const looksLikePath = (s: string) =>

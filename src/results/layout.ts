@@ -1,6 +1,14 @@
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import {
+  existsSync,
+  readdirSync,
+  readFileSync,
+  realpathSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import { join } from 'node:path';
 import { InfergaugeError } from '../errors.js';
+import { jsonSyntaxProblem } from '../jsonText.js';
 import type { RecordsFormat } from '../record.js';
 
 /**
@@ -77,6 +85,76 @@ export function recordsPath(dir: string, format?: RecordsFormat): string {
   return existsSync(gz) ? gz : plain;
 }
 
+/** The folders found under a results directory, and the entries passed over, each said. */
+export interface ResultsTree {
+  /** Folders for which `accept` held, in name order, each read once. */
+  dirs: string[];
+  /** One sentence per entry passed over: the path, why, and what was done. */
+  skipped: string[];
+}
+
+/**
+ * The folders at or under `dir`, down to `depth` levels, for which `accept` holds (a run's,
+ * holding records). Each folder is read once by its real path: a link back up the tree (a
+ * loop) or a second link to one folder once counted its runs twice. A link to nothing, a link
+ * to itself and a folder that cannot be listed are passed over and said, not thrown.
+ */
+export function walkResultsTree(
+  dir: string,
+  accept: (dir: string) => boolean,
+  depth = 3,
+): ResultsTree {
+  const dirs: string[] = [];
+  const skipped: string[] = [];
+  const seen = new Map<string, string>();
+  const walk = (d: string, left: number) => {
+    let real: string;
+    try {
+      real = realpathSync(d);
+    } catch (err) {
+      skipped.push(`${d}: ${linkProblem(err)}: skipped`);
+      return;
+    }
+    const first = seen.get(real);
+    if (first !== undefined) {
+      skipped.push(`${d} is ${first} again (a link to it, or a loop): read once`);
+      return;
+    }
+    seen.set(real, d);
+    if (accept(d)) dirs.push(d);
+    if (left === 0) return;
+    let entries: string[];
+    try {
+      entries = readdirSync(d).sort();
+    } catch (err) {
+      skipped.push(`${d}: ${linkProblem(err)}: skipped`);
+      return;
+    }
+    for (const entry of entries) {
+      const sub = join(d, entry);
+      let isDir: boolean;
+      try {
+        // Follows a link: a link to a folder is walked (by its real path, above).
+        isDir = statSync(sub).isDirectory();
+      } catch (err) {
+        skipped.push(`${sub}: ${linkProblem(err)}: skipped`);
+        continue;
+      }
+      if (isDir) walk(sub, left - 1);
+    }
+  };
+  walk(dir, depth);
+  return { dirs, skipped };
+}
+
+/** Why a path cannot be followed, in words (the code kept for the rest). */
+function linkProblem(err: unknown): string {
+  const code = (err as NodeJS.ErrnoException).code;
+  if (code === 'ENOENT') return 'a link to nothing (its target does not exist)';
+  if (code === 'ELOOP') return 'a link that leads back to itself';
+  return `cannot be read (${code ?? (err as Error).message})`;
+}
+
 /** The kind of results directory `dir` is, from the files present; undefined when none. */
 export function resultKind(dir: string): ResultKind | undefined {
   return RESULT_KINDS.find((kind) => hasResult(dir, MARKER[kind]));
@@ -126,6 +204,7 @@ export function readJson(path: string): unknown {
   try {
     return JSON.parse(text) as unknown;
   } catch (err) {
-    throw new ResultFileError(path, (err as Error).message);
+    const problem = jsonSyntaxProblem(err, text);
+    throw new ResultFileError(path, problem, `${path} is ${problem}`);
   }
 }

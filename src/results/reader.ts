@@ -3,8 +3,8 @@
  * telemetry) and the tables of scenarios, sweeps, probes and capacity searches, checked against
  * results/schemas.ts, and the run directories found under a results directory of any kind.
  */
-import { existsSync, readdirSync, statSync } from 'node:fs';
-import { basename, join, relative } from 'node:path';
+import { existsSync, statSync } from 'node:fs';
+import { basename, relative } from 'node:path';
 import type { LoadSpec } from '../load.js';
 import { parseSlo, type SloCondition } from '../metrics/slo.js';
 import type { RunSummary, SummaryContext, Warning } from '../metrics/summary.js';
@@ -19,6 +19,7 @@ import {
   readJson,
   recordsPath,
   resultPath,
+  walkResultsTree,
 } from './layout.js';
 import { type RunCharts, RunViewBuilder, type RunViewParts, streamRecords } from './runView.js';
 import {
@@ -151,20 +152,17 @@ export const isRunDir = (dir: string) => hasResult(dir, 'records');
 
 /**
  * Every run directory (records.jsonl) at or under `dir` down to `depth` levels (scenario
- * folders, sweep points, probe points), in name order.
+ * folders, sweep points, probe points), in name order, each once (layout.ts walkResultsTree);
+ * `onSkipped` hears of each link or folder passed over.
  */
-export function findRunDirs(dir: string, depth = 3): string[] {
-  const dirs: string[] = [];
-  const walk = (d: string, left: number) => {
-    if (isRunDir(d)) dirs.push(d);
-    if (left === 0) return;
-    for (const entry of readdirSync(d).sort()) {
-      const sub = join(d, entry);
-      if (statSync(sub).isDirectory()) walk(sub, left - 1);
-    }
-  };
-  walk(dir, depth);
-  return dirs;
+export function findRunDirs(
+  dir: string,
+  depth = 3,
+  onSkipped: (message: string) => void = () => {},
+): string[] {
+  const tree = walkResultsTree(dir, isRunDir, depth);
+  for (const message of tree.skipped) onSkipped(message);
+  return tree.dirs;
 }
 
 /** The scenario names of scenarios.json (or sweep.json), in its order. */
@@ -272,7 +270,7 @@ export async function loadSavedRuns(
   options: LoadRunsOptions = {},
 ): Promise<SavedRun[]> {
   const runs: SavedRun[] = [];
-  const dirs = findRunDirs(dir);
+  const dirs = findRunDirs(dir, undefined, onProblem);
   for (const [index, d] of dirs.entries()) {
     const saved = readSummary(d);
     const manifest = readManifest(d) ?? {};

@@ -4,7 +4,8 @@
  * built-in simulator's flags their manifests recorded), fits the simulator to them
  * (sim/calibrate.ts) and predicts each run from the others.
  */
-import { relative, resolve } from 'node:path';
+import { realpathSync } from 'node:fs';
+import { relative } from 'node:path';
 import { parseFlagNumber } from '../flagNumber.js';
 import type { LoadSpec } from '../load.js';
 import type { RequestRecord } from '../record.js';
@@ -27,6 +28,7 @@ import {
   fitCalibration,
   fitKeysFor,
   leaveOneOut,
+  MAX_FOLDS,
   median,
   pointFromRecords,
 } from '../sim/calibrate.js';
@@ -50,6 +52,7 @@ import {
 import { agentTools } from '../workload/conversations.js';
 import type { Scenario } from '../workload/scenarios.js';
 import { countWords, toolsPromptText } from '../workload/words.js';
+import type { CalibrateProgress } from './calibrateProgress.js';
 
 export interface CalibrateOptions {
   /** Engine flags as the command line parsed them (`model`, `gpu`, `tp`, `mbu`, ...). */
@@ -65,6 +68,8 @@ export interface CalibrateOptions {
    * its prompt times: measured step times, used in place of the roofline's (not fit points).
    */
   steps?: readonly string[];
+  /** Told as the runs are read, the fit replays them and each is predicted from the others. */
+  onProgress?: (p: CalibrateProgress) => void;
 }
 
 export interface CalibrationResult {
@@ -108,10 +113,14 @@ export async function calibrate(
   const started = performance.now();
   const problems: string[] = [];
   const runDirs: string[] = [];
+  // A link passed over in a results tree (dangling, a loop) is said once, however often walked.
+  const skipped = new Set<string>();
+  const findRuns = (dir: string) => findRunDirs(dir, undefined, (m) => skipped.add(m));
   // The step probe's runs are not fit points, though they may sit under a fit directory.
   const stepRuns = new Set(
-    (o.steps ?? []).flatMap((d) => (isDirectory(d) ? findRunDirs(d).map((r) => resolve(r)) : [])),
+    (o.steps ?? []).flatMap((d) => (isDirectory(d) ? findRuns(d).map((r) => realpathSync(r)) : [])),
   );
+  const fitRuns = new Set<string>();
   for (const dir of dirs) {
     if (!isDirectory(dir)) {
       problems.push(
@@ -119,9 +128,15 @@ export async function calibrate(
       );
       continue;
     }
-    const found = findRunDirs(dir);
+    const found = findRuns(dir);
     if (found.length === 0) problems.push(`${dir} holds no run (no records.jsonl at or under it)`);
-    runDirs.push(...found.filter((r) => !stepRuns.has(resolve(r))));
+    // By real path: two directories given, or one inside the other, read each run once.
+    for (const run of found) {
+      const real = realpathSync(run);
+      if (stepRuns.has(real) || fitRuns.has(real)) continue;
+      fitRuns.add(real);
+      runDirs.push(run);
+    }
   }
   let maxRequests = DEFAULT_MAX_REQUESTS;
   if (o.maxRequests !== undefined) {
@@ -135,15 +150,20 @@ export async function calibrate(
   const resolved = resolveEngine(settings);
   if (!resolved.engine) throw new CalibrationRefused(resolved.problems);
   const warnings = [...resolved.warnings];
-  const steps = o.steps?.length ? await readSteps(o.steps, problems, warnings) : undefined;
+  const steps = o.steps?.length
+    ? await readSteps(o.steps, findRuns, problems, warnings)
+    : undefined;
+  warnings.push(...skipped);
   if (problems.length > 0) throw new CalibrationRefused(problems);
   const measuredSteps = steps && measuredStepsOf(steps);
   const base = measuredSteps ? { ...resolved.engine, measuredSteps } : resolved.engine;
 
+  const progress = o.onProgress ?? (() => {});
   const points: (CalibrationPoint & { source: string; loadText: string })[] = [];
-  for (const dir of runDirs) {
+  for (const [i, dir] of runDirs.entries()) {
     const point = await readPoint(dir, maxRequests, problems);
     if (point) points.push(point);
+    progress({ stage: 'reading', runs: i + 1, of: runDirs.length });
   }
   if (problems.length > 0) throw new CalibrationRefused(problems);
 
@@ -167,9 +187,15 @@ export async function calibrate(
   if (problems.length > 0) throw new CalibrationRefused(problems);
   let keys = (fitKeys ?? fitKeysFor(base)).filter((k) => hold[k] === undefined);
   let fit: CalibrationFit | undefined;
+  let simulations = 0;
   while (!fit) {
+    const parameters = keys.length;
+    const onSimulated = () => {
+      simulations++;
+      progress({ stage: 'fitting', runs: points.length, parameters, simulations });
+    };
     try {
-      fit = fitCalibration(base, points, { keys, hold });
+      fit = fitCalibration(base, points, { keys, hold, onSimulated });
     } catch (err) {
       // --hold-unidentified: what the runs cannot tell is held at the engine's value, and said.
       if (!(err instanceof CalibrationRefused) || !o.holdUnidentified || err.keys.length === 0) {
@@ -184,7 +210,16 @@ export async function calibrate(
       }
     }
   }
-  const loo = leaveOneOut(base, points, fit);
+  let folds = { done: 0, of: Math.min(points.length, MAX_FOLDS) };
+  const loo = leaveOneOut(base, points, fit, {
+    onFold: (done, of) => {
+      folds = { done, of };
+    },
+    onSimulated: () => {
+      simulations++;
+      progress({ stage: 'cross-checking', folds: folds.done, of: folds.of, simulations });
+    },
+  });
   const model = new EngineModel(base).config;
   const file = buildCalibrationFile(
     {
@@ -312,6 +347,7 @@ function sharedPrefixTokens(manifest: Record<string, unknown> | undefined): numb
  */
 async function readSteps(
   dirs: readonly string[],
+  findRuns: (dir: string) => string[],
   problems: string[],
   warnings: string[],
 ): Promise<CalibrationSteps | undefined> {
@@ -319,7 +355,7 @@ async function readSteps(
   const frontend: number[] = [];
   const sources: string[] = [];
   for (const dir of dirs) {
-    const runs = isDirectory(dir) ? findRunDirs(dir) : [];
+    const runs = isDirectory(dir) ? findRuns(dir) : [];
     if (runs.length === 0) {
       problems.push(
         `--steps ${dir}: no run there (give a \`probe prefill --batches 1\` results directory)`,

@@ -295,15 +295,20 @@ function sessionsOf(records: readonly RequestRecord[]): CalibrationSession[] {
  * with the cache as the engine has it: see replaySessions.
  */
 export function replayPoint(options: EngineModelOptions, point: CalibrationPoint): PointMetrics {
-  return pointMetrics(replayRecords(options, point), point.statistics);
+  // The medians need times alone: no events (a fit replays each point hundreds of times).
+  return pointMetrics(replayRecords(options, point, false), point.statistics);
 }
 
-/** replayPoint's virtual run: the records, for a caller that reads more than the medians. */
+/**
+ * replayPoint's virtual run: the records, for a caller that reads more than the medians; with
+ * `events` false, times and counts only.
+ */
 export function replayRecords(
   options: EngineModelOptions,
   point: CalibrationPoint,
+  events = true,
 ): RequestRecord[] {
-  if (point.sessions) return replaySessions(options, point, point.sessions);
+  if (point.sessions) return replaySessions(options, point, point.sessions, events);
   const engine = new EngineCluster({ ...options, prefixCaching: false });
   const warmup = point.requests.filter((r) => r.warmup);
   const measured = point.requests.filter((r) => !r.warmup);
@@ -317,6 +322,7 @@ export function replayRecords(
     seed: 1,
     endpoint: 'completions',
     nextRequest: (id): RequestSpec => lengthsOnly(ordered[id]),
+    events,
     onRecord: (record) => records.push(record),
   });
   return records;
@@ -335,6 +341,7 @@ function replaySessions(
   options: EngineModelOptions,
   point: CalibrationPoint,
   sessions: CalibrationSession[],
+  events: boolean,
 ): RequestRecord[] {
   const engine = new EngineCluster(options);
   const blockSize = engine.config.blockSize;
@@ -370,6 +377,7 @@ function replaySessions(
         b < sharedBlocks ? b + 0.5 : session * 2 ** 21 + b,
       );
     },
+    events,
     onRecord: (record) => records.push(record),
   });
   return records;
@@ -452,6 +460,8 @@ export interface FitOptions {
   /** Check that each key can be told from the data, else refuse (default true). */
   checkIdentifiable?: boolean;
   maxIterations?: number;
+  /** Told after each point is simulated (the fit runs for seconds to minutes on many runs). */
+  onSimulated?: () => void;
 }
 
 /** Huber's threshold on a log error: past 5 % a point counts linearly, so one outlier cannot steer the fit. */
@@ -510,6 +520,7 @@ export function fitCalibration(
     for (const p of points) {
       simulations++;
       out.push(...logErrors(replayPoint(options, p), p.measured));
+      o.onSimulated?.();
     }
     return out;
   };
@@ -767,31 +778,56 @@ export interface LeaveOneOut {
 }
 
 /**
+ * The most fits a cross-check makes. One fit per point left out made the check quadratic in
+ * the runs (each fit replays all the others): 40 runs took 1.5 s, 160 runs 17.5 s. Past this
+ * many points they are left out in this many folds instead, each fold every tenth point, so
+ * that a fold spans the loads and the work grows with the runs, not their square.
+ */
+export const MAX_FOLDS = 10;
+
+export interface LeaveOneOutOptions {
+  /** Told as each fold's fit ends, with the folds done and their number. */
+  onFold?: (done: number, folds: number) => void;
+  onSimulated?: () => void;
+}
+
+/**
  * Each point predicted by a fit to the others (started from the full fit's values): how well
- * the calibration predicts a load it has not seen. Needs three points or more.
+ * the calibration predicts a load it has not seen. One point left out at a time up to
+ * MAX_FOLDS points; beyond, MAX_FOLDS folds of every tenth point, each predicted by a fit to
+ * the rest. Needs three points or more.
  */
 export function leaveOneOut(
   base: EngineModelOptions,
   points: readonly CalibrationPoint[],
   full: CalibrationFit,
+  o: LeaveOneOutOptions = {},
 ): LeaveOneOut[] {
   if (points.length < 3) return [];
   const start: Partial<Record<FitKey, number>> = {};
   for (const [k, v] of Object.entries(full.fitted)) start[k as FitKey] = v.value;
   const keys = Object.keys(full.fitted) as FitKey[];
   const prior = engineValues(base);
-  return points.map((point, i) => {
-    const others = points.filter((_, j) => j !== i);
+  const folds = Math.min(points.length, MAX_FOLDS);
+  const out: LeaveOneOut[] = new Array(points.length);
+  for (let fold = 0; fold < folds; fold++) {
+    const others = points.filter((_, j) => j % folds !== fold);
     let fit: CalibrationFit | undefined;
     let heldKeys: FitKey[] = [];
     // Drop keys the others cannot identify (held at the engine's value), one at a time.
-    // With none left, the others fit nothing: the point is predicted from the priors alone.
+    // With none left, the others fit nothing: the fold is predicted from the priors alone.
     let tryKeys = [...keys];
     while (!fit && tryKeys.length > 0) {
       try {
         const hold: Partial<Record<FitKey, number>> = { ...full.held };
         for (const k of heldKeys) hold[k] = prior[k];
-        fit = fitCalibration(base, others, { keys: tryKeys, hold, start, maxIterations: 12 });
+        fit = fitCalibration(base, others, {
+          keys: tryKeys,
+          hold,
+          start,
+          maxIterations: 12,
+          ...(o.onSimulated ? { onSimulated: o.onSimulated } : {}),
+        });
       } catch (err) {
         if (!(err instanceof CalibrationRefused)) throw err;
         const drop = err.keys[err.keys.length - 1] ?? tryKeys[tryKeys.length - 1];
@@ -802,14 +838,21 @@ export function leaveOneOut(
     const values: Partial<Record<FitKey, number>> = { ...full.held };
     for (const k of heldKeys) values[k] = prior[k];
     for (const [k, v] of Object.entries(fit?.fitted ?? {})) values[k as FitKey] = v.value;
-    const predicted = replayPoint(withValues(base, values), point);
-    return {
-      label: point.label,
-      predicted,
-      error: relativeErrors(predicted, point.measured),
-      heldKeys,
-    };
-  });
+    const options = withValues(base, values);
+    for (let i = fold; i < points.length; i += folds) {
+      const point = points[i];
+      const predicted = replayPoint(options, point);
+      o.onSimulated?.();
+      out[i] = {
+        label: point.label,
+        predicted,
+        error: relativeErrors(predicted, point.measured),
+        heldKeys,
+      };
+    }
+    o.onFold?.(fold + 1, folds);
+  }
+  return out;
 }
 
 const medianAbs = (values: number[]): number => {

@@ -2,7 +2,12 @@
  * calibration.json: what `infergauge calibrate` fitted, and how `--calibration FILE` applies it
  * to a simulated engine, saying which fitted values do not transfer to the engine asked for.
  */
-import { readFileSync } from 'node:fs';
+import { readFileSync, statSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import type { z as Zod } from 'zod';
+import { InfergaugeError } from '../errors.js';
+import { parseJsonText } from '../jsonText.js';
+import { ENGINE_LIMITS } from './engineLimits.js';
 import type { EngineModelOptions } from './engineModel.js';
 import { DEFAULT_PERSONALITY } from './personality.js';
 import type { MeasuredSteps } from './roofline.js';
@@ -119,43 +124,200 @@ export interface CalibrationFile {
   simulations: number;
 }
 
-/** Reads and checks a calibration file; throws an Error that names the problem and the fix. */
+/** The largest calibration file read: a fit of 500 runs writes a few hundred KiB. */
+const CALIBRATION_MAX_BYTES = 16 * 1024 * 1024;
+
+/** A calibration file that cannot be read or is not one; `field` is the first field at fault. */
+export class CalibrationFileError extends InfergaugeError {
+  constructor(
+    readonly path: string,
+    message: string,
+    readonly field?: string,
+  ) {
+    super(`${path}${field !== undefined ? `: ${field}` : ''}: ${message}`, 'IG_CALIBRATION_FILE');
+  }
+}
+
+/**
+ * zod is required at first use (it ships CommonJS): every command reads the engine flags, few
+ * are given a calibration.
+ */
+const require = createRequire(import.meta.url);
+
+/** calibration.json's schema, built at first use: every field a reader uses, with its range. */
+function fileSchema() {
+  const { z } = require('zod') as { z: typeof Zod };
+  const bounded = (key: FitKey) => {
+    const { min, max } = ENGINE_LIMITS[key];
+    return z
+      .number({ error: 'must be a number' })
+      .min(min, { error: `must be at least ${min} (${fitFlag(key)}'s range is ${min} to ${max})` })
+      .max(max, {
+        error: `must be at most ${max}: no engine has it (${fitFlag(key)}'s range is ${min} to ${max})`,
+      });
+  };
+  const finite = z.number({ error: 'must be a finite number' });
+  const count = (min: number) =>
+    z.number({ error: 'must be a whole number' }).int({ error: 'must be a whole number' }).min(min);
+  const fittedValue = (key: FitKey) =>
+    z.looseObject({
+      value: bounded(key),
+      stdErr: finite.min(0),
+      low: finite,
+      high: finite,
+      before: finite,
+    });
+  const keyed = <T extends Zod.ZodType>(of: (key: FitKey) => T) =>
+    z.strictObject(
+      Object.fromEntries(FIT_KEYS.map((k) => [k, of(k).optional()])) as Record<
+        FitKey,
+        Zod.ZodOptional<T>
+      >,
+    );
+  // A median of no value is written as null (JSON has no NaN).
+  const metrics = z.looseObject({
+    ttftMs: finite.nullable(),
+    tpotMs: finite.nullable(),
+    outputTokPerS: finite.nullable(),
+  });
+  return z.looseObject({
+    format: z.literal(CALIBRATION_FORMAT),
+    schemaVersion: z.literal(CALIBRATION_SCHEMA),
+    infergauge: z.string(),
+    simulatorModelVersion: z.literal(SIM_MODEL_VERSION),
+    createdAt: z.string(),
+    engine: z.looseObject({
+      args: z.array(z.string()),
+      personality: z.string(),
+      model: z.string(),
+      gpu: z.string(),
+      gpuFamily: z.string().optional(),
+      tp: count(1),
+      dp: count(1),
+      dtype: z.string(),
+    }),
+    fitted: keyed(fittedValue),
+    held: keyed(bounded),
+    steps: z
+      .looseObject({
+        sources: z.array(z.string()),
+        points: z
+          .array(
+            z.looseObject({
+              tokens: count(1),
+              // One prompt's step: a minute is far past any measured one.
+              ms: finite.gt(0, { error: 'must be above 0' }).max(60_000),
+              requests: count(0),
+            }),
+          )
+          .min(2, { error: 'needs two or more prompt lengths' })
+          .refine((points) => points.every((p, i) => i === 0 || p.tokens > points[i - 1].tokens), {
+            error: 'must be in ascending order of tokens',
+          }),
+        frontendMs: bounded('frontendLatencyMs').optional(),
+      })
+      .optional(),
+    points: z.array(
+      z.looseObject({
+        label: z.string(),
+        source: z.string(),
+        load: z.string(),
+        requests: count(0),
+        measured: metrics,
+        predicted: metrics,
+        error: metrics,
+      }),
+    ),
+    medianAbsError: z.looseObject({ fit: metrics, leaveOneOut: metrics.optional() }),
+    simulations: count(0),
+  });
+}
+
+let schema: ReturnType<typeof fileSchema> | undefined;
+
+/**
+ * Reads and checks a calibration file against its schema; throws a CalibrationFileError that
+ * names the file, the first field at fault and the fix. Never quotes the file: only its name,
+ * the field and what the field must be.
+ */
 export function readCalibrationFile(path: string): CalibrationFile {
-  let data: unknown;
+  let text: string;
   try {
-    data = JSON.parse(readFileSync(path, 'utf8'));
+    const info = statSync(path);
+    // A FIFO or a device would be read for ever; a huge file whole.
+    if (!info.isFile() || info.size > CALIBRATION_MAX_BYTES) {
+      throw new CalibrationFileError(
+        path,
+        `${info.isFile() ? `larger than any calibration (at most ${CALIBRATION_MAX_BYTES / 1024 / 1024} MiB)` : 'not a regular file'}; is it the right file?`,
+      );
+    }
+    text = readFileSync(path, 'utf8');
   } catch (err) {
-    throw new Error(`cannot read ${path}: ${(err as Error).message}`);
+    if (err instanceof CalibrationFileError) throw err;
+    const code = (err as NodeJS.ErrnoException).code;
+    throw new CalibrationFileError(
+      path,
+      code === 'ENOENT' ? 'no such file' : `cannot read it (${code ?? (err as Error).message})`,
+    );
   }
-  const file = data as Partial<CalibrationFile>;
-  if (file?.format !== CALIBRATION_FORMAT) {
-    throw new Error(`${path} is not a calibration file (write one with infergauge calibrate)`);
+  const parsed = parseJsonText(text);
+  if ('problem' in parsed) {
+    throw new CalibrationFileError(path, `${parsed.problem}: not a calibration file`);
   }
+  return calibrationFromValue(parsed.value, path);
+}
+
+/** Checks a parsed calibration file (pure: tests call it with values); `path` names it. */
+export function calibrationFromValue(value: unknown, path: string): CalibrationFile {
+  const file = value as Partial<CalibrationFile> | null;
+  const isObject = typeof file === 'object' && file !== null && !Array.isArray(file);
+  if (!isObject || file.format !== CALIBRATION_FORMAT) {
+    throw new CalibrationFileError(
+      path,
+      'is not a calibration file (write one with infergauge calibrate)',
+    );
+  }
+  // The versions first: a file of another version is refitted, not repaired field by field.
   if (file.schemaVersion !== CALIBRATION_SCHEMA) {
-    throw new Error(
-      `${path} has schema ${String(file.schemaVersion)}, this infergauge reads ${CALIBRATION_SCHEMA}: refit it with infergauge calibrate`,
+    throw new CalibrationFileError(
+      path,
+      `has schema ${versionText(file.schemaVersion)}, this infergauge reads ${CALIBRATION_SCHEMA}: refit it with infergauge calibrate`,
     );
   }
   if (file.simulatorModelVersion !== SIM_MODEL_VERSION) {
-    throw new Error(
-      `${path} was fitted to simulator model ${String(file.simulatorModelVersion)} (infergauge ${String(file.infergauge)}); this one is ${SIM_MODEL_VERSION}, whose equations give its values another meaning: refit it with infergauge calibrate on the same runs`,
+    throw new CalibrationFileError(
+      path,
+      `was fitted to simulator model ${versionText(file.simulatorModelVersion)}${typeof file.infergauge === 'string' && /^[\w.+-]{1,40}$/.test(file.infergauge) ? ` (infergauge ${file.infergauge})` : ''}; this one is ${SIM_MODEL_VERSION}, whose equations give its values another meaning: refit it with infergauge calibrate on the same runs`,
     );
   }
-  const values = { ...(file.held ?? {}), ...valuesOf(file.fitted ?? {}) };
-  for (const [k, v] of Object.entries(values)) {
-    if (!(FIT_KEYS as readonly string[]).includes(k) || !(typeof v === 'number' && v >= 0)) {
-      throw new Error(`${path}: ${k} = ${String(v)} is not a calibrated value`);
-    }
-  }
-  if (!file.engine || typeof file.engine.personality !== 'string') {
-    throw new Error(`${path} does not say which engine it was fitted on: refit it`);
-  }
-  if (file.steps !== undefined && measuredStepsOf(file.steps) === undefined) {
-    throw new Error(
-      `${path}: its measured steps are not prompt lengths in ascending order with times above 0: refit it`,
+  schema ??= fileSchema();
+  const checked = schema.safeParse(value, { reportInput: true });
+  if (!checked.success) {
+    const issue = checked.error.issues[0];
+    const field = issue.path.map(String).join('.') || '(top level)';
+    const what =
+      issue.code === 'invalid_type' && issue.input === undefined
+        ? 'is missing'
+        : issue.code === 'unrecognized_keys'
+          ? `has a field that is not a fitted value (fitted values: ${FIT_KEYS.join(', ')})`
+          : issue.message;
+    const more = checked.error.issues.length - 1;
+    throw new CalibrationFileError(
+      path,
+      `${what}${more > 0 ? ` (and ${more} more problem${more > 1 ? 's' : ''})` : ''}: refit it with infergauge calibrate`,
+      field,
     );
   }
-  return file as CalibrationFile;
+  return value as CalibrationFile;
+}
+
+/** A version as a message may show it: a number, else what kind of value it is. */
+function versionText(v: unknown): string {
+  return typeof v === 'number' && Number.isFinite(v)
+    ? String(v)
+    : v === undefined
+      ? 'none'
+      : `of type ${typeof v}`;
 }
 
 function valuesOf(fitted: Partial<Record<FitKey, FittedValue>>): Partial<Record<FitKey, number>> {

@@ -12,6 +12,7 @@ import {
   stepsMismatch,
   transferNotes,
 } from './calibrationFile.js';
+import { ENGINE_LIMITS } from './engineLimits.js';
 import type { EngineModelOptions } from './engineModel.js';
 import {
   DEFAULT_PERSONALITY,
@@ -186,7 +187,7 @@ export const ENGINE_FLAGS: readonly FlagSpec[] = [
     flag: '--non-kv-overhead-gb <gb>',
     key: 'nonKvOverheadGb',
     kind: 'number',
-    min: 0,
+    ...ENGINE_LIMITS.nonKvOverheadGb,
     help: 'measured activations + non-torch + CUDA graphs, GB (default: modelled)',
   },
   {
@@ -199,59 +200,56 @@ export const ENGINE_FLAGS: readonly FlagSpec[] = [
     flag: '--mbu <f>',
     key: 'mbu',
     kind: 'number',
-    min: 0.01,
-    max: 1,
+    ...ENGINE_LIMITS.mbu,
     help: `achieved share of memory bandwidth (default: ${e.mbu})`,
   },
   {
     flag: '--mfu <f>',
     key: 'mfu',
     kind: 'number',
-    min: 0.01,
-    max: 1,
+    ...ENGINE_LIMITS.mfu,
     help: `best share of the 16-bit tensor peak (default: ${e.mfuMax16})`,
   },
   {
     flag: '--mfu-8bit <f>',
     key: 'mfu8bit',
     kind: 'number',
-    min: 0.01,
-    max: 1,
+    ...ENGINE_LIMITS.mfu8bit,
     help: `best share of the fp8/int8 peak (default: ${e.mfuMax8})`,
   },
   {
     flag: '--mfu-half-tokens <n>',
     key: 'mfuHalfTokens',
     kind: 'number',
-    min: 0,
+    ...ENGINE_LIMITS.mfuHalfTokens,
     help: `tokens per step at half the best MFU (default: ${e.mfuHalfTokens})`,
   },
   {
     flag: '--step-overhead-ms <ms>',
     key: 'stepOverheadMs',
     kind: 'number',
-    min: 0,
+    ...ENGINE_LIMITS.stepOverheadMs,
     help: `fixed time per engine step (default: ${(STEP_OVERHEAD_PER_LAYER_S * 1e6).toFixed(0)} us per layer, ${e.stepOverheadS * 1e3} for 32 layers)`,
   },
   {
     flag: '--per-seq-overhead-us <us>',
     key: 'perSeqOverheadUs',
     kind: 'number',
-    min: 0,
+    ...ENGINE_LIMITS.perSeqOverheadUs,
     help: `time per sequence per step (default: ${e.perSeqOverheadS * 1e6})`,
   },
   {
     flag: '--frontend-latency-ms <ms>',
     key: 'frontendLatencyMs',
     kind: 'number',
-    min: 0,
+    ...ENGINE_LIMITS.frontendLatencyMs,
     help: `HTTP front end, arrival to scheduler (default: ${e.frontendLatencyS * 1e3})`,
   },
   {
     flag: '--frontend-chat-cpu-ms <ms>',
     key: 'frontendChatCpuMs',
     kind: 'number',
-    min: 0,
+    ...ENGINE_LIMITS.frontendChatCpuMs,
     help: `CPU time per chat request on the API server's one loop, one at a time (default: 0; ${VLLM_0110_CHAT_TEMPLATE_S * 1e3} for vllm-v1 0.11.0)`,
   },
   {
@@ -603,6 +601,11 @@ export function resolveEngine(given: SimEngineSettings): {
     }
   }
   const s = calibration ? calibratedSettings(calibration, given) : given;
+  // A file the calibration names (its engine.args) is said to come from there.
+  const namedBy = (key: 'model' | 'gpuSpec') =>
+    calibration && given[key] === undefined && s[key] !== undefined
+      ? ` (named by ${String(given.calibration)}'s engine.args)`
+      : '';
   const options = s as Record<string, unknown>;
   const numbers: Record<string, number> = {};
   for (const f of ENGINE_FLAGS) {
@@ -618,7 +621,7 @@ export function resolveEngine(given: SimEngineSettings): {
       resolved = resolveModel(s.model ?? DEFAULT_SIM_MODEL_PRESET);
       warnings.push(...resolved.warnings);
     } catch (err) {
-      problems.push(`--model: ${(err as Error).message}`);
+      problems.push(`--model${namedBy('model')}: ${(err as Error).message}`);
     }
   }
   const personalityText = String(s.enginePersonality ?? DEFAULT_PERSONALITY);
@@ -672,7 +675,7 @@ export function resolveEngine(given: SimEngineSettings): {
     try {
       gpu = loadGpuSpec(String(s.gpuSpec));
     } catch (err) {
-      problems.push(`--gpu-spec: ${(err as Error).message}`);
+      problems.push(`--gpu-spec${namedBy('gpuSpec')}: ${(err as Error).message}`);
     }
   } else if (typeof s.gpu === 'object') {
     gpu = s.gpu;

@@ -10,6 +10,7 @@ import { parseFlagNumber, TIME_SCALE } from '../flagNumber.js';
 import { nearest } from '../nearest.js';
 import { type AnswerOptions, DEFAULT_ANSWER_OPTIONS } from './answer.js';
 import { DEFAULT_SCRIPTED_TIMING, type ScriptedTiming } from './engine.js';
+import { SIMULATOR_LIMITS } from './engineLimits.js';
 import {
   ENGINE_FLAGS,
   engineSettingsFromFlags,
@@ -122,7 +123,7 @@ export const SIM_FLAGS: readonly SimFlagSpec[] = [
     flag: '--chat-template-tokens <n>',
     key: 'chatTemplateTokens',
     kind: 'number',
-    min: 0,
+    ...SIMULATOR_LIMITS.chatTemplateTokens,
     integer: true,
     default: 0,
     help: 'tokens a chat template adds to every chat prompt (counted in usage and processed)',
@@ -157,7 +158,7 @@ export const SIM_FLAGS: readonly SimFlagSpec[] = [
     flag: '--parallel-tool-calls <n>',
     key: 'answers.parallelToolCalls',
     kind: 'number',
-    min: 1,
+    ...SIMULATOR_LIMITS.parallelToolCalls,
     integer: true,
     default: a.parallelToolCalls,
     help: 'tool calls per answer when the request allows parallel calls',
@@ -192,7 +193,7 @@ export const SIM_FLAGS: readonly SimFlagSpec[] = [
     flag: '--ttft-base-ms <ms>',
     key: 'timing.ttftBaseMs',
     kind: 'number',
-    min: 0,
+    ...SIMULATOR_LIMITS.ttftBaseMs,
     default: d.ttftBaseMs,
     help: 'scripted: TTFT = base + per-input-token x input tokens',
   },
@@ -200,7 +201,7 @@ export const SIM_FLAGS: readonly SimFlagSpec[] = [
     flag: '--ttft-per-input-token-ms <ms>',
     key: 'timing.ttftPerInputTokenMs',
     kind: 'number',
-    min: 0,
+    ...SIMULATOR_LIMITS.ttftPerInputTokenMs,
     default: d.ttftPerInputTokenMs,
     help: 'scripted: prefill time per input token',
   },
@@ -208,7 +209,7 @@ export const SIM_FLAGS: readonly SimFlagSpec[] = [
     flag: '--itl-ms <ms>',
     key: 'timing.itlMs',
     kind: 'number',
-    min: 0,
+    ...SIMULATOR_LIMITS.itlMs,
     default: d.itlMs,
     help: 'scripted: time per output token after the first',
   },
@@ -216,7 +217,7 @@ export const SIM_FLAGS: readonly SimFlagSpec[] = [
     flag: '--tokens-per-event <n>',
     key: 'timing.tokensPerEvent',
     kind: 'number',
-    min: 1,
+    ...SIMULATOR_LIMITS.tokensPerEvent,
     integer: true,
     default: d.tokensPerEvent,
     help: 'scripted: tokens per stream event after the first',

@@ -46,6 +46,12 @@ export interface VirtualRunOptions {
    * answer's full blocks), where its prompt is known by length only; else they are the words'.
    */
   prefixKeys?: (id: number, spec: RequestSpec) => readonly number[];
+  /**
+   * false: a plain answer's record carries its times and counts but no events (empty lists).
+   * A reader of times alone (calibrate's replays, thousands per fit) spent over half its time
+   * building and collecting one event per token.
+   */
+  events?: boolean;
   onRecord: (record: RequestRecord) => void;
 }
 
@@ -147,7 +153,7 @@ export function simulateRun(o: VirtualRunOptions): VirtualRunResult {
   const ended = (request: InFlight, refusal?: string) => {
     // A plain answer's record is written directly (most of every run: no object more).
     if (refusal !== undefined || !request.wire) {
-      deliver(request.p, toRecord(request, o.endpoint, refusal), undefined);
+      deliver(request.p, toRecord(request, o.endpoint, refusal, o.events !== false), undefined);
       return;
     }
     const { record, answer } = request.wire.record(
@@ -460,7 +466,12 @@ function emissions(r: InFlight): Emission[] {
 const us = (ns: number) => Math.round(ns / 1000);
 
 /** The record the client would write for this request against the HTTP simulator. */
-function toRecord(r: InFlight, endpoint: Endpoint, rejected?: string): RequestRecord {
+function toRecord(
+  r: InFlight,
+  endpoint: Endpoint,
+  rejected: string | undefined,
+  withEvents: boolean,
+): RequestRecord {
   const sentUs = us(r.sentNs);
   const { p } = r;
   const base = {
@@ -484,6 +495,28 @@ function toRecord(r: InFlight, endpoint: Endpoint, rejected?: string): RequestRe
       error: { kind: 'http_4xx', message: rejected, status: 400 },
     };
   }
+  const n = r.tokens;
+  const firstAt = us(r.tokenNs[0]) / 1000;
+  const lastAt = us(r.tokenNs[n - 1]) / 1000;
+  return {
+    ...base,
+    headersAt: sentUs / 1000,
+    firstTokenAt: firstAt,
+    firstContentAt: firstAt,
+    lastTokenAt: lastAt,
+    endAt: lastAt,
+    status: 200,
+    inputTokens: r.promptTokens,
+    inputTokensSource: 'server',
+    outputTokens: n,
+    outputTokensSource: 'server',
+    finishReason: 'length',
+    events: withEvents ? eventsOf(r, endpoint, sentUs) : { dtUs: [], tokens: [], contentChars: [] },
+  };
+}
+
+/** A plain answer's stream events, as the HTTP simulator sends them. */
+function eventsOf(r: InFlight, endpoint: Endpoint, sentUs: number): RequestRecord['events'] {
   const n = r.tokens;
   const chat = endpoint === 'chat';
   // Role-only first event (chat), one event per token, then the usage-only event.
@@ -516,23 +549,7 @@ function toRecord(r: InFlight, endpoint: Endpoint, rejected?: string): RequestRe
   tokens[e] = 0;
   contentChars[e] = 0;
   if (e + 1 < size) dtUs.length = tokens.length = contentChars.length = e + 1;
-  const firstAt = us(r.tokenNs[0]) / 1000;
-  const lastAt = us(r.tokenNs[n - 1]) / 1000;
-  return {
-    ...base,
-    headersAt: sentUs / 1000,
-    firstTokenAt: firstAt,
-    firstContentAt: firstAt,
-    lastTokenAt: lastAt,
-    endAt: lastAt,
-    status: 200,
-    inputTokens: r.promptTokens,
-    inputTokensSource: 'server',
-    outputTokens: n,
-    outputTokensSource: 'server',
-    finishReason: 'length',
-    events: { dtUs, tokens, contentChars },
-  };
+  return { dtUs, tokens, contentChars };
 }
 
 /**

@@ -1,5 +1,6 @@
 import { extname } from 'node:path';
 import { MAX_TOKEN_COUNT } from '../backends/timeline.js';
+import { jsonSyntaxProblem } from '../jsonText.js';
 import { readTextFile } from './textFile.js';
 import { Problems } from './trace.js';
 
@@ -115,7 +116,7 @@ function parseShareGpt(text: string, source: string, allTurns: boolean): Dataset
   try {
     root = JSON.parse(text);
   } catch (err) {
-    throw new Error(`${source}: not valid JSON (${(err as Error).message})`);
+    throw new Error(`${source}: ${jsonSyntaxProblem(err, text)}`);
   }
   if (!Array.isArray(root)) {
     throw new Error(`${source}: a ShareGPT dataset is a JSON array of {conversations: [...]}`);
@@ -210,7 +211,7 @@ function parseJsonlDataset(text: string, source: string): Dataset {
     try {
       o = JSON.parse(raw);
     } catch (err) {
-      problems.add(line, `not valid JSON (${(err as Error).message})`);
+      problems.add(line, jsonSyntaxProblem(err, raw));
       continue;
     }
     if (!isObject(o)) {

@@ -3,6 +3,7 @@ import { dirname, join, resolve } from 'node:path';
 import { splitServerUrl } from '../backends/request.js';
 import { EXIT, type ExitCode, InfergaugeError } from '../errors.js';
 import { requestText } from '../httpText.js';
+import { jsonSyntaxProblem } from '../jsonText.js';
 import { countWords } from './words.js';
 
 /**
@@ -155,10 +156,16 @@ async function huggingFaceTokenizer(path: string): Promise<Tokenizer> {
     }
   }
   let json: unknown;
+  let text: string;
   try {
-    json = JSON.parse(await readFile(file, 'utf8'));
+    text = await readFile(file, 'utf8');
   } catch (err) {
-    throw badSpec(`tokenizer ${file}: not readable JSON (${(err as Error).message})`);
+    throw badSpec(`tokenizer ${file}: cannot read it (${(err as Error).message})`);
+  }
+  try {
+    json = JSON.parse(text);
+  } catch (err) {
+    throw badSpec(`tokenizer ${file}: ${jsonSyntaxProblem(err, text)}`);
   }
   const model = isObject(json) ? json.model : undefined;
   if (!isObject(json) || !isObject(model) || typeof model.type !== 'string') {

@@ -1,4 +1,5 @@
 import { MAX_TOKEN_COUNT } from '../backends/timeline.js';
+import { jsonSyntaxProblem } from '../jsonText.js';
 import type { OpenLoadSpec, TraceReplay, TraceReplayJson } from '../load.js';
 import { readTextFile } from './textFile.js';
 
@@ -186,7 +187,7 @@ function parseJsonl(
     try {
       value = JSON.parse(text);
     } catch (err) {
-      problems.add(line, `not valid JSON (${(err as Error).message})`);
+      problems.add(line, jsonSyntaxProblem(err, text));
       continue;
     }
     if (typeof value !== 'object' || value === null || Array.isArray(value)) {

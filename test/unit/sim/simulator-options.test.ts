@@ -86,7 +86,7 @@ describe('reading the flags', () => {
       '--tp must be a whole number (got "0x2")',
       '--port must be a whole number >= 0 and <= 65535 (got 65536)',
       '--engine gpu is not one; choose physical or scripted',
-      '--itl-ms must be a number >= 0 (got -1)',
+      '--itl-ms must be a number >= 0 and <= 60000 (got -1)',
     ]);
     assert.match(parseSimulatorArgs(['--gpus', 'h100']).problems[0] as string, /--gpus/);
   });
