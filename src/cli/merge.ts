@@ -55,7 +55,7 @@ async function merge(
   // Loaded when the command is chosen, so that other commands start without them.
   const [
     { renderTerminalSummary },
-    { checkShards, mergeShards, prepareMergeDir, readShard, waitForShards },
+    { checkShards, DamagedShardsError, mergeShards, prepareMergeDir, readShard, waitForShards },
   ] = await Promise.all([import('../report/terminal.js'), import('../results/merge.js')]);
   const out = o.out ?? `${dirs[0].replace(/\/+$/, '')}-merged`;
   const { finished, unfinished } = await waitForShards(dirs, expected, waitS, resolve(out));
@@ -75,7 +75,19 @@ async function merge(
     }
   }
   prepareMergeDir(out);
-  const summary = await mergeShards(shards, out);
+  let summary: Awaited<ReturnType<typeof mergeShards>>;
+  try {
+    summary = await mergeShards(shards, out, {
+      ...(o.force ? { force: true } : {}),
+      onProblem: (message) => printNotice('merge', message),
+    });
+  } catch (err) {
+    if (!(err instanceof DamagedShardsError)) throw err;
+    process.stderr.write(
+      `infergauge merge: cannot merge: ${err.message}\n  (--force merges what there is, with the count in the merged summary and manifest)\n`,
+    );
+    return EXIT.failure;
+  }
   if (o.json) process.stdout.write(`${JSON.stringify(summary, null, 2)}\n`);
   else {
     const first = shards[0].manifest;

@@ -142,7 +142,7 @@ export async function calibrate(
 
   const points: (CalibrationPoint & { source: string; loadText: string })[] = [];
   for (const dir of runDirs) {
-    const point = await readPoint(dir, maxRequests, problems);
+    const point = await readPoint(dir, maxRequests, problems, warnings);
     if (point) points.push(point);
   }
   if (problems.length > 0) throw new CalibrationRefused(problems);
@@ -335,7 +335,7 @@ async function readSteps(
         );
         continue;
       }
-      await streamRecords(resultPath(run, 'records'), {
+      const read = await streamRecords(resultPath(run, 'records'), {
         add: (r) => {
           const t = r.serverTiming;
           if (r.phase !== 'measure' || r.error || !t?.prefillTokens || !t.prefillMs) return;
@@ -346,6 +346,7 @@ async function readSteps(
           timed++;
         },
       });
+      if (read.damage.damaged) warnings.push(read.damage.message() ?? read.damage.file);
     }
     if (timed > 0) sources.push(dir);
     else {
@@ -376,6 +377,7 @@ async function readPoint(
   dir: string,
   maxRequests: number,
   problems: string[],
+  warnings: string[],
 ): Promise<(CalibrationPoint & { source: string; loadText: string }) | undefined> {
   const manifest = readManifest(dir);
   const load = savedLoad(readSummary(dir), manifest);
@@ -387,7 +389,7 @@ async function readPoint(
     (manifest?.windows as { warmupRequests?: unknown } | undefined)?.warmupRequests ?? 0,
   );
   const records: Slim[] = [];
-  await streamRecords(resultPath(dir, 'records'), {
+  const read = await streamRecords(resultPath(dir, 'records'), {
     add: (r) => {
       // Issue order: the first units sent (requests, or sessions), warm-up included (ids
       // count from 0).
@@ -408,6 +410,8 @@ async function readPoint(
       });
     },
   });
+  // What the reader skipped as damaged, said once per file (results/jsonl.ts ReadDamage).
+  if (read.damage.damaged) warnings.push(read.damage.message() ?? read.damage.file);
   const label = relative(process.cwd(), dir) || dir;
   const point = pointFromRecords(
     label,
