@@ -24,7 +24,10 @@ export function mergeCommand() {
       '--wait <s>',
       'wait up to this many seconds for every shard to finish (its summary.json), e.g. in a follow-up Kubernetes Job',
     )
-    .option('--force', 'merge even when shards are missing or their plans differ')
+    .option(
+      '--force',
+      'merge even when shards are missing, their plans differ or their records are damaged (the merged summary and manifest say what was skipped)',
+    )
     .option('--json', 'print the merged summary JSON instead of the table')
     .option('--no-html', 'do not write report.html')
     .addOption(thresholdOption())

@@ -29,9 +29,10 @@ export interface ShardRun {
 
 /**
  * Plan fields that differ between the shards of one plan by design. Each shard draws its own
- * prompt salt: their request ids are disjoint, so their prompts are distinct all the same.
+ * prompt salt: their request ids are disjoint, so their prompts are distinct all the same. How
+ * a shard stores its records (`--records-format`) changes nothing measured.
  */
-const PER_SHARD = ['shard', 'out', 'workers', 'label', 'startAt', 'promptSalt'];
+const PER_SHARD = ['shard', 'out', 'workers', 'label', 'startAt', 'promptSalt', 'recordsFormat'];
 
 /** What keeps the shards from being one run (empty when nothing). */
 export function checkShards(shards: ShardRun[], expected: number | undefined): string[] {
