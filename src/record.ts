@@ -225,13 +225,12 @@ const OPTIONAL_TIMES = [
 const COUNTS = ['requestedInputTokens', 'requestedOutputTokens', 'outputTokens'] as const;
 const isTime = (v: unknown) =>
   typeof v === 'number' && v >= -MAX_RECORD_TIME_MS && v <= MAX_RECORD_TIME_MS;
-const isCount = (v: unknown) => typeof v === 'number' && v >= 0 && Number.isSafeInteger(v);
+const isCount = (v: unknown) => typeof v === 'number' && v >= 0 && v <= Number.MAX_SAFE_INTEGER;
 
 /**
  * Why a parsed JSON line is not a request record the readers can use, or undefined when it is:
- * the fields every metric reads (times finite and within MAX_RECORD_TIME_MS, counts whole and
- * non-negative, an error with its kind and message, the event columns equally long, of
- * non-negative numbers). A records file is user input (a file they give, a run cut short, a
+ * the fields every metric reads (times within MAX_RECORD_TIME_MS, counts non-negative, an
+ * error with its kind and message, the event columns equally long, of numbers within bounds). A records file is user input (a file they give, a run cut short, a
  * byte flipped on disk): a line that parses but is something else (`{"hello":1}`, `42`, a
  * record whose columns disagree, `endAt: 1e300`) is skipped and said, as a torn line is,
  * instead of ending the report on a TypeError or an empty chart.
@@ -251,7 +250,7 @@ export function recordProblem(value: unknown): string | undefined {
   }
   for (const key of COUNTS) {
     if (!Number.isFinite(r[key])) return `its ${key} is not a number`;
-    if (!isCount(r[key])) return `its ${key} is not a count`;
+    if (!isCount(r[key])) return `its ${key} is not a count (negative or past 2^53)`;
   }
   if (!PHASES.includes(r.phase)) return 'its phase is neither warmup nor measure';
   if (r.error !== undefined) {
@@ -274,8 +273,9 @@ export function recordProblem(value: unknown): string | undefined {
     }
     for (const v of values) {
       if (typeof v !== 'number') return `its events.${column} holds a non-number`;
-      if (!(v >= 0 && v <= MAX_RECORD_TIME_MS * 1000)) {
-        return `its events.${column} holds a negative or impossible value`;
+      // A gap in microseconds, a count of tokens or characters: never past ten years' worth.
+      if (!(Math.abs(v) <= MAX_RECORD_TIME_MS * 1000)) {
+        return `its events.${column} holds an impossible value`;
       }
     }
   }
