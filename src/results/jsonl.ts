@@ -210,13 +210,13 @@ export class ReadDamage {
         this.gzipBytes += damage.bytes ?? 0;
         this.gzipLines += damage.lines ?? 0;
       }
-      what = damage.kind === 'too_long' ? damage.message : `at line ${line}, ${damage.message}`;
+      what = damage.message;
     } else if (err instanceof NotAValueError) {
       this.notRecord++;
-      what = `line ${line} is JSON but not a request record (${err.message})`;
+      what = `line ${line} is JSON but not a request record (${err.message}): skipped`;
     } else {
       this.notJson++;
-      what = `line ${line} is not whole JSON (${err.message})`;
+      what = `line ${line} is not whole JSON (${err.message}): skipped`;
     }
     this.first ??= what;
   };
@@ -255,6 +255,10 @@ export class ReadDamage {
       this.gzipCut || (this.notJson === 1 && this.skippedLines === 1 && this.gzipStretches === 0)
         ? ' (a run killed while writing leaves its last line cut)'
         : '';
+    const problems =
+      this.notJson + this.notRecord + this.tooLong + this.gzipStretches + (this.gzipCut ? 1 : 0);
+    // One problem says itself; several are counted, and the first said.
+    if (problems === 1) return `${this.file}: ${this.first}${killed}`;
     return `${this.file}: ${parts.join(' and ')}${killed}; the first: ${this.first}`;
   }
 }

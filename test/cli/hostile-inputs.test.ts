@@ -278,7 +278,7 @@ describe('case 6: a run killed with SIGKILL can be reported', () => {
     assert.equal(report.code, 0, report.stderr);
     assert.match(
       report.stderr,
-      /warning: .*records\.jsonl: 1 line skipped \(1 not whole JSON\).*the first: line \d+ is not whole JSON/,
+      /warning: .*records\.jsonl: line \d+ is not whole JSON \(.*\): skipped \(a run killed/,
     );
     assert.match(
       report.stderr,
