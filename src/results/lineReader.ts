@@ -106,11 +106,12 @@ class LineSplitter {
    * elsewhere or gone).
    */
   cut(): boolean {
-    const begun = this.held > 0 || this.skipping;
+    // A line past the bound was counted as such already.
+    const begun = this.held > 0 && !this.skipping;
     this.parts = [];
     this.held = 0;
-    if (this.skipping) this.skipping = false;
-    else if (begun) this.lines++;
+    this.skipping = false;
+    if (begun) this.lines++;
     return begun;
   }
 
@@ -283,8 +284,12 @@ type Inflated =
   /** Too large to hold: stream it. */
   | { ok: 'stream' };
 
-/** Inflates the member whose deflate data starts at `body` of `win`, held whole. */
-function inflateHeld(win: Window, body: number): Inflated | 'more' {
+/**
+ * Inflates the member whose deflate data starts at `body` of `win`, held whole. `prefix`: on
+ * damage, find what inflates before it (only what is kept needs it: not a candidate header
+ * inside a damaged stretch).
+ */
+function inflateHeld(win: Window, body: number, prefix: boolean): Inflated | 'more' {
   const input = win.from(body);
   let result: { buffer: Buffer; engine: zlib.InflateRaw };
   try {
@@ -300,7 +305,7 @@ function inflateHeld(win: Window, body: number): Inflated | 'more' {
     // Cut short (the end of the file) or damaged: keep what inflates before the damage.
     return {
       ok: false,
-      out: inflatedPrefix(input),
+      out: prefix ? inflatedPrefix(input) : Buffer.alloc(0),
       reason:
         code === 'Z_BUF_ERROR'
           ? `${CUT_REASON}: ${(err as Error).message}`
@@ -423,10 +428,10 @@ async function* gzipChunks(
       continue;
     }
     const body = at + head;
-    let inflated = inflateHeld(win, body);
+    let inflated = inflateHeld(win, body, !stretch);
     if (inflated === 'more' && win.start < at) {
       await win.hold(at, WINDOW_BYTES);
-      inflated = inflateHeld(win, body);
+      inflated = inflateHeld(win, body, !stretch);
     }
     if (inflated === 'more' || inflated.ok === 'stream') {
       // Larger than a window, or than a member held at once: streamed, its lines as they come.
@@ -499,7 +504,9 @@ async function inflateBatch(
 /** The next offset from `from` where gzip's magic bytes stand (the file's size: none). */
 async function nextMagic(win: Window, from: number): Promise<number> {
   for (let at = from; at < win.size; ) {
-    await win.hold(at, WINDOW_BYTES);
+    // Searched where it is held; read again only past the window (many false headers in a
+    // damaged stretch must not each read a window).
+    if (at < win.start || at + MAGIC.length > win.end) await win.hold(at, WINDOW_BYTES);
     const found = win.bytes.indexOf(MAGIC, at - win.start);
     if (found !== -1) return win.start + found;
     // The magic may straddle the window's end.
