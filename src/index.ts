@@ -45,7 +45,7 @@ export { markdownSummary } from './report/markdown.js';
 export { renderTerminalSummary } from './report/terminal.js';
 // Across runs: comparisons and CI thresholds.
 export { type CompareTarget, readCompareTarget } from './results/compareInput.js';
-export { JsonlWriter, readRecords } from './results/jsonl.js';
+export { JsonlWriter, ReadDamage, readRecords } from './results/jsonl.js';
 export { RESULT_FILES } from './results/layout.js';
 export { loadReportInput, type ReportInput } from './results/load.js';
 export { loadSavedRuns, type SavedRun } from './results/reader.js';

@@ -207,29 +207,59 @@ export interface ClientHealthMeasurements {
 const PHASES: readonly unknown[] = ['warmup', 'measure'] satisfies RequestPhase[];
 
 /**
+ * The largest time a record may hold, in ms on the run's clock: ten years. A record past it
+ * (`endAt: 1e300`) is damage, not a request: it would stretch every chart's time axis to
+ * nothing.
+ */
+export const MAX_RECORD_TIME_MS = 10 * 365.25 * 24 * 3600 * 1000;
+
+const REQUIRED_TIMES = ['scheduledAt', 'sentAt', 'endAt'] as const;
+const OPTIONAL_TIMES = [
+  'headersAt',
+  'firstTokenAt',
+  'firstContentAt',
+  'firstToolCallAt',
+  'firstReasoningAt',
+  'lastTokenAt',
+] as const;
+const COUNTS = ['requestedInputTokens', 'requestedOutputTokens', 'outputTokens'] as const;
+const isTime = (v: unknown) =>
+  typeof v === 'number' && v >= -MAX_RECORD_TIME_MS && v <= MAX_RECORD_TIME_MS;
+const isCount = (v: unknown) => typeof v === 'number' && v >= 0 && v <= Number.MAX_SAFE_INTEGER;
+
+/**
  * Why a parsed JSON line is not a request record the readers can use, or undefined when it is:
- * the fields every metric reads (times, counts, the event columns, equally long and numeric).
- * A records file is user input (a file they give, a run cut short, a byte flipped on disk): a
- * line that parses but is something else (`{"hello":1}`, `42`, a record whose columns disagree)
- * is skipped and said, as a torn line is, instead of ending the report on a TypeError.
+ * the fields every metric reads (times within MAX_RECORD_TIME_MS, counts non-negative, an
+ * error with its kind and message, the event columns equally long, of numbers within bounds). A records file is user input (a file they give, a run cut short, a
+ * byte flipped on disk): a line that parses but is something else (`{"hello":1}`, `42`, a
+ * record whose columns disagree, `endAt: 1e300`) is skipped and said, as a torn line is,
+ * instead of ending the report on a TypeError or an empty chart.
  */
 export function recordProblem(value: unknown): string | undefined {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
     return `a JSON ${Array.isArray(value) ? 'array' : value === null ? 'null' : typeof value}, not a record object`;
   }
   const r = value as Record<string, unknown>;
-  for (const key of [
-    'id',
-    'scheduledAt',
-    'sentAt',
-    'endAt',
-    'requestedInputTokens',
-    'requestedOutputTokens',
-    'outputTokens',
-  ]) {
+  if (!Number.isFinite(r.id)) return 'its id is not a number';
+  for (const key of REQUIRED_TIMES) {
     if (!Number.isFinite(r[key])) return `its ${key} is not a number`;
+    if (!isTime(r[key])) return `its ${key} is not a time a run can have`;
+  }
+  for (const key of OPTIONAL_TIMES) {
+    if (r[key] !== undefined && !isTime(r[key])) return `its ${key} is not a time a run can have`;
+  }
+  for (const key of COUNTS) {
+    if (!Number.isFinite(r[key])) return `its ${key} is not a number`;
+    if (!isCount(r[key])) return `its ${key} is not a count (negative or past 2^53)`;
   }
   if (!PHASES.includes(r.phase)) return 'its phase is neither warmup nor measure';
+  if (r.error !== undefined) {
+    const e = r.error as Record<string, unknown> | null;
+    if (typeof e !== 'object' || e === null || typeof e.kind !== 'string') {
+      return 'its error has no kind';
+    }
+    if (typeof e.message !== 'string') return 'its error has no message';
+  }
   const events = r.events as Record<string, unknown> | undefined;
   if (typeof events !== 'object' || events === null) return 'it has no events';
   const length = (events.dtUs as unknown[] | undefined)?.length;
@@ -241,8 +271,13 @@ export function recordProblem(value: unknown): string | undefined {
     if (!Array.isArray(values) || values.length !== length) {
       return `its events.${column} is not a column as long as events.dtUs`;
     }
-    for (const v of values)
+    for (const v of values) {
       if (typeof v !== 'number') return `its events.${column} holds a non-number`;
+      // A gap in microseconds, a count of tokens or characters: never past ten years' worth.
+      if (!(Math.abs(v) <= MAX_RECORD_TIME_MS * 1000)) {
+        return `its events.${column} holds an impossible value`;
+      }
+    }
   }
   return undefined;
 }

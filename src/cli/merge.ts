@@ -24,7 +24,10 @@ export function mergeCommand() {
       '--wait <s>',
       'wait up to this many seconds for every shard to finish (its summary.json), e.g. in a follow-up Kubernetes Job',
     )
-    .option('--force', 'merge even when shards are missing or their plans differ')
+    .option(
+      '--force',
+      'merge even when shards are missing, their plans differ or their records are damaged (the merged summary and manifest say what was skipped)',
+    )
     .option('--json', 'print the merged summary JSON instead of the table')
     .option('--no-html', 'do not write report.html')
     .addOption(thresholdOption())
@@ -55,7 +58,7 @@ async function merge(
   // Loaded when the command is chosen, so that other commands start without them.
   const [
     { renderTerminalSummary },
-    { checkShards, mergeShards, prepareMergeDir, readShard, waitForShards },
+    { checkShards, DamagedShardsError, mergeShards, prepareMergeDir, readShard, waitForShards },
   ] = await Promise.all([import('../report/terminal.js'), import('../results/merge.js')]);
   const out = o.out ?? `${dirs[0].replace(/\/+$/, '')}-merged`;
   const { finished, unfinished } = await waitForShards(dirs, expected, waitS, resolve(out));
@@ -75,7 +78,19 @@ async function merge(
     }
   }
   prepareMergeDir(out);
-  const summary = await mergeShards(shards, out);
+  let summary: Awaited<ReturnType<typeof mergeShards>>;
+  try {
+    summary = await mergeShards(shards, out, {
+      ...(o.force ? { force: true } : {}),
+      onProblem: (message) => printNotice('merge', message),
+    });
+  } catch (err) {
+    if (!(err instanceof DamagedShardsError)) throw err;
+    process.stderr.write(
+      `infergauge merge: cannot merge: ${err.message}\n  (--force merges what there is, with the count in the merged summary and manifest)\n`,
+    );
+    return EXIT.failure;
+  }
   if (o.json) process.stdout.write(`${JSON.stringify(summary, null, 2)}\n`);
   else {
     const first = shards[0].manifest;

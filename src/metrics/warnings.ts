@@ -278,6 +278,18 @@ export const WARNINGS = {
   shards_not_aligned: entry<{ spreadS: number }>('warning', (f) => ({
     message: `the shards started up to ${f.spreadS.toFixed(1)} s apart, so their loads overlapped only in part and the merged load is not the plan's; start them with a shared --start-at`,
   })),
+  records_damaged: entry<{ lines: number; stretches: number; said: readonly string[] }>(
+    'warning',
+    (f) => ({
+      message: `records were skipped as damaged (${[
+        f.lines > 0 ? plural(f.lines, 'line') : '',
+        f.stretches > 0 ? plural(f.stretches, 'damaged gzip stretch').replace(/hs$/, 'hes') : '',
+      ]
+        .filter(Boolean)
+        .join(', ')}), so the numbers leave out the requests they held; the reader said which`,
+      detail: f.said.join('\n'),
+    }),
+  ),
 } as const;
 
 export type WarningCode = keyof typeof WARNINGS;

@@ -18,7 +18,12 @@ import type { LoadSpec } from '../load.js';
 import type { SloCondition } from '../metrics/slo.js';
 import type { RunSummary } from '../metrics/summary.js';
 import type { PrefixCacheSummary } from '../telemetry/summary.js';
-import { hasResult, RESULT_FILES, ResultFileError, resultPath } from './layout.js';
+import {
+  hasResult,
+  RESULT_FILES,
+  ResultFileError,
+  recordsPath as recordsPathOf,
+} from './layout.js';
 import {
   isRunDir,
   readManifest,
@@ -172,7 +177,7 @@ async function readRunFolders(
   const caches: PrefixCacheSummary[] = [];
   let scenario = scenarioHint;
   for (const [index, folder] of folders.entries()) {
-    const recordsPath = resultPath(folder, 'records');
+    const recordsPath = recordsPathOf(folder);
     if (!hasResult(folder, 'records')) {
       throw new CompareInputError(`${folder}: no ${RESULT_FILES.records}`);
     }
@@ -183,7 +188,7 @@ async function readRunFolders(
     if (cache) caches.push(cache);
     if (!folderLoad) {
       throw new CompareInputError(
-        `${folder}: ${RESULT_FILES.records}, but no ${RESULT_FILES.summary} or ${RESULT_FILES.manifest} says what load produced it`,
+        `${recordsPath}, but no ${RESULT_FILES.summary} or ${RESULT_FILES.manifest} says what load produced it`,
       );
     }
     load ??= folderLoad;
@@ -198,16 +203,13 @@ async function readRunFolders(
       sample: builder,
       ...(savedSummary ? {} : { summary: { load: folderLoad, ...(w.slo ? { slo: w.slo } : {}) } }),
     });
-    let bad = 0;
     try {
-      await streamRecords(recordsPath, view, () => {
-        bad++;
-      });
+      // What is skipped as damaged is said once, naming the file read.
+      await streamRecords(recordsPath, view, (message) => warnings.push(message));
     } catch (err) {
       if (err instanceof ReadMemoryError) throw err;
       throw new UnreadableError(`cannot read ${recordsPath}: ${(err as Error).message}`);
     }
-    if (bad > 0) warnings.push(`${recordsPath}: ${bad} unreadable line(s) skipped`);
     summaries.push({
       name: folders.length > 1 ? `${label} #${index + 1}` : label,
       summary: savedSummary ?? (view.summary() as RunSummary),

@@ -1,8 +1,6 @@
-import { closeSync, createReadStream, existsSync, openSync, readSync, writeSync } from 'node:fs';
+import { closeSync, existsSync, openSync, readSync, writeSync } from 'node:fs';
 import { basename } from 'node:path';
-import { createInterface } from 'node:readline';
-import { StringDecoder } from 'node:string_decoder';
-import { createGunzip, gzipSync } from 'node:zlib';
+import { gzipSync } from 'node:zlib';
 import {
   type ClientHealthMeasurements,
   type RecordsFormat,
@@ -11,6 +9,7 @@ import {
 } from '../record.js';
 import type { TelemetrySnapshot } from '../telemetry/snapshot.js';
 import { hasResult, readJson, recordsPath, resultPath, writeResult } from './layout.js';
+import { CUT_LINE, type LineDamage, MAX_RECORD_LINE_BYTES, readLines } from './lineReader.js';
 
 /**
  * Next to the records, each engine thread's own health measurements, kept raw so that `merge`
@@ -114,60 +113,155 @@ export function openRecordsWriter(
 
 /**
  * Reads a JSONL file line by line, plain or gzip-compressed (a `.gz` name or gzip's magic bytes;
- * any number of members). A line that is not JSON (the last one, cut short by a crash) is
- * skipped and reported through `onBadLine`, never thrown, so everything before it is usable. In
- * a gzip file a last member cut short (or a damaged one, after which nothing more can be read)
- * is one bad line the same way: the complete lines decoded before it are kept, the rest of it
- * is skipped. A line that parses but that `problemOf` refuses is a bad line too (NotAValueError).
+ * any number of members), through results/lineReader.ts. Nothing in the file is thrown: what
+ * cannot be used goes to `onBadLine` with its line number and is skipped, and every complete
+ * line around it is read:
+ * - a line that is not JSON (SyntaxError): cut short by a kill, garbled;
+ * - a line cut by damage to the file after its start (CutLineError);
+ * - a line that parses but that `problemOf` refuses (NotAValueError);
+ * - a line longer than MAX_RECORD_LINE_BYTES, a damaged or cut gzip member, bytes between
+ *   members that are none (DamagedDataError: its `damage` says which; its line number is the
+ *   first line at or after it).
+ * ReadDamage counts them by kind and says them in one sentence per file.
  */
 export async function* readJsonLines<T>(
   path: string,
   onBadLine: (lineNumber: number, error: Error) => void = () => {},
   problemOf: (value: unknown) => string | undefined = () => undefined,
 ): AsyncGenerator<T> {
-  // A line that parses but is not a T is skipped and said, as a torn one is.
-  const parse = (line: string, lineNumber: number): T | undefined => {
+  let lineNumber = 0;
+  const onDamage = (damage: LineDamage) => {
+    // A line past the bound is a line of the file, skipped where it stood.
+    if (damage.kind === 'too_long') lineNumber++;
+    onBadLine(damage.line, new DamagedDataError(damage));
+  };
+  for await (const line of readLines(path, isGzipFile(path), onDamage)) {
+    lineNumber++;
+    if (line === CUT_LINE) {
+      onBadLine(lineNumber, new CutLineError());
+      continue;
+    }
+    if (line.length === 0) continue;
     let value: unknown;
     try {
       value = JSON.parse(line);
     } catch (err) {
       onBadLine(lineNumber, err as Error);
-      return undefined;
+      continue;
     }
     const problem = problemOf(value);
-    if (problem === undefined) return value as T;
-    onBadLine(lineNumber, new NotAValueError(problem));
-    return undefined;
-  };
-  if (isGzipFile(path)) {
-    let lineNumber = 0;
-    for await (const line of gunzipLines(path)) {
-      lineNumber++;
-      if (typeof line !== 'string') {
-        onBadLine(lineNumber, line.cut);
-        return;
-      }
-      if (line.length === 0) continue;
-      const value = parse(line, lineNumber);
-      if (value !== undefined) yield value;
-    }
-    return;
-  }
-  const lines = createInterface({
-    input: createReadStream(path, { encoding: 'utf8', highWaterMark: 1 << 20 }),
-    crlfDelay: Number.POSITIVE_INFINITY,
-  });
-  let lineNumber = 0;
-  for await (const line of lines) {
-    lineNumber++;
-    if (line.length === 0) continue;
-    const value = parse(line, lineNumber);
-    if (value !== undefined) yield value;
+    if (problem === undefined) yield value as T;
+    else onBadLine(lineNumber, new NotAValueError(problem));
   }
 }
 
 /** A line that is whole JSON but not what the file holds (readJsonLines' `problemOf`). */
 export class NotAValueError extends Error {}
+
+/** A line whose start was read and whose end was lost to damage after it. */
+export class CutLineError extends Error {
+  constructor() {
+    super('cut by damage to the file after it');
+  }
+}
+
+/** Damage to the file itself (lineReader.ts LineDamage): a line past the bound, gzip damage. */
+export class DamagedDataError extends Error {
+  constructor(readonly damage: LineDamage) {
+    super(damage.message);
+  }
+}
+
+const count = (n: number, one: string, many = `${one}s`) =>
+  `${n.toLocaleString('en-US')} ${n === 1 ? one : many}`;
+
+/**
+ * What readJsonLines skipped in one file, counted by kind and said in one sentence that names
+ * the file (docs/cli.md, "Damaged records"): the one damaged-input policy of every reader of
+ * records (report, compare, merge, calibrate).
+ */
+export class ReadDamage {
+  /** Lines that are not whole JSON: cut short by a kill, cut or garbled by damage. */
+  notJson = 0;
+  /** Lines that are JSON but no record. */
+  notRecord = 0;
+  /** Lines longer than MAX_RECORD_LINE_BYTES. */
+  tooLong = 0;
+  /** Damaged stretches of a gzip stream, their compressed bytes, the lines dropped with them. */
+  gzipStretches = 0;
+  gzipBytes = 0;
+  gzipLines = 0;
+  /** The gzip stream ends inside its last member (a run killed while writing). */
+  gzipCut = false;
+  /** The first problem, with where it was. */
+  first: string | undefined;
+
+  constructor(readonly file: string) {}
+
+  /** readJsonLines' `onBadLine`. */
+  readonly onBadLine = (line: number, err: Error): void => {
+    let what: string;
+    if (err instanceof DamagedDataError) {
+      const { damage } = err;
+      if (damage.kind === 'too_long') this.tooLong++;
+      else if (damage.kind === 'gzip_cut') this.gzipCut = true;
+      else {
+        this.gzipStretches++;
+        this.gzipBytes += damage.bytes ?? 0;
+        this.gzipLines += damage.lines ?? 0;
+      }
+      what = damage.message;
+    } else if (err instanceof NotAValueError) {
+      this.notRecord++;
+      what = `line ${line} is JSON but not a request record (${err.message}): skipped`;
+    } else {
+      this.notJson++;
+      what = `line ${line} is not whole JSON (${err.message}): skipped`;
+    }
+    this.first ??= what;
+  };
+
+  /** Lines skipped: not JSON, not records, too long, dropped with a damaged gzip member. */
+  get skippedLines(): number {
+    return this.notJson + this.notRecord + this.tooLong + this.gzipLines;
+  }
+
+  get damaged(): boolean {
+    return this.skippedLines > 0 || this.gzipStretches > 0 || this.gzipCut;
+  }
+
+  /** One sentence: what was skipped, and the first problem; undefined when nothing was. */
+  message(): string | undefined {
+    if (!this.damaged) return undefined;
+    const n = (x: number) => x.toLocaleString('en-US');
+    const kinds = [
+      this.notJson > 0 ? `${n(this.notJson)} not whole JSON` : '',
+      this.notRecord > 0 ? `${n(this.notRecord)} JSON but no request record` : '',
+      this.tooLong > 0
+        ? `${n(this.tooLong)} longer than ${Math.round(MAX_RECORD_LINE_BYTES / 2 ** 20)} MiB`
+        : '',
+      this.gzipLines > 0 ? `${n(this.gzipLines)} in gzip members that fail their checksum` : '',
+    ].filter(Boolean);
+    const parts = [
+      this.skippedLines > 0
+        ? `${count(this.skippedLines, 'line')} skipped (${kinds.join(', ')})`
+        : '',
+      this.gzipStretches > 0
+        ? `${count(this.gzipStretches, 'damaged stretch', 'damaged stretches')} of its gzip stream skipped (${count(this.gzipBytes, 'byte')})`
+        : '',
+      this.gzipCut ? 'its gzip stream is cut short in its last member' : '',
+    ].filter(Boolean);
+    const killed =
+      this.gzipCut || (this.notJson === 1 && this.skippedLines === 1 && this.gzipStretches === 0)
+        ? ' (a run killed while writing leaves its last line cut)'
+        : '';
+    const problems =
+      this.notJson + this.notRecord + this.tooLong + this.gzipStretches + (this.gzipCut ? 1 : 0);
+    // One problem says itself; several are counted, and the first said.
+    if (problems === 1) return `${this.file}: ${this.first}${killed}`;
+    return `${this.file}: ${parts.join(' and ')}${killed}; the first: ${this.first}`;
+  }
+}
 
 /** A `.gz` name, or a file that starts with gzip's magic bytes (no JSON line does). */
 function isGzipFile(path: string): boolean {
@@ -186,52 +280,6 @@ function isGzipFile(path: string): boolean {
 }
 
 /**
- * The lines of a gzip file, decompressed as they are read; ends with `{ cut }` when the stream
- * breaks (a last member cut short, a damaged one), dropping the text after the last newline.
- * An empty file has no lines. Errors reading the file are thrown.
- */
-async function* gunzipLines(path: string): AsyncGenerator<string | { cut: Error }> {
-  const input = createReadStream(path, { highWaterMark: 1 << 20 });
-  const gunzip = createGunzip({ chunkSize: 1 << 16 });
-  input.on('error', (err) => gunzip.destroy(err));
-  input.pipe(gunzip);
-  const decoder = new StringDecoder('utf8');
-  let parts: string[] = [];
-  let bytes = 0;
-  try {
-    for await (const chunk of gunzip as AsyncIterable<Buffer>) {
-      bytes += chunk.length;
-      const text = decoder.write(chunk);
-      let start = 0;
-      for (let nl = text.indexOf('\n'); nl !== -1; nl = text.indexOf('\n', start)) {
-        parts.push(text.slice(start, nl));
-        const line = parts.join('');
-        parts = [];
-        start = nl + 1;
-        yield line;
-      }
-      if (start < text.length) parts.push(text.slice(start));
-    }
-  } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code;
-    if (typeof code !== 'string' || !code.startsWith('Z_')) throw err;
-    // An empty file (a run that wrote no record yet) is no stream at all, not a cut one.
-    if (bytes === 0 && input.bytesRead === 0) return;
-    yield {
-      cut: new Error(
-        `the gzip stream is cut short or damaged after ${bytes.toLocaleString('en-US')} bytes of records (${(err as Error).message})`,
-      ),
-    };
-    return;
-  } finally {
-    input.destroy();
-    gunzip.destroy();
-  }
-  const last = parts.join('') + decoder.end();
-  if (last.length > 0) yield last;
-}
-
-/**
  * Reads the records of `path`: `records.jsonl` or `records.jsonl.gz` (see readJsonLines). A
  * `records.jsonl` that is not there is read as `records.jsonl.gz` when that is (a run with
  * --records-format jsonl.gz); recordsPath(dir) finds a directory's file either way.
@@ -240,8 +288,12 @@ export function readRecords(
   path: string,
   onBadLine?: (lineNumber: number, error: Error) => void,
 ): AsyncGenerator<RequestRecord> {
-  const file = !existsSync(path) && existsSync(`${path}.gz`) ? `${path}.gz` : path;
-  return readJsonLines<RequestRecord>(file, onBadLine, recordProblem);
+  return readJsonLines<RequestRecord>(recordsFile(path), onBadLine, recordProblem);
+}
+
+/** The file readRecords reads for `path`: `path`, or `path.gz` when only that is there. */
+export function recordsFile(path: string): string {
+  return !existsSync(path) && existsSync(`${path}.gz`) ? `${path}.gz` : path;
 }
 
 /** Every telemetry snapshot of `telemetry.jsonl`; lines without a time are left out. */

@@ -4,7 +4,7 @@
  * plan's load, so its metrics are exactly those of one run that sent all the requests; client
  * health keeps every engine thread's verdict.
  */
-import { existsSync, mkdirSync, readdirSync, rmSync, statSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, renameSync, rmSync, statSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import type { LoadSpec } from '../load.js';
 import type { SloCondition } from '../metrics/slo.js';
@@ -29,9 +29,10 @@ export interface ShardRun {
 
 /**
  * Plan fields that differ between the shards of one plan by design. Each shard draws its own
- * prompt salt: their request ids are disjoint, so their prompts are distinct all the same.
+ * prompt salt: their request ids are disjoint, so their prompts are distinct all the same. How
+ * a shard stores its records (`--records-format`) changes nothing measured.
  */
-const PER_SHARD = ['shard', 'out', 'workers', 'label', 'startAt', 'promptSalt'];
+const PER_SHARD = ['shard', 'out', 'workers', 'label', 'startAt', 'promptSalt', 'recordsFormat'];
 
 /** What keeps the shards from being one run (empty when nothing). */
 export function checkShards(shards: ShardRun[], expected: number | undefined): string[] {
@@ -130,14 +131,46 @@ export function readShard(dir: string): ShardRun {
 
 /**
  * Makes `out` ready for a merge; throws when it holds a finished run. A merge cut short (a
- * restarted Kubernetes pod) left records without a summary: they are redone.
+ * restarted Kubernetes pod) left records without a summary, or its temporary records file:
+ * they are redone.
  */
 export function prepareMergeDir(out: string): void {
   if (hasResult(out, 'summary')) {
     throw new Error(`${out} already holds a run; choose another --out`);
   }
   rmSync(resultPath(out, 'records'), { force: true });
+  rmSync(partialRecordsPath(out), { force: true });
   mkdirSync(out, { recursive: true });
+}
+
+/** Where the merged records are written before they are whole (then renamed). */
+const partialRecordsPath = (out: string) => `${resultPath(out, 'records')}.partial`;
+
+/** What a shard's records file had skipped as damaged (merge, and the merged manifest). */
+export interface ShardDamage {
+  dir: string;
+  /** Lines skipped (torn, not a record, too long, in a damaged gzip member). */
+  lines: number;
+  /** Damaged stretches of a gzip stream, a cut last member included. */
+  gzipStretches: number;
+  /** The reader's sentence, naming the file. */
+  said: string;
+}
+
+export interface MergeOptions {
+  /** Merge even when a shard's records are damaged (else: nothing is written). */
+  force?: boolean;
+  /** Says each damaged shard's records once (the reader's sentence). */
+  onProblem?: (message: string) => void;
+}
+
+/** A merge refused: some shard's records are damaged and `force` was not given. */
+export class DamagedShardsError extends Error {
+  constructor(readonly damaged: ShardDamage[]) {
+    super(
+      `${damaged.length === 1 ? 'a shard has' : `${damaged.length} shards have`} damaged records (${damaged.map((d) => `${d.dir}: ${d.lines} line(s), ${d.gzipStretches} gzip stretch(es)`).join('; ')}): the merged run would leave out the requests they held`,
+    );
+  }
 }
 
 /**
@@ -145,35 +178,66 @@ export function prepareMergeDir(out: string): void {
  * on one --start-at share it already; others are shifted by their wall-clock start difference),
  * summarised as they stream by with the whole plan's load and SLO. Writes the merged manifest,
  * client health and, last (it marks the run finished), the summary.
+ *
+ * The records go to a temporary file renamed once whole, so a merge that fails or is killed
+ * never leaves a `records.jsonl` that looks like a merged run. A shard whose records are damaged
+ * (ReadDamage: lines or gzip stretches skipped) stops the merge with DamagedShardsError, and
+ * nothing is written, unless `force`: then the merged summary carries a `records_damaged`
+ * warning and the manifest each shard's `damaged` count.
  */
-export async function mergeShards(shards: ShardRun[], out: string): Promise<SavedSummary> {
+export async function mergeShards(
+  shards: ShardRun[],
+  out: string,
+  options: MergeOptions = {},
+): Promise<SavedSummary> {
   const originMs = Math.min(...shards.map((s) => s.startedAtMs));
   const first = shards[0].manifest;
-  const writer = new JsonlWriter<RequestRecord>(resultPath(out, 'records'));
+  const partial = partialRecordsPath(out);
+  const writer = new JsonlWriter<RequestRecord>(partial, false);
   // One pass through the read model: each record shifted, written, then summarised.
   const view = new RunViewBuilder({
     summary: { load: first.plan.load, ...(first.plan.slo ? { slo: first.plan.slo } : {}) },
     onRecord: (record) => writer.write(record),
   });
   const threads: ClientHealthMeasurements[] = [];
+  const damaged = new Map<string, ShardDamage>();
   let healthComplete = true;
   let interrupted = false;
+  let whole = false;
   try {
     for (const shard of shards) {
       const shiftMs = shard.startedAtMs - originMs;
-      await streamRecords(resultPath(shard.dir, 'records'), {
-        add(record) {
-          if (shiftMs !== 0) shiftRecord(record, shiftMs);
-          view.add(record);
+      await streamRecords(
+        resultPath(shard.dir, 'records'),
+        {
+          add(record) {
+            if (shiftMs !== 0) shiftRecord(record, shiftMs);
+            view.add(record);
+          },
+          damaged(damage) {
+            view.damaged(damage);
+            damaged.set(shard.dir, {
+              dir: shard.dir,
+              lines: damage.skippedLines,
+              gzipStretches: damage.gzipStretches + (damage.gzipCut ? 1 : 0),
+              said: damage.message() ?? damage.file,
+            });
+          },
         },
-      });
+        options.onProblem,
+      );
       const health = readClientHealth(shard.dir);
       if (health) threads.push(...health);
       else healthComplete = false;
       interrupted ||= shard.summary?.interrupted === true;
     }
+    writer.close();
+    if (damaged.size > 0 && !options.force) throw new DamagedShardsError([...damaged.values()]);
+    renameSync(partial, resultPath(out, 'records'));
+    whole = true;
   } finally {
     writer.close();
+    if (!whole) rmSync(partial, { force: true });
   }
   const summary = view.summary({
     ...(healthComplete && threads.length > 0 ? { clientHealth: threads } : {}),
@@ -201,13 +265,19 @@ export async function mergeShards(shards: ShardRun[], out: string): Promise<Save
         // Engine threads: an in-thread shard (workers 0) sends from its one thread.
         workers: shards.reduce((n, s) => n + Math.max(1, s.manifest.execution?.workers ?? 1), 0),
       },
-      merged: shards.map((s) => ({
-        dir: s.dir,
-        shard: s.manifest.execution?.shard,
-        startedAt: s.manifest.startedAt,
-        shiftMs: s.startedAtMs - originMs,
-        host: s.manifest.host,
-      })),
+      merged: shards.map((s) => {
+        const damage = damaged.get(s.dir);
+        return {
+          dir: s.dir,
+          shard: s.manifest.execution?.shard,
+          startedAt: s.manifest.startedAt,
+          shiftMs: s.startedAtMs - originMs,
+          host: s.manifest.host,
+          ...(damage
+            ? { damaged: { lines: damage.lines, gzipStretches: damage.gzipStretches } }
+            : {}),
+        };
+      }),
     },
   );
   if (healthComplete && threads.length > 0) writeClientHealth(out, threads);

@@ -11,7 +11,7 @@ import type { RunSummary, SummaryContext, Warning } from '../metrics/summary.js'
 import type { RequestRecord } from '../record.js';
 import type { TelemetrySnapshot } from '../telemetry/snapshot.js';
 import type { ServerMetricsSummary } from '../telemetry/summary.js';
-import { NotAValueError, readTelemetry } from './jsonl.js';
+import { readTelemetry } from './jsonl.js';
 import {
   hasResult,
   RESULT_FILES,
@@ -74,37 +74,28 @@ export type OnReadProblem = (message: string) => void;
 /**
  * Every record of a run directory (none when it has no records.jsonl), in memory: for what
  * needs them all at once (the vLLM result's per-request lists); the read model
- * (results/runView.ts) reads a run of any length instead. Stops with a clear error when the
- * heap fills.
+ * (results/runView.ts) reads a run of any length instead. What is skipped as damaged is said
+ * through `onProblem`. Stops with a clear error when the heap fills.
  */
 export async function readRunRecords(
   dir: string,
-  onBadLine?: (lineNumber: number, error: Error) => void,
+  onProblem?: OnReadProblem,
 ): Promise<RequestRecord[]> {
   const records: RequestRecord[] = [];
   if (!hasResult(dir, 'records')) return records;
-  await streamRecords(resultPath(dir, 'records'), { add: (r) => records.push(r) }, onBadLine);
+  await streamRecords(resultPath(dir, 'records'), { add: (r) => records.push(r) }, onProblem);
   return records;
 }
 
-/** The bad-line handler that says which line of `dir`'s records was skipped. */
-function tellingBadLines(dir: string, onProblem: OnReadProblem) {
-  return (line: number, err: Error) =>
-    onProblem(
-      err instanceof NotAValueError
-        ? `${recordsPath(dir)} line ${line} is JSON but not a request record (${err.message}): skipped`
-        : `${recordsPath(dir)} line ${line} is not a whole JSON record (cut short when the run was killed?): skipped (${err.message})`,
-    );
-}
-
-/** A run's records; a line that is not JSON (cut short by a kill) is skipped and said. */
+/** A run's records; what is skipped as damaged (a line cut short by a kill) is said. */
 export function readRecordsTelling(dir: string, onProblem: OnReadProblem) {
-  return readRunRecords(dir, tellingBadLines(dir, onProblem));
+  return readRunRecords(dir, onProblem);
 }
 
 /**
  * Streams a run directory's records (none when it has no records file) through the parts of
- * the read model in `parts`, in one pass; a torn line is skipped and said. Returns the builder
+ * the read model in `parts`, in one pass; what is skipped as damaged is said once (ReadDamage)
+ * and carried into the summary it builds. Returns the builder
  * (its summary and charts) and the number of records read.
  */
 export async function readRunView(
@@ -114,7 +105,7 @@ export async function readRunView(
 ): Promise<RunViewBuilder> {
   const builder = new RunViewBuilder(parts);
   if (hasResult(dir, 'records')) {
-    await streamRecords(resultPath(dir, 'records'), builder, tellingBadLines(dir, onProblem));
+    await streamRecords(resultPath(dir, 'records'), builder, onProblem);
   }
   return builder;
 }
@@ -137,7 +128,7 @@ export function unfinishedRunSummary(
   onProblem: OnReadProblem,
 ): RunSummary {
   onProblem(
-    `${dir} did not finish (it has no ${RESULT_FILES.summary}: was the run killed?); its summary is rebuilt from the ${builder.records} records in ${RESULT_FILES.records} (infergauge report --write-summary saves it)`,
+    `${dir} did not finish (it has no ${RESULT_FILES.summary}: was the run killed?); its summary is rebuilt from the ${builder.records} records in ${basename(recordsPath(dir))} (infergauge report --write-summary saves it)`,
   );
   return builder.summary({ interrupted: true }) as RunSummary;
 }

@@ -24,8 +24,9 @@ import {
   SummaryBuilder,
   type SummaryContext,
 } from '../metrics/summary.js';
+import { warning } from '../metrics/warnings.js';
 import { ERROR_KINDS, type RequestRecord } from '../record.js';
-import { readRecords } from './jsonl.js';
+import { ReadDamage, readRecords, recordsFile } from './jsonl.js';
 
 /** Token events kept for the ITL distribution curve, at most (beyond: every k-th request's). */
 export const MAX_CHART_ITL_EVENTS = 500_000;
@@ -247,6 +248,7 @@ export class RunViewBuilder {
   private readonly onRecord: ((record: RequestRecord) => void) | undefined;
   /** Records added. */
   records = 0;
+  private readonly damage: ReadDamage[] = [];
 
   constructor(parts: RunViewParts) {
     this.summaryBuilder = parts.summary ? new SummaryBuilder(parts.summary) : undefined;
@@ -263,9 +265,27 @@ export class RunViewBuilder {
     this.sample?.add(record);
   }
 
-  /** The summary of the records added (undefined unless `summary` was asked for). */
+  /** What streamRecords skipped as damaged, file by file. */
+  damaged(damage: ReadDamage): void {
+    this.damage.push(damage);
+  }
+
+  /**
+   * The summary of the records added (undefined unless `summary` was asked for), with a
+   * `records_damaged` warning when some of them were skipped as damaged.
+   */
   summary(outcome: RunOutcome = {}): RunSummary | undefined {
-    return this.summaryBuilder?.build(outcome);
+    const summary = this.summaryBuilder?.build(outcome);
+    if (summary && this.damage.length > 0) {
+      summary.warnings.push(
+        warning('records_damaged', {
+          lines: this.damage.reduce((n, d) => n + d.skippedLines, 0),
+          stretches: this.damage.reduce((n, d) => n + d.gzipStretches + (d.gzipCut ? 1 : 0), 0),
+          said: this.damage.map((d) => d.message() ?? d.file),
+        }),
+      );
+    }
+    return summary;
   }
 
   /** The chart data (undefined unless `charts` was asked for). */
@@ -309,19 +329,37 @@ export function checkHeap(
   );
 }
 
+/** What streamRecords read of one records file. */
+export interface StreamedRecords {
+  /** Records read. */
+  records: number;
+  /** What was skipped as damaged (ReadDamage.message says it). */
+  damage: ReadDamage;
+}
+
 /**
- * Streams the records file `path` through `builder` (any number of them: one pass), checking
- * the heap as it goes. A line that is not JSON goes to `onBadLine`. Returns the records read.
+ * Streams the records file `path` (`records.jsonl`, or the `.gz` beside it) through `builder`
+ * (any number of them: one pass), checking the heap as it goes. What is skipped as damaged (a
+ * torn line, a line that is no record, a line past the bound, a damaged gzip stretch) is said
+ * once, naming the file read, through `onProblem`, and handed to `builder.damaged` (a run view
+ * carries it into its summary).
  */
 export async function streamRecords(
   path: string,
-  builder: { add(record: RequestRecord): void },
-  onBadLine?: (lineNumber: number, error: Error) => void,
-): Promise<number> {
+  builder: { add(record: RequestRecord): void; damaged?(damage: ReadDamage): void },
+  onProblem?: (message: string) => void,
+): Promise<StreamedRecords> {
+  const file = recordsFile(path);
+  const damage = new ReadDamage(file);
   let n = 0;
-  for await (const record of readRecords(path, onBadLine)) {
+  for await (const record of readRecords(file, damage.onBadLine)) {
     builder.add(record);
-    if (++n % HEAP_CHECK_EVERY === 0) checkHeap(path, `${n.toLocaleString('en-US')} records`);
+    if (++n % HEAP_CHECK_EVERY === 0) checkHeap(file, `${n.toLocaleString('en-US')} records`);
   }
-  return n;
+  const said = damage.message();
+  if (said !== undefined) {
+    onProblem?.(said);
+    builder.damaged?.(damage);
+  }
+  return { records: n, damage };
 }

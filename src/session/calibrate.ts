@@ -161,7 +161,7 @@ export async function calibrate(
   const progress = o.onProgress ?? (() => {});
   const points: (CalibrationPoint & { source: string; loadText: string })[] = [];
   for (const [i, dir] of runDirs.entries()) {
-    const point = await readPoint(dir, maxRequests, problems);
+    const point = await readPoint(dir, maxRequests, problems, warnings);
     if (point) points.push(point);
     progress({ stage: 'reading', runs: i + 1, of: runDirs.length });
   }
@@ -371,7 +371,7 @@ async function readSteps(
         );
         continue;
       }
-      await streamRecords(resultPath(run, 'records'), {
+      const read = await streamRecords(resultPath(run, 'records'), {
         add: (r) => {
           const t = r.serverTiming;
           if (r.phase !== 'measure' || r.error || !t?.prefillTokens || !t.prefillMs) return;
@@ -382,6 +382,7 @@ async function readSteps(
           timed++;
         },
       });
+      if (read.damage.damaged) warnings.push(read.damage.message() ?? read.damage.file);
     }
     if (timed > 0) sources.push(dir);
     else {
@@ -412,6 +413,7 @@ async function readPoint(
   dir: string,
   maxRequests: number,
   problems: string[],
+  warnings: string[],
 ): Promise<(CalibrationPoint & { source: string; loadText: string }) | undefined> {
   const manifest = readManifest(dir);
   const load = savedLoad(readSummary(dir), manifest);
@@ -423,7 +425,7 @@ async function readPoint(
     (manifest?.windows as { warmupRequests?: unknown } | undefined)?.warmupRequests ?? 0,
   );
   const records: Slim[] = [];
-  await streamRecords(resultPath(dir, 'records'), {
+  const read = await streamRecords(resultPath(dir, 'records'), {
     add: (r) => {
       // Issue order: the first units sent (requests, or sessions), warm-up included (ids
       // count from 0).
@@ -444,6 +446,8 @@ async function readPoint(
       });
     },
   });
+  // What the reader skipped as damaged, said once per file (results/jsonl.ts ReadDamage).
+  if (read.damage.damaged) warnings.push(read.damage.message() ?? read.damage.file);
   const label = relative(process.cwd(), dir) || dir;
   const point = pointFromRecords(
     label,

@@ -276,7 +276,10 @@ describe('case 6: a run killed with SIGKILL can be reported', () => {
 
     const report = await runCli(['report', out]);
     assert.equal(report.code, 0, report.stderr);
-    assert.match(report.stderr, /warning: .*records\.jsonl line \d+ is not a whole JSON record/);
+    assert.match(
+      report.stderr,
+      /warning: .*records\.jsonl: line \d+ is not whole JSON \(.*\): skipped \(a run killed/,
+    );
     assert.match(
       report.stderr,
       new RegExp(`warning: .* did not finish .*rebuilt from the ${whole} records`),

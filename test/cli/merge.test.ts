@@ -1,7 +1,9 @@
 /**
- * `infergauge merge` prints what `run` prints: the server-metrics line its summary holds.
+ * `infergauge merge` prints what `run` prints: the server-metrics line its summary holds; it
+ * refuses shards whose records are damaged unless forced, and then carries the count.
  */
 import assert from 'node:assert/strict';
+import { appendFileSync, existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import type { SimulatorProcess } from '../../src/session/simulator.js';
@@ -42,4 +44,58 @@ test('merge prints the server-metrics line of its summary, as run does', async (
   const merged = await runCli(['merge', '--no-html', '--out', join(dir, 'merged'), dir]);
   assert.equal(merged.code, 0, merged.stderr);
   assert.match(merged.stdout, /^Server metrics \(\d+ scrapes/m);
+});
+
+test('merge refuses shards whose records are damaged, saying which; --force merges every record kept and carries the count', async () => {
+  const dir = tempDir('ig-merge-damaged-');
+  for (const i of [0, 1]) {
+    const shard = await runCli([
+      'run',
+      '--url',
+      sim.url,
+      '--requests',
+      '16',
+      '--concurrency',
+      '2',
+      '--output-tokens',
+      '4',
+      '--shard',
+      `${i}/2`,
+      ...(i === 1 ? ['--records-format', 'jsonl.gz'] : []),
+      '--no-html',
+      '--out',
+      join(dir, `shard-${i}`),
+    ]);
+    assert.equal(shard.code, 0, shard.stderr);
+  }
+  // A torn plain last line, and garbage after the gzip stream.
+  appendFileSync(join(dir, 'shard-0', 'records.jsonl'), '{"id":99,"sched');
+  appendFileSync(join(dir, 'shard-1', 'records.jsonl.gz'), Buffer.from('\u0000garbage\u00ff'));
+  const out = join(dir, 'merged');
+  const refused = await runCli(['merge', '--no-html', '--out', out, dir]);
+  assert.equal(refused.code, 1, refused.stderr);
+  assert.match(refused.stderr, /shard-0\/records\.jsonl: line 9 is not whole JSON \(.*\): skipped/);
+  assert.match(
+    refused.stderr,
+    /shard-1\/records\.jsonl\.gz: [\d,]+ damaged bytes of the gzip stream from byte [\d,]+ \(bytes that are no gzip member\): skipped to the end/,
+  );
+  assert.match(refused.stderr, /cannot merge: 2 shards have damaged records.*--force/s);
+  assert.ok(!existsSync(join(out, 'records.jsonl')), 'a refused merge leaves no records');
+  assert.ok(!existsSync(join(out, 'records.jsonl.partial')));
+
+  const forced = await runCli(['merge', '--force', '--no-html', '--json', '--out', out, dir]);
+  assert.equal(forced.code, 0, forced.stderr);
+  const summary = JSON.parse(forced.stdout);
+  assert.equal(summary.requests.completed, 16);
+  assert.ok(summary.warnings.some((w: { code: string }) => w.code === 'records_damaged'));
+  const lines = readFileSync(join(out, 'records.jsonl'), 'utf8').trim().split('\n');
+  assert.equal(lines.length, 16);
+  const manifest = JSON.parse(readFileSync(join(out, 'manifest.json'), 'utf8'));
+  assert.deepEqual(
+    manifest.merged.map((m: { damaged?: unknown }) => m.damaged),
+    [
+      { lines: 1, gzipStretches: 0 },
+      { lines: 0, gzipStretches: 1 },
+    ],
+  );
 });

@@ -126,6 +126,7 @@ const WORST: { [C in WarningCode]: WarningFigures<C>[] } = {
   ],
   loadgen_failed: [{ reason: `RangeError: ${'r'.repeat(500)}`, records: 123_456 }],
   shards_not_aligned: [{ spreadS: 12_345.6 }],
+  records_damaged: [{ lines: 1_234_567, stretches: 123_456, said: ['x'.repeat(500)] }],
 };
 
 describe('the warning catalogue', () => {

@@ -82,7 +82,7 @@ describe('records file formats', () => {
     assert.throws(() => openRecordsWriter(gz.dir, 'jsonl'), /already holds a run/);
   });
 
-  test('a gzip file cut at any byte of its last member keeps every earlier record and reports one bad line', async () => {
+  test('a gzip file cut at any byte of its last member keeps every earlier record and says the cut', async () => {
     for (const batch of [0, 4]) {
       const records = FIXTURE.slice(0, 12);
       const { path, ends } = write('jsonl.gz', records, batch);
@@ -101,9 +101,10 @@ describe('records file formats', () => {
           assert.deepEqual(bad, [], at);
           assert.equal(read.length, earlier, at);
         } else {
-          assert.equal(bad.length, 1, at);
-          assert.equal(bad[0].line, read.length + 1, at);
-          assert.match(bad[0].message, /cut short/, at);
+          // The cut member is said once; a line it had begun is said as cut too.
+          assert.ok(bad.length >= 1 && bad.length <= 2, at);
+          for (const b of bad) assert.equal(b.line, read.length + 1, at);
+          assert.match(bad[bad.length - 1].message, /cut short in its last member/, at);
         }
       }
     }
