@@ -61,7 +61,13 @@ async function merge(
     { checkShards, DamagedShardsError, mergeShards, prepareMergeDir, readShard, waitForShards },
   ] = await Promise.all([import('../report/terminal.js'), import('../results/merge.js')]);
   const out = o.out ?? `${dirs[0].replace(/\/+$/, '')}-merged`;
-  const { finished, unfinished } = await waitForShards(dirs, expected, waitS, resolve(out));
+  const { finished, unfinished, skipped } = await waitForShards(
+    dirs,
+    expected,
+    waitS,
+    resolve(out),
+  );
+  for (const message of skipped) printNotice('merge', message);
   if (unfinished.length > 0) {
     process.stderr.write(
       `infergauge merge: not finished (no ${RESULT_FILES.summary}), left out: ${unfinished.join(', ')}\n`,

@@ -4,14 +4,14 @@
  * plan's load, so its metrics are exactly those of one run that sent all the requests; client
  * health keeps every engine thread's verdict.
  */
-import { existsSync, mkdirSync, readdirSync, renameSync, rmSync, statSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { existsSync, mkdirSync, realpathSync, renameSync, rmSync } from 'node:fs';
+import { resolve } from 'node:path';
 import type { LoadSpec } from '../load.js';
 import type { SloCondition } from '../metrics/slo.js';
 import { warning } from '../metrics/warnings.js';
 import type { ClientHealthMeasurements, RequestRecord } from '../record.js';
 import { JsonlWriter, readClientHealth, writeClientHealth } from './jsonl.js';
-import { hasResult, RESULT_FILES, resultPath } from './layout.js';
+import { hasResult, RESULT_FILES, resultPath, walkResultsTree } from './layout.js';
 import { readManifest, readSummary, type SavedSummary } from './reader.js';
 import { newId, writeManifest, writeSummary } from './runFiles.js';
 import { RunViewBuilder, streamRecords } from './runView.js';
@@ -84,11 +84,12 @@ export async function waitForShards(
   expected: number | undefined,
   waitS: number,
   out: string,
-): Promise<{ finished: string[]; unfinished: string[] }> {
+): Promise<{ finished: string[]; unfinished: string[]; skipped: string[] }> {
   const deadline = Date.now() + waitS * 1000;
   for (;;) {
     // The merged run may sit among the shards (merge --out results/merged results).
-    const runs = findShardDirs(dirs).filter((d) => resolve(d) !== resolve(out));
+    const found = findShardDirs(dirs);
+    const runs = found.runs.filter((d) => resolve(d) !== resolve(out));
     const finished = runs.filter((d) => hasResult(d, 'summary'));
     const enough = expected === undefined ? finished.length > 0 : finished.length >= expected;
     if ((enough && finished.length === runs.length) || Date.now() >= deadline) {
@@ -97,27 +98,47 @@ export async function waitForShards(
           `no finished run (${RESULT_FILES.records} and ${RESULT_FILES.summary}) in ${dirs.join(', ')}${waitS > 0 ? ` after ${waitS} s` : ''}`,
         );
       }
-      return { finished, unfinished: runs.filter((d) => !finished.includes(d)) };
+      return {
+        finished,
+        unfinished: runs.filter((d) => !finished.includes(d)),
+        skipped: found.skipped,
+      };
     }
     await new Promise((resolve) => setTimeout(resolve, 2000));
   }
 }
 
-/** Run directories among `dirs` and, for a directory that is not one, its subdirectories. */
-function findShardDirs(dirs: string[]): string[] {
+/**
+ * Run directories among `dirs` and, for a directory that is not one, its subdirectories, each
+ * once by its real path (layout.ts walkResultsTree): a link to nothing is said, not thrown, and
+ * a second name for one shard would count its records twice.
+ */
+function findShardDirs(dirs: string[]): { runs: string[]; skipped: string[] } {
   const runs: string[] = [];
+  const skipped: string[] = [];
   for (const dir of dirs) {
     if (!existsSync(dir)) continue;
-    if (hasResult(dir, 'manifest')) {
-      runs.push(dir);
-      continue;
-    }
-    for (const entry of readdirSync(dir).sort(byNumber)) {
-      const sub = join(dir, entry);
-      if (statSync(sub).isDirectory() && hasResult(sub, 'manifest')) runs.push(sub);
-    }
+    const tree = walkResultsTree(
+      dir,
+      (d) => hasResult(d, 'manifest'),
+      hasResult(dir, 'manifest') ? 0 : 1,
+    );
+    runs.push(...tree.dirs.sort(byNumber));
+    skipped.push(...tree.skipped);
   }
-  return runs;
+  const seen = new Set<string>();
+  return {
+    runs: runs.filter((d) => {
+      const real = realpathSync(d);
+      if (seen.has(real)) {
+        skipped.push(`${d} is a shard named before (a link to it): read once`);
+        return false;
+      }
+      seen.add(real);
+      return true;
+    }),
+    skipped,
+  };
 }
 
 export function readShard(dir: string): ShardRun {

@@ -3,7 +3,7 @@
  * refuses shards whose records are damaged unless forced, and then carries the count.
  */
 import assert from 'node:assert/strict';
-import { appendFileSync, existsSync, readFileSync } from 'node:fs';
+import { appendFileSync, existsSync, readFileSync, symlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import type { SimulatorProcess } from '../../src/session/simulator.js';
@@ -71,6 +71,9 @@ test('merge refuses shards whose records are damaged, saying which; --force merg
   // A torn plain last line, and garbage after the gzip stream.
   appendFileSync(join(dir, 'shard-0', 'records.jsonl'), '{"id":99,"sched');
   appendFileSync(join(dir, 'shard-1', 'records.jsonl.gz'), Buffer.from('\u0000garbage\u00ff'));
+  // A link to nothing and a second name for a shard: said, and each shard read once.
+  symlinkSync(join(dir, 'nowhere'), join(dir, 'shard-dangling'));
+  symlinkSync(join(dir, 'shard-0'), join(dir, 'shard-again'));
   const out = join(dir, 'merged');
   const refused = await runCli(['merge', '--no-html', '--out', out, dir]);
   assert.equal(refused.code, 1, refused.stderr);
@@ -79,6 +82,8 @@ test('merge refuses shards whose records are damaged, saying which; --force merg
     refused.stderr,
     /shard-1\/records\.jsonl\.gz: [\d,]+ damaged bytes of the gzip stream from byte [\d,]+ \(bytes that are no gzip member\): skipped to the end/,
   );
+  assert.match(refused.stderr, /shard-dangling: a link to nothing .*: skipped/);
+  assert.match(refused.stderr, /shard-0 is a shard named before|shard-again is .* again/);
   assert.match(refused.stderr, /cannot merge: 2 shards have damaged records.*--force/s);
   assert.ok(!existsSync(join(out, 'records.jsonl')), 'a refused merge leaves no records');
   assert.ok(!existsSync(join(out, 'records.jsonl.partial')));
