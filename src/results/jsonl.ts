@@ -1,6 +1,7 @@
 import { closeSync, existsSync, openSync, readSync, writeSync } from 'node:fs';
 import { basename } from 'node:path';
 import { gzipSync } from 'node:zlib';
+import { jsonSyntaxProblem } from '../jsonText.js';
 import {
   type ClientHealthMeasurements,
   type RecordsFormat,
@@ -146,7 +147,10 @@ export async function* readJsonLines<T>(
     try {
       value = JSON.parse(line);
     } catch (err) {
-      onBadLine(lineNumber, err as Error);
+      // V8's message quotes the line: a records file can be anything (a link to /etc/shadow),
+      // so the problem is told by where the line breaks, never by what it holds.
+      const why = jsonSyntaxProblem(err, line).replace(/^not valid JSON( at line 1,|:)? ?/, '');
+      onBadLine(lineNumber, new SyntaxError(why.startsWith('column') ? `breaks at ${why}` : why));
       continue;
     }
     const problem = problemOf(value);
