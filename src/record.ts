@@ -6,6 +6,12 @@
  * microseconds so that a record read back from disk is identical to the one written.
  */
 
+/**
+ * Events one record may hold (backends/timeline.ts REQUEST_BOUNDS.maxEvents): the bound a request
+ * is cut at when measured, and so what the records readers may expect of a line's length.
+ */
+export const MAX_REQUEST_EVENTS = 2 ** 20;
+
 /** Stable error kinds; reports and tests rely on these strings. */
 export const ERROR_KINDS = [
   'connect',

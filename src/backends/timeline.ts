@@ -1,12 +1,13 @@
-import type {
-  CountProblem,
-  CountProblemReason,
-  EventTimeline,
-  RequestError,
-  RequestPhase,
-  RequestRecord,
-  ServerTiming,
-  TokenCountSource,
+import {
+  type CountProblem,
+  type CountProblemReason,
+  type EventTimeline,
+  MAX_REQUEST_EVENTS,
+  type RequestError,
+  type RequestPhase,
+  type RequestRecord,
+  type ServerTiming,
+  type TokenCountSource,
 } from '../record.js';
 
 /** A tool call as the OpenAI chat API carries it (an assistant message's `tool_calls`). */
@@ -101,7 +102,7 @@ export const REQUEST_BOUNDS = {
    */
   eventsPerToken: 8,
   extraEvents: 1024,
-  maxEvents: 2 ** 20,
+  maxEvents: MAX_REQUEST_EVENTS,
   /**
    * One event's text (a line, or an event's data lines joined): 32 MiB. A real event is one
    * token, or a final message with the whole answer (TGI's `generated_text`), far below it.

@@ -76,7 +76,7 @@ async function calibrateAction(dirs: string[], o: CalibrateFlags): Promise<numbe
   }
   let result: Awaited<ReturnType<typeof calibrate>>;
   const progress = calibrateProgressOutput({
-    isTTY: process.stderr.isTTY === true,
+    redraw: process.stderr.isTTY === true,
     write: (text) => process.stderr.write(text),
   });
   try {

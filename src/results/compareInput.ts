@@ -188,7 +188,7 @@ async function readRunFolders(
     if (cache) caches.push(cache);
     if (!folderLoad) {
       throw new CompareInputError(
-        `${recordsPath}, but no ${RESULT_FILES.summary} or ${RESULT_FILES.manifest} says what load produced it`,
+        `${recordsPath} is there, but no ${RESULT_FILES.summary} or ${RESULT_FILES.manifest} says what load produced it`,
       );
     }
     load ??= folderLoad;

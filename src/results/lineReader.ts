@@ -14,16 +14,16 @@
  */
 import { type FileHandle, open } from 'node:fs/promises';
 import * as zlib from 'node:zlib';
-import { REQUEST_BOUNDS } from '../backends/timeline.js';
+import { MAX_REQUEST_EVENTS } from '../record.js';
 
 /**
  * Bytes one record line may take: a record is bounded by the request bounds (docs/metrics.md,
- * "Bounds on one request"): at most REQUEST_BOUNDS.maxEvents events, each five columns of at
+ * "Bounds on one request"): at most MAX_REQUEST_EVENTS events (record.ts), each five columns of at
  * most 48 bytes together (a gap in microseconds, a token count and three character counts of
  * one event's text, with their commas), and 1 MiB for the rest (times, counts, the error
  * message, a server's timing). 2^20 x 48 + 2^20 bytes: 49 MiB. A longer line is no record.
  */
-export const MAX_RECORD_LINE_BYTES = REQUEST_BOUNDS.maxEvents * 48 + 2 ** 20;
+export const MAX_RECORD_LINE_BYTES = MAX_REQUEST_EVENTS * 48 + 2 ** 20;
 
 /** What a damage told through `onDamage` is. */
 export type LineDamageKind =

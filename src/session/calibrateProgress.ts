@@ -28,7 +28,8 @@ export function calibrateProgressLine(p: CalibrateProgress, elapsedS: number): s
 }
 
 export interface CalibrateProgressOptions {
-  isTTY: boolean;
+  /** A terminal: one line redrawn in place; otherwise a line every HEARTBEAT_MS. */
+  redraw: boolean;
   write: (text: string) => void;
   /** Wall clock in milliseconds (tests). */
   now?: () => number;
@@ -41,7 +42,7 @@ export function calibrateProgressOutput(o: CalibrateProgressOptions): {
   end: () => void;
 } {
   const now = o.now ?? (() => performance.now());
-  const intervalMs = o.intervalMs ?? (o.isTTY ? 250 : HEARTBEAT_MS);
+  const intervalMs = o.intervalMs ?? (o.redraw ? 250 : HEARTBEAT_MS);
   const startedMs = now();
   let lastMs = startedMs;
   let drawn = false;
@@ -51,7 +52,7 @@ export function calibrateProgressOutput(o: CalibrateProgressOptions): {
       if (at - lastMs < intervalMs) return;
       lastMs = at;
       const line = `infergauge calibrate: ${calibrateProgressLine(p, (at - startedMs) / 1000)}`;
-      if (o.isTTY) {
+      if (o.redraw) {
         o.write(`\r\x1b[2K${line}`);
         drawn = true;
       } else o.write(`${line}\n`);

@@ -780,7 +780,7 @@ describe('infergauge compare (simulator in virtual time)', () => {
     assert.equal(noLoad.code, 2);
     assert.match(
       noLoad.stderr,
-      /records-only: records\.jsonl, but no summary\.json or manifest\.json says what load/,
+      /records-only\/records\.jsonl is there, but no summary\.json or manifest\.json says what load/,
     );
     const corrupt = join(root, 'corrupt');
     simulate(corrupt, { requests: 20 });

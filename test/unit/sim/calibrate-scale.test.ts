@@ -47,13 +47,13 @@ describe('calibrate at scale', () => {
     let clock = 0;
     const terminal: string[] = [];
     const tty = calibrateProgressOutput({
-      isTTY: true,
+      redraw: true,
       write: (t) => terminal.push(t),
       now: () => clock,
     });
     const log: string[] = [];
     const plain = calibrateProgressOutput({
-      isTTY: false,
+      redraw: false,
       write: (t) => log.push(t),
       now: () => clock,
     });
