@@ -228,6 +228,8 @@ const OPTIONAL_TIMES = [
   'firstReasoningAt',
   'lastTokenAt',
 ] as const;
+/** Every time field of a record (merge shifts them all). */
+export const RECORD_TIME_FIELDS = [...REQUIRED_TIMES, ...OPTIONAL_TIMES] as const;
 const COUNTS = ['requestedInputTokens', 'requestedOutputTokens', 'outputTokens'] as const;
 const isTime = (v: unknown) =>
   typeof v === 'number' && v >= -MAX_RECORD_TIME_MS && v <= MAX_RECORD_TIME_MS;

@@ -9,7 +9,11 @@ import { resolve } from 'node:path';
 import type { LoadSpec } from '../load.js';
 import type { SloCondition } from '../metrics/slo.js';
 import { warning } from '../metrics/warnings.js';
-import type { ClientHealthMeasurements, RequestRecord } from '../record.js';
+import {
+  type ClientHealthMeasurements,
+  RECORD_TIME_FIELDS,
+  type RequestRecord,
+} from '../record.js';
 import { JsonlWriter, readClientHealth, writeClientHealth } from './jsonl.js';
 import { hasResult, RESULT_FILES, resultPath, walkResultsTree } from './layout.js';
 import { readManifest, readSummary, type SavedSummary } from './reader.js';
@@ -306,21 +310,9 @@ export async function mergeShards(
   return summary;
 }
 
-const TIME_FIELDS = [
-  'scheduledAt',
-  'sentAt',
-  'headersAt',
-  'firstTokenAt',
-  'firstContentAt',
-  'firstToolCallAt',
-  'firstReasoningAt',
-  'lastTokenAt',
-  'endAt',
-] as const;
-
 /** Moves a record's times `shiftMs` later, keeping whole microseconds. */
 function shiftRecord(record: RequestRecord, shiftMs: number): void {
-  for (const key of TIME_FIELDS) {
+  for (const key of RECORD_TIME_FIELDS) {
     const value = record[key];
     if (value !== undefined) record[key] = Math.round((value + shiftMs) * 1000) / 1000;
   }
