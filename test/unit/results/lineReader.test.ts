@@ -118,6 +118,22 @@ describe('one line is bounded', () => {
     assert.ok(ms < 20_000, `${ms.toFixed(0)} ms`);
   });
 
+  test('a bomb inside one member (a file gzipped whole) costs only its line: the records after it in the member are kept', async () => {
+    const text = Buffer.concat([
+      Buffer.from(LINES.slice(0, 5).join('')),
+      Buffer.alloc(60 << 20, 0x61),
+      Buffer.from(`\n${LINES.slice(5, 10).join('')}`),
+    ]);
+    const path = join(tempDir('ig-lines-'), 'records.jsonl.gz');
+    writeFileSync(path, gzipSync(text, { level: 1 }));
+    const damage = new ReadDamage(path);
+    const ids: number[] = [];
+    for await (const v of readJsonLines<{ id: number }>(path, damage.onBadLine)) ids.push(v.id);
+    assert.deepEqual(ids, range(0, 10));
+    assert.equal(damage.tooLong, 1);
+    assert.equal(damage.gzipStretches, 0);
+  });
+
   test('a plain line past the bound is skipped without holding it; a line across read chunks and gzip members reads whole', async () => {
     const dir = tempDir('ig-lines-');
     const long = `${'{"id":1,"pad":"'}${'y'.repeat(3 << 20)}"}`;
