@@ -24,10 +24,7 @@ export function mergeCommand() {
       '--wait <s>',
       'wait up to this many seconds for every shard to finish (its summary.json), e.g. in a follow-up Kubernetes Job',
     )
-    .option(
-      '--force',
-      'merge even when shards are missing, their plans differ or their records are damaged (the merged summary and manifest say what was skipped)',
-    )
+    .option('--force', 'merge even when shards are missing or their plans differ')
     .option('--json', 'print the merged summary JSON instead of the table')
     .option('--no-html', 'do not write report.html')
     .addOption(thresholdOption())
@@ -58,7 +55,7 @@ async function merge(
   // Loaded when the command is chosen, so that other commands start without them.
   const [
     { renderTerminalSummary },
-    { checkShards, DamagedShardsError, mergeShards, prepareMergeDir, readShard, waitForShards },
+    { checkShards, mergeShards, prepareMergeDir, readShard, waitForShards },
   ] = await Promise.all([import('../report/terminal.js'), import('../results/merge.js')]);
   const out = o.out ?? `${dirs[0].replace(/\/+$/, '')}-merged`;
   const { finished, unfinished, skipped } = await waitForShards(
@@ -84,19 +81,9 @@ async function merge(
     }
   }
   prepareMergeDir(out);
-  let summary: Awaited<ReturnType<typeof mergeShards>>;
-  try {
-    summary = await mergeShards(shards, out, {
-      ...(o.force ? { force: true } : {}),
-      onProblem: (message) => printNotice('merge', message),
-    });
-  } catch (err) {
-    if (!(err instanceof DamagedShardsError)) throw err;
-    process.stderr.write(
-      `infergauge merge: cannot merge: ${err.message}\n  (--force merges what there is, with the count in the merged summary and manifest)\n`,
-    );
-    return EXIT.failure;
-  }
+  const summary = await mergeShards(shards, out, {
+    onProblem: (message) => printNotice('merge', `warning: ${message}`),
+  });
   if (o.json) process.stdout.write(`${JSON.stringify(summary, null, 2)}\n`);
   else {
     const first = shards[0].manifest;

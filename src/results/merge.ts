@@ -178,24 +178,11 @@ export interface ShardDamage {
   lines: number;
   /** Damaged stretches of a gzip stream, a cut last member included. */
   gzipStretches: number;
-  /** The reader's sentence, naming the file. */
-  said: string;
 }
 
 export interface MergeOptions {
-  /** Merge even when a shard's records are damaged (else: nothing is written). */
-  force?: boolean;
   /** Says each damaged shard's records once (the reader's sentence). */
   onProblem?: (message: string) => void;
-}
-
-/** A merge refused: some shard's records are damaged and `force` was not given. */
-export class DamagedShardsError extends Error {
-  constructor(readonly damaged: ShardDamage[]) {
-    super(
-      `${damaged.length === 1 ? 'a shard has' : `${damaged.length} shards have`} damaged records (${damaged.map((d) => `${d.dir}: ${d.lines} line(s), ${d.gzipStretches} gzip stretch(es)`).join('; ')}): the merged run would leave out the requests they held`,
-    );
-  }
 }
 
 /**
@@ -206,9 +193,10 @@ export class DamagedShardsError extends Error {
  *
  * The records go to a temporary file renamed once whole, so a merge that fails or is killed
  * never leaves a `records.jsonl` that looks like a merged run. A shard whose records are damaged
- * (ReadDamage: lines or gzip stretches skipped) stops the merge with DamagedShardsError, and
- * nothing is written, unless `force`: then the merged summary carries a `records_damaged`
- * warning and the manifest each shard's `damaged` count.
+ * (ReadDamage: lines or gzip stretches skipped) is merged as every reader reads it: each
+ * complete record kept, the damage said once per file, and carried, so the merged run never
+ * hides it: a `records_damaged` warning in its summary and each shard's `damaged` count in its
+ * manifest.
  */
 export async function mergeShards(
   shards: ShardRun[],
@@ -245,7 +233,6 @@ export async function mergeShards(
               dir: shard.dir,
               lines: damage.skippedLines,
               gzipStretches: damage.gzipStretches + (damage.gzipCut ? 1 : 0),
-              said: damage.message() ?? damage.file,
             });
           },
         },
@@ -257,7 +244,6 @@ export async function mergeShards(
       interrupted ||= shard.summary?.interrupted === true;
     }
     writer.close();
-    if (damaged.size > 0 && !options.force) throw new DamagedShardsError([...damaged.values()]);
     renameSync(partial, resultPath(out, 'records'));
     whole = true;
   } finally {
