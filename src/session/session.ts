@@ -10,8 +10,8 @@ import { claimNewDir, newId, type ResultKindName } from '../results/runFiles.js'
 import { builtInOutput, type Output, SessionEvents } from './events.js';
 import { htmlOutput } from './htmlOutput.js';
 import { resultsOutput } from './resultsOutput.js';
-import { parseExportTimeoutS } from './userOutputs.js';
 import { type Notify, utcStamp } from './target.js';
+import { parseExportTimeoutS } from './userOutputs.js';
 
 /**
  * `infergauge-results/<UTC time>-<label>`: where a session's results go without --out, created
