@@ -12,6 +12,7 @@ import { describeError, InfergaugeError } from '../errors.js';
 import type { LoadSpec, ShardIndex } from '../load.js';
 import { createRunClock, type RunClock } from '../loadgen/clock.js';
 import { runDeadlineS } from '../loadgen/deadline.js';
+import { openFilesLimit, openFilesNotice } from '../loadgen/openFiles.js';
 import {
   connectionsToWarm,
   type LoadgenProgress,
@@ -298,6 +299,8 @@ async function measureLive(
       `${workers} workers, not ${plan.workers}: each needs at least one request in flight`,
     );
   }
+  const files = openFilesNotice(part, openFilesLimit());
+  if (files) hooks.onNotice?.(files);
   const c: LiveContext = {
     target,
     point,
