@@ -23,6 +23,7 @@ import { BodyText } from './bodyText.js';
 import type { RunClock } from './clock.js';
 import type { H1Handler } from './h1.js';
 import { bodyEncoding, Inflater } from './inflate.js';
+import { type TlsMaterial, tlsFailure } from './tls.js';
 
 /** Where and how requests go. */
 export interface TargetConfig extends BackendOptions {
@@ -35,6 +36,8 @@ export interface TargetConfig extends BackendOptions {
   apiKey?: string;
   /** Whole-request limit in ms: headers, prefill and the full stream. */
   timeoutMs: number;
+  /** https:// only: a private CA, a client certificate, no verification (src/loadgen/tls.ts). */
+  tls?: TlsMaterial;
 }
 
 /**
@@ -738,8 +741,6 @@ const CONNECT_CODES = new Set([
   'EHOSTUNREACH',
   'ENETUNREACH',
   'UND_ERR_CONNECT_TIMEOUT',
-  'ERR_TLS_CERT_ALTNAME_INVALID',
-  'DEPTH_ZERO_SELF_SIGNED_CERT',
 ]);
 
 /** Categorises a transport failure into a stable error kind. */
@@ -751,6 +752,9 @@ function transportError(err: Error, afterHeaders: boolean): RequestError {
   if (!afterHeaders && CONNECT_CODES.has(code)) {
     return { kind: 'connect', message: `${code}: ${err.message}` };
   }
+  // A certificate or handshake failure, with the flag that fixes it (only https gets here).
+  const tls = afterHeaders ? undefined : tlsFailure(err);
+  if (tls) return { kind: 'tls', message: tls.message };
   const where = afterHeaders ? 'mid-stream' : 'before the response';
   return {
     kind: 'stream_broken',

@@ -30,6 +30,7 @@ import {
   startRequest,
   type TargetConfig,
 } from './http.js';
+import { tlsConnectOptions } from './tls.js';
 import { type IdSequence, idAt, inSequence, type ShardPart, wholeRun } from './shard.js';
 
 /** Sampling interval of the event-loop delay monitor. */
@@ -126,6 +127,7 @@ export async function openConnections(
     headersTimeout: target.timeoutMs,
     bodyTimeout: target.timeoutMs,
     keepAliveTimeout: KEEP_ALIVE_TIMEOUT_MS,
+    connect: tlsConnectOptions(target.tls),
   });
 }
 
