@@ -30,7 +30,7 @@ import {
   startRequest,
   type TargetConfig,
 } from './http.js';
-import { tlsConnectOptions } from './tls.js';
+import { tlsConnector } from './tls.js';
 import { type IdSequence, idAt, inSequence, type ShardPart, wholeRun } from './shard.js';
 
 /** Sampling interval of the event-loop delay monitor. */
@@ -120,14 +120,14 @@ export async function openConnections(
     await pool.warm(connectionsToWarm(load));
     return pool;
   }
-  const { Pool } = await import('undici');
+  const { buildConnector, Pool } = await import('undici');
   return new Pool(origin, {
     connections,
     pipelining: 1,
     headersTimeout: target.timeoutMs,
     bodyTimeout: target.timeoutMs,
     keepAliveTimeout: KEEP_ALIVE_TIMEOUT_MS,
-    connect: tlsConnectOptions(target.tls),
+    connect: tlsConnector(buildConnector, target.tls),
   });
 }
 

@@ -13,6 +13,8 @@
 import { readFileSync } from 'node:fs';
 import { isIP } from 'node:net';
 import { dirname, isAbsolute, resolve } from 'node:path';
+import type { Socket } from 'node:net';
+import type { buildConnector } from 'undici';
 import { createSecureContext, rootCertificates, type SecureContext } from 'node:tls';
 
 /** The TLS options of a plan, as given: paths and names, what the manifest keeps. */
@@ -254,7 +256,9 @@ export function tlsFailure(
   host?: string,
 ): { reason: TlsReason; message: string } | undefined {
   const code = (err as { code?: string }).code ?? '';
-  const said = `${code}: ${err.message}`;
+  // OpenSSL's text is `<hex>:error:<hex>:SSL routines:<function>:<reason>:<source file>...`.
+  const openssl = /SSL routines:[^:]*:([^:]+)/.exec(err.message);
+  const said = `${code}: ${openssl ? openssl[1] : err.message}`;
   if (UNKNOWN_CA_CODES.has(code)) {
     return {
       reason: 'unknown_ca',
@@ -293,4 +297,53 @@ export function tlsFailure(
     };
   }
   return undefined;
+}
+
+/**
+ * TLS failures that arrived on an established connection, by its local address and port. Under
+ * TLS 1.3 a server that wants a client certificate says so only after the handshake, in an
+ * alert; undici then reports the close that follows ("other side closed") and drops the alert,
+ * so its connector records it here (watchTlsAlerts) and transportError looks it up (tlsAlertOf).
+ * Bounded: an alert is kept until read, the oldest dropped past ALERTS_KEPT.
+ */
+const alerts = new Map<string, Error>();
+const ALERTS_KEPT = 64;
+
+const socketKey = (address: string | undefined, port: number | undefined) =>
+  `${address ?? ''}:${port ?? ''}`;
+
+/** Records a TLS alert that ends `socket` (only https sockets are watched). */
+export function watchTlsAlerts(socket: Socket): void {
+  const key = socketKey(socket.localAddress, socket.localPort);
+  socket.on('error', (err) => {
+    if (!tlsFailure(err)) return;
+    alerts.set(key, err);
+    if (alerts.size > ALERTS_KEPT) alerts.delete(alerts.keys().next().value as string);
+  });
+}
+
+/** The TLS alert behind undici's socket error `err`, if one was recorded (and forgets it). */
+export function tlsAlertOf(err: Error): Error | undefined {
+  const info = (err as { socket?: { localAddress?: string; localPort?: number } }).socket;
+  if (!info || alerts.size === 0) return undefined;
+  const key = socketKey(info.localAddress, info.localPort);
+  const alert = alerts.get(key);
+  alerts.delete(key);
+  return alert;
+}
+
+/**
+ * undici's connector for an https pool (`build`: undici's buildConnector, passed in so that
+ * this module loads no HTTP library), with the run's TLS options and its alerts watched.
+ */
+export function tlsConnector(
+  build: typeof buildConnector,
+  material: TlsMaterial | undefined,
+): buildConnector.connector {
+  const connect = build(tlsConnectOptions(material) as buildConnector.BuildOptions);
+  return (options, callback) =>
+    connect(options, (...args) => {
+      if (args[1]) watchTlsAlerts(args[1]);
+      callback(...args);
+    });
 }
