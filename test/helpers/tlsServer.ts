@@ -3,9 +3,10 @@ import { createServer, type Server } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import type { TLSSocket } from 'node:tls';
+import { REPO } from '../../tools/repo.js';
 
 /** The committed test certificates (test/fixtures/tls/README.md). */
-export const TLS_FIXTURES = join(import.meta.dirname, '..', 'fixtures', 'tls');
+export const TLS_FIXTURES = join(REPO, 'test', 'fixtures', 'tls');
 export const fixture = (name: string) => join(TLS_FIXTURES, name);
 
 export interface TlsTestServer {
