@@ -6,7 +6,7 @@
  */
 import { request as httpRequest } from 'node:http';
 import { request as httpsRequest } from 'node:https';
-import { type TlsMaterial, tlsConnectOptions } from './loadgen/tls.js';
+import { type TlsMaterial, tlsConnectOptions } from './tls.js';
 
 export interface TextRequest {
   method?: 'GET' | 'POST';

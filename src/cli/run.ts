@@ -176,8 +176,11 @@ export function addRunOptions(command: Command): Command {
       '--ca-cert <file>',
       "PEM file of CA certificates to trust besides the system's, for an https --url signed by a private CA (curl --cacert)",
     )
-    .option('--client-cert <file>', 'PEM client certificate, when the server asks for one (mTLS; curl --cert)')
-    .option('--client-key <file>', "PEM private key of --client-cert (curl --key)")
+    .option(
+      '--client-cert <file>',
+      'PEM client certificate, when the server asks for one (mTLS; curl --cert)',
+    )
+    .option('--client-key <file>', 'PEM private key of --client-cert (curl --key)')
     .option(
       '--client-key-passphrase-env <var>',
       "environment variable holding --client-key's passphrase",

@@ -19,11 +19,11 @@ import type {
 } from '../backends/types.js';
 import { describeError } from '../errors.js';
 import type { RequestError, RequestRecord } from '../record.js';
+import { type TlsMaterial, tlsAlertOf, tlsFailure } from '../tls.js';
 import { BodyText } from './bodyText.js';
 import type { RunClock } from './clock.js';
 import type { H1Handler } from './h1.js';
 import { bodyEncoding, Inflater } from './inflate.js';
-import { type TlsMaterial, tlsAlertOf, tlsFailure } from './tls.js';
 
 /** Where and how requests go. */
 export interface TargetConfig extends BackendOptions {

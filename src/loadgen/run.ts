@@ -11,6 +11,7 @@ import type { RequestSpec } from '../backends/types.js';
 import { UsageError } from '../errors.js';
 import type { LoadSpec } from '../load.js';
 import type { ClientHealthMeasurements, RequestRecord } from '../record.js';
+import { tlsConnector } from '../tls.js';
 import { arrivalScheduleForLoad } from '../workload/arrivals.js';
 import {
   type Conversation,
@@ -30,7 +31,6 @@ import {
   startRequest,
   type TargetConfig,
 } from './http.js';
-import { tlsConnector } from './tls.js';
 import { type IdSequence, idAt, inSequence, type ShardPart, wholeRun } from './shard.js';
 
 /** Sampling interval of the event-loop delay monitor. */

@@ -2,8 +2,8 @@ import { readFileSync, statSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import type { z as Zod } from 'zod';
 import { UsageError } from '../errors.js';
-import { resolveTlsPaths } from '../loadgen/tls.js';
 import { didYouMean, nearest } from '../nearest.js';
+import { resolveTlsPaths } from '../tls.js';
 import { SCENARIO_PRESETS } from '../workload/scenarios.js';
 import type { PlanScenario } from './planScenario.js';
 

@@ -9,7 +9,7 @@ import { concurrencyBoundProblem, MAX_CONCURRENCY, parseShard, type ShardIndex }
 import type { SloCondition } from '../metrics/slo.js';
 import { parseSlo } from '../metrics/slo.js';
 import { RECORDS_FORMATS, type RecordsFormat } from '../record.js';
-import { loadTls, TLS_FLAGS, type TlsMaterial, type TlsSettings } from '../loadgen/tls.js';
+import { loadTls, TLS_FLAGS, type TlsMaterial, type TlsSettings } from '../tls.js';
 import { openLoadProblems } from '../workload/arrivals.js';
 import { type Dataset, readDataset } from '../workload/datasets.js';
 import {

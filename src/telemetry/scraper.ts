@@ -1,5 +1,5 @@
 import { requestText } from '../httpText.js';
-import type { TlsMaterial } from '../loadgen/tls.js';
+import type { TlsMaterial } from '../tls.js';
 import { type NvidiaSmiCommand, runNvidiaSmi } from './gpu.js';
 import { readProcStatus } from './process.js';
 import { parsePrometheusText } from './prometheus.js';
@@ -133,7 +133,11 @@ export async function probeMetrics(
   tls?: TlsMaterial,
 ): Promise<MetricsProbe> {
   try {
-    const { statusCode, body } = await requestText(url, { headers, timeoutMs, ...(tls && { tls }) });
+    const { statusCode, body } = await requestText(url, {
+      headers,
+      timeoutMs,
+      ...(tls && { tls }),
+    });
     if (statusCode !== 200) return { ok: false, reason: `HTTP ${statusCode}` };
     const start = body.trimStart()[0];
     if (start === '{' || start === '[' || start === '<') {

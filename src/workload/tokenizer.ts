@@ -3,8 +3,8 @@ import { dirname, join, resolve } from 'node:path';
 import { splitServerUrl } from '../backends/request.js';
 import { EXIT, type ExitCode, InfergaugeError } from '../errors.js';
 import { requestText } from '../httpText.js';
-import type { TlsMaterial } from '../loadgen/tls.js';
 import { jsonSyntaxProblem } from '../jsonText.js';
+import type { TlsMaterial } from '../tls.js';
 import { countWords } from './words.js';
 
 /**

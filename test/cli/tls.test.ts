@@ -32,7 +32,10 @@ describe('run over https', () => {
     const out = tempDir('ig-tls-');
     const r = await runCli(['run', '--url', privateCa.url, ...QUICK, '--out', join(out, 'a')]);
     assert.equal(r.code, 1, r.stderr);
-    assert.match(r.stderr, /TLS: the server's certificate is not signed by a CA this client trusts/);
+    assert.match(
+      r.stderr,
+      /TLS: the server's certificate is not signed by a CA this client trusts/,
+    );
     assert.match(r.stderr, /--ca-cert FILE/);
     assert.doesNotMatch(r.stderr, /pass --model/);
     // With --model the requests go out and each fails as tls: nothing succeeded, exit 1.
@@ -87,7 +90,11 @@ describe('run over https', () => {
     );
     assert.equal(r.code, 0, r.stderr);
     assert.ok(mtls.withClientCert >= 4);
-    for (const text of [r.stdout, r.stderr, ...readdirSync(out).map((f) => readFileSync(join(out, f), 'utf8'))]) {
+    for (const text of [
+      r.stdout,
+      r.stderr,
+      ...readdirSync(out).map((f) => readFileSync(join(out, f), 'utf8')),
+    ]) {
       assert.ok(!text.includes(PASSPHRASE), 'the passphrase was written');
       assert.ok(!text.includes('PRIVATE KEY'), 'the key was written');
     }

@@ -9,10 +9,10 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
 import { requestText } from '../../../src/httpText.js';
-import { loadTls, type TlsSettings } from '../../../src/loadgen/tls.js';
 import { readPlanFile } from '../../../src/plan/planFile.js';
-import { PlanError, parseRunPlan, redactPlan } from '../../../src/plan/runPlan.js';
+import { type PlanError, parseRunPlan, redactPlan } from '../../../src/plan/runPlan.js';
 import { discoverModel } from '../../../src/session/target.js';
+import { loadTls, type TlsSettings } from '../../../src/tls.js';
 import { tempDir } from '../../helpers/cli.js';
 import { runAgainst } from '../../helpers/run.js';
 import { fixture, startTlsServer, type TlsTestServer } from '../../helpers/tlsServer.js';
@@ -58,9 +58,15 @@ async function outcomes(url: string, settings?: TlsSettings, env?: NodeJS.Proces
 
 describe('TLS options are read and checked before anything is sent', () => {
   test('a missing file, a file that is not PEM, a key without its certificate', () => {
-    assert.match(problemsOf({ caCert: '/nonexistent/ca.pem' }), /--ca-cert \/nonexistent\/ca.pem: no such file/);
+    assert.match(
+      problemsOf({ caCert: '/nonexistent/ca.pem' }),
+      /--ca-cert \/nonexistent\/ca.pem: no such file/,
+    );
     assert.match(problemsOf({ caCert: fixture('README.md') }), /--ca-cert .*not a PEM certificate/);
-    assert.match(problemsOf({ clientCert: CLIENT.clientCert }), /--client-cert needs its private key: add --client-key/);
+    assert.match(
+      problemsOf({ clientCert: CLIENT.clientCert }),
+      /--client-cert needs its private key: add --client-key/,
+    );
     assert.match(problemsOf({ clientKey: CLIENT.clientKey }), /--client-key needs its certificate/);
     // A certificate given as the key: named, and its contents never shown.
     const asKey = problemsOf({ clientCert: CLIENT.clientCert, clientKey: CLIENT.clientCert });
@@ -142,7 +148,10 @@ describe('requests over https', () => {
     const refused = await outcomes(s.url);
     assert.equal(refused.length, 3);
     for (const o of refused) {
-      assert.match(o, /^tls: TLS: the server's certificate is not signed by a CA this client trusts/);
+      assert.match(
+        o,
+        /^tls: TLS: the server's certificate is not signed by a CA this client trusts/,
+      );
       assert.match(o, /--ca-cert FILE \(or set NODE_EXTRA_CA_CERTS=FILE\)/);
     }
     assert.deepEqual(await outcomes(s.url, { caCert: CA }), ['ok', 'ok', 'ok']);
@@ -178,7 +187,10 @@ describe('requests over https', () => {
   test('a server that requires a client certificate: tls naming --client-cert, then mTLS', async () => {
     const s = await server({ requireClientCert: true });
     for (const o of await outcomes(s.url, { caCert: CA })) {
-      assert.match(o, /^tls: TLS: the server refused the handshake, asking for a client certificate/);
+      assert.match(
+        o,
+        /^tls: TLS: the server refused the handshake, asking for a client certificate/,
+      );
       assert.match(o, /--client-cert FILE --client-key FILE/);
     }
     assert.deepEqual(await outcomes(s.url, { caCert: CA, ...CLIENT }), ['ok', 'ok', 'ok']);
@@ -224,7 +236,10 @@ describe('model discovery and the small requests use the same TLS options', () =
   test('discovery of a server that wants a client certificate names --client-cert', async () => {
     const s = await server({ requireClientCert: true });
     const plan = parseRunPlan({ url: s.url, caCert: CA });
-    await assert.rejects(discoverModel(plan, s.url, undefined), /--client-cert FILE --client-key FILE/);
+    await assert.rejects(
+      discoverModel(plan, s.url, undefined),
+      /--client-cert FILE --client-key FILE/,
+    );
     const mtls = parseRunPlan({ url: s.url, caCert: CA, ...CLIENT });
     assert.equal((await discoverModel(mtls, s.url, undefined)).model, 'tls-model');
   });
@@ -232,7 +247,10 @@ describe('model discovery and the small requests use the same TLS options', () =
   test('requestText (the scraper, the tokenizer) trusts the CA it is given', async () => {
     const s = await server();
     const tls = material({ caCert: CA });
-    const { statusCode, body } = await requestText(`${s.url}/metrics`, { timeoutMs: 5_000, ...(tls ? { tls } : {}) });
+    const { statusCode, body } = await requestText(`${s.url}/metrics`, {
+      timeoutMs: 5_000,
+      ...(tls ? { tls } : {}),
+    });
     assert.equal(statusCode, 200);
     assert.match(body, /num_requests_running/);
     await assert.rejects(requestText(`${s.url}/metrics`, { timeoutMs: 5_000 }), {

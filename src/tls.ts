@@ -11,11 +11,11 @@
  * fixes it. File contents never appear in a message (a key is a secret; src/jsonText.ts's rule).
  */
 import { readFileSync } from 'node:fs';
+import type { Socket } from 'node:net';
 import { isIP } from 'node:net';
 import { dirname, isAbsolute, resolve } from 'node:path';
-import type { Socket } from 'node:net';
-import type { buildConnector } from 'undici';
 import { createSecureContext, rootCertificates, type SecureContext } from 'node:tls';
+import type { buildConnector } from 'undici';
 
 /** The TLS options of a plan, as given: paths and names, what the manifest keeps. */
 export interface TlsSettings {
@@ -100,7 +100,13 @@ export function loadTls(
   const before = problems.length;
   const material: TlsMaterial = {};
   if (settings.caCert !== undefined) {
-    material.ca = readPem(TLS_FLAGS.caCert, settings.caCert, /CERTIFICATE/, 'certificate', problems);
+    material.ca = readPem(
+      TLS_FLAGS.caCert,
+      settings.caCert,
+      /CERTIFICATE/,
+      'certificate',
+      problems,
+    );
   }
   if ((settings.clientCert === undefined) !== (settings.clientKey === undefined)) {
     problems.push(
@@ -154,7 +160,11 @@ export function loadTls(
 function contextProblem(settings: TlsSettings, err: unknown): string {
   const message = (err as Error).message ?? '';
   const code = (err as { code?: string }).code ?? '';
-  if (/bad decrypt|bad password|ERR_OSSL_BAD_DECRYPT|interrupted or cancelled/i.test(`${code} ${message}`)) {
+  if (
+    /bad decrypt|bad password|ERR_OSSL_BAD_DECRYPT|interrupted or cancelled/i.test(
+      `${code} ${message}`,
+    )
+  ) {
     return settings.clientKeyPassphraseEnv
       ? `--client-key ${settings.clientKey}: the passphrase in ${settings.clientKeyPassphraseEnv} does not open it`
       : `--client-key ${settings.clientKey}: the key is encrypted; put its passphrase in an environment variable and name it with --client-key-passphrase-env NAME`;
@@ -278,7 +288,11 @@ export function tlsFailure(
       message: `TLS: the server's certificate is not for ${host ?? 'this host'} (${said}); use a URL with a name it lists, or pass --tls-servername NAME; ${LAST_RESORT}`,
     };
   }
-  if (/CERTIFICATE_REQUIRED|ALERT_HANDSHAKE_FAILURE|ALERT_BAD_CERTIFICATE|ALERT_UNKNOWN_CA|ALERT_ACCESS_DENIED|PEER_DID_NOT_RETURN_A_CERTIFICATE/.test(code)) {
+  if (
+    /CERTIFICATE_REQUIRED|ALERT_HANDSHAKE_FAILURE|ALERT_BAD_CERTIFICATE|ALERT_UNKNOWN_CA|ALERT_ACCESS_DENIED|PEER_DID_NOT_RETURN_A_CERTIFICATE/.test(
+      code,
+    )
+  ) {
     return {
       reason: 'client_cert',
       message: `TLS: the server refused the handshake, asking for a client certificate it trusts (${said}); pass --client-cert FILE --client-key FILE`,
