@@ -156,6 +156,60 @@ export function loadTls(
   return material;
 }
 
+/** The TLS options as a command's parsed flags name them. */
+export interface TlsOptions {
+  caCert?: string;
+  clientCert?: string;
+  clientKey?: string;
+  clientKeyPassphraseEnv?: string;
+  insecure?: boolean;
+  tlsServername?: string;
+}
+
+/**
+ * The TLS options of a command (run, sweep, probe, capacity), their files read and checked now
+ * (a missing file, a key without its certificate, a wrong passphrase: exit 2 before anything is
+ * sent). They apply to https:// URLs only (`urls`: the command's, the first its --url): given
+ * with none, they are refused rather than silently unused. Undefined when none was given.
+ */
+export function readTlsOptions(
+  o: TlsOptions,
+  urls: readonly unknown[],
+  env: NodeJS.ProcessEnv,
+  problems: string[],
+): (TlsSettings & { material: TlsMaterial }) | undefined {
+  const settings: TlsSettings = {
+    ...(o.caCert !== undefined ? { caCert: o.caCert } : {}),
+    ...(o.clientCert !== undefined ? { clientCert: o.clientCert } : {}),
+    ...(o.clientKey !== undefined ? { clientKey: o.clientKey } : {}),
+    ...(o.clientKeyPassphraseEnv !== undefined
+      ? { clientKeyPassphraseEnv: o.clientKeyPassphraseEnv }
+      : {}),
+    ...(o.insecure ? { insecure: true } : {}),
+    ...(o.tlsServername !== undefined ? { servername: o.tlsServername } : {}),
+  };
+  const given = Object.keys(settings) as (keyof TlsSettings)[];
+  if (given.length === 0) return undefined;
+  if (!urls.some((u) => typeof u === 'string' && /^\s*https:/i.test(u))) {
+    const flags = given.map((k) => TLS_FLAGS[k]).join(', ');
+    const url = urls[0];
+    problems.push(
+      typeof url !== 'string'
+        ? `${flags}: TLS options apply to an https:// server; pass its --url (the built-in simulator speaks plain http)`
+        : `${flags}: TLS options apply to an https:// server, and --url is not one; use https://${url.replace(/^\s*http:\/\//i, '')} or drop them`,
+    );
+    return undefined;
+  }
+  const material = loadTls(settings, env, problems);
+  return material ? { ...settings, material } : undefined;
+}
+
+/** TLS settings without the material read from their files (what a manifest may hold). */
+export function tlsSettingsOf(tls: TlsSettings & { material?: TlsMaterial }): TlsSettings {
+  const { material: _material, ...settings } = tls;
+  return settings;
+}
+
 /** Why Node could not build a context from readable PEM files, with the flag to look at. */
 function contextProblem(settings: TlsSettings, err: unknown): string {
   const message = (err as Error).message ?? '';

@@ -9,7 +9,7 @@ import { concurrencyBoundProblem, MAX_CONCURRENCY, parseShard, type ShardIndex }
 import type { SloCondition } from '../metrics/slo.js';
 import { parseSlo } from '../metrics/slo.js';
 import { RECORDS_FORMATS, type RecordsFormat } from '../record.js';
-import { loadTls, TLS_FLAGS, type TlsMaterial, type TlsSettings } from '../tls.js';
+import { readTlsOptions, type TlsMaterial, type TlsSettings, tlsSettingsOf } from '../tls.js';
 import { openLoadProblems } from '../workload/arrivals.js';
 import { type Dataset, readDataset } from '../workload/datasets.js';
 import {
@@ -43,12 +43,6 @@ import {
   text,
 } from './fields.js';
 import { type PlanScenario, scenarioFromPlan } from './planScenario.js';
-
-/** A plan's TLS settings without the material read from its files. */
-function tlsSettingsOf(tls: NonNullable<RunPlan['tls']>): TlsSettings {
-  const { material: _material, ...settings } = tls;
-  return settings;
-}
 
 /** Everything one `infergauge run` does, validated; the manifest stores it (API key redacted). */
 export interface RunPlan {
@@ -652,40 +646,13 @@ export function parseRunPlan(input: RunPlanInput, env: NodeJS.ProcessEnv = {}): 
   return plan;
 }
 
-/**
- * The TLS options, their files read and checked now (a missing file, a key without its
- * certificate, a wrong passphrase: exit 2 before anything is sent). They apply to https://
- * URLs only: given with none, they are refused rather than silently unused.
- */
+/** The TLS options (src/tls.ts), their files read and checked now. */
 function tlsPlan(
   o: ValidOptions,
   env: NodeJS.ProcessEnv,
   problems: string[],
 ): RunPlan['tls'] | undefined {
-  const settings: TlsSettings = {
-    ...(o.caCert !== undefined ? { caCert: o.caCert } : {}),
-    ...(o.clientCert !== undefined ? { clientCert: o.clientCert } : {}),
-    ...(o.clientKey !== undefined ? { clientKey: o.clientKey } : {}),
-    ...(o.clientKeyPassphraseEnv !== undefined
-      ? { clientKeyPassphraseEnv: o.clientKeyPassphraseEnv }
-      : {}),
-    ...(o.insecure ? { insecure: true } : {}),
-    ...(o.tlsServername !== undefined ? { servername: o.tlsServername } : {}),
-  };
-  const given = Object.keys(settings) as (keyof TlsSettings)[];
-  if (given.length === 0) return undefined;
-  const urls = [o.url, o.metricsUrl, o.dcgmUrl, o.serverMetrics];
-  if (!urls.some((u) => typeof u === 'string' && /^\s*https:/i.test(u))) {
-    const flags = given.map((k) => TLS_FLAGS[k]).join(', ');
-    problems.push(
-      o.url === undefined
-        ? `${flags}: TLS options apply to an https:// server; pass its --url (the built-in simulator speaks plain http)`
-        : `${flags}: TLS options apply to an https:// server, and --url is not one; use https://${o.url.replace(/^\s*http:\/\//i, '')} or drop them`,
-    );
-    return undefined;
-  }
-  const material = loadTls(settings, env, problems);
-  return material ? { ...settings, material } : undefined;
+  return readTlsOptions(o, [o.url, o.metricsUrl, o.dcgmUrl, o.serverMetrics], env, problems);
 }
 
 /**

@@ -11,6 +11,7 @@ import { after, describe, test } from 'node:test';
 import { requestText } from '../../../src/httpText.js';
 import { readPlanFile } from '../../../src/plan/planFile.js';
 import { type PlanError, parseRunPlan, redactPlan } from '../../../src/plan/runPlan.js';
+import { prepareCapacity } from '../../../src/session/profiles/capacity.js';
 import { discoverModel } from '../../../src/session/target.js';
 import { loadTls, type TlsSettings } from '../../../src/tls.js';
 import { tempDir } from '../../helpers/cli.js';
@@ -129,6 +130,15 @@ describe('TLS options are read and checked before anything is sent', () => {
       clientKeyPassphraseEnv: 'IG_TEST_PASS',
       insecure: true,
     });
+  });
+
+  test('capacity reads the same options, and refuses them for a plain-http server', () => {
+    const bad = prepareCapacity({ url: 'http://127.0.0.1:8000', caCert: CA, modelName: 'm' }, {});
+    assert.match(bad.problems.join('\n'), /--ca-cert: TLS options apply to an https:\/\/ server/);
+    const ok = prepareCapacity({ url: 'https://127.0.0.1:8443', caCert: CA, insecure: true }, {});
+    assert.deepEqual(ok.problems, []);
+    assert.equal(ok.run.tls?.insecure, true);
+    assert.match(ok.run.tls?.material.ca ?? '', /BEGIN CERTIFICATE/);
   });
 
   test("a plan file's certificate paths are relative to the plan", () => {
