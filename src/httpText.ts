@@ -6,6 +6,7 @@
  */
 import { request as httpRequest } from 'node:http';
 import { request as httpsRequest } from 'node:https';
+import { type TlsMaterial, tlsConnectOptions } from './tls.js';
 
 export interface TextRequest {
   method?: 'GET' | 'POST';
@@ -15,6 +16,8 @@ export interface TextRequest {
   timeoutMs: number;
   /** An answer longer than this is cut off with an error. */
   maxBytes?: number;
+  /** https:// only: the run's TLS options (src/loadgen/tls.ts). */
+  tls?: TlsMaterial;
 }
 
 export interface TextResponse {
@@ -39,8 +42,11 @@ export function requestText(url: string, options: TextRequest): Promise<TextResp
       reject(err);
     };
     const target = new URL(url);
-    const send = target.protocol === 'https:' ? httpsRequest : httpRequest;
-    const req = send(target, { method, headers }, (res) => {
+    const https = target.protocol === 'https:';
+    const send = https ? httpsRequest : httpRequest;
+    // Its own socket with the run's TLS options: the global agent would pool it with others'.
+    const tls = https && options.tls ? { ...tlsConnectOptions(options.tls), agent: false } : {};
+    const req = send(target, { method, headers, ...tls }, (res) => {
       const chunks: Buffer[] = [];
       let bytes = 0;
       res.on('data', (chunk: Buffer) => {

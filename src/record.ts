@@ -15,6 +15,11 @@ export const MAX_REQUEST_EVENTS = 2 ** 20;
 /** Stable error kinds; reports and tests rely on these strings. */
 export const ERROR_KINDS = [
   'connect',
+  /**
+   * The TLS handshake failed: an unknown CA, an expired certificate, a name mismatch, a client
+   * certificate refused; the message names the reason and the flag that fixes it.
+   */
+  'tls',
   'timeout',
   'http_4xx',
   'http_5xx',

@@ -5,6 +5,7 @@ import type { CapacityOptions } from '../session/profiles/capacity.js';
 import { listenForInterrupts, printNotice, printProblems, runAction, useColor } from './common.js';
 import { addEngineFlags } from './engineFlags.js';
 import { progressOutputs } from './progress.js';
+import { addTlsOptions } from './run.js';
 
 export function capacityCommand(): Command {
   const command = new Command('capacity')
@@ -46,6 +47,7 @@ export function capacityCommand(): Command {
     )
     .option('--out <dir>', 'results directory (default: infergauge-results/<UTC time>-capacity/)')
     .option('--json', 'print capacity.json to stdout instead of the table');
+  addTlsOptions(command as unknown as Command);
   addEngineFlags(command as unknown as Command<[], Record<string, unknown>>);
   return command.action((options) =>
     runAction('capacity', () => capacity(options as CapacityOptions)),

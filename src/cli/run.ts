@@ -228,8 +228,35 @@ export function addRunOptions(command: Command): Command {
       '--time-scale <x>',
       'built-in simulator: real seconds per simulated second (default: 1)',
     );
+  addTlsOptions(command);
   addEngineFlags(command as unknown as Command<[], Record<string, unknown>>);
   return command;
+}
+
+/** TLS towards an https:// --url (src/tls.ts), as curl spells it; `run`'s and `capacity`'s. */
+export function addTlsOptions(command: Command): Command {
+  return command
+    .option(
+      '--ca-cert <file>',
+      "PEM file of CA certificates to trust besides the system's, for an https --url signed by a private CA (curl --cacert)",
+    )
+    .option(
+      '--client-cert <file>',
+      'PEM client certificate, when the server asks for one (mTLS; curl --cert)',
+    )
+    .option('--client-key <file>', 'PEM private key of --client-cert (curl --key)')
+    .option(
+      '--client-key-passphrase-env <var>',
+      "environment variable holding --client-key's passphrase",
+    )
+    .option(
+      '--insecure',
+      "do not verify the server's TLS certificate (curl -k); the results carry a warning",
+    )
+    .option(
+      '--tls-servername <name>',
+      'name sent as SNI and checked against the certificate, when --url gives an address',
+    );
 }
 
 /**

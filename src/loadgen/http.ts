@@ -19,6 +19,7 @@ import type {
 } from '../backends/types.js';
 import { describeError } from '../errors.js';
 import type { RequestError, RequestRecord } from '../record.js';
+import { type TlsMaterial, tlsAlertOf, tlsFailure } from '../tls.js';
 import { BodyText } from './bodyText.js';
 import type { RunClock } from './clock.js';
 import type { H1Handler } from './h1.js';
@@ -35,6 +36,8 @@ export interface TargetConfig extends BackendOptions {
   apiKey?: string;
   /** Whole-request limit in ms: headers, prefill and the full stream. */
   timeoutMs: number;
+  /** https:// only: a private CA, a client certificate, no verification (src/loadgen/tls.ts). */
+  tls?: TlsMaterial;
 }
 
 /**
@@ -425,7 +428,9 @@ class Exchange implements H1Handler {
     }
   }
 
-  onResponseError(c: Dispatcher.DispatchController, err: Error): void {
+  // undici calls it with no controller when the connection never came (a refused connect, a
+  // failed TLS handshake): the request was never started.
+  onResponseError(c: Dispatcher.DispatchController | undefined, err: Error): void {
     try {
       this.responseError(c, err);
     } catch (caught) {
@@ -610,7 +615,7 @@ class Exchange implements H1Handler {
     }
   }
 
-  private responseError(c: Dispatcher.DispatchController, err: Error): void {
+  private responseError(c: Dispatcher.DispatchController | undefined, err: Error): void {
     this.bodyOver = true;
     if (this.settled) {
       this.inFlight.delete(this);
@@ -634,7 +639,7 @@ class Exchange implements H1Handler {
     // the close was the server's idle close; a reset on a fresh connection is the server's
     // answer to this request, a failure to report. Nor after any byte of an answer (H1Pool
     // says so of a 1xx): the server read the request, and a POST must not run twice.
-    const answered = (c as { answered?: boolean }).answered === true;
+    const answered = (c as { answered?: boolean } | undefined)?.answered === true;
     if (
       !this.resent &&
       this.headersAtUs === undefined &&
@@ -738,8 +743,6 @@ const CONNECT_CODES = new Set([
   'EHOSTUNREACH',
   'ENETUNREACH',
   'UND_ERR_CONNECT_TIMEOUT',
-  'ERR_TLS_CERT_ALTNAME_INVALID',
-  'DEPTH_ZERO_SELF_SIGNED_CERT',
 ]);
 
 /** Categorises a transport failure into a stable error kind. */
@@ -751,6 +754,9 @@ function transportError(err: Error, afterHeaders: boolean): RequestError {
   if (!afterHeaders && CONNECT_CODES.has(code)) {
     return { kind: 'connect', message: `${code}: ${err.message}` };
   }
+  // A certificate or handshake failure, with the flag that fixes it (only https gets here).
+  const tls = afterHeaders ? undefined : tlsFailure(tlsAlertOf(err) ?? err);
+  if (tls) return { kind: 'tls', message: tls.message };
   const where = afterHeaders ? 'mid-stream' : 'before the response';
   return {
     kind: 'stream_broken',

@@ -11,6 +11,7 @@ import type { RequestSpec } from '../backends/types.js';
 import { UsageError } from '../errors.js';
 import type { LoadSpec } from '../load.js';
 import type { ClientHealthMeasurements, RequestRecord } from '../record.js';
+import { tlsConnector } from '../tls.js';
 import { arrivalScheduleForLoad } from '../workload/arrivals.js';
 import {
   type Conversation,
@@ -119,13 +120,14 @@ export async function openConnections(
     await pool.warm(connectionsToWarm(load));
     return pool;
   }
-  const { Pool } = await import('undici');
+  const { buildConnector, Pool } = await import('undici');
   return new Pool(origin, {
     connections,
     pipelining: 1,
     headersTimeout: target.timeoutMs,
     bodyTimeout: target.timeoutMs,
     keepAliveTimeout: KEEP_ALIVE_TIMEOUT_MS,
+    connect: tlsConnector(buildConnector, target.tls),
   });
 }
 

@@ -246,6 +246,10 @@ export const WARNINGS = {
   nonzero_temperature: entry<{ temperature: number }>('warning', (f) => ({
     message: `temperature ${f.temperature}: sampling noise moves output lengths and timings from run to run; benchmark at temperature 0`,
   })),
+  tls_unverified: entry<Record<string, never>>('warning', () => ({
+    message:
+      "--insecure: the server's TLS certificate was not verified, so these numbers may be another server's; trust its CA with --ca-cert FILE instead",
+  })),
   deadline_passed: entry<{ deadlineS: number }>('error', (f) => ({
     message: `the run passed its hard deadline of ${n(f.deadlineS)} s and was stopped: requests in flight were cancelled, later ones never sent; lower --timeout or the load, or raise --grace`,
     detail:

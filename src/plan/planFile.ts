@@ -3,6 +3,7 @@ import { createRequire } from 'node:module';
 import type { z as Zod } from 'zod';
 import { UsageError } from '../errors.js';
 import { didYouMean, nearest } from '../nearest.js';
+import { resolveTlsPaths } from '../tls.js';
 import { SCENARIO_PRESETS } from '../workload/scenarios.js';
 import type { PlanScenario } from './planScenario.js';
 
@@ -72,6 +73,12 @@ export const PLAN_KEYS = [
   'seed',
   'prompt-salt',
   'api-key-env',
+  'ca-cert',
+  'client-cert',
+  'client-key',
+  'client-key-passphrase-env',
+  'insecure',
+  'tls-servername',
   'header',
   'extra-body',
   'out',
@@ -289,7 +296,10 @@ export function readPlanFile(path: string): PlanFileOptions {
     if (err instanceof PlanFileError) throw err;
     throw new PlanFileError([`${path}: cannot read the plan (${(err as Error).message})`]);
   }
-  return planFileOptions(parsePlanText(text, path), path);
+  const file = planFileOptions(parsePlanText(text, path), path);
+  // A plan names its certificates as they lie beside it, wherever it is run from.
+  resolveTlsPaths(file.options, path);
+  return file;
 }
 
 /**

@@ -9,6 +9,7 @@ import { concurrencyBoundProblem, MAX_CONCURRENCY, parseShard, type ShardIndex }
 import type { SloCondition } from '../metrics/slo.js';
 import { parseSlo } from '../metrics/slo.js';
 import { RECORDS_FORMATS, type RecordsFormat } from '../record.js';
+import { readTlsOptions, type TlsMaterial, type TlsSettings, tlsSettingsOf } from '../tls.js';
 import { openLoadProblems } from '../workload/arrivals.js';
 import { type Dataset, readDataset } from '../workload/datasets.js';
 import {
@@ -133,6 +134,12 @@ export interface RunPlan {
     serverPid?: number;
     intervalS: number;
   };
+  /**
+   * TLS towards an https:// target (src/loadgen/tls.ts): the options as given, which the
+   * manifest keeps, and `material`, the files read once (never written: redactPlan drops it,
+   * so a redacted plan has none).
+   */
+  tls?: TlsSettings & { material?: TlsMaterial };
 }
 
 /**
@@ -198,6 +205,13 @@ export interface RunPlanInput {
   workers?: string | number;
   shard?: string;
   startAt?: string;
+  /** TLS (src/loadgen/tls.ts): files of PEM, the passphrase's variable, --insecure, SNI. */
+  caCert?: string;
+  clientCert?: string;
+  clientKey?: string;
+  clientKeyPassphraseEnv?: string;
+  insecure?: boolean;
+  tlsServername?: string;
 }
 
 export const RUN_DEFAULTS = {
@@ -269,6 +283,15 @@ const FLAGS: Record<string, { flag: string; example: string }> = {
   workers: { flag: '--workers', example: '--workers 4' },
   shard: { flag: '--shard', example: '--shard 0/4' },
   startAt: { flag: '--start-at', example: '--start-at 2026-11-29T23:00:00Z' },
+  caCert: { flag: '--ca-cert', example: '--ca-cert company-ca.pem' },
+  clientCert: { flag: '--client-cert', example: '--client-cert client.pem' },
+  clientKey: { flag: '--client-key', example: '--client-key client.key' },
+  clientKeyPassphraseEnv: {
+    flag: '--client-key-passphrase-env',
+    example: '--client-key-passphrase-env CLIENT_KEY_PASS',
+  },
+  insecure: { flag: '--insecure', example: '--insecure' },
+  tlsServername: { flag: '--tls-servername', example: '--tls-servername api.internal' },
 };
 
 /**
@@ -345,6 +368,15 @@ const OPTIONS = {
   shard: text(),
   startAt: text(),
   label: matching(/^[A-Za-z0-9._-]+$/, 'may hold only letters, digits, dot, dash, underscore'),
+  caCert: text(1),
+  clientCert: text(1),
+  clientKey: text(1),
+  clientKeyPassphraseEnv: matching(
+    /^[A-Za-z_][A-Za-z0-9_]*$/,
+    'must be an environment variable name',
+  ),
+  insecure: flag,
+  tlsServername: text(1),
 };
 /** The options of a plan, each read into its type. */
 type ValidOptions = ReturnType<typeof readFields<typeof OPTIONS>>['values'];
@@ -518,6 +550,7 @@ export function parseRunPlan(input: RunPlanInput, env: NodeJS.ProcessEnv = {}): 
     }
   }
   if (valid) problems.push(...sessionProblems(o, scenarios, dataset?.data));
+  const tls = valid ? tlsPlan(o, env, problems) : undefined;
   if (problems.length > 0) throw new PlanError(problems);
 
   let load: LoadSpec;
@@ -609,7 +642,17 @@ export function parseRunPlan(input: RunPlanInput, env: NodeJS.ProcessEnv = {}): 
   if (o.workers !== undefined) plan.workers = o.workers;
   if (shard) plan.shard = shard;
   if (startAt) plan.startAt = startAt;
+  if (tls) plan.tls = tls;
   return plan;
+}
+
+/** The TLS options (src/tls.ts), their files read and checked now. */
+function tlsPlan(
+  o: ValidOptions,
+  env: NodeJS.ProcessEnv,
+  problems: string[],
+): RunPlan['tls'] | undefined {
+  return readTlsOptions(o, [o.url, o.metricsUrl, o.dcgmUrl, o.serverMetrics], env, problems);
 }
 
 /**
@@ -992,7 +1035,8 @@ export function redactPlan(plan: RunPlan): RunPlan {
     Object.entries(plan.headers).map(([k, v]) => [k, SECRET_NAME.test(k) ? REDACTED : v]),
   );
   // Trace entries and dataset contents stay in their files: the manifest names them.
-  const { trace, dataset, url, extraBody, telemetry, ...rest } = plan;
+  // TLS material (a private key, its passphrase) is never written: the settings name the files.
+  const { trace, dataset, url, extraBody, telemetry, tls, ...rest } = plan;
   const urls = telemetry
     ? (['metricsUrl', 'slotsUrl', 'dcgmUrl'] as const).filter((k) => telemetry[k] !== undefined)
     : [];
@@ -1009,6 +1053,7 @@ export function redactPlan(plan: RunPlan): RunPlan {
         }
       : {}),
     headers,
+    ...(tls ? { tls: tlsSettingsOf(tls) } : {}),
     ...(trace ? { trace: { path: trace.path, entries: [] } } : {}),
     ...(dataset
       ? { dataset: { path: dataset.path, data: { format: dataset.data.format } as Dataset } }

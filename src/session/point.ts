@@ -417,6 +417,7 @@ function pointTimers(c: LiveContext) {
           intervalMs: sampling.intervalS * 1000,
           nowMs: () => clock.nowUs() / 1000,
           headers: withApiKey(plan.headers, target.apiKey),
+          ...(plan.tls?.material ? { tls: plan.tls.material } : {}),
           sink: {
             write: (snapshot) => session.telemetry({ point: info, snapshot }),
             close: () => {},
@@ -601,6 +602,8 @@ async function finishLive(
   );
   // The server's warnings (KV cache full, preemptions) stand with the run's.
   if (serverMetrics) summary.warnings.push(...serverMetrics.warnings);
+  // Whoever answered was not checked: said with every result the run writes.
+  if (c.target.plan.tls?.insecure) summary.warnings.push(warning('tls_unverified', {}));
   const sharing = workloadSharesPrefixes(c.point.scenario, {
     dataset: c.target.plan.dataset !== undefined,
   });

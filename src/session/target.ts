@@ -16,6 +16,7 @@ import { servedModelName } from '../sim/describe.js';
 import { EngineModel, type EngineModelOptions } from '../sim/engineModel.js';
 import { findOnPath, NVIDIA_SMI } from '../telemetry/gpu.js';
 import { probeMetrics, type TelemetrySource } from '../telemetry/scraper.js';
+import { type TlsMaterial, tlsFailure } from '../tls.js';
 import { MAX_PROMPT_SALT, promptStreamSeed } from '../workload/promptSalt.js';
 import { createPromptFactory, type PromptFactory } from '../workload/prompts.js';
 import type { Scenario } from '../workload/scenarios.js';
@@ -63,6 +64,7 @@ export function targetConfig(
     headers: plan.headers,
     timeoutMs: plan.timeoutS * 1000,
     ...(apiKey ? { apiKey } : {}),
+    ...(plan.tls?.material ? { tls: plan.tls.material } : {}),
   };
 }
 
@@ -89,7 +91,13 @@ export function tokenizerOptions(
   apiKey: string | undefined,
 ): CreateTokenizerOptions {
   return {
-    server: { url, model, backend: plan.backend, headers: withApiKey(plan.headers, apiKey) },
+    server: {
+      url,
+      model,
+      backend: plan.backend,
+      headers: withApiKey(plan.headers, apiKey),
+      ...(plan.tls?.material ? { tls: plan.tls.material } : {}),
+    },
     builtInSimulator: plan.url === undefined,
   };
 }
@@ -200,7 +208,12 @@ export async function probeDefaultMetrics(plan: RunPlan, onNotice: Notify): Prom
   const telemetry = plan.telemetry;
   if (telemetry?.metrics !== 'default' || telemetry.metricsUrl === undefined) return;
   const apiKey = plan.apiKeyEnv ? envVariable(process.env, plan.apiKeyEnv) : undefined;
-  const probe = await probeMetrics(telemetry.metricsUrl, withApiKey(plan.headers, apiKey));
+  const probe = await probeMetrics(
+    telemetry.metricsUrl,
+    withApiKey(plan.headers, apiKey),
+    undefined,
+    plan.tls?.material,
+  );
   if (probe.ok) {
     onNotice(
       `scraping ${telemetry.metricsUrl} during the run (${probe.series} series; --no-server-metrics turns this off)`,
@@ -219,13 +232,17 @@ export async function discoverModel(
   apiKey: string | undefined,
 ): Promise<{ model: string; models: unknown }> {
   const backend = BACKENDS[plan.backend];
-  const models = backend.models
-    ? await fetchModels(url, backend.models.path, apiKey, plan.headers)
+  const asked = backend.models
+    ? await fetchModels(url, backend.models.path, apiKey, plan.headers, plan.tls?.material)
     : undefined;
+  const models = asked?.models;
   const model = plan.model ?? (models !== undefined ? backend.models?.first(models) : undefined);
   if (model === undefined) {
+    const where = `${url}${backend.models?.path ?? ''}`;
+    // --model would not help: every request would fail the same handshake.
+    if (asked?.tls) throw new Error(`could not reach ${where}: ${asked.tls}`);
     throw new Error(
-      `could not learn the model from ${url}${backend.models?.path ?? ''} (${describeModelsError(models)}); pass --model NAME`,
+      `could not learn the model from ${where} (${describeModelsError(models)}); pass --model NAME`,
     );
   }
   return { model, models };
@@ -236,18 +253,22 @@ async function fetchModels(
   path: string,
   apiKey: string | undefined,
   headers: Record<string, string>,
-): Promise<unknown> {
+  tls: TlsMaterial | undefined,
+): Promise<{ models: unknown; tls?: string }> {
   const { origin, prefix } = splitServerUrl(url);
   try {
     const response = await requestText(`${origin}${prefix}${path}`, {
       headers: withApiKey(headers, apiKey),
       timeoutMs: 10_000,
+      ...(tls ? { tls } : {}),
     });
-    if (response.statusCode !== 200) return { error: `HTTP ${response.statusCode}` };
-    return JSON.parse(response.body) as unknown;
+    if (response.statusCode !== 200) return { models: { error: `HTTP ${response.statusCode}` } };
+    return { models: JSON.parse(response.body) as unknown };
   } catch (err) {
     const code = (err as { code?: string }).code;
-    return { error: code ? `${code}: ${(err as Error).message}` : (err as Error).message };
+    const message = code ? `${code}: ${(err as Error).message}` : (err as Error).message;
+    const failure = tlsFailure(err as Error, new URL(origin).hostname);
+    return { models: { error: message }, ...(failure ? { tls: failure.message } : {}) };
   }
 }
 

@@ -1,4 +1,5 @@
 import { requestText } from '../httpText.js';
+import type { TlsMaterial } from '../tls.js';
 import { type NvidiaSmiCommand, runNvidiaSmi } from './gpu.js';
 import { readProcStatus } from './process.js';
 import { parsePrometheusText } from './prometheus.js';
@@ -24,6 +25,11 @@ export interface ScraperOptions {
    * service and gets none.
    */
   headers?: Record<string, string>;
+  /**
+   * The run's TLS options (src/loadgen/tls.ts) for the server's endpoints; a DCGM exporter gets
+   * the CA and certificate but not --tls-servername, which names the server.
+   */
+  tls?: TlsMaterial;
   onSnapshot: (snapshot: TelemetrySnapshot) => void;
 }
 
@@ -36,8 +42,12 @@ export function startScraper(options: ScraperOptions): { stop(): Promise<void> }
   let stopped = false;
   let timer: NodeJS.Timeout | undefined;
   let inFlight: Promise<void> = Promise.resolve();
+  const { servername: _servername, ...elsewhere } = options.tls ?? {};
+  const tls = { server: options.tls, elsewhere: options.tls ? elsewhere : undefined };
   const scrapeAll = () =>
-    Promise.all(options.sources.map((source) => scrape(source, options))).then(() => undefined);
+    Promise.all(options.sources.map((source) => scrape(source, options, tls))).then(
+      () => undefined,
+    );
   const tick = () => {
     inFlight = scrapeAll().then(() => {
       if (!stopped) timer = setTimeout(tick, options.intervalMs);
@@ -66,10 +76,16 @@ export function describeSource(source: TelemetrySource): string {
   }
 }
 
-async function scrape(source: TelemetrySource, options: ScraperOptions): Promise<void> {
+type ScrapeTls = { server?: TlsMaterial; elsewhere?: TlsMaterial };
+
+async function scrape(
+  source: TelemetrySource,
+  options: ScraperOptions,
+  tls: ScrapeTls,
+): Promise<void> {
   const at = options.nowMs();
   try {
-    const body = await read(source, options.headers ?? {});
+    const body = await read(source, options.headers ?? {}, tls);
     options.onSnapshot({ at, source: source.kind, values: snapshotValues(source.kind, body) });
   } catch (err) {
     const code = (err as { code?: string }).code;
@@ -78,7 +94,11 @@ async function scrape(source: TelemetrySource, options: ScraperOptions): Promise
   }
 }
 
-async function read(source: TelemetrySource, headers: Record<string, string>): Promise<string> {
+async function read(
+  source: TelemetrySource,
+  headers: Record<string, string>,
+  tls: ScrapeTls,
+): Promise<string> {
   switch (source.kind) {
     case 'nvidia-smi':
       return runNvidiaSmi(source.command);
@@ -88,6 +108,9 @@ async function read(source: TelemetrySource, headers: Record<string, string>): P
       const response = await requestText(source.url, {
         headers: source.kind === 'dcgm' ? {} : headers,
         timeoutMs: 5_000,
+        ...(source.kind === 'dcgm'
+          ? tls.elsewhere && { tls: tls.elsewhere }
+          : tls.server && { tls: tls.server }),
       });
       if (response.statusCode !== 200) throw new Error(`HTTP ${response.statusCode}`);
       return response.body;
@@ -107,9 +130,14 @@ export async function probeMetrics(
   url: string,
   headers: Record<string, string> = {},
   timeoutMs = 1_500,
+  tls?: TlsMaterial,
 ): Promise<MetricsProbe> {
   try {
-    const { statusCode, body } = await requestText(url, { headers, timeoutMs });
+    const { statusCode, body } = await requestText(url, {
+      headers,
+      timeoutMs,
+      ...(tls && { tls }),
+    });
     if (statusCode !== 200) return { ok: false, reason: `HTTP ${statusCode}` };
     const start = body.trimStart()[0];
     if (start === '{' || start === '[' || start === '<') {

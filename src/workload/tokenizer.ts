@@ -4,6 +4,7 @@ import { splitServerUrl } from '../backends/request.js';
 import { EXIT, type ExitCode, InfergaugeError } from '../errors.js';
 import { requestText } from '../httpText.js';
 import { jsonSyntaxProblem } from '../jsonText.js';
+import type { TlsMaterial } from '../tls.js';
 import { countWords } from './words.js';
 
 /**
@@ -57,6 +58,8 @@ export interface ServerTokenizerTarget {
   backend: string;
   /** Request headers (the API key). */
   headers: Record<string, string>;
+  /** https:// only: the run's TLS options (src/loadgen/tls.ts). */
+  tls?: TlsMaterial;
 }
 
 export interface CreateTokenizerOptions {
@@ -309,6 +312,7 @@ async function serverTokenizer(target: ServerTokenizerTarget): Promise<Tokenizer
         headers,
         body: JSON.stringify(flavor.body(text, target.model)),
         timeoutMs: 120_000,
+        ...(target.tls ? { tls: target.tls } : {}),
       });
       status = res.statusCode;
       raw = res.body;

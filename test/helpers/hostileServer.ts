@@ -1,6 +1,9 @@
+import { readFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import { type AddressInfo, createServer as createNetServer } from 'node:net';
+import { createServer as createHttpsServer } from 'node:https';
+import { type AddressInfo, createServer as createNetServer, type Socket } from 'node:net';
 import { chatEvent, DONE, listenOnLoopback, textEvent, usageEvent } from './scriptedServer.js';
+import { fixture } from './tlsServer.js';
 import {
   llamaFinal,
   llamaPartial,
@@ -192,6 +195,11 @@ export interface HostileOptions {
   tokens?: number;
   /** The model the client names (Triton's path carries it). */
   model?: string;
+  /**
+   * Serve https with the test CA's certificate for 127.0.0.1 (test/fixtures/tls): the same
+   * faults under TLS, a reset being the TCP connection's.
+   */
+  tls?: boolean;
 }
 
 export interface HostileServer {
@@ -207,7 +215,7 @@ export interface HostileServer {
  * client's concurrency or resends. A path that is not the protocol's route gets a 404.
  */
 export async function startHostileServer(options: HostileOptions): Promise<HostileServer> {
-  if (options.fault === 'refused') return closedPort();
+  if (options.fault === 'refused') return closedPort(options.tls);
   const answer = ANSWERS[options.protocol];
   const tokens = options.tokens ?? 3;
   const route = answer.path(options.model ?? 'sim-llama-3-8b');
@@ -217,6 +225,9 @@ export async function startHostileServer(options: HostileOptions): Promise<Hosti
     killed = true;
     loopback.kill();
   };
+  // A TLS socket has no TCP handle to reset: its connection's own socket, by the client's port.
+  const tcp = new Map<number | undefined, Socket>();
+  const reset = (socket: Socket) => (tcp.get(socket.remotePort) ?? socket).resetAndDestroy();
 
   const respond = (id: number, req: IncomingMessage, res: ServerResponse) => {
     if (req.url !== route) {
@@ -238,13 +249,13 @@ export async function startHostileServer(options: HostileOptions): Promise<Hosti
         res.writeHead(301, { location: REDIRECT_LOCATION, 'content-length': '0' });
         return res.end();
       case 'resetBeforeFirstByte':
-        req.socket.resetAndDestroy();
+        reset(req.socket);
         return;
       case 'resetAfterFirstByte':
         res.writeHead(200, { 'content-type': answer.contentType });
         res.write(events[0]);
         // Let the client read the first event before the reset throws its buffers away.
-        setTimeout(() => req.socket.resetAndDestroy(), 30);
+        setTimeout(() => reset(req.socket), 30);
         return;
       case 'stall':
         return;
@@ -281,7 +292,7 @@ export async function startHostileServer(options: HostileOptions): Promise<Hosti
     }
   };
 
-  const server = createServer({ noDelay: true }, (req, res) => {
+  const handler = (req: IncomingMessage, res: ServerResponse) => {
     res.on('error', () => {});
     req.resume();
     req.on('end', () => {
@@ -290,9 +301,28 @@ export async function startHostileServer(options: HostileOptions): Promise<Hosti
       if (killed) req.socket.destroy();
       else respond(id, req, res);
     });
-  });
+  };
+  const server = options.tls
+    ? createHttpsServer(
+        {
+          noDelay: true,
+          cert: readFileSync(fixture('leaf.pem')),
+          key: readFileSync(fixture('leaf.key')),
+        },
+        handler,
+      )
+    : createServer({ noDelay: true }, handler);
+  if (options.tls) {
+    server.on('connection', (socket: Socket) => {
+      const port = socket.remotePort;
+      tcp.set(port, socket);
+      socket.on('close', () => tcp.delete(port));
+    });
+    server.on('tlsClientError', () => {});
+  }
   const loopback = await listenOnLoopback(server);
-  return { url: loopback.url, seen, close: loopback.close };
+  const url = options.tls ? loopback.url.replace(/^http:/, 'https:') : loopback.url;
+  return { url, seen, close: loopback.close };
 }
 
 /** Writes `text` again and again, as fast as the client reads, until the connection closes. */
@@ -315,10 +345,10 @@ function stream(res: ServerResponse, contentType: string, writes: string[]): voi
 }
 
 /** A port that was just listened on and closed: connecting to it is refused. */
-async function closedPort(): Promise<HostileServer> {
+async function closedPort(tls = false): Promise<HostileServer> {
   const probe = createNetServer();
   await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve));
   const { port } = probe.address() as AddressInfo;
   await new Promise<void>((resolve) => probe.close(() => resolve()));
-  return { url: `http://127.0.0.1:${port}`, seen: [], close: async () => {} };
+  return { url: `${tls ? 'https' : 'http'}://127.0.0.1:${port}`, seen: [], close: async () => {} };
 }

@@ -14,6 +14,7 @@ import type { Endpoint } from '../../src/backends/types.js';
 import type { LoadSpec } from '../../src/load.js';
 import type { ErrorKind, RequestRecord } from '../../src/record.js';
 import { JsonlWriter } from '../../src/results/jsonl.js';
+import { loadTls } from '../../src/tls.js';
 import {
   FAULTS,
   type Fault,
@@ -23,6 +24,7 @@ import {
   startHostileServer,
 } from '../helpers/hostileServer.js';
 import { runAgainst } from '../helpers/run.js';
+import { fixture } from '../helpers/tlsServer.js';
 
 const ROUTES: Record<Protocol, { backend: BackendName; endpoint: Endpoint }> = {
   'openai-chat': { backend: 'openai', endpoint: 'chat' },
@@ -102,10 +104,13 @@ const PENDING: Partial<Record<`${Protocol} x ${Fault}`, string>> = {};
 const dir = mkdtempSync(join(tmpdir(), 'ig-fault-matrix-'));
 process.on('exit', () => rmSync(dir, { recursive: true, force: true }));
 
-async function runCell(protocol: Protocol, fault: Fault): Promise<void> {
+/** The TLS column's client trusts the test CA (test/fixtures/tls). */
+const TLS = loadTls({ caCert: fixture('ca.pem') }, {}, []);
+
+async function runCell(protocol: Protocol, fault: Fault, tls = false): Promise<void> {
   const cell = CELLS[fault];
-  const server = await startHostileServer({ protocol, fault, faulted: cell.faulted });
-  const path = join(dir, `${protocol}-${fault}.jsonl`);
+  const server = await startHostileServer({ protocol, fault, faulted: cell.faulted, tls });
+  const path = join(dir, `${protocol}-${fault}${tls ? '-tls' : ''}.jsonl`);
   const writer = new JsonlWriter<RequestRecord>(path);
   const startedMs = performance.now();
   try {
@@ -114,6 +119,7 @@ async function runCell(protocol: Protocol, fault: Fault): Promise<void> {
         backend: BACKENDS[ROUTES[protocol].backend],
         endpoint: ROUTES[protocol].endpoint,
         timeoutMs: fault === 'stall' || fault === 'bodyNeverEnds' ? STALL_TIMEOUT_MS : TIMEOUT_MS,
+        ...(tls && TLS ? { tls: TLS } : {}),
       },
       load: cell.load,
       requests: REQUESTS,
@@ -169,5 +175,12 @@ describe('fault matrix: every backend x every fault', { concurrency: 8 }, () => 
         runCell(protocol, fault),
       );
     }
+  }
+});
+
+// The same faults over https (undici's pool, not H1Pool): each ends as it does in plain HTTP.
+describe('fault matrix over TLS: OpenAI chat x every fault', { concurrency: 8 }, () => {
+  for (const fault of FAULTS) {
+    test(`openai-chat over TLS x ${fault}`, () => runCell('openai-chat', fault, true));
   }
 });

@@ -32,6 +32,7 @@ import {
 } from '../../memory/capacity.js';
 import { EngineStartError, planVllmMemory } from '../../memory/footprint.js';
 import { SummaryBuilder } from '../../metrics/summary.js';
+import { warning } from '../../metrics/warnings.js';
 import { apiKeyFromEnv, urlCredentialsProblem } from '../../plan/runPlan.js';
 import type { CapacityReport } from '../../report/capacityText.js';
 import { nothingSucceeded } from '../../report/failures.js';
@@ -41,6 +42,13 @@ import { type EngineModelOptions, resolveEngineConfig } from '../../sim/engineMo
 import { engineFlagArgs, engineFromFlags } from '../../sim/options.js';
 import { recordTelemetry } from '../../telemetry/scraper.js';
 import type { ServerMetricsSummary } from '../../telemetry/summary.js';
+import {
+  readTlsOptions,
+  type TlsMaterial,
+  type TlsSettings,
+  tlsFailure,
+  tlsSettingsOf,
+} from '../../tls.js';
 import { VERSION } from '../../version.js';
 import { MAX_PROMPT_SALT } from '../../workload/promptSalt.js';
 import { describeScenario } from '../../workload/scenarios.js';
@@ -74,6 +82,12 @@ export interface CapacityOptions extends Record<string, unknown> {
   promptSalt?: string;
   out?: string;
   json?: boolean;
+  caCert?: string;
+  clientCert?: string;
+  clientKey?: string;
+  clientKeyPassphraseEnv?: string;
+  insecure?: boolean;
+  tlsServername?: string;
 }
 
 export interface CapacitySettings {
@@ -196,6 +210,7 @@ export function prepareCapacity(
   const { apiKey } = apiKeyFromEnv(o.apiKeyEnv, env, problems);
   const badUrl = o.url === undefined ? undefined : urlCredentialsProblem('--url', o.url);
   if (badUrl) problems.push(badUrl);
+  const tls = readTlsOptions(o, [o.url, o.metricsUrl], env, problems);
   const run: Omit<CapacityRun, 'progress' | 'outputs' | 'onNotice'> = {
     ...(builtIn
       ? {
@@ -209,6 +224,7 @@ export function prepareCapacity(
     ...(o.modelName !== undefined ? { modelName: o.modelName } : {}),
     ...(o.metricsUrl !== undefined ? { metricsUrl: o.metricsUrl } : {}),
     apiKey,
+    ...(tls ? { tls } : {}),
     ...(o.out !== undefined ? { out: o.out } : {}),
   };
   if (problems.length > 0 || !built?.engine) return { settings, run, problems };
@@ -229,6 +245,8 @@ export interface CapacityRun {
   modelName?: string;
   metricsUrl?: string;
   apiKey: string | undefined;
+  /** TLS towards an https:// server (src/tls.ts): the settings the manifest keeps, the material. */
+  tls?: TlsSettings & { material: TlsMaterial };
   prediction?: CapacityPrediction;
   predictionNote?: string;
   /** The results directory (default: a new one under infergauge-results/). */
@@ -254,7 +272,12 @@ export async function runCapacity(
     command: 'capacity',
     kind: 'capacity' as const,
     root,
-    plan: { ...settings, ...(c.url !== undefined ? { url: c.url } : {}) },
+    plan: {
+      ...settings,
+      ...(c.url !== undefined ? { url: c.url } : {}),
+      // The settings only: the material holds the key and its passphrase.
+      ...(c.tls ? { tls: tlsSettingsOf(c.tls) } : {}),
+    },
     html: false,
     stop,
     ...(c.outputs ? { outputs: c.outputs } : {}),
@@ -283,7 +306,13 @@ async function capacitySession(
     if (c.simulatorArgs) sim = await spawnSimulator(c.simulatorArgs);
     const url = sim?.url ?? (c.url as string);
     const headers = withApiKey({}, c.apiKey);
-    const model = c.modelName ?? (await firstModel(url, headers));
+    const tls = c.tls?.material;
+    if (tls?.insecure) {
+      c.onNotice?.(
+        "--insecure: the server's TLS certificate is not verified, so these numbers may be another server's",
+      );
+    }
+    const model = c.modelName ?? (await firstModel(url, headers, tls));
     const { origin, prefix } = splitServerUrl(url);
     const target = capacityTarget({
       session,
@@ -292,6 +321,7 @@ async function capacitySession(
       model,
       headers,
       apiKey: c.apiKey,
+      ...(tls ? { tls } : {}),
       metricsUrl: c.metricsUrl ?? `${origin}${prefix}/metrics`,
       settings,
       stop,
@@ -394,12 +424,25 @@ function capacityStep(batch: number, { summary, serverMetrics }: PointResult): C
   return step;
 }
 
-async function firstModel(url: string, headers: Record<string, string>): Promise<string> {
+async function firstModel(
+  url: string,
+  headers: Record<string, string>,
+  tls: TlsMaterial | undefined,
+): Promise<string> {
   const { origin, prefix } = splitServerUrl(url);
-  const response = await requestText(`${origin}${prefix}/v1/models`, {
-    headers,
-    timeoutMs: 10_000,
-  });
+  let response: Awaited<ReturnType<typeof requestText>>;
+  try {
+    response = await requestText(`${origin}${prefix}/v1/models`, {
+      headers,
+      timeoutMs: 10_000,
+      ...(tls ? { tls } : {}),
+    });
+  } catch (err) {
+    // --model-name would not help: every request would fail the same handshake.
+    const failure = tlsFailure(err as Error, new URL(origin).hostname);
+    if (failure) throw new Error(`could not reach ${url}/v1/models: ${failure.message}`);
+    throw err;
+  }
   const model =
     response.statusCode === 200
       ? firstListedModel(JSON.parse(response.body) as unknown)
@@ -422,6 +465,7 @@ function capacityTarget(c: {
   model: string;
   headers: Record<string, string>;
   apiKey: string | undefined;
+  tls?: TlsMaterial;
   metricsUrl: string;
   settings: CapacitySettings;
   stop: AbortSignal;
@@ -468,6 +512,7 @@ function capacityTarget(c: {
         intervalMs: settings.scrapeIntervalS * 1000,
         nowMs: () => clock.nowUs() / 1000,
         headers: c.headers,
+        ...(c.tls ? { tls: c.tls } : {}),
         sink: { write: (snapshot) => session.telemetry({ point: info, snapshot }), close() {} },
       });
       let serverMetrics: ServerMetricsSummary | undefined;
@@ -486,6 +531,7 @@ function capacityTarget(c: {
               headers: {},
               timeoutMs: settings.timeoutS * 1000,
               ...(c.apiKey ? { apiKey: c.apiKey } : {}),
+              ...(c.tls ? { tls: c.tls } : {}),
             },
             load: point.load,
             ...(point.requests !== undefined ? { requests: point.requests } : {}),
@@ -510,6 +556,7 @@ function capacityTarget(c: {
         interrupted: result.stoppedBy === 'signal',
         unsentRequests: result.unsentRequests,
       });
+      if (c.tls?.insecure) summary.warnings.push(warning('tls_unverified', {}));
       // The step's server metrics go into capacity.json's step, not beside its summary.
       await session.pointFinished({
         point: info,

@@ -117,6 +117,7 @@ const WORST: { [C in WarningCode]: WarningFigures<C>[] } = {
   ],
   context_extrapolation: [{ targetTokens: 1_048_576, measuredMaxTokens: 131_072 }],
   nonzero_temperature: [{ temperature: 1.2345 }],
+  tls_unverified: [{}],
   deadline_passed: [{ deadlineS: 1_234_567 }],
   worker_terminated: [
     { worker: 128, workers: 128, answerS: 10, records: 123_456, missing: 12_345 },
