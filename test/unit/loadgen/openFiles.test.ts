@@ -32,14 +32,21 @@ test('the soft open-files limit is read from /proc/self/limits; none elsewhere',
 test('requests in flight: a closed loop its concurrency, --rate inf the whole run, an open loop its cap or nothing', () => {
   assert.equal(inFlightBound(wholeRun({ mode: 'closed', concurrency: 64 }, 0, 100)), 64);
   assert.equal(
-    inFlightBound(wholeRun({ mode: 'open', rate: Number.POSITIVE_INFINITY }, 10, 20_000)),
+    inFlightBound(
+      wholeRun({ mode: 'open', rate: Number.POSITIVE_INFINITY, arrival: 'poisson' }, 10, 20_000),
+    ),
     20_010,
   );
   assert.equal(
-    inFlightBound(wholeRun({ mode: 'open', rate: 50, maxConcurrency: 300 }, 0, 100)),
+    inFlightBound(
+      wholeRun({ mode: 'open', rate: 50, arrival: 'poisson', maxConcurrency: 300 }, 0, 100),
+    ),
     300,
   );
-  assert.equal(inFlightBound(wholeRun({ mode: 'open', rate: 50 }, 0, 100)), undefined);
+  assert.equal(
+    inFlightBound(wholeRun({ mode: 'open', rate: 50, arrival: 'poisson' }, 0, 100)),
+    undefined,
+  );
 });
 
 test('the notice comes only past the limit, names it and both ways out', () => {
@@ -47,7 +54,7 @@ test('the notice comes only past the limit, names it and both ways out', () => {
   assert.equal(openFilesNotice(run(10_000), 20_000), undefined);
   assert.equal(openFilesNotice(run(30_000), undefined), undefined);
   const notice = openFilesNotice(
-    wholeRun({ mode: 'open', rate: Number.POSITIVE_INFINITY }, 0, 20_000),
+    wholeRun({ mode: 'open', rate: Number.POSITIVE_INFINITY, arrival: 'poisson' }, 0, 20_000),
     20_000,
   );
   assert.match(
