@@ -1,5 +1,6 @@
 import { subscribe } from 'node:diagnostics_channel';
 import type { IncomingHttpHeaders } from 'node:http';
+import type { ConnectionOptions } from 'node:tls';
 import type { Dispatcher } from 'undici';
 import { errorBodyMessage } from '../backends/decoder.js';
 import { headerProblem, secretValues, withApiKey, withoutSecrets } from '../backends/request.js';
@@ -22,6 +23,7 @@ import type { RequestError, RequestRecord } from '../record.js';
 import { BodyText } from './bodyText.js';
 import type { RunClock } from './clock.js';
 import type { H1Handler } from './h1.js';
+import type { Http2Mode, WireProtocol } from './h2.js';
 import { bodyEncoding, Inflater } from './inflate.js';
 
 /** Where and how requests go. */
@@ -35,6 +37,12 @@ export interface TargetConfig extends BackendOptions {
   apiKey?: string;
   /** Whole-request limit in ms: headers, prefill and the full stream. */
   timeoutMs: number;
+  /** `--http2`: absent is auto. */
+  http2?: Http2Mode;
+  /** The protocol chosen for the run (chooseProtocol), once; absent: chosen when the pool opens. */
+  protocol?: WireProtocol;
+  /** TLS connect options for https:// (trust, client certificate, servername). */
+  tls?: ConnectionOptions;
 }
 
 /**
@@ -82,7 +90,10 @@ export class ReadTracker {
   }
 }
 
-/** What sends requests: undici's Pool (https) or H1Pool (plain HTTP/1.1), which both dispatch. */
+/**
+ * What sends requests: undici's Pool (https), H1Pool (plain HTTP/1.1) or H2Pool (HTTP/2), which
+ * all dispatch.
+ */
 export interface RequestDispatcher {
   dispatch(
     options: Pick<Dispatcher.DispatchOptions, 'path' | 'method' | 'headers'> & {

@@ -19,6 +19,7 @@ import {
 } from '../workload/conversations.js';
 import { createRunClock, type RunClock } from './clock.js';
 import { H1Pool } from './h1.js';
+import { chooseProtocol, H2Pool } from './h2.js';
 import { yieldHelperThreads } from './helperThreads.js';
 import {
   executeRequest,
@@ -99,8 +100,9 @@ export function connectionsToWarm(load: LoadSpec): number {
 }
 
 /**
- * Opens the pool for `target`: plain http:// on H1Pool (src/loadgen/h1.ts), anything else on
- * undici's Pool (loaded only then), and warms `connectionsToWarm(load)` connections of it.
+ * Opens the pool for `target`: HTTP/2 on H2Pool (src/loadgen/h2.ts) where the run's protocol
+ * is h2, plain http:// on H1Pool (src/loadgen/h1.ts), anything else on undici's Pool (loaded
+ * only then), and warms `connectionsToWarm(load)` connections (streams, on h2) of it.
  */
 export async function openConnections(
   target: TargetConfig,
@@ -114,6 +116,15 @@ export async function openConnections(
     : load.mode === 'closed'
       ? load.concurrency
       : (load.maxConcurrency ?? null);
+  const protocol =
+    target.protocol ?? (await chooseProtocol(origin, target.http2 ?? 'auto', target.tls));
+  if (protocol === 'h2') {
+    // Streams, not sessions, are bounded by the load: sessions open as the server's
+    // stream limit asks.
+    const pool = new H2Pool(origin, { connections: null, ...(target.tls ? { tls: target.tls } : {}) });
+    await pool.warm(connectionsToWarm(load));
+    return pool;
+  }
   if (origin.startsWith('http:')) {
     const pool = new H1Pool(origin, { connections, keepAliveTimeoutMs: KEEP_ALIVE_TIMEOUT_MS });
     await pool.warm(connectionsToWarm(load));
