@@ -529,6 +529,15 @@ export async function chooseProtocol(
   throw notH2(origin, 'does not offer h2 in its TLS handshake (ALPN)');
 }
 
+/** What the terminal says of the protocol chosen, and why. */
+export function protocolNotice(mode: Http2Mode, protocol: WireProtocol): string {
+  const name = protocol === 'h2' ? 'HTTP/2' : 'HTTP/1.1';
+  if (mode !== 'auto') return `${name} (--http2 ${mode})`;
+  return protocol === 'h2'
+    ? `${name}: the server offers h2 (--http2 auto; --http2 off for HTTP/1.1)`
+    : `${name}: the server offers no h2 (--http2 auto)`;
+}
+
 function notH2(origin: string, why: string): InfergaugeError {
   return new InfergaugeError(
     `--http2 on: ${origin} ${why}; use --http2 off (or auto) for HTTP/1.1`,

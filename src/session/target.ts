@@ -8,6 +8,7 @@ import { BACKENDS } from '../backends/index.js';
 import { splitServerUrl, withApiKey } from '../backends/request.js';
 import type { BackendOptions } from '../backends/types.js';
 import { requestText } from '../httpText.js';
+import { chooseProtocol, protocolNotice } from '../loadgen/h2.js';
 import type { TargetConfig } from '../loadgen/http.js';
 import { runLoadgen } from '../loadgen/run.js';
 import { envVariable, type RunPlan, telemetryAsked } from '../plan/runPlan.js';
@@ -63,6 +64,7 @@ export function targetConfig(
     headers: plan.headers,
     timeoutMs: plan.timeoutS * 1000,
     ...(apiKey ? { apiKey } : {}),
+    ...(plan.http2 ? { http2: plan.http2 } : {}),
   };
 }
 
@@ -356,6 +358,15 @@ export async function openTarget(
     const apiKey = plan.apiKeyEnv ? envVariable(process.env, plan.apiKeyEnv) : undefined;
     const { model, models } = await discoverModel(plan, url, apiKey);
     const config = targetConfig(plan, url, model, apiKey);
+    // Once per run, so that every point, worker and shard speaks the same protocol.
+    config.protocol = await chooseProtocol(
+      splitServerUrl(url).origin,
+      config.http2 ?? 'auto',
+      config.tls,
+    );
+    if (config.protocol === 'h2' || url.startsWith('https:')) {
+      o.onNotice(protocolNotice(config.http2 ?? 'auto', config.protocol));
+    }
     const tokenizer = await createTokenizer(
       plan.tokenizer,
       tokenizerOptions(plan, url, model, apiKey),
