@@ -73,8 +73,8 @@ class Controller implements Dispatcher.DispatchController {
   reused = false;
   /** Some byte of a response arrived: the server read the request, so it is never resent. */
   answered = false;
-  /** The session that carried it (H2Pool.connections numbers). */
-  connection: number | undefined;
+  /** The session that carried it (RequestRecord.connection). */
+  connectionId: number | undefined;
   stream: ClientHttp2Stream | undefined;
   /** The handler was told the request's end (or failure): nothing more reaches it. */
   over = false;
@@ -356,7 +356,7 @@ export class H2Pool {
 
   private start(s: Session, request: Controller): void {
     request.reused = s.streams > 0;
-    request.connection = s.id;
+    request.connectionId = s.id;
     request.handler.onRequestStart?.(request, {});
     // Aborted from onRequestStart: nothing went out.
     if (request.over) return;

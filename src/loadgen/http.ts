@@ -542,6 +542,9 @@ class Exchange implements H1Handler {
     redactRecord(record, this.target);
     if (decoded?.answer) this.pending.answer = decoded.answer;
     if (this.resent) record.resent = true;
+    // H2Pool says which session carried the stream (H1Pool and undici: one request a connection).
+    const connection = (this.controller as { connectionId?: number } | undefined)?.connectionId;
+    if (connection !== undefined) record.connection = connection;
     // The body's rest has SETTLED_BODY_MS to end; with no body left, the request is done.
     if (this.controller && !this.bodyOver) {
       this.deadlineUs = this.clock.nowUs() + SETTLED_BODY_MS * 1000;

@@ -188,6 +188,13 @@ describe('H2Pool under load', () => {
         48,
       );
       assert.ok(Math.max(...counts) > 12, `streams per session ${counts}`);
+      // The records say the same: which connection carried each, and the summary counts them.
+      assert.ok(run.records.every((r) => r.connection !== undefined));
+      assert.deepEqual(run.summary.streamsPerConnection, {
+        connections: 2,
+        mean: 24,
+        max: Math.max(...counts),
+      });
     } finally {
       await server.close();
     }
@@ -204,6 +211,7 @@ describe('H2Pool under load', () => {
       });
       assert.ok(run.records.every((r) => !r.error && r.outputTokens === 3));
       assert.equal(server.streamsBySession.size, 1);
+      assert.equal(run.summary.streamsPerConnection?.max, 8);
     } finally {
       await server.close();
     }
