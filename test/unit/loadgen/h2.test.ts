@@ -13,6 +13,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { chooseProtocol, H2Pool } from '../../../src/loadgen/h2.js';
+import { renderTerminalSummary } from '../../../src/report/terminal.js';
 import { runAgainst } from '../../helpers/run.js';
 
 let key: Buffer;
@@ -195,6 +196,10 @@ describe('H2Pool under load', () => {
         mean: 24,
         max: Math.max(...counts),
       });
+      assert.match(
+        renderTerminalSummary(run.summary, { color: false }),
+        /^HTTP\/2: 2 connections, 24(\.0)? streams each on average \(max \d+\)$/m,
+      );
     } finally {
       await server.close();
     }
