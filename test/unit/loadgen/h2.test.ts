@@ -253,6 +253,24 @@ describe('H2Pool under load', () => {
     });
   }
 
+  test('cancellation (the second Ctrl-C) ends the streams in flight as cancelled', async () => {
+    const server = await h2Server({ secure: true, fault: () => 'stall' });
+    try {
+      const run = await runAgainst(server.url, {
+        target: { tls: TLS_CLIENT },
+        load: { mode: 'closed', concurrency: 3 },
+        requests: 3,
+        engine: { cancelSignal: AbortSignal.timeout(100) },
+      });
+      assert.deepEqual(
+        run.records.map((r) => r.error?.kind),
+        ['cancelled', 'cancelled', 'cancelled'],
+      );
+    } finally {
+      await server.close();
+    }
+  });
+
   test('a server that is not there: every request fails as connect', async () => {
     const server = await h2Server({ secure: false });
     const url = server.url;
