@@ -167,7 +167,11 @@ try {
           rows.push(row);
           const perCpuS = row.events / row.cpuS;
           console.log(
-            `${row.protocol.padEnd(24)} ${String(streams).padStart(4)} streams  ${itlMs === 0 ? 'unpaced' : `ITL ${itlMs} ms`}  ${Math.round(perCpuS).toLocaleString('en-US').padStart(9)} events/CPU-s  ${((row.cpuS / row.events) * 1e6).toFixed(2).padStart(6)} CPU µs/event  ${Math.round(row.events / row.wallS).toLocaleString('en-US').padStart(8)} events/s${row.failed ? `  ${row.failed} failed` : ''}`,
+            `${row.protocol.padEnd(24)} ${String(streams).padStart(4)} streams  ${itlMs === 0 ? 'unpaced' : `ITL ${itlMs} ms`}  ${Math.round(perCpuS).toLocaleString('en-US').padStart(9)} events/CPU-s  ${((row.cpuS / row.events) * 1e6).toFixed(2).padStart(6)} CPU µs/event  ${Math.round(
+              row.events / row.wallS,
+            )
+              .toLocaleString('en-US')
+              .padStart(8)} events/s${row.failed ? `  ${row.failed} failed` : ''}`,
           );
         }
       }

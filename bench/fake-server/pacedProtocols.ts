@@ -31,7 +31,8 @@ const key = readFileSync(values.key as string);
 const cert = readFileSync(values.cert as string);
 
 const EVENT = 'data: {"choices":[{"index":0,"text":" tok","finish_reason":null}]}\n\n';
-const LAST = 'data: {"choices":[{"index":0,"text":"","finish_reason":"length"}]}\n\ndata: [DONE]\n\n';
+const LAST =
+  'data: {"choices":[{"index":0,"text":"","finish_reason":"length"}]}\n\ndata: [DONE]\n\n';
 
 /** A stream being answered: how to write to it and how many events it has left. */
 interface Answer {
@@ -68,7 +69,10 @@ function begin(answer: Omit<Answer, 'left' | 'dueMs'>): void {
   answers.add({ ...answer, left: tokens, dueMs: performance.now() + ttftMs });
 }
 
-function h1Handler(req: { on(e: string, f: () => void): void; resume(): void }, res: ServerResponse) {
+function h1Handler(
+  req: { on(e: string, f: () => void): void; resume(): void },
+  res: ServerResponse,
+) {
   req.resume();
   req.on('end', () => {
     res.writeHead(200, { 'content-type': 'text/event-stream' });

@@ -7,7 +7,7 @@ import {
   type IncomingHttpHeaders as H2Headers,
   type SecureClientSessionOptions,
 } from 'node:http2';
-import { connect as connectTls, type ConnectionOptions } from 'node:tls';
+import { type ConnectionOptions, connect as connectTls } from 'node:tls';
 import { threadId } from 'node:worker_threads';
 import type { Dispatcher } from 'undici';
 import { InfergaugeError } from '../errors.js';
@@ -309,7 +309,10 @@ export class H2Pool {
     const connectTimer = setTimeout(() => {
       if (!s.ready) {
         session.destroy(
-          new H2Error('UND_ERR_CONNECT_TIMEOUT', `Connect Timeout Error (${CONNECT_TIMEOUT_MS} ms)`),
+          new H2Error(
+            'UND_ERR_CONNECT_TIMEOUT',
+            `Connect Timeout Error (${CONNECT_TIMEOUT_MS} ms)`,
+          ),
         );
       }
     }, CONNECT_TIMEOUT_MS);
@@ -413,7 +416,10 @@ function streamFailure(stream: ClientHttp2Stream, err: Error | undefined, s: Ses
   // RFC 9113 section 8.7: a refused stream, or one past a GOAWAY's last stream, was not
   // processed and may be sent again (on a kept-alive session, the resend the client makes).
   if (code === constants.NGHTTP2_REFUSED_STREAM) {
-    return new H2Error('UND_ERR_SOCKET', 'the server refused the stream unprocessed (REFUSED_STREAM)');
+    return new H2Error(
+      'UND_ERR_SOCKET',
+      'the server refused the stream unprocessed (REFUSED_STREAM)',
+    );
   }
   const cause = err ?? s.error;
   const sessionCode = (cause as { code?: string } | undefined)?.code;
@@ -438,20 +444,20 @@ function streamFailure(stream: ClientHttp2Stream, err: Error | undefined, s: Ses
 }
 
 const H2_ERROR_NAMES: Record<number, string> = {
-  0x0: 'NO_ERROR',
-  0x1: 'PROTOCOL_ERROR',
-  0x2: 'INTERNAL_ERROR',
-  0x3: 'FLOW_CONTROL_ERROR',
-  0x4: 'SETTINGS_TIMEOUT',
-  0x5: 'STREAM_CLOSED',
-  0x6: 'FRAME_SIZE_ERROR',
-  0x7: 'REFUSED_STREAM',
-  0x8: 'CANCEL',
-  0x9: 'COMPRESSION_ERROR',
-  0xa: 'CONNECT_ERROR',
-  0xb: 'ENHANCE_YOUR_CALM',
-  0xc: 'INADEQUATE_SECURITY',
-  0xd: 'HTTP_1_1_REQUIRED',
+  0: 'NO_ERROR',
+  1: 'PROTOCOL_ERROR',
+  2: 'INTERNAL_ERROR',
+  3: 'FLOW_CONTROL_ERROR',
+  4: 'SETTINGS_TIMEOUT',
+  5: 'STREAM_CLOSED',
+  6: 'FRAME_SIZE_ERROR',
+  7: 'REFUSED_STREAM',
+  8: 'CANCEL',
+  9: 'COMPRESSION_ERROR',
+  10: 'CONNECT_ERROR',
+  11: 'ENHANCE_YOUR_CALM',
+  12: 'INADEQUATE_SECURITY',
+  13: 'HTTP_1_1_REQUIRED',
 };
 
 /** The response's headers without HTTP/2's pseudo-headers, as an HTTP/1.1 client gives them. */
@@ -472,7 +478,10 @@ function isIp(hostname: string): boolean {
  * `http/1.1` by ALPN, closed as soon as the handshake says which the server picked. A server
  * without ALPN speaks HTTP/1.1. A failed handshake rejects with the socket's error.
  */
-export function offeredProtocol(origin: string, tls?: ConnectionOptions): Promise<'h2' | 'http/1.1'> {
+export function offeredProtocol(
+  origin: string,
+  tls?: ConnectionOptions,
+): Promise<'h2' | 'http/1.1'> {
   const url = new URL(origin);
   return new Promise((resolve, reject) => {
     const socket = connectTls({

@@ -121,7 +121,10 @@ export async function openConnections(
   if (protocol === 'h2') {
     // Streams, not sessions, are bounded by the load: sessions open as the server's
     // stream limit asks.
-    const pool = new H2Pool(origin, { connections: null, ...(target.tls ? { tls: target.tls } : {}) });
+    const pool = new H2Pool(origin, {
+      connections: null,
+      ...(target.tls ? { tls: target.tls } : {}),
+    });
     await pool.warm(connectionsToWarm(load));
     return pool;
   }

@@ -22,10 +22,18 @@ const certPath = join(dir, 'h2-cert.pem');
 /** The HTTP versions the POSTs came on. */
 const versions: string[] = [];
 
+/** What both servers' responses offer (the union's overloads are not callable as one). */
+interface Response {
+  writeHead(status: number, headers: Record<string, string>): void;
+  write(text: string): void;
+  end(text: string): void;
+}
+
 function answer(
   req: IncomingMessage | Http2ServerRequest,
-  res: ServerResponse | Http2ServerResponse,
+  response: ServerResponse | Http2ServerResponse,
 ): void {
+  const res = response as unknown as Response;
   if (req.method === 'GET') {
     res.writeHead(200, { 'content-type': 'application/json' });
     res.end(JSON.stringify({ object: 'list', data: [{ id: 'm', object: 'model' }] }));
@@ -38,7 +46,9 @@ function answer(
     for (let i = 0; i < 3; i++) {
       res.write(`data: {"choices":[{"index":0,"text":"t${i}","finish_reason":null}]}\n\n`);
     }
-    res.end('data: {"choices":[{"index":0,"text":"","finish_reason":"length"}]}\n\ndata: [DONE]\n\n');
+    res.end(
+      'data: {"choices":[{"index":0,"text":"","finish_reason":"length"}]}\n\ndata: [DONE]\n\n',
+    );
   });
 }
 

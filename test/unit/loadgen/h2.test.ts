@@ -6,12 +6,12 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { createServer as createH1Server } from 'node:https';
 import * as http2 from 'node:http2';
+import { createServer as createH1Server } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { after, before, describe, test } from 'node:test';
+import { before, describe, test } from 'node:test';
 import { chooseProtocol, H2Pool } from '../../../src/loadgen/h2.js';
 import { renderTerminalSummary } from '../../../src/report/terminal.js';
 import { runAgainst } from '../../helpers/run.js';
