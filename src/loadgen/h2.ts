@@ -84,7 +84,6 @@ class Controller implements Dispatcher.DispatchController {
     readonly headers: Record<string, string>,
     public body: string | undefined,
     readonly handler: H1Handler,
-    readonly fresh: boolean,
     private readonly pool: H2Pool,
   ) {}
 
@@ -180,14 +179,9 @@ export class H2Pool {
       if (key === 'host') headers[constants.HTTP2_HEADER_AUTHORITY] = given[name] as string;
       else headers[key] = given[name] as string;
     }
-    const request = new Controller(
-      headers,
-      options.body,
-      handler,
-      options.freshConnection === true,
-      this,
-    );
-    this.place(request);
+    // `freshConnection` (a resend) needs nothing here: a session the server closed has no room,
+    // and a refused stream may go again on any session with room.
+    this.place(new Controller(headers, options.body, handler, this));
     return true;
   }
 
@@ -240,25 +234,23 @@ export class H2Pool {
   }
 
   private place(request: Controller): void {
-    if (!request.fresh) {
-      for (const s of this.sessions) {
-        if (s.hasRoom) {
-          this.start(s, request);
-          return;
-        }
+    for (const s of this.sessions) {
+      if (s.hasRoom) {
+        this.start(s, request);
+        return;
       }
     }
     request.waiting = true;
     this.queue.push(request);
-    this.grow(request.fresh);
+    this.grow();
   }
 
   /** Opens a session when the waiting requests outnumber the room the opening ones will have. */
-  private grow(fresh = false): void {
+  private grow(): void {
     if (this.destroyed || this.queue.length === 0) return;
     const limit = this.options.connections ?? Number.POSITIVE_INFINITY;
     if (this.sessions.size >= limit) return;
-    if (fresh || this.queue.length > this.opening * DEFAULT_MAX_STREAMS) this.open();
+    if (this.queue.length > this.opening * DEFAULT_MAX_STREAMS) this.open();
   }
 
   /** Sends waiting requests on sessions with room. */
@@ -339,8 +331,6 @@ export class H2Pool {
       if (!s.ready) this.failWaiting(s);
       this.drain();
     });
-    // A session whose streams are all done keeps no event loop alive on its own.
-    session.unref();
     return s;
   }
 

@@ -53,7 +53,7 @@ before(() => {
   }
 });
 
-type Fault = 'none' | 'rst' | 'goaway' | 'stall' | 'truncate';
+type Fault = 'none' | 'rst' | 'goaway' | 'stall' | 'truncate' | 'refuse';
 
 interface H2Server {
   url: string;
@@ -89,6 +89,10 @@ async function h2Server(o: {
     streamsBySession.set(session, (streamsBySession.get(session) ?? 0) + 1);
     const fault = o.fault?.(n++) ?? 'none';
     stream.on('error', () => {});
+    if (fault === 'refuse') {
+      stream.close(http2.constants.NGHTTP2_REFUSED_STREAM);
+      return;
+    }
     stream.resume();
     stream.on('end', () => {
       stream.respond({ ':status': 200, 'content-type': 'text/event-stream' });
@@ -252,6 +256,28 @@ describe('H2Pool under load', () => {
       }
     });
   }
+
+  test('a stream refused unprocessed on a reused session is sent once more', async () => {
+    const server = await h2Server({ secure: true, fault: (n) => (n === 1 ? 'refuse' : 'none') });
+    try {
+      const run = await runAgainst(server.url, {
+        target: { tls: TLS_CLIENT },
+        load: { mode: 'closed', concurrency: 1 },
+        requests: 3,
+      });
+      assert.deepEqual(
+        run.records.map((r) => [r.error?.kind, r.resent]),
+        [
+          [undefined, undefined],
+          [undefined, true],
+          [undefined, undefined],
+        ],
+      );
+      assert.equal(run.summary.streaming.resentRequests, 1);
+    } finally {
+      await server.close();
+    }
+  });
 
   test('cancellation (the second Ctrl-C) ends the streams in flight as cancelled', async () => {
     const server = await h2Server({ secure: true, fault: () => 'stall' });
