@@ -400,11 +400,15 @@ export class H2Pool {
   }
 }
 
-/** Why a stream ended before its answer did, with a code the record's categories know. */
+/**
+ * Why a stream ended before its answer did, with a code the record's categories know. Only a
+ * stream the server refused unprocessed gets the code of a closed kept-alive connection, the one
+ * the client resends (http.ts): streams run side by side, so a reset or a lost connection may
+ * come after the server read the request, and a POST is never sent twice.
+ */
 function streamFailure(stream: ClientHttp2Stream, err: Error | undefined, s: Session): Error {
   const code = stream.rstCode;
-  // RFC 9113 section 8.7: a refused stream, or one past a GOAWAY's last stream, was not
-  // processed and may be sent again (on a kept-alive session, the resend the client makes).
+  // RFC 9113 section 8.7: a refused stream was not processed and may be sent again.
   if (code === constants.NGHTTP2_REFUSED_STREAM) {
     return new H2Error(
       'UND_ERR_SOCKET',
@@ -412,26 +416,33 @@ function streamFailure(stream: ClientHttp2Stream, err: Error | undefined, s: Ses
     );
   }
   const cause = err ?? s.error;
-  const sessionCode = (cause as { code?: string } | undefined)?.code;
-  // The socket's and TLS's own codes (ECONNREFUSED, ECONNRESET, a certificate's) say the most.
-  if (cause && sessionCode && !sessionCode.startsWith('ERR_HTTP2')) return cause;
+  const causeCode = (cause as { code?: string } | undefined)?.code;
+  if (cause && causeCode && RESET_CODES.has(causeCode)) {
+    return new H2Error(STREAM_ERROR, `the connection was reset (${causeCode}: ${cause.message})`);
+  }
+  // The socket's and TLS's own codes (ECONNREFUSED, a certificate's) say the most.
+  if (cause && causeCode && !causeCode.startsWith('ERR_HTTP2')) return cause;
   if (s.goaway !== undefined) {
     return new H2Error(
-      'UND_ERR_SOCKET',
+      STREAM_ERROR,
       `the server closed the connection (GOAWAY ${H2_ERROR_NAMES[s.goaway] ?? s.goaway}) mid-stream`,
     );
   }
   if (code !== undefined && code !== constants.NGHTTP2_NO_ERROR) {
     return new H2Error(
-      'UND_ERR_SOCKET',
+      STREAM_ERROR,
       `the server reset the stream (RST_STREAM ${H2_ERROR_NAMES[code] ?? code})`,
     );
   }
   return new H2Error(
-    'UND_ERR_SOCKET',
+    STREAM_ERROR,
     `the stream closed before its end${cause ? `: ${cause.message}` : ''}`,
   );
 }
+
+/** A stream that failed after it went out (stream_broken in the record). */
+const STREAM_ERROR = 'ERR_HTTP2_STREAM_ERROR';
+const RESET_CODES = new Set(['ECONNRESET', 'EPIPE']);
 
 const H2_ERROR_NAMES: Record<number, string> = {
   0: 'NO_ERROR',
