@@ -1,4 +1,5 @@
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import { createServer as createH2cServer, type Http2ServerResponse } from 'node:http2';
 import { type AddressInfo, createServer as createNetServer } from 'node:net';
 import { chatEvent, DONE, listenOnLoopback, textEvent, usageEvent } from './scriptedServer.js';
 import {
@@ -192,6 +193,11 @@ export interface HostileOptions {
   tokens?: number;
   /** The model the client names (Triton's path carries it). */
   model?: string;
+  /**
+   * Speak HTTP/2 without TLS (h2c): a reset is then the stream's (RST_STREAM), as an HTTP/2
+   * server resets one request without the others on its connection.
+   */
+  http2?: boolean;
 }
 
 export interface HostileServer {
@@ -238,13 +244,13 @@ export async function startHostileServer(options: HostileOptions): Promise<Hosti
         res.writeHead(301, { location: REDIRECT_LOCATION, 'content-length': '0' });
         return res.end();
       case 'resetBeforeFirstByte':
-        req.socket.resetAndDestroy();
+        resetStream(req, res);
         return;
       case 'resetAfterFirstByte':
         res.writeHead(200, { 'content-type': answer.contentType });
         res.write(events[0]);
         // Let the client read the first event before the reset throws its buffers away.
-        setTimeout(() => req.socket.resetAndDestroy(), 30);
+        setTimeout(() => resetStream(req, res), 30);
         return;
       case 'stall':
         return;
@@ -281,7 +287,12 @@ export async function startHostileServer(options: HostileOptions): Promise<Hosti
     }
   };
 
-  const server = createServer({ noDelay: true }, (req, res) => {
+  /** HTTP/1.1: the connection's TCP reset; HTTP/2: the stream's RST_STREAM (INTERNAL_ERROR). */
+  const resetStream = (req: IncomingMessage, res: ServerResponse) => {
+    if (options.http2) (res as unknown as Http2ServerResponse).stream.destroy(new Error('reset'));
+    else req.socket.resetAndDestroy();
+  };
+  const handle = (req: IncomingMessage, res: ServerResponse) => {
     res.on('error', () => {});
     req.resume();
     req.on('end', () => {
@@ -290,7 +301,15 @@ export async function startHostileServer(options: HostileOptions): Promise<Hosti
       if (killed) req.socket.destroy();
       else respond(id, req, res);
     });
-  });
+  };
+  // The compatibility API gives HTTP/2 streams the request and response of HTTP/1.1.
+  const server = options.http2
+    ? // Room for the 20 MB line a client stops reading: node's 10 MiB default would refuse
+      // the connection's next streams (ENHANCE_YOUR_CALM) while it holds it.
+      (createH2cServer({ maxSessionMemory: 256 }, handle as never) as unknown as ReturnType<
+        typeof createServer
+      >)
+    : createServer({ noDelay: true }, handle);
   const loopback = await listenOnLoopback(server);
   return { url: loopback.url, seen, close: loopback.close };
 }
