@@ -112,6 +112,13 @@ describe('run --http2', () => {
     assert.deepEqual(r.versions, Array(6).fill('2.0'));
   });
 
+  test('each worker thread opens sessions of its own', async () => {
+    const r = await run(both, '--workers', '2', '--concurrency', '4', '--requests', '8');
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stdout, /^HTTP\/2: 2 connections, 4(\.0)? streams each on average \(max 4\)/m);
+    assert.deepEqual(r.versions, Array(8).fill('2.0'));
+  });
+
   test('off: HTTP/1.1 to the same server', async () => {
     const r = await run(both, '--http2', 'off');
     assert.equal(r.code, 0, r.stderr);
