@@ -174,6 +174,11 @@ export interface RequestRecord {
    * any response. `sentAt` is the second attempt; the first counts as client-side queueDelay.
    */
   resent?: true;
+  /**
+   * HTTP/2 only: the connection (session) that carried this request, a number unique in the
+   * run's process; requests with the same number shared one connection as streams.
+   */
+  connection?: number;
   events: EventTimeline;
   error?: RequestError;
 }

@@ -153,6 +153,10 @@ export function addRunOptions(command: Command): Command {
       `per-request limit in seconds, from sending to the last byte (default: ${d.timeoutS})`,
     )
     .option(
+      '--http2 <mode>',
+      'auto (HTTP/2 where an https:// server offers it), on (also h2c on http://) or off (default: auto)',
+    )
+    .option(
       '--grace <s>',
       `after Ctrl-C, seconds in-flight requests may finish before they are cancelled (default: ${d.graceS})`,
     )

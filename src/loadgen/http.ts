@@ -23,6 +23,7 @@ import { type TlsMaterial, tlsAlertOf, tlsFailure } from '../tls.js';
 import { BodyText } from './bodyText.js';
 import type { RunClock } from './clock.js';
 import type { H1Handler } from './h1.js';
+import type { Http2Mode, WireProtocol } from './h2.js';
 import { bodyEncoding, Inflater } from './inflate.js';
 
 /** Where and how requests go. */
@@ -36,8 +37,12 @@ export interface TargetConfig extends BackendOptions {
   apiKey?: string;
   /** Whole-request limit in ms: headers, prefill and the full stream. */
   timeoutMs: number;
-  /** https:// only: a private CA, a client certificate, no verification (src/loadgen/tls.ts). */
+  /** https:// only: a private CA, a client certificate, no verification (src/tls.ts). */
   tls?: TlsMaterial;
+  /** `--http2`: absent is auto. */
+  http2?: Http2Mode;
+  /** The protocol chosen for the run (chooseProtocol), once; absent: chosen when the pool opens. */
+  protocol?: WireProtocol;
 }
 
 /**
@@ -85,7 +90,10 @@ export class ReadTracker {
   }
 }
 
-/** What sends requests: undici's Pool (https) or H1Pool (plain HTTP/1.1), which both dispatch. */
+/**
+ * What sends requests: undici's Pool (https), H1Pool (plain HTTP/1.1) or H2Pool (HTTP/2), which
+ * all dispatch.
+ */
 export interface RequestDispatcher {
   dispatch(
     options: Pick<Dispatcher.DispatchOptions, 'path' | 'method' | 'headers'> & {
@@ -536,6 +544,9 @@ class Exchange implements H1Handler {
     redactRecord(record, this.target);
     if (decoded?.answer) this.pending.answer = decoded.answer;
     if (this.resent) record.resent = true;
+    // H2Pool says which session carried the stream (H1Pool and undici: one request a connection).
+    const connection = (this.controller as { connectionId?: number } | undefined)?.connectionId;
+    if (connection !== undefined) record.connection = connection;
     // The body's rest has SETTLED_BODY_MS to end; with no body left, the request is done.
     if (this.controller && !this.bodyOver) {
       this.deadlineUs = this.clock.nowUs() + SETTLED_BODY_MS * 1000;

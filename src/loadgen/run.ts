@@ -11,7 +11,7 @@ import type { RequestSpec } from '../backends/types.js';
 import { UsageError } from '../errors.js';
 import type { LoadSpec } from '../load.js';
 import type { ClientHealthMeasurements, RequestRecord } from '../record.js';
-import { tlsConnector } from '../tls.js';
+import { tlsConnectOptions, tlsConnector } from '../tls.js';
 import { arrivalScheduleForLoad } from '../workload/arrivals.js';
 import {
   type Conversation,
@@ -20,6 +20,7 @@ import {
 } from '../workload/conversations.js';
 import { createRunClock, type RunClock } from './clock.js';
 import { H1Pool } from './h1.js';
+import { chooseProtocol, H2Pool } from './h2.js';
 import { yieldHelperThreads } from './helperThreads.js';
 import {
   executeRequest,
@@ -100,8 +101,9 @@ export function connectionsToWarm(load: LoadSpec): number {
 }
 
 /**
- * Opens the pool for `target`: plain http:// on H1Pool (src/loadgen/h1.ts), anything else on
- * undici's Pool (loaded only then), and warms `connectionsToWarm(load)` connections of it.
+ * Opens the pool for `target`: HTTP/2 on H2Pool (src/loadgen/h2.ts) where the run's protocol
+ * is h2, plain http:// on H1Pool (src/loadgen/h1.ts), anything else on undici's Pool (loaded
+ * only then), and warms `connectionsToWarm(load)` connections (streams, on h2) of it.
  */
 export async function openConnections(
   target: TargetConfig,
@@ -115,6 +117,19 @@ export async function openConnections(
     : load.mode === 'closed'
       ? load.concurrency
       : (load.maxConcurrency ?? null);
+  const protocol =
+    target.protocol ??
+    (await chooseProtocol(origin, target.http2 ?? 'auto', tlsConnectOptions(target.tls)));
+  if (protocol === 'h2') {
+    // Streams, not sessions, are bounded by the load: sessions open as the server's
+    // stream limit asks.
+    const pool = new H2Pool(origin, {
+      connections: null,
+      ...(target.tls ? { tls: tlsConnectOptions(target.tls) } : {}),
+    });
+    await pool.warm(connectionsToWarm(load));
+    return pool;
+  }
   if (origin.startsWith('http:')) {
     const pool = new H1Pool(origin, { connections, keepAliveTimeoutMs: KEEP_ALIVE_TIMEOUT_MS });
     await pool.warm(connectionsToWarm(load));

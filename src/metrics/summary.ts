@@ -118,6 +118,11 @@ export interface RunSummary {
   reasoning?: ReasoningSummary;
   /** Present when the records carry a `sessionId` (multi-turn chat, agent tasks). */
   sessions?: SessionSummary;
+  /**
+   * HTTP/2: how many measured requests each connection carried as streams (records'
+   * `connection`); absent on HTTP/1.1, one request a connection at a time.
+   */
+  streamsPerConnection?: { connections: number; mean: number; max: number };
   interrupted: boolean;
   warnings: Warning[];
 }
@@ -261,6 +266,8 @@ export type SummaryState = Record<
   firstErrors: Partial<Record<ErrorKind, FirstError>>;
   outputSources: Record<string, number>;
   sessions?: SessionState;
+  /** Measured requests per connection number (HTTP/2). */
+  streamsByConnection?: Record<string, number>;
 };
 
 /** A kind's first failure: when it was sent (and its id, for a tie) and its message. */
@@ -331,6 +338,8 @@ export class SummaryBuilder {
   private reasoningInferred = 0;
   /** Created by the first record of a session. */
   private sessions: SessionsBuilder | undefined;
+  /** Measured requests per connection, where records say it (HTTP/2): one entry a connection. */
+  private readonly streamsByConnection = new Map<number, number>();
 
   private readonly requestKeys: readonly RequestLatencyKey[];
   private readonly itl: boolean;
@@ -359,6 +368,10 @@ export class SummaryBuilder {
     this.firstEnd = Math.min(this.firstEnd, record.endAt);
     this.busyUs += Math.round((record.endAt - record.sentAt) * 1000);
     if (record.resent) this.resentRequests++;
+    if (record.connection !== undefined) {
+      const c = record.connection;
+      this.streamsByConnection.set(c, (this.streamsByConnection.get(c) ?? 0) + 1);
+    }
     if (record.countProblem) this.implausibleCounts++;
     if (record.sessionId !== undefined) {
       this.sessions ??= new SessionsBuilder();
@@ -465,6 +478,9 @@ export class SummaryBuilder {
     };
     for (const key of [...SUMMED, ...MINIMA, ...MAXIMA]) state[key] = this[key];
     if (this.sessions) state.sessions = this.sessions.state();
+    if (this.streamsByConnection.size > 0) {
+      state.streamsByConnection = Object.fromEntries(this.streamsByConnection);
+    }
     return state as SummaryState;
   }
 
@@ -500,6 +516,10 @@ export class SummaryBuilder {
     if (other.sessions) {
       this.sessions ??= new SessionsBuilder();
       this.sessions.merge(other.sessions);
+    }
+    for (const [c, n] of Object.entries(other.streamsByConnection ?? {})) {
+      const key = Number(c);
+      this.streamsByConnection.set(key, (this.streamsByConnection.get(key) ?? 0) + n);
     }
   }
 
@@ -594,6 +614,14 @@ export class SummaryBuilder {
       };
     }
     if (this.sessions) summary.sessions = this.sessions.build(durationMs);
+    if (this.streamsByConnection.size > 0) {
+      const counts = [...this.streamsByConnection.values()];
+      summary.streamsPerConnection = {
+        connections: counts.length,
+        mean: counts.reduce((a, b) => a + b, 0) / counts.length,
+        max: Math.max(...counts),
+      };
+    }
     summary.warnings = this.warnings(summary, outcome);
     return summary;
   }

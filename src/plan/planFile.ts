@@ -68,6 +68,7 @@ export const PLAN_KEYS = [
   'max-answer-mb',
   'temperature',
   'timeout',
+  'http2',
   'grace',
   'slo',
   'seed',

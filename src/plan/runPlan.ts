@@ -83,6 +83,11 @@ export interface RunPlan {
   /** MiB of answer a request that keeps its answer may hold (sessions, agents); default 16. */
   maxAnswerMb?: number;
   timeoutS: number;
+  /**
+   * `--http2`: `on` or `off`; absent is auto (HTTP/2 where an https:// endpoint offers it by
+   * ALPN). The protocol chosen is the manifest's `server.protocol`.
+   */
+  http2?: 'on' | 'off' | 'auto';
   /** Seconds in-flight requests may take to finish after Ctrl-C before they are cancelled. */
   graceS: number;
   slo?: SloCondition[];
@@ -183,6 +188,7 @@ export interface RunPlanInput {
   continuousUsageStats?: boolean;
   maxAnswerMb?: string | number;
   timeout?: string | number;
+  http2?: string;
   grace?: string | number;
   slo?: string;
   seed?: string | number;
@@ -259,6 +265,7 @@ const FLAGS: Record<string, { flag: string; example: string }> = {
   sharedPrefix: { flag: '--shared-prefix', example: '--shared-prefix 1024' },
   temperature: { flag: '--temperature', example: '--temperature 0' },
   timeout: { flag: '--timeout', example: '--timeout 600' },
+  http2: { flag: '--http2', example: '--http2 off' },
   maxAnswerMb: { flag: '--max-answer-mb', example: '--max-answer-mb 16' },
   grace: { flag: '--grace', example: '--grace 10' },
   slo: { flag: '--slo', example: "--slo 'ttft<500,tpot<50'" },
@@ -347,6 +354,7 @@ const OPTIONS = {
   continuousUsageStats: flag,
   maxAnswerMb: positive(),
   timeout: positive(),
+  http2: oneOf(['auto', 'on', 'off'], 'must be auto, on or off'),
   grace: number({ min: 0 }),
   slo: text(),
   seed: int(0),
@@ -635,6 +643,7 @@ export function parseRunPlan(input: RunPlanInput, env: NodeJS.ProcessEnv = {}): 
   if (extraBody) plan.extraBody = extraBody;
   if (o.out !== undefined) plan.out = o.out;
   if (o.recordsFormat !== undefined) plan.recordsFormat = o.recordsFormat;
+  if (o.http2 !== undefined && o.http2 !== 'auto') plan.http2 = o.http2;
   const telemetry = telemetryPlan(o);
   if (telemetry) plan.telemetry = telemetry;
   if (trace) plan.trace = trace;

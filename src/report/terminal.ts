@@ -243,6 +243,12 @@ export function renderTerminalSummary(summary: RunSummary, options: TerminalOpti
   if (options.model) facts.push(`model ${terminalSafe(options.model)}`);
   lines.push(c.bold(facts.join(', ')));
   if (options.simulator) lines.push(`Simulated server: ${terminalSafe(options.simulator)}`);
+  const streams = summary.streamsPerConnection;
+  if (streams) {
+    lines.push(
+      `HTTP/2: ${fmtNumber(streams.connections)} connection${streams.connections === 1 ? '' : 's'}, ${fmtNumber(streams.mean, 1)} streams each on average (max ${fmtNumber(streams.max)})`,
+    );
+  }
   if (summary.interrupted) lines.push(c.yellow('Interrupted: only finished requests are counted.'));
   lines.push('');
 

@@ -262,6 +262,8 @@ function describeServer(target: Target): ServerAbout {
     server: {
       url: target.url,
       builtInSimulator: target.plan.url === undefined,
+      // Chosen once per run (--http2): it changes latency, so the results say which.
+      ...(target.config.protocol ? { protocol: target.config.protocol } : {}),
       ...(simulator ? { simulator, simulatorArgs: target.simulatorArgs } : {}),
       models: target.models,
     },

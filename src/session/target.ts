@@ -8,6 +8,7 @@ import { BACKENDS } from '../backends/index.js';
 import { splitServerUrl, withApiKey } from '../backends/request.js';
 import type { BackendOptions } from '../backends/types.js';
 import { requestText } from '../httpText.js';
+import { chooseProtocol, protocolNotice } from '../loadgen/h2.js';
 import type { TargetConfig } from '../loadgen/http.js';
 import { runLoadgen } from '../loadgen/run.js';
 import { envVariable, type RunPlan, telemetryAsked } from '../plan/runPlan.js';
@@ -16,7 +17,7 @@ import { servedModelName } from '../sim/describe.js';
 import { EngineModel, type EngineModelOptions } from '../sim/engineModel.js';
 import { findOnPath, NVIDIA_SMI } from '../telemetry/gpu.js';
 import { probeMetrics, type TelemetrySource } from '../telemetry/scraper.js';
-import { type TlsMaterial, tlsFailure } from '../tls.js';
+import { type TlsMaterial, tlsConnectOptions, tlsFailure } from '../tls.js';
 import { MAX_PROMPT_SALT, promptStreamSeed } from '../workload/promptSalt.js';
 import { createPromptFactory, type PromptFactory } from '../workload/prompts.js';
 import type { Scenario } from '../workload/scenarios.js';
@@ -65,6 +66,7 @@ export function targetConfig(
     timeoutMs: plan.timeoutS * 1000,
     ...(apiKey ? { apiKey } : {}),
     ...(plan.tls?.material ? { tls: plan.tls.material } : {}),
+    ...(plan.http2 ? { http2: plan.http2 } : {}),
   };
 }
 
@@ -377,6 +379,15 @@ export async function openTarget(
     const apiKey = plan.apiKeyEnv ? envVariable(process.env, plan.apiKeyEnv) : undefined;
     const { model, models } = await discoverModel(plan, url, apiKey);
     const config = targetConfig(plan, url, model, apiKey);
+    // Once per run, so that every point, worker and shard speaks the same protocol.
+    config.protocol = await chooseProtocol(
+      splitServerUrl(url).origin,
+      config.http2 ?? 'auto',
+      tlsConnectOptions(config.tls),
+    );
+    if (config.protocol === 'h2' || url.startsWith('https:')) {
+      o.onNotice(protocolNotice(config.http2 ?? 'auto', config.protocol));
+    }
     const tokenizer = await createTokenizer(
       plan.tokenizer,
       tokenizerOptions(plan, url, model, apiKey),

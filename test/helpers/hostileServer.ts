@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import { createServer as createH2cServer, type Http2ServerResponse } from 'node:http2';
 import { createServer as createHttpsServer } from 'node:https';
 import { type AddressInfo, createServer as createNetServer, type Socket } from 'node:net';
 import { chatEvent, DONE, listenOnLoopback, textEvent, usageEvent } from './scriptedServer.js';
@@ -200,6 +201,11 @@ export interface HostileOptions {
    * faults under TLS, a reset being the TCP connection's.
    */
   tls?: boolean;
+  /**
+   * Speak HTTP/2 without TLS (h2c): a reset is then the stream's (RST_STREAM), as an HTTP/2
+   * server resets one request without the others on its connection.
+   */
+  http2?: boolean;
 }
 
 export interface HostileServer {
@@ -249,13 +255,13 @@ export async function startHostileServer(options: HostileOptions): Promise<Hosti
         res.writeHead(301, { location: REDIRECT_LOCATION, 'content-length': '0' });
         return res.end();
       case 'resetBeforeFirstByte':
-        reset(req.socket);
+        resetStream(req, res);
         return;
       case 'resetAfterFirstByte':
         res.writeHead(200, { 'content-type': answer.contentType });
         res.write(events[0]);
         // Let the client read the first event before the reset throws its buffers away.
-        setTimeout(() => reset(req.socket), 30);
+        setTimeout(() => resetStream(req, res), 30);
         return;
       case 'stall':
         return;
@@ -292,6 +298,11 @@ export async function startHostileServer(options: HostileOptions): Promise<Hosti
     }
   };
 
+  /** HTTP/1.1: the connection's TCP reset; HTTP/2: the stream's RST_STREAM (INTERNAL_ERROR). */
+  const resetStream = (req: IncomingMessage, res: ServerResponse) => {
+    if (options.http2) (res as unknown as Http2ServerResponse).stream.destroy(new Error('reset'));
+    else reset(req.socket);
+  };
   const handler = (req: IncomingMessage, res: ServerResponse) => {
     res.on('error', () => {});
     req.resume();
@@ -302,16 +313,23 @@ export async function startHostileServer(options: HostileOptions): Promise<Hosti
       else respond(id, req, res);
     });
   };
-  const server = options.tls
-    ? createHttpsServer(
-        {
-          noDelay: true,
-          cert: readFileSync(fixture('leaf.pem')),
-          key: readFileSync(fixture('leaf.key')),
-        },
-        handler,
-      )
-    : createServer({ noDelay: true }, handler);
+  // The compatibility API gives HTTP/2 streams the request and response of HTTP/1.1.
+  const server = options.http2
+    ? // Room for the 20 MB line a client stops reading: node's 10 MiB default would refuse
+      // the connection's next streams (ENHANCE_YOUR_CALM) while it holds it.
+      (createH2cServer({ maxSessionMemory: 256 }, handler as never) as unknown as ReturnType<
+        typeof createServer
+      >)
+    : options.tls
+      ? createHttpsServer(
+          {
+            noDelay: true,
+            cert: readFileSync(fixture('leaf.pem')),
+            key: readFileSync(fixture('leaf.key')),
+          },
+          handler,
+        )
+      : createServer({ noDelay: true }, handler);
   if (options.tls) {
     server.on('connection', (socket: Socket) => {
       const port = socket.remotePort;
