@@ -23,6 +23,7 @@ import { BodyText } from './bodyText.js';
 import type { RunClock } from './clock.js';
 import type { H1Handler } from './h1.js';
 import { bodyEncoding, Inflater } from './inflate.js';
+import { PROXY_ERROR_CODE, PROXY_FIX, type ProxySettings, proxyFor } from './proxy.js';
 
 /** Where and how requests go. */
 export interface TargetConfig extends BackendOptions {
@@ -35,6 +36,8 @@ export interface TargetConfig extends BackendOptions {
   apiKey?: string;
   /** Whole-request limit in ms: headers, prefill and the full stream. */
   timeoutMs: number;
+  /** The proxy to go through (src/loadgen/proxy.ts); absent: direct. */
+  proxy?: ProxySettings;
 }
 
 /**
@@ -690,6 +693,15 @@ function httpError(
   path: string,
   target: TargetConfig,
 ): RequestError {
+  if (status === 407) {
+    // Only a proxy asks for proxy credentials (a forwarding proxy answers in the server's place).
+    const route = proxyFor(target.baseUrl, target.proxy);
+    return {
+      kind: 'proxy',
+      status,
+      message: `HTTP 407 from the proxy${route ? ` ${route.shown}` : ''}: it wants credentials; ${PROXY_FIX}`,
+    };
+  }
   if (status >= 300 && status < 400) {
     return {
       kind: 'redirect',
@@ -697,10 +709,20 @@ function httpError(
       message: `HTTP ${status} redirect to ${redirectTarget(location, path, target.baseUrl)}: infergauge does not follow redirects; use that URL`,
     };
   }
+  // A forwarding proxy (http://; https:// is tunnelled) answers 502-504 in the server's place
+  // when it cannot reach it; nothing in the answer says reliably which of the two sent it.
+  const route =
+    status >= 502 && status <= 504 && target.baseUrl.startsWith('http:')
+      ? proxyFor(target.baseUrl, target.proxy)
+      : undefined;
   return {
     kind: status >= 400 && status < 500 ? 'http_4xx' : 'http_5xx',
     status,
-    message: `HTTP ${status}: ${errorBodyMessage(body)}`,
+    message: `HTTP ${status}: ${errorBodyMessage(body)}${
+      route
+        ? ` (through the proxy ${route.shown}, which may have sent it; --no-proxy or NO_PROXY bypasses it)`
+        : ''
+    }`,
   };
 }
 
@@ -745,6 +767,7 @@ const CONNECT_CODES = new Set([
 /** Categorises a transport failure into a stable error kind. */
 function transportError(err: Error, afterHeaders: boolean): RequestError {
   const code = (err as { code?: string }).code ?? '';
+  if (code === PROXY_ERROR_CODE) return { kind: 'proxy', message: err.message };
   if (code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT') {
     return { kind: 'timeout', message: `${code}: ${err.message}` };
   }

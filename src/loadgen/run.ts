@@ -30,6 +30,7 @@ import {
   startRequest,
   type TargetConfig,
 } from './http.js';
+import { proxyFor, tunnelConnector } from './proxy.js';
 import { type IdSequence, idAt, inSequence, type ShardPart, wholeRun } from './shard.js';
 
 /** Sampling interval of the event-loop delay monitor. */
@@ -85,6 +86,9 @@ export interface LoadgenOptions {
 /** A run's connection pool, opened and warmed before its clock starts. */
 export type Connections = RequestDispatcher & { destroy(): Promise<void> };
 
+/** How long a connection (through a proxy: its tunnel) may take to open: undici's default. */
+const CONNECT_TIMEOUT_MS = 10_000;
+
 /** How long an idle connection is kept open (undici's Pool option of the same name). */
 const KEEP_ALIVE_TIMEOUT_MS = 60_000;
 
@@ -114,18 +118,29 @@ export async function openConnections(
     : load.mode === 'closed'
       ? load.concurrency
       : (load.maxConcurrency ?? null);
+  // Decided once for the run, not per request (src/loadgen/proxy.ts).
+  const proxy = proxyFor(origin, target.proxy);
   if (origin.startsWith('http:')) {
-    const pool = new H1Pool(origin, { connections, keepAliveTimeoutMs: KEEP_ALIVE_TIMEOUT_MS });
+    const pool = new H1Pool(origin, {
+      connections,
+      keepAliveTimeoutMs: KEEP_ALIVE_TIMEOUT_MS,
+      ...(proxy ? { proxy } : {}),
+    });
     await pool.warm(connectionsToWarm(load));
     return pool;
   }
-  const { Pool } = await import('undici');
+  const { Pool, buildConnector } = await import('undici');
   return new Pool(origin, {
     connections,
     pipelining: 1,
     headersTimeout: target.timeoutMs,
     bodyTimeout: target.timeoutMs,
     keepAliveTimeout: KEEP_ALIVE_TIMEOUT_MS,
+    ...(proxy
+      ? {
+          connect: tunnelConnector(proxy, buildConnector({}), CONNECT_TIMEOUT_MS),
+        }
+      : {}),
   });
 }
 

@@ -73,6 +73,7 @@ export const PLAN_KEYS = [
   'prompt-salt',
   'api-key-env',
   'header',
+  'proxy',
   'extra-body',
   'out',
   'records-format',

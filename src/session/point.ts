@@ -262,6 +262,8 @@ function describeServer(target: Target): ServerAbout {
       url: target.url,
       builtInSimulator: target.plan.url === undefined,
       ...(simulator ? { simulator, simulatorArgs: target.simulatorArgs } : {}),
+      // A proxy adds its own latency to every request: the numbers were measured through it.
+      ...(target.proxy ? { proxy: target.proxy } : {}),
       models: target.models,
     },
     ...(simulator ? { simulator } : {}),
@@ -414,6 +416,7 @@ function pointTimers(c: LiveContext) {
           intervalMs: sampling.intervalS * 1000,
           nowMs: () => clock.nowUs() / 1000,
           headers: withApiKey(plan.headers, target.apiKey),
+          ...(target.config.proxy ? { proxy: target.config.proxy } : {}),
           sink: {
             write: (snapshot) => session.telemetry({ point: info, snapshot }),
             close: () => {},

@@ -9,8 +9,15 @@ import { splitServerUrl, withApiKey } from '../backends/request.js';
 import type { BackendOptions } from '../backends/types.js';
 import { requestText } from '../httpText.js';
 import type { TargetConfig } from '../loadgen/http.js';
+import {
+  PROXY_ERROR_CODE,
+  PROXY_FIX,
+  ProxyError,
+  type ProxySettings,
+  proxyFor,
+} from '../loadgen/proxy.js';
 import { runLoadgen } from '../loadgen/run.js';
-import { envVariable, type RunPlan, telemetryAsked } from '../plan/runPlan.js';
+import { envVariable, planProxySettings, type RunPlan, telemetryAsked } from '../plan/runPlan.js';
 import type { RequestRecord } from '../record.js';
 import { servedModelName } from '../sim/describe.js';
 import { EngineModel, type EngineModelOptions } from '../sim/engineModel.js';
@@ -63,7 +70,14 @@ export function targetConfig(
     headers: plan.headers,
     timeoutMs: plan.timeoutS * 1000,
     ...(apiKey ? { apiKey } : {}),
+    ...proxyOf(plan),
   };
+}
+
+/** The plan's proxy settings, as an optional field: read from the environment now. */
+function proxyOf(plan: RunPlan): { proxy?: ProxySettings } {
+  const proxy = planProxySettings(plan, process.env);
+  return proxy ? { proxy } : {};
 }
 
 /** How a plan's requests are shaped, whatever they are sent to (virtual time too). */
@@ -89,7 +103,13 @@ export function tokenizerOptions(
   apiKey: string | undefined,
 ): CreateTokenizerOptions {
   return {
-    server: { url, model, backend: plan.backend, headers: withApiKey(plan.headers, apiKey) },
+    server: {
+      url,
+      model,
+      backend: plan.backend,
+      headers: withApiKey(plan.headers, apiKey),
+      ...proxyOf(plan),
+    },
     builtInSimulator: plan.url === undefined,
   };
 }
@@ -200,7 +220,12 @@ export async function probeDefaultMetrics(plan: RunPlan, onNotice: Notify): Prom
   const telemetry = plan.telemetry;
   if (telemetry?.metrics !== 'default' || telemetry.metricsUrl === undefined) return;
   const apiKey = plan.apiKeyEnv ? envVariable(process.env, plan.apiKeyEnv) : undefined;
-  const probe = await probeMetrics(telemetry.metricsUrl, withApiKey(plan.headers, apiKey));
+  const probe = await probeMetrics(
+    telemetry.metricsUrl,
+    withApiKey(plan.headers, apiKey),
+    undefined,
+    proxyOf(plan).proxy,
+  );
   if (probe.ok) {
     onNotice(
       `scraping ${telemetry.metricsUrl} during the run (${probe.series} series; --no-server-metrics turns this off)`,
@@ -220,9 +245,12 @@ export async function discoverModel(
 ): Promise<{ model: string; models: unknown }> {
   const backend = BACKENDS[plan.backend];
   const models = backend.models
-    ? await fetchModels(url, backend.models.path, apiKey, plan.headers)
+    ? await fetchModels(url, backend.models.path, apiKey, plan.headers, proxyOf(plan).proxy)
     : undefined;
   const model = plan.model ?? (models !== undefined ? backend.models?.first(models) : undefined);
+  const proxyProblem = (models as { proxyError?: string } | undefined)?.proxyError;
+  // The proxy is in the way: --model would not get past it either.
+  if (model === undefined && proxyProblem !== undefined) throw new ProxyError(proxyProblem);
   if (model === undefined) {
     throw new Error(
       `could not learn the model from ${url}${backend.models?.path ?? ''} (${describeModelsError(models)}); pass --model NAME`,
@@ -236,17 +264,27 @@ async function fetchModels(
   path: string,
   apiKey: string | undefined,
   headers: Record<string, string>,
+  proxy: ProxySettings | undefined,
 ): Promise<unknown> {
   const { origin, prefix } = splitServerUrl(url);
   try {
     const response = await requestText(`${origin}${prefix}${path}`, {
       headers: withApiKey(headers, apiKey),
       timeoutMs: 10_000,
+      ...(proxy ? { proxy } : {}),
     });
+    if (response.statusCode === 407) {
+      const route = proxyFor(url, proxy);
+      const error = `HTTP 407 from the proxy${route ? ` ${route.shown}` : ''}: it wants credentials; ${PROXY_FIX}`;
+      return { error, proxyError: error };
+    }
     if (response.statusCode !== 200) return { error: `HTTP ${response.statusCode}` };
     return JSON.parse(response.body) as unknown;
   } catch (err) {
     const code = (err as { code?: string }).code;
+    if (code === PROXY_ERROR_CODE) {
+      return { error: (err as Error).message, proxyError: (err as Error).message };
+    }
     return { error: code ? `${code}: ${(err as Error).message}` : (err as Error).message };
   }
 }
@@ -280,6 +318,8 @@ export interface LiveTarget {
   model: string;
   /** What the server listed (GET /v1/models), for the manifest. */
   models: unknown;
+  /** The proxy the requests go through, as `host:port` (never its credentials). */
+  proxy?: string;
   apiKey: string | undefined;
   config: TargetConfig;
   tokenizer: Tokenizer;
@@ -351,8 +391,15 @@ export async function openTarget(
     if (plan.telemetry?.metrics) plan.telemetry.metricsUrl ??= `${sim.url}/metrics`;
   }
   try {
-    if (!sim && o.probeMetrics) await probeDefaultMetrics(plan, o.onNotice);
     const url = sim?.url ?? (plan.url as string);
+    // Said once, first: a proxy adds its own latency to every number that follows.
+    const proxy = proxyFor(url, proxyOf(plan).proxy)?.shown;
+    if (proxy) {
+      o.onNotice(
+        `via proxy ${proxy} (${plan.proxy ? '--proxy' : url.startsWith('https:') ? 'HTTPS_PROXY' : 'HTTP_PROXY'}; --no-proxy or NO_PROXY bypasses it)`,
+      );
+    }
+    if (!sim && o.probeMetrics) await probeDefaultMetrics(plan, o.onNotice);
     const apiKey = plan.apiKeyEnv ? envVariable(process.env, plan.apiKeyEnv) : undefined;
     const { model, models } = await discoverModel(plan, url, apiKey);
     const config = targetConfig(plan, url, model, apiKey);
@@ -375,6 +422,7 @@ export async function openTarget(
       url,
       model,
       models,
+      ...(proxy ? { proxy } : {}),
       apiKey,
       config,
       tokenizer,

@@ -1,4 +1,5 @@
 import { requestText } from '../httpText.js';
+import type { ProxySettings } from '../loadgen/proxy.js';
 import { type NvidiaSmiCommand, runNvidiaSmi } from './gpu.js';
 import { readProcStatus } from './process.js';
 import { parsePrometheusText } from './prometheus.js';
@@ -24,6 +25,8 @@ export interface ScraperOptions {
    * service and gets none.
    */
   headers?: Record<string, string>;
+  /** The run's proxy settings (src/loadgen/proxy.ts), for every URL source. */
+  proxy?: ProxySettings;
   onSnapshot: (snapshot: TelemetrySnapshot) => void;
 }
 
@@ -69,7 +72,7 @@ export function describeSource(source: TelemetrySource): string {
 async function scrape(source: TelemetrySource, options: ScraperOptions): Promise<void> {
   const at = options.nowMs();
   try {
-    const body = await read(source, options.headers ?? {});
+    const body = await read(source, options.headers ?? {}, options.proxy);
     options.onSnapshot({ at, source: source.kind, values: snapshotValues(source.kind, body) });
   } catch (err) {
     const code = (err as { code?: string }).code;
@@ -78,7 +81,11 @@ async function scrape(source: TelemetrySource, options: ScraperOptions): Promise
   }
 }
 
-async function read(source: TelemetrySource, headers: Record<string, string>): Promise<string> {
+async function read(
+  source: TelemetrySource,
+  headers: Record<string, string>,
+  proxy: ProxySettings | undefined,
+): Promise<string> {
   switch (source.kind) {
     case 'nvidia-smi':
       return runNvidiaSmi(source.command);
@@ -88,6 +95,7 @@ async function read(source: TelemetrySource, headers: Record<string, string>): P
       const response = await requestText(source.url, {
         headers: source.kind === 'dcgm' ? {} : headers,
         timeoutMs: 5_000,
+        ...(proxy ? { proxy } : {}),
       });
       if (response.statusCode !== 200) throw new Error(`HTTP ${response.statusCode}`);
       return response.body;
@@ -107,9 +115,14 @@ export async function probeMetrics(
   url: string,
   headers: Record<string, string> = {},
   timeoutMs = 1_500,
+  proxy?: ProxySettings,
 ): Promise<MetricsProbe> {
   try {
-    const { statusCode, body } = await requestText(url, { headers, timeoutMs });
+    const { statusCode, body } = await requestText(url, {
+      headers,
+      timeoutMs,
+      ...(proxy ? { proxy } : {}),
+    });
     if (statusCode !== 200) return { ok: false, reason: `HTTP ${statusCode}` };
     const start = body.trimStart()[0];
     if (start === '{' || start === '[' || start === '<') {

@@ -4,6 +4,7 @@ import { splitServerUrl } from '../backends/request.js';
 import { EXIT, type ExitCode, InfergaugeError } from '../errors.js';
 import { requestText } from '../httpText.js';
 import { jsonSyntaxProblem } from '../jsonText.js';
+import type { ProxySettings } from '../loadgen/proxy.js';
 import { countWords } from './words.js';
 
 /**
@@ -57,6 +58,8 @@ export interface ServerTokenizerTarget {
   backend: string;
   /** Request headers (the API key). */
   headers: Record<string, string>;
+  /** The run's proxy settings (src/loadgen/proxy.ts). */
+  proxy?: ProxySettings;
 }
 
 export interface CreateTokenizerOptions {
@@ -309,6 +312,7 @@ async function serverTokenizer(target: ServerTokenizerTarget): Promise<Tokenizer
         headers,
         body: JSON.stringify(flavor.body(text, target.model)),
         timeoutMs: 120_000,
+        ...(target.proxy ? { proxy: target.proxy } : {}),
       });
       status = res.statusCode;
       raw = res.body;
