@@ -14,7 +14,7 @@ import {
   type ProxySettings,
   proxyFor,
   proxyUnreachable,
-} from './loadgen/proxy.js';
+} from './proxy.js';
 
 export interface TextRequest {
   method?: 'GET' | 'POST';

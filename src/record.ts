@@ -31,7 +31,7 @@ export const ERROR_KINDS = [
    */
   'too_large',
   /**
-   * The proxy failed the request (src/loadgen/proxy.ts): unreachable, refused a CONNECT tunnel,
+   * The proxy failed the request (src/proxy.ts): unreachable, refused a CONNECT tunnel,
    * or asked for credentials (407); the message names it and how to bypass it.
    */
   'proxy',

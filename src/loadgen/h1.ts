@@ -1,7 +1,7 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import { connect, type Socket } from 'node:net';
 import type { Dispatcher } from 'undici';
-import { type ProxyRoute, proxyUnreachable } from './proxy.js';
+import { type ProxyRoute, proxyUnreachable } from '../proxy.js';
 
 /**
  * A connection pool speaking plain HTTP/1.1 on `node:net` sockets, for the load itself.
@@ -49,7 +49,7 @@ export interface H1PoolOptions {
   /** How long an idle connection is kept (a server's `keep-alive: timeout=N` hint shortens it). */
   keepAliveTimeoutMs: number;
   /**
-   * A forwarding proxy (src/loadgen/proxy.ts): connections go to it, and each request line
+   * A forwarding proxy (src/proxy.ts): connections go to it, and each request line
    * names the whole URL (`POST http://host:port/path`).
    */
   proxy?: ProxyRoute;
@@ -220,11 +220,7 @@ class Connection {
       this.pool.connected(this);
     });
     this.socket.on('end', () => this.ended());
-    // A proxy that cannot be reached fails as the proxy's fault, not the server's.
-    this.socket.on('error', (err) => {
-      const proxy = this.pool.options.proxy;
-      this.fail(proxy && !this.connected ? proxyUnreachable(proxy, err) : err);
-    });
+    this.socket.on('error', (err) => this.fail(err));
     this.socket.on('close', () => {
       clearTimeout(this.idleTimer);
       this.fail(new H1Error('UND_ERR_SOCKET', 'other side closed'));
@@ -847,9 +843,14 @@ export class H1Pool {
   private failWaiting(connection: Connection): void {
     const request = this.freshQueue.shift() ?? this.queue.shift();
     if (!request) return;
-    const reason =
-      (connection.socket as Socket & { errored?: Error | null }).errored ??
-      new H1Error('UND_ERR_SOCKET', 'connection closed before it was established');
+    const errored = (connection.socket as Socket & { errored?: Error | null }).errored;
+    const proxy = this.options.proxy;
+    // Through a proxy, the connection that never came is the proxy's failure, not the server's.
+    const reason = errored
+      ? proxy
+        ? proxyUnreachable(proxy, errored)
+        : errored
+      : new H1Error('UND_ERR_SOCKET', 'connection closed before it was established');
     // As with undici, a request whose connection never came was never started.
     request.handler.onResponseError?.(request, reason);
   }

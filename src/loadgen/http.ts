@@ -18,12 +18,18 @@ import type {
   StreamDecoder,
 } from '../backends/types.js';
 import { describeError } from '../errors.js';
+import {
+  PROXY_CREDENTIALS_FIX,
+  PROXY_ERROR_CODE,
+  PROXY_FIX,
+  type ProxySettings,
+  proxyFor,
+} from '../proxy.js';
 import type { RequestError, RequestRecord } from '../record.js';
 import { BodyText } from './bodyText.js';
 import type { RunClock } from './clock.js';
 import type { H1Handler } from './h1.js';
 import { bodyEncoding, Inflater } from './inflate.js';
-import { PROXY_ERROR_CODE, PROXY_FIX, type ProxySettings, proxyFor } from './proxy.js';
 
 /** Where and how requests go. */
 export interface TargetConfig extends BackendOptions {
@@ -36,7 +42,7 @@ export interface TargetConfig extends BackendOptions {
   apiKey?: string;
   /** Whole-request limit in ms: headers, prefill and the full stream. */
   timeoutMs: number;
-  /** The proxy to go through (src/loadgen/proxy.ts); absent: direct. */
+  /** The proxy to go through (src/proxy.ts); absent: direct. */
   proxy?: ProxySettings;
 }
 
@@ -637,7 +643,8 @@ class Exchange implements H1Handler {
     // the close was the server's idle close; a reset on a fresh connection is the server's
     // answer to this request, a failure to report. Nor after any byte of an answer (H1Pool
     // says so of a 1xx): the server read the request, and a POST must not run twice.
-    const answered = (c as { answered?: boolean }).answered === true;
+    // undici calls back without a controller when the connection never came (its connector failed).
+    const answered = (c as { answered?: boolean } | undefined)?.answered === true;
     if (
       !this.resent &&
       this.headersAtUs === undefined &&
@@ -699,7 +706,7 @@ function httpError(
     return {
       kind: 'proxy',
       status,
-      message: `HTTP 407 from the proxy${route ? ` ${route.shown}` : ''}: it wants credentials; ${PROXY_FIX}`,
+      message: `HTTP 407 from the proxy${route ? ` ${route.shown}` : ''}: ${PROXY_CREDENTIALS_FIX}, or ${PROXY_FIX}`,
     };
   }
   if (status >= 300 && status < 400) {

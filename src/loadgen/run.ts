@@ -10,6 +10,7 @@ import { headerProblem, splitServerUrl } from '../backends/request.js';
 import type { RequestSpec } from '../backends/types.js';
 import { UsageError } from '../errors.js';
 import type { LoadSpec } from '../load.js';
+import { proxyFor, tunnelConnector } from '../proxy.js';
 import type { ClientHealthMeasurements, RequestRecord } from '../record.js';
 import { arrivalScheduleForLoad } from '../workload/arrivals.js';
 import {
@@ -30,7 +31,6 @@ import {
   startRequest,
   type TargetConfig,
 } from './http.js';
-import { proxyFor, tunnelConnector } from './proxy.js';
 import { type IdSequence, idAt, inSequence, type ShardPart, wholeRun } from './shard.js';
 
 /** Sampling interval of the event-loop delay monitor. */
@@ -118,7 +118,7 @@ export async function openConnections(
     : load.mode === 'closed'
       ? load.concurrency
       : (load.maxConcurrency ?? null);
-  // Decided once for the run, not per request (src/loadgen/proxy.ts).
+  // Decided once for the run, not per request (src/proxy.ts).
   const proxy = proxyFor(origin, target.proxy);
   if (origin.startsWith('http:')) {
     const pool = new H1Pool(origin, {

@@ -6,9 +6,9 @@ import { UsageError } from '../errors.js';
 import { parseFlagNumber } from '../flagNumber.js';
 import type { LoadSpec } from '../load.js';
 import { concurrencyBoundProblem, MAX_CONCURRENCY, parseShard, type ShardIndex } from '../load.js';
-import { type ProxySettings, parseProxyUrl, proxyFor, proxySettings } from '../loadgen/proxy.js';
 import type { SloCondition } from '../metrics/slo.js';
 import { parseSlo } from '../metrics/slo.js';
+import { type ProxySettings, parseProxyUrl, proxyFor, proxySettings } from '../proxy.js';
 import { RECORDS_FORMATS, type RecordsFormat } from '../record.js';
 import { openLoadProblems } from '../workload/arrivals.js';
 import { type Dataset, readDataset } from '../workload/datasets.js';
@@ -98,7 +98,7 @@ export interface RunPlan {
   apiKeyEnv?: string;
   headers: Record<string, string>;
   /**
-   * The proxy (src/loadgen/proxy.ts): a URL (`--proxy`), false for none (`--no-proxy`); absent,
+   * The proxy (src/proxy.ts): a URL (`--proxy`), false for none (`--no-proxy`); absent,
    * the environment's (HTTPS_PROXY, HTTP_PROXY, NO_PROXY), read as the run starts.
    */
   proxy?: string | false;
@@ -521,6 +521,9 @@ export function parseRunPlan(input: RunPlanInput, env: NodeJS.ProcessEnv = {}): 
     const bad = typeof url === 'string' ? urlCredentialsProblem(FLAGS[key].flag, url) : undefined;
     if (bad) problems.push(bad);
   }
+  if (valid && o.url !== undefined && o.proxy === undefined) {
+    problems.push(...envProxyProblems(o.url, env));
+  }
   if (valid) problems.push(...backendProblems(o));
   const scenarios = valid ? buildScenarios(o, problems) : [];
   let dataset: RunPlan['dataset'];
@@ -621,7 +624,6 @@ export function parseRunPlan(input: RunPlanInput, env: NodeJS.ProcessEnv = {}): 
   if (slo) plan.slo = slo;
   if (apiKeyEnv !== undefined) plan.apiKeyEnv = apiKeyEnv;
   if (o.proxy !== undefined) plan.proxy = o.proxy;
-  if (plan.url !== undefined) problems.push(...envProxyProblems(plan, env));
   if (extraBody) plan.extraBody = extraBody;
   if (o.out !== undefined) plan.out = o.out;
   if (o.recordsFormat !== undefined) plan.recordsFormat = o.recordsFormat;
@@ -970,7 +972,7 @@ function apiKeyProblem(name: string, key: string, named: boolean): string | unde
 }
 
 /**
- * The proxy settings a plan's requests go by (src/loadgen/proxy.ts): none for the built-in
+ * The proxy settings a plan's requests go by (src/proxy.ts): none for the built-in
  * simulator (a child process on loopback that no proxy could reach); else `--proxy`, or with
  * `--no-proxy` none, or the environment's.
  */
@@ -988,14 +990,13 @@ export function planProxySettings(
   );
 }
 
-/** An environment proxy (HTTPS_PROXY...) the target would go through that cannot be used. */
-function envProxyProblems(plan: RunPlan, env: NodeJS.ProcessEnv): string[] {
-  if (plan.proxy !== undefined || plan.url === undefined) return [];
+/** An environment proxy (HTTPS_PROXY...) the target `url` would go through that cannot be used. */
+function envProxyProblems(url: string, env: NodeJS.ProcessEnv): string[] {
   try {
-    proxyFor(plan.url, planProxySettings(plan, env));
+    proxyFor(url, proxySettings({}, env));
     return [];
   } catch (err) {
-    const variable = plan.url.startsWith('https:') ? 'HTTPS_PROXY' : 'HTTP_PROXY';
+    const variable = url.startsWith('https:') ? 'HTTPS_PROXY' : 'HTTP_PROXY';
     return [
       `${variable} (from the environment): ${(err as Error).message}; unset it, or pass --no-proxy or --proxy URL`,
     ];

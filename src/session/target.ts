@@ -9,15 +9,16 @@ import { splitServerUrl, withApiKey } from '../backends/request.js';
 import type { BackendOptions } from '../backends/types.js';
 import { requestText } from '../httpText.js';
 import type { TargetConfig } from '../loadgen/http.js';
+import { runLoadgen } from '../loadgen/run.js';
+import { envVariable, planProxySettings, type RunPlan, telemetryAsked } from '../plan/runPlan.js';
 import {
+  PROXY_CREDENTIALS_FIX,
   PROXY_ERROR_CODE,
   PROXY_FIX,
   ProxyError,
   type ProxySettings,
   proxyFor,
-} from '../loadgen/proxy.js';
-import { runLoadgen } from '../loadgen/run.js';
-import { envVariable, planProxySettings, type RunPlan, telemetryAsked } from '../plan/runPlan.js';
+} from '../proxy.js';
 import type { RequestRecord } from '../record.js';
 import { servedModelName } from '../sim/describe.js';
 import { EngineModel, type EngineModelOptions } from '../sim/engineModel.js';
@@ -275,7 +276,7 @@ async function fetchModels(
     });
     if (response.statusCode === 407) {
       const route = proxyFor(url, proxy);
-      const error = `HTTP 407 from the proxy${route ? ` ${route.shown}` : ''}: it wants credentials; ${PROXY_FIX}`;
+      const error = `HTTP 407 from the proxy${route ? ` ${route.shown}` : ''}: ${PROXY_CREDENTIALS_FIX}, or ${PROXY_FIX}`;
       return { error, proxyError: error };
     }
     if (response.statusCode !== 200) return { error: `HTTP ${response.statusCode}` };

@@ -1,5 +1,5 @@
 import { requestText } from '../httpText.js';
-import type { ProxySettings } from '../loadgen/proxy.js';
+import type { ProxySettings } from '../proxy.js';
 import { type NvidiaSmiCommand, runNvidiaSmi } from './gpu.js';
 import { readProcStatus } from './process.js';
 import { parsePrometheusText } from './prometheus.js';
@@ -25,7 +25,7 @@ export interface ScraperOptions {
    * service and gets none.
    */
   headers?: Record<string, string>;
-  /** The run's proxy settings (src/loadgen/proxy.ts), for every URL source. */
+  /** The run's proxy settings (src/proxy.ts), for every URL source. */
   proxy?: ProxySettings;
   onSnapshot: (snapshot: TelemetrySnapshot) => void;
 }

@@ -4,7 +4,7 @@ import { splitServerUrl } from '../backends/request.js';
 import { EXIT, type ExitCode, InfergaugeError } from '../errors.js';
 import { requestText } from '../httpText.js';
 import { jsonSyntaxProblem } from '../jsonText.js';
-import type { ProxySettings } from '../loadgen/proxy.js';
+import type { ProxySettings } from '../proxy.js';
 import { countWords } from './words.js';
 
 /**
@@ -58,7 +58,7 @@ export interface ServerTokenizerTarget {
   backend: string;
   /** Request headers (the API key). */
   headers: Record<string, string>;
-  /** The run's proxy settings (src/loadgen/proxy.ts). */
+  /** The run's proxy settings (src/proxy.ts). */
   proxy?: ProxySettings;
 }
 

@@ -14,7 +14,7 @@
  */
 import { BlockList, connect, isIP, type Socket } from 'node:net';
 import type { buildConnector } from 'undici';
-import { InfergaugeError } from '../errors.js';
+import { InfergaugeError } from './errors.js';
 
 /** Which proxy a process uses, before any target is known. */
 export interface ProxySettings {
@@ -48,8 +48,11 @@ export class ProxyError extends InfergaugeError {
 }
 
 /** What a proxy failure message ends with: how to do without the proxy. */
-export const PROXY_FIX =
-  'check the proxy (credentials go in its URL: http://user:password@host:port), or bypass it with --no-proxy or NO_PROXY';
+export const PROXY_FIX = 'bypass it with --no-proxy or NO_PROXY';
+
+/** What a 407 says: where the proxy's credentials go. */
+export const PROXY_CREDENTIALS_FIX =
+  'it wants credentials: give them in its URL (http://user:password@host:port)';
 
 /** The environment's proxy settings: lower-case names win over upper-case, empty means unset. */
 export function proxyEnv(env: NodeJS.ProcessEnv): ProxySettings {
@@ -269,7 +272,7 @@ export function openTunnel(
       if (settled) return;
       settled = true;
       socket.destroy();
-      reject(new ProxyError(`the proxy ${route.shown} ${why}: ${PROXY_FIX}`));
+      reject(new ProxyError(`the proxy ${route.shown} ${why}; ${PROXY_FIX}`));
     };
     socket.setTimeout(timeoutMs, () =>
       fail(`opened no tunnel to ${target} within ${timeoutMs} ms`),
@@ -300,8 +303,9 @@ export function openTunnel(
           .slice(status[0].length)
           .replace(/[^\x20-\x7e]/g, '')
           .trim();
+        const credentials = code === 407 ? `; ${PROXY_CREDENTIALS_FIX}` : '';
         fail(
-          `refused the tunnel to ${target}: HTTP ${code}${reason ? ` ${reason.slice(0, 100)}` : ''}`,
+          `refused the tunnel to ${target}: HTTP ${code}${reason ? ` ${reason.slice(0, 100)}` : ''}${credentials}`,
         );
         return;
       }
@@ -331,7 +335,7 @@ export function openTunnel(
 export function proxyUnreachable(route: ProxyRoute, err: Error): ProxyError {
   const code = (err as { code?: string }).code;
   return new ProxyError(
-    `the proxy ${route.shown} cannot be reached (${code ?? err.message}): ${PROXY_FIX}`,
+    `the proxy ${route.shown} cannot be reached (${code ?? err.message}); ${PROXY_FIX}`,
   );
 }
 
