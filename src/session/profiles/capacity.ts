@@ -33,6 +33,15 @@ import {
 import { EngineStartError, planVllmMemory } from '../../memory/footprint.js';
 import { SummaryBuilder } from '../../metrics/summary.js';
 import { apiKeyFromEnv, urlCredentialsProblem } from '../../plan/runPlan.js';
+import {
+  PROXY_CREDENTIALS_FIX,
+  PROXY_FIX,
+  ProxyError,
+  type ProxySettings,
+  parseProxyUrl,
+  proxyFor,
+  proxySettings,
+} from '../../proxy.js';
 import type { CapacityReport } from '../../report/capacityText.js';
 import { nothingSucceeded } from '../../report/failures.js';
 import { writeResult } from '../../results/layout.js';
@@ -68,6 +77,8 @@ export interface CapacityOptions extends Record<string, unknown> {
   scrapeInterval?: string;
   timeout?: string;
   apiKeyEnv?: string;
+  /** A proxy URL (--proxy), or false (--no-proxy); else the environment's. */
+  proxy?: string | false;
   ignoreEos?: boolean;
   timeScale?: string;
   seed?: string;
@@ -196,6 +207,22 @@ export function prepareCapacity(
   const { apiKey } = apiKeyFromEnv(o.apiKeyEnv, env, problems);
   const badUrl = o.url === undefined ? undefined : urlCredentialsProblem('--url', o.url);
   if (badUrl) problems.push(badUrl);
+  // As `run` takes it (src/proxy.ts); never for the built-in simulator, a child on loopback.
+  let proxy: ProxySettings | undefined;
+  if (o.url !== undefined && !badUrl) {
+    proxy = proxySettings(
+      { ...(typeof o.proxy === 'string' ? { proxy: o.proxy } : {}), noProxy: o.proxy === false },
+      env,
+    );
+    try {
+      if (typeof o.proxy === 'string') parseProxyUrl(o.proxy);
+      proxyFor(o.url, proxy);
+    } catch (err) {
+      problems.push(
+        `${typeof o.proxy === 'string' ? '--proxy' : 'the proxy from the environment'} cannot be used: ${(err as Error).message}`,
+      );
+    }
+  }
   const run: Omit<CapacityRun, 'progress' | 'outputs' | 'onNotice'> = {
     ...(builtIn
       ? {
@@ -208,6 +235,7 @@ export function prepareCapacity(
       : { url: o.url }),
     ...(o.modelName !== undefined ? { modelName: o.modelName } : {}),
     ...(o.metricsUrl !== undefined ? { metricsUrl: o.metricsUrl } : {}),
+    ...(proxy ? { proxy } : {}),
     apiKey,
     ...(o.out !== undefined ? { out: o.out } : {}),
   };
@@ -228,6 +256,8 @@ export interface CapacityRun {
   /** The model to request (--model-name), else the first the server lists. */
   modelName?: string;
   metricsUrl?: string;
+  /** The proxy settings the server is reached by (src/proxy.ts). */
+  proxy?: ProxySettings;
   apiKey: string | undefined;
   prediction?: CapacityPrediction;
   predictionNote?: string;
@@ -283,11 +313,16 @@ async function capacitySession(
     if (c.simulatorArgs) sim = await spawnSimulator(c.simulatorArgs);
     const url = sim?.url ?? (c.url as string);
     const headers = withApiKey({}, c.apiKey);
-    const model = c.modelName ?? (await firstModel(url, headers));
+    const model = c.modelName ?? (await firstModel(url, headers, c.proxy));
     const { origin, prefix } = splitServerUrl(url);
+    const via = proxyFor(url, c.proxy)?.shown;
+    if (via) c.onNotice?.(`via proxy ${via} (--no-proxy or NO_PROXY bypasses it)`);
     const target = capacityTarget({
       session,
-      server: sim ? { url, builtInSimulator: true, simulator: sim.banner } : { url },
+      server: sim
+        ? { url, builtInSimulator: true, simulator: sim.banner }
+        : { url, ...(via ? { proxy: via } : {}) },
+      ...(c.proxy ? { proxy: c.proxy } : {}),
       url,
       model,
       headers,
@@ -394,12 +429,22 @@ function capacityStep(batch: number, { summary, serverMetrics }: PointResult): C
   return step;
 }
 
-async function firstModel(url: string, headers: Record<string, string>): Promise<string> {
+async function firstModel(
+  url: string,
+  headers: Record<string, string>,
+  proxy: ProxySettings | undefined,
+): Promise<string> {
   const { origin, prefix } = splitServerUrl(url);
   const response = await requestText(`${origin}${prefix}/v1/models`, {
     headers,
     timeoutMs: 10_000,
+    ...(proxy ? { proxy } : {}),
   });
+  if (response.statusCode === 407) {
+    throw new ProxyError(
+      `HTTP 407 from the proxy ${proxyFor(url, proxy)?.shown ?? ''}: ${PROXY_CREDENTIALS_FIX}, or ${PROXY_FIX}`,
+    );
+  }
   const model =
     response.statusCode === 200
       ? firstListedModel(JSON.parse(response.body) as unknown)
@@ -423,6 +468,7 @@ function capacityTarget(c: {
   headers: Record<string, string>;
   apiKey: string | undefined;
   metricsUrl: string;
+  proxy?: ProxySettings;
   settings: CapacitySettings;
   stop: AbortSignal;
 }): Pick<PointRunner, 'run'> {
@@ -468,6 +514,7 @@ function capacityTarget(c: {
         intervalMs: settings.scrapeIntervalS * 1000,
         nowMs: () => clock.nowUs() / 1000,
         headers: c.headers,
+        ...(c.proxy ? { proxy: c.proxy } : {}),
         sink: { write: (snapshot) => session.telemetry({ point: info, snapshot }), close() {} },
       });
       let serverMetrics: ServerMetricsSummary | undefined;
@@ -486,6 +533,7 @@ function capacityTarget(c: {
               headers: {},
               timeoutMs: settings.timeoutS * 1000,
               ...(c.apiKey ? { apiKey: c.apiKey } : {}),
+              ...(c.proxy ? { proxy: c.proxy } : {}),
             },
             load: point.load,
             ...(point.requests !== undefined ? { requests: point.requests } : {}),
