@@ -35,6 +35,11 @@ export const ERROR_KINDS = [
    * size; docs/metrics.md, "Bounds"): the request was ended there, what came before it kept.
    */
   'too_large',
+  /**
+   * The proxy failed the request (src/proxy.ts): unreachable, refused a CONNECT tunnel,
+   * or asked for credentials (407); the message names it and how to bypass it.
+   */
+  'proxy',
 ] as const;
 export type ErrorKind = (typeof ERROR_KINDS)[number];
 

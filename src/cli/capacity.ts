@@ -38,6 +38,11 @@ export function capacityCommand(): Command {
       'per-request limit in seconds, from sending to the last byte (default: 600)',
     )
     .option('--api-key-env <var>', 'environment variable holding the API key')
+    .option(
+      '--proxy <url>',
+      'send through this http:// proxy instead of HTTPS_PROXY/HTTP_PROXY; NO_PROXY still applies',
+    )
+    .option('--no-proxy', 'ignore HTTPS_PROXY, HTTP_PROXY and NO_PROXY: connect directly')
     .option('--ignore-eos', 'ask the server for exactly --output-tokens (vLLM, SGLang)')
     .option('--time-scale <x>', 'built-in simulator: real seconds per simulated second')
     .option('--seed <n>', 'seed for prompts (default: 42)')

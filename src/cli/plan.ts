@@ -72,6 +72,9 @@ function planComment(prepared: PreparedRun, plan: RunPlan): string[] {
         (k) =>
           `header ${k} left out (a secret): give it with --header, or a key with --api-key-env`,
       ),
+    ...(typeof plan.proxy === 'string' && plan.proxy.includes('@')
+      ? ['proxy credentials left out (a secret): give them with --proxy or in HTTPS_PROXY']
+      : []),
     ...plan.scenarios.map((s) => `scenario ${describeScenario(s)}`),
   ].map((line) => line.replace(/[\p{Cc}]/gu, ' '));
 }

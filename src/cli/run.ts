@@ -175,6 +175,11 @@ export function addRunOptions(command: Command): Command {
         collect,
       ),
     )
+    .option(
+      '--proxy <url>',
+      'send through this http:// proxy (credentials as http://user:password@host:port), instead of HTTPS_PROXY/HTTP_PROXY; NO_PROXY still applies',
+    )
+    .option('--no-proxy', 'ignore HTTPS_PROXY, HTTP_PROXY and NO_PROXY: connect directly')
     .option('--extra-body <json>', 'JSON object merged into every request body')
     .option('--out <dir>', 'results directory (default: infergauge-results/<UTC time>-<label>/)')
     .option('--label <name>', 'label for the default results directory (default: sim or run)')

@@ -1,6 +1,7 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import { connect, type Socket } from 'node:net';
 import type { Dispatcher } from 'undici';
+import { type ProxyRoute, proxyUnreachable } from '../proxy.js';
 
 /**
  * A connection pool speaking plain HTTP/1.1 on `node:net` sockets, for the load itself.
@@ -47,6 +48,11 @@ export interface H1PoolOptions {
   connections: number | null;
   /** How long an idle connection is kept (a server's `keep-alive: timeout=N` hint shortens it). */
   keepAliveTimeoutMs: number;
+  /**
+   * A forwarding proxy (src/proxy.ts): connections go to it, and each request line
+   * names the whole URL (`POST http://host:port/path`).
+   */
+  proxy?: ProxyRoute;
 }
 
 type Options = Pick<Dispatcher.DispatchOptions, 'path' | 'method' | 'headers'> & {
@@ -671,6 +677,10 @@ export class H1Pool {
   private readonly hostname: string;
   private readonly port: number;
   private readonly hostHeader: string;
+  /** What goes before a request's path on its request line: the origin through a proxy. */
+  private readonly targetPrefix: string;
+  /** Header lines every request carries: Proxy-Authorization through a proxy that wants it. */
+  private readonly extraHeaders: string;
   private readonly all = new Set<Connection>();
   private readonly free: Connection[] = [];
   private readonly queue = new Waiting();
@@ -687,9 +697,14 @@ export class H1Pool {
   ) {
     const url = new URL(origin);
     if (url.protocol !== 'http:') throw new Error(`H1Pool speaks http:, not ${url.protocol}`);
-    this.hostname = url.hostname.replace(/^\[(.*)\]$/, '$1');
-    this.port = Number(url.port || 80);
+    const proxy = options.proxy;
+    this.hostname = proxy ? proxy.host : url.hostname.replace(/^\[(.*)\]$/, '$1');
+    this.port = proxy ? proxy.port : Number(url.port || 80);
     this.hostHeader = url.host;
+    this.targetPrefix = proxy ? url.origin : '';
+    this.extraHeaders = proxy?.authorization
+      ? `proxy-authorization: ${proxy.authorization}\r\n`
+      : '';
   }
 
   /** undici's dispatch: `handler` hears of the request from onRequestStart on. */
@@ -754,7 +769,7 @@ export class H1Pool {
   /** The request's head (and body) as written on the wire; throws what undici would. */
   requestHead(options: Options): { head: string; body: string | undefined } {
     const body = options.body;
-    let head = `${options.method} ${options.path} HTTP/1.1\r\n`;
+    let head = `${options.method} ${this.targetPrefix}${options.path} HTTP/1.1\r\n${this.extraHeaders}`;
     let host = false;
     const headers = (options.headers ?? {}) as Record<string, string>;
     for (const name in headers) {
@@ -828,9 +843,14 @@ export class H1Pool {
   private failWaiting(connection: Connection): void {
     const request = this.freshQueue.shift() ?? this.queue.shift();
     if (!request) return;
-    const reason =
-      (connection.socket as Socket & { errored?: Error | null }).errored ??
-      new H1Error('UND_ERR_SOCKET', 'connection closed before it was established');
+    const errored = (connection.socket as Socket & { errored?: Error | null }).errored;
+    const proxy = this.options.proxy;
+    // Through a proxy, the connection that never came is the proxy's failure, not the server's.
+    const reason = errored
+      ? proxy
+        ? proxyUnreachable(proxy, errored)
+        : errored
+      : new H1Error('UND_ERR_SOCKET', 'connection closed before it was established');
     // As with undici, a request whose connection never came was never started.
     request.handler.onResponseError?.(request, reason);
   }

@@ -18,6 +18,13 @@ import type {
   StreamDecoder,
 } from '../backends/types.js';
 import { describeError } from '../errors.js';
+import {
+  PROXY_CREDENTIALS_FIX,
+  PROXY_ERROR_CODE,
+  PROXY_FIX,
+  type ProxySettings,
+  proxyFor,
+} from '../proxy.js';
 import type { RequestError, RequestRecord } from '../record.js';
 import { type TlsMaterial, tlsAlertOf, tlsFailure } from '../tls.js';
 import { BodyText } from './bodyText.js';
@@ -43,6 +50,8 @@ export interface TargetConfig extends BackendOptions {
   http2?: Http2Mode;
   /** The protocol chosen for the run (chooseProtocol), once; absent: chosen when the pool opens. */
   protocol?: WireProtocol;
+  /** The proxy to go through (src/proxy.ts); absent: direct. */
+  proxy?: ProxySettings;
 }
 
 /**
@@ -650,6 +659,7 @@ class Exchange implements H1Handler {
     // the close was the server's idle close; a reset on a fresh connection is the server's
     // answer to this request, a failure to report. Nor after any byte of an answer (H1Pool
     // says so of a 1xx): the server read the request, and a POST must not run twice.
+    // undici calls back without a controller when the connection never came (its connector failed).
     const answered = (c as { answered?: boolean } | undefined)?.answered === true;
     if (
       !this.resent &&
@@ -706,6 +716,15 @@ function httpError(
   path: string,
   target: TargetConfig,
 ): RequestError {
+  if (status === 407) {
+    // Only a proxy asks for proxy credentials (a forwarding proxy answers in the server's place).
+    const route = proxyFor(target.baseUrl, target.proxy);
+    return {
+      kind: 'proxy',
+      status,
+      message: `HTTP 407 from the proxy${route ? ` ${route.shown}` : ''}: ${PROXY_CREDENTIALS_FIX}, or ${PROXY_FIX}`,
+    };
+  }
   if (status >= 300 && status < 400) {
     return {
       kind: 'redirect',
@@ -713,10 +732,20 @@ function httpError(
       message: `HTTP ${status} redirect to ${redirectTarget(location, path, target.baseUrl)}: infergauge does not follow redirects; use that URL`,
     };
   }
+  // A forwarding proxy (http://; https:// is tunnelled) answers 502-504 in the server's place
+  // when it cannot reach it; nothing in the answer says reliably which of the two sent it.
+  const route =
+    status >= 502 && status <= 504 && target.baseUrl.startsWith('http:')
+      ? proxyFor(target.baseUrl, target.proxy)
+      : undefined;
   return {
     kind: status >= 400 && status < 500 ? 'http_4xx' : 'http_5xx',
     status,
-    message: `HTTP ${status}: ${errorBodyMessage(body)}`,
+    message: `HTTP ${status}: ${errorBodyMessage(body)}${
+      route
+        ? ` (through the proxy ${route.shown}, which may have sent it; --no-proxy or NO_PROXY bypasses it)`
+        : ''
+    }`,
   };
 }
 
@@ -759,6 +788,7 @@ const CONNECT_CODES = new Set([
 /** Categorises a transport failure into a stable error kind. */
 function transportError(err: Error, afterHeaders: boolean): RequestError {
   const code = (err as { code?: string }).code ?? '';
+  if (code === PROXY_ERROR_CODE) return { kind: 'proxy', message: err.message };
   if (code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT') {
     return { kind: 'timeout', message: `${code}: ${err.message}` };
   }

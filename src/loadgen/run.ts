@@ -10,6 +10,7 @@ import { headerProblem, splitServerUrl } from '../backends/request.js';
 import type { RequestSpec } from '../backends/types.js';
 import { UsageError } from '../errors.js';
 import type { LoadSpec } from '../load.js';
+import { proxyFor, tunnelConnector } from '../proxy.js';
 import type { ClientHealthMeasurements, RequestRecord } from '../record.js';
 import { tlsConnectOptions, tlsConnector } from '../tls.js';
 import { arrivalScheduleForLoad } from '../workload/arrivals.js';
@@ -87,6 +88,9 @@ export interface LoadgenOptions {
 /** A run's connection pool, opened and warmed before its clock starts. */
 export type Connections = RequestDispatcher & { destroy(): Promise<void> };
 
+/** How long a connection (through a proxy: its tunnel) may take to open: undici's default. */
+const CONNECT_TIMEOUT_MS = 10_000;
+
 /** How long an idle connection is kept open (undici's Pool option of the same name). */
 const KEEP_ALIVE_TIMEOUT_MS = 60_000;
 
@@ -117,9 +121,13 @@ export async function openConnections(
     : load.mode === 'closed'
       ? load.concurrency
       : (load.maxConcurrency ?? null);
-  const protocol =
-    target.protocol ??
-    (await chooseProtocol(origin, target.http2 ?? 'auto', tlsConnectOptions(target.tls)));
+  // Decided once for the run, not per request (src/proxy.ts).
+  const proxy = proxyFor(origin, target.proxy);
+  // HTTP/2 goes direct: through a proxy the run speaks HTTP/1.1 (openTarget says so).
+  const protocol = proxy
+    ? 'http/1.1'
+    : (target.protocol ??
+      (await chooseProtocol(origin, target.http2 ?? 'auto', tlsConnectOptions(target.tls))));
   if (protocol === 'h2') {
     // Streams, not sessions, are bounded by the load: sessions open as the server's
     // stream limit asks.
@@ -131,18 +139,24 @@ export async function openConnections(
     return pool;
   }
   if (origin.startsWith('http:')) {
-    const pool = new H1Pool(origin, { connections, keepAliveTimeoutMs: KEEP_ALIVE_TIMEOUT_MS });
+    const pool = new H1Pool(origin, {
+      connections,
+      keepAliveTimeoutMs: KEEP_ALIVE_TIMEOUT_MS,
+      ...(proxy ? { proxy } : {}),
+    });
     await pool.warm(connectionsToWarm(load));
     return pool;
   }
   const { buildConnector, Pool } = await import('undici');
+  const tls = tlsConnector(buildConnector, target.tls);
   return new Pool(origin, {
     connections,
     pipelining: 1,
     headersTimeout: target.timeoutMs,
     bodyTimeout: target.timeoutMs,
     keepAliveTimeout: KEEP_ALIVE_TIMEOUT_MS,
-    connect: tlsConnector(buildConnector, target.tls),
+    // Through a proxy, TLS runs end to end inside its CONNECT tunnel, with the run's options.
+    connect: proxy ? tunnelConnector(proxy, tls, CONNECT_TIMEOUT_MS) : tls,
   });
 }
 

@@ -81,6 +81,7 @@ export const PLAN_KEYS = [
   'insecure',
   'tls-servername',
   'header',
+  'proxy',
   'extra-body',
   'out',
   'records-format',

@@ -10,7 +10,7 @@ import { formatLengthDistribution, type LengthDistribution } from '../workload/d
 import type { Scenario } from '../workload/scenarios.js';
 import { PLAN_KEYS } from './planFile.js';
 import type { PlanScenario } from './planScenario.js';
-import type { RunPlan } from './runPlan.js';
+import { proxyWithoutUserinfo, type RunPlan } from './runPlan.js';
 
 const camel = (key: string) => key.replace(/-([a-z0-9])/g, (_, c: string) => c.toUpperCase());
 const FLAG_OF = new Map<string, string>(PLAN_KEYS.map((k) => [camel(k), k]));
@@ -133,6 +133,8 @@ export function planFileOf(
     else delete set.header;
   }
   if (plan.extraBody !== undefined) set['extra-body'] = plan.extraBody;
+  // Proxy credentials are left out, as credential headers are.
+  if (typeof plan.proxy === 'string') set.proxy = proxyWithoutUserinfo(plan.proxy);
   const ordered: Record<string, unknown> = {};
   for (const k of PLAN_KEYS) if (set[k] !== undefined) ordered[k] = set[k];
   return { ...ordered, scenarios: plan.scenarios.map(planScenarioOf) };

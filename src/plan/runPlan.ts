@@ -8,6 +8,7 @@ import type { LoadSpec } from '../load.js';
 import { concurrencyBoundProblem, MAX_CONCURRENCY, parseShard, type ShardIndex } from '../load.js';
 import type { SloCondition } from '../metrics/slo.js';
 import { parseSlo } from '../metrics/slo.js';
+import { type ProxySettings, parseProxyUrl, proxyFor, proxySettings } from '../proxy.js';
 import { RECORDS_FORMATS, type RecordsFormat } from '../record.js';
 import { readTlsOptions, type TlsMaterial, type TlsSettings, tlsSettingsOf } from '../tls.js';
 import { openLoadProblems } from '../workload/arrivals.js';
@@ -102,6 +103,11 @@ export interface RunPlan {
   /** Name of the environment variable holding the API key (the key itself is never stored). */
   apiKeyEnv?: string;
   headers: Record<string, string>;
+  /**
+   * The proxy (src/proxy.ts): a URL (`--proxy`), false for none (`--no-proxy`); absent,
+   * the environment's (HTTPS_PROXY, HTTP_PROXY, NO_PROXY), read as the run starts.
+   */
+  proxy?: string | false;
   extraBody?: Record<string, unknown>;
   out?: string;
   /**
@@ -195,6 +201,8 @@ export interface RunPlanInput {
   promptSalt?: string | number;
   apiKeyEnv?: string;
   header?: string[];
+  /** A proxy URL (--proxy), or false (--no-proxy) to ignore the environment's. */
+  proxy?: string | false;
   extraBody?: string;
   out?: string;
   recordsFormat?: string;
@@ -276,6 +284,7 @@ const FLAGS: Record<string, { flag: string; example: string }> = {
   },
   apiKeyEnv: { flag: '--api-key-env', example: '--api-key-env OPENAI_API_KEY' },
   header: { flag: '--header', example: "--header 'X-Tenant: a'" },
+  proxy: { flag: '--proxy', example: '--proxy http://proxy.example.com:3128' },
   extraBody: { flag: '--extra-body', example: '--extra-body \'{"top_p": 1}\'' },
   label: { flag: '--label', example: '--label baseline' },
   recordsFormat: { flag: '--records-format', example: '--records-format jsonl.gz' },
@@ -316,6 +325,17 @@ const concurrencyField: Field<number> = (raw) => {
   if ('value' in n && n.value > MAX_CONCURRENCY)
     return { problem: concurrencyBoundProblem(n.value) };
   return n;
+};
+
+/** A proxy URL: http://, or a bare `host:port` as curl takes it. */
+const proxyUrl: Field<string> = (raw) => {
+  if (typeof raw !== 'string') return { problem: 'must be a proxy URL such as http://host:port' };
+  try {
+    parseProxyUrl(raw.trim());
+    return { value: raw.trim() };
+  } catch (err) {
+    return { problem: `cannot be used: ${(err as Error).message}` };
+  }
 };
 
 /** Every option of a plan and how its raw value is read (a problem names the flag). */
@@ -361,6 +381,7 @@ const OPTIONS = {
   promptSalt: number({ min: 0, max: MAX_PROMPT_SALT, integer: true }),
   apiKeyEnv: matching(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be an environment variable name'),
   header: listOf(text()),
+  proxy: ((raw) => (raw === false ? { value: false } : proxyUrl(raw))) as Field<string | false>,
   extraBody: text(),
   out: text(1),
   recordsFormat: oneOf(RECORDS_FORMATS, `must be ${RECORDS_FORMATS.join(' or ')}`),
@@ -540,6 +561,9 @@ export function parseRunPlan(input: RunPlanInput, env: NodeJS.ProcessEnv = {}): 
     const bad = typeof url === 'string' ? urlCredentialsProblem(FLAGS[key].flag, url) : undefined;
     if (bad) problems.push(bad);
   }
+  if (valid && o.url !== undefined && o.proxy === undefined) {
+    problems.push(...envProxyProblems(o.url, env));
+  }
   if (valid) problems.push(...backendProblems(o));
   const scenarios = valid ? buildScenarios(o, problems) : [];
   let dataset: RunPlan['dataset'];
@@ -640,6 +664,7 @@ export function parseRunPlan(input: RunPlanInput, env: NodeJS.ProcessEnv = {}): 
   if (o.duration !== undefined) plan.durationS = o.duration;
   if (slo) plan.slo = slo;
   if (apiKeyEnv !== undefined) plan.apiKeyEnv = apiKeyEnv;
+  if (o.proxy !== undefined) plan.proxy = o.proxy;
   if (extraBody) plan.extraBody = extraBody;
   if (o.out !== undefined) plan.out = o.out;
   if (o.recordsFormat !== undefined) plan.recordsFormat = o.recordsFormat;
@@ -999,6 +1024,38 @@ function apiKeyProblem(name: string, key: string, named: boolean): string | unde
 }
 
 /**
+ * The proxy settings a plan's requests go by (src/proxy.ts): none for the built-in
+ * simulator (a child process on loopback that no proxy could reach); else `--proxy`, or with
+ * `--no-proxy` none, or the environment's.
+ */
+export function planProxySettings(
+  plan: RunPlan,
+  env: NodeJS.ProcessEnv,
+): ProxySettings | undefined {
+  if (plan.url === undefined) return undefined;
+  return proxySettings(
+    {
+      ...(typeof plan.proxy === 'string' ? { proxy: plan.proxy } : {}),
+      noProxy: plan.proxy === false,
+    },
+    env,
+  );
+}
+
+/** An environment proxy (HTTPS_PROXY...) the target `url` would go through that cannot be used. */
+function envProxyProblems(url: string, env: NodeJS.ProcessEnv): string[] {
+  try {
+    proxyFor(url, proxySettings({}, env));
+    return [];
+  } catch (err) {
+    const variable = url.startsWith('https:') ? 'HTTPS_PROXY' : 'HTTP_PROXY';
+    return [
+      `${variable} (from the environment): ${(err as Error).message}; unset it, or pass --no-proxy or --proxy URL`,
+    ];
+  }
+}
+
+/**
  * A URL with `user:password@`: it is not sent as Basic auth, and it would be written to the
  * manifest and reports. Refused, with where credentials go instead.
  */
@@ -1035,6 +1092,14 @@ function withoutUserinfo(url: string): string {
   }
 }
 
+/** A proxy URL without credentials (a bare `host:port` has none to lose). */
+export function proxyWithoutUserinfo(proxy: string): string {
+  const at = proxy.lastIndexOf('@');
+  if (at < 0) return proxy;
+  const scheme = /^[a-z][a-z0-9+.-]*:\/\//i.exec(proxy)?.[0] ?? '';
+  return `${scheme}${proxy.slice(at + 1)}`;
+}
+
 /**
  * The plan as stored in the manifest and printed by `plan --print`: header values and
  * --extra-body fields named like credentials are hidden, and no URL keeps a `user:password@`.
@@ -1045,13 +1110,16 @@ export function redactPlan(plan: RunPlan): RunPlan {
   );
   // Trace entries and dataset contents stay in their files: the manifest names them.
   // TLS material (a private key, its passphrase) is never written: the settings name the files.
-  const { trace, dataset, url, extraBody, telemetry, tls, ...rest } = plan;
+  const { trace, dataset, url, extraBody, telemetry, tls, proxy, ...rest } = plan;
   const urls = telemetry
     ? (['metricsUrl', 'slotsUrl', 'dcgmUrl'] as const).filter((k) => telemetry[k] !== undefined)
     : [];
   return {
     ...rest,
     ...(url !== undefined ? { url: withoutUserinfo(url) } : {}),
+    ...(proxy !== undefined
+      ? { proxy: proxy === false ? false : proxyWithoutUserinfo(proxy) }
+      : {}),
     ...(extraBody ? { extraBody: redactSecrets(extraBody) as Record<string, unknown> } : {}),
     ...(telemetry
       ? {

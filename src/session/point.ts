@@ -265,6 +265,8 @@ function describeServer(target: Target): ServerAbout {
       // Chosen once per run (--http2): it changes latency, so the results say which.
       ...(target.config.protocol ? { protocol: target.config.protocol } : {}),
       ...(simulator ? { simulator, simulatorArgs: target.simulatorArgs } : {}),
+      // A proxy adds its own latency to every request: the numbers were measured through it.
+      ...(target.proxy ? { proxy: target.proxy } : {}),
       models: target.models,
     },
     ...(simulator ? { simulator } : {}),
@@ -420,6 +422,7 @@ function pointTimers(c: LiveContext) {
           nowMs: () => clock.nowUs() / 1000,
           headers: withApiKey(plan.headers, target.apiKey),
           ...(plan.tls?.material ? { tls: plan.tls.material } : {}),
+          ...(target.config.proxy ? { proxy: target.config.proxy } : {}),
           sink: {
             write: (snapshot) => session.telemetry({ point: info, snapshot }),
             close: () => {},

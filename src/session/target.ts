@@ -7,11 +7,20 @@ import { existsSync } from 'node:fs';
 import { BACKENDS } from '../backends/index.js';
 import { splitServerUrl, withApiKey } from '../backends/request.js';
 import type { BackendOptions } from '../backends/types.js';
+import { UsageError } from '../errors.js';
 import { requestText } from '../httpText.js';
 import { chooseProtocol, protocolNotice } from '../loadgen/h2.js';
 import type { TargetConfig } from '../loadgen/http.js';
 import { runLoadgen } from '../loadgen/run.js';
-import { envVariable, type RunPlan, telemetryAsked } from '../plan/runPlan.js';
+import { envVariable, planProxySettings, type RunPlan, telemetryAsked } from '../plan/runPlan.js';
+import {
+  PROXY_CREDENTIALS_FIX,
+  PROXY_ERROR_CODE,
+  PROXY_FIX,
+  ProxyError,
+  type ProxySettings,
+  proxyFor,
+} from '../proxy.js';
 import type { RequestRecord } from '../record.js';
 import { servedModelName } from '../sim/describe.js';
 import { EngineModel, type EngineModelOptions } from '../sim/engineModel.js';
@@ -67,7 +76,14 @@ export function targetConfig(
     ...(apiKey ? { apiKey } : {}),
     ...(plan.tls?.material ? { tls: plan.tls.material } : {}),
     ...(plan.http2 ? { http2: plan.http2 } : {}),
+    ...proxyOf(plan),
   };
+}
+
+/** The plan's proxy settings, as an optional field: read from the environment now. */
+function proxyOf(plan: RunPlan): { proxy?: ProxySettings } {
+  const proxy = planProxySettings(plan, process.env);
+  return proxy ? { proxy } : {};
 }
 
 /** How a plan's requests are shaped, whatever they are sent to (virtual time too). */
@@ -99,6 +115,7 @@ export function tokenizerOptions(
       backend: plan.backend,
       headers: withApiKey(plan.headers, apiKey),
       ...(plan.tls?.material ? { tls: plan.tls.material } : {}),
+      ...proxyOf(plan),
     },
     builtInSimulator: plan.url === undefined,
   };
@@ -215,6 +232,7 @@ export async function probeDefaultMetrics(plan: RunPlan, onNotice: Notify): Prom
     withApiKey(plan.headers, apiKey),
     undefined,
     plan.tls?.material,
+    proxyOf(plan).proxy,
   );
   if (probe.ok) {
     onNotice(
@@ -235,10 +253,15 @@ export async function discoverModel(
 ): Promise<{ model: string; models: unknown }> {
   const backend = BACKENDS[plan.backend];
   const asked = backend.models
-    ? await fetchModels(url, backend.models.path, apiKey, plan.headers, plan.tls?.material)
+    ? await fetchModels(url, backend.models.path, apiKey, plan.headers, {
+        tls: plan.tls?.material,
+        proxy: proxyOf(plan).proxy,
+      })
     : undefined;
   const models = asked?.models;
   const model = plan.model ?? (models !== undefined ? backend.models?.first(models) : undefined);
+  // The proxy is in the way: --model would not get past it either.
+  if (model === undefined && asked?.proxy !== undefined) throw new ProxyError(asked.proxy);
   if (model === undefined) {
     const where = `${url}${backend.models?.path ?? ''}`;
     // --model would not help: every request would fail the same handshake.
@@ -255,19 +278,29 @@ async function fetchModels(
   path: string,
   apiKey: string | undefined,
   headers: Record<string, string>,
-  tls: TlsMaterial | undefined,
-): Promise<{ models: unknown; tls?: string }> {
+  via: { tls: TlsMaterial | undefined; proxy: ProxySettings | undefined },
+): Promise<{ models: unknown; tls?: string; proxy?: string }> {
   const { origin, prefix } = splitServerUrl(url);
   try {
     const response = await requestText(`${origin}${prefix}${path}`, {
       headers: withApiKey(headers, apiKey),
       timeoutMs: 10_000,
-      ...(tls ? { tls } : {}),
+      ...(via.tls ? { tls: via.tls } : {}),
+      ...(via.proxy ? { proxy: via.proxy } : {}),
     });
+    if (response.statusCode === 407) {
+      const route = proxyFor(url, via.proxy);
+      const error = `HTTP 407 from the proxy${route ? ` ${route.shown}` : ''}: ${PROXY_CREDENTIALS_FIX}, or ${PROXY_FIX}`;
+      return { models: { error }, proxy: error };
+    }
     if (response.statusCode !== 200) return { models: { error: `HTTP ${response.statusCode}` } };
     return { models: JSON.parse(response.body) as unknown };
   } catch (err) {
     const code = (err as { code?: string }).code;
+    if (code === PROXY_ERROR_CODE) {
+      const error = (err as Error).message;
+      return { models: { error }, proxy: error };
+    }
     const message = code ? `${code}: ${(err as Error).message}` : (err as Error).message;
     const failure = tlsFailure(err as Error, new URL(origin).hostname);
     return { models: { error: message }, ...(failure ? { tls: failure.message } : {}) };
@@ -303,6 +336,8 @@ export interface LiveTarget {
   model: string;
   /** What the server listed (GET /v1/models), for the manifest. */
   models: unknown;
+  /** The proxy the requests go through, as `host:port` (never its credentials). */
+  proxy?: string;
   apiKey: string | undefined;
   config: TargetConfig;
   tokenizer: Tokenizer;
@@ -374,18 +409,36 @@ export async function openTarget(
     if (plan.telemetry?.metrics) plan.telemetry.metricsUrl ??= `${sim.url}/metrics`;
   }
   try {
-    if (!sim && o.probeMetrics) await probeDefaultMetrics(plan, o.onNotice);
     const url = sim?.url ?? (plan.url as string);
+    // Said once, first: a proxy adds its own latency to every number that follows.
+    const proxy = proxyFor(url, proxyOf(plan).proxy)?.shown;
+    if (proxy) {
+      o.onNotice(
+        `via proxy ${proxy} (${plan.proxy ? '--proxy' : url.startsWith('https:') ? 'HTTPS_PROXY' : 'HTTP_PROXY'}; --no-proxy or NO_PROXY bypasses it)`,
+      );
+    }
+    if (!sim && o.probeMetrics) await probeDefaultMetrics(plan, o.onNotice);
     const apiKey = plan.apiKeyEnv ? envVariable(process.env, plan.apiKeyEnv) : undefined;
     const { model, models } = await discoverModel(plan, url, apiKey);
     const config = targetConfig(plan, url, model, apiKey);
-    // Once per run, so that every point, worker and shard speaks the same protocol.
-    config.protocol = await chooseProtocol(
-      splitServerUrl(url).origin,
-      config.http2 ?? 'auto',
-      tlsConnectOptions(config.tls),
-    );
-    if (config.protocol === 'h2' || url.startsWith('https:')) {
+    // Once per run, so that every point, worker and shard speaks the same protocol. Through a
+    // proxy the run speaks HTTP/1.1 (the h2 client connects directly), and asks nothing of the
+    // server directly: the proxy may be the only way to it.
+    if (proxy) {
+      if (config.http2 === 'on') {
+        throw new UsageError([
+          `--http2 on goes directly to the server, not through the proxy ${proxy}: use --http2 auto or off through a proxy, or --no-proxy`,
+        ]);
+      }
+      config.protocol = 'http/1.1';
+    } else {
+      config.protocol = await chooseProtocol(
+        splitServerUrl(url).origin,
+        config.http2 ?? 'auto',
+        tlsConnectOptions(config.tls),
+      );
+    }
+    if (!proxy && (config.protocol === 'h2' || url.startsWith('https:'))) {
       o.onNotice(protocolNotice(config.http2 ?? 'auto', config.protocol));
     }
     const tokenizer = await createTokenizer(
@@ -407,6 +460,7 @@ export async function openTarget(
       url,
       model,
       models,
+      ...(proxy ? { proxy } : {}),
       apiKey,
       config,
       tokenizer,

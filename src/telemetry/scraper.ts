@@ -1,4 +1,5 @@
 import { requestText } from '../httpText.js';
+import type { ProxySettings } from '../proxy.js';
 import type { TlsMaterial } from '../tls.js';
 import { type NvidiaSmiCommand, runNvidiaSmi } from './gpu.js';
 import { readProcStatus } from './process.js';
@@ -30,6 +31,8 @@ export interface ScraperOptions {
    * the CA and certificate but not --tls-servername, which names the server.
    */
   tls?: TlsMaterial;
+  /** The run's proxy settings (src/proxy.ts), for every URL source. */
+  proxy?: ProxySettings;
   onSnapshot: (snapshot: TelemetrySnapshot) => void;
 }
 
@@ -85,7 +88,7 @@ async function scrape(
 ): Promise<void> {
   const at = options.nowMs();
   try {
-    const body = await read(source, options.headers ?? {}, tls);
+    const body = await read(source, options.headers ?? {}, tls, options.proxy);
     options.onSnapshot({ at, source: source.kind, values: snapshotValues(source.kind, body) });
   } catch (err) {
     const code = (err as { code?: string }).code;
@@ -98,6 +101,7 @@ async function read(
   source: TelemetrySource,
   headers: Record<string, string>,
   tls: ScrapeTls,
+  proxy: ProxySettings | undefined,
 ): Promise<string> {
   switch (source.kind) {
     case 'nvidia-smi':
@@ -111,6 +115,7 @@ async function read(
         ...(source.kind === 'dcgm'
           ? tls.elsewhere && { tls: tls.elsewhere }
           : tls.server && { tls: tls.server }),
+        ...(proxy ? { proxy } : {}),
       });
       if (response.statusCode !== 200) throw new Error(`HTTP ${response.statusCode}`);
       return response.body;
@@ -131,12 +136,14 @@ export async function probeMetrics(
   headers: Record<string, string> = {},
   timeoutMs = 1_500,
   tls?: TlsMaterial,
+  proxy?: ProxySettings,
 ): Promise<MetricsProbe> {
   try {
     const { statusCode, body } = await requestText(url, {
       headers,
       timeoutMs,
       ...(tls && { tls }),
+      ...(proxy ? { proxy } : {}),
     });
     if (statusCode !== 200) return { ok: false, reason: `HTTP ${statusCode}` };
     const start = body.trimStart()[0];

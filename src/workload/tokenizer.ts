@@ -4,6 +4,7 @@ import { splitServerUrl } from '../backends/request.js';
 import { EXIT, type ExitCode, InfergaugeError } from '../errors.js';
 import { requestText } from '../httpText.js';
 import { jsonSyntaxProblem } from '../jsonText.js';
+import type { ProxySettings } from '../proxy.js';
 import type { TlsMaterial } from '../tls.js';
 import { countWords } from './words.js';
 
@@ -60,6 +61,8 @@ export interface ServerTokenizerTarget {
   headers: Record<string, string>;
   /** https:// only: the run's TLS options (src/loadgen/tls.ts). */
   tls?: TlsMaterial;
+  /** The run's proxy settings (src/proxy.ts). */
+  proxy?: ProxySettings;
 }
 
 export interface CreateTokenizerOptions {
@@ -313,6 +316,7 @@ async function serverTokenizer(target: ServerTokenizerTarget): Promise<Tokenizer
         body: JSON.stringify(flavor.body(text, target.model)),
         timeoutMs: 120_000,
         ...(target.tls ? { tls: target.tls } : {}),
+        ...(target.proxy ? { proxy: target.proxy } : {}),
       });
       status = res.statusCode;
       raw = res.body;

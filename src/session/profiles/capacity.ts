@@ -34,6 +34,15 @@ import { EngineStartError, planVllmMemory } from '../../memory/footprint.js';
 import { SummaryBuilder } from '../../metrics/summary.js';
 import { warning } from '../../metrics/warnings.js';
 import { apiKeyFromEnv, urlCredentialsProblem } from '../../plan/runPlan.js';
+import {
+  PROXY_CREDENTIALS_FIX,
+  PROXY_FIX,
+  ProxyError,
+  type ProxySettings,
+  parseProxyUrl,
+  proxyFor,
+  proxySettings,
+} from '../../proxy.js';
 import type { CapacityReport } from '../../report/capacityText.js';
 import { nothingSucceeded } from '../../report/failures.js';
 import { writeResult } from '../../results/layout.js';
@@ -76,6 +85,8 @@ export interface CapacityOptions extends Record<string, unknown> {
   scrapeInterval?: string;
   timeout?: string;
   apiKeyEnv?: string;
+  /** A proxy URL (--proxy), or false (--no-proxy); else the environment's. */
+  proxy?: string | false;
   ignoreEos?: boolean;
   timeScale?: string;
   seed?: string;
@@ -211,6 +222,22 @@ export function prepareCapacity(
   const badUrl = o.url === undefined ? undefined : urlCredentialsProblem('--url', o.url);
   if (badUrl) problems.push(badUrl);
   const tls = readTlsOptions(o, [o.url, o.metricsUrl], env, problems);
+  // As `run` takes it (src/proxy.ts); never for the built-in simulator, a child on loopback.
+  let proxy: ProxySettings | undefined;
+  if (o.url !== undefined && !badUrl) {
+    proxy = proxySettings(
+      { ...(typeof o.proxy === 'string' ? { proxy: o.proxy } : {}), noProxy: o.proxy === false },
+      env,
+    );
+    try {
+      if (typeof o.proxy === 'string') parseProxyUrl(o.proxy);
+      proxyFor(o.url, proxy);
+    } catch (err) {
+      problems.push(
+        `${typeof o.proxy === 'string' ? '--proxy' : 'the proxy from the environment'} cannot be used: ${(err as Error).message}`,
+      );
+    }
+  }
   const run: Omit<CapacityRun, 'progress' | 'outputs' | 'onNotice'> = {
     ...(builtIn
       ? {
@@ -223,6 +250,7 @@ export function prepareCapacity(
       : { url: o.url }),
     ...(o.modelName !== undefined ? { modelName: o.modelName } : {}),
     ...(o.metricsUrl !== undefined ? { metricsUrl: o.metricsUrl } : {}),
+    ...(proxy ? { proxy } : {}),
     apiKey,
     ...(tls ? { tls } : {}),
     ...(o.out !== undefined ? { out: o.out } : {}),
@@ -244,6 +272,8 @@ export interface CapacityRun {
   /** The model to request (--model-name), else the first the server lists. */
   modelName?: string;
   metricsUrl?: string;
+  /** The proxy settings the server is reached by (src/proxy.ts). */
+  proxy?: ProxySettings;
   apiKey: string | undefined;
   /** TLS towards an https:// server (src/tls.ts): the settings the manifest keeps, the material. */
   tls?: TlsSettings & { material: TlsMaterial };
@@ -312,11 +342,16 @@ async function capacitySession(
         "--insecure: the server's TLS certificate is not verified, so these numbers may be another server's",
       );
     }
-    const model = c.modelName ?? (await firstModel(url, headers, tls));
+    const model = c.modelName ?? (await firstModel(url, headers, tls, c.proxy));
     const { origin, prefix } = splitServerUrl(url);
+    const via = proxyFor(url, c.proxy)?.shown;
+    if (via) c.onNotice?.(`via proxy ${via} (--no-proxy or NO_PROXY bypasses it)`);
     const target = capacityTarget({
       session,
-      server: sim ? { url, builtInSimulator: true, simulator: sim.banner } : { url },
+      server: sim
+        ? { url, builtInSimulator: true, simulator: sim.banner }
+        : { url, ...(via ? { proxy: via } : {}) },
+      ...(c.proxy ? { proxy: c.proxy } : {}),
       url,
       model,
       headers,
@@ -428,6 +463,7 @@ async function firstModel(
   url: string,
   headers: Record<string, string>,
   tls: TlsMaterial | undefined,
+  proxy: ProxySettings | undefined,
 ): Promise<string> {
   const { origin, prefix } = splitServerUrl(url);
   let response: Awaited<ReturnType<typeof requestText>>;
@@ -436,12 +472,18 @@ async function firstModel(
       headers,
       timeoutMs: 10_000,
       ...(tls ? { tls } : {}),
+      ...(proxy ? { proxy } : {}),
     });
   } catch (err) {
     // --model-name would not help: every request would fail the same handshake.
     const failure = tlsFailure(err as Error, new URL(origin).hostname);
     if (failure) throw new Error(`could not reach ${url}/v1/models: ${failure.message}`);
     throw err;
+  }
+  if (response.statusCode === 407) {
+    throw new ProxyError(
+      `HTTP 407 from the proxy ${proxyFor(url, proxy)?.shown ?? ''}: ${PROXY_CREDENTIALS_FIX}, or ${PROXY_FIX}`,
+    );
   }
   const model =
     response.statusCode === 200
@@ -467,6 +509,7 @@ function capacityTarget(c: {
   apiKey: string | undefined;
   tls?: TlsMaterial;
   metricsUrl: string;
+  proxy?: ProxySettings;
   settings: CapacitySettings;
   stop: AbortSignal;
 }): Pick<PointRunner, 'run'> {
@@ -513,6 +556,7 @@ function capacityTarget(c: {
         nowMs: () => clock.nowUs() / 1000,
         headers: c.headers,
         ...(c.tls ? { tls: c.tls } : {}),
+        ...(c.proxy ? { proxy: c.proxy } : {}),
         sink: { write: (snapshot) => session.telemetry({ point: info, snapshot }), close() {} },
       });
       let serverMetrics: ServerMetricsSummary | undefined;
@@ -532,6 +576,7 @@ function capacityTarget(c: {
               timeoutMs: settings.timeoutS * 1000,
               ...(c.apiKey ? { apiKey: c.apiKey } : {}),
               ...(c.tls ? { tls: c.tls } : {}),
+              ...(c.proxy ? { proxy: c.proxy } : {}),
             },
             load: point.load,
             ...(point.requests !== undefined ? { requests: point.requests } : {}),

@@ -15,6 +15,22 @@ describe('capacity options, checked by the library', () => {
     assert.equal(run.apiKey, undefined);
   });
 
+  test('the proxy as run takes it: --proxy, --no-proxy, the environment, never the simulator', () => {
+    const env = { HTTP_PROXY: 'http://env.corp:3128', NO_PROXY: 'internal.corp' };
+    const url = 'http://gpu-host:8000';
+    assert.deepEqual(prepareCapacity({ url }, env).run.proxy, {
+      http: 'http://env.corp:3128',
+      noProxy: 'internal.corp',
+    });
+    assert.equal(prepareCapacity({ url, proxy: false }, env).run.proxy, undefined);
+    assert.equal(prepareCapacity({ url, proxy: 'p:8080' }, env).run.proxy?.http, 'p:8080');
+    assert.equal(prepareCapacity({}, env).run.proxy, undefined);
+    const bad = prepareCapacity({ url, proxy: 'socks5://me:hunter2@p:1080' }, {}).problems;
+    assert.equal(bad.length, 1);
+    assert.match(bad[0] as string, /^--proxy cannot be used: .*http:\/\/ proxies only/);
+    assert.doesNotMatch(bad[0] as string, /hunter2/);
+  });
+
   test('a batch no client can hold is refused with the bound and why', () => {
     for (const [o, flag] of [
       [{ batches: '1,100000' }, '--batches'],
