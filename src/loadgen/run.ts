@@ -30,6 +30,7 @@ import {
   startRequest,
   type TargetConfig,
 } from './http.js';
+import { preopenedConnections, timedConnector } from './phases.js';
 import { type IdSequence, idAt, inSequence, type ShardPart, wholeRun } from './shard.js';
 
 /** Sampling interval of the event-loop delay monitor. */
@@ -119,8 +120,10 @@ export async function openConnections(
     await pool.warm(connectionsToWarm(load));
     return pool;
   }
-  const { Pool } = await import('undici');
+  const { Pool, buildConnector } = await import('undici');
   return new Pool(origin, {
+    // Each socket timed from its creation: the request that waits for it learns its phases.
+    connect: timedConnector(buildConnector({})),
     connections,
     pipelining: 1,
     headersTimeout: target.timeoutMs,
@@ -317,6 +320,7 @@ export async function runLoadgen(
   // The histogram holds whole timer intervals; the delay is what exceeds the resolution.
   const delayMs = (ns: number) =>
     Number.isFinite(ns) ? Math.max(0, ns / 1e6 - LOOP_DELAY_RESOLUTION_MS) : 0;
+  const preopened = pool instanceof H1Pool ? preopenedConnections(pool.preopened) : undefined;
   return {
     startedAtIso: clock.originIso,
     stoppedBy: stoppedBySignal ? 'signal' : 'plan',
@@ -340,6 +344,7 @@ export async function runLoadgen(
       coalescedTokenEvents: reads.coalescedTokenEvents,
       loopStallsMs: loopStalls(loopDelay),
       gcPauses: gc.pauses,
+      ...(preopened ? { preopened } : {}),
     },
   };
 }

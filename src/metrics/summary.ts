@@ -14,6 +14,11 @@ import {
 } from './catalog.js';
 import { assessClientHealth, type ClientHealth } from './clientHealth.js';
 import {
+  ConnectionsBuilder,
+  type ConnectionsState,
+  type ConnectionsSummary,
+} from './connections.js';
+import {
   type Distribution,
   PERCENTILES,
   type PercentileName,
@@ -118,6 +123,8 @@ export interface RunSummary {
   reasoning?: ReasoningSummary;
   /** Present when the records carry a `sessionId` (multi-turn chat, agent tasks). */
   sessions?: SessionSummary;
+  /** queueDelay's parts and connection set-up phases (docs/metrics.md, "Connection phases"). */
+  connections?: ConnectionsSummary;
   interrupted: boolean;
   warnings: Warning[];
 }
@@ -261,6 +268,7 @@ export type SummaryState = Record<
   firstErrors: Partial<Record<ErrorKind, FirstError>>;
   outputSources: Record<string, number>;
   sessions?: SessionState;
+  connections?: ConnectionsState;
 };
 
 /** A kind's first failure: when it was sent (and its id, for a tie) and its message. */
@@ -331,6 +339,7 @@ export class SummaryBuilder {
   private reasoningInferred = 0;
   /** Created by the first record of a session. */
   private sessions: SessionsBuilder | undefined;
+  private readonly connections = new ConnectionsBuilder();
 
   private readonly requestKeys: readonly RequestLatencyKey[];
   private readonly itl: boolean;
@@ -347,6 +356,7 @@ export class SummaryBuilder {
   }
 
   add(record: RequestRecord): void {
+    if (record.backlogMs !== undefined) this.connections.add(record);
     if (record.phase === 'warmup') {
       this.warmup++;
       return;
@@ -465,6 +475,7 @@ export class SummaryBuilder {
     };
     for (const key of [...SUMMED, ...MINIMA, ...MAXIMA]) state[key] = this[key];
     if (this.sessions) state.sessions = this.sessions.state();
+    state.connections = this.connections.state();
     return state as SummaryState;
   }
 
@@ -501,6 +512,7 @@ export class SummaryBuilder {
       this.sessions ??= new SessionsBuilder();
       this.sessions.merge(other.sessions);
     }
+    if (other.connections) this.connections.merge(other.connections);
   }
 
   build(outcome: RunOutcome = {}): RunSummary {
@@ -571,6 +583,8 @@ export class SummaryBuilder {
         sloAttainment: counted > 0 ? this.goodRequests / counted : 0,
       };
     }
+    const connections = this.connections.build(outcome.clientHealth);
+    if (connections) summary.connections = connections;
     if (outcome.clientHealth) {
       const open = context.load.mode === 'open';
       const rate = (first: number, last: number) =>
