@@ -25,6 +25,14 @@ export const CLIENT_HEALTH_LIMITS = {
 } as const;
 
 /**
+ * Pool wait p50 (docs/metrics.md, "Connection phases") as a share of TTFT p50 past which the
+ * client's own connection pool, not the server, held requests back: the wait is outside TTFT
+ * but inside user TTFT, and the server saw fewer requests at once than asked. Below `minMs`
+ * (the client's stated accuracy) it is not judged.
+ */
+export const POOL_WAIT_LIMIT = { limit: 0.1, near: 0.05, minMs: 1 } as const;
+
+/**
  * How late the thread's own stalls may make its stamps at p99 (stampDelayEstimate) against the
  * measured ITL p99: the larger of `minMs` and `share` of it; half of that is "near". A
  * millisecond is the accuracy the client promises; against a slow server's 200 ms gaps a few are
@@ -115,7 +123,9 @@ type Remedy =
   /** The whole process filled the cores it may use: only more or other cores help. */
   | 'cores'
   /** An idle thread was held up by the host's other work: more threads share the same host. */
-  | 'host';
+  | 'host'
+  /** Requests waited for a free connection in the client's pool: no thread or core helps. */
+  | 'pool';
 
 /**
  * What to do about a client-limited run, fitted to how it ran: more worker threads spread a
@@ -131,6 +141,9 @@ export function clientHealthAdvice(
   estimatedThreads?: number,
 ): string {
   const elsewhere = 'another machine or shards (--shard)';
+  if (remedies.size === 1 && remedies.has('pool')) {
+    return 'requests waited for a free connection: see the connection phases (a server that closes its kept-alive connections makes each request open one; a cap on streams per connection holds the rest back)';
+  }
   if (remedies.has('cores') || (usableCores !== undefined && threads >= usableCores)) {
     const on = usableCores !== undefined ? cores(usableCores) : 'the cores it may use';
     return `more --workers cannot help (${threads} on ${on}): use ${elsewhere}`;
@@ -214,6 +227,9 @@ interface MeasuredLatency {
   itlP99Ms?: number;
   /** Mean TTFT: the most a stamp delay can have moved it. */
   ttftMeanMs?: number;
+  /** TTFT p50 and pool wait p50: the share POOL_WAIT_LIMIT judges. */
+  ttftP50Ms?: number;
+  poolWaitP50Ms?: number;
 }
 
 /**
@@ -424,6 +440,22 @@ export function assessClientHealth(
         `at ${rates.intendedRatePerS.toFixed(0)} requests/s each engine thread's arrivals are ${gapMs.toFixed(3)} ms apart, under the ~${TIMER_GRANULARITY_MS} ms timer granularity: they go out in bursts of about ${Math.round(TIMER_GRANULARITY_MS / gapMs)} per wake-up, each up to ~${TIMER_GRANULARITY_MS} ms late (the send slip), while the rate holds over any window of a few ms; more --workers spread them`,
       );
     }
+  }
+  const { poolWaitP50Ms, ttftP50Ms } = rates;
+  if (
+    poolWaitP50Ms !== undefined &&
+    ttftP50Ms !== undefined &&
+    ttftP50Ms > 0 &&
+    poolWaitP50Ms >= POOL_WAIT_LIMIT.minMs
+  ) {
+    found.check(
+      poolWaitP50Ms / ttftP50Ms,
+      POOL_WAIT_LIMIT,
+      `pool wait p50 ${poolWaitP50Ms.toFixed(1)} ms, ${pct(poolWaitP50Ms / ttftP50Ms, POOL_WAIT_LIMIT.limit)} of TTFT p50 ${ttftP50Ms.toFixed(1)} ms`,
+      `${pct(POOL_WAIT_LIMIT.limit)}`,
+      "requests waited in the client's pool for a free connection, outside TTFT but inside user TTFT, so the server saw fewer at once than asked",
+      'pool',
+    );
   }
   if (found.notes.length > 0) health.notes = found.notes;
   if (threads.length > 1) health.workers = threads;

@@ -595,6 +595,9 @@ export class SummaryBuilder {
         capped: context.load.mode === 'open' && context.load.maxConcurrency !== undefined,
         ...(summary.latency.itlMs.count > 0 ? { itlP99Ms: summary.latency.itlMs.p99 } : {}),
         ...(summary.latency.ttftMs.count > 0 ? { ttftMeanMs: summary.latency.ttftMs.mean } : {}),
+        ...(summary.latency.ttftMs.count > 0 && connections && connections.poolWaitMs.count > 0
+          ? { ttftP50Ms: summary.latency.ttftMs.p50, poolWaitP50Ms: connections.poolWaitMs.p50 }
+          : {}),
       });
     }
     const steady = this.steadyState(counted, durationS);

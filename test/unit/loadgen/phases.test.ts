@@ -90,6 +90,8 @@ describe('connection phases on the plain HTTP/1.1 pool', () => {
     assert.ok(waited.length >= 3, `${waited.length} requests waited for the one connection`);
     assert.equal(run.summary.connections?.newConnections, 1);
     assert.ok((run.summary.connections?.poolWaitMs.p99 ?? 0) > 1);
+    // Each waited for up to three others' whole answers: far past a tenth of its TTFT.
+    assert.match(run.summary.clientHealth?.causes?.join('\n') ?? '', /pool wait p50/);
   });
 });
 
