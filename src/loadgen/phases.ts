@@ -44,24 +44,90 @@ export function timeConnection(socket: Socket): ConnectionTiming {
 /** Set-up timings of the sockets undici's connector opened, for the request that learns its socket. */
 const socketTimings = new WeakMap<object, ConnectionTiming>();
 
-/** The timing `timeConnection` took of `socket` through `timedConnector`, if any. */
+/** The timing `timeConnection` took of `socket` through a WarmConnector, if any. */
 export function timingOf(socket: object): ConnectionTiming | undefined {
   return socketTimings.get(socket);
 }
 
+/** The pre-opened connections' timings of a run's pool (H1Pool.warm, WarmConnector.warm). */
+const preopenedTimings = new WeakMap<object, readonly ConnectionTiming[]>();
+
+/** Notes that `pool` opened these connections before the run's clock started. */
+export function notePreopened(pool: object, timings: readonly ConnectionTiming[]): void {
+  preopenedTimings.set(pool, timings);
+}
+
+export function preopenedOf(pool: object): readonly ConnectionTiming[] {
+  return preopenedTimings.get(pool) ?? [];
+}
+
 /**
- * Wraps an undici connector (buildConnector's) so that each socket it opens is timed from its
- * creation: the `undici:client:connected` channel comes only after the handshake, too late for
- * its parts.
+ * An undici connector (buildConnector's) that times each socket it opens from its creation
+ * (the `undici:client:connected` channel comes only after the handshake, too late for its
+ * parts), and that can open sockets before the run's clock starts (`warm`): undici's Pool has
+ * no way to connect ahead, so without it every https run's first wave timed its own
+ * connection storm (TCP and TLS) inside its first requests. The pool's clients take the
+ * pre-opened sockets first, as they need connections.
  */
-export function timedConnector(connector: buildConnector.connector): buildConnector.connector {
-  return (options, callback) => {
+export class WarmConnector {
+  private readonly stock: Socket[] = [];
+  readonly preopened: ConnectionTiming[] = [];
+
+  constructor(
+    private readonly base: buildConnector.connector,
+    private readonly origin: string,
+  ) {}
+
+  readonly connect: buildConnector.connector = (options, callback) => {
+    for (let socket = this.stock.pop(); socket; socket = this.stock.pop()) {
+      // One the server closed while it waited is passed over, as an idle connection would be.
+      if (socket.destroyed || !socket.writable) continue;
+      socket.ref();
+      // undici's own connector calls back from a socket event, never synchronously.
+      queueMicrotask(() => callback(null, socket));
+      return;
+    }
     // Typed void, but undici's connector returns the socket it made (lib/core/connect.js).
-    const socket = connector(options, callback) as unknown as Socket | undefined;
+    const socket = this.base(options, callback) as unknown as Socket | undefined;
     if (socket && typeof socket.once === 'function') {
       socketTimings.set(socket, timeConnection(socket));
     }
   };
+
+  /** Opens `count` sockets and resolves once each has connected or failed; returns those open. */
+  async warm(count: number): Promise<number> {
+    const url = new URL(this.origin);
+    // As undici's Client does: an IPv6 address without its brackets.
+    const hostname = url.hostname.replace(/^\[(.*)\]$/, '$1');
+    const opening: Promise<void>[] = [];
+    for (let i = 0; i < count; i++) {
+      opening.push(
+        new Promise<void>((resolve) => {
+          const socket = this.base(
+            { host: url.host, hostname, protocol: url.protocol, port: url.port } as never,
+            ((err: Error | null, connected: Socket | null) => {
+              // Waiting unref'd: a socket no request needed never holds the process open.
+              if (!err && connected) this.stock.push(connected.unref());
+              resolve();
+            }) as never,
+          ) as unknown as Socket | undefined;
+          if (socket && typeof socket.once === 'function') {
+            const timing = timeConnection(socket);
+            timing.preopened = true;
+            this.preopened.push(timing);
+            socketTimings.set(socket, timing);
+          }
+        }),
+      );
+    }
+    await Promise.all(opening);
+    return this.stock.length;
+  }
+
+  /** Closes the sockets no client took. */
+  close(): void {
+    for (const socket of this.stock.splice(0)) socket.destroy();
+  }
 }
 
 const us = (ms: number) => Math.round(ms * 1000);

@@ -1,10 +1,18 @@
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createServer as createHttpsServer, type Server } from 'node:https';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
+import { buildConnector } from 'undici';
 import {
   ConnectionTiming,
   connectionPhases,
   splitQueueDelay,
 } from '../../../src/loadgen/phases.js';
+import { undiciPool } from '../../../src/loadgen/run.js';
 import { type RequestRecord, recordProblem } from '../../../src/record.js';
 import { type RunningSimulator, startSimulator } from '../../../src/sim/simulator.js';
 import { runAgainst } from '../../helpers/run.js';
@@ -92,6 +100,114 @@ describe('connection phases on the plain HTTP/1.1 pool', () => {
     assert.ok((run.summary.connections?.poolWaitMs.p99 ?? 0) > 1);
     // Each waited for up to three others' whole answers: far past a tenth of its TTFT.
     assert.match(run.summary.clientHealth?.causes?.join('\n') ?? '', /pool wait p50/);
+  });
+});
+
+/** A self-signed certificate for 127.0.0.1, made by openssl for this run. */
+function selfSigned(): { key: string; cert: string } {
+  const dir = mkdtempSync(join(tmpdir(), 'ig-phases-tls-'));
+  try {
+    execFileSync(
+      'openssl',
+      [
+        'req',
+        '-x509',
+        '-newkey',
+        'rsa:2048',
+        '-nodes',
+        '-days',
+        '2',
+        '-subj',
+        '/CN=127.0.0.1',
+        '-addext',
+        'subjectAltName=IP:127.0.0.1',
+        '-keyout',
+        join(dir, 'key.pem'),
+        '-out',
+        join(dir, 'cert.pem'),
+      ],
+      { stdio: 'ignore' },
+    );
+    return {
+      key: readFileSync(join(dir, 'key.pem'), 'utf8'),
+      cert: readFileSync(join(dir, 'cert.pem'), 'utf8'),
+    };
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** An https server streaming a short OpenAI completion, counting the connections it accepted. */
+async function sseOverTls(): Promise<{ url: string; connections: () => number; server: Server }> {
+  let connections = 0;
+  const server = createHttpsServer(selfSigned(), (req, res) => {
+    req.resume();
+    req.on('end', () => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      const chunk = (text: string) =>
+        `data: ${JSON.stringify({ choices: [{ index: 0, text, finish_reason: null }] })}\n\n`;
+      res.write(chunk('a'));
+      setTimeout(() => res.end(`${chunk('b')}data: [DONE]\n\n`), 5);
+    });
+  });
+  server.on('secureConnection', () => connections++);
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  return { url: `https://127.0.0.1:${port}`, connections: () => connections, server };
+}
+
+describe('connection phases on undici (https)', () => {
+  const trusting = () => buildConnector({ rejectUnauthorized: false });
+
+  test('a warmed pool opens its connections before the clock: no TLS inside any request', async () => {
+    const tls = await sseOverTls();
+    try {
+      const origin = tls.url;
+      const pool = await undiciPool(origin, trusting(), { connections: 3, timeoutMs: 10_000 }, 3);
+      const run = await runAgainst(tls.url, {
+        load: { mode: 'closed', concurrency: 3 },
+        requests: 9,
+        engine: { connections: pool },
+      });
+      assert.equal(run.summary.requests.completed, 9, JSON.stringify(run.records[0].error));
+      for (const r of run.records) {
+        assertIdentity(r);
+        assert.equal(r.connection, undefined, `request ${r.id} opened a connection`);
+      }
+      assert.equal(tls.connections(), 3, 'the warm-up opened the pool, the run no more');
+      const pre = run.summary.connections?.preopened;
+      assert.equal(pre?.connections, 3);
+      assert.ok((pre?.setupMsMax ?? 0) > 0);
+    } finally {
+      tls.server.closeAllConnections();
+      tls.server.close();
+    }
+  });
+
+  test('a cold pool: the requests that opened a connection carry TCP and TLS times', async () => {
+    const tls = await sseOverTls();
+    try {
+      const pool = await undiciPool(tls.url, trusting(), { connections: 2, timeoutMs: 10_000 }, 0);
+      const run = await runAgainst(tls.url, {
+        load: { mode: 'closed', concurrency: 2 },
+        requests: 6,
+        engine: { connections: pool },
+      });
+      assert.equal(run.summary.requests.completed, 6);
+      const opened = run.records.filter((r) => r.connection);
+      assert.equal(opened.length, tls.connections());
+      for (const r of run.records) assertIdentity(r);
+      for (const r of opened) {
+        const c = r.connection;
+        assert.ok(c && (c.tlsMs ?? 0) > 0 && c.tcpMs >= 0, JSON.stringify(c));
+        assert.ok(Math.abs(c.tcpMs + (c.tlsMs ?? 0) - c.setupMs) < 0.0015);
+      }
+      assert.equal(run.summary.connections?.tlsMs?.count, opened.length);
+      assert.equal(run.summary.connections?.preopened, undefined);
+    } finally {
+      tls.server.closeAllConnections();
+      tls.server.close();
+    }
   });
 });
 
