@@ -1,4 +1,4 @@
-import type { ClientHealthMeasurements } from '../record.js';
+import type { ClientHealthMeasurements, PreopenedConnections } from '../record.js';
 import { type Distribution, SampleSet } from './distribution.js';
 
 /**
@@ -109,6 +109,11 @@ export interface ClientHealth extends ThreadHealth {
    * "not measured", never "ok".
    */
   unmeasured?: true;
+  /**
+   * The connections the pools opened before the clock started, over every thread
+   * (docs/metrics.md, "Connection phases"); absent when none were, and in older results.
+   */
+  preopened?: PreopenedConnections;
   /**
    * What to do about a client-limited run, fitted to how it ran (its worker threads against its
    * usable cores): clientHealthAdvice. Absent when not client-limited, and in older results.
@@ -457,6 +462,8 @@ export function assessClientHealth(
       'pool',
     );
   }
+  const preopened = mergePreopened(list.map((m) => m.preopened));
+  if (preopened) health.preopened = preopened;
   if (found.notes.length > 0) health.notes = found.notes;
   if (threads.length > 1) health.workers = threads;
   health.clientLimited = found.reasons.length > 0;
@@ -564,4 +571,25 @@ function threadHealth(
     remedies: found.remedies,
     ...(found.estimatedThreads !== undefined ? { estimatedThreads: found.estimatedThreads } : {}),
   };
+}
+
+/** Several threads' pre-opened connections as one: counts add, the mean is weighted, maxima take the larger. */
+export function mergePreopened(
+  parts: readonly (PreopenedConnections | undefined)[],
+): PreopenedConnections | undefined {
+  let merged: PreopenedConnections | undefined;
+  for (const p of parts) {
+    if (!p) continue;
+    if (!merged) {
+      merged = { ...p };
+      continue;
+    }
+    const a = merged.connections - merged.failed;
+    const b = p.connections - p.failed;
+    merged.setupMsMean = a + b > 0 ? (merged.setupMsMean * a + p.setupMsMean * b) / (a + b) : 0;
+    merged.setupMsMax = Math.max(merged.setupMsMax, p.setupMsMax);
+    merged.connections += p.connections;
+    merged.failed += p.failed;
+  }
+  return merged;
 }

@@ -3,9 +3,9 @@
  * split into backlog, pool wait and connection set-up, and the set-up's parts (DNS, TCP
  * connect, TLS handshake) over the requests that opened a connection. Built one record at a
  * time like the run summary and merged across worker threads exactly; the warm-up's requests
- * and the connections opened before the clock started are kept apart from the measured ones.
+ * are kept apart from the measured ones.
  */
-import type { ClientHealthMeasurements, PreopenedConnections, RequestRecord } from '../record.js';
+import type { RequestRecord } from '../record.js';
 import { type Distribution, SampleSet, type SampleSetState } from './distribution.js';
 
 /** Set-up phases over the requests that opened a connection. */
@@ -31,8 +31,6 @@ export interface ConnectionsSummary extends SetupPhasesSummary {
   poolWaitMs: Distribution;
   /** The warm-up requests' own phases (not counted above). */
   warmup?: SetupPhasesSummary & { requests: number };
-  /** Connections opened before the run's clock started (never inside any request). */
-  preopened?: PreopenedConnections;
 }
 
 type PhaseKey = 'setupMs' | 'dnsMs' | 'tcpMs' | 'tlsMs';
@@ -105,16 +103,13 @@ export class ConnectionsBuilder {
     }
   }
 
-  /** Undefined when no record carried the split and nothing was opened beforehand. */
-  build(
-    clientHealth?: ClientHealthMeasurements | ClientHealthMeasurements[],
-  ): ConnectionsSummary | undefined {
-    const preopened = mergePreopened(
-      (Array.isArray(clientHealth) ? clientHealth : clientHealth ? [clientHealth] : []).map(
-        (h) => h.preopened,
-      ),
-    );
-    if (this.requests === 0 && this.warmupRequests === 0 && !preopened) return undefined;
+  /**
+   * Undefined when no record carried the split. A pure function of the records: the
+   * connections opened before the clock are no record's, and are client health's
+   * (`clientHealth.preopened`).
+   */
+  build(): ConnectionsSummary | undefined {
+    if (this.requests === 0 && this.warmupRequests === 0) return undefined;
     const summary: ConnectionsSummary = {
       requests: this.requests,
       backlogMs: this.backlogMs.describe(),
@@ -124,7 +119,6 @@ export class ConnectionsBuilder {
     if (this.warmupRequests > 0) {
       summary.warmup = { requests: this.warmupRequests, ...setupPhases(this.warmup) };
     }
-    if (preopened) summary.preopened = preopened;
     return summary;
   }
 }
@@ -138,25 +132,4 @@ function setupPhases(sets: Record<PhaseKey, SampleSet>): SetupPhasesSummary {
   if (sets.dnsMs.count > 0) phases.dnsMs = sets.dnsMs.describe();
   if (sets.tlsMs.count > 0) phases.tlsMs = sets.tlsMs.describe();
   return phases;
-}
-
-/** Several threads' pre-opened connections as one: counts add, the mean is weighted, maxima take the larger. */
-export function mergePreopened(
-  parts: readonly (PreopenedConnections | undefined)[],
-): PreopenedConnections | undefined {
-  let merged: PreopenedConnections | undefined;
-  for (const p of parts) {
-    if (!p) continue;
-    if (!merged) {
-      merged = { ...p };
-      continue;
-    }
-    const a = merged.connections - merged.failed;
-    const b = p.connections - p.failed;
-    merged.setupMsMean = a + b > 0 ? (merged.setupMsMean * a + p.setupMsMean * b) / (a + b) : 0;
-    merged.setupMsMax = Math.max(merged.setupMsMax, p.setupMsMax);
-    merged.connections += p.connections;
-    merged.failed += p.failed;
-  }
-  return merged;
 }

@@ -583,7 +583,7 @@ export class SummaryBuilder {
         sloAttainment: counted > 0 ? this.goodRequests / counted : 0,
       };
     }
-    const connections = this.connections.build(outcome.clientHealth);
+    const connections = this.connections.build();
     if (connections) summary.connections = connections;
     if (outcome.clientHealth) {
       const open = context.load.mode === 'open';

@@ -58,7 +58,7 @@ export function connectionsLine(summary: RunSummary): string | undefined {
   facts.push(
     `pool wait p50 ${p(c.poolWaitMs, 'p50')} ms p99 ${p(c.poolWaitMs, 'p99')} ms${ttft.count > 0 ? ` beside TTFT p50 ${p(ttft, 'p50')} ms` : ''}`,
   );
-  const pre = c.preopened;
+  const pre = summary.clientHealth?.preopened;
   if (pre) {
     facts.push(
       `${fmtNumber(pre.connections)} opened before the clock (set-up mean ${ms(pre.setupMsMean)} ms, max ${ms(pre.setupMsMax)} ms${pre.failed > 0 ? `, ${fmtNumber(pre.failed)} failed` : ''})`,

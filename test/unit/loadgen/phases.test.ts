@@ -50,9 +50,10 @@ describe('connection phases on the plain HTTP/1.1 pool', () => {
     assert.ok(c);
     assert.equal(c.requests, 12);
     assert.equal(c.newConnections, 0);
-    assert.equal(c.preopened?.connections, 4);
-    assert.equal(c.preopened?.failed, 0);
-    assert.ok((c.preopened?.setupMsMax ?? 0) > 0);
+    const pre = run.summary.clientHealth?.preopened;
+    assert.equal(pre?.connections, 4);
+    assert.equal(pre?.failed, 0);
+    assert.ok((pre?.setupMsMax ?? 0) > 0);
   });
 
   test('an uncapped open loop opens its connections inside requests, each timed', async () => {
@@ -77,7 +78,7 @@ describe('connection phases on the plain HTTP/1.1 pool', () => {
     const c = run.summary.connections;
     assert.equal(c?.newConnections, opened);
     assert.equal(c?.dnsMs?.count, opened);
-    assert.equal(c?.preopened, undefined);
+    assert.equal(run.summary.clientHealth?.preopened, undefined);
   });
 
   test('more requests in flight than connections: the later ones wait in the pool', async () => {
@@ -175,7 +176,7 @@ describe('connection phases on undici (https)', () => {
         assert.equal(r.connection, undefined, `request ${r.id} opened a connection`);
       }
       assert.equal(tls.connections(), 3, 'the warm-up opened the pool, the run no more');
-      const pre = run.summary.connections?.preopened;
+      const pre = run.summary.clientHealth?.preopened;
       assert.equal(pre?.connections, 3);
       assert.ok((pre?.setupMsMax ?? 0) > 0);
     } finally {
@@ -203,7 +204,7 @@ describe('connection phases on undici (https)', () => {
         assert.ok(Math.abs(c.tcpMs + (c.tlsMs ?? 0) - c.setupMs) < 0.0015);
       }
       assert.equal(run.summary.connections?.tlsMs?.count, opened.length);
-      assert.equal(run.summary.connections?.preopened, undefined);
+      assert.equal(run.summary.clientHealth?.preopened, undefined);
     } finally {
       tls.server.closeAllConnections();
       tls.server.close();

@@ -1,7 +1,11 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { assessClientHealth, clientHealthVerdict } from '../../../src/metrics/clientHealth.js';
-import { ConnectionsBuilder, mergePreopened } from '../../../src/metrics/connections.js';
+import {
+  assessClientHealth,
+  clientHealthVerdict,
+  mergePreopened,
+} from '../../../src/metrics/clientHealth.js';
+import { ConnectionsBuilder } from '../../../src/metrics/connections.js';
 import { summarize } from '../../../src/metrics/summary.js';
 import type { ClientHealthMeasurements, RequestRecord } from '../../../src/record.js';
 
