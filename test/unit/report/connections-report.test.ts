@@ -4,6 +4,7 @@ import { describe, test } from 'node:test';
 import { summarize } from '../../../src/metrics/summary.js';
 import type { RequestRecord } from '../../../src/record.js';
 import { connectionsLine } from '../../../src/report/connectionsText.js';
+import { requestsCsvHeader, requestsCsvRow } from '../../../src/report/csv.js';
 import { renderHtmlReport } from '../../../src/report/html.js';
 import { renderTerminalSummary } from '../../../src/report/terminal.js';
 import { loadReportInput } from '../../../src/results/load.js';
@@ -78,4 +79,13 @@ describe('connection phases in the HTML report', () => {
     assert.match(section, /TLS handshake/);
     assert.doesNotMatch(section, /<script/);
   });
+});
+
+test('requests.csv ends with the phases, empty where a request has none', () => {
+  assert.match(
+    requestsCsvHeader(false),
+    /,backlog_ms,pool_wait_ms,connection_waited_ms,connection_setup_ms,dns_ms,tcp_ms,tls_ms\r\n$/,
+  );
+  assert.match(requestsCsvRow(phased[0], false), /,0,0,3\.5,3\.5,0\.5,1,2\r\n$/);
+  assert.match(requestsCsvRow(phased[2], false), /,0,8,,,,,\r\n$/);
 });
