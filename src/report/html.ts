@@ -665,7 +665,7 @@ function connectionsHtml(s: Summary): string {
       fmtNumber(d.count),
     ]);
   const line = connectionsLine(s);
-  return `${line ? `<p>${esc(line)}</p>` : ''}<figure class="phases" data-chart="connection-phases"><figcaption>Before the first token: pool wait, connection set-up, TTFT</figcaption>${bars}<p class="caption">${legend}. Each segment is its own phase's percentile over the requests it applies to (set-up: those that opened a connection), so a bar is not one request's.</p></figure>${table(['phase (ms)', 'p50', 'p95', 'p99', 'max', 'n'], body)}`;
+  return `${line ? `<p>${esc(line)}</p>` : ''}<figure class="phases" data-phases><figcaption>Before the first token: pool wait, connection set-up, TTFT</figcaption>${bars}<p class="caption">${legend}. Each segment is its own phase's percentile over the requests it applies to (set-up: those that opened a connection), so a bar is not one request's.</p></figure>${table(['phase (ms)', 'p50', 'p95', 'p99', 'max', 'n'], body)}`;
 }
 
 function serverMetricsDetails(s: Summary): string {

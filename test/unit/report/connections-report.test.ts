@@ -1,4 +1,6 @@
 import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { summarize } from '../../../src/metrics/summary.js';
@@ -9,6 +11,7 @@ import { renderHtmlReport } from '../../../src/report/html.js';
 import { renderTerminalSummary } from '../../../src/report/terminal.js';
 import { loadReportInput } from '../../../src/results/load.js';
 import { REPO } from '../../../tools/repo.js';
+import { openFile, startBrowser } from '../../helpers/browser.js';
 
 function record(id: number, o: Partial<RequestRecord>): RequestRecord {
   return {
@@ -70,7 +73,7 @@ describe('connection phases in the HTML report', () => {
     const html = renderHtmlReport({ ...run, summary: { ...run.summary, connections } });
     const section = html.match(/<section[^>]*data-section="connections"[\s\S]*?<\/section>/)?.[0];
     assert.ok(section, 'no connections section');
-    assert.match(section, /data-chart="connection-phases"/);
+    assert.match(section, /<figure class="phases" data-phases>/);
     // p50 and p99 bars: pool wait, DNS, TCP, TLS, then TTFT, in that order.
     const bars = [...section.matchAll(/aria-label="([^"]*)"/g)].map((m) => m[1]);
     assert.equal(bars.length, 2);
@@ -78,6 +81,37 @@ describe('connection phases in the HTML report', () => {
     assert.equal(section.match(/class="seg"/g)?.length, 10);
     assert.match(section, /TLS handshake/);
     assert.doesNotMatch(section, /<script/);
+  });
+
+  test('in Chromium the bars are drawn: each segment as wide as its share, no error', async (t) => {
+    const run = await loadReportInput(join(REPO, 'test/fixtures/report/run'));
+    if (run.kind !== 'run') return;
+    const started = await startBrowser();
+    if (!started.browser) {
+      t.skip(`no Chromium: ${started.reason}`);
+      return;
+    }
+    const dir = mkdtempSync(join(tmpdir(), 'ig-phases-html-'));
+    try {
+      const { connections } = summarize(phased, { load });
+      const file = join(dir, 'report.html');
+      writeFileSync(file, renderHtmlReport({ ...run, summary: { ...run.summary, connections } }));
+      const { page, errors } = await openFile(started.browser, file);
+      assert.deepEqual(errors, []);
+      const bars = page.locator('.phase-bar');
+      assert.equal(await bars.count(), 2);
+      const barWidth = (await bars.nth(1).boundingBox())?.width ?? 0;
+      const segments = bars.nth(1).locator('.seg');
+      let drawn = 0;
+      for (let i = 0; i < (await segments.count()); i++) {
+        drawn += (await segments.nth(i).boundingBox())?.width ?? 0;
+      }
+      // The p99 row is the widest: its segments fill the bar (CSP allows their inline widths).
+      assert.ok(barWidth > 100 && Math.abs(drawn - barWidth) < 2, `${drawn} of ${barWidth}`);
+    } finally {
+      await started.browser.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
 
