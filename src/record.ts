@@ -110,6 +110,23 @@ export interface ServerTiming {
   loadMs?: number;
 }
 
+/**
+ * The set-up of a connection opened for a request that waited for it (docs/metrics.md,
+ * "Connection phases"): durations in ms, whole microseconds.
+ */
+export interface ConnectionPhases {
+  /** From the socket's creation to ready to send: dnsMs + tcpMs + tlsMs. */
+  setupMs: number;
+  /** The share of `setupMs` this request waited for (less when it came after the open began). */
+  waitedMs: number;
+  /** Name resolution; absent when the host is an address. */
+  dnsMs?: number;
+  /** TCP connect (after the lookup). */
+  tcpMs: number;
+  /** TLS handshake; absent on plain TCP. */
+  tlsMs?: number;
+}
+
 export interface RequestRecord {
   /**
    * Index of the request in issue order (0-based); sent to the server as `x-request-id`. In a
@@ -183,9 +200,33 @@ export interface RequestRecord {
    * HTTP/2 only: the connection (session) that carried this request, a number unique in the
    * run's process; requests with the same number shared one connection as streams.
    */
-  connection?: number;
+  connectionId?: number;
+  /**
+   * The parts of queueDelay (docs/metrics.md, "Connection phases"), in ms: `backlogMs` until
+   * the request was handed to the connection pool (open-loop backlog, a cap's queue, timer
+   * lateness), `poolWaitMs` waiting there for a free connection, and `connection.waitedMs` the
+   * set-up of a connection opened for it: they add up to `sentAt - scheduledAt` to the µs.
+   * Absent in records older than them, and `poolWaitMs` on requests never sent.
+   */
+  backlogMs?: number;
+  poolWaitMs?: number;
+  /** Present when the request went out as the first request of a connection it waited for. */
+  connection?: ConnectionPhases;
   events: EventTimeline;
   error?: RequestError;
+}
+
+/**
+ * The connections a pool opened before the run's clock started (a closed loop's concurrency, an
+ * open loop's cap): their set-up belongs to no request (docs/metrics.md, "Connection phases").
+ */
+export interface PreopenedConnections {
+  connections: number;
+  /** Those that never connected (their requests then open their own). */
+  failed: number;
+  /** Over those that connected: socket created to ready to send. */
+  setupMsMean: number;
+  setupMsMax: number;
 }
 
 /** What the engine measured about itself during a run (client health, docs/metrics.md, "Client health"). */
@@ -221,6 +262,8 @@ export interface ClientHealthMeasurements {
    * (docs/metrics.md, "Client health"). Absent in results older than it.
    */
   loopStallsMs?: [number, number][];
+  /** Connections opened before the clock started; absent when none were (or in older results). */
+  preopened?: PreopenedConnections;
   /** Garbage-collection pauses of this thread during the run (perf_hooks 'gc' entries). */
   gcPauses?: { count: number; totalMs: number; maxMs: number; over1Ms: number };
 }
@@ -248,6 +291,8 @@ export const RECORD_TIME_FIELDS = [...REQUIRED_TIMES, ...OPTIONAL_TIMES] as cons
 const COUNTS = ['requestedInputTokens', 'requestedOutputTokens', 'outputTokens'] as const;
 const isTime = (v: unknown) =>
   typeof v === 'number' && v >= -MAX_RECORD_TIME_MS && v <= MAX_RECORD_TIME_MS;
+/** A non-negative span a run can hold (a phase, a wait). */
+const isDuration = (v: unknown) => typeof v === 'number' && v >= 0 && v <= MAX_RECORD_TIME_MS;
 const isCount = (v: unknown) => typeof v === 'number' && v >= 0 && v <= Number.MAX_SAFE_INTEGER;
 
 /**
@@ -276,6 +321,22 @@ export function recordProblem(value: unknown): string | undefined {
     if (!isCount(r[key])) return `its ${key} is not a count (negative or past 2^53)`;
   }
   if (!PHASES.includes(r.phase)) return 'its phase is neither warmup nor measure';
+  for (const key of ['backlogMs', 'poolWaitMs'] as const) {
+    // A part of queueDelay, which a timer that fires early makes slightly negative.
+    if (r[key] !== undefined && !isTime(r[key])) return `its ${key} is not a duration`;
+  }
+  if (r.connection !== undefined) {
+    const c = r.connection as Record<string, unknown> | null;
+    if (typeof c !== 'object' || c === null || Array.isArray(c)) {
+      return 'its connection is not an object';
+    }
+    for (const key of ['setupMs', 'waitedMs', 'tcpMs', 'dnsMs', 'tlsMs']) {
+      const optional = key === 'dnsMs' || key === 'tlsMs';
+      if ((!optional || c[key] !== undefined) && !isDuration(c[key])) {
+        return `its connection.${key} is not a duration`;
+      }
+    }
+  }
   if (r.error !== undefined) {
     const e = r.error as Record<string, unknown> | null;
     if (typeof e !== 'object' || e === null || typeof e.kind !== 'string') {

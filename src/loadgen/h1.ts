@@ -2,6 +2,7 @@ import type { IncomingHttpHeaders } from 'node:http';
 import { connect, type Socket } from 'node:net';
 import type { Dispatcher } from 'undici';
 import { type ProxyRoute, proxyUnreachable } from '../proxy.js';
+import { type ConnectionTiming, timeConnection } from './phases.js';
 
 /**
  * A connection pool speaking plain HTTP/1.1 on `node:net` sockets, for the load itself.
@@ -82,6 +83,8 @@ class Controller implements Dispatcher.DispatchController {
   reason: Error | null = null;
   /** The request went out on a connection that had carried an earlier one. */
   reused = false;
+  /** The set-up timing of the connection it went out on, when it was that connection's first. */
+  opened: ConnectionTiming | undefined;
   /**
    * Some byte of a response to this request arrived (a 1xx included): the server read it, so it
    * is never resent.
@@ -165,6 +168,7 @@ function idleTimedOut(connection: Connection): void {
 
 class Connection {
   readonly socket: Socket;
+  readonly timing: ConnectionTiming;
   private state = State.Idle;
   request: Controller | undefined;
   /** Requests this connection has carried (a connection with one or more is "reused"). */
@@ -208,6 +212,7 @@ class Connection {
         },
       },
     });
+    this.timing = timeConnection(this.socket);
     this.socket.setTimeout(CONNECT_TIMEOUT_MS);
     this.socket.on('timeout', () => {
       this.socket.destroy(
@@ -245,6 +250,7 @@ class Connection {
     this.request = request;
     request.connection = this;
     request.reused = this.served > 0;
+    request.opened = this.served === 0 ? this.timing : undefined;
     this.served++;
     this.state = State.Head;
     this.text = '';
@@ -690,6 +696,8 @@ export class H1Pool {
   private connecting = 0;
   /** Socket reads so far, over all connections: each read's callbacks see one number (ReadTracker). */
   reads = 0;
+  /** The set-up timings of the connections `warm` opened, before the run's clock started. */
+  readonly preopened: ConnectionTiming[] = [];
 
   constructor(
     origin: string,
@@ -739,6 +747,8 @@ export class H1Pool {
     const opening: Promise<void>[] = [];
     while (this.all.size < limit) {
       const connection = this.open();
+      connection.timing.preopened = true;
+      this.preopened.push(connection.timing);
       opening.push(
         new Promise<void>((resolve) => {
           connection.socket.once('connect', () => resolve());

@@ -73,7 +73,7 @@ class Controller implements Dispatcher.DispatchController {
   reused = false;
   /** Some byte of a response arrived: the server read the request, so it is never resent. */
   answered = false;
-  /** The session that carried it (RequestRecord.connection). */
+  /** The session that carried it (RequestRecord.connectionId). */
   connectionId: number | undefined;
   stream: ClientHttp2Stream | undefined;
   /** The handler was told the request's end (or failure): nothing more reaches it. */

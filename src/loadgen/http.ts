@@ -32,6 +32,7 @@ import type { RunClock } from './clock.js';
 import type { H1Handler } from './h1.js';
 import type { Http2Mode, WireProtocol } from './h2.js';
 import { bodyEncoding, Inflater } from './inflate.js';
+import { type ConnectionTiming, splitQueueDelay, timingOf } from './phases.js';
 
 /** Where and how requests go. */
 export interface TargetConfig extends BackendOptions {
@@ -157,10 +158,14 @@ class Cancelled extends Error {
  * the attempt starting then is the one whose headers are sent.
  */
 const usedSockets = new WeakSet<object>();
-let startingAttempt: { reused: boolean } | undefined;
+let startingAttempt: { reused: boolean; opened: ConnectionTiming | undefined } | undefined;
 subscribe('undici:client:sendHeaders', (message) => {
   const { socket } = message as { socket: object };
-  if (startingAttempt) startingAttempt.reused = usedSockets.has(socket);
+  if (startingAttempt) {
+    const reused = usedSockets.has(socket);
+    startingAttempt.reused = reused;
+    startingAttempt.opened = reused ? undefined : timingOf(socket);
+  }
   startingAttempt = undefined;
   usedSockets.add(socket);
 });
@@ -309,6 +314,10 @@ class Exchange implements H1Handler {
   private resent = false;
   /** The current attempt went out on a connection that had carried an earlier request. */
   reused = false;
+  /** The current attempt went out as the first request of this connection (its set-up timing). */
+  opened: ConnectionTiming | undefined;
+  /** When the request was handed to the pool (queueDelay's split, src/loadgen/phases.ts). */
+  private readonly dispatchedAtUs: number;
   /** The body ended (or failed): nothing more will arrive for this request. */
   private bodyOver = false;
   private settledBytes = 0;
@@ -330,6 +339,7 @@ class Exchange implements H1Handler {
   ) {
     // Connection setup and pool waits count as client-side queueDelay, not as TTFT.
     this.sentAtUs = clock.nowUs();
+    this.dispatchedAtUs = this.sentAtUs;
     this.deadlineUs = this.sentAtUs + target.timeoutMs * 1000;
     inFlight.add(this, target.timeoutMs);
   }
@@ -387,9 +397,14 @@ class Exchange implements H1Handler {
       if (this.abortReason) c.abort(this.abortReason);
       else {
         // H1Pool says whether the connection was reused; undici says it on a channel.
-        const reused = (c as { reused?: boolean }).reused;
-        if (reused === undefined) startingAttempt = this;
-        else this.reused = reused;
+        const { reused, opened } = c as { reused?: boolean; opened?: ConnectionTiming };
+        if (reused === undefined) {
+          this.opened = undefined;
+          startingAttempt = this;
+        } else {
+          this.reused = reused;
+          this.opened = opened;
+        }
       }
     } catch (err) {
       this.readFailed(err);
@@ -555,7 +570,16 @@ class Exchange implements H1Handler {
     if (this.resent) record.resent = true;
     // H2Pool says which session carried the stream (H1Pool and undici: one request a connection).
     const connection = (this.controller as { connectionId?: number } | undefined)?.connectionId;
-    if (connection !== undefined) record.connection = connection;
+    if (connection !== undefined) record.connectionId = connection;
+    if (this.controller) {
+      splitQueueDelay(
+        record,
+        this.pending.scheduledAtUs,
+        this.dispatchedAtUs,
+        sentAtUs,
+        this.opened,
+      );
+    } else record.backlogMs = (this.dispatchedAtUs - this.pending.scheduledAtUs) / 1000;
     // The body's rest has SETTLED_BODY_MS to end; with no body left, the request is done.
     if (this.controller && !this.bodyOver) {
       this.deadlineUs = this.clock.nowUs() + SETTLED_BODY_MS * 1000;

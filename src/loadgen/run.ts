@@ -33,6 +33,7 @@ import {
   startRequest,
   type TargetConfig,
 } from './http.js';
+import { notePreopened, preopenedConnections, preopenedOf, WarmConnector } from './phases.js';
 import { type IdSequence, idAt, inSequence, type ShardPart, wholeRun } from './shard.js';
 
 /** Sampling interval of the event-loop delay monitor. */
@@ -145,18 +146,50 @@ export async function openConnections(
       ...(proxy ? { proxy } : {}),
     });
     await pool.warm(connectionsToWarm(load));
+    notePreopened(pool, pool.preopened);
     return pool;
   }
-  const { buildConnector, Pool } = await import('undici');
+  const { buildConnector } = await import('undici');
   const tls = tlsConnector(buildConnector, target.tls);
-  return new Pool(origin, {
-    connections,
-    pipelining: 1,
-    headersTimeout: target.timeoutMs,
-    bodyTimeout: target.timeoutMs,
-    keepAliveTimeout: KEEP_ALIVE_TIMEOUT_MS,
+  return await undiciPool(
+    origin,
     // Through a proxy, TLS runs end to end inside its CONNECT tunnel, with the run's options.
-    connect: proxy ? tunnelConnector(proxy, tls, CONNECT_TIMEOUT_MS) : tls,
+    proxy ? tunnelConnector(proxy, tls, CONNECT_TIMEOUT_MS) : tls,
+    { connections, timeoutMs: target.timeoutMs },
+    connectionsToWarm(load),
+  );
+}
+
+/**
+ * undici's Pool on `connector`, with `warm` connections opened before it is returned (as
+ * H1Pool.warm does), each socket's set-up timed (src/loadgen/phases.ts).
+ */
+export async function undiciPool(
+  origin: string,
+  connector: import('undici').buildConnector.connector,
+  options: { connections: number | null; timeoutMs: number },
+  warm: number,
+): Promise<Connections> {
+  const { Pool } = await import('undici');
+  const warmed = new WarmConnector(connector, origin);
+  await warmed.warm(options.connections === null ? warm : Math.min(warm, options.connections));
+  const pool = new Pool(origin, {
+    connect: warmed.connect,
+    connections: options.connections,
+    pipelining: 1,
+    headersTimeout: options.timeoutMs,
+    bodyTimeout: options.timeoutMs,
+    keepAliveTimeout: KEEP_ALIVE_TIMEOUT_MS,
+  });
+  notePreopened(pool, warmed.preopened);
+  // The sockets no client took close with the pool. undici's promise form of destroy calls
+  // `this.destroy(err, callback)`: the arguments pass through, or it would recurse.
+  const destroy = pool.destroy.bind(pool) as (...args: unknown[]) => Promise<void>;
+  return Object.assign(pool, {
+    destroy: (...args: unknown[]) => {
+      warmed.close();
+      return destroy(...args);
+    },
   });
 }
 
@@ -348,6 +381,7 @@ export async function runLoadgen(
   // The histogram holds whole timer intervals; the delay is what exceeds the resolution.
   const delayMs = (ns: number) =>
     Number.isFinite(ns) ? Math.max(0, ns / 1e6 - LOOP_DELAY_RESOLUTION_MS) : 0;
+  const preopened = preopenedConnections(preopenedOf(pool));
   return {
     startedAtIso: clock.originIso,
     stoppedBy: stoppedBySignal ? 'signal' : 'plan',
@@ -371,6 +405,7 @@ export async function runLoadgen(
       coalescedTokenEvents: reads.coalescedTokenEvents,
       loopStallsMs: loopStalls(loopDelay),
       gcPauses: gc.pauses,
+      ...(preopened ? { preopened } : {}),
     },
   };
 }

@@ -1,4 +1,4 @@
-import type { ClientHealthMeasurements } from '../record.js';
+import type { ClientHealthMeasurements, PreopenedConnections } from '../record.js';
 import { type Distribution, SampleSet } from './distribution.js';
 
 /**
@@ -23,6 +23,14 @@ export const CLIENT_HEALTH_LIMITS = {
   /** Open loop: achieved send rate below this share of the intended rate (lower is worse). */
   achievedRateShare: { limit: 0.95, near: 0.98 },
 } as const;
+
+/**
+ * Pool wait p50 (docs/metrics.md, "Connection phases") as a share of TTFT p50 past which the
+ * client's own connection pool, not the server, held requests back: the wait is outside TTFT
+ * but inside user TTFT, and the server saw fewer requests at once than asked. Below `minMs`
+ * (the client's stated accuracy) it is not judged.
+ */
+export const POOL_WAIT_LIMIT = { limit: 0.1, near: 0.05, minMs: 1 } as const;
 
 /**
  * How late the thread's own stalls may make its stamps at p99 (stampDelayEstimate) against the
@@ -102,6 +110,11 @@ export interface ClientHealth extends ThreadHealth {
    */
   unmeasured?: true;
   /**
+   * The connections the pools opened before the clock started, over every thread
+   * (docs/metrics.md, "Connection phases"); absent when none were, and in older results.
+   */
+  preopened?: PreopenedConnections;
+  /**
    * What to do about a client-limited run, fitted to how it ran (its worker threads against its
    * usable cores): clientHealthAdvice. Absent when not client-limited, and in older results.
    */
@@ -115,7 +128,9 @@ type Remedy =
   /** The whole process filled the cores it may use: only more or other cores help. */
   | 'cores'
   /** An idle thread was held up by the host's other work: more threads share the same host. */
-  | 'host';
+  | 'host'
+  /** Requests waited for a free connection in the client's pool: no thread or core helps. */
+  | 'pool';
 
 /**
  * What to do about a client-limited run, fitted to how it ran: more worker threads spread a
@@ -131,6 +146,9 @@ export function clientHealthAdvice(
   estimatedThreads?: number,
 ): string {
   const elsewhere = 'another machine or shards (--shard)';
+  if (remedies.size === 1 && remedies.has('pool')) {
+    return 'requests waited for a free connection: see the connection phases (a server that closes its kept-alive connections makes each request open one; a cap on streams per connection holds the rest back)';
+  }
   if (remedies.has('cores') || (usableCores !== undefined && threads >= usableCores)) {
     const on = usableCores !== undefined ? cores(usableCores) : 'the cores it may use';
     return `more --workers cannot help (${threads} on ${on}): use ${elsewhere}`;
@@ -214,6 +232,9 @@ interface MeasuredLatency {
   itlP99Ms?: number;
   /** Mean TTFT: the most a stamp delay can have moved it. */
   ttftMeanMs?: number;
+  /** TTFT p50 and pool wait p50: the share POOL_WAIT_LIMIT judges. */
+  ttftP50Ms?: number;
+  poolWaitP50Ms?: number;
 }
 
 /**
@@ -425,6 +446,24 @@ export function assessClientHealth(
       );
     }
   }
+  const { poolWaitP50Ms, ttftP50Ms } = rates;
+  if (
+    poolWaitP50Ms !== undefined &&
+    ttftP50Ms !== undefined &&
+    ttftP50Ms > 0 &&
+    poolWaitP50Ms >= POOL_WAIT_LIMIT.minMs
+  ) {
+    found.check(
+      poolWaitP50Ms / ttftP50Ms,
+      POOL_WAIT_LIMIT,
+      `pool wait p50 ${poolWaitP50Ms.toFixed(1)} ms, ${pct(poolWaitP50Ms / ttftP50Ms, POOL_WAIT_LIMIT.limit)} of TTFT p50 ${ttftP50Ms.toFixed(1)} ms`,
+      `${pct(POOL_WAIT_LIMIT.limit)}`,
+      "requests waited in the client's pool for a free connection, outside TTFT but inside user TTFT, so the server saw fewer at once than asked",
+      'pool',
+    );
+  }
+  const preopened = mergePreopened(list.map((m) => m.preopened));
+  if (preopened) health.preopened = preopened;
   if (found.notes.length > 0) health.notes = found.notes;
   if (threads.length > 1) health.workers = threads;
   health.clientLimited = found.reasons.length > 0;
@@ -532,4 +571,25 @@ function threadHealth(
     remedies: found.remedies,
     ...(found.estimatedThreads !== undefined ? { estimatedThreads: found.estimatedThreads } : {}),
   };
+}
+
+/** Several threads' pre-opened connections as one: counts add, the mean is weighted, maxima take the larger. */
+export function mergePreopened(
+  parts: readonly (PreopenedConnections | undefined)[],
+): PreopenedConnections | undefined {
+  let merged: PreopenedConnections | undefined;
+  for (const p of parts) {
+    if (!p) continue;
+    if (!merged) {
+      merged = { ...p };
+      continue;
+    }
+    const a = merged.connections - merged.failed;
+    const b = p.connections - p.failed;
+    merged.setupMsMean = a + b > 0 ? (merged.setupMsMean * a + p.setupMsMean * b) / (a + b) : 0;
+    merged.setupMsMax = Math.max(merged.setupMsMax, p.setupMsMax);
+    merged.connections += p.connections;
+    merged.failed += p.failed;
+  }
+  return merged;
 }

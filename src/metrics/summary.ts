@@ -14,6 +14,11 @@ import {
 } from './catalog.js';
 import { assessClientHealth, type ClientHealth } from './clientHealth.js';
 import {
+  ConnectionsBuilder,
+  type ConnectionsState,
+  type ConnectionsSummary,
+} from './connections.js';
+import {
   type Distribution,
   PERCENTILES,
   type PercentileName,
@@ -120,9 +125,11 @@ export interface RunSummary {
   sessions?: SessionSummary;
   /**
    * HTTP/2: how many measured requests each connection carried as streams (records'
-   * `connection`); absent on HTTP/1.1, one request a connection at a time.
+   * `connectionId`); absent on HTTP/1.1, one request a connection at a time.
    */
   streamsPerConnection?: { connections: number; mean: number; max: number };
+  /** queueDelay's parts and connection set-up phases (docs/metrics.md, "Connection phases"). */
+  connections?: ConnectionsSummary;
   interrupted: boolean;
   warnings: Warning[];
 }
@@ -268,6 +275,7 @@ export type SummaryState = Record<
   sessions?: SessionState;
   /** Measured requests per connection number (HTTP/2). */
   streamsByConnection?: Record<string, number>;
+  connections?: ConnectionsState;
 };
 
 /** A kind's first failure: when it was sent (and its id, for a tie) and its message. */
@@ -340,6 +348,7 @@ export class SummaryBuilder {
   private sessions: SessionsBuilder | undefined;
   /** Measured requests per connection, where records say it (HTTP/2): one entry a connection. */
   private readonly streamsByConnection = new Map<number, number>();
+  private readonly connections = new ConnectionsBuilder();
 
   private readonly requestKeys: readonly RequestLatencyKey[];
   private readonly itl: boolean;
@@ -356,6 +365,7 @@ export class SummaryBuilder {
   }
 
   add(record: RequestRecord): void {
+    if (record.backlogMs !== undefined) this.connections.add(record);
     if (record.phase === 'warmup') {
       this.warmup++;
       return;
@@ -368,8 +378,8 @@ export class SummaryBuilder {
     this.firstEnd = Math.min(this.firstEnd, record.endAt);
     this.busyUs += Math.round((record.endAt - record.sentAt) * 1000);
     if (record.resent) this.resentRequests++;
-    if (record.connection !== undefined) {
-      const c = record.connection;
+    if (record.connectionId !== undefined) {
+      const c = record.connectionId;
       this.streamsByConnection.set(c, (this.streamsByConnection.get(c) ?? 0) + 1);
     }
     if (record.countProblem) this.implausibleCounts++;
@@ -481,6 +491,7 @@ export class SummaryBuilder {
     if (this.streamsByConnection.size > 0) {
       state.streamsByConnection = Object.fromEntries(this.streamsByConnection);
     }
+    state.connections = this.connections.state();
     return state as SummaryState;
   }
 
@@ -521,6 +532,7 @@ export class SummaryBuilder {
       const key = Number(c);
       this.streamsByConnection.set(key, (this.streamsByConnection.get(key) ?? 0) + n);
     }
+    if (other.connections) this.connections.merge(other.connections);
   }
 
   build(outcome: RunOutcome = {}): RunSummary {
@@ -591,6 +603,8 @@ export class SummaryBuilder {
         sloAttainment: counted > 0 ? this.goodRequests / counted : 0,
       };
     }
+    const connections = this.connections.build();
+    if (connections) summary.connections = connections;
     if (outcome.clientHealth) {
       const open = context.load.mode === 'open';
       const rate = (first: number, last: number) =>
@@ -601,6 +615,9 @@ export class SummaryBuilder {
         capped: context.load.mode === 'open' && context.load.maxConcurrency !== undefined,
         ...(summary.latency.itlMs.count > 0 ? { itlP99Ms: summary.latency.itlMs.p99 } : {}),
         ...(summary.latency.ttftMs.count > 0 ? { ttftMeanMs: summary.latency.ttftMs.mean } : {}),
+        ...(summary.latency.ttftMs.count > 0 && connections && connections.poolWaitMs.count > 0
+          ? { ttftP50Ms: summary.latency.ttftMs.p50, poolWaitP50Ms: connections.poolWaitMs.p50 }
+          : {}),
       });
     }
     const steady = this.steadyState(counted, durationS);

@@ -31,6 +31,15 @@ const REQUEST_COLUMNS = [
   'status',
   'error_kind',
   'error_message',
+  // queueDelay's parts and a new connection's set-up (docs/metrics.md, "Connection phases"):
+  // last, so that the columns before them keep their places.
+  'backlog_ms',
+  'pool_wait_ms',
+  'connection_waited_ms',
+  'connection_setup_ms',
+  'dns_ms',
+  'tcp_ms',
+  'tls_ms',
 ];
 
 /** The header line of requests.csv (with its line end); `sessions` adds their columns. */
@@ -67,6 +76,13 @@ export function requestsCsvRow(r: RequestRecord, sessions: boolean): string {
     r.status,
     r.error?.kind,
     r.error?.message,
+    r.backlogMs,
+    r.poolWaitMs,
+    r.connection?.waitedMs,
+    r.connection?.setupMs,
+    r.connection?.dnsMs,
+    r.connection?.tcpMs,
+    r.connection?.tlsMs,
   ];
   return `${row.map(csvField).join(',')}\r\n`;
 }

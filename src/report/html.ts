@@ -39,6 +39,7 @@ import {
   timelineCharts,
   turnCharts,
 } from './charts.js';
+import { connectionsLine, connectionsMatter } from './connectionsText.js';
 import { catalogDistributions, escapeHtml, metricLabel } from './format.js';
 import { noReliableFit } from './probeText.js';
 import { describeReasoning, sessionFacts, TURN_COLUMNS } from './sessionsText.js';
@@ -204,6 +205,13 @@ figure.chart{margin:8px 0 16px;border:1px solid var(--line);border-radius:8px;pa
 figure.chart figcaption{font-weight:600;font-size:14px;margin-bottom:2px;overflow-wrap:anywhere}
 figure.chart svg{display:block;width:100%;height:auto;max-width:100%;font-family:system-ui,-apple-system,"Segoe UI",Roboto,Helvetica,Arial,sans-serif}
 p.caption{color:var(--muted);font-size:12px;margin:2px 0 4px}
+figure.phases{margin:8px 0 12px}
+.phase-row{display:flex;align-items:center;gap:8px;margin:4px 0}
+.phase-q{width:32px;color:var(--muted);font-size:12px}
+.phase-bar{flex:1;display:flex;height:18px;background:var(--soft);border-radius:3px;overflow:hidden}
+.phase-bar .seg{display:block;height:100%}
+.phase-key{white-space:nowrap}
+.swatch{display:inline-block;width:10px;height:10px;margin-right:4px;border-radius:2px;vertical-align:middle}
 .recs{display:grid;grid-template-columns:repeat(auto-fit,minmax(280px,1fr));gap:12px}
 .rec{border:1px solid var(--line);border-radius:8px;padding:10px 12px;background:var(--soft)}
 .rec h4{margin:0 0 4px;font-size:14px}
@@ -583,6 +591,83 @@ function numbersHtml(s: Summary): string {
   return `${main}${serverMetricsDetails(s)}`;
 }
 
+/** A phase's colour in the stacked bar and its legend. */
+const PHASE_COLOURS = {
+  'pool wait': '#f59e0b',
+  DNS: '#8b5cf6',
+  TCP: '#06b6d4',
+  TLS: '#ec4899',
+  TTFT: '#2563eb',
+} as const;
+type PhaseName = keyof typeof PHASE_COLOURS;
+
+/**
+ * What a request waited for before its first token, phase by phase, as stacked bars at p50 and
+ * p99 (each segment its own phase's percentile, over the requests it applies to), then the
+ * phases' table (docs/metrics.md, "Connection phases").
+ */
+function connectionsHtml(s: Summary): string {
+  const c = s.connections;
+  if (!c) return '';
+  const ttft = s.latency.ttftMs;
+  const opened = c.newConnections > 0;
+  const rows = (['p50', 'p99'] as const).map((q) => {
+    const parts: [PhaseName, number | undefined][] = [
+      ['pool wait', c.poolWaitMs.count > 0 ? c.poolWaitMs[q] : undefined],
+      ['DNS', opened ? c.dnsMs?.[q] : undefined],
+      ['TCP', opened ? c.tcpMs[q] : undefined],
+      ['TLS', opened ? c.tlsMs?.[q] : undefined],
+      ['TTFT', ttft.count > 0 ? ttft[q] : undefined],
+    ];
+    return {
+      q,
+      parts: parts.filter((p): p is [PhaseName, number] => p[1] !== undefined && p[1] > 0),
+    };
+  });
+  const widest = Math.max(...rows.map((r) => r.parts.reduce((sum, [, v]) => sum + v, 0)), 1e-9);
+  const bar = (parts: [PhaseName, number][]) =>
+    parts
+      .map(
+        ([name, v]) =>
+          `<span class="seg" style="width:${((v / widest) * 100).toFixed(2)}%;background:${PHASE_COLOURS[name]}" title="${esc(`${name} ${fmtSig(v)} ms`)}"></span>`,
+      )
+      .join('');
+  const bars = rows
+    .map(
+      (r) =>
+        `<div class="phase-row"><span class="phase-q">${esc(r.q)}</span><div class="phase-bar" role="img" aria-label="${esc(r.parts.map(([n, v]) => `${n} ${fmtSig(v)} ms`).join(', '))}">${bar(r.parts)}</div></div>`,
+    )
+    .join('');
+  const legend = (Object.keys(PHASE_COLOURS) as PhaseName[])
+    .filter((name) => rows.some((r) => r.parts.some(([n]) => n === name)))
+    .map(
+      (name) =>
+        `<span class="phase-key"><span class="swatch" style="background:${PHASE_COLOURS[name]}"></span>${esc(name)}</span>`,
+    )
+    .join(' ');
+  const dist: [string, Distribution | undefined][] = [
+    ['backlog (until handed to the pool)', c.backlogMs],
+    ['pool wait', c.poolWaitMs],
+    ['connection set-up (requests that opened one)', opened ? c.setupMs : undefined],
+    ['  DNS', opened ? c.dnsMs : undefined],
+    ['  TCP connect', opened ? c.tcpMs : undefined],
+    ['  TLS handshake', opened ? c.tlsMs : undefined],
+    ['TTFT', ttft],
+  ];
+  const body = dist
+    .filter((x): x is [string, Distribution] => (x[1]?.count ?? 0) > 0)
+    .map(([name, d]) => [
+      esc(name),
+      fmtNumber(d.p50, 2),
+      fmtNumber(d.p95, 2),
+      fmtNumber(d.p99, 2),
+      fmtNumber(d.max, 2),
+      fmtNumber(d.count),
+    ]);
+  const line = connectionsLine(s);
+  return `${line ? `<p>${esc(line)}</p>` : ''}<figure class="phases" data-phases><figcaption>Before the first token: pool wait, connection set-up, TTFT</figcaption>${bars}<p class="caption">${legend}. Each segment is its own phase's percentile over the requests it applies to (set-up: those that opened a connection), so a bar is not one request's.</p></figure>${table(['phase (ms)', 'p50', 'p95', 'p99', 'max', 'n'], body)}`;
+}
+
 function serverMetricsDetails(s: Summary): string {
   const sm = s.serverMetrics;
   if (!sm) return '';
@@ -695,6 +780,14 @@ function runBody(run: RunReportInput, charts: Charts, idPrefix: string, heading:
       html: `<${h}>Latency distributions</${h}>${latencyTable(run.summary)}${catalogMetricsHtml(run.summary)}${charts.grid(latencyCharts(data))}`,
     },
   ];
+  if (connectionsMatter(run.summary)) {
+    sections.push({
+      kind: 'connections',
+      id: `${idPrefix}connections`,
+      nav: heading === 2 ? 'Connections' : undefined,
+      html: `<${h}>Connection phases</${h}>${connectionsHtml(run.summary)}`,
+    });
+  }
   const sessions = sessionFacts(run.summary, run.summary.serverMetrics);
   if (sessions && run.summary.sessions) {
     const facts = sessions.map((line) => `<p>${esc(line)}</p>`).join('');

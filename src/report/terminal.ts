@@ -10,6 +10,7 @@ import type { RunSummary } from '../metrics/summary.js';
 import { severityOf } from '../metrics/warnings.js';
 import { seriesName } from '../telemetry/prometheus.js';
 import type { ServerMemorySummary, ServerMetricsSummary } from '../telemetry/summary.js';
+import { connectionsLine } from './connectionsText.js';
 import { errorKindCounts, errorKindLines, nothingSucceeded } from './failures.js';
 import { metricLabel, terminalSafe } from './format.js';
 import { describeReasoning, sessionFacts, TURN_COLUMNS } from './sessionsText.js';
@@ -292,6 +293,8 @@ export function renderTerminalSummary(summary: RunSummary, options: TerminalOpti
       `  TTFT p99 counting failures as never answered: ${adj.p99 === null ? 'infinite' : fmt(adj.p99, 1)}`,
     );
   }
+  const connections = connectionsLine(summary);
+  if (connections) lines.push(connections);
   if (summary.goodput) {
     const g = summary.goodput;
     lines.push(

@@ -63,6 +63,18 @@ export const summarySchema = z.looseObject({
       agent: z.looseObject({ tasks: z.number(), taskMs: distributionSchema }).optional(),
     })
     .optional(),
+  connections: z
+    .looseObject({
+      requests: z.number(),
+      newConnections: z.number(),
+      backlogMs: distributionSchema,
+      poolWaitMs: distributionSchema,
+      setupMs: distributionSchema,
+      tcpMs: distributionSchema,
+      dnsMs: distributionSchema.optional(),
+      tlsMs: distributionSchema.optional(),
+    })
+    .optional(),
   interrupted: z.boolean(),
   warnings: z.array(warningSchema),
 });

@@ -196,7 +196,7 @@ describe('H2Pool under load', () => {
       );
       assert.ok(Math.max(...counts) > 12, `streams per session ${counts}`);
       // The records say the same: which connection carried each, and the summary counts them.
-      assert.ok(run.records.every((r) => r.connection !== undefined));
+      assert.ok(run.records.every((r) => r.connectionId !== undefined));
       assert.deepEqual(run.summary.streamsPerConnection, {
         connections: 2,
         mean: 24,
