@@ -158,7 +158,7 @@ async function runCell(
       if (fault === 'resetBeforeFirstByte' && r.id === 1) {
         assert.equal(r.resent, undefined, 'a reset on a fresh connection is not resent');
       }
-      if (http2 && r.error?.kind !== 'connect') assert.ok(r.connection !== undefined, 'on h2');
+      if (http2 && r.error?.kind !== 'connect') assert.ok(r.connectionId !== undefined, 'on h2');
       if (fault === 'http3xx') {
         assert.ok(r.error?.message.includes(REDIRECT_LOCATION), 'the message names the Location');
       }
