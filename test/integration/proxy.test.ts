@@ -4,7 +4,6 @@
  * every way a proxy fails, each a categorised error naming the proxy, never its credentials.
  */
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { createServer as createHttpsServer } from 'node:https';
 import { join } from 'node:path';
@@ -22,6 +21,7 @@ import {
   textEvent,
   usageEvent,
 } from '../helpers/scriptedServer.js';
+import { fixture } from '../helpers/tlsServer.js';
 
 const SECRET = 'hunter2-proxy-secret';
 const CREDENTIALS = `me:${SECRET}`;
@@ -306,32 +306,9 @@ async function startHttpsServer(): Promise<{
   requests: () => number;
   close: () => Promise<void>;
 }> {
-  const dir = tempDir('ig-proxy-tls-');
-  const keyFile = join(dir, 'key.pem');
-  const certFile = join(dir, 'cert.pem');
-  execFileSync(
-    'openssl',
-    [
-      'req',
-      '-x509',
-      '-newkey',
-      'ec',
-      '-pkeyopt',
-      'ec_paramgen_curve:prime256v1',
-      '-nodes',
-      '-keyout',
-      keyFile,
-      '-out',
-      certFile,
-      '-days',
-      '2',
-      '-subj',
-      '/CN=127.0.0.1',
-      '-addext',
-      'subjectAltName=IP:127.0.0.1',
-    ],
-    { stdio: 'ignore' },
-  );
+  // The committed self-signed test certificate for 127.0.0.1 (test/fixtures/tls).
+  const keyFile = fixture('self.key');
+  const certFile = fixture('self.pem');
   let requests = 0;
   const server = createHttpsServer(
     { key: readFileSync(keyFile), cert: readFileSync(certFile) },

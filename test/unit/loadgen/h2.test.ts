@@ -4,17 +4,15 @@
  * against it as against any server, so the records are the same code path's.
  */
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import * as http2 from 'node:http2';
 import { createServer as createH1Server } from 'node:https';
 import type { AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { before, describe, test } from 'node:test';
 import { chooseProtocol, H2Pool } from '../../../src/loadgen/h2.js';
 import { renderTerminalSummary } from '../../../src/report/terminal.js';
 import { runAgainst } from '../../helpers/run.js';
+import { fixture } from '../../helpers/tlsServer.js';
 
 let key: Buffer;
 let cert: Buffer;
@@ -23,36 +21,9 @@ const TLS_CLIENT = { rejectUnauthorized: false };
 const TLS_TARGET = { insecure: true };
 
 before(() => {
-  const dir = mkdtempSync(join(tmpdir(), 'ig-h2-'));
-  try {
-    execFileSync(
-      'openssl',
-      [
-        'req',
-        '-x509',
-        '-newkey',
-        'ec',
-        '-pkeyopt',
-        'ec_paramgen_curve:prime256v1',
-        '-nodes',
-        '-keyout',
-        join(dir, 'key.pem'),
-        '-out',
-        join(dir, 'cert.pem'),
-        '-days',
-        '2',
-        '-subj',
-        '/CN=localhost',
-        '-addext',
-        'subjectAltName=DNS:localhost,IP:127.0.0.1',
-      ],
-      { stdio: 'ignore' },
-    );
-    key = readFileSync(join(dir, 'key.pem'));
-    cert = readFileSync(join(dir, 'cert.pem'));
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
+  // The committed test certificate for 127.0.0.1 and localhost (test/fixtures/tls).
+  key = readFileSync(fixture('leaf.key'));
+  cert = readFileSync(fixture('leaf.pem'));
 });
 
 type Fault = 'none' | 'rst' | 'goaway' | 'stall' | 'truncate' | 'refuse';

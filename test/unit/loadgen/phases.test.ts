@@ -1,10 +1,7 @@
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { createServer as createHttpsServer, type Server } from 'node:https';
 import type { AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { buildConnector } from 'undici';
 import {
@@ -16,6 +13,7 @@ import { undiciPool } from '../../../src/loadgen/run.js';
 import { type RequestRecord, recordProblem } from '../../../src/record.js';
 import { type RunningSimulator, startSimulator } from '../../../src/sim/simulator.js';
 import { runAgainst } from '../../helpers/run.js';
+import { fixture } from '../../helpers/tlsServer.js';
 
 let sim: RunningSimulator;
 before(async () => {
@@ -104,38 +102,12 @@ describe('connection phases on the plain HTTP/1.1 pool', () => {
   });
 });
 
-/** A self-signed certificate for 127.0.0.1, made by openssl for this run. */
+/** The committed test certificate for 127.0.0.1 (test/fixtures/tls); the client does not verify. */
 function selfSigned(): { key: string; cert: string } {
-  const dir = mkdtempSync(join(tmpdir(), 'ig-phases-tls-'));
-  try {
-    execFileSync(
-      'openssl',
-      [
-        'req',
-        '-x509',
-        '-newkey',
-        'rsa:2048',
-        '-nodes',
-        '-days',
-        '2',
-        '-subj',
-        '/CN=127.0.0.1',
-        '-addext',
-        'subjectAltName=IP:127.0.0.1',
-        '-keyout',
-        join(dir, 'key.pem'),
-        '-out',
-        join(dir, 'cert.pem'),
-      ],
-      { stdio: 'ignore' },
-    );
-    return {
-      key: readFileSync(join(dir, 'key.pem'), 'utf8'),
-      cert: readFileSync(join(dir, 'cert.pem'), 'utf8'),
-    };
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
+  return {
+    key: readFileSync(fixture('leaf.key'), 'utf8'),
+    cert: readFileSync(fixture('leaf.pem'), 'utf8'),
+  };
 }
 
 /** An https server streaming a short OpenAI completion, counting the connections it accepted. */
