@@ -10,7 +10,13 @@ import type { SloCondition } from '../metrics/slo.js';
 import { parseSlo } from '../metrics/slo.js';
 import { type ProxySettings, parseProxyUrl, proxyFor, proxySettings } from '../proxy.js';
 import { RECORDS_FORMATS, type RecordsFormat } from '../record.js';
-import { readTlsOptions, type TlsMaterial, type TlsSettings, tlsSettingsOf } from '../tls.js';
+import {
+  readTlsOptions,
+  type TlsMaterial,
+  type TlsOptions,
+  type TlsSettings,
+  tlsSettingsOf,
+} from '../tls.js';
 import { openLoadProblems } from '../workload/arrivals.js';
 import { type Dataset, readDataset } from '../workload/datasets.js';
 import {
@@ -146,7 +152,7 @@ export interface RunPlan {
     intervalS: number;
   };
   /**
-   * TLS towards an https:// target (src/loadgen/tls.ts): the options as given, which the
+   * TLS towards an https:// target (src/tls.ts): the options as given, which the
    * manifest keeps, and `material`, the files read once (never written: redactPlan drops it,
    * so a redacted plan has none).
    */
@@ -157,7 +163,8 @@ export interface RunPlan {
  * The options before validation: as the command line gives them (strings), or as a program
  * does (numbers where the option is a number or a length; "256" and 256 read the same).
  */
-export interface RunPlanInput {
+/** The run's options as flags or a plan file give them; TLS as src/tls.ts names them. */
+export interface RunPlanInput extends TlsOptions {
   url?: string;
   model?: string;
   backend?: string;
@@ -219,13 +226,6 @@ export interface RunPlanInput {
   workers?: string | number;
   shard?: string;
   startAt?: string;
-  /** TLS (src/loadgen/tls.ts): files of PEM, the passphrase's variable, --insecure, SNI. */
-  caCert?: string;
-  clientCert?: string;
-  clientKey?: string;
-  clientKeyPassphraseEnv?: string;
-  insecure?: boolean;
-  tlsServername?: string;
 }
 
 export const RUN_DEFAULTS = {

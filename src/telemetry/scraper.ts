@@ -27,7 +27,7 @@ export interface ScraperOptions {
    */
   headers?: Record<string, string>;
   /**
-   * The run's TLS options (src/loadgen/tls.ts) for the server's endpoints; a DCGM exporter gets
+   * The run's TLS options (src/tls.ts) for the server's endpoints; a DCGM exporter gets
    * the CA and certificate but not --tls-servername, which names the server.
    */
   tls?: TlsMaterial;

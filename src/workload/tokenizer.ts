@@ -59,7 +59,7 @@ export interface ServerTokenizerTarget {
   backend: string;
   /** Request headers (the API key). */
   headers: Record<string, string>;
-  /** https:// only: the run's TLS options (src/loadgen/tls.ts). */
+  /** https:// only: the run's TLS options (src/tls.ts). */
   tls?: TlsMaterial;
   /** The run's proxy settings (src/proxy.ts). */
   proxy?: ProxySettings;

@@ -54,6 +54,7 @@ import type { ServerMetricsSummary } from '../../telemetry/summary.js';
 import {
   readTlsOptions,
   type TlsMaterial,
+  type TlsOptions,
   type TlsSettings,
   tlsFailure,
   tlsSettingsOf,
@@ -70,7 +71,7 @@ import { type Notify, randomPromptSalt } from '../target.js';
 import { fixedScenario, type Profile, runProfile } from './profile.js';
 
 /** `infergauge capacity`'s options, as parsed (engine flags besides). */
-export interface CapacityOptions extends Record<string, unknown> {
+export interface CapacityOptions extends Record<string, unknown>, TlsOptions {
   url?: string;
   model?: string;
   modelName?: string;
@@ -93,12 +94,6 @@ export interface CapacityOptions extends Record<string, unknown> {
   promptSalt?: string;
   out?: string;
   json?: boolean;
-  caCert?: string;
-  clientCert?: string;
-  clientKey?: string;
-  clientKeyPassphraseEnv?: string;
-  insecure?: boolean;
-  tlsServername?: string;
 }
 
 export interface CapacitySettings {
