@@ -5,7 +5,7 @@ import type { CapacityOptions } from '../session/profiles/capacity.js';
 import { listenForInterrupts, printNotice, printProblems, runAction, useColor } from './common.js';
 import { addEngineFlags } from './engineFlags.js';
 import { progressOutputs } from './progress.js';
-import { addTlsOptions } from './run.js';
+import { addConnectionOptions } from './run.js';
 
 export function capacityCommand(): Command {
   const command = new Command('capacity')
@@ -38,11 +38,6 @@ export function capacityCommand(): Command {
       'per-request limit in seconds, from sending to the last byte (default: 600)',
     )
     .option('--api-key-env <var>', 'environment variable holding the API key')
-    .option(
-      '--proxy <url>',
-      'send through this http:// proxy instead of HTTPS_PROXY/HTTP_PROXY; NO_PROXY still applies',
-    )
-    .option('--no-proxy', 'ignore HTTPS_PROXY, HTTP_PROXY and NO_PROXY: connect directly')
     .option('--ignore-eos', 'ask the server for exactly --output-tokens (vLLM, SGLang)')
     .option('--time-scale <x>', 'built-in simulator: real seconds per simulated second')
     .option('--seed <n>', 'seed for prompts (default: 42)')
@@ -52,7 +47,7 @@ export function capacityCommand(): Command {
     )
     .option('--out <dir>', 'results directory (default: infergauge-results/<UTC time>-capacity/)')
     .option('--json', 'print capacity.json to stdout instead of the table');
-  addTlsOptions(command as unknown as Command);
+  addConnectionOptions(command as unknown as Command);
   addEngineFlags(command as unknown as Command<[], Record<string, unknown>>);
   return command.action((options) =>
     runAction('capacity', () => capacity(options as CapacityOptions)),

@@ -175,11 +175,6 @@ export function addRunOptions(command: Command): Command {
         collect,
       ),
     )
-    .option(
-      '--proxy <url>',
-      'send through this http:// proxy (credentials as http://user:password@host:port), instead of HTTPS_PROXY/HTTP_PROXY; NO_PROXY still applies',
-    )
-    .option('--no-proxy', 'ignore HTTPS_PROXY, HTTP_PROXY and NO_PROXY: connect directly')
     .option('--extra-body <json>', 'JSON object merged into every request body')
     .option('--out <dir>', 'results directory (default: infergauge-results/<UTC time>-<label>/)')
     .option('--label <name>', 'label for the default results directory (default: sim or run)')
@@ -237,14 +232,19 @@ export function addRunOptions(command: Command): Command {
       '--time-scale <x>',
       'built-in simulator: real seconds per simulated second (default: 1)',
     );
-  addTlsOptions(command);
+  addConnectionOptions(command);
   addEngineFlags(command as unknown as Command<[], Record<string, unknown>>);
   return command;
 }
 
-/** TLS towards an https:// --url (src/tls.ts), as curl spells it; `run`'s and `capacity`'s. */
-export function addTlsOptions(command: Command): Command {
+/** How a command reaches its server (run, sweep, probe, capacity): the proxy, then TLS. */
+export function addConnectionOptions(command: Command): Command {
   return command
+    .option(
+      '--proxy <url>',
+      'send through this http:// proxy (credentials as http://user:password@host:port), instead of HTTPS_PROXY/HTTP_PROXY; NO_PROXY still applies',
+    )
+    .option('--no-proxy', 'ignore HTTPS_PROXY, HTTP_PROXY and NO_PROXY: connect directly')
     .option(
       '--ca-cert <file>',
       "PEM file of CA certificates to trust besides the system's, for an https --url signed by a private CA (curl --cacert)",
