@@ -88,7 +88,10 @@ async function sizeAction(o: Record<string, string | boolean | undefined>): Prom
   const prepared = prepareSize(o);
   if (!prepared.options) return printProblems('size', prepared.problems);
   const { traffic, scenario, slo } = prepared.options;
-  const progress = sizeProgress({ terminal: process.stderr.isTTY === true });
+  const progress = sizeProgress({
+    terminal: process.stderr.isTTY === true,
+    write: (text) => process.stderr.write(text),
+  });
   // Ctrl-C or SIGTERM: the search stops and what it has evaluated is ranked, written and shown.
   const interrupts = listenForInterrupts();
   let result: Awaited<ReturnType<typeof sizeModule.sizeInParallel>>;

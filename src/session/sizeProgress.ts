@@ -10,7 +10,8 @@ import { HEARTBEAT_MS } from './progressOutput.js';
 export interface SizeProgressOptions {
   /** stderr is a terminal: redraw one line rather than print lines. */
   terminal: boolean;
-  write?: (text: string) => void;
+  /** Where the lines go (the command line passes stderr). */
+  write: (text: string) => void;
   /** Wall clock in milliseconds (tests). */
   now?: () => number;
   /** Wall time between two lines off a terminal. */
@@ -39,7 +40,7 @@ export function aboutDuration(ms: number): string {
 }
 
 export function sizeProgress(o: SizeProgressOptions): SizeProgress {
-  const write = o.write ?? ((text: string) => process.stderr.write(text));
+  const { write } = o;
   const now = o.now ?? (() => performance.now());
   const intervalMs = o.terminal ? 250 : (o.intervalMs ?? HEARTBEAT_MS);
   const say = (line: string) => write(`infergauge size: ${line}\n`);
