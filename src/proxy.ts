@@ -13,7 +13,6 @@
  * else: what is printed or saved of a proxy is its `host:port` (`ProxyRoute.shown`).
  */
 import { BlockList, connect, isIP, type Socket } from 'node:net';
-import type { buildConnector } from 'undici';
 import { InfergaugeError } from './errors.js';
 
 /** Which proxy a process uses, before any target is known. */
@@ -337,22 +336,4 @@ export function proxyUnreachable(route: ProxyRoute, err: Error): ProxyError {
   return new ProxyError(
     `the proxy ${route.shown} cannot be reached (${code ?? err.message}); ${PROXY_FIX}`,
   );
-}
-
-/**
- * undici's `connect` option for an https:// pool through `route`: each connection is a CONNECT
- * tunnel, which `tls` (undici's buildConnector, with whatever TLS options the pool has) then
- * runs its handshake over, as it would over a socket of its own.
- */
-export function tunnelConnector(
-  route: ProxyRoute,
-  tls: buildConnector.connector,
-  timeoutMs: number,
-): buildConnector.connector {
-  return (options, callback) => {
-    openTunnel(route, options.hostname, Number(options.port) || 443, timeoutMs).then(
-      (socket) => tls({ ...options, httpSocket: socket }, callback),
-      (err: Error) => callback(err, null),
-    );
-  };
 }

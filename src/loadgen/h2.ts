@@ -7,11 +7,15 @@ import {
   type IncomingHttpHeaders as H2Headers,
   type SecureClientSessionOptions,
 } from 'node:http2';
+import { connect as connectTcp, type Socket } from 'node:net';
+import { performance } from 'node:perf_hooks';
 import { type ConnectionOptions, connect as connectTls } from 'node:tls';
 import { threadId } from 'node:worker_threads';
 import type { Dispatcher } from 'undici';
 import { InfergaugeError } from '../errors.js';
+import { openTunnel, type ProxyRoute } from '../proxy.js';
 import type { H1Handler } from './h1.js';
+import { type ConnectionTiming, timeConnection, timeTunnel } from './phases.js';
 
 /**
  * A pool of HTTP/2 sessions (node:http2) for the load, with the part of undici's dispatch the
@@ -49,6 +53,11 @@ export interface H2PoolOptions {
    * the ALPN offer of `h2`.
    */
   tls?: ConnectionOptions;
+  /**
+   * An https:// server's sessions go through this proxy's CONNECT tunnel, TLS (and its ALPN
+   * offer of h2) running end to end inside it. h2c cannot pass a forwarding proxy.
+   */
+  proxy?: ProxyRoute;
 }
 
 /** An error with a stable code, as undici and the socket layer give them. */
@@ -75,6 +84,8 @@ class Controller implements Dispatcher.DispatchController {
   answered = false;
   /** The session that carried it (RequestRecord.connectionId). */
   connectionId: number | undefined;
+  /** Its session's set-up timing, when it was the session's first stream (phases.ts). */
+  opened: ConnectionTiming | undefined;
   stream: ClientHttp2Stream | undefined;
   /** The handler was told the request's end (or failure): nothing more reaches it. */
   over = false;
@@ -115,6 +126,10 @@ class Controller implements Dispatcher.DispatchController {
 
 class Session {
   readonly id = nextConnection++;
+  /** The HTTP/2 session, once its socket is open (through a proxy, after the tunnel). */
+  session: ClientHttp2Session | undefined;
+  /** Its socket's set-up (phases.ts); absent where the socket could not be timed. */
+  timing: ConnectionTiming | undefined;
   /** Streams open now. */
   active = 0;
   /** Streams carried so far. */
@@ -123,18 +138,30 @@ class Session {
   ready = false;
   /** GOAWAY, an error or a close: no new stream. */
   closing = false;
+  /** Closed, or failed before its session existed. */
+  closed = false;
   error: Error | undefined;
   /** The error code of the server's GOAWAY, if one came. */
   goaway: number | undefined;
-
-  constructor(readonly session: ClientHttp2Session) {}
+  /** Told once, when it becomes ready or closes (H2Pool.ready). */
+  readonly settled: Array<() => void> = [];
 
   get capacity(): number {
-    return this.session.remoteSettings.maxConcurrentStreams ?? DEFAULT_MAX_STREAMS;
+    return this.session?.remoteSettings.maxConcurrentStreams ?? DEFAULT_MAX_STREAMS;
   }
 
   get hasRoom(): boolean {
-    return this.ready && !this.closing && !this.session.destroyed && this.active < this.capacity;
+    return (
+      this.ready &&
+      !this.closing &&
+      this.session !== undefined &&
+      !this.session.destroyed &&
+      this.active < this.capacity
+    );
+  }
+
+  settle(): void {
+    for (const told of this.settled.splice(0)) told();
   }
 }
 
@@ -146,6 +173,8 @@ export class H2Pool {
   private destroyed = false;
   /** Streams each closed session carried, for streamsPerConnection. */
   private readonly carried: number[] = [];
+  /** The set-up timings of the sessions `warm` opened, before the run's clock started. */
+  readonly preopened: ConnectionTiming[] = [];
 
   constructor(
     private readonly origin: string,
@@ -192,12 +221,12 @@ export class H2Pool {
    */
   async warm(count: number): Promise<number> {
     if (count <= 0) return 0;
-    const first = await this.ready(this.open());
+    const first = await this.ready(this.open(true));
     if (first.error) return 0;
     const needed = Math.ceil(count / first.capacity);
     const limit = Math.min(needed, this.options.connections ?? needed);
     const more: Promise<Session>[] = [];
-    while (this.sessions.size < limit) more.push(this.ready(this.open()));
+    while (this.sessions.size < limit) more.push(this.ready(this.open(true)));
     await Promise.all(more);
     return [...this.sessions].filter((s) => s.ready && !s.closing).length;
   }
@@ -218,11 +247,12 @@ export class H2Pool {
     const closing = [...this.sessions].map(
       (s) =>
         new Promise<void>((resolve) => {
-          if (s.session.closed && s.session.destroyed) resolve();
-          else s.session.once('close', () => resolve());
+          if (s.closed) resolve();
+          else s.settled.push(() => s.closed && resolve());
+          // A session still opening closes when its socket comes (attach).
+          s.session?.destroy();
         }),
     );
-    for (const s of this.sessions) s.session.destroy();
     await Promise.all(closing);
   }
 
@@ -267,51 +297,92 @@ export class H2Pool {
 
   private ready(s: Session): Promise<Session> {
     return new Promise((resolve) => {
-      if (s.ready || s.closing) resolve(s);
-      else {
-        s.session.once('remoteSettings', () => resolve(s));
-        s.session.once('close', () => resolve(s));
-      }
+      if (s.ready || s.closed) resolve(s);
+      else s.settled.push(() => resolve(s));
     });
   }
 
-  private open(): Session {
-    const secure = this.origin.startsWith('https:');
-    const options: SecureClientSessionOptions = {
-      // Hundreds of streams' buffers in one session: node's 10 MiB default refuses new
-      // streams (ENHANCE_YOUR_CALM) past it.
-      maxSessionMemory: 64,
-      ...(secure
-        ? {
-            createConnection: (url: URL) =>
-              connectTls({
-                host: url.hostname.replace(/^\[(.*)\]$/, '$1'),
-                port: Number(url.port || 443),
-                ALPNProtocols: ['h2'],
-                ...(isIp(url.hostname) ? {} : { servername: url.hostname }),
-                ...this.options.tls,
-              }),
-          }
-        : {}),
-    };
-    const session = connectH2(this.origin, options);
-    const s = new Session(session);
+  /**
+   * Opens a session: its socket (direct, or a CONNECT tunnel and TLS inside it), timed from its
+   * creation for the connection phases, then HTTP/2 over it. `preopened`: before the clock.
+   */
+  private open(preopened = false): Session {
+    const s = new Session();
     this.sessions.add(s);
     this.opening++;
     const connectTimer = setTimeout(() => {
       if (!s.ready) {
-        session.destroy(
-          new H2Error(
-            'UND_ERR_CONNECT_TIMEOUT',
-            `Connect Timeout Error (${CONNECT_TIMEOUT_MS} ms)`,
-          ),
+        const err = new H2Error(
+          'UND_ERR_CONNECT_TIMEOUT',
+          `Connect Timeout Error (${CONNECT_TIMEOUT_MS} ms)`,
         );
+        if (s.session) s.session.destroy(err);
+        else this.closed(s, err);
       }
     }, CONNECT_TIMEOUT_MS);
+    const attach = (socket: Socket, timing: ConnectionTiming) => {
+      timing.preopened = preopened;
+      if (preopened) this.preopened.push(timing);
+      s.timing = timing;
+      if (s.closed || this.destroyed) {
+        socket.destroy();
+        return;
+      }
+      this.attach(s, socket, connectTimer);
+    };
+    const proxy = this.options.proxy;
+    if (proxy && this.origin.startsWith('https:')) {
+      const timing = timeTunnel();
+      const url = new URL(this.origin);
+      openTunnel(proxy, bare(url.hostname), Number(url.port || 443), CONNECT_TIMEOUT_MS).then(
+        (tunnel) => {
+          timing.connectMs = performance.now();
+          const socket = connectTls({ ...this.tlsOptions(url), socket: tunnel });
+          socket.once('secureConnect', () => {
+            timing.secureMs = performance.now();
+          });
+          attach(socket, timing);
+        },
+        (err: Error) => {
+          clearTimeout(connectTimer);
+          this.closed(s, err);
+        },
+      );
+    } else {
+      const url = new URL(this.origin);
+      const socket = this.origin.startsWith('https:')
+        ? connectTls(this.tlsOptions(url))
+        : connectTcp({ host: bare(url.hostname), port: Number(url.port || 80) });
+      attach(socket, timeConnection(socket));
+    }
+    return s;
+  }
+
+  /** The TLS options of a session to `url`: ALPN's h2, SNI by name, then the caller's. */
+  private tlsOptions(url: URL): ConnectionOptions {
+    return {
+      host: bare(url.hostname),
+      port: Number(url.port || 443),
+      ALPNProtocols: ['h2'],
+      ...(isIp(url.hostname) ? {} : { servername: url.hostname }),
+      ...this.options.tls,
+    };
+  }
+
+  /** Speaks HTTP/2 on `socket` for `s`. */
+  private attach(s: Session, socket: Socket, connectTimer: NodeJS.Timeout): void {
+    const session = connectH2(this.origin, {
+      // Hundreds of streams' buffers in one session: node's 10 MiB default refuses new
+      // streams (ENHANCE_YOUR_CALM) past it.
+      maxSessionMemory: 64,
+      createConnection: () => socket,
+    } as SecureClientSessionOptions);
+    s.session = session;
     session.once('remoteSettings', () => {
       clearTimeout(connectTimer);
       this.opening--;
       s.ready = true;
+      s.settle();
       this.drain();
     });
     session.on('goaway', (code: number) => {
@@ -324,14 +395,22 @@ export class H2Pool {
     });
     session.once('close', () => {
       clearTimeout(connectTimer);
-      s.closing = true;
-      if (!s.ready) this.opening--;
-      this.sessions.delete(s);
-      if (s.streams > 0) this.carried.push(s.streams);
-      if (!s.ready) this.failWaiting(s);
-      this.drain();
+      this.closed(s, undefined);
     });
-    return s;
+  }
+
+  /** `s` closed, or failed before it had a session (`err`): its requests move on or fail. */
+  private closed(s: Session, err: Error | undefined): void {
+    if (s.closed) return;
+    s.closed = true;
+    s.closing = true;
+    if (err) s.error ??= err;
+    if (!s.ready) this.opening--;
+    this.sessions.delete(s);
+    if (s.streams > 0) this.carried.push(s.streams);
+    if (!s.ready) this.failWaiting(s);
+    s.settle();
+    this.drain();
   }
 
   /** A session that never became ready: the requests it was opened for fail as its connect did. */
@@ -349,13 +428,16 @@ export class H2Pool {
 
   private start(s: Session, request: Controller): void {
     request.reused = s.streams > 0;
+    request.opened = request.reused ? undefined : s.timing;
     request.connectionId = s.id;
     request.handler.onRequestStart?.(request, {});
     // Aborted from onRequestStart: nothing went out.
     if (request.over) return;
     let stream: ClientHttp2Stream;
     try {
-      stream = s.session.request(request.headers, { endStream: request.body === undefined });
+      stream = (s.session as ClientHttp2Session).request(request.headers, {
+        endStream: request.body === undefined,
+      });
     } catch (err) {
       request.fail(err as Error);
       return;
@@ -474,6 +556,11 @@ function isIp(hostname: string): boolean {
   return /^[\d.]+$/.test(hostname) || hostname.startsWith('[');
 }
 
+/** A URL's hostname as sockets take it: an IPv6 address without its brackets. */
+function bare(hostname: string): string {
+  return hostname.replace(/^\[(.*)\]$/, '$1');
+}
+
 /**
  * What an https:// endpoint offers, asked once before a run: a TLS connection offering `h2` and
  * `http/1.1` by ALPN, closed as soon as the handshake says which the server picked. A server
@@ -482,28 +569,41 @@ function isIp(hostname: string): boolean {
 export function offeredProtocol(
   origin: string,
   tls?: ConnectionOptions,
+  proxy?: ProxyRoute,
 ): Promise<'h2' | 'http/1.1'> {
   const url = new URL(origin);
-  return new Promise((resolve, reject) => {
-    const socket = connectTls({
-      host: url.hostname.replace(/^\[(.*)\]$/, '$1'),
-      port: Number(url.port || 443),
-      ALPNProtocols: ['h2', 'http/1.1'],
-      ...(isIp(url.hostname) ? {} : { servername: url.hostname }),
-      ...tls,
-    });
-    socket.setTimeout(CONNECT_TIMEOUT_MS, () =>
-      socket.destroy(
-        new H2Error('UND_ERR_CONNECT_TIMEOUT', `Connect Timeout Error (${CONNECT_TIMEOUT_MS} ms)`),
-      ),
-    );
-    socket.once('secureConnect', () => {
-      const chosen = socket.alpnProtocol;
-      socket.destroy();
-      resolve(chosen === 'h2' ? 'h2' : 'http/1.1');
-    });
-    socket.once('error', reject);
-  });
+  const options: ConnectionOptions = {
+    host: bare(url.hostname),
+    port: Number(url.port || 443),
+    ALPNProtocols: ['h2', 'http/1.1'],
+    ...(isIp(url.hostname) ? {} : { servername: url.hostname }),
+    ...tls,
+  };
+  // Through a proxy, the handshake runs inside its tunnel, as the run's connections will.
+  const socket = proxy
+    ? openTunnel(proxy, bare(url.hostname), Number(url.port || 443), CONNECT_TIMEOUT_MS).then(
+        (tunnel) => connectTls({ ...options, socket: tunnel }),
+      )
+    : Promise.resolve(connectTls(options));
+  return socket.then(
+    (socket) =>
+      new Promise((resolve, reject) => {
+        socket.setTimeout(CONNECT_TIMEOUT_MS, () =>
+          socket.destroy(
+            new H2Error(
+              'UND_ERR_CONNECT_TIMEOUT',
+              `Connect Timeout Error (${CONNECT_TIMEOUT_MS} ms)`,
+            ),
+          ),
+        );
+        socket.once('secureConnect', () => {
+          const chosen = socket.alpnProtocol;
+          socket.destroy();
+          resolve(chosen === 'h2' ? 'h2' : 'http/1.1');
+        });
+        socket.once('error', reject);
+      }),
+  );
 }
 
 /** `--http2`: auto (what the endpoint offers), on, off. */
@@ -521,17 +621,25 @@ export async function chooseProtocol(
   origin: string,
   mode: Http2Mode,
   tls?: ConnectionOptions,
+  proxy?: ProxyRoute,
 ): Promise<WireProtocol> {
   if (mode === 'off') return 'http/1.1';
   const secure = origin.startsWith('https:');
   if (!secure) {
     if (mode === 'auto') return 'http/1.1';
+    // A forwarding proxy speaks HTTP/1.1 requests; h2c has no way through it.
+    if (proxy) {
+      throw new InfergaugeError(
+        `--http2 on: ${origin} is reached through the proxy ${proxy.shown}, which forwards HTTP/1.1 only (h2c cannot pass it); use --http2 auto or off, --no-proxy, or an https:// URL (HTTP/2 through the proxy's tunnel)`,
+        'IG_HTTP2_UNAVAILABLE',
+      );
+    }
     if (await speaksH2c(origin)) return 'h2';
     throw notH2(origin, 'does not answer HTTP/2 with prior knowledge (h2c)');
   }
   let offered: WireProtocol;
   try {
-    offered = await offeredProtocol(origin, tls);
+    offered = await offeredProtocol(origin, tls, proxy);
   } catch {
     return mode === 'on' ? 'h2' : 'http/1.1';
   }

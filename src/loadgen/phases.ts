@@ -1,6 +1,7 @@
 import type { Socket } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import type { buildConnector } from 'undici';
+import { openTunnel, type ProxyRoute } from '../proxy.js';
 import type { ConnectionPhases, PreopenedConnections, RequestRecord } from '../record.js';
 
 /**
@@ -27,8 +28,10 @@ export class ConnectionTiming {
  * Times `socket`'s set-up from now: call it right after the socket is created (net.connect,
  * tls.connect, a connector), before its events can fire.
  */
-export function timeConnection(socket: Socket): ConnectionTiming {
-  const timing = new ConnectionTiming();
+export function timeConnection(
+  socket: Socket,
+  timing: ConnectionTiming = new ConnectionTiming(),
+): ConnectionTiming {
   socket.once('lookup', () => {
     timing.lookupMs = performance.now();
   });
@@ -39,6 +42,58 @@ export function timeConnection(socket: Socket): ConnectionTiming {
     timing.secureMs = performance.now();
   });
   return timing;
+}
+
+/**
+ * The timing of a connection through a proxy's CONNECT tunnel, from now: its owner sets
+ * `connectMs` when the tunnel is open and `secureMs` at the TLS handshake's end inside it. The
+ * proxy resolves the server's name and connects to it, so a tunnel's "TCP" phase is the whole
+ * way to an open tunnel (TCP to the proxy, CONNECT, the proxy's own connect), and it has no DNS.
+ */
+export function timeTunnel(): ConnectionTiming {
+  return new ConnectionTiming();
+}
+
+/** An undici connector that fills `timing` as its connection's set-up goes (WarmConnector's). */
+export type TimedConnector = (
+  options: buildConnector.Options,
+  callback: buildConnector.Callback,
+  timing: ConnectionTiming,
+) => void;
+
+/** `base` (buildConnector's), timing the socket it returns from its creation. */
+export function timedConnector(base: buildConnector.connector): TimedConnector {
+  return (options, callback, timing) => {
+    // Typed void, but undici's connector returns the socket it made (lib/core/connect.js).
+    const socket = base(options, callback) as unknown as Socket | undefined;
+    if (socket && typeof socket.once === 'function') timeConnection(socket, timing);
+  };
+}
+
+/**
+ * An https:// pool's connector through `route`: each connection is a CONNECT tunnel, which
+ * `tls` (undici's buildConnector, with whatever TLS options the pool has) then runs its
+ * handshake over, as it would over a socket of its own; timed as `timeTunnel` says.
+ */
+export function tunnelConnector(
+  route: ProxyRoute,
+  tls: buildConnector.connector,
+  timeoutMs: number,
+): TimedConnector {
+  return (options, callback, timing) => {
+    openTunnel(route, options.hostname, Number(options.port) || 443, timeoutMs).then(
+      (tunnel) => {
+        timing.connectMs = performance.now();
+        const socket = tls({ ...options, httpSocket: tunnel }, callback) as unknown as
+          | Socket
+          | undefined;
+        socket?.once?.('secureConnect', () => {
+          timing.secureMs = performance.now();
+        });
+      },
+      (err: Error) => callback(err, null),
+    );
+  };
 }
 
 /** Set-up timings of the sockets undici's connector opened, for the request that learns its socket. */
@@ -74,7 +129,7 @@ export class WarmConnector {
   readonly preopened: ConnectionTiming[] = [];
 
   constructor(
-    private readonly base: buildConnector.connector,
+    private readonly base: TimedConnector,
     private readonly origin: string,
   ) {}
 
@@ -87,11 +142,16 @@ export class WarmConnector {
       queueMicrotask(() => callback(null, socket));
       return;
     }
-    // Typed void, but undici's connector returns the socket it made (lib/core/connect.js).
-    const socket = this.base(options, callback) as unknown as Socket | undefined;
-    if (socket && typeof socket.once === 'function') {
-      socketTimings.set(socket, timeConnection(socket));
-    }
+    const timing = new ConnectionTiming();
+    this.base(
+      options,
+      ((err: Error | null, socket: Socket | null) => {
+        // Before any request can go out on it (undici:client:sendHeaders looks it up).
+        if (socket) socketTimings.set(socket, timing);
+        callback(err as never, socket as never);
+      }) as buildConnector.Callback,
+      timing,
+    );
   };
 
   /** Opens `count` sockets and resolves once each has connected or failed; returns those open. */
@@ -101,22 +161,23 @@ export class WarmConnector {
     const hostname = url.hostname.replace(/^\[(.*)\]$/, '$1');
     const opening: Promise<void>[] = [];
     for (let i = 0; i < count; i++) {
+      const timing = new ConnectionTiming();
+      timing.preopened = true;
+      this.preopened.push(timing);
       opening.push(
         new Promise<void>((resolve) => {
-          const socket = this.base(
+          this.base(
             { host: url.host, hostname, protocol: url.protocol, port: url.port } as never,
             ((err: Error | null, connected: Socket | null) => {
-              // Waiting unref'd: a socket no request needed never holds the process open.
-              if (!err && connected) this.stock.push(connected.unref());
+              if (!err && connected) {
+                socketTimings.set(connected, timing);
+                // Waiting unref'd: a socket no request needed never holds the process open.
+                this.stock.push(connected.unref());
+              }
               resolve();
             }) as never,
-          ) as unknown as Socket | undefined;
-          if (socket && typeof socket.once === 'function') {
-            const timing = timeConnection(socket);
-            timing.preopened = true;
-            this.preopened.push(timing);
-            socketTimings.set(socket, timing);
-          }
+            timing,
+          );
         }),
       );
     }

@@ -10,7 +10,7 @@ import { headerProblem, splitServerUrl } from '../backends/request.js';
 import type { RequestSpec } from '../backends/types.js';
 import { UsageError } from '../errors.js';
 import type { LoadSpec } from '../load.js';
-import { proxyFor, tunnelConnector } from '../proxy.js';
+import { proxyFor } from '../proxy.js';
 import type { ClientHealthMeasurements, RequestRecord } from '../record.js';
 import { tlsConnectOptions, tlsConnector } from '../tls.js';
 import { arrivalScheduleForLoad } from '../workload/arrivals.js';
@@ -33,7 +33,15 @@ import {
   startRequest,
   type TargetConfig,
 } from './http.js';
-import { notePreopened, preopenedConnections, preopenedOf, WarmConnector } from './phases.js';
+import {
+  notePreopened,
+  preopenedConnections,
+  preopenedOf,
+  type TimedConnector,
+  timedConnector,
+  tunnelConnector,
+  WarmConnector,
+} from './phases.js';
 import { type IdSequence, idAt, inSequence, type ShardPart, wholeRun } from './shard.js';
 
 /** Sampling interval of the event-loop delay monitor. */
@@ -124,19 +132,19 @@ export async function openConnections(
       : (load.maxConcurrency ?? null);
   // Decided once for the run, not per request (src/proxy.ts).
   const proxy = proxyFor(origin, target.proxy);
-  // HTTP/2 goes direct: through a proxy the run speaks HTTP/1.1 (openTarget says so).
-  const protocol = proxy
-    ? 'http/1.1'
-    : (target.protocol ??
-      (await chooseProtocol(origin, target.http2 ?? 'auto', tlsConnectOptions(target.tls))));
+  const protocol =
+    target.protocol ??
+    (await chooseProtocol(origin, target.http2 ?? 'auto', tlsConnectOptions(target.tls), proxy));
   if (protocol === 'h2') {
     // Streams, not sessions, are bounded by the load: sessions open as the server's
     // stream limit asks.
     const pool = new H2Pool(origin, {
       connections: null,
       ...(target.tls ? { tls: tlsConnectOptions(target.tls) } : {}),
+      ...(proxy ? { proxy } : {}),
     });
     await pool.warm(connectionsToWarm(load));
+    notePreopened(pool, pool.preopened);
     return pool;
   }
   if (origin.startsWith('http:')) {
@@ -154,7 +162,7 @@ export async function openConnections(
   return await undiciPool(
     origin,
     // Through a proxy, TLS runs end to end inside its CONNECT tunnel, with the run's options.
-    proxy ? tunnelConnector(proxy, tls, CONNECT_TIMEOUT_MS) : tls,
+    proxy ? tunnelConnector(proxy, tls, CONNECT_TIMEOUT_MS) : timedConnector(tls),
     { connections, timeoutMs: target.timeoutMs },
     connectionsToWarm(load),
   );
@@ -166,7 +174,7 @@ export async function openConnections(
  */
 export async function undiciPool(
   origin: string,
-  connector: import('undici').buildConnector.connector,
+  connector: TimedConnector,
   options: { connections: number | null; timeoutMs: number },
   warm: number,
 ): Promise<Connections> {

@@ -7,7 +7,6 @@ import { existsSync } from 'node:fs';
 import { BACKENDS } from '../backends/index.js';
 import { splitServerUrl, withApiKey } from '../backends/request.js';
 import type { BackendOptions } from '../backends/types.js';
-import { UsageError } from '../errors.js';
 import { requestText } from '../httpText.js';
 import { chooseProtocol, protocolNotice } from '../loadgen/h2.js';
 import type { TargetConfig } from '../loadgen/http.js';
@@ -421,24 +420,15 @@ export async function openTarget(
     const apiKey = plan.apiKeyEnv ? envVariable(process.env, plan.apiKeyEnv) : undefined;
     const { model, models } = await discoverModel(plan, url, apiKey);
     const config = targetConfig(plan, url, model, apiKey);
-    // Once per run, so that every point, worker and shard speaks the same protocol. Through a
-    // proxy the run speaks HTTP/1.1 (the h2 client connects directly), and asks nothing of the
-    // server directly: the proxy may be the only way to it.
-    if (proxy) {
-      if (config.http2 === 'on') {
-        throw new UsageError([
-          `--http2 on goes directly to the server, not through the proxy ${proxy}: use --http2 auto or off through a proxy, or --no-proxy`,
-        ]);
-      }
-      config.protocol = 'http/1.1';
-    } else {
-      config.protocol = await chooseProtocol(
-        splitServerUrl(url).origin,
-        config.http2 ?? 'auto',
-        tlsConnectOptions(config.tls),
-      );
-    }
-    if (!proxy && (config.protocol === 'h2' || url.startsWith('https:'))) {
+    // Once per run, so that every point, worker and shard speaks the same protocol; through a
+    // proxy, asked inside its tunnel, as the requests will go.
+    config.protocol = await chooseProtocol(
+      splitServerUrl(url).origin,
+      config.http2 ?? 'auto',
+      tlsConnectOptions(config.tls),
+      proxyFor(url, proxyOf(plan).proxy),
+    );
+    if (config.protocol === 'h2' || url.startsWith('https:')) {
       o.onNotice(protocolNotice(config.http2 ?? 'auto', config.protocol));
     }
     const tokenizer = await createTokenizer(

@@ -138,6 +138,11 @@ describe('the load through a proxy (library)', () => {
         requests: 1,
       });
       assert.equal(trusted.records[0]?.error, undefined, trusted.records[0]?.error?.message);
+      // Its connection opened before the clock, through the tunnel, and was timed there.
+      const pre = trusted.summary.clientHealth?.preopened;
+      assert.equal(pre?.connections, 1);
+      assert.equal(pre?.failed, 0);
+      assert.ok((pre?.setupMsMax ?? 0) > 0, JSON.stringify(pre));
       const refused = await runAgainst(tls.url, {
         target: { proxy: { https: refusing.url } },
         requests: 1,

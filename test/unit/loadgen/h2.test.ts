@@ -11,6 +11,7 @@ import type { AddressInfo } from 'node:net';
 import { before, describe, test } from 'node:test';
 import { chooseProtocol, H2Pool } from '../../../src/loadgen/h2.js';
 import { renderTerminalSummary } from '../../../src/report/terminal.js';
+import { startProxy } from '../../helpers/proxyServer.js';
 import { runAgainst } from '../../helpers/run.js';
 import { fixture } from '../../helpers/tlsServer.js';
 
@@ -293,6 +294,150 @@ describe('H2Pool under load', () => {
     } finally {
       await pool.destroy();
       await server.close();
+    }
+  });
+});
+
+describe('H2Pool connection phases and proxies', () => {
+  test('a cold pool: the first stream of each session carries its TCP and TLS times', async () => {
+    const server = await h2Server({ secure: true, tokens: 3, maxStreams: 2 });
+    const pool = new H2Pool(server.url, { connections: null, tls: TLS_CLIENT });
+    try {
+      const run = await runAgainst(server.url, {
+        target: { tls: TLS_TARGET },
+        load: { mode: 'closed', concurrency: 4 },
+        requests: 12,
+        outputTokens: 3,
+        engine: { connections: pool },
+      });
+      assert.equal(run.summary.requests.completed, 12);
+      const opened = run.records.filter((r) => r.connection);
+      const sessions = new Set(run.records.map((r) => r.connectionId));
+      // One record per session carries its set-up, with the parts adding up.
+      assert.equal(opened.length, sessions.size);
+      assert.equal(new Set(opened.map((r) => r.connectionId)).size, sessions.size);
+      for (const r of opened) {
+        const c = r.connection;
+        assert.ok(c && (c.tlsMs ?? 0) > 0 && c.tcpMs >= 0, JSON.stringify(c));
+        assert.ok(Math.abs(c.tcpMs + (c.tlsMs ?? 0) - c.setupMs) < 0.0015);
+      }
+      for (const r of run.records) {
+        assert.equal(
+          Math.round(
+            ((r.backlogMs ?? 0) + (r.poolWaitMs ?? 0) + (r.connection?.waitedMs ?? 0)) * 1000,
+          ),
+          Math.round(((r.sentAt ?? 0) - r.scheduledAt) * 1000),
+        );
+      }
+      assert.equal(run.summary.connections?.tlsMs?.count, opened.length);
+    } finally {
+      await pool.destroy();
+      await server.close();
+    }
+  });
+
+  test('a warmed pool: sessions opened before the clock, their set-up in no request', async () => {
+    const server = await h2Server({ secure: true, tokens: 3, maxStreams: 2 });
+    try {
+      const run = await runAgainst(server.url, {
+        target: { tls: TLS_TARGET },
+        load: { mode: 'closed', concurrency: 4 },
+        requests: 8,
+        outputTokens: 3,
+      });
+      assert.equal(run.summary.requests.completed, 8);
+      assert.ok(run.records.every((r) => r.connection === undefined));
+      const pre = run.summary.clientHealth?.preopened;
+      assert.equal(pre?.connections, 2);
+      assert.ok((pre?.setupMsMax ?? 0) > 0);
+    } finally {
+      await server.close();
+    }
+  });
+
+  test('https through a CONNECT proxy speaks HTTP/2 inside the tunnel, phases timed', async () => {
+    const server = await h2Server({ secure: true, tokens: 3, maxStreams: 4 });
+    const proxy = await startProxy();
+    try {
+      const target = { proxy: { https: proxy.url } };
+      assert.equal(
+        await chooseProtocol(server.url, 'auto', TLS_CLIENT, {
+          host: '127.0.0.1',
+          port: Number(proxy.hostPort.split(':')[1]),
+          shown: proxy.hostPort,
+        }),
+        'h2',
+      );
+      const pool = new H2Pool(server.url, {
+        connections: null,
+        tls: TLS_CLIENT,
+        proxy: {
+          host: '127.0.0.1',
+          port: Number(proxy.hostPort.split(':')[1]),
+          shown: proxy.hostPort,
+        },
+      });
+      const run = await runAgainst(server.url, {
+        target: { ...target, tls: TLS_TARGET },
+        load: { mode: 'closed', concurrency: 6 },
+        requests: 12,
+        outputTokens: 3,
+        engine: { connections: pool },
+      });
+      await pool.destroy();
+      assert.deepEqual(
+        run.records.filter((r) => r.error).map((r) => r.error),
+        [],
+      );
+      // Two sessions of four streams, each in its own tunnel: the proxy saw two tunnels
+      // (and the ALPN question's), the server every stream.
+      const counts = [...server.streamsBySession.values()];
+      assert.equal(
+        counts.reduce((a, b) => a + b, 0),
+        12,
+      );
+      assert.equal(proxy.counts.tunnels, 1 + counts.length);
+      const opened = run.records.filter((r) => r.connection);
+      assert.equal(opened.length, counts.length);
+      for (const r of opened) {
+        assert.equal(r.connection?.dnsMs, undefined, 'the proxy resolves the name');
+        assert.ok((r.connection?.tlsMs ?? 0) > 0 && (r.connection?.tcpMs ?? 0) > 0);
+      }
+      // A run's own pool: the protocol asked through the tunnel, sessions warmed through it.
+      const tunnelsBefore = proxy.counts.tunnels;
+      const own = await runAgainst(server.url, {
+        target: { ...target, tls: TLS_TARGET },
+        load: { mode: 'closed', concurrency: 6 },
+        requests: 6,
+        outputTokens: 3,
+      });
+      assert.equal(own.summary.requests.completed, 6);
+      assert.equal(own.summary.streamsPerConnection?.connections, 2);
+      assert.equal(own.summary.clientHealth?.preopened?.connections, 2);
+      assert.equal(proxy.counts.tunnels - tunnelsBefore, 3);
+    } finally {
+      await proxy.close();
+      await server.close();
+    }
+  });
+
+  test('h2c cannot pass a forwarding proxy: --http2 on says so and names the ways out', async () => {
+    const proxy = await startProxy();
+    try {
+      await assert.rejects(
+        chooseProtocol('http://127.0.0.1:9', 'on', undefined, {
+          host: '127.0.0.1',
+          port: 1,
+          shown: proxy.hostPort,
+        }),
+        (err: Error & { code?: string }) =>
+          err.code === 'IG_HTTP2_UNAVAILABLE' &&
+          /--no-proxy/.test(err.message) &&
+          err.message.includes(proxy.hostPort),
+      );
+      assert.equal(proxy.counts.forwarded + proxy.counts.tunnels, 0);
+    } finally {
+      await proxy.close();
     }
   });
 });

@@ -8,6 +8,7 @@ import {
   ConnectionTiming,
   connectionPhases,
   splitQueueDelay,
+  timedConnector,
 } from '../../../src/loadgen/phases.js';
 import { undiciPool } from '../../../src/loadgen/run.js';
 import { type RequestRecord, recordProblem } from '../../../src/record.js';
@@ -130,7 +131,7 @@ async function sseOverTls(): Promise<{ url: string; connections: () => number; s
 }
 
 describe('connection phases on undici (https)', () => {
-  const trusting = () => buildConnector({ rejectUnauthorized: false });
+  const trusting = () => timedConnector(buildConnector({ rejectUnauthorized: false }));
 
   test('a warmed pool opens its connections before the clock: no TLS inside any request', async () => {
     const tls = await sseOverTls();
