@@ -41,13 +41,13 @@ export function prefixCacheWarning(
   if (sharingAsked || summary.sessions) return undefined;
   const found = cachedShare(summary, server);
   if (!found || !(found.cachedShare >= PREFIX_CACHE_WARN_SHARE)) return undefined;
-  return warning('prefix_cache_hits', found);
+  return warning('prefix_cache_hits', { ...found, limit: PREFIX_CACHE_WARN_SHARE });
 }
 
 function cachedShare(
   summary: Pick<RunSummary, 'tokens'>,
   server: Pick<ServerMetricsSummary, 'prefixCache'> | undefined,
-): WarningFigures<'prefix_cache_hits'> | undefined {
+): Omit<WarningFigures<'prefix_cache_hits'>, 'limit'> | undefined {
   const own = summary.tokens.cachedInput;
   if (own && own.ofInput > 0) {
     return {

@@ -22,12 +22,14 @@ import {
   type Distribution,
   PERCENTILES,
   type PercentileName,
+  percentileOfSorted,
   SampleSet,
   type SampleSetState,
 } from './distribution.js';
 import { forEachTokenGap, requestMetrics } from './requestMetrics.js';
 import { type SessionState, type SessionSummary, SessionsBuilder } from './sessions.js';
 import { formatSlo, meetsSlo, type SloCondition } from './slo.js';
+import type { Validity } from './validity.js';
 import { type Warning, warning } from './warnings.js';
 
 export type { Warning } from './warnings.js';
@@ -132,6 +134,11 @@ export interface RunSummary {
   connections?: ConnectionsSummary;
   interrupted: boolean;
   warnings: Warning[];
+  /**
+   * The verdict of the warnings (src/metrics/validity.ts), set when the point is finished and
+   * when a summary is saved; readers judge `warnings` again rather than trust an older copy.
+   */
+  validity?: Validity;
 }
 
 /**
@@ -225,6 +232,20 @@ const CAP_FULL_SHARE = 0.9;
 
 /** Relative gap between server-counted and requested input tokens that earns a warning. */
 const INPUT_DRIFT_WARN = 0.05;
+
+/**
+ * Coordinated omission (docs/metrics.md, "Validity"). A healthy continuous-batching server
+ * spends 1-2 % of a closed loop's time past the median TTFT and TPOT (batch composition
+ * varies); a server that stalls some requests for seconds spends far more.
+ */
+const OMISSION_CLOSED_WARN = 0.05;
+/** User TTFT p99 over the service's TTFT p99 (and at least OMISSION_OPEN_MIN_MS more). */
+const OMISSION_OPEN_WARN = 0.1;
+const OMISSION_OPEN_MIN_MS = 1;
+/** Fewer completed requests say too little of a loop's time to judge it. */
+const OMISSION_MIN_REQUESTS = 20;
+/** Mean requests in flight, as a share of a closed loop's concurrency, that counts as delivered. */
+const DELIVERED_CONCURRENCY_SHARE = 0.9;
 
 /** Counters a SummaryBuilder adds up: merged by summing. */
 const SUMMED = [
@@ -704,6 +725,50 @@ export class SummaryBuilder {
     return {};
   }
 
+  /**
+   * Coordinated omission (docs/metrics.md, "Validity"). A closed loop: the share of its slots'
+   * time that requests spent beyond a typical one (TTFT past its median, and TPOT past its
+   * median over the mean answer's decode tokens), which is load the loop did not offer while
+   * the server was slow. An open loop: user TTFT p99 over the service's TTFT p99, where neither
+   * the client (client_limited) nor its --max-concurrency already explains the wait.
+   */
+  private omissionWarning(
+    summary: RunSummary,
+    offered: Warning | undefined,
+    clientLimited: boolean,
+  ): Warning | undefined {
+    if (summary.sessions || this.completed < OMISSION_MIN_REQUESTS) return undefined;
+    const { latency, load } = summary;
+    if (load.mode === 'closed') {
+      const ttftExcess = excessOverMedian(this.samples.ttftMs);
+      const tpotExcess = excessOverMedian(this.samples.tpotMs);
+      const loopMs = latency.e2eMs.mean * latency.e2eMs.count;
+      if (ttftExcess === undefined || tpotExcess === undefined || !(loopMs > 0)) return undefined;
+      const decodeTokens = Math.max(0, this.outputTokens / this.completed - 1);
+      const share = (ttftExcess + decodeTokens * tpotExcess) / loopMs;
+      if (!(share > OMISSION_CLOSED_WARN)) return undefined;
+      return warning('coordinated_omission', {
+        loop: 'closed',
+        share,
+        limit: OMISSION_CLOSED_WARN,
+        concurrency: load.concurrency,
+      });
+    }
+    if (clientLimited || offered?.code === 'max_concurrency_capped') return undefined;
+    const user = latency.userTtftMs.p99;
+    const service = latency.ttftMs.p99;
+    if (!(service > 0) || !(user - service > OMISSION_OPEN_MIN_MS)) return undefined;
+    const share = user / service - 1;
+    if (!(share > OMISSION_OPEN_WARN)) return undefined;
+    return warning('coordinated_omission', {
+      loop: 'open',
+      share,
+      limit: OMISSION_OPEN_WARN,
+      userP99Ms: user,
+      serviceP99Ms: service,
+    });
+  }
+
   private adjusted(key: 'ttftMs' | 'e2eMs'): AdjustedPercentiles {
     const set = this.samples[key];
     // A successful request without any token has no TTFT; for the user it never came either.
@@ -740,6 +805,10 @@ export class SummaryBuilder {
     }
     const offered = offeredRateWarning(summary);
     if (offered) warnings.push(offered);
+    const omission = this.omissionWarning(summary, offered, health?.clientLimited === true);
+    if (omission) warnings.push(omission);
+    const delivered = deliveredLoadWarning(summary);
+    if (delivered) warnings.push(delivered);
     if (this.completed > 0 && this.completed < 100) {
       warnings.push(warning('low_sample', { completed: this.completed }));
     }
@@ -750,6 +819,7 @@ export class SummaryBuilder {
           warning('input_drift', {
             meanInput: this.serverCountedInput / this.serverCountedInputRequests,
             meanRequested: this.serverCountedInputRequested / this.serverCountedInputRequests,
+            limit: INPUT_DRIFT_WARN,
           }),
         );
       }
@@ -828,6 +898,7 @@ function offeredRateWarning(summary: RunSummary): Warning | undefined {
       offeredPerS: steady?.offeredRequestsPerS ?? load.rate,
       wholePerS: whole,
       queueDelayP50Ms: summary.latency.queueDelayMs.p50,
+      deliveredShare: 1 - OFFERED_SHORTFALL_WARN,
     });
   }
   if (!steady) {
@@ -844,7 +915,8 @@ function offeredRateWarning(summary: RunSummary): Warning | undefined {
     load.arrival !== 'constant'
       ? 3 / Math.sqrt(Math.max(1, steady.requestsPerS * steady.windowS))
       : 0;
-  const keptUp = steady.requestsPerS >= offered * (1 - Math.max(OFFERED_SHORTFALL_WARN, noise));
+  const keptUpShare = 1 - Math.max(OFFERED_SHORTFALL_WARN, noise);
+  const keptUp = steady.requestsPerS >= offered * keptUpShare;
   if (keptUp) {
     return warning('drain_tail', {
       offeredPerS: offered,
@@ -854,7 +926,43 @@ function offeredRateWarning(summary: RunSummary): Warning | undefined {
       steady,
     });
   }
-  return warning('below_offered_rate', { offeredPerS: offered, wholePerS: whole, steady });
+  return warning('below_offered_rate', {
+    offeredPerS: offered,
+    wholePerS: whole,
+    steady,
+    keptUpShare,
+  });
+}
+
+/**
+ * A closed loop that kept fewer requests in flight than asked, over its measured duration: its
+ * ramp-up and drain tail weigh more the fewer requests each slot sends (a sweep level above its
+ * --requests never reaches its concurrency). Sessions think between turns, and an interrupted
+ * run says so itself.
+ */
+function deliveredLoadWarning(summary: RunSummary): Warning | undefined {
+  const { load } = summary;
+  if (load.mode !== 'closed' || summary.sessions || summary.interrupted) return undefined;
+  if (summary.requests.completed + summary.requests.failed === 0) return undefined;
+  if (!(load.meanConcurrency < load.concurrency * DELIVERED_CONCURRENCY_SHARE)) return undefined;
+  return warning('load_not_delivered', {
+    concurrency: load.concurrency,
+    measured: load.meanConcurrency,
+    limit: DELIVERED_CONCURRENCY_SHARE,
+  });
+}
+
+/**
+ * The sum of how far each sample lies above the samples' median (0 below it); undefined where
+ * the samples are in an HDR histogram, which keeps no single sample to sum.
+ */
+function excessOverMedian(set: SampleSet): number | undefined {
+  const sorted = set.sorted();
+  if (!sorted || sorted.length === 0) return undefined;
+  const median = percentileOfSorted(sorted, 50);
+  let excess = 0;
+  for (let i = sorted.length - 1; i >= 0 && sorted[i] > median; i--) excess += sorted[i] - median;
+  return excess;
 }
 
 /** The steady-state bin of a time on the run's clock (ms). */

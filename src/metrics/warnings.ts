@@ -29,11 +29,21 @@ export interface Warning {
   message: string;
   /** The longer explanation, for the reports and summary.json only. */
   detail?: string;
+  /**
+   * The measured figure that raised it and the limit it crossed, in the same unit (a share as
+   * 0-1, ms, a count): the validity verdict's reasons carry them (src/metrics/validity.ts).
+   */
+  figure?: number;
+  threshold?: number;
 }
 
 interface Text {
   message: string;
   detail?: string;
+  figure?: number;
+  threshold?: number;
+  /** Where the figures decide it: the severity this occurrence has instead of the code's. */
+  severity?: WarningSeverity;
 }
 
 interface Entry<F> {
@@ -55,6 +65,12 @@ const clip = (text: string, max: number) =>
   text.length <= max ? text : `${text.slice(0, max - 1).trimEnd()}…`;
 /** Milliseconds or seconds, whichever reads. */
 const duration = (ms: number) => (ms >= 10_000 ? `${(ms / 1000).toFixed(1)} s` : `${n(ms)} ms`);
+
+/**
+ * Share of failed requests past which a run is invalid rather than to be read with caution: the
+ * successes are then a selection of the load (those the server could serve), not the load.
+ */
+export const FAILED_INVALID_SHARE = 0.1;
 
 /** Figures of a client-limited run (ClientHealth's own words for each cause). */
 export interface ClientLimitedFigures {
@@ -130,20 +146,33 @@ export const WARNINGS = {
   requests_failed: entry<{ failed: number; counted: number; kinds: string }>('warning', (f) => ({
     message: `${n(f.failed)} of ${n(f.counted)} requests failed (${pct(f.failed / f.counted)}: ${clip(f.kinds, 60)}); latencies cover successes only, the adjusted view counts failures`,
     ...(f.kinds.length > 60 ? { detail: `failures by kind: ${f.kinds}` } : {}),
+    figure: f.failed / f.counted,
+    threshold: 0,
+    // Past this share the successes are a selection of the load, not the load.
+    ...(f.failed / f.counted > FAILED_INVALID_SHARE ? { severity: 'error' as const } : {}),
   })),
   below_offered_rate: entry<
-    | { offeredPerS: number; steady: { requestsPerS: number; windowS: number }; wholePerS: number }
+    | {
+        offeredPerS: number;
+        steady: { requestsPerS: number; windowS: number };
+        wholePerS: number;
+        /** The share of the offered rate under which the server fell behind. */
+        keptUpShare: number;
+      }
     | { offeredPerS: number; steady?: undefined; wholePerS: number; e2eP95Ms: number }
   >('warning', (f) => {
     if (!f.steady) {
       return {
         message: `the run finished ${rate(f.wholePerS)} of the offered ${rate(f.offeredPerS)} and never reached a steady state (p95 E2E ${duration(f.e2eP95Ms)} outlasted the arrivals): run longer to tell a slow server from a short run`,
+        figure: f.wholePerS / f.offeredPerS,
       };
     }
     const s = f.steady;
     return {
       message: `the server fell behind the offered ${rate(f.offeredPerS)}: it finished ${rate(s.requestsPerS)} (${pct(s.requestsPerS / f.offeredPerS)}) while arrivals were open, so requests queued; lower --rate to measure a load it sustains`,
       detail: `Over the steady-state window (${steadyWindow(s.windowS)}) the server finished ${rate(s.requestsPerS)}: the run's ${rate(f.wholePerS)} is its capacity at this load, not the offered rate.`,
+      figure: s.requestsPerS / f.offeredPerS,
+      threshold: f.keptUpShare,
     };
   }),
   max_concurrency_capped: entry<{
@@ -151,8 +180,12 @@ export const WARNINGS = {
     offeredPerS: number;
     wholePerS: number;
     queueDelayP50Ms: number;
+    /** The share of the offered rate under which the load counts as not delivered. */
+    deliveredShare: number;
   }>('warning', (f) => ({
     message: `--max-concurrency ${n(f.cap)} held arrivals back (queue delay p50 ${duration(f.queueDelayP50Ms)}): ${rate(f.wholePerS)} went out of the ${rate(f.offeredPerS)} asked; raise --max-concurrency to offer the full rate`,
+    figure: f.wholePerS / f.offeredPerS,
+    threshold: f.deliveredShare,
     detail: `Arrivals over the client's own cap of ${n(f.cap)} requests in flight waited for a free slot (their wait is queueDelay and counts in user TTFT): the server was offered what ${n(f.cap)} requests in flight allow, not the asked ${rate(f.offeredPerS)}, so this says nothing about whether it keeps up with that rate.`,
   })),
   drain_tail: entry<{
@@ -165,22 +198,77 @@ export const WARNINGS = {
     message: `the whole run's ${rate(f.wholePerS)} is ${pct(1 - f.wholePerS / f.offeredPerS)} under the offered ${rate(f.offeredPerS)} only for its ${f.drainS.toFixed(1)} s drain tail: while arrivals were open the server kept up (steady state)`,
     detail: `The last requests finished ${f.drainS.toFixed(1)} s after the last was sent (${pct(f.drainShare)} of the run). Over the steady-state window (${steadyWindow(f.steady.windowS)}) the server finished ${rate(f.steady.requestsPerS)} and ${n(f.steady.outputTokensPerS)} output tok/s.`,
   })),
+  coordinated_omission: entry<
+    | {
+        loop: 'closed';
+        /** Share of the loop's time spent beyond its typical request (figure). */
+        share: number;
+        limit: number;
+        concurrency: number;
+      }
+    | {
+        loop: 'open';
+        /** userTtft p99 over TTFT p99, less one (figure). */
+        share: number;
+        limit: number;
+        userP99Ms: number;
+        serviceP99Ms: number;
+      }
+  >('warning', (f) =>
+    f.loop === 'closed'
+      ? {
+          message: `coordinated omission: slow requests held the closed loop's ${n(f.concurrency)} slots ${pct(f.share)} of its time past a typical one, so slow stretches are under-sampled; an open loop (--rate) measures them`,
+          detail:
+            "Each slot of a closed loop waits for its request before sending the next: while the server is slow the loop offers less load and records fewer requests, so the stretches users would feel most weigh least (coordinated omission). The figure is the time requests spent beyond the median TTFT and the median TPOT (over their output tokens), over the loop's whole time.",
+          figure: f.share,
+          threshold: f.limit,
+        }
+      : {
+          message: `coordinated omission: user TTFT p99 is ${duration(f.userP99Ms)}, ${pct(f.share)} over the service's ${duration(f.serviceP99Ms)}, as requests waited in the client before going out; read user TTFT for what users saw`,
+          figure: f.share,
+          threshold: f.limit,
+        },
+  ),
+  load_not_delivered: entry<{
+    concurrency: number;
+    measured: number;
+    limit: number;
+  }>('warning', (f) => ({
+    message: `the load asked for was not delivered: ${n(f.measured)} requests were in flight on average of the ${n(f.concurrency)} asked (${pct(f.measured / f.concurrency)}); run more requests (or longer) so ramp-up and drain weigh less`,
+    detail:
+      'A closed loop keeps its concurrency only while requests are left to send: its start and its drain tail run below it, and a run of few requests per slot is mostly those.',
+    figure: f.measured / f.concurrency,
+    threshold: f.limit,
+  })),
+  prefix_cache_uncontrolled: entry<Record<string, never>>('warning', () => ({
+    message:
+      "prefix cache uncontrolled: the workload shares prompt prefixes and the server's cache was not reset, so TTFT depends on what earlier runs left in it; restart the server or reset its cache first",
+    detail:
+      'vLLM resets its prefix cache on POST /reset_prefix_cache (with VLLM_SERVER_DEV_MODE=1), SGLang on POST /flush_cache; a restarted server starts cold. The built-in simulator starts fresh for every run, so runs against it carry no such warning.',
+  })),
   low_sample: entry<{ completed: number }>('info', (f) => ({
     message: `only ${n(f.completed)} completed requests: p99 needs 100 and p99.9 needs 1,000 to be resolved; run more requests for the tail`,
   })),
-  input_drift: entry<{ meanInput: number; meanRequested: number }>('warning', (f) => {
-    const drift = f.meanInput / f.meanRequested - 1;
-    return {
-      message: `the server counted ${f.meanInput.toFixed(1)} input tokens per request, ${pct(Math.abs(drift))} ${drift > 0 ? 'more' : 'fewer'} than the ${f.meanRequested.toFixed(1)} requested (chat template or tokenizer); --tokenizer server counts as it does`,
-    };
-  }),
+  input_drift: entry<{ meanInput: number; meanRequested: number; limit: number }>(
+    'warning',
+    (f) => {
+      const drift = f.meanInput / f.meanRequested - 1;
+      return {
+        message: `the server counted ${f.meanInput.toFixed(1)} input tokens per request, ${pct(Math.abs(drift))} ${drift > 0 ? 'more' : 'fewer'} than the ${f.meanRequested.toFixed(1)} requested (chat template or tokenizer); --tokenizer server counts as it does`,
+        figure: Math.abs(drift),
+        threshold: f.limit,
+      };
+    },
+  ),
   output_short: entry<{
     short: number;
     completed: number;
     meanOutput: number;
     meanRequested: number;
   }>('warning', (f) => ({
-    message: `${n(f.short)} of ${n(f.completed)} requests stopped before their requested length (mean ${f.meanOutput.toFixed(1)} of ${f.meanRequested.toFixed(1)} tokens); --ignore-eos asks vLLM and SGLang for exact lengths`,
+    message: `${n(f.short)} of ${n(f.completed)} requests stopped before their requested length (mean ${f.meanOutput.toFixed(1)} of ${f.meanRequested.toFixed(1)} tokens), so TPOT compares unequal work; --ignore-eos asks vLLM and SGLang for exact lengths`,
+    figure: f.short / f.completed,
+    threshold: 0,
   })),
   multi_token_events: entry<{ tokensPerEvent: number }>('info', (f) => ({
     message: `the server sent ${f.tokensPerEvent.toFixed(2)} tokens per stream event on average: ITL spreads each event's gap over its tokens, chunkGap keeps the raw gaps`,
@@ -190,6 +278,8 @@ export const WARNINGS = {
   })),
   resent_requests: entry<{ resent: number; counted: number }>('warning', (f) => ({
     message: `${n(f.resent)} of ${n(f.counted)} requests were sent again after the server closed their kept-alive connection unanswered; the lost time counts as queueDelay`,
+    figure: f.resent / f.counted,
+    threshold: 0,
     detail:
       'The server closed a kept-alive connection, which had carried an answered request, before answering the next request on it (llama-server closes after every stream). A server that resets requests it has read looks the same to a client: unless it is llama-server, read them as failures.',
   })),
@@ -201,19 +291,26 @@ export const WARNINGS = {
   token_count_mismatch: entry<{ requests: number }>('info', (f) => ({
     message: `${plural(f.requests, 'request')} had per-event token counts that disagreed with the server's total; the events were rescaled to the total`,
   })),
-  kv_cache_full: entry<{ peak: number; mean: number }>('warning', (f) => ({
+  kv_cache_full: entry<{ peak: number; mean: number; limit: number }>('warning', (f) => ({
     message: `the server's KV cache was full (peak ${(f.peak * 100).toFixed(0)}%, mean ${(f.mean * 100).toFixed(0)}%): requests waited for cache blocks, and the latencies include that wait; lower the load to measure without it`,
+    figure: f.peak,
+    threshold: f.limit,
   })),
   preemptions: entry<{ preemptions: number }>('warning', (f) => ({
     message: `the server preempted ${plural(f.preemptions, 'request')} (KV cache exhausted): their work was redone, which shows in their latency; lower the load to measure without it`,
+    figure: f.preemptions,
+    threshold: 0,
   })),
   prefix_cache_hits: entry<{
     cachedShare: number;
     /** Absent where the server told only its rate. */
     tokens?: { cached: number; prompt: number };
     source: PrefixCacheSource;
+    limit: number;
   }>('warning', (f) => ({
-    message: `the server served ${pct(f.cachedShare)} of prompt tokens from its prefix cache though no prompt sharing was asked: TTFT is not a cold prefill's; send fresh prompts or reset its cache`,
+    message: `prefix cache uncontrolled: the server served ${pct(f.cachedShare)} of prompt tokens from its prefix cache though no prompt sharing was asked, so TTFT is not a cold prefill's; send fresh prompts or reset its cache`,
+    figure: f.cachedShare,
+    threshold: f.limit,
     detail: `From ${PREFIX_CACHE_SOURCES[f.source]}${f.tokens ? `: ${n(f.tokens.cached)} of ${n(f.tokens.prompt)} prompt tokens were not prefilled` : ''}. The workload shares no prefix, so the prompts were in the server's cache before: sent by an earlier run with the same prompts (the same seed), or by another client. Against a fresh cache TTFT includes the whole prefill.`,
   })),
   prefill_dominated: entry<PrefillFigures>('info', (f) => {
@@ -302,9 +399,16 @@ export type WarningFigures<C extends WarningCode> =
 
 /** A warning from the catalogue: its code, its severity and its words from the figures. */
 export function warning<C extends WarningCode>(code: C, figures: WarningFigures<C>): Warning {
-  const { severity, build } = WARNINGS[code] as Entry<WarningFigures<C>>;
-  const { message, detail } = build(figures);
-  return { code, severity, message, ...(detail ? { detail } : {}) };
+  const entry = WARNINGS[code] as Entry<WarningFigures<C>>;
+  const { message, detail, figure, threshold, severity } = entry.build(figures);
+  return {
+    code,
+    severity: severity ?? entry.severity,
+    message,
+    ...(detail ? { detail } : {}),
+    ...(figure !== undefined && Number.isFinite(figure) ? { figure } : {}),
+    ...(threshold !== undefined ? { threshold } : {}),
+  };
 }
 
 /** The severity a saved warning carries, or the catalogue's for its code (older summaries). */

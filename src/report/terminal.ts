@@ -7,6 +7,7 @@ import {
 import type { Distribution } from '../metrics/distribution.js';
 import { fmtNumber, fmtUpTo } from '../metrics/format.js';
 import type { RunSummary } from '../metrics/summary.js';
+import { type Validity, validityOf, verdictPhrase } from '../metrics/validity.js';
 import { severityOf } from '../metrics/warnings.js';
 import { seriesName } from '../telemetry/prometheus.js';
 import type { ServerMemorySummary, ServerMetricsSummary } from '../telemetry/summary.js';
@@ -332,8 +333,19 @@ export function renderTerminalSummary(summary: RunSummary, options: TerminalOpti
     const paint = { error: c.red, warning: c.yellow, info: (t: string) => t };
     for (const w of warnings) lines.push(paint[severityOf(w)](`  - ${terminalSafe(w.message)}`));
   }
+  lines.push(validityLine(validityOf([...summary.warnings, ...(server?.warnings ?? [])]), c));
   if (options.outDir) lines.push(`Results: ${options.outDir}`);
   return lines.join('\n');
+}
+
+/** `Validity: CAUTION (output_short): ...`, the run's verdict, painted as it reads. */
+export function validityLine(v: Validity, c: ReturnType<typeof pc.createColors>): string {
+  const paint = v.verdict === 'valid' ? c.green : v.verdict === 'caution' ? c.yellow : c.red;
+  const why =
+    v.verdict === 'valid'
+      ? 'no warning puts these numbers in doubt'
+      : `the warnings above say why; ${v.verdict === 'invalid' ? "do not use these numbers as the server's" : 'read the numbers with them'}`;
+  return `Validity: ${paint(terminalSafe(verdictPhrase(v)))}: ${why}`;
 }
 
 /** A latency row: its mean, percentiles (`~` where too few samples resolve them) and count. */

@@ -2,11 +2,13 @@
  * The writers of a run directory's own files: the manifest (what ran), the summary and, for
  * several scenarios, the table of them. Run, sweep and probe points write through these.
  */
+
 import { randomBytes } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
 import { cpus, hostname } from 'node:os';
 import { basename, join } from 'node:path';
 import type { RunSummary } from '../metrics/summary.js';
+import { validityOf } from '../metrics/validity.js';
 import type { ServerMetricsSummary } from '../telemetry/summary.js';
 import { VERSION } from '../version.js';
 import { hasResult, recordsPath, resultPath, writeJson } from './layout.js';
@@ -141,7 +143,9 @@ export function savedSummary(
   summary: RunSummary,
   serverMetrics: ServerMetricsSummary | undefined,
 ): RunSummary & { serverMetrics?: ServerMetricsSummary } {
-  return serverMetrics ? { ...summary, serverMetrics } : summary;
+  // The verdict of the warnings as saved (merge and report add warnings of their own).
+  const judged = { ...summary, validity: validityOf(summary.warnings) };
+  return serverMetrics ? { ...judged, serverMetrics } : judged;
 }
 
 export function writeSummary(

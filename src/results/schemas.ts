@@ -12,12 +12,17 @@ import { ResultFileError } from './layout.js';
 /** A number as JSON writes it: NaN and Infinity (an empty distribution) come back as null. */
 const num = z.number().nullable();
 
-/** `severity` and `detail` came later (metrics/warnings.ts): older summaries lack them. */
+/**
+ * `severity`, `detail`, `figure` and `threshold` came later (metrics/warnings.ts): older
+ * summaries lack them.
+ */
 export const warningSchema = z.object({
   code: z.string(),
   severity: z.enum(['info', 'warning', 'error']).optional(),
   message: z.string(),
   detail: z.string().optional(),
+  figure: z.number().optional(),
+  threshold: z.number().optional(),
 });
 
 export const loadSchema = z.looseObject({ mode: z.enum(['closed', 'open']) });

@@ -7,9 +7,11 @@
  * Order: sessionStarted, then per point pointStarted, records and telemetry as they come,
  * snapshots while it runs, pointFinished; sessionFinished last, also when the session failed.
  */
+
 import type { LoadSpec } from '../load.js';
 import type { LoadgenProgress } from '../loadgen/run.js';
 import type { RunSummary } from '../metrics/summary.js';
+import { validityOf } from '../metrics/validity.js';
 import type { ClientHealthMeasurements, RequestRecord } from '../record.js';
 import type { ManifestAbout, ResultKindName } from '../results/runFiles.js';
 import type { TelemetrySnapshot } from '../telemetry/snapshot.js';
@@ -304,6 +306,8 @@ export class SessionEvents {
   }
 
   async pointFinished(e: Omit<PointFinished, 'session' | 'endedAt'>): Promise<void> {
+    // Judged here, after every warning of the point was added, for every output alike.
+    e.summary.validity = validityOf(e.summary.warnings);
     const event: PointFinished = { session: this.info, endedAt: new Date().toISOString(), ...e };
     const view = (): PointFinished => ({
       ...event,

@@ -614,6 +614,10 @@ async function finishLive(
   });
   const cached = prefixCacheWarning(summary, serverMetrics, sharing);
   if (cached) summary.warnings.push(cached);
+  // A server at --url comes with whatever its prefix cache holds; the built-in simulator starts
+  // empty, for the session's first point only (the next ones find what it left).
+  const cold = c.target.simulator !== undefined && c.info.index === 0;
+  if (sharing && !cold) summary.warnings.push(warning('prefix_cache_uncontrolled', {}));
   summary.warnings.push(...(c.hooks.warnings?.(summary) ?? []));
   await c.session.pointFinished({
     point: c.info,

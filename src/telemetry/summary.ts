@@ -252,7 +252,7 @@ function memoryWarnings(memory: ServerMemorySummary): Warning[] {
   const warnings: Warning[] = [];
   if (memory.kvCacheUsage && memory.kvCacheUsage.max >= KV_FULL) {
     const { max: peak, mean } = memory.kvCacheUsage;
-    warnings.push(warning('kv_cache_full', { peak, mean }));
+    warnings.push(warning('kv_cache_full', { peak, mean, limit: KV_FULL }));
   }
   if (memory.preemptions !== undefined && memory.preemptions > 0) {
     warnings.push(warning('preemptions', { preemptions: memory.preemptions }));

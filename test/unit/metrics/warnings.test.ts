@@ -57,11 +57,24 @@ const WORST: { [C in WarningCode]: WarningFigures<C>[] } = {
       offeredPerS: 12_345.67,
       wholePerS: 1_234.56,
       steady: { requestsPerS: 1_234.56, windowS: 12_345.6 },
+      keptUpShare: 0.95,
     },
   ],
   max_concurrency_capped: [
-    { cap: 10_000, offeredPerS: 12_345.67, wholePerS: 1_234.56, queueDelayP50Ms: 1_234_567 },
+    {
+      cap: 10_000,
+      offeredPerS: 12_345.67,
+      wholePerS: 1_234.56,
+      queueDelayP50Ms: 1_234_567,
+      deliveredShare: 0.95,
+    },
   ],
+  coordinated_omission: [
+    { loop: 'closed', share: 0.999, limit: 0.05, concurrency: 65_536 },
+    { loop: 'open', share: 123.45, limit: 0.1, userP99Ms: 1_234_567, serviceP99Ms: 1_234_567 },
+  ],
+  load_not_delivered: [{ concurrency: 65_536, measured: 12_345.6, limit: 0.9 }],
+  prefix_cache_uncontrolled: [{}],
   drain_tail: [
     {
       offeredPerS: 12_345.67,
@@ -72,7 +85,7 @@ const WORST: { [C in WarningCode]: WarningFigures<C>[] } = {
     },
   ],
   low_sample: [{ completed: 99 }],
-  input_drift: [{ meanInput: 123_456.7, meanRequested: 12_345.6 }],
+  input_drift: [{ meanInput: 123_456.7, meanRequested: 12_345.6, limit: 0.05 }],
   output_short: [
     { short: 123_456, completed: 123_456, meanOutput: 12_345.6, meanRequested: 32_768 },
   ],
@@ -81,15 +94,16 @@ const WORST: { [C in WarningCode]: WarningFigures<C>[] } = {
   resent_requests: [{ resent: 123_456, counted: 123_456 }],
   implausible_usage: [{ requests: 123_456 }],
   token_count_mismatch: [{ requests: 123_456 }],
-  kv_cache_full: [{ peak: 1, mean: 0.999 }],
+  kv_cache_full: [{ peak: 1, mean: 0.999, limit: 0.99 }],
   preemptions: [{ preemptions: 1_234_567 }],
   prefix_cache_hits: [
     {
       cachedShare: 0.999,
       tokens: { cached: 123_456_000, prompt: 123_456_789 },
       source: 'prefill',
+      limit: 0.2,
     },
-    { cachedShare: 0.999, source: 'rate' },
+    { cachedShare: 0.999, source: 'rate', limit: 0.2 },
   ],
   prefill_dominated: [
     {
