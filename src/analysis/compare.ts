@@ -2,6 +2,7 @@ import { endianness } from 'node:os';
 import { parseFlagNumber } from '../flagNumber.js';
 import type { LoadSpec } from '../load.js';
 import { type Better, catalogMetric, type MetricUnit } from '../metrics/catalog.js';
+import { POOL_WAIT_LIMIT } from '../metrics/clientHealth.js';
 import { percentileOfSorted } from '../metrics/distribution.js';
 import { fmtNumber, fmtUpTo } from '../metrics/format.js';
 import { forEachTokenGap, requestMetrics } from '../metrics/requestMetrics.js';
@@ -42,10 +43,19 @@ export const VERDICT_TEXT: Record<Verdict, string> = {
 /** Per-request metrics collected from records. */
 export type RequestMetricKey = 'ttftMs' | 'tpotMs' | 'e2eMs' | 'outputSpeedTokS';
 
+/**
+ * Connection phases per request (docs/metrics.md, "Connection phases"): pool wait of every
+ * request the pool sent, TLS handshake of those that opened a TLS connection.
+ */
+export type PhaseMetricKey = 'poolWaitMs' | 'tlsMs';
+
+export type RunStat = 'outputThroughput' | 'requestThroughput' | 'failureRate' | 'newConnections';
+
 export type MetricSource =
   | { kind: 'request'; key: RequestMetricKey; q: number }
+  | { kind: 'phase'; key: PhaseMetricKey; q: number }
   | { kind: 'itl'; q: number }
-  | { kind: 'run'; stat: 'outputThroughput' | 'requestThroughput' | 'failureRate' };
+  | { kind: 'run'; stat: RunStat };
 
 export interface MetricDefinition {
   /** Stable id, e.g. `ttft.p50`, `outputThroughput`. */
@@ -55,10 +65,12 @@ export interface MetricDefinition {
   better: Better;
   source: MetricSource;
   /**
-   * The smallest change that counts: relative to the baseline (0.01 = 1 %), or absolute in the
-   * metric's unit for a rate that is often 0 (the failure rate).
+   * The smallest change that counts: relative to the baseline (0.01 = 1 %), and at least `floor`
+   * in the metric's unit where one is given (a time that is often near 0, as pool wait, whose
+   * doubling from microseconds is no change); or absolute in the metric's unit for a rate that
+   * is often 0 (the failure rate).
    */
-  practical: { relative: number } | { absolute: number };
+  practical: { relative: number; floor?: number } | { absolute: number };
 }
 
 /** The smallest relative change that counts, by default. */
@@ -66,6 +78,13 @@ export const DEFAULT_MIN_EFFECT = 0.01;
 
 /** Failure rate: a change under 0.1 percentage points never counts. */
 const FAILURE_RATE_MIN_CHANGE = 0.001;
+/** New connections per request: likewise a rate that is often 0. */
+const NEW_CONNECTIONS_MIN_CHANGE = 0.001;
+/**
+ * Connection phases' times: a change under the pool wait that client health begins to judge
+ * (1 ms) never counts, however large relative to a baseline of microseconds.
+ */
+export const PHASE_MIN_CHANGE_MS = POOL_WAIT_LIMIT.minMs;
 
 export function compareMetrics(minEffect = DEFAULT_MIN_EFFECT): MetricDefinition[] {
   const rel = { relative: minEffect };
@@ -115,6 +134,59 @@ export function compareMetrics(minEffect = DEFAULT_MIN_EFFECT): MetricDefinition
     run('requestThroughput'),
     run('failureRate', { absolute: FAILURE_RATE_MIN_CHANGE }),
   ];
+}
+
+/**
+ * The connection phases' rows, lower better (docs/metrics.md, "Connection phases"): pool wait at
+ * p50 and p99, the share of requests that opened a connection (a share, not a count, so that
+ * runs of other lengths compare) and the TLS handshake's p50 over those that opened one.
+ */
+export function connectionMetrics(minEffect = DEFAULT_MIN_EFFECT): MetricDefinition[] {
+  const practical = { relative: minEffect, floor: PHASE_MIN_CHANGE_MS };
+  const phase = (key: PhaseMetricKey, id: string, label: string, q: number) => ({
+    id: `${id}.p${q}`,
+    label: `${label} p${q}`,
+    unit: 'ms' as const,
+    better: 'lower' as const,
+    source: { kind: 'phase' as const, key, q },
+    practical,
+  });
+  return [
+    phase('poolWaitMs', 'poolWait', 'pool wait', 50),
+    phase('poolWaitMs', 'poolWait', 'pool wait', 99),
+    {
+      id: 'newConnections',
+      label: 'new connections per request',
+      unit: 'fraction',
+      better: 'lower',
+      source: { kind: 'run', stat: 'newConnections' },
+      practical: { absolute: NEW_CONNECTIONS_MIN_CHANGE },
+    },
+    phase('tlsMs', 'tls', 'TLS handshake', 50),
+  ];
+}
+
+/**
+ * The metrics two runs are compared on: every one of compareMetrics, and the connection phases'
+ * where either run has them (records older than the phases have none: a run compared with such
+ * a run shows them n/a; two such runs, not at all). TLS only where a connection shook hands.
+ */
+export function metricsFor(
+  a: RunSample,
+  b: RunSample,
+  minEffect = DEFAULT_MIN_EFFECT,
+): MetricDefinition[] {
+  const phased = a.phasedRequests + b.phasedRequests > 0;
+  const tls = hasValue(a.phases.tlsMs) || hasValue(b.phases.tlsMs);
+  const phases = connectionMetrics(minEffect).filter((m) =>
+    m.source.kind === 'phase' && m.source.key === 'tlsMs' ? tls : phased,
+  );
+  return [...compareMetrics(minEffect), ...phases];
+}
+
+function hasValue(values: Float64Array): boolean {
+  for (let i = 0; i < values.length; i++) if (!Number.isNaN(values[i])) return true;
+  return false;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -332,6 +404,15 @@ export interface RunSample {
   outputTokens: Float64Array;
   busy: Float64Array;
   failedFlag: Uint8Array;
+  /**
+   * Per counted request, the connection phases (NaN where the request has none: records older
+   * than the phases, a request never sent, TLS of one that opened no TLS connection)...
+   */
+  phases: Record<PhaseMetricKey, Float64Array>;
+  /** ...and 0: the record has no phases, 1: it has, 2: it has and opened a connection. */
+  connectionFlag: Uint8Array;
+  /** Counted requests whose records carry the phases. */
+  phasedRequests: number;
   /** Counted requests in the order they were sent (pooled runs one after another). */
   sendOrder: Uint32Array;
   /** Per-token ITL, stored per token event: value (ms per token) and tokens it stands for. */
@@ -366,6 +447,12 @@ export class RunSampleBuilder {
   private readonly busy = ChunkedColumn.doubles();
   private readonly sendKey = ChunkedColumn.doubles();
   private readonly failedFlag = ChunkedColumn.bytes();
+  private readonly phases: Record<PhaseMetricKey, ChunkedColumn<Float64Array>> = {
+    poolWaitMs: ChunkedColumn.doubles(),
+    tlsMs: ChunkedColumn.doubles(),
+  };
+  private readonly connectionFlag = ChunkedColumn.bytes();
+  private phasedRequests = 0;
   private readonly itl: ItlEvents;
   private readonly requestedInput = new MomentsBuilder();
   private readonly requestedOutput = new MomentsBuilder();
@@ -398,6 +485,14 @@ export class RunSampleBuilder {
     const keepItl = this.itl.begin();
     this.requestedInput.add(record.requestedInputTokens);
     this.requestedOutput.add(record.requestedOutputTokens);
+    // As summary.connections counts them: every counted request with the split, failures too.
+    const phased = record.backlogMs !== undefined;
+    if (phased) this.phasedRequests++;
+    const poolWait = phased ? record.poolWaitMs : undefined;
+    const tls = phased ? record.connection?.tlsMs : undefined;
+    this.phases.poolWaitMs.push(poolWait ?? Number.NaN);
+    this.phases.tlsMs.push(tls ?? Number.NaN);
+    this.connectionFlag.push(phased ? (record.connection ? 2 : 1) : 0);
     if (record.error) {
       this.failed++;
       this.failedFlag.push(1);
@@ -447,6 +542,9 @@ export class RunSampleBuilder {
       outputTokens: this.outputTokens.done(),
       busy: this.busy.done(),
       failedFlag: this.failedFlag.done(),
+      phases: { poolWaitMs: this.phases.poolWaitMs.done(), tlsMs: this.phases.tlsMs.done() },
+      connectionFlag: this.connectionFlag.done(),
+      phasedRequests: this.phasedRequests,
       sendOrder: sortedOrder(this.sendKey.done()),
       itlValue: this.itl.values.view(),
       itlTokens: this.itl.tokens.view(),
@@ -500,6 +598,9 @@ interface Blocks {
   completed: Float64Array;
   failed: Float64Array;
   counted: Float64Array;
+  /** Requests with the connection phases, and those of them that opened a connection. */
+  phased: Float64Array;
+  opened: Float64Array;
 }
 
 function makeBlocks(sample: RunSample): Blocks {
@@ -517,6 +618,8 @@ function makeBlocks(sample: RunSample): Blocks {
     completed: new Float64Array(k),
     failed: new Float64Array(k),
     counted: new Float64Array(k),
+    phased: new Float64Array(k),
+    opened: new Float64Array(k),
   };
   for (let i = 0; i < n; i++) {
     const j = of[i];
@@ -525,6 +628,9 @@ function makeBlocks(sample: RunSample): Blocks {
     b.counted[j] += 1;
     if (sample.failedFlag[i]) b.failed[j] += 1;
     else b.completed[j] += 1;
+    const flag = sample.connectionFlag[i];
+    if (flag > 0) b.phased[j] += 1;
+    if (flag === 2) b.opened[j] += 1;
   }
   return b;
 }
@@ -936,13 +1042,16 @@ function blockBootstrap(
   const setOf = (m: MetricDefinition): EventSet | undefined => {
     const src = m.source;
     if (src.kind === 'run') return undefined;
-    const name = src.kind === 'itl' ? 'itl' : src.key;
+    const name = src.kind === 'itl' ? 'itl' : `${src.kind}:${src.key}`;
     let set = sets.get(name);
     if (!set) {
       set =
         src.kind === 'itl'
           ? itlEvents(sample, blocks)
-          : requestEvents(sample.request[src.key], blocks);
+          : requestEvents(
+              src.kind === 'phase' ? sample.phases[src.key] : sample.request[src.key],
+              blocks,
+            );
       sets.set(name, set);
     }
     return set;
@@ -964,7 +1073,15 @@ function blockBootstrap(
     for (let b = 0; b < B && escaped < 0; b++) {
       w.fill(0);
       for (let i = 0; i < blocks.k; i++) w[rng.int(blocks.k)]++;
-      const s = { output: 0, busy: 0, completed: 0, failed: 0, counted: 0 };
+      const s: RunSums = {
+        output: 0,
+        busy: 0,
+        completed: 0,
+        failed: 0,
+        counted: 0,
+        phased: 0,
+        opened: 0,
+      };
       for (let j = 0; j < blocks.k; j++) {
         const x = w[j];
         if (x === 0) continue;
@@ -973,10 +1090,12 @@ function blockBootstrap(
         s.completed += x * blocks.completed[j];
         s.failed += x * blocks.failed[j];
         s.counted += x * blocks.counted[j];
+        s.phased += x * blocks.phased[j];
+        s.opened += x * blocks.opened[j];
       }
       for (const [i, m] of runMetrics.entries()) {
         runReplicates[i][b] = runStat(
-          (m.source as { stat: string }).stat,
+          (m.source as { stat: RunStat }).stat,
           s,
           closed,
           concurrency,
@@ -1015,13 +1134,15 @@ function blockBootstrap(
     const info = { blockLength: blocks.length, blocks: blocks.k };
     for (const [i, m] of runMetrics.entries()) {
       const value = runStat(
-        (m.source as { stat: string }).stat,
+        (m.source as { stat: RunStat }).stat,
         {
           output: sum(blocks.output),
           busy: sample.busyMs,
           completed: sample.completed,
           failed: sample.failed,
           counted: sample.counted,
+          phased: sum(blocks.phased),
+          opened: sum(blocks.opened),
         },
         closed,
         concurrency,
@@ -1051,6 +1172,17 @@ function sum(a: Float64Array): number {
   return s;
 }
 
+/** Sums over a (resampled) set of requests' blocks, what runStat reads. */
+interface RunSums {
+  output: number;
+  busy: number;
+  completed: number;
+  failed: number;
+  counted: number;
+  phased: number;
+  opened: number;
+}
+
 /**
  * Run-level statistics of a (resampled) set of requests; on the original requests each equals
  * the summary's number.
@@ -1062,8 +1194,8 @@ function sum(a: Float64Array): number {
  *   sum(x) / duration, which varies with the output lengths and failures of the requests.
  */
 function runStat(
-  stat: string,
-  s: { output: number; busy: number; completed: number; failed: number; counted: number },
+  stat: RunStat,
+  s: RunSums,
   closed: boolean,
   concurrency: number,
   durationS: number,
@@ -1083,8 +1215,9 @@ function runStat(
       return perS(s.completed);
     case 'failureRate':
       return s.counted > 0 ? s.failed / s.counted : Number.NaN;
-    default:
-      return Number.NaN;
+    // Over the requests whose records say (none in runs older than the phases: NaN, n/a).
+    case 'newConnections':
+      return s.phased > 0 ? s.opened / s.phased : Number.NaN;
   }
 }
 
@@ -1125,7 +1258,7 @@ export interface MetricComparison {
 
 /** The verdict rule: a change in the good direction, the interval excluding 0, big enough. */
 export function verdictOf(
-  m: Pick<MetricDefinition, 'better' | 'practical'>,
+  m: Pick<MetricDefinition, 'better' | 'practical'> & { unit?: MetricUnit },
   delta: number,
   relative: number,
   ci: Pick<ConfidenceInterval, 'low' | 'high'>,
@@ -1139,6 +1272,14 @@ export function verdictOf(
   }
   if (Math.sign(delta) !== (up ? 1 : -1)) {
     return { verdict: 'no_change', why: 'the change and its interval disagree in direction' };
+  }
+  const floor = 'relative' in m.practical ? m.practical.floor : undefined;
+  if (floor !== undefined && Math.abs(delta) < floor) {
+    const unit = m.unit && m.unit !== 'fraction' ? ` ${m.unit}` : '';
+    return {
+      verdict: 'no_change',
+      why: `significant but small: ${fmtUpTo(Math.abs(delta), 3)}${unit}, under ${fmtUpTo(floor, 3)}${unit}`,
+    };
   }
   const practical =
     'relative' in m.practical
@@ -1176,7 +1317,7 @@ export function compareSamples(
   },
 ): MetricComparison[] {
   const o = { ...DEFAULT_BOOTSTRAP, ...options };
-  const metrics = compareMetrics(o.minEffect);
+  const metrics = metricsFor(a, b, o.minEffect);
   const ra = bootstrapRun(a, modes.baseline, metrics, o, 'baseline');
   const rb = bootstrapRun(b, modes.candidate, metrics, o, 'candidate');
   const minEffectText = `${(o.minEffect * 100).toFixed(o.minEffect * 100 < 1 ? 1 : 0)} %`;

@@ -8,9 +8,11 @@ import pc from 'picocolors';
 import {
   type BootstrapOptions,
   compareUnits,
+  connectionMetrics,
   type MetricComparison,
   type MetricUnit,
   type PairComparison,
+  PHASE_MIN_CHANGE_MS,
   pairUnits,
   VERDICT_TEXT,
   type Verdict,
@@ -178,8 +180,14 @@ function footnotes(r: CompareReport): string[] {
     lengths.length === 0
       ? ''
       : ` in blocks of ${lengths.length === 1 ? lengths[0] : `${lengths[0]}-${lengths[lengths.length - 1]}`} consecutive requests`;
+  // The connection phases' own rules are told only where their rows are shown.
+  const phaseIds = new Set(connectionMetrics().map((m) => m.id));
+  const phases = pairs.some((p) => p.metrics.some((m) => phaseIds.has(m.id)));
+  const rules = phases
+    ? `failure rate and new connections per request: 0.1 percentage points; pool wait and TLS handshake: also ${fmtNumber(PHASE_MIN_CHANGE_MS, 0)} ms`
+    : 'failure rate: 0.1 percentage points';
   const notes = [
-    `delta = B - A; ${confidenceText(r)} CI of the delta from ${r.options.resamples.toLocaleString('en-US')} bootstrap resamples of requests${blocks} (seed ${r.options.seed}); a verdict needs the CI to exclude 0 and a change of at least ${fmtNumber(r.options.minEffect * 100, r.options.minEffect * 100 < 1 ? 1 : 0)} % (failure rate: 0.1 percentage points).`,
+    `delta = B - A; ${confidenceText(r)} CI of the delta from ${r.options.resamples.toLocaleString('en-US')} bootstrap resamples of requests${blocks} (seed ${r.options.seed}); a verdict needs the CI to exclude 0 and a change of at least ${fmtNumber(r.options.minEffect * 100, r.options.minEffect * 100 < 1 ? 1 : 0)} % (${rules}).`,
   ];
   if (pairs.some((p) => p.metrics.some((m) => m.lowConfidence))) {
     notes.push(

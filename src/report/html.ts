@@ -39,7 +39,14 @@ import {
   timelineCharts,
   turnCharts,
 } from './charts.js';
-import { connectionsLine, connectionsMatter } from './connectionsText.js';
+import {
+  connectionsLine,
+  connectionsMatter,
+  PHASE_COLUMNS,
+  phaseRows,
+  STREAMS_COLUMNS,
+  streamsRow,
+} from './connectionsText.js';
 import { catalogDistributions, escapeHtml, metricLabel } from './format.js';
 import { noReliableFit } from './probeText.js';
 import { describeReasoning, sessionFacts, TURN_COLUMNS } from './sessionsText.js';
@@ -645,27 +652,8 @@ function connectionsHtml(s: Summary): string {
         `<span class="phase-key"><span class="swatch" style="background:${PHASE_COLOURS[name]}"></span>${esc(name)}</span>`,
     )
     .join(' ');
-  const dist: [string, Distribution | undefined][] = [
-    ['backlog (until handed to the pool)', c.backlogMs],
-    ['pool wait', c.poolWaitMs],
-    ['connection set-up (requests that opened one)', opened ? c.setupMs : undefined],
-    ['  DNS', opened ? c.dnsMs : undefined],
-    ['  TCP connect', opened ? c.tcpMs : undefined],
-    ['  TLS handshake', opened ? c.tlsMs : undefined],
-    ['TTFT', ttft],
-  ];
-  const body = dist
-    .filter((x): x is [string, Distribution] => (x[1]?.count ?? 0) > 0)
-    .map(([name, d]) => [
-      esc(name),
-      fmtNumber(d.p50, 2),
-      fmtNumber(d.p95, 2),
-      fmtNumber(d.p99, 2),
-      fmtNumber(d.max, 2),
-      fmtNumber(d.count),
-    ]);
   const line = connectionsLine(s);
-  return `${line ? `<p>${esc(line)}</p>` : ''}<figure class="phases" data-phases><figcaption>Before the first token: pool wait, connection set-up, TTFT</figcaption>${bars}<p class="caption">${legend}. Each segment is its own phase's percentile over the requests it applies to (set-up: those that opened a connection), so a bar is not one request's.</p></figure>${table(['phase (ms)', 'p50', 'p95', 'p99', 'max', 'n'], body)}`;
+  return `${line ? `<p>${esc(line)}</p>` : ''}<figure class="phases" data-phases><figcaption>Before the first token: pool wait, connection set-up, TTFT</figcaption>${bars}<p class="caption">${legend}. Each segment is its own phase's percentile over the requests it applies to (set-up: those that opened a connection), so a bar is not one request's.</p></figure>${htmlTable(PHASE_COLUMNS, phaseRows(s))}`;
 }
 
 function serverMetricsDetails(s: Summary): string {
@@ -780,12 +768,19 @@ function runBody(run: RunReportInput, charts: Charts, idPrefix: string, heading:
       html: `<${h}>Latency distributions</${h}>${latencyTable(run.summary)}${catalogMetricsHtml(run.summary)}${charts.grid(latencyCharts(data))}`,
     },
   ];
-  if (connectionsMatter(run.summary)) {
+  // HTTP/2's streams per connection stand beside the phases: how many requests shared each
+  // connection explains how few connections were opened and how long requests waited for one.
+  const phases = connectionsMatter(run.summary);
+  const streams = streamsRow(run.summary);
+  if (phases || streams) {
+    const streamsHtml = streams
+      ? `<div data-streams>${htmlTable(STREAMS_COLUMNS, [streams])}</div>`
+      : '';
     sections.push({
       kind: 'connections',
       id: `${idPrefix}connections`,
       nav: heading === 2 ? 'Connections' : undefined,
-      html: `<${h}>Connection phases</${h}>${connectionsHtml(run.summary)}`,
+      html: `<${h}>${phases ? 'Connection phases' : 'Connections'}</${h}>${streamsHtml}${phases ? connectionsHtml(run.summary) : ''}`,
     });
   }
   const sessions = sessionFacts(run.summary, run.summary.serverMetrics);

@@ -3,6 +3,7 @@ import { fmtNumber } from '../metrics/format.js';
 import type { RunSummary } from '../metrics/summary.js';
 import { severityOf } from '../metrics/warnings.js';
 import type { SavedSummary } from '../results/reader.js';
+import { connectionsFacts, PHASE_COLUMNS, phaseRows, streamsLine } from './connectionsText.js';
 import { errorKindLines, nothingSucceeded } from './failures.js';
 import { markdownCell as cell, escapeMarkdown, metricLabel } from './format.js';
 import { describeReasoning, sessionFacts, TURN_COLUMNS } from './sessionsText.js';
@@ -40,6 +41,27 @@ const RUN_COLUMNS: Column<NamedRun>[] = [
   runNumber(`${metricLabel('e2eMs')} p99`, (s) => s.latency.e2eMs.p99, 0),
   runNumber('output tok/s', (s) => s.throughput.outputTokensPerS, 0),
 ];
+
+/**
+ * HTTP/2's streams per connection, and the connection phases (docs/metrics.md, "Connection
+ * phases") when they matter by the terminal's rule: the facts line and the HTML report's table.
+ */
+function connectionsMarkdown(s: RunSummary): string[] {
+  const lines: string[] = [];
+  const streams = streamsLine(s);
+  if (streams) lines.push('', cell(streams));
+  // Undefined unless they matter, by the terminal's rule (connectionsMatter).
+  const facts = connectionsFacts(s);
+  if (facts) {
+    lines.push(
+      '',
+      `**Connections:** ${cell(facts)}`,
+      '',
+      ...markdownTable(PHASE_COLUMNS, phaseRows(s)),
+    );
+  }
+  return lines;
+}
 
 /**
  * A compact summary for a CI job summary or a pull-request comment: the load first, latency
@@ -88,6 +110,7 @@ export function markdownSummary(
     }
     const reasoning = describeReasoning(s);
     if (reasoning) lines.push('', `**Reasoning:** ${cell(reasoning)}`);
+    lines.push(...connectionsMarkdown(s));
   } else {
     lines.push(...markdownTable(RUN_COLUMNS, runs));
   }

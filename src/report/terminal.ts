@@ -11,7 +11,7 @@ import { type Validity, validityOf, verdictPhrase } from '../metrics/validity.js
 import { severityOf } from '../metrics/warnings.js';
 import { seriesName } from '../telemetry/prometheus.js';
 import type { ServerMemorySummary, ServerMetricsSummary } from '../telemetry/summary.js';
-import { connectionsLine } from './connectionsText.js';
+import { connectionsLine, streamsLine } from './connectionsText.js';
 import { errorKindCounts, errorKindLines, nothingSucceeded } from './failures.js';
 import { metricLabel, terminalSafe } from './format.js';
 import { describeReasoning, sessionFacts, TURN_COLUMNS } from './sessionsText.js';
@@ -245,12 +245,8 @@ export function renderTerminalSummary(summary: RunSummary, options: TerminalOpti
   if (options.model) facts.push(`model ${terminalSafe(options.model)}`);
   lines.push(c.bold(facts.join(', ')));
   if (options.simulator) lines.push(`Simulated server: ${terminalSafe(options.simulator)}`);
-  const streams = summary.streamsPerConnection;
-  if (streams) {
-    lines.push(
-      `HTTP/2: ${fmtNumber(streams.connections)} connection${streams.connections === 1 ? '' : 's'}, ${fmtNumber(streams.mean, 1)} streams each on average (max ${fmtNumber(streams.max)})`,
-    );
-  }
+  const streams = streamsLine(summary);
+  if (streams) lines.push(streams);
   if (summary.interrupted) lines.push(c.yellow('Interrupted: only finished requests are counted.'));
   lines.push('');
 

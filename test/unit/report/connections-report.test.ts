@@ -8,6 +8,7 @@ import type { RequestRecord } from '../../../src/record.js';
 import { connectionsLine } from '../../../src/report/connectionsText.js';
 import { requestsCsvHeader, requestsCsvRow } from '../../../src/report/csv.js';
 import { renderHtmlReport } from '../../../src/report/html.js';
+import { markdownSummary } from '../../../src/report/markdown.js';
 import { renderTerminalSummary } from '../../../src/report/terminal.js';
 import { loadReportInput } from '../../../src/results/load.js';
 import { REPO } from '../../../tools/repo.js';
@@ -83,7 +84,7 @@ describe('connection phases in the HTML report', () => {
     assert.doesNotMatch(section, /<script/);
   });
 
-  test('in Chromium the bars are drawn: each segment as wide as its share, no error', async (t) => {
+  test('in Chromium the bars are drawn: each segment as wide as its share, no error; the streams shown', async (t) => {
     const run = await loadReportInput(join(REPO, 'test/fixtures/report/run'));
     if (run.kind !== 'run') return;
     const started = await startBrowser();
@@ -93,11 +94,22 @@ describe('connection phases in the HTML report', () => {
     }
     const dir = mkdtempSync(join(tmpdir(), 'ig-phases-html-'));
     try {
-      const { connections } = summarize(phased, { load });
+      const h2 = phased.map((r) => ({ ...r, connectionId: r.id < 3 ? 1 : 2 }));
+      const { connections, streamsPerConnection } = summarize(h2, { load });
       const file = join(dir, 'report.html');
-      writeFileSync(file, renderHtmlReport({ ...run, summary: { ...run.summary, connections } }));
+      writeFileSync(
+        file,
+        renderHtmlReport({
+          ...run,
+          summary: { ...run.summary, connections, streamsPerConnection },
+        }),
+      );
       const { page, errors } = await openFile(started.browser, file);
       assert.deepEqual(errors, []);
+      // HTTP/2's streams per connection are shown in the section, above the bars.
+      const streams = page.locator('[data-streams] tbody tr');
+      assert.ok(await streams.isVisible());
+      assert.deepEqual(await streams.locator('td').allTextContents(), ['h2', '2', '2.0', '3']);
       const bars = page.locator('.phase-bar');
       assert.equal(await bars.count(), 2);
       const barWidth = (await bars.nth(1).boundingBox())?.width ?? 0;
@@ -122,4 +134,99 @@ test('requests.csv ends with the phases, empty where a request has none', () => 
   );
   assert.match(requestsCsvRow(phased[0], false), /,0,0,3\.5,3\.5,0\.5,1,2\r\n$/);
   assert.match(requestsCsvRow(phased[2], false), /,0,8,,,,,\r\n$/);
+});
+
+describe('connection phases in the Markdown summary', () => {
+  const md = (records: RequestRecord[]) =>
+    markdownSummary('run', [{ name: 'run', summary: summarize(records, { load }) }]);
+
+  test("the terminal's facts and the HTML's table, the warm-up's set-up in rows of its own", () => {
+    const warmup = record(9, { phase: 'warmup', backlogMs: 0, poolWaitMs: 0, connection: opened });
+    const text = md([...phased, warmup]);
+    assert.match(
+      text,
+      /\n\*\*Connections:\*\* 2 opened by measured requests, set-up p50 3\.50 ms .* beside TTFT p50 40\.0 ms\n/,
+    );
+    const rows = text.split('\n').filter((l) => /^\| [a-zA-Z]/.test(l));
+    const names = rows.map((l) => l.split(' | ')[0].slice(2));
+    assert.deepEqual(names.slice(names.indexOf('phase (ms)')), [
+      'phase (ms)',
+      'backlog (until handed to the pool)',
+      'pool wait',
+      'connection set-up (requests that opened one)',
+      'set-up: DNS',
+      'set-up: TCP connect',
+      'set-up: TLS handshake',
+      'TTFT',
+      'warm-up connection set-up (requests that opened one)',
+      'warm-up set-up: DNS',
+      'warm-up set-up: TCP connect',
+      'warm-up set-up: TLS handshake',
+    ]);
+    // pool wait: p50 4, p95 and p99 8, over the 4 measured requests; the warm-up's one apart.
+    assert.ok(rows.includes('| pool wait | 4.00 | 8.00 | 8.00 | 8.00 | 4 |'), rows.join('\n'));
+    assert.ok(rows.includes('| warm-up set-up: TLS handshake | 2.00 | 2.00 | 2.00 | 2.00 | 1 |'));
+  });
+
+  test('nothing when they do not matter, and nothing from an older summary', () => {
+    const warm = phased.map((r) => ({ ...r, connection: undefined, poolWaitMs: 0, sentAt: 0 }));
+    assert.doesNotMatch(md(warm), /Connections|phase \(ms\)/);
+    const older = phased.map(({ backlogMs, poolWaitMs, connection, ...r }) => r);
+    assert.doesNotMatch(md(older), /Connections|phase \(ms\)|HTTP\/2/);
+  });
+
+  test('HTTP/2 streams per connection, beside the phases or alone', () => {
+    const h2 = phased.map((r) => ({ ...r, connectionId: r.id < 3 ? 1 : 2 }));
+    assert.match(md(h2), /\nHTTP\/2: 2 connections, 2\.0 streams each on average \(max 3\)\n/);
+    const warm = h2.map((r) => ({ ...r, connection: undefined, poolWaitMs: 0, sentAt: 0 }));
+    const alone = md(warm);
+    assert.match(alone, /HTTP\/2: 2 connections/);
+    assert.doesNotMatch(alone, /Connections:/);
+  });
+});
+
+describe('HTTP/2 streams per connection in the HTML report', () => {
+  const section = (html: string) =>
+    html.match(/<section[^>]*data-section="connections"[\s\S]*?<\/section>/)?.[0];
+
+  test('a table of protocol, connections, mean and max streams, with or without the phases', async () => {
+    const run = await loadReportInput(join(REPO, 'test/fixtures/report/run'));
+    if (run.kind !== 'run') return;
+    const h2 = phased.map((r) => ({ ...r, connectionId: r.id < 3 ? 1 : 2 }));
+    const { connections, streamsPerConnection } = summarize(h2, { load });
+    assert.deepEqual(streamsPerConnection, { connections: 2, mean: 2, max: 3 });
+    const both = section(
+      renderHtmlReport({ ...run, summary: { ...run.summary, connections, streamsPerConnection } }),
+    );
+    assert.ok(both, 'no connections section');
+    const cells = (html: string) =>
+      [
+        ...(html.match(/<div data-streams>[\s\S]*?<\/table>/)?.[0] ?? '').matchAll(
+          /<t[hd](?: [^>]*)?>([^<]*)</g,
+        ),
+      ].map((m) => m[1]);
+    assert.deepEqual(cells(both), [
+      'protocol',
+      'connections',
+      'streams per connection, mean',
+      'max',
+      'h2',
+      '2',
+      '2.0',
+      '3',
+    ]);
+    assert.match(both, /<h2>Connection phases<\/h2>/);
+    assert.match(both, /data-phases/);
+    // A warmed pool: the phases do not matter, the streams still stand in a section of their own.
+    const alone = section(
+      renderHtmlReport({ ...run, summary: { ...run.summary, streamsPerConnection } }),
+    );
+    assert.ok(alone, 'no section for the streams alone');
+    assert.match(alone, /<h2>Connections<\/h2>/);
+    assert.doesNotMatch(alone, /data-phases/);
+    assert.equal(cells(alone).length, 8);
+    // HTTP/1.1 and older runs: no streams, no section.
+    assert.equal(run.summary.streamsPerConnection, undefined);
+    assert.equal(section(renderHtmlReport(run)), undefined);
+  });
 });
