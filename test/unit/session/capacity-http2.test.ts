@@ -9,11 +9,7 @@ import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { EXIT } from '../../../src/errors.js';
-import {
-  capacitySettings,
-  prepareCapacity,
-  runCapacity,
-} from '../../../src/session/profiles/capacity.js';
+import { prepareCapacity, runCapacity } from '../../../src/session/profiles/capacity.js';
 import { tempDir } from '../../helpers/cli.js';
 import { DONE, textEvent, usageEvent } from '../../helpers/scriptedServer.js';
 import { fixture } from '../../helpers/tlsServer.js';
