@@ -511,7 +511,11 @@ function tlsForPods(
   const given = Object.keys(settings) as (keyof TlsSettings)[];
   if (given.length === 0) return undefined;
   const url = o.url;
-  if (typeof url === 'string' && !/^\s*https:/i.test(url)) {
+  // As run takes them (tls.ts readTlsOptions): for the server or a scraped https:// endpoint.
+  const https = [url, o.metricsUrl, o.dcgmUrl, o.serverMetrics].some(
+    (u) => typeof u === 'string' && /^\s*https:/i.test(u),
+  );
+  if (typeof url === 'string' && !https) {
     problems.push(
       `${path}: ${given.map((k) => TLS_PLAN_FIELDS[k].slice(0, -1)).join(', ')}: TLS options apply to an https:// server, and url is not one: use url: https://${url.replace(/^\s*http:\/\//i, '')} or drop them`,
     );

@@ -238,6 +238,11 @@ describe("k8s job: the plan's certificate files reach the pods", () => {
       problems('url: http://vllm.bench.svc:8000\nca-cert: certs/ca.pem\ninsecure: true\n')[0],
       /ca-cert, insecure: TLS options apply to an https:\/\/ server, and url is not one: use url: https:\/\/vllm\.bench\.svc:8000/,
     );
+    // As run takes them: an https:// metrics endpoint is one they apply to.
+    const scraped = job(
+      'url: http://vllm:8000\nmetrics-url: https://vllm:8443/metrics\nca-cert: certs/ca.pem\n',
+    );
+    assert.equal(scraped.tlsSecret, 'tls-run-tls');
   });
 
   test('more than a Secret holds (1 MiB) is refused before it is read', () => {
