@@ -19,7 +19,8 @@ import { K8S_DEFAULTS } from './k8sDefaults.js';
 /**
  * `infergauge k8s job`: prints a Kubernetes manifest that runs a plan as N shards in parallel
  * pods (an Indexed Job), all starting their schedules at one shared instant, and a second Job
- * that merges the shards' results. Nothing is contacted: the command only writes text.
+ * that merges the shards' results. Nothing is contacted: the command only writes text (it reads
+ * the plan's certificate files, which the manifest carries to the pods in a Secret).
  */
 
 /** The options of `k8s job` as commander parses them (every value a string). */
