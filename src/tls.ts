@@ -49,6 +49,9 @@ export interface TlsMaterial {
 /** A PEM file's first line; a file without one is not PEM (DER, a path typo, a key for a cert). */
 const PEM_BEGIN = /-----BEGIN ([A-Z0-9 ]+)-----/;
 
+/** How problems name each option: a command's flags, or a plan file's fields. */
+export type TlsNames = Readonly<Record<keyof TlsSettings, string>>;
+
 /** The flags, as `problems` name them. */
 export const TLS_FLAGS = {
   caCert: '--ca-cert',
@@ -57,7 +60,17 @@ export const TLS_FLAGS = {
   clientKeyPassphraseEnv: '--client-key-passphrase-env',
   insecure: '--insecure',
   servername: '--tls-servername',
-} as const;
+} as const satisfies TlsNames;
+
+/** A plan file's fields, as `problems` name them (`ca-cert: ca.pem` is how a plan writes it). */
+export const TLS_PLAN_FIELDS = {
+  caCert: 'ca-cert:',
+  clientCert: 'client-cert:',
+  clientKey: 'client-key:',
+  clientKeyPassphraseEnv: 'client-key-passphrase-env:',
+  insecure: 'insecure:',
+  servername: 'tls-servername:',
+} as const satisfies TlsNames;
 
 /** A PEM file's text, or a problem that names the flag and the file, never what it holds. */
 function readPem(
@@ -88,6 +101,55 @@ function readPem(
 }
 
 /**
+ * Reads the files of `settings` (each once) and checks what can be checked without the key's
+ * passphrase: files that exist and hold PEM of the right kind, a certificate with its key, a
+ * server name that is a name. Every problem is pushed, naming its option as `names` spells it
+ * and the fix; undefined when there is one. `k8s job` ships what it returns to the pods.
+ */
+export function readTlsFiles(
+  settings: TlsSettings,
+  problems: string[],
+  names: TlsNames = TLS_FLAGS,
+): Omit<TlsMaterial, 'passphrase'> | undefined {
+  const before = problems.length;
+  const material: TlsMaterial = {};
+  if (settings.caCert !== undefined) {
+    material.ca = readPem(names.caCert, settings.caCert, /CERTIFICATE/, 'certificate', problems);
+  }
+  if ((settings.clientCert === undefined) !== (settings.clientKey === undefined)) {
+    problems.push(
+      settings.clientCert !== undefined
+        ? `${names.clientCert} needs its private key: add ${names.clientKey} FILE (PEM), as with curl --cert FILE --key FILE`
+        : `${names.clientKey} needs its certificate: add ${names.clientCert} FILE (PEM), as with curl --cert FILE --key FILE`,
+    );
+  }
+  if (settings.clientCert !== undefined) {
+    material.cert = readPem(
+      names.clientCert,
+      settings.clientCert,
+      /CERTIFICATE/,
+      'certificate',
+      problems,
+    );
+  }
+  if (settings.clientKey !== undefined) {
+    material.key = readPem(names.clientKey, settings.clientKey, /PRIVATE KEY/, 'key', problems);
+  }
+  if (settings.clientKeyPassphraseEnv !== undefined && settings.clientKey === undefined) {
+    problems.push(`${names.clientKeyPassphraseEnv} applies only with ${names.clientKey} FILE`);
+  }
+  if (settings.servername !== undefined) {
+    if (isIP(settings.servername) !== 0 || !/^[A-Za-z0-9.*-]+$/.test(settings.servername)) {
+      problems.push(
+        `${names.servername} must be a DNS name, as the certificate lists it (for example ${names.servername} api.internal), not ${isIP(settings.servername) !== 0 ? 'an address: the URL gives that' : 'this text'}`,
+      );
+    } else material.servername = settings.servername;
+  }
+  if (settings.insecure) material.insecure = true;
+  return problems.length > before ? undefined : material;
+}
+
+/**
  * Reads the files of `settings` into TlsMaterial, checking that Node can build a context from
  * them (a PEM that does not parse, a wrong passphrase, a key that is not the certificate's).
  * Every problem is pushed, naming its flag and the fix; undefined when there is one.
@@ -98,62 +160,40 @@ export function loadTls(
   problems: string[],
 ): TlsMaterial | undefined {
   const before = problems.length;
-  const material: TlsMaterial = {};
-  if (settings.caCert !== undefined) {
-    material.ca = readPem(
-      TLS_FLAGS.caCert,
-      settings.caCert,
-      /CERTIFICATE/,
-      'certificate',
-      problems,
-    );
-  }
-  if ((settings.clientCert === undefined) !== (settings.clientKey === undefined)) {
-    problems.push(
-      settings.clientCert !== undefined
-        ? '--client-cert needs its private key: add --client-key FILE (PEM), as with curl --cert FILE --key FILE'
-        : '--client-key needs its certificate: add --client-cert FILE (PEM), as with curl --cert FILE --key FILE',
-    );
-  }
-  if (settings.clientCert !== undefined) {
-    material.cert = readPem(
-      TLS_FLAGS.clientCert,
-      settings.clientCert,
-      /CERTIFICATE/,
-      'certificate',
-      problems,
-    );
-  }
-  if (settings.clientKey !== undefined) {
-    material.key = readPem(TLS_FLAGS.clientKey, settings.clientKey, /PRIVATE KEY/, 'key', problems);
-  }
+  const material: TlsMaterial = { ...readTlsFiles(settings, problems) };
   const passEnv = settings.clientKeyPassphraseEnv;
-  if (passEnv !== undefined) {
+  // Without --client-key, readTlsFiles has said that the passphrase applies to nothing.
+  if (passEnv !== undefined && settings.clientKey !== undefined) {
     const value = Object.hasOwn(env, passEnv) ? env[passEnv] : undefined;
-    if (settings.clientKey === undefined) {
-      problems.push('--client-key-passphrase-env applies only with --client-key FILE');
-    } else if (value === undefined) {
+    if (value === undefined) {
       problems.push(
         `--client-key-passphrase-env names ${passEnv}, which is not set in the environment (for example export ${passEnv}=...)`,
       );
     } else material.passphrase = value;
   }
-  if (settings.servername !== undefined) {
-    if (isIP(settings.servername) !== 0 || !/^[A-Za-z0-9.*-]+$/.test(settings.servername)) {
-      problems.push(
-        `--tls-servername must be a DNS name, as the certificate lists it (for example --tls-servername api.internal), not ${isIP(settings.servername) !== 0 ? 'an address: the URL gives that' : 'this text'}`,
-      );
-    } else material.servername = settings.servername;
-  }
-  if (settings.insecure) material.insecure = true;
   if (problems.length > before) return undefined;
-  try {
-    secureContextOf(material);
-  } catch (err) {
-    problems.push(contextProblem(settings, err));
+  const problem = tlsContextProblem(settings, material);
+  if (problem !== undefined) {
+    problems.push(problem);
     return undefined;
   }
   return material;
+}
+
+/**
+ * Why Node cannot build a context from `material` (PEM that does not parse, a wrong or missing
+ * passphrase, a key that is not the certificate's), naming the flag to look at; else undefined.
+ */
+export function tlsContextProblem(
+  settings: TlsSettings,
+  material: TlsMaterial,
+): string | undefined {
+  try {
+    secureContextOf(material);
+    return undefined;
+  } catch (err) {
+    return contextProblem(settings, err);
+  }
 }
 
 /** The TLS options as a command's parsed flags name them. */

@@ -1,10 +1,10 @@
 import { readFileSync } from 'node:fs';
-import { Command } from '@commander-js/extra-typings';
+import { Command, Option } from '@commander-js/extra-typings';
 import type { K8sJob, K8sJobOptions } from '../deploy/k8s.js';
 import { K8S_DEFAULTS } from '../deploy/k8sDefaults.js';
 import { EXIT } from '../errors.js';
 import { VERSION } from '../version.js';
-import { printProblems, printWarnings } from './common.js';
+import { collect, printProblems, printWarnings } from './common.js';
 
 /** `infergauge k8s job`: prints the manifest of src/deploy/k8s.ts and what to do with it. */
 async function k8sJobAction(o: K8sJobOptions): Promise<number> {
@@ -46,7 +46,7 @@ async function k8sJobAction(o: K8sJobOptions): Promise<number> {
 export function k8sCommand(): Command {
   const job = new Command('job')
     .description(
-      'Print a Kubernetes manifest (ConfigMap, PVC, Indexed Job, merge Job) that runs a plan as N shards in parallel pods, all starting at one instant, then merges their results. Nothing is contacted.',
+      'Print a Kubernetes manifest (the plan and its certificate files, a PVC, an Indexed Job, a merge Job) that runs a plan as N shards in parallel pods, all starting at one instant, then merges their results. Nothing is contacted.',
     )
     .option('--shards <n>', 'pods to split the load over (required)')
     .option(
@@ -80,6 +80,12 @@ export function k8sCommand(): Command {
     .option(
       '--max-duration <s>',
       `longest a shard may run, bounds the merge's wait (default: ${K8S_DEFAULTS.maxDurationS})`,
+    )
+    .addOption(
+      new Option(
+        '--secret-env <NAME=SECRET/KEY>',
+        "set the shards' variable NAME from key KEY of your Secret SECRET (the plan's api-key-env, client-key-passphrase-env, HTTPS_PROXY), repeatable",
+      ).argParser(collect),
     )
     .addHelpText(
       'after',

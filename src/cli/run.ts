@@ -153,10 +153,6 @@ export function addRunOptions(command: Command): Command {
       `per-request limit in seconds, from sending to the last byte (default: ${d.timeoutS})`,
     )
     .option(
-      '--http2 <mode>',
-      'auto (HTTP/2 where an https:// server offers it), on (also h2c on http://) or off (default: auto)',
-    )
-    .option(
       '--grace <s>',
       `after Ctrl-C, seconds in-flight requests may finish before they are cancelled (default: ${d.graceS})`,
     )
@@ -237,7 +233,7 @@ export function addRunOptions(command: Command): Command {
   return command;
 }
 
-/** How a command reaches its server (run, sweep, probe, capacity): the proxy, then TLS. */
+/** How a command reaches its server (run, sweep, probe, capacity): the proxy, TLS, HTTP/2. */
 export function addConnectionOptions(command: Command): Command {
   return command
     .option(
@@ -265,6 +261,10 @@ export function addConnectionOptions(command: Command): Command {
     .option(
       '--tls-servername <name>',
       'name sent as SNI and checked against the certificate, when --url gives an address',
+    )
+    .option(
+      '--http2 <mode>',
+      'auto (HTTP/2 where an https:// server offers it), on (also h2c on http://) or off (default: auto)',
     );
 }
 

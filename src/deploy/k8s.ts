@@ -1,15 +1,26 @@
-import { Document, parse as parseYaml, stringify } from 'yaml';
+import { statSync } from 'node:fs';
+import { Document, isMap, isScalar, parseDocument, parse as parseYaml, stringify } from 'yaml';
+import { SECRET_NAME } from '../backends/request.js';
 import { UsageError } from '../errors.js';
 import { checkedFlagNumber } from '../flagNumber.js';
 import { PlanFileError, type PlanFileOptions, planFileOptions } from '../plan/planFile.js';
-import { RUN_DEFAULTS } from '../plan/runPlan.js';
+import { proxyWithoutUserinfo, RUN_DEFAULTS } from '../plan/runPlan.js';
+import { parseProxyUrl } from '../proxy.js';
+import {
+  readTlsFiles,
+  resolveTlsPaths,
+  TLS_PLAN_FIELDS,
+  type TlsSettings,
+  tlsContextProblem,
+} from '../tls.js';
 import { VERSION } from '../version.js';
 import { K8S_DEFAULTS } from './k8sDefaults.js';
 
 /**
  * `infergauge k8s job`: prints a Kubernetes manifest that runs a plan as N shards in parallel
  * pods (an Indexed Job), all starting their schedules at one shared instant, and a second Job
- * that merges the shards' results. Nothing is contacted: the command only writes text.
+ * that merges the shards' results. Nothing is contacted: the command only writes text (it reads
+ * the plan's certificate files, which the manifest carries to the pods in a Secret).
  */
 
 /** The options of `k8s job` as commander parses them (every value a string). */
@@ -32,6 +43,11 @@ export interface K8sJobOptions {
   memory?: string;
   workers?: string;
   maxDuration?: string;
+  /**
+   * `--secret-env NAME=SECRET/KEY`, repeatable: the shard container's environment variable NAME
+   * from key KEY of the existing Secret SECRET (an API key, a client key's passphrase, a proxy).
+   */
+  secretEnv?: string[];
 }
 
 export interface K8sJobInput {
@@ -58,6 +74,12 @@ export interface K8sJob {
   waitS: number;
   /** The merge Job's activeDeadlineSeconds: how long `kubectl wait` may have to wait. */
   mergeDeadlineS: number;
+  /** Where the plan goes: a Secret where it holds credentials, else a ConfigMap. */
+  planKind: 'ConfigMap' | 'Secret';
+  /** The Secret this manifest makes of the plan's certificate files, if it names any. */
+  tlsSecret?: string;
+  /** The existing Secrets the shards read (--secret-env): `secret/key` each, no values. */
+  secretRefs: string[];
   warnings: string[];
 }
 
@@ -72,6 +94,22 @@ export class K8sJobError extends UsageError {
 const MIN_LEAD_S = 60;
 /** The most a ConfigMap may hold (etcd's object limit). */
 const CONFIGMAP_MAX_BYTES = 1024 * 1024;
+/** The most a Secret's data may hold, all its keys together (the API server refuses more). */
+const SECRET_MAX_BYTES = 1024 * 1024;
+/** Where the shards see the plan's certificate files (the Secret `<name>-tls`). */
+const TLS_MOUNT = '/tls';
+/** Each certificate option of a plan: its field, and its file's name in the Secret and mount. */
+const TLS_FILES = [
+  { option: 'caCert', field: 'ca-cert', file: 'ca.pem' },
+  { option: 'clientCert', field: 'client-cert', file: 'client.pem' },
+  { option: 'clientKey', field: 'client-key', file: 'client.key' },
+] as const;
+/** Read by the owner (root) and the group, fsGroup 1000, which the shards run as: 0440. */
+const SECRET_FILE_MODE = 0o440;
+/** An environment variable's name, as a container's env takes it from --secret-env. */
+const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
+/** A key of a Secret's data. */
+const SECRET_KEY = /^[-._a-zA-Z0-9]+$/;
 /** Job names: 63 minus the suffixes Kubernetes and this manifest append (as CronJob's 52). */
 const NAME_MAX = 52;
 /** The uid and gid of the `node` user of the node:20 images (the Dockerfile runs as it). */
@@ -116,6 +154,51 @@ interface Resolved {
   memory: string;
   workers?: number;
   maxDurationS: number;
+  secretEnv: SecretEnv[];
+}
+
+/** One --secret-env: the variable `name` from key `key` of the Secret `secret`. */
+interface SecretEnv {
+  name: string;
+  secret: string;
+  key: string;
+}
+
+/** --secret-env NAME=SECRET/KEY, each checked as Kubernetes will check it. */
+function secretEnvOf(values: readonly string[], problems: string[]): SecretEnv[] {
+  const out: SecretEnv[] = [];
+  for (const value of values) {
+    const m = /^([^=]*)=([^/]*)\/(.*)$/.exec(value);
+    const fix = 'e.g. --secret-env KEY_PASS=client-key-pass/passphrase';
+    if (!m) {
+      problems.push(`--secret-env must be NAME=SECRET/KEY, ${fix} (got "${value}")`);
+      continue;
+    }
+    const [, name, secret, key] = m as unknown as [string, string, string, string];
+    if (!ENV_NAME.test(name)) {
+      problems.push(
+        `--secret-env ${value}: "${name}" is not an environment variable name (letters, digits and _, not starting with a digit), ${fix}`,
+      );
+    } else if (name === 'JOB_COMPLETION_INDEX') {
+      problems.push(
+        `--secret-env ${value}: JOB_COMPLETION_INDEX is the shard's index, set by the Job`,
+      );
+    } else if (out.some((e) => e.name === name)) {
+      problems.push(`--secret-env ${name} is given twice: keep one`);
+    }
+    if (secret.length > 253 || !DNS_SUBDOMAIN.test(secret)) {
+      problems.push(
+        `--secret-env ${value}: "${secret}" is not a Secret's name (lowercase letters, digits, '-' and '.'; kubectl get secrets), ${fix}`,
+      );
+    }
+    if (key.length > 253 || !SECRET_KEY.test(key)) {
+      problems.push(
+        `--secret-env ${value}: "${key}" is not a key of a Secret (letters, digits, '-', '_' and '.'; kubectl describe secret ${secret || 'NAME'}), ${fix}`,
+      );
+    }
+    out.push({ name, secret, key });
+  }
+  return out;
 }
 
 /** The options checked and defaulted; every problem found, not just the first. */
@@ -220,6 +303,7 @@ export function resolveOptions(
   quantity('--memory', memory, '2Gi');
   const workers = whole('--workers', o.workers);
   const maxDurationS = seconds('--max-duration', o.maxDuration) ?? K8S_DEFAULTS.maxDurationS;
+  const secretEnv = secretEnvOf(o.secretEnv ?? [], problems);
 
   if (problems.length > 0 || shards === undefined || startAt === undefined) {
     return { problems, warnings };
@@ -239,6 +323,7 @@ export function resolveOptions(
       memory,
       ...(workers !== undefined ? { workers } : {}),
       maxDurationS,
+      secretEnv,
     },
     problems,
     warnings,
@@ -252,7 +337,7 @@ function checkPlan(
   text: string,
   path: string,
   r: Resolved | undefined,
-): { problems: string[]; warnings: string[] } {
+): { problems: string[]; warnings: string[]; options?: Record<string, unknown> } {
   const problems: string[] = [];
   const warnings: string[] = [];
   if (Buffer.byteLength(text) > CONFIGMAP_MAX_BYTES) {
@@ -303,10 +388,29 @@ function checkPlan(
       `${path}: tokenizer: ${o.tokenizer} is a file read inside the pods, which see only /plan/plan.yaml: put it in the image (or mount it) at that path`,
     );
   }
-  if (typeof o.apiKeyEnv === 'string') {
+  const fromSecret = (name: string) => r?.secretEnv.some((e) => e.name === name) === true;
+  if (typeof o.apiKeyEnv === 'string' && !fromSecret(o.apiKeyEnv)) {
     warnings.push(
-      `${path}: api-key-env: ${o.apiKeyEnv} must be set in the pods: add it to the infergauge container's env from a Secret (valueFrom.secretKeyRef; docs/kubernetes.md)`,
+      `${path}: api-key-env: ${o.apiKeyEnv} must be set in the pods: keep the key in a Secret and pass --secret-env ${o.apiKeyEnv}=SECRET/KEY (docs/kubernetes.md)`,
     );
+  }
+  // Without it every shard would stop at its start, before sending anything: refused here.
+  const passEnv = o.clientKeyPassphraseEnv;
+  if (typeof passEnv === 'string' && r && !fromSecret(passEnv)) {
+    problems.push(
+      `${path}: client-key-passphrase-env: ${passEnv} must be set in the pods: keep the passphrase in a Secret (kubectl create secret generic client-key-pass --from-file=passphrase=FILE) and pass --secret-env ${passEnv}=client-key-pass/passphrase`,
+    );
+  }
+  // As run reads them, so that N pods do not each fail on them; messages show no credentials.
+  if (typeof o.proxy === 'string') {
+    try {
+      parseProxyUrl(o.proxy);
+    } catch (err) {
+      problems.push(`${path}: proxy: ${(err as Error).message}`);
+    }
+  }
+  if (o.http2 !== undefined && !['auto', 'on', 'off'].includes(String(o.http2))) {
+    problems.push(`${path}: http2 must be auto, on or off (got ${JSON.stringify(o.http2)})`);
   }
   if (r) {
     // As run fills them in (RUN_DEFAULTS): the parts each shard gets must not be empty.
@@ -364,17 +468,173 @@ function checkPlan(
       );
     }
   }
-  return { problems, warnings };
+  return { problems, warnings, options: o };
+}
+
+/** The plan's certificate files as the shards get them: a Secret, and the plan's new paths. */
+interface PodTls {
+  /** The Secret's data: file name to base64 of the file's exact bytes. */
+  data: Record<string, string>;
+  /** The plan's fields and the mounted paths they now name (`ca-cert: /tls/ca.pem`). */
+  paths: Record<string, string>;
+  /** Whether the Secret holds a private key (job.yaml then does too). */
+  holdsKey: boolean;
+}
+
+/**
+ * The certificate files a plan names, read once (paths relative to the plan, as `run` takes
+ * them) and checked as `run` will check them in the pods: missing, unreadable or not PEM files,
+ * a key without its certificate or not its certificate's, all more than a Secret holds. The
+ * key's passphrase is the cluster's (--secret-env): with one named, the key is not opened here.
+ */
+function tlsForPods(
+  o: Record<string, unknown>,
+  path: string,
+  problems: string[],
+): PodTls | undefined {
+  const str = (v: unknown) => (typeof v === 'string' && v !== '' ? v : undefined);
+  const files: Record<string, unknown> = {
+    caCert: o.caCert,
+    clientCert: o.clientCert,
+    clientKey: o.clientKey,
+  };
+  resolveTlsPaths(files, path);
+  const settings: TlsSettings = {
+    ...(str(files.caCert) ? { caCert: str(files.caCert) } : {}),
+    ...(str(files.clientCert) ? { clientCert: str(files.clientCert) } : {}),
+    ...(str(files.clientKey) ? { clientKey: str(files.clientKey) } : {}),
+    ...(str(o.clientKeyPassphraseEnv)
+      ? { clientKeyPassphraseEnv: str(o.clientKeyPassphraseEnv) }
+      : {}),
+    ...(o.insecure === true ? { insecure: true } : {}),
+    ...(str(o.tlsServername) ? { servername: str(o.tlsServername) } : {}),
+  };
+  const given = Object.keys(settings) as (keyof TlsSettings)[];
+  if (given.length === 0) return undefined;
+  const url = o.url;
+  // As run takes them (tls.ts readTlsOptions): for the server or a scraped https:// endpoint.
+  const https = [url, o.metricsUrl, o.dcgmUrl, o.serverMetrics].some(
+    (u) => typeof u === 'string' && /^\s*https:/i.test(u),
+  );
+  if (typeof url === 'string' && !https) {
+    problems.push(
+      `${path}: ${given.map((k) => TLS_PLAN_FIELDS[k].slice(0, -1)).join(', ')}: TLS options apply to an https:// server, and url is not one: use url: https://${url.replace(/^\s*http:\/\//i, '')} or drop them`,
+    );
+    return undefined;
+  }
+  // Sized before reading: a Secret holds at most 1 MiB, all its files together.
+  let bytes = 0;
+  for (const { option } of TLS_FILES) {
+    const file = settings[option];
+    if (file === undefined) continue;
+    try {
+      bytes += statSync(file).size;
+    } catch {
+      // readTlsFiles names it, with the fix.
+    }
+  }
+  if (bytes > SECRET_MAX_BYTES) {
+    problems.push(
+      `${path}: ${TLS_FILES.filter((f) => settings[f.option] !== undefined)
+        .map((f) => f.field)
+        .join(
+          ', ',
+        )}: ${bytes.toLocaleString('en-US')} bytes together, more than a Secret holds (1 MiB, ${SECRET_MAX_BYTES.toLocaleString('en-US')} bytes): give ca-cert only the CA that signs the server, not a whole bundle`,
+    );
+    return undefined;
+  }
+  const found: string[] = [];
+  const material = readTlsFiles(settings, found, TLS_PLAN_FIELDS);
+  problems.push(...found.map((p) => `${path}: ${p}`));
+  if (!material) return undefined;
+  if (material.key !== undefined && settings.clientKeyPassphraseEnv === undefined) {
+    // An encrypted key, or one that is not the certificate's, would stop every shard.
+    const problem = /ENCRYPTED/.test(material.key)
+      ? `client-key: ${settings.clientKey} is encrypted: name the variable that holds its passphrase with client-key-passphrase-env: NAME in the plan, and give it to the pods with --secret-env NAME=SECRET/KEY`
+      : tlsContextProblem(settings, material);
+    if (problem !== undefined) {
+      problems.push(`${path}: ${problem}`);
+      return undefined;
+    }
+  }
+  const data: Record<string, string> = {};
+  const paths: Record<string, string> = {};
+  for (const { option, field, file } of TLS_FILES) {
+    const text = { caCert: material.ca, clientCert: material.cert, clientKey: material.key }[
+      option
+    ];
+    if (text === undefined) continue;
+    // latin1 both ways: the file's bytes exactly, whatever its comments are written in.
+    data[file] = Buffer.from(text, 'latin1').toString('base64');
+    paths[field] = `${TLS_MOUNT}/${file}`;
+  }
+  if (Object.keys(data).length === 0) return undefined;
+  return { data, paths, holdsKey: material.key !== undefined };
+}
+
+/**
+ * The plan's text with `values` in place of its top-level fields' values, every other byte as
+ * written (comments, quoting, order). A value YAML writes over several lines (a block scalar)
+ * cannot be cut out by its range: then the plan is written again from its parsed document.
+ */
+export function withFieldValues(text: string, values: Record<string, string>): string {
+  const doc = parseDocument(text);
+  const edits: { start: number; end: number; value: string }[] = [];
+  if (isMap(doc.contents)) {
+    for (const pair of doc.contents.items) {
+      const key = isScalar(pair.key) ? String(pair.key.value) : undefined;
+      if (key === undefined || !Object.hasOwn(values, key)) continue;
+      if (isScalar(pair.value) && pair.value.range) {
+        const [start, end] = pair.value.range;
+        // A double-quoted YAML scalar is a JSON string.
+        edits.push({ start, end, value: JSON.stringify(values[key]) });
+      }
+    }
+  }
+  let out = text;
+  for (const e of edits.sort((a, b) => b.start - a.start)) {
+    out = out.slice(0, e.start) + e.value + out.slice(e.end);
+  }
+  const expected = JSON.stringify({ ...(parseYaml(text) as Record<string, unknown>), ...values });
+  try {
+    if (JSON.stringify(parseYaml(out)) === expected) return out;
+  } catch {
+    // Cut where YAML does not allow it: written again below.
+  }
+  for (const [key, value] of Object.entries(values)) doc.set(key, value);
+  return doc.toString({ lineWidth: 0 });
+}
+
+/**
+ * Whether a plan holds credentials (a proxy's user:password, a header named like a credential):
+ * such a plan goes into a Secret, because a ConfigMap is readable by every role that may view
+ * the namespace (the built-in `view` role reads ConfigMaps, not Secrets).
+ */
+function holdsCredentials(o: Record<string, unknown>): boolean {
+  if (typeof o.proxy === 'string' && proxyWithoutUserinfo(o.proxy) !== o.proxy) return true;
+  const headers = Array.isArray(o.header) ? o.header : [];
+  return headers.some(
+    (h) => typeof h === 'string' && SECRET_NAME.test(h.slice(0, Math.max(0, h.indexOf(':')))),
+  );
 }
 
 /** The manifest and what to tell the user; throws K8sJobError with every problem found. */
 export function k8sJob(input: K8sJobInput): K8sJob {
   const { options, now, planText } = input;
   const opts = resolveOptions(options, now);
-  const plan = checkPlan(planText, options.plan ?? 'plan.yaml', opts.resolved);
+  const planPath = options.plan ?? 'plan.yaml';
+  const plan = checkPlan(planText, planPath, opts.resolved);
   const problems = [...opts.problems, ...plan.problems];
+  const tls = plan.options ? tlsForPods(plan.options, planPath, problems) : undefined;
+  // The pods' plan names the certificates where they are mounted; every other byte as written.
+  const podPlan = tls ? withFieldValues(planText, tls.paths) : planText;
+  if (podPlan !== planText && Buffer.byteLength(podPlan) > CONFIGMAP_MAX_BYTES) {
+    problems.push(`${planPath}: with the certificates' paths in the pods, larger than 1 MiB`);
+  }
   if (problems.length > 0 || !opts.resolved) throw new K8sJobError(problems);
   const r = opts.resolved;
+  const planKind = plan.options && holdsCredentials(plan.options) ? 'Secret' : 'ConfigMap';
+  const tlsSecret = tls ? `${r.name}-tls` : undefined;
 
   const labels = { 'app.kubernetes.io/name': 'infergauge', 'infergauge/job': r.name };
   const metadata = (name: string, component?: string) => ({
@@ -402,18 +662,53 @@ export function k8sJob(input: K8sJobInput): K8sJob {
   const resultsVolume = { name: 'results', persistentVolumeClaim: { claimName: r.pvc } };
   const resultsMount = { name: 'results', mountPath: '/results' };
 
-  const configMap = new Document({
+  // stringData: the plan stays readable in job.yaml, as the ConfigMap's would be.
+  const planDoc = new Document({
     apiVersion: 'v1',
-    kind: 'ConfigMap',
+    kind: planKind,
     metadata: metadata(`${r.name}-plan`),
-    data: { 'plan.yaml': planText },
+    ...(planKind === 'Secret'
+      ? { type: 'Opaque', stringData: { 'plan.yaml': podPlan } }
+      : { data: { 'plan.yaml': podPlan } }),
   });
-  configMap.commentBefore = [
-    ` infergauge ${VERSION} k8s job: plan ${options.plan ?? 'plan.yaml'} as ${r.shards} shard${r.shards === 1 ? '' : 's'} starting at ${startAt}, then one merge.`,
+  planDoc.commentBefore = [
+    ` infergauge ${VERSION} k8s job: plan ${planPath} as ${r.shards} shard${r.shards === 1 ? '' : 's'} starting at ${startAt}, then one merge.`,
     ' Apply it before that instant: a shard that starts more than a few seconds late fails.',
     '',
     ' The plan, mounted read-only at /plan/plan.yaml in every shard.',
+    ...(planKind === 'Secret'
+      ? [
+          " A Secret, not a ConfigMap: the plan holds credentials (a proxy's user:password or a",
+          ' header named like a credential), and roles that may view a namespace read its ConfigMaps.',
+        ]
+      : []),
+    ...(tls
+      ? [
+          ` Its ${Object.keys(tls.paths).join(', ')} name the files of the Secret ${tlsSecret}, at ${TLS_MOUNT}.`,
+        ]
+      : []),
   ].join('\n');
+
+  const tlsDoc =
+    tls && tlsSecret
+      ? new Document({
+          apiVersion: 'v1',
+          kind: 'Secret',
+          metadata: metadata(tlsSecret),
+          type: 'Opaque',
+          data: tls.data,
+        })
+      : undefined;
+  if (tlsDoc) {
+    tlsDoc.commentBefore = [
+      ` The plan's certificate files, exactly as read (base64), mounted read-only at ${TLS_MOUNT}.`,
+      ...(tls?.holdsKey
+        ? [
+            ' It holds the client key: base64 is no encryption, so keep this file out of version control.',
+          ]
+        : []),
+    ].join('\n');
+  }
 
   const pvc = new Document({
     apiVersion: 'v1',
@@ -487,15 +782,32 @@ export function k8sJob(input: K8sJobInput): K8sJob {
                     },
                   },
                 },
+                // Values the manifest must not hold: read from Secrets the user made.
+                ...r.secretEnv.map((e) => ({
+                  name: e.name,
+                  valueFrom: { secretKeyRef: { name: e.secret, key: e.key } },
+                })),
               ],
               resources: {
                 requests: { cpu: r.cpu, memory: r.memory },
                 limits: { cpu: r.cpu, memory: r.memory },
               },
-              volumeMounts: [{ name: 'plan', mountPath: '/plan', readOnly: true }, resultsMount],
+              volumeMounts: [
+                { name: 'plan', mountPath: '/plan', readOnly: true },
+                ...(tlsSecret ? [{ name: 'tls', mountPath: TLS_MOUNT, readOnly: true }] : []),
+                resultsMount,
+              ],
             },
           ],
-          volumes: [{ name: 'plan', configMap: { name: `${r.name}-plan` } }, resultsVolume],
+          volumes: [
+            planKind === 'Secret'
+              ? { name: 'plan', secret: { secretName: `${r.name}-plan` } }
+              : { name: 'plan', configMap: { name: `${r.name}-plan` } },
+            ...(tlsSecret
+              ? [{ name: 'tls', secret: { secretName: tlsSecret, defaultMode: SECRET_FILE_MODE } }]
+              : []),
+            resultsVolume,
+          ],
         },
       },
     },
@@ -551,7 +863,13 @@ export function k8sJob(input: K8sJobInput): K8sJob {
     ` ${resultsDir}/shard-0..${r.shards - 1}, then merges them into ${resultsDir}/merged.`,
   ].join('\n');
 
-  const docs = [configMap, ...(r.createPvc ? [pvc] : []), shardJob, mergeJob];
+  const docs = [
+    planDoc,
+    ...(tlsDoc ? [tlsDoc] : []),
+    ...(r.createPvc ? [pvc] : []),
+    shardJob,
+    mergeJob,
+  ];
   // lineWidth 0: no folded lines, so args and the plan stay byte for byte as given.
   const manifest = docs.map((doc) => stringify(doc, { lineWidth: 0 })).join('---\n');
   return {
@@ -565,7 +883,18 @@ export function k8sJob(input: K8sJobInput): K8sJob {
     mergedDir: `${resultsDir}/merged`,
     waitS,
     mergeDeadlineS,
-    warnings: [...opts.warnings, ...plan.warnings],
+    planKind,
+    ...(tlsSecret ? { tlsSecret } : {}),
+    secretRefs: r.secretEnv.map((e) => `${e.secret}/${e.key}`),
+    warnings: [
+      ...opts.warnings,
+      ...plan.warnings,
+      ...(tls?.holdsKey
+        ? [
+            `the manifest holds the client key (Secret ${tlsSecret}, base64 is no encryption): keep job.yaml out of version control`,
+          ]
+        : []),
+    ],
   };
 }
 
@@ -577,8 +906,15 @@ export function k8sJobManifest(input: K8sJobInput): string {
 /** What to do with the manifest: printed on stderr so that `> job.yaml` holds only YAML. */
 export function k8sJobHowTo(job: K8sJob): string {
   const ns = job.namespace !== undefined ? ` -n ${job.namespace}` : '';
+  // Names of Secrets only: no value, nor anything of the plan (a proxy URL may hold a password).
+  const secrets = [...new Set(job.secretRefs.map((ref) => ref.split('/')[0]))];
   return [
     `infergauge k8s job: manifest of ${job.name} (${job.shards} shard${job.shards === 1 ? '' : 's'}) on stdout; the shards start at ${job.startAt} (in ${job.startsInS} s), so apply it now:`,
+    ...(secrets.length > 0
+      ? [
+          `  0. the Secret${secrets.length === 1 ? '' : 's'} --secret-env reads must exist${job.namespace !== undefined ? ` in ${job.namespace}` : ''}: ${job.secretRefs.join(', ')} (kubectl${ns} create secret generic NAME --from-file=KEY=FILE)`,
+        ]
+      : []),
     '  1. kubectl apply -f job.yaml',
     `  2. kubectl${ns} wait --for=condition=complete job/${job.name}-merge --timeout=${job.mergeDeadlineS + 60}s`,
     `  3. the merged results are in ${job.mergedDir} on the claim ${job.pvc}: kubectl${ns} cp <a pod mounting ${job.pvc} at /results>:${job.mergedDir} ./${job.name} (docs/kubernetes.md: a helper pod)`,

@@ -19,6 +19,12 @@ import {
 import { requestText } from '../../httpText.js';
 import { concurrencyBoundProblem, MAX_CONCURRENCY } from '../../load.js';
 import { createRunClock } from '../../loadgen/clock.js';
+import {
+  chooseProtocol,
+  type Http2Mode,
+  protocolNotice,
+  type WireProtocol,
+} from '../../loadgen/h2.js';
 import { runLoadgen } from '../../loadgen/run.js';
 import {
   atModelledSpeed,
@@ -56,6 +62,7 @@ import {
   type TlsMaterial,
   type TlsOptions,
   type TlsSettings,
+  tlsConnectOptions,
   tlsFailure,
   tlsSettingsOf,
 } from '../../tls.js';
@@ -88,6 +95,8 @@ export interface CapacityOptions extends Record<string, unknown>, TlsOptions {
   apiKeyEnv?: string;
   /** A proxy URL (--proxy), or false (--no-proxy); else the environment's. */
   proxy?: string | false;
+  /** --http2: auto (absent), on or off, as run takes it. */
+  http2?: string;
   ignoreEos?: boolean;
   timeScale?: string;
   seed?: string;
@@ -233,6 +242,19 @@ export function prepareCapacity(
       );
     }
   }
+  let http2: 'on' | 'off' | undefined;
+  if (o.http2 !== undefined && !['auto', 'on', 'off'].includes(o.http2)) {
+    problems.push(`--http2 must be auto, on or off (got "${o.http2}")`);
+  } else if (o.http2 === 'on' || o.http2 === 'off') http2 = o.http2;
+  // As run refuses it: the h2 client connects directly, so `on` would bypass the proxy.
+  if (http2 === 'on' && o.url !== undefined && !badUrl) {
+    const via = safeProxyFor(o.url, proxy);
+    if (via) {
+      problems.push(
+        `--http2 on goes directly to the server, not through the proxy ${via}: use --http2 auto or off through a proxy, or --no-proxy`,
+      );
+    }
+  }
   const run: Omit<CapacityRun, 'progress' | 'outputs' | 'onNotice'> = {
     ...(builtIn
       ? {
@@ -246,6 +268,7 @@ export function prepareCapacity(
     ...(o.modelName !== undefined ? { modelName: o.modelName } : {}),
     ...(o.metricsUrl !== undefined ? { metricsUrl: o.metricsUrl } : {}),
     ...(proxy ? { proxy } : {}),
+    ...(http2 ? { http2 } : {}),
     apiKey,
     ...(tls ? { tls } : {}),
     ...(o.out !== undefined ? { out: o.out } : {}),
@@ -260,6 +283,15 @@ export function prepareCapacity(
   return { settings, run, problems };
 }
 
+/** The proxy shown for `url`, or none (also where the settings cannot be used: said already). */
+function safeProxyFor(url: string, proxy: ProxySettings | undefined): string | undefined {
+  try {
+    return proxyFor(url, proxy)?.shown;
+  } catch {
+    return undefined;
+  }
+}
+
 export interface CapacityRun {
   /** Whether to start the built-in simulator (no --url), with these arguments. */
   simulatorArgs?: string[];
@@ -269,6 +301,8 @@ export interface CapacityRun {
   metricsUrl?: string;
   /** The proxy settings the server is reached by (src/proxy.ts). */
   proxy?: ProxySettings;
+  /** --http2 on or off; absent is auto (src/loadgen/h2.ts chooseProtocol). */
+  http2?: Exclude<Http2Mode, 'auto'>;
   apiKey: string | undefined;
   /** TLS towards an https:// server (src/tls.ts): the settings the manifest keeps, the material. */
   tls?: TlsSettings & { material: TlsMaterial };
@@ -300,6 +334,7 @@ export async function runCapacity(
     plan: {
       ...settings,
       ...(c.url !== undefined ? { url: c.url } : {}),
+      ...(c.http2 ? { http2: c.http2 } : {}),
       // The settings only: the material holds the key and its passphrase.
       ...(c.tls ? { tls: tlsSettingsOf(c.tls) } : {}),
     },
@@ -341,11 +376,21 @@ async function capacitySession(
     const { origin, prefix } = splitServerUrl(url);
     const via = proxyFor(url, c.proxy)?.shown;
     if (via) c.onNotice?.(`via proxy ${via} (--no-proxy or NO_PROXY bypasses it)`);
+    // Once per search, as run decides it, so that every step speaks the same protocol; through
+    // a proxy HTTP/1.1 (the h2 client connects directly; prepareCapacity refuses --http2 on).
+    const mode = c.http2 ?? 'auto';
+    const protocol: WireProtocol = via
+      ? 'http/1.1'
+      : await chooseProtocol(origin, mode, tlsConnectOptions(tls));
+    if (!via && (protocol === 'h2' || url.startsWith('https:'))) {
+      c.onNotice?.(protocolNotice(mode, protocol));
+    }
     const target = capacityTarget({
       session,
       server: sim
-        ? { url, builtInSimulator: true, simulator: sim.banner }
-        : { url, ...(via ? { proxy: via } : {}) },
+        ? { url, builtInSimulator: true, simulator: sim.banner, protocol }
+        : { url, protocol, ...(via ? { proxy: via } : {}) },
+      protocol,
       ...(c.proxy ? { proxy: c.proxy } : {}),
       url,
       model,
@@ -505,6 +550,8 @@ function capacityTarget(c: {
   tls?: TlsMaterial;
   metricsUrl: string;
   proxy?: ProxySettings;
+  /** The protocol every step speaks, chosen once for the search. */
+  protocol: WireProtocol;
   settings: CapacitySettings;
   stop: AbortSignal;
 }): Pick<PointRunner, 'run'> {
@@ -572,6 +619,7 @@ function capacityTarget(c: {
               ...(c.apiKey ? { apiKey: c.apiKey } : {}),
               ...(c.tls ? { tls: c.tls } : {}),
               ...(c.proxy ? { proxy: c.proxy } : {}),
+              protocol: c.protocol,
             },
             load: point.load,
             ...(point.requests !== undefined ? { requests: point.requests } : {}),
