@@ -246,15 +246,6 @@ export function prepareCapacity(
   if (o.http2 !== undefined && !['auto', 'on', 'off'].includes(o.http2)) {
     problems.push(`--http2 must be auto, on or off (got "${o.http2}")`);
   } else if (o.http2 === 'on' || o.http2 === 'off') http2 = o.http2;
-  // As run refuses it: the h2 client connects directly, so `on` would bypass the proxy.
-  if (http2 === 'on' && o.url !== undefined && !badUrl) {
-    const via = safeProxyFor(o.url, proxy);
-    if (via) {
-      problems.push(
-        `--http2 on goes directly to the server, not through the proxy ${via}: use --http2 auto or off through a proxy, or --no-proxy`,
-      );
-    }
-  }
   const run: Omit<CapacityRun, 'progress' | 'outputs' | 'onNotice'> = {
     ...(builtIn
       ? {
@@ -281,15 +272,6 @@ export function prepareCapacity(
   if ('note' in predicted) run.predictionNote = predicted.note;
   else run.prediction = predicted.prediction;
   return { settings, run, problems };
-}
-
-/** The proxy shown for `url`, or none (also where the settings cannot be used: said already). */
-function safeProxyFor(url: string, proxy: ProxySettings | undefined): string | undefined {
-  try {
-    return proxyFor(url, proxy)?.shown;
-  } catch {
-    return undefined;
-  }
 }
 
 export interface CapacityRun {
@@ -374,15 +356,19 @@ async function capacitySession(
     }
     const model = c.modelName ?? (await firstModel(url, headers, tls, c.proxy));
     const { origin, prefix } = splitServerUrl(url);
-    const via = proxyFor(url, c.proxy)?.shown;
+    const route = proxyFor(url, c.proxy);
+    const via = route?.shown;
     if (via) c.onNotice?.(`via proxy ${via} (--no-proxy or NO_PROXY bypasses it)`);
-    // Once per search, as run decides it, so that every step speaks the same protocol; through
-    // a proxy HTTP/1.1 (the h2 client connects directly; prepareCapacity refuses --http2 on).
+    // Once per search, as run decides it, so that every step speaks the same protocol (through
+    // a proxy, asked inside its tunnel).
     const mode = c.http2 ?? 'auto';
-    const protocol: WireProtocol = via
-      ? 'http/1.1'
-      : await chooseProtocol(origin, mode, tlsConnectOptions(tls));
-    if (!via && (protocol === 'h2' || url.startsWith('https:'))) {
+    const protocol: WireProtocol = await chooseProtocol(
+      origin,
+      mode,
+      tlsConnectOptions(tls),
+      route,
+    );
+    if (protocol === 'h2' || url.startsWith('https:')) {
       c.onNotice?.(protocolNotice(mode, protocol));
     }
     const target = capacityTarget({
