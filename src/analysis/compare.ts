@@ -6,6 +6,7 @@ import { POOL_WAIT_LIMIT } from '../metrics/clientHealth.js';
 import { percentileOfSorted } from '../metrics/distribution.js';
 import { fmtNumber, fmtUpTo } from '../metrics/format.js';
 import { forEachTokenGap, requestMetrics } from '../metrics/requestMetrics.js';
+import type { Verdict as ValidityVerdict } from '../metrics/validity.js';
 import type { RequestRecord } from '../record.js';
 import { createRng } from '../rng.js';
 import { streamSeed } from '../workload/distributions.js';
@@ -1444,6 +1445,8 @@ export interface RunConditions {
   clientLimited?: boolean;
   /** The built-in simulator's engine flags, as given. */
   simulatorArgs?: string[];
+  /** The validity verdict of the runs behind the unit (the worst), with its reasons' codes. */
+  validity?: { verdict: ValidityVerdict; codes: string[] };
 }
 
 /** One measured run (a run directory, a scenario of one, or a sweep point) ready to compare. */
@@ -1769,6 +1772,8 @@ export interface PairComparison {
   };
   metrics: MetricComparison[];
   counts: Record<Verdict, number>;
+  /** Each side's validity verdict (absent for units read without one). */
+  validity?: { baseline?: RunConditions['validity']; candidate?: RunConditions['validity'] };
 }
 
 /** Compares one pair of runs, or refuses (with the reasons) when they differ and `force` is off. */
@@ -1802,6 +1807,14 @@ export function compareUnits(
     blocks: { baseline: blocksOf(a.sample), candidate: blocksOf(b.sample) },
     metrics,
     counts,
+    ...(a.conditions?.validity || b.conditions?.validity
+      ? {
+          validity: {
+            ...(a.conditions?.validity ? { baseline: a.conditions.validity } : {}),
+            ...(b.conditions?.validity ? { candidate: b.conditions.validity } : {}),
+          },
+        }
+      : {}),
   };
 }
 

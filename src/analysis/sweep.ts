@@ -1,5 +1,6 @@
 import { findMetric, readCondition } from '../metrics/catalog.js';
 import type { RunSummary } from '../metrics/summary.js';
+import { VERDICT_RANK, type Verdict, validityOf } from '../metrics/validity.js';
 import type { ServerMetricsSummary } from '../telemetry/summary.js';
 
 /**
@@ -34,6 +35,9 @@ export interface SweepPoint {
   kvCacheUsageMax?: number;
   preemptions?: number;
   gpuMemoryUsedMaxBytes?: number;
+  /** The point's validity verdict and its reasons' codes (src/metrics/validity.ts). */
+  validity?: Verdict;
+  validityCodes?: string[];
 }
 
 export function sweepPoint(
@@ -69,6 +73,11 @@ export function sweepPoint(
   if (m?.kvCacheUsage) point.kvCacheUsageMax = m.kvCacheUsage.max;
   if (m?.preemptions !== undefined) point.preemptions = m.preemptions;
   if (m?.gpuMemoryUsedBytes) point.gpuMemoryUsedMaxBytes = m.gpuMemoryUsedBytes.max;
+  const validity = validityOf(s.warnings);
+  point.validity = validity.verdict;
+  if (validity.reasons.length > 0) {
+    point.validityCodes = [...new Set(validity.reasons.map((r) => r.code))];
+  }
   return point;
 }
 
@@ -86,6 +95,14 @@ export function averageRepeats(points: SweepPoint[]): SweepPoint[] {
       return values.length > 0 ? values.reduce((a, b) => a + b, 0) / values.length : undefined;
     };
     const out = { ...group[0], repeat: -1 } as SweepPoint;
+    // A level is as valid as its worst repeat, for every reason any repeat had.
+    const verdicts = group.flatMap((p) => (p.validity ? [p.validity] : []));
+    if (verdicts.length > 0) {
+      out.validity = verdicts.reduce((a, b) => (VERDICT_RANK[b] < VERDICT_RANK[a] ? b : a));
+      const codes = [...new Set(group.flatMap((p) => p.validityCodes ?? []))];
+      if (codes.length > 0) out.validityCodes = codes;
+      else delete out.validityCodes;
+    }
     for (const key of Object.keys(out) as (keyof SweepPoint)[]) {
       if (typeof out[key] === 'number' && key !== 'level' && key !== 'repeat') {
         (out as unknown as Record<string, number | undefined>)[key] = mean(

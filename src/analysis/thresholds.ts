@@ -12,6 +12,7 @@ import {
 import type { Distribution } from '../metrics/distribution.js';
 import { fmtNumber } from '../metrics/format.js';
 import type { RunSummary } from '../metrics/summary.js';
+import { VERDICT_RANK, VERDICTS, type Verdict, validityOf } from '../metrics/validity.js';
 
 /**
  * CI thresholds: `--threshold 'ttft.p99<500' --threshold 'outputThroughput>1000'`. Each is a
@@ -21,7 +22,8 @@ import type { RunSummary } from '../metrics/summary.js';
  */
 
 export type ThresholdOperator = ConditionOperator;
-export type ThresholdUnit = MetricUnit;
+/** `verdict`: the validity verdict, by its rank (VERDICT_RANK: invalid 0, caution 1, valid 2). */
+export type ThresholdUnit = MetricUnit | 'verdict';
 export type ThresholdStat = 'p50' | 'p90' | 'p95' | 'p99' | 'p99_9' | 'mean' | 'min' | 'max';
 
 export interface Threshold {
@@ -79,11 +81,44 @@ const STATS: Record<string, ThresholdStat> = {
 const ALL_METRICS = () => METRICS.map((m) => m.id);
 
 const SYNTAX =
-  "write METRIC[.STAT] OP LIMIT, e.g. 'ttft.p99<500' (ms), 'outputThroughput>1000' (tok/s), 'failureRate<1%'";
+  "write METRIC[.STAT] OP LIMIT, e.g. 'ttft.p99<500' (ms), 'outputThroughput>1000' (tok/s), 'failureRate<1%', or 'validity=valid'";
+
+/** `validity=valid`, `validity!=invalid`, `validity>=caution` (src/metrics/validity.ts). */
+const VALIDITY_RULE = /^validity\s*(==|=|!=|>=|>)\s*([A-Za-z]+)$/i;
+
+/** A validity threshold: the run's verdict at least as good as the one named. */
+function parseValidityThreshold(text: string, op: string, name: string): Threshold {
+  const verdict = name.toLowerCase() as Verdict;
+  const fix =
+    'write validity=valid (only valid runs pass) or validity!=invalid (caution passes too)';
+  if (!VERDICTS.includes(verdict)) {
+    throw new ThresholdError([`"${text}": a validity is valid, caution or invalid; ${fix}`]);
+  }
+  const rank = VERDICT_RANK[verdict];
+  // The least rank that passes.
+  const least =
+    op === '!='
+      ? verdict === 'invalid'
+        ? 1
+        : undefined
+      : op === '>'
+        ? rank + 1
+        : op === '>=' || verdict === 'valid'
+          ? rank
+          : undefined;
+  if (least === undefined || least > VERDICT_RANK.valid || least <= VERDICT_RANK.invalid) {
+    throw new ThresholdError([
+      `"${text}": passes ${least === undefined ? 'a verdict between others' : 'every run or none'}; ${fix}`,
+    ]);
+  }
+  return { text, metric: 'validity', op: '>=', limit: least, unit: 'verdict' };
+}
 
 /** Parses one threshold; throws a ThresholdError that names the problem and the syntax. */
 export function parseThreshold(text: string): Threshold {
   const trimmed = text.trim();
+  const validity = VALIDITY_RULE.exec(trimmed);
+  if (validity) return parseValidityThreshold(trimmed, validity[1], validity[2]);
   const m = readCondition(trimmed);
   if (!m) throw new ThresholdError([`cannot read "${trimmed}": ${SYNTAX}`]);
   const { metric: rawMetric, stat: rawStat, op, number: rawLimit, unit: rawUnit } = m;
@@ -191,6 +226,7 @@ export function thresholdProblems(rules: readonly string[] | undefined): string[
 
 /** The threshold's metric in a summary, in the threshold's unit (undefined: not measured). */
 export function thresholdValue(summary: RunSummary, t: Threshold): number | undefined {
+  if (t.unit === 'verdict') return VERDICT_RANK[validityOf(summary.warnings).verdict];
   const entry = catalogMetric(t.metric);
   if (entry.kind !== 'run') {
     const d: Distribution | undefined =
@@ -209,6 +245,20 @@ export function thresholdName(t: Threshold): string {
 }
 
 export function evaluateThreshold(summary: RunSummary, t: Threshold): ThresholdResult {
+  if (t.unit === 'verdict') {
+    const v = validityOf(summary.warnings);
+    const rank = VERDICT_RANK[v.verdict];
+    const ok = rank >= t.limit;
+    const wanted = t.limit === VERDICT_RANK.valid ? 'valid' : 'valid or caution';
+    const codes = [...new Set(v.reasons.map((r) => r.code))].join(', ');
+    return {
+      threshold: t,
+      value: rank,
+      ok,
+      margin: rank - t.limit,
+      message: `validity = ${v.verdict}${codes ? ` (${codes})` : ''}, ${ok ? 'as' : 'not'} ${wanted}`,
+    };
+  }
   const value = thresholdValue(summary, t);
   const name = thresholdName(t);
   if (value === undefined) {

@@ -235,8 +235,8 @@ const INPUT_DRIFT_WARN = 0.05;
 
 /**
  * Coordinated omission (docs/metrics.md, "Validity"). A healthy continuous-batching server
- * spends 1-2 % of a closed loop's time past the median TTFT and TPOT (batch composition
- * varies); a server that stalls some requests for seconds spends far more.
+ * spends next to none of a closed loop's time past twice the median TTFT and TPOT; a server
+ * that stalls some requests for seconds spends far more.
  */
 const OMISSION_CLOSED_WARN = 0.05;
 /** User TTFT p99 over the service's TTFT p99 (and at least OMISSION_OPEN_MIN_MS more). */
@@ -727,7 +727,7 @@ export class SummaryBuilder {
 
   /**
    * Coordinated omission (docs/metrics.md, "Validity"). A closed loop: the share of its slots'
-   * time that requests spent beyond a typical one (TTFT past its median, and TPOT past its
+   * time that requests spent stalled (TTFT past twice its median, and TPOT past twice its
    * median over the mean answer's decode tokens), which is load the loop did not offer while
    * the server was slow. An open loop: user TTFT p99 over the service's TTFT p99, where neither
    * the client (client_limited) nor its --max-concurrency already explains the wait.
@@ -953,15 +953,17 @@ function deliveredLoadWarning(summary: RunSummary): Warning | undefined {
 }
 
 /**
- * The sum of how far each sample lies above the samples' median (0 below it); undefined where
- * the samples are in an HDR histogram, which keeps no single sample to sum.
+ * The sum of how far each sample lies beyond twice the samples' median: a stall, not the
+ * spread a busy batch gives every request (a healthy server's p99 TTFT is well within twice its
+ * p50, and a loaded client's timer jitter within it too). Undefined where the samples are in an
+ * HDR histogram, which keeps no single sample to sum.
  */
 function excessOverMedian(set: SampleSet): number | undefined {
   const sorted = set.sorted();
   if (!sorted || sorted.length === 0) return undefined;
-  const median = percentileOfSorted(sorted, 50);
+  const typical = 2 * percentileOfSorted(sorted, 50);
   let excess = 0;
-  for (let i = sorted.length - 1; i >= 0 && sorted[i] > median; i--) excess += sorted[i] - median;
+  for (let i = sorted.length - 1; i >= 0 && sorted[i] > typical; i--) excess += sorted[i] - typical;
   return excess;
 }
 

@@ -217,9 +217,9 @@ export const WARNINGS = {
   >('warning', (f) =>
     f.loop === 'closed'
       ? {
-          message: `coordinated omission: slow requests held the closed loop's ${n(f.concurrency)} slots ${pct(f.share)} of its time past a typical one, so slow stretches are under-sampled; an open loop (--rate) measures them`,
+          message: `coordinated omission: slow requests held the closed loop's ${n(f.concurrency)} slots ${pct(f.share)} of its time in stalls, so slow stretches are under-sampled; an open loop (--rate) measures them`,
           detail:
-            "Each slot of a closed loop waits for its request before sending the next: while the server is slow the loop offers less load and records fewer requests, so the stretches users would feel most weigh least (coordinated omission). The figure is the time requests spent beyond the median TTFT and the median TPOT (over their output tokens), over the loop's whole time.",
+            "Each slot of a closed loop waits for its request before sending the next: while the server is slow the loop offers less load and records fewer requests, so the stretches users would feel most weigh least (coordinated omission). The figure is the time requests spent past twice the median TTFT and twice the median TPOT (over their output tokens), over the loop's whole time.",
           figure: f.share,
           threshold: f.limit,
         }

@@ -14,6 +14,7 @@ import {
   type PairComparison,
   PHASE_MIN_CHANGE_MS,
   pairUnits,
+  type RunConditions,
   VERDICT_TEXT,
   type Verdict,
 } from '../analysis/compare.js';
@@ -155,6 +156,16 @@ function countsText(counts: Record<Verdict, number>): string {
   return parts.join(', ');
 }
 
+/** `A valid; B caution (output_short)`: each side's validity verdict, where known. */
+export function validityText(p: PairComparison): string | undefined {
+  const side = (name: string, v: RunConditions['validity']) =>
+    v
+      ? `${name} ${v.verdict}${v.codes.length > 0 ? ` (${v.codes.join(', ')})` : ''}`
+      : `${name} unknown`;
+  if (!p.validity) return undefined;
+  return `${side('A', p.validity.baseline)}; ${side('B', p.validity.candidate)}`;
+}
+
 /**
  * The verdicts' summary line: the counts, and when the runs are not like for like, why, so that
  * "9 better" never stands alone beside a cache that served one run and not the other.
@@ -213,6 +224,16 @@ export function renderTerminal(r: CompareReport, color: boolean): string {
       lines.push('');
       if (kind === 'many') lines.push(c.bold(pairTitle(p, kind)));
       lines.push(`Load: ${p.load}${p.workload ? `; workload ${p.workload}` : ''}`);
+      const validity = validityText(p);
+      if (validity) {
+        const worst = [p.validity?.baseline?.verdict, p.validity?.candidate?.verdict];
+        const paintV = worst.includes('invalid')
+          ? c.red
+          : worst.includes('caution')
+            ? c.yellow
+            : c.green;
+        lines.push(paintV(`Validity: ${terminalSafe(validity)}`));
+      }
       for (const d of p.differences) {
         lines.push(
           p.refused
@@ -306,6 +327,8 @@ export function renderMarkdown(r: CompareReport): string {
     for (const p of cand.pairs) {
       if (kind === 'many') lines.push(`#### ${e(pairTitle(p, kind))}`, '');
       lines.push(`${e(capitalise(p.load))}${p.workload ? `; ${e(p.workload)}` : ''}.`, '');
+      const validity = validityText(p);
+      if (validity) lines.push(`**Validity:** ${e(validity)}.`, '');
       if (p.refused) {
         lines.push(
           `**Not compared** (\`--force\` compares anyway): ${p.differences.map(e).join('; ')}.`,
@@ -370,6 +393,8 @@ export function renderHtml(r: CompareReport): string {
     for (const p of cand.pairs) {
       if (kind === 'many') body.push(`<h3>${h(pairTitle(p, kind))}</h3>`);
       body.push(`<p>${h(capitalise(p.load))}${p.workload ? `; ${h(p.workload)}` : ''}.</p>`);
+      const validity = validityText(p);
+      if (validity) body.push(`<p>Validity: ${h(validity)}.</p>`);
       for (const d of p.differences) {
         body.push(
           `<p class="${p.refused ? 'refused' : 'warn'}">${p.refused ? 'Not comparable' : 'Warning'}: ${h(d)}</p>`,

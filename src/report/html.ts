@@ -6,6 +6,7 @@
  * neither run nor load anything. Every string from a server, a dataset, a plan or a manifest
  * is HTML-escaped.
  */
+
 import { createHash } from 'node:crypto';
 import type { Recommendation, SweepPoint } from '../analysis/sweep.js';
 import {
@@ -17,6 +18,7 @@ import {
 import { clientHealthVerdict } from '../metrics/clientHealth.js';
 import type { Distribution } from '../metrics/distribution.js';
 import { fmtNumber, fmtSig } from '../metrics/format.js';
+import { type Validity, validityOf } from '../metrics/validity.js';
 import { severityOf, type Warning, type WarningSeverity, warning } from '../metrics/warnings.js';
 import type { ReportInput, RunReportInput } from '../results/load.js';
 import { chartsOf, type RunCharts } from '../results/runView.js';
@@ -194,6 +196,11 @@ h3{font-size:15px;margin:18px 0 6px}
 .card .v{font-size:18px;font-weight:600;font-variant-numeric:tabular-nums;white-space:nowrap}
 .card .k{font-size:12px;color:var(--muted)}
 .card.bad .v{color:var(--bad)}
+.verdict{display:inline-block;margin:12px 0 0;padding:4px 10px;border-radius:6px;font-weight:600;border:1px solid var(--line);overflow-wrap:anywhere}
+.verdict.valid{color:#166534;background:#dcfce7}
+.verdict.caution{color:#854d0e;background:var(--warn-bg)}
+.verdict.invalid{color:var(--bad);background:#fee2e2}
+.verdict span{font-weight:400}
 ul.warnings{list-style:none;padding:0;margin:0}
 ul.warnings li{background:var(--warn-bg);border-left:4px solid var(--warn);padding:6px 10px;margin:6px 0;overflow-wrap:anywhere}
 ul.warnings code{color:var(--warn);font-size:12px;margin-right:6px}
@@ -440,10 +447,23 @@ function runHeadline(run: RunReportInput, kicker: string): string {
     card('failed', `${fmtNumber(failed)} of ${fmtNumber(counted)}`, failed > 0),
   ];
   if (s.goodput) cards.push(card('SLO attainment', pct(s.goodput.sloAttainment, 1)));
-  return `<p class="kicker">${kicker}</p>
+  return `${verdictBanner(validityOf(runWarnings(s)))}
+<p class="kicker">${kicker}</p>
 <h1>${esc(headlineText(run))}</h1>
 <p class="facts">${esc(`${sentences.join(', ')}.`)}${facts.simulator ? `<br>Simulated server: ${esc(facts.simulator)}` : ''}</p>
 <div class="cards">${cards.join('')}</div>`;
+}
+
+/**
+ * The run's validity verdict, the first thing on its page: whether its numbers can be used as
+ * the server's, and which warnings (listed below it) say otherwise.
+ */
+function verdictBanner(v: Validity): string {
+  const why =
+    v.verdict === 'valid'
+      ? 'no warning puts these numbers in doubt'
+      : `${v.verdict === 'invalid' ? 'do not use these numbers as the server’s' : 'read the numbers with the warnings below'}: ${[...new Set(v.reasons.map((r) => r.code))].join(', ')}`;
+  return `<p class="verdict ${v.verdict}" data-verdict="${v.verdict}">${esc(v.verdict.toUpperCase())} <span>${esc(why)}</span></p>`;
 }
 
 const LATENCY_ROWS: [string, keyof Summary['latency']][] = [
@@ -976,6 +996,9 @@ function sweepPointsTable(points: SweepPoint[], mode: string): string {
       fmtNumber(p.e2eP99Ms, 0),
       p.kvCacheUsageMax !== undefined ? pct(p.kvCacheUsageMax, 1) : '-',
       fmtNumber(p.failed),
+      p.validity
+        ? esc(`${p.validity}${p.validityCodes?.length ? ` (${p.validityCodes.join(', ')})` : ''}`)
+        : '-',
     ]);
   return table(
     [
@@ -990,8 +1013,10 @@ function sweepPointsTable(points: SweepPoint[], mode: string): string {
       'E2E p99',
       'KV peak',
       'failed',
+      'validity',
     ],
     rows,
+    [11],
   );
 }
 

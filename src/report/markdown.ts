@@ -1,6 +1,7 @@
 import type { Distribution } from '../metrics/distribution.js';
 import { fmtNumber } from '../metrics/format.js';
 import type { RunSummary } from '../metrics/summary.js';
+import { validityOf, verdictPhrase } from '../metrics/validity.js';
 import { severityOf } from '../metrics/warnings.js';
 import type { SavedSummary } from '../results/reader.js';
 import { connectionsFacts, PHASE_COLUMNS, phaseRows, streamsLine } from './connectionsText.js';
@@ -40,6 +41,7 @@ const RUN_COLUMNS: Column<NamedRun>[] = [
   runNumber(`${metricLabel('itlMs')} p99`, (s) => s.latency.itlMs.p99, 2),
   runNumber(`${metricLabel('e2eMs')} p99`, (s) => s.latency.e2eMs.p99, 0),
   runNumber('output tok/s', (s) => s.throughput.outputTokensPerS, 0),
+  { label: 'validity', align: 'left', value: (r) => verdictPhrase(validityOf(r.summary.warnings)) },
 ];
 
 /**
@@ -85,6 +87,8 @@ export function markdownSummary(
       );
     }
     lines.push(
+      `**Validity:** ${cell(verdictPhrase(validityOf(s.warnings)))}`,
+      '',
       `**Load:** ${cell(describeLoad(s))}, ${s.requests.completed} completed, ${s.requests.failed} failed`,
       '',
     );

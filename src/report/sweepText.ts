@@ -45,8 +45,9 @@ export function renderSweep(
         'E2E p99',
         'KV peak',
         'failed',
+        'validity',
       ],
-      colAligns: Array(11).fill('right'),
+      colAligns: [...Array(11).fill('right'), 'left'],
       style: { head: [], border: [] },
       chars: { mid: '', 'left-mid': '', 'mid-mid': '', 'right-mid': '' },
     });
@@ -63,6 +64,7 @@ export function renderSweep(
         f(p.e2eP99Ms),
         p.kvCacheUsageMax === undefined ? '-' : `${(p.kvCacheUsageMax * 100).toFixed(0)}%`,
         failedCell(p, c.red),
+        verdictCell(p, c),
       ]);
     }
     lines.push(table.toString());
@@ -99,6 +101,16 @@ export function renderSweep(
     lines.push('');
   }
   return lines.join('\n');
+}
+
+/** A point's verdict, painted, with its first reason's code: `caution: output_short +1`. */
+function verdictCell(p: SweepPoint, c: ReturnType<typeof pc.createColors>): string {
+  if (!p.validity) return '-';
+  const paint = p.validity === 'valid' ? c.green : p.validity === 'caution' ? c.yellow : c.red;
+  const codes = p.validityCodes ?? [];
+  const why =
+    codes.length > 0 ? `: ${codes[0]}${codes.length > 1 ? ` +${codes.length - 1}` : ''}` : '';
+  return paint(terminalSafe(`${p.validity}${why}`));
 }
 
 /**

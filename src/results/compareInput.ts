@@ -5,6 +5,7 @@
  * unit's comparison sample (typed arrays, bounded per request) and, for a run without
  * summary.json, its summary.
  */
+
 import { existsSync, readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import {
@@ -17,6 +18,7 @@ import { EXIT, InfergaugeError } from '../errors.js';
 import type { LoadSpec } from '../load.js';
 import type { SloCondition } from '../metrics/slo.js';
 import type { RunSummary } from '../metrics/summary.js';
+import { VERDICT_RANK, validityOf } from '../metrics/validity.js';
 import type { PrefixCacheSummary } from '../telemetry/summary.js';
 import {
   hasResult,
@@ -218,6 +220,15 @@ async function readRunFolders(
   const hitRate = pooledHitRate(caches);
   if (hitRate !== undefined) conditions.prefixCacheHitRate = hitRate;
   if (summaries.some((s) => s.summary.clientHealth?.clientLimited)) conditions.clientLimited = true;
+  const judged = summaries.map((s) => validityOf(s.summary.warnings));
+  if (judged.length > 0) {
+    conditions.validity = {
+      verdict: judged
+        .map((v) => v.verdict)
+        .reduce((a, b) => (VERDICT_RANK[b] < VERDICT_RANK[a] ? b : a)),
+      codes: [...new Set(judged.flatMap((v) => v.reasons.map((r) => r.code)))],
+    };
+  }
   return {
     label,
     scenario: scenario ?? 'run',
