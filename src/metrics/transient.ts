@@ -59,8 +59,13 @@ export interface WarmupTransient {
   /** The headline over the requests that ended after the truncation (when steadyReached). */
   steady?: Partial<TransientHeadline>;
   /**
-   * How far the transient moved each figure: whole run / steady window - 1 (+0.12: the whole
-   * run's figure is 12 % above the steady one). Absent where either side has no figure.
+   * The same figures over the whole run: its latency percentiles as `summary.latency` has them;
+   * its output tok/s, like the steady window's, up to the last send (the drain tail left out).
+   */
+  whole?: Partial<TransientHeadline>;
+  /**
+   * How far the transient moved each figure: whole / steady - 1 (+0.12: the whole run's figure
+   * is 12 % above the steady window's). Absent where either side has no figure.
    */
   shift?: Partial<TransientHeadline>;
 }
@@ -68,7 +73,9 @@ export interface WarmupTransient {
 /** What the whole run said, for the shift, and where its clock and token bins lie. */
 export interface TransientContext {
   windowStartMs: number;
-  windowEndMs: number;
+  /** The last measured send: output tok/s on both sides stop here (see outputTokensPerS). */
+  lastSentMs: number;
+  /** The whole run's latency figures (its output tok/s is taken here, to the last send). */
   whole: Partial<TransientHeadline>;
   /** Output tokens per bin of `binMs` on the run's clock (the summary's steady-state bins). */
   outputTokensByBin: ReadonlyMap<number, number>;
@@ -184,13 +191,18 @@ export class TransientBuilder {
     };
     if (!judged.reached) return transient;
     const steady = this.headline(order.slice(cut), startMs, context);
+    const wholeTokens = tokensPerS(context, context.windowStartMs);
+    const whole: Partial<TransientHeadline> = {
+      ...context.whole,
+      ...(wholeTokens !== undefined ? { outputTokensPerS: wholeTokens } : {}),
+    };
     const shift: Partial<TransientHeadline> = {};
     for (const key of TRANSIENT_KEYS) {
-      const whole = context.whole[key];
+      const figure = whole[key];
       const there = steady[key];
-      if (whole !== undefined && there !== undefined && there > 0) shift[key] = whole / there - 1;
+      if (figure !== undefined && there !== undefined && there > 0) shift[key] = figure / there - 1;
     }
-    return { ...transient, steady, shift };
+    return { ...transient, steady, whole, shift };
   }
 
   /** The headline over the requests `kept` (row indices) and the tokens after `startMs`. */
@@ -231,14 +243,24 @@ export class TransientBuilder {
     }
     put(tpot, 'tpotP50Ms');
     put(e2e, 'e2eP50Ms', 'e2eP99Ms');
-    const windowMs = context.windowEndMs - startMs;
-    if (windowMs > 0) {
-      let tokens = 0;
-      for (const [bin, k] of context.outputTokensByBin) {
-        if ((bin + 0.5) * context.binMs >= startMs) tokens += k;
-      }
-      out.outputTokensPerS = (tokens / windowMs) * 1000;
-    }
+    const tokens = tokensPerS(context, startMs);
+    if (tokens !== undefined) out.outputTokensPerS = tokens;
     return out;
   }
+}
+
+/**
+ * Output tokens per second from `fromMs` to the last send: the drain tail after it (the last
+ * requests finishing with ever fewer beside them) is the same on both sides of the shift and is
+ * no warm-up, so neither counts it. Undefined for a window under two bins.
+ */
+function tokensPerS(context: TransientContext, fromMs: number): number | undefined {
+  const windowMs = context.lastSentMs - fromMs;
+  if (windowMs < 2 * context.binMs) return undefined;
+  let tokens = 0;
+  for (const [bin, k] of context.outputTokensByBin) {
+    const middle = (bin + 0.5) * context.binMs;
+    if (middle >= fromMs && middle < context.lastSentMs) tokens += k;
+  }
+  return (tokens / windowMs) * 1000;
 }
