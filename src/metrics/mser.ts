@@ -32,7 +32,10 @@ export interface MserResult {
   observations: number;
   /** Observations to cut: MSER_BATCH times the truncation's batch index. */
   truncated: number;
-  /** The truncation lies in the series' first half: the rest is steady. */
+  /**
+   * The rest is steady: the truncation lies in the series' first half, or lay later over a
+   * second half that does not drift (see `drifts`; the cut is then the first half's minimum).
+   */
   reached: boolean;
 }
 
