@@ -645,13 +645,17 @@ export class SummaryBuilder {
     }
     const steady = this.steadyState(counted, durationS);
     if (steady) summary.steadyState = steady;
-    const transient = this.transient?.build({
-      windowStartMs: this.windowStart,
-      lastSentMs: this.lastSent,
-      whole: wholeHeadline(summary),
-      outputTokensByBin: this.outputTokensByBin,
-      binMs: STEADY_BIN_MS,
-    });
+    // A ramp or a replayed trace changes its load by design: no steady state is to be found.
+    const steadyLoad = plainSchedule(context.load) || context.load.mode === 'closed';
+    const transient = !steadyLoad
+      ? undefined
+      : this.transient?.build({
+          windowStartMs: this.windowStart,
+          lastSentMs: this.lastSent,
+          whole: wholeHeadline(summary),
+          outputTokensByBin: this.outputTokensByBin,
+          binMs: STEADY_BIN_MS,
+        });
     if (transient) summary.warmupTransient = transient;
     if (this.reasoningRequests > 0) {
       summary.reasoning = {

@@ -9,6 +9,7 @@ import type { LoadSpec } from '../../../src/load.js';
 import { MSER_MIN_BATCHES, mser5 } from '../../../src/metrics/mser.js';
 import { SummaryBuilder, summarize } from '../../../src/metrics/summary.js';
 import type { RequestRecord } from '../../../src/record.js';
+import { describeWarmupTransient } from '../../../src/report/terminal.js';
 import { createRng } from '../../../src/rng.js';
 
 /** Lognormal noise around 1 (sigma 0.3): latency-like, skewed. */
@@ -146,6 +147,29 @@ describe('summary.warmupTransient', () => {
     assert.equal(s.warmupTransient?.steadyReached, false);
     assert.equal(s.warmupTransient?.steady, undefined);
     assert.ok(s.warnings.some((w) => w.code === 'no_steady_state'));
+  });
+
+  test('a ramp or a replayed trace changes its load by design: not judged', () => {
+    const ramp: LoadSpec = {
+      mode: 'open',
+      rate: 10,
+      arrival: 'poisson',
+      rampUp: { fromRate: 1, seconds: 10 },
+    };
+    assert.equal(summarize(records(600, 100, 3), { load: ramp }).warmupTransient, undefined);
+  });
+
+  test("the reports' line: the cut, the steady figures and the shift; or why there is none", () => {
+    const cut = describeWarmupTransient(summarize(records(1000, 100, 3), { load }));
+    assert.match(
+      cut ?? '',
+      /^\d+ of 1,000 requests \([\d.]+ s\) cut by MSER-5 on E2E; steady window TTFT p50 [\d.]+ ms \(whole \+[\d.]+%\)/,
+    );
+    const flat = summarize(records(100, 0, 1), { load });
+    if (flat.warmupTransient) flat.warmupTransient.truncatedRequests = 0;
+    assert.match(describeWarmupTransient(flat) ?? '', /^none: MSER-5 on E2E cut none of 100/);
+    const rs = records(600, 600, 1).map((r, i) => ({ ...r, endAt: r.endAt + i * i * 0.01 }));
+    assert.match(describeWarmupTransient(summarize(rs, { load })) ?? '', /^not settled: /);
   });
 
   test('too few requests: no judgement', () => {
