@@ -29,6 +29,13 @@ import {
 import { forEachTokenGap, requestMetrics } from './requestMetrics.js';
 import { type SessionState, type SessionSummary, SessionsBuilder } from './sessions.js';
 import { formatSlo, meetsSlo, type SloCondition } from './slo.js';
+import {
+  TRANSIENT_KEYS,
+  TransientBuilder,
+  type TransientHeadline,
+  type TransientState,
+  type WarmupTransient,
+} from './transient.js';
 import type { Validity } from './validity.js';
 import { type Warning, warning } from './warnings.js';
 
@@ -98,6 +105,8 @@ export interface RunSummary {
   throughput: RunNumbers['throughput'];
   /** Open loop: throughput while arrivals were open, without the drain tail (docs/metrics.md). */
   steadyState?: SteadyState;
+  /** Any loop: where MSER-5 found the run settled, the headline after it, the shift (docs/metrics.md). */
+  warmupTransient?: WarmupTransient;
   latency: LatencySummary;
   latencyAdjusted: { ttftMs: AdjustedPercentiles; e2eMs: AdjustedPercentiles };
   streaming: {
@@ -230,6 +239,13 @@ const OFFERED_SHORTFALL_WARN = 0.05;
  */
 const CAP_FULL_SHARE = 0.9;
 
+/**
+ * How far (relative) the warm-up transient must move a headline figure to earn a warning. Under
+ * it, a shift is within what chance alone gives: MSER also cuts a random burst of arrivals at a
+ * run's start, and over a few hundred requests that moves a p99 or a rate by some 5 %.
+ */
+export const WARMUP_SHIFT_WARN = 0.1;
+
 /** Relative gap between server-counted and requested input tokens that earns a warning. */
 const INPUT_DRIFT_WARN = 0.05;
 
@@ -297,6 +313,7 @@ export type SummaryState = Record<
   /** Measured requests per connection number (HTTP/2). */
   streamsByConnection?: Record<string, number>;
   connections?: ConnectionsState;
+  transient?: TransientState;
 };
 
 /** A kind's first failure: when it was sent (and its id, for a tie) and its message. */
@@ -370,6 +387,8 @@ export class SummaryBuilder {
   /** Measured requests per connection, where records say it (HTTP/2): one entry a connection. */
   private readonly streamsByConnection = new Map<number, number>();
   private readonly connections = new ConnectionsBuilder();
+  /** Not for callers that pick their latency keys (size's many short trials): a cost they skip. */
+  private readonly transient: TransientBuilder | undefined;
 
   private readonly requestKeys: readonly RequestLatencyKey[];
   private readonly itl: boolean;
@@ -383,6 +402,7 @@ export class SummaryBuilder {
       : REQUEST_LATENCY_KEYS;
     this.itl = !wanted || wanted.includes('itlMs');
     this.chunkGaps = !wanted || wanted.includes('chunkGapMs');
+    this.transient = wanted ? undefined : new TransientBuilder();
   }
 
   add(record: RequestRecord): void {
@@ -442,6 +462,7 @@ export class SummaryBuilder {
     }
     if (binTokens > 0) addToBin(this.outputTokensByBin, bin, binTokens);
     const metrics = requestMetrics(record);
+    this.transient?.add(record, metrics);
     for (const key of this.requestKeys) {
       const value = metrics[key];
       if (value !== undefined) this.samples[key].add(value);
@@ -513,6 +534,7 @@ export class SummaryBuilder {
       state.streamsByConnection = Object.fromEntries(this.streamsByConnection);
     }
     state.connections = this.connections.state();
+    if (this.transient) state.transient = this.transient.state();
     return state as SummaryState;
   }
 
@@ -554,6 +576,7 @@ export class SummaryBuilder {
       this.streamsByConnection.set(key, (this.streamsByConnection.get(key) ?? 0) + n);
     }
     if (other.connections) this.connections.merge(other.connections);
+    if (other.transient) this.transient?.merge(other.transient);
   }
 
   build(outcome: RunOutcome = {}): RunSummary {
@@ -643,6 +666,18 @@ export class SummaryBuilder {
     }
     const steady = this.steadyState(counted, durationS);
     if (steady) summary.steadyState = steady;
+    // A ramp or a replayed trace changes its load by design: no steady state is to be found.
+    const steadyLoad = plainSchedule(context.load) || context.load.mode === 'closed';
+    const transient = !steadyLoad
+      ? undefined
+      : this.transient?.build({
+          windowStartMs: this.windowStart,
+          lastSentMs: this.lastSent,
+          whole: wholeHeadline(summary),
+          outputTokensByBin: this.outputTokensByBin,
+          binMs: STEADY_BIN_MS,
+        });
+    if (transient) summary.warmupTransient = transient;
     if (this.reasoningRequests > 0) {
       summary.reasoning = {
         requests: this.reasoningRequests,
@@ -853,6 +888,8 @@ export class SummaryBuilder {
     if (this.tokenCountMismatches > 0) {
       warnings.push(warning('token_count_mismatch', { requests: this.tokenCountMismatches }));
     }
+    const transient = transientWarning(summary.warmupTransient);
+    if (transient) warnings.push(transient);
     return warnings;
   }
 }
@@ -965,6 +1002,38 @@ function excessOverMedian(set: SampleSet): number | undefined {
   let excess = 0;
   for (let i = sorted.length - 1; i >= 0 && sorted[i] > typical; i--) excess += sorted[i] - typical;
   return excess;
+}
+
+/** The whole run's figures that the warm-up transient is measured against. */
+function wholeHeadline(summary: RunSummary): Partial<TransientHeadline> {
+  const { ttftMs, itlMs, tpotMs, e2eMs } = summary.latency;
+  return {
+    ...(ttftMs.count > 0 ? { ttftP50Ms: ttftMs.p50, ttftP99Ms: ttftMs.p99 } : {}),
+    ...(itlMs.count > 0 ? { itlP50Ms: itlMs.p50, itlP99Ms: itlMs.p99 } : {}),
+    ...(tpotMs.count > 0 ? { tpotP50Ms: tpotMs.p50 } : {}),
+    ...(e2eMs.count > 0 ? { e2eP50Ms: e2eMs.p50, e2eP99Ms: e2eMs.p99 } : {}),
+  };
+}
+
+/**
+ * No steady state, or a transient that moved some headline by more than WARMUP_SHIFT_WARN
+ * (each such figure named, the furthest moved first).
+ */
+function transientWarning(t: WarmupTransient | undefined): Warning | undefined {
+  if (!t) return undefined;
+  const figures = {
+    truncated: t.truncatedRequests,
+    completions: t.completions,
+    truncatedS: t.truncatedS,
+  };
+  if (!t.steadyReached) return warning('no_steady_state', figures);
+  if (t.truncatedRequests === 0 || !t.shift) return undefined;
+  const shift = t.shift;
+  const moved = TRANSIENT_KEYS.flatMap((key) => {
+    const by = shift[key];
+    return by !== undefined && Math.abs(by) > WARMUP_SHIFT_WARN ? [{ key, by }] : [];
+  }).sort((a, b) => Math.abs(b.by) - Math.abs(a.by));
+  return moved.length > 0 ? warning('warmup_shift', { ...figures, moved }) : undefined;
 }
 
 /** The steady-state bin of a time on the run's clock (ms). */

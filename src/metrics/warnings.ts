@@ -112,6 +112,27 @@ const PREFIX_CACHE_SOURCES: Record<PrefixCacheSource, string> = {
 const steadyWindow = (windowS: number) =>
   `${windowS.toFixed(1)} s from p95 E2E after the first send to the last send`;
 
+/** Figures of a run's warm-up transient (summary.warmupTransient). */
+export interface TransientFigures {
+  truncated: number;
+  completions: number;
+  truncatedS: number;
+}
+
+/** The headline figures' words, as the shift names them. */
+const TRANSIENT_LABELS: Record<string, string> = {
+  ttftP50Ms: 'TTFT p50',
+  ttftP99Ms: 'TTFT p99',
+  itlP50Ms: 'ITL p50',
+  itlP99Ms: 'ITL p99',
+  tpotP50Ms: 'TPOT p50',
+  e2eP50Ms: 'E2E p50',
+  e2eP99Ms: 'E2E p99',
+  outputTokensPerS: 'output tok/s',
+};
+
+const signedPct = (share: number) => `${share >= 0 ? '+' : ''}${(share * 100).toFixed(0)}%`;
+
 export const WARNINGS = {
   client_limited: entry<ClientLimitedFigures>('error', (f) => {
     const first = f.causes?.[0];
@@ -390,6 +411,24 @@ export const WARNINGS = {
         .join(', ')}), so the numbers leave out the requests they held; the reader said which`,
       detail: f.said.join('\n'),
     }),
+  ),
+  no_steady_state: entry<TransientFigures>('warning', (f) => ({
+    message: `E2E never settled: MSER-5 put the end of the warm-up at request ${n(f.truncated)} of ${n(f.completions)}, past half the run, so its numbers average a moving system; run longer or at a lower load`,
+    detail: `MSER-5 truncation on the measured requests' E2E in end order (White 1997) fell in the series' second half and its second half still drifts: the run never reached a steady state, so no steady-window headline is given.`,
+  })),
+  warmup_shift: entry<TransientFigures & { moved: readonly { key: string; by: number }[] }>(
+    'warning',
+    (f) => {
+      const listed = f.moved
+        .slice(0, 2)
+        .map((m) => `${TRANSIENT_LABELS[m.key] ?? m.key} ${signedPct(m.by)}`)
+        .join(', ');
+      const more = f.moved.length > 2 ? ` (+${n(f.moved.length - 2)} more)` : '';
+      return {
+        message: `a warm-up transient (first ${n(f.truncated)} requests, ${f.truncatedS.toFixed(1)} s; MSER-5) moved the whole run's ${listed}${more} from the steady window's; a longer --warmup removes it`,
+        detail: `Whole run against the requests that ended after the transient: ${f.moved.map((m) => `${TRANSIENT_LABELS[m.key] ?? m.key} ${signedPct(m.by)}`).join(', ')}. summary.warmupTransient.steady holds the steady window's figures.`,
+      };
+    },
   ),
 } as const;
 

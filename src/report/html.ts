@@ -54,7 +54,12 @@ import { noReliableFit } from './probeText.js';
 import { describeReasoning, sessionFacts, TURN_COLUMNS } from './sessionsText.js';
 import { sizeTrafficText } from './sizeText.js';
 import { htmlTable, htmlTableOf as table } from './table.js';
-import { describeClientHealth, describeLoad, describeSteadyState } from './terminal.js';
+import {
+  describeClientHealth,
+  describeLoad,
+  describeSteadyState,
+  describeWarmupTransient,
+} from './terminal.js';
 
 // ---------------------------------------------------------------------------------------------
 // Escaping and small helpers
@@ -537,6 +542,7 @@ function numbersHtml(s: Summary): string {
   const lat = s.latency;
   const counted = s.requests.completed + s.requests.failed;
   const steady = describeSteadyState(s);
+  const transient = describeWarmupTransient(s);
   const rows: [string, string][] = [
     ['load', describeLoad(s)],
     [
@@ -544,6 +550,7 @@ function numbersHtml(s: Summary): string {
       `${fmtNumber(t.outputTokensPerS, 1)} output tok/s, ${fmtNumber(t.totalTokensPerS, 1)} total tok/s, ${fmtNumber(t.requestsPerS, 2)} req/s`,
     ],
     ...(steady ? [['steady state', steady] as [string, string]] : []),
+    ...(transient ? [['warm-up transient', transient] as [string, string]] : []),
     [
       'per request',
       `output speed mean ${fmtNumber(lat.outputSpeedTokS.mean, 1)} tok/s, p50 ${fmtNumber(lat.outputSpeedTokS.p50, 1)}, slowest ${fmtNumber(lat.outputSpeedTokS.min, 1)}`,

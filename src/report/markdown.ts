@@ -9,7 +9,7 @@ import { errorKindLines, nothingSucceeded } from './failures.js';
 import { markdownCell as cell, escapeMarkdown, metricLabel } from './format.js';
 import { describeReasoning, sessionFacts, TURN_COLUMNS } from './sessionsText.js';
 import { type Column, markdownTable } from './table.js';
-import { describeLoad, describeSteadyState } from './terminal.js';
+import { describeLoad, describeSteadyState, describeWarmupTransient } from './terminal.js';
 
 const fmt = (n: number, digits = 1) => fmtNumber(n, digits);
 
@@ -106,6 +106,8 @@ export function markdownSummary(
     );
     const steady = describeSteadyState(s);
     if (steady) lines.push('', `**Steady state**: ${cell(steady)}`);
+    const transient = describeWarmupTransient(s);
+    if (transient) lines.push('', `**Warm-up transient**: ${cell(transient)}`);
     // A saved summary carries the server's numbers: the cache hit rate explains the turns.
     const sessions = sessionFacts(s, (s as SavedSummary).serverMetrics);
     if (sessions && s.sessions) {

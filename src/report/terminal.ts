@@ -7,6 +7,7 @@ import {
 import type { Distribution } from '../metrics/distribution.js';
 import { fmtNumber, fmtUpTo } from '../metrics/format.js';
 import type { RunSummary } from '../metrics/summary.js';
+import type { WarmupTransient } from '../metrics/transient.js';
 import { type Validity, validityOf, verdictPhrase } from '../metrics/validity.js';
 import { severityOf } from '../metrics/warnings.js';
 import { seriesName } from '../telemetry/prometheus.js';
@@ -140,6 +141,46 @@ export function describeSteadyState(summary: Pick<RunSummary, 'steadyState'>): s
   const w = summary.steadyState;
   if (!w) return undefined;
   return `${fmtNumber(w.outputTokensPerS, 1)} output tok/s, ${fmtNumber(w.requestsPerS, 2)} req/s over ${fmtNumber(w.windowS, 1)} s from p95 E2E after the first send to the last send (offered ${fmtNumber(w.offeredRequestsPerS, 2)} req/s; drain tail ${fmtNumber(w.drainS, 1)} s, ${fmtNumber(w.drainShare * 100, 0)}% of the run)`;
+}
+
+/** The words of the warm-up transient's figures, in the order they are listed. */
+const TRANSIENT_FIGURES: readonly [keyof NonNullable<WarmupTransient['steady']>, string, string][] =
+  [
+    ['ttftP50Ms', 'TTFT p50', 'ms'],
+    ['ttftP99Ms', 'TTFT p99', 'ms'],
+    ['itlP50Ms', 'ITL p50', 'ms'],
+    ['itlP99Ms', 'ITL p99', 'ms'],
+    ['tpotP50Ms', 'TPOT p50', 'ms'],
+    ['e2eP50Ms', 'E2E p50', 'ms'],
+    ['e2eP99Ms', 'E2E p99', 'ms'],
+    ['outputTokensPerS', 'output', 'tok/s'],
+  ];
+
+/**
+ * Where MSER-5 found the run settled and its headline over the steady window, each with how
+ * far the whole run's moved from it (docs/metrics.md, "Warm-up transient"); undefined where the
+ * run was too short to judge. The terminal prints the warning instead (only past its share).
+ */
+export function describeWarmupTransient(
+  summary: Pick<RunSummary, 'warmupTransient'>,
+): string | undefined {
+  const t = summary.warmupTransient;
+  if (!t) return undefined;
+  const cut = `${fmtNumber(t.truncatedRequests)} of ${fmtNumber(t.completions)} requests (${fmtNumber(t.truncatedS, 1)} s) cut by MSER-5 on E2E`;
+  if (!t.steadyReached) return `not settled: ${cut}, past half the run (no steady state)`;
+  if (t.truncatedRequests === 0) {
+    return `none: MSER-5 on E2E cut none of ${fmtNumber(t.completions)} requests (steady from the first)`;
+  }
+  const steady = t.steady ?? {};
+  const figures = TRANSIENT_FIGURES.flatMap(([key, label, unit]) => {
+    const value = steady[key];
+    if (value === undefined) return [];
+    const by = t.shift?.[key];
+    const moved =
+      by === undefined ? '' : ` (whole ${by >= 0 ? '+' : ''}${fmtNumber(by * 100, 1)}%)`;
+    return [`${label} ${fmtNumber(value, 1)} ${unit}${moved}`];
+  });
+  return `${cut}; steady window ${figures.join(', ')}`;
 }
 
 export function describeLoad(summary: RunSummary): string {

@@ -142,6 +142,21 @@ const WORST: { [C in WarningCode]: WarningFigures<C>[] } = {
   loadgen_failed: [{ reason: `RangeError: ${'r'.repeat(500)}`, records: 123_456 }],
   shards_not_aligned: [{ spreadS: 12_345.6 }],
   records_damaged: [{ lines: 1_234_567, stretches: 123_456, said: ['x'.repeat(500)] }],
+  no_steady_state: [{ truncated: 1_234_565, completions: 1_234_565, truncatedS: 123_456.7 }],
+  warmup_shift: [
+    {
+      truncated: 1_234_565,
+      completions: 1_234_565,
+      truncatedS: 123_456.7,
+      moved: [
+        { key: 'outputTokensPerS', by: -0.999 },
+        { key: 'ttftP99Ms', by: 123.4 },
+        { key: 'itlP99Ms', by: 12.3 },
+        { key: 'e2eP99Ms', by: 1.2 },
+        { key: 'e2eP50Ms', by: 0.5 },
+      ],
+    },
+  ],
 };
 
 describe('the warning catalogue', () => {
