@@ -1033,7 +1033,9 @@ function transientWarning(t: WarmupTransient | undefined): Warning | undefined {
     const by = shift[key];
     return by !== undefined && Math.abs(by) > WARMUP_SHIFT_WARN ? [{ key, by }] : [];
   }).sort((a, b) => Math.abs(b.by) - Math.abs(a.by));
-  return moved.length > 0 ? warning('warmup_shift', { ...figures, moved }) : undefined;
+  return moved.length > 0
+    ? warning('warmup_shift', { ...figures, moved, limit: WARMUP_SHIFT_WARN })
+    : undefined;
 }
 
 /** The steady-state bin of a time on the run's clock (ms). */

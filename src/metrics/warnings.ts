@@ -415,21 +415,24 @@ export const WARNINGS = {
   no_steady_state: entry<TransientFigures>('warning', (f) => ({
     message: `E2E never settled: MSER-5 put the end of the warm-up at request ${n(f.truncated)} of ${n(f.completions)}, past half the run, so its numbers average a moving system; run longer or at a lower load`,
     detail: `MSER-5 truncation on the measured requests' E2E in end order (White 1997) fell in the series' second half and its second half still drifts: the run never reached a steady state, so no steady-window headline is given.`,
+    figure: f.truncated / f.completions,
+    threshold: 0.5,
   })),
-  warmup_shift: entry<TransientFigures & { moved: readonly { key: string; by: number }[] }>(
-    'warning',
-    (f) => {
-      const listed = f.moved
-        .slice(0, 2)
-        .map((m) => `${TRANSIENT_LABELS[m.key] ?? m.key} ${signedPct(m.by)}`)
-        .join(', ');
-      const more = f.moved.length > 2 ? ` (+${n(f.moved.length - 2)} more)` : '';
-      return {
-        message: `a warm-up transient (first ${n(f.truncated)} requests, ${f.truncatedS.toFixed(1)} s; MSER-5) moved the whole run's ${listed}${more} from the steady window's; a longer --warmup removes it`,
-        detail: `Whole run against the requests that ended after the transient: ${f.moved.map((m) => `${TRANSIENT_LABELS[m.key] ?? m.key} ${signedPct(m.by)}`).join(', ')}. summary.warmupTransient.steady holds the steady window's figures.`,
-      };
-    },
-  ),
+  warmup_shift: entry<
+    TransientFigures & { moved: readonly { key: string; by: number }[]; limit?: number }
+  >('warning', (f) => {
+    const listed = f.moved
+      .slice(0, 2)
+      .map((m) => `${TRANSIENT_LABELS[m.key] ?? m.key} ${signedPct(m.by)}`)
+      .join(', ');
+    const more = f.moved.length > 2 ? ` (+${n(f.moved.length - 2)} more)` : '';
+    return {
+      message: `a warm-up transient (first ${n(f.truncated)} requests, ${f.truncatedS.toFixed(1)} s; MSER-5) moved the whole run's ${listed}${more} from the steady window's; a longer --warmup removes it`,
+      detail: `Whole run against the requests that ended after the transient: ${f.moved.map((m) => `${TRANSIENT_LABELS[m.key] ?? m.key} ${signedPct(m.by)}`).join(', ')}. summary.warmupTransient.steady holds the steady window's figures.`,
+      figure: Math.max(...f.moved.map((m) => Math.abs(m.by))),
+      ...(f.limit !== undefined ? { threshold: f.limit } : {}),
+    };
+  }),
 } as const;
 
 export type WarningCode = keyof typeof WARNINGS;
