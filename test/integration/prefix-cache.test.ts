@@ -56,7 +56,7 @@ describe('prefix_cache_hits against a caching server', () => {
     assert.equal(w.severity, 'warning');
     assert.match(
       w.message,
-      /^the server served (9\d|100)\.\d% of prompt tokens from its prefix cache/,
+      /^prefix cache uncontrolled: the server served (9\d|100)\.\d% of prompt tokens from its prefix cache/,
     );
     assert.match(w.detail ?? '', /prefix-cache counters: [\d,]+ of [\d,]+ prompt tokens/);
     // A workload that asks for a shared prefix is not warned of the hits it asked for.

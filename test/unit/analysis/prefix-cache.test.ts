@@ -58,7 +58,10 @@ describe('prefix_cache_hits', () => {
     assert.ok(w);
     assert.equal(w.code, 'prefix_cache_hits');
     assert.equal(w.severity, 'warning');
-    assert.match(w.message, /^the server served 65\.8% of prompt tokens from its prefix cache/);
+    assert.match(
+      w.message,
+      /^prefix cache uncontrolled: the server served 65\.8% of prompt tokens from its prefix cache/,
+    );
     assert.match(w.message, /TTFT is not a cold prefill's; send fresh prompts or reset its cache$/);
     assert.match(
       w.detail ?? '',

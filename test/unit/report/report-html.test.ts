@@ -163,10 +163,18 @@ describe('HTML report structure', () => {
         expected.sections.length,
         'no section beyond the expected ones',
       );
-      // Every section has its heading.
+      // Every section has its heading; a run's verdict comes before everything else.
       for (const section of html.split(/<section /).slice(1)) {
-        assert.match(section, /^[^>]*>\s*(<p class="kicker">[\s\S]*?<\/p>\s*)?<h[12]>/);
+        assert.match(
+          section,
+          /^[^>]*>\s*(<p class="verdict [^"]+"[^>]*>[\s\S]*?<\/p>\s*)?(<p class="kicker">[\s\S]*?<\/p>\s*)?<h[12]>/,
+        );
       }
+      if (name.startsWith('run')) {
+        assert.match(html, /data-section="headline">\n<p class="verdict (valid|caution|invalid)" /);
+      }
+      if (name === 'run')
+        assert.match(html, /<p class="verdict valid" data-verdict="valid">VALID /);
       assert.match(html, /^<!doctype html>\n<html lang="en">/);
       assert.match(html, /@media print\{/, 'a print stylesheet');
     });
