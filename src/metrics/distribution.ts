@@ -1,4 +1,5 @@
 import { Hdr3Histogram, type Hdr3State } from './hdr3.js';
+import type { IntervalInput, PercentileInterval } from './intervals.js';
 
 /**
  * Statistics of one metric over a run (docs/metrics.md, "Statistics"). Percentiles are exact with linear
@@ -20,6 +21,11 @@ export interface Distribution {
   lowConfidence?: PercentileName[];
   /** Set when the percentiles come from an HDR histogram (3 significant digits), not raw samples. */
   approximate?: 'hdr3';
+  /**
+   * Confidence intervals of the headline percentiles (src/metrics/intervals.ts); absent in
+   * older summaries and for metrics that have none.
+   */
+  intervals?: Partial<Record<PercentileName, PercentileInterval>>;
 }
 
 export const PERCENTILES = { p50: 50, p90: 90, p95: 95, p99: 99, p99_9: 99.9 } as const;
@@ -312,6 +318,31 @@ export class SampleSet {
       this.minValue,
       this.maxValue,
     );
+  }
+
+  /**
+   * The samples as an interval needs them (src/metrics/intervals.ts): ascending by rank, and
+   * in the order added while they are exact (an HDR histogram keeps no order); undefined when
+   * empty. The order is the client's recording order, each worker's records in turn.
+   */
+  intervalInput(): IntervalInput | undefined {
+    if (this.total === 0) return undefined;
+    const sorted = this.sorted();
+    if (sorted) {
+      return {
+        ranked: { count: sorted.length, at: (i) => sorted[i] },
+        series: { inOrder: this.samples.copy(), sorted },
+      };
+    }
+    const histogram = this.histogram as Hdr3Histogram;
+    const n = this.total;
+    const at = (rank: number) =>
+      clamp(
+        histogram.getValueAtPercentile(((rank + 1) / n) * 100) / HDR_SCALE,
+        this.minValue,
+        this.maxValue,
+      );
+    return { ranked: { count: n, at }, approximate: 'hdr3' };
   }
 
   describe(): Distribution {

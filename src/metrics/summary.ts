@@ -25,6 +25,7 @@ import {
   SampleSet,
   type SampleSetState,
 } from './distribution.js';
+import { fillIntervals } from './intervals.js';
 import { forEachTokenGap, requestMetrics } from './requestMetrics.js';
 import { type SessionState, type SessionSummary, SessionsBuilder } from './sessions.js';
 import { formatSlo, meetsSlo, type SloCondition } from './slo.js';
@@ -544,6 +545,7 @@ export class SummaryBuilder {
     const latency = Object.fromEntries(
       Object.entries(this.samples).map(([k, set]) => [k, set.describe()]),
     ) as unknown as LatencySummary;
+    fillIntervals(latency, this.samples);
     const summary: RunSummary = {
       schemaVersion: SUMMARY_SCHEMA_VERSION,
       load: {
