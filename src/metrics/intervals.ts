@@ -109,7 +109,7 @@ export function orderStatisticInterval(
 }
 
 /** Lag-1 autocorrelation of a series (Pearson's, about the series' mean); 0 for a constant one. */
-export function lag1Autocorrelation(series: ArrayLike<number>): number {
+export function lag1Autocorrelation(series: Float64Array): number {
   const n = series.length;
   if (n < 3) return 0;
   let sum = 0;
@@ -158,7 +158,7 @@ export function blockLength(n: number, lag1: number): number {
  * is the bootstrap's own noise. Ranks are 0-based, null where the samples end first. `series` is in time order, `estimate` the percentile of the samples.
  */
 export function blockBootstrapRanks(
-  series: ArrayLike<number>,
+  series: Float64Array,
   estimate: number,
   q: number,
   options: { level?: number; lag1?: number } = {},
@@ -166,17 +166,19 @@ export function blockBootstrapRanks(
   const n = series.length;
   const level = options.level ?? INTERVAL_LEVEL;
   const length = blockLength(n, options.lag1 ?? lag1Autocorrelation(series));
-  // Circular prefix sums of the indicator (at or below the estimate), L past the end.
-  const prefix = new Int32Array(n + length + 1);
-  for (let i = 0; i < n + length; i++) {
-    prefix[i + 1] = prefix[i] + (series[i < n ? i : i - n] <= estimate ? 1 : 0);
-  }
+  // The block sums of the indicator (at or below the estimate) at every circular start, by a
+  // sliding window: two passes over typed arrays.
+  const below = new Uint8Array(n);
+  for (let i = 0; i < n; i++) below[i] = series[i] <= estimate ? 1 : 0;
+  let block = 0;
+  for (let i = 0; i < length; i++) block += below[i];
   let sum = 0;
   let squares = 0;
   for (let t = 0; t < n; t++) {
-    const s = prefix[t + length] - prefix[t];
-    sum += s;
-    squares += s * s;
+    sum += block;
+    squares += block * block;
+    const entering = t + length;
+    block += below[entering < n ? entering : entering - n] - below[t];
   }
   const meanBlock = sum / n;
   const blockVariance = Math.max(0, squares / n - meanBlock * meanBlock);
@@ -218,7 +220,7 @@ export interface IntervalInput {
    * Exact samples: in the order the client recorded them, and ascending (`ranked`'s own).
    * Absent once the samples are in an HDR histogram, which keeps no order.
    */
-  series?: { inOrder: ArrayLike<number>; sorted: ArrayLike<number> };
+  series?: { inOrder: Float64Array; sorted: Float64Array };
   approximate?: 'hdr3';
 }
 
@@ -318,7 +320,10 @@ export const INTERVAL_METRICS = ['ttftMs', 'itlMs', 'tpotMs', 'e2eMs'] as const;
 /** Sets `intervals` on each of INTERVAL_METRICS' distributions from its samples. */
 export function fillIntervals(
   latency: Record<(typeof INTERVAL_METRICS)[number], Distribution>,
-  samples: Record<(typeof INTERVAL_METRICS)[number], { intervalInput(): IntervalInput | undefined }>,
+  samples: Record<
+    (typeof INTERVAL_METRICS)[number],
+    { intervalInput(): IntervalInput | undefined }
+  >,
 ): void {
   for (const key of INTERVAL_METRICS) {
     const input = samples[key].intervalInput();
