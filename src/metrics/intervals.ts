@@ -200,18 +200,6 @@ export function blockBootstrapRanks(
   };
 }
 
-/** The first index of ascending `sorted` whose value is not below `value`. */
-function lowerBound(sorted: ArrayLike<number>, value: number): number {
-  let lo = 0;
-  let hi = sorted.length;
-  while (lo < hi) {
-    const mid = (lo + hi) >>> 1;
-    if (sorted[mid] < value) lo = mid + 1;
-    else hi = mid;
-  }
-  return lo;
-}
-
 /** The samples of one metric an interval is computed from. */
 export interface IntervalInput {
   /** Ascending: exact samples, or an HDR histogram read by rank (then `approximate`). */

@@ -272,6 +272,7 @@ export function renderTerminalSummary(summary: RunSummary, options: TerminalOpti
   lines.push(terminalTable(LATENCY_COLUMNS, rows));
   const low = rows.some(([, d]) => d.lowConfidence?.includes('p99'));
   if (low) lines.push(c.dim('  ~ marks a percentile with too few samples to resolve it'));
+  lines.push(...intervalLines(rows, c.dim));
   lines.push('');
 
   const t = summary.throughput;
@@ -334,6 +335,39 @@ export function renderTerminalSummary(summary: RunSummary, options: TerminalOpti
   }
   if (options.outDir) lines.push(`Results: ${options.outDir}`);
   return lines.join('\n');
+}
+
+/**
+ * Under the latency table, each row's p50 and p99 with their 95 % intervals, as `612 (588-641)`:
+ * in the cells they would push the table past 80 columns, and so digits follow the figure's
+ * size (0 from 1,000, 1 from 100, else 2). A side the samples cannot bound reads `open`; `*`
+ * marks a row whose samples were correlated in time (the block bootstrap).
+ */
+function intervalLines(rows: [string, Distribution][], dim: (text: string) => string): string[] {
+  const lines: string[] = [];
+  const width = Math.max(...rows.map(([name]) => name.length));
+  let bootstrap = false;
+  let level = 0.95;
+  for (const [name, d] of rows) {
+    const shown = (['p50', 'p99'] as const).flatMap((key) => {
+      const interval = d.intervals?.[key];
+      if (!interval) return [];
+      level = interval.level;
+      const digits = Math.abs(d[key]) >= 1000 ? 0 : Math.abs(d[key]) >= 100 ? 1 : 2;
+      const side = (v: number | null) => (v === null ? 'open' : fmt(v, digits));
+      return [`${key} ${fmt(d[key], digits)} (${side(interval.low)}-${side(interval.high)})`];
+    });
+    if (shown.length === 0) continue;
+    const correlated = d.intervals?.p50?.method === 'block-bootstrap';
+    bootstrap ||= correlated;
+    lines.push(`  ${name.padEnd(width)}  ${shown.join(', ')}${correlated ? ' *' : ''}`);
+  }
+  if (lines.length === 0) return [];
+  return [
+    `  ${fmt(level * 100, 0)}% intervals (docs/metrics.md, "Intervals"):`,
+    ...lines,
+    ...(bootstrap ? [dim('  * samples correlated in time: block bootstrap')] : []),
+  ];
 }
 
 /** A latency row: its mean, percentiles (`~` where too few samples resolve them) and count. */
