@@ -29,6 +29,7 @@ import { fillIntervals } from './intervals.js';
 import { forEachTokenGap, requestMetrics } from './requestMetrics.js';
 import { type SessionState, type SessionSummary, SessionsBuilder } from './sessions.js';
 import { formatSlo, meetsSlo, type SloCondition } from './slo.js';
+import type { UntilOutcome } from './until.js';
 import { type Warning, warning } from './warnings.js';
 
 export type { Warning } from './warnings.js';
@@ -132,6 +133,8 @@ export interface RunSummary {
   /** queueDelay's parts and connection set-up phases (docs/metrics.md, "Connection phases"). */
   connections?: ConnectionsSummary;
   interrupted: boolean;
+  /** `--until`: whether the interval target was met, and whether it (not a cap) ended the run. */
+  until?: UntilOutcome;
   warnings: Warning[];
 }
 

@@ -7,6 +7,7 @@ import {
 import type { Distribution } from '../metrics/distribution.js';
 import { fmtNumber, fmtUpTo } from '../metrics/format.js';
 import type { RunSummary } from '../metrics/summary.js';
+import type { UntilOutcome } from '../metrics/until.js';
 import { severityOf } from '../metrics/warnings.js';
 import { seriesName } from '../telemetry/prometheus.js';
 import type { ServerMemorySummary, ServerMetricsSummary } from '../telemetry/summary.js';
@@ -273,6 +274,7 @@ export function renderTerminalSummary(summary: RunSummary, options: TerminalOpti
   const low = rows.some(([, d]) => d.lowConfidence?.includes('p99'));
   if (low) lines.push(c.dim('  ~ marks a percentile with too few samples to resolve it'));
   lines.push(...intervalLines(rows, c.dim));
+  if (summary.until) lines.push(untilLine(summary.until, summary.requests.completed));
   lines.push('');
 
   const t = summary.throughput;
@@ -368,6 +370,24 @@ function intervalLines(rows: [string, Distribution][], dim: (text: string) => st
     ...lines,
     ...(bootstrap ? [dim('  * samples correlated in time: block bootstrap')] : []),
   ];
+}
+
+/**
+ * What `--until` came to: the target met (and whether it, not a cap, ended the run), or the cap
+ * first, with the half-width reached. The target is the user's own text, printed back.
+ */
+function untilLine(u: UntilOutcome, completed: number): string {
+  const reached =
+    u.halfWidthMs === null
+      ? 'an open interval (too few samples to bound it)'
+      : `±${fmt(u.halfWidthMs, 2)} ms${u.relativeHalfWidth === null ? '' : ` (±${fmt(u.relativeHalfWidth * 100, 1)}%)`}`;
+  const target = terminalSafe(u.target);
+  if (u.stoppedAtRequests !== null) {
+    return `  until ${target}: met at ${fmtNumber(u.stoppedAtRequests)} requests, stopped sending; ${reached} over all ${fmtNumber(completed)}`;
+  }
+  return u.met
+    ? `  until ${target}: met only at the cap, ${reached} at ${fmtNumber(completed)} requests`
+    : `  until ${target}: NOT met, the cap came first: ${reached} at ${fmtNumber(completed)} requests`;
 }
 
 /** A latency row: its mean, percentiles (`~` where too few samples resolve them) and count. */
