@@ -143,6 +143,8 @@ export interface SampleSetState {
   min: number;
   max: number;
   total: number;
+  /** Each exact sample's order key (SampleSet.orderKey), where the set keeps them. */
+  keys?: Float64Array;
 }
 
 /** Samples per chunk of ExactSamples: 512 KiB. */
@@ -202,7 +204,15 @@ class ExactSamples {
  * HDR histogram with 3 significant digits. Mean, stddev, min and max stay exact in both modes.
  */
 export class SampleSet {
+  /**
+   * The order key of the samples added next: the summary stamps its interval metrics' sets with
+   * each record's id. Intervals read correlation in this order (intervalInput), so that the
+   * sets of several workers, merged, give the same series as one set given every record.
+   */
+  orderKey: number | undefined;
   private samples = new ExactSamples();
+  /** One key per exact sample, while every sample came with one; undefined otherwise. */
+  private keys: ExactSamples | undefined;
   /** `sorted()`'s last answer, and the count it was sorted at (a later sample changes it). */
   private sortedSamples: Float64Array | undefined;
   private sortedAtCount = -1;
@@ -234,6 +244,9 @@ export class SampleSet {
       this.histogram.recordValueWithCount(Math.max(0, Math.round(value * HDR_SCALE)), times);
       return;
     }
+    if (this.orderKey !== undefined && (this.keys || this.samples.size === 0)) {
+      (this.keys ??= new ExactSamples()).push(this.orderKey, times);
+    } else this.keys = undefined;
     this.samples.push(value, times);
   }
 
@@ -247,7 +260,11 @@ export class SampleSet {
     };
     return this.histogram
       ? { ...base, histogram: this.histogram.state() }
-      : { ...base, values: this.samples.copy() };
+      : {
+          ...base,
+          values: this.samples.copy(),
+          ...(this.keys ? { keys: this.keys.copy() } : {}),
+        };
   }
 
   /**
@@ -274,6 +291,12 @@ export class SampleSet {
       }
       return;
     }
+    // Keys survive a merge only when both sides have them for every sample.
+    const keys = other.keys;
+    if (keys && (this.keys || this.samples.size === 0)) {
+      this.keys ??= new ExactSamples();
+      for (const key of keys) this.keys.push(key, 1);
+    } else this.keys = undefined;
     for (const value of values as Float64Array) this.samples.push(value, 1);
   }
 
@@ -284,6 +307,7 @@ export class SampleSet {
     }
     this.histogram = histogram;
     this.samples = new ExactSamples();
+    this.keys = undefined;
   }
 
   /**
@@ -323,15 +347,18 @@ export class SampleSet {
   /**
    * The samples as an interval needs them (src/metrics/intervals.ts): ascending by rank, and
    * in the order added while they are exact (an HDR histogram keeps no order); undefined when
-   * empty. The order is the client's recording order, each worker's records in turn.
+   * empty. The order is the samples' order keys' (the records' ids: the order they were sent
+   * in), else the order added.
    */
   intervalInput(): IntervalInput | undefined {
     if (this.total === 0) return undefined;
     const sorted = this.sorted();
     if (sorted) {
+      const values = this.samples.copy();
+      const inOrder = this.keys ? byKey(values, this.keys.copy()) : values;
       return {
         ranked: { count: sorted.length, at: (i) => sorted[i] },
-        series: { inOrder: this.samples.copy(), sorted },
+        series: { inOrder, sorted },
       };
     }
     const histogram = this.histogram as Hdr3Histogram;
@@ -390,6 +417,37 @@ export class SampleSet {
     if (low.length > 0) result.lowConfidence = low;
     return result;
   }
+}
+
+/**
+ * `values` in ascending order of `keys`, stable (one record's samples keep their order). Keys are
+ * record ids: a counting sort where their range is within a few times the count, else a sort
+ * of the indices.
+ */
+function byKey(values: Float64Array, keys: Float64Array): Float64Array {
+  const n = values.length;
+  let min = Number.POSITIVE_INFINITY;
+  let max = Number.NEGATIVE_INFINITY;
+  let ascending = true;
+  for (let i = 0; i < n; i++) {
+    const k = keys[i];
+    if (k < min) min = k;
+    if (k > max) max = k;
+    if (i > 0 && k < keys[i - 1]) ascending = false;
+  }
+  if (ascending) return values;
+  const out = new Float64Array(n);
+  const range = max - min + 1;
+  if (Number.isInteger(min) && Number.isInteger(max) && range <= 4 * n + 1024) {
+    const starts = new Float64Array(range + 1);
+    for (let i = 0; i < n; i++) starts[keys[i] - min + 1]++;
+    for (let k = 1; k <= range; k++) starts[k] += starts[k - 1];
+    for (let i = 0; i < n; i++) out[starts[keys[i] - min]++] = values[i];
+    return out;
+  }
+  const order = Array.from({ length: n }, (_, i) => i).sort((a, b) => keys[a] - keys[b] || a - b);
+  for (let i = 0; i < n; i++) out[i] = values[order[i]];
+  return out;
 }
 
 function clamp(value: number, min: number, max: number): number {

@@ -25,7 +25,7 @@ import {
   SampleSet,
   type SampleSetState,
 } from './distribution.js';
-import { fillIntervals } from './intervals.js';
+import { fillIntervals, INTERVAL_METRICS } from './intervals.js';
 import { forEachTokenGap, requestMetrics } from './requestMetrics.js';
 import { type SessionState, type SessionSummary, SessionsBuilder } from './sessions.js';
 import { formatSlo, meetsSlo, type SloCondition } from './slo.js';
@@ -425,6 +425,7 @@ export class SummaryBuilder {
     }
     if (binTokens > 0) addToBin(this.outputTokensByBin, bin, binTokens);
     const metrics = requestMetrics(record);
+    for (const key of INTERVAL_METRICS) this.samples[key].orderKey = record.id;
     for (const key of this.requestKeys) {
       const value = metrics[key];
       if (value !== undefined) this.samples[key].add(value);

@@ -170,3 +170,29 @@ describe('percentile intervals: from a SampleSet', () => {
     assert.equal(new SampleSet().intervalInput(), undefined);
   });
 });
+
+test("workers' sets merged give the series one set gives: samples ordered by their keys", () => {
+  const rng = createRng(9);
+  const values = lognormalSeries(rng, 400, 0.6);
+  const one = new SampleSet();
+  const a = new SampleSet();
+  const b = new SampleSet();
+  // One set gets records as they finish (out of id order); the workers each get every other.
+  const finishing = Array.from({ length: 400 }, (_, i) => i).sort(
+    (x, y) => ((x * 7919) % 400) - ((y * 7919) % 400),
+  );
+  for (const id of finishing) {
+    for (const set of [one, id % 2 === 0 ? a : b]) {
+      set.orderKey = id;
+      set.add(values[id]);
+    }
+  }
+  a.merge(structuredClone(b.state()));
+  const series = (set: SampleSet) => set.intervalInput()?.series?.inOrder;
+  assert.deepEqual(series(a), values);
+  assert.deepEqual(series(one), values);
+  assert.deepEqual(
+    percentileIntervals(a.intervalInput() ?? assert.fail()),
+    percentileIntervals(one.intervalInput() ?? assert.fail()),
+  );
+});
