@@ -143,8 +143,14 @@ export interface SampleSetState {
   min: number;
   max: number;
   total: number;
-  /** Each exact sample's order key (SampleSet.orderKey), where the set keeps them. */
-  keys?: Float64Array;
+  /** The exact samples' order keys (SampleSet.orderKey) as runs, where the set keeps them. */
+  keys?: KeyRuns;
+}
+
+/** Order keys as runs: the samples from `starts[i]` to the next run's start have key `keys[i]`. */
+export interface KeyRuns {
+  keys: number[];
+  starts: number[];
 }
 
 /** Samples per chunk of ExactSamples: 512 KiB. */
@@ -211,8 +217,13 @@ export class SampleSet {
    */
   orderKey: number | undefined;
   private samples = new ExactSamples();
-  /** One key per exact sample, while every sample came with one; undefined otherwise. */
-  private keys: ExactSamples | undefined;
+  /**
+   * The exact samples' keys, while every sample came with one; undefined otherwise. Kept as runs,
+   * a record's samples being added together: one entry a record, not one a token.
+   */
+  private keys: KeyRuns | undefined;
+  /** The key of the run the next sample joins; NaN after a merge, so that a new run starts. */
+  private runKey: number | undefined;
   /** `sorted()`'s last answer, and the count it was sorted at (a later sample changes it). */
   private sortedSamples: Float64Array | undefined;
   private sortedAtCount = -1;
@@ -244,10 +255,22 @@ export class SampleSet {
       this.histogram.recordValueWithCount(Math.max(0, Math.round(value * HDR_SCALE)), times);
       return;
     }
-    if (this.orderKey !== undefined && (this.keys || this.samples.size === 0)) {
-      (this.keys ??= new ExactSamples()).push(this.orderKey, times);
-    } else this.keys = undefined;
+    // One comparison a sample; a run is started once a record.
+    if (this.orderKey !== this.runKey) this.startRun();
     this.samples.push(value, times);
+  }
+
+  /** Starts a run of the current order key, or drops the keys if a sample came without one. */
+  private startRun(): void {
+    const key = this.orderKey;
+    this.runKey = key;
+    if (key === undefined || (!this.keys && this.samples.size > 0)) {
+      this.keys = undefined;
+      return;
+    }
+    this.keys ??= { keys: [], starts: [] };
+    this.keys.keys.push(key);
+    this.keys.starts.push(this.samples.size);
   }
 
   state(): SampleSetState {
@@ -263,7 +286,9 @@ export class SampleSet {
       : {
           ...base,
           values: this.samples.copy(),
-          ...(this.keys ? { keys: this.keys.copy() } : {}),
+          ...(this.keys
+            ? { keys: { keys: [...this.keys.keys], starts: [...this.keys.starts] } }
+            : {}),
         };
   }
 
@@ -294,9 +319,14 @@ export class SampleSet {
     // Keys survive a merge only when both sides have them for every sample.
     const keys = other.keys;
     if (keys && (this.keys || this.samples.size === 0)) {
-      this.keys ??= new ExactSamples();
-      for (const key of keys) this.keys.push(key, 1);
+      this.keys ??= { keys: [], starts: [] };
+      const offset = this.samples.size;
+      for (let i = 0; i < keys.keys.length; i++) {
+        this.keys.keys.push(keys.keys[i]);
+        this.keys.starts.push(keys.starts[i] + offset);
+      }
     } else this.keys = undefined;
+    this.runKey = Number.NaN;
     for (const value of values as Float64Array) this.samples.push(value, 1);
   }
 
@@ -355,7 +385,7 @@ export class SampleSet {
     const sorted = this.sorted();
     if (sorted) {
       const values = this.samples.copy();
-      const inOrder = this.keys ? byKey(values, this.keys.copy()) : values;
+      const inOrder = this.keys ? byKey(values, this.keys) : values;
       return {
         ranked: { count: sorted.length, at: (i) => sorted[i] },
         series: { inOrder, sorted },
@@ -420,33 +450,44 @@ export class SampleSet {
 }
 
 /**
- * `values` in ascending order of `keys`, stable (one record's samples keep their order). Keys are
- * record ids: a counting sort where their range is within a few times the count, else a sort
- * of the indices.
+ * `values` in ascending order of their keys' runs, stable (a record's samples keep their order).
+ * Keys are record ids: runs ordered by a counting sort where the ids' range is within a few
+ * times the runs' count, else by a sort of the run indices.
  */
-function byKey(values: Float64Array, keys: Float64Array): Float64Array {
+function byKey(values: Float64Array, runs: KeyRuns): Float64Array {
+  const { keys, starts } = runs;
+  const r = keys.length;
   const n = values.length;
   let min = Number.POSITIVE_INFINITY;
   let max = Number.NEGATIVE_INFINITY;
   let ascending = true;
-  for (let i = 0; i < n; i++) {
+  for (let i = 0; i < r; i++) {
     const k = keys[i];
     if (k < min) min = k;
     if (k > max) max = k;
     if (i > 0 && k < keys[i - 1]) ascending = false;
   }
   if (ascending) return values;
-  const out = new Float64Array(n);
+  let order: ArrayLike<number>;
   const range = max - min + 1;
-  if (Number.isInteger(min) && Number.isInteger(max) && range <= 4 * n + 1024) {
-    const starts = new Float64Array(range + 1);
-    for (let i = 0; i < n; i++) starts[keys[i] - min + 1]++;
-    for (let k = 1; k <= range; k++) starts[k] += starts[k - 1];
-    for (let i = 0; i < n; i++) out[starts[keys[i] - min]++] = values[i];
-    return out;
+  if (Number.isInteger(min) && Number.isInteger(max) && range <= 4 * r + 1024) {
+    const at = new Float64Array(range + 1);
+    for (let i = 0; i < r; i++) at[keys[i] - min + 1]++;
+    for (let k = 1; k <= range; k++) at[k] += at[k - 1];
+    const sorted = new Float64Array(r);
+    for (let i = 0; i < r; i++) sorted[at[keys[i] - min]++] = i;
+    order = sorted;
+  } else {
+    order = Array.from({ length: r }, (_, i) => i).sort((a, b) => keys[a] - keys[b] || a - b);
   }
-  const order = Array.from({ length: n }, (_, i) => i).sort((a, b) => keys[a] - keys[b] || a - b);
-  for (let i = 0; i < n; i++) out[i] = values[order[i]];
+  const out = new Float64Array(n);
+  let filled = 0;
+  for (let j = 0; j < r; j++) {
+    const i = order[j];
+    const end = i + 1 < r ? starts[i + 1] : n;
+    out.set(values.subarray(starts[i], end), filled);
+    filled += end - starts[i];
+  }
   return out;
 }
 

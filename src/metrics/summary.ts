@@ -354,6 +354,8 @@ export class SummaryBuilder {
   private readonly streamsByConnection = new Map<number, number>();
   private readonly connections = new ConnectionsBuilder();
 
+  /** The sets of the interval metrics (fillIntervals), stamped with each record's id. */
+  private readonly ordered: SampleSet[] = INTERVAL_METRICS.map((k) => this.samples[k]);
   private readonly requestKeys: readonly RequestLatencyKey[];
   private readonly itl: boolean;
   private readonly chunkGaps: boolean;
@@ -425,7 +427,9 @@ export class SummaryBuilder {
     }
     if (binTokens > 0) addToBin(this.outputTokensByBin, bin, binTokens);
     const metrics = requestMetrics(record);
-    for (const key of INTERVAL_METRICS) this.samples[key].orderKey = record.id;
+    // The interval metrics' samples keep their record's id: intervals read them in send order.
+    const id = record.id;
+    for (const set of this.ordered) set.orderKey = id;
     for (const key of this.requestKeys) {
       const value = metrics[key];
       if (value !== undefined) this.samples[key].add(value);
