@@ -45,7 +45,12 @@ import { noReliableFit } from './probeText.js';
 import { describeReasoning, sessionFacts, TURN_COLUMNS } from './sessionsText.js';
 import { sizeTrafficText } from './sizeText.js';
 import { htmlTable, htmlTableOf as table } from './table.js';
-import { describeClientHealth, describeLoad, describeSteadyState } from './terminal.js';
+import {
+  describeClientHealth,
+  describeLoad,
+  describeSteadyState,
+  describeUntil,
+} from './terminal.js';
 
 // ---------------------------------------------------------------------------------------------
 // Escaping and small helpers
@@ -483,7 +488,7 @@ function latencyTable(s: Summary): string {
     ]);
   const low = rows.some(([, k]) => s.latency[k]?.lowConfidence?.includes('p99'));
   const intervals = rows.some(([, k]) => s.latency[k]?.intervals);
-  return `${table(['latency (ms)', 'mean', 'p50', 'p90', 'p95', 'p99', 'p99.9', 'max', 'n'], body)}${low ? '<p class="caption">~ marks a percentile with too few samples to resolve it.</p>' : ''}${intervals ? '<p class="caption">Under a percentile, its 95% interval (docs/metrics.md, "Intervals"); open: the samples cannot bound that side.</p>' : ''}`;
+  return `${table(['latency (ms)', 'mean', 'p50', 'p90', 'p95', 'p99', 'p99.9', 'max', 'n'], body)}${low ? '<p class="caption">~ marks a percentile with too few samples to resolve it.</p>' : ''}${intervals ? '<p class="caption">Under a percentile, its 95% interval (docs/metrics.md, "Intervals"); open: the samples cannot bound that side.</p>' : ''}${s.until ? `<p>${esc(describeUntil(s.until, s.requests.completed))}</p>` : ''}`;
 }
 
 /**

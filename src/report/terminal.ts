@@ -274,7 +274,7 @@ export function renderTerminalSummary(summary: RunSummary, options: TerminalOpti
   const low = rows.some(([, d]) => d.lowConfidence?.includes('p99'));
   if (low) lines.push(c.dim('  ~ marks a percentile with too few samples to resolve it'));
   lines.push(...intervalLines(rows, c.dim));
-  if (summary.until) lines.push(untilLine(summary.until, summary.requests.completed));
+  if (summary.until) lines.push(`  ${describeUntil(summary.until, summary.requests.completed)}`);
   lines.push('');
 
   const t = summary.throughput;
@@ -376,18 +376,18 @@ function intervalLines(rows: [string, Distribution][], dim: (text: string) => st
  * What `--until` came to: the target met (and whether it, not a cap, ended the run), or the cap
  * first, with the half-width reached. The target is the user's own text, printed back.
  */
-function untilLine(u: UntilOutcome, completed: number): string {
+export function describeUntil(u: UntilOutcome, completed: number): string {
   const reached =
     u.halfWidthMs === null
       ? 'an open interval (too few samples to bound it)'
       : `±${fmt(u.halfWidthMs, 2)} ms${u.relativeHalfWidth === null ? '' : ` (±${fmt(u.relativeHalfWidth * 100, 1)}%)`}`;
   const target = terminalSafe(u.target);
   if (u.stoppedAtRequests !== null) {
-    return `  until ${target}: met at ${fmtNumber(u.stoppedAtRequests)} requests, stopped sending; ${reached} over all ${fmtNumber(completed)}`;
+    return `until ${target}: met at ${fmtNumber(u.stoppedAtRequests)} requests, stopped sending; ${reached} over all ${fmtNumber(completed)}`;
   }
   return u.met
-    ? `  until ${target}: met only at the cap, ${reached} at ${fmtNumber(completed)} requests`
-    : `  until ${target}: NOT met, the cap came first: ${reached} at ${fmtNumber(completed)} requests`;
+    ? `until ${target}: met only at the cap, ${reached} at ${fmtNumber(completed)} requests`
+    : `until ${target}: NOT met, the cap came first: ${reached} at ${fmtNumber(completed)} requests`;
 }
 
 /** A latency row: its mean, percentiles (`~` where too few samples resolve them) and count. */
