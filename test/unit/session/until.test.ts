@@ -11,6 +11,7 @@ import { after, before, describe, test } from 'node:test';
 import type { RunSummary } from '../../../src/metrics/summary.js';
 import { readPrecisionTarget, UntilTracker } from '../../../src/metrics/until.js';
 import { PlanError, parseRunPlan } from '../../../src/plan/runPlan.js';
+import { renderTerminalSummary } from '../../../src/report/terminal.js';
 import { prepareRun } from '../../../src/session/prepare.js';
 import { benchmark, runPlan } from '../../../src/session/run.js';
 import { type RunningSimulator, startSimulator } from '../../../src/sim/simulator.js';
@@ -48,6 +49,14 @@ describe('--until in virtual time', () => {
     assert.equal(s.interrupted, false);
     assert.ok(until.relativeHalfWidth !== null && until.relativeHalfWidth <= 0.02);
     assert.ok(s.warnings.every((w) => w.code !== 'interrupted'));
+    // The terminal: intervals under the table, within 80 columns, and what the rule came to.
+    const text = renderTerminalSummary(s, { color: false });
+    const lines = text.split('\n');
+    const at = lines.findIndex((l) => l.startsWith('  95% intervals'));
+    assert.ok(at > 0, text);
+    assert.match(lines[at + 1], /^ {2}TTFT +p50 \d+\.\d\d \(\d+\.\d\d-\d+\.\d\d\), p99 /);
+    for (const line of lines.slice(at, at + 6)) assert.ok(line.length <= 80, line);
+    assert.match(text, /until ttft\.p50±2%: met at \d+ requests, stopped sending; ±\d/);
   });
 
   test('an unreachable target runs to the cap and says the cap came first', async () => {
@@ -56,6 +65,10 @@ describe('--until in virtual time', () => {
     assert.equal(s.until?.met, false);
     assert.equal(s.until?.stoppedAtRequests, null);
     assert.ok((s.until?.halfWidthMs ?? 0) > 0);
+    assert.match(
+      renderTerminalSummary(s, { color: false }),
+      /until ttft\.p50±0\.001%: NOT met, the cap came first: ±[\d.]+ ms \(±[\d.]+%\) at 300 requests/,
+    );
   });
 
   test('a duration cap bounds it too', async () => {
