@@ -99,6 +99,10 @@ export function addRunOptions(command: Command): Command {
       'measurement window in seconds (stops sending after it; in-flight requests finish)',
     )
     .option(
+      '--until <rule>',
+      "stop once a percentile's 95% interval is this narrow, within --requests/--duration: 'ttft.p99±5%', 'e2e.p50±10ms' (ttft, itl, tpot, e2e)",
+    )
+    .option(
       '--warmup <n>',
       'requests (sessions, in a session scenario) sent first and not counted (default: 0)',
     )

@@ -1,4 +1,5 @@
 import { Hdr3Histogram, type Hdr3State } from './hdr3.js';
+import type { IntervalInput, PercentileInterval } from './intervals.js';
 
 /**
  * Statistics of one metric over a run (docs/metrics.md, "Statistics"). Percentiles are exact with linear
@@ -20,6 +21,11 @@ export interface Distribution {
   lowConfidence?: PercentileName[];
   /** Set when the percentiles come from an HDR histogram (3 significant digits), not raw samples. */
   approximate?: 'hdr3';
+  /**
+   * Confidence intervals of the headline percentiles (src/metrics/intervals.ts); absent in
+   * older summaries and for metrics that have none.
+   */
+  intervals?: Partial<Record<PercentileName, PercentileInterval>>;
 }
 
 export const PERCENTILES = { p50: 50, p90: 90, p95: 95, p99: 99, p99_9: 99.9 } as const;
@@ -137,6 +143,14 @@ export interface SampleSetState {
   min: number;
   max: number;
   total: number;
+  /** The exact samples' order keys (SampleSet.orderKey) as runs, where the set keeps them. */
+  keys?: KeyRuns;
+}
+
+/** Order keys as runs: the samples from `starts[i]` to the next run's start have key `keys[i]`. */
+export interface KeyRuns {
+  keys: number[];
+  starts: number[];
 }
 
 /** Samples per chunk of ExactSamples: 512 KiB. */
@@ -196,7 +210,20 @@ class ExactSamples {
  * HDR histogram with 3 significant digits. Mean, stddev, min and max stay exact in both modes.
  */
 export class SampleSet {
+  /**
+   * The order key of the samples added next: the summary stamps its interval metrics' sets with
+   * each record's id. Intervals read correlation in this order (intervalInput), so that the
+   * sets of several workers, merged, give the same series as one set given every record.
+   */
+  orderKey: number | undefined;
   private samples = new ExactSamples();
+  /**
+   * The exact samples' keys, while every sample came with one; undefined otherwise. Kept as runs,
+   * a record's samples being added together: one entry a record, not one a token.
+   */
+  private keys: KeyRuns | undefined;
+  /** The key of the run the next sample joins; NaN after a merge, so that a new run starts. */
+  private runKey: number | undefined;
   /** `sorted()`'s last answer, and the count it was sorted at (a later sample changes it). */
   private sortedSamples: Float64Array | undefined;
   private sortedAtCount = -1;
@@ -228,7 +255,22 @@ export class SampleSet {
       this.histogram.recordValueWithCount(Math.max(0, Math.round(value * HDR_SCALE)), times);
       return;
     }
+    // One comparison a sample; a run is started once a record.
+    if (this.orderKey !== this.runKey) this.startRun();
     this.samples.push(value, times);
+  }
+
+  /** Starts a run of the current order key, or drops the keys if a sample came without one. */
+  private startRun(): void {
+    const key = this.orderKey;
+    this.runKey = key;
+    if (key === undefined || (!this.keys && this.samples.size > 0)) {
+      this.keys = undefined;
+      return;
+    }
+    this.keys ??= { keys: [], starts: [] };
+    this.keys.keys.push(key);
+    this.keys.starts.push(this.samples.size);
   }
 
   state(): SampleSetState {
@@ -241,7 +283,13 @@ export class SampleSet {
     };
     return this.histogram
       ? { ...base, histogram: this.histogram.state() }
-      : { ...base, values: this.samples.copy() };
+      : {
+          ...base,
+          values: this.samples.copy(),
+          ...(this.keys
+            ? { keys: { keys: [...this.keys.keys], starts: [...this.keys.starts] } }
+            : {}),
+        };
   }
 
   /**
@@ -268,6 +316,17 @@ export class SampleSet {
       }
       return;
     }
+    // Keys survive a merge only when both sides have them for every sample.
+    const keys = other.keys;
+    if (keys && (this.keys || this.samples.size === 0)) {
+      this.keys ??= { keys: [], starts: [] };
+      const offset = this.samples.size;
+      for (let i = 0; i < keys.keys.length; i++) {
+        this.keys.keys.push(keys.keys[i]);
+        this.keys.starts.push(keys.starts[i] + offset);
+      }
+    } else this.keys = undefined;
+    this.runKey = Number.NaN;
     for (const value of values as Float64Array) this.samples.push(value, 1);
   }
 
@@ -278,6 +337,7 @@ export class SampleSet {
     }
     this.histogram = histogram;
     this.samples = new ExactSamples();
+    this.keys = undefined;
   }
 
   /**
@@ -312,6 +372,34 @@ export class SampleSet {
       this.minValue,
       this.maxValue,
     );
+  }
+
+  /**
+   * The samples as an interval needs them (src/metrics/intervals.ts): ascending by rank, and
+   * in the order added while they are exact (an HDR histogram keeps no order); undefined when
+   * empty. The order is the samples' order keys' (the records' ids: the order they were sent
+   * in), else the order added.
+   */
+  intervalInput(): IntervalInput | undefined {
+    if (this.total === 0) return undefined;
+    const sorted = this.sorted();
+    if (sorted) {
+      const values = this.samples.copy();
+      const inOrder = this.keys ? byKey(values, this.keys) : values;
+      return {
+        ranked: { count: sorted.length, at: (i) => sorted[i] },
+        series: { inOrder, sorted },
+      };
+    }
+    const histogram = this.histogram as Hdr3Histogram;
+    const n = this.total;
+    const at = (rank: number) =>
+      clamp(
+        histogram.getValueAtPercentile(((rank + 1) / n) * 100) / HDR_SCALE,
+        this.minValue,
+        this.maxValue,
+      );
+    return { ranked: { count: n, at }, approximate: 'hdr3' };
   }
 
   describe(): Distribution {
@@ -359,6 +447,48 @@ export class SampleSet {
     if (low.length > 0) result.lowConfidence = low;
     return result;
   }
+}
+
+/**
+ * `values` in ascending order of their keys' runs, stable (a record's samples keep their order).
+ * Keys are record ids: runs ordered by a counting sort where the ids' range is within a few
+ * times the runs' count, else by a sort of the run indices.
+ */
+function byKey(values: Float64Array, runs: KeyRuns): Float64Array {
+  const { keys, starts } = runs;
+  const r = keys.length;
+  const n = values.length;
+  let min = Number.POSITIVE_INFINITY;
+  let max = Number.NEGATIVE_INFINITY;
+  let ascending = true;
+  for (let i = 0; i < r; i++) {
+    const k = keys[i];
+    if (k < min) min = k;
+    if (k > max) max = k;
+    if (i > 0 && k < keys[i - 1]) ascending = false;
+  }
+  if (ascending) return values;
+  let order: ArrayLike<number>;
+  const range = max - min + 1;
+  if (Number.isInteger(min) && Number.isInteger(max) && range <= 4 * r + 1024) {
+    const at = new Float64Array(range + 1);
+    for (let i = 0; i < r; i++) at[keys[i] - min + 1]++;
+    for (let k = 1; k <= range; k++) at[k] += at[k - 1];
+    const sorted = new Float64Array(r);
+    for (let i = 0; i < r; i++) sorted[at[keys[i] - min]++] = i;
+    order = sorted;
+  } else {
+    order = Array.from({ length: r }, (_, i) => i).sort((a, b) => keys[a] - keys[b] || a - b);
+  }
+  const out = new Float64Array(n);
+  let filled = 0;
+  for (let j = 0; j < r; j++) {
+    const i = order[j];
+    const end = i + 1 < r ? starts[i + 1] : n;
+    out.set(values.subarray(starts[i], end), filled);
+    filled += end - starts[i];
+  }
+  return out;
 }
 
 function clamp(value: number, min: number, max: number): number {

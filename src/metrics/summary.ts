@@ -26,6 +26,7 @@ import {
   SampleSet,
   type SampleSetState,
 } from './distribution.js';
+import { fillIntervals, INTERVAL_METRICS } from './intervals.js';
 import { forEachTokenGap, requestMetrics } from './requestMetrics.js';
 import { type SessionState, type SessionSummary, SessionsBuilder } from './sessions.js';
 import { formatSlo, meetsSlo, type SloCondition } from './slo.js';
@@ -36,6 +37,7 @@ import {
   type TransientState,
   type WarmupTransient,
 } from './transient.js';
+import type { UntilOutcome } from './until.js';
 import type { Validity } from './validity.js';
 import { type Warning, warning } from './warnings.js';
 
@@ -142,6 +144,8 @@ export interface RunSummary {
   /** queueDelay's parts and connection set-up phases (docs/metrics.md, "Connection phases"). */
   connections?: ConnectionsSummary;
   interrupted: boolean;
+  /** `--until`: whether the interval target was met, and whether it (not a cap) ended the run. */
+  until?: UntilOutcome;
   warnings: Warning[];
   /**
    * The verdict of the warnings (src/metrics/validity.ts), set when the point is finished and
@@ -390,6 +394,8 @@ export class SummaryBuilder {
   /** Not for callers that pick their latency keys (size's many short trials): a cost they skip. */
   private readonly transient: TransientBuilder | undefined;
 
+  /** The sets of the interval metrics (fillIntervals), stamped with each record's id. */
+  private readonly ordered: SampleSet[] = INTERVAL_METRICS.map((k) => this.samples[k]);
   private readonly requestKeys: readonly RequestLatencyKey[];
   private readonly itl: boolean;
   private readonly chunkGaps: boolean;
@@ -463,6 +469,9 @@ export class SummaryBuilder {
     if (binTokens > 0) addToBin(this.outputTokensByBin, bin, binTokens);
     const metrics = requestMetrics(record);
     this.transient?.add(record, metrics);
+    // The interval metrics' samples keep their record's id: intervals read them in send order.
+    const id = record.id;
+    for (const set of this.ordered) set.orderKey = id;
     for (const key of this.requestKeys) {
       const value = metrics[key];
       if (value !== undefined) this.samples[key].add(value);
@@ -588,6 +597,7 @@ export class SummaryBuilder {
     const latency = Object.fromEntries(
       Object.entries(this.samples).map(([k, set]) => [k, set.describe()]),
     ) as unknown as LatencySummary;
+    fillIntervals(latency, this.samples);
     const summary: RunSummary = {
       schemaVersion: SUMMARY_SCHEMA_VERSION,
       load: {

@@ -57,6 +57,7 @@ export const PLAN_KEYS = [
   'reasoning-effort',
   'thinking',
   'duration',
+  'until',
   'warmup',
   'input-tokens',
   'output-tokens',

@@ -8,6 +8,7 @@ import type { LoadSpec } from '../load.js';
 import { concurrencyBoundProblem, MAX_CONCURRENCY, parseShard, type ShardIndex } from '../load.js';
 import type { SloCondition } from '../metrics/slo.js';
 import { parseSlo } from '../metrics/slo.js';
+import { type PrecisionTarget, readPrecisionTarget } from '../metrics/until.js';
 import { type ProxySettings, parseProxyUrl, proxyFor, proxySettings } from '../proxy.js';
 import { RECORDS_FORMATS, type RecordsFormat } from '../record.js';
 import {
@@ -65,6 +66,11 @@ export interface RunPlan {
   /** Measured sessions of the session scenarios (multi-turn, agent), which count sessions. */
   sessions?: number;
   durationS?: number;
+  /**
+   * `--until 'ttft.p99±5%'`: sending stops once this percentile's 95 % interval is this narrow
+   * (src/metrics/until.ts), within the `requests` / `durationS` caps.
+   */
+  until?: PrecisionTarget;
   /** Sent first and not counted: requests, or sessions in a session scenario. */
   warmupRequests: number;
   /** The workloads to run, one after another (each its own records and summary). */
@@ -176,6 +182,7 @@ export interface RunPlanInput extends TlsOptions {
   requests?: string | number;
   sessions?: string | number;
   duration?: string | number;
+  until?: string;
   warmup?: string | number;
   turns?: string | number;
   thinkTime?: string | number;
@@ -265,6 +272,7 @@ const FLAGS: Record<string, { flag: string; example: string }> = {
   reasoningEffort: { flag: '--reasoning-effort', example: '--reasoning-effort high' },
   thinking: { flag: '--thinking', example: '--thinking on' },
   duration: { flag: '--duration', example: '--duration 60' },
+  until: { flag: '--until', example: "--until 'ttft.p99±5%' --requests 20000" },
   warmup: { flag: '--warmup', example: '--warmup 10' },
   inputTokens: { flag: '--input-tokens', example: '--input-tokens 256 or uniform:128:512' },
   outputTokens: { flag: '--output-tokens', example: '--output-tokens 128 or poisson:128' },
@@ -362,6 +370,10 @@ const OPTIONS = {
   reasoningEffort: oneOf(['low', 'medium', 'high'], 'must be low, medium or high'),
   thinking: oneOf(['on', 'off'], 'must be on or off'),
   duration: positive(),
+  until: ((raw) =>
+    typeof raw === 'string'
+      ? readPrecisionTarget(raw)
+      : { problem: 'must be text' }) as Field<PrecisionTarget>,
   warmup: int(0),
   inputTokens: lengths(),
   outputTokens: lengths(),
@@ -450,6 +462,21 @@ function combinationProblems(input: RunPlanInput): string[] {
         problem(key, 'shapes arrivals at a finite --rate; --rate inf sends all at once'),
       );
     }
+  }
+  // The rule shortens a run; it never makes one endless: a cap of the user's own is its bound.
+  if (
+    input.until !== undefined &&
+    input.requests === undefined &&
+    input.duration === undefined &&
+    input.sessions === undefined &&
+    input.trace === undefined
+  ) {
+    problems.push(
+      problem(
+        'until',
+        'needs a cap to stop at if the target is never met: give --requests N or --duration S',
+      ),
+    );
   }
   if (input.duration !== undefined && 'value' in allAtOnce(input.rate)) {
     problems.push(
@@ -662,6 +689,7 @@ export function parseRunPlan(input: RunPlanInput, env: NodeJS.ProcessEnv = {}): 
   if (requests !== undefined) plan.requests = requests;
   if (scenarios.some(isSessionScenario) && sessions !== undefined) plan.sessions = sessions;
   if (o.duration !== undefined) plan.durationS = o.duration;
+  if (o.until !== undefined) plan.until = o.until;
   if (slo) plan.slo = slo;
   if (apiKeyEnv !== undefined) plan.apiKeyEnv = apiKeyEnv;
   if (o.proxy !== undefined) plan.proxy = o.proxy;

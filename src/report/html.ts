@@ -58,6 +58,7 @@ import {
   describeClientHealth,
   describeLoad,
   describeSteadyState,
+  describeUntil,
   describeWarmupTransient,
 } from './terminal.js';
 
@@ -489,15 +490,23 @@ function latencyTable(s: Summary): string {
       [metricLabel('queueDelayMs'), 'queueDelayMs'],
       [metricLabel('userTtftMs'), 'userTtftMs'],
     );
-  const cell = (d: Distribution, q: 'p90' | 'p95' | 'p99' | 'p99_9') =>
-    `${d.lowConfidence?.includes(q) ? '~' : ''}${fmtNumber(d[q], 2)}`;
+  // The percentile, and under it in small text its interval (summary.json's `intervals`).
+  const cell = (d: Distribution, q: 'p50' | 'p90' | 'p95' | 'p99' | 'p99_9') => {
+    const figure = `${q !== 'p50' && d.lowConfidence?.includes(q) ? '~' : ''}${fmtNumber(d[q], 2)}`;
+    const interval = d.intervals?.[q];
+    if (!interval) return figure;
+    const side = (v: number | null) => (v === null ? 'open' : fmtNumber(v, 2));
+    const range = `${side(interval.low)}-${side(interval.high)}`;
+    const how = interval.method === 'block-bootstrap' ? 'block bootstrap' : 'order statistics';
+    return `${figure}<br><small class="interval" title="${fmtNumber(interval.level * 100, 0)}% interval, ${how}">${range}</small>`;
+  };
   const body = rows
     .map(([name, key]) => [name, s.latency[key]] as const)
     .filter(([, d]) => d && d.count > 0)
     .map(([name, d]) => [
       esc(name),
       fmtNumber(d.mean, 2),
-      fmtNumber(d.p50, 2),
+      cell(d, 'p50'),
       cell(d, 'p90'),
       cell(d, 'p95'),
       cell(d, 'p99'),
@@ -506,7 +515,8 @@ function latencyTable(s: Summary): string {
       fmtNumber(d.count),
     ]);
   const low = rows.some(([, k]) => s.latency[k]?.lowConfidence?.includes('p99'));
-  return `${table(['latency (ms)', 'mean', 'p50', 'p90', 'p95', 'p99', 'p99.9', 'max', 'n'], body)}${low ? '<p class="caption">~ marks a percentile with too few samples to resolve it.</p>' : ''}`;
+  const intervals = rows.some(([, k]) => s.latency[k]?.intervals);
+  return `${table(['latency (ms)', 'mean', 'p50', 'p90', 'p95', 'p99', 'p99.9', 'max', 'n'], body)}${low ? '<p class="caption">~ marks a percentile with too few samples to resolve it.</p>' : ''}${intervals ? '<p class="caption">Under a percentile, its 95% interval (docs/metrics.md, "Intervals"); open: the samples cannot bound that side.</p>' : ''}${s.until ? `<p>${esc(describeUntil(s.until, s.requests.completed))}</p>` : ''}`;
 }
 
 /**

@@ -8,6 +8,7 @@ import type { Distribution } from '../metrics/distribution.js';
 import { fmtNumber, fmtUpTo } from '../metrics/format.js';
 import type { RunSummary } from '../metrics/summary.js';
 import type { WarmupTransient } from '../metrics/transient.js';
+import type { UntilOutcome } from '../metrics/until.js';
 import { type Validity, validityOf, verdictPhrase } from '../metrics/validity.js';
 import { severityOf } from '../metrics/warnings.js';
 import { seriesName } from '../telemetry/prometheus.js';
@@ -310,6 +311,8 @@ export function renderTerminalSummary(summary: RunSummary, options: TerminalOpti
   lines.push(terminalTable(LATENCY_COLUMNS, rows));
   const low = rows.some(([, d]) => d.lowConfidence?.includes('p99'));
   if (low) lines.push(c.dim('  ~ marks a percentile with too few samples to resolve it'));
+  lines.push(...intervalLines(rows, c.dim));
+  if (summary.until) lines.push(`  ${describeUntil(summary.until, summary.requests.completed)}`);
   lines.push('');
 
   const t = summary.throughput;
@@ -383,6 +386,57 @@ export function validityLine(v: Validity, c: ReturnType<typeof pc.createColors>)
       ? 'no warning puts these numbers in doubt'
       : `the warnings above say why; ${v.verdict === 'invalid' ? "do not use these numbers as the server's" : 'read the numbers with them'}`;
   return `Validity: ${paint(terminalSafe(verdictPhrase(v)))}: ${why}`;
+}
+
+/**
+ * Under the latency table, each row's p50 and p99 with their 95 % intervals, as `612 (588-641)`:
+ * in the cells they would push the table past 80 columns, and so digits follow the figure's
+ * size (0 from 1,000, 1 from 100, else 2). A side the samples cannot bound reads `open`; `*`
+ * marks a row whose samples were correlated in time (the block bootstrap).
+ */
+function intervalLines(rows: [string, Distribution][], dim: (text: string) => string): string[] {
+  const lines: string[] = [];
+  const width = Math.max(...rows.map(([name]) => name.length));
+  let bootstrap = false;
+  let level = 0.95;
+  for (const [name, d] of rows) {
+    const shown = (['p50', 'p99'] as const).flatMap((key) => {
+      const interval = d.intervals?.[key];
+      if (!interval) return [];
+      level = interval.level;
+      const digits = Math.abs(d[key]) >= 1000 ? 0 : Math.abs(d[key]) >= 100 ? 1 : 2;
+      const side = (v: number | null) => (v === null ? 'open' : fmt(v, digits));
+      return [`${key} ${fmt(d[key], digits)} (${side(interval.low)}-${side(interval.high)})`];
+    });
+    if (shown.length === 0) continue;
+    const correlated = d.intervals?.p50?.method === 'block-bootstrap';
+    bootstrap ||= correlated;
+    lines.push(`  ${name.padEnd(width)}  ${shown.join(', ')}${correlated ? ' *' : ''}`);
+  }
+  if (lines.length === 0) return [];
+  return [
+    `  ${fmt(level * 100, 0)}% intervals (docs/metrics.md, "Intervals"):`,
+    ...lines,
+    ...(bootstrap ? [dim('  * samples correlated in time: block bootstrap')] : []),
+  ];
+}
+
+/**
+ * What `--until` came to: the target met (and whether it, not a cap, ended the run), or the cap
+ * first, with the half-width reached. The target is the user's own text, printed back.
+ */
+export function describeUntil(u: UntilOutcome, completed: number): string {
+  const reached =
+    u.halfWidthMs === null
+      ? 'an open interval (too few samples to bound it)'
+      : `±${fmt(u.halfWidthMs, 2)} ms${u.relativeHalfWidth === null ? '' : ` (±${fmt(u.relativeHalfWidth * 100, 1)}%)`}`;
+  const target = terminalSafe(u.target);
+  if (u.stoppedAtRequests !== null) {
+    return `until ${target}: met at ${fmtNumber(u.stoppedAtRequests)} requests, stopped sending; ${reached} over all ${fmtNumber(completed)}`;
+  }
+  return u.met
+    ? `until ${target}: met only at the cap, ${reached} at ${fmtNumber(completed)} requests`
+    : `until ${target}: NOT met, the cap came first: ${reached} at ${fmtNumber(completed)} requests`;
 }
 
 /** A latency row: its mean, percentiles (`~` where too few samples resolve them) and count. */

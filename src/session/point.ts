@@ -31,8 +31,10 @@ import {
   workerAnswerMs,
 } from '../loadgen/workers.js';
 import { type RunSummary, SummaryBuilder, type Warning } from '../metrics/summary.js';
+import { UntilTracker } from '../metrics/until.js';
 import { warning } from '../metrics/warnings.js';
 import { type RunPlan, redactPlan } from '../plan/runPlan.js';
+import type { RequestRecord } from '../record.js';
 import { readRecords } from '../results/jsonl.js';
 import { hasResult, resultPath } from '../results/layout.js';
 import { type ManifestAbout, openRunDir } from '../results/runFiles.js';
@@ -317,6 +319,9 @@ async function measureLive(
     progress: hooks.progress ?? { sent: 0, finished: 0, failed: 0, inFlight: 0 },
     deadlineS: pointDeadlineS(target, point),
     deadline: new AbortController(),
+    ...(plan.until
+      ? { until: { tracker: new UntilTracker(plan.until), stop: new AbortController() } }
+      : {}),
   };
   const timers = pointTimers(c);
   let sent: Sent;
@@ -348,6 +353,8 @@ interface LiveContext {
   /** Past this many seconds from the schedule's start the point is stopped and cancelled. */
   deadlineS: number;
   deadline: AbortController;
+  /** `--until`: the rule following the records, and the stop it fires once its target is met. */
+  until?: { tracker: UntilTracker; stop: AbortController };
 }
 
 /** How the sending went: each thread's result, the threads lost, the records told. */
@@ -466,7 +473,11 @@ function liveSignals(c: LiveContext) {
   // is in flight: a request whose record cannot be kept is not worth waiting for.
   const withDeadline = (signal: AbortSignal | undefined) =>
     AbortSignal.any([...(signal ? [signal] : []), c.deadline.signal, c.session.halt]);
-  return { stopSignal: withDeadline(c.hooks.stop), cancelSignal: withDeadline(c.hooks.cancel) };
+  // The --until rule stops sending as the end of the plan does: what is in flight finishes.
+  const stop = c.until
+    ? AbortSignal.any([c.until.stop.signal, ...(c.hooks.stop ? [c.hooks.stop] : [])])
+    : c.hooks.stop;
+  return { stopSignal: withDeadline(stop), cancelSignal: withDeadline(c.hooks.cancel) };
 }
 
 /** The workload every sender builds its requests from. */
@@ -511,6 +522,7 @@ async function sendInThread(c: LiveContext, started: (clock: RunClock) => void):
         session.record(info, r);
         recordsTold++;
         builder.add(r);
+        if (c.until?.tracker.add(r)) c.until.stop.abort();
         // Test only (workers.ts testOnly): a bug while handling a request, after its record.
         if (testOnly.throwInThread) throw new RangeError('Invalid string length');
       },
@@ -556,6 +568,16 @@ async function sendOnWorkers(c: LiveContext, started: (clock: RunClock) => void)
     onRecords: (text, count) => {
       session.lines(info, text, count);
       recordsTold += count;
+      // --until reads the workers' records as they arrive (a parse per record, only then).
+      const until = c.until;
+      if (until && !until.tracker.stopped) {
+        for (const line of text.split('\n')) {
+          if (line.length > 0 && until.tracker.add(JSON.parse(line) as RequestRecord)) {
+            until.stop.abort();
+            break;
+          }
+        }
+      }
     },
     progress: c.progress,
     ...liveSignals(c),
@@ -584,16 +606,19 @@ async function finishLive(
   // Threads that were terminated or failed report no health: with none left it says so.
   const health = results.map((r) => r.clientHealth);
   const deadlinePassed = c.deadline.signal.aborted;
+  // A stop by the --until rule is the run's planned end; the user's own (Ctrl-C) is not.
+  const stoppedByRule = c.until?.tracker.stopped === true && !c.hooks.stop?.aborted;
   const summary = builder.build({
     clientHealth: health,
     // A failure cut its share of the run short, as a stop does: what finished is counted.
     interrupted:
       deadlinePassed ||
-      results.some((r) => r.stoppedBy === 'signal') ||
+      (!stoppedByRule && results.some((r) => r.stoppedBy === 'signal')) ||
       failed.length > 0 ||
       inThreadFailure !== undefined,
     unsentRequests: results.reduce((n, r) => n + r.unsentRequests, 0),
   });
+  if (c.until) summary.until = c.until.tracker.outcome(summary.latency);
   summary.warnings.push(
     ...endWarnings({
       ...(deadlinePassed ? { deadlineS: c.deadlineS } : {}),
@@ -742,6 +767,7 @@ async function measureVirtual(
   // answers skip them, which is most of a sweep's cost.
   const shaped = 'nextSession' in workload || point.scenario.reasoning !== undefined;
   const builder = new SummaryBuilder(summaryContext(plan, point.load));
+  const until = plan.until ? new UntilTracker(plan.until) : undefined;
   const startedMs = performance.now();
   const result = simulateRun({
     engine,
@@ -758,10 +784,13 @@ async function measureVirtual(
     onRecord: (r) => {
       session.record(info, r);
       builder.add(r);
+      until?.add(r);
     },
+    ...(until ? { stopped: () => until.stopped } : {}),
   });
   const wallS = (performance.now() - startedMs) / 1000;
   const summary = builder.build({ unsentRequests: result.unsentRequests });
+  if (until) summary.until = until.outcome(summary.latency);
   summary.warnings.push(...(hooks.warnings?.(summary) ?? []));
   // The engine's own state stands in for scraped metrics: peak KV and preemptions.
   const serverMetrics = engineMetrics(engine, result.simulatedS, target.model);

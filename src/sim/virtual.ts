@@ -53,6 +53,11 @@ export interface VirtualRunOptions {
    */
   events?: boolean;
   onRecord: (record: RequestRecord) => void;
+  /**
+   * Asked before each measured unit is started: true ends the plan there, as its last request
+   * would (what is in flight finishes); `--until`'s rule once its target is met.
+   */
+  stopped?: () => boolean;
 }
 
 export interface VirtualRunResult {
@@ -129,7 +134,7 @@ export function simulateRun(o: VirtualRunOptions): VirtualRunResult {
   let inFlight = 0;
 
   const nextPending = (scheduledNs: number): Pending | undefined => {
-    if (planDone || nextId >= measuredEnd) {
+    if (planDone || nextId >= measuredEnd || (nextId >= o.warmupRequests && o.stopped?.())) {
       planDone = true;
       return undefined;
     }
