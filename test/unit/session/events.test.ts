@@ -179,7 +179,8 @@ describe('an output of the user own, misbehaving on each event', () => {
         // The session and its built-in outputs saw every event, unchanged.
         assert.deepEqual(seen, EXPECTED);
         assert.deepEqual(core.rec, record());
-        assert.deepEqual(core.sum, summary());
+        // The verdict is the session's own addition, judged before any output hears the point.
+        assert.deepEqual(core.sum, { ...summary(), validity: { verdict: 'valid', reasons: [] } });
         assert.deepEqual(core.progress, { sent: 3, finished: 2, failed: 0, inFlight: 1 });
         assert.equal(core.point.id, 'abc');
         assert.deepEqual(info.plan, { requests: 20, headers: { a: 'b' } });
