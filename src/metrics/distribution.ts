@@ -1,5 +1,4 @@
 import { Hdr3Histogram, type Hdr3State } from './hdr3.js';
-import type { IntervalInput, PercentileInterval } from './intervals.js';
 
 /**
  * Statistics of one metric over a run (docs/metrics.md, "Statistics"). Percentiles are exact with linear
@@ -26,6 +25,38 @@ export interface Distribution {
    * older summaries and for metrics that have none.
    */
   intervals?: Partial<Record<PercentileName, PercentileInterval>>;
+}
+
+/**
+ * Which estimate of the sampling error an interval comes from: the samples taken as independent
+ * (order statistics), or as correlated in time (a circular block bootstrap).
+ */
+export type IntervalMethod = 'order-statistics' | 'block-bootstrap';
+
+/**
+ * A two-sided interval for one percentile. A side is null where the samples cannot resolve it
+ * at this level: too few samples lie beyond the percentile on that side (p99 of 50 samples has
+ * no upper bound), so the interval is open there rather than clipped to the sample's extreme.
+ */
+export interface PercentileInterval {
+  low: number | null;
+  high: number | null;
+  level: number;
+  method: IntervalMethod;
+  /** The ranks were read from the HDR histogram (3 significant digits), not raw samples. */
+  approximate?: 'hdr3';
+}
+
+/** The samples of one metric an interval is computed from. */
+export interface IntervalInput {
+  /** Ascending: exact samples, or an HDR histogram read by rank (then `approximate`). */
+  ranked: RankedSamples;
+  /**
+   * Exact samples: in the order the client recorded them, and ascending (`ranked`'s own).
+   * Absent once the samples are in an HDR histogram, which keeps no order.
+   */
+  series?: { inOrder: Float64Array; sorted: Float64Array };
+  approximate?: 'hdr3';
 }
 
 export const PERCENTILES = { p50: 50, p90: 90, p95: 95, p99: 99, p99_9: 99.9 } as const;

@@ -1,9 +1,14 @@
 import {
   type Distribution,
+  type IntervalInput,
+  type IntervalMethod,
   PERCENTILES,
+  type PercentileInterval,
   type PercentileName,
   type RankedSamples,
 } from './distribution.js';
+
+export type { IntervalInput, IntervalMethod, PercentileInterval } from './distribution.js';
 
 /**
  * Confidence intervals for a run's percentiles (docs/metrics.md, "Intervals"). A pure module:
@@ -12,26 +17,6 @@ import {
 
 /** The confidence level every interval of a summary is given at. */
 export const INTERVAL_LEVEL = 0.95;
-
-/**
- * Which estimate of the sampling error an interval comes from: the samples taken as independent
- * (order statistics), or as correlated in time (a circular block bootstrap).
- */
-export type IntervalMethod = 'order-statistics' | 'block-bootstrap';
-
-/**
- * A two-sided interval for one percentile. A side is null where the samples cannot resolve it
- * at this level: too few samples lie beyond the percentile on that side (p99 of 50 samples has
- * no upper bound), so the interval is open there rather than clipped to the sample's extreme.
- */
-export interface PercentileInterval {
-  low: number | null;
-  high: number | null;
-  level: number;
-  method: IntervalMethod;
-  /** The ranks were read from the HDR histogram (3 significant digits), not raw samples. */
-  approximate?: 'hdr3';
-}
 
 /**
  * Lag-1 autocorrelation of the time-ordered samples above which they are taken as correlated
@@ -198,18 +183,6 @@ export function blockBootstrapRanks(
     high: high === null || high > n - 1 ? null : high,
     inflation,
   };
-}
-
-/** The samples of one metric an interval is computed from. */
-export interface IntervalInput {
-  /** Ascending: exact samples, or an HDR histogram read by rank (then `approximate`). */
-  ranked: RankedSamples;
-  /**
-   * Exact samples: in the order the client recorded them, and ascending (`ranked`'s own).
-   * Absent once the samples are in an HDR histogram, which keeps no order.
-   */
-  series?: { inOrder: Float64Array; sorted: Float64Array };
-  approximate?: 'hdr3';
 }
 
 /**

@@ -3,11 +3,13 @@
  * telemetry) and the tables of scenarios, sweeps, probes and capacity searches, checked against
  * results/schemas.ts, and the run directories found under a results directory of any kind.
  */
+
 import { existsSync, statSync } from 'node:fs';
 import { basename, relative } from 'node:path';
 import type { LoadSpec } from '../load.js';
 import { parseSlo, type SloCondition } from '../metrics/slo.js';
 import type { RunSummary, SummaryContext, Warning } from '../metrics/summary.js';
+import { validityOf } from '../metrics/validity.js';
 import type { RequestRecord } from '../record.js';
 import type { TelemetrySnapshot } from '../telemetry/snapshot.js';
 import type { ServerMetricsSummary } from '../telemetry/summary.js';
@@ -197,6 +199,7 @@ export function withSavedFacts(summary: RunSummary, saved: SavedSummary | undefi
   const key = (w: Warning) => `${w.code}\u0000${w.message}`;
   const have = new Set(summary.warnings.map(key));
   for (const w of saved.warnings) if (!have.has(key(w))) summary.warnings.push(w);
+  summary.validity = validityOf(summary.warnings);
   return summary;
 }
 

@@ -5,6 +5,7 @@ import { before, describe, test } from 'node:test';
 import { forEachTokenGap, requestMetrics } from '../../src/metrics/requestMetrics.js';
 import { parseSlo } from '../../src/metrics/slo.js';
 import { type RunSummary, summarize } from '../../src/metrics/summary.js';
+import { validityOf } from '../../src/metrics/validity.js';
 import type { RequestRecord } from '../../src/record.js';
 import { readRecords } from '../../src/results/jsonl.js';
 import { runCli, tempDir } from '../helpers/cli.js';
@@ -83,12 +84,15 @@ describe('identities over a real run', () => {
       slo: parseSlo('ttft<200,tpot<20'),
     });
     // The server's metrics (scraped by default) and their warnings come from telemetry.jsonl.
+    // The verdict judges the warnings, client health's among them: checked against them below.
     const {
       clientHealth: _inRunOnly,
       warnings,
       serverMetrics,
+      validity,
       ...rest
     } = summary as RunSummary & { serverMetrics?: { warnings: { code: string }[] } };
+    assert.deepEqual(validity, validityOf(warnings));
     const { clientHealth: _none, warnings: againWarnings, ...againRest } = again;
     assert.deepEqual(JSON.parse(JSON.stringify(againRest)), rest);
     // Warnings from in-run client health (a busy machine raises them) are not in the records.

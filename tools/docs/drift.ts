@@ -9,7 +9,9 @@
  *
  * Lines that come and go with the machine's load, not with the code, are not asked for: the
  * CLIENT-LIMITED headline, the client-health details under its line, and the warnings list; of
- * the client-health line only its label is.
+ * the client-health and validity lines (a client limit makes a run invalid) only their labels
+ * are. Of an interval line only its row's name is: whether a side is open and which method
+ * applies (the `*` and its note) follow the samples' correlation, which moves from run to run.
  */
 
 /** Every figure (1,851.1, -65, 0.37) as one mark, so that shapes compare. */
@@ -39,9 +41,13 @@ function volatileLines(lines: string[]): Set<number> {
     else if (inHealth && !line.startsWith('  ')) inHealth = false;
     else if (inHealth) skip.add(i);
     if (inWarnings) skip.add(i);
+    if (line.startsWith('  * samples correlated in time')) skip.add(i);
   });
   return skip;
 }
+
+/** A row under the latency table: `  TTFT    p50 103.1 (70.3-105.4), p99 ...`, its name kept. */
+const INTERVAL_ROW = /^( {2}\S.*?) +p50 \S+ \(/;
 
 /** Strips colours and trailing blanks: samples are plain text. */
 export function plainOutput(text: string): string {
@@ -62,12 +68,13 @@ export function plainOutput(text: string): string {
  */
 export function sampleDrift(sample: string, fresh: string, exact: boolean): string[] {
   // Client health's verdict and its figures are the machine's; that the line is there is not.
-  const norm = (line: string) =>
-    line.startsWith('Client health:')
-      ? 'Client health:'
-      : exact
-        ? maskSeconds(line)
-        : maskFigures(line);
+  const norm = (line: string) => {
+    if (line.startsWith('Client health:')) return 'Client health:';
+    if (!exact && line.startsWith('Validity:')) return 'Validity:';
+    const interval = INTERVAL_ROW.exec(line);
+    if (!exact && interval) return interval[1].trimEnd();
+    return exact ? maskSeconds(line) : maskFigures(line);
+  };
   const have = plainOutput(fresh).split('\n');
   const haveSkip = volatileLines(have);
   const freshLines = have.filter((_, i) => !haveSkip.has(i)).map(norm);

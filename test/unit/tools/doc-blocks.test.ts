@@ -109,6 +109,25 @@ describe('drift: a sample against what its command prints now', () => {
     assert.deepEqual(sampleDrift(sample, fresh, false), []);
   });
 
+  test("an interval row's sides and method, and the verdict, follow the run: no drift", () => {
+    const withIntervals = [
+      '  95% intervals (docs/metrics.md, "Intervals"):',
+      '  TTFT             p50 103.1 (70.3-105.4), p99 124.5 (114.1-open) *',
+      '  * samples correlated in time: block bootstrap',
+      'Validity: VALID: no warning puts these numbers in doubt',
+    ].join('\n');
+    const fresh = [
+      '  95% intervals (docs/metrics.md, "Intervals"):',
+      '  TTFT             p50 99.0 (98.1-101.4), p99 120.5 (118.0-122.3)',
+      'Validity: INVALID (client_limited): the warnings above say why',
+    ].join('\n');
+    assert.deepEqual(sampleDrift(withIntervals, fresh, false), []);
+    // A row gone is still drift.
+    assert.deepEqual(sampleDrift(withIntervals, fresh.replace(/ {2}TTFT .*\n/, ''), false), [
+      'sample line 2 is no longer printed: TTFT             p50 103.1 (70.3-105.4), p99 124.5 (114.1-open) *',
+    ]);
+  });
+
   test('a renamed label, a line gone, a reordering and an empty sample are drift', () => {
     const fresh = [
       'Results: res/before',
