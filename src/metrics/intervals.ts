@@ -1,7 +1,6 @@
 import {
   type Distribution,
   type IntervalInput,
-  type IntervalMethod,
   PERCENTILES,
   type PercentileInterval,
   type PercentileName,
