@@ -193,7 +193,7 @@ const CHUNK_SAMPLES = 65_536;
  * same sample: 8 ms on the measuring thread at 384,000 samples (bench:peer, issue 29). Now no
  * copy is ever longer than one chunk.
  */
-class ExactSamples {
+export class ExactSamples {
   private readonly full: Float64Array[] = [];
   private current = new Float64Array(64);
   private used = 0;
@@ -403,6 +403,23 @@ export class SampleSet {
       this.minValue,
       this.maxValue,
     );
+  }
+
+  /**
+   * A set of the samples whose order key `keep` accepts (the records of a window), or undefined
+   * where this set cannot tell them apart: in an HDR histogram, or without a key per record.
+   */
+  keptBy(keep: (key: number) => boolean): SampleSet | undefined {
+    if (this.histogram || !this.keys) return this.total === 0 ? new SampleSet() : undefined;
+    const values = this.samples.copy();
+    const { keys, starts } = this.keys;
+    const kept = new SampleSet();
+    for (let r = 0; r < keys.length; r++) {
+      if (!keep(keys[r])) continue;
+      const end = r + 1 < starts.length ? starts[r + 1] : values.length;
+      for (let i = starts[r]; i < end; i++) kept.add(values[i]);
+    }
+    return kept;
   }
 
   /**

@@ -686,6 +686,7 @@ export class SummaryBuilder {
           whole: wholeHeadline(summary),
           outputTokensByBin: this.outputTokensByBin,
           binMs: STEADY_BIN_MS,
+          itlOf: (keep) => this.samples.itlMs.keptBy(keep),
         });
     if (transient) summary.warmupTransient = transient;
     if (this.reasoningRequests > 0) {

@@ -12,11 +12,9 @@
  * would hang on a bin width and, in a closed loop, move with E2E anyway (Little's law).
  */
 import type { RequestRecord } from '../record.js';
-import type { Distribution } from './distribution.js';
-import { SampleSet } from './distribution.js';
+import { type Distribution, ExactSamples, SampleSet } from './distribution.js';
 import { mser5 } from './mser.js';
 import type { RequestMetrics } from './requestMetrics.js';
-import { forEachTokenGap } from './requestMetrics.js';
 
 /** The figures taken over the steady window, beside the whole run's. */
 export interface TransientHeadline {
@@ -80,96 +78,77 @@ export interface TransientContext {
   /** Output tokens per bin of `binMs` on the run's clock (the summary's steady-state bins). */
   outputTokensByBin: ReadonlyMap<number, number>;
   binMs: number;
+  /**
+   * The per-token ITL samples of the records whose ids `keep` accepts; undefined where the run's
+   * ITL samples cannot tell records apart (an HDR histogram past a million gaps).
+   */
+  itlOf?: (keep: (id: number) => boolean) => SampleSet | undefined;
 }
 
 /**
  * Completed requests kept for the judgement; beyond it the run is long enough that its
- * warm-up is a sliver, and 5 numbers a request would be the summary's largest cost.
+ * warm-up is a sliver, and 6 numbers a request would be the summary's largest cost.
  */
 export const TRANSIENT_REQUEST_LIMIT = 1_000_000;
-/** Token gaps kept for the steady ITL: as many as a SampleSet keeps exactly. */
-export const TRANSIENT_GAP_LIMIT = 1_000_000;
 
-/** Numbers a request's row holds: end, E2E, TTFT, TPOT (NaN where none), its gap count. */
+/** Numbers a request's row holds: end, E2E, TTFT, TPOT (NaN where none), its record id. */
 const ROW = 5;
 
 /** A TransientBuilder as plain data, to merge. */
 export interface TransientState {
   rows: Float64Array;
-  /** (per-token gap ms, tokens) pairs, in the rows' order; absent once over the limit. */
-  gaps?: Float64Array;
   /** Completed requests seen past TRANSIENT_REQUEST_LIMIT (then nothing is judged). */
   overflow: boolean;
 }
 
+/**
+ * Collects, per completed measured request, the few numbers the judgement needs, in chunks
+ * never copied once full (an array grown by doubling copied the whole run on the measuring
+ * thread at each doubling: late stamps, bench:peer). The steady window's ITL is not kept here
+ * twice: the summary's own ITL samples, keyed by record id, give it (TransientContext.itlOf).
+ */
 export class TransientBuilder {
-  private rows: number[] = [];
-  private gaps: number[] | undefined = [];
+  private rows = new ExactSamples();
   private overflow = false;
 
   /** A completed measured request and its metrics. */
   add(record: RequestRecord, metrics: RequestMetrics): void {
     if (this.overflow) return;
-    if (this.rows.length / ROW >= TRANSIENT_REQUEST_LIMIT) {
+    if (this.rows.size / ROW >= TRANSIENT_REQUEST_LIMIT) {
       this.overflow = true;
-      this.rows = [];
-      this.gaps = undefined;
+      this.rows = new ExactSamples();
       return;
     }
-    const gaps = this.gaps;
-    let count = 0;
-    if (gaps) {
-      forEachTokenGap(record, (gapMs, tokens) => {
-        gaps.push(gapMs / tokens, tokens);
-        count++;
-      });
-      if (gaps.length / 2 > TRANSIENT_GAP_LIMIT) this.gaps = undefined;
-    }
-    this.rows.push(
-      record.endAt,
-      metrics.e2eMs,
-      metrics.ttftMs ?? Number.NaN,
-      metrics.tpotMs ?? Number.NaN,
-      count,
-    );
+    const rows = this.rows;
+    rows.push(record.endAt, 1);
+    rows.push(metrics.e2eMs, 1);
+    rows.push(metrics.ttftMs ?? Number.NaN, 1);
+    rows.push(metrics.tpotMs ?? Number.NaN, 1);
+    rows.push(record.id, 1);
   }
 
   state(): TransientState {
-    return {
-      rows: Float64Array.from(this.rows),
-      ...(this.gaps ? { gaps: Float64Array.from(this.gaps) } : {}),
-      overflow: this.overflow,
-    };
+    return { rows: this.rows.copy(), overflow: this.overflow };
   }
 
-  /** Appends another builder's requests (their gaps stay with their rows, in order). */
+  /** Appends another builder's requests. */
   merge(other: TransientState): void {
-    if (this.overflow || other.overflow) {
-      this.overflow = true;
-      this.rows = [];
-      this.gaps = undefined;
-      return;
-    }
-    for (const v of other.rows) this.rows.push(v);
-    if (this.rows.length / ROW > TRANSIENT_REQUEST_LIMIT) {
-      this.overflow = true;
-      this.rows = [];
-      this.gaps = undefined;
-      return;
-    }
     if (
-      this.gaps &&
-      other.gaps &&
-      this.gaps.length / 2 + other.gaps.length / 2 <= TRANSIENT_GAP_LIMIT
+      this.overflow ||
+      other.overflow ||
+      (this.rows.size + other.rows.length) / ROW > TRANSIENT_REQUEST_LIMIT
     ) {
-      for (const v of other.gaps) this.gaps.push(v);
-    } else this.gaps = undefined;
+      this.overflow = true;
+      this.rows = new ExactSamples();
+      return;
+    }
+    for (const v of other.rows) this.rows.push(v, 1);
   }
 
   /** The judgement, or undefined under MSER's minimum of requests or over the limit. */
   build(context: TransientContext): WarmupTransient | undefined {
     if (this.overflow) return undefined;
-    const rows = this.rows;
+    const rows = this.rows.copy();
     const n = rows.length / ROW;
     const order = Array.from({ length: n }, (_, i) => i);
     // By end, ties by their figures: the same series whatever order threads delivered rows in.
@@ -190,7 +169,7 @@ export class TransientBuilder {
       steadyReached: judged.reached,
     };
     if (!judged.reached) return transient;
-    const steady = this.headline(order.slice(cut), startMs, context);
+    const steady = headline(rows, order.slice(cut), startMs, context);
     const wholeTokens = tokensPerS(context, context.windowStartMs);
     const whole: Partial<TransientHeadline> = {
       ...context.whole,
@@ -204,49 +183,42 @@ export class TransientBuilder {
     }
     return { ...transient, steady, whole, shift };
   }
+}
 
-  /** The headline over the requests `kept` (row indices) and the tokens after `startMs`. */
-  private headline(
-    kept: readonly number[],
-    startMs: number,
-    context: TransientContext,
-  ): Partial<TransientHeadline> {
-    const rows = this.rows;
-    const e2e = new SampleSet();
-    const ttft = new SampleSet();
-    const tpot = new SampleSet();
-    for (const i of kept) {
-      e2e.add(rows[i * ROW + 1]);
-      const t = rows[i * ROW + 2];
-      if (!Number.isNaN(t)) ttft.add(t);
-      const p = rows[i * ROW + 3];
-      if (!Number.isNaN(p)) tpot.add(p);
-    }
-    const out: Partial<TransientHeadline> = {};
-    const put = (set: SampleSet, p50: TransientKey, p99?: TransientKey) => {
-      if (set.count === 0) return;
-      const d: Distribution = set.describe();
-      out[p50] = d.p50;
-      if (p99) out[p99] = d.p99;
-    };
-    put(ttft, 'ttftP50Ms', 'ttftP99Ms');
-    const gaps = this.gaps;
-    if (gaps) {
-      const itl = new SampleSet();
-      // Each row's gaps start where the rows before it ended.
-      const firstGap = new Int32Array(rows.length / ROW + 1);
-      for (let i = 0; i < rows.length / ROW; i++) firstGap[i + 1] = firstGap[i] + rows[i * ROW + 4];
-      for (const i of kept) {
-        for (let g = firstGap[i]; g < firstGap[i + 1]; g++) itl.add(gaps[2 * g], gaps[2 * g + 1]);
-      }
-      put(itl, 'itlP50Ms', 'itlP99Ms');
-    }
-    put(tpot, 'tpotP50Ms');
-    put(e2e, 'e2eP50Ms', 'e2eP99Ms');
-    const tokens = tokensPerS(context, startMs);
-    if (tokens !== undefined) out.outputTokensPerS = tokens;
-    return out;
+/** The headline over the requests `kept` (row indices) and the tokens after `startMs`. */
+function headline(
+  rows: Float64Array,
+  kept: readonly number[],
+  startMs: number,
+  context: TransientContext,
+): Partial<TransientHeadline> {
+  const e2e = new SampleSet();
+  const ttft = new SampleSet();
+  const tpot = new SampleSet();
+  const ids = new Set<number>();
+  for (const i of kept) {
+    e2e.add(rows[i * ROW + 1]);
+    const t = rows[i * ROW + 2];
+    if (!Number.isNaN(t)) ttft.add(t);
+    const p = rows[i * ROW + 3];
+    if (!Number.isNaN(p)) tpot.add(p);
+    ids.add(rows[i * ROW + 4]);
   }
+  const out: Partial<TransientHeadline> = {};
+  const put = (set: SampleSet, p50: TransientKey, p99?: TransientKey) => {
+    if (set.count === 0) return;
+    const d: Distribution = set.describe();
+    out[p50] = d.p50;
+    if (p99) out[p99] = d.p99;
+  };
+  put(ttft, 'ttftP50Ms', 'ttftP99Ms');
+  const itl = context.itlOf?.((id) => ids.has(id));
+  if (itl) put(itl, 'itlP50Ms', 'itlP99Ms');
+  put(tpot, 'tpotP50Ms');
+  put(e2e, 'e2eP50Ms', 'e2eP99Ms');
+  const tokens = tokensPerS(context, startMs);
+  if (tokens !== undefined) out.outputTokensPerS = tokens;
+  return out;
 }
 
 /**
