@@ -9,7 +9,7 @@ import {
   normaliseMetricName,
   readCondition,
 } from '../metrics/catalog.js';
-import type { Distribution } from '../metrics/distribution.js';
+import { type Distribution, PERCENTILE_SPELLINGS } from '../metrics/distribution.js';
 import { fmtNumber } from '../metrics/format.js';
 import type { RunSummary } from '../metrics/summary.js';
 import { VERDICT_RANK, VERDICTS, type Verdict, validityOf } from '../metrics/validity.js';
@@ -64,14 +64,7 @@ export class ThresholdError extends UsageError {
 }
 
 const STATS: Record<string, ThresholdStat> = {
-  p50: 'p50',
-  median: 'p50',
-  p90: 'p90',
-  p95: 'p95',
-  p99: 'p99',
-  'p99.9': 'p99_9',
-  p99_9: 'p99_9',
-  p999: 'p99_9',
+  ...PERCENTILE_SPELLINGS,
   mean: 'mean',
   avg: 'mean',
   min: 'min',

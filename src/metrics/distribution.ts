@@ -62,6 +62,18 @@ export interface IntervalInput {
 export const PERCENTILES = { p50: 50, p90: 90, p95: 95, p99: 99, p99_9: 99.9 } as const;
 export type PercentileName = keyof typeof PERCENTILES;
 
+/** How users write each percentile (`--threshold`, `--until`, SLOs), lower case. */
+export const PERCENTILE_SPELLINGS: Readonly<Record<string, PercentileName>> = {
+  p50: 'p50',
+  median: 'p50',
+  p90: 'p90',
+  p95: 'p95',
+  p99: 'p99',
+  'p99.9': 'p99_9',
+  p99_9: 'p99_9',
+  p999: 'p99_9',
+};
+
 /** Percentile `q` (0-100) of ascending `sorted`, linear interpolation as `numpy.percentile`. */
 export function percentileOfSorted(sorted: ArrayLike<number>, q: number): number {
   return percentileOf(sortedSamples(sorted), q);

@@ -1,6 +1,12 @@
 import type { RequestRecord } from '../record.js';
 import { findMetric } from './catalog.js';
-import { type Distribution, PERCENTILES, type PercentileName, SampleSet } from './distribution.js';
+import {
+  type Distribution,
+  PERCENTILE_SPELLINGS,
+  PERCENTILES,
+  type PercentileName,
+  SampleSet,
+} from './distribution.js';
 import { type INTERVAL_METRICS, percentileIntervals } from './intervals.js';
 import { forEachTokenGap, requestMetrics } from './requestMetrics.js';
 
@@ -40,17 +46,6 @@ export interface UntilOutcome {
 /** A --until that does not read: the usage error, exit 2, with what to write instead. */
 const SYNTAX = "write METRIC.STAT±TARGET, e.g. --until 'ttft.p99±5%' or --until 'e2e.p50±10ms'";
 
-const STATS: Record<string, PercentileName> = {
-  p50: 'p50',
-  median: 'p50',
-  p90: 'p90',
-  p95: 'p95',
-  p99: 'p99',
-  'p99.9': 'p99_9',
-  p99_9: 'p99_9',
-  p999: 'p99_9',
-};
-
 /** The metric ids --until accepts: those whose summary carries intervals. */
 export const UNTIL_METRICS: Record<string, IntervalMetric> = {
   ttft: 'ttftMs',
@@ -79,7 +74,9 @@ export function readPrecisionTarget(
     };
   }
   const statKey = rawStat.toLowerCase();
-  const stat = Object.hasOwn(STATS, statKey) ? STATS[statKey] : undefined;
+  const stat = Object.hasOwn(PERCENTILE_SPELLINGS, statKey)
+    ? PERCENTILE_SPELLINGS[statKey]
+    : undefined;
   if (!stat) {
     return {
       problem: `"${trimmed}": unknown percentile "${rawStat}"; use p50, p90, p95, p99 or p99.9`,
