@@ -983,20 +983,23 @@ function offeredRateWarning(summary: RunSummary): Warning | undefined {
 }
 
 /**
- * A closed loop that kept fewer requests in flight than asked, over its measured duration: its
- * ramp-up and drain tail weigh more the fewer requests each slot sends (a sweep level above its
- * --requests never reaches its concurrency). Sessions think between turns, and an interrupted
- * run says so itself.
+ * A closed loop that kept fewer requests (sessions, in a session run) in flight than asked, over
+ * its measured duration: its ramp-up and drain tail weigh more the fewer requests each slot
+ * sends (a sweep level above its --requests never reaches its concurrency). An interrupted run
+ * says so itself.
  */
 function deliveredLoadWarning(summary: RunSummary): Warning | undefined {
   const { load } = summary;
-  if (load.mode !== 'closed' || summary.sessions || summary.interrupted) return undefined;
+  if (load.mode !== 'closed' || summary.interrupted) return undefined;
   if (summary.requests.completed + summary.requests.failed === 0) return undefined;
-  if (!(load.meanConcurrency < load.concurrency * DELIVERED_CONCURRENCY_SHARE)) return undefined;
+  // Sessions count as open through their think time: the loop's concurrency is of sessions.
+  const measured = summary.sessions ? summary.sessions.meanOpenSessions : load.meanConcurrency;
+  if (!(measured < load.concurrency * DELIVERED_CONCURRENCY_SHARE)) return undefined;
   return warning('load_not_delivered', {
     concurrency: load.concurrency,
-    measured: load.meanConcurrency,
+    measured,
     limit: DELIVERED_CONCURRENCY_SHARE,
+    ...(summary.sessions ? { unit: 'sessions' as const } : {}),
   });
 }
 

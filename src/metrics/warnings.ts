@@ -254,8 +254,10 @@ export const WARNINGS = {
     concurrency: number;
     measured: number;
     limit: number;
+    /** What the loop keeps open: requests, or sessions (their think time included). */
+    unit?: 'sessions';
   }>('warning', (f) => ({
-    message: `the load asked for was not delivered: ${n(f.measured)} requests were in flight on average of the ${n(f.concurrency)} asked (${pct(f.measured / f.concurrency)}); run more requests (or longer) so ramp-up and drain weigh less`,
+    message: `the load asked for was not delivered: ${n(f.measured)} ${f.unit ?? 'requests'} were ${f.unit ? 'open' : 'in flight'} on average of the ${n(f.concurrency)} asked (${pct(f.measured / f.concurrency)}); run more ${f.unit ?? 'requests'} (or longer) so ramp-up and drain weigh less`,
     detail:
       'A closed loop keeps its concurrency only while requests are left to send: its start and its drain tail run below it, and a run of few requests per slot is mostly those.',
     figure: f.measured / f.concurrency,

@@ -15,6 +15,7 @@ import { startSim } from '../helpers/sim.js';
 interface Saved {
   warnings: { code: string; severity?: string; message: string; detail?: string }[];
   serverMetrics?: { prefixCache?: { hitRate: number } };
+  validity: { verdict: string; reasons: { code: string }[] };
 }
 
 describe('prefix_cache_hits against a caching server', () => {
@@ -59,8 +60,16 @@ describe('prefix_cache_hits against a caching server', () => {
       /^prefix cache uncontrolled: the server served (9\d|100)\.\d% of prompt tokens from its prefix cache/,
     );
     assert.match(w.detail ?? '', /prefix-cache counters: [\d,]+ of [\d,]+ prompt tokens/);
-    // A workload that asks for a shared prefix is not warned of the hits it asked for.
+    // The verdict: the cache nobody controlled puts the second run in doubt.
+    assert.equal(second.validity.verdict, 'caution');
+    assert.ok(second.validity.reasons.some((r) => r.code === 'prefix_cache_hits'));
+    // A workload that asks for a shared prefix is not warned of the hits it asked for, but a
+    // server at --url kept what earlier runs left: its cache was not controlled either.
     const shared = await run('shared', { sharedPrefix: 128, promptSalt: 7 });
     assert.ok(!shared.warnings.some((x) => x.code === 'prefix_cache_hits'));
+    assert.deepEqual(
+      shared.validity.reasons.map((r) => r.code).filter((c) => c.startsWith('prefix_cache')),
+      ['prefix_cache_uncontrolled'],
+    );
   });
 });

@@ -167,6 +167,44 @@ describe('coordinated omission and unequal work', () => {
   });
 });
 
+describe('beyond capacity and disagreeing counts', () => {
+  test('an open loop past the simulated server: caution, the server fell behind', async () => {
+    const prepared = prepareRun({
+      simulate: true,
+      rate: '400',
+      requests: '1200',
+    }) as PreparedRun & { plan: NonNullable<PreparedRun['plan']> };
+    assert.deepEqual(prepared.problems, []);
+    const done = await runPlan(prepared, { html: false, save: false });
+    const v = done.results[0].summary.validity;
+    assert.equal(v?.verdict, 'caution', JSON.stringify(v));
+    const found = new Set(v?.reasons.map((r) => r.code));
+    assert.ok(
+      found.has('below_offered_rate') || found.has('no_steady_state'),
+      [...found].join(','),
+    );
+  });
+
+  test('a server whose usage counts other prompts than the client sent: input_drift', async () => {
+    const server = await startScriptedServer(() => ({
+      steps: stream(4, { usage: { prompt_tokens: 40, completion_tokens: 4 } }),
+    }));
+    try {
+      const run = await runAgainst(server.url, {
+        load: { mode: 'closed', concurrency: 2 },
+        requests: 20,
+        inputTokens: 16,
+        outputTokens: 4,
+      });
+      const drift = validityOf(run.summary.warnings).reasons.find((r) => r.code === 'input_drift');
+      assert.ok(drift, JSON.stringify(run.summary.warnings.map((w) => w.code)));
+      assert.ok((drift.figure ?? 0) > 1 && drift.threshold === 0.05, JSON.stringify(drift));
+    } finally {
+      await server.close();
+    }
+  });
+});
+
 describe('the verdict on the whole run', () => {
   test('run --simulate --concurrency 8 --requests 200: valid, in summary.json and on the terminal', async () => {
     const out = join(tempDir('ig-validity-'), 'run');
