@@ -77,7 +77,7 @@ const SYNTAX =
   "write METRIC[.STAT] OP LIMIT, e.g. 'ttft.p99<500' (ms), 'outputThroughput>1000' (tok/s), 'failureRate<1%', or 'validity=valid'";
 
 /** `validity=valid`, `validity!=invalid`, `validity>=caution` (src/metrics/validity.ts). */
-const VALIDITY_RULE = /^validity\s*(==|=|!=|>=|>)\s*([A-Za-z]+)$/i;
+const VALIDITY_RULE = /^validity\s*(==|=|!=|>=|>)\s*(\S+)$/i;
 
 /** A validity threshold: the run's verdict at least as good as the one named. */
 function parseValidityThreshold(text: string, op: string, name: string): Threshold {
