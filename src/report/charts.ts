@@ -27,12 +27,14 @@ import type { TelemetrySnapshot } from '../telemetry/snapshot.js';
 import { metricLabel, metricUnit } from './format.js';
 
 /**
- * echarts' one-file build (its package's `require` entry, as its server-side rendering guide
- * loads it): about 0.2 s of CPU to load, where the ES modules of `echarts/core` and the parts
- * this file uses are some 600 files and cost about 1 s on Node 20's module loader, at the end of
- * every run that writes a report.
+ * echarts' one-file build of its common charts and components (line, bar, scatter, grid, axes
+ * incl. log, legend, markLine: all this file draws), minified, as its server-side rendering
+ * guide loads a one-file build. Its whole build took 0.12 s more CPU at the end of every run
+ * that writes a report (a one-request run: 0.70 -> 0.57 s, bench:startup), for the same SVG to
+ * the byte on every report fixture; the ES modules of `echarts/core` are some 600 files and
+ * cost about 1 s on Node 20's module loader.
  */
-const echarts = createRequire(import.meta.url)('echarts') as typeof EChartsCore;
+const echarts = createRequire(import.meta.url)('echarts/dist/echarts.common.min') as typeof EChartsCore;
 
 /**
  * echarts writes the family into each text's style attribute as it is; the report turns that
