@@ -34,7 +34,9 @@ import { metricLabel, metricUnit } from './format.js';
  * the byte on every report fixture; the ES modules of `echarts/core` are some 600 files and
  * cost about 1 s on Node 20's module loader.
  */
-const echarts = createRequire(import.meta.url)('echarts/dist/echarts.common.min') as typeof EChartsCore;
+const echarts = createRequire(import.meta.url)(
+  'echarts/dist/echarts.common.min',
+) as typeof EChartsCore;
 
 /**
  * echarts writes the family into each text's style attribute as it is; the report turns that
