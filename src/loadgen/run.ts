@@ -20,6 +20,7 @@ import {
   SESSION_ID_STRIDE,
 } from '../workload/conversations.js';
 import { createRunClock, type RunClock } from './clock.js';
+import { FINE_MIN_WAIT_MS, FINE_START_RATE_PER_S, FINE_WAIT_MS, FineTimer } from './fineTimer.js';
 import { H1Pool } from './h1.js';
 import { chooseProtocol, H2Pool } from './h2.js';
 import { yieldHelperThreads } from './helperThreads.js';
@@ -239,6 +240,11 @@ export async function runLoadgen(
     options.connections ?? (await openConnections(target, load, options.nextSession !== undefined));
   const clock = options.clock ?? createRunClock();
   const reads = new ReadTracker(pool instanceof H1Pool ? pool : undefined);
+  // The pacer's helper thread starts before the clock: its start is tens of ms of CPU that on
+  // one core would hold the first arrivals (FineTimer).
+  const fine =
+    load.mode === 'open' && load.rate >= FINE_START_RATE_PER_S ? new FineTimer() : undefined;
+  if (fine && !(await fine.started)) fine.close();
   // Health is measured from the start: a wait for a shared start instant is not load.
   if (options.startAtUs !== undefined) {
     const start = new StopWaits(clock, options.stopSignal);
@@ -373,12 +379,14 @@ export async function runLoadgen(
         startUnit,
         sendSlipMs,
         () => stoppedBySignal,
+        fine,
       );
     }
   } finally {
     options.stopSignal?.removeEventListener('abort', onStop);
     options.cancelSignal?.removeEventListener('abort', onCancel);
     pauses.dispose();
+    fine?.close();
     loopDelay.disable();
     gc.stop();
     await pool.destroy();
@@ -770,6 +778,7 @@ function runOpenLoop(
   startUnit: StartUnit,
   sendSlipMs: number[],
   stopped: () => boolean,
+  started: FineTimer | undefined,
 ): Promise<number> {
   const schedule = arrivalScheduleForLoad(load, options.seed);
   const cap = load.maxConcurrency ?? Number.POSITIVE_INFINITY;
@@ -777,6 +786,13 @@ function runOpenLoop(
   let inFlight = 0;
   let scheduling = true;
   let timer: NodeJS.Timeout | undefined;
+  /**
+   * Started by the caller where waits under FINE_WAIT_MS will be common, else here at the first
+   * one: a slow schedule may never start its thread.
+   */
+  let fine = started;
+  let ownFine = false;
+  const originHrMs = Number(clock.originHrNs) / 1e6;
   let k = 0;
   let nextAtUs = startUs + Math.round(schedule() * 1000);
 
@@ -805,6 +821,8 @@ function runOpenLoop(
     const stopScheduling = () => {
       scheduling = false;
       if (timer) clearTimeout(timer);
+      if (ownFine) fine?.close();
+      else fine?.cancel();
       options.stopSignal?.removeEventListener('abort', stopScheduling);
       settleIfDone();
     };
@@ -825,9 +843,20 @@ function runOpenLoop(
       if (!scheduling) return;
       // The schedule has ended (a trace's last arrival is sent).
       if (nextAtUs === Number.POSITIVE_INFINITY) return stopScheduling();
-      // Node fires a timeout over 2^31 - 1 ms at once; a longer gap takes several wake-ups.
-      const waitMs = Math.min(1e9, Math.max(0, (nextAtUs - clock.nowUs()) / 1000));
-      timer = setTimeout(tick, waitMs);
+      const waitMs = (nextAtUs - clock.nowUs()) / 1000;
+      if (waitMs < FINE_WAIT_MS && waitMs >= FINE_MIN_WAIT_MS) {
+        // The last stretch: setTimeout would fire up to 1.2 ms late (FineTimer).
+        if (!fine) {
+          fine = new FineTimer();
+          ownFine = true;
+        }
+        fine.onWake = tick;
+        if (fine.ready) return fine.at(originHrMs + nextAtUs / 1000);
+      }
+      // Wakes FINE_WAIT_MS / 2 early when the helper will take the rest. Node fires a timeout
+      // over 2^31 - 1 ms at once; a longer gap takes several wake-ups.
+      const earlyMs = fine?.ready ? FINE_WAIT_MS / 2 : 0;
+      timer = setTimeout(tick, Math.min(1e9, Math.max(0, waitMs - earlyMs)));
     };
     if (stopped()) stopScheduling();
     else tick();
