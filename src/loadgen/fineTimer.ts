@@ -83,14 +83,15 @@ export class FineTimer {
    */
   readonly started: Promise<boolean>;
 
-  /** Starts the helper; it holds the event loop open only while a wake-up is armed. */
+  /** Starts the helper; once started it holds the event loop open only while a wake-up is armed. */
   constructor() {
     this.due[0] = Number.NaN;
     this.helper = new Worker(HELPER, { eval: true, workerData: this.shared });
-    this.helper.unref();
+    // Held while starting, so that a caller awaiting `started` is not left by an empty loop.
     this.started = new Promise((resolve) => {
       this.helper.on('online', () => {
         this.online = true;
+        if (!this.armed) this.helper.unref();
         resolve(true);
       });
       // A helper that cannot run leaves the pacer on its timers: an armed wake-up comes now,
@@ -115,7 +116,7 @@ export class FineTimer {
   at(atHrMs: number): void {
     // Listen from the count before the arm: a wake-up the helper signals at once is not missed.
     if (!this.listening) this.listen(Atomics.load(this.state, FIRED));
-    if (!this.armed) this.helper.ref();
+    if (!this.armed && this.online) this.helper.ref();
     this.armed = true;
     this.due[0] = atHrMs;
     this.bump();
@@ -142,7 +143,7 @@ export class FineTimer {
   }
 
   private disarm(): void {
-    if (this.armed) this.helper.unref();
+    if (this.armed && this.online) this.helper.unref();
     this.armed = false;
   }
 
