@@ -30,10 +30,12 @@ export const FINE_MIN_WAIT_MS = 0.5;
 export const FINE_START_RATE_PER_S = 100;
 
 const HELPER = `
-const { workerData } = require('node:worker_threads');
+const { parentPort, workerData } = require('node:worker_threads');
 const state = new Int32Array(workerData, 0, 3);
 const due = new Float64Array(workerData, 16, 1);
 const nowMs = () => Number(process.hrtime.bigint()) / 1e6;
+nowMs();
+parentPort.postMessage('ready');
 for (;;) {
   const generation = Atomics.load(state, 0);
   if (Atomics.load(state, 1) !== 0) break;
@@ -89,7 +91,9 @@ export class FineTimer {
     this.helper = new Worker(HELPER, { eval: true, workerData: this.shared });
     // Held while starting, so that a caller awaiting `started` is not left by an empty loop.
     this.started = new Promise((resolve) => {
-      this.helper.on('online', () => {
+      // Once its set-up (its first require, compiling the loop) is done, not at 'online':
+      // that work is then before the caller's clock too.
+      this.helper.once('message', () => {
         this.online = true;
         if (!this.armed) this.helper.unref();
         resolve(true);
