@@ -1,4 +1,5 @@
 import { Worker } from 'node:worker_threads';
+import type { LoadSpec } from '../load.js';
 
 /**
  * A wake-up to the tenth of a millisecond, for the open loop's last stretch before an arrival.
@@ -177,6 +178,20 @@ export class FineTimer {
     this.disarm();
     this.onWake();
   }
+}
+
+/**
+ * The open loop's FineTimer, started, where `load` will want one from its start (an open loop of
+ * FINE_START_RATE_PER_S or more); undefined otherwise, or where no helper could start. Called
+ * before a run's clock is set (as its connections are opened): the thread's start, tens of ms
+ * of CPU, would otherwise hold the first arrivals, or eat into a shared start's lead.
+ */
+export async function startFineTimer(load: LoadSpec): Promise<FineTimer | undefined> {
+  if (load.mode !== 'open' || load.rate < FINE_START_RATE_PER_S) return undefined;
+  const timer = new FineTimer();
+  if (await timer.started) return timer;
+  timer.close();
+  return undefined;
 }
 
 /** process.hrtime in milliseconds, the clock FineTimer.at takes. */

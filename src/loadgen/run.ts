@@ -20,7 +20,7 @@ import {
   SESSION_ID_STRIDE,
 } from '../workload/conversations.js';
 import { createRunClock, type RunClock } from './clock.js';
-import { FINE_MIN_WAIT_MS, FINE_START_RATE_PER_S, FINE_WAIT_MS, FineTimer } from './fineTimer.js';
+import { FINE_MIN_WAIT_MS, FINE_WAIT_MS, FineTimer, startFineTimer } from './fineTimer.js';
 import { H1Pool } from './h1.js';
 import { chooseProtocol, H2Pool } from './h2.js';
 import { yieldHelperThreads } from './helperThreads.js';
@@ -93,6 +93,11 @@ export interface LoadgenOptions {
   startAtUs?: number;
   /** Connections opened beforehand (openConnections); by default runLoadgen opens its own. */
   connections?: Connections;
+  /**
+   * The open loop's helper timer started beforehand (startFineTimer), as a worker thread does
+   * before it says ready; by default runLoadgen starts its own. runLoadgen closes it.
+   */
+  fineTimer?: FineTimer;
 }
 
 /** A run's connection pool, opened and warmed before its clock starts. */
@@ -236,15 +241,20 @@ export async function runLoadgen(
   if (problem) throw new UsageError([`target: ${problem}`], 'IG_INVALID_HEADER');
   const { prefix } = splitServerUrl(target.baseUrl);
   yieldHelperThreads();
-  const pool =
-    options.connections ?? (await openConnections(target, load, options.nextSession !== undefined));
+  // The pacer's helper thread starts beside the connects, before the clock (startFineTimer).
+  const fineStarting = options.fineTimer ? undefined : startFineTimer(load);
+  let pool: Connections;
+  try {
+    pool =
+      options.connections ??
+      (await openConnections(target, load, options.nextSession !== undefined));
+  } catch (err) {
+    void fineStarting?.then((timer) => timer?.close());
+    throw err;
+  }
+  const fine = options.fineTimer ?? (await fineStarting);
   const clock = options.clock ?? createRunClock();
   const reads = new ReadTracker(pool instanceof H1Pool ? pool : undefined);
-  // The pacer's helper thread starts before the clock: its start is tens of ms of CPU that on
-  // one core would hold the first arrivals (FineTimer).
-  const fine =
-    load.mode === 'open' && load.rate >= FINE_START_RATE_PER_S ? new FineTimer() : undefined;
-  if (fine && !(await fine.started)) fine.close();
   // Health is measured from the start: a wait for a shared start instant is not load.
   if (options.startAtUs !== undefined) {
     const start = new StopWaits(clock, options.stopSignal);
@@ -834,7 +844,9 @@ function runOpenLoop(
         const pending = nextArrival(k++, nextAtUs);
         if (!pending) return stopScheduling();
         if (pending !== 'skip') {
-          sendSlipMs.push((nowUs - nextAtUs) / 1000);
+          // Judged over the measured arrivals, as queueDelay and the send rates are: a cold
+          // process's first warm-up arrivals go out late, which no measured figure holds.
+          if (pending.phase === 'measure') sendSlipMs.push((nowUs - nextAtUs) / 1000);
           if (inFlight < cap) start(pending);
           else waiting.push(pending);
         }
