@@ -8,13 +8,14 @@ import type { LoadSpec } from '../load.js';
  * setTimeout fires 0-1.2 ms after it was due even on an idle core: an open loop paced by it
  * sends at 1,000 requests/s with a schedule lag p50 of 0.6 ms and p99 over 1 ms before any work
  * of its own (issue 51). A helper thread sleeps in Atomics.wait, whose timeout the kernel keeps
- * to tens of microseconds, and posts one message when the time has come, which wakes the
- * engine's loop through Atomics.waitAsync at once: p50 0.10 ms and p99 0.18 ms at 1,000
- * wake-ups a second on an idle core.
+ * to tens of microseconds, and notifies a shared counter when the time has come, which wakes
+ * the engine's loop through Atomics.waitAsync at once: p50 0.10 ms and p99 0.18 ms at 1,000
+ * wake-ups a second on an idle core (a MessagePort instead: the same lateness, half as dear
+ * again per wake-up at 3,000 a second).
  *
- * What it costs: a thread (started on first use, ~1 MB and tens of ms of CPU once) and two
- * thread switches per wake-up (45-70 µs of CPU), so the pacer uses it only for waits under
- * FINE_WAIT_MS and a setTimeout for the rest of a longer wait.
+ * What it costs: a thread (~1 MB and tens of ms of CPU once, before the run's clock:
+ * startFineTimer) and two thread switches per wake-up (45-70 µs of CPU), so the pacer uses it
+ * only for waits between FINE_MIN_WAIT_MS and FINE_WAIT_MS and a setTimeout for the rest.
  *
  * The helper shares the engine's clock through process.hrtime, which every thread reads alike.
  */
