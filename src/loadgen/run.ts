@@ -20,6 +20,7 @@ import {
   SESSION_ID_STRIDE,
 } from '../workload/conversations.js';
 import { createRunClock, type RunClock } from './clock.js';
+import { FINE_MIN_WAIT_MS, FINE_WAIT_MS, FineTimer, startFineTimer } from './fineTimer.js';
 import { H1Pool } from './h1.js';
 import { chooseProtocol, H2Pool } from './h2.js';
 import { yieldHelperThreads } from './helperThreads.js';
@@ -92,6 +93,11 @@ export interface LoadgenOptions {
   startAtUs?: number;
   /** Connections opened beforehand (openConnections); by default runLoadgen opens its own. */
   connections?: Connections;
+  /**
+   * The open loop's helper timer started beforehand (startFineTimer), as a worker thread does
+   * before it says ready; by default runLoadgen starts its own. runLoadgen closes it.
+   */
+  fineTimer?: FineTimer;
 }
 
 /** A run's connection pool, opened and warmed before its clock starts. */
@@ -235,8 +241,18 @@ export async function runLoadgen(
   if (problem) throw new UsageError([`target: ${problem}`], 'IG_INVALID_HEADER');
   const { prefix } = splitServerUrl(target.baseUrl);
   yieldHelperThreads();
-  const pool =
-    options.connections ?? (await openConnections(target, load, options.nextSession !== undefined));
+  // The pacer's helper thread starts beside the connects, before the clock (startFineTimer).
+  const fineStarting = options.fineTimer ? undefined : startFineTimer(load);
+  let pool: Connections;
+  try {
+    pool =
+      options.connections ??
+      (await openConnections(target, load, options.nextSession !== undefined));
+  } catch (err) {
+    void fineStarting?.then((timer) => timer?.close());
+    throw err;
+  }
+  const fine = options.fineTimer ?? (await fineStarting);
   const clock = options.clock ?? createRunClock();
   const reads = new ReadTracker(pool instanceof H1Pool ? pool : undefined);
   // Health is measured from the start: a wait for a shared start instant is not load.
@@ -373,12 +389,14 @@ export async function runLoadgen(
         startUnit,
         sendSlipMs,
         () => stoppedBySignal,
+        fine,
       );
     }
   } finally {
     options.stopSignal?.removeEventListener('abort', onStop);
     options.cancelSignal?.removeEventListener('abort', onCancel);
     pauses.dispose();
+    fine?.close();
     loopDelay.disable();
     gc.stop();
     await pool.destroy();
@@ -770,6 +788,7 @@ function runOpenLoop(
   startUnit: StartUnit,
   sendSlipMs: number[],
   stopped: () => boolean,
+  started: FineTimer | undefined,
 ): Promise<number> {
   const schedule = arrivalScheduleForLoad(load, options.seed);
   const cap = load.maxConcurrency ?? Number.POSITIVE_INFINITY;
@@ -777,6 +796,13 @@ function runOpenLoop(
   let inFlight = 0;
   let scheduling = true;
   let timer: NodeJS.Timeout | undefined;
+  /**
+   * Started by the caller where waits under FINE_WAIT_MS will be common, else here at the first
+   * one: a slow schedule may never start its thread.
+   */
+  let fine = started;
+  let ownFine = false;
+  const originHrMs = Number(clock.originHrNs) / 1e6;
   let k = 0;
   let nextAtUs = startUs + Math.round(schedule() * 1000);
 
@@ -805,6 +831,8 @@ function runOpenLoop(
     const stopScheduling = () => {
       scheduling = false;
       if (timer) clearTimeout(timer);
+      if (ownFine) fine?.close();
+      else fine?.cancel();
       options.stopSignal?.removeEventListener('abort', stopScheduling);
       settleIfDone();
     };
@@ -816,7 +844,9 @@ function runOpenLoop(
         const pending = nextArrival(k++, nextAtUs);
         if (!pending) return stopScheduling();
         if (pending !== 'skip') {
-          sendSlipMs.push((nowUs - nextAtUs) / 1000);
+          // Judged over the measured arrivals, as queueDelay and the send rates are: a cold
+          // process's first warm-up arrivals go out late, which no measured figure holds.
+          if (pending.phase === 'measure') sendSlipMs.push((nowUs - nextAtUs) / 1000);
           if (inFlight < cap) start(pending);
           else waiting.push(pending);
         }
@@ -825,9 +855,20 @@ function runOpenLoop(
       if (!scheduling) return;
       // The schedule has ended (a trace's last arrival is sent).
       if (nextAtUs === Number.POSITIVE_INFINITY) return stopScheduling();
-      // Node fires a timeout over 2^31 - 1 ms at once; a longer gap takes several wake-ups.
-      const waitMs = Math.min(1e9, Math.max(0, (nextAtUs - clock.nowUs()) / 1000));
-      timer = setTimeout(tick, waitMs);
+      const waitMs = (nextAtUs - clock.nowUs()) / 1000;
+      if (waitMs < FINE_WAIT_MS && waitMs >= FINE_MIN_WAIT_MS) {
+        // The last stretch: setTimeout would fire up to 1.2 ms late (FineTimer).
+        if (!fine) {
+          fine = new FineTimer();
+          ownFine = true;
+        }
+        fine.onWake = tick;
+        if (fine.ready) return fine.at(originHrMs + nextAtUs / 1000);
+      }
+      // Wakes FINE_WAIT_MS / 2 early when the helper will take the rest. Node fires a timeout
+      // over 2^31 - 1 ms at once; a longer gap takes several wake-ups.
+      const earlyMs = fine?.ready ? FINE_WAIT_MS / 2 : 0;
+      timer = setTimeout(tick, Math.min(1e9, Math.max(0, waitMs - earlyMs)));
     };
     if (stopped()) stopScheduling();
     else tick();

@@ -10,6 +10,7 @@ import { SummaryBuilder } from '../metrics/summary.js';
 import type { RequestRecord } from '../record.js';
 import { loadWorkload } from '../workload/workload.js';
 import { createRunClock } from './clock.js';
+import { startFineTimer } from './fineTimer.js';
 import { type LoadgenProgress, openConnections, runLoadgen } from './run.js';
 import type { FromWorker, ToWorker, WorkerJob } from './workers.js';
 
@@ -59,8 +60,11 @@ async function main(): Promise<void> {
   const workload = await loadWorkload(job.workload);
   const { backend, ...target } = job.target;
   const targetConfig = { ...target, backend: BACKENDS[backend] };
-  // Open before saying ready: the shared start must not wait on this thread's connects.
+  // Open before saying ready: the shared start must not wait on this thread's connects, nor on
+  // its pacer's helper thread.
+  const fineTimer = startFineTimer(job.part.load);
   const connections = await openConnections(targetConfig, job.part.load, 'nextSession' in workload);
+  const fine = await fineTimer;
   const stop = new AbortController();
   const cancel = new AbortController();
   const started = new Promise<Extract<ToWorker, { type: 'start' }>>((resolve) => {
@@ -97,6 +101,7 @@ async function main(): Promise<void> {
     {
       target: targetConfig,
       connections,
+      ...(fine ? { fineTimer: fine } : {}),
       load: job.part.load,
       ids: job.part,
       ...(job.durationS !== undefined ? { durationS: job.durationS } : {}),

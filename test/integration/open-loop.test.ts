@@ -62,6 +62,17 @@ describe('open loop against the simulator', () => {
     assert.ok(Math.abs(health.achievedRatePerS / health.intendedRatePerS - 1) < 0.1);
   });
 
+  test('send slip is judged over the measured arrivals, the warm-up aside', async () => {
+    const { records, summary } = await runAgainst(sim.url, {
+      load: { mode: 'open', rate: 200, arrival: 'constant' },
+      warmupRequests: 10,
+      requests: 20,
+      outputTokens: 4,
+    });
+    assert.equal(records.length, 30);
+    assert.equal(summary.clientHealth?.sendSlipMs?.count, 20);
+  });
+
   test('over a concurrency cap, arrivals wait in the client: queueDelay and userTtft show it', async () => {
     const { records, summary } = await runAgainst(sim.url, {
       load: { mode: 'open', rate: 50, arrival: 'constant', maxConcurrency: 1 },
