@@ -9,6 +9,7 @@ import { request as httpsRequest } from 'node:https';
 import { isIP, type Socket } from 'node:net';
 import { connect as tlsConnect } from 'node:tls';
 import {
+  closingTunnel,
   openTunnel,
   type ProxyRoute,
   type ProxySettings,
@@ -87,6 +88,9 @@ export function requestText(url: string, options: TextRequest): Promise<TextResp
             statusCode: res.statusCode ?? 0,
             body: Buffer.concat(chunks).toString('utf8'),
           });
+          // Nothing more goes on this connection (no agent): a tunnel waiting on the server's
+          // close held the process open for its idle timeout, minutes after a run ended.
+          tunnel?.destroy();
         });
         res.on('error', fail);
       });
@@ -131,11 +135,14 @@ function sendRequest(
         headers,
         agent: false,
         createConnection: () =>
-          tlsConnect({
-            socket: tunnel,
-            ...(isName(servername) ? { servername } : {}),
-            ...tlsConnectOptions(tls),
-          }),
+          closingTunnel(
+            tlsConnect({
+              socket: tunnel,
+              ...(isName(servername) ? { servername } : {}),
+              ...tlsConnectOptions(tls),
+            }),
+            tunnel,
+          ),
       },
       onResponse,
     );

@@ -13,7 +13,7 @@ import { type ConnectionOptions, connect as connectTls } from 'node:tls';
 import { threadId } from 'node:worker_threads';
 import type { Dispatcher } from 'undici';
 import { InfergaugeError } from '../errors.js';
-import { openTunnel, type ProxyRoute } from '../proxy.js';
+import { closingTunnel, openTunnel, type ProxyRoute } from '../proxy.js';
 import type { H1Handler } from './h1.js';
 import { type ConnectionTiming, timeConnection, timeTunnel } from './phases.js';
 
@@ -337,7 +337,10 @@ export class H2Pool {
       openTunnel(proxy, bare(url.hostname), Number(url.port || 443), CONNECT_TIMEOUT_MS).then(
         (tunnel) => {
           timing.connectMs = performance.now();
-          const socket = connectTls({ ...this.tlsOptions(url), socket: tunnel });
+          const socket = closingTunnel(
+            connectTls({ ...this.tlsOptions(url), socket: tunnel }),
+            tunnel,
+          );
           socket.once('secureConnect', () => {
             timing.secureMs = performance.now();
           });
@@ -582,7 +585,7 @@ export function offeredProtocol(
   // Through a proxy, the handshake runs inside its tunnel, as the run's connections will.
   const socket = proxy
     ? openTunnel(proxy, bare(url.hostname), Number(url.port || 443), CONNECT_TIMEOUT_MS).then(
-        (tunnel) => connectTls({ ...options, socket: tunnel }),
+        (tunnel) => closingTunnel(connectTls({ ...options, socket: tunnel }), tunnel),
       )
     : Promise.resolve(connectTls(options));
   return socket.then(

@@ -1,7 +1,7 @@
 import type { Socket } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import type { buildConnector } from 'undici';
-import { openTunnel, type ProxyRoute } from '../proxy.js';
+import { closingTunnel, openTunnel, type ProxyRoute } from '../proxy.js';
 import type { ConnectionPhases, PreopenedConnections, RequestRecord } from '../record.js';
 
 /**
@@ -87,7 +87,8 @@ export function tunnelConnector(
         const socket = tls({ ...options, httpSocket: tunnel }, callback) as unknown as
           | Socket
           | undefined;
-        socket?.once?.('secureConnect', () => {
+        if (!socket || typeof socket.once !== 'function') return;
+        closingTunnel(socket, tunnel).once('secureConnect', () => {
           timing.secureMs = performance.now();
         });
       },

@@ -263,6 +263,7 @@ describe('infergauge run through a proxy', () => {
     const proxy = await startProxy({ auth: CREDENTIALS });
     const out = join(tempDir('ig-proxy-'), 'run');
     try {
+      const started = performance.now();
       const r = await runCli(
         ['run', '--url', tls.url, '--requests', '3', '--concurrency', '2', '--out', out],
         {
@@ -271,6 +272,9 @@ describe('infergauge run through a proxy', () => {
         },
       );
       assert.equal(r.code, 0, r.stderr);
+      // The process ends with its run: its tunnels closed (left open, the text requests'
+      // tunnels held it for the server's two-minute idle timeout; a run takes ~1 s).
+      assert.ok(performance.now() - started < 60_000, 'the run ended long after its work');
       assert.ok(proxy.counts.tunnels >= 2, JSON.stringify(proxy.counts));
       assert.equal(proxy.counts.forwarded, 0);
       assert.ok(tls.requests() >= 4);
