@@ -15,7 +15,7 @@ import { startSim } from '../helpers/sim.js';
 interface Saved {
   warnings: { code: string; severity?: string; message: string; detail?: string }[];
   serverMetrics?: { prefixCache?: { hitRate: number } };
-  validity: { verdict: string; reasons: { code: string }[] };
+  validity: { verdict: string; reasons: { code: string; verdict: string }[] };
 }
 
 describe('prefix_cache_hits against a caching server', () => {
@@ -60,9 +60,14 @@ describe('prefix_cache_hits against a caching server', () => {
       /^prefix cache uncontrolled: the server served (9\d|100)\.\d% of prompt tokens from its prefix cache/,
     );
     assert.match(w.detail ?? '', /prefix-cache counters: [\d,]+ of [\d,]+ prompt tokens/);
-    // The verdict: the cache nobody controlled puts the second run in doubt.
-    assert.equal(second.validity.verdict, 'caution');
-    assert.ok(second.validity.reasons.some((r) => r.code === 'prefix_cache_hits'));
+    // The verdict: the cache nobody controlled puts the second run in doubt (a busy machine may
+    // make it invalid besides, for the client's own limits).
+    assert.notEqual(second.validity.verdict, 'valid');
+    assert.ok(
+      second.validity.reasons.some(
+        (r) => r.code === 'prefix_cache_hits' && r.verdict === 'caution',
+      ),
+    );
     // A workload that asks for a shared prefix is not warned of the hits it asked for, but a
     // server at --url kept what earlier runs left: its cache was not controlled either.
     const shared = await run('shared', { sharedPrefix: 128, promptSalt: 7 });
