@@ -23,12 +23,12 @@
  *
  * `--cli` runs another build (a worktree at another commit) for paired comparisons.
  */
-import { execFileSync, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { buildFakeServer, startFakeServer } from './fake-server/fakeServer.js';
+import { prepareHarness, startFakeServer } from './fake-server/fakeServer.js';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const MODEL = 'fake-model';
@@ -247,15 +247,7 @@ function report(rows: Row[], options: Options): string {
 async function main(): Promise<void> {
   const options = parseOptions();
   if (!existsSync(options.cli)) usage(`${options.cli} is missing: run \`npm run -s build\` first`);
-  let binary: string;
-  try {
-    binary = buildFakeServer(join(ROOT, '.bench-out'));
-  } catch (error) {
-    usage((error as Error).message);
-  }
-  // The harness only waits: it shares the server's core, not the client's.
-  if (options.pinServer)
-    execFileSync('taskset', ['-cp', options.pinServer, String(process.pid)], { stdio: 'ignore' });
+  const binary = prepareHarness(options.pinServer, usage);
   mkdirSync(options.out, { recursive: true });
   const rows: Row[] = [];
   for (let repeat = 0; repeat < options.repeats; repeat++) {

@@ -31,14 +31,14 @@
  *     [--floor-objects 0,0] [--peer PATH|vllm] [--peer-tokenizer NAME] [--python /usr/bin/python3]
  *     [--pin-server 0] [--pin-client 1] [--out DIR] [--markdown]
  */
-import { execFileSync, spawn, spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { percentileOfSorted } from '../src/metrics/distribution.js';
-import { buildFakeServer, type ServerLog, startFakeServer } from './fake-server/fakeServer.js';
+import { prepareHarness, type ServerLog, startFakeServer } from './fake-server/fakeServer.js';
 import { processCpuS } from './processCpu.js';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
@@ -759,15 +759,7 @@ async function main(): Promise<void> {
   const options = parseOptions();
   if (options.clients.has('infergauge') && !existsSync(CLI))
     usage(`${CLI} is missing: run \`npm run -s build\` first`);
-  let binary: string;
-  try {
-    binary = buildFakeServer(join(ROOT, '.bench-out'));
-  } catch (error) {
-    usage((error as Error).message);
-  }
-  // The harness itself only waits: it shares the server's core, not the client's.
-  if (options.pinServer)
-    execFileSync('taskset', ['-cp', options.pinServer, String(process.pid)], { stdio: 'ignore' });
+  const binary = prepareHarness(options.pinServer, usage);
   const clients: Client[] = [];
   if (options.clients.has('infergauge')) {
     for (const workers of options.workers) clients.push(infergaugeClient(workers, options));

@@ -28,6 +28,26 @@ export function buildFakeServer(dir: string): string {
   return binary;
 }
 
+/**
+ * A side-by-side harness's start: the fake server built (or `usage` with why not), and the
+ * harness itself pinned to the server's cores (`pinServer`, taskset's list), since it only waits
+ * and must not share the client's.
+ */
+export function prepareHarness(
+  pinServer: string | undefined,
+  usage: (why: string) => never,
+): string {
+  let binary: string;
+  try {
+    binary = buildFakeServer(join(REPO, '.bench-out'));
+  } catch (error) {
+    usage((error as Error).message);
+  }
+  if (pinServer)
+    execFileSync('taskset', ['-cp', pinServer, String(process.pid)], { stdio: 'ignore' });
+  return binary;
+}
+
 export interface FakeServerOptions {
   binary: string;
   ttftMs: number;
