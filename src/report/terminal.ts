@@ -162,9 +162,7 @@ const TRANSIENT_FIGURES: readonly [keyof NonNullable<WarmupTransient['steady']>,
  * far the whole run's moved from it (docs/metrics.md, "Warm-up transient"); undefined where the
  * run was too short to judge. The terminal prints the warning instead (only past its share).
  */
-export function describeWarmupTransient(
-  summary: Pick<RunSummary, 'warmupTransient'>,
-): string | undefined {
+export function describeWarmupTransient(summary: RunSummary): string | undefined {
   const t = summary.warmupTransient;
   if (!t) return undefined;
   const cut = `${fmtNumber(t.truncatedRequests)} of ${fmtNumber(t.completions)} requests (${fmtNumber(t.truncatedS, 1)} s) cut by MSER-5 on E2E`;
@@ -181,7 +179,9 @@ export function describeWarmupTransient(
       by === undefined ? '' : ` (whole ${by >= 0 ? '+' : ''}${fmtNumber(by * 100, 1)}%)`;
     return [`${label} ${fmtNumber(value, 1)} ${unit}${moved}`];
   });
-  return `${cut}; steady window ${figures.join(', ')}`;
+  // A throughput is said with its load (docs/metrics.md): the window's is the run's.
+  const load = steady.outputTokensPerS === undefined ? '' : ` (at ${describeLoad(summary)})`;
+  return `${cut}; steady window${load} ${figures.join(', ')}`;
 }
 
 export function describeLoad(summary: RunSummary): string {
