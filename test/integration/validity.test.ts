@@ -103,7 +103,9 @@ describe('each reason from a run that has it', () => {
     server = await startScriptedServer((r) => {
       const body = r.body as { max_tokens?: number };
       const asked = body.max_tokens ?? 8;
-      return { steps: stream(asked) };
+      // ~80 ms a request: the last wave of 4 runs alone long enough that a loaded machine's
+      // event-loop stalls (tens of ms on CI) cannot blur the two waves into one.
+      return { steps: stream(asked, { firstMs: 10, gapMs: 10 }) };
     });
   });
   after(() => server.close());
