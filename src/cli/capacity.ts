@@ -1,11 +1,18 @@
-import { Command } from '@commander-js/extra-typings';
+import { Command, Option } from '@commander-js/extra-typings';
 import { EXIT } from '../errors.js';
 import { failedToRun } from '../report/failures.js';
 import type { CapacityOptions } from '../session/profiles/capacity.js';
-import { listenForInterrupts, printNotice, printProblems, runAction, useColor } from './common.js';
+import {
+  collect,
+  listenForInterrupts,
+  printNotice,
+  printProblems,
+  runAction,
+  useColor,
+} from './common.js';
 import { addEngineFlags } from './engineFlags.js';
 import { progressOutputs } from './progress.js';
-import { addConnectionOptions } from './run.js';
+import { addConnectionOptions, exportLimits, outputOption, outputsUnderOneName } from './run.js';
 
 export function capacityCommand(): Command {
   const command = new Command('capacity')
@@ -46,7 +53,13 @@ export function capacityCommand(): Command {
       "mixed into every prompt with --seed, as the search's manifest.json records it (default: a fresh one per search)",
     )
     .option('--out <dir>', 'results directory (default: infergauge-results/<UTC time>-capacity/)')
-    .option('--json', 'print capacity.json to stdout instead of the table');
+    .option('--json', 'print capacity.json to stdout instead of the table')
+    .addOption(outputOption())
+    .addOption(new Option('--export <name[=arg]>').argParser(collect).hideHelp())
+    .option(
+      '--export-timeout-s <s>',
+      'seconds an --output module of your own may take to load, or to finish a step or the search, before it is dropped with a notice (default: 10)',
+    );
   addConnectionOptions(command as unknown as Command);
   addEngineFlags(command as unknown as Command<[], Record<string, unknown>>);
   return command.action((options) =>
@@ -56,16 +69,29 @@ export function capacityCommand(): Command {
 
 async function capacity(o: CapacityOptions): Promise<number> {
   // Loaded when the command is chosen, so that other commands start without them.
-  const [{ renderCapacity }, { prepareCapacity, runCapacity }] = await Promise.all([
+  const [
+    { renderCapacity },
+    { prepareCapacity, runCapacity },
+    { loadOutputs, parseExportTimeoutS },
+  ] = await Promise.all([
     import('../report/capacityText.js'),
     import('../session/profiles/capacity.js'),
+    import('../session/userOutputs.js'),
   ]);
-  const { settings, run, problems } = prepareCapacity(o);
+  outputsUnderOneName(o);
+  const { output: specs, exportTimeoutS: timeout, ...rest } = o;
+  const { settings, run, problems } = prepareCapacity(rest);
+  const deadline = parseExportTimeoutS(timeout);
+  if (deadline.problem) problems.push(deadline.problem);
   if (problems.length > 0) return printProblems('capacity', problems);
   const interrupts = listenForInterrupts(() =>
     process.stderr.write('\ninfergauge capacity: stopping after the requests in flight\n'),
   );
   try {
+    const limits = exportLimits('capacity', o, interrupts);
+    const exported = await loadOutputs(specs as string[] | undefined, limits);
+    // Ctrl-C while a module loaded: nothing has started, nothing is opened.
+    if (interrupts.stop.aborted) return EXIT.interrupted;
     const {
       report,
       root: out,
@@ -75,12 +101,16 @@ async function capacity(o: CapacityOptions): Promise<number> {
       {
         ...run,
         onNotice: (message) => printNotice('capacity', message),
-        outputs: progressOutputs(process.stderr, {
-          live: false,
-          pointLines: true,
-          // The point's own name says its load: `decode: concurrency 8`, `batch 8`.
-          label: (point) => point.scenario,
-        }),
+        outputs: [
+          ...progressOutputs(process.stderr, {
+            live: false,
+            pointLines: true,
+            // The point's own name says its load: `decode: concurrency 8`, `batch 8`.
+            label: (point) => point.scenario,
+          }),
+          ...exported,
+        ],
+        ...(deadline.seconds !== undefined ? { exportTimeoutS: deadline.seconds } : {}),
         ...(process.stderr.isTTY && !o.json
           ? { progress: (line: string) => process.stderr.write(line) }
           : {}),

@@ -68,6 +68,8 @@ export interface Interrupts {
   stop: AbortSignal;
   /** Aborted on the second: cancel what is in flight too. */
   cancel: AbortSignal;
+  /** What a Ctrl-C does, asked for by the program (the live page's Stop button). */
+  interrupt(): void;
   /** Stops listening (call when the command is done). */
   dispose(): void;
 }
@@ -89,6 +91,7 @@ export function listenForInterrupts(onStop?: () => void): Interrupts {
   return {
     stop: stop.signal,
     cancel: cancel.signal,
+    interrupt: onSignal,
     dispose: () => {
       process.off('SIGINT', onSignal);
       process.off('SIGTERM', onSignal);

@@ -56,7 +56,8 @@ function decodeCommand(): Command {
       'Decode speed against concurrency (short input, long output; closed loops at each level): ITL, TPOT, per-user and system decode tokens/s, with TPOT ~ a + b x concurrency fitted: a the per-step cost at batch 1. Takes every option of run. Results: <out>/decode/c<C>/ and <out>/probe.json.',
     ),
   );
-  // Run's --input-tokens/--output-tokens mean one length here; --input/--output are old names.
+  // Run's --input-tokens/--output-tokens mean one length here; --input is an old name (--output
+  // was one too, and now names an output as on every command).
   const lengths = {
     '--input-tokens': ['<n>', `input tokens per request (default: ${DEFAULTS.input})`],
     '--output-tokens': [
@@ -73,7 +74,6 @@ function decodeCommand(): Command {
   }
   return command
     .addOption(new Option('--input <n>').hideHelp())
-    .addOption(new Option('--output <n>').hideHelp())
     .option(
       '--levels <list>',
       `concurrency levels, e.g. 1,8,64 (default: ${DEFAULTS.levels.join(',')})`,
@@ -112,8 +112,8 @@ async function probe(
   );
   try {
     const exported = await loadOutputs(
-      merged.export as string[] | undefined,
-      exportLimits(name, merged, interrupts.stop),
+      merged.output as string[] | undefined,
+      exportLimits(name, merged, interrupts),
     );
     // Ctrl-C while a module loaded: nothing has started, nothing is opened.
     if (interrupts.stop.aborted) return EXIT.interrupted;

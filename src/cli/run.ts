@@ -13,6 +13,7 @@ import { parseExportTimeoutS } from '../session/userOutputs.js';
 import { scenarioPresetsHelp } from '../workload/scenarios.js';
 import {
   collect,
+  type Interrupts,
   listenForInterrupts,
   printNotice,
   printProblems,
@@ -213,15 +214,11 @@ export function addRunOptions(command: Command): Command {
     )
     .option('--json', 'print the summary JSON to stdout instead of the table')
     .option('--no-html', 'do not write report.html next to the records')
-    .addOption(
-      new Option(
-        '--export <name[=arg]>',
-        "send the session's events to another output too, repeatable: points=FILE (a JSON line per finished point), or a module of your own, ./my-output.js[=ARG] (docs/library.md, Outputs)",
-      ).argParser(collect),
-    )
+    .addOption(outputOption())
+    .addOption(new Option('--export <name[=arg]>').argParser(collect).hideHelp())
     .option(
       '--export-timeout-s <s>',
-      'seconds an --export module may take to load, or to finish a point or the session, before it is dropped with a notice (default: 10)',
+      'seconds an --output module of your own may take to load, or to finish a point or the session, before it is dropped with a notice (default: 10)',
     )
     .addOption(thresholdOption())
     .option(
@@ -235,6 +232,14 @@ export function addRunOptions(command: Command): Command {
   addConnectionOptions(command);
   addEngineFlags(command as unknown as Command<[], Record<string, unknown>>);
   return command;
+}
+
+/** `--output NAME[=ARG]`, repeatable (`--export`, its old name, is read too). */
+export function outputOption() {
+  return new Option(
+    '--output <name[=arg]>',
+    "send the session's events to another output too, repeatable: ui[=[HOST:]PORT] (a live page), prometheus[=PORT] (/metrics to scrape), otlp=URL (OpenTelemetry), points=FILE (a JSON line per finished point), or a module of your own, ./my-output.js[=ARG] (docs/cli.md, Outputs)",
+  ).argParser(collect);
 }
 
 /** How a command reaches its server (run, sweep, probe, capacity): the proxy, TLS, HTTP/2. */
@@ -272,6 +277,14 @@ export function addConnectionOptions(command: Command): Command {
     );
 }
 
+/** `--export` is `--output`'s old name: both land in `output`, in the order given. */
+export function outputsUnderOneName(options: Record<string, unknown>): void {
+  const old = options.export as string[] | undefined;
+  if (old === undefined) return;
+  options.output = [...((options.output as string[] | undefined) ?? []), ...old];
+  delete options.export;
+}
+
 /**
  * The options with a --plan file under them: command-line values win over the file's, and
  * commander's own defaults (e.g. chunkedPrefill true from --no-chunked-prefill) never do.
@@ -282,6 +295,7 @@ export async function withPlanFile(
   cmd: { getOptionValueSource(key: string): string | undefined },
   name: string,
 ): Promise<RunOptions | undefined> {
+  outputsUnderOneName(options);
   const path = options.plan as string | undefined;
   if (path === undefined) return options as RunOptions;
   // YAML and the plan file's schema are loaded only for a plan file.
@@ -321,10 +335,7 @@ async function run(options: RunOptions): Promise<number> {
   const interrupts = prepared.simulate ? undefined : listenForInterrupts();
   let done: PlanRunResult;
   try {
-    const exported = await loadOutputs(
-      options.export,
-      exportLimits('run', options, interrupts?.stop),
-    );
+    const exported = await loadOutputs(options.output, exportLimits('run', options, interrupts));
     // Ctrl-C while a module loaded: nothing has started, nothing is opened.
     if (interrupts?.stop.aborted) return EXIT.interrupted;
     done = await runPlan(
@@ -368,14 +379,14 @@ async function run(options: RunOptions): Promise<number> {
 }
 
 /**
- * How --export modules are loaded: within --export-timeout-s, a late one told on stderr, none
- * waited for after Ctrl-C (`stop`).
+ * How --output modules are loaded: within --export-timeout-s, a late one told on stderr, none
+ * waited for after Ctrl-C; an output may stop the session as Ctrl-C does (the page's Stop).
  */
-export function exportLimits(command: string, options: RunOptions, stop?: AbortSignal) {
+export function exportLimits(command: string, options: RunOptions, interrupts?: Interrupts) {
   return {
     ...exportTimeout(options),
     onNotice: (message: string) => printNotice(command, message),
-    ...(stop ? { stop } : {}),
+    ...(interrupts ? { stop: interrupts.stop, requestStop: interrupts.interrupt } : {}),
   };
 }
 

@@ -82,10 +82,7 @@ async function sweep(options: RunOptions): Promise<number> {
     process.stderr.write('\ninfergauge sweep: stopping after the requests in flight\n'),
   );
   try {
-    const exported = await loadOutputs(
-      options.export,
-      exportLimits('sweep', options, interrupts.stop),
-    );
+    const exported = await loadOutputs(options.output, exportLimits('sweep', options, interrupts));
     // Ctrl-C while a module loaded: nothing has started, nothing is opened.
     if (interrupts.stop.aborted) return EXIT.interrupted;
     const outcome = await runSweep({ ...prepared, plan }, settings, {

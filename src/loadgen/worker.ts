@@ -6,6 +6,7 @@
 import { parentPort, workerData } from 'node:worker_threads';
 import { BACKENDS } from '../backends/index.js';
 import { describeError } from '../errors.js';
+import { LiveRecorder } from '../metrics/live.js';
 import { SummaryBuilder } from '../metrics/summary.js';
 import type { RequestRecord } from '../record.js';
 import { loadWorkload } from '../workload/workload.js';
@@ -78,9 +79,19 @@ async function main(): Promise<void> {
   const start = await started;
   const clock = createRunClock({ originHrNs: start.originHrNs, originIso: start.originIso });
   const builder = new SummaryBuilder(job.summaryContext);
+  // Live counts go out after the records they count, so the coordinator never shows a request
+  // whose record has not reached it.
+  const live = job.liveIntervalMs !== undefined ? new LiveRecorder() : undefined;
+  const sendLive = () => {
+    if (!live || live.empty) return;
+    flush();
+    post({ type: 'live', delta: live.take() });
+  };
+  const liveTicker = live ? setInterval(sendLive, job.liveIntervalMs) : undefined;
   let records = 0;
   const onRecord = (record: RequestRecord) => {
     builder.add(record);
+    live?.add(record);
     const line = JSON.stringify(record);
     lines.push(line);
     chars += line.length;
@@ -116,7 +127,9 @@ async function main(): Promise<void> {
     progress,
   );
   clearInterval(ticker);
+  clearInterval(liveTicker);
   flush();
+  sendLive();
   post({ type: 'done', state: builder.state(), result, progress });
 }
 

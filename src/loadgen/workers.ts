@@ -2,6 +2,7 @@ import { availableParallelism } from 'node:os';
 import { Worker } from 'node:worker_threads';
 import type { BackendName } from '../backends/index.js';
 import { describeError } from '../errors.js';
+import type { LiveDelta } from '../metrics/live.js';
 import type { SummaryContext, SummaryState } from '../metrics/summary.js';
 import type { WorkloadSource } from '../workload/workload.js';
 import type { RunClock } from './clock.js';
@@ -53,6 +54,8 @@ export interface WorkerJob {
   seed: number;
   workload: WorkloadSource;
   summaryContext: SummaryContext;
+  /** Send live counts (src/metrics/live.ts) this often, and once more at the end; none if absent. */
+  liveIntervalMs?: number;
   /** See `testOnly`. */
   spinAfterFirstRecord?: true;
   /** See `testOnly`. */
@@ -68,6 +71,7 @@ export type FromWorker =
   | { type: 'ready' }
   | { type: 'progress'; progress: LoadgenProgress }
   | { type: 'records'; text: string; count: number; progress: LoadgenProgress }
+  | { type: 'live'; delta: LiveDelta }
   | { type: 'done'; state: SummaryState; result: LoadgenResult; progress: LoadgenProgress }
   | { type: 'error'; message: string; progress?: LoadgenProgress };
 
@@ -137,6 +141,8 @@ export async function runWorkers(o: {
   job: Omit<WorkerJob, 'part'>;
   clockFor: () => { clock: RunClock; startAtUs: number };
   onRecords: (text: string, count: number) => void;
+  /** A worker's live counts (job.liveIntervalMs), as they arrive. */
+  onLive?: (delta: LiveDelta) => void;
   progress: LoadgenProgress;
   stopSignal?: AbortSignal;
   cancelSignal?: AbortSignal;
@@ -184,7 +190,7 @@ export async function runWorkers(o: {
         if (message.type === 'records') {
           received[i] += message.count;
           o.onRecords(message.text, message.count);
-        }
+        } else if (message.type === 'live') o.onLive?.(message.delta);
         if ('progress' in message && message.progress) {
           progress[i] = message.progress;
           sumProgress();

@@ -138,6 +138,7 @@ export const PLAN_KEYS = [
   'kv-unified',
   'calibration',
   'threshold',
+  'outputs',
   'export',
   'export-timeout-s',
   'html',
@@ -235,7 +236,7 @@ function buildSchemas() {
       ...Object.fromEntries(
         PLAN_KEYS.map((k) => [
           k,
-          k === 'header' || k === 'threshold' || k === 'export'
+          k === 'header' || k === 'threshold' || k === 'outputs' || k === 'export'
             ? z
                 .union([z.string(), z.array(z.string())], allowed('text or a list of text'))
                 .optional()
@@ -376,7 +377,11 @@ export function planFileOptions(value: unknown, path: string): PlanFileOptions {
   const options: Record<string, unknown> = {};
   for (const [key, v] of Object.entries(parsed.data)) {
     if (key === 'scenarios' || v === undefined) continue;
-    if (key === 'header' || key === 'threshold' || key === 'export') {
+    if (key === 'outputs' || key === 'export') {
+      // `export:` is `outputs:`'s old name: both are --output's list, in the file's order.
+      const list = Array.isArray(v) ? v : [v];
+      options.output = [...((options.output as string[] | undefined) ?? []), ...list];
+    } else if (key === 'header' || key === 'threshold') {
       options[key] = Array.isArray(v) ? v : [v];
     } else if (key === 'extra-body')
       options.extraBody = typeof v === 'string' ? v : JSON.stringify(v);

@@ -13,7 +13,11 @@ import type { PlanScenario } from './planScenario.js';
 import { proxyWithoutUserinfo, type RunPlan } from './runPlan.js';
 
 const camel = (key: string) => key.replace(/-([a-z0-9])/g, (_, c: string) => c.toUpperCase());
-const FLAG_OF = new Map<string, string>(PLAN_KEYS.map((k) => [camel(k), k]));
+const FLAG_OF = new Map<string, string>([
+  ...PLAN_KEYS.map((k): [string, string] => [camel(k), k]),
+  // --output's list is the file's `outputs:` (`export:` is read as its old name).
+  ['output', 'outputs'],
+]);
 
 /**
  * Options that shape the scenarios: spelled out in `scenarios:` instead (a plan's `scenarios`

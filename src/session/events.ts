@@ -10,6 +10,7 @@
 
 import type { LoadSpec } from '../load.js';
 import type { LoadgenProgress } from '../loadgen/run.js';
+import type { LiveSnapshot } from '../metrics/live.js';
 import type { RunSummary } from '../metrics/summary.js';
 import { validityOf } from '../metrics/validity.js';
 import type { ClientHealthMeasurements, RequestRecord } from '../record.js';
@@ -75,14 +76,20 @@ export interface TelemetryEvent {
 }
 
 /**
- * The point's counts so far, every `SNAPSHOT_INTERVAL_MS` while it runs (only when an output
- * subscribes). Counts, not a summary: with worker threads the summary exists only at the end.
+ * The point's counts and live metrics so far, every `SNAPSHOT_INTERVAL_MS` while it runs and
+ * once more when its last record is in (only when an output subscribes). Live metrics, not the
+ * summary: every thread sends what it measured each second (src/metrics/live.ts); the summary
+ * exists only at the end.
  */
 export interface SnapshotEvent {
   point: PointInfo;
   counts: LoadgenProgress;
   /** Seconds on the point's clock. */
   atS: number;
+  /** Cumulative and windowed metrics (docs/metrics.md, "Live metrics"). */
+  live: LiveSnapshot;
+  /** Set on the point's last snapshot, told after its last record and before pointFinished. */
+  final?: true;
 }
 
 export interface PointFinished {
@@ -294,9 +301,10 @@ export class SessionEvents {
 
   snapshot(e: SnapshotEvent): void {
     const view = (): SnapshotEvent => ({
+      ...e,
       point: this.point(e.point),
       counts: ownCopy(e.counts),
-      atS: e.atS,
+      live: ownCopy(e.live),
     });
     for (const o of [...this.outputs]) {
       if (!o.snapshot) continue;

@@ -30,6 +30,7 @@ import {
   WORKER_START_LEAD_MS,
   workerAnswerMs,
 } from '../loadgen/workers.js';
+import { type LiveDelta, LiveRecorder, LiveView } from '../metrics/live.js';
 import { type RunSummary, SummaryBuilder, type Warning } from '../metrics/summary.js';
 import { UntilTracker } from '../metrics/until.js';
 import { warning } from '../metrics/warnings.js';
@@ -322,6 +323,17 @@ async function measureLive(
     ...(plan.until
       ? { until: { tracker: new UntilTracker(plan.until), stop: new AbortController() } }
       : {}),
+    // Live metrics cost a little on every record: kept only when an output listens.
+    ...(session.wants('snapshot')
+      ? {
+          live: new LiveView({
+            ...(part.measured.count !== undefined && !isSessionScenario(point.scenario)
+              ? { totalRequests: part.measured.count }
+              : {}),
+            ...(point.durationS !== undefined ? { durationS: point.durationS } : {}),
+          }),
+        }
+      : {}),
   };
   const timers = pointTimers(c);
   let sent: Sent;
@@ -355,6 +367,12 @@ interface LiveContext {
   deadline: AbortController;
   /** `--until`: the rule following the records, and the stop it fires once its target is met. */
   until?: { tracker: UntilTracker; stop: AbortController };
+  /** The point's live metrics, when an output listens for snapshots; fed by every thread. */
+  live?: LiveView;
+  /** The point's clock, once its schedule is set (live deltas are placed on it). */
+  clock?: RunClock;
+  /** With --workers 0: hands this thread's live counts since the last call to `live`. */
+  takeLive?: () => void;
 }
 
 /** How the sending went: each thread's result, the threads lost, the records told. */
@@ -449,11 +467,19 @@ function pointTimers(c: LiveContext) {
         ? { totalRequests: counted + (part.warmup.count ?? 0) }
         : {}),
     });
-    if (session.wants('snapshot')) {
-      snapshots = setInterval(
-        () => session.snapshot({ point: info, counts: progress, atS: clock.nowUs() / 1e6 }),
-        SNAPSHOT_INTERVAL_MS,
-      );
+    c.clock = clock;
+    const live = c.live;
+    if (live) {
+      snapshots = setInterval(() => {
+        c.takeLive?.();
+        const atS = clock.nowUs() / 1e6;
+        session.snapshot({
+          point: info,
+          counts: progress,
+          atS,
+          live: live.snapshot(atS, progress),
+        });
+      }, SNAPSHOT_INTERVAL_MS);
     }
   };
   return {
@@ -504,6 +530,12 @@ async function sendInThread(c: LiveContext, started: (clock: RunClock) => void):
   // The schedule starts at the clock's origin: a shared --start-at, else just after the
   // manifest is written, as with workers.
   const clock = scheduleClock(point, c.hooks.onNotice);
+  const live = c.live && { view: c.live, recorder: new LiveRecorder() };
+  if (live) {
+    c.takeLive = () => {
+      if (!live.recorder.empty) live.view.add(live.recorder.take(), clock.nowUs() / 1e6);
+    };
+  }
   started(clock);
   let recordsTold = 0;
   let inThreadFailure: string | undefined;
@@ -522,6 +554,7 @@ async function sendInThread(c: LiveContext, started: (clock: RunClock) => void):
         session.record(info, r);
         recordsTold++;
         builder.add(r);
+        live?.recorder.add(r);
         if (c.until?.tracker.add(r)) c.until.stop.abort();
         // Test only (workers.ts testOnly): a bug while handling a request, after its record.
         if (testOnly.throwInThread) throw new RangeError('Invalid string length');
@@ -559,6 +592,7 @@ async function sendOnWorkers(c: LiveContext, started: (clock: RunClock) => void)
       seed: target.plan.seed,
       workload: liveWorkload(c),
       summaryContext: summaryContext(target.plan, c.part.load),
+      ...(c.live ? { liveIntervalMs: SNAPSHOT_INTERVAL_MS } : {}),
     },
     clockFor: () => {
       const clock = scheduleClock(point, c.hooks.onNotice);
@@ -580,6 +614,14 @@ async function sendOnWorkers(c: LiveContext, started: (clock: RunClock) => void)
       }
     },
     progress: c.progress,
+    ...(c.live
+      ? {
+          onLive: (delta: LiveDelta) => {
+            const live = c.live;
+            if (live && c.clock) live.add(delta, c.clock.nowUs() / 1e6);
+          },
+        }
+      : {}),
     ...liveSignals(c),
   });
   for (const state of run.states) c.builder.merge(state);
@@ -644,6 +686,7 @@ async function finishLive(
   const cold = c.target.simulator !== undefined && c.info.index === 0;
   if (sharing && !cold) summary.warnings.push(warning('prefix_cache_uncontrolled', {}));
   summary.warnings.push(...(c.hooks.warnings?.(summary) ?? []));
+  finalSnapshot(c);
   await c.session.pointFinished({
     point: c.info,
     summary,
@@ -652,6 +695,21 @@ async function finishLive(
     threads: health,
   });
   return { summary, point: c.info, ...(serverMetrics ? { serverMetrics } : {}) };
+}
+
+/** The point's last live snapshot, with every thread's last counts in: what its end shows. */
+function finalSnapshot(c: LiveContext): void {
+  const { live, clock } = c;
+  if (!live || !clock) return;
+  c.takeLive?.();
+  const atS = clock.nowUs() / 1e6;
+  c.session.snapshot({
+    point: c.info,
+    counts: c.progress,
+    atS,
+    live: live.snapshot(atS, c.progress),
+    final: true,
+  });
 }
 
 /**

@@ -26,9 +26,9 @@ export type RunOptions = RunPlanInput & {
   threshold?: string[];
   /** false with --no-html: no report.html next to the records. */
   html?: boolean;
-  /** More outputs of the session's events (--export, repeatable; session/userOutputs.ts). */
-  export?: string[];
-  /** Seconds an --export module may take to load, finish a point or the session (default 10). */
+  /** More outputs of the session's events (--output, repeatable; session/userOutputs.ts). */
+  output?: string[];
+  /** Seconds an --output module may take to load, finish a point or the session (default 10). */
   exportTimeoutS?: string;
 } & Record<string, unknown>;
 
@@ -40,7 +40,7 @@ export function prepareRun(options: RunOptions, command = 'run'): PreparedRun {
     timeScale,
     threshold,
     html: _html,
-    export: _export,
+    output: _output,
     exportTimeoutS,
     ...rest
   } = options;

@@ -1,7 +1,8 @@
 /**
- * Outputs chosen on the command line (`--export NAME[=ARG]`, repeatable): a built-in by name,
- * or a module of the user's own (a path ending in .js, .mjs, .cjs or .ts) whose default export
- * makes one from ARG. A new output is one file; no command changes.
+ * Outputs chosen on the command line (`--output NAME[=ARG]`, repeatable; `--export` is its old
+ * name): a built-in by name, or a module of the user's own (a path ending in .js, .mjs, .cjs or
+ * .ts) whose default export makes one from ARG. A new output is one entry here; no command
+ * changes. Built-ins other than `points` are imported when named, so a plain run loads none.
  */
 import { appendFileSync, existsSync } from 'node:fs';
 import { resolve } from 'node:path';
@@ -10,15 +11,26 @@ import { UsageError } from '../errors.js';
 import { builtInOutput, EXPORT_TIMEOUT_S, type Output, type PointFinished } from './events.js';
 import type { Notify } from './target.js';
 
+/** What a command gives the outputs it makes. */
+export interface OutputContext {
+  /** Tells the user something on the terminal (stderr), as the command's notices are. */
+  notice: Notify;
+  /** Stops the session as the first Ctrl-C does (what is in flight finishes; exit 130). */
+  requestStop?: () => void;
+}
+
 /** Makes an output from the text after `=` (undefined when there was none). */
-export type OutputFactory = (arg: string | undefined) => Output | Promise<Output>;
+export type OutputFactory = (
+  arg: string | undefined,
+  context: OutputContext,
+) => Output | Promise<Output>;
 
 /** The built-in outputs besides the results directory, the HTML report and the progress line. */
 export const BUILT_IN_OUTPUTS: Record<string, { about: string; make: OutputFactory }> = {
   points: {
     about: 'points=FILE: one JSON line per finished point (id, directory, load, headline metrics)',
     make: (file) => {
-      if (!file) throw new UsageError(['--export points needs a file: --export points=FILE']);
+      if (!file) throw new UsageError(['--output points needs a file: --output points=FILE']);
       return pointsOutput(file);
     },
   },
@@ -33,6 +45,8 @@ export interface LoadOptions {
   onNotice?: Notify;
   /** Ctrl-C while a module loads: it is left out at once (the command then stops). */
   stop?: AbortSignal;
+  /** Given to every output's factory (OutputContext.requestStop). */
+  requestStop?: () => void;
 }
 
 /**
@@ -46,15 +60,19 @@ export async function loadOutputs(
 ): Promise<Output[]> {
   const outputs: Output[] = [];
   const timeoutS = o.exportTimeoutS ?? EXPORT_TIMEOUT_S;
+  const context: OutputContext = {
+    notice: o.onNotice ?? (() => {}),
+    ...(o.requestStop ? { requestStop: o.requestStop } : {}),
+  };
   for (const spec of specs ?? []) {
     const at = spec.indexOf('=');
     const name = at < 0 ? spec : spec.slice(0, at);
     const arg = at < 0 ? undefined : spec.slice(at + 1);
     if (!MODULE.test(name)) {
-      outputs.push(await builtIn(name, arg));
+      outputs.push(await builtIn(name, arg, context));
       continue;
     }
-    const made = await withinS(fromModule(name, arg), timeoutS, o.stop);
+    const made = await withinS(fromModule(name, arg, context), timeoutS, o.stop);
     if (made) outputs.push(made);
     else if (o.stop?.aborted) o.onNotice?.(`output ${name} was still loading when stopped`);
     else {
@@ -110,28 +128,40 @@ async function withinS<T>(
   }
 }
 
-function builtIn(name: string, arg: string | undefined): Output | Promise<Output> {
+function builtIn(
+  name: string,
+  arg: string | undefined,
+  context: OutputContext,
+): Output | Promise<Output> {
   const known = Object.hasOwn(BUILT_IN_OUTPUTS, name) ? BUILT_IN_OUTPUTS[name] : undefined;
   if (!known) {
+    // `probe decode --output N` once meant N output tokens.
+    const tokens = /^\d+$/.test(name) ? ' (for output tokens: --output-tokens N)' : '';
     throw new UsageError([
-      `--export ${name}: no such output; choose ${Object.keys(BUILT_IN_OUTPUTS).join(', ')}, or give a module path (./my-output.js[=ARG]) whose default export makes one`,
+      `--output ${name}: no such output${tokens}; choose ${Object.keys(BUILT_IN_OUTPUTS).join(', ')}, or give a module path (./my-output.js[=ARG]) whose default export makes one`,
     ]);
   }
-  return known.make(arg);
+  return known.make(arg, context);
 }
 
-async function fromModule(path: string, arg: string | undefined): Promise<Output> {
+async function fromModule(
+  path: string,
+  arg: string | undefined,
+  context: OutputContext,
+): Promise<Output> {
   const file = resolve(path);
-  if (!existsSync(file)) throw new UsageError([`--export ${path}: no such file`]);
+  if (!existsSync(file)) throw new UsageError([`--output ${path}: no such file`]);
   const mod = (await import(pathToFileURL(file).href)) as { default?: unknown };
   if (typeof mod.default !== 'function') {
     throw new UsageError([
-      `--export ${path}: the module's default export must be a function (arg) => Output (see docs/library.md, "Outputs")`,
+      `--output ${path}: the module's default export must be a function (arg) => Output (see docs/library.md, "Outputs")`,
     ]);
   }
-  const output = (await (mod.default as OutputFactory)(arg)) as Partial<Output> | undefined;
+  const output = (await (mod.default as OutputFactory)(arg, context)) as
+    | Partial<Output>
+    | undefined;
   if (!output || typeof output.name !== 'string') {
-    throw new UsageError([`--export ${path}: its default export returned no output with a name`]);
+    throw new UsageError([`--output ${path}: its default export returned no output with a name`]);
   }
   return output as Output;
 }

@@ -330,7 +330,15 @@ describe('infergauge probe against the simulator (virtual time)', () => {
       '--levels',
       '1,2',
     ]);
-    const old = await probeCli(['decode', '--input', '32', '--output', '48', '--levels', '1,2']);
+    const old = await probeCli([
+      'decode',
+      '--input',
+      '32',
+      '--output-tokens',
+      '48',
+      '--levels',
+      '1,2',
+    ]);
     const { startedAt: _a, ...commonJson } = common.json as unknown as Record<string, unknown>;
     const { startedAt: _b, ...oldJson } = old.json as unknown as Record<string, unknown>;
     assert.deepEqual(commonJson, oldJson);
@@ -391,14 +399,14 @@ describe('infergauge probe against the simulator (virtual time)', () => {
       '--simulate',
       '--levels',
       '1,x',
-      '--output',
+      '--output-tokens',
       '1',
       '--url',
       'http://127.0.0.1:9',
     ]);
     assert.equal(decode.code, 2);
     assert.match(decode.stderr, /--levels must be whole numbers/);
-    assert.match(decode.stderr, /--output must be a whole number >= 2/);
+    assert.match(decode.stderr, /--output-tokens must be a whole number >= 2/);
     assert.match(decode.stderr, /--simulate runs without a server: drop --url/);
   });
 });

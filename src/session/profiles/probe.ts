@@ -187,10 +187,9 @@ export function probeSettings(
   }
   const inputFlag =
     o.inputTokens === undefined && o.input !== undefined ? '--input' : '--input-tokens';
-  const outputFlag =
-    o.outputTokens === undefined && o.output !== undefined ? '--output' : '--output-tokens';
+  const outputFlag = '--output-tokens';
   const inputTokens = whole(inputFlag, o.inputTokens ?? o.input, PROBE_DEFAULTS.input);
-  const outputTokens = whole(outputFlag, o.outputTokens ?? o.output, PROBE_DEFAULTS.output, 2);
+  const outputTokens = whole(outputFlag, o.outputTokens, PROBE_DEFAULTS.output, 2);
   if (maxModelLen !== undefined && inputTokens + outputTokens > maxModelLen) {
     problems.push(
       `${inputFlag} ${inputTokens} + ${outputFlag} ${outputTokens} exceed ${simulator}: shorten them or raise --max-model-len`,

@@ -4,8 +4,10 @@
  * awaited, when it finishes in time); it never ends the session, holds it past its deadline, or
  * changes what the session and its built-in outputs see.
  */
+
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
+import { LiveView } from '../../../src/metrics/live.js';
 import type { RunSummary } from '../../../src/metrics/summary.js';
 import type { RequestRecord } from '../../../src/record.js';
 import {
@@ -94,7 +96,7 @@ async function tellEvery(events: SessionEvents) {
   events.record(point, rec);
   events.lines(point, `${JSON.stringify(record())}\n`, 1);
   events.telemetry({ point, snapshot: { tUs: 1, metrics: { a: 1 } } as never });
-  events.snapshot({ point, counts: progress, atS: 1 });
+  events.snapshot({ point, counts: progress, atS: 1, live: new LiveView().snapshot(1, progress) });
   await events.pointFinished({ point, summary: sum, saveServerMetrics: false });
   await events.sessionFinished(0);
   return { rec, sum, progress, point };
