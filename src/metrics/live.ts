@@ -175,7 +175,7 @@ export interface LiveDelta {
   completed: number;
   failed: number;
   failedByKind: Partial<Record<ErrorKind, number>>;
-  /** Tokens of the requests that finished (failed ones' partial output included). */
+  /** Tokens of the completed requests, as the summary's `tokens` counts them. */
   inputTokens: number;
   outputTokens: number;
   histograms: Record<LiveHistogramKey, LiveHistogramState>;
@@ -223,21 +223,22 @@ class LiveTotals {
 
   addRecord(r: RequestRecord): void {
     const h = this.histograms;
-    this.inputTokens += r.inputTokens ?? r.requestedInputTokens;
-    this.outputTokens += r.outputTokens;
     if (r.error) {
       this.failed++;
       this.failedByKind[r.error.kind] = (this.failedByKind[r.error.kind] ?? 0) + 1;
       return;
     }
+    // Tokens as the summary counts them: of completed requests, input where it is known.
     this.completed++;
+    this.inputTokens += r.inputTokens ?? 0;
+    this.outputTokens += r.outputTokens;
     h.e2eMs.add(r.endAt - r.sentAt, 1, 1e-3);
     if (r.firstTokenAt !== undefined) h.ttftMs.add(r.firstTokenAt - r.sentAt, 1, 1e-3);
     if (r.firstTokenAt !== undefined && r.lastTokenAt !== undefined && r.outputTokens > 1) {
       h.tpotMs.add((r.lastTokenAt - r.firstTokenAt) / (r.outputTokens - 1), 1, 1e-3);
     }
     forEachTokenGap(r, (gapMs, tokens) => h.itlMs.add(gapMs / tokens, tokens, 1e-3));
-    h.inputTokens.add(r.inputTokens ?? r.requestedInputTokens);
+    if (r.inputTokens !== undefined) h.inputTokens.add(r.inputTokens);
     h.outputTokens.add(r.outputTokens);
   }
 
