@@ -1,6 +1,7 @@
 /**
  * Outputs as a newcomer adds one (issue 28): one new file whose default export makes an output,
- * named with --export; no command changes. The process is what is tested: the CLI loads it.
+ * named with --output (--export, its old name, still read); no command changes. The process is
+ * what is tested: the CLI loads it.
  */
 import assert from 'node:assert/strict';
 import { readFileSync, writeFileSync } from 'node:fs';
@@ -37,7 +38,7 @@ export default (file) => ({
     '--no-html',
     '--out',
     join(dir, 'sweep'),
-    '--export',
+    '--output',
     `${module}=${log}`,
     '--export',
     `points=${points}`,
@@ -59,9 +60,16 @@ export default (file) => ({
 });
 
 test('an unknown output or a module without a factory exits 2 naming the fix', async () => {
-  const unknown = await runCli(['run', '--simulate', '--requests', '2', '--export', 'nope']);
+  const unknown = await runCli(['run', '--simulate', '--requests', '2', '--output', 'nope']);
   assert.equal(unknown.code, 2);
-  assert.match(unknown.stderr, /--export nope: no such output; choose points/);
+  assert.match(unknown.stderr, /--output nope: no such output; choose .*points/);
+  // probe decode's --output N once meant output tokens.
+  const tokens = await runCli(['probe', 'decode', '--simulate', '--output', '64']);
+  assert.equal(tokens.code, 2);
+  assert.match(
+    tokens.stderr,
+    /--output 64: no such output \(for output tokens: --output-tokens N\)/,
+  );
   const bad = join(dir, 'bad.mjs');
   writeFileSync(bad, 'export const x = 1;\n');
   const r = await runCli(['run', '--simulate', '--requests', '2', '--export', bad]);

@@ -129,3 +129,19 @@ describe('a misspelt preset gets a did-you-mean', () => {
     assert.doesNotMatch(far.problems.join('\n'), /did you mean/);
   });
 });
+
+describe('outputs in a plan file', () => {
+  test('outputs: and its old name export: are one list, in the order given; printed as outputs:', () => {
+    const { options } = planFileOptions(
+      { outputs: ['ui=0', 'points=a.jsonl'], export: 'prometheus=0' },
+      'plan.yaml',
+    );
+    assert.deepEqual(options.output, ['ui=0', 'points=a.jsonl', 'prometheus=0']);
+    const prepared = prepareRun({ output: ['points=a.jsonl'] } as RunOptions);
+    const printed = planFileOf(
+      { output: ['points=a.jsonl'] },
+      redactPlan(prepared.plan as RunPlan),
+    );
+    assert.deepEqual(printed.outputs, ['points=a.jsonl']);
+  });
+});
