@@ -3,11 +3,14 @@
  * thread, as --workers 0 and virtual time tell it) and SessionEvents.lines (a worker's batch)
  * with only built-in outputs subscribed, then with an output of the user's own that reads every
  * record too, which gets frozen copies. Records have `--tokens` output tokens, one per event.
+ * Last, what a measuring thread adds per record once an output listens for live snapshots
+ * (LiveRecorder.add, issue 52).
  *
  *   node --import tsx bench/outputs.ts [--records 200000] [--tokens 256]
  */
 import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
+import { LiveRecorder } from '../src/metrics/live.js';
 import type { RequestRecord } from '../src/record.js';
 import { builtInOutput, type Output, SessionEvents } from '../src/session/events.js';
 
@@ -95,4 +98,21 @@ for (const how of ['record', 'lines'] as const) {
     `${how}: ${base.toFixed(3)} µs/record built-in outputs only; ${withUser.toFixed(3)} µs/record with an output of the user's own reading every record (${TOKENS} tokens)\n`,
   );
 }
+
+function timeLive(): number {
+  const live = new LiveRecorder();
+  const records = Array.from({ length: 64 }, (_, i) => record(i));
+  const started = performance.now();
+  for (let i = 0; i < N; i++) {
+    live.add(records[i % 64]);
+    // A worker hands its counts over once a second: some thousands of records apart.
+    if (i % 4096 === 0) sink += live.take().completed;
+  }
+  return ((performance.now() - started) * 1000) / N;
+}
+timeLive();
+const liveUs = timeLive();
+process.stdout.write(
+  `live counts: ${liveUs.toFixed(3)} µs/record (${((liveUs / TOKENS) * 1000).toFixed(0)} ns per token event) when an output listens for snapshots\n`,
+);
 if (sink < 0) process.stdout.write(String(sink));

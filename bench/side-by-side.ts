@@ -29,6 +29,7 @@
  *     [--levels 16,64,256] [--tokens-per-event 1] [--ttft-ms 0] [--itl-ms 0] [--events-per-s 0]
  *     [--requests 10000] [--repeats 3] [--workers default,0,1] [--clients infergauge,vllm,floor]
  *     [--floor-objects 0,0] [--peer PATH|vllm] [--peer-tokenizer NAME] [--python /usr/bin/python3]
+ *     [--infergauge-args 'ARGS;ARGS...']
  *     [--pin-server 0] [--pin-client 1] [--out DIR] [--markdown]
  */
 import { spawn, spawnSync } from 'node:child_process';
@@ -100,6 +101,8 @@ interface Options {
   clients: Set<ClientName>;
   /** The floor's garbage: objects held per request, objects dropped per read. */
   floorObjects: [number, number];
+  /** Each infergauge client runs once per entry, with its arguments added. */
+  infergaugeArgs: string[][];
   peer: string | undefined;
   peerTokenizer: string | undefined;
   python: string;
@@ -136,6 +139,9 @@ function parseOptions(): Options {
       workers: { type: 'string', default: 'default' },
       clients: { type: 'string', default: 'infergauge,vllm' },
       'floor-objects': { type: 'string', default: '0,0' },
+      // More infergauge runs in the same repeats, each with these arguments added (paired):
+      // ';--output ./bench/live-listener.mjs' runs it plain and with a live listener.
+      'infergauge-args': { type: 'string', default: '' },
       peer: { type: 'string' },
       'peer-tokenizer': { type: 'string' },
       python: {
@@ -178,6 +184,9 @@ function parseOptions(): Options {
     workers,
     clients: clients as Set<ClientName>,
     floorObjects: floorObjects as [number, number],
+    infergaugeArgs: values['infergauge-args']
+      .split(';')
+      .map((v) => v.trim().split(/\s+/).filter(Boolean)),
     peer: values.peer,
     peerTokenizer: values['peer-tokenizer'],
     python: values.python,
@@ -215,9 +224,10 @@ interface ClientFigures {
   verdict?: string;
 }
 
-function infergaugeClient(workers: string, options: Options): Client {
+function infergaugeClient(workers: string, options: Options, more: string[]): Client {
+  const label = workers === 'default' ? 'infergauge' : `infergauge --workers ${workers}`;
   return {
-    label: workers === 'default' ? 'infergauge' : `infergauge --workers ${workers}`,
+    label: [label, ...more].join(' '),
     argv: (url, concurrency, dir) => [
       process.execPath,
       CLI,
@@ -239,6 +249,7 @@ function infergaugeClient(workers: string, options: Options): Client {
       '--no-html',
       '--json',
       ...(workers === 'default' ? [] : ['--workers', workers]),
+      ...more,
     ],
     read(dir) {
       const summary = JSON.parse(readFileSync(join(dir, 'summary.json'), 'utf8'));
@@ -762,7 +773,10 @@ async function main(): Promise<void> {
   const binary = prepareHarness(options.pinServer, usage);
   const clients: Client[] = [];
   if (options.clients.has('infergauge')) {
-    for (const workers of options.workers) clients.push(infergaugeClient(workers, options));
+    for (const workers of options.workers) {
+      for (const more of options.infergaugeArgs)
+        clients.push(infergaugeClient(workers, options, more));
+    }
   }
   if (options.clients.has('vllm')) {
     const peer = peerClient(options);
