@@ -357,13 +357,18 @@ export class LiveView {
     bin.addDelta(delta);
   }
 
-  /** The snapshot at `atS` seconds, with the run's live counts. */
-  snapshot(atS: number, counts: { sent: number; inFlight: number }): LiveSnapshot {
+  /**
+   * The snapshot at `atS` seconds, with the run's live counts. Each but the `last` (told as the
+   * point ends, after its drain) samples the in-flight count for the concurrency.
+   */
+  snapshot(atS: number, counts: { sent: number; inFlight: number }, last = false): LiveSnapshot {
     const elapsedS = Math.max(0, atS);
     const now = Math.floor(elapsedS);
-    this.inFlight.push([now, counts.inFlight]);
-    this.inFlightSum += counts.inFlight;
-    this.inFlightSamples++;
+    if (!last || this.inFlightSamples === 0) {
+      this.inFlight.push([now, counts.inFlight]);
+      this.inFlightSum += counts.inFlight;
+      this.inFlightSamples++;
+    }
     // The window runs from the whole second LIVE_WINDOW_S ago to now: its seconds of arrival
     // are whole, the last one in progress.
     const from = Math.max(0, now - LIVE_WINDOW_S);

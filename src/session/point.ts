@@ -707,7 +707,7 @@ function finalSnapshot(c: LiveContext): void {
     point: c.info,
     counts: c.progress,
     atS,
-    live: live.snapshot(atS, c.progress),
+    live: live.snapshot(atS, c.progress, true),
     final: true,
   });
 }
