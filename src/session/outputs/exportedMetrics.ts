@@ -34,6 +34,38 @@ export interface ExportedMetric {
   prometheus: string;
 }
 
+/**
+ * UCUM units to Prometheus unit words, from open-telemetry/opentelemetry-specification,
+ * specification/compatibility/prometheus_and_openmetrics.md ("OTLP Metric points to
+ * Prometheus", at 1377f53b2bc0683c45169b8f20fd973eb4d59419): only the units exported here. `1`
+ * (a ratio) is not in the spec's table: the OpenTelemetry Collector's translator says `ratio`.
+ */
+const UNIT_WORDS: Record<string, string> = { s: 'seconds', '1': 'ratio' };
+
+/**
+ * The Prometheus name of an OpenTelemetry metric, by the rules of the specification above:
+ * characters outside `[a-zA-Z0-9_:]` become `_` (runs of `_` become one), units in braces are
+ * dropped, a unit word is added unless the name already ends with it, a gauge of unit `1` aside,
+ * and a counter ends in `_total`.
+ */
+export function prometheusName(name: string, unit: string, kind: MetricKind): string {
+  let out = sanitise(name);
+  const word = UNIT_WORDS[unit.replace(/\{[^}]*\}/g, '')];
+  if (word && !out.endsWith(`_${word}`)) out += `_${word}`;
+  if (kind === 'counter' && !out.endsWith('_total')) out += '_total';
+  return out;
+}
+
+/** A Prometheus label name for an attribute key (the same rule as names, no colons). */
+export function prometheusLabel(key: string): string {
+  return sanitise(key).replace(/:/g, '_');
+}
+
+function sanitise(name: string): string {
+  const out = name.replace(/[^a-zA-Z0-9_:]/g, '_').replace(/_+/g, '_');
+  return /^[0-9]/.test(out) ? `_${out}` : out;
+}
+
 function metric(name: string, unit: string, kind: MetricKind, description: string) {
   return { name, unit, kind, description, prometheus: prometheusName(name, unit, kind) };
 }
@@ -117,38 +149,6 @@ export const HISTOGRAM_OF: Readonly<Record<LiveHistogramKey, ExportedMetric>> = 
   inputTokens: EXPORTED.tokens,
   outputTokens: EXPORTED.tokens,
 };
-
-/**
- * UCUM units to Prometheus unit words, from open-telemetry/opentelemetry-specification,
- * specification/compatibility/prometheus_and_openmetrics.md ("OTLP Metric points to
- * Prometheus", at 1377f53b2bc0683c45169b8f20fd973eb4d59419): only the units exported here. `1`
- * (a ratio) is not in the spec's table: the OpenTelemetry Collector's translator says `ratio`.
- */
-const UNIT_WORDS: Record<string, string> = { s: 'seconds', '1': 'ratio' };
-
-/**
- * The Prometheus name of an OpenTelemetry metric, by the rules of the specification above:
- * characters outside `[a-zA-Z0-9_:]` become `_` (runs of `_` become one), units in braces are
- * dropped, a unit word is added unless the name already ends with it, a gauge of unit `1` aside,
- * and a counter ends in `_total`.
- */
-export function prometheusName(name: string, unit: string, kind: MetricKind): string {
-  let out = sanitise(name);
-  const word = UNIT_WORDS[unit.replace(/\{[^}]*\}/g, '')];
-  if (word && !out.endsWith(`_${word}`)) out += `_${word}`;
-  if (kind === 'counter' && !out.endsWith('_total')) out += '_total';
-  return out;
-}
-
-/** A Prometheus label name for an attribute key (the same rule as names, no colons). */
-export function prometheusLabel(key: string): string {
-  return sanitise(key).replace(/:/g, '_');
-}
-
-function sanitise(name: string): string {
-  const out = name.replace(/[^a-zA-Z0-9_:]/g, '_').replace(/_+/g, '_');
-  return /^[0-9]/.test(out) ? `_${out}` : out;
-}
 
 /** A point's load as a label: `closed:8`, `open:20/s` (`open:trace` for a replay). */
 export function loadLabel(load: LoadSpec): string {
