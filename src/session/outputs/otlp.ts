@@ -159,8 +159,14 @@ export async function otlpOutput(arg: string | undefined, context: OutputContext
   // The sockets the exporter opens: destroyed at the end, so a request a collector never
   // answers cannot keep the process alive past the bounded shutdown.
   const agents: http.Agent[] = [];
+  const timeoutSet =
+    process.env.OTEL_EXPORTER_OTLP_METRICS_TIMEOUT !== undefined ||
+    process.env.OTEL_EXPORTER_OTLP_TIMEOUT !== undefined;
   const inner = new OTLPMetricExporter({
     ...(url !== undefined ? { url } : {}),
+    // Unless the environment says otherwise, an export may take until the next one is due
+    // (the exporter's own default, 10 s, would outlive a run's end by that much).
+    ...(timeoutSet ? {} : { timeoutMillis: EXPORT_INTERVAL_MS }),
     httpAgentOptions: (protocol: string) => {
       const agent =
         protocol === 'https:'
@@ -172,10 +178,16 @@ export async function otlpOutput(arg: string | undefined, context: OutputContext
   });
   const where = url !== undefined ? redactUrl(url) : 'the collector OTEL_EXPORTER_OTLP_* names';
   let failures = 0;
+  // Set at the session's end: nothing more is sent or said.
+  let closed = false;
   const exporter: PushMetricExporter = {
     export(metrics, done) {
+      if (closed) {
+        done({ code: ExportResultCode.FAILED, error: new Error('the otlp output is closed') });
+        return;
+      }
       inner.export(metrics, (result) => {
-        if (result.code !== ExportResultCode.SUCCESS && failures++ === 0) {
+        if (!closed && result.code !== ExportResultCode.SUCCESS && failures++ === 0) {
           // Once: a collector that is down would otherwise say so every 5 s.
           context.notice(
             `otlp: pushing metrics to ${where} failed (${oneLine(result.error?.message ?? 'no reason given')}); the run goes on, later failures are not told`,
@@ -252,8 +264,11 @@ export async function otlpOutput(arg: string | undefined, context: OutputContext
       await bounded(`metrics of point ${e.point.id}`, reader.forceFlush());
     },
     async sessionFinished() {
-      const shutdown = provider.shutdown();
-      await bounded('last metrics', shutdown);
+      // A collector that did not answer gets no last push: it would only wait out the bound.
+      if (unanswered) closed = true;
+      await bounded('last metrics', provider.shutdown());
+      closed = true;
+      // Cuts a request still waiting for an answer, so that it cannot keep the process alive.
       for (const agent of agents) agent.destroy();
     },
   });
