@@ -128,7 +128,7 @@ export const EXPORTED = {
   ),
   clientLimited: metric(
     'infergauge.client.limited',
-    '1',
+    '',
     'gauge',
     '1 when client health found the load generator limiting the run, else 0, at its end',
   ),

@@ -184,7 +184,7 @@ describe('--output prometheus text', () => {
     // The first point finished: its client health and validity; the second is still running.
     assert.equal(of('infergauge_client_event_loop_delay_p99_seconds', 'sess-0')[0].value, 0.0125);
     assert.equal(of('infergauge_client_cpu_utilization_ratio', 'sess-0')[0].value, 0.25);
-    assert.equal(of('infergauge_client_limited_ratio', 'sess-0')[0].value, 1);
+    assert.equal(of('infergauge_client_limited', 'sess-0')[0].value, 1);
     assert.equal(of('infergauge_run_validity', 'sess-0')[0].value, 1);
     assert.equal(of('infergauge_run_validity', 'sess-1').length, 0);
     assert.equal(of('infergauge_client_requests_in_flight', 'sess-0')[0].value, 0);
