@@ -25,25 +25,29 @@ export type LiveHistogramKey = LiveLatencyKey | LiveTokenKey;
 
 /**
  * The explicit bucket upper bounds every exporter uses, in the metric's own unit (seconds for
- * latencies, tokens for counts): OpenTelemetry's GenAI semantic conventions' advice
- * (open-telemetry/semantic-conventions, docs/gen-ai/gen-ai-metrics.md, v1.41.0):
- * `gen_ai.client.operation.duration` for E2E, `gen_ai.server.time_to_first_token` for TTFT,
- * `gen_ai.server.time_per_output_token` for ITL and TPOT, `gen_ai.client.token.usage` for tokens.
- * docs/metrics.md, "Live metrics", lists them.
+ * latencies, tokens for counts): the ExplicitBucketBoundaries advice of OpenTelemetry's GenAI
+ * semantic conventions (open-telemetry/semantic-conventions, docs/gen-ai/gen-ai-metrics.md at
+ * 953276ff4d0404cdddb515e7418e6a2cf43c2b0b, the last before they moved to their own repository)
+ * for the metric each is exported as: `gen_ai.client.operation.duration` (E2E),
+ * `gen_ai.client.operation.time_to_first_chunk` (TTFT) and `.time_per_output_chunk` (ITL) share
+ * one advice; TPOT, infergauge's own, takes `gen_ai.server.time_per_output_token`'s, the one
+ * per-token advice; `gen_ai.client.token.usage` for tokens. docs/metrics.md, "Live metrics and
+ * exporters", lists them.
  */
+const CLIENT_OPERATION_S = [
+  0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92,
+];
+const PER_TOKEN_S = [0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5];
+const TOKENS = [
+  1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864,
+];
 export const EXPORT_BOUNDS: Readonly<Record<LiveHistogramKey, readonly number[]>> = {
-  e2eMs: [0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92],
-  ttftMs: [
-    0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
-  ],
-  itlMs: [0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5],
-  tpotMs: [0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5],
-  inputTokens: [
-    1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864,
-  ],
-  outputTokens: [
-    1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864,
-  ],
+  e2eMs: CLIENT_OPERATION_S,
+  ttftMs: CLIENT_OPERATION_S,
+  itlMs: CLIENT_OPERATION_S,
+  tpotMs: PER_TOKEN_S,
+  inputTokens: TOKENS,
+  outputTokens: TOKENS,
 };
 
 /** What an exported value is: a latency is kept in ms and exported in seconds. */

@@ -34,6 +34,18 @@ export const BUILT_IN_OUTPUTS: Record<string, { about: string; make: OutputFacto
       return pointsOutput(file);
     },
   },
+  otlp: {
+    about:
+      'otlp[=URL]: live metrics pushed over OTLP/HTTP to URL/v1/metrics every 5 s (no URL: the OTEL_EXPORTER_OTLP_* variables)',
+    // Imported here, when named: a plain run never loads the OpenTelemetry SDK.
+    make: async (url, context) => (await import('./outputs/otlp.js')).otlpOutput(url, context),
+  },
+  prometheus: {
+    about:
+      'prometheus[=PORT]: live metrics at http://127.0.0.1:PORT/metrics (default 9464; 0 picks a free port)',
+    make: async (port, context) =>
+      (await import('./outputs/prometheus.js')).prometheusOutput(port, context),
+  },
 };
 
 const MODULE = /\.(m?js|cjs|ts)$/;

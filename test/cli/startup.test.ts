@@ -130,6 +130,13 @@ test('run --url loads no charts, YAML, schemas, progress line or tables before i
     // After the run, report.html was rendered: the charts were loaded then, where they are used.
     const all = packagesIn(readFileSync(log, 'utf8').split('\n'));
     assert.ok(all.has('echarts'), 'report.html rendered without loading echarts?');
+    // Issue 52: the exporters and the OpenTelemetry SDK load only when an --output names them.
+    const whole = readFileSync(log, 'utf8').split('\n');
+    assert.deepEqual(
+      [...all].filter((p) => p.startsWith('@opentelemetry/')),
+      [],
+    );
+    assert.ok(!whole.some((u) => /\/session\/outputs\//.test(u)), 'an exporter was loaded');
   } finally {
     await server.close();
   }
