@@ -46,6 +46,12 @@ export const BUILT_IN_OUTPUTS: Record<string, { about: string; make: OutputFacto
     make: async (port, context) =>
       (await import('./outputs/prometheus.js')).prometheusOutput(port, context),
   },
+  ui: {
+    about:
+      'ui[=[HOST:]PORT]: a live dashboard in the browser (loopback, a free port by default; another HOST needs the printed token)',
+    // Imported when named: a plain run loads no server and no page.
+    make: async (arg, context) => (await import('./outputs/ui.js')).uiOutput(arg, context),
+  },
 };
 
 const MODULE = /\.(m?js|cjs|ts)$/;
