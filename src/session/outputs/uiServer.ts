@@ -60,7 +60,12 @@ export interface UiServer {
  * run ends when its session does, and what must wait for a tab (the report's grace) holds a
  * timer of its own.
  */
-export async function startUiServer(address: UiAddress, handle: UiHandler): Promise<UiServer> {
+export async function startUiServer(
+  address: UiAddress,
+  handle: UiHandler,
+  /** Hold the process open while listening (a command that only serves: `infergauge ui`). */
+  hold = false,
+): Promise<UiServer> {
   const token = isLoopback(address.host) ? undefined : randomBytes(18).toString('base64url');
   const server = createServer((req, res) => {
     const url = new URL(req.url ?? '/', 'http://ui.invalid');
@@ -76,7 +81,7 @@ export async function startUiServer(address: UiAddress, handle: UiHandler): Prom
       else res.destroy(err as Error);
     }
   });
-  server.on('connection', (socket) => socket.unref());
+  if (!hold) server.on('connection', (socket) => socket.unref());
   // Headers of a slow client may not hold a connection for long.
   server.headersTimeout = 10_000;
   server.requestTimeout = 30_000;
@@ -88,7 +93,7 @@ export async function startUiServer(address: UiAddress, handle: UiHandler): Prom
       resolve();
     });
   });
-  server.unref();
+  if (!hold) server.unref();
   const { port } = server.address() as AddressInfo;
   const shownHost = address.host.includes(':') ? `[${address.host}]` : address.host;
   const url = `http://${shownHost}:${port}/${token ? `?token=${token}` : ''}`;
