@@ -104,8 +104,10 @@ function startSession(o: SessionOptions): SessionEvents {
     },
     [
       ...(save ? [builtInOutput(resultsOutput(o.recordsFormat))] : []),
-      ...(o.outputs ?? []),
+      // Before the other outputs: at their sessionFinished report.html is there (the live
+      // dashboard turns into it; an exporter may link it).
       ...(save && o.html !== false ? [builtInOutput(htmlOutput(o.onNotice))] : []),
+      ...(o.outputs ?? []),
     ],
     o.onNotice,
     save,
