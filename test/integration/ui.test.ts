@@ -154,6 +154,12 @@ describe('the live dashboard during a run', { timeout: 4 * WAIT_MS }, () => {
         await late.page.$eval('#chart-throughput', (e) => e.querySelector('canvas') !== null),
       );
       if (process.env.INFERGAUGE_SCREENSHOTS === '1') {
+        // A picture with some history in its charts.
+        await late.page.waitForFunction(
+          () => Number(document.getElementById('history')?.dataset.rows) >= 15,
+          undefined,
+          { timeout: WAIT_MS },
+        );
         await late.page.screenshot({ path: join(REPO, 'docs/dashboard.png') });
       }
 

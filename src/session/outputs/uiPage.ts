@@ -99,7 +99,7 @@ button { font: inherit; padding: 4px 14px; border-radius: 6px; border: 1px solid
 button:disabled { opacity: 0.4; cursor: default; }
 main { padding: 14px 20px; display: grid; gap: 14px; }
 section { background: #fff; border: 1px solid var(--line); border-radius: 8px; padding: 10px 12px; }
-.tiles { display: grid; grid-template-columns: repeat(auto-fit, minmax(120px, 1fr)); gap: 8px; }
+.tiles { display: grid; grid-template-columns: repeat(auto-fit, minmax(110px, 1fr)); gap: 8px; }
 .tile .label { color: var(--muted); font-size: 12px; }
 .tile .value { font-size: 20px; font-variant-numeric: tabular-nums; }
 .tile .value.small { font-size: 13px; }
@@ -173,10 +173,10 @@ const SCRIPT = `'use strict';
   function base(yNames) {
     return {
       animation: false,
-      grid: { left: 50, right: yNames.length > 1 ? 50 : 16, top: 28, bottom: 28 },
+      grid: { left: 50, right: yNames.length > 1 ? 50 : 16, top: 48, bottom: 28 },
       legend: { top: 0 },
       tooltip: { trigger: 'axis' },
-      xAxis: { type: 'value', name: 's', nameGap: 4, min: 'dataMin' },
+      xAxis: { type: 'value', name: 's', nameGap: 4, min: 0 },
       yAxis: yNames.map((n, i) => ({ type: 'value', name: n, position: i ? 'right' : 'left', splitLine: { show: i === 0 } })),
     };
   }
