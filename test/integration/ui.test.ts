@@ -67,19 +67,34 @@ async function watch(browser: Browser, url: string): Promise<Watched> {
   return { page, errors, requests };
 }
 
-const numberAt = (page: Page, selector: string) =>
-  page.$eval(selector, (e) => Number((e as HTMLElement).dataset.value));
+/** The exact number an element of the page carries (`data-value`), as the page was told it. */
+const numberAt = async (page: Page, selector: string) =>
+  Number(await page.getAttribute(selector, 'data-value'));
+
+/**
+ * Waits until `data-NAME` of `selector` (a number) passes `ok`, reading it from here: the page's
+ * policy allows no eval, which a predicate run in the page would need.
+ */
+async function waitData(
+  page: Page,
+  selector: string,
+  name: string,
+  ok: (n: number) => boolean,
+): Promise<number> {
+  const deadline = performance.now() + WAIT_MS;
+  for (;;) {
+    const n = Number(await page.getAttribute(selector, `data-${name}`, { timeout: WAIT_MS }));
+    if (ok(n)) return n;
+    if (performance.now() > deadline) {
+      throw new Error(`${selector} data-${name} is still ${n} after ${WAIT_MS} ms`);
+    }
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
 
 /** Waits until the number at `selector` is above `floor`; returns it. */
 async function above(page: Page, selector: string, floor: number): Promise<number> {
-  await page.waitForFunction(
-    ([s, f]) =>
-      Number((document.querySelector(s as string) as HTMLElement | null)?.dataset.value) >
-      (f as number),
-    [selector, floor],
-    { timeout: WAIT_MS, polling: 100 },
-  );
-  return numberAt(page, selector);
+  return waitData(page, selector, 'value', (n) => n > floor);
 }
 
 /** Only the page's own origin (and data: URLs) was asked for anything. */
@@ -128,38 +143,21 @@ describe('the live dashboard during a run', { timeout: 4 * WAIT_MS }, () => {
       const seen = await above(first.page, '#completed', 0);
       await above(first.page, '#completed', seen);
       // Several snapshots in, a second tab opens: it gets the rows from the first on.
-      await first.page.waitForFunction(
-        () => Number(document.getElementById('history')?.dataset.rows) >= 3,
-        undefined,
-        { timeout: WAIT_MS },
-      );
-      const rowsBefore = await first.page.$eval('#history', (e) =>
-        Number((e as HTMLElement).dataset.rows),
-      );
+      await waitData(first.page, '#history', 'rows', (n) => n >= 3);
+      const rowsBefore = Number(await first.page.getAttribute('#history', 'data-rows'));
       const late = await watch(browser, run.url);
-      await late.page.waitForFunction(
-        (n) => Number(document.getElementById('history')?.dataset.rows) >= n,
-        rowsBefore,
-        { timeout: WAIT_MS },
-      );
-      const firstT = (w: Watched) =>
-        w.page.$eval('#history', (e) => (e as HTMLElement).dataset.firstT);
+      await waitData(late.page, '#history', 'rows', (n) => n >= rowsBefore);
+      const firstT = (w: Watched) => w.page.getAttribute('#history', 'data-first-t');
       assert.equal(
         await firstT(late),
         await firstT(first),
         'the late tab’s charts start where the first tab’s do',
       );
       // Charts are drawn (echarts, served by the output itself).
-      assert.ok(
-        await late.page.$eval('#chart-throughput', (e) => e.querySelector('canvas') !== null),
-      );
+      assert.ok((await late.page.locator('#chart-throughput canvas').count()) > 0);
       if (process.env.INFERGAUGE_SCREENSHOTS === '1') {
         // A picture with some history in its charts.
-        await late.page.waitForFunction(
-          () => Number(document.getElementById('history')?.dataset.rows) >= 15,
-          undefined,
-          { timeout: WAIT_MS },
-        );
+        await waitData(late.page, '#history', 'rows', (n) => n >= 15);
         await late.page.screenshot({ path: join(REPO, 'docs/dashboard.png') });
       }
 
@@ -173,11 +171,9 @@ describe('the live dashboard during a run', { timeout: 4 * WAIT_MS }, () => {
       // Both tabs now show the report, whose headline numbers are summary.json's.
       for (const w of [first, late]) {
         await w.page.waitForURL(/report\.html/, { timeout: WAIT_MS });
-        const cards = await w.page.$$eval('.card', (cs) =>
-          Object.fromEntries(
-            cs.map((c) => [c.querySelector('.k')?.textContent, c.querySelector('.v')?.textContent]),
-          ),
-        );
+        const cards = (await w.page.evaluate(
+          `Object.fromEntries([...document.querySelectorAll('.card')].map((c) => [c.querySelector('.k')?.textContent, c.querySelector('.v')?.textContent]))`,
+        )) as Record<string, string>;
         const l = summary.latency.ttftMs;
         assert.equal(cards['TTFT p50 / p99'], `${fmtSig(l.p50)} / ${fmtSig(l.p99)} ms`);
         const { completed, failed } = summary.requests;

@@ -12,7 +12,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { resultPath } from '../../results/layout.js';
 import { builtInOutput, type Output } from '../events.js';
-import type { OutputContext } from '../userOutputs.js';
+import type { Notify } from '../target.js';
 import {
   finishedOf,
   loadLabel,
@@ -38,12 +38,22 @@ export const MAX_CLIENT_BUFFER_BYTES = 4 * 1024 * 1024;
 /** How long a connected tab gets to fetch the report once the session ended. */
 export const REPORT_GRACE_MS = 2000;
 
+/** What the command gives the output: userOutputs.ts OutputContext (which imports this file lazily). */
+export interface DashboardContext {
+  notice: Notify;
+  /** Stops the session as the first Ctrl-C does; absent where nothing can stop it (virtual time). */
+  requestStop?: () => void;
+}
+
 interface Client {
   res: ServerResponse;
 }
 
 /** The output, its server listening and its URL told. */
-export async function uiOutput(arg: string | undefined, context: OutputContext): Promise<Output> {
+export async function uiOutput(
+  arg: string | undefined,
+  context: DashboardContext,
+): Promise<Output> {
   const dashboard = new Dashboard(context);
   await dashboard.start(arg);
   return dashboard.output();
@@ -59,7 +69,7 @@ export class Dashboard {
   private onReportFetch: (() => void) | undefined;
   private stopRequested = false;
 
-  constructor(private readonly context: OutputContext) {}
+  constructor(private readonly context: DashboardContext) {}
 
   async start(arg: string | undefined): Promise<UiServer> {
     const address = parseUiAddress(arg, '--output ui=');
