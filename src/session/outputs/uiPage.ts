@@ -350,8 +350,10 @@ const SCRIPT = `'use strict';
     drawTimeCharts();
     drawServer();
   });
-  on('row', (r) => { state.rows.push(r); drawTimeCharts(); });
-  on('telemetry', (r) => { state.telemetry.push(r); drawServer(); });
+  // Thinned as the server thins its own: a tab left open for days stays small.
+  const thin = (rows) => rows.length > 7200 ? rows.filter((_, i) => i % 2 === 0 || i === rows.length - 1) : rows;
+  on('row', (r) => { state.rows.push(r); state.rows = thin(state.rows); drawTimeCharts(); });
+  on('telemetry', (r) => { state.telemetry.push(r); state.telemetry = thin(state.telemetry); drawServer(); });
   on('snapshot', onSnapshot);
   on('finished', onFinished);
   on('end', onEnd);
