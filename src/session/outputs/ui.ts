@@ -37,6 +37,7 @@ export const MAX_CLIENTS = 16;
 export const MAX_CLIENT_BUFFER_BYTES = 4 * 1024 * 1024;
 /** How long a connected tab gets to fetch the report once the session ended. */
 export const REPORT_GRACE_MS = 2000;
+const HEARTBEAT_MS = 15_000;
 
 /** What the command gives the output: userOutputs.ts OutputContext (which imports this file lazily). */
 export interface DashboardContext {
@@ -68,12 +69,19 @@ export class Dashboard {
   private reportFetches = 0;
   private onReportFetch: (() => void) | undefined;
   private stopRequested = false;
+  private heartbeat: NodeJS.Timeout | undefined;
 
   constructor(private readonly context: DashboardContext) {}
 
   async start(arg: string | undefined): Promise<UiServer> {
     const address = parseUiAddress(arg, '--output ui=');
     this.server = await startUiServer(address, (req, res, url) => this.handle(req, res, url));
+    // Between points (a warm-up, a long drain) nothing is told: a comment keeps the streams
+    // from looking idle to anything between, and finds the tabs that left.
+    this.heartbeat = setInterval(() => {
+      for (const c of this.clients) c.res.write(': ping\n\n');
+    }, HEARTBEAT_MS);
+    this.heartbeat.unref();
     this.context.notice(`live dashboard at ${this.server.url}`);
     return this.server;
   }
@@ -169,6 +177,7 @@ export class Dashboard {
 
   /** Ends every stream (what it holds flushed, within `flushMs`) and closes the server. */
   async close(flushMs = 0): Promise<void> {
+    clearInterval(this.heartbeat);
     const flushed = [...this.clients].map(
       (c) =>
         new Promise<void>((resolve) => {

@@ -148,7 +148,8 @@ export class UiHistory {
 
   /** Everything a new tab needs, in the order it happened (per kind). */
   replay(): UiEvent[] {
-    const events: UiEvent[] = [];
+    // A tab that reconnects (EventSource does by itself) starts over rather than doubling up.
+    const events: UiEvent[] = [{ event: 'reset', data: {} }];
     if (this.session) events.push({ event: 'session', data: this.session });
     for (const p of this.points) events.push({ event: 'point', data: p });
     events.push({

@@ -333,6 +333,12 @@ const SCRIPT = `'use strict';
   const on = (name, f) => source.addEventListener(name, (m) => f(JSON.parse(m.data)));
   source.onopen = () => { if (!state.ended) setStatus('running'); };
   source.onerror = () => { if (!state.ended) setStatus('connection lost; retrying', 'lost'); };
+  on('reset', () => {
+    state.points = [];
+    state.finished = [];
+    const box = $('finished');
+    box.replaceChildren(el('p', 'muted', 'none yet'));
+  });
   on('session', (s) => {
     state.session = s;
     $('session').textContent = 'infergauge ' + s.command + ' · ' + s.id;

@@ -255,7 +255,7 @@ describe('a tab opened late', () => {
 
       const text = await listen(served.url, '/events', (t) => t.includes('event: snapshot'));
       const names = [...text.matchAll(/^event: (\w+)$/gm)].map((m) => m[1]);
-      assert.deepEqual(names, ['session', 'point', 'history', 'finished', 'snapshot']);
+      assert.deepEqual(names, ['reset', 'session', 'point', 'history', 'finished', 'snapshot']);
       const history = JSON.parse(/event: history\ndata: (.*)\n/.exec(text)?.[1] ?? '{}') as {
         rows: UiRow[];
       };
