@@ -26,7 +26,7 @@ async function ui(dir: string, o: { host: string; port: string }): Promise<numbe
   ]);
   if (!isDirectory(dir)) return printProblems('ui', [`${dir} is not a directory`]);
   const host = o.host.includes(':') ? `[${o.host.replace(/^\[|\]$/g, '')}]` : o.host;
-  const address = parseUiAddress(`${host}:${o.port}`, '--host/--port');
+  const address = parseUiAddress(`${host}:${o.port}`, `--host ${o.host} --port ${o.port}`);
   const served = await serveResults(dir, address, (m) => printNotice('ui', m));
   printNotice('ui', `results at ${served.url} (Ctrl-C to stop)`);
   await new Promise<void>((resolve) => {

@@ -74,7 +74,7 @@ export class Dashboard {
   constructor(private readonly context: DashboardContext) {}
 
   async start(arg: string | undefined): Promise<UiServer> {
-    const address = parseUiAddress(arg, '--output ui=');
+    const address = parseUiAddress(arg, `--output ui=${arg}`);
     this.server = await startUiServer(address, (req, res, url) => this.handle(req, res, url));
     // Between points (a warm-up, a long drain) nothing is told: a comment keeps the streams
     // from looking idle to anything between, and finds the tabs that left.

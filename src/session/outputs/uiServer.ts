@@ -23,14 +23,17 @@ export const UI_STOP_HEADER = 'x-infergauge-stop';
 /** Where a client may give the token instead of `?token=` (the page's own fetches). */
 export const UI_TOKEN_HEADER = 'x-infergauge-token';
 
-/** `ui=[HOST:]PORT` (`0`, `8080`, `0.0.0.0:8080`, `[::1]:0`); undefined is loopback, a free port. */
-export function parseUiAddress(arg: string | undefined, what: string): UiAddress {
+/**
+ * `ui=[HOST:]PORT` (`0`, `8080`, `0.0.0.0:8080`, `[::1]:0`); undefined is loopback, a free
+ * port. `label` names what was given, for the usage error (`--output ui=abc`).
+ */
+export function parseUiAddress(arg: string | undefined, label: string): UiAddress {
   if (arg === undefined || arg === '') return { host: LOOPBACK_HOST, port: 0 };
   const m = /^(?:(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+):)?(\d{1,5})$/.exec(arg);
   const port = m ? Number(m[2]) : Number.NaN;
   if (!m || port > 65535) {
     throw new UsageError([
-      `${what} ${arg}: give [HOST:]PORT, a port from 0 (a free one) to 65535: ${what} 8080, ${what} 0.0.0.0:8080`,
+      `${label}: give [HOST:]PORT, a port from 0 (a free one) to 65535 (8080, 0.0.0.0:8080)`,
     ]);
   }
   const host = m[1] ? m[1].replace(/^\[|\]$/g, '') : LOOPBACK_HOST;
@@ -87,9 +90,15 @@ export async function startUiServer(
   server.requestTimeout = 30_000;
   server.maxHeadersCount = 64;
   await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
+    server.once('error', (err: NodeJS.ErrnoException) =>
+      reject(
+        new Error(
+          `the dashboard cannot listen on ${address.host}:${address.port}: ${err.code === 'EADDRINUSE' ? 'the port is taken (0 picks a free one)' : err.message}`,
+        ),
+      ),
+    );
     server.listen(address.port, address.host, () => {
-      server.off('error', reject);
+      server.removeAllListeners('error');
       resolve();
     });
   });
