@@ -86,10 +86,6 @@ export class Dashboard {
     return this.server;
   }
 
-  get url(): string | undefined {
-    return this.server?.url;
-  }
-
   output(): Output {
     const points = new Map<string, UiPoint>();
     const totals = new Map<string, number | undefined>();
