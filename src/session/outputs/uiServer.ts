@@ -92,9 +92,14 @@ export async function startUiServer(
   await new Promise<void>((resolve, reject) => {
     server.once('error', (err: NodeJS.ErrnoException) =>
       reject(
-        new Error(
-          `the dashboard cannot listen on ${address.host}:${address.port}: ${err.code === 'EADDRINUSE' ? 'the port is taken (0 picks a free one)' : err.message}`,
-        ),
+        // A port in use is the user's choice to change (exit 2, as prometheus's); the rest is not.
+        err.code === 'EADDRINUSE'
+          ? new UsageError([
+              `port ${address.port} on ${address.host} is in use: give another, or 0 for a free one`,
+            ])
+          : new Error(
+              `the dashboard cannot listen on ${address.host}:${address.port}: ${err.message}`,
+            ),
       ),
     );
     server.listen(address.port, address.host, () => {
