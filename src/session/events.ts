@@ -139,6 +139,14 @@ export interface Output {
   sessionFinished?(e: SessionFinished): void | Promise<void>;
 }
 
+/** What a command gives the outputs it makes (an output's factory's second argument). */
+export interface OutputContext {
+  /** Tells the user something on the terminal (stderr), as the command's notices are. */
+  notice: Notify;
+  /** Stops the session as the first Ctrl-C does (what is in flight finishes; exit 130). */
+  requestStop?: () => void;
+}
+
 type EventName = keyof Omit<Output, 'name' | 'required'>;
 
 export const SNAPSHOT_INTERVAL_MS = 1000;

@@ -8,16 +8,14 @@ import { appendFileSync, existsSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { UsageError } from '../errors.js';
-import { builtInOutput, EXPORT_TIMEOUT_S, type Output, type PointFinished } from './events.js';
+import {
+  builtInOutput,
+  EXPORT_TIMEOUT_S,
+  type Output,
+  type OutputContext,
+  type PointFinished,
+} from './events.js';
 import type { Notify } from './target.js';
-
-/** What a command gives the outputs it makes. */
-export interface OutputContext {
-  /** Tells the user something on the terminal (stderr), as the command's notices are. */
-  notice: Notify;
-  /** Stops the session as the first Ctrl-C does (what is in flight finishes; exit 130). */
-  requestStop?: () => void;
-}
 
 /** Makes an output from the text after `=` (undefined when there was none). */
 export type OutputFactory = (

@@ -31,8 +31,8 @@ import {
 import { UsageError } from '../../errors.js';
 import { terminalSafe } from '../../report/format.js';
 import { VERSION } from '../../version.js';
+import type { OutputContext } from '../events.js';
 import { builtInOutput, type Output } from '../events.js';
-import type { OutputContext } from '../userOutputs.js';
 import {
   type ExportedMetric,
   type PointSeries,

@@ -7,8 +7,8 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { UsageError } from '../../errors.js';
+import type { OutputContext } from '../events.js';
 import { builtInOutput, type Output } from '../events.js';
-import type { OutputContext } from '../userOutputs.js';
 import { type Attributes, prometheusLabel, type Sample, SessionSeries } from './exportedMetrics.js';
 
 /** The port OpenTelemetry's Prometheus exporters default to. */

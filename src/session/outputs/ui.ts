@@ -11,8 +11,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { resultPath } from '../../results/layout.js';
-import { builtInOutput, type Output } from '../events.js';
-import type { Notify } from '../target.js';
+import { builtInOutput, type Output, type OutputContext } from '../events.js';
 import {
   finishedOf,
   loadLabel,
@@ -39,22 +38,12 @@ export const MAX_CLIENT_BUFFER_BYTES = 4 * 1024 * 1024;
 export const REPORT_GRACE_MS = 2000;
 const HEARTBEAT_MS = 15_000;
 
-/** What the command gives the output: userOutputs.ts OutputContext (which imports this file lazily). */
-export interface DashboardContext {
-  notice: Notify;
-  /** Stops the session as the first Ctrl-C does; absent where nothing can stop it (virtual time). */
-  requestStop?: () => void;
-}
-
 interface Client {
   res: ServerResponse;
 }
 
 /** The output, its server listening and its URL told. */
-export async function uiOutput(
-  arg: string | undefined,
-  context: DashboardContext,
-): Promise<Output> {
+export async function uiOutput(arg: string | undefined, context: OutputContext): Promise<Output> {
   const dashboard = new Dashboard(context);
   await dashboard.start(arg);
   return dashboard.output();
@@ -71,7 +60,7 @@ export class Dashboard {
   private stopRequested = false;
   private heartbeat: NodeJS.Timeout | undefined;
 
-  constructor(private readonly context: DashboardContext) {}
+  constructor(private readonly context: OutputContext) {}
 
   async start(arg: string | undefined): Promise<UiServer> {
     const address = parseUiAddress(arg, `--output ui=${arg}`);
