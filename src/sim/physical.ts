@@ -58,6 +58,9 @@ export class WordHasher {
   }
 }
 
+/** How far (real milliseconds) a step may start behind its engine time before it starts now. */
+const LAG_LIMIT_MS = 3;
+
 interface Pending {
   sink: GenerationSink;
   last: boolean;
@@ -221,10 +224,18 @@ export class PhysicalEngine implements ServingEngine {
     else loop.timer = setTimeout(() => this.runStep(replica, startNs), delay);
   }
 
-  private runStep(replica: number, startNs: number): void {
+  private runStep(replica: number, planned: number): void {
     const loop = this.loops[replica];
     const model = this.cluster.replicas[replica];
     loop.timer = undefined;
+    // A host that cannot keep up with the time scale (steps shorter in real time than a timer's
+    // ~1 ms tick, as at --time-scale 0.05) would leave the engine's clock ever further behind
+    // the wall clock that stamps arrivals: it would admit a new request only once idle, serving
+    // one at a time. Past LAG_LIMIT_MS of real time behind, the engine starts its step now,
+    // as a GPU whose host was late does. Timers late by less keep their absolute targets.
+    const nowNs = this.engineNowNs();
+    const startNs =
+      nowNs - planned > (LAG_LIMIT_MS / this.options.timeScale) * 1e6 ? nowNs : planned;
     model.advanceTo(startNs);
     const result: StepResult | undefined = model.step();
     if (!result) {

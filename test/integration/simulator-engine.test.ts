@@ -463,6 +463,26 @@ describe('virtual time and the HTTP simulator agree', () => {
     }
   });
 
+  test('a time scale faster than the host keeps up with still batches: requests are not served one at a time', async () => {
+    // At 0.05 a decode step is ~0.4 ms of real time, under a timer's tick: the engine falls
+    // behind the wall clock that stamps arrivals. It once admitted a request only when idle
+    // (TTFT ~0.75 of E2E at concurrency 4); batched, TTFT is a prefill, E2E 64 decode steps.
+    const fast = await startSim({ 'time-scale': 0.05 });
+    try {
+      const run = await runAgainst(fast.url, {
+        load: { mode: 'closed', concurrency: 4 },
+        requests: 16,
+        inputTokens: 64,
+        outputTokens: 64,
+        target: { model: 'sim-llama-3-8b' },
+      });
+      const { ttftMs, e2eMs } = run.summary.latency;
+      assert.ok(ttftMs.p50 < 0.5 * e2eMs.p50, `TTFT p50 ${ttftMs.p50} ms, E2E p50 ${e2eMs.p50} ms`);
+    } finally {
+      await fast.stop();
+    }
+  });
+
   test('/metrics: vLLM names, preemptions counted, KV usage and DCGM memory as the engine has them', async () => {
     const small = await startSim({
       model: 'llama-3.1-8b',
