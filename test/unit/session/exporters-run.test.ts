@@ -23,6 +23,7 @@ import type { PreparedRun } from '../../../src/session/target.js';
 import { loadOutputs } from '../../../src/session/userOutputs.js';
 import { type RunningSimulator, startSimulator } from '../../../src/sim/simulator.js';
 import { parsePrometheusText } from '../../../src/telemetry/prometheus.js';
+import { REPO } from '../../../tools/repo.js';
 import { strictExpositionCheck } from '../../helpers/exposition.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'ig-exporters-'));
@@ -357,7 +358,8 @@ describe('--output otlp in a run', () => {
 });
 
 test('a plain run never loads the exporters: no static import reaches them', () => {
-  const src = resolve(import.meta.dirname, '../../../src');
+  // The sources themselves (the suite runs these tests compiled, beside compiled sources).
+  const src = join(REPO, 'src');
   const seen = new Set<string>();
   const stack = [join(src, 'cli/main.ts')];
   const external = new Set<string>();
