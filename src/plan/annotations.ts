@@ -122,37 +122,3 @@ function shown(text: string): string {
   const line = text.replace(/\p{Cc}/gu, ' ');
   return line.length > 40 ? `${line.slice(0, 40)}...` : line;
 }
-
-/** The GPUs a run says it ran on, and where that was learned. */
-export interface GpuInfo {
-  /** As the source names it: DCGM's `modelName`, nvidia-smi's `name`, or the user's text. */
-  type: string;
-  count: number;
-  source: 'dcgm' | 'nvidia-smi' | 'server-metrics' | 'server-info';
-}
-
-/** The most GPUs `--server-info gpu=` may name: a rack, not a typo's digit string. */
-const MAX_GPU_COUNT = 4096;
-
-/**
- * `--server-info gpu=H100x8` (also `8xH100`, `H100*8`, or `H100` for one) as a GPU type and
- * count. The count is split at the last lowercase `x`, `×` or `*` only where the type before it
- * holds a digit, so that names such as `RTX4090` or `gtx980` stay whole.
- */
-export function parseGpuText(text: string): Omit<GpuInfo, 'source'> | undefined {
-  const value = text.trim();
-  if (value.length === 0) return undefined;
-  const count = (n: string) => {
-    const c = Number(n);
-    return Number.isSafeInteger(c) && c >= 1 && c <= MAX_GPU_COUNT ? c : undefined;
-  };
-  const leading = /^(\d+)\s*[x×*]\s*(\S.*)$/.exec(value);
-  if (leading && count(leading[1]) !== undefined && /\D/.test(leading[2])) {
-    return { type: leading[2].trim(), count: count(leading[1]) as number };
-  }
-  const trailing = /^(.*\d.*?)\s*[x×*]\s*(\d+)$/.exec(value);
-  if (trailing && count(trailing[2]) !== undefined && trailing[1].trim().length > 0) {
-    return { type: trailing[1].trim(), count: count(trailing[2]) as number };
-  }
-  return { type: value, count: 1 };
-}

@@ -74,6 +74,7 @@ import { describeScenario } from '../../workload/scenarios.js';
 import { createSyntheticWorkload } from '../../workload/synthetic.js';
 import type { Output, SessionEvents } from '../events.js';
 import type { PointResult, PointRunner } from '../point.js';
+import { askServerEngine, environmentFields } from '../serverEngine.js';
 import { inSession, resultsRoot } from '../session.js';
 import { type SimulatorProcess, spawnSimulator } from '../simulator.js';
 import { type Notify, randomPromptSalt } from '../target.js';
@@ -407,11 +408,16 @@ async function capacitySession(
     if (protocol === 'h2' || url.startsWith('https:')) {
       c.onNotice?.(protocolNotice(mode, protocol));
     }
+    // What the server says it is, as run asks it (src/session/serverEngine.ts); never fails.
+    const environment = environmentFields(
+      await askServerEngine(url, { headers: {}, apiKey: c.apiKey, tls, proxy: c.proxy }),
+      c.serverInfo,
+    );
     const target = capacityTarget({
       session,
       server: sim
-        ? { url, builtInSimulator: true, simulator: sim.banner, protocol }
-        : { url, protocol, ...(via ? { proxy: via } : {}) },
+        ? { url, builtInSimulator: true, simulator: sim.banner, protocol, ...environment }
+        : { url, protocol, ...(via ? { proxy: via } : {}), ...environment },
       protocol,
       ...(c.proxy ? { proxy: c.proxy } : {}),
       url,

@@ -5,12 +5,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { parse, stringify } from 'yaml';
-import {
-  MAX_NOTE_CHARS,
-  MAX_SERVER_INFO_KEYS,
-  MAX_TAGS,
-  parseGpuText,
-} from '../../../src/plan/annotations.js';
+import { MAX_NOTE_CHARS, MAX_SERVER_INFO_KEYS, MAX_TAGS } from '../../../src/plan/annotations.js';
 import { planFileOptions } from '../../../src/plan/planFile.js';
 import { planFileOf } from '../../../src/plan/printPlan.js';
 import { parseRunPlan, redactPlan } from '../../../src/plan/runPlan.js';
@@ -123,23 +118,5 @@ describe('--tag, --note, --server-info', () => {
     assert.equal(bad.problems.length, 2);
     assert.match(bad.problems[0], /^--tag "a b" may hold only/);
     assert.match(bad.problems[1], /^--server-info password: a key named like a credential/);
-  });
-});
-
-describe('parseGpuText', () => {
-  test('reads a type and a count in the forms people write', () => {
-    assert.deepEqual(parseGpuText('H100x8'), { type: 'H100', count: 8 });
-    assert.deepEqual(parseGpuText('8xH100'), { type: 'H100', count: 8 });
-    assert.deepEqual(parseGpuText('A100-80GB * 4'), { type: 'A100-80GB', count: 4 });
-    assert.deepEqual(parseGpuText('MI300Xx8'), { type: 'MI300X', count: 8 });
-    assert.deepEqual(parseGpuText('H200'), { type: 'H200', count: 1 });
-    assert.deepEqual(parseGpuText('rtx4090x2'), { type: 'rtx4090', count: 2 });
-  });
-
-  test('keeps names whole where an x is part of the name', () => {
-    assert.deepEqual(parseGpuText('RTX4090'), { type: 'RTX4090', count: 1 });
-    assert.deepEqual(parseGpuText('gtx980'), { type: 'gtx980', count: 1 });
-    assert.deepEqual(parseGpuText('H100x0'), { type: 'H100x0', count: 1 });
-    assert.equal(parseGpuText('  '), undefined);
   });
 });
