@@ -62,8 +62,11 @@ export function factText(value: unknown): string | undefined {
 /** Keys a server names are shown too: the same rule, shorter. */
 const factKey = (key: string) => factText(key)?.slice(0, 64);
 
-/** Keys named like credentials are never kept, whatever a server puts under them. */
-const SECRET_KEY = /auth|key|token|secret|cookie|password|passwd|credential/i;
+/**
+ * Keys named like credentials are never kept, whatever a server puts under them: `hf_token`
+ * is one, `max_total_tokens` (a count) is not.
+ */
+const SECRET_KEY = /auth|key|secret|cookie|passw|credential|(^|[_.-])token$/i;
 
 /** `buildInfo` from a server's fields, at most MAX_FACT_KEYS, in the order given. */
 export function factsOf(entries: Iterable<[string, unknown]>): Record<string, string> | undefined {
