@@ -33,6 +33,10 @@ describe('--tag, --note, --server-info', () => {
     assert.deepEqual(stored.tags, plan.tags);
     assert.deepEqual(stored.serverInfo, plan.serverInfo);
     assert.deepEqual(parseRunPlan({}).tags, []);
+    // Engine flags that count tokens are facts, not credentials.
+    assert.deepEqual(parseRunPlan({ serverInfo: ['max-num-batched-tokens=8192'] }).serverInfo, {
+      'max-num-batched-tokens': '8192',
+    });
   });
 
   test('bad values are refused, each naming its flag and what to do', () => {
