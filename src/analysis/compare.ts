@@ -1447,6 +1447,18 @@ export interface RunConditions {
   simulatorArgs?: string[];
   /** The validity verdict of the runs behind the unit (the worst), with its reasons' codes. */
   validity?: { verdict: ValidityVerdict; codes: string[] };
+  /** The server as the manifest records it (engine, version, GPUs, --server-info). */
+  environment?: RunEnvironment;
+}
+
+/** What the manifest's `server` says about the environment, as text (src/session/serverEngine.ts). */
+export interface RunEnvironment {
+  engine?: string;
+  engineVersion?: string;
+  /** `2x NVIDIA H100 80GB HBM3`. */
+  gpu?: string;
+  /** `--server-info KEY=VALUE`, as given. */
+  serverInfo?: Record<string, string>;
 }
 
 /** One measured run (a run directory, a scenario of one, or a sweep point) ready to compare. */
@@ -1740,6 +1752,60 @@ export function unlikeReasons(a: RunUnit, b: RunUnit): UnlikeReason[] {
   return reasons;
 }
 
+/** One way the two runs' servers differ, as a fact: `server version 0.8.5 -> 0.9.0`. */
+export interface EnvironmentChange {
+  field: 'engine' | 'engineVersion' | 'gpu' | 'serverInfo';
+  /** The --server-info key, for `serverInfo`. */
+  key?: string;
+  /** Absent where that run did not give the key (serverInfo only). */
+  baseline?: string;
+  candidate?: string;
+  text: string;
+}
+
+/**
+ * How the two runs' environments differ: the engine, its version and the GPUs where both
+ * manifests record them (a run made before they were recorded says nothing), and every
+ * --server-info key whose value differs, or that one run gave and the other did not. These are
+ * facts beside the verdicts (a version change is often what is being compared), not reasons to
+ * doubt them, and never a refusal.
+ */
+export function environmentChanges(a: RunUnit, b: RunUnit): EnvironmentChange[] {
+  const ea = a.conditions?.environment ?? {};
+  const eb = b.conditions?.environment ?? {};
+  const changes: EnvironmentChange[] = [];
+  const both = (field: 'engine' | 'engineVersion' | 'gpu', words: string): void => {
+    const x = ea[field];
+    const y = eb[field];
+    if (x === undefined || y === undefined || x === y) return;
+    changes.push({ field, baseline: x, candidate: y, text: `${words} ${x} -> ${y}` });
+  };
+  both('engine', 'engine');
+  both(
+    'engineVersion',
+    ea.engine !== undefined && ea.engine === eb.engine ? `${ea.engine} version` : 'server version',
+  );
+  both('gpu', 'GPUs');
+  const ia = ea.serverInfo;
+  const ib = eb.serverInfo;
+  if (ia || ib) {
+    const keys = [...new Set([...Object.keys(ia ?? {}), ...Object.keys(ib ?? {})])];
+    for (const key of keys) {
+      const x = ia && Object.hasOwn(ia, key) ? ia[key] : undefined;
+      const y = ib && Object.hasOwn(ib, key) ? ib[key] : undefined;
+      if (x === y) continue;
+      changes.push({
+        field: 'serverInfo',
+        key,
+        ...(x !== undefined ? { baseline: x } : {}),
+        ...(y !== undefined ? { candidate: y } : {}),
+        text: `server-info ${key}: ${x ?? '(not given)'} -> ${y ?? '(not given)'}`,
+      });
+    }
+  }
+  return changes;
+}
+
 /** 2nd, 3rd, 4th, 21st, 64th. */
 function ordinal(n: number): string {
   const tens = n % 100;
@@ -1760,6 +1826,8 @@ export interface PairComparison {
   differences: string[];
   /** Why the verdicts are not like for like though load and workload match (unlikeReasons). */
   unlike: UnlikeReason[];
+  /** How the two servers differ (engine, version, GPUs, --server-info): environmentChanges. */
+  environment: EnvironmentChange[];
   notes: string[];
   /** Compared although different (`force`): the differences stand as warnings. */
   forced: boolean;
@@ -1801,6 +1869,7 @@ export function compareUnits(
     ...(a.workload.lengths ? { workload: a.workload.lengths } : {}),
     differences,
     unlike: unlikeReasons(a, b),
+    environment: environmentChanges(a, b),
     notes,
     forced: differences.length > 0 && !refused,
     refused,

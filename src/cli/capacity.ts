@@ -12,7 +12,15 @@ import {
 } from './common.js';
 import { addEngineFlags } from './engineFlags.js';
 import { progressOutputs } from './progress.js';
-import { addConnectionOptions, exportLimits, outputOption, outputsUnderOneName } from './run.js';
+import {
+  addConnectionOptions,
+  exportLimits,
+  noteHelp,
+  outputOption,
+  outputsUnderOneName,
+  serverInfoOption,
+  tagOption,
+} from './run.js';
 
 export function capacityCommand(): Command {
   const command = new Command('capacity')
@@ -53,6 +61,9 @@ export function capacityCommand(): Command {
       "mixed into every prompt with --seed, as the search's manifest.json records it (default: a fresh one per search)",
     )
     .option('--out <dir>', 'results directory (default: infergauge-results/<UTC time>-capacity/)')
+    .addOption(tagOption())
+    .option('--note <text>', noteHelp)
+    .addOption(serverInfoOption())
     .option('--json', 'print capacity.json to stdout instead of the table')
     .addOption(outputOption())
     .addOption(new Option('--export <name[=arg]>').argParser(collect).hideHelp())

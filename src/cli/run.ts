@@ -179,6 +179,9 @@ export function addRunOptions(command: Command): Command {
     .option('--extra-body <json>', 'JSON object merged into every request body')
     .option('--out <dir>', 'results directory (default: infergauge-results/<UTC time>-<label>/)')
     .option('--label <name>', 'label for the default results directory (default: sim or run)')
+    .addOption(tagOption())
+    .option('--note <text>', noteHelp)
+    .addOption(serverInfoOption())
     .option(
       '--records-format <format>',
       'jsonl (records.jsonl) or jsonl.gz (records.jsonl.gz: gzip-compressed, under half the size; zcat reads it) (default: jsonl)',
@@ -232,6 +235,24 @@ export function addRunOptions(command: Command): Command {
   addConnectionOptions(command);
   addEngineFlags(command as unknown as Command<[], Record<string, unknown>>);
   return command;
+}
+
+/** `--tag TAG`, repeatable: the series a run belongs to (src/plan/annotations.ts). */
+export function tagOption() {
+  return new Option(
+    '--tag <tag>',
+    'tag the results, repeatable: `infergauge history` groups and filters runs by tag (letters, digits, . _ : - /)',
+  ).argParser(collect);
+}
+
+export const noteHelp = 'one line about this run, kept in its manifest.json';
+
+/** `--server-info KEY=VALUE`, repeatable: what the server does not say about itself. */
+export function serverInfoOption() {
+  return new Option(
+    '--server-info <key=value>',
+    'a fact about the server for the manifest, repeatable: engine flags, tp=4, gpu=H100x8 (never a secret)',
+  ).argParser(collect);
 }
 
 /** `--output NAME[=ARG]`, repeatable (`--export`, its old name, is read too). */

@@ -87,6 +87,9 @@ export const PLAN_KEYS = [
   'out',
   'records-format',
   'label',
+  'tags',
+  'note',
+  'server-info',
   'server-metrics',
   'metrics-url',
   'slots',
@@ -236,13 +239,23 @@ function buildSchemas() {
       ...Object.fromEntries(
         PLAN_KEYS.map((k) => [
           k,
-          k === 'header' || k === 'threshold' || k === 'outputs' || k === 'export'
+          k === 'header' || k === 'threshold' || k === 'outputs' || k === 'export' || k === 'tags'
             ? z
                 .union([z.string(), z.array(z.string())], allowed('text or a list of text'))
                 .optional()
             : scalar.optional(),
         ]),
       ),
+      'server-info': z
+        .union(
+          [
+            z.string(),
+            z.array(z.string()),
+            z.record(z.string(), z.union([z.string(), z.number(), z.boolean()])),
+          ],
+          allowed('KEY=VALUE text, a list of it, or a mapping of keys to values'),
+        )
+        .optional(),
       'extra-body': z
         .union(
           [z.string(), z.record(z.string(), z.unknown())],
@@ -381,6 +394,16 @@ export function planFileOptions(value: unknown, path: string): PlanFileOptions {
       // `export:` is `outputs:`'s old name: both are --output's list, in the file's order.
       const list = Array.isArray(v) ? v : [v];
       options.output = [...((options.output as string[] | undefined) ?? []), ...list];
+    } else if (key === 'tags') {
+      // --tag's list: the flag is singular, one tag each time.
+      options.tag = Array.isArray(v) ? v : [v];
+    } else if (key === 'server-info') {
+      options.serverInfo =
+        typeof v === 'string'
+          ? [v]
+          : Array.isArray(v)
+            ? v
+            : Object.entries(v as Record<string, unknown>).map(([k, x]) => `${k}=${String(x)}`);
     } else if (key === 'header' || key === 'threshold') {
       options[key] = Array.isArray(v) ? v : [v];
     } else if (key === 'extra-body')

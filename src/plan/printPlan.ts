@@ -17,6 +17,8 @@ const FLAG_OF = new Map<string, string>([
   ...PLAN_KEYS.map((k): [string, string] => [camel(k), k]),
   // --output's list is the file's `outputs:` (`export:` is read as its old name).
   ['output', 'outputs'],
+  // --tag, repeatable, is the file's `tags:` list.
+  ['tag', 'tags'],
 ]);
 
 /**
@@ -129,6 +131,10 @@ export function planFileOf(
   fill('grace', plan.graceS);
   fill('seed', plan.seed);
   fill('label', plan.label);
+  // As validated: tags once each, the note trimmed, server facts as a mapping a reader can use.
+  if (plan.tags.length > 0) set.tags = plan.tags;
+  if (plan.note !== undefined) set.note = plan.note;
+  if (plan.serverInfo !== undefined) set['server-info'] = plan.serverInfo;
   // A header named like a credential is left out (a placeholder would be sent as the secret);
   // body fields named so are redacted, as the manifest keeps them.
   if (set.header !== undefined) {

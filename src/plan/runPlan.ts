@@ -34,6 +34,7 @@ import {
   withLengths,
 } from '../workload/scenarios.js';
 import { readTrace, type TraceEntry, traceLoad, traceSessions } from '../workload/trace.js';
+import { noteField, serverInfoField, tagsField } from './annotations.js';
 import {
   anything,
   either,
@@ -128,6 +129,18 @@ export interface RunPlan {
    */
   recordsFormat?: RecordsFormat;
   label: string;
+  /**
+   * `--tag`: the series this run belongs to (`nightly`, `h100`), for `history` to filter and
+   * group on; empty when none was given.
+   */
+  tags: string[];
+  /** `--note`: one line about the run, as the user wrote it. */
+  note?: string;
+  /**
+   * `--server-info KEY=VALUE`: what the user says about the server that it does not say itself
+   * (engine flags, `tp=4`, `gpu=H100x8`); the manifest's `server.info`.
+   */
+  serverInfo?: Record<string, string>;
   /** Worker threads that send the load (default: one per core but one, at most one per user). */
   workers?: number;
   /** This process runs only this shard of the plan (`--shard i/N`; merge the shards after). */
@@ -221,6 +234,11 @@ export interface RunPlanInput extends TlsOptions {
   out?: string;
   recordsFormat?: string;
   label?: string;
+  /** Repeatable --tag (a plan's `tags:`): one tag, or a list. */
+  tag?: string | string[];
+  note?: string;
+  /** Repeatable --server-info KEY=VALUE. */
+  serverInfo?: string | string[];
   /** `true` scrapes `<url>/metrics`; a string scrapes that URL; `false` (--no-server-metrics) none. */
   serverMetrics?: boolean | string;
   /** The same as a --server-metrics URL. */
@@ -295,6 +313,9 @@ const FLAGS: Record<string, { flag: string; example: string }> = {
   proxy: { flag: '--proxy', example: '--proxy http://proxy.example.com:3128' },
   extraBody: { flag: '--extra-body', example: '--extra-body \'{"top_p": 1}\'' },
   label: { flag: '--label', example: '--label baseline' },
+  tag: { flag: '--tag', example: '--tag nightly --tag h100' },
+  note: { flag: '--note', example: "--note 'after the driver update'" },
+  serverInfo: { flag: '--server-info', example: '--server-info tp=4 --server-info gpu=H100x8' },
   recordsFormat: { flag: '--records-format', example: '--records-format jsonl.gz' },
   serverMetrics: {
     flag: '--server-metrics',
@@ -409,6 +430,9 @@ const OPTIONS = {
   shard: text(),
   startAt: text(),
   label: matching(/^[A-Za-z0-9._-]+$/, 'may hold only letters, digits, dot, dash, underscore'),
+  tag: tagsField,
+  note: noteField,
+  serverInfo: serverInfoField,
   caCert: text(1),
   clientCert: text(1),
   clientKey: text(1),
@@ -681,7 +705,10 @@ export function parseRunPlan(input: RunPlanInput, env: NodeJS.ProcessEnv = {}): 
     seed: o.seed ?? RUN_DEFAULTS.seed,
     headers,
     label: o.label ?? (o.url === undefined ? 'sim' : 'run'),
+    tags: o.tag ?? [],
   };
+  if (o.note !== undefined) plan.note = o.note;
+  if (o.serverInfo !== undefined) plan.serverInfo = o.serverInfo;
   if (o.url !== undefined) plan.url = o.url;
   if (o.promptSalt !== undefined) plan.promptSalt = o.promptSalt;
   if (o.maxAnswerMb !== undefined) plan.maxAnswerMb = o.maxAnswerMb;

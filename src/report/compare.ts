@@ -156,6 +156,11 @@ function countsText(counts: Record<Verdict, number>): string {
   return parts.join(', ');
 }
 
+/** How the two servers differ, in one line: `server version 0.8.5 -> 0.9.0; GPUs ...`. */
+export function environmentText(p: PairComparison): string {
+  return p.environment.map((change) => change.text).join('; ');
+}
+
 /** `A valid; B caution (output_short)`: each side's validity verdict, where known. */
 export function validityText(p: PairComparison): string | undefined {
   const side = (name: string, v: RunConditions['validity']) =>
@@ -233,6 +238,10 @@ export function renderTerminal(r: CompareReport, color: boolean): string {
             ? c.yellow
             : c.green;
         lines.push(paintV(`Validity: ${terminalSafe(validity)}`));
+      }
+      // Facts, not warnings: a version change is often the very thing compared.
+      if (p.environment.length > 0) {
+        lines.push(c.cyan(`Environment: ${terminalSafe(environmentText(p))}`));
       }
       for (const d of p.differences) {
         lines.push(
@@ -329,6 +338,7 @@ export function renderMarkdown(r: CompareReport): string {
       lines.push(`${e(capitalise(p.load))}${p.workload ? `; ${e(p.workload)}` : ''}.`, '');
       const validity = validityText(p);
       if (validity) lines.push(`**Validity:** ${e(validity)}.`, '');
+      if (p.environment.length > 0) lines.push(`**Environment:** ${e(environmentText(p))}.`, '');
       if (p.refused) {
         lines.push(
           `**Not compared** (\`--force\` compares anyway): ${p.differences.map(e).join('; ')}.`,
@@ -378,7 +388,7 @@ table{border-collapse:collapse;margin:.5rem 0;font-variant-numeric:tabular-nums}
 th,td{border:1px solid #d0d7de;padding:.3rem .6rem;text-align:right}th{background:#f6f8fa}
 td:first-child,th:first-child,td:last-child,th:last-child{text-align:left}
 .better{color:#1a7f37;font-weight:600}.worse{color:#cf222e;font-weight:600}.no_change,.na{color:#656d76}
-.warn{color:#9a6700}.refused{color:#cf222e}.note,.foot{color:#656d76;font-size:.9em}
+.warn{color:#9a6700}.env{color:#0550ae}.refused{color:#cf222e}.note,.foot{color:#656d76;font-size:.9em}
 .ok{color:#1a7f37}.fail{color:#cf222e;font-weight:600}
 `;
 
@@ -395,6 +405,9 @@ export function renderHtml(r: CompareReport): string {
       body.push(`<p>${h(capitalise(p.load))}${p.workload ? `; ${h(p.workload)}` : ''}.</p>`);
       const validity = validityText(p);
       if (validity) body.push(`<p>Validity: ${h(validity)}.</p>`);
+      if (p.environment.length > 0) {
+        body.push(`<p class="env">Environment: ${h(environmentText(p))}.</p>`);
+      }
       for (const d of p.differences) {
         body.push(
           `<p class="${p.refused ? 'refused' : 'warn'}">${p.refused ? 'Not comparable' : 'Warning'}: ${h(d)}</p>`,

@@ -10,6 +10,7 @@ import { existsSync, readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import {
   type RunConditions,
+  type RunEnvironment,
   RunSampleBuilder,
   type RunUnit,
   type WorkloadFacts,
@@ -19,6 +20,7 @@ import type { LoadSpec } from '../load.js';
 import type { SloCondition } from '../metrics/slo.js';
 import type { RunSummary } from '../metrics/summary.js';
 import { VERDICT_RANK, validityOf } from '../metrics/validity.js';
+import { factsOf, factText } from '../telemetry/environment.js';
 import type { PrefixCacheSummary } from '../telemetry/summary.js';
 import {
   hasResult,
@@ -146,6 +148,36 @@ function manifestConditions(manifest: Manifest | undefined): RunConditions {
   if (typeof format === 'string' && format !== 'text') out.datasetPrompts = true;
   if (Array.isArray(server.simulatorArgs)) {
     out.simulatorArgs = server.simulatorArgs.filter((x): x is string => typeof x === 'string');
+  }
+  const environment = manifestEnvironment(server, plan);
+  if (Object.keys(environment).length > 0) out.environment = environment;
+  return out;
+}
+
+/**
+ * The manifest's environment as text: what the server said (engine, version, GPUs) and what
+ * the user stated (--server-info, in `server.info`, else the plan's). A manifest is read as
+ * untrusted text, as the server's answers were: one line each, capped.
+ */
+function manifestEnvironment(
+  server: Record<string, unknown>,
+  plan: Record<string, unknown>,
+): RunEnvironment {
+  const out: RunEnvironment = {};
+  const text = (x: unknown) => (typeof x === 'string' ? factText(x) : undefined);
+  const engine = text(server.engine);
+  if (engine !== undefined) out.engine = engine;
+  const version = text(server.engineVersion);
+  if (version !== undefined) out.engineVersion = version;
+  const gpu = server.gpu as { type?: unknown; count?: unknown } | undefined;
+  const type = text(gpu?.type);
+  if (type !== undefined) out.gpu = `${num(gpu?.count) ?? 1}x ${type}`;
+  const info = server.info ?? plan.serverInfo;
+  if (typeof info === 'object' && info !== null && !Array.isArray(info)) {
+    const facts = factsOf(
+      Object.entries(info).filter((e): e is [string, string] => typeof e[1] === 'string'),
+    );
+    if (facts) out.serverInfo = facts;
   }
   return out;
 }

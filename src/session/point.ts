@@ -45,6 +45,7 @@ import { EngineModel } from '../sim/engineModel.js';
 import { seriesKey } from '../telemetry/prometheus.js';
 import { recordTelemetry } from '../telemetry/scraper.js';
 import type { ServerMetricsSummary } from '../telemetry/summary.js';
+import { VERSION } from '../version.js';
 import { sessionBounds } from '../workload/conversations.js';
 import { pointPromptSalt } from '../workload/promptSalt.js';
 import {
@@ -57,6 +58,7 @@ import type { Tokenizer } from '../workload/tokenizer.js';
 import { traceSessions } from '../workload/trace.js';
 import { loadWorkload } from '../workload/workload.js';
 import { type PointInfo, type SessionEvents, SNAPSHOT_INTERVAL_MS } from './events.js';
+import { environmentFields } from './serverEngine.js';
 import { inSession } from './session.js';
 import {
   type LiveTarget,
@@ -256,7 +258,17 @@ function describeServer(target: Target): ServerAbout {
         : '';
     const simulator = `${describeEngine(target.engine)}, KV cache ${x}${memory.numGpuBlocks} blocks (${x}${memory.kvTokens} tokens${lowered}); virtual time`;
     return {
-      server: { virtualTime: true, simulator, simulatorArgs: target.simulatorArgs, memory },
+      server: {
+        virtualTime: true,
+        simulator,
+        simulatorArgs: target.simulatorArgs,
+        memory,
+        // The simulated engine is the tool's own, at the tool's version.
+        ...environmentFields(
+          { engine: 'infergauge-sim', engineVersion: VERSION },
+          target.plan.serverInfo,
+        ),
+      },
       simulator,
     };
   }
@@ -271,6 +283,7 @@ function describeServer(target: Target): ServerAbout {
       // A proxy adds its own latency to every request: the numbers were measured through it.
       ...(target.proxy ? { proxy: target.proxy } : {}),
       models: target.models,
+      ...environmentFields(target.environment, target.plan.serverInfo),
     },
     ...(simulator ? { simulator } : {}),
   };

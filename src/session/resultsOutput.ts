@@ -15,6 +15,11 @@ import {
   writeManifest,
   writeSummary,
 } from '../results/runFiles.js';
+import {
+  environmentFromSnapshot,
+  mergeEnvironment,
+  type ServerEnvironment,
+} from '../telemetry/environment.js';
 import type { TelemetrySnapshot } from '../telemetry/snapshot.js';
 import type { Output, PointInfo, SessionInfo } from './events.js';
 
@@ -24,6 +29,8 @@ interface OpenPoint {
   about: ManifestAbout;
   records: JsonlWriter<RequestRecord>;
   telemetry?: JsonlWriter<TelemetrySnapshot>;
+  /** What the point's telemetry said about the server (engine, build, GPUs), so far. */
+  environment?: ServerEnvironment;
 }
 
 /** A point's directory, or why it cannot be written. */
@@ -117,6 +124,8 @@ export function resultsOutput(recordsFormat?: RecordsFormat): Output {
         p.telemetry ??= new JsonlWriter<TelemetrySnapshot>(path);
         p.telemetry.write(snapshot);
       });
+      const said = environmentFromSnapshot(snapshot);
+      if (Object.keys(said).length > 0) p.environment = mergeEnvironment(p.environment ?? {}, said);
     },
     pointFinished({ point, summary, serverMetrics, saveServerMetrics, threads, endedAt }) {
       const p = open.get(point.id);
@@ -127,7 +136,7 @@ export function resultsOutput(recordsFormat?: RecordsFormat): Output {
         // Kept raw, so that `infergauge merge` can judge shards' threads as it judges workers.
         if (threads) writeClientHealth(p.dir, threads);
         writeSummary(p.dir, summary, saveServerMetrics ? serverMetrics : undefined);
-        writeManifest(p.dir, { ...p.header, endedAt }, p.about);
+        writeManifest(p.dir, { ...p.header, endedAt }, withEnvironment(p.about, p.environment));
       });
     },
     sessionFinished({ session, endedAt }) {
@@ -136,4 +145,16 @@ export function resultsOutput(recordsFormat?: RecordsFormat): Output {
       if (rootAbout) writeManifest(session.root, rootHeader(session, endedAt), rootAbout);
     },
   };
+}
+
+/**
+ * The manifest's `server` with what the point's telemetry said about it (it arrives after the
+ * manifest is first written): an engine the server did not name, build facts, and the GPUs DCGM
+ * or nvidia-smi saw, over the ones `--server-info gpu=` stated.
+ */
+function withEnvironment(about: ManifestAbout, seen: ServerEnvironment | undefined): ManifestAbout {
+  if (!seen || !about.server) return about;
+  // The server object is shared by a session's points: a new one, never a change to it.
+  const server = about.server as Record<string, unknown> & ServerEnvironment;
+  return { ...about, server: { ...server, ...mergeEnvironment(server, seen) } };
 }

@@ -23,6 +23,7 @@ import {
 import type { RequestRecord } from '../record.js';
 import { servedModelName } from '../sim/describe.js';
 import { EngineModel, type EngineModelOptions } from '../sim/engineModel.js';
+import type { ServerEnvironment } from '../telemetry/environment.js';
 import { findOnPath, NVIDIA_SMI } from '../telemetry/gpu.js';
 import { probeMetrics, type TelemetrySource } from '../telemetry/scraper.js';
 import { type TlsMaterial, tlsConnectOptions, tlsFailure } from '../tls.js';
@@ -35,6 +36,7 @@ import {
   type Tokenizer,
 } from '../workload/tokenizer.js';
 import type { WorkloadSource } from '../workload/workload.js';
+import { askServerEngine } from './serverEngine.js';
 import type { SimulatorProcess } from './simulator.js';
 
 /**
@@ -335,6 +337,8 @@ export interface LiveTarget {
   model: string;
   /** What the server listed (GET /v1/models), for the manifest. */
   models: unknown;
+  /** What the server says it is (its engine and version), asked once (src/session/serverEngine.ts). */
+  environment: ServerEnvironment;
   /** The proxy the requests go through, as `host:port` (never its credentials). */
   proxy?: string;
   apiKey: string | undefined;
@@ -419,6 +423,14 @@ export async function openTarget(
     if (!sim && o.probeMetrics) await probeDefaultMetrics(plan, o.onNotice);
     const apiKey = plan.apiKeyEnv ? envVariable(process.env, plan.apiKeyEnv) : undefined;
     const { model, models } = await discoverModel(plan, url, apiKey);
+    // Asked while the protocol, tokenizer and prompt overhead are worked out; it never throws.
+    const asking = askServerEngine(url, {
+      headers: plan.headers,
+      apiKey,
+      tls: plan.tls?.material,
+      proxy: proxyOf(plan).proxy,
+      models,
+    });
     const config = targetConfig(plan, url, model, apiKey);
     // Once per run, so that every point, worker and shard speaks the same protocol; through a
     // proxy, asked inside its tunnel, as the requests will go.
@@ -444,12 +456,14 @@ export async function openTarget(
       seed: promptStreamSeed(plan.seed, plan.promptSalt),
     });
     const promptOverhead = await measurePromptOverhead(config, prompts, o.onNotice);
+    const environment = await asking;
     return {
       kind: 'live',
       plan,
       url,
       model,
       models,
+      environment,
       ...(proxy ? { proxy } : {}),
       apiKey,
       config,

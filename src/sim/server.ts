@@ -1,6 +1,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { performance } from 'node:perf_hooks';
+import { VERSION } from '../version.js';
 import { splitWords } from '../workload/words.js';
 import {
   type AnswerOptions,
@@ -64,6 +65,11 @@ const ROUTES = new Map<string, Handler>([
   ['GET /v1/models', listModels],
   ['GET /health', (_s, _req, res) => json(res, 200, {})],
   ['GET /ping', (_s, _req, res) => json(res, 200, {})],
+  // vLLM's `GET /version` shape, with the engine named: runs record the simulator's version.
+  [
+    'GET /version',
+    (_s, _req, res) => json(res, 200, { version: VERSION, engine: 'infergauge-sim' }),
+  ],
   ['GET /debug/truth', getTruth],
   ['POST /debug/truth/reset', resetTruth],
   ['GET /metrics', getMetrics],

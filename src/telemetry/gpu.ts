@@ -12,28 +12,35 @@ export interface NvidiaSmiCommand {
   args: string[];
 }
 
-/** `nvidia-smi --query-gpu=index,memory.used,memory.total --format=csv,noheader,nounits`. */
+/**
+ * `nvidia-smi --query-gpu=index,memory.used,memory.total,name --format=csv,noheader,nounits`:
+ * the name last, where a comma in it cannot shift the numbers.
+ */
 export const NVIDIA_SMI: NvidiaSmiCommand = {
   file: 'nvidia-smi',
-  args: ['--query-gpu=index,memory.used,memory.total', '--format=csv,noheader,nounits'],
+  args: ['--query-gpu=index,memory.used,memory.total,name', '--format=csv,noheader,nounits'],
 };
 
 /** Series names of the nvidia-smi source, one series per GPU (label `gpu`, nvidia-smi's index). */
 export const NVIDIA_SMI_USED = 'nvidia_smi:memory_used_bytes';
 export const NVIDIA_SMI_TOTAL = 'nvidia_smi:memory_total_bytes';
+/** An info series (value 1) per GPU whose `name` label is the GPU's type, as DCGM's `modelName`. */
+export const NVIDIA_SMI_INFO = 'nvidia_smi:gpu_info';
 
-const COLUMNS = ['index', 'memory.used', 'memory.total'] as const;
+const COLUMNS = ['index', 'memory.used', 'memory.total', 'name'] as const;
 
 /**
- * Reads `nvidia-smi --query-gpu=index,memory.used,memory.total` in any of its CSV forms: with
+ * Reads `nvidia-smi --query-gpu=index,memory.used,memory.total[,name]` in any of its CSV forms: with
  * or without the header line (`index, memory.used [MiB], memory.total [MiB]`), with or without
  * units on the values (`71234 MiB`). Columns are taken by name from the header when there is
  * one, else in the order queried. Values are MiB (nvidia-smi has no other unit for memory) and
  * come out as bytes. A value nvidia-smi cannot give (`[N/A]`, as on GPUs that share system
- * memory) is left out; lines starting with `#` are skipped.
+ * memory) is left out; lines starting with `#` are skipped. The name, where queried, comes out
+ * as one NVIDIA_SMI_INFO series per GPU (after the memory series), for the manifest's GPU type.
  */
 export function parseNvidiaSmiCsv(text: string): MetricSample[] {
   const samples: MetricSample[] = [];
+  const names: MetricSample[] = [];
   let order: string[] = [...COLUMNS];
   for (const raw of text.split('\n')) {
     const line = raw.trim();
@@ -53,9 +60,15 @@ export function parseNvidiaSmiCsv(text: string): MetricSample[] {
     if (total !== undefined) {
       samples.push({ name: NVIDIA_SMI_TOTAL, labels: { gpu }, value: total });
     }
+    // The name is free text: every cell from its column on, commas and all.
+    const at = order.indexOf('name');
+    const name = at < 0 ? '' : cells.slice(at).join(', ').trim();
+    if (name !== '' && name !== '[N/A]') {
+      names.push({ name: NVIDIA_SMI_INFO, labels: { gpu, name }, value: 1 });
+    }
   }
   if (samples.length === 0) throw new Error('nvidia-smi reported no GPU memory');
-  return samples;
+  return [...samples, ...names];
 }
 
 function mib(cell: string | undefined): number | undefined {

@@ -39,6 +39,8 @@ import {
 import { EngineStartError, planVllmMemory } from '../../memory/footprint.js';
 import { SummaryBuilder } from '../../metrics/summary.js';
 import { warning } from '../../metrics/warnings.js';
+import { noteField, serverInfoField, tagsField } from '../../plan/annotations.js';
+import type { Field } from '../../plan/fields.js';
 import { apiKeyFromEnv, urlCredentialsProblem } from '../../plan/runPlan.js';
 import {
   PROXY_CREDENTIALS_FIX,
@@ -72,6 +74,7 @@ import { describeScenario } from '../../workload/scenarios.js';
 import { createSyntheticWorkload } from '../../workload/synthetic.js';
 import type { Output, SessionEvents } from '../events.js';
 import type { PointResult, PointRunner } from '../point.js';
+import { askServerEngine, environmentFields } from '../serverEngine.js';
 import { inSession, resultsRoot } from '../session.js';
 import { type SimulatorProcess, spawnSimulator } from '../simulator.js';
 import { type Notify, randomPromptSalt } from '../target.js';
@@ -103,6 +106,10 @@ export interface CapacityOptions extends Record<string, unknown>, TlsOptions {
   promptSalt?: string;
   out?: string;
   json?: boolean;
+  /** Repeatable --tag, --note and repeatable --server-info, as run takes them. */
+  tag?: string[];
+  note?: string;
+  serverInfo?: string[];
 }
 
 export interface CapacitySettings {
@@ -123,6 +130,27 @@ export interface CapacitySettings {
   ignoreEos: boolean;
   /** The built-in simulator's --time-scale (real seconds per simulated second). */
   timeScale?: number;
+}
+
+/** --tag, --note and --server-info, read as `run` reads them; a problem names the flag. */
+function readAnnotations(
+  o: CapacityOptions,
+  problems: string[],
+): Pick<CapacityRun, 'tags' | 'note' | 'serverInfo'> {
+  const out: Pick<CapacityRun, 'tags' | 'note' | 'serverInfo'> = {};
+  const read = <T>(flag: string, raw: unknown, field: Field<T>): T | undefined => {
+    if (raw === undefined) return undefined;
+    const r = field(raw);
+    if ('problem' in r) problems.push(`${flag} ${r.problem}`);
+    return 'value' in r ? r.value : undefined;
+  };
+  const tags = read('--tag', o.tag, tagsField);
+  const note = read('--note', o.note, noteField);
+  const serverInfo = read('--server-info', o.serverInfo, serverInfoField);
+  if (tags) out.tags = tags;
+  if (note !== undefined) out.note = note;
+  if (serverInfo) out.serverInfo = serverInfo;
+  return out;
 }
 
 /** The capacity search's settings from its options. */
@@ -242,6 +270,7 @@ export function prepareCapacity(
       );
     }
   }
+  const annotations = readAnnotations(o, problems);
   let http2: 'on' | 'off' | undefined;
   if (o.http2 !== undefined && !['auto', 'on', 'off'].includes(o.http2)) {
     problems.push(`--http2 must be auto, on or off (got "${o.http2}")`);
@@ -263,6 +292,7 @@ export function prepareCapacity(
     apiKey,
     ...(tls ? { tls } : {}),
     ...(o.out !== undefined ? { out: o.out } : {}),
+    ...annotations,
   };
   if (problems.length > 0 || !built?.engine) return { settings, run, problems };
   const predicted = predictDeploymentCapacity(built.engine, settings);
@@ -292,6 +322,10 @@ export interface CapacityRun {
   predictionNote?: string;
   /** The results directory (default: a new one under infergauge-results/). */
   out?: string;
+  /** --tag, --note, --server-info: the manifest's plan carries them, as a run's does. */
+  tags?: string[];
+  note?: string;
+  serverInfo?: Record<string, string>;
   /** A line before each step runs (for a terminal watching it). */
   progress?: (line: string) => void;
   /** Outputs besides the results directory. */
@@ -319,6 +353,9 @@ export async function runCapacity(
       ...(c.http2 ? { http2: c.http2 } : {}),
       // The settings only: the material holds the key and its passphrase.
       ...(c.tls ? { tls: tlsSettingsOf(c.tls) } : {}),
+      tags: c.tags ?? [],
+      ...(c.note !== undefined ? { note: c.note } : {}),
+      ...(c.serverInfo !== undefined ? { serverInfo: c.serverInfo } : {}),
     },
     html: false,
     stop,
@@ -371,11 +408,16 @@ async function capacitySession(
     if (protocol === 'h2' || url.startsWith('https:')) {
       c.onNotice?.(protocolNotice(mode, protocol));
     }
+    // What the server says it is, as run asks it (src/session/serverEngine.ts); never fails.
+    const environment = environmentFields(
+      await askServerEngine(url, { headers: {}, apiKey: c.apiKey, tls, proxy: c.proxy }),
+      c.serverInfo,
+    );
     const target = capacityTarget({
       session,
       server: sim
-        ? { url, builtInSimulator: true, simulator: sim.banner, protocol }
-        : { url, protocol, ...(via ? { proxy: via } : {}) },
+        ? { url, builtInSimulator: true, simulator: sim.banner, protocol, ...environment }
+        : { url, protocol, ...(via ? { proxy: via } : {}), ...environment },
       protocol,
       ...(c.proxy ? { proxy: c.proxy } : {}),
       url,
