@@ -8,6 +8,7 @@ import { type RunPlan, redactPlan } from '../plan/runPlan.js';
 import type { RecordsFormat } from '../record.js';
 import { claimNewDir, newId, type ResultKindName } from '../results/runFiles.js';
 import { builtInOutput, type Output, SessionEvents } from './events.js';
+import { historyOutput } from './historyOutput.js';
 import { htmlOutput } from './htmlOutput.js';
 import { resultsOutput } from './resultsOutput.js';
 import { type Notify, utcStamp } from './target.js';
@@ -106,6 +107,8 @@ function startSession(o: SessionOptions): SessionEvents {
       ...(save ? [builtInOutput(resultsOutput(o.recordsFormat))] : []),
       ...(o.outputs ?? []),
       ...(save && o.html !== false ? [builtInOutput(htmlOutput(o.onNotice))] : []),
+      // Last: the run's own files are written when it indexes them.
+      ...(save ? [builtInOutput(historyOutput(o.onNotice))] : []),
     ],
     o.onNotice,
     save,
