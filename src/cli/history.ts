@@ -68,9 +68,10 @@ export function historyCommand() {
     )
     .argument('<run>', 'run id, session id, or results directory')
     .argument('<tags...>', 'tags to add (or remove)')
-    .option('--root <dir>', `results root (default: ./${DEFAULT_HISTORY_ROOT})`)
     .option('--untag', 'remove the tags instead')
-    .action(async (run: string, tags: string[], o: { root?: string; untag?: boolean }) => {
+    .action(async (run: string, tags: string[], _o, command) => {
+      // --root is history's own option, given before or after `tag`.
+      const o = command.optsWithGlobals() as { root?: string; untag?: boolean };
       await runAction('history tag', () => runTag(run, tags, o));
     });
   return new Command('history')
