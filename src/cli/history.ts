@@ -280,8 +280,12 @@ function settingsOf(o: HistoryCliOptions): { settings: Settings; problems: strin
 
 const TAG_RULE = 'a tag may hold only letters, digits, dot, dash, underscore and colon';
 
+/** Where the command prints its tables and JSON; tests pass their own. */
+export type Out = (text: string) => void;
+const stdout: Out = (text) => process.stdout.write(text);
+
 /** `infergauge history`: the exit code. */
-export async function runHistory(o: HistoryCliOptions): Promise<number> {
+export async function runHistory(o: HistoryCliOptions, out: Out = stdout): Promise<number> {
   const { settings, problems } = settingsOf(o);
   if (problems.length > 0) return printProblems('history', problems);
   const root = rootOf(o);
@@ -313,7 +317,7 @@ export async function runHistory(o: HistoryCliOptions): Promise<number> {
     db.close();
   }
   const report = await import('../report/history.js');
-  if (o.regress) return regress(root, runs, settings, o, seriesOf);
+  if (o.regress) return regress(root, runs, settings, o, seriesOf, out);
   if (settings.metrics.length > 0) {
     const names = settings.metrics.map((m) => m.name);
     // Trends leave out runs cut short: a partial run is no point of a trend.
@@ -330,7 +334,7 @@ export async function runHistory(o: HistoryCliOptions): Promise<number> {
       writeOutput(o.html, report.renderTrendHtml(series, names, units));
     }
     if (o.json) {
-      process.stdout.write(
+      out(
         `${JSON.stringify(
           {
             schemaVersion: 1,
@@ -353,12 +357,11 @@ export async function runHistory(o: HistoryCliOptions): Promise<number> {
           2,
         )}\n`,
       );
-    } else process.stdout.write(report.renderTrend(series, names));
+    } else out(report.renderTrend(series, names));
     return EXIT.ok;
   }
-  if (o.json)
-    process.stdout.write(`${JSON.stringify({ schemaVersion: 1, root, runs }, null, 2)}\n`);
-  else process.stdout.write(report.renderRunList(runs, root));
+  if (o.json) out(`${JSON.stringify({ schemaVersion: 1, root, runs }, null, 2)}\n`);
+  else out(report.renderRunList(runs, root));
   return EXIT.ok;
 }
 
@@ -369,6 +372,7 @@ async function regress(
   s: Settings,
   o: HistoryCliOptions,
   seriesOf: typeof import('../results/history/query.js').seriesOf,
+  out: Out,
 ): Promise<number> {
   const [{ DEFAULT_REGRESS_METRICS, regressSeries }, report] = await Promise.all([
     import('../results/history/regress.js'),
@@ -405,7 +409,7 @@ async function regress(
   }
   const regression = verdicts.some((v) => v.regression);
   if (o.json) {
-    process.stdout.write(
+    out(
       `${JSON.stringify(
         {
           schemaVersion: 1,
@@ -420,7 +424,7 @@ async function regress(
         2,
       )}\n`,
     );
-  } else process.stdout.write(report.renderVerdicts(verdicts));
+  } else out(report.renderVerdicts(verdicts));
   for (const v of verdicts) {
     for (const m of v.metrics.filter((x) => x.verdict === 'worse')) {
       notice(`regression: ${v.series}: ${m.name} ${report.evidenceText(m)} (${v.candidate.id})`);
@@ -434,6 +438,7 @@ export async function runTag(
   run: string,
   tags: string[],
   o: { root?: string; untag?: boolean },
+  out: Out = stdout,
 ): Promise<number> {
   const bad = tags.filter((t) => !TAG.test(t));
   if (bad.length > 0)
@@ -483,9 +488,7 @@ export async function runTag(
   }
   const entries = await indexDirs(root, dirs, { onNotice: notice });
   for (const e of entries) {
-    process.stdout.write(
-      `${e.id} ${e.dir}: ${e.tags.length > 0 ? e.tags.join(', ') : '(no tags)'}\n`,
-    );
+    out(`${e.id} ${e.dir}: ${e.tags.length > 0 ? e.tags.join(', ') : '(no tags)'}\n`);
   }
   return EXIT.ok;
 }
