@@ -127,7 +127,19 @@ function scenarioOf(manifest: Manifest): string | null {
 function urlOf(server: Record<string, unknown>): string | null {
   if (server.virtualTime === true) return 'virtual';
   if (server.builtInSimulator === true) return 'builtin-simulator';
-  return str(server.url);
+  const url = str(server.url);
+  if (url === null) return null;
+  // Credentials in a URL never reach the index (the manifest's are stripped already; a
+  // hand-made one may not be).
+  try {
+    const u = new URL(url);
+    if (u.username === '' && u.password === '') return url;
+    u.username = '';
+    u.password = '';
+    return u.toString();
+  } catch {
+    return url;
+  }
 }
 
 /** Every metric of the catalogue that the summary has, by its --metric name. */
