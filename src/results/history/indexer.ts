@@ -27,7 +27,15 @@ export async function indexDirs(
   o: IndexOptions,
 ): Promise<HistoryEntry[]> {
   const entries: HistoryEntry[] = [];
-  for (const dir of dirs) entries.push(await entryOf(root, dir, o.onNotice));
+  for (const dir of dirs) {
+    try {
+      entries.push(await entryOf(root, dir, o.onNotice));
+    } catch (err) {
+      // One unreadable directory (a hand-made one, a manifest torn by a crash) costs its own row only.
+      o.onNotice(`history: ${dir} not indexed: ${(err as Error).message}`);
+    }
+  }
+  if (entries.length === 0) return entries;
   await changeHistory(root, (db) => putEntries(db, entries), {
     onNotice: o.onNotice,
     ...(o.waitMs !== undefined ? { waitMs: o.waitMs } : {}),
