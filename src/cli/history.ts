@@ -4,7 +4,7 @@
  * rebuild from the directories. The database and its reader load only when the command runs.
  */
 import { existsSync, statSync } from 'node:fs';
-import { resolve } from 'node:path';
+import { relative, resolve } from 'node:path';
 import { Command, Option } from '@commander-js/extra-typings';
 import { type CompareFlags, compareSettings } from '../analysis/compare.js';
 import { parseMetricName, ThresholdError } from '../analysis/thresholds.js';
@@ -448,15 +448,19 @@ export async function runTag(
     );
   const root = rootOf(o);
   if (root === undefined) return EXIT.failure;
-  const [{ readHistory }, { indexDirs }, entry, { writeJson }, { resultPath }] = await Promise.all([
+  const [{ readHistory }, { indexDirs }, entry, { resultPath, writeJson }] = await Promise.all([
     import('../results/history/store.js'),
     import('../results/history/indexer.js'),
     import('../results/history/entry.js'),
     import('../results/layout.js'),
-    import('../results/layout.js'),
   ]);
   let dirs: string[];
   if (existsSync(run) && statSync(run).isDirectory()) {
+    // Rows are keyed by their path under the root: a directory elsewhere belongs to another.
+    if (relative(root, resolve(run)).startsWith('..')) {
+      notice(`${run} is not under ${root}: give the results root that holds it with --root`);
+      return EXIT.invalidOptions;
+    }
     dirs = entry.sessionPointDirs(resolve(run));
   } else {
     const db = await readHistory(root, notice);
