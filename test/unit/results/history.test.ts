@@ -335,6 +335,16 @@ describe('the directories are the source of truth', () => {
     assert.equal(e.interrupted, true);
     assert.equal(e.completed, 400);
     assert.ok((e.metrics['ttft.p99'] ?? 0) > 0);
+    // A killed sweep point is summarised at its own level, not the sweep plan's load.
+    const point = writeRun(root, 'point', {
+      ...nightly(5),
+      id: 'point5',
+      killed: true,
+      pointConcurrency: 8,
+    });
+    const p = await entryOf(root, point);
+    assert.equal(p.load, 'closed:8');
+    assert.equal(p.interrupted, true);
     // Trends leave it out.
     await indexDirs(root, [dir, writeRun(root, 'ok', nightly(2))], { onNotice: () => {} });
     const { out } = await captured((print) =>

@@ -72,6 +72,8 @@ export interface FixtureRun {
   /** Only the summary kept (records deleted). */
   summaryOnly?: boolean;
   requests?: number;
+  /** A sweep point's own load (its plan's is the sweep's). */
+  pointConcurrency?: number;
 }
 
 /** Writes one run's directory `root/name` as `infergauge run --out` would; returns its path. */
@@ -79,8 +81,9 @@ export function writeRun(root: string, name: string, r: FixtureRun): string {
   const dir = join(root, name);
   mkdirSync(dir, { recursive: true });
   const load: LoadSpec = { mode: 'closed', concurrency: r.concurrency ?? 4 };
+  const own: LoadSpec = { mode: 'closed', concurrency: r.pointConcurrency ?? r.concurrency ?? 4 };
   const recs = records(r.seed, {
-    concurrency: r.concurrency ?? 4,
+    concurrency: own.concurrency,
     ttftMs: r.ttftMs ?? 100,
     requests: r.requests ?? 400,
   });
@@ -94,6 +97,7 @@ export function writeRun(root: string, name: string, r: FixtureRun): string {
       gpu: { type: r.gpu ?? 'H100', count: 1, source: 'dcgm' },
     },
     model: r.model ?? 'llama-3.1-8b',
+    ...(r.pointConcurrency !== undefined ? { load: own } : {}),
     scenario: r.scenario ?? 'chat',
     plan: {
       load,
@@ -109,7 +113,7 @@ export function writeRun(root: string, name: string, r: FixtureRun): string {
     writeManifest(dir, header, about);
     return dir;
   }
-  writeSummary(dir, summarize(recs, { load }), undefined);
+  writeSummary(dir, summarize(recs, { load: own }), undefined);
   const ended = new Date(Date.parse(r.startedAt) + 60_000).toISOString();
   writeManifest(dir, { ...header, endedAt: ended }, about);
   return dir;
