@@ -15,7 +15,10 @@ const POINT_WAIT_MS = 2_000;
 /** At the session's end, the last try. */
 const SESSION_WAIT_MS = 5_000;
 
-export function historyOutput(onNotice: Notify = () => {}): Output {
+export function historyOutput(
+  onNotice: Notify = () => {},
+  waits: { pointMs?: number; sessionMs?: number } = {},
+): Output {
   const indexed = new Set<string>();
   let told = false;
   const index = async (session: SessionInfo, dirs: string[], waitMs: number) => {
@@ -38,11 +41,13 @@ export function historyOutput(onNotice: Notify = () => {}): Output {
   return {
     name: 'history',
     async pointFinished({ session, point }) {
-      if (point.dir !== undefined) await index(session, [point.dir], POINT_WAIT_MS);
+      if (point.dir !== undefined) {
+        await index(session, [point.dir], waits.pointMs ?? POINT_WAIT_MS);
+      }
     },
     async sessionFinished({ session }) {
       const { sessionPointDirs } = await import('../results/history/entry.js');
-      await index(session, sessionPointDirs(session.root), SESSION_WAIT_MS);
+      await index(session, sessionPointDirs(session.root), waits.sessionMs ?? SESSION_WAIT_MS);
     },
   };
 }

@@ -279,6 +279,25 @@ describe('regression verdicts', () => {
     assert.match(ttft?.why ?? '', /summary rule \(a run without per-request records\)/);
   });
 
+  test('--baseline N and --baseline-since choose the window; both at once is bad usage', async () => {
+    const root = await rootWith([...baseline, nightly(6)]);
+    const window = async (o: { baseline?: string; baselineSince?: string }) => {
+      const { out } = await captured((print) =>
+        runHistory({ root, regress: true, json: true, ...o }, print),
+      );
+      const json = JSON.parse(out) as { verdicts: { baseline: { id: string }[] }[] };
+      return json.verdicts[0].baseline.map((b) => b.id);
+    };
+    assert.deepEqual(await window({ baseline: '2' }), ['night4', 'night5']);
+    assert.deepEqual(await window({ baselineSince: '2026-11-03' }), ['night3', 'night4', 'night5']);
+    const both = await quietly(() =>
+      runHistory({ root, regress: true, baseline: '2', baselineSince: '2026-11-03' }),
+    );
+    assert.equal(both, EXIT.invalidOptions);
+    const notRegress = await quietly(() => runHistory({ root, baseline: '2' }));
+    assert.equal(notRegress, EXIT.invalidOptions);
+  });
+
   test('a series with one run has nothing to compare with', async () => {
     const root = await rootWith([nightly(1)]);
     const { code, out } = await captured((print) => runHistory({ root, regress: true }, print));

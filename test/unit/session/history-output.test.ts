@@ -5,16 +5,23 @@
  * interrupted; a session that saves nothing writes no history.
  */
 import assert from 'node:assert/strict';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import type { RunSummary } from '../../../src/metrics/summary.js';
 import { parseRunPlan } from '../../../src/plan/runPlan.js';
-import { allEntries, HISTORY_FILE, readHistory } from '../../../src/results/history/store.js';
-import type { Output } from '../../../src/session/events.js';
+import {
+  allEntries,
+  HISTORY_FILE,
+  LOCK_FILE,
+  readHistory,
+} from '../../../src/results/history/store.js';
+import type { Output, PointFinished, SessionInfo } from '../../../src/session/events.js';
+import { historyOutput } from '../../../src/session/historyOutput.js';
 import { benchmark } from '../../../src/session/run.js';
 import { type RunningSimulator, startSimulator } from '../../../src/sim/simulator.js';
+import { night, writeRun } from '../results/historyFixtures.js';
 
 const root = mkdtempSync(join(tmpdir(), 'ig-history-output-'));
 let sim: RunningSimulator;
@@ -102,6 +109,45 @@ describe('the history output', () => {
       assert.equal(existsSync(join(dir, HISTORY_FILE)), false);
     } finally {
       rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  test('a held lock never fails or holds the run: said once, the points indexed at the end', async () => {
+    const results = mkdtempSync(join(tmpdir(), 'ig-history-held-'));
+    try {
+      const sessionRoot = join(results, 'sweep');
+      mkdirSync(sessionRoot);
+      const dirs = [1, 2].map((i) =>
+        writeRun(sessionRoot, `p${i}`, {
+          id: `s-${i}`,
+          startedAt: night(i),
+          seed: i,
+          requests: 20,
+        }),
+      );
+      // Another process holds the lock (this one: alive, and fresh).
+      const lock = join(results, LOCK_FILE);
+      writeFileSync(lock, JSON.stringify({ pid: process.pid, at: '', token: 'other' }));
+      const notices: string[] = [];
+      const output = historyOutput((m) => notices.push(m), { pointMs: 50, sessionMs: 2000 });
+      const session = { id: 's', root: sessionRoot } as SessionInfo;
+      for (const dir of dirs) {
+        const t0 = performance.now();
+        await output.pointFinished?.({ session, point: { dir } } as PointFinished);
+        assert.ok(performance.now() - t0 < 1500, 'the wait is bounded');
+      }
+      assert.equal(notices.length, 1, notices.join('\n'));
+      assert.match(notices[0], /not indexed .*held by another process.*--reindex/);
+      rmSync(lock);
+      await output.sessionFinished?.({ session, code: 0, endedAt: '' });
+      const db = await readHistory(results, () => {});
+      assert.deepEqual(
+        allEntries(db).map((r) => r.id),
+        ['s-1', 's-2'],
+      );
+      db.close();
+    } finally {
+      rmSync(results, { recursive: true, force: true });
     }
   });
 });
