@@ -16,6 +16,7 @@ const { values } = parseArgs({
   options: {
     runs: { type: 'string', default: '10000' },
     repeats: { type: 'string', default: '20' },
+    verdicts: { type: 'string', default: '0' },
   },
 });
 const runs = Number(values.runs);
@@ -129,4 +130,58 @@ try {
   console.log(`every run and its series: median ${ms(median(list))}`);
 } finally {
   rmSync(root, { recursive: true, force: true });
+}
+
+const trials = Number(values.verdicts);
+if (trials > 0) {
+  const { DEFAULT_BOOTSTRAP } = await import('../src/analysis/compare.js');
+  const { indexDirs } = await import('../src/results/history/indexer.js');
+  const { DEFAULT_REGRESS_METRICS, regressSeries } = await import(
+    '../src/results/history/regress.js'
+  );
+  const { night, writeRun } = await import('../test/unit/results/historyFixtures.js');
+  const options = {
+    baseline: { runs: 5 },
+    metrics: DEFAULT_REGRESS_METRICS,
+    bootstrap: DEFAULT_BOOTSTRAP,
+    summaryMargin: 0.05,
+  };
+  let falseAlarms = 0;
+  let detected = 0;
+  const byMetric: Record<string, number> = {};
+  const dir = mkdtempSync(join(tmpdir(), 'ig-bench-verdicts-'));
+  try {
+    for (let t = 0; t < trials; t++) {
+      for (const slower of [false, true]) {
+        const r = mkdtempSync(join(dir, 'series-'));
+        const dirs = [1, 2, 3, 4, 5, 6].map((d) =>
+          writeRun(r, `n${d}`, {
+            id: `n${d}`,
+            startedAt: night(d),
+            seed: 1000 * t + d + (slower ? 500 : 0),
+            tags: ['nightly'],
+            ...(slower && d === 6 ? { ttftMs: 130 } : {}),
+          }),
+        );
+        await indexDirs(r, dirs, { onNotice: () => {} });
+        const d = await store.readHistory(r, () => {});
+        const [series] = seriesOf(findRuns(d, {}), 'nightly');
+        d.close();
+        const v = await regressSeries(r, series, options, () => {});
+        if (slower) {
+          if (v.metrics.some((m) => m.name === 'ttft.p99' && m.verdict === 'worse')) detected++;
+          continue;
+        }
+        if (v.regression) falseAlarms++;
+        for (const m of v.metrics) {
+          if (m.verdict === 'worse') byMetric[m.name] = (byMetric[m.name] ?? 0) + 1;
+        }
+      }
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+  console.log(
+    `--regress on ${trials} series of one distribution: ${falseAlarms} flagged (${JSON.stringify(byMetric)}); with TTFT 30 % slower: ${detected} of ${trials} flagged on ttft.p99`,
+  );
 }
