@@ -65,7 +65,7 @@ export function renderTrend(series: readonly Series[], metrics: readonly string[
   for (const s of series) {
     const columns: Column<HistoryEntry>[] = [
       { label: 'started (UTC)', align: 'left', value: (r) => when(r.startedAt) },
-      { label: 'id', align: 'left', value: (r) => r.id },
+      { label: 'id', align: 'left', value: (r) => terminalSafe(r.id) },
       ...metrics.map(
         (m): Column<HistoryEntry> => ({
           label: m,
@@ -144,7 +144,7 @@ export function renderVerdicts(verdicts: readonly SeriesVerdict[]): string {
   for (const v of verdicts) {
     const c = v.candidate;
     out.push(
-      `${terminalSafe(v.series)}: ${c.id} (${when(c.startedAt)}${c.interrupted ? ', interrupted' : ''}) against ${v.baseline.length} earlier run${v.baseline.length === 1 ? '' : 's'}`,
+      `${terminalSafe(v.series)}: ${terminalSafe(c.id)} (${when(c.startedAt)}${c.interrupted ? ', interrupted' : ''}${c.validity && c.validity !== 'valid' ? `, ${c.validity}` : ''}) against ${v.baseline.length} earlier run${v.baseline.length === 1 ? '' : 's'}`,
     );
     if (v.skipped) {
       out.push(`  not judged: ${v.skipped}`, '');

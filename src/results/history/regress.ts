@@ -76,7 +76,14 @@ export interface MetricVerdict {
 
 export interface SeriesVerdict {
   series: string;
-  candidate: { id: string; dir: string; startedAt: string | null; interrupted: boolean };
+  candidate: {
+    id: string;
+    dir: string;
+    startedAt: string | null;
+    interrupted: boolean;
+    /** Its validity verdict: a verdict on an invalid run is read with that in mind. */
+    validity: string | null;
+  };
   baseline: { id: string; dir: string; startedAt: string | null }[];
   /** Server facts that differ between the candidate and its baseline (named, not split on). */
   differences: string[];
@@ -239,6 +246,7 @@ export async function regressSeries(
       dir: candidate.dir,
       startedAt: candidate.startedAt,
       interrupted: candidate.interrupted,
+      validity: candidate.validity,
     },
     baseline: baseline.map((r) => ({ id: r.id, dir: r.dir, startedAt: r.startedAt })),
     differences: seriesDifferences(candidate, baseline),

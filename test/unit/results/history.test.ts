@@ -199,6 +199,18 @@ describe('indexing, filters and trends', () => {
     );
     assert.match(text.out, /tag nightly · chat · closed:4 \(2 runs\)/);
     assert.match(readFileSync(html, 'utf8'), /ttft\.p99 over time<\/h2><svg/);
+    // Server text is escaped in HTML and stripped of control characters on the terminal.
+    const hostile = await rootWith([
+      { ...nightly(1), model: '<script>alert(1)</script>\u001b]0;owned\u0007', tags: [] },
+    ]);
+    const page = join(hostile, 'trend.html');
+    const shown = await captured((print) =>
+      runHistory({ root: hostile, metric: ['ttft.p99'], html: page }, print),
+    );
+    const listed = await captured((print) => runHistory({ root: hostile }, print));
+    for (const text of [shown.out, listed.out]) assert.doesNotMatch(text, /[\u001b\u0007]/);
+    assert.doesNotMatch(readFileSync(page, 'utf8'), /<script>/);
+    assert.match(readFileSync(page, 'utf8'), /&lt;script&gt;/);
     const bad = await quietly(() => runHistory({ root, metric: ['ttft.p42'] }));
     assert.equal(bad, EXIT.invalidOptions);
   });
