@@ -186,10 +186,8 @@ function settingsOf(o: HistoryCliOptions): { settings: Settings; problems: strin
   ] as const) {
     if (o[key] !== undefined) filter[key] = o[key];
   }
-  if (o.tag) {
-    for (const t of o.tag) if (!TAG.test(t)) problems.push(`--tag "${t}": ${TAG_RULE}`);
-    filter.tags = o.tag;
-  }
+  // A filter takes any tag as given (a run's may come from a plan): it only matches or not.
+  if (o.tag) filter.tags = o.tag;
   if (o.since !== undefined) {
     const t = isoTime(o.since, '--since', problems);
     if (t) filter.since = t;
