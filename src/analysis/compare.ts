@@ -1316,9 +1316,11 @@ export function compareSamples(
     baseline: 'closed',
     candidate: 'closed',
   },
+  /** The metrics to compare on (default: metricsFor's, every one `compare` prints). */
+  only?: readonly MetricDefinition[],
 ): MetricComparison[] {
   const o = { ...DEFAULT_BOOTSTRAP, ...options };
-  const metrics = metricsFor(a, b, o.minEffect);
+  const metrics = only ?? metricsFor(a, b, o.minEffect);
   const ra = bootstrapRun(a, modes.baseline, metrics, o, 'baseline');
   const rb = bootstrapRun(b, modes.candidate, metrics, o, 'candidate');
   const minEffectText = `${(o.minEffect * 100).toFixed(o.minEffect * 100 < 1 ? 1 : 0)} %`;

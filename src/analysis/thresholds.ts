@@ -217,6 +217,45 @@ export function thresholdProblems(rules: readonly string[] | undefined): string[
   }
 }
 
+/**
+ * A metric named alone, as `--metric` takes it (`ttft.p99`, `outputThroughput`): the metric
+ * and statistic of a threshold, read by the same parser, so the names are the same everywhere.
+ * Throws a ThresholdError naming the problem (a validity is no metric to follow).
+ */
+export function parseMetricName(text: string): Pick<Threshold, 'metric' | 'stat' | 'unit'> & {
+  name: string;
+} {
+  const name = text.trim();
+  let t: Threshold;
+  try {
+    t = parseThreshold(`${name}<0`);
+  } catch (err) {
+    if (!(err instanceof ThresholdError)) throw err;
+    // The parser quotes the condition it was given: quote the name as typed instead.
+    throw new ThresholdError(
+      err.problems.map((p) =>
+        p
+          .replaceAll(`"${name}<0"`, `"${name}"`)
+          .replace(
+            /^cannot read .*$/,
+            `cannot read "${name}": write METRIC[.STAT], e.g. ttft.p99 or outputThroughput`,
+          ),
+      ),
+    );
+  }
+  if (t.unit === 'verdict') {
+    throw new ThresholdError([
+      `"${name}": a validity is not a metric to follow; name a metric, e.g. ttft.p99`,
+    ]);
+  }
+  return {
+    name: thresholdName(t),
+    metric: t.metric,
+    ...(t.stat ? { stat: t.stat } : {}),
+    unit: t.unit,
+  };
+}
+
 /** The threshold's metric in a summary, in the threshold's unit (undefined: not measured). */
 export function thresholdValue(summary: RunSummary, t: Threshold): number | undefined {
   if (t.unit === 'verdict') return VERDICT_RANK[validityOf(summary.warnings).verdict];

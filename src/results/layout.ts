@@ -42,6 +42,8 @@ export const RESULT_FILES = {
   requestsCsv: 'requests.csv',
   runsCsv: 'runs.csv',
   vllmBench: 'vllm-bench-result.json',
+  /** Tags added to or removed from a run after it ran (`infergauge history tag`). */
+  tags: 'tags.json',
 } as const;
 
 export type ResultFile = keyof typeof RESULT_FILES;

@@ -166,7 +166,11 @@ export function scenarioNames(table: unknown): string[] {
     : [];
 }
 
-/** The load a run ran: its summary's (less the measured mean), else its manifest's plan's. */
+/**
+ * The load a run ran: its summary's (less the measured mean), else its manifest's own (a sweep
+ * point's level, a probe's batch: the plan's load is the sweep's, not the point's), else its
+ * plan's.
+ */
 export function savedLoad(
   summary: SavedSummary | undefined,
   manifest: Manifest | undefined,
@@ -175,6 +179,8 @@ export function savedLoad(
     const { meanConcurrency: _, ...load } = summary.load;
     return load as LoadSpec;
   }
+  const own = (manifest as { load?: { mode?: unknown } } | undefined)?.load;
+  if (own?.mode === 'closed' || own?.mode === 'open') return own as LoadSpec;
   return manifest?.plan?.load as LoadSpec | undefined;
 }
 

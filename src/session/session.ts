@@ -8,6 +8,7 @@ import { type RunPlan, redactPlan } from '../plan/runPlan.js';
 import type { RecordsFormat } from '../record.js';
 import { claimNewDir, newId, type ResultKindName } from '../results/runFiles.js';
 import { builtInOutput, type Output, SessionEvents } from './events.js';
+import { historyOutput } from './historyOutput.js';
 import { htmlOutput } from './htmlOutput.js';
 import { resultsOutput } from './resultsOutput.js';
 import { type Notify, utcStamp } from './target.js';
@@ -108,6 +109,8 @@ function startSession(o: SessionOptions): SessionEvents {
       // dashboard turns into it; an exporter may link it).
       ...(save && o.html !== false ? [builtInOutput(htmlOutput(o.onNotice))] : []),
       ...(o.outputs ?? []),
+      // Last: the run's own files are written when it indexes them.
+      ...(save ? [builtInOutput(historyOutput(o.onNotice))] : []),
     ],
     o.onNotice,
     save,
