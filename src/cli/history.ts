@@ -3,6 +3,7 @@
  * trend along each series, regression verdicts for CI (exit 3), tags added afterwards, and a
  * rebuild from the directories. The database and its reader load only when the command runs.
  */
+
 import { existsSync, statSync } from 'node:fs';
 import { relative, resolve } from 'node:path';
 import { Command, Option } from '@commander-js/extra-typings';
@@ -13,10 +14,10 @@ import { parseFlagNumber } from '../flagNumber.js';
 import type { HistoryEntry } from '../results/history/entry.js';
 import type { HistoryFilter } from '../results/history/query.js';
 import type { BaselineWindow, RegressMetric } from '../results/history/regress.js';
+import { DEFAULT_RESULTS_ROOT } from '../results/layout.js';
 import { collect, printNotice, printProblems, runAction, writeOutput } from './common.js';
 
 /** The results root `history` reads by default: where sessions save without --out. */
-export const DEFAULT_HISTORY_ROOT = 'infergauge-results';
 
 /** A tag as a plan's label is written: no spaces, no commas, nothing a shell or a file mangles. */
 const TAG = /^[A-Za-z0-9._:-]+$/;
@@ -78,7 +79,7 @@ export function historyCommand() {
     .description(
       'Every run kept in <root>/history.db (indexed as runs finish): list and filter them, follow a metric over time, flag regressions of the latest runs (exit 3).',
     )
-    .option('--root <dir>', `results root holding history.db (default: ./${DEFAULT_HISTORY_ROOT})`)
+    .option('--root <dir>', `results root holding history.db (default: ./${DEFAULT_RESULTS_ROOT})`)
     .option('--model <glob>', 'model (a glob: * and ? match)')
     .option('--url <glob>', "server URL ('builtin-simulator', 'virtual' for the simulator's)")
     .option('--engine <glob>', 'serving engine (vllm, sglang, ...)')
@@ -150,10 +151,10 @@ const notice = (m: string) => printNotice('history', m);
 
 /** The results root, checked: exit 1 with a sentence when it is not a folder. */
 function rootOf(o: { root?: string }): string | undefined {
-  const root = resolve(o.root ?? DEFAULT_HISTORY_ROOT);
+  const root = resolve(o.root ?? DEFAULT_RESULTS_ROOT);
   if (!existsSync(root) || !statSync(root).isDirectory()) {
     notice(
-      `${o.root ?? DEFAULT_HISTORY_ROOT} is not a results root (no such folder): runs save under ./${DEFAULT_HISTORY_ROOT} by default, and under the folder that holds --out DIR; give it with --root`,
+      `${o.root ?? DEFAULT_RESULTS_ROOT} is not a results root (no such folder): runs save under ./${DEFAULT_RESULTS_ROOT} by default, and under the folder that holds --out DIR; give it with --root`,
     );
     return undefined;
   }

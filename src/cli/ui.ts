@@ -1,5 +1,6 @@
 import { Command } from '@commander-js/extra-typings';
 import { EXIT } from '../errors.js';
+import { DEFAULT_RESULTS_ROOT } from '../results/layout.js';
 import { listenForInterrupts, printNotice, printProblems, runAction } from './common.js';
 
 export function uiCommand() {
@@ -7,7 +8,7 @@ export function uiCommand() {
     .description(
       'Open finished results in the browser: a results directory as its report, a folder of them (default: infergauge-results) as a list linking to each. Runs until Ctrl-C. A live run has its own: --output ui.',
     )
-    .argument('[dir]', 'a results directory, or a folder of them', 'infergauge-results')
+    .argument('[dir]', 'a results directory, or a folder of them', DEFAULT_RESULTS_ROOT)
     .option(
       '--host <host>',
       'address to listen on; other than loopback, a token is printed and required',

@@ -15,6 +15,9 @@ import type { RecordsFormat } from '../record.js';
  * The run directory's layout: every file a run, sweep, probe, capacity search or merge writes,
  * by role. Readers and writers name files only through this table, so a file has one name.
  */
+/** Where sessions save without --out (each in a folder of its own), and the history's default root. */
+export const DEFAULT_RESULTS_ROOT = 'infergauge-results';
+
 export const RESULT_FILES = {
   /** One JSON line per finished request, written as it finishes: the source of truth. */
   records: 'records.jsonl',

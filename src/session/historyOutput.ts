@@ -1,12 +1,14 @@
 /**
  * The history database as an output: each point is indexed into `<results root>/history.db`
- * as it finishes, and at the session's end every point of it not indexed yet (one cut short,
+ * as it finishes (a database missing from the default root is first built from its directories;
+ * elsewhere it starts with this session), and at the session's end every point of it not indexed yet (one cut short,
  * one whose indexing had to wait too long). The results root is the folder that holds the
  * session's directory. The history is an index of the directories, never their only copy: a
  * failure here is said once and never fails or holds the run (`infergauge history --reindex`
  * rebuilds it from the directories), and each wait for another writer is bounded.
  */
 import { resolve } from 'node:path';
+import { DEFAULT_RESULTS_ROOT } from '../results/layout.js';
 import type { Output, SessionInfo } from './events.js';
 import type { Notify } from './target.js';
 
@@ -27,8 +29,11 @@ export function historyOutput(
     // Loaded here: a session that saves nothing never loads sql.js.
     const { historyRootOf, indexDirs } = await import('../results/history/indexer.js');
     const root = historyRootOf(session.root);
+    // Only the default results root is walked to make a missing database: the folder above an
+    // --out directory may be any folder (/tmp), whose other contents are not this run's to read.
+    const scanWhenMissing = root === resolve(DEFAULT_RESULTS_ROOT);
     try {
-      await indexDirs(root, todo, { onNotice, waitMs, session: session.id });
+      await indexDirs(root, todo, { onNotice, waitMs, session: session.id, scanWhenMissing });
       for (const d of todo) indexed.add(d);
     } catch (err) {
       if (told) return;

@@ -2,10 +2,12 @@
  * A session's frame, the same for every command: where its results go, which outputs hear
  * its events, and that they always hear its end, also when it fails.
  */
+
 import { join } from 'node:path';
 import { EXIT, UsageError } from '../errors.js';
 import { type RunPlan, redactPlan } from '../plan/runPlan.js';
 import type { RecordsFormat } from '../record.js';
+import { DEFAULT_RESULTS_ROOT } from '../results/layout.js';
 import { claimNewDir, newId, type ResultKindName } from '../results/runFiles.js';
 import { builtInOutput, type Output, SessionEvents } from './events.js';
 import { historyOutput } from './historyOutput.js';
@@ -23,7 +25,7 @@ import { parseExportTimeoutS } from './userOutputs.js';
 export function resultsRoot(out: string | undefined, label: string, claim = true): string {
   if (out !== undefined) return out;
   const name = `${utcStamp()}-${label}`;
-  return claim ? claimNewDir('infergauge-results', name) : join('infergauge-results', name);
+  return claim ? claimNewDir(DEFAULT_RESULTS_ROOT, name) : join(DEFAULT_RESULTS_ROOT, name);
 }
 
 export interface SessionOptions {

@@ -18,6 +18,8 @@ export interface IndexOptions {
   waitMs?: number;
   /** The session whose points these are (a missing database is then rebuilt without a word). */
   session?: string;
+  /** See ChangeOptions.scanWhenMissing. */
+  scanWhenMissing?: boolean;
 }
 
 /** Indexes point directories under `root` (each made a row from its files); returns the rows. */
@@ -40,6 +42,7 @@ export async function indexDirs(
     onNotice: o.onNotice,
     ...(o.waitMs !== undefined ? { waitMs: o.waitMs } : {}),
     ...(o.session !== undefined ? { session: o.session } : {}),
+    ...(o.scanWhenMissing !== undefined ? { scanWhenMissing: o.scanWhenMissing } : {}),
   });
   return entries;
 }

@@ -448,6 +448,12 @@ export interface ChangeOptions {
    * other sessions (a results root's first run makes its database without a word).
    */
   session?: string;
+  /**
+   * Whether a missing database is built from every results directory under the root (the
+   * default), or starts with what this change adds: a run saved with `--out /tmp/x` indexes
+   * into /tmp/history.db without walking all of /tmp (`--reindex` adds what is there).
+   */
+  scanWhenMissing?: boolean;
 }
 
 /**
@@ -473,6 +479,7 @@ export async function changeHistory<T>(
           o.onNotice(`history: ${path} is rebuilt from the results directories: ${opened.problem}`);
         }
       }
+      if (!db && o.scanWhenMissing === false && !existsSync(path)) db = emptyDatabase(SQL);
       if (!db) {
         db = (await buildFromDirs(SQL, root, o.onNotice)).db;
         const others = countOthers(db, o.session);

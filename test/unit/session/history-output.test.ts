@@ -79,6 +79,26 @@ describe('the history output', () => {
     );
   });
 
+  test('a run saved into any folder (--out /tmp/x) indexes itself without reading the rest of it', async () => {
+    const folder = mkdtempSync(join(tmpdir(), 'ig-history-any-'));
+    try {
+      // Someone else's results in the same folder: not this run's to read.
+      writeRun(folder, 'theirs', { id: 'theirs-1', startedAt: night(1), seed: 1, requests: 20 });
+      await benchmark(plan('x', { out: join(folder, 'mine') }), { html: false });
+      const db = await readHistory(folder, () => {});
+      try {
+        assert.deepEqual(
+          allEntries(db).map((r) => r.dir),
+          ['mine'],
+        );
+      } finally {
+        db.close();
+      }
+    } finally {
+      rmSync(folder, { recursive: true, force: true });
+    }
+  });
+
   test('a run stopped mid-way is indexed as interrupted', async () => {
     const stop = new AbortController();
     let seen = 0;
