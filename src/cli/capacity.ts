@@ -11,7 +11,7 @@ import {
   useColor,
 } from './common.js';
 import { addEngineFlags } from './engineFlags.js';
-import { progressOutputs } from './progress.js';
+import { pointLineOutputs } from './progress.js';
 import {
   addConnectionOptions,
   exportLimits,
@@ -112,15 +112,7 @@ async function capacity(o: CapacityOptions): Promise<number> {
       {
         ...run,
         onNotice: (message) => printNotice('capacity', message),
-        outputs: [
-          ...progressOutputs(process.stderr, {
-            live: false,
-            pointLines: true,
-            // The point's own name says its load: `decode: concurrency 8`, `batch 8`.
-            label: (point) => point.scenario,
-          }),
-          ...exported,
-        ],
+        outputs: [...pointLineOutputs(process.stderr), ...exported],
         ...(deadline.seconds !== undefined ? { exportTimeoutS: deadline.seconds } : {}),
         ...(process.stderr.isTTY && !o.json
           ? { progress: (line: string) => process.stderr.write(line) }

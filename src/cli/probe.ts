@@ -11,7 +11,7 @@ import {
   runAction,
   useColor,
 } from './common.js';
-import { progressOutputs } from './progress.js';
+import { pointLineOutputs } from './progress.js';
 import { gate } from './report.js';
 import { addRunOptions, exportLimits, exportTimeout, withPlanFile } from './run.js';
 
@@ -123,15 +123,7 @@ async function probe(
       note: (message) => printNotice(name, message),
       ...(showProgress ? { progress: (line) => process.stderr.write(line) } : {}),
       html: merged.html !== false,
-      outputs: [
-        ...progressOutputs(process.stderr, {
-          live: false,
-          pointLines: true,
-          // The point's own name says its load: `decode: concurrency 8`, `batch 8`.
-          label: (point) => point.scenario,
-        }),
-        ...exported,
-      ],
+      outputs: [...pointLineOutputs(process.stderr), ...exported],
       ...exportTimeout(merged),
     });
     const { result, saved, target, root: out } = outcome;

@@ -7,6 +7,18 @@ import { builtInOutput, type Output, type PointStarted } from '../session/events
 import { type PlainProgressOptions, plainProgressOutput } from '../session/progressOutput.js';
 
 /**
+ * A line on stderr as each point ends, named by the point itself (`decode: concurrency 8`,
+ * `batch 8`): the probes' and capacity's progress.
+ */
+export function pointLineOutputs(stream: NodeJS.WriteStream): Output[] {
+  return progressOutputs(stream, {
+    live: false,
+    pointLines: true,
+    label: (point) => point.scenario,
+  });
+}
+
+/**
  * The progress outputs for stderr: the redrawn line on a terminal (unless `live` is false:
  * virtual time, JSON on stdout), else the plain lines.
  */
