@@ -17,6 +17,7 @@ import {
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
+import { pathToFileURL } from 'node:url';
 import { DEFAULT_BOOTSTRAP } from '../../../src/analysis/compare.js';
 import { runHistory, runTag } from '../../../src/cli/history.js';
 import { EXIT } from '../../../src/errors.js';
@@ -33,6 +34,7 @@ import {
   withLock,
 } from '../../../src/results/history/store.js';
 import { readSummary } from '../../../src/results/reader.js';
+import { REPO } from '../../../tools/repo.js';
 import { type FixtureRun, night, writeRun } from './historyFixtures.js';
 
 const tmp = mkdtempSync(join(tmpdir(), 'ig-history-'));
@@ -449,7 +451,7 @@ describe('the lock', () => {
     const a = dirs('a');
     const b = dirs('b');
     const script = `
-      const { indexDirs } = await import(${JSON.stringify(new URL('../../../src/results/history/indexer.ts', import.meta.url).href)});
+      const { indexDirs } = await import(${JSON.stringify(pathToFileURL(join(REPO, 'src/results/history/indexer.ts')).href)});
       const [root, ...dirs] = process.argv.slice(1);
       for (const d of dirs) await indexDirs(root, [d], { onNotice: (m) => console.error(m), waitMs: 20000 });
     `;
