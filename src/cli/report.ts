@@ -49,7 +49,7 @@ export function gate(
 export function reportCommand() {
   return new Command('report')
     .description(
-      'Re-render a run, sweep, probe or capacity directory from its saved raw records: HTML (default: DIR/report.html), CSV, Markdown, vLLM-compatible JSON; check CI thresholds.',
+      "Re-render a run, sweep, probe or capacity directory from its saved raw records: HTML (default: DIR/report.html), CSV, Markdown, vLLM-compatible JSON, llm-d's Benchmark Report; check CI thresholds.",
     )
     .argument('<dir>', 'results directory of a run, sweep, probe or capacity')
     .option('--html <file>', 'write the HTML report here (default: <dir>/report.html)')
@@ -58,8 +58,14 @@ export function reportCommand() {
       'write requests.csv (one row per request) and runs.csv (one row per run) here',
     )
     .option('--md <file>', 'write a Markdown summary (for a CI job summary or a PR comment)')
-    .option('--compat <format>', 'also write the result JSON of another tool: vllm (bench serve)')
-    .option('--compat-out <file>', 'where --compat writes (default: <dir>/vllm-bench-result.json)')
+    .option(
+      '--compat <format>',
+      "also write another tool's result: vllm (bench serve JSON), llm-d (Benchmark Report v0.2 YAML, one per run)",
+    )
+    .option(
+      '--compat-out <file>',
+      "where --compat writes one run's result (default: <dir>/vllm-bench-result.json, <run>/benchmark_report_v0.2,_infergauge.yaml)",
+    )
     .option(
       '--write-summary',
       'write summary.json for a run that was killed before it wrote one (rebuilt from its records)',
@@ -82,6 +88,7 @@ async function report(dir: string, o: ReportOptions): Promise<number> {
   // Loaded when the command is chosen (charts, schemas), so that other commands start without them.
   const [
     { vllmBenchResult },
+    { llmdBenchmarkReport, llmdReportYaml },
     { requestsCsvFile, runsCsv },
     { renderHtmlReport },
     { markdownSummary },
@@ -90,6 +97,7 @@ async function report(dir: string, o: ReportOptions): Promise<number> {
     { resultKind },
   ] = await Promise.all([
     import('../report/compat.js'),
+    import('../report/llmd.js'),
     import('../report/csv.js'),
     import('../report/html.js'),
     import('../report/markdown.js'),
@@ -101,8 +109,14 @@ async function report(dir: string, o: ReportOptions): Promise<number> {
   // --compat once left a fresh report.html behind an exit 2.
   if (!isDirectory(dir)) return printProblems('report', [`${dir} is not a directory`]);
   const problems: string[] = [];
-  if (o.compat !== undefined && o.compat !== 'vllm') {
-    problems.push(`--compat ${o.compat} is not known; use --compat vllm`);
+  if (o.compat !== undefined && o.compat !== 'vllm' && o.compat !== 'llm-d') {
+    problems.push(`--compat ${o.compat} is not known; use --compat vllm or --compat llm-d`);
+  }
+  if (o.compat === 'llm-d' && o.compatOut !== undefined && findRunDirs(dir).length !== 1) {
+    // llm-d's format is one report per run (a stage): each lands in its own run folder.
+    problems.push(
+      `--compat-out names one report; ${dir} holds several runs: leave it out to write each run's report in its folder`,
+    );
   }
   if (o.compat === 'vllm') {
     const held = findRunDirs(dir).length;
@@ -177,6 +191,21 @@ async function report(dir: string, o: ReportOptions): Promise<number> {
     });
     writeOutput(out, `${JSON.stringify(result, null, 2)}\n`);
     process.stdout.write(`vLLM bench result: ${out}\n`);
+  }
+  if (o.compat === 'llm-d') {
+    for (const [index, run] of runs.entries()) {
+      const out = o.compatOut ?? resultPath(run.dir, 'llmdReport');
+      const records = await readRunRecords(run.dir);
+      const report = llmdBenchmarkReport({
+        summary: run.summary,
+        manifest: run.manifest,
+        records,
+        name: run.name,
+        ...(runs.length > 1 ? { stage: index } : {}),
+      });
+      writeOutput(out, llmdReportYaml(report));
+      process.stdout.write(`llm-d benchmark report: ${out}\n`);
+    }
   }
   return gate('report', o.threshold, runs);
 }

@@ -45,6 +45,8 @@ export const RESULT_FILES = {
   requestsCsv: 'requests.csv',
   runsCsv: 'runs.csv',
   vllmBench: 'vllm-bench-result.json',
+  /** `report --compat llm-d`: llm-d's Benchmark Report, named as llm-d's harness globs them. */
+  llmdReport: 'benchmark_report_v0.2,_infergauge.yaml',
   /** Tags added to or removed from a run after it ran (`infergauge history tag`). */
   tags: 'tags.json',
 } as const;
