@@ -20,6 +20,13 @@ import type { ForeignRun } from './types.js';
 /** A report is a few kB to a few MB (time series included); anything larger is refused unread. */
 export const MAX_LLMD_REPORT_BYTES = 32 * 1024 * 1024;
 
+/**
+ * A report nests about ten levels. The YAML parser recurses per level: thousands of levels
+ * overflow its stack, and V8 has been seen to abort the process (out of memory compiling a
+ * RegExp) after such overflows, so deeper documents are refused before parsing.
+ */
+export const MAX_LLMD_REPORT_DEPTH = 100;
+
 /** The versions read: 0.2.1 is an additive superset of 0.2 (llm-d's README says so). */
 const VERSIONS = ['0.2', '0.2.1'] as const;
 
@@ -33,6 +40,12 @@ export class LlmdReportError extends InfergaugeError {
     );
   }
 }
+
+/** A number, or YAML's `.inf` (pydantic writes it; llm-d's examples say `concurrency: .inf`). */
+const numberOrInfinity = z.union([
+  z.number(),
+  z.custom<number>((v) => v === Number.POSITIVE_INFINITY, 'expected a number or .inf'),
+]);
 
 const statistics = z.looseObject({
   units: z.string(),
@@ -79,8 +92,8 @@ const reportSchema = z.looseObject({
               tool: z.string(),
               tool_version: z.string(),
               stage: z.number().int().nullish(),
-              rate_qps: z.number().nullish(),
-              concurrency: z.number().nullish(),
+              rate_qps: numberOrInfinity.nullish(),
+              concurrency: numberOrInfinity.nullish(),
             })
             .nullish(),
         })
@@ -142,6 +155,71 @@ export function isLlmdReport(value: unknown): boolean {
   );
 }
 
+/**
+ * How deep a YAML or JSON document nests, by one pass over its characters, without parsing:
+ * the deepest flow bracket (`[`, `{`, outside quoted scalars) and, for block style, the widest
+ * indentation in levels of two spaces. Both over-count rather than under-count for real
+ * reports; an odd quote can hide brackets from it, and the parser's own error then stands.
+ */
+export function nestingDepth(text: string): number {
+  let flow = 0;
+  let deepestFlow = 0;
+  let widestIndent = 0;
+  let quote = '';
+  let indent = 0;
+  let atLineStart = true;
+  for (let i = 0; i < text.length; i++) {
+    const c = text[i];
+    if (c === '\n') {
+      atLineStart = true;
+      indent = 0;
+      continue;
+    }
+    if (atLineStart && !quote) {
+      if (c === ' ') {
+        indent++;
+        continue;
+      }
+      atLineStart = false;
+      if (indent > widestIndent) widestIndent = indent;
+    }
+    if (quote) {
+      if (c === '\\' && quote === '"') i++;
+      else if (c === quote) quote = '';
+      continue;
+    }
+    const before = i === 0 ? ' ' : text[i - 1];
+    if ((c === '"' || c === "'") && ' \t:[{,-\n'.includes(before)) quote = c;
+    else if (c === '#' && (before === ' ' || before === '\n' || i === 0)) {
+      const end = text.indexOf('\n', i);
+      i = end < 0 ? text.length : end - 1;
+    } else if (c === '[' || c === '{') {
+      flow++;
+      if (flow > deepestFlow) deepestFlow = flow;
+    } else if ((c === ']' || c === '}') && flow > 0) flow--;
+  }
+  return Math.max(deepestFlow, Math.ceil(widestIndent / 2));
+}
+
+/** What keeps a parsed document from being a report read here, in words. */
+function whyNotReport(value: unknown): string {
+  if (!value || typeof value !== 'object' || Array.isArray(value)) {
+    return 'not a mapping with version, run and results';
+  }
+  const v = value as Record<string, unknown>;
+  if (typeof v.version !== 'string' || !(VERSIONS as readonly string[]).includes(v.version)) {
+    return v.version === undefined || v.version === null
+      ? 'no version'
+      : `version ${terminalSafe(String(v.version)).slice(0, 40)} is not read (versions ${VERSIONS.join(', ')} are)`;
+  }
+  const run = v.run as Record<string, unknown> | null | undefined;
+  const missing = [
+    ...(!run || typeof run !== 'object' || typeof run.uid !== 'string' ? ['run.uid'] : []),
+    ...(!v.results || typeof v.results !== 'object' ? ['results'] : []),
+  ];
+  return `no ${missing.join(' or ')}`;
+}
+
 /** Each unit the schema allows for a metric, as a factor to infergauge's unit (ms, tokens/s, ...). */
 const TIME_TO_MS: Record<string, number> = { s: 1000, ms: 1 };
 const PER_TOKEN_TO_MS: Record<string, number> = { 's/token': 1000, 'ms/token': 1 };
@@ -168,6 +246,14 @@ export function readLlmdReport(text: string, source: string): ForeignRun {
       'IG_LLMD_REPORT_TOO_LARGE',
     );
   }
+  const depth = nestingDepth(text);
+  if (depth > MAX_LLMD_REPORT_DEPTH) {
+    throw new LlmdReportError(
+      source,
+      `nested over ${MAX_LLMD_REPORT_DEPTH} levels deep (a report has about ten)`,
+      'IG_LLMD_REPORT_TOO_DEEP',
+    );
+  }
   let value: unknown;
   try {
     // JSON is YAML: one parser for both. Aliases are bounded (a billion-laughs file is refused).
@@ -178,15 +264,7 @@ export function readLlmdReport(text: string, source: string): ForeignRun {
       `not YAML or JSON (${terminalSafe((err as Error).message).split('\n')[0]})`,
     );
   }
-  if (!isLlmdReport(value)) {
-    const version = (value as { version?: unknown } | null)?.version;
-    throw new LlmdReportError(
-      source,
-      typeof version === 'string' || typeof version === 'number'
-        ? `version ${terminalSafe(String(version))} is not read (versions ${VERSIONS.join(', ')} are)`
-        : 'no version, run.uid or results',
-    );
-  }
+  if (!isLlmdReport(value)) throw new LlmdReportError(source, whyNotReport(value));
   const checked = reportSchema.safeParse(value);
   if (!checked.success) {
     const issue = checked.error.issues[0];
