@@ -6,9 +6,12 @@ import assert from 'node:assert/strict';
 import { cpSync, existsSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { before, describe, test } from 'node:test';
+import { parse } from 'yaml';
+import { z } from 'zod';
 import type { RunSummary } from '../../src/metrics/summary.js';
 import { parseCsv, requestsCsv } from '../../src/report/csv.js';
-import { loadSavedRuns, readRunRecords } from '../../src/results/reader.js';
+import { readLlmdReport } from '../../src/results/foreign/llmd.js';
+import { findRunDirs, loadSavedRuns, readRunRecords } from '../../src/results/reader.js';
 import { runCli, tempDir } from '../helpers/cli.js';
 
 describe('infergauge report', () => {
@@ -178,5 +181,55 @@ describe('infergauge report', () => {
     assert.match(readFileSync(join(hot, 'report.html'), 'utf8'), /nonzero_temperature/);
     const [again] = await loadSavedRuns(hot);
     assert.deepEqual(again.summary.warnings, saved.warnings);
+  });
+});
+
+describe('infergauge report --compat llm-d', () => {
+  test("a sweep: one Benchmark Report per point in its folder, its stage the point's index, each valid", async () => {
+    const out = join(tempDir('ig-report-llmd-'), 'sweep');
+    const sweep = await runCli([
+      'sweep',
+      '--simulate',
+      '--levels',
+      '1,4',
+      '--requests',
+      '12',
+      '--warmup',
+      '0',
+      '--out',
+      out,
+      '--no-html',
+    ]);
+    assert.equal(sweep.code, 0, sweep.stderr);
+    const refused = await runCli([
+      'report',
+      out,
+      '--compat',
+      'llm-d',
+      '--compat-out',
+      join(out, 'x.yaml'),
+    ]);
+    assert.equal(refused.code, 2);
+    assert.match(refused.stderr, /--compat-out names one report/);
+    const result = await runCli(['report', out, '--compat', 'llm-d']);
+    assert.equal(result.code, 0, result.stderr);
+    const schema = z.fromJSONSchema(
+      JSON.parse(readFileSync('test/fixtures/llm-d/br_v0_2_json_schema.json', 'utf8')),
+    );
+    const points = findRunDirs(out);
+    assert.equal(points.length, 2);
+    for (const [index, point] of points.entries()) {
+      const path = join(point, 'benchmark_report_v0.2,_infergauge.yaml');
+      assert.ok(result.stdout.includes(`llm-d benchmark report: ${path}`), result.stdout);
+      const text = readFileSync(path, 'utf8');
+      const doc = parse(text);
+      const checked = schema.safeParse(doc);
+      assert.ok(checked.success, JSON.stringify(checked.error?.issues));
+      assert.equal(doc.scenario.load.standardized.stage, index);
+      const saved = JSON.parse(readFileSync(join(point, 'summary.json'), 'utf8')) as RunSummary;
+      const back = readLlmdReport(text, path);
+      assert.equal(back.summary.requests.completed, saved.requests.completed);
+      assert.equal(doc.run.eid !== undefined, true, 'the sweep is the experiment');
+    }
   });
 });

@@ -109,6 +109,80 @@ describe('report --compat llm-d: the written report', () => {
   });
 });
 
+describe('report --compat llm-d: what infergauge does not know is left out, never guessed', () => {
+  test('an open loop: its rate and cap; the sweep as experiment id; still valid', async () => {
+    const { run, records } = await writtenReport();
+    const report = llmdBenchmarkReport({
+      summary: {
+        ...run.summary,
+        load: {
+          mode: 'open',
+          rate: 12.5,
+          arrival: 'gamma',
+          maxConcurrency: 64,
+          meanConcurrency: 3,
+        },
+      },
+      manifest: {
+        ...run.manifest,
+        id: 'run-1',
+        parent: { id: 'sweep-9', kind: 'sweep', dir: 'x' },
+      },
+      records,
+      name: 'r12.5',
+      stage: 3,
+    });
+    const load = report.scenario.load as { standardized: Record<string, unknown> };
+    assert.equal(load.standardized.rate_qps, 12.5);
+    assert.equal(load.standardized.concurrency, 64);
+    assert.equal(load.standardized.stage, 3);
+    assert.equal(report.run.uid, 'run-1');
+    assert.equal(report.run.eid, 'sweep-9');
+    assert.deepEqual(issues(v02, parse(llmdReportYaml(report))), []);
+    const back = readLlmdReport(llmdReportYaml(report), 'r.yaml');
+    assert.deepEqual(back.load, {
+      mode: 'open',
+      rate: 12.5,
+      arrival: 'poisson',
+      maxConcurrency: 64,
+    });
+  });
+
+  test('every request failed: no latency or length statistics, the failures counted, valid', async () => {
+    const { run, records } = await writtenReport();
+    const failedRecords = records.map((r) => ({
+      ...r,
+      error: { kind: 'http_5xx' as const, message: 'HTTP 500' },
+    }));
+    const nan = { ...run.summary.latency.ttftMs, count: 0, mean: Number.NaN };
+    const summary: RunSummary = {
+      ...run.summary,
+      requests: { ...run.summary.requests, completed: 0, failed: 200 },
+      latency: { ...run.summary.latency, ttftMs: nan, tpotMs: nan, itlMs: nan, e2eMs: nan },
+      throughput: { ...run.summary.throughput, requestsPerS: 0, decodeTokensPerS: Number.NaN },
+    };
+    const report = llmdBenchmarkReport({
+      summary,
+      manifest: { ...run.manifest, plan: {} },
+      records: failedRecords,
+      name: 'down',
+    });
+    const a = report.results.request_performance.aggregate;
+    assert.deepEqual(a.latency, {});
+    assert.deepEqual(a.requests, { total: 200, failures: 200 });
+    const load = report.scenario.load as { standardized: Record<string, unknown> };
+    assert.equal(load.standardized.source, 'unknown');
+    assert.equal(
+      (load.standardized.input_seq_len as { distribution: string }).distribution,
+      'other',
+    );
+    assert.deepEqual(issues(v02, parse(llmdReportYaml(report))), []);
+    const back = readLlmdReport(llmdReportYaml(report), 'down.yaml');
+    assert.equal(back.summary.requests.failed, 200);
+    assert.ok(Number.isNaN(back.summary.latency.ttftMs.mean));
+  });
+});
+
 describe('round trip: infergauge run -> llm-d report -> infergauge run', () => {
   const close = (actual: number, expected: number, what: string) =>
     assert.ok(
