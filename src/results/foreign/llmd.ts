@@ -14,7 +14,6 @@ import {
   type RunSummary,
   SUMMARY_SCHEMA_VERSION,
 } from '../../metrics/summary.js';
-import { terminalSafe } from '../../report/format.js';
 import type { ForeignRun } from './types.js';
 
 /** A report is a few kB to a few MB (time series included); anything larger is refused unread. */
@@ -31,13 +30,15 @@ export const MAX_LLMD_REPORT_DEPTH = 100;
 const VERSIONS = ['0.2', '0.2.1'] as const;
 
 /** Malformed, hostile or unsupported report: exit 2 (bad input), the reason and where. */
+/**
+ * The file's own text quoted in a message, cut short: a report's text is untrusted, shown where
+ * it is shown with its control characters stripped (as the command line prints every error).
+ */
+const quoted = (text: string, max = 60) => (text.length > max ? `${text.slice(0, max)}...` : text);
+
 export class LlmdReportError extends InfergaugeError {
   constructor(source: string, reason: string, code = 'IG_LLMD_REPORT_INVALID') {
-    super(
-      `${terminalSafe(source)}: not a readable llm-d Benchmark Report: ${reason}`,
-      code,
-      EXIT.invalidOptions,
-    );
+    super(`${source}: not a readable llm-d Benchmark Report: ${reason}`, code, EXIT.invalidOptions);
   }
 }
 
@@ -210,7 +211,7 @@ function whyNotReport(value: unknown): string {
   if (typeof v.version !== 'string' || !(VERSIONS as readonly string[]).includes(v.version)) {
     return v.version === undefined || v.version === null
       ? 'no version'
-      : `version ${terminalSafe(String(v.version)).slice(0, 40)} is not read (versions ${VERSIONS.join(', ')} are)`;
+      : `version ${quoted(String(v.version))} is not read (versions ${VERSIONS.join(', ')} are)`;
   }
   const run = v.run as Record<string, unknown> | null | undefined;
   const missing = [
@@ -261,7 +262,7 @@ export function readLlmdReport(text: string, source: string): ForeignRun {
   } catch (err) {
     throw new LlmdReportError(
       source,
-      `not YAML or JSON (${terminalSafe((err as Error).message).split('\n')[0]})`,
+      `not YAML or JSON (${quoted((err as Error).message.split('\n')[0], 160)})`,
     );
   }
   if (!isLlmdReport(value)) throw new LlmdReportError(source, whyNotReport(value));
@@ -270,7 +271,7 @@ export function readLlmdReport(text: string, source: string): ForeignRun {
     const issue = checked.error.issues[0];
     throw new LlmdReportError(
       source,
-      `${issue.path.map(String).join('.') || 'the document'}: ${terminalSafe(issue.message)}`,
+      `${issue.path.map(String).join('.') || 'the document'}: ${issue.message}`,
     );
   }
   return toForeignRun(checked.data, source);
@@ -283,7 +284,7 @@ function toForeignRun(report: Report, source: string): ForeignRun {
     if (factor === undefined) {
       throw new LlmdReportError(
         source,
-        `${path}: units ${terminalSafe(s.units)} are not ${Object.keys(units).join(' or ')}`,
+        `${path}: units ${quoted(s.units)} are not ${Object.keys(units).join(' or ')}`,
       );
     }
     return { s, factor };
@@ -396,9 +397,7 @@ function toForeignRun(report: Report, source: string): ForeignRun {
     interrupted: false,
     warnings: [],
   };
-  const tool = loadStd
-    ? `${terminalSafe(loadStd.tool)} ${terminalSafe(loadStd.tool_version)}`
-    : undefined;
+  const tool = loadStd ? `${quoted(loadStd.tool)} ${quoted(loadStd.tool_version)}` : undefined;
   const notes = [
     'llm-d Benchmark Report: summary statistics only (no per-request data), so no paired bootstrap and no confidence intervals.',
     `Percentile definition, warm-up handling and whether failed requests are in the latencies are ${tool ? `${tool}'s` : "the load generator's"}, not stated in the report.`,
@@ -424,9 +423,9 @@ function toForeignRun(report: Report, source: string): ForeignRun {
     perRequest: false,
     notes,
   };
-  if (model !== undefined) run.model = terminalSafe(model);
+  if (model !== undefined) run.model = model;
   if (load) run.load = load;
-  if (time?.start) run.startedAt = terminalSafe(time.start);
+  if (time?.start) run.startedAt = time.start;
   return run;
 }
 
