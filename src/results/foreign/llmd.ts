@@ -140,19 +140,20 @@ const reportSchema = z.looseObject({
 });
 type Report = z.infer<typeof reportSchema>;
 
-/** A Benchmark Report by its content: a supported `version`, `run.uid` and `results`. */
+/**
+ * A Benchmark Report by its content: a `version` and `run.uid` with `results` (0.2, 0.2.1,
+ * later), or `scenario` with `metrics` (0.1). Any version is recognised, so that a version not
+ * read is refused by name rather than taken for some other tool's file.
+ */
 export function isLlmdReport(value: unknown): boolean {
   if (!value || typeof value !== 'object' || Array.isArray(value)) return false;
   const v = value as Record<string, unknown>;
+  if (typeof v.version !== 'string' && typeof v.version !== 'number') return false;
+  const isObject = (x: unknown) => !!x && typeof x === 'object' && !Array.isArray(x);
   const run = v.run as Record<string, unknown> | undefined;
   return (
-    typeof v.version === 'string' &&
-    (VERSIONS as readonly string[]).includes(v.version) &&
-    !!run &&
-    typeof run === 'object' &&
-    typeof run.uid === 'string' &&
-    !!v.results &&
-    typeof v.results === 'object'
+    (isObject(run) && typeof run?.uid === 'string' && isObject(v.results)) ||
+    (isObject(v.scenario) && isObject(v.metrics))
   );
 }
 
@@ -202,8 +203,8 @@ export function nestingDepth(text: string): number {
   return Math.max(deepestFlow, Math.ceil(widestIndent / 2));
 }
 
-/** What keeps a parsed document from being a report read here, in words. */
-function whyNotReport(value: unknown): string {
+/** What keeps a parsed document from being a report read here, in words; undefined if nothing. */
+function whyNotReport(value: unknown): string | undefined {
   if (!value || typeof value !== 'object' || Array.isArray(value)) {
     return 'not a mapping with version, run and results';
   }
@@ -218,7 +219,7 @@ function whyNotReport(value: unknown): string {
     ...(!run || typeof run !== 'object' || typeof run.uid !== 'string' ? ['run.uid'] : []),
     ...(!v.results || typeof v.results !== 'object' ? ['results'] : []),
   ];
-  return `no ${missing.join(' or ')}`;
+  return missing.length > 0 ? `no ${missing.join(' or ')}` : undefined;
 }
 
 /** Each unit the schema allows for a metric, as a factor to infergauge's unit (ms, tokens/s, ...). */
@@ -265,7 +266,13 @@ export function readLlmdReport(text: string, source: string): ForeignRun {
       `not YAML or JSON (${quoted((err as Error).message.split('\n')[0], 160)})`,
     );
   }
-  if (!isLlmdReport(value)) throw new LlmdReportError(source, whyNotReport(value));
+  // `version: 0.2` unquoted is YAML's number 0.2: hand-edited reports say so; read it as '0.2'.
+  const doc = value as { version?: unknown } | null;
+  if (doc && typeof doc === 'object' && typeof doc.version === 'number') {
+    doc.version = String(doc.version);
+  }
+  const why = whyNotReport(value);
+  if (why !== undefined) throw new LlmdReportError(source, why);
   const checked = reportSchema.safeParse(value);
   if (!checked.success) {
     const issue = checked.error.issues[0];

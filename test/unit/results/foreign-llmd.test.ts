@@ -74,6 +74,11 @@ describe("llm-d's published examples read as runs", () => {
     assert.ok(Number.isFinite(run.summary.latency.ttftMs.mean));
   });
 
+  test("an unquoted version (YAML's number 0.2) reads as '0.2'", () => {
+    const run = readLlmdReport(v02Text.replace("version: '0.2'", 'version: 0.2'), 'r.yaml');
+    assert.equal(run.formatVersion, '0.2');
+  });
+
   test('JSON reads as YAML does', () => {
     const doc = parse(v02Text);
     doc.scenario.load.standardized.concurrency = 64;
@@ -81,10 +86,17 @@ describe("llm-d's published examples read as runs", () => {
     assert.deepEqual(run.load, { mode: 'open', rate: 10, arrival: 'poisson', maxConcurrency: 64 });
   });
 
-  test('detected by content: the examples yes; 0.1, other JSON and scalars no', () => {
+  test('detected by content: every version (0.1 to be refused by name); other JSON and scalars no', () => {
     assert.equal(isLlmdReport(parse(v02Text)), true);
     assert.equal(isLlmdReport(parse(v021Text)), true);
-    assert.equal(isLlmdReport({ version: '0.1', scenario: {}, metrics: {} }), false);
+    const v01Text = readFileSync(`${fixtures}/br_v0_1_example.yaml`, 'utf8');
+    assert.equal(isLlmdReport(parse(v01Text)), true);
+    refused(
+      v01Text,
+      'IG_LLMD_REPORT_INVALID',
+      /version 0\.1 is not read \(versions 0\.2, 0\.2\.1 are\)/,
+    );
+    assert.equal(isLlmdReport({ version: '0.2', results: {} }), false);
     assert.equal(isLlmdReport({ ttfts: [1], itls: [[1]] }), false);
     for (const v of [null, 42, 'text', [], undefined]) assert.equal(isLlmdReport(v), false);
   });
