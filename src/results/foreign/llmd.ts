@@ -287,7 +287,8 @@ export function readLlmdReport(text: string, source: string): ForeignRun {
 function toForeignRun(report: Report, source: string): ForeignRun {
   const where = (path: string, s: Statistics | null | undefined, units: Record<string, number>) => {
     if (!s) return undefined;
-    const factor = units[s.units];
+    // Own keys only: `units: constructor` must not find Object.prototype's.
+    const factor = Object.hasOwn(units, s.units) ? units[s.units] : undefined;
     if (factor === undefined) {
       throw new LlmdReportError(
         source,

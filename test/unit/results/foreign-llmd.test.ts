@@ -156,6 +156,15 @@ describe('damaged and hostile reports: a clear error, never a crash', () => {
       'IG_LLMD_REPORT_INVALID',
       /latency\.time_to_first_token: units hours are not s or ms/,
     );
+    for (const units of ['constructor', '__proto__', 'toString']) {
+      refused(
+        edited((d) => {
+          d.results.request_performance.aggregate.throughput.request_rate.units = units;
+        }),
+        'IG_LLMD_REPORT_INVALID',
+        /throughput\.request_rate: units .* are not queries\/s/,
+      );
+    }
     refused(
       edited((d) => {
         d.results.request_performance.aggregate.latency.time_to_first_token.mean = null;
