@@ -40,6 +40,11 @@ export {
 export { vllmBenchResult } from './report/compat.js';
 export { requestsCsv, runsCsv } from './report/csv.js';
 export { renderHtmlReport } from './report/html.js';
+export {
+  type LlmdBenchmarkReport,
+  llmdBenchmarkReport,
+  llmdReportYaml,
+} from './report/llmd.js';
 export { markdownSummary } from './report/markdown.js';
 // Reports.
 export { renderTerminalSummary } from './report/terminal.js';
