@@ -1,0 +1,87 @@
+/**
+ * Another tool's result file read as runs (issue 54): the format found by content, never by
+ * file name, each file's reader turning it into `ForeignRun`s (a file of several benchmarks:
+ * one each). A file too large, not JSON, or of no known format is a ForeignInputError naming
+ * the file and what is wrong.
+ */
+import { readFile, stat } from 'node:fs/promises';
+import { ForeignInputError } from './build.js';
+import type { ForeignRun } from './types.js';
+import { isVllmBench, readVllmBench } from './vllm.js';
+
+export { ForeignInputError } from './build.js';
+export type { ForeignFormat, ForeignRun } from './types.js';
+
+/**
+ * The largest file read: 256 MiB. The file is parsed whole (these formats are one JSON
+ * document), and a parsed JSON holds several times its bytes; a vLLM --save-detailed run of
+ * 100,000 requests is about 60 MB.
+ */
+export const MAX_FOREIGN_BYTES = 256 * 2 ** 20;
+
+/** One format: how its content is told, and how it is read (source names it in messages). */
+export interface ForeignDetector {
+  /** The format's name in messages. */
+  name: string;
+  detect(value: unknown): boolean;
+  read(value: unknown, source: string): ForeignRun[];
+}
+
+/**
+ * The formats read, in the order they are tried: the first whose `detect` says yes reads the
+ * file. Each test looks at field names that only its format writes. llm-d's Benchmark Report
+ * joins here (src/results/foreign/llmd.ts).
+ */
+export const FOREIGN_DETECTORS: ForeignDetector[] = [
+  {
+    name: 'vLLM bench serve JSON',
+    detect: isVllmBench,
+    read: (value, source) => [readVllmBench(value as Record<string, unknown>, source)],
+  },
+];
+
+/** Whether a parsed document is one of the formats read. */
+export function foreignFormatOf(value: unknown): ForeignDetector | undefined {
+  return FOREIGN_DETECTORS.find((d) => d.detect(value));
+}
+
+/** Reads the parsed text of a file; `source` names it. */
+export function parseForeign(text: string, source: string): ForeignRun[] {
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (err) {
+    throw new ForeignInputError(
+      `${source}: not JSON (${(err as Error).message}); compare, report and history read vLLM bench serve JSON here`,
+    );
+  }
+  const detector = foreignFormatOf(value);
+  if (!detector) {
+    throw new ForeignInputError(
+      `${source}: not a result file of a format infergauge reads (${FOREIGN_DETECTORS.map((d) => d.name).join(', ')})`,
+    );
+  }
+  return detector.read(value, source);
+}
+
+/** Reads another tool's result file as runs. */
+export async function readForeign(path: string): Promise<ForeignRun[]> {
+  let size: number;
+  try {
+    size = (await stat(path)).size;
+  } catch (err) {
+    throw new ForeignInputError(`cannot read ${path}: ${(err as Error).message}`);
+  }
+  if (size > MAX_FOREIGN_BYTES) {
+    throw new ForeignInputError(
+      `${path}: ${(size / 2 ** 20).toFixed(0)} MiB, past the ${MAX_FOREIGN_BYTES / 2 ** 20} MiB a result file of another tool may have (it is read whole)`,
+    );
+  }
+  let text: string;
+  try {
+    text = await readFile(path, 'utf8');
+  } catch (err) {
+    throw new ForeignInputError(`cannot read ${path}: ${(err as Error).message}`);
+  }
+  return parseForeign(text, path);
+}
