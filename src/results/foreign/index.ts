@@ -6,11 +6,19 @@
  */
 import { readFile, stat } from 'node:fs/promises';
 import { ForeignInputError } from './build.js';
-import type { ForeignRun } from './types.js';
+import type { ForeignFormat, ForeignRun } from './types.js';
 import { isVllmBench, readVllmBench } from './vllm.js';
 
 export { ForeignInputError } from './build.js';
 export type { ForeignFormat, ForeignRun } from './types.js';
+
+/** Each format's name in messages and notes. */
+export const FOREIGN_FORMAT_NAMES: Record<ForeignFormat, string> = {
+  'vllm-bench': 'vLLM bench serve JSON',
+  guidellm: 'GuideLLM benchmarks file',
+  aiperf: 'AIPerf profile export',
+  'llm-d': 'llm-d Benchmark Report',
+};
 
 /**
  * The largest file read: 256 MiB. The file is parsed whole (these formats are one JSON
@@ -34,7 +42,7 @@ export interface ForeignDetector {
  */
 export const FOREIGN_DETECTORS: ForeignDetector[] = [
   {
-    name: 'vLLM bench serve JSON',
+    name: FOREIGN_FORMAT_NAMES['vllm-bench'],
     detect: isVllmBench,
     read: (value, source) => [readVllmBench(value as Record<string, unknown>, source)],
   },

@@ -76,6 +76,63 @@ function count(source: string, field: string, v: unknown): number {
 /** Whole microseconds, so that the records are as exact as infergauge's own. */
 const us = (s: number) => Math.round(s * 1e6);
 
+/**
+ * Send times for a file without them, from its load: an open loop's arrivals at the mean rate,
+ * held (as vLLM's semaphore holds them) until one of `max_concurrency` slots frees; a closed
+ * loop's requests each sent when a slot frees. The slots' free times are a binary min-heap.
+ */
+class SlotClock {
+  private readonly heap: number[] = [];
+  private readonly cap: number;
+  private readonly gapUs: number;
+  private sent = 0;
+
+  constructor(load: LoadSpec) {
+    this.cap = load.mode === 'closed' ? load.concurrency : (load.maxConcurrency ?? Infinity);
+    this.gapUs = load.mode === 'open' ? 1e6 / load.rate : 0;
+  }
+
+  /** When request `i` (in file order) is sent, in µs. */
+  send(i: number): number {
+    const arrival = Math.round(i * this.gapUs);
+    this.sent = this.heap.length < this.cap ? arrival : Math.max(arrival, this.pop());
+    return this.sent;
+  }
+
+  /** The request just sent ends at `endUs`: its slot frees then. */
+  end(endUs: number): void {
+    if (this.cap === Infinity) return;
+    const h = this.heap;
+    h.push(endUs);
+    for (let i = h.length - 1; i > 0; ) {
+      const parent = (i - 1) >> 1;
+      if ((h[parent] as number) <= (h[i] as number)) break;
+      [h[parent], h[i]] = [h[i] as number, h[parent] as number];
+      i = parent;
+    }
+  }
+
+  private pop(): number {
+    const h = this.heap;
+    const top = h[0] as number;
+    const last = h.pop() as number;
+    if (h.length > 0) {
+      h[0] = last;
+      for (let i = 0; ; ) {
+        const l = 2 * i + 1;
+        const r = l + 1;
+        let m = i;
+        if (l < h.length && (h[l] as number) < (h[m] as number)) m = l;
+        if (r < h.length && (h[r] as number) < (h[m] as number)) m = r;
+        if (m === i) break;
+        [h[m], h[i]] = [h[i] as number, h[m] as number];
+        i = m;
+      }
+    }
+    return top;
+  }
+}
+
 /** vLLM's load as infergauge's: an unbounded rate is a burst held to max_concurrency. */
 function loadOf(file: Json, requests: number): LoadSpec {
   const cap =
@@ -211,9 +268,12 @@ export function readVllmBench(file: Json, source: string): ForeignRun {
   const errors = file.errors as unknown[] | undefined;
   const starts = file.start_times as unknown[] | undefined;
   const latencies = file.latencies as unknown[] | undefined;
+  const load = loadOf(file, n);
   if (!starts) {
     notes.push(
-      'The file has no start_times (vLLM saves them since 2025): the requests are laid end to end in file order, so throughput, concurrency and the time axis are not the run’s.',
+      load.mode === 'closed'
+        ? `The file has no start_times (vLLM saves them since 2025): the requests are replayed in file order on ${load.concurrency} slots (vLLM's max_concurrency), each sent when one frees, so the time axis and throughput are a reconstruction, not the run's clock.`
+        : 'The file has no start_times (vLLM saves them since 2025): the requests are sent at the mean rate, evenly spaced (the Poisson or gamma arrival times are not in the file), so the time axis and throughput are a reconstruction, not the run’s clock.',
     );
   }
   if (!latencies) {
@@ -228,9 +288,9 @@ export function readVllmBench(file: Json, source: string): ForeignRun {
     }
   }
   const records: RequestRecord[] = [];
-  let nextSentUs = 0;
+  const slots = new SlotClock(load);
   for (let i = 0; i < n; i++) {
-    const sentUs = starts ? us((starts[i] as number) - origin) : nextSentUs;
+    const sentUs = starts ? us((starts[i] as number) - origin) : slots.send(i);
     const inputTokens = inputLens ? count(source, `input_lens[${i}]`, inputLens[i]) : 0;
     const outputTokens = outputLens ? count(source, `output_lens[${i}]`, outputLens[i]) : 0;
     const errorText = errors?.[i];
@@ -274,7 +334,7 @@ export function readVllmBench(file: Json, source: string): ForeignRun {
         endAt: endUs / 1000,
         error: { kind: vllmErrorKind(typeof errorText === 'string' ? errorText : ''), message },
       });
-      nextSentUs = endUs;
+      slots.end(endUs);
       continue;
     }
     const dtUs = [us(ttftS)];
@@ -303,10 +363,9 @@ export function readVllmBench(file: Json, source: string): ForeignRun {
       outputTokens,
       events: { dtUs, tokens, contentChars },
     });
-    nextSentUs = endUs;
+    slots.end(endUs);
   }
   notes.push(NOTES.itl, NOTES.tpot, NOTES.failures, NOTES.tokens);
-  const load = loadOf(file, n);
   return {
     ...base,
     records,

@@ -74,7 +74,7 @@ describe('vLLM bench serve JSON', () => {
     assert.ok(run.notes.some((n) => /summary-only/.test(n) && /--save-detailed/.test(n)));
   });
 
-  it('reads a file of the older benchmark_serving.py: no failed count, no start times (laid end to end, said)', async () => {
+  it('reads a file of the older benchmark_serving.py: no failed count, no start times (replayed on its load, said)', async () => {
     const file = json('vllm-bench-0.5-detailed.json');
     const [run] = await readForeign(fixture('vllm-bench-0.5-detailed.json'));
     assert.ok(run);
@@ -83,11 +83,19 @@ describe('vLLM bench serve JSON', () => {
     close(run.summary.latency.ttftMs.p50, file.median_ttft_ms, 'median ttft');
     close(run.summary.latency.itlMs.p99, file.p99_itl_ms, 'p99 itl');
     assert.deepEqual(run.load, { mode: 'open', rate: 4, arrival: 'poisson' });
-    assert.ok(run.notes.some((n) => /end to end/.test(n)));
+    assert.ok(run.notes.some((n) => /sent at the mean rate, evenly spaced/.test(n)));
     const records = run.records ?? [];
-    for (let i = 1; i < records.length; i++) {
-      assert.equal(records[i]?.sentAt, records[i - 1]?.endAt);
-    }
+    for (const [i, r] of records.entries()) assert.equal(r.sentAt, i * 250);
+    // A closed loop's requests, without start times, are each sent when one of its slots frees.
+    const closed = json('vllm-bench-0.5-detailed.json');
+    closed.request_rate = 'inf';
+    closed.max_concurrency = 2;
+    const [replayed] = parseForeign(JSON.stringify(closed), 'x.json');
+    const sent = (replayed?.records ?? []).map((r) => r.sentAt);
+    const ends = (replayed?.records ?? []).map((r) => r.endAt);
+    assert.deepEqual(sent.slice(0, 2), [0, 0]);
+    assert.equal(sent[2], Math.min(ends[0] as number, ends[1] as number));
+    assert.ok(replayed?.notes.some((n) => /replayed in file order on 2 slots/.test(n)));
   });
 
   it('tells error kinds from vLLM’s error text', () => {
