@@ -5,7 +5,9 @@
  * the file and what is wrong.
  */
 import { readFile, stat } from 'node:fs/promises';
+import { parse as parseYaml } from 'yaml';
 import { ForeignInputError } from './build.js';
+import { isGuidellmReport, readGuidellmReport } from './guidellm.js';
 import type { ForeignFormat, ForeignRun } from './types.js';
 import { isVllmBench, readVllmBench } from './vllm.js';
 
@@ -46,6 +48,11 @@ export const FOREIGN_DETECTORS: ForeignDetector[] = [
     detect: isVllmBench,
     read: (value, source) => [readVllmBench(value as Record<string, unknown>, source)],
   },
+  {
+    name: FOREIGN_FORMAT_NAMES.guidellm,
+    detect: isGuidellmReport,
+    read: (value, source) => readGuidellmReport(value as Record<string, unknown>, source),
+  },
 ];
 
 /** Whether a parsed document is one of the formats read. */
@@ -53,16 +60,32 @@ export function foreignFormatOf(value: unknown): ForeignDetector | undefined {
   return FOREIGN_DETECTORS.find((d) => d.detect(value));
 }
 
-/** Reads the parsed text of a file; `source` names it. */
-export function parseForeign(text: string, source: string): ForeignRun[] {
-  let value: unknown;
+/**
+ * A file's text as one document: JSON, else (where it does not open as JSON does) YAML, as
+ * GuideLLM writes `benchmarks.yaml`. YAML's aliases are bounded (the library's default, 100),
+ * so a file of nested aliases cannot expand past memory.
+ */
+function parseDocument(text: string, source: string): unknown {
+  const opening = /^\s*(.)/.exec(text)?.[1];
+  if (opening === '{' || opening === '[' || opening === undefined) {
+    try {
+      return JSON.parse(text);
+    } catch (err) {
+      throw new ForeignInputError(`${source}: not JSON (${(err as Error).message})`);
+    }
+  }
   try {
-    value = JSON.parse(text);
+    return parseYaml(text, { maxAliasCount: 100 });
   } catch (err) {
     throw new ForeignInputError(
-      `${source}: not JSON (${(err as Error).message}); compare, report and history read vLLM bench serve JSON here`,
+      `${source}: neither JSON nor YAML (${(err as Error).message.split('\n')[0]})`,
     );
   }
+}
+
+/** Reads the parsed text of a file; `source` names it. */
+export function parseForeign(text: string, source: string): ForeignRun[] {
+  const value = parseDocument(text, source);
   const detector = foreignFormatOf(value);
   if (!detector) {
     throw new ForeignInputError(
