@@ -6,6 +6,7 @@
  */
 import { readFile, stat } from 'node:fs/promises';
 import { parse as parseYaml } from 'yaml';
+import { isAiperfExport, isAiperfRecord, readAiperfExport, readAiperfRecords } from './aiperf.js';
 import { ForeignInputError } from './build.js';
 import { isGuidellmReport, readGuidellmReport } from './guidellm.js';
 import type { ForeignFormat, ForeignRun } from './types.js';
@@ -53,7 +54,49 @@ export const FOREIGN_DETECTORS: ForeignDetector[] = [
     detect: isGuidellmReport,
     read: (value, source) => readGuidellmReport(value as Record<string, unknown>, source),
   },
+  {
+    name: 'AIPerf profile_export.jsonl',
+    detect: (value) =>
+      value instanceof JsonLines ? isAiperfRecord(value.lines[0]) : isAiperfRecord(value),
+    read: (value, source) =>
+      value instanceof JsonLines
+        ? [readAiperfRecords(value.lines, source, value.skipped)]
+        : [readAiperfRecords([value], source, 0)],
+  },
+  {
+    name: 'AIPerf profile_export_aiperf.json',
+    detect: isAiperfExport,
+    read: (value, source) => [readAiperfExport(value as Record<string, unknown>, source)],
+  },
 ];
+
+/** A file of JSON lines (AIPerf's profile_export.jsonl): the lines that parsed, and how many did not. */
+export class JsonLines {
+  constructor(
+    readonly lines: unknown[],
+    readonly skipped: number,
+  ) {}
+}
+
+/**
+ * The text as JSON lines, where it is not one JSON document: a line that does not parse (a run
+ * cut short tears its last line) is counted, not fatal, while most lines parse.
+ */
+function jsonLines(text: string): JsonLines | undefined {
+  const lines: unknown[] = [];
+  let skipped = 0;
+  for (const line of text.split('\n')) {
+    if (line.trim() === '') continue;
+    try {
+      lines.push(JSON.parse(line));
+    } catch {
+      skipped++;
+    }
+  }
+  return lines.length > 1 && skipped <= lines.length / 2
+    ? new JsonLines(lines, skipped)
+    : undefined;
+}
 
 /** Whether a parsed document is one of the formats read. */
 export function foreignFormatOf(value: unknown): ForeignDetector | undefined {
@@ -71,6 +114,8 @@ function parseDocument(text: string, source: string): unknown {
     try {
       return JSON.parse(text);
     } catch (err) {
+      const lines = jsonLines(text);
+      if (lines) return lines;
       throw new ForeignInputError(`${source}: not JSON (${(err as Error).message})`);
     }
   }
