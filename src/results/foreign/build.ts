@@ -88,7 +88,11 @@ export function summaryOfStats(facts: StatsFacts): RunSummary {
     decodeTokensPerS: perS(Math.max(0, facts.outputTokens - facts.completed)),
   };
   for (const [key, stats] of Object.entries(facts.latency) as [keyof LatencySummary, StatsMs][]) {
-    summary.latency[key] = distributionOf(stats, facts.completed);
+    // ITL counts token gaps, which a file of statistics does not count: one per output token
+    // after each request's first.
+    const count =
+      key === 'itlMs' ? Math.max(0, facts.outputTokens - facts.completed) : facts.completed;
+    summary.latency[key] = distributionOf(stats, count);
   }
   return summary;
 }

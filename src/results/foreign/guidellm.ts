@@ -272,7 +272,9 @@ function readBenchmark(report: Json, b: unknown, index: number, path: string): F
     ['e2eMs', 'request_latency', 1000],
   ] as const) {
     const stats = statsOf(metrics, field, scale);
-    if (stats) latency[key] = key === 'itlMs' ? { ...stats, count: Number.NaN } : stats;
+    // ITL counts token gaps: GuideLLM's count is of requests.
+    if (stats && key === 'itlMs') delete stats.count;
+    if (stats) latency[key] = stats;
   }
   const sum = (key: string) => {
     const g = isObject(metrics[key]) ? (metrics[key] as Json).successful : undefined;

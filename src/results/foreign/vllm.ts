@@ -232,8 +232,7 @@ export function readVllmBench(file: Json, source: string): ForeignRun {
       ['e2el', 'e2eMs'],
     ] as const) {
       const stats = statsOf(file, name);
-      // ITL is per token gap: how many the file does not say.
-      if (stats) latency[key] = key === 'itlMs' ? { count: Number.NaN, ...stats } : stats;
+      if (stats) latency[key] = stats;
     }
     const summary = summaryOfStats({
       load,
