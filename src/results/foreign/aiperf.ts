@@ -292,9 +292,12 @@ export function readAiperfExport(file: Json, path: string): ForeignRun {
     outputTokens: Math.round(avg('total_output_tokens') ?? avg('total_osl') ?? 0),
     latency,
   });
+  // AIPerf writes the start as local time without a zone: read as written.
+  const started = typeof file.start_time === 'string' ? Date.parse(file.start_time) : Number.NaN;
   return {
     format: 'aiperf',
     formatVersion: 'profile_export_aiperf.json',
+    ...(Number.isFinite(started) ? { startedAt: new Date(started).toISOString() } : {}),
     source: path,
     summary,
     perRequest: false,

@@ -75,6 +75,8 @@ function distributionOf(stats: StatsMs, count: number): Distribution {
 export function summaryOfStats(facts: StatsFacts): RunSummary {
   const summary = new SummaryBuilder({ load: facts.load }).build();
   const perS = (n: number) => (facts.durationS > 0 ? n / facts.durationS : 0);
+  // The empty run's verdicts (no requests) are not this run's: the file's statistics carry none.
+  summary.warnings = [];
   summary.requests.completed = facts.completed;
   summary.requests.failed = facts.failed;
   summary.durationS = facts.durationS;

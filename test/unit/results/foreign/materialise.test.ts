@@ -62,3 +62,48 @@ describe('foreign runs as run directories', () => {
     );
   });
 });
+
+describe('history --import', () => {
+  const root = mkdtempSync(join(tmpdir(), 'ig-foreign-history-'));
+  after(() => rmSync(root, { recursive: true, force: true }));
+
+  test('indexes each file’s runs under <root>/imported, tagged; an unreadable file is named and the rest imported', async () => {
+    const { runImport, runHistory } = await import('../../../../src/cli/history.js');
+    let out = '';
+    const print = (text: string) => {
+      out += text;
+    };
+    const write = process.stderr.write;
+    let err = '';
+    process.stderr.write = ((text: string) => {
+      err += text;
+      return true;
+    }) as typeof process.stderr.write;
+    let code: number;
+    try {
+      code = await runImport(
+        [
+          join(FIXTURES, 'vllm-bench-detailed.json'),
+          join(FIXTURES, 'guidellm-benchmarks.json'),
+          join(root, 'missing.json'),
+        ],
+        { root, tag: ['old-vllm'] },
+        print,
+      );
+    } finally {
+      process.stderr.write = write;
+    }
+    assert.equal(code, 1);
+    assert.match(err, /cannot read .*missing\.json/);
+    assert.match(
+      out,
+      /imported\/vllm-bench-detailed\.json-[0-9a-f]{12}: vLLM bench serve JSON, per request/,
+    );
+    assert.match(out, /benchmark-2: GuideLLM benchmarks file, per request/);
+    out = '';
+    await runHistory({ root, tag: ['old-vllm'], json: true }, print);
+    const listed = (JSON.parse(out) as { runs: { model: string; completed: number }[] }).runs;
+    assert.equal(listed.length, 3);
+    assert.ok(listed.some((r) => r.model === 'Qwen/Qwen2.5-0.5B-Instruct' && r.completed === 11));
+  });
+});
