@@ -15,7 +15,13 @@ import {
   type RequestRecord,
 } from '../../record.js';
 import { factText } from '../../telemetry/environment.js';
-import { ForeignInputError, type StatsMs, summaryOfRecords, summaryOfStats } from './build.js';
+import {
+  ForeignInputError,
+  type StatsMs,
+  shown,
+  summaryOfRecords,
+  summaryOfStats,
+} from './build.js';
 import type { ForeignRun } from './types.js';
 import { vllmErrorKind } from './vllm.js';
 
@@ -71,13 +77,9 @@ function metric(
     Number.isFinite(v) &&
     v >= 0 &&
     (unit === 'ms' ? v <= MAX_RECORD_TIME_MS : Number.isSafeInteger(v));
-  if (!ok)
-    fail(
-      source,
-      `${key} is ${JSON.stringify(v) ?? String(v)}, not ${unit === 'ms' ? 'a time in ms' : 'a count'}`,
-    );
+  if (!ok) fail(source, `${key} is ${shown(v)}, not ${unit === 'ms' ? 'a time in ms' : 'a count'}`);
   if (isObject(m) && m.unit !== undefined && m.unit !== unit) {
-    fail(source, `${key} is in ${String(m.unit)}, not ${unit}`);
+    fail(source, `${key} is in ${shown(m.unit)}, not ${unit}`);
   }
   return v;
 }
@@ -177,10 +179,7 @@ export function readAiperfRecords(lines: unknown[], path: string, skipped: numbe
     const dtUs = [Math.round(ttft * 1000)];
     for (const [j, g] of gapsValue.entries()) {
       if (typeof g !== 'number' || !Number.isFinite(g) || g < 0 || g > MAX_RECORD_TIME_MS) {
-        fail(
-          at,
-          `inter_chunk_latency[${j}] is ${JSON.stringify(g) ?? String(g)}, not a time in ms`,
-        );
+        fail(at, `inter_chunk_latency[${j}] is ${shown(g)}, not a time in ms`);
       }
       dtUs.push(Math.round(g * 1000));
     }
@@ -247,7 +246,7 @@ export function readAiperfExport(file: Json, path: string): ForeignRun {
   const stats = (key: string): StatsMs | undefined => {
     const m = file[key];
     if (!isObject(m)) return undefined;
-    if (m.unit !== 'ms') fail(path, `${key} is in ${String(m.unit)}, not ms`);
+    if (m.unit !== 'ms') fail(path, `${key} is in ${shown(m.unit)}, not ms`);
     const out: StatsMs = {};
     for (const [ours, theirs] of [
       ['mean', 'avg'],

@@ -16,6 +16,15 @@ export class ForeignInputError extends InfergaugeError {
   }
 }
 
+/**
+ * A value of the file as a message quotes it: JSON, one line, at most 40 characters (a file can
+ * put a megabyte of text, or escape sequences, where a number belongs).
+ */
+export function shown(value: unknown): string {
+  const text = (JSON.stringify(value) ?? String(value)).replace(/\p{Cc}/gu, ' ');
+  return text.length > 40 ? `${text.slice(0, 37)}...` : text;
+}
+
 export function summaryOfRecords(records: readonly RequestRecord[], load: LoadSpec): RunSummary {
   const builder = new SummaryBuilder({ load });
   for (const r of records) builder.add(r);

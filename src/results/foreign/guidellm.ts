@@ -13,7 +13,13 @@ import { MAX_CONCURRENCY } from '../../load.js';
 import type { LatencySummary } from '../../metrics/summary.js';
 import { MAX_RECORD_TIME_MS, MAX_REQUEST_EVENTS, type RequestRecord } from '../../record.js';
 import { factText } from '../../telemetry/environment.js';
-import { ForeignInputError, type StatsMs, summaryOfRecords, summaryOfStats } from './build.js';
+import {
+  ForeignInputError,
+  type StatsMs,
+  shown,
+  summaryOfRecords,
+  summaryOfStats,
+} from './build.js';
 import type { ForeignRun } from './types.js';
 import { vllmErrorKind } from './vllm.js';
 
@@ -54,7 +60,7 @@ const num = (v: unknown) => (typeof v === 'number' && Number.isFinite(v) ? v : u
 function time(source: string, field: string, v: unknown): number | undefined {
   if (v === undefined || v === null) return undefined;
   if (typeof v !== 'number' || !Number.isFinite(v) || v < 0) {
-    fail(source, `${field} is ${JSON.stringify(v) ?? String(v)}, not a time`);
+    fail(source, `${field} is ${shown(v)}, not a time`);
   }
   return v;
 }
@@ -62,7 +68,7 @@ function time(source: string, field: string, v: unknown): number | undefined {
 function tokens(source: string, field: string, v: unknown): number | undefined {
   if (v === undefined || v === null) return undefined;
   if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 0) {
-    fail(source, `${field} is ${JSON.stringify(v) ?? String(v)}, not a count`);
+    fail(source, `${field} is ${shown(v)}, not a count`);
   }
   return v;
 }

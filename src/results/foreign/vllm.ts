@@ -16,7 +16,13 @@ import {
   type RequestRecord,
 } from '../../record.js';
 import { factText } from '../../telemetry/environment.js';
-import { ForeignInputError, type StatsMs, summaryOfRecords, summaryOfStats } from './build.js';
+import {
+  ForeignInputError,
+  type StatsMs,
+  shown,
+  summaryOfRecords,
+  summaryOfStats,
+} from './build.js';
 import type { ForeignRun } from './types.js';
 
 type Json = Record<string, unknown>;
@@ -61,14 +67,14 @@ function fail(source: string, what: string): never {
 /** A non-negative finite number, or the damage named. */
 function seconds(source: string, field: string, v: unknown): number {
   if (typeof v !== 'number' || !Number.isFinite(v) || v < 0 || v * 1000 > MAX_RECORD_TIME_MS) {
-    fail(source, `${field} is ${JSON.stringify(v) ?? String(v)}, not a time in seconds`);
+    fail(source, `${field} is ${shown(v)}, not a time in seconds`);
   }
   return v;
 }
 
 function count(source: string, field: string, v: unknown): number {
   if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 0) {
-    fail(source, `${field} is ${JSON.stringify(v) ?? String(v)}, not a count`);
+    fail(source, `${field} is ${shown(v)}, not a count`);
   }
   return v;
 }

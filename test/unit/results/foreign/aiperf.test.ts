@@ -87,7 +87,7 @@ describe('AIPerf profile exports', () => {
     lines[0] = JSON.stringify(seconds);
     assert.throws(
       () => parseForeign(lines.join('\n'), 'p.jsonl'),
-      /time_to_first_token is in s, not ms/,
+      /time_to_first_token is in "s", not ms/,
     );
   });
 });

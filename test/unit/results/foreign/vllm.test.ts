@@ -135,6 +135,17 @@ describe('damaged and hostile files', () => {
     const nan = good();
     (nan.itls as unknown[][]).splice(0, 1, [0.01, 'NaN']);
     problem(nan, /itls\[0\]\[1\] is "NaN"/);
+    // A megabyte of text with escape sequences where a number belongs: quoted clipped, one line.
+    const noisy = good();
+    (noisy.ttfts as unknown[])[1] = `\u001b[2J${'A'.repeat(2 ** 20)}`;
+    assert.throws(
+      () => parseForeign(JSON.stringify(noisy), 'x.json'),
+      (err: unknown) =>
+        err instanceof ForeignInputError &&
+        err.message.length < 200 &&
+        !/\p{Cc}/u.test(err.message) &&
+        /ttfts\[1\] is "\\u001b\[2JAAAA.*\.\.\./.test(err.message),
+    );
     const huge = good();
     (huge.ttfts as number[])[0] = 1e300;
     problem(huge, /ttfts\[0\] is 1e\+300/);
