@@ -89,6 +89,22 @@ describe('compare: a vLLM bench serve file against an infergauge run', () => {
     assert.match(renderJson(report), /vLLM bench serve JSON, per request/);
   });
 
+  test('GuideLLM (one unit per benchmark, paired by load) and AIPerf files compare per request', async () => {
+    for (const [name, units] of [
+      ['guidellm-benchmarks.json', 2],
+      ['aiperf-profile_export.jsonl', 1],
+    ] as const) {
+      const a = await readCompareTarget(join(FIXTURES, name), 'A');
+      const b = await readCompareTarget(join(FIXTURES, name), 'B');
+      assert.equal(a.units.length, units);
+      const report = compareTargets([a, b], { ...DEFAULT_BOOTSTRAP, force: false }, undefined);
+      const pairs = report.candidates[0]?.pairs ?? [];
+      assert.equal(pairs.length, units, name);
+      assert.ok(pairs.every((p) => !p.refused));
+      assert.match(renderTerminal(report, false), /per request\): /);
+    }
+  });
+
   test('a summary-only file is refused with the reason and the way out', async () => {
     await assert.rejects(
       readCompareTarget(join(FIXTURES, 'vllm-bench-summary.json')),
