@@ -5,7 +5,7 @@
  */
 
 import { existsSync, statSync } from 'node:fs';
-import { relative, resolve } from 'node:path';
+import { basename, join, relative, resolve } from 'node:path';
 import { Command, Option } from '@commander-js/extra-typings';
 import { type CompareFlags, compareSettings } from '../analysis/compare.js';
 import { parseMetricName, ThresholdError } from '../analysis/thresholds.js';
@@ -46,6 +46,7 @@ export interface HistoryCliOptions extends CompareFlags {
   baselineSince?: string;
   summaryMargin?: string;
   reindex?: boolean;
+  import?: string[];
 }
 
 /** A date (`2026-12-01`, the whole day) or a time (`2026-12-01T09:00Z`) as an ISO time. */
@@ -137,13 +138,17 @@ export function historyCommand() {
       "with --regress, runs without per-request records: worse when beyond the baseline's worst run by more than this, in % (default: 5)",
     )
     .option('--reindex', 'rebuild history.db from the results directories')
+    .option(
+      '--import <files...>',
+      "index other tools' result files as runs (vLLM bench serve JSON, GuideLLM benchmarks.json/.yaml, AIPerf profile export): each written as a run directory under <root>/imported/; --tag tags them",
+    )
     .addHelpText(
       'after',
       '\nA series is the runs with the same tag, otherwise the same model and URL; within it, the same scenario and load.\nExit codes: 0 done, 1 the root cannot be read, 2 invalid options, 3 a regression (--regress).',
     )
     .addCommand(tag)
     .action(async (o: HistoryCliOptions) => {
-      await runAction('history', () => runHistory(o));
+      await runAction('history', () => (o.import ? runImport(o.import, o) : runHistory(o)));
     });
 }
 
@@ -433,6 +438,75 @@ async function regress(
 }
 
 /** `infergauge history tag RUN TAG...`: the exit code. */
+/**
+ * `history --import FILE...`: each file read as another tool's runs (results/foreign/), written
+ * as run directories under `<root>/imported/` (results/foreign/materialise.ts) and indexed as
+ * infergauge's own; `--tag` goes into each one's tags.json. A file that cannot be read is named
+ * and the others are still imported (exit 1).
+ */
+export async function runImport(
+  files: string[],
+  o: { root?: string; tag?: string[] },
+  out: Out = stdout,
+): Promise<number> {
+  const bad = (o.tag ?? []).filter((t) => !TAG.test(t));
+  if (bad.length > 0) {
+    return printProblems(
+      'history --import',
+      bad.map((t) => `"${t}": ${TAG_RULE}`),
+    );
+  }
+  const root = resolve(o.root ?? DEFAULT_RESULTS_ROOT);
+  const [
+    { readForeign, FOREIGN_FORMAT_NAMES },
+    { writeForeignRuns },
+    { indexDirs },
+    layout,
+    runFiles,
+  ] = await Promise.all([
+    import('../results/foreign/index.js'),
+    import('../results/foreign/materialise.js'),
+    import('../results/history/indexer.js'),
+    import('../results/layout.js'),
+    import('../results/runFiles.js'),
+  ]);
+  let failed = 0;
+  const dirs: string[] = [];
+  const said = new Map<string, string>();
+  for (const file of files) {
+    let runs: Awaited<ReturnType<typeof readForeign>>;
+    try {
+      runs = await readForeign(file);
+    } catch (err) {
+      notice((err as Error).message);
+      failed++;
+      continue;
+    }
+    // The file's name, kept readable in the folder's; the id keeps two imports apart.
+    const name = basename(file)
+      .replace(/[^A-Za-z0-9._-]+/g, '_')
+      .slice(0, 80);
+    const dir = join(root, 'imported', `${name}-${runFiles.newId()}`);
+    const written = writeForeignRuns(runs, dir);
+    for (const [i, d] of written.entries()) {
+      const run = runs[i];
+      if (run) {
+        said.set(
+          resolve(d),
+          `${FOREIGN_FORMAT_NAMES[run.format]}, ${run.perRequest ? 'per request' : 'summary-only'}`,
+        );
+      }
+      if (o.tag?.length) layout.writeJson(layout.resultPath(d, 'tags'), { add: o.tag, remove: [] });
+    }
+    dirs.push(...written);
+  }
+  const entries = await indexDirs(root, dirs, { onNotice: notice });
+  for (const e of entries) {
+    out(`${e.id} ${e.dir}: ${said.get(resolve(root, e.dir)) ?? 'imported'}\n`);
+  }
+  return failed > 0 ? EXIT.failure : EXIT.ok;
+}
+
 export async function runTag(
   run: string,
   tags: string[],

@@ -1,11 +1,27 @@
-import { basename } from 'node:path';
+import { existsSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { basename, dirname, join } from 'node:path';
 import { Command, Option } from '@commander-js/extra-typings';
 import { evaluateThresholds, parseThresholds, type Threshold } from '../analysis/thresholds.js';
-import { EXIT } from '../errors.js';
+import { EXIT, InfergaugeError } from '../errors.js';
 import type { RunSummary } from '../metrics/summary.js';
 import { resultPath } from '../results/layout.js';
 import { writeSummary } from '../results/runFiles.js';
-import { collect, printProblems, printWarnings, runAction, writeOutput } from './common.js';
+import {
+  collect,
+  printNotice,
+  printProblems,
+  printWarnings,
+  runAction,
+  writeOutput,
+} from './common.js';
+
+const isFile = (path: string) => {
+  try {
+    return statSync(path).isFile();
+  } catch {
+    return false;
+  }
+};
 
 /** `--threshold` is repeatable. */
 export function thresholdOption(): Option {
@@ -51,7 +67,10 @@ export function reportCommand() {
     .description(
       "Re-render a run, sweep, probe or capacity directory from its saved raw records: HTML (default: DIR/report.html), CSV, Markdown, vLLM-compatible JSON, llm-d's Benchmark Report; check CI thresholds.",
     )
-    .argument('<dir>', 'results directory of a run, sweep, probe or capacity')
+    .argument(
+      '<dir>',
+      "results directory of a run, sweep, probe or capacity, or another tool's result file (vLLM bench serve JSON, GuideLLM benchmarks.json/.yaml, AIPerf profile export)",
+    )
     .option('--html <file>', 'write the HTML report here (default: <dir>/report.html)')
     .option(
       '--csv <dir>',
@@ -65,6 +84,10 @@ export function reportCommand() {
     .option(
       '--compat-out <file>',
       "where --compat writes one run's result (default: <dir>/vllm-bench-result.json, <run>/benchmark_report_v0.2,_infergauge.yaml)",
+    )
+    .option(
+      '--out <dir>',
+      "with another tool's result file: where its run directory is written (default: <file>.infergauge beside it; an earlier import of the same file there is replaced)",
     )
     .option(
       '--write-summary',
@@ -82,6 +105,58 @@ interface ReportOptions {
   compatOut?: string;
   writeSummary?: boolean;
   threshold?: string[];
+  out?: string;
+}
+
+/**
+ * Why `dir` cannot take the import of `file`: it holds something else than an earlier import
+ * of the same file (a run, another file's import, anything a user keeps), which is never
+ * overwritten.
+ */
+function importTargetProblem(dir: string, file: string): string | undefined {
+  if (!existsSync(dir) || (statSync(dir).isDirectory() && readdirSync(dir).length === 0)) {
+    return undefined;
+  }
+  const manifests = [join(dir, 'manifest.json'), join(dir, 'benchmark-1', 'manifest.json')];
+  for (const path of manifests) {
+    try {
+      const imported = (
+        JSON.parse(readFileSync(path, 'utf8')) as { imported?: { source?: unknown } }
+      ).imported;
+      const source = typeof imported?.source === 'string' ? imported.source : '';
+      if (source === file || source.startsWith(`${file} benchmarks[`)) return undefined;
+    } catch {
+      // not ours
+    }
+  }
+  return `${dir} exists and is not an earlier import of ${file}: give another --out`;
+}
+
+/**
+ * Another tool's result file made a run directory (results/foreign/materialise.ts), which the
+ * report then reads as its own; what does not translate is said once, on stderr.
+ */
+async function importForReport(file: string, out: string | undefined): Promise<string> {
+  const [{ readForeign, FOREIGN_FORMAT_NAMES }, { writeForeignRuns }] = await Promise.all([
+    import('../results/foreign/index.js'),
+    import('../results/foreign/materialise.js'),
+  ]);
+  const runs = await readForeign(file);
+  const dir = out ?? join(dirname(file), `${basename(file)}.infergauge`);
+  const problem = importTargetProblem(dir, file);
+  if (problem) throw new InfergaugeError(problem, 'IG_REPORT_OUT', EXIT.invalidOptions);
+  // An earlier import of the same file is derived data: written again whole, nothing stale kept.
+  rmSync(dir, { recursive: true, force: true });
+  writeForeignRuns(runs, dir);
+  for (const run of runs) {
+    const how = run.perRequest
+      ? 'per request'
+      : 'summary-only (statistics, no per-request figures)';
+    printNotice('report', `${run.source}: read as ${FOREIGN_FORMAT_NAMES[run.format]}, ${how}`);
+    for (const note of run.notes) printNotice('report', `  ${note}`);
+  }
+  process.stdout.write(`Run directory: ${dir}\n`);
+  return dir;
 }
 
 async function report(dir: string, o: ReportOptions): Promise<number> {
@@ -107,6 +182,7 @@ async function report(dir: string, o: ReportOptions): Promise<number> {
   ]);
   // Everything that can be refused is refused before anything is written: a bad --threshold or
   // --compat once left a fresh report.html behind an exit 2.
+  if (isFile(dir)) dir = await importForReport(dir, o.out);
   if (!isDirectory(dir)) return printProblems('report', [`${dir} is not a directory`]);
   const problems: string[] = [];
   if (o.compat !== undefined && o.compat !== 'vllm' && o.compat !== 'llm-d') {

@@ -22,6 +22,7 @@ import type { RunSummary } from '../metrics/summary.js';
 import { VERDICT_RANK, validityOf } from '../metrics/validity.js';
 import { factsOf, factText } from '../telemetry/environment.js';
 import type { PrefixCacheSummary } from '../telemetry/summary.js';
+import { FOREIGN_FORMAT_NAMES, type ForeignRun, readForeign } from './foreign/index.js';
 import {
   hasResult,
   RESULT_FILES,
@@ -61,7 +62,8 @@ export interface LoadedUnit extends RunUnit {
 export interface CompareTarget {
   dir: string;
   label: string;
-  kind: 'run' | 'scenarios' | 'sweep';
+  /** `foreign`: another tool's result file (src/results/foreign/), one unit per run it holds. */
+  kind: 'run' | 'scenarios' | 'sweep' | 'foreign';
   units: LoadedUnit[];
   warnings: string[];
 }
@@ -272,9 +274,49 @@ async function readRunFolders(
   };
 }
 
+/**
+ * Another tool's run as a unit: its rebuilt records pass through the same sample builder as a
+ * run folder's, so the paired bootstrap treats both sides alike. A run the file has only
+ * statistics for cannot be paired request by request, and compare says so instead of
+ * comparing percentiles as if they were samples.
+ */
+function foreignUnit(run: ForeignRun, label: string, warnings: string[]): LoadedUnit {
+  const format = FOREIGN_FORMAT_NAMES[run.format];
+  if (!run.perRequest || !run.records || !run.load) {
+    throw new CompareInputError(
+      `${run.source}: ${format} with statistics only, no per-request figures: compare pairs runs request by request (the paired bootstrap) and has nothing to pair; ${run.format === 'vllm-bench' ? 'save the vLLM run with --save-detailed, or ' : ''}read its statistics with infergauge report ${run.source}`,
+    );
+  }
+  const builder = new RunSampleBuilder();
+  for (const record of run.records) builder.add(record);
+  const facts: WorkloadFacts = {};
+  if (run.model !== undefined) facts.model = run.model;
+  if (run.url !== undefined) facts.server = run.url;
+  // What does not translate is said beside the comparison, as the inputs' other warnings are.
+  for (const note of run.notes) warnings.push(`${label} (${format}, per request): ${note}`);
+  return {
+    label,
+    scenario: 'run',
+    load: run.load,
+    workload: facts,
+    sample: builder.build(),
+    conditions: {},
+    summaries: [{ name: label, summary: run.summary }],
+  };
+}
+
+async function readForeignTarget(path: string, label: string): Promise<CompareTarget> {
+  const runs = await readForeign(path);
+  const warnings: string[] = [];
+  const units = runs.map((run, i) =>
+    foreignUnit(run, runs.length > 1 ? `${label}#${i + 1}` : label, warnings),
+  );
+  return { dir: path, label, kind: 'foreign', units, warnings };
+}
+
 const POINT_FOLDER = /^([cr])(\d+(?:\.\d+)?)(?:-r(\d+))?$/;
 
-/** Reads a run, a multi-scenario run or a sweep directory. */
+/** Reads a run, a multi-scenario run or a sweep directory, or another tool's result file. */
 export async function readCompareTarget(dir: string, label = dir): Promise<CompareTarget> {
   let isDir: boolean;
   try {
@@ -285,7 +327,7 @@ export async function readCompareTarget(dir: string, label = dir): Promise<Compa
       `cannot read ${dir}: ${code === 'ENOENT' ? 'no such directory' : (err as Error).message}`,
     );
   }
-  if (!isDir) throw new CompareInputError(`${dir} is a file: give a run or sweep directory`);
+  if (!isDir) return readForeignTarget(dir, label);
   const warnings: string[] = [];
   const list = (d: string) => {
     try {
