@@ -9,6 +9,7 @@ import { parse as parseYaml } from 'yaml';
 import { isAiperfExport, isAiperfRecord, readAiperfExport, readAiperfRecords } from './aiperf.js';
 import { ForeignInputError } from './build.js';
 import { isGuidellmReport, readGuidellmReport } from './guidellm.js';
+import { isLlmdReport, MAX_LLMD_REPORT_DEPTH, nestingDepth, readLlmdReport } from './llmd.js';
 import type { ForeignFormat, ForeignRun } from './types.js';
 import { isVllmBench, readVllmBench } from './vllm.js';
 
@@ -40,8 +41,7 @@ export interface ForeignDetector {
 
 /**
  * The formats read, in the order they are tried: the first whose `detect` says yes reads the
- * file. Each test looks at field names that only its format writes. llm-d's Benchmark Report
- * joins here (src/results/foreign/llmd.ts).
+ * file. Each test looks at field names that only its format writes.
  */
 export const FOREIGN_DETECTORS: ForeignDetector[] = [
   {
@@ -67,6 +67,12 @@ export const FOREIGN_DETECTORS: ForeignDetector[] = [
     name: 'AIPerf profile_export_aiperf.json',
     detect: isAiperfExport,
     read: (value, source) => [readAiperfExport(value as Record<string, unknown>, source)],
+  },
+  {
+    name: FOREIGN_FORMAT_NAMES['llm-d'],
+    detect: isLlmdReport,
+    // Its reader takes text (YAML or JSON): the parsed document goes back to it as JSON.
+    read: (value, source) => [readLlmdReport(JSON.stringify(value), source)],
   },
 ];
 
@@ -118,6 +124,13 @@ function parseDocument(text: string, source: string): unknown {
       if (lines) return lines;
       throw new ForeignInputError(`${source}: not JSON (${(err as Error).message})`);
     }
+  }
+  // The YAML parser recurses per level: a document nested thousands deep overflows its stack
+  // (once, the process ran out of memory), so depth is counted before it parses.
+  if (nestingDepth(text) > MAX_LLMD_REPORT_DEPTH) {
+    throw new ForeignInputError(
+      `${source}: nested over ${MAX_LLMD_REPORT_DEPTH} levels deep (a result file has some ten)`,
+    );
   }
   try {
     return parseYaml(text, { maxAliasCount: 100 });
