@@ -3,13 +3,15 @@
  * beside the file and its report, says the notes on stderr, replaces its own earlier import and
  * never overwrites a directory it did not write.
  */
+
 import assert from 'node:assert/strict';
 import { copyFileSync, existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
+import { REPO } from '../../tools/repo.js';
 import { runCli, tempDir } from '../helpers/cli.js';
 
-const FIXTURE = join(import.meta.dirname, '../fixtures/foreign/vllm-bench-detailed.json');
+const FIXTURE = join(REPO, 'test/fixtures/foreign/vllm-bench-detailed.json');
 
 test('report FILE: a run directory beside the file, its report, the notes; again replaces it; a foreign --out is refused', async () => {
   const dir = tempDir('ig-report-foreign-');

@@ -8,8 +8,9 @@ import {
   parseForeign,
   readForeign,
 } from '../../../../src/results/foreign/index.js';
+import { REPO } from '../../../../tools/repo.js';
 
-const FIXTURES = join(import.meta.dirname, '../../../fixtures/foreign');
+const FIXTURES = join(REPO, 'test/fixtures/foreign');
 const fixture = (name: string) => join(FIXTURES, name);
 const aggregate = () =>
   JSON.parse(readFileSync(fixture('aiperf-profile_export_aiperf.json'), 'utf8')) as Record<

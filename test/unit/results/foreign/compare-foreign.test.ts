@@ -5,6 +5,7 @@
  * the notes on what does not translate are printed beside it; a summary-only file is refused
  * with the reason.
  */
+
 import assert from 'node:assert/strict';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -23,10 +24,11 @@ import { vllmBenchResult } from '../../../../src/report/compat.js';
 import { CompareInputError, readCompareTarget } from '../../../../src/results/compareInput.js';
 import { ForeignInputError } from '../../../../src/results/foreign/index.js';
 import type { SimulatorProcess } from '../../../../src/session/simulator.js';
+import { REPO } from '../../../../tools/repo.js';
 import { runAgainst, type TestRun } from '../../../helpers/run.js';
 import { startSim } from '../../../helpers/sim.js';
 
-const FIXTURES = join(import.meta.dirname, '../../../fixtures/foreign');
+const FIXTURES = join(REPO, 'test/fixtures/foreign');
 
 describe('compare: a vLLM bench serve file against an infergauge run', () => {
   const dir = mkdtempSync(join(tmpdir(), 'ig-compare-foreign-'));

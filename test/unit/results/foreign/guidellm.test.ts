@@ -8,8 +8,9 @@ import {
   parseForeign,
   readForeign,
 } from '../../../../src/results/foreign/index.js';
+import { REPO } from '../../../../tools/repo.js';
 
-const FIXTURES = join(import.meta.dirname, '../../../fixtures/foreign');
+const FIXTURES = join(REPO, 'test/fixtures/foreign');
 const fixture = (name: string) => join(FIXTURES, name);
 // biome-ignore lint/suspicious/noExplicitAny: a parsed fixture, read field by field
 type Json = Record<string, any>;

@@ -3,6 +3,7 @@
  * through the same readers as infergauge's own runs, with every headline figure kept and the
  * file's provenance in the manifest.
  */
+
 import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -12,8 +13,9 @@ import { readForeign } from '../../../../src/results/foreign/index.js';
 import { writeForeignRuns } from '../../../../src/results/foreign/materialise.js';
 import { loadReportInput } from '../../../../src/results/load.js';
 import { readSummary } from '../../../../src/results/reader.js';
+import { REPO } from '../../../../tools/repo.js';
 
-const FIXTURES = join(import.meta.dirname, '../../../fixtures/foreign');
+const FIXTURES = join(REPO, 'test/fixtures/foreign');
 
 describe('foreign runs as run directories', () => {
   const root = mkdtempSync(join(tmpdir(), 'ig-foreign-dir-'));

@@ -11,8 +11,9 @@ import {
   readForeign,
 } from '../../../../src/results/foreign/index.js';
 import { vllmErrorKind } from '../../../../src/results/foreign/vllm.js';
+import { REPO } from '../../../../tools/repo.js';
 
-const FIXTURES = join(import.meta.dirname, '../../../fixtures/foreign');
+const FIXTURES = join(REPO, 'test/fixtures/foreign');
 const fixture = (name: string) => join(FIXTURES, name);
 const json = (name: string) =>
   JSON.parse(readFileSync(fixture(name), 'utf8')) as Record<string, unknown>;
