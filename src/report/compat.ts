@@ -71,6 +71,16 @@ export function vllmBenchResult(
     forEachTokenGap(r, (gapMs) => gaps.push(gapMs / 1000));
     itls.push(gaps);
   }
+  // The per-request arrays hold every request, as vLLM's serve.py writes them
+  // (`[output.ttft for output in outputs]`): a failed one with its defaults, ttft 0.0, itl [] and
+  // an output length of 0, so that index i of every array is request i.
+  const succeeded = new Set(ok);
+  let next = 0;
+  const perRequest = measured.map((r) => {
+    if (!succeeded.has(r)) return { ttft: 0, itl: [] as number[], outputLen: 0 };
+    const i = next++;
+    return { ttft: ttfts[i], itl: itls[i], outputLen: r.outputTokens };
+  });
   const load = summary.load;
   const durationS = summary.durationS;
   const inputTokens = ok.reduce((a, r) => a + (r.inputTokens ?? r.requestedInputTokens), 0);
@@ -93,10 +103,10 @@ export function vllmBenchResult(
     request_goodput: summary.goodput ? summary.goodput.requestsPerS : null,
     output_throughput: durationS > 0 ? outputTokens / durationS : 0,
     total_token_throughput: durationS > 0 ? (inputTokens + outputTokens) / durationS : 0,
-    input_lens: ok.map((r) => r.inputTokens ?? r.requestedInputTokens),
-    output_lens: ok.map((r) => r.outputTokens),
-    ttfts,
-    itls,
+    input_lens: measured.map((r) => r.inputTokens ?? r.requestedInputTokens),
+    output_lens: perRequest.map((p) => p.outputLen),
+    ttfts: perRequest.map((p) => p.ttft),
+    itls: perRequest.map((p) => p.itl),
     errors: measured.map((r) => (r.error ? `${r.error.kind}: ${r.error.message}` : '')),
   };
   const allItls = itls.flat();

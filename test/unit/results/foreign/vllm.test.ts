@@ -177,3 +177,29 @@ describe('damaged and hostile files', () => {
     await assert.rejects(readForeign(join(dir, 'missing.json')), /cannot read .*missing\.json/);
   });
 });
+
+describe("infergauge's own --compat vllm file", () => {
+  it('holds every request in every per-request array, failed ones too, and reads back with its failures', async () => {
+    const { vllmBenchResult } = await import('../../../../src/report/compat.js');
+    const { phasedRecords } = await import('../../../helpers/phasedRecords.js');
+    const { SummaryBuilder } = await import('../../../../src/metrics/summary.js');
+    const records = phasedRecords(4, { requests: 12 });
+    records[5] = { ...records[5], error: { kind: 'http_5xx', message: 'HTTP 503' } };
+    const builder = new SummaryBuilder({ load: { mode: 'closed', concurrency: 4 } } as never);
+    for (const r of records) builder.add(r);
+    const file = vllmBenchResult(records, builder.build({}), {
+      model: 'm',
+      backend: 'vllm',
+      tokenizer: 'm',
+      date: '20261206-120000',
+    });
+    for (const key of ['input_lens', 'output_lens', 'ttfts', 'itls', 'errors'] as const) {
+      assert.equal(file[key].length, 12, key);
+    }
+    // serve.py's defaults for a failed request: ttft 0.0, itl [], output length 0.
+    assert.deepEqual([file.ttfts[5], file.itls[5], file.output_lens[5]], [0, [], 0]);
+    const [run] = parseForeign(JSON.stringify(file), 'ours.json');
+    assert.equal(run.summary.requests.completed, 11);
+    assert.equal(run.summary.requests.failed, 1);
+  });
+});
