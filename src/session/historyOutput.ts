@@ -50,7 +50,9 @@ export function historyOutput(
         await index(session, [point.dir], waits.pointMs ?? POINT_WAIT_MS);
       }
     },
-    async sessionFinished({ session }) {
+    async sessionFinished({ session, error }) {
+      // A session that failed (its results could not be written) writes nothing new.
+      if (error) return;
       const { sessionPointDirs } = await import('../results/history/entry.js');
       await index(session, sessionPointDirs(session.root), waits.sessionMs ?? SESSION_WAIT_MS);
     },

@@ -22,7 +22,6 @@ import {
   renameSync,
   statSync,
   unlinkSync,
-  writeFileSync,
   writeSync,
 } from 'node:fs';
 import { join } from 'node:path';
@@ -393,10 +392,24 @@ export async function withLock<T>(
   const mine = JSON.stringify({ pid: process.pid, at: new Date().toISOString(), token });
   const until = performance.now() + waitMs;
   for (let attempt = 0; ; attempt++) {
+    let fd: number | undefined;
     try {
-      writeFileSync(path, mine, { flag: 'wx' });
+      fd = openSync(path, 'wx');
+      writeSync(fd, mine);
+      closeSync(fd);
       break;
     } catch (err) {
+      if (fd !== undefined) {
+        // Created but not written (a full or failing disk): an empty lock would hold every
+        // writer off until it turned stale, so it goes with the failure.
+        try {
+          closeSync(fd);
+        } catch {}
+        try {
+          unlinkSync(path);
+        } catch {}
+        throw err;
+      }
       if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
     }
     let text = '';

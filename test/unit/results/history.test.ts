@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import {
+import fs, {
   existsSync,
   mkdtempSync,
   readFileSync,
@@ -14,6 +14,7 @@ import {
   truncateSync,
   writeFileSync,
 } from 'node:fs';
+import { syncBuiltinESMExports } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
@@ -422,6 +423,47 @@ describe('the lock', () => {
     assert.equal(got, 'held');
     assert.ok(notices.some((m) => /broke a stale lock/.test(m)));
     assert.equal(existsSync(join(root, LOCK_FILE)), false, 'released');
+  });
+
+  test('a lock that cannot be written (a failing disk) is not left behind to hold others off', async () => {
+    const root = freshRoot();
+    const { openSync, writeSync } = fs;
+    let lockFd: number | undefined;
+    fs.openSync = ((path: fs.PathLike, ...rest: unknown[]) => {
+      const fd = (openSync as (...a: unknown[]) => number)(path, ...rest);
+      if (String(path).endsWith(LOCK_FILE)) lockFd = fd;
+      return fd;
+    }) as typeof fs.openSync;
+    fs.writeSync = ((fd: number, ...rest: unknown[]) => {
+      if (fd === lockFd) throw Object.assign(new Error('EIO: simulated, write'), { code: 'EIO' });
+      return (writeSync as (...a: unknown[]) => number)(fd, ...rest);
+    }) as typeof fs.writeSync;
+    syncBuiltinESMExports();
+    try {
+      await assert.rejects(
+        withLock(
+          root,
+          () => 1,
+          () => {},
+        ),
+        /EIO/,
+      );
+    } finally {
+      fs.openSync = openSync;
+      fs.writeSync = writeSync;
+      syncBuiltinESMExports();
+    }
+    assert.equal(existsSync(join(root, LOCK_FILE)), false);
+    // The next writer takes it at once.
+    assert.equal(
+      await withLock(
+        root,
+        () => 2,
+        () => {},
+        100,
+      ),
+      2,
+    );
   });
 
   test('a live lock is waited for, then given up on with an error (bounded)', async () => {
