@@ -19,6 +19,8 @@ export { findGpuPreset, GPU_PRESETS, type GpuSpec } from './memory/hardware.js';
 export { findModelPreset, MODEL_PRESETS, type ModelSpec } from './memory/model.js';
 export { memoryReport } from './memory/report.js';
 export { findMetric, METRICS } from './metrics/catalog.js';
+// What a snapshot event carries while a point runs (docs/metrics.md, "Live metrics").
+export type { LiveSnapshot, LiveStats, LiveWindowStats } from './metrics/live.js';
 export { parseSlo, type SloCondition } from './metrics/slo.js';
 export { type RunSummary, SummaryBuilder, summarize } from './metrics/summary.js';
 export {
@@ -50,6 +52,8 @@ export { markdownSummary } from './report/markdown.js';
 export { renderTerminalSummary } from './report/terminal.js';
 // Across runs: comparisons and CI thresholds.
 export { type CompareTarget, readCompareTarget } from './results/compareInput.js';
+// Other tools' result files (vLLM bench serve, GuideLLM, AIPerf, llm-d) read as runs.
+export { type ForeignRun, parseForeign, readForeign } from './results/foreign/index.js';
 export { JsonlWriter, ReadDamage, readRecords } from './results/jsonl.js';
 export { RESULT_FILES } from './results/layout.js';
 export { loadReportInput, type ReportInput } from './results/load.js';
@@ -57,6 +61,7 @@ export { loadSavedRuns, type SavedRun } from './results/reader.js';
 // A session's events and the outputs that subscribe to them (the results directory is one).
 export type {
   Output,
+  OutputContext,
   PointFinished,
   PointInfo,
   PointStarted,
