@@ -209,9 +209,11 @@ describe('calibrating the llamacpp personality against llama-server (real engine
     assert.ok(steps.length >= STEP_SIZES.length, JSON.stringify(steps));
     assert.equal(steps[0].tokens, 1);
     assert.ok(steps[steps.length - 1].tokens >= 511);
-    // A two-token prompt leaves the one-row GEMV for tinyBLAS: it costs more than twice one.
+    // A two-token prompt leaves the one-row GEMV for tinyBLAS: it costs about twice one, where
+    // one more row on the same kernel would cost a few percent more. 1.5x tells the switch
+    // apart on a jittery VM (1.95x was read once beside the suite; 2x and above alone).
     const at = (n: number) => steps.find((p) => p.tokens === n)?.ms as number;
-    assert.ok(at(2) > 2 * at(1), `1: ${at(1)} ms, 2: ${at(2)} ms`);
+    assert.ok(at(2) > 1.5 * at(1), `1: ${at(1)} ms, 2: ${at(2)} ms`);
     // The front end is measured by the probe (TTFT less the server's prompt time) and held; the
     // per-sequence cost is fitted, or, where decode at four slots reads within noise of the
     // probe's four-token step, refused by calibrate and held at the personality's.
