@@ -5,22 +5,18 @@
  */
 
 import { existsSync, statSync } from 'node:fs';
-import { basename, join, relative, resolve } from 'node:path';
+import { resolve } from 'node:path';
 import { Command, Option } from '@commander-js/extra-typings';
 import { type CompareFlags, compareSettings } from '../analysis/compare.js';
 import { parseMetricName, ThresholdError } from '../analysis/thresholds.js';
 import { EXIT } from '../errors.js';
 import { parseFlagNumber } from '../flagNumber.js';
+import { tagsField } from '../plan/annotations.js';
 import type { HistoryEntry } from '../results/history/entry.js';
 import type { HistoryFilter } from '../results/history/query.js';
 import type { BaselineWindow, RegressMetric } from '../results/history/regress.js';
 import { DEFAULT_RESULTS_ROOT } from '../results/layout.js';
 import { collect, printNotice, printProblems, runAction, writeOutput } from './common.js';
-
-/** The results root `history` reads by default: where sessions save without --out. */
-
-/** A tag as a plan's label is written: no spaces, no commas, nothing a shell or a file mangles. */
-const TAG = /^[A-Za-z0-9._:-]+$/;
 
 export interface HistoryCliOptions extends CompareFlags {
   root?: string;
@@ -282,8 +278,6 @@ function settingsOf(o: HistoryCliOptions): { settings: Settings; problems: strin
   };
 }
 
-const TAG_RULE = 'a tag may hold only letters, digits, dot, dash, underscore and colon';
-
 /** Where the command prints its tables and JSON; tests pass their own. */
 export type Out = (text: string) => void;
 const stdout: Out = (text) => process.stdout.write(text);
@@ -437,135 +431,55 @@ async function regress(
   return regression ? EXIT.thresholdFailed : EXIT.ok;
 }
 
-/** `infergauge history tag RUN TAG...`: the exit code. */
 /**
- * `history --import FILE...`: each file read as another tool's runs (results/foreign/), written
- * as run directories under `<root>/imported/` (results/foreign/materialise.ts) and indexed as
- * infergauge's own; `--tag` goes into each one's tags.json. A file that cannot be read is named
- * and the others are still imported (exit 1).
+ * `history --import FILE...`: each file read as another tool's runs, written as run directories
+ * under `<root>/imported/` and indexed as infergauge's own (results/history/changes.ts); `--tag`
+ * goes into each one's tags.json. A file that cannot be read is named and the others are still
+ * imported (exit 1).
  */
 export async function runImport(
   files: string[],
   o: { root?: string; tag?: string[] },
   out: Out = stdout,
 ): Promise<number> {
-  const bad = (o.tag ?? []).filter((t) => !TAG.test(t));
-  if (bad.length > 0) {
-    return printProblems(
-      'history --import',
-      bad.map((t) => `"${t}": ${TAG_RULE}`),
-    );
-  }
+  const tags = checkedTags(o.tag ?? [], 'history --import');
+  if (tags === undefined) return EXIT.invalidOptions;
   const root = resolve(o.root ?? DEFAULT_RESULTS_ROOT);
-  const [
-    { readForeign, FOREIGN_FORMAT_NAMES },
-    { writeForeignRuns },
-    { indexDirs },
-    layout,
-    runFiles,
-  ] = await Promise.all([
-    import('../results/foreign/index.js'),
-    import('../results/foreign/materialise.js'),
-    import('../results/history/indexer.js'),
-    import('../results/layout.js'),
-    import('../results/runFiles.js'),
-  ]);
-  let failed = 0;
-  const dirs: string[] = [];
-  const said = new Map<string, string>();
-  for (const file of files) {
-    let runs: Awaited<ReturnType<typeof readForeign>>;
-    try {
-      runs = await readForeign(file);
-    } catch (err) {
-      notice((err as Error).message);
-      failed++;
-      continue;
-    }
-    // The file's name, kept readable in the folder's; the id keeps two imports apart.
-    const name = basename(file)
-      .replace(/[^A-Za-z0-9._-]+/g, '_')
-      .slice(0, 80);
-    const dir = join(root, 'imported', `${name}-${runFiles.newId()}`);
-    const written = writeForeignRuns(runs, dir);
-    for (const [i, d] of written.entries()) {
-      const run = runs[i];
-      if (run) {
-        said.set(
-          resolve(d),
-          `${FOREIGN_FORMAT_NAMES[run.format]}, ${run.perRequest ? 'per request' : 'summary-only'}`,
-        );
-      }
-      if (o.tag?.length) layout.writeJson(layout.resultPath(d, 'tags'), { add: o.tag, remove: [] });
-    }
-    dirs.push(...written);
-  }
-  const entries = await indexDirs(root, dirs, { onNotice: notice });
-  for (const e of entries) {
-    out(`${e.id} ${e.dir}: ${said.get(resolve(root, e.dir)) ?? 'imported'}\n`);
-  }
+  const { importFiles } = await import('../results/history/changes.js');
+  const { imported, failed } = await importFiles(root, files, { tags, onNotice: notice });
+  for (const { entry, readAs } of imported) out(`${entry.id} ${entry.dir}: ${readAs}\n`);
   return failed > 0 ? EXIT.failure : EXIT.ok;
 }
 
+/** `infergauge history tag RUN TAG...`: the exit code. */
 export async function runTag(
   run: string,
   tags: string[],
   o: { root?: string; untag?: boolean },
   out: Out = stdout,
 ): Promise<number> {
-  const bad = tags.filter((t) => !TAG.test(t));
-  if (bad.length > 0)
-    return printProblems(
-      'history tag',
-      bad.map((t) => `"${t}": ${TAG_RULE}`),
-    );
+  if (checkedTags(tags, 'history tag') === undefined) return EXIT.invalidOptions;
   const root = rootOf(o);
   if (root === undefined) return EXIT.failure;
-  const [{ readHistory }, { indexDirs }, entry, { resultPath, writeJson }] = await Promise.all([
-    import('../results/history/store.js'),
-    import('../results/history/indexer.js'),
-    import('../results/history/entry.js'),
-    import('../results/layout.js'),
-  ]);
-  let dirs: string[];
-  if (existsSync(run) && statSync(run).isDirectory()) {
-    // Rows are keyed by their path under the root: a directory elsewhere belongs to another.
-    if (relative(root, resolve(run)).startsWith('..')) {
-      notice(`${run} is not under ${root}: give the results root that holds it with --root`);
-      return EXIT.invalidOptions;
-    }
-    dirs = entry.sessionPointDirs(resolve(run));
-  } else {
-    const db = await readHistory(root, notice);
-    try {
-      const st = db.prepare('SELECT dir FROM runs WHERE id = ? OR session_id = ? ORDER BY dir');
-      dirs = [];
-      st.bind([run, run]);
-      while (st.step()) dirs.push(resolve(root, String(st.get()[0])));
-      st.free();
-    } finally {
-      db.close();
-    }
+  const { tagRun } = await import('../results/history/changes.js');
+  const entries = await tagRun(root, run, tags, {
+    ...(o.untag ? { untag: true } : {}),
+    onNotice: notice,
+  });
+  if (!Array.isArray(entries)) {
+    notice(entries.problem);
+    return entries.usage ? EXIT.invalidOptions : EXIT.failure;
   }
-  if (dirs.length === 0) {
-    notice(
-      `${run}: no run with this id or session id in ${root}/history.db, and no such results directory`,
-    );
-    return EXIT.failure;
-  }
-  for (const dir of dirs) {
-    const sidecar = entry.readTagsSidecar(dir);
-    const add = o.untag
-      ? sidecar.add.filter((t) => !tags.includes(t))
-      : [...new Set([...sidecar.add, ...tags])];
-    const remove = o.untag
-      ? [...new Set([...sidecar.remove, ...tags])]
-      : sidecar.remove.filter((t) => !tags.includes(t));
-    writeJson(resultPath(dir, 'tags'), { add, remove });
-  }
-  const entries = await indexDirs(root, dirs, { onNotice: notice });
   for (const e of entries) {
     out(`${e.id} ${e.dir}: ${e.tags.length > 0 ? e.tags.join(', ') : '(no tags)'}\n`);
   }
   return EXIT.ok;
+}
+
+/** Tags by the rule `--tag` follows everywhere (plan/annotations.ts); problems printed (exit 2). */
+function checkedTags(tags: string[], command: string): string[] | undefined {
+  const checked = tagsField(tags);
+  if ('value' in checked) return checked.value;
+  printProblems(command, [`--tag ${checked.problem}`]);
+  return undefined;
 }

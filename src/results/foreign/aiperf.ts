@@ -17,6 +17,9 @@ import {
 import { factText } from '../../telemetry/environment.js';
 import {
   ForeignInputError,
+  isObject,
+  type Json,
+  num,
   type StatsMs,
   shown,
   summaryOfRecords,
@@ -24,11 +27,6 @@ import {
 } from './build.js';
 import type { ForeignRun } from './types.js';
 import { vllmErrorKind } from './vllm.js';
-
-type Json = Record<string, unknown>;
-const isObject = (v: unknown): v is Json =>
-  typeof v === 'object' && v !== null && !Array.isArray(v);
-const num = (v: unknown) => (typeof v === 'number' && Number.isFinite(v) ? v : undefined);
 
 /** One line of profile_export.jsonl: its metadata's request start, and its metrics or error. */
 export function isAiperfRecord(value: unknown): boolean {

@@ -107,3 +107,12 @@ export function summaryOfStats(facts: StatsFacts): RunSummary {
   }
   return summary;
 }
+
+/** A parsed JSON object, read field by field. */
+export type Json = Record<string, unknown>;
+
+export const isObject = (v: unknown): v is Json =>
+  typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/** A finite number, else undefined (a file's NaN, Infinity or text is no figure). */
+export const num = (v: unknown) => (typeof v === 'number' && Number.isFinite(v) ? v : undefined);

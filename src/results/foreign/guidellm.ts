@@ -15,6 +15,9 @@ import { MAX_RECORD_TIME_MS, MAX_REQUEST_EVENTS, type RequestRecord } from '../.
 import { factText } from '../../telemetry/environment.js';
 import {
   ForeignInputError,
+  isObject,
+  type Json,
+  num,
   type StatsMs,
   shown,
   summaryOfRecords,
@@ -22,10 +25,6 @@ import {
 } from './build.js';
 import type { ForeignRun } from './types.js';
 import { vllmErrorKind } from './vllm.js';
-
-type Json = Record<string, unknown>;
-const isObject = (v: unknown): v is Json =>
-  typeof v === 'object' && v !== null && !Array.isArray(v);
 
 /** A GuideLLM report: a `benchmarks` list of generative benchmarks, each with its metrics. */
 export function isGuidellmReport(value: unknown): boolean {
@@ -54,8 +53,6 @@ const NOTES = {
 function fail(source: string, what: string): never {
   throw new ForeignInputError(`${source}: not a readable GuideLLM benchmarks file: ${what}`);
 }
-
-const num = (v: unknown) => (typeof v === 'number' && Number.isFinite(v) ? v : undefined);
 
 function time(source: string, field: string, v: unknown): number | undefined {
   if (v === undefined || v === null) return undefined;

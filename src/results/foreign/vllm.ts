@@ -18,17 +18,14 @@ import {
 import { factText } from '../../telemetry/environment.js';
 import {
   ForeignInputError,
+  isObject,
+  type Json,
   type StatsMs,
   shown,
   summaryOfRecords,
   summaryOfStats,
 } from './build.js';
 import type { ForeignRun } from './types.js';
-
-type Json = Record<string, unknown>;
-
-const isObject = (v: unknown): v is Json =>
-  typeof v === 'object' && v !== null && !Array.isArray(v);
 
 /**
  * A vLLM result by its content: the counts and throughput every release writes, and its
