@@ -88,6 +88,8 @@ export interface RunPlan {
     notes?: string[];
     /** Replay speed (`--trace-speed`): a session scenario divides its turns' gaps by it. */
     speed?: number;
+    /** Tokens per `hash_ids` block (`--trace-block-tokens`; default TRACE_BLOCK_TOKENS). */
+    blockTokens?: number;
   };
   /** Prompts (and output lengths) from a dataset file. */
   dataset?: { path: string; data: Dataset };

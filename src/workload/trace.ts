@@ -14,7 +14,15 @@ export interface TraceEntry {
    * `conversation_id` (a string or a whole number), when it has one.
    */
   sessionId?: string;
+  /**
+   * Mooncake's `hash_ids`: the prompt's blocks of `TRACE_BLOCK_TOKENS` tokens (the last one
+   * partial), remapped so that two requests with the same first n ids share their first n blocks.
+   */
+  hashIds?: readonly number[];
 }
+
+/** Tokens per `hash_ids` block in Mooncake's published traces (`--trace-block-tokens`). */
+export const TRACE_BLOCK_TOKENS = 512;
 
 /** One session of a trace: its requests in time order (`inputTokens`: the whole prompt). */
 export interface TraceSession {
