@@ -35,7 +35,13 @@ export interface TraceSession {
 
 /**
  * - `mooncake`: JSONL `{"timestamp": <ms>, "input_length": n, "output_length": n, "hash_ids": [...]}`
- *   (kvcache-ai/Mooncake FAST25-release/traces; hash_ids are read past).
+ *   (kvcache-ai/Mooncake FAST25-release/traces): `hash_ids` name the prompt's blocks of
+ *   `--trace-block-tokens` tokens (512 in the published traces), ceil(input_length / block) of
+ *   them, and become block-exact prompts (blockPrompts.ts).
+ * - `burstgpt`: CSV `Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type`
+ *   (HPMLL/BurstGPT; `Timestamp` in seconds; BurstGPT_3 adds `Session ID` and `Elapsed time`).
+ *   Rows with 0 response tokens are the requests that failed (the repository's README) and are
+ *   left out, as its `BurstGPT_without_fails_*.csv` files leave them out.
  * - `azure`: CSV `TIMESTAMP,ContextTokens,GeneratedTokens` with times such as
  *   `2023-11-16 18:15:46.6805900` (Azure/AzurePublicDataset AzureLLMInferenceDataset2023/2024),
  *   read as UTC unless they carry an offset (`Z`, `+01:00`).
@@ -45,7 +51,7 @@ export interface TraceSession {
  * (Mooncake's own traces have none: their `hash_ids` only say which 512-token blocks requests
  * share).
  */
-export type TraceFormat = 'mooncake' | 'azure' | 'jsonl';
+export type TraceFormat = 'mooncake' | 'azure' | 'burstgpt' | 'jsonl';
 
 /** Problems listed in full before the rest are counted. */
 const MAX_LISTED = 10;
@@ -61,12 +67,14 @@ export function readTrace(
   path: string,
   format?: TraceFormat,
   onNote?: (message: string) => void,
+  blockTokens?: number,
 ): TraceEntry[] {
   const text = readTextFile(path, 'trace');
   return parseTrace(text, {
     source: path,
     ...(format ? { format } : {}),
     ...(onNote ? { onNote } : {}),
+    ...(blockTokens !== undefined ? { blockTokens } : {}),
   }).entries;
 }
 
@@ -76,8 +84,10 @@ export function parseTrace(
   options: {
     format?: TraceFormat;
     source?: string;
-    /** Says what was done to times out of order or below 0 (sorted, shifted). */
+    /** Says what was done to times out of order or below 0 (sorted, shifted), or rows left out. */
     onNote?: (message: string) => void;
+    /** Tokens per `hash_ids` block, which their count is checked against (TRACE_BLOCK_TOKENS). */
+    blockTokens?: number;
   } = {},
 ): { format: TraceFormat; entries: TraceEntry[] } {
   const source = options.source ?? 'trace';
@@ -86,8 +96,17 @@ export function parseTrace(
   if (firstLine < 0) throw new Error(`${source}: the trace is empty`);
   const format = options.format ?? detectTraceFormat(lines[firstLine], source);
   const problems = new Problems(source);
+  const blockTokens = options.blockTokens ?? TRACE_BLOCK_TOKENS;
   const raw =
-    format === 'azure' ? parseAzure(lines, problems) : parseJsonl(lines, format, problems);
+    format === 'azure'
+      ? parseAzure(lines, problems)
+      : format === 'burstgpt'
+        ? parseBurstGpt(lines, problems, (n) =>
+            options.onNote?.(
+              `${source}: ${n} rows with 0 Response tokens (requests that failed, as BurstGPT's README says) are left out`,
+            ),
+          )
+        : parseJsonl(lines, format, problems, blockTokens);
   problems.throwIfAny();
   if (raw.length === 0) throw new Error(`${source}: the trace has no entries`);
   const outOfOrder = raw.filter((e, i) => i > 0 && e.atMs < raw[i - 1].atMs).length;
@@ -107,6 +126,53 @@ export function parseTrace(
   }
   for (const entry of raw) entry.atMs -= first;
   return { format, entries: raw };
+}
+
+/**
+ * The entries that arrived in [startS, endS) seconds from the trace's first arrival, shifted so
+ * the first of them is at 0 (a replay starts with a request, as a whole trace does). An empty
+ * window is an error naming how long the trace is.
+ */
+export function traceWindow(
+  entries: readonly TraceEntry[],
+  startS: number,
+  endS: number,
+): TraceEntry[] {
+  const fromMs = startS * 1000;
+  const toMs = endS * 1000;
+  const kept = entries.filter((e) => e.atMs >= fromMs && e.atMs < toMs);
+  if (kept.length === 0) {
+    const spanS = entries.length > 0 ? entries[entries.length - 1].atMs / 1000 : 0;
+    throw new Error(
+      `--trace-window ${startS}:${endS} holds no arrival: the trace spans ${spanS.toFixed(3)} s from its first arrival`,
+    );
+  }
+  const first = kept[0].atMs;
+  return kept.map((e) => ({ ...e, atMs: e.atMs - first }));
+}
+
+/**
+ * Every idle gap between consecutive arrivals cut to at most `maxGapMs`: each later arrival moves
+ * earlier by what the gaps before it lost, so bursts keep their shape and the night between them
+ * shrinks. `removedMs`: trace time taken out; `cappedGaps`: how many gaps were cut.
+ */
+export function capTraceGaps(
+  entries: readonly TraceEntry[],
+  maxGapMs: number,
+): { entries: TraceEntry[]; removedMs: number; cappedGaps: number } {
+  let removedMs = 0;
+  let cappedGaps = 0;
+  const out = entries.map((e, i) => {
+    if (i > 0) {
+      const gap = e.atMs - entries[i - 1].atMs;
+      if (gap > maxGapMs) {
+        removedMs += gap - maxGapMs;
+        cappedGaps++;
+      }
+    }
+    return removedMs > 0 ? { ...e, atMs: e.atMs - removedMs } : e;
+  });
+  return { entries: out, removedMs, cappedGaps };
 }
 
 /**
@@ -175,9 +241,10 @@ function detectTraceFormat(firstLine: string, source: string): TraceFormat {
       return 'jsonl';
     }
   }
+  if (/timestamp/i.test(line) && /request tokens/i.test(line)) return 'burstgpt';
   if (/timestamp/i.test(line) && line.includes(',')) return 'azure';
   throw new Error(
-    `${source}: not a trace this reads: expected JSON lines (Mooncake {"timestamp", "input_length", "output_length"} or {"at_ms"|"timestamp_s"|"time", "input_tokens", "output_tokens"}) or Azure CSV (header TIMESTAMP,ContextTokens,GeneratedTokens)`,
+    `${source}: not a trace this reads: expected JSON lines (Mooncake {"timestamp", "input_length", "output_length", "hash_ids"} or {"at_ms"|"timestamp_s"|"time", "input_tokens", "output_tokens"}), Azure CSV (header TIMESTAMP,ContextTokens,GeneratedTokens) or BurstGPT CSV (header Timestamp,Model,Request tokens,Response tokens,...)`,
   );
 }
 
@@ -185,6 +252,7 @@ function parseJsonl(
   lines: string[],
   format: 'mooncake' | 'jsonl',
   problems: Problems,
+  blockTokens: number,
 ): TraceEntry[] {
   const entries: TraceEntry[] = [];
   for (let i = 0; i < lines.length; i++) {
@@ -207,10 +275,14 @@ function parseJsonl(
     let atMs: number | undefined;
     let inputTokens: number | undefined;
     let outputTokens: number | undefined;
+    let hashIds: number[] | undefined;
     if (format === 'mooncake') {
       atMs = time(o, 'timestamp', 1, line, problems);
       inputTokens = tokens(o, 'input_length', line, problems);
       outputTokens = tokens(o, 'output_length', line, problems);
+      if (o.hash_ids !== undefined) {
+        hashIds = blockIds(o.hash_ids, inputTokens, blockTokens, line, problems);
+      }
     } else {
       const keys = (['at_ms', 'timestamp_s', 'time'] as const).filter((k) => k in o);
       if (keys.length === 0) {
@@ -230,9 +302,44 @@ function parseJsonl(
       inputTokens: inputTokens as number,
       outputTokens: outputTokens as number,
       ...(sessionId !== undefined ? { sessionId } : {}),
+      ...(hashIds !== undefined ? { hashIds } : {}),
     });
   }
   return entries;
+}
+
+/**
+ * A line's `hash_ids`: whole numbers >= 0, one per block of the prompt (the last one partial),
+ * so ceil(input_length / blockTokens) of them; a wrong count means the block size is not the
+ * trace's (`--trace-block-tokens`) or the line is damaged, and either would build prompts that
+ * share the wrong prefixes.
+ */
+function blockIds(
+  v: unknown,
+  inputTokens: number | undefined,
+  blockTokens: number,
+  line: number,
+  problems: Problems,
+): number[] | undefined {
+  if (!Array.isArray(v)) {
+    problems.add(line, `hash_ids must be a list of whole numbers >= 0, got ${describe(v)}`);
+    return undefined;
+  }
+  const bad = v.findIndex((x) => !Number.isSafeInteger(x) || (x as number) < 0);
+  if (bad >= 0) {
+    problems.add(line, `hash_ids[${bad}] must be a whole number >= 0, got ${describe(v[bad])}`);
+    return undefined;
+  }
+  if (inputTokens === undefined) return undefined;
+  const expected = Math.ceil(inputTokens / blockTokens);
+  if (v.length !== expected) {
+    problems.add(
+      line,
+      `hash_ids has ${v.length} blocks but input_length ${inputTokens} needs ${expected} of ${blockTokens} tokens (is --trace-block-tokens the trace's block size?)`,
+    );
+    return undefined;
+  }
+  return v as number[];
 }
 
 /** A line's `session_id` or `conversation_id` as text; a problem when it has both or a bad one. */
@@ -373,6 +480,78 @@ function parseAzure(lines: string[], problems: Problems): TraceEntry[] {
     baseMs ??= stamp.wholeMs;
     entries.push({ atMs: stamp.wholeMs - baseMs + stamp.fractionMs, inputTokens, outputTokens });
   }
+  return entries;
+}
+
+const BURSTGPT_COLUMNS = ['Timestamp', 'Request tokens', 'Response tokens'] as const;
+
+/**
+ * BurstGPT CSV: `Timestamp` in seconds from the trace's first day, `Request tokens` and
+ * `Response tokens`; `Session ID` (BurstGPT_3) names the conversation. `Model` and `Log Type`
+ * are not read: `--trace` replays one stream (filter the file to replay one model or log type).
+ */
+function parseBurstGpt(
+  lines: string[],
+  problems: Problems,
+  onFailedRows: (count: number) => void,
+): TraceEntry[] {
+  const headerIndex = lines.findIndex((l) => l.trim() !== '');
+  const header = splitCsv(lines[headerIndex]).map((h) => h.toLowerCase());
+  const column = BURSTGPT_COLUMNS.map((name) => header.indexOf(name.toLowerCase()));
+  const sessionColumn = header.indexOf('session id');
+  const missing = BURSTGPT_COLUMNS.filter((_, i) => column[i] < 0);
+  if (missing.length > 0) {
+    problems.add(
+      headerIndex + 1,
+      `the header "${lines[headerIndex].trim()}" lacks ${missing.join(', ')} (expected Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type)`,
+    );
+    return [];
+  }
+  const entries: TraceEntry[] = [];
+  let failed = 0;
+  for (let i = headerIndex + 1; i < lines.length; i++) {
+    if (lines[i].trim() === '') continue;
+    const line = i + 1;
+    const fields = splitCsv(lines[i]);
+    if (fields.length < header.length) {
+      problems.add(line, `expected ${header.length} fields, got ${fields.length}`);
+      continue;
+    }
+    const before = problems.count;
+    const seconds = /^\d+(\.\d+)?$/.test(fields[column[0]])
+      ? Number(fields[column[0]])
+      : Number.NaN;
+    if (!Number.isFinite(seconds) || seconds * 1000 > MAX_TIME_MS) {
+      problems.add(
+        line,
+        `Timestamp must be seconds (a number >= 0), got ${JSON.stringify(fields[column[0]])}`,
+      );
+    }
+    const count = (index: number, name: string) => {
+      const text = fields[index];
+      const n = /^\d+$/.test(text) ? Number(text) : Number.NaN;
+      if (!isLength(n)) {
+        problems.add(line, `${name} must be ${LENGTH_RULE}, got ${JSON.stringify(text)}`);
+        return 0;
+      }
+      return n;
+    };
+    const inputTokens = count(column[1], 'Request tokens');
+    const outputTokens = count(column[2], 'Response tokens');
+    if (problems.count > before) continue;
+    if (outputTokens === 0) {
+      failed++;
+      continue;
+    }
+    const session = sessionColumn >= 0 ? fields[sessionColumn] : '';
+    entries.push({
+      atMs: seconds * 1000,
+      inputTokens,
+      outputTokens,
+      ...(session !== '' ? { sessionId: session } : {}),
+    });
+  }
+  if (failed > 0) onFailedRows(failed);
   return entries;
 }
 

@@ -352,10 +352,20 @@ describe('arrival processes', () => {
 describe('trace files', () => {
   test('Mooncake JSONL: sorted by time (ties in file order), shifted to 0', () => {
     assert.deepEqual(readTrace(fixture('mooncake.jsonl')), [
-      { atMs: 0, inputTokens: 6955, outputTokens: 52 },
-      { atMs: 0, inputTokens: 6472, outputTokens: 26 },
-      { atMs: 1518, inputTokens: 2012, outputTokens: 1 },
-      { atMs: 3053, inputTokens: 915, outputTokens: 355 },
+      {
+        atMs: 0,
+        inputTokens: 6955,
+        outputTokens: 52,
+        hashIds: [46, 47, 48, 49, 50, 51, 52, 53, 54, 55, 56, 57, 2353, 2354],
+      },
+      {
+        atMs: 0,
+        inputTokens: 6472,
+        outputTokens: 26,
+        hashIds: [46, 47, 48, 49, 50, 51, 52, 53, 54, 55, 56, 57, 2366],
+      },
+      { atMs: 1518, inputTokens: 2012, outputTokens: 1, hashIds: [0, 427, 428, 429] },
+      { atMs: 3053, inputTokens: 915, outputTokens: 355, hashIds: [0, 462] },
     ]);
   });
 
