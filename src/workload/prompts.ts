@@ -1,4 +1,5 @@
 import { createRng } from '../rng.js';
+import { mix32 } from './distributions.js';
 import { WORDS } from './synthetic.js';
 import { type Tokenizer, TokenizerError } from './tokenizer.js';
 
@@ -31,6 +32,18 @@ export interface PromptFactory {
   make(id: number, tokens: number): string;
   /** For tokenizers without countSync: checks `samples` prompts against the tokenizer; resolves to the worst absolute error seen (0 = exact). */
   verify(samples: number, tokens: number): Promise<number>;
+  /**
+   * `tokens` calibrated words drawn from the stream `key` names (beside the factory's seed): a
+   * first word then continuation words when `leading`, continuation words only otherwise. Each
+   * adds exactly one token after a space, next to any other calibrated word, so such texts
+   * joined by single spaces keep their token boundaries (blockPrompts.ts). No shared prefix.
+   */
+  words(key: number, tokens: number, leading: boolean): string;
+  /**
+   * False when the creation-time self-check found a prompt off: word counts do not add up
+   * under this tokenizer, so texts joined from words cannot be trusted to keep boundaries.
+   */
+  readonly additive: boolean;
 }
 
 export interface PromptFactoryOptions {
@@ -112,6 +125,7 @@ export async function createPromptFactory(
   const seed = options.seed >>> 0;
   const countSync = tokenizer.countSync?.bind(tokenizer);
   let checkEach = options.checkEach === true && countSync !== undefined;
+  let selfCheckFailed = false;
 
   // Words after the first, appended to `text`. Joined once: a string added word by word left
   // two small strings a word (some 8 KB a 128-token prompt) for the measuring thread's collector.
@@ -191,12 +205,23 @@ export async function createPromptFactory(
     for (const [i, n] of [...lengths].entries()) {
       if (countSync(make(0x7fff_fff0 + i, n)) !== n) {
         checkEach = true;
+        selfCheckFailed = true;
         break;
       }
     }
   }
 
-  return { tokenizer, make, verify };
+  const words = (key: number, tokens: number, leading: boolean): string => {
+    if (!Number.isInteger(tokens) || tokens < 0) {
+      throw new RangeError(`a text needs a whole number of tokens >= 0, not ${tokens}`);
+    }
+    const rng = createRng(mix32((seed ^ mix32((key ^ 0x6a09e667) >>> 0)) >>> 0));
+    if (leading) return fresh(tokens, rng);
+    if (tokens === 0) return '';
+    return extend(cont[rng.int(cont.length)], tokens - 1, rng);
+  };
+
+  return { tokenizer, make, verify, words, additive: !selfCheckFailed };
 }
 
 /** Finds the words that build exact prompts under this tokenizer (see the method above). */

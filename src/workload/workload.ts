@@ -1,4 +1,5 @@
 import type { RequestSpec } from '../backends/types.js';
+import { type BlockPrompts, createBlockPrompts } from './blockPrompts.js';
 import { type ConversationWorkload, createConversationWorkload } from './conversations.js';
 import type { Dataset } from './datasets.js';
 import { requestRng, sampleLength, streamSeed } from './distributions.js';
@@ -7,7 +8,7 @@ import { createPromptFactory, type PromptFactory } from './prompts.js';
 import { isSessionScenario, type Scenario } from './scenarios.js';
 import { DISTINCT_PREFIX_TOKENS, SyntheticRequest } from './synthetic.js';
 import { type CreateTokenizerOptions, createTokenizer } from './tokenizer.js';
-import { type TraceEntry, traceSessions } from './trace.js';
+import { TRACE_BLOCK_TOKENS, type TraceEntry, traceSessions } from './trace.js';
 import { countWords } from './words.js';
 
 export interface WorkloadOptions {
@@ -26,6 +27,13 @@ export interface WorkloadOptions {
   wordsAreTokens?: boolean;
   /** Trace replay: request `id` asks for entry `id`'s lengths. */
   trace?: readonly TraceEntry[];
+  /**
+   * Entries with `hashIds` get block-exact prompts (blockPrompts.ts) of this many tokens a block;
+   * made by loadWorkload (which checks them against the tokenizer) or createWorkload.
+   */
+  traceBlocks?: BlockPrompts;
+  /** Tokens per hash id when createWorkload makes `traceBlocks` itself (TRACE_BLOCK_TOKENS). */
+  traceBlockTokens?: number;
   /** Prompts from a dataset (cycled in file order), or a text corpus sliced to the lengths. */
   dataset?: Dataset;
 }
@@ -49,6 +57,8 @@ export interface WorkloadSource {
   trace?: readonly TraceEntry[];
   /** `--trace-speed`, for a session scenario's turns (single requests have it in the load). */
   traceSpeed?: number;
+  /** `--trace-block-tokens`: tokens per `hash_ids` block (TRACE_BLOCK_TOKENS). */
+  traceBlockTokens?: number;
   dataset?: Dataset;
   /** One word is one token (virtual time on the built-in simulator): counting is skipped. */
   wordsAreTokens?: boolean;
@@ -87,10 +97,21 @@ export async function loadWorkload(source: WorkloadSource): Promise<LoadedWorklo
       }),
     };
   }
+  let traceBlocks: BlockPrompts | undefined;
+  if (source.trace?.some((e) => e.hashIds !== undefined)) {
+    traceBlocks = createBlockPrompts({
+      prompts,
+      blockTokens: source.traceBlockTokens ?? TRACE_BLOCK_TOKENS,
+      overheadTokens: source.promptOverheadTokens,
+    });
+    // Counted once where the workload is built, before any request is sent.
+    await traceBlocks.verify(source.trace);
+  }
   return {
     nextRequest: createWorkload({
       ...common,
       ...(source.trace ? { trace: source.trace } : {}),
+      ...(traceBlocks ? { traceBlocks } : {}),
       ...(source.wordsAreTokens ? { wordsAreTokens: true } : {}),
     }),
   };
@@ -100,7 +121,8 @@ export async function loadWorkload(source: WorkloadSource): Promise<LoadedWorklo
  * Request `id` of a workload, deterministic in seed, prompt salt and id whatever the order:
  * - synthetic: lengths drawn from the scenario, a prompt of exactly that many tokens under the
  *   run's tokenizer, less the server's own overhead; built on first use (virtual time counts);
- * - trace replay: the same, with entry `id`'s lengths;
+ * - trace replay: the same, with entry `id`'s lengths; an entry with hash ids gets a block-exact
+ *   prompt (blockPrompts.ts), so requests sharing ids share exactly those blocks' tokens;
  * - a prompt dataset: entry `id mod n` as it is (its length counted with the tokenizer when it
  *   counts locally, else in words), its reference output length or the scenario's;
  * - a text corpus: a seeded slice of the scenario's length, trimmed to the exact count.
@@ -147,7 +169,38 @@ export function createWorkload(o: WorkloadOptions): (id: number) => RequestSpec 
       };
     };
   }
-  return (id) => {
+  const blocks =
+    o.traceBlocks ??
+    (o.trace?.some((e) => e.hashIds !== undefined)
+      ? createBlockPrompts({
+          prompts: o.prompts,
+          blockTokens: o.traceBlockTokens ?? TRACE_BLOCK_TOKENS,
+          overheadTokens: overhead,
+        })
+      : undefined);
+  const trace = o.trace;
+  if (blocks && trace) {
+    // Built when read (SyntheticRequest), as every prompt is: a 20,000-request trace of ~10k
+    // tokens keeps only the block texts most recently used.
+    const byEntry = { make: (id: number) => blocks.prompt(trace[id]) };
+    return (id) => {
+      const traced = trace[id];
+      if (!traced?.hashIds || traced.hashIds.length === 0) return plain(id);
+      const content = blocks.contentTokens(traced);
+      return new SyntheticRequest(
+        byEntry,
+        id,
+        content,
+        Math.max(1, traced.inputTokens),
+        Math.max(1, traced.outputTokens),
+        o.wordsAreTokens ? content : undefined,
+        undefined,
+      );
+    };
+  }
+  return plain;
+
+  function plain(id: number): RequestSpec {
     const traced = o.trace?.[id];
     const requestedInputTokens = traced ? Math.max(1, traced.inputTokens) : inputFor(id);
     const requestedOutputTokens = traced ? Math.max(1, traced.outputTokens) : outputFor(id);
@@ -161,7 +214,7 @@ export function createWorkload(o: WorkloadOptions): (id: number) => RequestSpec 
       o.wordsAreTokens ? content : undefined,
       prefix === 0 ? DISTINCT_PREFIX_TOKENS : undefined,
     );
-  };
+  }
 }
 
 /**
