@@ -86,6 +86,14 @@ export interface TraceReplayJson {
   requests: number;
   /** Trace time from the first to the last arrival, ms (before `speed`). */
   spanMs: number;
+  /** `--trace-window`: the seconds of the trace replayed. */
+  window?: { startS: number; endS: number };
+  /** `--trace-max-gap-s` and the trace time it removed (ms, before `speed`). */
+  maxGapS?: number;
+  removedGapMs?: number;
+  /** With hash ids: tokens a block, and the hit rate they imply (traceImpliedHitRate). */
+  blockTokens?: number;
+  impliedHitRate?: number;
 }
 
 /** Shard `index` of `count` (0-based), as given by `--shard index/count`. */

@@ -11,6 +11,7 @@ import type { RunOptions } from '../session/prepare.js';
 import type { PlanRunResult, ScenarioResult } from '../session/run.js';
 import { parseExportTimeoutS } from '../session/userOutputs.js';
 import { scenarioPresetsHelp } from '../workload/scenarios.js';
+import { TRACE_BLOCK_TOKENS } from '../workload/trace.js';
 import {
   collect,
   type Interrupts,
@@ -80,9 +81,21 @@ export function addRunOptions(command: Command): Command {
     )
     .option(
       '--trace <file>',
-      'replay a trace: Mooncake JSONL, Azure LLM inference CSV, or JSONL of {at_ms, input_tokens, output_tokens}',
+      'replay a trace: Mooncake JSONL (hash_ids become shared prefixes), Azure LLM inference CSV, BurstGPT CSV, or JSONL of {at_ms, input_tokens, output_tokens}',
     )
     .option('--trace-speed <x>', 'replay the trace x times faster (default: 1)')
+    .option(
+      '--trace-window <start:end>',
+      "replay only the trace's arrivals in [START, END) seconds from its first, starting at 0",
+    )
+    .option(
+      '--trace-max-gap-s <s>',
+      'cap every idle gap between arrivals to S seconds (after --trace-window, before --trace-speed)',
+    )
+    .option(
+      '--trace-block-tokens <n>',
+      `tokens per Mooncake hash_ids block (default: ${TRACE_BLOCK_TOKENS}); requests sharing ids share exactly those tokens`,
+    )
     .option(
       '--dataset <file>',
       'prompts from ShareGPT JSON, JSONL of {prompt|messages, max_tokens}, or a plain-text corpus sliced to --input-tokens',

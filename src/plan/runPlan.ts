@@ -19,6 +19,7 @@ import {
   tlsSettingsOf,
 } from '../tls.js';
 import { openLoadProblems } from '../workload/arrivals.js';
+import { traceImpliedHitRate } from '../workload/blockPrompts.js';
 import { type Dataset, readDataset } from '../workload/datasets.js';
 import {
   formatLengthDistribution,
@@ -33,7 +34,16 @@ import {
   type Scenario,
   withLengths,
 } from '../workload/scenarios.js';
-import { readTrace, type TraceEntry, traceLoad, traceSessions } from '../workload/trace.js';
+import {
+  capTraceGaps,
+  readTrace,
+  TRACE_BLOCK_TOKENS,
+  type TraceEntry,
+  type TraceShaping,
+  traceLoad,
+  traceSessions,
+  traceWindow,
+} from '../workload/trace.js';
 import { noteField, serverInfoField, tagsField } from './annotations.js';
 import {
   anything,
@@ -90,6 +100,16 @@ export interface RunPlan {
     speed?: number;
     /** Tokens per `hash_ids` block (`--trace-block-tokens`; default TRACE_BLOCK_TOKENS). */
     blockTokens?: number;
+    /** `--trace-window START:END`: the seconds of the trace replayed (then shifted to 0). */
+    window?: { startS: number; endS: number };
+    /** `--trace-max-gap-s`: the longest idle gap kept, and the trace time the cap removed. */
+    maxGapS?: number;
+    removedGapMs?: number;
+    /**
+     * The prefix-cache hit rate the entries' hash ids imply (traceImpliedHitRate, engine blocks
+     * of IMPLIED_ENGINE_BLOCK_TOKENS), when they have hash ids.
+     */
+    impliedHitRate?: number;
   };
   /** Prompts (and output lengths) from a dataset file. */
   dataset?: { path: string; data: Dataset };
@@ -211,6 +231,9 @@ export interface RunPlanInput extends TlsOptions {
   rampUp?: string;
   trace?: string;
   traceSpeed?: string | number;
+  traceBlockTokens?: string | number;
+  traceMaxGapS?: string | number;
+  traceWindow?: string;
   dataset?: string;
   /** Comma-separated scenario presets. */
   scenario?: string;
@@ -281,6 +304,9 @@ const FLAGS: Record<string, { flag: string; example: string }> = {
   rampUp: { flag: '--ramp-up', example: '--ramp-up 1:60 (from 1 request/s over 60 s)' },
   trace: { flag: '--trace', example: '--trace mooncake_trace.jsonl' },
   traceSpeed: { flag: '--trace-speed', example: '--trace-speed 2' },
+  traceBlockTokens: { flag: '--trace-block-tokens', example: '--trace-block-tokens 512' },
+  traceMaxGapS: { flag: '--trace-max-gap-s', example: '--trace-max-gap-s 10' },
+  traceWindow: { flag: '--trace-window', example: '--trace-window 600:1200 (seconds)' },
   dataset: { flag: '--dataset', example: '--dataset sharegpt.json' },
   maxConcurrency: { flag: '--max-concurrency', example: '--max-concurrency 64' },
   requests: { flag: '--requests', example: '--requests 200' },
@@ -382,6 +408,9 @@ const OPTIONS = {
   rampUp: matching(/^\d+(\.\d+)?:\d+(\.\d+)?$/, 'must be FROM_RATE:SECONDS'),
   trace: text(1),
   traceSpeed: positive(),
+  traceBlockTokens: int(1),
+  traceMaxGapS: positive(),
+  traceWindow: traceWindowField,
   dataset: text(1),
   maxConcurrency: concurrencyField,
   requests: int(1),
@@ -522,8 +551,10 @@ function combinationProblems(input: RunPlanInput): string[] {
         "--trace and --dataset cannot be combined: the trace already sets each request's lengths",
       );
     }
-  } else if (input.traceSpeed !== undefined) {
-    problems.push(problem('traceSpeed', 'applies only with --trace'));
+  } else {
+    for (const key of ['traceSpeed', 'traceBlockTokens', 'traceMaxGapS', 'traceWindow'] as const) {
+      if (input[key] !== undefined) problems.push(problem(key, 'applies only with --trace'));
+    }
   }
   if (input.burstiness !== undefined && input.arrival !== undefined && input.arrival !== 'gamma') {
     problems.push(
@@ -543,9 +574,7 @@ export function parseRunPlan(input: RunPlanInput, env: NodeJS.ProcessEnv = {}): 
   let trace: RunPlan['trace'];
   if (input.trace !== undefined) {
     try {
-      const notes: string[] = [];
-      const entries = readTrace(input.trace, undefined, (note) => notes.push(note));
-      trace = { path: input.trace, entries, ...(notes.length > 0 ? { notes } : {}) };
+      trace = shapedTrace(input.trace, o);
     } catch (err) {
       problems.push(`--trace: ${indent((err as Error).message)}`);
     }
@@ -649,6 +678,7 @@ export function parseRunPlan(input: RunPlanInput, env: NodeJS.ProcessEnv = {}): 
       {
         speed: o.traceSpeed ?? 1,
         source: trace.path,
+        shaping: traceShaping(trace),
         ...(o.maxConcurrency !== undefined ? { maxConcurrency: o.maxConcurrency } : {}),
       },
     );
@@ -656,6 +686,7 @@ export function parseRunPlan(input: RunPlanInput, env: NodeJS.ProcessEnv = {}): 
     load = traceLoad(trace.entries, {
       speed: o.traceSpeed ?? 1,
       source: trace.path,
+      shaping: traceShaping(trace),
       ...(o.maxConcurrency !== undefined ? { maxConcurrency: o.maxConcurrency } : {}),
     });
   } else if (o.rate === Number.POSITIVE_INFINITY) {
@@ -1188,9 +1219,93 @@ export function redactPlan(plan: RunPlan): RunPlan {
       : {}),
     headers,
     ...(tls ? { tls: tlsSettingsOf(tls) } : {}),
-    ...(trace ? { trace: { path: trace.path, entries: [] } } : {}),
+    ...(trace ? { trace: { path: trace.path, entries: [], ...traceShaping(trace) } } : {}),
     ...(dataset
       ? { dataset: { path: dataset.path, data: { format: dataset.data.format } as Dataset } }
+      : {}),
+  };
+}
+
+/** `--trace-window START:END`: seconds from the trace's first arrival, START below END. */
+function traceWindowField(raw: unknown): ReturnType<Field<{ startS: number; endS: number }>> {
+  const m = typeof raw === 'string' ? /^(\d+(?:\.\d+)?):(\d+(?:\.\d+)?)$/.exec(raw) : null;
+  if (!m) return { problem: 'must be START:END in seconds from the first arrival (e.g. 600:1200)' };
+  const startS = Number(m[1]);
+  const endS = Number(m[2]);
+  if (!(endS > startS)) return { problem: `END must come after START, got ${raw as string}` };
+  return { value: { startS, endS } };
+}
+
+/**
+ * Engine block size the implied hit rate is told for: vLLM's and SGLang's default page of 16
+ * tokens (the simulator's too); the rate moves by well under a point between 16 and 512.
+ */
+export const IMPLIED_ENGINE_BLOCK_TOKENS = 16;
+
+/**
+ * The trace a run replays: read with its block size, cut to --trace-window, its idle gaps capped
+ * by --trace-max-gap-s, in that order (--trace-speed then divides what is left); every change is
+ * said in the notes, and so is the hit rate its hash ids imply.
+ */
+function shapedTrace(
+  path: string,
+  o: {
+    traceBlockTokens?: number;
+    traceWindow?: { startS: number; endS: number };
+    traceMaxGapS?: number;
+  },
+): NonNullable<RunPlan['trace']> {
+  const notes: string[] = [];
+  const blockTokens = o.traceBlockTokens ?? TRACE_BLOCK_TOKENS;
+  let entries = readTrace(path, undefined, (note) => notes.push(note), blockTokens);
+  const trace: NonNullable<RunPlan['trace']> = { path, entries };
+  if (o.traceBlockTokens !== undefined) trace.blockTokens = o.traceBlockTokens;
+  if (o.traceWindow) {
+    const all = entries.length;
+    entries = traceWindow(entries, o.traceWindow.startS, o.traceWindow.endS);
+    trace.window = o.traceWindow;
+    notes.push(
+      `--trace-window ${o.traceWindow.startS}:${o.traceWindow.endS}: ${entries.length} of ${all} arrivals replayed, the first at 0`,
+    );
+  }
+  if (o.traceMaxGapS !== undefined) {
+    const capped = capTraceGaps(entries, o.traceMaxGapS * 1000);
+    entries = capped.entries;
+    trace.maxGapS = o.traceMaxGapS;
+    trace.removedGapMs = capped.removedMs;
+    if (capped.cappedGaps > 0) {
+      notes.push(
+        `--trace-max-gap-s ${o.traceMaxGapS}: ${capped.cappedGaps} idle gaps cut to ${o.traceMaxGapS} s, ${(capped.removedMs / 1000).toFixed(1)} s of trace time removed`,
+      );
+    }
+  }
+  trace.entries = entries;
+  if (entries.some((e) => e.hashIds !== undefined)) {
+    const rate = traceImpliedHitRate(entries, {
+      blockTokens,
+      engineBlockTokens: IMPLIED_ENGINE_BLOCK_TOKENS,
+    });
+    trace.impliedHitRate = rate;
+    notes.push(
+      `the trace's hash_ids imply a prefix-cache hit rate of ${(rate * 100).toFixed(1)}% (an unbounded cache of ${IMPLIED_ENGINE_BLOCK_TOKENS}-token blocks, each prefill done before the next request; requests in flight together miss what neither has cached yet)`,
+    );
+  }
+  if (notes.length > 0) trace.notes = notes;
+  return trace;
+}
+
+/** The plan's trace shaping as the replay's JSON (the manifest's load) records it. */
+function traceShaping(trace: NonNullable<RunPlan['trace']>): TraceShaping {
+  return {
+    ...(trace.window ? { window: trace.window } : {}),
+    ...(trace.maxGapS !== undefined
+      ? { maxGapS: trace.maxGapS, removedGapMs: trace.removedGapMs ?? 0 }
+      : {}),
+    ...(trace.impliedHitRate !== undefined
+      ? {
+          blockTokens: trace.blockTokens ?? TRACE_BLOCK_TOKENS,
+          impliedHitRate: trace.impliedHitRate,
+        }
       : {}),
   };
 }

@@ -832,6 +832,9 @@ async function measureVirtual(
         wordsAreTokens: true,
         ...(plan.trace ? { trace: plan.trace.entries } : {}),
         ...(plan.trace?.speed !== undefined ? { traceSpeed: plan.trace.speed } : {}),
+        ...(plan.trace?.blockTokens !== undefined
+          ? { traceBlockTokens: plan.trace.blockTokens }
+          : {}),
         ...(plan.dataset ? { dataset: plan.dataset.data } : {}),
       });
   // Sessions, reasoning and tool calls go through the wire shapes (sim/wire.ts); plain

@@ -147,6 +147,7 @@ export function workloadSource(
     promptOverheadTokens: c.promptOverheadTokens,
     ...(plan.trace ? { trace: plan.trace.entries } : {}),
     ...(plan.trace?.speed !== undefined ? { traceSpeed: plan.trace.speed } : {}),
+    ...(plan.trace?.blockTokens !== undefined ? { traceBlockTokens: plan.trace.blockTokens } : {}),
     ...(plan.dataset ? { dataset: plan.dataset.data } : {}),
   };
 }

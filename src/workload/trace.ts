@@ -175,6 +175,12 @@ export function capTraceGaps(
   return { entries: out, removedMs, cappedGaps };
 }
 
+/** A replay's shaping and hit rate as its JSON carries them (TraceReplayJson's optional part). */
+export type TraceShaping = Pick<
+  TraceReplayJson,
+  'window' | 'maxGapS' | 'removedGapMs' | 'blockTokens' | 'impliedHitRate'
+>;
+
 /**
  * The LoadSpec's `trace` for these entries (or bare times) replayed at `speed`. Its JSON form
  * (what summary.json and the manifest hold) is `{ source, speed, requests, spanMs }`, not the
@@ -184,6 +190,8 @@ export function traceReplay(
   entries: readonly TraceEntry[] | readonly number[],
   speed: number,
   source?: string,
+  /** What shaped the trace (window, gap cap) and its hash ids' implied hit rate, for the JSON. */
+  shaping?: TraceShaping,
 ): TraceReplay {
   const timesMs = entries.map((e: TraceEntry | number) => (typeof e === 'number' ? e : e.atMs));
   const replay: TraceReplay = { timesMs, speed, ...(source !== undefined ? { source } : {}) };
@@ -192,6 +200,7 @@ export function traceReplay(
     speed,
     requests: timesMs.length,
     spanMs: timesMs.length > 0 ? timesMs[timesMs.length - 1] - timesMs[0] : 0,
+    ...shaping,
   });
   Object.defineProperty(replay, 'toJSON', { value: json, enumerable: false });
   return replay;
@@ -203,7 +212,12 @@ export function traceReplay(
  */
 export function traceLoad(
   entries: readonly TraceEntry[],
-  options: { speed?: number; source?: string; maxConcurrency?: number } = {},
+  options: {
+    speed?: number;
+    source?: string;
+    maxConcurrency?: number;
+    shaping?: TraceShaping;
+  } = {},
 ): OpenLoadSpec {
   const speed = options.speed ?? 1;
   const spanMs = entries.length > 1 ? entries[entries.length - 1].atMs - entries[0].atMs : 0;
@@ -211,7 +225,7 @@ export function traceLoad(
     mode: 'open',
     rate: spanMs > 0 ? ((entries.length - 1) / spanMs) * 1000 * speed : 0,
     arrival: 'trace',
-    trace: traceReplay(entries, speed, options.source),
+    trace: traceReplay(entries, speed, options.source, options.shaping),
     ...(options.maxConcurrency !== undefined ? { maxConcurrency: options.maxConcurrency } : {}),
   };
 }

@@ -5,6 +5,7 @@
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
+import { parseRunPlan } from '../../../src/plan/runPlan.js';
 import {
   capTraceGaps,
   parseTrace,
@@ -143,6 +144,63 @@ describe('window and idle-gap cap', () => {
     assert.deepEqual(
       same.entries.map((e) => e.atMs),
       [0, 5, 10],
+    );
+  });
+});
+
+describe('the plan: --trace-window, --trace-max-gap-s, --trace-block-tokens', () => {
+  test('window, then gap cap, then speed; the manifest keeps what shaped the replay', () => {
+    const plan = parseRunPlan({
+      trace: fixture('mooncake-conversation-200.jsonl'),
+      traceWindow: '10:60',
+      traceMaxGapS: '0.5',
+      traceSpeed: 2,
+    });
+    const trace = plan.trace;
+    assert.ok(trace);
+    const all = readTrace(fixture('mooncake-conversation-200.jsonl'));
+    const inWindow = all.filter((e) => e.atMs >= 10_000 && e.atMs < 60_000);
+    assert.equal(trace.entries.length, inWindow.length);
+    assert.equal(trace.entries[0].atMs, 0);
+    const gaps = trace.entries.slice(1).map((e, i) => e.atMs - trace.entries[i].atMs);
+    assert.ok(Math.max(...gaps) <= 500, `${Math.max(...gaps)}`);
+    const before = inWindow[inWindow.length - 1].atMs - inWindow[0].atMs;
+    const after = trace.entries[trace.entries.length - 1].atMs;
+    assert.equal(trace.removedGapMs, before - after);
+    assert.ok(
+      trace.notes?.some((n) => /^--trace-window 10:60: \d+ of 200 arrivals replayed/.test(n)),
+    );
+    assert.ok(trace.notes?.some((n) => /^--trace-max-gap-s 0\.5: \d+ idle gaps cut/.test(n)));
+    assert.ok(
+      trace.notes?.some((n) => /hash_ids imply a prefix-cache hit rate of \d+\.\d%/.test(n)),
+    );
+    const json = JSON.parse(JSON.stringify(plan.load)) as { trace: Record<string, unknown> };
+    assert.equal(json.trace.speed, 2);
+    assert.deepEqual(json.trace.window, { startS: 10, endS: 60 });
+    assert.equal(json.trace.maxGapS, 0.5);
+    assert.equal(json.trace.removedGapMs, before - after);
+    assert.equal(json.trace.blockTokens, 512);
+    assert.equal(typeof json.trace.impliedHitRate, 'number');
+  });
+
+  test('bad values and flags without --trace are problems naming the flag', () => {
+    assert.throws(
+      () => parseRunPlan({ trace: fixture('mooncake.jsonl'), traceWindow: '60:10' }),
+      /--trace-window END must come after START, got 60:10/,
+    );
+    assert.throws(
+      () => parseRunPlan({ trace: fixture('mooncake.jsonl'), traceWindow: '5:6' }),
+      /--trace-window 5:6 holds no arrival: the trace spans 3\.053 s/,
+    );
+    assert.throws(
+      () => parseRunPlan({ trace: fixture('mooncake.jsonl'), traceBlockTokens: '256' }),
+      /line 1: hash_ids has 14 blocks but input_length 6955 needs 28 of 256 tokens/,
+    );
+    assert.throws(
+      () => parseRunPlan({ traceMaxGapS: '5', traceBlockTokens: '16' }),
+      (err: Error) =>
+        /--trace-max-gap-s.*applies only with --trace/.test(err.message) &&
+        /--trace-block-tokens.*applies only with --trace/.test(err.message),
     );
   });
 });
