@@ -760,6 +760,14 @@ export function parseRunPlan(input: RunPlanInput, env: NodeJS.ProcessEnv = {}): 
   const telemetry = telemetryPlan(o);
   if (telemetry) plan.telemetry = telemetry;
   if (trace) plan.trace = trace;
+  if (trace?.impliedHitRate !== undefined && plan.tokenizer === 'words' && o.url !== undefined) {
+    // Words are tokens only on the built-in simulator: elsewhere blocks share their text, but
+    // not exactly B tokens each.
+    trace.notes = [
+      ...(trace.notes ?? []),
+      `--trace hash_ids under --tokenizer words: requests share their blocks' text, but a block is ${trace.blockTokens ?? TRACE_BLOCK_TOKENS} tokens only roughly on a real server; give --tokenizer (the model's tokenizer.json, or server) for block-exact prefixes`,
+    ];
+  }
   if (dataset) plan.dataset = dataset;
   if (o.workers !== undefined) plan.workers = o.workers;
   if (shard) plan.shard = shard;

@@ -204,3 +204,15 @@ describe('the plan: --trace-window, --trace-max-gap-s, --trace-block-tokens', ()
     );
   });
 });
+
+test('hash_ids under the words tokenizer against a real server: said to be approximate', () => {
+  const plan = parseRunPlan({
+    url: 'http://127.0.0.1:9',
+    trace: fixture('mooncake.jsonl'),
+  });
+  assert.ok(
+    plan.trace?.notes?.some((n) => /--tokenizer words: requests share their blocks' text/.test(n)),
+  );
+  const exact = parseRunPlan({ trace: fixture('mooncake.jsonl') });
+  assert.ok(!exact.trace?.notes?.some((n) => /--tokenizer words/.test(n)));
+});
