@@ -504,9 +504,13 @@ function combinationProblems(input: RunPlanInput): string[] {
       '--concurrency and --rate cannot be combined: --concurrency N keeps N requests in flight (closed loop), --rate R sends R requests/s (open loop); cap an open loop with --max-concurrency',
     );
   }
-  if (input.maxConcurrency !== undefined && input.rate === undefined) {
+  // Open loops both: a trace replay is capped as a rate is (traceLoad takes the cap).
+  if (input.maxConcurrency !== undefined && input.rate === undefined && input.trace === undefined) {
     problems.push(
-      problem('maxConcurrency', 'applies only with --rate; for a closed loop use --concurrency'),
+      problem(
+        'maxConcurrency',
+        'applies only with --rate or --trace; for a closed loop use --concurrency',
+      ),
     );
   }
   for (const key of ['arrival', 'burstiness', 'rampUp'] as const) {

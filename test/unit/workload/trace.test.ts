@@ -183,6 +183,15 @@ describe('the plan: --trace-window, --trace-max-gap-s, --trace-block-tokens', ()
     assert.equal(typeof json.trace.impliedHitRate, 'number');
   });
 
+  test('--max-concurrency caps a trace replay as it caps a rate', () => {
+    const plan = parseRunPlan({ trace: fixture('mooncake.jsonl'), maxConcurrency: '1' });
+    assert.equal(plan.load.mode === 'open' ? plan.load.maxConcurrency : undefined, 1);
+    assert.throws(
+      () => parseRunPlan({ maxConcurrency: '4' }),
+      /--max-concurrency applies only with --rate or --trace/,
+    );
+  });
+
   test('bad values and flags without --trace are problems naming the flag', () => {
     assert.throws(
       () => parseRunPlan({ trace: fixture('mooncake.jsonl'), traceWindow: '60:10' }),
