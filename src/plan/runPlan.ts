@@ -1265,6 +1265,8 @@ function shapedTrace(
     traceBlockTokens?: number;
     traceWindow?: { startS: number; endS: number };
     traceMaxGapS?: number;
+    requests?: number;
+    warmup?: number;
   },
 ): NonNullable<RunPlan['trace']> {
   const notes: string[] = [];
@@ -1293,13 +1295,22 @@ function shapedTrace(
   }
   trace.entries = entries;
   if (entries.some((e) => e.hashIds !== undefined)) {
-    const rate = traceImpliedHitRate(entries, {
+    // Of what is sent: warm-up and measured requests take the first entries, in order.
+    const sent =
+      o.requests !== undefined
+        ? Math.min(entries.length, (o.warmup ?? 0) + o.requests)
+        : entries.length;
+    const rate = traceImpliedHitRate(entries.slice(0, sent), {
       blockTokens,
       engineBlockTokens: IMPLIED_ENGINE_BLOCK_TOKENS,
     });
     trace.impliedHitRate = rate;
+    const which =
+      sent < entries.length
+        ? `the first ${sent} requests' hash_ids imply`
+        : `the trace's hash_ids imply`;
     notes.push(
-      `the trace's hash_ids imply a prefix-cache hit rate of ${(rate * 100).toFixed(1)}% (an unbounded cache of ${IMPLIED_ENGINE_BLOCK_TOKENS}-token blocks, each prefill done before the next request; requests in flight together miss what neither has cached yet)`,
+      `${which} a prefix-cache hit rate of ${(rate * 100).toFixed(1)}% (an unbounded cache of ${IMPLIED_ENGINE_BLOCK_TOKENS}-token blocks, each prefill done before the next request; requests in flight together miss what neither has cached yet)`,
     );
   }
   if (notes.length > 0) trace.notes = notes;

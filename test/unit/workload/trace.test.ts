@@ -6,6 +6,7 @@ import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { parseRunPlan } from '../../../src/plan/runPlan.js';
+import { traceImpliedHitRate } from '../../../src/workload/blockPrompts.js';
 import {
   capTraceGaps,
   parseTrace,
@@ -181,6 +182,19 @@ describe('the plan: --trace-window, --trace-max-gap-s, --trace-block-tokens', ()
     assert.equal(json.trace.removedGapMs, before - after);
     assert.equal(json.trace.blockTokens, 512);
     assert.equal(typeof json.trace.impliedHitRate, 'number');
+  });
+
+  test('the implied rate is of the requests sent (warm-up and measured, from the first entry)', () => {
+    const path = fixture('mooncake-synthetic-3881.jsonl');
+    const plan = parseRunPlan({ trace: path, requests: '30', warmup: '10' });
+    const expected = traceImpliedHitRate(readTrace(path).slice(0, 40), {
+      blockTokens: 512,
+      engineBlockTokens: 16,
+    });
+    assert.equal(plan.trace?.impliedHitRate, expected);
+    assert.ok(
+      plan.trace?.notes?.some((n) => n.startsWith("the first 40 requests' hash_ids imply")),
+    );
   });
 
   test('--max-concurrency caps a trace replay as it caps a rate', () => {
