@@ -29,7 +29,8 @@ export interface BlockPrompts {
   contentTokens(entry: TraceEntry): number;
   /**
    * Counts a sample of block boundaries with the tokenizer (locally, or with the server's
-   * /tokenize): a refusal (InfergaugeError IG_TRACE_BLOCKS, exit 2) naming the first that is off.
+   * /tokenize), in the first `samples` prompts of several blocks: a refusal (TraceBlocksError,
+   * IG_TRACE_BLOCKS, exit 2) naming the first that is off.
    */
   verify(entries: readonly TraceEntry[], samples?: number): Promise<void>;
 }
@@ -45,6 +46,8 @@ export interface BlockPromptOptions {
 }
 
 const BLOCKS_CODE = 'IG_TRACE_BLOCKS';
+/** verify() counts at most this many blocks of a prompt. */
+const MAX_CHECKED_BLOCKS = 8;
 
 /** A refusal: the trace's blocks cannot be made exact here; the message names the fix. */
 export class TraceBlocksError extends InfergaugeError {
@@ -110,17 +113,18 @@ export function createBlockPrompts(o: BlockPromptOptions): BlockPrompts {
     const count = tk.countSync
       ? async (text: string) => (tk.countSync as (t: string) => number)(text)
       : (text: string) => tk.count(text);
-    // The longest prompts: most boundaries, and the likeliest to drift if anything merges.
-    const picked = entries
+    // The first prompts of 2 to 8 blocks (else of more), checked at their first, second and last
+    // boundary (the eighth for longer ones): cut and joined blocks both, at a few ms of counting
+    // a prompt where the longest of a trace (100k tokens and more) cost a second each.
+    const multi = entries
       .map((e, id) => ({ e, id }))
-      .filter(({ e }) => (e.hashIds?.length ?? 0) >= 2)
-      .sort((a, b) => b.e.inputTokens - a.e.inputTokens)
-      .slice(0, samples);
+      .filter(({ e }) => (e.hashIds?.length ?? 0) >= 2);
+    const short = multi.filter(({ e }) => (e.hashIds?.length ?? 0) <= MAX_CHECKED_BLOCKS);
+    const picked = (short.length > 0 ? short : multi).slice(0, samples);
     for (const { e, id } of picked) {
       const k = e.hashIds?.length ?? 0;
       const text = prompt(e);
-      // The first boundary, one in the middle and the whole prompt.
-      const ends = [...new Set([1, Math.max(1, Math.floor(k / 2)), k])];
+      const ends = [...new Set([1, 2, Math.min(k, MAX_CHECKED_BLOCKS)])];
       for (const blocks of ends) {
         const want = blocks === k ? contentTokens(e) : blocks * blockTokens - overhead;
         const cut = blocks === k ? text : firstWords(text, want);

@@ -198,9 +198,8 @@ describe("block boundaries checked with the server's /tokenize", () => {
       const before = server.requests.length;
       const trace = [entry(700, [1, 2, 3, 4, 5, 6]), entry(300, [1, 2, 7]), entry(100, [8])];
       await blocks.verify(trace, 2);
-      // Two prompts of several blocks: first, middle and last boundaries (3 for six blocks,
-      // 2 for three, where the middle is the first).
-      assert.equal(server.requests.length - before, 5);
+      // The first two prompts of several blocks, each at its first, second and last boundary.
+      assert.equal(server.requests.length - before, 6);
       assert.equal(
         hf.encode(blocks.prompt(trace[0]), { add_special_tokens: false }).ids.length,
         699,
