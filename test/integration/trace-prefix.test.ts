@@ -24,7 +24,7 @@ describe('a Mooncake replay against a caching simulator', () => {
     // its longest prompt.
     sim = await spawnSimulator([
       '--time-scale',
-      '0.0005',
+      '0.0001',
       '--num-gpu-blocks-override',
       '400000',
       '--max-model-len',
