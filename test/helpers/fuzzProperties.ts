@@ -895,6 +895,7 @@ const traceText = fc.oneof(
 const traceFormat = fc.constantFrom<TraceFormat | undefined>(
   'mooncake',
   'azure',
+  'burstgpt',
   'jsonl',
   undefined,
 );
