@@ -15,8 +15,9 @@ export interface TraceEntry {
    */
   sessionId?: string;
   /**
-   * Mooncake's `hash_ids`: the prompt's blocks of `TRACE_BLOCK_TOKENS` tokens (the last one
-   * partial), remapped so that two requests with the same first n ids share their first n blocks.
+   * Mooncake's `hash_ids`: the prompt's blocks of `--trace-block-tokens` tokens (TRACE_BLOCK_TOKENS
+   * by default; the last one partial), remapped so that two requests with the same first n ids
+   * share their first n blocks. Checked on reading: ceil(inputTokens / block) whole ids >= 0.
    */
   hashIds?: readonly number[];
 }
@@ -183,7 +184,8 @@ export type TraceShaping = Pick<
 
 /**
  * The LoadSpec's `trace` for these entries (or bare times) replayed at `speed`. Its JSON form
- * (what summary.json and the manifest hold) is `{ source, speed, requests, spanMs }`, not the
+ * (what summary.json and the manifest hold) is `{ source, speed, requests, spanMs }` and what
+ * shaped the replay (window, gap cap, hash ids' block size and implied hit rate), not the
  * times, so a 20,000-request trace does not land in every result file.
  */
 export function traceReplay(
