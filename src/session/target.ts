@@ -27,6 +27,7 @@ import type { ServerEnvironment } from '../telemetry/environment.js';
 import { findOnPath, NVIDIA_SMI } from '../telemetry/gpu.js';
 import { probeMetrics, type TelemetrySource } from '../telemetry/scraper.js';
 import { type TlsMaterial, tlsConnectOptions, tlsFailure } from '../tls.js';
+import { createBlockPrompts } from '../workload/blockPrompts.js';
 import { MAX_PROMPT_SALT, promptStreamSeed } from '../workload/promptSalt.js';
 import { createPromptFactory, type PromptFactory } from '../workload/prompts.js';
 import type { Scenario } from '../workload/scenarios.js';
@@ -35,6 +36,7 @@ import {
   createTokenizer,
   type Tokenizer,
 } from '../workload/tokenizer.js';
+import { TRACE_BLOCK_TOKENS } from '../workload/trace.js';
 import type { WorkloadSource } from '../workload/workload.js';
 import { askServerEngine } from './serverEngine.js';
 import type { SimulatorProcess } from './simulator.js';
@@ -457,6 +459,15 @@ export async function openTarget(
       seed: promptStreamSeed(plan.seed, plan.promptSalt),
     });
     const promptOverhead = await measurePromptOverhead(config, prompts, o.onNotice);
+    if (plan.trace?.entries.some((e) => e.hashIds !== undefined)) {
+      // Once, before any point: a tokenizer that cannot keep the trace's block boundaries
+      // refuses the run here (exit 2), not in each worker as it builds its workload.
+      await createBlockPrompts({
+        prompts,
+        blockTokens: plan.trace.blockTokens ?? TRACE_BLOCK_TOKENS,
+        overheadTokens: promptOverhead.tokens,
+      }).verify(plan.trace.entries);
+    }
     const environment = await asking;
     return {
       kind: 'live',

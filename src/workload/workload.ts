@@ -1,5 +1,5 @@
 import type { RequestSpec } from '../backends/types.js';
-import { type BlockPrompts, createBlockPrompts } from './blockPrompts.js';
+import { createBlockPrompts } from './blockPrompts.js';
 import { type ConversationWorkload, createConversationWorkload } from './conversations.js';
 import type { Dataset } from './datasets.js';
 import { requestRng, sampleLength, streamSeed } from './distributions.js';
@@ -28,11 +28,9 @@ export interface WorkloadOptions {
   /** Trace replay: request `id` asks for entry `id`'s lengths. */
   trace?: readonly TraceEntry[];
   /**
-   * Entries with `hashIds` get block-exact prompts (blockPrompts.ts) of this many tokens a block;
-   * made by loadWorkload (which checks them against the tokenizer) or createWorkload.
+   * Tokens per hash id (TRACE_BLOCK_TOKENS): entries with `hashIds` get block-exact prompts
+   * (blockPrompts.ts).
    */
-  traceBlocks?: BlockPrompts;
-  /** Tokens per hash id when createWorkload makes `traceBlocks` itself (TRACE_BLOCK_TOKENS). */
   traceBlockTokens?: number;
   /** Prompts from a dataset (cycled in file order), or a text corpus sliced to the lengths. */
   dataset?: Dataset;
@@ -97,21 +95,15 @@ export async function loadWorkload(source: WorkloadSource): Promise<LoadedWorklo
       }),
     };
   }
-  let traceBlocks: BlockPrompts | undefined;
-  if (source.trace?.some((e) => e.hashIds !== undefined)) {
-    traceBlocks = createBlockPrompts({
-      prompts,
-      blockTokens: source.traceBlockTokens ?? TRACE_BLOCK_TOKENS,
-      overheadTokens: source.promptOverheadTokens,
-    });
-    // Counted once where the workload is built, before any request is sent.
-    await traceBlocks.verify(source.trace);
-  }
+  // A live run checked the trace's block boundaries against the tokenizer once, before any
+  // worker (session/target.ts); virtual time counts words, which are its tokens.
   return {
     nextRequest: createWorkload({
       ...common,
       ...(source.trace ? { trace: source.trace } : {}),
-      ...(traceBlocks ? { traceBlocks } : {}),
+      ...(source.traceBlockTokens !== undefined
+        ? { traceBlockTokens: source.traceBlockTokens }
+        : {}),
       ...(source.wordsAreTokens ? { wordsAreTokens: true } : {}),
     }),
   };
@@ -169,15 +161,13 @@ export function createWorkload(o: WorkloadOptions): (id: number) => RequestSpec 
       };
     };
   }
-  const blocks =
-    o.traceBlocks ??
-    (o.trace?.some((e) => e.hashIds !== undefined)
-      ? createBlockPrompts({
-          prompts: o.prompts,
-          blockTokens: o.traceBlockTokens ?? TRACE_BLOCK_TOKENS,
-          overheadTokens: overhead,
-        })
-      : undefined);
+  const blocks = o.trace?.some((e) => e.hashIds !== undefined)
+    ? createBlockPrompts({
+        prompts: o.prompts,
+        blockTokens: o.traceBlockTokens ?? TRACE_BLOCK_TOKENS,
+        overheadTokens: overhead,
+      })
+    : undefined;
   const trace = o.trace;
   if (blocks && trace) {
     // Built when read (SyntheticRequest), as every prompt is: a 20,000-request trace of ~10k
