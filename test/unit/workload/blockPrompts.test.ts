@@ -124,6 +124,15 @@ describe('block-exact prompts', () => {
     assert.notDeepEqual(a.slice(32, 33), b.slice(32, 33));
   });
 
+  test('a block dropped from the bounded cache is built again to the same text', async () => {
+    const words = await createTokenizer('words', { builtInSimulator: true });
+    const prompts = await createPromptFactory(words, { seed: 9 });
+    const tiny = createBlockPrompts({ prompts, blockTokens: 8, cacheBlocks: 1 });
+    const roomy = createBlockPrompts({ prompts, blockTokens: 8 });
+    const entries = [entry(20, [0, 1, 2]), entry(20, [0, 3, 4]), entry(20, [0, 1, 2])];
+    for (const e of entries) assert.equal(tiny.prompt(e), roomy.prompt(e));
+  });
+
   test('a tokenizer whose boundaries drift is refused, naming the fix', async () => {
     const words = await createTokenizer('words', { builtInSimulator: true });
     const prompts = await createPromptFactory(words, { seed: 1 });
