@@ -80,9 +80,13 @@ export function addRunOptions(command: Command): Command {
     )
     .option(
       '--trace <file>',
-      'replay a trace: Mooncake JSONL, Azure LLM inference CSV, or JSONL of {at_ms, input_tokens, output_tokens}',
+      'replay a trace: Mooncake JSONL, Azure LLM inference CSV, JSONL of {at_ms, input_tokens, output_tokens}, or an agentic trace (calls that wait for calls: infergauge JSONL, Weka, GuideLLM graphs)',
     )
     .option('--trace-speed <x>', 'replay the trace x times faster (default: 1)')
+    .option(
+      '--tool-wait-cap-s <s>',
+      "agentic trace: cut each call's recorded tool wait to at most S seconds",
+    )
     .option(
       '--dataset <file>',
       'prompts from ShareGPT JSON, JSONL of {prompt|messages, max_tokens}, or a plain-text corpus sliced to --input-tokens',

@@ -46,6 +46,7 @@ export const PLAN_KEYS = [
   'ramp-up',
   'trace',
   'trace-speed',
+  'tool-wait-cap-s',
   'dataset',
   'max-concurrency',
   'requests',

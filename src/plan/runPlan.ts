@@ -18,6 +18,11 @@ import {
   type TlsSettings,
   tlsSettingsOf,
 } from '../tls.js';
+import {
+  AGENT_TRACE_SCENARIO,
+  type AgentTrace,
+  readAgentTraceIfAny,
+} from '../workload/agentTrace.js';
 import { openLoadProblems } from '../workload/arrivals.js';
 import { type Dataset, readDataset } from '../workload/datasets.js';
 import {
@@ -34,6 +39,7 @@ import {
   withLengths,
 } from '../workload/scenarios.js';
 import { readTrace, type TraceEntry, traceLoad, traceSessions } from '../workload/trace.js';
+import type { WorkloadSource } from '../workload/workload.js';
 import { noteField, serverInfoField, tagsField } from './annotations.js';
 import {
   anything,
@@ -90,6 +96,10 @@ export interface RunPlan {
     speed?: number;
     /** Tokens per `hash_ids` block (`--trace-block-tokens`; default TRACE_BLOCK_TOKENS). */
     blockTokens?: number;
+    /** An agentic trace (calls that wait for others; `entries` then empty): its tasks. */
+    agent?: AgentTrace;
+    /** `--tool-wait-cap-s`: an agentic trace's recorded waits are cut to this (seconds). */
+    toolWaitCapS?: number;
   };
   /** Prompts (and output lengths) from a dataset file. */
   dataset?: { path: string; data: Dataset };
@@ -211,6 +221,7 @@ export interface RunPlanInput extends TlsOptions {
   rampUp?: string;
   trace?: string;
   traceSpeed?: string | number;
+  toolWaitCapS?: string | number;
   dataset?: string;
   /** Comma-separated scenario presets. */
   scenario?: string;
@@ -281,6 +292,7 @@ const FLAGS: Record<string, { flag: string; example: string }> = {
   rampUp: { flag: '--ramp-up', example: '--ramp-up 1:60 (from 1 request/s over 60 s)' },
   trace: { flag: '--trace', example: '--trace mooncake_trace.jsonl' },
   traceSpeed: { flag: '--trace-speed', example: '--trace-speed 2' },
+  toolWaitCapS: { flag: '--tool-wait-cap-s', example: '--tool-wait-cap-s 30' },
   dataset: { flag: '--dataset', example: '--dataset sharegpt.json' },
   maxConcurrency: { flag: '--max-concurrency', example: '--max-concurrency 64' },
   requests: { flag: '--requests', example: '--requests 200' },
@@ -382,6 +394,7 @@ const OPTIONS = {
   rampUp: matching(/^\d+(\.\d+)?:\d+(\.\d+)?$/, 'must be FROM_RATE:SECONDS'),
   trace: text(1),
   traceSpeed: positive(),
+  toolWaitCapS: number({ min: 0 }),
   dataset: text(1),
   maxConcurrency: concurrencyField,
   requests: int(1),
@@ -543,9 +556,13 @@ export function parseRunPlan(input: RunPlanInput, env: NodeJS.ProcessEnv = {}): 
   let trace: RunPlan['trace'];
   if (input.trace !== undefined) {
     try {
-      const notes: string[] = [];
-      const entries = readTrace(input.trace, undefined, (note) => notes.push(note));
-      trace = { path: input.trace, entries, ...(notes.length > 0 ? { notes } : {}) };
+      const agent = readAgentTraceIfAny(input.trace);
+      if (agent) trace = { path: input.trace, entries: [], agent };
+      else {
+        const notes: string[] = [];
+        const entries = readTrace(input.trace, undefined, (note) => notes.push(note));
+        trace = { path: input.trace, entries, ...(notes.length > 0 ? { notes } : {}) };
+      }
     } catch (err) {
       problems.push(`--trace: ${indent((err as Error).message)}`);
     }
@@ -618,7 +635,16 @@ export function parseRunPlan(input: RunPlanInput, env: NodeJS.ProcessEnv = {}): 
     problems.push(...envProxyProblems(o.url, env));
   }
   if (valid) problems.push(...backendProblems(o));
-  const scenarios = valid ? buildScenarios(o, problems) : [];
+  if (input.toolWaitCapS !== undefined && input.trace !== undefined && trace && !trace.agent) {
+    problems.push(
+      problem('toolWaitCapS', 'applies to an agentic trace (calls that wait for other calls)'),
+    );
+  }
+  const scenarios = !valid
+    ? []
+    : trace?.agent
+      ? agentTraceScenarios(input, problems)
+      : buildScenarios(o, problems);
   let dataset: RunPlan['dataset'];
   if (input.dataset !== undefined) {
     try {
@@ -634,16 +660,31 @@ export function parseRunPlan(input: RunPlanInput, env: NodeJS.ProcessEnv = {}): 
       );
     }
   }
-  if (valid) problems.push(...sessionProblems(o, scenarios, dataset?.data));
+  if (valid) problems.push(...sessionProblems(o, scenarios, dataset?.data, trace?.agent));
   const tls = valid ? tlsPlan(o, env, problems) : undefined;
   if (problems.length > 0) throw new PlanError(problems);
 
   let load: LoadSpec;
   // A session scenario replays the trace's sessions: each starts at its first request's time.
   const replayedSessions =
-    trace && scenarios.some(isSessionScenario) ? traceSessions(trace.entries) : undefined;
+    trace && !trace.agent && scenarios.some(isSessionScenario)
+      ? traceSessions(trace.entries)
+      : undefined;
   if (trace && o.traceSpeed !== undefined) trace.speed = o.traceSpeed;
-  if (trace && replayedSessions) {
+  if (trace && o.toolWaitCapS !== undefined) trace.toolWaitCapS = o.toolWaitCapS;
+  if (trace?.agent) {
+    // Each task starts at its first call's time, as trace sessions do.
+    const starts = trace.agent.tasks.map((t) => ({
+      atMs: t.startMs,
+      inputTokens: 0,
+      outputTokens: 0,
+    }));
+    load = traceLoad(starts, {
+      speed: o.traceSpeed ?? 1,
+      source: trace.path,
+      ...(o.maxConcurrency !== undefined ? { maxConcurrency: o.maxConcurrency } : {}),
+    });
+  } else if (trace && replayedSessions) {
     load = traceLoad(
       replayedSessions.map((session) => session.turns[0]),
       {
@@ -690,6 +731,7 @@ export function parseRunPlan(input: RunPlanInput, env: NodeJS.ProcessEnv = {}): 
     (trace ? trace.entries.length : o.duration === undefined ? RUN_DEFAULTS.requests : undefined);
   const sessions =
     o.sessions ??
+    trace?.agent?.tasks.length ??
     replayedSessions?.length ??
     (o.duration === undefined ? RUN_DEFAULTS.sessions : undefined);
   const plan: RunPlan = {
@@ -754,6 +796,44 @@ export function recordsFormatNotice(plan: RunPlan): string | undefined {
   if (plan.recordsFormat !== undefined) return undefined;
   if ((plan.durationS ?? 0) < 3600 && (plan.requests ?? 0) <= 100_000) return undefined;
   return 'a long run: --records-format jsonl.gz writes the records gzip-compressed (records.jsonl.gz, under half the size; zcat reads it)';
+}
+
+/**
+ * An agentic trace sets the workload (agent-trace, a session scenario): the options that shape
+ * one are refused rather than ignored.
+ */
+function agentTraceScenarios(input: RunPlanInput, problems: string[]): Scenario[] {
+  const shaping = [
+    'scenario',
+    'planScenarios',
+    'inputTokens',
+    'outputTokens',
+    'sharedPrefix',
+    'turns',
+    'thinkTime',
+    'history',
+    'systemPrompt',
+  ] as const;
+  for (const key of shaping) {
+    if (input[key] === undefined) continue;
+    const flag = key === 'planScenarios' ? "a plan file's scenarios" : (FLAGS[key]?.flag ?? key);
+    problems.push(
+      `${flag} cannot be combined with an agentic --trace: the trace sets every call's lengths and waits`,
+    );
+  }
+  return [AGENT_TRACE_SCENARIO];
+}
+
+/** What a workload needs of an agentic trace (WorkloadSource's agentTasks, toolWaitCapMs). */
+export function agentTraceSource(
+  plan: RunPlan,
+): Pick<WorkloadSource, 'agentTasks' | 'toolWaitCapMs'> {
+  const trace = plan.trace;
+  if (!trace?.agent) return {};
+  return {
+    agentTasks: trace.agent.tasks,
+    ...(trace.toolWaitCapS !== undefined ? { toolWaitCapMs: trace.toolWaitCapS * 1000 } : {}),
+  };
 }
 
 /** The measured count of a scenario: its sessions (multi-turn, agent) or its requests. */
@@ -903,6 +983,7 @@ function sessionProblems(
   o: ValidOptions,
   scenarios: Scenario[],
   dataset: Dataset | undefined,
+  agentTrace: AgentTrace | undefined,
 ): string[] {
   const problems: string[] = [];
   const sessions = scenarios.filter(isSessionScenario);
@@ -943,7 +1024,7 @@ function sessionProblems(
       `scenario ${names} sends conversations as chat messages: use --backend openai --endpoint chat (vLLM, SGLang, TGI, llama.cpp and Ollama all serve /v1/chat/completions)`,
     );
   }
-  if (o.trace !== undefined) {
+  if (o.trace !== undefined && !agentTrace) {
     problems.push(
       `--trace cannot drive scenario ${names}: replay a trace with single-request scenarios`,
     );

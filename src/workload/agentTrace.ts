@@ -6,8 +6,10 @@
  * reads and checks them; conversations.ts builds each call's prompt and the session runners send
  * a call as soon as every call it waits for has ended.
  */
+import { closeSync, openSync, readSync } from 'node:fs';
 import { MAX_TOKEN_COUNT } from '../backends/timeline.js';
 import { jsonSyntaxProblem } from '../jsonText.js';
+import type { Scenario } from './scenarios.js';
 import { readTextFile } from './textFile.js';
 import { Problems } from './trace.js';
 
@@ -77,6 +79,49 @@ export function agentTraceFormat(text: string): AgentTraceFormat | undefined {
 export function isAgentTrace(text: string): boolean {
   return agentTraceFormat(text) !== undefined;
 }
+
+/**
+ * The agentic trace at `path`, or undefined when the file is another kind of trace (for
+ * readTrace). Only its head is read to tell, unless it opens like a pretty-printed Weka object,
+ * so a long single-request trace is not read twice.
+ */
+export function readAgentTraceIfAny(path: string): AgentTrace | undefined {
+  let head: string;
+  try {
+    const fd = openSync(path, 'r');
+    try {
+      const buffer = Buffer.alloc(64 * 1024);
+      head = buffer.toString('utf8', 0, readSync(fd, buffer, 0, buffer.length, 0));
+    } finally {
+      closeSync(fd);
+    }
+  } catch {
+    // readTrace says what is wrong with a file that cannot be read.
+    return undefined;
+  }
+  const firstLine = head.split('\n').find((l) => l.trim() !== '') ?? '';
+  const whole = firstLine.trim() === '{' || !head.includes('\n');
+  const text = whole ? readTextFile(path, 'trace') : head.slice(0, head.lastIndexOf('\n'));
+  const format = agentTraceFormat(text);
+  return format ? readAgentTrace(path, format) : undefined;
+}
+
+/**
+ * The scenario an agentic trace runs as: a session workload whose sessions are the trace's
+ * tasks (its shape's lengths are the trace's own, not these).
+ */
+export const AGENT_TRACE_SCENARIO: Scenario = {
+  name: 'agent-trace',
+  description: "an agentic trace's tasks, each call sent once the calls it waits for have ended",
+  input: { kind: 'fixed', value: 1 },
+  output: { kind: 'fixed', value: 1 },
+  session: {
+    turns: { kind: 'fixed', value: 1 },
+    thinkTimeMs: { kind: 'fixed', value: 0 },
+    history: 'reference',
+    systemPromptTokens: 0,
+  },
+};
 
 /** Reads an agentic trace file (readTextFile's rules; parseAgentTrace's checks). */
 export function readAgentTrace(path: string, format?: AgentTraceFormat): AgentTrace {
