@@ -769,7 +769,10 @@ async function runCallGraph(unit: Unit, graph: CallGraph, d: SessionDriver): Pro
     outcomes[i] = { record, ...(pending.answer ? { answer: pending.answer } : {}) };
     if (record.error !== undefined) failed = true;
     const due = failed || d.stopped() ? [] : run.end(i, Math.round(record.endAt * 1000));
-    if (run.finished && !failed && !d.stopped()) record.sessionDone = true;
+    if (run.finished && !failed && !d.stopped()) {
+      record.sessionDone = true;
+      record.taskToolWaitMs = run.chainWaitMs(i);
+    }
     d.emit(record);
     await Promise.all(due.map(send));
   };

@@ -482,7 +482,10 @@ class CallGraphSession implements SessionOwner {
     this.outcomes[i] = { record, ...(answer ? { answer } : {}) };
     if (record.error !== undefined) this.failed = true;
     const due = this.failed ? [] : this.run.end(i, Math.round(record.endAt * 1000));
-    if (this.run.finished && !this.failed) record.sessionDone = true;
+    if (this.run.finished && !this.failed) {
+      record.sessionDone = true;
+      record.taskToolWaitMs = this.run.chainWaitMs(i);
+    }
     this.d.emit(record);
     this.open += due.length;
     for (const { call, atUs } of due) this.d.later(atUs * 1000, (at) => this.send(call, at));

@@ -89,6 +89,8 @@ export class CallGraphRun {
   private readonly latestUs: number[];
   /** The calls waiting for each call. */
   private readonly dependents: number[][];
+  /** Per call: the tool waits on the chain of calls that made it due (µs). */
+  private readonly chainWaitUs: number[];
   private ended = 0;
 
   constructor(private readonly graph: CallGraph) {
@@ -96,6 +98,7 @@ export class CallGraphRun {
     this.latestUs = graph.calls.map(() => 0);
     this.dependents = graph.calls.map(() => []);
     for (const [k, c] of graph.calls.entries()) for (const i of c.after) this.dependents[i].push(k);
+    this.chainWaitUs = graph.calls.map(() => 0);
   }
 
   /** The calls due from a session started at `startUs`. */
@@ -104,6 +107,9 @@ export class CallGraphRun {
     for (const [i, c] of this.graph.calls.entries()) {
       if (c.after.length === 0) due.push({ call: i, atUs: startUs + Math.round(c.delayMs * 1000) });
     }
+    // A later first call's offset counts as waiting; the task's time starts at its first.
+    const firstUs = Math.min(...due.map((d) => d.atUs));
+    for (const d of due) this.chainWaitUs[d.call] = d.atUs - firstUs;
     return due;
   }
 
@@ -112,13 +118,26 @@ export class CallGraphRun {
     this.ended++;
     const due: DueCall[] = [];
     for (const k of this.dependents[i]) {
-      this.latestUs[k] = Math.max(this.latestUs[k], endUs);
+      // Ties: the first to end stays the chain's.
+      if (endUs > this.latestUs[k] || this.left[k] === this.graph.calls[k].after.length) {
+        this.latestUs[k] = endUs;
+        this.chainWaitUs[k] = this.chainWaitUs[i];
+      }
       if (--this.left[k] === 0) {
         const delayUs = Math.round(this.graph.calls[k].delayMs * 1000);
+        this.chainWaitUs[k] += delayUs;
         due.push({ call: k, atUs: this.latestUs[k] + delayUs });
       }
     }
     return due;
+  }
+
+  /**
+   * The tool waits on the chain of calls that made call `i` due, its own included (ms): on the
+   * call that ends a task, the part of the task's time spent waiting for tools, not the server.
+   */
+  chainWaitMs(i: number): number {
+    return this.chainWaitUs[i] / 1000;
   }
 
   /** Every call has ended. */

@@ -81,7 +81,7 @@ describe('sessions of dependent calls', () => {
   test('live: each call goes out once what it waits for has ended, plus its wait, and no sooner', async () => {
     const server = await startScriptedServer(reply);
     try {
-      const { records } = await runAgainst(server.url, {
+      const { records, summary } = await runAgainst(server.url, {
         target: { endpoint: 'chat' },
         load: { mode: 'closed', concurrency: 1 },
         requests: 1,
@@ -110,6 +110,10 @@ describe('sessions of dependent calls', () => {
       );
       const order = [...records].sort((x, y) => x.sentAt - y.sentAt).map(name);
       assert.deepEqual(order, NAMES);
+      // merge's last dependency was a (plan, then a after 0 ms): 30 ms of the task waited on tools.
+      assert.equal(merge.taskToolWaitMs, 30);
+      assert.equal(summary.sessions?.agent?.toolWaitMs?.max, 30);
+      assert.equal(summary.sessions?.agent?.completed, 1);
     } finally {
       await server.close();
     }

@@ -12,6 +12,7 @@ import type { RequestRecord } from '../../../src/record.js';
 import { parseAgentTrace } from '../../../src/workload/agentTrace.js';
 import {
   agentTools,
+  CallGraphRun,
   type ConversationStep,
   type ConversationWorkload,
   type ConversationWorkloadOptions,
@@ -676,4 +677,31 @@ describe('agentic traces (issue 55 item 2)', () => {
       },
     );
   });
+});
+
+test('CallGraphRun: a call is due at its last dependency end plus its delay; the chain that ended last carries the waits', () => {
+  const calls = [
+    { after: [], delayMs: 0, turn: 1, call: 0 },
+    { after: [0], delayMs: 0, turn: 2, call: 0 },
+    { after: [0], delayMs: 20, turn: 2, call: 1 },
+    { after: [2], delayMs: 0, turn: 3, call: 0 },
+    { after: [1, 3], delayMs: 30, turn: 4, call: 0 },
+  ];
+  const graph = { calls, request: () => ({}) as RequestSpec };
+  for (const slowUs of [500_000, 28_000]) {
+    const run = new CallGraphRun(graph);
+    assert.deepEqual(run.start(100), [{ call: 0, atUs: 100 }]);
+    assert.deepEqual(run.end(0, 1_000), [
+      { call: 1, atUs: 1_000 },
+      { call: 2, atUs: 21_000 },
+    ]);
+    assert.deepEqual(run.end(2, 25_000), [{ call: 3, atUs: 25_000 }]);
+    assert.deepEqual(run.end(3, 30_000), []);
+    assert.equal(run.finished, false);
+    // Call 1 ends at slowUs: merge is due 30 ms after whichever of 1 and 3 ended last.
+    assert.deepEqual(run.end(1, slowUs), [{ call: 4, atUs: Math.max(slowUs, 30_000) + 30_000 }]);
+    assert.equal(run.chainWaitMs(4), slowUs > 30_000 ? 30 : 50);
+    assert.deepEqual(run.end(4, 600_000), []);
+    assert.equal(run.finished, true);
+  }
 });
