@@ -475,7 +475,10 @@ function agentTraceConversation(
     const delayMs = c.after.length === 0 ? c.startMs / speed : Math.min(c.waitMs / speed, capMs);
     return { after: c.after, delayMs, turn: c.step, call };
   });
-  const prompts: Prompt[] = [];
+  const prompts: (Prompt | undefined)[] = [];
+  // A prompt is kept until every call that may continue it has been built.
+  const usesLeft = traced.map(() => 0);
+  for (const c of traced) for (const j of c.after) usesLeft[j]++;
   const answers: string[] = [];
   const answerTokens: number[] = [];
   const answerOf = (i: number) => {
@@ -489,15 +492,19 @@ function agentTraceConversation(
       const c = traced[i];
       // The context it continues: the same agent's call with the longest prompt.
       let context: number | undefined;
+      let contextTokens = -1;
       for (const j of c.after) {
-        if (traced[j].agent !== c.agent) continue;
-        if (context === undefined || prompts[j].tokens > prompts[context].tokens) context = j;
+        const tokens = (prompts[j] as Prompt).tokens;
+        if (traced[j].agent === c.agent && tokens > contextTokens) {
+          context = j;
+          contextTokens = tokens;
+        }
       }
       const messages: ChatMessage[] = [];
       const texts: string[] = [];
       let tokens = 0;
       if (context !== undefined) {
-        const base = prompts[context];
+        const base = prompts[context] as Prompt;
         messages.push(...base.messages, { role: 'assistant', content: answerOf(context) });
         texts.push(...base.texts, answers[context]);
         tokens = base.tokens + answerTokens[context];
@@ -513,7 +520,8 @@ function agentTraceConversation(
       messages.push({ role: 'user', content: text });
       texts.push(text);
       tokens += t.count(text);
-      prompts[i] = { messages, texts, tokens };
+      for (const j of c.after) if (--usesLeft[j] === 0) prompts[j] = undefined;
+      if (usesLeft[i] > 0) prompts[i] = { messages, texts, tokens };
       return {
         prompt: texts.join('\n'),
         messages: [...messages],
