@@ -1269,7 +1269,16 @@ export function redactPlan(plan: RunPlan): RunPlan {
       : {}),
     headers,
     ...(tls ? { tls: tlsSettingsOf(tls) } : {}),
-    ...(trace ? { trace: { path: trace.path, entries: [] } } : {}),
+    ...(trace
+      ? {
+          trace: {
+            path: trace.path,
+            entries: [],
+            // The cap changes what was sent; the trace's own contents stay out of the manifest.
+            ...(trace.toolWaitCapS !== undefined ? { toolWaitCapS: trace.toolWaitCapS } : {}),
+          },
+        }
+      : {}),
     ...(dataset
       ? { dataset: { path: dataset.path, data: { format: dataset.data.format } as Dataset } }
       : {}),

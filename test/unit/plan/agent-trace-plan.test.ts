@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { agentTraceSource, parseRunPlan } from '../../../src/plan/runPlan.js';
+import { agentTraceSource, parseRunPlan, redactPlan } from '../../../src/plan/runPlan.js';
 import { REPO } from '../../../tools/repo.js';
 
 const fixture = (name: string) => join(REPO, 'test/fixtures/workload', name);
@@ -29,6 +29,12 @@ test('an agentic trace runs its tasks as sessions, each at its first call', () =
   const source = agentTraceSource(plan);
   assert.equal(source.agentTasks?.length, 2);
   assert.equal(source.toolWaitCapMs, 25);
+  // The manifest keeps the cap, not the trace's calls.
+  assert.deepEqual(redactPlan(plan).trace, {
+    path: fixture('agent-trace.jsonl'),
+    entries: [],
+    toolWaitCapS: 0.025,
+  });
   // The other formats are told too.
   const weka = parseRunPlan({ trace: fixture('weka-one-subagent.json') });
   assert.equal(weka.trace?.agent?.format, 'weka');
