@@ -425,6 +425,14 @@ function readWeka(text: string, problems: Problems): RawTask[] {
             problems.add(++number, 'a request must be an object');
             continue;
           }
+          if ((x as Record<string, unknown>).type === 'subagent') {
+            // AIPerf's loader reads none either: a sub-agent's requests are model calls.
+            problems.add(
+              ++number,
+              `sub-agent ${JSON.stringify(agent)} holds a sub-agent: not read`,
+            );
+            continue;
+          }
           const call = add(x as Record<string, unknown>, agent, first ? last : inner, []);
           if (call) inner = call;
           first = false;

@@ -167,6 +167,7 @@ test('a Weka trace with a bad request names it by number', () => {
       { t: 0, type: 'n', in: 10, out: 1 },
       { t: 1, type: 'q', in: 10, out: 1 },
       { t: 2, type: 'n', in: 'ten', out: 1 },
+      { t: 3, type: 'subagent', agent_id: 'x', requests: [{ t: 3, type: 'subagent' }] },
     ],
   });
   assert.throws(
@@ -174,6 +175,7 @@ test('a Weka trace with a bad request names it by number', () => {
     (err: Error) => {
       assert.match(err.message, /request 2: type must be "n", "s" or "subagent", got "q"/);
       assert.match(err.message, /request 3: in must be a whole number/);
+      assert.match(err.message, /request 4: sub-agent "x" holds a sub-agent: not read/);
       return true;
     },
   );
