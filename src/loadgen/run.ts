@@ -754,7 +754,15 @@ async function runCallGraph(unit: Unit, graph: CallGraph, d: SessionDriver): Pro
   const run = new CallGraphRun(graph);
   const outcomes: (TurnOutcome | undefined)[] = [];
   let failed = false;
-  const send = async ({ call: i, atUs }: DueCall): Promise<void> => {
+  // A throw (building a request, writing a record) stops the session's sends, and is the
+  // session's failure once every call in flight has ended, as a unit's must be.
+  let thrown: { err: unknown } | undefined;
+  const send = (due: DueCall): Promise<void> =>
+    sendCall(due).catch((err: unknown) => {
+      failed = true;
+      thrown ??= { err };
+    });
+  const sendCall = async ({ call: i, atUs }: DueCall): Promise<void> => {
     await d.pause(atUs);
     if (failed || d.stopped()) return;
     const { turn, call } = graph.calls[i];
@@ -777,6 +785,7 @@ async function runCallGraph(unit: Unit, graph: CallGraph, d: SessionDriver): Pro
     await Promise.all(due.map(send));
   };
   await Promise.all(run.start(unit.scheduledAtUs).map(send));
+  if (thrown) throw thrown.err;
 }
 
 /** `concurrency` virtual users, each sending its next request as soon as the last finishes. */

@@ -119,6 +119,28 @@ describe('sessions of dependent calls', () => {
     }
   });
 
+  test('a failed call ends its task: calls in flight finish, none is sent after it', async () => {
+    const server = await startScriptedServer((request) =>
+      request.id % SESSION_ID_STRIDE === NAMES.indexOf('b')
+        ? { status: 500, headers: { 'content-type': 'application/json' }, steps: [{ write: '{}' }] }
+        : reply(request),
+    );
+    try {
+      const { records, summary } = await runAgainst(server.url, {
+        target: { endpoint: 'chat' },
+        load: { mode: 'closed', concurrency: 1 },
+        requests: 1,
+        engine: { nextRequest: undefined, nextSession: workload() },
+      });
+      assert.deepEqual(records.map(name), ['plan', 'a', 'b']);
+      assert.equal(records.find((r) => name(r) === 'b')?.status, 500);
+      assert.ok(records.every((r) => r.sessionDone === undefined));
+      assert.equal(summary.sessions?.failed, 1);
+    } finally {
+      await server.close();
+    }
+  });
+
   test('virtual time: the same order, each call due to the µs at its last dependency end plus its wait', () => {
     const records: RequestRecord[] = [];
     simulateRun({
