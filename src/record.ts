@@ -141,6 +141,11 @@ export interface RequestRecord {
   call?: number;
   /** Set on the record that ended a session that ran to its end (its last step's last to finish). */
   sessionDone?: true;
+  /**
+   * With `sessionDone`, in an agentic trace's task: the tool waits (ms, as sent) on the chain of
+   * calls that ended it, each call's wait after the dependency that ended last.
+   */
+  taskToolWaitMs?: number;
   /** Warm-up requests are recorded but never counted (docs/metrics.md, "Run-level throughput"). */
   phase: RequestPhase;
   /** When the workload wanted this request sent (open loop: its arrival; closed loop: slot free). */
@@ -324,6 +329,9 @@ export function recordProblem(value: unknown): string | undefined {
   for (const key of ['backlogMs', 'poolWaitMs'] as const) {
     // A part of queueDelay, which a timer that fires early makes slightly negative.
     if (r[key] !== undefined && !isTime(r[key])) return `its ${key} is not a duration`;
+  }
+  if (r.taskToolWaitMs !== undefined && !isDuration(r.taskToolWaitMs)) {
+    return 'its taskToolWaitMs is not a duration';
   }
   if (r.connection !== undefined) {
     const c = r.connection as Record<string, unknown> | null;

@@ -81,7 +81,7 @@ export function addRunOptions(command: Command): Command {
     )
     .option(
       '--trace <file>',
-      'replay a trace: Mooncake JSONL (hash_ids become shared prefixes), Azure LLM inference CSV, BurstGPT CSV, or JSONL of {at_ms, input_tokens, output_tokens}',
+      'replay a trace: Mooncake JSONL (hash_ids become shared prefixes), Azure LLM inference CSV, BurstGPT CSV, JSONL of {at_ms, input_tokens, output_tokens}, or an agentic trace (calls that wait for calls: infergauge JSONL, Weka, GuideLLM graphs)',
     )
     .option('--trace-speed <x>', 'replay the trace x times faster (default: 1)')
     .option(
@@ -95,6 +95,10 @@ export function addRunOptions(command: Command): Command {
     .option(
       '--trace-block-tokens <n>',
       `tokens per Mooncake hash_ids block (default: ${TRACE_BLOCK_TOKENS}); requests sharing ids share exactly those tokens`,
+    )
+    .option(
+      '--tool-wait-cap-s <s>',
+      "agentic trace: cut each call's recorded tool wait to at most S seconds",
     )
     .option(
       '--dataset <file>',

@@ -15,9 +15,13 @@ import type { ClientHealthMeasurements, RequestRecord } from '../record.js';
 import { tlsConnectOptions, tlsConnector } from '../tls.js';
 import { arrivalScheduleForLoad } from '../workload/arrivals.js';
 import {
+  type CallGraph,
+  CallGraphRun,
   type Conversation,
   type ConversationWorkload,
+  type DueCall,
   SESSION_ID_STRIDE,
+  type TurnOutcome,
 } from '../workload/conversations.js';
 import { createRunClock, type RunClock } from './clock.js';
 import { FINE_MIN_WAIT_MS, FINE_WAIT_MS, FineTimer, startFineTimer } from './fineTimer.js';
@@ -695,6 +699,7 @@ interface SessionDriver {
  * which ends a session that ran to its end carries `sessionDone`.
  */
 async function runSession(unit: Unit, conversation: Conversation, d: SessionDriver): Promise<void> {
+  if (conversation.graph) return runCallGraph(unit, conversation.graph, d);
   const base = unit.id * SESSION_ID_STRIDE;
   let index = 0;
   let step = conversation.next();
@@ -735,6 +740,52 @@ async function runSession(unit: Unit, conversation: Conversation, d: SessionDriv
     await d.pause(atUs);
     if (d.stopped()) return;
   }
+}
+
+/**
+ * Runs a session of calls that wait for named calls (an agentic trace; CallGraphRun): each call
+ * goes out when it is due, once the last call it waits for has ended plus its delay, whatever
+ * the other calls are doing. A failed request ends the session: calls in flight finish, none is
+ * sent after. Every record is emitted as its request ends; the one whose end finished the last
+ * call carries `sessionDone`.
+ */
+async function runCallGraph(unit: Unit, graph: CallGraph, d: SessionDriver): Promise<void> {
+  const base = unit.id * SESSION_ID_STRIDE;
+  const run = new CallGraphRun(graph);
+  const outcomes: (TurnOutcome | undefined)[] = [];
+  let failed = false;
+  // A throw (building a request, writing a record) stops the session's sends, and is the
+  // session's failure once every call in flight has ended, as a unit's must be.
+  let thrown: { err: unknown } | undefined;
+  const send = (due: DueCall): Promise<void> =>
+    sendCall(due).catch((err: unknown) => {
+      failed = true;
+      thrown ??= { err };
+    });
+  const sendCall = async ({ call: i, atUs }: DueCall): Promise<void> => {
+    await d.pause(atUs);
+    if (failed || d.stopped()) return;
+    const { turn, call } = graph.calls[i];
+    const pending: PendingRequest = {
+      id: base + i,
+      phase: unit.phase,
+      scheduledAtUs: atUs,
+      spec: graph.request(i, outcomes),
+      session: { sessionId: unit.id, turn, call },
+    };
+    const record = await d.send(pending, true);
+    outcomes[i] = { record, ...(pending.answer ? { answer: pending.answer } : {}) };
+    if (record.error !== undefined) failed = true;
+    const due = failed || d.stopped() ? [] : run.end(i, Math.round(record.endAt * 1000));
+    if (run.finished && !failed && !d.stopped()) {
+      record.sessionDone = true;
+      record.taskToolWaitMs = run.chainWaitMs(i);
+    }
+    d.emit(record);
+    await Promise.all(due.map(send));
+  };
+  await Promise.all(run.start(unit.scheduledAtUs).map(send));
+  if (thrown) throw thrown.err;
 }
 
 /** `concurrency` virtual users, each sending its next request as soon as the last finishes. */

@@ -33,6 +33,11 @@ export interface AgentTaskSummary {
   stepsPerTask: Distribution;
   /** Requests sent together in each step of the completed tasks. */
   fanOutPerStep: Distribution;
+  /**
+   * Agentic traces: of each completed task's time, the recorded tool waits on the chain of calls
+   * that ended it (`taskToolWaitMs`); the rest is the server's and the client's.
+   */
+  toolWaitMs?: Distribution;
 }
 
 /** `summary.sessions`: present only when the records carry a `sessionId`. */
@@ -69,6 +74,8 @@ interface SessionEntry {
   agent: boolean;
   /** Per turn: [requests, requests that did not succeed (cancelled ones too)]. */
   steps: [turn: number, requests: number, unsuccessful: number][];
+  /** The ending record's `taskToolWaitMs` (agentic traces). */
+  toolWaitMs?: number;
 }
 
 interface TurnState {
@@ -107,6 +114,7 @@ export class SessionsBuilder {
       failed: record.error !== undefined && record.error.kind !== 'cancelled',
       agent: record.firstToolCallAt !== undefined || record.call !== undefined,
       steps: [[turn, 1, unsuccessful]],
+      ...(record.taskToolWaitMs !== undefined ? { toolWaitMs: record.taskToolWaitMs } : {}),
     });
     const sets = this.turnSets(turn);
     sets.requests++;
@@ -153,6 +161,7 @@ export class SessionsBuilder {
     const taskMs = new SampleSet();
     const stepsPerTask = new SampleSet();
     const fanOutPerStep = new SampleSet();
+    const toolWaitMs = new SampleSet();
     let completed = 0;
     let failed = 0;
     let tasks = 0;
@@ -175,6 +184,7 @@ export class SessionsBuilder {
           taskMs.add(spanMs);
           stepsPerTask.add(e.steps.length);
           for (const [, requests] of e.steps) fanOutPerStep.add(requests);
+          if (e.toolWaitMs !== undefined) toolWaitMs.add(e.toolWaitMs);
         }
       }
     }
@@ -207,6 +217,7 @@ export class SessionsBuilder {
         taskMs: taskMs.describe(),
         stepsPerTask: stepsPerTask.describe(),
         fanOutPerStep: fanOutPerStep.describe(),
+        ...(toolWaitMs.count > 0 ? { toolWaitMs: toolWaitMs.describe() } : {}),
       };
     }
     return summary;
@@ -225,6 +236,7 @@ export class SessionsBuilder {
     e.done ||= part.done;
     e.failed ||= part.failed;
     e.agent ||= part.agent;
+    if (part.toolWaitMs !== undefined) e.toolWaitMs = part.toolWaitMs;
     for (const [turn, requests, bad] of part.steps) {
       const step = e.steps.find((s) => s[0] === turn);
       if (step) {

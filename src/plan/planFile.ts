@@ -49,6 +49,7 @@ export const PLAN_KEYS = [
   'trace-window',
   'trace-max-gap-s',
   'trace-block-tokens',
+  'tool-wait-cap-s',
   'dataset',
   'max-concurrency',
   'requests',

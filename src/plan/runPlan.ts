@@ -18,6 +18,11 @@ import {
   type TlsSettings,
   tlsSettingsOf,
 } from '../tls.js';
+import {
+  AGENT_TRACE_SCENARIO,
+  type AgentTrace,
+  readAgentTraceIfAny,
+} from '../workload/agentTrace.js';
 import { openLoadProblems } from '../workload/arrivals.js';
 import { traceImpliedHitRate } from '../workload/blockPrompts.js';
 import { type Dataset, readDataset } from '../workload/datasets.js';
@@ -44,6 +49,7 @@ import {
   traceSessions,
   traceWindow,
 } from '../workload/trace.js';
+import type { WorkloadSource } from '../workload/workload.js';
 import { noteField, serverInfoField, tagsField } from './annotations.js';
 import {
   anything,
@@ -110,6 +116,10 @@ export interface RunPlan {
      * of IMPLIED_ENGINE_BLOCK_TOKENS), when they have hash ids.
      */
     impliedHitRate?: number;
+    /** An agentic trace (calls that wait for others; `entries` then empty): its tasks. */
+    agent?: AgentTrace;
+    /** `--tool-wait-cap-s`: an agentic trace's recorded waits are cut to this (seconds). */
+    toolWaitCapS?: number;
   };
   /** Prompts (and output lengths) from a dataset file. */
   dataset?: { path: string; data: Dataset };
@@ -234,6 +244,7 @@ export interface RunPlanInput extends TlsOptions {
   traceBlockTokens?: string | number;
   traceMaxGapS?: string | number;
   traceWindow?: string;
+  toolWaitCapS?: string | number;
   dataset?: string;
   /** Comma-separated scenario presets. */
   scenario?: string;
@@ -307,6 +318,7 @@ const FLAGS: Record<string, { flag: string; example: string }> = {
   traceBlockTokens: { flag: '--trace-block-tokens', example: '--trace-block-tokens 512' },
   traceMaxGapS: { flag: '--trace-max-gap-s', example: '--trace-max-gap-s 10' },
   traceWindow: { flag: '--trace-window', example: '--trace-window 600:1200 (seconds)' },
+  toolWaitCapS: { flag: '--tool-wait-cap-s', example: '--tool-wait-cap-s 30' },
   dataset: { flag: '--dataset', example: '--dataset sharegpt.json' },
   maxConcurrency: { flag: '--max-concurrency', example: '--max-concurrency 64' },
   requests: { flag: '--requests', example: '--requests 200' },
@@ -411,6 +423,7 @@ const OPTIONS = {
   traceBlockTokens: int(1),
   traceMaxGapS: positive(),
   traceWindow: traceWindowField,
+  toolWaitCapS: number({ min: 0 }),
   dataset: text(1),
   maxConcurrency: concurrencyField,
   requests: int(1),
@@ -578,7 +591,18 @@ export function parseRunPlan(input: RunPlanInput, env: NodeJS.ProcessEnv = {}): 
   let trace: RunPlan['trace'];
   if (input.trace !== undefined) {
     try {
-      trace = shapedTrace(input.trace, o);
+      const agent = readAgentTraceIfAny(input.trace);
+      if (!agent) trace = shapedTrace(input.trace, o);
+      else {
+        trace = { path: input.trace, entries: [], agent };
+        for (const key of ['traceBlockTokens', 'traceMaxGapS', 'traceWindow'] as const) {
+          if (input[key] !== undefined) {
+            problems.push(
+              problem(key, 'applies to a trace of single requests, not an agentic trace'),
+            );
+          }
+        }
+      }
     } catch (err) {
       problems.push(`--trace: ${indent((err as Error).message)}`);
     }
@@ -651,7 +675,16 @@ export function parseRunPlan(input: RunPlanInput, env: NodeJS.ProcessEnv = {}): 
     problems.push(...envProxyProblems(o.url, env));
   }
   if (valid) problems.push(...backendProblems(o));
-  const scenarios = valid ? buildScenarios(o, problems) : [];
+  if (input.toolWaitCapS !== undefined && input.trace !== undefined && trace && !trace.agent) {
+    problems.push(
+      problem('toolWaitCapS', 'applies to an agentic trace (calls that wait for other calls)'),
+    );
+  }
+  const scenarios = !valid
+    ? []
+    : trace?.agent
+      ? agentTraceScenarios(input, problems)
+      : buildScenarios(o, problems);
   let dataset: RunPlan['dataset'];
   if (input.dataset !== undefined) {
     try {
@@ -667,16 +700,31 @@ export function parseRunPlan(input: RunPlanInput, env: NodeJS.ProcessEnv = {}): 
       );
     }
   }
-  if (valid) problems.push(...sessionProblems(o, scenarios, dataset?.data));
+  if (valid) problems.push(...sessionProblems(o, scenarios, dataset?.data, trace?.agent));
   const tls = valid ? tlsPlan(o, env, problems) : undefined;
   if (problems.length > 0) throw new PlanError(problems);
 
   let load: LoadSpec;
   // A session scenario replays the trace's sessions: each starts at its first request's time.
   const replayedSessions =
-    trace && scenarios.some(isSessionScenario) ? traceSessions(trace.entries) : undefined;
+    trace && !trace.agent && scenarios.some(isSessionScenario)
+      ? traceSessions(trace.entries)
+      : undefined;
   if (trace && o.traceSpeed !== undefined) trace.speed = o.traceSpeed;
-  if (trace && replayedSessions) {
+  if (trace && o.toolWaitCapS !== undefined) trace.toolWaitCapS = o.toolWaitCapS;
+  if (trace?.agent) {
+    // Each task starts at its first call's time, as trace sessions do.
+    const starts = trace.agent.tasks.map((t) => ({
+      atMs: t.startMs,
+      inputTokens: 0,
+      outputTokens: 0,
+    }));
+    load = traceLoad(starts, {
+      speed: o.traceSpeed ?? 1,
+      source: trace.path,
+      ...(o.maxConcurrency !== undefined ? { maxConcurrency: o.maxConcurrency } : {}),
+    });
+  } else if (trace && replayedSessions) {
     load = traceLoad(
       replayedSessions.map((session) => session.turns[0]),
       {
@@ -725,6 +773,7 @@ export function parseRunPlan(input: RunPlanInput, env: NodeJS.ProcessEnv = {}): 
     (trace ? trace.entries.length : o.duration === undefined ? RUN_DEFAULTS.requests : undefined);
   const sessions =
     o.sessions ??
+    trace?.agent?.tasks.length ??
     replayedSessions?.length ??
     (o.duration === undefined ? RUN_DEFAULTS.sessions : undefined);
   const plan: RunPlan = {
@@ -797,6 +846,44 @@ export function recordsFormatNotice(plan: RunPlan): string | undefined {
   if (plan.recordsFormat !== undefined) return undefined;
   if ((plan.durationS ?? 0) < 3600 && (plan.requests ?? 0) <= 100_000) return undefined;
   return 'a long run: --records-format jsonl.gz writes the records gzip-compressed (records.jsonl.gz, under half the size; zcat reads it)';
+}
+
+/**
+ * An agentic trace sets the workload (agent-trace, a session scenario): the options that shape
+ * one are refused rather than ignored.
+ */
+function agentTraceScenarios(input: RunPlanInput, problems: string[]): Scenario[] {
+  const shaping = [
+    'scenario',
+    'planScenarios',
+    'inputTokens',
+    'outputTokens',
+    'sharedPrefix',
+    'turns',
+    'thinkTime',
+    'history',
+    'systemPrompt',
+  ] as const;
+  for (const key of shaping) {
+    if (input[key] === undefined) continue;
+    const flag = key === 'planScenarios' ? "a plan file's scenarios" : (FLAGS[key]?.flag ?? key);
+    problems.push(
+      `${flag} cannot be combined with an agentic --trace: the trace sets every call's lengths and waits`,
+    );
+  }
+  return [AGENT_TRACE_SCENARIO];
+}
+
+/** What a workload needs of an agentic trace (WorkloadSource's agentTasks, toolWaitCapMs). */
+export function agentTraceSource(
+  plan: RunPlan,
+): Pick<WorkloadSource, 'agentTasks' | 'toolWaitCapMs'> {
+  const trace = plan.trace;
+  if (!trace?.agent) return {};
+  return {
+    agentTasks: trace.agent.tasks,
+    ...(trace.toolWaitCapS !== undefined ? { toolWaitCapMs: trace.toolWaitCapS * 1000 } : {}),
+  };
 }
 
 /** The measured count of a scenario: its sessions (multi-turn, agent) or its requests. */
@@ -946,6 +1033,7 @@ function sessionProblems(
   o: ValidOptions,
   scenarios: Scenario[],
   dataset: Dataset | undefined,
+  agentTrace: AgentTrace | undefined,
 ): string[] {
   const problems: string[] = [];
   const sessions = scenarios.filter(isSessionScenario);
@@ -986,7 +1074,7 @@ function sessionProblems(
       `scenario ${names} sends conversations as chat messages: use --backend openai --endpoint chat (vLLM, SGLang, TGI, llama.cpp and Ollama all serve /v1/chat/completions)`,
     );
   }
-  if (o.trace !== undefined) {
+  if (o.trace !== undefined && !agentTrace) {
     problems.push(
       `--trace cannot drive scenario ${names}: replay a trace with single-request scenarios`,
     );
@@ -1232,6 +1320,16 @@ export function redactPlan(plan: RunPlan): RunPlan {
     headers,
     ...(tls ? { tls: tlsSettingsOf(tls) } : {}),
     ...(trace ? { trace: { path: trace.path, entries: [], ...traceShaping(trace) } } : {}),
+    ...(trace
+      ? {
+          trace: {
+            path: trace.path,
+            entries: [],
+            // The cap changes what was sent; the trace's own contents stay out of the manifest.
+            ...(trace.toolWaitCapS !== undefined ? { toolWaitCapS: trace.toolWaitCapS } : {}),
+          },
+        }
+      : {}),
     ...(dataset
       ? { dataset: { path: dataset.path, data: { format: dataset.data.format } as Dataset } }
       : {}),

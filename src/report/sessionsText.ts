@@ -45,9 +45,14 @@ function describeAgentTasks(summary: RunSummary): string | undefined {
   if (!a) return undefined;
   const done =
     a.completed > 0
-      ? `, task p50 ${at(a.taskMs, 'p50')} ms, p99 ${at(a.taskMs, 'p99')} ms, ${fmtUpTo(a.stepsPerTask.mean, 1)} steps per task, fan-out per step mean ${fmtUpTo(a.fanOutPerStep.mean)}, max ${fmtNumber(a.fanOutPerStep.max)}`
+      ? `, task p50 ${at(a.taskMs, 'p50')} ms, p99 ${at(a.taskMs, 'p99')} ms${toolWaits(a.toolWaitMs)}, ${fmtUpTo(a.stepsPerTask.mean, 1)} steps per task, fan-out per step mean ${fmtUpTo(a.fanOutPerStep.mean)}, max ${fmtNumber(a.fanOutPerStep.max)}`
       : '';
   return `Agent tasks: ${fmtNumber(a.completed)} of ${fmtNumber(a.tasks)} completed${done}`;
+}
+
+/** " (tool waits on its critical path p50 120.0 ms)": an agentic trace's share of task time. */
+function toolWaits(d: Distribution | undefined): string {
+  return d && d.count > 0 ? ` (tool waits on its critical path p50 ${at(d, 'p50')} ms)` : '';
 }
 
 /** "2 requests reasoned; 40 reasoning / 60 answer tokens (40.0% reasoning); thinking p50 ...". */

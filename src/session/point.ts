@@ -34,7 +34,7 @@ import { type LiveDelta, LiveRecorder, LiveView } from '../metrics/live.js';
 import { type RunSummary, SummaryBuilder, type Warning } from '../metrics/summary.js';
 import { UntilTracker } from '../metrics/until.js';
 import { warning } from '../metrics/warnings.js';
-import { type RunPlan, redactPlan } from '../plan/runPlan.js';
+import { agentTraceSource, type RunPlan, redactPlan } from '../plan/runPlan.js';
 import type { RequestRecord } from '../record.js';
 import { readRecords } from '../results/jsonl.js';
 import { hasResult, resultPath } from '../results/layout.js';
@@ -409,6 +409,7 @@ function pointDeadlineS(target: LiveTarget, point: Point): number {
     ...(plan.dataset ? { dataset: plan.dataset.data } : {}),
     ...(plan.trace ? { traceSessions: traceSessions(plan.trace.entries) } : {}),
     ...(plan.trace?.speed !== undefined ? { speed: plan.trace.speed } : {}),
+    ...agentTraceSource(plan),
   });
   return runDeadlineS({
     load: point.load,
@@ -835,6 +836,7 @@ async function measureVirtual(
         ...(plan.trace?.blockTokens !== undefined
           ? { traceBlockTokens: plan.trace.blockTokens }
           : {}),
+        ...agentTraceSource(plan),
         ...(plan.dataset ? { dataset: plan.dataset.data } : {}),
       });
   // Sessions, reasoning and tool calls go through the wire shapes (sim/wire.ts); plain

@@ -11,7 +11,13 @@ import { requestText } from '../httpText.js';
 import { chooseProtocol, protocolNotice } from '../loadgen/h2.js';
 import type { TargetConfig } from '../loadgen/http.js';
 import { runLoadgen } from '../loadgen/run.js';
-import { envVariable, planProxySettings, type RunPlan, telemetryAsked } from '../plan/runPlan.js';
+import {
+  agentTraceSource,
+  envVariable,
+  planProxySettings,
+  type RunPlan,
+  telemetryAsked,
+} from '../plan/runPlan.js';
 import {
   PROXY_CREDENTIALS_FIX,
   PROXY_ERROR_CODE,
@@ -150,6 +156,7 @@ export function workloadSource(
     ...(plan.trace ? { trace: plan.trace.entries } : {}),
     ...(plan.trace?.speed !== undefined ? { traceSpeed: plan.trace.speed } : {}),
     ...(plan.trace?.blockTokens !== undefined ? { traceBlockTokens: plan.trace.blockTokens } : {}),
+    ...agentTraceSource(plan),
     ...(plan.dataset ? { dataset: plan.dataset.data } : {}),
   };
 }

@@ -3,6 +3,8 @@ import type { LoadSpec } from '../load.js';
 import type { RequestPhase, RequestRecord } from '../record.js';
 import { arrivalScheduleForLoad } from '../workload/arrivals.js';
 import {
+  type CallGraph,
+  CallGraphRun,
   type Conversation,
   type ConversationStep,
   type ConversationWorkload,
@@ -80,7 +82,12 @@ interface Unit {
 interface Pending extends Unit {
   spec: RequestSpec;
   session?: { sessionId: number; turn: number; call?: number };
-  owner?: SessionRun;
+  owner?: SessionOwner;
+}
+
+/** The session a request belongs to, told when it has ended. */
+interface SessionOwner {
+  ended(p: Pending, record: RequestRecord, answer: Answer | undefined): void;
 }
 
 /** A session unit's place holder: its requests come with its steps. */
@@ -243,8 +250,12 @@ export function simulateRun(o: VirtualRunOptions): VirtualRunResult {
   };
   const start = (unit: Pending, atNs: number) => {
     inFlight++;
-    if (o.nextSession) new SessionRun(unit, o.nextSession(unit.id), sessions).begin(atNs);
-    else send(unit, atNs);
+    if (!o.nextSession) send(unit, atNs);
+    else {
+      const conversation = o.nextSession(unit.id);
+      if (conversation.graph) new CallGraphSession(unit, conversation.graph, sessions).begin(atNs);
+      else new SessionRun(unit, conversation, sessions).begin(atNs);
+    }
   };
 
   const load = o.load;
@@ -349,7 +360,7 @@ interface SessionDriver {
  * next step to be built so that the record ending a session that ran to its end carries
  * `sessionDone`.
  */
-class SessionRun {
+class SessionRun implements SessionOwner {
   private index = 0;
   private turn = 0;
   private left = 0;
@@ -408,6 +419,82 @@ class SessionRun {
     const endUs = Math.round(Math.max(...outcomes.map((x) => x.record.endAt)) * 1000);
     const startNs = (endUs + Math.round(next.pauseMs * 1000)) * 1000;
     this.d.later(startNs, (atNs) => this.step(next, atNs));
+  }
+}
+
+/**
+ * A session of calls that wait for named calls (an agentic trace) in virtual time, as
+ * runLoadgen's runCallGraph runs it over HTTP: each call is sent when it is due (CallGraphRun,
+ * in whole µs of the records' times), a failed request ends the session (calls in flight
+ * finish, none is sent after), every record is emitted as its request ends and the one that
+ * finished the last call carries `sessionDone`.
+ */
+class CallGraphSession implements SessionOwner {
+  private readonly run: CallGraphRun;
+  private readonly outcomes: (TurnOutcome | undefined)[] = [];
+  private failed = false;
+  /** Calls due or in flight: the session is over when none is left. */
+  private open = 0;
+
+  constructor(
+    private readonly unit: Unit,
+    private readonly graph: CallGraph,
+    private readonly d: SessionDriver,
+  ) {
+    this.run = new CallGraphRun(graph);
+  }
+
+  begin(atNs: number): void {
+    const due = this.run.start(us(atNs));
+    if (due.length === 0) {
+      this.d.over();
+      return;
+    }
+    this.open += due.length;
+    // As runSession's first step: a call due at the start goes out at once.
+    for (const { call, atUs } of due) {
+      if (atUs * 1000 <= atNs) this.send(call, atNs);
+      else this.d.later(atUs * 1000, (at) => this.send(call, at));
+    }
+  }
+
+  private send(i: number, atNs: number): void {
+    if (this.failed) {
+      this.close();
+      return;
+    }
+    const { turn, call } = this.graph.calls[i];
+    this.d.send(
+      {
+        id: this.unit.id * SESSION_ID_STRIDE + i,
+        phase: this.unit.phase,
+        scheduledNs: atNs,
+        spec: this.graph.request(i, this.outcomes),
+        session: { sessionId: this.unit.id, turn, call },
+        owner: this,
+      },
+      atNs,
+    );
+  }
+
+  ended(p: Pending, record: RequestRecord, answer: Answer | undefined): void {
+    const i = p.id - this.unit.id * SESSION_ID_STRIDE;
+    this.outcomes[i] = { record, ...(answer ? { answer } : {}) };
+    if (record.error !== undefined) this.failed = true;
+    const due = this.failed ? [] : this.run.end(i, Math.round(record.endAt * 1000));
+    if (this.run.finished && !this.failed) {
+      record.sessionDone = true;
+      record.taskToolWaitMs = this.run.chainWaitMs(i);
+    }
+    this.d.emit(record);
+    this.open += due.length;
+    for (const { call, atUs } of due) this.d.later(atUs * 1000, (at) => this.send(call, at));
+    this.close();
+  }
+
+  /** One call fewer due or in flight. */
+  private close(): void {
+    if (--this.open === 0) this.d.over();
   }
 }
 

@@ -1,10 +1,13 @@
 /**
  * Session workloads (multi-turn chat, agent tasks): a session is a sequence of steps, each one or
- * more requests sent together, the next built from what the last one answered. The load
- * generator runs them (src/loadgen/run.ts); this module only says what to send.
+ * more requests sent together, the next built from what the last one answered; or, replaying an
+ * agentic trace, calls that each go out as soon as the calls it waits for have ended (CallGraph).
+ * The load generator runs them (src/loadgen/run.ts), and virtual time too (src/sim/virtual.ts);
+ * this module only says what to send.
  */
 import type { Answer, ChatMessage, RequestSpec, ToolSchema } from '../backends/types.js';
 import type { RequestRecord } from '../record.js';
+import type { AgentTask } from './agentTrace.js';
 import type { Dataset } from './datasets.js';
 import { sampleLength, streamSeed } from './distributions.js';
 import type { PromptFactory } from './prompts.js';
@@ -37,9 +40,110 @@ export interface ConversationStep {
 export interface Conversation {
   /**
    * The next step, given what every request of the last step produced (undefined before the
-   * first step); undefined when the session is over. Never called after a failed request.
+   * first step); undefined when the session is over. Never called after a failed request, nor
+   * on a session with `graph`.
    */
   next(previous?: readonly TurnOutcome[]): ConversationStep | undefined;
+  /**
+   * A session whose calls wait for named calls rather than for the whole last step (an agentic
+   * trace): the runners send each call as soon as every call it waits for has ended, plus its
+   * delay (CallGraphRun), and never call `next`.
+   */
+  graph?: CallGraph;
+}
+
+/** One call of a CallGraph. */
+export interface GraphCall {
+  /** Indices (in the graph's `calls`, all lower than its own) of the calls it waits for. */
+  after: readonly number[];
+  /** Waiting for none: ms after the session's start; else ms after the last of them ends. */
+  delayMs: number;
+  /** Its record's `turn` (the longest chain of calls ending at it, from 1) and `call` (from 0). */
+  turn: number;
+  call: number;
+}
+
+/** The calls of a session and how each is built. */
+export interface CallGraph {
+  calls: readonly GraphCall[];
+  /**
+   * Call `i`'s request, asked once every call it waits for has ended (`outcomes` by call index;
+   * theirs are set). Never asked after a failed request.
+   */
+  request(i: number, outcomes: readonly (TurnOutcome | undefined)[]): RequestSpec;
+}
+
+/** A call of a CallGraph that is due: its index and when to send it (run clock, µs). */
+export interface DueCall {
+  call: number;
+  atUs: number;
+}
+
+/**
+ * Which calls of a graph are due when, for both session runners (live and virtual time): the
+ * calls that wait for none at the start, each other call once the last of the calls it waits
+ * for has ended, plus its delay. Times in whole µs of the run's clock, as the runners keep them.
+ */
+export class CallGraphRun {
+  private readonly left: number[];
+  private readonly latestUs: number[];
+  /** The calls waiting for each call. */
+  private readonly dependents: number[][];
+  /** Per call: the tool waits on the chain of calls that made it due (µs). */
+  private readonly chainWaitUs: number[];
+  private ended = 0;
+
+  constructor(private readonly graph: CallGraph) {
+    this.left = graph.calls.map((c) => c.after.length);
+    this.latestUs = graph.calls.map(() => 0);
+    this.dependents = graph.calls.map(() => []);
+    for (const [k, c] of graph.calls.entries()) for (const i of c.after) this.dependents[i].push(k);
+    this.chainWaitUs = graph.calls.map(() => 0);
+  }
+
+  /** The calls due from a session started at `startUs`. */
+  start(startUs: number): DueCall[] {
+    const due: DueCall[] = [];
+    for (const [i, c] of this.graph.calls.entries()) {
+      if (c.after.length === 0) due.push({ call: i, atUs: startUs + Math.round(c.delayMs * 1000) });
+    }
+    // A later first call's offset counts as waiting; the task's time starts at its first.
+    const firstUs = Math.min(...due.map((d) => d.atUs));
+    for (const d of due) this.chainWaitUs[d.call] = d.atUs - firstUs;
+    return due;
+  }
+
+  /** Call `i` ended at `endUs`: the calls that were waiting for it last, now due. */
+  end(i: number, endUs: number): DueCall[] {
+    this.ended++;
+    const due: DueCall[] = [];
+    for (const k of this.dependents[i]) {
+      // Ties: the first to end stays the chain's.
+      if (endUs > this.latestUs[k] || this.left[k] === this.graph.calls[k].after.length) {
+        this.latestUs[k] = endUs;
+        this.chainWaitUs[k] = this.chainWaitUs[i];
+      }
+      if (--this.left[k] === 0) {
+        const delayUs = Math.round(this.graph.calls[k].delayMs * 1000);
+        this.chainWaitUs[k] += delayUs;
+        due.push({ call: k, atUs: this.latestUs[k] + delayUs });
+      }
+    }
+    return due;
+  }
+
+  /**
+   * The tool waits on the chain of calls that made call `i` due, its own included (ms): on the
+   * call that ends a task, the part of the task's time spent waiting for tools, not the server.
+   */
+  chainWaitMs(i: number): number {
+    return this.chainWaitUs[i] / 1000;
+  }
+
+  /** Every call has ended. */
+  get finished(): boolean {
+    return this.ended === this.graph.calls.length;
+  }
 }
 
 /** Session `sessionId` of a workload, deterministic in the seed and the id. */
@@ -68,6 +172,13 @@ export interface ConversationWorkloadOptions {
   traceSessions?: readonly TraceSession[];
   /** Trace replay speed: the gaps between a session's turns are divided by it (default 1). */
   speed?: number;
+  /**
+   * An agentic trace (agentTrace.ts): session s replays task s (past the last one, nothing), each
+   * call sent once the calls it waits for have ended plus its recorded wait.
+   */
+  agentTasks?: readonly AgentTask[];
+  /** `--tool-wait-cap-s`: a recorded wait (after `speed`) longer than this is cut to it (ms). */
+  toolWaitCapMs?: number;
 }
 
 /**
@@ -81,6 +192,8 @@ export interface ConversationWorkloadOptions {
  */
 export function createConversationWorkload(o: ConversationWorkloadOptions): ConversationWorkload {
   const texts = textMaker(o);
+  const tasks = o.agentTasks;
+  if (tasks) return (id) => agentTraceConversation(o, texts, id, tasks[id]);
   if (o.scenario.agent)
     return (id) => agentConversation(o, o.scenario.agent as AgentShape, texts, id);
   const shape = o.scenario.session;
@@ -324,6 +437,102 @@ function toolCallId(sessionId: number, index: number, call: number, toolCall: nu
   return `call_${sessionId}_${index}_${call}_${toolCall}`;
 }
 
+// ---- agentic traces ----
+
+/** A call's prompt as sent: its messages, their texts (for `prompt`) and their tokens. */
+interface Prompt {
+  messages: ChatMessage[];
+  texts: string[];
+  tokens: number;
+}
+
+/**
+ * Session `sessionId` replaying an agentic trace's task (docs/workloads.md, "Agentic traces"):
+ * a call's prompt continues the history of the call it waits for in its own agent (the one with
+ * the longest prompt; none for a sub-agent's first call, which starts fresh) with that call's
+ * answer, then the answers of the other calls it waits for (a fan-in's tool results, a
+ * sub-agent's report), then its new text: the trace's `new_tokens`, or what its whole-prompt
+ * input grew by over all that (at least one token), so calls after the same call share its
+ * prefix as an agent's do. Answers are reference texts of the call's output length (no answer
+ * is read back), so a live run and virtual time send the same prompts. Past the trace's last
+ * task the session sends nothing.
+ */
+function agentTraceConversation(
+  o: ConversationWorkloadOptions,
+  t: TextMaker,
+  sessionId: number,
+  task: AgentTask | undefined,
+): Conversation {
+  const speed = o.speed ?? 1;
+  const capMs = o.toolWaitCapMs ?? Number.POSITIVE_INFINITY;
+  // A session's requests number below SESSION_ID_STRIDE, or record ids would collide; calls
+  // come after those they wait for, so cutting the tail keeps every wait resolvable.
+  const traced = (task?.calls ?? []).slice(0, SESSION_ID_STRIDE);
+  const perTurn = new Map<number, number>();
+  const calls: GraphCall[] = traced.map((c) => {
+    const call = perTurn.get(c.step) ?? 0;
+    perTurn.set(c.step, call + 1);
+    const delayMs = c.after.length === 0 ? c.startMs / speed : Math.min(c.waitMs / speed, capMs);
+    return { after: c.after, delayMs, turn: c.step, call };
+  });
+  const prompts: (Prompt | undefined)[] = [];
+  // A prompt is kept until every call that may continue it has been built.
+  const usesLeft = traced.map(() => 0);
+  for (const c of traced) for (const j of c.after) usesLeft[j]++;
+  const answers: string[] = [];
+  const answerTokens: number[] = [];
+  const answerOf = (i: number) => {
+    answers[i] ??= t.make(sessionId, i, 'answer', Math.max(1, traced[i].outputTokens));
+    answerTokens[i] ??= t.count(answers[i]);
+    return answers[i];
+  };
+  const graph: CallGraph = {
+    calls,
+    request(i) {
+      const c = traced[i];
+      // The context it continues: the same agent's call with the longest prompt.
+      let context: number | undefined;
+      let contextTokens = -1;
+      for (const j of c.after) {
+        const tokens = (prompts[j] as Prompt).tokens;
+        if (traced[j].agent === c.agent && tokens > contextTokens) {
+          context = j;
+          contextTokens = tokens;
+        }
+      }
+      const messages: ChatMessage[] = [];
+      const texts: string[] = [];
+      let tokens = 0;
+      if (context !== undefined) {
+        const base = prompts[context] as Prompt;
+        messages.push(...base.messages, { role: 'assistant', content: answerOf(context) });
+        texts.push(...base.texts, answers[context]);
+        tokens = base.tokens + answerTokens[context];
+      }
+      for (const j of c.after) {
+        if (j === context) continue;
+        messages.push({ role: 'user', content: answerOf(j) });
+        texts.push(answers[j]);
+        tokens += answerTokens[j];
+      }
+      const newTokens = Math.max(1, c.newTokens ?? (c.inputTokens ?? 0) - t.overhead - tokens);
+      const text = t.make(sessionId, i, 'user', newTokens);
+      messages.push({ role: 'user', content: text });
+      texts.push(text);
+      tokens += t.count(text);
+      for (const j of c.after) if (--usesLeft[j] === 0) prompts[j] = undefined;
+      if (usesLeft[i] > 0) prompts[i] = { messages, texts, tokens };
+      return {
+        prompt: texts.join('\n'),
+        messages: [...messages],
+        requestedInputTokens: tokens + t.overhead,
+        requestedOutputTokens: Math.max(1, c.outputTokens),
+      };
+    },
+  };
+  return { next: () => undefined, graph };
+}
+
 // ---- agent tasks ----
 
 /** Verbs and objects of the offered functions' names: `search_documents`, `read_calendar`, ... */
@@ -476,8 +685,26 @@ function agentConversation(
  */
 export function sessionBounds(
   s: Scenario,
-  source: Pick<ConversationWorkloadOptions, 'dataset' | 'traceSessions' | 'speed'> = {},
+  source: Pick<
+    ConversationWorkloadOptions,
+    'dataset' | 'traceSessions' | 'speed' | 'agentTasks' | 'toolWaitCapMs'
+  > = {},
 ): { steps: number; pauseMs: number } {
+  if (source.agentTasks) {
+    // A chain of `steps` calls, each after the longest wait (or the latest start).
+    const speed = source.speed ?? 1;
+    const cap = source.toolWaitCapMs ?? Number.POSITIVE_INFINITY;
+    let steps = 1;
+    let pauseMs = 0;
+    for (const task of source.agentTasks) {
+      for (const c of task.calls) {
+        steps = Math.max(steps, c.step);
+        const ms = c.after.length === 0 ? c.startMs / speed : Math.min(c.waitMs / speed, cap);
+        pauseMs = Math.max(pauseMs, ms);
+      }
+    }
+    return { steps, pauseMs };
+  }
   if (s.agent) {
     return {
       steps: maximumLength(s.agent.steps) + 1,

@@ -1,4 +1,5 @@
 import type { RequestSpec } from '../backends/types.js';
+import type { AgentTask } from './agentTrace.js';
 import { createBlockPrompts } from './blockPrompts.js';
 import { type ConversationWorkload, createConversationWorkload } from './conversations.js';
 import type { Dataset } from './datasets.js';
@@ -57,6 +58,10 @@ export interface WorkloadSource {
   traceSpeed?: number;
   /** `--trace-block-tokens`: tokens per `hash_ids` block (TRACE_BLOCK_TOKENS). */
   traceBlockTokens?: number;
+  /** An agentic trace's tasks: session s replays task s (agentTrace.ts). */
+  agentTasks?: readonly AgentTask[];
+  /** `--tool-wait-cap-s`, in ms: an agentic trace's recorded waits are cut to it. */
+  toolWaitCapMs?: number;
   dataset?: Dataset;
   /** One word is one token (virtual time on the built-in simulator): counting is skipped. */
   wordsAreTokens?: boolean;
@@ -92,6 +97,8 @@ export async function loadWorkload(source: WorkloadSource): Promise<LoadedWorklo
         ...common,
         ...(source.trace ? { traceSessions: traceSessions(source.trace) } : {}),
         ...(source.traceSpeed !== undefined ? { speed: source.traceSpeed } : {}),
+        ...(source.agentTasks ? { agentTasks: source.agentTasks } : {}),
+        ...(source.toolWaitCapMs !== undefined ? { toolWaitCapMs: source.toolWaitCapMs } : {}),
       }),
     };
   }

@@ -4,12 +4,15 @@
  * o200k_base tokenizer.
  */
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { before, describe, test } from 'node:test';
 import type { Answer, ChatMessage, RequestSpec } from '../../../src/backends/types.js';
 import type { RequestRecord } from '../../../src/record.js';
+import { parseAgentTrace } from '../../../src/workload/agentTrace.js';
 import {
   agentTools,
+  CallGraphRun,
   type ConversationStep,
   type ConversationWorkload,
   type ConversationWorkloadOptions,
@@ -623,4 +626,82 @@ test('session bounds for the hard deadline: the shape, the longest conversation,
   const agent = findScenario('agent')?.agent as AgentShape;
   assert.deepEqual(sessionBounds({ ...plain, agent }), { steps: 5, pauseMs: 200 });
   assert.deepEqual(sessionBounds(plain), { steps: 1, pauseMs: 0 });
+});
+
+describe('agentic traces (issue 55 item 2)', () => {
+  test("a call continues its agent's longest history, adds the answers it waits for, and meets the trace's whole-prompt count", () => {
+    const { tasks } = parseAgentTrace(readFileSync(fixture('agent-trace.jsonl'), 'utf8'));
+    const w = workload({ scenario: chatScenario(), agentTasks: tasks, toolWaitCapMs: 25 });
+    const graph = w(0).graph;
+    assert.ok(graph);
+    const specs = graph.calls.map((_, i) => graph.request(i, []));
+    const contents = (s: RequestSpec) => (s.messages ?? []).map((m) => m.content ?? '');
+    const tokens = (s: RequestSpec) => contents(s).reduce((n, c) => n + count(c), 0);
+    const [plan, searchA, searchB, explore, explore2, merge] = specs;
+    // Whole-prompt inputs are met exactly (the overhead included); new_tokens adds that many.
+    assert.equal(plan.requestedInputTokens, 120);
+    assert.equal(merge.requestedInputTokens, 260);
+    assert.equal(explore2.requestedInputTokens, 80);
+    for (const s of specs) assert.equal(tokens(s) + 7, s.requestedInputTokens);
+    assert.equal(count(contents(searchA).at(-1) as string), 30);
+    // Fan-out: both continue plan's prompt and answer, so they share that prefix.
+    const planned = [...contents(plan)];
+    assert.deepEqual(contents(searchA).slice(0, planned.length), planned);
+    assert.deepEqual(contents(searchB).slice(0, planned.length), planned);
+    assert.equal(searchA.messages?.[planned.length]?.role, 'assistant');
+    assert.ok(searchA.prompt.startsWith(plan.prompt));
+    // The sub-agent starts fresh: plan's answer is its task, plan's prompt is not in it.
+    assert.equal(explore.messages?.length, 2);
+    assert.equal(explore.messages?.[0].content, searchA.messages?.[planned.length]?.content);
+    // Fan-in: merge continues search-a (the longer of its agent's) and adds the others' answers.
+    assert.deepEqual(contents(merge).slice(0, contents(searchA).length), contents(searchA));
+    // Waits are capped (--tool-wait-cap-s): 40 ms recorded, 25 ms sent; roots start at their time.
+    assert.deepEqual(
+      graph.calls.map((c) => [c.turn, c.call, c.delayMs]),
+      [
+        [1, 0, 0],
+        [2, 0, 25],
+        [2, 1, 10],
+        [2, 2, 0],
+        [3, 0, 20],
+        [4, 0, 25],
+      ],
+    );
+    assert.equal(w(1).graph?.calls.length, 2);
+    assert.equal(w(2).graph?.calls.length, 0);
+    assert.deepEqual(
+      sessionBounds(chatScenario(), { agentTasks: tasks, toolWaitCapMs: 25, speed: 2 }),
+      {
+        steps: 4,
+        pauseMs: 20,
+      },
+    );
+  });
+});
+
+test('CallGraphRun: a call is due at its last dependency end plus its delay; the chain that ended last carries the waits', () => {
+  const calls = [
+    { after: [], delayMs: 0, turn: 1, call: 0 },
+    { after: [0], delayMs: 0, turn: 2, call: 0 },
+    { after: [0], delayMs: 20, turn: 2, call: 1 },
+    { after: [2], delayMs: 0, turn: 3, call: 0 },
+    { after: [1, 3], delayMs: 30, turn: 4, call: 0 },
+  ];
+  const graph = { calls, request: () => ({}) as RequestSpec };
+  for (const slowUs of [500_000, 28_000]) {
+    const run = new CallGraphRun(graph);
+    assert.deepEqual(run.start(100), [{ call: 0, atUs: 100 }]);
+    assert.deepEqual(run.end(0, 1_000), [
+      { call: 1, atUs: 1_000 },
+      { call: 2, atUs: 21_000 },
+    ]);
+    assert.deepEqual(run.end(2, 25_000), [{ call: 3, atUs: 25_000 }]);
+    assert.deepEqual(run.end(3, 30_000), []);
+    assert.equal(run.finished, false);
+    // Call 1 ends at slowUs: merge is due 30 ms after whichever of 1 and 3 ended last.
+    assert.deepEqual(run.end(1, slowUs), [{ call: 4, atUs: Math.max(slowUs, 30_000) + 30_000 }]);
+    assert.equal(run.chainWaitMs(4), slowUs > 30_000 ? 30 : 50);
+    assert.deepEqual(run.end(4, 600_000), []);
+    assert.equal(run.finished, true);
+  }
 });
