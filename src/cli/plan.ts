@@ -7,7 +7,7 @@ import { prepareRun } from '../session/prepare.js';
 import type { PreparedRun } from '../session/target.js';
 import { describeEngine } from '../sim/describe.js';
 import { describeScenario } from '../workload/scenarios.js';
-import { printProblems, printWarnings, runAction } from './common.js';
+import { printNotice, printProblems, printWarnings, runAction } from './common.js';
 import { addRunOptions, withPlanFile } from './run.js';
 
 /**
@@ -38,6 +38,7 @@ export function planCommand(): Command {
         return printProblems('plan', prepared.problems);
       }
       printWarnings('plan', prepared.warnings);
+      for (const n of prepared.notices) printNotice('plan', n);
       // commander's own defaults (html true from --no-html) are not the user's: run fills them.
       const chosen = Object.fromEntries(
         Object.entries(merged).filter(

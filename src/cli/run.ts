@@ -367,6 +367,7 @@ async function run(options: RunOptions): Promise<number> {
   const { plan, json } = prepared;
   if (prepared.problems.length > 0 || !plan) return printProblems('run', prepared.problems);
   printWarnings('run', prepared.warnings);
+  for (const n of prepared.notices) printNotice('run', n);
   const longRun = recordsFormatNotice(plan);
   if (longRun) printNotice('run', longRun);
   // Virtual time does not wait on anything: Ctrl-C ends it as it ends any program.

@@ -77,6 +77,7 @@ async function sweep(options: RunOptions): Promise<number> {
   const { settings, prepared, problems } = prepareSweep(options as Record<string, unknown>);
   if (problems.length > 0 || !prepared.plan) return printProblems('sweep', problems);
   printWarnings('sweep', prepared.warnings);
+  for (const n of prepared.notices) printNotice('sweep', n);
   const plan = prepared.plan;
   const interrupts = listenForInterrupts(() =>
     process.stderr.write('\ninfergauge sweep: stopping after the requests in flight\n'),

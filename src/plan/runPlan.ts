@@ -102,6 +102,8 @@ export interface RunPlan {
     path: string;
     entries: TraceEntry[];
     notes?: string[];
+    /** What the replay does that the user asked for (window, gap cap, implied hit rate): said, not warned. */
+    notices?: string[];
     /** Replay speed (`--trace-speed`): a session scenario divides its turns' gaps by it. */
     speed?: number;
     /** Tokens per `hash_ids` block (`--trace-block-tokens`; default TRACE_BLOCK_TOKENS). */
@@ -1368,6 +1370,7 @@ function shapedTrace(
   },
 ): NonNullable<RunPlan['trace']> {
   const notes: string[] = [];
+  const notices: string[] = [];
   const blockTokens = o.traceBlockTokens ?? TRACE_BLOCK_TOKENS;
   let entries = readTrace(path, undefined, (note) => notes.push(note), blockTokens);
   const trace: NonNullable<RunPlan['trace']> = { path, entries };
@@ -1376,7 +1379,7 @@ function shapedTrace(
     const all = entries.length;
     entries = traceWindow(entries, o.traceWindow.startS, o.traceWindow.endS);
     trace.window = o.traceWindow;
-    notes.push(
+    notices.push(
       `--trace-window ${o.traceWindow.startS}:${o.traceWindow.endS}: ${entries.length} of ${all} arrivals replayed, the first at 0`,
     );
   }
@@ -1386,7 +1389,7 @@ function shapedTrace(
     trace.maxGapS = o.traceMaxGapS;
     trace.removedGapMs = capped.removedMs;
     if (capped.cappedGaps > 0) {
-      notes.push(
+      notices.push(
         `--trace-max-gap-s ${o.traceMaxGapS}: ${capped.cappedGaps} idle gaps cut to ${o.traceMaxGapS} s, ${(capped.removedMs / 1000).toFixed(1)} s of trace time removed`,
       );
     }
@@ -1407,11 +1410,12 @@ function shapedTrace(
       sent < entries.length
         ? `the first ${sent} requests' hash_ids imply`
         : `the trace's hash_ids imply`;
-    notes.push(
+    notices.push(
       `${which} a prefix-cache hit rate of ${(rate * 100).toFixed(1)}% (an unbounded cache of ${IMPLIED_ENGINE_BLOCK_TOKENS}-token blocks, each prefill done before the next request; requests in flight together miss what neither has cached yet)`,
     );
   }
   if (notes.length > 0) trace.notes = notes;
+  if (notices.length > 0) trace.notices = notices;
   return trace;
 }
 

@@ -116,6 +116,7 @@ export function prepareRun(options: RunOptions, command = 'run'): PreparedRun {
     ...(plan ? { plan } : {}),
     problems,
     warnings,
+    notices: plan?.trace?.notices ?? [],
     ...(simulated?.engine ? { engine: simulated.engine } : {}),
     engineFlags,
     ...(simModel !== undefined ? { simModel } : {}),

@@ -227,7 +227,15 @@ function scenarioRow(scenario: Scenario, s: RunSummary): ScenarioRow {
  */
 export function benchmark(plan: RunPlan, hooks: RunHooks = {}): Promise<PlanRunResult> {
   return runPlan(
-    { plan, problems: [], warnings: [], engineFlags: [], simulate: false, json: false },
+    {
+      plan,
+      problems: [],
+      warnings: [],
+      notices: [],
+      engineFlags: [],
+      simulate: false,
+      json: false,
+    },
     hooks,
   );
 }

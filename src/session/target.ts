@@ -58,6 +58,8 @@ export interface PreparedRun {
   plan?: RunPlan;
   problems: string[];
   warnings: string[];
+  /** What the command says before the run that is not a warning (a trace's window, its implied hit rate). */
+  notices: string[];
   /** The built-in simulator's engine options (no --url). */
   engine?: EngineModelOptions;
   /** Engine flags as given, to pass to the simulator process. */
