@@ -169,11 +169,11 @@ describe('the plan: --trace-window, --trace-max-gap-s, --trace-block-tokens', ()
     const after = trace.entries[trace.entries.length - 1].atMs;
     assert.equal(trace.removedGapMs, before - after);
     assert.ok(
-      trace.notes?.some((n) => /^--trace-window 10:60: \d+ of 200 arrivals replayed/.test(n)),
+      trace.notices?.some((n) => /^--trace-window 10:60: \d+ of 200 arrivals replayed/.test(n)),
     );
-    assert.ok(trace.notes?.some((n) => /^--trace-max-gap-s 0\.5: \d+ idle gaps cut/.test(n)));
+    assert.ok(trace.notices?.some((n) => /^--trace-max-gap-s 0\.5: \d+ idle gaps cut/.test(n)));
     assert.ok(
-      trace.notes?.some((n) => /hash_ids imply a prefix-cache hit rate of \d+\.\d%/.test(n)),
+      trace.notices?.some((n) => /hash_ids imply a prefix-cache hit rate of \d+\.\d%/.test(n)),
     );
     const json = JSON.parse(JSON.stringify(plan.load)) as { trace: Record<string, unknown> };
     assert.equal(json.trace.speed, 2);
@@ -193,7 +193,7 @@ describe('the plan: --trace-window, --trace-max-gap-s, --trace-block-tokens', ()
     });
     assert.equal(plan.trace?.impliedHitRate, expected);
     assert.ok(
-      plan.trace?.notes?.some((n) => n.startsWith("the first 40 requests' hash_ids imply")),
+      plan.trace?.notices?.some((n) => n.startsWith("the first 40 requests' hash_ids imply")),
     );
   });
 
