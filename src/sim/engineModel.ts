@@ -33,6 +33,7 @@ import {
   STEP_OVERHEAD_PER_LAYER_S,
   StepCostModel,
 } from './roofline.js';
+import { SlotPromptCache } from './slotCache.js';
 
 /** The engine's configuration, with vLLM's names for every personality: its memory plan's and more. */
 export interface EngineModelConfig extends VllmMemoryInput {
@@ -358,9 +359,8 @@ export class EngineModel {
   private tgiDecodesSinceBatch = 0;
   /** SGLang's new_token_ratio: the share of max output it reserves per running request. */
   private newTokenRatio: number = SGLANG_NEW_TOKEN_RATIO.init;
-  /** llamacpp: each slot's sequence, and when it was last released (-1: never used). */
-  private readonly slotHolder: (Sequence | undefined)[] = [];
-  private readonly slotReleasedNs: number[] = [];
+  /** llamacpp: its slots, each keeping its last request's tokens (slotCache.ts). */
+  private readonly slots?: SlotPromptCache;
   /** Engine time (ns). */
   now = 0;
 
@@ -379,16 +379,10 @@ export class EngineModel {
           `the llamacpp personality models one llama-server on one device; --tp ${c.tp} is not modelled (llama.cpp splits layers across devices, not tensors): use --tp 1, and --dp for several servers`,
         );
       }
-      if (c.prefixCaching) {
-        // llama.cpp reuses a slot's own last prompt (cache_prompt), not vLLM's shared blocks.
-        throw new Error(
-          "the llamacpp personality does not model llama.cpp's prompt cache (each slot keeps its last prompt): leave out --enable-prefix-caching",
-        );
-      }
-      for (let i = 0; i < c.maxNumSeqs; i++) {
-        this.slotHolder.push(undefined);
-        this.slotReleasedNs.push(-1);
-      }
+      this.slots = new SlotPromptCache(c.maxNumSeqs, {
+        unified: c.kvUnified ?? true,
+        cachePrompt: c.prefixCaching,
+      });
     }
     this.memory = planVllmMemory(c);
     // SGLang and TensorRT-LLM start with the longest request lowered to what the pool holds.
@@ -456,8 +450,8 @@ export class EngineModel {
     if (w >= 0) this.waiting.splice(w, 1);
     const r = this.running.indexOf(seq);
     if (r >= 0) this.running.splice(r, 1);
-    this.releaseBlocks(seq);
     this.releaseSlot(seq);
+    this.releaseBlocks(seq);
   }
 
   get runningCount(): number {
@@ -604,7 +598,7 @@ export class EngineModel {
     for (const { seq, tokens: n, steps } of scheduled) {
       for (let k = 0; k < steps && !seq.done; k++) {
         seq.computed += n;
-        if (c.prefixCaching && seq.input.blockHashes) this.publishBlocks(seq);
+        if (c.prefixCaching && seq.input.blockHashes && !this.slots) this.publishBlocks(seq);
         if (seq.computed < seq.knownTokens) continue;
         if (seq.generated === 0 && seq.preemptions === 0) {
           this.counters.promptTokens += seq.input.promptTokens;
@@ -616,8 +610,8 @@ export class EngineModel {
         if (last) {
           seq.done = true;
           seq.finishedNs = endNs;
-          this.releaseBlocks(seq);
           this.releaseSlot(seq);
+          this.releaseBlocks(seq);
           finished++;
         }
         seq.listener.onToken(endNs, index, last);
@@ -636,9 +630,8 @@ export class EngineModel {
   }
 
   /**
-   * llama-server's iteration (server-context.cpp): each ready request takes the least recently
-   * released idle slot (get_available_slot's LRU: the last of equals; prompts are never similar
-   * enough to pick by cached prefix); then update_slots batches one token for every generating
+   * llama-server's iteration (server-context.cpp): each ready request takes an idle slot as
+   * get_available_slot picks it (takeSlot); then update_slots batches one token for every generating
    * slot and prompt tokens of the others, slot by slot in slot order, up to n_batch in all. The
    * KV never runs short with a stream per slot; a shared buffer that fills up fails every
    * running request in llama.cpp ("Context size has been exceeded"), which is not modelled
@@ -675,30 +668,47 @@ export class EngineModel {
 
   /** Puts `tokens` of a sequence in the batch, with KV cells for them. */
   private scheduleCells(batch: Batch, seq: Sequence, tokens: number): void {
-    const blocks = Math.min(
-      this.blocksFor(seq.computed + tokens) - this.heldBlocks(seq),
-      this.pool.available(),
-    );
+    const need = this.blocksFor(seq.computed + tokens) - this.heldBlocks(seq);
+    while (need > this.pool.available()) {
+      const freed = (this.slots as SlotPromptCache).purgeIdle();
+      if (freed === 0) break;
+      this.pool.release(freed);
+    }
+    const blocks = Math.min(need, this.pool.available());
     this.pool.allocate(blocks);
     seq.ownBlocks += Math.max(0, blocks);
     batch.scheduled.push({ seq, tokens, steps: 1 });
     batch.budget -= tokens;
   }
 
+  /**
+   * The slot llama-server gives a request (slotCache.ts): with its prompt cache on, the prefix
+   * it shares with the slot's last request is already computed there, and the cells past it go
+   * back to the buffer.
+   */
   private takeSlot(seq: Sequence): number {
-    let best = -1;
-    for (let i = 0; i < this.slotHolder.length; i++) {
-      if (this.slotHolder[i] !== undefined) continue;
-      if (best < 0 || this.slotReleasedNs[i] <= this.slotReleasedNs[best]) best = i;
+    const slots = this.slots as SlotPromptCache;
+    const keys = this.config.prefixCaching ? seq.input.blockHashes : undefined;
+    const { slot, reusedTokens, freedCells } = slots.take(keys, seq.knownTokens);
+    this.pool.release(freedCells);
+    seq.ownBlocks = reusedTokens;
+    seq.computed = reusedTokens;
+    if (this.config.prefixCaching && seq.preemptions === 0) {
+      // llama.cpp's `timings.cache_n` over the prompt tokens: vLLM's query/hit counters.
+      this.counters.prefixQueryTokens += seq.input.promptTokens;
+      this.counters.prefixHitTokens += reusedTokens;
+      seq.prefixHitTokens = reusedTokens;
     }
-    this.slotHolder[best] = seq;
-    return best;
+    return slot;
   }
 
+  /** The request leaves its slot; with the prompt cache on, the slot keeps its cells. */
   private releaseSlot(seq: Sequence): void {
-    if (seq.slot < 0) return;
-    this.slotHolder[seq.slot] = undefined;
-    this.slotReleasedNs[seq.slot] = this.now;
+    if (seq.slot < 0 || !this.slots) return;
+    const keep = this.config.prefixCaching ? seq.ownBlocks : 0;
+    this.slots.release(seq.slot, seq.input.blockHashes, keep, this.now);
+    this.pool.release(seq.ownBlocks - keep);
+    seq.ownBlocks = 0;
     seq.slot = -1;
   }
 
@@ -988,8 +998,8 @@ export class EngineModel {
   }
 
   private preempt(seq: Sequence): void {
-    this.releaseBlocks(seq);
     this.releaseSlot(seq);
+    this.releaseBlocks(seq);
     seq.computed = 0;
     seq.preemptions++;
     this.counters.preemptions++;

@@ -167,13 +167,13 @@ export const ENGINE_FLAGS: readonly FlagSpec[] = [
     flag: '--enable-prefix-caching',
     key: 'enablePrefixCaching',
     kind: 'boolean',
-    help: "reuse KV blocks of identical prompt prefixes (default: the engine's: on for vllm-v1 and sglang)",
+    help: "reuse KV blocks of identical prompt prefixes (default: the engine's: on for vllm-v1, sglang and llamacpp's per-slot cache)",
   },
   {
     flag: '--no-enable-prefix-caching',
     key: 'enablePrefixCaching',
     kind: 'boolean',
-    help: 'turn the prefix cache off (vLLM V1 and SGLang have it on)',
+    help: 'turn the prefix cache off (vLLM V1, SGLang and llama.cpp have it on)',
   },
   {
     flag: '--num-gpu-blocks-override <n>',

@@ -240,15 +240,16 @@ export function personalityDefaults(
       // llama-server (LLAMACPP, below): with no --parallel, 4 slots; n_batch 2048 tokens per
       // iteration, never above n_ctx; no paging, so one cell per token (block 1); prompts are
       // processed n_batch tokens at a time beside the slots' decodes (continuous batching on);
-      // the KV buffer is the whole n_ctx, not a share of memory. Its per-slot prompt cache
-      // (cache_prompt) keeps a slot's last prompt; not modelled (replayed prompts share nothing).
+      // the KV buffer is the whole n_ctx, not a share of memory. Its per-slot prompt cache is on
+      // (`cache_prompt` true by default in `task_params`): each slot keeps its last request's
+      // tokens (slotCache.ts); --no-enable-prefix-caching stands for cache_prompt false.
       return {
         gpuMemoryUtilization: 1,
         blockSize: 1,
         maxNumSeqs: LLAMACPP.autoParallel,
         maxNumBatchedTokens: LLAMACPP.nBatch,
         chunkedPrefill: true,
-        prefixCaching: false,
+        prefixCaching: true,
       };
     }
     default: {
