@@ -8,6 +8,7 @@ import {
 import type { MemoryQuestion } from '../memory/report.js';
 import { BlockPool } from './blockPool.js';
 import { FrontEndLoop } from './frontEnd.js';
+import type { KvPool } from './kvPool.js';
 import { type BatchEntry, planUbatches } from './llamacppBatch.js';
 import {
   DEFAULT_PERSONALITY,
@@ -25,6 +26,7 @@ import {
   sglangMaxRunningRequests,
   TGI,
 } from './personality.js';
+import { RadixCache } from './radixCache.js';
 import {
   DEFAULT_EFFICIENCY,
   type Efficiency,
@@ -343,7 +345,7 @@ export class EngineModel {
     peakUsedBlocks: 0,
     peakRunning: 0,
   };
-  private readonly pool: BlockPool;
+  private readonly pool: KvPool;
   private readonly frontendNs: number;
   /** The API server's loop that chat requests pass first, where it costs CPU time. */
   private readonly chatFrontEnd?: FrontEndLoop<Sequence>;
@@ -388,7 +390,11 @@ export class EngineModel {
     // SGLang and TensorRT-LLM start with the longest request lowered to what the pool holds.
     const served = this.memory.servedMaxModelLen;
     if (served !== undefined) this.config = { ...c, maxModelLen: served };
-    this.pool = new BlockPool(this.memory.numGpuBlocks);
+    // Each engine's own prefix cache (kvPool.ts); llama.cpp's lives in its slots (slotCache.ts).
+    this.pool =
+      c.personality === 'sglang' && c.prefixCaching
+        ? new RadixCache(this.memory.numGpuBlocks)
+        : new BlockPool(this.memory.numGpuBlocks);
     const llama = c.personality === 'llamacpp';
     this.cost = new StepCostModel({
       ...c,
@@ -465,6 +471,44 @@ export class EngineModel {
       if (this.waiting[i].readyNs <= this.now) n++;
     }
     return n;
+  }
+
+  /**
+   * Empties the prefix cache as the engine's reset route does, or refuses as the engine
+   * refuses. SGLang's `Scheduler.flush_cache` (python/sglang/srt/managers/scheduler.py) flushes
+   * only when fully idle: "Cache not flushed because there are pending requests" with any
+   * request waiting or running. vLLM's `BlockPool.reset_prefix_cache` refuses while any block
+   * is in use (vllm/v1/core/block_pool.py); a waiting request holds none. llama-server has no
+   * such route: its slots are erased one by one (`POST /slots/{id}?action=erase`), a busy one
+   * once it is idle; here every slot is erased at once, refused while any slot is busy.
+   * Without prefix caching nothing is cached, and the reset succeeds (vLLM answers it all the
+   * same).
+   */
+  resetPrefixCache(): { ok: true } | { ok: false; reason: string } {
+    const refused = this.canResetPrefixCache();
+    if (refused !== undefined) return { ok: false, reason: refused };
+    if (this.slots) this.pool.release(this.slots.eraseIdle());
+    else if (this.config.prefixCaching) this.pool.resetPrefixCache();
+    return { ok: true };
+  }
+
+  /** Why resetPrefixCache would refuse now, in the engine's words; undefined when it would not. */
+  canResetPrefixCache(): string | undefined {
+    const waiting = this.waiting.length - this.waitingHead;
+    if (this.config.personality === 'sglang' && (waiting > 0 || this.running.length > 0)) {
+      return `Cache not flushed because there are pending requests. #queue-req: ${waiting}, #running-req: ${this.running.length}`;
+    }
+    if (this.slots) {
+      return this.running.length > 0
+        ? `${this.running.length} slot(s) busy: llama.cpp's slots are erased only when idle`
+        : undefined;
+    }
+    if (!this.config.prefixCaching) return undefined;
+    const used = this.pool.used();
+    if (used > 0) {
+      return `Failed to reset prefix cache because some blocks (${used}) are not freed yet`;
+    }
+    return undefined;
   }
 
   /** Fraction of KV blocks holding live data (vLLM's `kv_cache_usage_perc`). */
@@ -610,6 +654,9 @@ export class EngineModel {
         if (last) {
           seq.done = true;
           seq.finishedNs = endNs;
+          if (c.prefixCaching && seq.input.blockHashes && this.pool.cachesOutputOnFinish) {
+            this.publishBlocks(seq, true);
+          }
           this.releaseSlot(seq);
           this.releaseBlocks(seq);
           finished++;
@@ -980,14 +1027,26 @@ export class EngineModel {
     return this.pool.evictableCount(hashes, count);
   }
 
-  private publishBlocks(seq: Sequence): void {
-    const hashes = seq.input.blockHashes as readonly number[];
-    const full = Math.min(hashes.length, Math.floor(seq.computed / this.config.blockSize));
-    while (seq.cachedBlocks < full && seq.ownBlocks > 0) {
-      this.pool.publish(hashes, seq.cachedBlocks);
-      seq.cachedBlocks++;
-      seq.ownBlocks--;
-    }
+  /**
+   * Caches the blocks a sequence computed, up to what the engine caches by now: every full
+   * block as it fills (vLLM, TensorRT-LLM); for SGLang the prompt as it is prefilled and the
+   * output when the request finishes (`finished`).
+   */
+  private publishBlocks(seq: Sequence, finished = false): void {
+    const keys = seq.input.blockHashes as readonly number[];
+    const tokens =
+      this.pool.cachesOutputOnFinish && !finished
+        ? Math.min(seq.computed, seq.input.promptTokens)
+        : seq.computed;
+    const full = Math.min(
+      keys.length,
+      Math.floor(tokens / this.config.blockSize),
+      seq.cachedBlocks + seq.ownBlocks,
+    );
+    if (full <= seq.cachedBlocks) return;
+    this.pool.publish(keys, seq.cachedBlocks, full);
+    seq.ownBlocks -= full - seq.cachedBlocks;
+    seq.cachedBlocks = full;
   }
 
   private releaseBlocks(seq: Sequence): void {

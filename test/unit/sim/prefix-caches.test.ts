@@ -7,8 +7,11 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { findGpuPreset, type GpuSpec } from '../../../src/memory/hardware.js';
 import { findModelPreset, type ModelSpec } from '../../../src/memory/model.js';
+import { BlockPool } from '../../../src/sim/blockPool.js';
 import { EngineModel, type EngineModelOptions } from '../../../src/sim/engineModel.js';
+import type { KvPool } from '../../../src/sim/kvPool.js';
 import { promptBlockHashes } from '../../../src/sim/physical.js';
+import { RadixCache } from '../../../src/sim/radixCache.js';
 import { commonPrefixLength, SlotPromptCache } from '../../../src/sim/slotCache.js';
 
 const h100 = findGpuPreset('h100') as GpuSpec;
@@ -140,5 +143,109 @@ describe("llama.cpp: each slot keeps its last request's tokens", () => {
       prefixCaching: false,
     });
     assert.deepEqual(runTurns(off, [first, second]), [0, 0]);
+  });
+});
+
+/** A request through a pool alone: its hit referenced, the rest computed and cached, released. */
+function cacheRequest(pool: KvPool, keys: readonly number[]): number {
+  const hit = pool.lookup(keys);
+  pool.acquire(keys, hit);
+  pool.allocate(keys.length - hit);
+  pool.publish(keys, hit, keys.length);
+  pool.unreference(keys, keys.length);
+  return hit;
+}
+
+const engineOf = (o: Partial<EngineModelOptions>) =>
+  new EngineModel({ model: llama3, gpu: h100, ...o });
+
+describe('each engine hits shared prefixes at its own granularity', () => {
+  const shared = words('s', 17);
+  const turns: Turn[] = [
+    { prompt: [...shared, ...words('a', 10)], answer: words('x', 4) },
+    { prompt: [...shared, ...words('b', 10)], answer: words('y', 4) },
+  ];
+
+  test('SGLang (page size 1) hits all 17 shared tokens; vLLM the one full block of 16', () => {
+    assert.deepEqual(runTurns(engineOf({ personality: 'sglang' }), turns), [0, 17]);
+    assert.deepEqual(runTurns(engineOf({ personality: 'vllm-v1' }), turns), [0, 16]);
+    assert.deepEqual(
+      runTurns(engineOf({ personality: 'sglang', prefixCaching: false }), turns),
+      [0, 0],
+    );
+  });
+
+  test("SGLang caches a finished request's answer: the next turn hits prompt and answer", () => {
+    const engine = engineOf({ personality: 'sglang' });
+    const first: Turn = { prompt: words('u', 40), answer: words('a', 12) };
+    const second: Turn = {
+      prompt: [...first.prompt, ...first.answer, ...words('v', 8)],
+      answer: words('b', 3),
+    };
+    // All but the last answer token, whose KV was never computed (kv_committed_len).
+    assert.deepEqual(runTurns(engine, [first, second]), [0, 51]);
+    assert.equal(engine.counters.prefixHitTokens, 51);
+    assert.equal(engine.usedBlocks, 0, 'nothing held once both finished');
+  });
+});
+
+describe("SGLang's radix tree", () => {
+  const keys = (w: string[]) => promptBlockHashes(w, 1);
+
+  test('evicts unlocked leaves by last access, a whole node at a time, never a locked one', () => {
+    const pool = new RadixCache(30);
+    const sys = words('sys', 4);
+    const a = keys([...sys, ...words('a', 6)]);
+    const b = keys([...sys, ...words('b', 6)]);
+    const c = keys(words('c', 10));
+    assert.deepEqual(
+      [a, b, c].map((k) => cacheRequest(pool, k)),
+      [0, 4, 0],
+    );
+    // Tree: sys(4) -> a(6), b(6); c(10). 26 tokens cached, 4 free. a is touched again.
+    assert.equal(pool.lookup(a), 10);
+    assert.equal(pool.available(), 30);
+    assert.equal(pool.used(), 0);
+    // A request locks c and needs 16 tokens: 4 free, then b (6, the oldest leaf), then a (6).
+    pool.acquire(c, 10);
+    pool.allocate(16);
+    assert.equal(pool.lookup(b), 4, "b's own tokens went first");
+    assert.equal(pool.lookup(a), 4, 'then a, least recently used of what was left');
+    assert.equal(pool.lookup(c), 10, 'locked: kept');
+    // sys is a leaf now: 4 tokens; c is locked, so 4 is all that can still be freed.
+    assert.equal(pool.available(), 4);
+    assert.throws(() => pool.allocate(5), /over-allocated/);
+    assert.equal(pool.lookup(c), 10);
+    assert.deepEqual(pool.resetPrefixCache(), { ok: false, blocksInUse: 26 });
+    pool.unreference(c, 10);
+    pool.release(16);
+    assert.deepEqual(pool.resetPrefixCache(), { ok: true });
+    assert.equal(pool.lookup(c), 0);
+    assert.equal(pool.available(), 30);
+  });
+
+  test('a token computed twice at once is kept once: the second copy goes back to the pool', () => {
+    const pool = new RadixCache(20);
+    const k = keys(words('p', 8));
+    pool.allocate(8);
+    pool.allocate(8);
+    pool.publish(k, 0, 8);
+    pool.publish(k, 0, 8);
+    assert.equal(pool.used(), 8);
+    pool.unreference(k, 8);
+    assert.equal(pool.used(), 8, 'still held by the other');
+    pool.unreference(k, 8);
+    assert.equal(pool.used(), 0);
+    assert.equal(pool.lookup(k), 8);
+  });
+});
+
+describe("vLLM's hashed blocks", () => {
+  test("a finished request's blocks are evicted tail first", () => {
+    const pool = new BlockPool(4);
+    const k = promptBlockHashes(words('p', 64), 16);
+    assert.equal(cacheRequest(pool, k), 0);
+    pool.allocate(1);
+    assert.equal(pool.lookup(k), 3, 'the last block went, the first three still hit');
   });
 });
