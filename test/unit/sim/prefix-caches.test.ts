@@ -249,3 +249,57 @@ describe("vLLM's hashed blocks", () => {
     assert.equal(pool.lookup(k), 3, 'the last block went, the first three still hit');
   });
 });
+
+describe('reset, as each engine resets (or refuses)', () => {
+  const turn: Turn = { prompt: words('r', 40), answer: words('o', 4) };
+  for (const personality of ['vllm-v1', 'sglang', 'llamacpp'] as const) {
+    test(`${personality}: refused while a request runs; afterwards nothing hits`, () => {
+      const engine = engineOf({
+        personality,
+        ...(personality === 'llamacpp' ? { ctxTokens: 4096 } : {}),
+      });
+      assert.deepEqual(
+        runTurns(engine, [turn, turn]).map((h) => h > 0),
+        [false, true],
+      );
+      engine.add(
+        {
+          arrivalNs: engine.now,
+          promptTokens: 40,
+          maxTokens: 4,
+          blockHashes: promptBlockHashes(turn.prompt, engine.config.blockSize),
+        },
+        { onToken: () => {} },
+      );
+      if (personality === 'sglang') {
+        // SGLang's flush_cache refuses even while the request only waits.
+        assert.match(
+          String((engine.resetPrefixCache() as { reason: string }).reason),
+          /pending requests/,
+        );
+      }
+      engine.advanceTo(engine.nextWorkNs() as number);
+      engine.step();
+      const refused = engine.resetPrefixCache();
+      assert.equal(refused.ok, false);
+      while (engine.runningCount > 0) {
+        engine.advanceTo(engine.nextWorkNs() as number);
+        engine.step();
+      }
+      assert.deepEqual(engine.resetPrefixCache(), { ok: true });
+      assert.equal(engine.usedBlocks, 0);
+      assert.deepEqual(runTurns(engine, [turn]), [0]);
+    });
+  }
+});
+
+test('llama.cpp with one shared buffer: an idle slot is purged when a prompt needs its cells', () => {
+  const engine = engineOf({ personality: 'llamacpp', ctxTokens: 1024 });
+  const a: Turn = { prompt: words('a', 900), answer: words('x', 10) };
+  const b: Turn = { prompt: words('b', 900), answer: words('y', 10) };
+  runTurns(engine, [a]);
+  assert.equal(engine.usedBlocks, 909, 'the idle slot keeps its cells');
+  runTurns(engine, [b]);
+  assert.equal(engine.usedBlocks, 909, "a's slot was purged; b's cells are kept in its place");
+  assert.deepEqual(runTurns(engine, [a]), [0], 'so a finds nothing');
+});
