@@ -56,6 +56,8 @@ export interface EngineModelConfig extends VllmMemoryInput {
   ubatchSize?: number;
   /** llamacpp: one KV buffer for all slots (`--kv-unified`), else one stream per slot. */
   kvUnified?: boolean;
+  /** llamacpp: the host-memory prompt cache's size (`--cache-ram`, MiB; 0 none, -1 no limit). */
+  cacheRamMiB?: number;
   /** Step times measured on the served engine (a calibration's `--steps`), over the roofline's. */
   measuredSteps?: MeasuredSteps;
   /** vllm-v1: the release (`0.11.0`; `vllmRelease`), the latest where absent. */
@@ -115,6 +117,7 @@ export function resolveEngineConfig(o: EngineModelOptions): EngineModelConfig {
     },
     ...(o.nonKvOverheadBytes !== undefined ? { nonKvOverheadBytes: o.nonKvOverheadBytes } : {}),
     ...(o.measuredSteps ? { measuredSteps: o.measuredSteps } : {}),
+    ...(o.cacheRamMiB !== undefined ? { cacheRamMiB: o.cacheRamMiB } : {}),
     ...d.release,
     ...(o.engineVersion !== undefined ? { engineVersion: o.engineVersion } : {}),
     ...(o.numGpuBlocksOverride !== undefined
@@ -381,12 +384,21 @@ export class EngineModel {
           `the llamacpp personality models one llama-server on one device; --tp ${c.tp} is not modelled (llama.cpp splits layers across devices, not tensors): use --tp 1, and --dp for several servers`,
         );
       }
+    }
+    this.memory = planVllmMemory(c);
+    if (c.personality === 'llamacpp') {
       this.slots = new SlotPromptCache(c.maxNumSeqs, {
         unified: c.kvUnified ?? true,
         cachePrompt: c.prefixCaching,
+        kvBytesPerToken: this.memory.kvBytesPerToken,
+        ...(c.cacheRamMiB !== undefined
+          ? {
+              hostCacheBytes:
+                c.cacheRamMiB < 0 ? Number.POSITIVE_INFINITY : c.cacheRamMiB * 1024 * 1024,
+            }
+          : {}),
       });
     }
-    this.memory = planVllmMemory(c);
     // SGLang and TensorRT-LLM start with the longest request lowered to what the pool holds.
     const served = this.memory.servedMaxModelLen;
     if (served !== undefined) this.config = { ...c, maxModelLen: served };
@@ -736,8 +748,14 @@ export class EngineModel {
   private takeSlot(seq: Sequence): number {
     const slots = this.slots as SlotPromptCache;
     const keys = this.config.prefixCaching ? seq.input.blockHashes : undefined;
-    const { slot, reusedTokens, freedCells } = slots.take(keys, seq.knownTokens);
-    this.pool.release(freedCells);
+    const { slot, reusedTokens, freedCells } = slots.take(
+      keys,
+      seq.knownTokens,
+      this.pool.available(),
+    );
+    // A prompt loaded from the host-memory cache may hold more cells than the slot had.
+    if (freedCells >= 0) this.pool.release(freedCells);
+    else this.pool.allocate(-freedCells);
     seq.ownBlocks = reusedTokens;
     seq.computed = reusedTokens;
     if (this.config.prefixCaching && seq.preemptions === 0) {

@@ -15,8 +15,15 @@
  * - `try_clear_idle_slots`: with one KV buffer for all slots (`kv_unified`), a batch that finds
  *   no room purges idle slots' tokens, one slot at a time in slot order; with a stream per slot
  *   nothing is purged (a slot's stream is its own).
- * Not modelled: the host-memory prompt cache (`--cache-ram`), which saves a slot's tokens when
- * it is taken by LRU and can load another saved prompt into it.
+ * - The host-memory prompt cache (`server_prompt_cache`, `--cache-ram`, 8192 MiB by default;
+ *   tools/server/server-task.cpp): when `get_available_slot` takes a slot by LRU, or by
+ *   similarity keeping under half its tokens, the slot's tokens are saved to host memory
+ *   (`alloc`: skipped where a saved prompt already holds them all, and saved prompts that the
+ *   new one holds whole are dropped), then the saved prompt sharing more with the request than
+ *   the slot does, both as a share of the saved prompt (at least 0.25) and of the request, is
+ *   loaded into the slot and leaves the cache (`load`); `update` drops the oldest prompts while
+ *   their KV bytes exceed the limit. Loading takes KV cells: where too few are free the load
+ *   fails and the slot is cleared, as llama.cpp clears it. The copy's time is not modelled.
  */
 
 /** What a request finds when it takes a slot. */
@@ -31,6 +38,9 @@ export interface SlotTake {
 /** llama-server's `--slot-prompt-similarity` default (`common/common.h`). */
 export const LLAMACPP_SLOT_PROMPT_SIMILARITY = 0.1;
 
+/** llama-server's `--cache-ram` default, 8192 MiB (`common/common.h` `cache_ram_mib`). */
+export const LLAMACPP_CACHE_RAM_BYTES = 8192 * 1024 * 1024;
+
 export class SlotPromptCache {
   /** Which slots run a request. */
   private readonly busy: boolean[];
@@ -39,6 +49,8 @@ export class SlotPromptCache {
   /** Keys of the tokens each slot holds (its last request's), and how many it holds. */
   private readonly keys: (readonly number[] | undefined)[];
   private readonly cells: number[];
+  /** The host-memory prompt cache, oldest first. */
+  private saved: { keys: readonly number[]; tokens: number }[] = [];
 
   constructor(
     slots: number,
@@ -48,6 +60,9 @@ export class SlotPromptCache {
       /** `cache_prompt`: reuse a slot's tokens (else a slot is cleared for each request). */
       cachePrompt: boolean;
       similarity?: number;
+      /** `--cache-ram` in bytes (0: none, Infinity: no limit) and a token's KV bytes. */
+      hostCacheBytes?: number;
+      kvBytesPerToken?: number;
     },
   ) {
     this.busy = new Array<boolean>(slots).fill(false);
@@ -67,9 +82,14 @@ export class SlotPromptCache {
    * The slot a request with these keys takes (one must be idle) and the tokens it reuses there,
    * at most `promptTokens - 1`.
    */
-  take(keys: readonly number[] | undefined, promptTokens: number): SlotTake {
+  take(
+    keys: readonly number[] | undefined,
+    promptTokens: number,
+    freeCells = Number.POSITIVE_INFINITY,
+  ): SlotTake {
     const similarity = this.o.similarity ?? LLAMACPP_SLOT_PROMPT_SIMILARITY;
     let slot = -1;
+    let save = false;
     if (this.o.cachePrompt && keys && similarity !== 0) {
       let best = 0;
       for (let i = 0; i < this.busy.length; i++) {
@@ -80,20 +100,29 @@ export class SlotPromptCache {
           slot = i;
         }
       }
+      // About to lose most of the slot's tokens: they are saved first.
+      if (slot >= 0) save = (best * promptTokens) / this.cells[slot] < 0.5;
     }
     if (slot < 0) {
       for (let i = 0; i < this.busy.length; i++) {
         if (this.busy[i]) continue;
         if (slot < 0 || this.releasedNs[i] <= this.releasedNs[slot]) slot = i;
       }
+      save = true;
     }
     if (slot < 0) throw new Error('no idle slot');
+    const held = this.cells[slot];
+    if (save && this.o.cachePrompt && keys && held > 0 && this.hostCacheBytes > 0) {
+      this.saveSlot(slot);
+      this.loadBest(slot, keys, promptTokens, held + freeCells);
+      this.trimSaved();
+    }
     let reused =
       this.o.cachePrompt && keys && this.cells[slot] > 0
         ? this.commonPrefix(slot, keys, promptTokens)
         : 0;
     if (reused >= promptTokens) reused = promptTokens - 1;
-    const freedCells = this.cells[slot] - reused;
+    const freedCells = held - reused;
     this.busy[slot] = true;
     this.keys[slot] = undefined;
     this.cells[slot] = 0;
@@ -134,6 +163,72 @@ export class SlotPromptCache {
       this.keys[i] = undefined;
     }
     return freed;
+  }
+
+  /** Prompts in the host-memory cache, and their tokens. */
+  get hostCache(): { prompts: number; tokens: number } {
+    let tokens = 0;
+    for (const p of this.saved) tokens += p.tokens;
+    return { prompts: this.saved.length, tokens };
+  }
+
+  private get hostCacheBytes(): number {
+    return this.o.hostCacheBytes ?? LLAMACPP_CACHE_RAM_BYTES;
+  }
+
+  /** `server_prompt_cache::alloc`: the slot's tokens, saved to host memory. */
+  private saveSlot(slot: number): void {
+    const keys = this.keys[slot] as readonly number[];
+    const tokens = Math.min(this.cells[slot], keys.length);
+    if (tokens === 0) return;
+    for (const p of this.saved) {
+      if (commonPrefixLength(p.keys, keys, Math.min(p.tokens, tokens)) === tokens) return;
+    }
+    this.saved = this.saved.filter(
+      (p) => commonPrefixLength(p.keys, keys, Math.min(p.tokens, tokens)) !== p.tokens,
+    );
+    this.saved.push({ keys, tokens });
+  }
+
+  /**
+   * `server_prompt_cache::load`: the saved prompt sharing a larger share both of itself and of
+   * the request than the slot's tokens do (keeping at least a quarter of itself) replaces them;
+   * `room` is the cells the slot may fill.
+   */
+  private loadBest(slot: number, keys: readonly number[], promptTokens: number, room: number) {
+    const held = this.cells[slot];
+    const lcp = this.commonPrefix(slot, keys, promptTokens);
+    let keepBest = held > 0 ? lcp / held : -1;
+    let simBest = lcp / promptTokens;
+    let best = -1;
+    for (let i = 0; i < this.saved.length; i++) {
+      const p = this.saved[i];
+      const shared = commonPrefixLength(p.keys, keys, Math.min(p.tokens, promptTokens));
+      const keep = shared / p.tokens;
+      const sim = shared / promptTokens;
+      if (keep < 0.25) continue;
+      if (keepBest < keep && simBest < sim) {
+        keepBest = keep;
+        simBest = sim;
+        best = i;
+      }
+    }
+    if (best < 0) return;
+    const [p] = this.saved.splice(best, 1);
+    // llama_state_seq_set_data needs the cells; where it fails the slot is cleared.
+    const loaded = p.tokens <= room;
+    this.keys[slot] = loaded ? p.keys : undefined;
+    this.cells[slot] = loaded ? p.tokens : 0;
+  }
+
+  /** `server_prompt_cache::update`: the oldest prompts go while the cache is over its size. */
+  private trimSaved(): void {
+    const perToken = this.o.kvBytesPerToken ?? 0;
+    let tokens = 0;
+    for (const p of this.saved) tokens += p.tokens;
+    while (this.saved.length > 0 && tokens * perToken > this.hostCacheBytes) {
+      tokens -= (this.saved.shift() as { tokens: number }).tokens;
+    }
   }
 
   /** Leading tokens, of the first `limit` of `keys`, that slot `i` holds. */

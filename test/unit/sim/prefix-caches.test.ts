@@ -118,6 +118,50 @@ describe("llama.cpp: each slot keeps its last request's tokens", () => {
     assert.equal(split.purgeIdle(), 0, 'a stream per slot: nothing to purge for another slot');
   });
 
+  test('the host-memory cache saves a slot taken by LRU and loads the saved prompt that fits best', () => {
+    const a = words('a', 40);
+    const b = words('b', 40);
+    const serve = (cache: SlotPromptCache, w: string[], free = Number.POSITIVE_INFINITY) => {
+      const t = cache.take(keys(w), w.length, free);
+      cache.release(t.slot, keys(w), w.length, 0);
+      return t.reusedTokens;
+    };
+    // One slot, two prompts in turn: the slot never holds the next one, the host cache does.
+    const host = new SlotPromptCache(1, { unified: true, cachePrompt: true, kvBytesPerToken: 1 });
+    assert.deepEqual(
+      [a, b, a, b].map((w) => serve(host, w)),
+      [0, 0, 39, 39],
+    );
+    assert.deepEqual(
+      host.hostCache,
+      { prompts: 1, tokens: 40 },
+      'a loaded prompt leaves the cache',
+    );
+    const none = new SlotPromptCache(1, { unified: true, cachePrompt: true, hostCacheBytes: 0 });
+    assert.deepEqual(
+      [a, b, a].map((w) => serve(none, w)),
+      [0, 0, 0],
+    );
+    // 60 bytes hold one 40-token prompt at a byte a token: the oldest goes.
+    const small = new SlotPromptCache(1, {
+      unified: true,
+      cachePrompt: true,
+      hostCacheBytes: 60,
+      kvBytesPerToken: 1,
+    });
+    const c = words('c', 40);
+    assert.deepEqual(
+      [a, b, c, a].map((w) => serve(small, w)),
+      [0, 0, 0, 0],
+    );
+    assert.deepEqual(small.hostCache, { prompts: 1, tokens: 40 });
+    // Too few free cells to load a longer saved prompt: the slot is cleared.
+    const tight = new SlotPromptCache(1, { unified: true, cachePrompt: true, kvBytesPerToken: 1 });
+    serve(tight, [...a, ...words('tail', 20)]);
+    serve(tight, words('d', 10));
+    assert.equal(serve(tight, [...a, ...words('tail', 20)], 5), 0);
+  });
+
   test('a multi-turn follow-up reuses its previous prompt and answer on the same slot', () => {
     const engine = new EngineModel({
       model: llama3,
