@@ -292,6 +292,22 @@ describe("vLLM's hashed blocks", () => {
     pool.allocate(1);
     assert.equal(pool.lookup(k), 3, 'the last block went, the first three still hit');
   });
+
+  test("a preempted request's own blocks (private keys) lose their tail first too", () => {
+    const pool = new BlockPool(6);
+    const own = [-1, -2, -3, -4];
+    pool.allocate(4);
+    pool.publish(own, 0, 4);
+    pool.unreference(own, 4);
+    assert.equal(pool.available(), 6);
+    pool.allocate(3);
+    assert.equal(pool.lookup(own), 3, 'one block evicted, from the end');
+    pool.acquire(own, 3);
+    assert.equal(pool.available(), 0);
+    pool.unreference(own, 3);
+    pool.release(3);
+    assert.equal(pool.available(), 6);
+  });
 });
 
 describe('reset, as each engine resets (or refuses)', () => {
