@@ -17,6 +17,9 @@ import type { KvPool } from './kvPool.js';
  *   a whole node at a time; a parent left childless and unlocked becomes a candidate.
  * - `reset` (the scheduler's `flush_cache`) empties the tree; the engine refuses it while any
  *   request runs or waits (engineModel.ts resetPrefixCache).
+ * The scheduler's default policy is "fcfs" (`ServerArgs.schedule_policy`), so requests are
+ * matched in arrival order as they are admitted (`init_next_round_input`); LPM's reordering and
+ * in-batch prefix caching apply only when asked for, and are not modelled.
  * Nodes hold runs of a request's keys (`keys[start..end)`, positions in the sequence), so a
  * match compares keys by bisection (the keys are chained: kvPool.ts) and a request costs a few
  * map look-ups per node on its path, not one per token.

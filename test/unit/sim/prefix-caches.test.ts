@@ -219,6 +219,19 @@ describe('each engine hits shared prefixes at its own granularity', () => {
     );
   });
 
+  test('TensorRT-LLM: no reuse by default at the modelled release; with it, whole blocks of 64', () => {
+    const long = words('t', 70);
+    const two: Turn[] = [
+      { prompt: [...long, ...words('a', 10)], answer: words('x', 4) },
+      { prompt: [...long, ...words('b', 10)], answer: words('y', 4) },
+    ];
+    assert.deepEqual(runTurns(engineOf({ personality: 'trtllm' }), two), [0, 0]);
+    assert.deepEqual(
+      runTurns(engineOf({ personality: 'trtllm', prefixCaching: true }), two),
+      [0, 64],
+    );
+  });
+
   test("SGLang caches a finished request's answer: the next turn hits prompt and answer", () => {
     const engine = engineOf({ personality: 'sglang' });
     const first: Turn = { prompt: words('u', 40), answer: words('a', 12) };
