@@ -239,8 +239,9 @@ export interface SequenceInput {
   promptTokens: number;
   maxTokens: number;
   /**
-   * Chained hashes of the full blocks of the prompt, then of the output it will generate (whose
-   * blocks are cached as they fill), for prefix caching.
+   * Chained hashes of the full blocks of the prompt, then of the output it will generate, for
+   * prefix caching (kvPool.ts): blocks of `blockSize` tokens, one token each for SGLang and
+   * llama.cpp. Key i names block i with all before it.
    */
   blockHashes?: readonly number[];
   /** A chat request: the front end renders its template (`frontendChatCpuS`). */

@@ -206,7 +206,7 @@ export function personalityDefaults(
       // TensorRT-LLM `BuildConfig` (tensorrt_llm/builder.py) and `trtllm-serve`: max_batch_size
       // 2048, max_num_tokens 8192, enable_chunked_prefill off; trtllm-build
       // `--tokens_per_block` 64; `KvCacheConfig` free_gpu_memory_fraction 0.9, block reuse off
-      // (`executor.h` `KvCacheConfig(bool enableBlockReuse = false, ...)`; on by default from 1.x,
+      // (`executor.h` `KvCacheConfig(bool enableBlockReuse = false, ...)`; later releases turn it on,
       // with partial-block reuse, not modelled); --enable-prefix-caching turns it on.
       // max_num_tokens stays 8192 without chunking: the PyTorch backend refuses a longer
       // prompt instead (`llmapi/llm.py _check_arguments`: "should not exceed max_num_tokens"),
