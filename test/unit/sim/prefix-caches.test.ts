@@ -376,3 +376,58 @@ test('llama.cpp with one shared buffer: an idle slot is purged when a prompt nee
   assert.equal(engine.usedBlocks, 909, "a's slot was purged; b's cells are kept in its place");
   assert.deepEqual(runTurns(engine, [a]), [0], 'so a finds nothing');
 });
+
+describe('under pressure, every cache stays consistent', () => {
+  for (const personality of ['vllm-v1', 'sglang', 'trtllm', 'llamacpp'] as const) {
+    test(`${personality}: 150 requests over shared prefixes in a small pool all finish and leave it empty`, () => {
+      // A pool of a few requests' worth: 1,024 to 2,048 tokens.
+      const blocks = { 'vllm-v1': 64, sglang: 2048, trtllm: 32 } as const;
+      const engine = engineOf({
+        personality,
+        prefixCaching: true,
+        maxModelLen: 1024,
+        ...(personality === 'llamacpp'
+          ? { ctxTokens: 2048 }
+          : { numGpuBlocksOverride: blocks[personality] }),
+        ...(personality === 'sglang' ? { maxNumSeqs: 8 } : {}),
+      });
+      let seed = 7;
+      const rand = (n: number) => {
+        seed = (seed * 1103515245 + 12345) >>> 0;
+        // The high bits: an LCG's low bits repeat with a short period.
+        return (seed >>> 16) % n;
+      };
+      const prefixes = Array.from({ length: 4 }, (_, i) => words(`p${i}x`, 50 + 40 * i));
+      let finished = 0;
+      const total = 150;
+      for (let r = 0; r < total; r++) {
+        const prompt = [
+          ...prefixes[rand(4)].slice(0, 20 + rand(150)),
+          ...words(`t${r}x`, 1 + rand(60)),
+        ];
+        const answer = words(`o${r}x`, 1 + rand(30));
+        engine.add(
+          {
+            arrivalNs: r * 2e6,
+            promptTokens: prompt.length,
+            maxTokens: answer.length,
+            blockHashes: promptBlockHashes([...prompt, ...answer], engine.config.blockSize),
+          },
+          { onToken: (_at, _i, last) => void (last && finished++) },
+        );
+      }
+      for (let guard = 0; finished < total && guard < 1e6; guard++) {
+        const next = engine.nextWorkNs();
+        if (next === undefined) break;
+        engine.advanceTo(next);
+        engine.step();
+      }
+      assert.equal(finished, total);
+      assert.ok(engine.counters.prefixHitTokens > 0, 'shared prefixes hit');
+      assert.ok(engine.counters.prefixHitTokens < engine.counters.prefixQueryTokens);
+      if (personality !== 'llamacpp') assert.equal(engine.usedBlocks, 0, 'nothing held');
+      assert.deepEqual(engine.resetPrefixCache(), { ok: true });
+      assert.equal(engine.usedBlocks, 0);
+    });
+  }
+});
