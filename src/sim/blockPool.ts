@@ -1,17 +1,23 @@
+import type { KvPool } from './kvPool.js';
+
 /**
  * vLLM's paged KV block pool with optional prefix caching. Blocks are counted, not addressed:
  * a sequence owns `own` uncached blocks plus references to cached full prompt blocks, named by
  * the chained hash of their tokens. A cached block nobody references stays reusable until
- * space is needed; then the least recently freed one is evicted (vLLM's free-queue order).
+ * space is needed; then the least recently freed one is evicted (vLLM's free-queue order: a
+ * request frees its blocks tail first, `SingleTypeKVCacheManager.free`, vllm/v1/core/
+ * single_type_kv_cache_manager.py, so a prompt's last blocks go before its first).
  *
  * Negative hashes are private to one sequence: virtual time keys a prompt that shares no block
  * with any other by numbers of its own, consecutive from its first (sim/virtual.ts). Only their
  * holder can hit them, after a preemption, so they are kept per sequence, as one run of blocks
  * in the eviction order, rather than one map entry per block: the same evictions and hits as
- * per-block entries (blocks leave a run from its start, as they would leave the queue), at a
- * fraction of the cost (an hour of 100 requests/s: 2.45 against 2.8 s, 2.0 s uncached).
+ * per-block entries (blocks leave a run from its end, as they would leave the queue, freed tail
+ * first, and what is left is a prefix its holder still hits), at a fraction of the cost (an
+ * hour of 100 requests/s: 2.45 against 2.8 s, 2.0 s uncached).
  */
-export class BlockPool {
+export class BlockPool implements KvPool {
+  readonly cachesOutputOnFinish = false;
   private free: number;
   /** Cached blocks in use: hash -> references. */
   private readonly referenced = new Map<number, number>();
@@ -84,6 +90,25 @@ export class BlockPool {
     if (rest > 0) throw new Error(`block pool over-allocated by ${rest}`);
   }
 
+  /**
+   * vLLM's `BlockPool.reset_prefix_cache` (vllm/v1/core/block_pool.py): refused while any
+   * block is in use (a running request holds it: "Failed to reset prefix cache because some
+   * blocks (N) are not freed yet"); else every cached block is forgotten, so no later lookup
+   * hits, and its space is free. Returns the blocks in use when it refuses.
+   */
+  resetPrefixCache(): { ok: true } | { ok: false; blocksInUse: number } {
+    const used = this.used();
+    if (used > 0) return { ok: false, blocksInUse: used };
+    this.free = this.total;
+    this.evictable.clear();
+    this.runs.clear();
+    this.privateEvictable = 0;
+    this.queue = [];
+    this.queueStamps = [];
+    this.queueHead = 0;
+    return { ok: true };
+  }
+
   release(n: number): void {
     this.free += n;
   }
@@ -95,9 +120,9 @@ export class BlockPool {
   lookup(hashes: readonly number[], limit = hashes.length): number {
     const most = Math.min(limit, hashes.length);
     if (most > 0 && hashes[0] < 0) {
-      // A run whose first block is gone hits nothing, as a chain without its first block.
+      // A run loses blocks from its end: what is left is the holder's cached prefix.
       const run = this.runs.get(hashes[0]);
-      return run !== undefined && run.evicted === 0 ? Math.min(most, run.count) : 0;
+      return run !== undefined ? Math.min(most, run.count - run.evicted) : 0;
     }
     let hits = 0;
     while (hits < most) {
@@ -119,13 +144,14 @@ export class BlockPool {
   /** References the cached blocks `hashes[0..count)`, taking them out of the evictable set. */
   acquire(hashes: readonly number[], count: number): void {
     if (count > 0 && hashes[0] < 0) {
-      // A private hit is its whole run (lookup): the holder takes it back.
+      // The holder takes back what is left of its run; blocks past its hit (none, as the
+      // engine looks up all it holds) could be hit by no one else, and are freed.
       const run = this.runs.get(hashes[0]) as PrivateRun;
-      if (count !== run.count || run.evicted !== 0) {
-        throw new Error(`private run of ${run.count} blocks taken as ${count}`);
-      }
+      const left = run.count - run.evicted;
+      if (count > left) throw new Error(`private run of ${left} blocks taken as ${count}`);
       this.runs.delete(hashes[0]);
-      this.privateEvictable -= count;
+      this.privateEvictable -= left;
+      this.free += left - count;
       return;
     }
     for (let i = 0; i < count; i++) {
@@ -140,20 +166,15 @@ export class BlockPool {
    * content is already cached (two sequences computed it at once, or a preempted one left it)
    * the sequence references the cached copy instead and its own block goes back to the pool.
    */
-  publish(hashes: readonly number[], index: number): void {
+  publish(hashes: readonly number[], from: number, to: number): void {
+    for (let index = from; index < to; index++) this.publishOne(hashes, index);
+  }
+
+  private publishOne(hashes: readonly number[], index: number): void {
     const hash = hashes[index];
-    if (hash < 0) {
-      // Its earlier run's next block, if the run is still there: blocks are published in
-      // order and a run loses blocks from its start, so it can only be the first one left.
-      const run = this.runs.get(hashes[0]);
-      if (run !== undefined && run.evicted === index && index < run.count) {
-        run.evicted++;
-        this.privateEvictable--;
-        this.free++;
-        if (run.evicted === run.count) this.runs.delete(hashes[0]);
-      }
-      return;
-    }
+    // A private block stays its holder's: it becomes a run when the holder lets it go (its
+    // earlier run, if any, was taken back whole when it was admitted).
+    if (hash < 0) return;
     if (this.referenced.has(hash) || this.evictable.has(hash)) {
       this.acquire([hash], 1);
       this.free++;
@@ -168,9 +189,9 @@ export class BlockPool {
       const stamp = this.stamp++;
       const left = this.runs.get(hashes[0]);
       if (left !== undefined) {
-        // What is left of an earlier run, its start evicted and its holder preempted again
-        // before recomputing past it, can be hit by no one: those blocks are freed (per block
-        // they would stay evictable at their old place in the order, the one difference).
+        // What is left of an earlier run its holder did not take back can be hit by no one:
+        // those blocks are freed (per block they would stay evictable at their old place in
+        // the order, the one difference).
         this.privateEvictable -= left.count - left.evicted;
         this.free += left.count - left.evicted;
       }
@@ -180,7 +201,8 @@ export class BlockPool {
       this.queueStamps.push(stamp);
       return;
     }
-    for (let i = 0; i < count; i++) {
+    // Tail first, as vLLM frees a request's blocks: its last blocks are evicted before its first.
+    for (let i = count - 1; i >= 0; i--) {
       const h = hashes[i];
       const refs = (this.referenced.get(h) ?? 1) - 1;
       if (refs > 0) this.referenced.set(h, refs);

@@ -8,6 +8,7 @@ import {
 import type { MemoryQuestion } from '../memory/report.js';
 import { BlockPool } from './blockPool.js';
 import { FrontEndLoop } from './frontEnd.js';
+import type { KvPool } from './kvPool.js';
 import { type BatchEntry, planUbatches } from './llamacppBatch.js';
 import {
   DEFAULT_PERSONALITY,
@@ -25,6 +26,7 @@ import {
   sglangMaxRunningRequests,
   TGI,
 } from './personality.js';
+import { RadixCache } from './radixCache.js';
 import {
   DEFAULT_EFFICIENCY,
   type Efficiency,
@@ -33,6 +35,7 @@ import {
   STEP_OVERHEAD_PER_LAYER_S,
   StepCostModel,
 } from './roofline.js';
+import { SlotPromptCache } from './slotCache.js';
 
 /** The engine's configuration, with vLLM's names for every personality: its memory plan's and more. */
 export interface EngineModelConfig extends VllmMemoryInput {
@@ -53,6 +56,8 @@ export interface EngineModelConfig extends VllmMemoryInput {
   ubatchSize?: number;
   /** llamacpp: one KV buffer for all slots (`--kv-unified`), else one stream per slot. */
   kvUnified?: boolean;
+  /** llamacpp: the host-memory prompt cache's size (`--cache-ram`, MiB; 0 none, -1 no limit). */
+  cacheRamMiB?: number;
   /** Step times measured on the served engine (a calibration's `--steps`), over the roofline's. */
   measuredSteps?: MeasuredSteps;
   /** vllm-v1: the release (`0.11.0`; `vllmRelease`), the latest where absent. */
@@ -112,6 +117,7 @@ export function resolveEngineConfig(o: EngineModelOptions): EngineModelConfig {
     },
     ...(o.nonKvOverheadBytes !== undefined ? { nonKvOverheadBytes: o.nonKvOverheadBytes } : {}),
     ...(o.measuredSteps ? { measuredSteps: o.measuredSteps } : {}),
+    ...(o.cacheRamMiB !== undefined ? { cacheRamMiB: o.cacheRamMiB } : {}),
     ...d.release,
     ...(o.engineVersion !== undefined ? { engineVersion: o.engineVersion } : {}),
     ...(o.numGpuBlocksOverride !== undefined
@@ -233,8 +239,9 @@ export interface SequenceInput {
   promptTokens: number;
   maxTokens: number;
   /**
-   * Chained hashes of the full blocks of the prompt, then of the output it will generate (whose
-   * blocks are cached as they fill), for prefix caching.
+   * Chained hashes of the full blocks of the prompt, then of the output it will generate, for
+   * prefix caching (kvPool.ts): blocks of `blockSize` tokens, one token each for SGLang and
+   * llama.cpp. Key i names block i with all before it.
    */
   blockHashes?: readonly number[];
   /** A chat request: the front end renders its template (`frontendChatCpuS`). */
@@ -342,7 +349,7 @@ export class EngineModel {
     peakUsedBlocks: 0,
     peakRunning: 0,
   };
-  private readonly pool: BlockPool;
+  private readonly pool: KvPool;
   private readonly frontendNs: number;
   /** The API server's loop that chat requests pass first, where it costs CPU time. */
   private readonly chatFrontEnd?: FrontEndLoop<Sequence>;
@@ -358,9 +365,8 @@ export class EngineModel {
   private tgiDecodesSinceBatch = 0;
   /** SGLang's new_token_ratio: the share of max output it reserves per running request. */
   private newTokenRatio: number = SGLANG_NEW_TOKEN_RATIO.init;
-  /** llamacpp: each slot's sequence, and when it was last released (-1: never used). */
-  private readonly slotHolder: (Sequence | undefined)[] = [];
-  private readonly slotReleasedNs: number[] = [];
+  /** llamacpp: its slots, each keeping its last request's tokens (slotCache.ts). */
+  private readonly slots?: SlotPromptCache;
   /** Engine time (ns). */
   now = 0;
 
@@ -379,22 +385,29 @@ export class EngineModel {
           `the llamacpp personality models one llama-server on one device; --tp ${c.tp} is not modelled (llama.cpp splits layers across devices, not tensors): use --tp 1, and --dp for several servers`,
         );
       }
-      if (c.prefixCaching) {
-        // llama.cpp reuses a slot's own last prompt (cache_prompt), not vLLM's shared blocks.
-        throw new Error(
-          "the llamacpp personality does not model llama.cpp's prompt cache (each slot keeps its last prompt): leave out --enable-prefix-caching",
-        );
-      }
-      for (let i = 0; i < c.maxNumSeqs; i++) {
-        this.slotHolder.push(undefined);
-        this.slotReleasedNs.push(-1);
-      }
     }
     this.memory = planVllmMemory(c);
+    if (c.personality === 'llamacpp') {
+      this.slots = new SlotPromptCache(c.maxNumSeqs, {
+        unified: c.kvUnified ?? true,
+        cachePrompt: c.prefixCaching,
+        kvBytesPerToken: this.memory.kvBytesPerToken,
+        ...(c.cacheRamMiB !== undefined
+          ? {
+              hostCacheBytes:
+                c.cacheRamMiB < 0 ? Number.POSITIVE_INFINITY : c.cacheRamMiB * 1024 * 1024,
+            }
+          : {}),
+      });
+    }
     // SGLang and TensorRT-LLM start with the longest request lowered to what the pool holds.
     const served = this.memory.servedMaxModelLen;
     if (served !== undefined) this.config = { ...c, maxModelLen: served };
-    this.pool = new BlockPool(this.memory.numGpuBlocks);
+    // Each engine's own prefix cache (kvPool.ts); llama.cpp's lives in its slots (slotCache.ts).
+    this.pool =
+      c.personality === 'sglang' && c.prefixCaching
+        ? new RadixCache(this.memory.numGpuBlocks)
+        : new BlockPool(this.memory.numGpuBlocks);
     const llama = c.personality === 'llamacpp';
     this.cost = new StepCostModel({
       ...c,
@@ -456,8 +469,8 @@ export class EngineModel {
     if (w >= 0) this.waiting.splice(w, 1);
     const r = this.running.indexOf(seq);
     if (r >= 0) this.running.splice(r, 1);
-    this.releaseBlocks(seq);
     this.releaseSlot(seq);
+    this.releaseBlocks(seq);
   }
 
   get runningCount(): number {
@@ -471,6 +484,44 @@ export class EngineModel {
       if (this.waiting[i].readyNs <= this.now) n++;
     }
     return n;
+  }
+
+  /**
+   * Empties the prefix cache as the engine's reset route does, or refuses as the engine
+   * refuses. SGLang's `Scheduler.flush_cache` (python/sglang/srt/managers/scheduler.py) flushes
+   * only when fully idle: "Cache not flushed because there are pending requests" with any
+   * request waiting or running. vLLM's `BlockPool.reset_prefix_cache` refuses while any block
+   * is in use (vllm/v1/core/block_pool.py); a waiting request holds none. llama-server has no
+   * such route: its slots are erased one by one (`POST /slots/{id}?action=erase`), a busy one
+   * once it is idle; here every slot is erased at once, refused while any slot is busy.
+   * Without prefix caching nothing is cached, and the reset succeeds (vLLM answers it all the
+   * same).
+   */
+  resetPrefixCache(): { ok: true } | { ok: false; reason: string } {
+    const refused = this.canResetPrefixCache();
+    if (refused !== undefined) return { ok: false, reason: refused };
+    if (this.slots) this.pool.release(this.slots.eraseIdle());
+    else if (this.config.prefixCaching) this.pool.resetPrefixCache();
+    return { ok: true };
+  }
+
+  /** Why resetPrefixCache would refuse now, in the engine's words; undefined when it would not. */
+  canResetPrefixCache(): string | undefined {
+    const waiting = this.waiting.length - this.waitingHead;
+    if (this.config.personality === 'sglang' && (waiting > 0 || this.running.length > 0)) {
+      return `Cache not flushed because there are pending requests. #queue-req: ${waiting}, #running-req: ${this.running.length}`;
+    }
+    if (this.slots) {
+      return this.running.length > 0
+        ? `${this.running.length} slot(s) busy: llama.cpp's slots are erased only when idle`
+        : undefined;
+    }
+    if (!this.config.prefixCaching) return undefined;
+    const used = this.pool.used();
+    if (used > 0) {
+      return `Failed to reset prefix cache because some blocks (${used}) are not freed yet`;
+    }
+    return undefined;
   }
 
   /** Fraction of KV blocks holding live data (vLLM's `kv_cache_usage_perc`). */
@@ -604,7 +655,7 @@ export class EngineModel {
     for (const { seq, tokens: n, steps } of scheduled) {
       for (let k = 0; k < steps && !seq.done; k++) {
         seq.computed += n;
-        if (c.prefixCaching && seq.input.blockHashes) this.publishBlocks(seq);
+        if (c.prefixCaching && seq.input.blockHashes && !this.slots) this.publishBlocks(seq);
         if (seq.computed < seq.knownTokens) continue;
         if (seq.generated === 0 && seq.preemptions === 0) {
           this.counters.promptTokens += seq.input.promptTokens;
@@ -616,8 +667,11 @@ export class EngineModel {
         if (last) {
           seq.done = true;
           seq.finishedNs = endNs;
-          this.releaseBlocks(seq);
+          if (c.prefixCaching && seq.input.blockHashes && this.pool.cachesOutputOnFinish) {
+            this.publishBlocks(seq, true);
+          }
           this.releaseSlot(seq);
+          this.releaseBlocks(seq);
           finished++;
         }
         seq.listener.onToken(endNs, index, last);
@@ -636,9 +690,8 @@ export class EngineModel {
   }
 
   /**
-   * llama-server's iteration (server-context.cpp): each ready request takes the least recently
-   * released idle slot (get_available_slot's LRU: the last of equals; prompts are never similar
-   * enough to pick by cached prefix); then update_slots batches one token for every generating
+   * llama-server's iteration (server-context.cpp): each ready request takes an idle slot as
+   * get_available_slot picks it (takeSlot); then update_slots batches one token for every generating
    * slot and prompt tokens of the others, slot by slot in slot order, up to n_batch in all. The
    * KV never runs short with a stream per slot; a shared buffer that fills up fails every
    * running request in llama.cpp ("Context size has been exceeded"), which is not modelled
@@ -675,30 +728,53 @@ export class EngineModel {
 
   /** Puts `tokens` of a sequence in the batch, with KV cells for them. */
   private scheduleCells(batch: Batch, seq: Sequence, tokens: number): void {
-    const blocks = Math.min(
-      this.blocksFor(seq.computed + tokens) - this.heldBlocks(seq),
-      this.pool.available(),
-    );
+    const need = this.blocksFor(seq.computed + tokens) - this.heldBlocks(seq);
+    while (need > this.pool.available()) {
+      const freed = (this.slots as SlotPromptCache).purgeIdle();
+      if (freed === 0) break;
+      this.pool.release(freed);
+    }
+    const blocks = Math.min(need, this.pool.available());
     this.pool.allocate(blocks);
     seq.ownBlocks += Math.max(0, blocks);
     batch.scheduled.push({ seq, tokens, steps: 1 });
     batch.budget -= tokens;
   }
 
+  /**
+   * The slot llama-server gives a request (slotCache.ts): with its prompt cache on, the prefix
+   * it shares with the slot's last request is already computed there, and the cells past it go
+   * back to the buffer.
+   */
   private takeSlot(seq: Sequence): number {
-    let best = -1;
-    for (let i = 0; i < this.slotHolder.length; i++) {
-      if (this.slotHolder[i] !== undefined) continue;
-      if (best < 0 || this.slotReleasedNs[i] <= this.slotReleasedNs[best]) best = i;
+    const slots = this.slots as SlotPromptCache;
+    const keys = this.config.prefixCaching ? seq.input.blockHashes : undefined;
+    const { slot, reusedTokens, freedCells } = slots.take(
+      keys,
+      seq.knownTokens,
+      this.pool.available(),
+    );
+    // A prompt loaded from the host-memory cache may hold more cells than the slot had.
+    if (freedCells >= 0) this.pool.release(freedCells);
+    else this.pool.allocate(-freedCells);
+    seq.ownBlocks = reusedTokens;
+    seq.computed = reusedTokens;
+    if (this.config.prefixCaching && seq.preemptions === 0) {
+      // llama.cpp's `timings.cache_n` over the prompt tokens: vLLM's query/hit counters.
+      this.counters.prefixQueryTokens += seq.input.promptTokens;
+      this.counters.prefixHitTokens += reusedTokens;
+      seq.prefixHitTokens = reusedTokens;
     }
-    this.slotHolder[best] = seq;
-    return best;
+    return slot;
   }
 
+  /** The request leaves its slot; with the prompt cache on, the slot keeps its cells. */
   private releaseSlot(seq: Sequence): void {
-    if (seq.slot < 0) return;
-    this.slotHolder[seq.slot] = undefined;
-    this.slotReleasedNs[seq.slot] = this.now;
+    if (seq.slot < 0 || !this.slots) return;
+    const keep = this.config.prefixCaching ? seq.ownBlocks : 0;
+    this.slots.release(seq.slot, seq.input.blockHashes, keep, this.now);
+    this.pool.release(seq.ownBlocks - keep);
+    seq.ownBlocks = 0;
     seq.slot = -1;
   }
 
@@ -970,14 +1046,26 @@ export class EngineModel {
     return this.pool.evictableCount(hashes, count);
   }
 
-  private publishBlocks(seq: Sequence): void {
-    const hashes = seq.input.blockHashes as readonly number[];
-    const full = Math.min(hashes.length, Math.floor(seq.computed / this.config.blockSize));
-    while (seq.cachedBlocks < full && seq.ownBlocks > 0) {
-      this.pool.publish(hashes, seq.cachedBlocks);
-      seq.cachedBlocks++;
-      seq.ownBlocks--;
-    }
+  /**
+   * Caches the blocks a sequence computed, up to what the engine caches by now: every full
+   * block as it fills (vLLM, TensorRT-LLM); for SGLang the prompt as it is prefilled and the
+   * output when the request finishes (`finished`).
+   */
+  private publishBlocks(seq: Sequence, finished = false): void {
+    const keys = seq.input.blockHashes as readonly number[];
+    const tokens =
+      this.pool.cachesOutputOnFinish && !finished
+        ? Math.min(seq.computed, seq.input.promptTokens)
+        : seq.computed;
+    const full = Math.min(
+      keys.length,
+      Math.floor(tokens / this.config.blockSize),
+      seq.cachedBlocks + seq.ownBlocks,
+    );
+    if (full <= seq.cachedBlocks) return;
+    this.pool.publish(keys, seq.cachedBlocks, full);
+    seq.ownBlocks -= full - seq.cachedBlocks;
+    seq.cachedBlocks = full;
   }
 
   private releaseBlocks(seq: Sequence): void {
@@ -988,8 +1076,8 @@ export class EngineModel {
   }
 
   private preempt(seq: Sequence): void {
-    this.releaseBlocks(seq);
     this.releaseSlot(seq);
+    this.releaseBlocks(seq);
     seq.computed = 0;
     seq.preemptions++;
     this.counters.preemptions++;

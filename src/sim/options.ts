@@ -167,13 +167,13 @@ export const ENGINE_FLAGS: readonly FlagSpec[] = [
     flag: '--enable-prefix-caching',
     key: 'enablePrefixCaching',
     kind: 'boolean',
-    help: "reuse KV blocks of identical prompt prefixes (default: the engine's: on for vllm-v1 and sglang)",
+    help: "reuse KV blocks of identical prompt prefixes (default: the engine's: on for vllm-v1, sglang and llamacpp's per-slot cache)",
   },
   {
     flag: '--no-enable-prefix-caching',
     key: 'enablePrefixCaching',
     kind: 'boolean',
-    help: 'turn the prefix cache off (vLLM V1 and SGLang have it on)',
+    help: 'turn the prefix cache off (vLLM V1, SGLang and llama.cpp have it on)',
   },
   {
     flag: '--num-gpu-blocks-override <n>',
@@ -366,6 +366,15 @@ export const ENGINE_FLAGS: readonly FlagSpec[] = [
     native: { personalities: ['llamacpp'], sets: 'ubatchSize' },
   },
   {
+    flag: '--cache-ram <MiB>',
+    key: 'cacheRam',
+    kind: 'number',
+    integer: true,
+    min: -1,
+    help: 'llamacpp: host-memory prompt cache in MiB, 0 none, -1 no limit (default: 8192)',
+    native: { personalities: ['llamacpp'], sets: 'cacheRamMiB' },
+  },
+  {
     flag: '--kv-unified',
     key: 'kvUnified',
     kind: 'boolean',
@@ -434,6 +443,7 @@ export interface SimEngineSettings {
   batchSize?: number;
   ubatchSize?: number;
   kvUnified?: boolean;
+  cacheRam?: number;
 }
 
 /** The entries of `from` named in `keys` that are set. */
@@ -731,6 +741,7 @@ export function resolveEngine(given: SimEngineSettings): {
       'ctxTokens',
       'ubatchSize',
       'kvUnified',
+      'cacheRamMiB',
     ]),
     ...(numbers.nonKvOverheadGb !== undefined
       ? { nonKvOverheadBytes: numbers.nonKvOverheadGb * 1e9 }

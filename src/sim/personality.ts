@@ -205,7 +205,9 @@ export function personalityDefaults(
     case 'trtllm': {
       // TensorRT-LLM `BuildConfig` (tensorrt_llm/builder.py) and `trtllm-serve`: max_batch_size
       // 2048, max_num_tokens 8192, enable_chunked_prefill off; trtllm-build
-      // `--tokens_per_block` 64; `KvCacheConfig` free_gpu_memory_fraction 0.9, block reuse off.
+      // `--tokens_per_block` 64; `KvCacheConfig` free_gpu_memory_fraction 0.9, block reuse off
+      // (`executor.h` `KvCacheConfig(bool enableBlockReuse = false, ...)`; later releases turn it on,
+      // with partial-block reuse, not modelled); --enable-prefix-caching turns it on.
       // max_num_tokens stays 8192 without chunking: the PyTorch backend refuses a longer
       // prompt instead (`llmapi/llm.py _check_arguments`: "should not exceed max_num_tokens"),
       // and the engine builder raises it only with context FMHA off (`check_max_num_tokens`),
@@ -240,15 +242,16 @@ export function personalityDefaults(
       // llama-server (LLAMACPP, below): with no --parallel, 4 slots; n_batch 2048 tokens per
       // iteration, never above n_ctx; no paging, so one cell per token (block 1); prompts are
       // processed n_batch tokens at a time beside the slots' decodes (continuous batching on);
-      // the KV buffer is the whole n_ctx, not a share of memory. Its per-slot prompt cache
-      // (cache_prompt) keeps a slot's last prompt; not modelled (replayed prompts share nothing).
+      // the KV buffer is the whole n_ctx, not a share of memory. Its per-slot prompt cache is on
+      // (`cache_prompt` true by default in `task_params`): each slot keeps its last request's
+      // tokens (slotCache.ts); --no-enable-prefix-caching stands for cache_prompt false.
       return {
         gpuMemoryUtilization: 1,
         blockSize: 1,
         maxNumSeqs: LLAMACPP.autoParallel,
         maxNumBatchedTokens: LLAMACPP.nBatch,
         chunkedPrefill: true,
-        prefixCaching: false,
+        prefixCaching: true,
       };
     }
     default: {

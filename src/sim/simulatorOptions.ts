@@ -425,6 +425,7 @@ const SIMULATOR_OPTION_KEYS = {
   batchSize: true,
   ubatchSize: true,
   kvUnified: true,
+  cacheRam: true,
   engine: true,
   timing: true,
   timeScale: true,

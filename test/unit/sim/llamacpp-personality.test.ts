@@ -98,7 +98,7 @@ describe('llamacpp personality: defaults and the slots', () => {
     assert.equal(c.ubatchSize, 512);
     assert.equal(c.blockSize, 1);
     assert.equal(c.chunkedPrefill, true);
-    assert.equal(c.prefixCaching, false);
+    assert.equal(c.prefixCaching, true, "cache_prompt: each slot keeps its last request's tokens");
     assert.equal(new EngineModel(engine()).memory.numGpuBlocks, 4096, 'one cell per token');
   });
 
@@ -160,10 +160,6 @@ describe('llamacpp personality: defaults and the slots', () => {
     );
     assert.doesNotThrow(() => new EngineModel(engine({ gpu: tiny, ctxTokens: 4096 })));
     assert.throws(() => new EngineModel(engine({ tp: 2 })), /--tp 2 is not modelled/);
-    assert.throws(
-      () => new EngineModel(engine({ prefixCaching: true })),
-      /leave out --enable-prefix-caching/,
-    );
   });
 });
 
