@@ -574,6 +574,11 @@ class Search {
     });
     // A session's prompts grow with its history: a turn over max-model-len fails in the trial.
     if (this.o.traffic.mode === 'trace') {
+      if (!this.o.trace?.some((e) => e.hashIds !== undefined)) {
+        warnings.add(
+          'the trace names no prompt blocks (Mooncake hash_ids): its requests are sized as sharing no prefix',
+        );
+      }
       return this.traceCandidate(this.o.traffic, options, model, base, gpuId);
     }
     const longest = this.meanInput + this.meanOutput;

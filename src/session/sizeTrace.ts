@@ -19,6 +19,11 @@ export interface TraceReplayOptions {
   /** Tokens per block id (`--trace-block-tokens`). */
   blockTokens: number;
   source?: string;
+  /**
+   * false: records carry times and counts but no events (sim/virtual.ts), so no ITL; a reader
+   * of TTFT and E2E alone saves the time of building them.
+   */
+  events?: boolean;
   onRecord: (record: RequestRecord) => void;
 }
 
@@ -61,7 +66,7 @@ export function replayTraceVirtual(
       };
     },
     ...(keys ? { prefixKeys: keys } : {}),
-    events: false,
+    events: o.events !== false,
     onRecord: o.onRecord,
   });
   const counters = engine.summedCounters();

@@ -146,6 +146,17 @@ describe('size --trace', () => {
     assert.match(row.reason ?? '', /^\d+ of 240 trace requests are over max-model-len 2048$/);
   });
 
+  test('a trace without block ids is sized as sharing nothing, and says so', async () => {
+    const bare = entries.slice(0, 40).map(({ hashIds: _, ...e }) => e);
+    const result = await size({
+      ...options,
+      trace: bare,
+      traffic: { ...options.traffic, requests: bare.length },
+    });
+    assert.equal(result.deployments[0].prefixCacheHitRate, 0);
+    assert.ok(result.warnings.some((w) => /names no prompt blocks .*sharing no prefix/.test(w)));
+  });
+
   test('an SLO no number of replicas meets: the reason names --max-dp', async () => {
     const result = await size({ ...options, slo: 'ttft.p99<1', maxDp: 2 });
     assert.equal(result.deployments[0].feasible, false);
