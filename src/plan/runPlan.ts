@@ -1188,7 +1188,16 @@ export function redactPlan(plan: RunPlan): RunPlan {
       : {}),
     headers,
     ...(tls ? { tls: tlsSettingsOf(tls) } : {}),
-    ...(trace ? { trace: { path: trace.path, entries: [] } } : {}),
+    // The block size stays: calibrate reads the trace again and keys its blocks with it.
+    ...(trace
+      ? {
+          trace: {
+            path: trace.path,
+            entries: [],
+            ...(trace.blockTokens !== undefined ? { blockTokens: trace.blockTokens } : {}),
+          },
+        }
+      : {}),
     ...(dataset
       ? { dataset: { path: dataset.path, data: { format: dataset.data.format } as Dataset } }
       : {}),
