@@ -11,7 +11,7 @@ import { SummaryBuilder } from '../../../src/metrics/summary.js';
 import { renderHtmlReport } from '../../../src/report/html.js';
 import { renderSize, sizeTrafficText } from '../../../src/report/sizeText.js';
 import { createRng } from '../../../src/rng.js';
-import { type SizeOptions, size } from '../../../src/session/size.js';
+import { type SizeOptions, type SizeTraceTraffic, size } from '../../../src/session/size.js';
 import { prepareSize } from '../../../src/session/sizeOptions.js';
 import { replayTraceVirtual } from '../../../src/session/sizeTrace.js';
 import { EngineCluster } from '../../../src/sim/cluster.js';
@@ -151,7 +151,7 @@ describe('size --trace', () => {
     const result = await size({
       ...options,
       trace: bare,
-      traffic: { ...options.traffic, requests: bare.length },
+      traffic: { ...(options.traffic as SizeTraceTraffic), requests: bare.length },
     });
     assert.equal(result.deployments[0].prefixCacheHitRate, 0);
     assert.ok(result.warnings.some((w) => /names no prompt blocks .*sharing no prefix/.test(w)));
