@@ -495,6 +495,8 @@ interface Trial {
   preemptions: number;
   /** Replicas the summary's load was split over (absent: one). */
   replicas?: number;
+  /** Each SLO missed (its place in --slo), by how much (in its metric's unit). */
+  misses: { threshold: number; shortfall: number }[];
   prefixCacheHitRate?: number;
 }
 
@@ -730,9 +732,15 @@ class Search {
     };
     let failing = 0;
     let holding: number | undefined;
+    let saturated: number | undefined;
     for (let dp = 1; ; dp = Math.min(maxDp, dp * 2)) {
       if (at(dp).ok) {
         holding = dp;
+        break;
+      }
+      if (failing > 0 && !improved(at(failing), at(dp))) {
+        saturated = failing;
+        failing = dp;
         break;
       }
       failing = dp;
@@ -742,7 +750,10 @@ class Search {
       const last = at(failing);
       return {
         ...base,
-        reason: `misses the SLO even at --max-dp ${maxDp} replicas: ${last.failed.join('; ')}`,
+        reason:
+          saturated !== undefined
+            ? `misses the SLO at any number of replicas: ${saturated} and ${failing} miss it by about as much (${last.failed.join('; ')})`
+            : `misses the SLO even at --max-dp ${maxDp} replicas: ${last.failed.join('; ')}`,
         binding: bindingOf(last, model, 'latency'),
       };
     }
@@ -813,11 +824,15 @@ class Search {
   }
 
   /** A summary against the SLOs (and no failed request). */
-  private judged(summary: RunSummary): { summary: RunSummary; ok: boolean; failed: string[] } {
+  private judged(summary: RunSummary): Pick<Trial, 'summary' | 'ok' | 'failed' | 'misses'> {
     const evaluation = evaluateThresholds(summary, this.thresholds);
     const failed = evaluation.results.filter((r) => !r.ok).map((r) => r.message);
     if (summary.requests.failed > 0) failed.push(`${summary.requests.failed} requests failed`);
-    return { summary, ok: failed.length === 0, failed };
+    // By the threshold's place in --slo (the same in every trial).
+    const misses = evaluation.results.flatMap((r, i) =>
+      !r.ok && r.margin !== null ? [{ threshold: i, shortfall: -r.margin }] : [],
+    );
+    return { summary, ok: failed.length === 0, failed, misses };
   }
 
   private share(need: number, dp: number): number {
@@ -909,6 +924,23 @@ class Search {
       preemptions: replica.counters.preemptions,
     };
   }
+}
+
+/**
+ * Whether twice the replicas brought a trace's missed SLOs closer by more than 5 %: past where
+ * they do not, what misses is the requests themselves (the longest prompts on an idle engine),
+ * which no count of replicas mends. Failed requests alone are taken as mendable.
+ */
+function improved(before: Trial, after: Trial): boolean {
+  const shortfall = (t: Trial) => new Map(t.misses.map((m) => [m.threshold, m.shortfall] as const));
+  const was = shortfall(before);
+  const now = shortfall(after);
+  if (now.size === 0) return true;
+  for (const [threshold, missed] of now) {
+    const earlier = was.get(threshold);
+    if (earlier === undefined || missed < 0.95 * earlier) return true;
+  }
+  return false;
 }
 
 /** Requests a session of the scenario sends on average: its turns, or an agent's calls and answer. */

@@ -157,6 +157,19 @@ describe('size --trace', () => {
     assert.ok(result.warnings.some((w) => /names no prompt blocks .*sharing no prefix/.test(w)));
   });
 
+  test('an SLO that twice the replicas no longer brings closer: ruled out without trying up to --max-dp', async () => {
+    const result = await size({ ...options, slo: 'ttft.p99<1' });
+    const row = result.deployments[0];
+    assert.equal(row.feasible, false);
+    const m =
+      /^misses the SLO at any number of replicas: (\d+) and (\d+) miss it by about as much/.exec(
+        row.reason ?? '',
+      );
+    assert.ok(m, row.reason);
+    assert.equal(Number(m[2]), 2 * Number(m[1]));
+    assert.ok(Number(m[2]) < 64 && result.simulations === Math.log2(Number(m[2])) + 1);
+  });
+
   test('an SLO no number of replicas meets: the reason names --max-dp', async () => {
     const result = await size({ ...options, slo: 'ttft.p99<1', maxDp: 2 });
     assert.equal(result.deployments[0].feasible, false);
