@@ -34,13 +34,14 @@ async function meanTtftMs(withIds: boolean): Promise<number> {
     enablePrefixCaching: true,
   });
   assert.deepEqual(prepared.problems, []);
-  const plan = (prepared as PreparedRun & { plan: RunPlan }).plan;
+  const run = prepared as PreparedRun & { plan: RunPlan };
+  const { plan } = run;
   // The entries as the trace reader gives them with their ids (issue 55 part 1 reads them).
   plan.trace?.entries.forEach((e, i) => {
     if (withIds) Object.assign(e, { hashIds: lines[i].hash_ids });
     else delete (e as { hashIds?: unknown }).hashIds;
   });
-  const done = await runPlan(prepared as PreparedRun, { outputs: [], save: false });
+  const done = await runPlan(run, { outputs: [], save: false });
   const summary = done.results[0].summary;
   assert.equal(summary.requests.completed, 12);
   return summary.latency.ttftMs.mean;
