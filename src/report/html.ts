@@ -1493,7 +1493,7 @@ function sizeReport(input: Extract<ReportInput, { kind: 'size' }>, charts: Chart
       id: 'headline',
       html: `<p class="kicker">infergauge sizing report</p>
 <h1>${esc(headline)}</h1>
-<p class="facts">${esc(`${str(z.scenario) ?? ''}; ${fmtNumber(num(z.simulations) ?? 0)} virtual runs in ${fmtNumber(num(z.wallS) ?? 0, 1)} s.`)}</p>`,
+<p class="facts">${esc(`${[str(z.scenario), `${fmtNumber(num(z.simulations) ?? 0)} virtual runs in ${fmtNumber(num(z.wallS) ?? 0, 1)} s.`].filter((x) => x !== undefined).join('; ')}`)}</p>`,
     },
     ...warningsSection(arr(z.warnings).map((w) => ({ message: String(w) }))),
     {

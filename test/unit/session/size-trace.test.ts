@@ -136,6 +136,7 @@ describe('size --trace', () => {
       size: { schemaVersion: 1, traffic: options.traffic, slo: SLO, ...result },
     });
     assert.match(html, /<th[^>]*>hit rate<\/th>/);
+    assert.match(html, /<p class="facts">\d+ virtual runs in/);
     assert.ok(html.includes(`${(hit * 100).toFixed(1)}%`));
   });
 
