@@ -4,7 +4,8 @@
  * tried with the simulator (calibrated or not) in virtual time: memory first (an engine that
  * would not start is out at once), then one replica's capacity under the SLOs, found by
  * bisection inside an analytic bound, then the data-parallel replicas the traffic needs and the
- * latency at that operating point. The cost/latency Pareto front is marked.
+ * latency at that operating point. A trace is sized whole instead: the fewest replicas that
+ * serve its replay (traceCandidate). The cost/latency Pareto front is marked.
  */
 import { evaluateThresholds, parseThresholds, type Threshold } from '../analysis/thresholds.js';
 import type { BackendOptions } from '../backends/types.js';
