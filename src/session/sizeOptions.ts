@@ -149,6 +149,8 @@ export function prepareSize(flags: SizeFlags): PreparedSize {
       model,
       traffic,
       scenario,
+      // Hook: `traceImpliedHitRate` (SizeOptions) is the trace reader's measure of the sharing
+      // its ids imply (issue 55 part 1's traceImpliedHitRate); set it here where that exists.
       ...(trace ? { trace } : {}),
       slo,
       ...(requestSlo !== undefined ? { requestSlo } : {}),
