@@ -24,6 +24,12 @@ export function sizeCommand(): Command {
       'traffic: concurrent users, each sending its next request when answered (a session scenario: concurrent sessions)',
     )
     .option(
+      '--trace <file>',
+      'traffic: a trace (Mooncake JSONL with hash_ids, Azure CSV, JSONL), replayed whole with its lengths and prefix sharing; the fewest replicas that serve it are found',
+    )
+    .option('--trace-speed <x>', 'replay the trace x times faster (default: 1)')
+    .option('--trace-block-tokens <n>', 'tokens per hash_ids block of the trace (default: 512)')
+    .option(
       '--scenario <name>',
       'prompt and output lengths from a preset (default: chat); multi-turn and agent size sessions',
     )
@@ -86,6 +92,7 @@ async function sizeAction(o: Record<string, string | boolean | undefined>): Prom
     import('../session/sizeProgress.js'),
   ]);
   const prepared = prepareSize(o);
+  for (const note of prepared.notes ?? []) printNotice('size', note);
   if (!prepared.options) return printProblems('size', prepared.problems);
   const { traffic, scenario, slo } = prepared.options;
   const progress = sizeProgress({
@@ -119,7 +126,13 @@ async function sizeAction(o: Record<string, string | boolean | undefined>): Prom
     );
   }
   printWarnings('size', result.warnings);
-  const json = { traffic, scenario: describeScenario(scenario), slo, ...result };
+  // A trace sets every request's lengths: no scenario is sized.
+  const json = {
+    traffic,
+    ...(traffic.mode === 'trace' ? {} : { scenario: describeScenario(scenario) }),
+    slo,
+    ...result,
+  };
   const out = typeof o.out === 'string' ? o.out : undefined;
   if (out) {
     const { writeSizeResults } = await import('../session/sizeResults.js');
@@ -127,12 +140,16 @@ async function sizeAction(o: Record<string, string | boolean | undefined>): Prom
   }
   if (o.json) process.stdout.write(`${JSON.stringify(json, null, 2)}\n`);
   else {
-    const { renderSize, sizeTrafficText } = await import('../report/sizeText.js');
+    const [{ renderSize, sizeTrafficText }, { terminalSafe }] = await Promise.all([
+      import('../report/sizeText.js'),
+      import('../report/format.js'),
+    ]);
+    const trafficText = terminalSafe(sizeTrafficText(traffic));
     process.stdout.write(
       renderSize(
         result,
         prepared.top,
-        `${sizeTrafficText(traffic)} of ${describeScenario(scenario)}`,
+        traffic.mode === 'trace' ? trafficText : `${trafficText} of ${describeScenario(scenario)}`,
       ),
     );
     if (out) printNotice('size', `results: ${out}/size.json, ${out}/report.html`);

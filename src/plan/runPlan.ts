@@ -1321,12 +1321,14 @@ export function redactPlan(plan: RunPlan): RunPlan {
       : {}),
     headers,
     ...(tls ? { tls: tlsSettingsOf(tls) } : {}),
-    ...(trace ? { trace: { path: trace.path, entries: [], ...traceShaping(trace) } } : {}),
     ...(trace
       ? {
           trace: {
             path: trace.path,
             entries: [],
+            ...traceShaping(trace),
+            // calibrate reads the trace again and keys its blocks with the block size.
+            ...(trace.blockTokens !== undefined ? { blockTokens: trace.blockTokens } : {}),
             // The cap changes what was sent; the trace's own contents stay out of the manifest.
             ...(trace.toolWaitCapS !== undefined ? { toolWaitCapS: trace.toolWaitCapS } : {}),
           },

@@ -1463,6 +1463,9 @@ function sizeReport(input: Extract<ReportInput, { kind: 'size' }>, charts: Chart
   };
   const money = (v: number | undefined, digits = 2) =>
     v === undefined ? '-' : `$${fmtNumber(v, digits)}`;
+  // A trace's sizing says the prefix-cache hit rate each deployment ran at.
+  const hitRates = feasible.some((d) => num(d.prefixCacheHitRate) !== undefined);
+  const implied = num(z.traceImpliedHitRate);
   const tableRows = feasible.map((d, i) => [
     `${i + 1}${d.pareto === true ? '*' : ''}`,
     str(d.gpu) ?? '',
@@ -1478,6 +1481,7 @@ function sizeReport(input: Extract<ReportInput, { kind: 'size' }>, charts: Chart
     ms(ttft(d)),
     ms(num(obj(d.at)?.itlP99Ms)),
     `${d.headroomAtLeast === true ? '>=' : ''}${pct(num(d.headroom))}`,
+    ...(hitRates ? [pct(num(d.prefixCacheHitRate), 1)] : []),
     str(d.binding) ?? '',
   ]);
   const ruledOut = rows
@@ -1489,7 +1493,7 @@ function sizeReport(input: Extract<ReportInput, { kind: 'size' }>, charts: Chart
       id: 'headline',
       html: `<p class="kicker">infergauge sizing report</p>
 <h1>${esc(headline)}</h1>
-<p class="facts">${esc(`${str(z.scenario) ?? ''}; ${fmtNumber(num(z.simulations) ?? 0)} virtual runs in ${fmtNumber(num(z.wallS) ?? 0, 1)} s.`)}</p>`,
+<p class="facts">${esc(`${[str(z.scenario), `${fmtNumber(num(z.simulations) ?? 0)} virtual runs in ${fmtNumber(num(z.wallS) ?? 0, 1)} s.`].filter((x) => x !== undefined).join('; ')}`)}</p>`,
     },
     ...warningsSection(arr(z.warnings).map((w) => ({ message: String(w) }))),
     {
@@ -1512,11 +1516,18 @@ function sizeReport(input: Extract<ReportInput, { kind: 'size' }>, charts: Chart
           'p99 TTFT',
           'p99 ITL',
           'headroom',
+          ...(hitRates ? ['hit rate'] : []),
           'what binds one replica',
         ],
         tableRows.map((row) => row.map(esc)),
-        [1, 5, 6, 8, 14],
-      )}<p class="caption">* on the Pareto front. Latency and headroom are each replica at its share of the traffic.</p>`,
+        [1, 5, 6, 8, hitRates ? 15 : 14],
+      )}<p class="caption">* on the Pareto front. Latency and headroom are each replica at its share of the traffic.${
+        hitRates
+          ? esc(
+              ` Hit rate: the trace's prompt tokens the simulator served from the prefix cache at that deployment (the rate it assumed; replicas split the sharing)${implied !== undefined ? `; the trace's block ids imply ${pct(implied, 1)} with a cache that never evicts` : ''}.`,
+            )
+          : ''
+      }</p>`,
     },
     {
       kind: 'ruled-out',

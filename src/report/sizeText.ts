@@ -21,6 +21,8 @@ export interface SizeRow {
   costPerMillionOutputTokens?: number;
   binding?: string;
   pareto?: boolean;
+  /** A trace's prefix-cache hit rate at this deployment (the simulator's). */
+  prefixCacheHitRate?: number;
 }
 
 export interface SizeView {
@@ -32,6 +34,8 @@ export interface SizeView {
   deployments: SizeRow[];
   simulations: number;
   wallS: number;
+  /** The hit rate a trace's block ids imply, when the search was told it. */
+  traceImpliedHitRate?: number;
 }
 
 const money = (v: number | undefined, digits = 2) =>
@@ -39,12 +43,29 @@ const money = (v: number | undefined, digits = 2) =>
 const ms = (v: number | null | undefined) =>
   v == null ? '-' : v >= 100 ? v.toFixed(0) : v.toFixed(1);
 
-/** The traffic sized for: requests, or the sessions of a session scenario, per second or at once. */
+/**
+ * The traffic sized for: requests, or the sessions of a session scenario, per second or at once;
+ * or a trace (its file name is the user's: shown through terminalSafe or esc by the caller).
+ */
 export function sizeTrafficText(
-  traffic: { mode?: unknown; rate?: unknown; users?: unknown; sessions?: unknown },
+  traffic: {
+    mode?: unknown;
+    rate?: unknown;
+    users?: unknown;
+    sessions?: unknown;
+    source?: unknown;
+    requests?: unknown;
+    spanS?: unknown;
+    speed?: unknown;
+  },
   format: (n: number) => string = String,
 ): string {
   const sessions = traffic.sessions === true;
+  if (traffic.mode === 'trace') {
+    const source = typeof traffic.source === 'string' ? ` ${traffic.source}` : '';
+    const minutes = Number(traffic.spanS) / 60;
+    return `the trace${source} (${format(Number(traffic.requests))} requests over ${minutes >= 10 ? minutes.toFixed(0) : minutes.toFixed(1)} min${Number(traffic.speed) !== 1 ? ` at ${String(traffic.speed)}x` : ''})`;
+  }
   return traffic.mode === 'rate'
     ? `${format(Number(traffic.rate))} ${sessions ? 'sessions/s' : 'req/s'}`
     : `${format(Number(traffic.users))} ${sessions ? 'concurrent sessions' : 'users'}`;
@@ -75,6 +96,18 @@ export function renderSize(view: SizeView, top: number, traffic: string): string
           ? '-'
           : `${r.headroomAtLeast ? '>=' : ''}${Math.round(r.headroom * 100)}%`,
     },
+    ...(feasible.some((d) => d.prefixCacheHitRate !== undefined)
+      ? [
+          {
+            label: 'hit rate',
+            align: 'right' as const,
+            value: (r: SizeRow) =>
+              r.prefixCacheHitRate === undefined
+                ? '-'
+                : `${(r.prefixCacheHitRate * 100).toFixed(1)}%`,
+          },
+        ]
+      : []),
     { label: 'what binds one replica', align: 'left', value: (r) => terminalSafe(r.binding ?? '') },
   ];
   const ruledOut = new Map<string, number>();
@@ -107,6 +140,11 @@ export function renderSize(view: SizeView, top: number, traffic: string): string
     ...(feasible.length > 0
       ? [
           `* on the cost/latency Pareto front: no other deployment ${feasible.some((d) => d.costPerHour !== undefined) ? 'costs less per hour' : 'uses fewer GPUs'} and has a lower p99 TTFT. Latency and headroom are each replica at its share of the traffic.`,
+        ]
+      : []),
+    ...(feasible.some((d) => d.prefixCacheHitRate !== undefined)
+      ? [
+          `hit rate: the trace's prompt tokens the simulator served from the prefix cache at that deployment (the rate it assumed; replicas split the sharing)${view.traceImpliedHitRate !== undefined ? `; the trace's block ids imply ${(view.traceImpliedHitRate * 100).toFixed(1)}% with a cache that never evicts` : ''}.`,
         ]
       : []),
     ...(examples.length > 0 ? ['Ruled out:', ...examples] : []),

@@ -51,6 +51,7 @@ import {
 } from '../sim/options.js';
 import { agentTools } from '../workload/conversations.js';
 import type { Scenario } from '../workload/scenarios.js';
+import { readTrace, TRACE_BLOCK_TOKENS, type TraceEntry } from '../workload/trace.js';
 import { countWords, toolsPromptText } from '../workload/words.js';
 import type { CalibrateProgress } from './calibrateProgress.js';
 
@@ -341,6 +342,52 @@ function sharedPrefixTokens(manifest: Record<string, unknown> | undefined): numb
 }
 
 /**
+ * A trace replay's block ids, read again from the trace its manifest names (records and
+ * manifests keep no prompts, nor the trace's entries): request `id` was entry `id`. Only where
+ * every request's asked length is its entry's, so that a window or a changed file is never
+ * taken for the run's; else, and where the file is gone, the run is replayed sharing no prefix,
+ * as a run of single requests is, and said.
+ */
+function traceOfRun(
+  dir: string,
+  manifest: Record<string, unknown> | undefined,
+  records: readonly { id: number; requestedInputTokens: number }[],
+  warnings: string[],
+): { hashIdsOf: (id: number) => readonly number[] | undefined; blockTokens: number } | undefined {
+  const plan = manifest?.plan as { trace?: { path?: unknown; blockTokens?: unknown } } | undefined;
+  const path = plan?.trace?.path;
+  if (typeof path !== 'string') return undefined;
+  let entries: TraceEntry[];
+  try {
+    entries = readTrace(path);
+  } catch (err) {
+    warnings.push(
+      `${dir}: the trace it replayed cannot be read here (${(err as Error).message.split('\n')[0]}): its requests are replayed sharing no prefix`,
+    );
+    return undefined;
+  }
+  if (!entries.some((e) => e.hashIds !== undefined)) return undefined;
+  const unlike = records.filter((r) => {
+    const e = entries[r.id];
+    return !e || Math.max(1, e.inputTokens) !== r.requestedInputTokens;
+  }).length;
+  if (unlike > 0) {
+    warnings.push(
+      `${dir}: ${unlike} of ${records.length} requests did not ask for the lengths of ${path}'s entries (a window of it, or a changed file): its prefix sharing is not replayed`,
+    );
+    return undefined;
+  }
+  const blockTokens = plan?.trace?.blockTokens;
+  return {
+    hashIdsOf: (id) => entries[id]?.hashIds,
+    blockTokens:
+      typeof blockTokens === 'number' && Number.isSafeInteger(blockTokens) && blockTokens >= 1
+        ? blockTokens
+        : TRACE_BLOCK_TOKENS,
+  };
+}
+
+/**
  * The step probe's runs: for each prompt length processed alone (a closed loop of one), the
  * median prompt time the server reported. Runs at other loads are passed over with a warning
  * (a probe's larger batches); no reported prompt time at all is a problem.
@@ -449,11 +496,13 @@ async function readPoint(
   // What the reader skipped as damaged, said once per file (results/jsonl.ts ReadDamage).
   if (read.damage.damaged) warnings.push(read.damage.message() ?? read.damage.file);
   const label = relative(process.cwd(), dir) || dir;
+  const trace = traceOfRun(dir, manifest, records, warnings);
   const point = pointFromRecords(
     label,
     load as LoadSpec,
     records as RequestRecord[],
     sharedPrefixTokens(manifest),
+    trace,
   );
   if (!point.requests.some((r) => !r.warmup)) {
     problems.push(`${dir}: no measured request succeeded; leave it out`);

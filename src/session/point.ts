@@ -55,7 +55,7 @@ import {
   withReasoning,
 } from '../workload/scenarios.js';
 import type { Tokenizer } from '../workload/tokenizer.js';
-import { traceSessions } from '../workload/trace.js';
+import { TRACE_BLOCK_TOKENS, traceSessions } from '../workload/trace.js';
 import { loadWorkload } from '../workload/workload.js';
 import { type PointInfo, type SessionEvents, SNAPSHOT_INTERVAL_MS } from './events.js';
 import { environmentFields } from './serverEngine.js';
@@ -805,9 +805,10 @@ async function measureVirtual(
 ): Promise<Measured> {
   const { plan } = target;
   // The engine model is loaded only for virtual time: a live run never needs it.
-  const [{ EngineCluster }, { simulateRun }] = await Promise.all([
+  const [{ EngineCluster }, { simulateRun }, { tracePrefixKeys }] = await Promise.all([
     import('../sim/cluster.js'),
     import('../sim/virtual.js'),
+    import('../sim/traceKeys.js'),
   ]);
   const engine = new EngineCluster(target.engine);
   const warmupRequests = point.warmupRequests ?? 0;
@@ -842,6 +843,15 @@ async function measureVirtual(
   // Sessions, reasoning and tool calls go through the wire shapes (sim/wire.ts); plain
   // answers skip them, which is most of a sweep's cost.
   const shaped = 'nextSession' in workload || point.scenario.reasoning !== undefined;
+  // A trace's block ids share prompt blocks as its HTTP replay's texts do (sim/traceKeys.ts).
+  const traceKeys =
+    plan.trace && !point.nextRequest && 'nextRequest' in workload
+      ? tracePrefixKeys(
+          plan.trace.entries,
+          engine.config.blockSize,
+          plan.trace.blockTokens ?? TRACE_BLOCK_TOKENS,
+        )
+      : undefined;
   const builder = new SummaryBuilder(summaryContext(plan, point.load));
   const until = plan.until ? new UntilTracker(plan.until) : undefined;
   const startedMs = performance.now();
@@ -854,6 +864,7 @@ async function measureVirtual(
     seed: plan.seed,
     endpoint: plan.endpoint,
     ...workload,
+    ...(traceKeys ? { prefixKeys: traceKeys } : {}),
     ...(shaped
       ? { wire: { options: withReasoning(requestOptions(plan, target.model), point.scenario) } }
       : {}),

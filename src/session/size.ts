@@ -4,7 +4,8 @@
  * tried with the simulator (calibrated or not) in virtual time: memory first (an engine that
  * would not start is out at once), then one replica's capacity under the SLOs, found by
  * bisection inside an analytic bound, then the data-parallel replicas the traffic needs and the
- * latency at that operating point. The cost/latency Pareto front is marked.
+ * latency at that operating point. A trace is sized whole instead: the fewest replicas that
+ * serve its replay (traceCandidate). The cost/latency Pareto front is marked.
  */
 import { evaluateThresholds, parseThresholds, type Threshold } from '../analysis/thresholds.js';
 import type { BackendOptions } from '../backends/types.js';
@@ -21,16 +22,36 @@ import { simulateRun } from '../sim/virtual.js';
 import type { ConversationWorkload } from '../workload/conversations.js';
 import { meanOf, sampleLength, streamSeed } from '../workload/distributions.js';
 import { isSessionScenario, type Scenario, withReasoning } from '../workload/scenarios.js';
+import { type TraceEntry, traceLoad } from '../workload/trace.js';
 import { loadWorkload } from '../workload/workload.js';
 import { type PriceTable, priceOf, pricesProblems } from './sizePrices.js';
+import { replayTraceVirtual } from './sizeTrace.js';
 
 /**
  * The traffic to serve: an open-loop request rate, or concurrent users (closed loop); with
- * `sessions`, a session scenario's sessions per second, or sessions at once.
+ * `sessions`, a session scenario's sessions per second, or sessions at once; or a trace
+ * (`SizeOptions.trace`), replayed whole.
  */
-export type SizeTraffic = ({ mode: 'rate'; rate: number } | { mode: 'users'; users: number }) & {
-  sessions?: true;
-};
+export type SizeTraffic =
+  | (({ mode: 'rate'; rate: number } | { mode: 'users'; users: number }) & { sessions?: true })
+  | SizeTraceTraffic;
+
+/**
+ * A trace as the traffic: its entries (`SizeOptions.trace`) replayed whole at `speed`, split over
+ * the replicas by the cluster's router. What size.json says of it, not the entries.
+ */
+export interface SizeTraceTraffic {
+  mode: 'trace';
+  /** The trace file. */
+  source?: string;
+  /** `--trace-speed`: 2 replays twice as fast. */
+  speed: number;
+  /** Tokens per block id (`--trace-block-tokens`). */
+  blockTokens: number;
+  requests: number;
+  /** Trace time from the first to the last arrival over the speed, seconds. */
+  spanS: number;
+}
 
 /** The axes of the search: every combination is a candidate. */
 export interface SizeSpace {
@@ -49,8 +70,15 @@ export interface SizeSpace {
 export interface SizeOptions {
   model: string;
   traffic: SizeTraffic;
-  /** Prompt and output lengths (a preset scenario with any overrides); single requests only. */
+  /** Prompt and output lengths (a preset scenario with any overrides); unused with a trace. */
   scenario: Scenario;
+  /** The trace's requests, with traffic `{ mode: 'trace' }`: they are the run (no `requests`). */
+  trace?: readonly TraceEntry[];
+  /**
+   * The prefix-cache hit rate the trace implies (its repeated blocks over an unbounded cache),
+   * told beside each deployment's measured rate; given by the caller that computed it.
+   */
+  traceImpliedHitRate?: number;
   /** Run-level SLOs, as `--threshold` reads them (`ttft.p99<500`, `sloAttainment>=0.9`). */
   slo: string;
   /** Per-request SLO for goodput (`ttft<500,tpot<50`), when `slo` names sloAttainment or goodput. */
@@ -117,6 +145,11 @@ export interface SizedDeployment {
   costPerMillionOutputTokens?: number;
   /** What stops one replica from taking more: an SLO, KV memory, or its step's bound. */
   binding?: string;
+  /**
+   * A trace's prompt tokens served from the prefix cache at this deployment, all replicas
+   * together (the simulator's measure over the replay: it falls as replicas split the sharing).
+   */
+  prefixCacheHitRate?: number;
   /** On the cost/latency Pareto front (no other deployment is both cheaper and faster). */
   pareto?: boolean;
 }
@@ -128,6 +161,8 @@ export interface SizeResult {
   /** The search was stopped before every candidate was evaluated: the ranking is of `evaluated`. */
   interrupted?: true;
   deployments: SizedDeployment[];
+  /** A trace's implied prefix-cache hit rate (SizeOptions.traceImpliedHitRate), when given. */
+  traceImpliedHitRate?: number;
   /** Virtual runs made, and the wall time of the whole search. */
   simulations: number;
   wallS: number;
@@ -153,8 +188,30 @@ export class SizeError extends Error {
 function optionProblems(o: SizeOptions): string[] {
   const problems: string[] = [];
   const whole = (v: unknown, min: number) => Number.isSafeInteger(v) && (v as number) >= min;
-  const t = o.traffic as { mode?: unknown; rate?: unknown; users?: unknown } | undefined;
-  if (t?.mode === 'rate') {
+  const t = o.traffic as
+    | { mode?: unknown; rate?: unknown; users?: unknown; speed?: unknown; blockTokens?: unknown }
+    | undefined;
+  if (t?.mode === 'trace') {
+    if (!Array.isArray(o.trace) || o.trace.length === 0) {
+      problems.push("traffic { mode: 'trace' } needs the trace's entries in trace");
+    }
+    if (!(typeof t.speed === 'number' && Number.isFinite(t.speed) && t.speed > 0)) {
+      problems.push(`traffic.speed must be a finite number > 0 (got ${String(t.speed)})`);
+    }
+    if (!whole(t.blockTokens, 1)) {
+      problems.push(
+        `traffic.blockTokens must be a whole number >= 1 (got ${String(t.blockTokens)})`,
+      );
+    }
+    if (o.requests !== undefined) {
+      problems.push("requests does not apply to a trace: the trace's requests are the run");
+    }
+    if (isSessionScenario(o.scenario)) {
+      problems.push('a trace is sized as single requests: a session scenario does not apply');
+    }
+  } else if (o.trace !== undefined) {
+    problems.push("trace is given but traffic is not { mode: 'trace' }");
+  } else if (t?.mode === 'rate') {
     if (!(typeof t.rate === 'number' && Number.isFinite(t.rate) && t.rate > 0)) {
       problems.push(
         `traffic.rate must be a finite number of requests per second > 0 (got ${String(t.rate)})`,
@@ -163,7 +220,11 @@ function optionProblems(o: SizeOptions): string[] {
   } else if (t?.mode === 'users') {
     if (!whole(t.users, 1))
       problems.push(`traffic.users must be a whole number >= 1 (got ${String(t.users)})`);
-  } else problems.push("traffic must be { mode: 'rate', rate } or { mode: 'users', users }");
+  } else {
+    problems.push(
+      "traffic must be { mode: 'rate', rate }, { mode: 'users', users } or { mode: 'trace', ... }",
+    );
+  }
   if (o.requests !== undefined && !whole(o.requests, 20)) {
     problems.push(`requests must be a whole number >= 20 (got ${String(o.requests)})`);
   }
@@ -280,6 +341,7 @@ function finish(
     evaluated: deployments.length,
     ...(deployments.length < candidateCount ? { interrupted: true as const } : {}),
     deployments,
+    ...(o.traceImpliedHitRate !== undefined ? { traceImpliedHitRate: o.traceImpliedHitRate } : {}),
     simulations,
     wallS: (performance.now() - started) / 1000,
     warnings: [...warnings],
@@ -423,13 +485,20 @@ function candidates(s: SizeSpace): Candidate[] {
   return out;
 }
 
-/** One replica's virtual run at a load: its summary and the engine's counters. */
+/** One replica's virtual run at a load (or a trace's over `replicas`): its summary and counters. */
 interface Trial {
   summary: RunSummary;
   ok: boolean;
   failed: string[];
+  /** The fullest replica's. */
   kvPeak: number;
+  /** The most of one replica. */
   preemptions: number;
+  /** Replicas the summary's load was split over (absent: one). */
+  replicas?: number;
+  /** Each SLO missed (its place in --slo), by how much (in its metric's unit). */
+  misses: { threshold: number; shortfall: number }[];
+  prefixCacheHitRate?: number;
 }
 
 class Search {
@@ -507,6 +576,14 @@ class Search {
       kvCacheDtype: model.config.kvDtype,
     });
     // A session's prompts grow with its history: a turn over max-model-len fails in the trial.
+    if (this.o.traffic.mode === 'trace') {
+      if (!this.o.trace?.some((e) => e.hashIds !== undefined)) {
+        warnings.add(
+          'the trace names no prompt blocks (Mooncake hash_ids): its requests are sized as sharing no prefix',
+        );
+      }
+      return this.traceCandidate(this.o.traffic, options, model, base, gpuId);
+    }
     const longest = this.meanInput + this.meanOutput;
     if (!this.sessions && longest > model.config.maxModelLen) {
       return {
@@ -514,7 +591,8 @@ class Search {
         reason: `mean request (${Math.round(longest)} tokens) is over max-model-len ${model.config.maxModelLen}`,
       };
     }
-    const need = this.o.traffic.mode === 'rate' ? this.o.traffic.rate : this.o.traffic.users;
+    const traffic = this.o.traffic;
+    const need = traffic.mode === 'rate' ? traffic.rate : traffic.users;
     const bound = this.loadBound(model);
     const maxDp = this.o.maxDp ?? DEFAULT_MAX_DP;
     // Light load first: an SLO missed there is missed at any number of replicas.
@@ -621,6 +699,143 @@ class Search {
     };
   }
 
+  /**
+   * A trace: the fewest replicas that serve its replay within the SLOs, each trial the whole
+   * trace over `dp` replicas behind the cluster's router (which splits its sharing too):
+   * doubling from one replica to the first that holds, then bisecting below it.
+   */
+  private traceCandidate(
+    traffic: SizeTraceTraffic,
+    options: EngineModelOptions,
+    model: EngineModel,
+    base: SizedDeployment,
+    gpuId: string,
+  ): SizedDeployment {
+    const entries = this.o.trace ?? [];
+    const refused = entries.filter(
+      (e) => model.validate(Math.max(1, e.inputTokens), Math.max(1, e.outputTokens)) !== undefined,
+    ).length;
+    if (refused > 0) {
+      return {
+        ...base,
+        reason: `${refused} of ${entries.length} trace requests are over max-model-len ${model.config.maxModelLen}`,
+      };
+    }
+    const maxDp = this.o.maxDp ?? DEFAULT_MAX_DP;
+    const trials = new Map<number, Trial>();
+    const at = (dp: number): Trial => {
+      let t = trials.get(dp);
+      if (!t) {
+        t = this.traceTrial(options, dp, traffic);
+        trials.set(dp, t);
+      }
+      return t;
+    };
+    let failing = 0;
+    let holding: number | undefined;
+    let saturated: number | undefined;
+    for (let dp = 1; ; dp = Math.min(maxDp, dp * 2)) {
+      if (at(dp).ok) {
+        holding = dp;
+        break;
+      }
+      if (failing > 0 && !improved(at(failing), at(dp))) {
+        saturated = failing;
+        failing = dp;
+        break;
+      }
+      failing = dp;
+      if (dp >= maxDp) break;
+    }
+    if (holding === undefined) {
+      const last = at(failing);
+      return {
+        ...base,
+        reason:
+          saturated !== undefined
+            ? `misses the SLO at any number of replicas: ${saturated} and ${failing} miss it by about as much (${last.failed.join('; ')})`
+            : `misses the SLO even at --max-dp ${maxDp} replicas: ${last.failed.join('; ')}`,
+        binding: bindingOf(last, model, 'latency'),
+      };
+    }
+    while (holding - failing > 1) {
+      const mid = Math.floor((failing + holding) / 2);
+      if (at(mid).ok) holding = mid;
+      else failing = mid;
+    }
+    const dp = holding;
+    const chosen = at(dp);
+    const gpus = dp * model.config.tp;
+    const price = priceOf(this.o.prices, gpuId, options.gpu.id);
+    const outputTokens = entries.reduce((sum, e) => sum + Math.max(1, e.outputTokens), 0);
+    const totalTokPerS = traffic.spanS > 0 ? outputTokens / traffic.spanS : 0;
+    const costPerHour = price !== undefined ? price * gpus : undefined;
+    return {
+      ...base,
+      dp,
+      gpus,
+      feasible: true,
+      at: pointMetrics(chosen),
+      ...(chosen.prefixCacheHitRate !== undefined
+        ? { prefixCacheHitRate: chosen.prefixCacheHitRate }
+        : {}),
+      ...(costPerHour !== undefined
+        ? {
+            costPerHour,
+            costPerMillionOutputTokens:
+              totalTokPerS > 0 ? (costPerHour / (totalTokPerS * 3600)) * 1e6 : undefined,
+          }
+        : {}),
+      binding:
+        failing > 0
+          ? bindingOf(at(failing), model, 'load')
+          : `none within the traffic (${stepBound(model, chosen)})`,
+    };
+  }
+
+  /** The whole trace over `dp` replicas. */
+  private traceTrial(options: EngineModelOptions, dp: number, traffic: SizeTraceTraffic): Trial {
+    this.simulations++;
+    const engine = new EngineCluster(
+      Array.from({ length: dp }, () => new EngineModel({ ...options, dp: 1 })),
+    );
+    const entries = this.o.trace ?? [];
+    const builder = new SummaryBuilder({
+      load: traceLoad(entries, { speed: traffic.speed }),
+      ...(this.requestSlo ? { slo: this.requestSlo } : {}),
+      latencyKeys: this.latencyKeys,
+    });
+    const replay = replayTraceVirtual(engine, {
+      entries,
+      speed: traffic.speed,
+      blockTokens: traffic.blockTokens,
+      onRecord: (r) => builder.add(r),
+    });
+    return {
+      ...this.judged(builder.build()),
+      kvPeak: Math.max(
+        ...engine.replicas.map((m) => m.counters.peakUsedBlocks / m.memory.numGpuBlocks),
+      ),
+      preemptions: Math.max(...engine.replicas.map((m) => m.counters.preemptions)),
+      replicas: dp,
+      ...(replay.prefixCacheHitRate !== undefined
+        ? { prefixCacheHitRate: replay.prefixCacheHitRate }
+        : {}),
+    };
+  }
+
+  /** A summary against the SLOs (and no failed request). */
+  private judged(summary: RunSummary): Pick<Trial, 'summary' | 'ok' | 'failed' | 'misses'> {
+    const evaluation = evaluateThresholds(summary, this.thresholds);
+    const failed = evaluation.results.filter((r) => !r.ok).map((r) => r.message);
+    if (summary.requests.failed > 0) failed.push(`${summary.requests.failed} requests failed`);
+    // By the threshold's place in --slo (the same in every trial).
+    const misses = evaluation.results.flatMap((r, i) =>
+      !r.ok && r.margin !== null ? [{ threshold: i, shortfall: -r.margin }] : [],
+    );
+    return { summary, ok: failed.length === 0, failed, misses };
+  }
+
   private share(need: number, dp: number): number {
     return this.o.traffic.mode === 'rate' ? need / dp : Math.ceil(need / dp);
   }
@@ -703,20 +918,30 @@ class Search {
         },
       });
     }
-    const summary = builder.build();
-    const evaluation = evaluateThresholds(summary, this.thresholds);
     const replica = engine.replicas[0];
-    const failedRequests = summary.requests.failed;
-    const failed = evaluation.results.filter((r) => !r.ok).map((r) => r.message);
-    if (failedRequests > 0) failed.push(`${failedRequests} requests failed`);
     return {
-      summary,
-      ok: failed.length === 0,
-      failed,
+      ...this.judged(builder.build()),
       kvPeak: replica.counters.peakUsedBlocks / replica.memory.numGpuBlocks,
       preemptions: replica.counters.preemptions,
     };
   }
+}
+
+/**
+ * Whether twice the replicas brought a trace's missed SLOs closer by more than 5 %: past where
+ * they do not, what misses is the requests themselves (the longest prompts on an idle engine),
+ * which no count of replicas mends. Failed requests alone are taken as mendable.
+ */
+function improved(before: Trial, after: Trial): boolean {
+  const shortfall = (t: Trial) => new Map(t.misses.map((m) => [m.threshold, m.shortfall] as const));
+  const was = shortfall(before);
+  const now = shortfall(after);
+  if (now.size === 0) return true;
+  for (const [threshold, missed] of now) {
+    const earlier = was.get(threshold);
+    if (earlier === undefined || missed < 0.95 * earlier) return true;
+  }
+  return false;
 }
 
 /** Requests a session of the scenario sends on average: its turns, or an agent's calls and answer. */
@@ -733,13 +958,14 @@ function sessionRequestOptions(s: Scenario, model: string): BackendOptions {
 
 function pointMetrics(t: Trial): SizePointMetrics {
   const l = t.summary.latency;
+  const replicas = t.replicas ?? 1;
   const p99 = (d: { count: number; p99: number } | undefined) =>
     d && d.count > 0 && Number.isFinite(d.p99) ? d.p99 : null;
   return {
     ttftP99Ms: p99(l.ttftMs),
     itlP99Ms: p99(l.itlMs),
     tpotP99Ms: p99(l.tpotMs),
-    outputTokPerS: t.summary.throughput.outputTokensPerS,
+    outputTokPerS: t.summary.throughput.outputTokensPerS / replicas,
     kvPeak: t.kvPeak,
     preemptions: t.preemptions,
   };
@@ -763,7 +989,7 @@ function stepBound(model: EngineModel, t: Trial): string {
   const counted = Math.max(1, t.summary.requests.completed);
   const meanInput = t.summary.tokens.input / counted;
   const meanOutput = t.summary.tokens.output / counted;
-  const batch = Math.max(1, Math.round(t.summary.load.meanConcurrency));
+  const batch = Math.max(1, Math.round(t.summary.load.meanConcurrency / (t.replicas ?? 1)));
   const context = meanInput + meanOutput / 2;
   const s = model.cost.stepTime({
     tokens: batch,

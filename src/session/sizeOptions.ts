@@ -6,6 +6,7 @@
 import { parseFlagNumber } from '../flagNumber.js';
 import { engineVersionProblem } from '../sim/personality.js';
 import { isSessionScenario, parseScenarioList, withLengths } from '../workload/scenarios.js';
+import { readTrace, TRACE_BLOCK_TOKENS, type TraceEntry } from '../workload/trace.js';
 import type { SizeOptions } from './size.js';
 import { readPriceFile } from './sizePrices.js';
 
@@ -19,6 +20,8 @@ export interface PreparedSize {
   /** Rows to show (default 15). */
   top: number;
   problems: string[];
+  /** What reading the trace did to it (sorted, shifted), to tell the user. */
+  notes?: string[];
 }
 
 const flagOf = (key: string) => `--${key.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`;
@@ -52,9 +55,41 @@ export function prepareSize(flags: SizeFlags): PreparedSize {
   if (!model)
     problems.push('--model is required: a preset (infergauge sim --list) or a config.json');
   let traffic: SizeOptions['traffic'] | undefined;
-  if ((str('rate') === undefined) === (str('users') === undefined)) {
+  const tracePath = str('trace');
+  let trace: TraceEntry[] | undefined;
+  const notes: string[] = [];
+  if (tracePath !== undefined) {
+    // The trace is the traffic, its lengths and its request count: nothing may set them again.
+    for (const k of ['rate', 'users', 'requests', 'scenario', 'inputTokens', 'outputTokens']) {
+      if (str(k) !== undefined) {
+        problems.push(
+          `${flagOf(k)} cannot be combined with --trace: the trace sets ${k === 'rate' || k === 'users' ? 'the traffic' : k === 'requests' ? 'the requests (all of them are replayed)' : "each request's lengths"}`,
+        );
+      }
+    }
+    const speed = number('traceSpeed', { above: 0 }) ?? 1;
+    const blockTokens = number('traceBlockTokens', { integer: true, min: 1 }) ?? TRACE_BLOCK_TOKENS;
+    try {
+      trace = readTrace(tracePath, undefined, (note) => notes.push(note));
+      const spanMs = trace[trace.length - 1].atMs;
+      traffic = {
+        mode: 'trace',
+        source: tracePath,
+        speed,
+        blockTokens,
+        requests: trace.length,
+        spanS: spanMs / 1000 / speed,
+      };
+    } catch (err) {
+      problems.push(`--trace: ${(err as Error).message}`);
+    }
+  } else if (str('traceSpeed') !== undefined || str('traceBlockTokens') !== undefined) {
     problems.push(
-      'give the traffic as --rate (requests per second) or --users (concurrent users), one of them',
+      `${str('traceSpeed') !== undefined ? '--trace-speed' : '--trace-block-tokens'} applies only with --trace`,
+    );
+  } else if ((str('rate') === undefined) === (str('users') === undefined)) {
+    problems.push(
+      'give the traffic as --rate (requests per second), --users (concurrent users) or --trace (a trace file), one of them',
     );
   } else {
     const rate = number('rate', { above: 0 });
@@ -100,9 +135,13 @@ export function prepareSize(flags: SizeFlags): PreparedSize {
   } catch (err) {
     problems.push((err as Error).message);
   }
-  if (problems.length > 0 || !model || !traffic || !slo || !scenario) return { top, problems };
+  if (problems.length > 0 || !model || !traffic || !slo || !scenario) {
+    return { top, problems, ...(notes.length > 0 ? { notes } : {}) };
+  }
   // A session scenario's traffic counts sessions (runLoadgen's unit), and says so.
-  if (isSessionScenario(scenario)) traffic = { ...traffic, sessions: true };
+  if (isSessionScenario(scenario) && traffic.mode !== 'trace') {
+    traffic = { ...traffic, sessions: true };
+  }
   const requestSlo = str('requestSlo');
   const calibration = str('calibration');
   return {
@@ -110,6 +149,9 @@ export function prepareSize(flags: SizeFlags): PreparedSize {
       model,
       traffic,
       scenario,
+      // Hook: `traceImpliedHitRate` (SizeOptions) is the trace reader's measure of the sharing
+      // its ids imply (issue 55 part 1's traceImpliedHitRate); set it here where that exists.
+      ...(trace ? { trace } : {}),
       slo,
       ...(requestSlo !== undefined ? { requestSlo } : {}),
       space: {
@@ -142,5 +184,6 @@ export function prepareSize(flags: SizeFlags): PreparedSize {
     ...(threads !== undefined ? { threads } : {}),
     top,
     problems,
+    ...(notes.length > 0 ? { notes } : {}),
   };
 }

@@ -29,6 +29,7 @@ import { EngineCluster } from './cluster.js';
 import { type EngineModelOptions, resolveEngineConfig } from './engineModel.js';
 import { efficiencyOf } from './options.js';
 import { gemmFormat } from './roofline.js';
+import { TraceBlockKeys } from './traceKeys.js';
 import { simulateRun } from './virtual.js';
 
 export const METRIC_KEYS = ['ttftMs', 'tpotMs', 'outputTokPerS'] as const;
@@ -41,6 +42,8 @@ export interface CalibrationRequest {
   warmup: boolean;
   /** When the load wanted it sent, ms from the run's start (open loop: its arrival). */
   scheduledMs: number;
+  /** A trace replay's request: its entry's block ids (Mooncake `hash_ids`), where it had them. */
+  hashIds?: readonly number[];
 }
 
 /** One session of a measured session run: its steps, each one or more requests sent together. */
@@ -72,6 +75,11 @@ export interface CalibrationPoint {
    * cache shares across sessions.
    */
   sharedPrefixTokens?: number;
+  /**
+   * A trace replay whose requests carry their block ids: tokens per block id. The replay keys
+   * its prefix cache by them (sim/traceKeys.ts), as the server's cache shared those prompts.
+   */
+  traceBlockTokens?: number;
   measured: PointMetrics;
   /** The statistic of `measured`'s TTFT and TPOT (default: medians); the replay reads the same. */
   statistics?: PointStatistics;
@@ -228,6 +236,8 @@ export function pointFromRecords(
   load: LoadSpec,
   records: readonly RequestRecord[],
   sharedPrefixTokens?: number,
+  /** A trace replay's block ids by request id, and their block size. */
+  trace?: { hashIdsOf: (id: number) => readonly number[] | undefined; blockTokens: number },
 ): CalibrationPoint {
   const kept = records
     .filter((r) => !r.error && r.firstTokenAt !== undefined)
@@ -235,14 +245,19 @@ export function pointFromRecords(
   const point: CalibrationPoint = {
     label,
     load,
-    requests: kept.map((r) => ({
-      inputTokens: r.inputTokens ?? r.requestedInputTokens,
-      outputTokens: r.outputTokens,
-      warmup: r.phase === 'warmup',
-      scheduledMs: r.scheduledAt,
-    })),
+    requests: kept.map((r) => {
+      const hashIds = trace?.hashIdsOf(r.id);
+      return {
+        inputTokens: r.inputTokens ?? r.requestedInputTokens,
+        outputTokens: r.outputTokens,
+        warmup: r.phase === 'warmup',
+        scheduledMs: r.scheduledAt,
+        ...(hashIds ? { hashIds } : {}),
+      };
+    }),
     measured: pointMetrics(kept),
   };
+  if (trace && point.requests.some((r) => r.hashIds)) point.traceBlockTokens = trace.blockTokens;
   if (records.some((r) => r.sessionId !== undefined)) {
     point.sessions = sessionsOf(records);
     if (sharedPrefixTokens) point.sharedPrefixTokens = sharedPrefixTokens;
@@ -291,7 +306,8 @@ function sessionsOf(records: readonly RequestRecord[]): CalibrationSession[] {
  * Replays a point in virtual time on the engine `options` describe and measures it. Each request
  * carries only its length: records do not keep prompts, so shared prefixes of single requests
  * cannot be replayed and the engine's prefix cache is off for them (calibrate from runs of
- * random prompts, as the synthetic scenarios are). A session run is replayed session by session,
+ * random prompts, as the synthetic scenarios are), but for a trace replay's requests with block
+ * ids, which name what their prompts shared. A session run is replayed session by session,
  * with the cache as the engine has it: see replaySessions.
  */
 export function replayPoint(options: EngineModelOptions, point: CalibrationPoint): PointMetrics {
@@ -309,11 +325,16 @@ export function replayRecords(
   events = true,
 ): RequestRecord[] {
   if (point.sessions) return replaySessions(options, point, point.sessions, events);
-  const engine = new EngineCluster({ ...options, prefixCaching: false });
+  const traced = point.traceBlockTokens !== undefined;
+  const engine = new EngineCluster(traced ? options : { ...options, prefixCaching: false });
   const warmup = point.requests.filter((r) => r.warmup);
   const measured = point.requests.filter((r) => !r.warmup);
   const ordered = [...warmup, ...measured];
   const records: RequestRecord[] = [];
+  const keys =
+    point.traceBlockTokens !== undefined
+      ? new TraceBlockKeys(engine.config.blockSize, point.traceBlockTokens)
+      : undefined;
   simulateRun({
     engine,
     load: replayLoad(point.load, ordered),
@@ -322,6 +343,12 @@ export function replayRecords(
     seed: 1,
     endpoint: 'completions',
     nextRequest: (id): RequestSpec => lengthsOnly(ordered[id]),
+    ...(keys
+      ? {
+          prefixKeys: (id: number, spec: RequestSpec, promptTokens: number) =>
+            keys.keys(ordered[id].hashIds, promptTokens, spec.requestedOutputTokens),
+        }
+      : {}),
     events,
     onRecord: (record) => records.push(record),
   });

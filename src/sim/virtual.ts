@@ -45,9 +45,10 @@ export interface VirtualRunOptions {
   wire?: { options: BackendOptions; answers?: AnswerOptions };
   /**
    * A replay's own prefix-cache keys for request `id` (the chained hashes of its prompt's and
-   * answer's full blocks), where its prompt is known by length only; else they are the words'.
+   * answer's full blocks), where its prompt is known by length only, or by a trace's block ids
+   * (traceKeys.ts); else they are the words'.
    */
-  prefixKeys?: (id: number, spec: RequestSpec) => readonly number[];
+  prefixKeys?: (id: number, spec: RequestSpec, promptTokens: number) => readonly number[];
   /**
    * false: a plain answer's record carries its times and counts but no events (empty lists).
    * A reader of times alone (calibrate's replays, thousands per fit) spent over half its time
@@ -206,7 +207,7 @@ export function simulateRun(o: VirtualRunOptions): VirtualRunResult {
       if (engine.config.prefixCaching) keys = r.blockHashes(engine.config.blockSize);
     } else if (o.prefixKeys) {
       promptTokens = p.spec.promptWords ?? countWords(p.spec.prompt);
-      if (engine.config.prefixCaching) keys = o.prefixKeys(p.id, p.spec);
+      if (engine.config.prefixCaching) keys = o.prefixKeys(p.id, p.spec, promptTokens);
     } else {
       // Words are only needed for prefix-cache keys; counting them is much cheaper. A spec
       // with a length and no text (calibration replays) has nothing to key. A prompt that

@@ -263,7 +263,7 @@ describe('size', () => {
       ['--rate', '--slo', '--gpu', '--tp'],
     );
     const both = prepareSize({ model: 'm', rate: '1', users: '2', slo: 'ttft.p99<1', gpu: 'h100' });
-    assert.match(both.problems.join('\n'), /--rate .* or --users .*one of them/);
+    assert.match(both.problems.join('\n'), /--rate .*, --users .* or --trace .*one of them/);
     const good = prepareSize({
       model: 'llama-3-8b',
       users: '32',
