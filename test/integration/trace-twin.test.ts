@@ -1,6 +1,6 @@
 /**
  * A trace with block ids replayed twice: over HTTP against the simulator, its prompts built from
- * the ids (block j's text a function of its id, the last block cut short), and in virtual time,
+ * the ids as `run --trace` builds them (workload/blockPrompts.ts), and in virtual time,
  * its prompts known by length and keyed by the ids (sim/traceKeys.ts). Each request's TTFT must
  * agree within 2 %, and the prefix cache must serve the same prompt tokens. The simulator runs
  * at a third of real speed so that a millisecond of timer jitter is a small part of each TTFT. Judged
@@ -8,7 +8,6 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import type { RequestSpec } from '../../src/backends/types.js';
 import { findGpuPreset, type GpuSpec } from '../../src/memory/hardware.js';
 import { findModelPreset, type ModelSpec } from '../../src/memory/model.js';
 import type { RequestRecord } from '../../src/record.js';
@@ -17,7 +16,9 @@ import { type SimulatorProcess, spawnSimulator } from '../../src/session/simulat
 import { replayTraceVirtual } from '../../src/session/sizeTrace.js';
 import { EngineCluster } from '../../src/sim/cluster.js';
 import { EngineModel } from '../../src/sim/engineModel.js';
+import { findScenario, type Scenario } from '../../src/workload/scenarios.js';
 import { type TraceEntry, traceLoad } from '../../src/workload/trace.js';
+import { loadWorkload } from '../../src/workload/workload.js';
 import { runAlone } from '../helpers/alone.js';
 import { runAgainst } from '../helpers/run.js';
 import { fetchTruth, resetTruth } from '../helpers/sim.js';
@@ -67,18 +68,6 @@ function chatTrace(n: number): TraceEntry[] {
   return out;
 }
 
-/**
- * The prompt an HTTP replay sends for an entry, one word a token on the built-in simulator:
- * the contract of `run --trace`'s prompts from hash ids (issue 55 part 1), which may stand in
- * for this once both are on one branch.
- */
-function promptOf(e: TraceEntry): string {
-  const words: string[] = [];
-  const ids = e.hashIds ?? [];
-  for (let t = 0; t < e.inputTokens; t++) words.push(`b${ids[Math.floor(t / BLOCK)]}w${t % BLOCK}`);
-  return words.join(' ');
-}
-
 describe('a trace with block ids: virtual time and the HTTP simulator agree', () => {
   const entries = chatTrace(12);
   const options = {
@@ -104,14 +93,19 @@ describe('a trace with block ids: virtual time and the HTTP simulator agree', ()
     // Warm the process (JIT, connections) with prompts that share no block with the trace.
     await runAgainst(sim.url, { requests: 4, inputTokens: 64, outputTokens: 4 });
     await resetTruth(sim.url);
-    const nextRequest = (id: number): RequestSpec => {
-      const e = entries[id];
-      return {
-        prompt: promptOf(e),
-        requestedInputTokens: e.inputTokens,
-        requestedOutputTokens: e.outputTokens,
-      };
-    };
+    // The prompts `run --trace` sends: block-exact texts of the ids (workload/blockPrompts.ts).
+    const workload = await loadWorkload({
+      scenario: findScenario('chat') as Scenario,
+      tokenizer: 'words',
+      tokenizerOptions: {},
+      seed: 3,
+      promptSalt: 0,
+      promptOverheadTokens: 0,
+      trace: entries,
+      traceBlockTokens: BLOCK,
+    });
+    assert.ok('nextRequest' in workload);
+    const nextRequest = workload.nextRequest;
     const real = await runAgainst(sim.url, {
       // The trace's engine times, in real time on a simulator running at TIME_SCALE.
       load: traceLoad(entries, { speed: 1 / TIME_SCALE }),

@@ -13,7 +13,7 @@ import { calibrate } from '../../../src/session/calibrate.js';
 import { replayTraceVirtual } from '../../../src/session/sizeTrace.js';
 import { pointFromRecords, relativeErrors, replayPoint } from '../../../src/sim/calibrate.js';
 import { EngineCluster } from '../../../src/sim/cluster.js';
-import { parseTrace, type TraceEntry, traceLoad } from '../../../src/workload/trace.js';
+import { type TraceEntry, traceLoad } from '../../../src/workload/trace.js';
 import { tempDir } from '../../helpers/cli.js';
 import { HIDDEN, l40sEngine } from '../../helpers/perturbed.js';
 
@@ -82,12 +82,7 @@ describe('calibrate from a trace replay', () => {
   });
 
   // The run's manifest names the trace; calibrate reads its block ids again from the file.
-  const idsRead =
-    parseTrace('{"timestamp": 0, "input_length": 1, "output_length": 1, "hash_ids": [7]}')
-      .entries[0].hashIds !== undefined;
-  test('calibrate reads the block ids from the trace the manifest names, and fits the hidden MFU', {
-    todo: idsRead ? false : "the trace reader keeps Mooncake's hash_ids (issue 55 part 1)",
-  }, async () => {
+  test('calibrate reads the block ids from the trace the manifest names, and fits the hidden MFU', async () => {
     const dir = tempDir('ig-calibrate-trace-');
     const tracePath = join(dir, 'trace.jsonl');
     writeFileSync(
