@@ -25,10 +25,15 @@ export function sizeCommand(): Command {
     )
     .option(
       '--trace <file>',
-      'traffic: a trace (Mooncake JSONL with hash_ids, Azure CSV, JSONL), replayed whole with its lengths and prefix sharing; the fewest replicas that serve it are found',
+      'traffic: a trace (Mooncake JSONL with hash_ids, Azure or BurstGPT CSV, JSONL), replayed whole with its lengths and prefix sharing; the fewest replicas that serve it are found',
     )
     .option('--trace-speed <x>', 'replay the trace x times faster (default: 1)')
     .option('--trace-block-tokens <n>', 'tokens per hash_ids block of the trace (default: 512)')
+    .option(
+      '--trace-window <start:end>',
+      "size only the trace's arrivals in [START, END) seconds from its first",
+    )
+    .option('--trace-max-gap-s <s>', 'cap every idle gap between arrivals to S seconds')
     .option(
       '--scenario <name>',
       'prompt and output lengths from a preset (default: chat); multi-turn and agent size sessions',

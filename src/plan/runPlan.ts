@@ -24,7 +24,7 @@ import {
   readAgentTraceIfAny,
 } from '../workload/agentTrace.js';
 import { openLoadProblems } from '../workload/arrivals.js';
-import { traceImpliedHitRate } from '../workload/blockPrompts.js';
+import { IMPLIED_ENGINE_BLOCK_TOKENS, traceImpliedHitRate } from '../workload/blockPrompts.js';
 import { type Dataset, readDataset } from '../workload/datasets.js';
 import {
   formatLengthDistribution,
@@ -41,6 +41,7 @@ import {
 } from '../workload/scenarios.js';
 import {
   capTraceGaps,
+  parseTraceWindow,
   readTrace,
   TRACE_BLOCK_TOKENS,
   type TraceEntry,
@@ -1340,21 +1341,10 @@ export function redactPlan(plan: RunPlan): RunPlan {
   };
 }
 
-/** `--trace-window START:END`: seconds from the trace's first arrival, START below END. */
 function traceWindowField(raw: unknown): ReturnType<Field<{ startS: number; endS: number }>> {
-  const m = typeof raw === 'string' ? /^(\d+(?:\.\d+)?):(\d+(?:\.\d+)?)$/.exec(raw) : null;
-  if (!m) return { problem: 'must be START:END in seconds from the first arrival (e.g. 600:1200)' };
-  const startS = Number(m[1]);
-  const endS = Number(m[2]);
-  if (!(endS > startS)) return { problem: `END must come after START, got ${raw as string}` };
-  return { value: { startS, endS } };
+  const read = parseTraceWindow(typeof raw === 'string' ? raw : '');
+  return 'problem' in read ? read : { value: read };
 }
-
-/**
- * Engine block size the implied hit rate is told for: vLLM's and SGLang's default page of 16
- * tokens (the simulator's too); the rate moves by well under a point between 16 and 512.
- */
-export const IMPLIED_ENGINE_BLOCK_TOKENS = 16;
 
 /**
  * The trace a run replays: read with its block size, cut to --trace-window, its idle gaps capped

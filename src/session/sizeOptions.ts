@@ -5,8 +5,20 @@
  */
 import { parseFlagNumber } from '../flagNumber.js';
 import { engineVersionProblem } from '../sim/personality.js';
+import { IMPLIED_ENGINE_BLOCK_TOKENS, traceImpliedHitRate } from '../workload/blockPrompts.js';
 import { isSessionScenario, parseScenarioList, withLengths } from '../workload/scenarios.js';
-import { readTrace, TRACE_BLOCK_TOKENS, type TraceEntry } from '../workload/trace.js';
+import {
+  capTraceGaps,
+  parseTraceWindow,
+  readTrace,
+  TRACE_BLOCK_TOKENS,
+  type TraceEntry,
+  traceWindow,
+} from '../workload/trace.js';
+
+/** The flags that shape a trace, which need --trace. */
+const TRACE_FLAGS = ['traceSpeed', 'traceBlockTokens', 'traceWindow', 'traceMaxGapS'];
+
 import type { SizeOptions } from './size.js';
 import { readPriceFile } from './sizePrices.js';
 
@@ -57,6 +69,7 @@ export function prepareSize(flags: SizeFlags): PreparedSize {
   let traffic: SizeOptions['traffic'] | undefined;
   const tracePath = str('trace');
   let trace: TraceEntry[] | undefined;
+  let impliedHitRate: number | undefined;
   const notes: string[] = [];
   if (tracePath !== undefined) {
     // The trace is the traffic, its lengths and its request count: nothing may set them again.
@@ -69,8 +82,34 @@ export function prepareSize(flags: SizeFlags): PreparedSize {
     }
     const speed = number('traceSpeed', { above: 0 }) ?? 1;
     const blockTokens = number('traceBlockTokens', { integer: true, min: 1 }) ?? TRACE_BLOCK_TOKENS;
+    const maxGapS = number('traceMaxGapS', { above: 0 });
+    const windowText = str('traceWindow');
+    const window = windowText === undefined ? undefined : parseTraceWindow(windowText);
+    if (window && 'problem' in window) problems.push(`--trace-window ${window.problem}`);
     try {
-      trace = readTrace(tracePath, undefined, (note) => notes.push(note));
+      trace = readTrace(tracePath, undefined, (note) => notes.push(note), blockTokens);
+      // As run replays it: the window, then the gap cap (then the speed divides what is left).
+      if (window && !('problem' in window)) {
+        trace = traceWindow(trace, window.startS, window.endS);
+        notes.push(
+          `--trace-window ${window.startS}:${window.endS}: ${trace.length} arrivals sized, the first at 0`,
+        );
+      }
+      if (maxGapS !== undefined) {
+        const capped = capTraceGaps(trace, maxGapS * 1000);
+        trace = capped.entries;
+        if (capped.cappedGaps > 0) {
+          notes.push(
+            `--trace-max-gap-s ${maxGapS}: ${capped.cappedGaps} idle gaps cut, ${(capped.removedMs / 1000).toFixed(1)} s of trace time removed`,
+          );
+        }
+      }
+      if (trace.some((e) => e.hashIds !== undefined)) {
+        impliedHitRate = traceImpliedHitRate(trace, {
+          blockTokens,
+          engineBlockTokens: IMPLIED_ENGINE_BLOCK_TOKENS,
+        });
+      }
       const spanMs = trace[trace.length - 1].atMs;
       traffic = {
         mode: 'trace',
@@ -83,10 +122,9 @@ export function prepareSize(flags: SizeFlags): PreparedSize {
     } catch (err) {
       problems.push(`--trace: ${(err as Error).message}`);
     }
-  } else if (str('traceSpeed') !== undefined || str('traceBlockTokens') !== undefined) {
-    problems.push(
-      `${str('traceSpeed') !== undefined ? '--trace-speed' : '--trace-block-tokens'} applies only with --trace`,
-    );
+  } else if (TRACE_FLAGS.some((k) => str(k) !== undefined)) {
+    const k = TRACE_FLAGS.find((f) => str(f) !== undefined) as string;
+    problems.push(`${flagOf(k)} applies only with --trace`);
   } else if ((str('rate') === undefined) === (str('users') === undefined)) {
     problems.push(
       'give the traffic as --rate (requests per second), --users (concurrent users) or --trace (a trace file), one of them',
@@ -149,9 +187,8 @@ export function prepareSize(flags: SizeFlags): PreparedSize {
       model,
       traffic,
       scenario,
-      // Hook: `traceImpliedHitRate` (SizeOptions) is the trace reader's measure of the sharing
-      // its ids imply (issue 55 part 1's traceImpliedHitRate); set it here where that exists.
       ...(trace ? { trace } : {}),
+      ...(impliedHitRate !== undefined ? { traceImpliedHitRate: impliedHitRate } : {}),
       slo,
       ...(requestSlo !== undefined ? { requestSlo } : {}),
       space: {

@@ -158,6 +158,12 @@ function idKey(id: number): number {
 }
 
 /**
+ * Engine block size the implied hit rate is told for: vLLM's and SGLang's default page of 16
+ * tokens (the simulator's too); the rate moves by well under a point between 16 and 512.
+ */
+export const IMPLIED_ENGINE_BLOCK_TOKENS = 16;
+
+/**
  * The prefix-cache hit rate (hit tokens / prompt tokens) an engine with an unbounded cache and
  * blocks of `engineBlockTokens` would see replaying `entries` in order, each request's prefill
  * done before the next arrives (requests in flight together that share a prefix not yet cached

@@ -129,6 +129,18 @@ export function parseTrace(
   return { format, entries: raw };
 }
 
+/** `--trace-window START:END`: seconds from the trace's first arrival, START below END. */
+export function parseTraceWindow(
+  text: string,
+): { startS: number; endS: number } | { problem: string } {
+  const m = /^(\d+(?:\.\d+)?):(\d+(?:\.\d+)?)$/.exec(text);
+  if (!m) return { problem: 'must be START:END in seconds from the first arrival (e.g. 600:1200)' };
+  const startS = Number(m[1]);
+  const endS = Number(m[2]);
+  if (!(endS > startS)) return { problem: `END must come after START, got ${text}` };
+  return { startS, endS };
+}
+
 /**
  * The entries that arrived in [startS, endS) seconds from the trace's first arrival, shifted so
  * the first of them is at 0 (a replay starts with a request, as a whole trace does). An empty
