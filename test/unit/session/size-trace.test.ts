@@ -182,19 +182,42 @@ describe('size --trace flags', () => {
   const base = { model: 'llama-3-8b', slo: SLO, gpu: 'h100' };
 
   test('the trace is read into the traffic: its requests, span, speed and block size', () => {
-    const p = prepareSize({ ...base, trace: FIXTURE, traceSpeed: '2', traceBlockTokens: '256' });
+    const p = prepareSize({ ...base, trace: FIXTURE, traceSpeed: '2' });
     assert.deepEqual(p.problems, []);
     assert.deepEqual(p.options?.traffic, {
       mode: 'trace',
       source: FIXTURE,
       speed: 2,
-      blockTokens: 256,
+      blockTokens: 512,
       requests: 4,
       spanS: (30535 - 27482) / 1000 / 2,
     });
     assert.equal(p.options?.trace?.length, 4);
+    assert.ok(p.options?.traceImpliedHitRate !== undefined);
     // Its entries came out of order: the reader says it sorted them.
     assert.ok(p.notes?.some((n) => /sorted by time/.test(n)));
+    // The ids are counted in blocks of --trace-block-tokens: 256 does not fit this trace.
+    const wrong = prepareSize({ ...base, trace: FIXTURE, traceBlockTokens: '256' });
+    assert.ok(
+      wrong.problems.some((m) => /needs 28 of 256 tokens/.test(m)),
+      wrong.problems.join(),
+    );
+  });
+
+  test('--trace-window and --trace-max-gap-s cut the trace as run does', () => {
+    const p = prepareSize({ ...base, trace: FIXTURE, traceWindow: '0:2', traceMaxGapS: '0.1' });
+    assert.deepEqual(p.problems, []);
+    const trace = p.options?.trace ?? [];
+    assert.ok(trace.length > 0 && trace.length < 4, `${trace.length}`);
+    for (let i = 1; i < trace.length; i++) assert.ok(trace[i].atMs - trace[i - 1].atMs <= 100);
+    assert.match(
+      prepareSize({ ...base, traceWindow: '0:2' }).problems.join(),
+      /--trace-window applies only with --trace/,
+    );
+    assert.match(
+      prepareSize({ ...base, trace: FIXTURE, traceWindow: '2:1' }).problems.join(),
+      /--trace-window END must come after START/,
+    );
   });
 
   test('what would set the traffic, the requests or the lengths again is refused', () => {
