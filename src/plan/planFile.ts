@@ -65,6 +65,7 @@ export const PLAN_KEYS = [
   'tokenizer',
   'shared-prefix',
   'ignore-eos',
+  'reset-cache',
   'continuous-usage-stats',
   'max-answer-mb',
   'temperature',

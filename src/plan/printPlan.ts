@@ -126,6 +126,7 @@ export function planFileOf(
   fill('tokenizer', plan.tokenizer);
   fill('temperature', plan.temperature);
   fill('ignore-eos', plan.ignoreEos);
+  if (plan.resetCache) fill('reset-cache', true);
   fill('continuous-usage-stats', plan.continuousUsageStats);
   fill('timeout', plan.timeoutS);
   fill('grace', plan.graceS);

@@ -95,6 +95,11 @@ export interface RunPlan {
   dataset?: { path: string; data: Dataset };
   temperature: number;
   ignoreEos: boolean;
+  /**
+   * `--reset-cache`: the server's prefix cache is emptied before every run and sweep point, by
+   * the engine's own route (session/cacheReset.ts); the manifest's cacheState says `flushed`.
+   */
+  resetCache?: boolean;
   continuousUsageStats: boolean;
   /** MiB of answer a request that keeps its answer may hold (sessions, agents); default 16. */
   maxAnswerMb?: number;
@@ -220,6 +225,7 @@ export interface RunPlanInput extends TlsOptions {
   planScenarios?: PlanScenario[];
   temperature?: string | number;
   ignoreEos?: boolean;
+  resetCache?: boolean;
   continuousUsageStats?: boolean;
   maxAnswerMb?: string | number;
   timeout?: string | number;
@@ -406,6 +412,7 @@ const OPTIONS = {
   planScenarios: listOf(anything<PlanScenario>()),
   temperature: number({ min: 0, max: 2 }),
   ignoreEos: flag,
+  resetCache: flag,
   continuousUsageStats: flag,
   maxAnswerMb: positive(),
   timeout: positive(),
@@ -701,6 +708,7 @@ export function parseRunPlan(input: RunPlanInput, env: NodeJS.ProcessEnv = {}): 
     tokenizer: o.tokenizer ?? 'words',
     temperature: o.temperature ?? RUN_DEFAULTS.temperature,
     ignoreEos: o.ignoreEos ?? false,
+    ...(o.resetCache ? { resetCache: true } : {}),
     continuousUsageStats: o.continuousUsageStats ?? false,
     timeoutS: o.timeout ?? RUN_DEFAULTS.timeoutS,
     graceS: o.grace ?? RUN_DEFAULTS.graceS,

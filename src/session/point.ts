@@ -57,6 +57,7 @@ import {
 import type { Tokenizer } from '../workload/tokenizer.js';
 import { traceSessions } from '../workload/trace.js';
 import { loadWorkload } from '../workload/workload.js';
+import { resetTargetCache } from './cacheReset.js';
 import { type PointInfo, type SessionEvents, SNAPSHOT_INTERVAL_MS } from './events.js';
 import { environmentFields } from './serverEngine.js';
 import { inSession } from './session.js';
@@ -146,6 +147,9 @@ export async function measurePoint(
 ): Promise<Measured> {
   // Refused before anything is sent: a directory that holds a run is never written into.
   if (point.dir !== undefined) openRunDir(point.dir);
+  // Emptied before the point, so that its hits are its own workload's (virtual time starts
+  // every point with an empty cache of its own).
+  if (target.kind === 'live' && target.plan.resetCache) await resetTargetCache(target);
   const run = (session: SessionEvents) => {
     // A session whose results can no longer be written measures nothing more.
     if (session.failure) throw session.failure;

@@ -36,6 +36,7 @@ import {
   type Tokenizer,
 } from '../workload/tokenizer.js';
 import type { WorkloadSource } from '../workload/workload.js';
+import { resetTargetCache } from './cacheReset.js';
 import { askServerEngine } from './serverEngine.js';
 import type { SimulatorProcess } from './simulator.js';
 
@@ -455,6 +456,10 @@ export async function openTarget(
     const prompts = await createPromptFactory(tokenizer, {
       seed: promptStreamSeed(plan.seed, plan.promptSalt),
     });
+    // A server whose cache cannot be emptied is refused before anything is sent to it.
+    if (plan.resetCache) {
+      await resetTargetCache({ url, environment: await asking, plan, apiKey, config });
+    }
     const promptOverhead = await measurePromptOverhead(config, prompts, o.onNotice);
     const environment = await asking;
     return {

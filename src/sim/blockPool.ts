@@ -84,6 +84,25 @@ export class BlockPool {
     if (rest > 0) throw new Error(`block pool over-allocated by ${rest}`);
   }
 
+  /**
+   * vLLM's `BlockPool.reset_prefix_cache` (vllm/v1/core/block_pool.py): refused while any
+   * block is in use (a running request holds it: "Failed to reset prefix cache because some
+   * blocks (N) are not freed yet"); else every cached block is forgotten, so no later lookup
+   * hits, and its space is free. Returns the blocks in use when it refuses.
+   */
+  resetPrefixCache(): { ok: true } | { ok: false; blocksInUse: number } {
+    const used = this.used();
+    if (used > 0) return { ok: false, blocksInUse: used };
+    this.free = this.total;
+    this.evictable.clear();
+    this.runs.clear();
+    this.privateEvictable = 0;
+    this.queue = [];
+    this.queueStamps = [];
+    this.queueHead = 0;
+    return { ok: true };
+  }
+
   release(n: number): void {
     this.free += n;
   }

@@ -473,6 +473,35 @@ export class EngineModel {
     return n;
   }
 
+  /**
+   * Empties the prefix cache as the engine's reset route does, or refuses as the engine
+   * refuses. SGLang's `Scheduler.flush_cache` (python/sglang/srt/managers/scheduler.py) flushes
+   * only when fully idle: "Cache not flushed because there are pending requests" with any
+   * request waiting or running. vLLM's `BlockPool.reset_prefix_cache` refuses while any block
+   * is in use (vllm/v1/core/block_pool.py); a waiting request holds none. Without prefix
+   * caching nothing is cached, and the reset succeeds (vLLM answers it all the same).
+   */
+  resetPrefixCache(): { ok: true } | { ok: false; reason: string } {
+    const refused = this.canResetPrefixCache();
+    if (refused !== undefined) return { ok: false, reason: refused };
+    if (this.config.prefixCaching) this.pool.resetPrefixCache();
+    return { ok: true };
+  }
+
+  /** Why resetPrefixCache would refuse now, in the engine's words; undefined when it would not. */
+  canResetPrefixCache(): string | undefined {
+    const waiting = this.waiting.length - this.waitingHead;
+    if (this.config.personality === 'sglang' && (waiting > 0 || this.running.length > 0)) {
+      return `Cache not flushed because there are pending requests. #queue-req: ${waiting}, #running-req: ${this.running.length}`;
+    }
+    if (!this.config.prefixCaching) return undefined;
+    const used = this.pool.used();
+    if (used > 0) {
+      return `Failed to reset prefix cache because some blocks (${used}) are not freed yet`;
+    }
+    return undefined;
+  }
+
   /** Fraction of KV blocks holding live data (vLLM's `kv_cache_usage_perc`). */
   get kvUsage(): number {
     return this.pool.total > 0 ? this.pool.used() / this.pool.total : 0;
