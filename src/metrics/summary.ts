@@ -146,6 +146,11 @@ export interface RunSummary {
   interrupted: boolean;
   /** `--until`: whether the interval target was met, and whether it (not a cap) ended the run. */
   until?: UntilOutcome;
+  /**
+   * The state of the server's prefix cache the run started in (analysis/prefixCache.ts
+   * CacheState); absent where nobody said (a library summary, older results).
+   */
+  cacheState?: 'flushed' | 'uncontrolled' | { primed: number };
   warnings: Warning[];
   /**
    * The verdict of the warnings (src/metrics/validity.ts), set when the point is finished and

@@ -265,9 +265,9 @@ export const WARNINGS = {
   })),
   prefix_cache_uncontrolled: entry<Record<string, never>>('warning', () => ({
     message:
-      "prefix cache uncontrolled: the workload shares prompt prefixes and the server's cache was not reset, so TTFT depends on what earlier runs left in it; restart the server or reset its cache first",
+      "prefix cache uncontrolled: the workload shares prompt prefixes and the server's cache was not reset, so TTFT depends on what earlier runs left in it; --reset-cache empties it before every point, or restart the server",
     detail:
-      'vLLM resets its prefix cache on POST /reset_prefix_cache (with VLLM_SERVER_DEV_MODE=1), SGLang on POST /flush_cache; a restarted server starts cold. The built-in simulator starts fresh for every run, so runs against it carry no such warning.',
+      "--reset-cache calls vLLM's POST /reset_prefix_cache (served with VLLM_SERVER_DEV_MODE=1) or SGLang's POST /flush_cache before every point; a restarted server starts cold. The built-in simulator starts empty for a session's first point, so that point carries no such warning; manifest.json's cacheState says which state each point ran in.",
   })),
   low_sample: entry<{ completed: number }>('info', (f) => ({
     message: `only ${n(f.completed)} completed requests: p99 needs 100 and p99.9 needs 1,000 to be resolved; run more requests for the tail`,

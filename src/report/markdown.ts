@@ -1,3 +1,4 @@
+import { cacheStateText, readCacheState } from '../analysis/prefixCache.js';
 import type { Distribution } from '../metrics/distribution.js';
 import { fmtNumber } from '../metrics/format.js';
 import type { RunSummary } from '../metrics/summary.js';
@@ -92,6 +93,8 @@ export function markdownSummary(
       `**Load:** ${cell(describeLoad(s))}, ${s.requests.completed} completed, ${s.requests.failed} failed`,
       '',
     );
+    const cacheState = readCacheState(s.cacheState);
+    if (cacheState) lines.push(`**Prefix cache at the start:** ${cacheStateText(cacheState)}`, '');
     lines.push(
       ...markdownTable(LATENCY_COLUMNS, [
         [metricLabel('ttftMs'), s.latency.ttftMs],

@@ -5,7 +5,12 @@
  * (and telemetry.jsonl, client-health.json) into its own directory as it runs.
  */
 import { performance } from 'node:perf_hooks';
-import { prefixCacheWarning, workloadSharesPrefixes } from '../analysis/prefixCache.js';
+import {
+  type CacheState,
+  cacheStateOf,
+  prefixCacheWarning,
+  workloadSharesPrefixes,
+} from '../analysis/prefixCache.js';
 import { withApiKey } from '../backends/request.js';
 import type { RequestSpec } from '../backends/types.js';
 import { describeError, InfergaugeError } from '../errors.js';
@@ -181,7 +186,7 @@ function pointManifest(
   target: Target,
   point: Point,
   info: PointInfo,
-  start: { startedAt: string; workers?: number; part: ShardPart },
+  start: { startedAt: string; workers?: number; part: ShardPart; cacheState: CacheState },
 ): ManifestAbout {
   const { plan } = target;
   const { server } = serverAbout(target);
@@ -204,6 +209,7 @@ function pointManifest(
     plan: redactPlan(plan),
     load: point.load,
     scenario: point.scenario.name,
+    cacheState: start.cacheState,
     ...(start.workers !== undefined
       ? {
           execution: {
@@ -329,6 +335,12 @@ async function measureLive(
     target,
     point,
     info,
+    // A server at --url comes with whatever its prefix cache holds; the built-in simulator
+    // starts empty, for the session's first point only (the next ones find what it left).
+    cacheState: cacheStateOf({
+      reset: plan.resetCache === true,
+      freshSimulator: target.simulator !== undefined && info.index === 0,
+    }),
     session,
     hooks,
     part,
@@ -371,6 +383,8 @@ interface LiveContext {
   target: LiveTarget;
   point: Point;
   info: PointInfo;
+  /** The state of the server's prefix cache the point starts in. */
+  cacheState: CacheState;
   session: SessionEvents;
   hooks: PointHooks;
   /** What this process sends of the point (its shard, or all of it). */
@@ -477,7 +491,12 @@ function pointTimers(c: LiveContext) {
     const counted = part.measured.count;
     session.pointStarted({
       point: info,
-      manifest: pointManifest(target, point, info, { startedAt: clock.originIso, workers, part }),
+      manifest: pointManifest(target, point, info, {
+        startedAt: clock.originIso,
+        workers,
+        part,
+        cacheState: c.cacheState,
+      }),
       progress,
       nowUs: () => clock.nowUs(),
       ...(counted !== undefined && !isSessionScenario(point.scenario)
@@ -698,10 +717,10 @@ async function finishLive(
   });
   const cached = prefixCacheWarning(summary, serverMetrics, sharing);
   if (cached) summary.warnings.push(cached);
-  // A server at --url comes with whatever its prefix cache holds; the built-in simulator starts
-  // empty, for the session's first point only (the next ones find what it left).
-  const cold = c.target.simulator !== undefined && c.info.index === 0;
-  if (sharing && !cold) summary.warnings.push(warning('prefix_cache_uncontrolled', {}));
+  summary.cacheState = c.cacheState;
+  if (sharing && c.cacheState === 'uncontrolled') {
+    summary.warnings.push(warning('prefix_cache_uncontrolled', {}));
+  }
   summary.warnings.push(...(c.hooks.warnings?.(summary) ?? []));
   finalSnapshot(c);
   await c.session.pointFinished({
@@ -819,7 +838,12 @@ async function measureVirtual(
   hooks.onStart?.({ clock, part });
   session.pointStarted({
     point: info,
-    manifest: pointManifest(target, point, info, { startedAt: clock.originIso, part }),
+    // Every point has an engine of its own: its cache starts empty.
+    manifest: pointManifest(target, point, info, {
+      startedAt: clock.originIso,
+      part,
+      cacheState: 'flushed',
+    }),
     // Virtual time has no live clock: the whole run takes as long as the engine model needs.
     nowUs: () => 0,
   });
@@ -866,6 +890,7 @@ async function measureVirtual(
   const wallS = (performance.now() - startedMs) / 1000;
   const summary = builder.build({ unsentRequests: result.unsentRequests });
   if (until) summary.until = until.outcome(summary.latency);
+  summary.cacheState = 'flushed';
   summary.warnings.push(...(hooks.warnings?.(summary) ?? []));
   // The engine's own state stands in for scraped metrics: peak KV and preemptions.
   const serverMetrics = engineMetrics(engine, result.simulatedS, target.model);

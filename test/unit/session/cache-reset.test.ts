@@ -4,8 +4,11 @@
  * server that cannot be reset refused before anything is sent.
  */
 import assert from 'node:assert/strict';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { EXIT, InfergaugeError } from '../../../src/errors.js';
 import { benchmark, parseRunPlan } from '../../../src/index.js';
@@ -233,5 +236,52 @@ describe('a server that cannot be reset', () => {
     } finally {
       await fake.close();
     }
+  });
+});
+
+describe('every manifest records the cache state it ran in', () => {
+  let sim: RunningSimulator;
+  let dir: string;
+  before(async () => {
+    sim = await startSimulator({ model: 'llama-3.1-8b', gpu: 'h100', timeScale: 0.02 });
+    dir = mkdtempSync(join(tmpdir(), 'ig-cache-state-'));
+  });
+  after(async () => {
+    await sim.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  function run(name: string, resetCache: boolean) {
+    const out = join(dir, name);
+    const plan = parseRunPlan({
+      url: sim.url,
+      inputTokens: '64',
+      outputTokens: '2',
+      sharedPrefix: 64,
+      requests: 8,
+      concurrency: 2,
+      out,
+      ...(resetCache ? { resetCache: true } : {}),
+    });
+    return benchmark(plan, {}).then(() => ({
+      manifest: JSON.parse(readFileSync(join(out, 'manifest.json'), 'utf8')) as {
+        cacheState?: unknown;
+      },
+      summary: JSON.parse(readFileSync(join(out, 'summary.json'), 'utf8')) as {
+        cacheState?: unknown;
+        validity: { reasons: { code: string }[] };
+      },
+    }));
+  }
+
+  test('flushed with --reset-cache (no prefix_cache_uncontrolled), uncontrolled without', async () => {
+    const flushed = await run('flushed', true);
+    assert.equal(flushed.manifest.cacheState, 'flushed');
+    assert.equal(flushed.summary.cacheState, 'flushed');
+    const codes = (r: typeof flushed) => r.summary.validity.reasons.map((x) => x.code);
+    assert.ok(!codes(flushed).includes('prefix_cache_uncontrolled'), codes(flushed).join());
+    const left = await run('uncontrolled', false);
+    assert.equal(left.manifest.cacheState, 'uncontrolled');
+    assert.ok(codes(left).includes('prefix_cache_uncontrolled'), codes(left).join());
   });
 });
