@@ -106,3 +106,16 @@ export function readCacheState(raw: unknown): CacheState | undefined {
   }
   return undefined;
 }
+
+/**
+ * "primed for 50% hits; 49.8% hit over the measured phase": the state with what
+ * `--prefix-hit-rate` reached, read as saved results are (a number, or nothing).
+ */
+export function cacheStatePhrase(state: CacheState, reached?: { achieved?: unknown }): string {
+  const achieved = reached?.achieved;
+  const hit =
+    typeof achieved === 'number' && Number.isFinite(achieved)
+      ? `; ${+(achieved * 100).toFixed(1)}% hit over the measured phase`
+      : '';
+  return `${cacheStateText(state)}${hit}`;
+}

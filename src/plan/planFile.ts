@@ -66,6 +66,7 @@ export const PLAN_KEYS = [
   'shared-prefix',
   'ignore-eos',
   'reset-cache',
+  'prefix-hit-rate',
   'continuous-usage-stats',
   'max-answer-mb',
   'temperature',

@@ -100,6 +100,11 @@ export interface RunPlan {
    * the engine's own route (session/cacheReset.ts); the manifest's cacheState says `flushed`.
    */
   resetCache?: boolean;
+  /**
+   * `--prefix-hit-rate`: the prefix-cache hit rate (0..1) the measured requests are built to
+   * reach, after a prime phase (workload/hitRate.ts); the manifest's cacheState says `primed`.
+   */
+  prefixHitRate?: number;
   continuousUsageStats: boolean;
   /** MiB of answer a request that keeps its answer may hold (sessions, agents); default 16. */
   maxAnswerMb?: number;
@@ -226,6 +231,7 @@ export interface RunPlanInput extends TlsOptions {
   temperature?: string | number;
   ignoreEos?: boolean;
   resetCache?: boolean;
+  prefixHitRate?: string | number;
   continuousUsageStats?: boolean;
   maxAnswerMb?: string | number;
   timeout?: string | number;
@@ -305,6 +311,7 @@ const FLAGS: Record<string, { flag: string; example: string }> = {
   scenario: { flag: '--scenario', example: '--scenario chat,creative,summarize' },
   tokenizer: { flag: '--tokenizer', example: '--tokenizer o200k_base' },
   sharedPrefix: { flag: '--shared-prefix', example: '--shared-prefix 1024' },
+  prefixHitRate: { flag: '--prefix-hit-rate', example: '--prefix-hit-rate 0.5' },
   temperature: { flag: '--temperature', example: '--temperature 0' },
   timeout: { flag: '--timeout', example: '--timeout 600' },
   http2: { flag: '--http2', example: '--http2 off' },
@@ -413,6 +420,7 @@ const OPTIONS = {
   temperature: number({ min: 0, max: 2 }),
   ignoreEos: flag,
   resetCache: flag,
+  prefixHitRate: number({ min: 0, max: 1 }),
   continuousUsageStats: flag,
   maxAnswerMb: positive(),
   timeout: positive(),
@@ -472,6 +480,29 @@ function problem(field: string, message: string): string {
   return spelling
     ? `${spelling.flag} ${message} (for example ${spelling.example})`
     : `${field} ${message}`;
+}
+
+/**
+ * `--prefix-hit-rate` builds every prompt itself (shared prefixes, then text of its own) from a
+ * fixed prompt length: what shapes prompts otherwise cannot come with it.
+ */
+function hitRateProblems(input: RunPlanInput, scenarios: readonly Scenario[]): string[] {
+  const problems: string[] = [];
+  const with_ = (what: string) =>
+    `--prefix-hit-rate cannot be combined with ${what}: it builds every prompt itself (shared prefixes, then text of its own)`;
+  if (input.sharedPrefix !== undefined) problems.push(with_('--shared-prefix'));
+  if (input.trace !== undefined) problems.push(with_('--trace'));
+  if (input.dataset !== undefined) problems.push(with_('--dataset'));
+  for (const sc of scenarios) {
+    if (isSessionScenario(sc)) {
+      problems.push(with_(`the session scenario ${sc.name} (its turns share their history)`));
+    } else if (sc.input.kind !== 'fixed') {
+      problems.push(
+        `--prefix-hit-rate needs one prompt length, so the shared prefix is the same share of every prompt: scenario ${sc.name} draws its --input-tokens (for example --input-tokens 1024)`,
+      );
+    }
+  }
+  return problems;
 }
 
 /** Options that only mean something together, or that contradict each other. */
@@ -642,6 +673,7 @@ export function parseRunPlan(input: RunPlanInput, env: NodeJS.ProcessEnv = {}): 
     }
   }
   if (valid) problems.push(...sessionProblems(o, scenarios, dataset?.data));
+  if (valid && o.prefixHitRate !== undefined) problems.push(...hitRateProblems(input, scenarios));
   const tls = valid ? tlsPlan(o, env, problems) : undefined;
   if (problems.length > 0) throw new PlanError(problems);
 
@@ -709,6 +741,7 @@ export function parseRunPlan(input: RunPlanInput, env: NodeJS.ProcessEnv = {}): 
     temperature: o.temperature ?? RUN_DEFAULTS.temperature,
     ignoreEos: o.ignoreEos ?? false,
     ...(o.resetCache ? { resetCache: true } : {}),
+    ...(o.prefixHitRate !== undefined ? { prefixHitRate: o.prefixHitRate } : {}),
     continuousUsageStats: o.continuousUsageStats ?? false,
     timeoutS: o.timeout ?? RUN_DEFAULTS.timeoutS,
     graceS: o.grace ?? RUN_DEFAULTS.graceS,

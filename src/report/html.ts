@@ -8,7 +8,7 @@
  */
 
 import { createHash } from 'node:crypto';
-import { cacheStateText, readCacheState } from '../analysis/prefixCache.js';
+import { cacheStatePhrase, readCacheState } from '../analysis/prefixCache.js';
 import type { Recommendation, SweepPoint } from '../analysis/sweep.js';
 import {
   type CapacityLimit,
@@ -442,7 +442,9 @@ function runHeadline(run: RunReportInput, kicker: string): string {
     `${fmtNumber(counted)} requests${s.sessions ? ` in ${fmtNumber(s.sessions.started)} sessions` : ''}, ${per(s.tokens.requestedInput)} in / ${per(s.tokens.requestedOutput)} out tokens ${s.sessions ? 'per request (mean: a turn re-sends the history)' : 'each'}${s.tokens.input !== s.tokens.requestedInput || s.tokens.output !== s.tokens.requestedOutput ? ` (server counted ${per(s.tokens.input)} / ${per(s.tokens.output)})` : ''}`,
     facts.endpoint ? `${facts.endpoint} endpoint` : undefined,
     `over ${fmtNumber(s.durationS, 1)} s`,
-    cacheState ? `prefix cache ${cacheStateText(cacheState)} at the start` : undefined,
+    cacheState
+      ? `prefix cache at the start ${cacheStatePhrase(cacheState, s.prefixHitRate)}`
+      : undefined,
   ].filter(Boolean);
   const lat = s.latency;
   const failed = s.requests.failed;

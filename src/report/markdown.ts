@@ -1,4 +1,4 @@
-import { cacheStateText, readCacheState } from '../analysis/prefixCache.js';
+import { cacheStatePhrase, readCacheState } from '../analysis/prefixCache.js';
 import type { Distribution } from '../metrics/distribution.js';
 import { fmtNumber } from '../metrics/format.js';
 import type { RunSummary } from '../metrics/summary.js';
@@ -94,7 +94,11 @@ export function markdownSummary(
       '',
     );
     const cacheState = readCacheState(s.cacheState);
-    if (cacheState) lines.push(`**Prefix cache at the start:** ${cacheStateText(cacheState)}`, '');
+    if (cacheState)
+      lines.push(
+        `**Prefix cache at the start:** ${cacheStatePhrase(cacheState, s.prefixHitRate)}`,
+        '',
+      );
     lines.push(
       ...markdownTable(LATENCY_COLUMNS, [
         [metricLabel('ttftMs'), s.latency.ttftMs],

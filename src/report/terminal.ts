@@ -1,5 +1,5 @@
 import pc from 'picocolors';
-import { cacheStateText, readCacheState } from '../analysis/prefixCache.js';
+import { cacheStatePhrase, readCacheState } from '../analysis/prefixCache.js';
 import {
   CLIENT_HEALTH_LIMITS,
   type ClientHealth,
@@ -366,7 +366,8 @@ export function renderTerminalSummary(summary: RunSummary, options: TerminalOpti
   }
   // Read as saved results are (a report of a hand-edited summary prints only what it knows).
   const cacheState = readCacheState(summary.cacheState);
-  if (cacheState) lines.push(`Prefix cache at the start: ${cacheStateText(cacheState)}`);
+  if (cacheState)
+    lines.push(`Prefix cache at the start: ${cacheStatePhrase(cacheState, summary.prefixHitRate)}`);
   // The server's warnings join the run's (once: a caller may already have merged them).
   const warnings = [
     ...summary.warnings,

@@ -46,7 +46,7 @@ import { hasResult, resultPath } from '../results/layout.js';
 import { type ManifestAbout, openRunDir } from '../results/runFiles.js';
 import type { EngineCluster } from '../sim/cluster.js';
 import { describeEngine, perReplica } from '../sim/describe.js';
-import { EngineModel } from '../sim/engineModel.js';
+import { type EngineCounters, EngineModel } from '../sim/engineModel.js';
 import { seriesKey } from '../telemetry/prometheus.js';
 import { recordTelemetry } from '../telemetry/scraper.js';
 import type { ServerMetricsSummary } from '../telemetry/summary.js';
@@ -64,6 +64,14 @@ import { traceSessions } from '../workload/trace.js';
 import { loadWorkload } from '../workload/workload.js';
 import { resetTargetCache } from './cacheReset.js';
 import { type PointInfo, type SessionEvents, SNAPSHOT_INTERVAL_MS } from './events.js';
+import {
+  type HitRateSetup,
+  hitRateSetup,
+  judgeHitRate,
+  liveBlockTokens,
+  primeEngine,
+  primeServer,
+} from './hitRatePrime.js';
 import { environmentFields } from './serverEngine.js';
 import { inSession } from './session.js';
 import {
@@ -317,6 +325,15 @@ async function measureLive(
   hooks: PointHooks,
 ): Promise<Measured> {
   const { plan } = target;
+  // A probe shapes its own requests: the hit rate is for a scenario's.
+  const hitRate =
+    plan.prefixHitRate !== undefined && !point.nextRequest
+      ? hitRateSetup(plan.prefixHitRate, point.scenario, {
+          blockTokens: liveBlockTokens(target),
+          overheadTokens: target.promptOverhead.tokens,
+        })
+      : undefined;
+  if (hitRate) point = { ...point, scenario: hitRate.scenario };
   const warmupRequests = point.warmupRequests ?? 0;
   const whole = wholeRun(point.load, warmupRequests, point.requests);
   const part = point.shard ? shardOf(whole, point.shard) : whole;
@@ -340,7 +357,9 @@ async function measureLive(
     cacheState: cacheStateOf({
       reset: plan.resetCache === true,
       freshSimulator: target.simulator !== undefined && info.index === 0,
+      ...(hitRate ? { primedHitRate: hitRate.plan.rate } : {}),
     }),
+    ...(hitRate ? { hitRate } : {}),
     session,
     hooks,
     part,
@@ -364,6 +383,8 @@ async function measureLive(
         }
       : {}),
   };
+  // Before the clock, and so before the first scrape: the counters move for the measured phase.
+  if (hitRate) await primeServer(target, hitRate, await loadWorkload(liveWorkload(c)));
   const timers = pointTimers(c);
   let sent: Sent;
   let serverMetrics: ServerMetricsSummary | undefined;
@@ -385,6 +406,8 @@ interface LiveContext {
   info: PointInfo;
   /** The state of the server's prefix cache the point starts in. */
   cacheState: CacheState;
+  /** `--prefix-hit-rate`: how the point's prompts reach it. */
+  hitRate?: HitRateSetup;
   session: SessionEvents;
   hooks: PointHooks;
   /** What this process sends of the point (its shard, or all of it). */
@@ -721,6 +744,7 @@ async function finishLive(
   if (sharing && c.cacheState === 'uncontrolled') {
     summary.warnings.push(warning('prefix_cache_uncontrolled', {}));
   }
+  if (c.hitRate) judgeHitRate(c.hitRate, serverMetrics, summary, c.hooks.onNotice);
   summary.warnings.push(...(c.hooks.warnings?.(summary) ?? []));
   finalSnapshot(c);
   await c.session.pointFinished({
@@ -832,17 +856,26 @@ async function measureVirtual(
     import('../sim/virtual.js'),
   ]);
   const engine = new EngineCluster(target.engine);
+  const hitRate =
+    plan.prefixHitRate !== undefined && !point.nextRequest
+      ? hitRateSetup(plan.prefixHitRate, point.scenario, {
+          blockTokens: engine.config.blockSize,
+          overheadTokens: 0,
+        })
+      : undefined;
+  // Every point has an engine of its own: its cache starts empty, or primed.
+  const cacheState: CacheState = hitRate ? { primed: hitRate.plan.rate } : 'flushed';
+  const scenario = hitRate?.scenario ?? point.scenario;
   const warmupRequests = point.warmupRequests ?? 0;
   const clock = createRunClock();
   const part = wholeRun(point.load, warmupRequests, point.requests);
   hooks.onStart?.({ clock, part });
   session.pointStarted({
     point: info,
-    // Every point has an engine of its own: its cache starts empty.
-    manifest: pointManifest(target, point, info, {
+    manifest: pointManifest(target, { ...point, scenario }, info, {
       startedAt: clock.originIso,
       part,
-      cacheState: 'flushed',
+      cacheState,
     }),
     // Virtual time has no live clock: the whole run takes as long as the engine model needs.
     nowUs: () => 0,
@@ -850,7 +883,7 @@ async function measureVirtual(
   const workload = point.nextRequest
     ? { nextRequest: point.nextRequest }
     : await loadWorkload({
-        scenario: point.scenario,
+        scenario,
         // The built-in simulator counts words: exact, and what its HTTP runs use too.
         tokenizer: 'words',
         tokenizerOptions: { builtInSimulator: true },
@@ -865,6 +898,7 @@ async function measureVirtual(
   // Sessions, reasoning and tool calls go through the wire shapes (sim/wire.ts); plain
   // answers skip them, which is most of a sweep's cost.
   const shaped = 'nextSession' in workload || point.scenario.reasoning !== undefined;
+  if (hitRate) primeEngine(engine, hitRate, workload);
   const builder = new SummaryBuilder(summaryContext(plan, point.load));
   const until = plan.until ? new UntilTracker(plan.until) : undefined;
   const startedMs = performance.now();
@@ -890,10 +924,24 @@ async function measureVirtual(
   const wallS = (performance.now() - startedMs) / 1000;
   const summary = builder.build({ unsentRequests: result.unsentRequests });
   if (until) summary.until = until.outcome(summary.latency);
-  summary.cacheState = 'flushed';
+  summary.cacheState = cacheState;
   summary.warnings.push(...(hooks.warnings?.(summary) ?? []));
   // The engine's own state stands in for scraped metrics: peak KV and preemptions.
   const serverMetrics = engineMetrics(engine, result.simulatedS, target.model);
+  if (hitRate) {
+    // An engine without prefix caching hits nothing: that is its rate, not an unknown one.
+    const measured =
+      serverMetrics.prefixCache ??
+      (engine.config.prefixCaching
+        ? undefined
+        : { hitRate: 0, from: 'the simulated engine (prefix caching off)' });
+    judgeHitRate(
+      hitRate,
+      { ...(measured ? { prefixCache: measured } : {}) },
+      summary,
+      hooks.onNotice,
+    );
+  }
   // In virtual time the engine's counters are told in the simulator line, not saved.
   await session.pointFinished({
     point: info,
@@ -956,6 +1004,7 @@ function engineMetrics(
     windowS: simulatedS,
     counters,
     gauges: {},
+    ...engineHitRate(c),
     memory: {
       scrapes: 0,
       // Means need samples over time; a virtual run keeps peaks, so the mean repeats the peak.
@@ -971,6 +1020,22 @@ function engineMetrics(
       gpuMemoryUsedBytes: { mean: m.deviceUsedBytes, max: m.deviceUsedBytes, total: m.totalBytes },
     },
     warnings: [],
+  };
+}
+
+/**
+ * The engine's own prefix-cache counters over the run (a prime phase counts nothing), in the
+ * shape of a scrape's: what virtual time's hit rate is.
+ */
+function engineHitRate(c: EngineCounters): Pick<ServerMetricsSummary, 'prefixCache'> {
+  if (!(c.prefixQueryTokens > 0)) return {};
+  return {
+    prefixCache: {
+      hitRate: c.prefixHitTokens / c.prefixQueryTokens,
+      from: "the simulated engine's prefix-cache counters",
+      hitTokens: c.prefixHitTokens,
+      queriedTokens: c.prefixQueryTokens,
+    },
   };
 }
 

@@ -488,6 +488,21 @@ export class EngineModel {
     return { ok: true };
   }
 
+  /**
+   * Leaves a prompt's full blocks in the prefix cache as a request that ended before the clock
+   * started would (`--prefix-hit-rate`'s prime phase in virtual time), with neither the time
+   * nor the counters it took. As many leading blocks as the pool holds are kept.
+   */
+  warmPrefixCache(blockHashes: readonly number[]): void {
+    if (!this.config.prefixCaching || blockHashes.length === 0 || blockHashes[0] < 0) return;
+    const hit = this.pool.lookup(blockHashes);
+    this.pool.acquire(blockHashes, hit);
+    const added = Math.min(blockHashes.length - hit, this.pool.available());
+    this.pool.allocate(added);
+    for (let i = hit; i < hit + added; i++) this.pool.publish(blockHashes, i);
+    this.pool.unreference(blockHashes, hit + added);
+  }
+
   /** Why resetPrefixCache would refuse now, in the engine's words; undefined when it would not. */
   canResetPrefixCache(): string | undefined {
     const waiting = this.waiting.length - this.waitingHead;
