@@ -17,6 +17,7 @@ import {
   cacheResetRoute,
   resetServerCache,
 } from '../../../src/session/cacheReset.js';
+import { prepareCapacity, runCapacity } from '../../../src/session/profiles/capacity.js';
 import { type RunningSimulator, startSimulator } from '../../../src/sim/simulator.js';
 import { fetchTruth } from '../../../src/sim/truth.js';
 
@@ -283,5 +284,49 @@ describe('every manifest records the cache state it ran in', () => {
     const left = await run('uncontrolled', false);
     assert.equal(left.manifest.cacheState, 'uncontrolled');
     assert.ok(codes(left).includes('prefix_cache_uncontrolled'), codes(left).join());
+  });
+});
+
+describe('capacity --reset-cache', () => {
+  let dir: string;
+  before(() => {
+    dir = mkdtempSync(join(tmpdir(), 'ig-capacity-reset-'));
+  });
+  after(() => rmSync(dir, { recursive: true, force: true }));
+
+  const search = (url: string, out: string) => {
+    const prepared = prepareCapacity(
+      { url, batches: '1,2', inputTokens: '16', outputTokens: '2', resetCache: true },
+      {},
+    );
+    assert.deepEqual(prepared.problems, []);
+    return runCapacity(prepared.settings, { ...prepared.run, out }, new AbortController().signal);
+  };
+
+  test('every step starts flushed', async () => {
+    const sim = await startSimulator({ model: 'llama-3.1-8b', gpu: 'h100', timeScale: 0.02 });
+    try {
+      const out = join(dir, 'search');
+      await search(sim.url, out);
+      for (const batch of ['batch-1', 'batch-2']) {
+        const m = JSON.parse(readFileSync(join(out, batch, 'manifest.json'), 'utf8'));
+        assert.equal(m.cacheState, 'flushed', batch);
+      }
+    } finally {
+      await sim.stop();
+    }
+  });
+
+  test('a server that cannot be reset is refused before the first step', async () => {
+    const fake = await fakeVllm((res) => {
+      res.writeHead(404);
+      res.end();
+    });
+    try {
+      await assert.rejects(search(fake.url, join(dir, 'refused')), /VLLM_SERVER_DEV_MODE=1/);
+      assert.ok(!fake.seen.some((x) => x.includes('completions')), fake.seen.join(', '));
+    } finally {
+      await fake.close();
+    }
   });
 });
