@@ -119,3 +119,18 @@ export function cacheStatePhrase(state: CacheState, reached?: { achieved?: unkno
       : '';
   return `${cacheStateText(state)}${hit}`;
 }
+
+/** A saved `prefixHitRate` read back: its numbers as numbers, its source as text, or nothing. */
+export function readPrefixHitRate(
+  raw: unknown,
+): { target: number; achieved?: number; from?: string } | undefined {
+  if (typeof raw !== 'object' || raw === null) return undefined;
+  const r = raw as { target?: unknown; achieved?: unknown; from?: unknown };
+  const share = (x: unknown): x is number => typeof x === 'number' && x >= 0 && x <= 1;
+  if (!share(r.target)) return undefined;
+  return {
+    target: r.target,
+    ...(share(r.achieved) ? { achieved: r.achieved } : {}),
+    ...(typeof r.from === 'string' ? { from: r.from } : {}),
+  };
+}
