@@ -8,7 +8,14 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
+import {
+  cacheStatePhrase,
+  readCacheState,
+  readPrefixHitRate,
+} from '../../../src/analysis/prefixCache.js';
 import { benchmark, parseRunPlan } from '../../../src/index.js';
+import type { RunSummary } from '../../../src/metrics/summary.js';
+import { renderTerminalSummary } from '../../../src/report/terminal.js';
 import { prepareRun } from '../../../src/session/prepare.js';
 import { runPlan } from '../../../src/session/run.js';
 import { type RunningSimulator, startSimulator } from '../../../src/sim/simulator.js';
@@ -118,6 +125,13 @@ describe('--prefix-hit-rate against the simulator over HTTP', () => {
     assert.deepEqual(read(out, 'manifest.json').cacheState, { primed: 0.5 });
     const codes = summary.warnings.map((w) => w.code);
     assert.ok(!codes.includes('prefix_hit_rate_missed'), codes.join());
+    const line = renderTerminalSummary(summary as unknown as RunSummary, { color: false })
+      .split('\n')
+      .find((l) => l.startsWith('Prefix cache at the start:'));
+    assert.match(
+      line ?? '',
+      /^Prefix cache at the start: primed for 50% hits; \d+\.?\d*% hit over the measured phase$/,
+    );
     assert.ok(!codes.includes('prefix_cache_uncontrolled'), codes.join());
   });
 });
@@ -167,4 +181,18 @@ test('the plan refuses what shapes prompts otherwise, and drawn lengths', () => 
     /--prefix-hit-rate needs one prompt length/,
   );
   assert.throws(() => parseRunPlan({ prefixHitRate: 1.5 }), /--prefix-hit-rate/);
+});
+
+test('saved cache states and hit rates are read back as what they can be, or not at all', () => {
+  assert.equal(readCacheState('flushed'), 'flushed');
+  assert.deepEqual(readCacheState({ primed: 0.25 }), { primed: 0.25 });
+  assert.equal(readCacheState('\u001b[2Jflushed'), undefined);
+  assert.equal(readCacheState({ primed: 7 }), undefined);
+  assert.deepEqual(readPrefixHitRate({ target: 0.5, achieved: 'x', from: 3 }), { target: 0.5 });
+  assert.equal(readPrefixHitRate({ achieved: 0.5 }), undefined);
+  assert.equal(cacheStatePhrase('uncontrolled'), 'uncontrolled');
+  assert.equal(
+    cacheStatePhrase({ primed: 0.5 }, { achieved: 0.4963 }),
+    'primed for 50% hits; 49.6% hit over the measured phase',
+  );
 });
