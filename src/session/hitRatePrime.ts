@@ -14,6 +14,7 @@ import { warning } from '../metrics/warnings.js';
 import type { RequestRecord } from '../record.js';
 import type { EngineCluster } from '../sim/cluster.js';
 import { promptBlockHashes } from '../sim/physical.js';
+import { seriesName } from '../telemetry/prometheus.js';
 import type { ServerMetricsSummary } from '../telemetry/summary.js';
 import {
   engineBlockTokens,
@@ -124,8 +125,8 @@ export function primeEngine(engine: EngineCluster, setup: HitRateSetup, workload
  */
 export function judgeHitRate(
   setup: HitRateSetup,
-  server: Pick<ServerMetricsSummary, 'prefixCache'> | undefined,
-  summary: Pick<RunSummary, 'warnings' | 'prefixHitRate' | 'tokens'>,
+  server: Pick<ServerMetricsSummary, 'prefixCache' | 'counters'> | undefined,
+  summary: Pick<RunSummary, 'warnings' | 'prefixHitRate' | 'tokens' | 'requests'>,
   onNotice?: (text: string) => void,
 ): void {
   // What the measured requests themselves told (usage's cached_tokens, llama.cpp's prompt
@@ -140,7 +141,7 @@ export function judgeHitRate(
               ? "usage's cached_tokens of the measured requests"
               : "llama.cpp's prompt tokens processed by the measured requests",
         }
-      : server?.prefixCache;
+      : (server?.prefixCache ?? llamacppHitRate(server, summary));
   const outcome = hitRateOutcome(setup.plan.rate, measured);
   summary.prefixHitRate = {
     target: outcome.target,
@@ -150,10 +151,32 @@ export function judgeHitRate(
   summary.warnings.push(...hitRateWarnings(outcome, onNotice));
 }
 
+/**
+ * llama-server has no hit counter, but its `llamacpp:prompt_tokens_total` counts the prompt
+ * tokens it processed (`n_prompt_tokens_processed_total`, tools/server/server.cpp metrics), which
+ * a cached prefix skips: against the prompt tokens of the requests the client counted, the rest
+ * was cached. Only without warm-up requests, which the counter holds and the client does not.
+ */
+function llamacppHitRate(
+  server: Pick<ServerMetricsSummary, 'counters'> | undefined,
+  summary: Pick<RunSummary, 'tokens' | 'requests'>,
+): { hitRate: number; from: string } | undefined {
+  if (!server || summary.requests.warmup > 0 || !(summary.tokens.input > 0)) return undefined;
+  let processed: number | undefined;
+  for (const [key, c] of Object.entries(server.counters)) {
+    if (seriesName(key) === 'llamacpp:prompt_tokens_total') processed = (processed ?? 0) + c.delta;
+  }
+  if (processed === undefined || processed < 0) return undefined;
+  return {
+    hitRate: Math.max(0, 1 - processed / summary.tokens.input),
+    from: "llamacpp:prompt_tokens_total (prompt tokens processed) against the measured requests' prompt tokens",
+  };
+}
+
 function hitRateWarnings(outcome: HitRateOutcome, onNotice?: (text: string) => void): Warning[] {
   if (outcome.achieved === undefined) {
     onNotice?.(
-      "--prefix-hit-rate: neither the server's metrics nor its answers told a prefix-cache hit rate, so the rate reached is not measured (vLLM, SGLang and TensorRT-LLM report one at /metrics; llama-server per answer with --backend llamacpp)",
+      "--prefix-hit-rate: neither the server's metrics nor its answers told a prefix-cache hit rate, so the rate reached is not measured (vLLM, SGLang and TensorRT-LLM report one at /metrics; llama-server its prompt tokens processed, with --metrics)",
     );
     return [];
   }

@@ -937,7 +937,7 @@ async function measureVirtual(
         : { hitRate: 0, from: 'the simulated engine (prefix caching off)' });
     judgeHitRate(
       hitRate,
-      { ...(measured ? { prefixCache: measured } : {}) },
+      { counters: {}, ...(measured ? { prefixCache: measured } : {}) },
       summary,
       hooks.onNotice,
     );

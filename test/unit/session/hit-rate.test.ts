@@ -16,6 +16,7 @@ import {
 import { benchmark, parseRunPlan } from '../../../src/index.js';
 import type { RunSummary } from '../../../src/metrics/summary.js';
 import { renderTerminalSummary } from '../../../src/report/terminal.js';
+import { hitRateSetup, judgeHitRate } from '../../../src/session/hitRatePrime.js';
 import { prepareRun } from '../../../src/session/prepare.js';
 import { runPlan } from '../../../src/session/run.js';
 import { type RunningSimulator, startSimulator } from '../../../src/sim/simulator.js';
@@ -195,4 +196,39 @@ test('saved cache states and hit rates are read back as what they can be, or not
     cacheStatePhrase({ primed: 0.5 }, { achieved: 0.4963 }),
     'primed for 50% hits; 49.6% hit over the measured phase',
   );
+});
+
+test('llama-server: the rate is what its prompt-tokens-processed counter skipped, without warm-up', () => {
+  const setup = hitRateSetup(
+    0.5,
+    { name: 'x', input: { kind: 'fixed', value: 1000 }, output: { kind: 'fixed', value: 2 } },
+    { blockTokens: 1, overheadTokens: 0 },
+  );
+  assert.equal(setup.scenario.sharedPrefixTokens, 500);
+  const judged = (warmup: number, processed: number) => {
+    const summary = {
+      warnings: [],
+      tokens: { input: 40_000 },
+      requests: { warmup },
+    } as unknown as RunSummary;
+    judgeHitRate(
+      setup,
+      { counters: { 'llamacpp:prompt_tokens_total': { delta: processed, perS: 0 } } },
+      summary,
+    );
+    return summary;
+  };
+  const slots = judged(0, 30_000);
+  assert.equal(slots.prefixHitRate?.achieved, 0.25);
+  assert.match(slots.prefixHitRate?.from ?? '', /llamacpp:prompt_tokens_total/);
+  // Fewer slots than prefixes: a miss, said with the target.
+  assert.deepEqual(
+    slots.warnings.map((w) => w.code),
+    ['prefix_hit_rate_missed'],
+  );
+  const notes: string[] = [];
+  const withWarmup = judged(8, 20_000);
+  assert.equal(withWarmup.prefixHitRate?.achieved, undefined);
+  judgeHitRate(setup, undefined, withWarmup, (n) => notes.push(n));
+  assert.match(notes[0] ?? '', /the rate reached is not measured/);
 });
