@@ -43,7 +43,7 @@ async function inFlight(sim: RunningSimulator): Promise<AbortController> {
   const res = await fetch(`${sim.url}/v1/completions`, {
     method: 'POST',
     headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ model: sim.model, prompt: PROMPT, max_tokens: 2000, stream: true }),
+    body: JSON.stringify({ model: sim.model, prompt: PROMPT, max_tokens: 8000, stream: true }),
     signal: abort.signal,
   });
   // Its first bytes: it holds its blocks now.
