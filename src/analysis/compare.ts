@@ -10,6 +10,7 @@ import type { Verdict as ValidityVerdict } from '../metrics/validity.js';
 import type { RequestRecord } from '../record.js';
 import { createRng } from '../rng.js';
 import { streamSeed } from '../workload/distributions.js';
+import { type CacheState, cacheStateText } from './prefixCache.js';
 import { parseThresholds, type Threshold, thresholdProblems } from './thresholds.js';
 
 /**
@@ -1443,6 +1444,8 @@ export interface RunConditions {
   datasetPrompts?: boolean;
   /** The server's prefix-cache hit rate (0..1), over the runs behind the unit. */
   prefixCacheHitRate?: number;
+  /** The state of the server's prefix cache the run started in (manifest `cacheState`). */
+  cacheState?: CacheState;
   /** The client limited the load it could send (summary clientHealth.clientLimited). */
   clientLimited?: boolean;
   /** The built-in simulator's engine flags, as given. */
@@ -1666,7 +1669,8 @@ export type UnlikeCode =
   | 'prefix_cache_differs'
   | 'identical_prompts'
   | 'client_limited_run'
-  | 'simulator_differs';
+  | 'simulator_differs'
+  | 'cache_state_differs';
 
 export interface UnlikeReason {
   code: UnlikeCode;
@@ -1749,6 +1753,15 @@ export function unlikeReasons(a: RunUnit, b: RunUnit): UnlikeReason[] {
       code: 'simulator_differs',
       text: `the simulator ran with other arguments: A ${args(sa)}, B ${args(sb)}`,
       short: 'different simulator arguments',
+    });
+  }
+  const sta = ca.cacheState && cacheStateText(ca.cacheState);
+  const stb = cb.cacheState && cacheStateText(cb.cacheState);
+  if (sta && stb && sta !== stb) {
+    reasons.push({
+      code: 'cache_state_differs',
+      text: `the runs started with the server's prefix cache in different states: A ${sta}, B ${stb}, so what prefill cost is not like for like`,
+      short: `prefix cache A ${sta}, B ${stb}`,
     });
   }
   return reasons;

@@ -67,3 +67,70 @@ function cachedShare(
   }
   return { cachedShare: p.hitRate, source: 'rate' };
 }
+
+/**
+ * The state of the server's prefix cache a point ran in (manifest.json and summary.json
+ * `cacheState`): `flushed`, emptied before it (`--reset-cache`, or a simulator that started
+ * empty: the built-in one's first point, every point in virtual time); `{ primed: R }`, filled
+ * by `--prefix-hit-rate R`'s prime phase so the measured requests hit R of their prompt
+ * tokens; `uncontrolled`, whatever earlier runs and other clients left (the validity verdict's
+ * `prefix_cache_uncontrolled` where the workload shares prefixes).
+ */
+export type CacheState = 'flushed' | 'uncontrolled' | { primed: number };
+
+/** The state a point starts in. */
+export function cacheStateOf(o: {
+  /** `--reset-cache` emptied it before the point. */
+  reset: boolean;
+  /** The simulator measured started with an empty cache (its first point, or virtual time). */
+  freshSimulator: boolean;
+  /** `--prefix-hit-rate`: the rate the prime phase set up. */
+  primedHitRate?: number;
+}): CacheState {
+  if (o.primedHitRate !== undefined) return { primed: o.primedHitRate };
+  return o.reset || o.freshSimulator ? 'flushed' : 'uncontrolled';
+}
+
+/** `flushed`, `primed for 50% hits`, `uncontrolled`: the state in a few words. */
+export function cacheStateText(state: CacheState): string {
+  if (typeof state === 'string') return state;
+  return `primed for ${+(state.primed * 100).toFixed(1)}% hits`;
+}
+
+/** A saved `cacheState` read back (older results have none: undefined). */
+export function readCacheState(raw: unknown): CacheState | undefined {
+  if (raw === 'flushed' || raw === 'uncontrolled') return raw;
+  if (typeof raw === 'object' && raw !== null) {
+    const primed = (raw as { primed?: unknown }).primed;
+    if (typeof primed === 'number' && primed >= 0 && primed <= 1) return { primed };
+  }
+  return undefined;
+}
+
+/**
+ * "primed for 50% hits; 49.8% hit over the measured phase": the state with what
+ * `--prefix-hit-rate` reached, read as saved results are (a number, or nothing).
+ */
+export function cacheStatePhrase(state: CacheState, reached?: { achieved?: unknown }): string {
+  const achieved = reached?.achieved;
+  const hit =
+    typeof achieved === 'number' && Number.isFinite(achieved)
+      ? `; ${+(achieved * 100).toFixed(1)}% hit over the measured phase`
+      : '';
+  return `${cacheStateText(state)}${hit}`;
+}
+
+/** A saved `prefixHitRate` read back: its numbers as numbers, its source as text, or nothing. */
+export function readPrefixHitRate(
+  raw: unknown,
+): { target: number; achieved?: number; from?: string } | undefined {
+  if (typeof raw !== 'object' || raw === null) return undefined;
+  const r = raw as { target?: unknown; achieved?: unknown; from?: unknown };
+  const share = (x: unknown): x is number => typeof x === 'number' && x >= 0 && x <= 1;
+  if (!share(r.target)) return undefined;
+  return {
+    target: r.target,
+    ...(share(r.achieved) ? { achieved: r.achieved } : {}),
+    ...(typeof r.from === 'string' ? { from: r.from } : {}),
+  };
+}

@@ -54,6 +54,10 @@ export function capacityCommand(): Command {
     )
     .option('--api-key-env <var>', 'environment variable holding the API key')
     .option('--ignore-eos', 'ask the server for exactly --output-tokens (vLLM, SGLang)')
+    .option(
+      '--reset-cache',
+      "empty the server's prefix cache before every step (vLLM /reset_prefix_cache with VLLM_SERVER_DEV_MODE=1, SGLang /flush_cache)",
+    )
     .option('--time-scale <x>', 'built-in simulator: real seconds per simulated second')
     .option('--seed <n>', 'seed for prompts (default: 42)')
     .option(

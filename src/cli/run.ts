@@ -166,6 +166,14 @@ export function addRunOptions(command: Command): Command {
     .option('--shared-prefix <n>', 'tokens every prompt starts with (exercises prefix caching)')
     .option('--ignore-eos', 'ask the server for exactly --output-tokens (vLLM, SGLang: ignore_eos)')
     .option(
+      '--prefix-hit-rate <r>',
+      'build prompts that hit the prefix cache at this rate (0..1): shared prefixes, sent once before the clock, then text of their own',
+    )
+    .option(
+      '--reset-cache',
+      "empty the server's prefix cache before every run and sweep point (vLLM /reset_prefix_cache with VLLM_SERVER_DEV_MODE=1, SGLang /flush_cache)",
+    )
+    .option(
       '--continuous-usage-stats',
       'ask for usage on every event (vLLM) to count tokens per event exactly',
     )

@@ -146,6 +146,16 @@ export interface RunSummary {
   interrupted: boolean;
   /** `--until`: whether the interval target was met, and whether it (not a cap) ended the run. */
   until?: UntilOutcome;
+  /**
+   * The state of the server's prefix cache the run started in (analysis/prefixCache.ts
+   * CacheState); absent where nobody said (a library summary, older results).
+   */
+  cacheState?: 'flushed' | 'uncontrolled' | { primed: number };
+  /**
+   * `--prefix-hit-rate`: the rate asked for and the one the measured phase reached, from the
+   * server's prefix-cache counters (or, in virtual time, the simulated engine's), where known.
+   */
+  prefixHitRate?: { target: number; achieved?: number; from?: string };
   warnings: Warning[];
   /**
    * The verdict of the warnings (src/metrics/validity.ts), set when the point is finished and

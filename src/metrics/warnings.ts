@@ -265,10 +265,19 @@ export const WARNINGS = {
   })),
   prefix_cache_uncontrolled: entry<Record<string, never>>('warning', () => ({
     message:
-      "prefix cache uncontrolled: the workload shares prompt prefixes and the server's cache was not reset, so TTFT depends on what earlier runs left in it; restart the server or reset its cache first",
+      "prefix cache uncontrolled: the workload shares prompt prefixes and the server's cache was not reset, so TTFT depends on what earlier runs left in it; use --reset-cache or restart the server",
     detail:
-      'vLLM resets its prefix cache on POST /reset_prefix_cache (with VLLM_SERVER_DEV_MODE=1), SGLang on POST /flush_cache; a restarted server starts cold. The built-in simulator starts fresh for every run, so runs against it carry no such warning.',
+      "--reset-cache calls vLLM's POST /reset_prefix_cache (served with VLLM_SERVER_DEV_MODE=1) or SGLang's POST /flush_cache before every point; a restarted server starts cold. The built-in simulator starts empty for a session's first point, so that point carries no such warning; manifest.json's cacheState says which state each point ran in.",
   })),
+  prefix_hit_rate_missed: entry<{ target: number; achieved: number; from: string }>(
+    'warning',
+    (f) => ({
+      message: `--prefix-hit-rate missed: the server hit ${pct(f.achieved)} of prompt tokens in its prefix cache over the measured phase, not the ${pct(f.target)} asked; read TTFT as at ${pct(f.achieved)}`,
+      figure: Math.abs(f.achieved - f.target),
+      threshold: 0.03,
+      detail: `From ${f.from}. Below the target: cached prefixes evicted under memory pressure (see kv_cache_full), a chat template that shifts the prefix off the engine's block boundaries, an engine that caches no blocks (llama-server's per-slot cache, TensorRT-LLM without block reuse, caching turned off), or a block size other than assumed. Above it: another client's prompts, or a --warmup whose requests are counted by the server's counters.`,
+    }),
+  ),
   low_sample: entry<{ completed: number }>('info', (f) => ({
     message: `only ${n(f.completed)} completed requests: p99 needs 100 and p99.9 needs 1,000 to be resolved; run more requests for the tail`,
   })),

@@ -69,6 +69,8 @@ export const PLAN_KEYS = [
   'tokenizer',
   'shared-prefix',
   'ignore-eos',
+  'reset-cache',
+  'prefix-hit-rate',
   'continuous-usage-stats',
   'max-answer-mb',
   'temperature',

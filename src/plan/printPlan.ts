@@ -126,6 +126,8 @@ export function planFileOf(
   fill('tokenizer', plan.tokenizer);
   fill('temperature', plan.temperature);
   fill('ignore-eos', plan.ignoreEos);
+  if (plan.resetCache) fill('reset-cache', true);
+  if (plan.prefixHitRate !== undefined) fill('prefix-hit-rate', plan.prefixHitRate);
   fill('continuous-usage-stats', plan.continuousUsageStats);
   fill('timeout', plan.timeoutS);
   fill('grace', plan.graceS);

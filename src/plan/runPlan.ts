@@ -128,6 +128,16 @@ export interface RunPlan {
   dataset?: { path: string; data: Dataset };
   temperature: number;
   ignoreEos: boolean;
+  /**
+   * `--reset-cache`: the server's prefix cache is emptied before every run and sweep point, by
+   * the engine's own route (session/cacheReset.ts); the manifest's cacheState says `flushed`.
+   */
+  resetCache?: boolean;
+  /**
+   * `--prefix-hit-rate`: the prefix-cache hit rate (0..1) the measured requests are built to
+   * reach, after a prime phase (workload/hitRate.ts); the manifest's cacheState says `primed`.
+   */
+  prefixHitRate?: number;
   continuousUsageStats: boolean;
   /** MiB of answer a request that keeps its answer may hold (sessions, agents); default 16. */
   maxAnswerMb?: number;
@@ -257,6 +267,8 @@ export interface RunPlanInput extends TlsOptions {
   planScenarios?: PlanScenario[];
   temperature?: string | number;
   ignoreEos?: boolean;
+  resetCache?: boolean;
+  prefixHitRate?: string | number;
   continuousUsageStats?: boolean;
   maxAnswerMb?: string | number;
   timeout?: string | number;
@@ -340,6 +352,7 @@ const FLAGS: Record<string, { flag: string; example: string }> = {
   scenario: { flag: '--scenario', example: '--scenario chat,creative,summarize' },
   tokenizer: { flag: '--tokenizer', example: '--tokenizer o200k_base' },
   sharedPrefix: { flag: '--shared-prefix', example: '--shared-prefix 1024' },
+  prefixHitRate: { flag: '--prefix-hit-rate', example: '--prefix-hit-rate 0.5' },
   temperature: { flag: '--temperature', example: '--temperature 0' },
   timeout: { flag: '--timeout', example: '--timeout 600' },
   http2: { flag: '--http2', example: '--http2 off' },
@@ -451,6 +464,8 @@ const OPTIONS = {
   planScenarios: listOf(anything<PlanScenario>()),
   temperature: number({ min: 0, max: 2 }),
   ignoreEos: flag,
+  resetCache: flag,
+  prefixHitRate: number({ min: 0, max: 1 }),
   continuousUsageStats: flag,
   maxAnswerMb: positive(),
   timeout: positive(),
@@ -510,6 +525,29 @@ function problem(field: string, message: string): string {
   return spelling
     ? `${spelling.flag} ${message} (for example ${spelling.example})`
     : `${field} ${message}`;
+}
+
+/**
+ * `--prefix-hit-rate` builds every prompt itself (shared prefixes, then text of its own) from a
+ * fixed prompt length: what shapes prompts otherwise cannot come with it.
+ */
+function hitRateProblems(input: RunPlanInput, scenarios: readonly Scenario[]): string[] {
+  const problems: string[] = [];
+  const with_ = (what: string) =>
+    `--prefix-hit-rate cannot be combined with ${what}: it builds every prompt itself (shared prefixes, then text of its own)`;
+  if (input.sharedPrefix !== undefined) problems.push(with_('--shared-prefix'));
+  if (input.trace !== undefined) problems.push(with_('--trace'));
+  if (input.dataset !== undefined) problems.push(with_('--dataset'));
+  for (const sc of scenarios) {
+    if (isSessionScenario(sc)) {
+      problems.push(with_(`the session scenario ${sc.name} (its turns share their history)`));
+    } else if (sc.input.kind !== 'fixed') {
+      problems.push(
+        `--prefix-hit-rate needs one prompt length, so the shared prefix is the same share of every prompt: scenario ${sc.name} draws its --input-tokens (for example --input-tokens 1024)`,
+      );
+    }
+  }
+  return problems;
 }
 
 /** Options that only mean something together, or that contradict each other. */
@@ -704,6 +742,7 @@ export function parseRunPlan(input: RunPlanInput, env: NodeJS.ProcessEnv = {}): 
     }
   }
   if (valid) problems.push(...sessionProblems(o, scenarios, dataset?.data, trace?.agent));
+  if (valid && o.prefixHitRate !== undefined) problems.push(...hitRateProblems(input, scenarios));
   const tls = valid ? tlsPlan(o, env, problems) : undefined;
   if (problems.length > 0) throw new PlanError(problems);
 
@@ -788,6 +827,8 @@ export function parseRunPlan(input: RunPlanInput, env: NodeJS.ProcessEnv = {}): 
     tokenizer: o.tokenizer ?? 'words',
     temperature: o.temperature ?? RUN_DEFAULTS.temperature,
     ignoreEos: o.ignoreEos ?? false,
+    ...(o.resetCache ? { resetCache: true } : {}),
+    ...(o.prefixHitRate !== undefined ? { prefixHitRate: o.prefixHitRate } : {}),
     continuousUsageStats: o.continuousUsageStats ?? false,
     timeoutS: o.timeout ?? RUN_DEFAULTS.timeoutS,
     graceS: o.grace ?? RUN_DEFAULTS.graceS,

@@ -8,6 +8,7 @@
  */
 
 import { createHash } from 'node:crypto';
+import { cacheStatePhrase, readCacheState } from '../analysis/prefixCache.js';
 import type { Recommendation, SweepPoint } from '../analysis/sweep.js';
 import {
   type CapacityLimit,
@@ -434,12 +435,16 @@ function headlineText(run: RunReportInput): string {
 function runHeadline(run: RunReportInput, kicker: string): string {
   const s = run.summary;
   const facts = runFacts(run);
+  const cacheState = readCacheState(s.cacheState);
   const counted = s.requests.completed + s.requests.failed;
   const per = (n: number) => (counted > 0 ? fmtNumber(n / counted) : '-');
   const sentences = [
     `${fmtNumber(counted)} requests${s.sessions ? ` in ${fmtNumber(s.sessions.started)} sessions` : ''}, ${per(s.tokens.requestedInput)} in / ${per(s.tokens.requestedOutput)} out tokens ${s.sessions ? 'per request (mean: a turn re-sends the history)' : 'each'}${s.tokens.input !== s.tokens.requestedInput || s.tokens.output !== s.tokens.requestedOutput ? ` (server counted ${per(s.tokens.input)} / ${per(s.tokens.output)})` : ''}`,
     facts.endpoint ? `${facts.endpoint} endpoint` : undefined,
     `over ${fmtNumber(s.durationS, 1)} s`,
+    cacheState
+      ? `prefix cache at the start ${cacheStatePhrase(cacheState, s.prefixHitRate)}`
+      : undefined,
   ].filter(Boolean);
   const lat = s.latency;
   const failed = s.requests.failed;

@@ -1,3 +1,4 @@
+import { cacheStatePhrase, readCacheState } from '../analysis/prefixCache.js';
 import type { Distribution } from '../metrics/distribution.js';
 import { fmtNumber } from '../metrics/format.js';
 import type { RunSummary } from '../metrics/summary.js';
@@ -92,6 +93,12 @@ export function markdownSummary(
       `**Load:** ${cell(describeLoad(s))}, ${s.requests.completed} completed, ${s.requests.failed} failed`,
       '',
     );
+    const cacheState = readCacheState(s.cacheState);
+    if (cacheState)
+      lines.push(
+        `**Prefix cache at the start:** ${cacheStatePhrase(cacheState, s.prefixHitRate)}`,
+        '',
+      );
     lines.push(
       ...markdownTable(LATENCY_COLUMNS, [
         [metricLabel('ttftMs'), s.latency.ttftMs],

@@ -1,4 +1,5 @@
 import pc from 'picocolors';
+import { cacheStatePhrase, readCacheState } from '../analysis/prefixCache.js';
 import {
   CLIENT_HEALTH_LIMITS,
   type ClientHealth,
@@ -363,6 +364,10 @@ export function renderTerminalSummary(summary: RunSummary, options: TerminalOpti
     const memory = server.memory && memoryLine(server.memory, covered);
     if (memory) lines.push(memory);
   }
+  // Read as saved results are (a report of a hand-edited summary prints only what it knows).
+  const cacheState = readCacheState(summary.cacheState);
+  if (cacheState)
+    lines.push(`Prefix cache at the start: ${cacheStatePhrase(cacheState, summary.prefixHitRate)}`);
   // The server's warnings join the run's (once: a caller may already have merged them).
   const warnings = [
     ...summary.warnings,

@@ -15,6 +15,7 @@ import {
   type RunUnit,
   type WorkloadFacts,
 } from '../analysis/compare.js';
+import { readCacheState } from '../analysis/prefixCache.js';
 import { EXIT, InfergaugeError } from '../errors.js';
 import type { LoadSpec } from '../load.js';
 import type { SloCondition } from '../metrics/slo.js';
@@ -153,6 +154,8 @@ function manifestConditions(manifest: Manifest | undefined): RunConditions {
   }
   const environment = manifestEnvironment(server, plan);
   if (Object.keys(environment).length > 0) out.environment = environment;
+  const cacheState = readCacheState(manifest.cacheState);
+  if (cacheState) out.cacheState = cacheState;
   return out;
 }
 

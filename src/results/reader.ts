@@ -6,6 +6,7 @@
 
 import { existsSync, statSync } from 'node:fs';
 import { basename, relative } from 'node:path';
+import { readCacheState, readPrefixHitRate } from '../analysis/prefixCache.js';
 import type { LoadSpec } from '../load.js';
 import { parseSlo, type SloCondition } from '../metrics/slo.js';
 import type { RunSummary, SummaryContext, Warning } from '../metrics/summary.js';
@@ -202,6 +203,12 @@ export function withSavedFacts(summary: RunSummary, saved: SavedSummary | undefi
   if (!saved) return summary;
   if (saved.clientHealth) summary.clientHealth = saved.clientHealth;
   if (saved.interrupted) summary.interrupted = saved.interrupted;
+  // The cache's state and what --prefix-hit-rate reached: the run's, not in its records.
+  const facts = saved as { cacheState?: unknown; prefixHitRate?: unknown };
+  const cacheState = readCacheState(facts.cacheState);
+  if (cacheState) summary.cacheState = cacheState;
+  const reached = readPrefixHitRate(facts.prefixHitRate);
+  if (reached) summary.prefixHitRate = reached;
   const key = (w: Warning) => `${w.code}\u0000${w.message}`;
   const have = new Set(summary.warnings.map(key));
   for (const w of saved.warnings) if (!have.has(key(w))) summary.warnings.push(w);

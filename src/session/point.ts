@@ -5,7 +5,12 @@
  * (and telemetry.jsonl, client-health.json) into its own directory as it runs.
  */
 import { performance } from 'node:perf_hooks';
-import { prefixCacheWarning, workloadSharesPrefixes } from '../analysis/prefixCache.js';
+import {
+  type CacheState,
+  cacheStateOf,
+  prefixCacheWarning,
+  workloadSharesPrefixes,
+} from '../analysis/prefixCache.js';
 import { withApiKey } from '../backends/request.js';
 import type { RequestSpec } from '../backends/types.js';
 import { describeError, InfergaugeError } from '../errors.js';
@@ -41,7 +46,7 @@ import { hasResult, resultPath } from '../results/layout.js';
 import { type ManifestAbout, openRunDir } from '../results/runFiles.js';
 import type { EngineCluster } from '../sim/cluster.js';
 import { describeEngine, perReplica } from '../sim/describe.js';
-import { EngineModel } from '../sim/engineModel.js';
+import { type EngineCounters, EngineModel } from '../sim/engineModel.js';
 import { seriesKey } from '../telemetry/prometheus.js';
 import { recordTelemetry } from '../telemetry/scraper.js';
 import type { ServerMetricsSummary } from '../telemetry/summary.js';
@@ -57,7 +62,16 @@ import {
 import type { Tokenizer } from '../workload/tokenizer.js';
 import { TRACE_BLOCK_TOKENS, traceSessions } from '../workload/trace.js';
 import { loadWorkload } from '../workload/workload.js';
+import { resetTargetCache } from './cacheReset.js';
 import { type PointInfo, type SessionEvents, SNAPSHOT_INTERVAL_MS } from './events.js';
+import {
+  type HitRateSetup,
+  hitRateSetup,
+  judgeHitRate,
+  liveBlockTokens,
+  primeEngine,
+  primeServer,
+} from './hitRatePrime.js';
 import { environmentFields } from './serverEngine.js';
 import { inSession } from './session.js';
 import {
@@ -146,6 +160,9 @@ export async function measurePoint(
 ): Promise<Measured> {
   // Refused before anything is sent: a directory that holds a run is never written into.
   if (point.dir !== undefined) openRunDir(point.dir);
+  // Emptied before the point, so that its hits are its own workload's (virtual time starts
+  // every point with an empty cache of its own).
+  if (target.kind === 'live' && target.plan.resetCache) await resetTargetCache(target);
   const run = (session: SessionEvents) => {
     // A session whose results can no longer be written measures nothing more.
     if (session.failure) throw session.failure;
@@ -177,7 +194,7 @@ function pointManifest(
   target: Target,
   point: Point,
   info: PointInfo,
-  start: { startedAt: string; workers?: number; part: ShardPart },
+  start: { startedAt: string; workers?: number; part: ShardPart; cacheState: CacheState },
 ): ManifestAbout {
   const { plan } = target;
   const { server } = serverAbout(target);
@@ -200,6 +217,7 @@ function pointManifest(
     plan: redactPlan(plan),
     load: point.load,
     scenario: point.scenario.name,
+    cacheState: start.cacheState,
     ...(start.workers !== undefined
       ? {
           execution: {
@@ -307,6 +325,15 @@ async function measureLive(
   hooks: PointHooks,
 ): Promise<Measured> {
   const { plan } = target;
+  // A probe shapes its own requests: the hit rate is for a scenario's.
+  const hitRate =
+    plan.prefixHitRate !== undefined && !point.nextRequest
+      ? hitRateSetup(plan.prefixHitRate, point.scenario, {
+          blockTokens: liveBlockTokens(target),
+          overheadTokens: target.promptOverhead.tokens,
+        })
+      : undefined;
+  if (hitRate) point = { ...point, scenario: hitRate.scenario };
   const warmupRequests = point.warmupRequests ?? 0;
   const whole = wholeRun(point.load, warmupRequests, point.requests);
   const part = point.shard ? shardOf(whole, point.shard) : whole;
@@ -325,6 +352,14 @@ async function measureLive(
     target,
     point,
     info,
+    // A server at --url comes with whatever its prefix cache holds; the built-in simulator
+    // starts empty, for the session's first point only (the next ones find what it left).
+    cacheState: cacheStateOf({
+      reset: plan.resetCache === true,
+      freshSimulator: target.simulator !== undefined && info.index === 0,
+      ...(hitRate ? { primedHitRate: hitRate.plan.rate } : {}),
+    }),
+    ...(hitRate ? { hitRate } : {}),
     session,
     hooks,
     part,
@@ -348,6 +383,8 @@ async function measureLive(
         }
       : {}),
   };
+  // Before the clock, and so before the first scrape: the counters move for the measured phase.
+  if (hitRate) await primeServer(target, hitRate, await loadWorkload(liveWorkload(c)));
   const timers = pointTimers(c);
   let sent: Sent;
   let serverMetrics: ServerMetricsSummary | undefined;
@@ -367,6 +404,10 @@ interface LiveContext {
   target: LiveTarget;
   point: Point;
   info: PointInfo;
+  /** The state of the server's prefix cache the point starts in. */
+  cacheState: CacheState;
+  /** `--prefix-hit-rate`: how the point's prompts reach it. */
+  hitRate?: HitRateSetup;
   session: SessionEvents;
   hooks: PointHooks;
   /** What this process sends of the point (its shard, or all of it). */
@@ -474,7 +515,12 @@ function pointTimers(c: LiveContext) {
     const counted = part.measured.count;
     session.pointStarted({
       point: info,
-      manifest: pointManifest(target, point, info, { startedAt: clock.originIso, workers, part }),
+      manifest: pointManifest(target, point, info, {
+        startedAt: clock.originIso,
+        workers,
+        part,
+        cacheState: c.cacheState,
+      }),
       progress,
       nowUs: () => clock.nowUs(),
       ...(counted !== undefined && !isSessionScenario(point.scenario)
@@ -695,10 +741,11 @@ async function finishLive(
   });
   const cached = prefixCacheWarning(summary, serverMetrics, sharing);
   if (cached) summary.warnings.push(cached);
-  // A server at --url comes with whatever its prefix cache holds; the built-in simulator starts
-  // empty, for the session's first point only (the next ones find what it left).
-  const cold = c.target.simulator !== undefined && c.info.index === 0;
-  if (sharing && !cold) summary.warnings.push(warning('prefix_cache_uncontrolled', {}));
+  summary.cacheState = c.cacheState;
+  if (sharing && c.cacheState === 'uncontrolled') {
+    summary.warnings.push(warning('prefix_cache_uncontrolled', {}));
+  }
+  if (c.hitRate) judgeHitRate(c.hitRate, serverMetrics, summary, c.hooks.onNotice);
   summary.warnings.push(...(c.hooks.warnings?.(summary) ?? []));
   finalSnapshot(c);
   await c.session.pointFinished({
@@ -811,20 +858,34 @@ async function measureVirtual(
     import('../sim/traceKeys.js'),
   ]);
   const engine = new EngineCluster(target.engine);
+  const hitRate =
+    plan.prefixHitRate !== undefined && !point.nextRequest
+      ? hitRateSetup(plan.prefixHitRate, point.scenario, {
+          blockTokens: engine.config.blockSize,
+          overheadTokens: 0,
+        })
+      : undefined;
+  // Every point has an engine of its own: its cache starts empty, or primed.
+  const cacheState: CacheState = hitRate ? { primed: hitRate.plan.rate } : 'flushed';
+  const scenario = hitRate?.scenario ?? point.scenario;
   const warmupRequests = point.warmupRequests ?? 0;
   const clock = createRunClock();
   const part = wholeRun(point.load, warmupRequests, point.requests);
   hooks.onStart?.({ clock, part });
   session.pointStarted({
     point: info,
-    manifest: pointManifest(target, point, info, { startedAt: clock.originIso, part }),
+    manifest: pointManifest(target, { ...point, scenario }, info, {
+      startedAt: clock.originIso,
+      part,
+      cacheState,
+    }),
     // Virtual time has no live clock: the whole run takes as long as the engine model needs.
     nowUs: () => 0,
   });
   const workload = point.nextRequest
     ? { nextRequest: point.nextRequest }
     : await loadWorkload({
-        scenario: point.scenario,
+        scenario,
         // The built-in simulator counts words: exact, and what its HTTP runs use too.
         tokenizer: 'words',
         tokenizerOptions: { builtInSimulator: true },
@@ -852,6 +913,7 @@ async function measureVirtual(
           plan.trace.blockTokens ?? TRACE_BLOCK_TOKENS,
         )
       : undefined;
+  if (hitRate) primeEngine(engine, hitRate, workload);
   const builder = new SummaryBuilder(summaryContext(plan, point.load));
   const until = plan.until ? new UntilTracker(plan.until) : undefined;
   const startedMs = performance.now();
@@ -878,9 +940,24 @@ async function measureVirtual(
   const wallS = (performance.now() - startedMs) / 1000;
   const summary = builder.build({ unsentRequests: result.unsentRequests });
   if (until) summary.until = until.outcome(summary.latency);
+  summary.cacheState = cacheState;
   summary.warnings.push(...(hooks.warnings?.(summary) ?? []));
   // The engine's own state stands in for scraped metrics: peak KV and preemptions.
   const serverMetrics = engineMetrics(engine, result.simulatedS, target.model);
+  if (hitRate) {
+    // An engine without prefix caching hits nothing: that is its rate, not an unknown one.
+    const measured =
+      serverMetrics.prefixCache ??
+      (engine.config.prefixCaching
+        ? undefined
+        : { hitRate: 0, from: 'the simulated engine (prefix caching off)' });
+    judgeHitRate(
+      hitRate,
+      { counters: {}, ...(measured ? { prefixCache: measured } : {}) },
+      summary,
+      hooks.onNotice,
+    );
+  }
   // In virtual time the engine's counters are told in the simulator line, not saved.
   await session.pointFinished({
     point: info,
@@ -943,6 +1020,7 @@ function engineMetrics(
     windowS: simulatedS,
     counters,
     gauges: {},
+    ...engineHitRate(c),
     memory: {
       scrapes: 0,
       // Means need samples over time; a virtual run keeps peaks, so the mean repeats the peak.
@@ -958,6 +1036,22 @@ function engineMetrics(
       gpuMemoryUsedBytes: { mean: m.deviceUsedBytes, max: m.deviceUsedBytes, total: m.totalBytes },
     },
     warnings: [],
+  };
+}
+
+/**
+ * The engine's own prefix-cache counters over the run (a prime phase counts nothing), in the
+ * shape of a scrape's: what virtual time's hit rate is.
+ */
+function engineHitRate(c: EngineCounters): Pick<ServerMetricsSummary, 'prefixCache'> {
+  if (!(c.prefixQueryTokens > 0)) return {};
+  return {
+    prefixCache: {
+      hitRate: c.prefixHitTokens / c.prefixQueryTokens,
+      from: "the simulated engine's prefix-cache counters",
+      hitTokens: c.prefixHitTokens,
+      queriedTokens: c.prefixQueryTokens,
+    },
   };
 }
 

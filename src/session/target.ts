@@ -44,6 +44,7 @@ import {
 } from '../workload/tokenizer.js';
 import { TRACE_BLOCK_TOKENS } from '../workload/trace.js';
 import type { WorkloadSource } from '../workload/workload.js';
+import { resetTargetCache } from './cacheReset.js';
 import { askServerEngine } from './serverEngine.js';
 import type { SimulatorProcess } from './simulator.js';
 
@@ -467,6 +468,10 @@ export async function openTarget(
     const prompts = await createPromptFactory(tokenizer, {
       seed: promptStreamSeed(plan.seed, plan.promptSalt),
     });
+    // A server whose cache cannot be emptied is refused before anything is sent to it.
+    if (plan.resetCache) {
+      await resetTargetCache({ url, environment: await asking, plan, apiKey, config });
+    }
     const promptOverhead = await measurePromptOverhead(config, prompts, o.onNotice);
     if (plan.trace?.entries.some((e) => e.hashIds !== undefined)) {
       // Once, before any point: a tokenizer that cannot keep the trace's block boundaries

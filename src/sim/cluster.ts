@@ -35,6 +35,25 @@ export class EngineCluster {
   private readonly unfinished: number[];
   private nextRoundRobin = 0;
 
+  /**
+   * Resets every replica's prefix cache (each engine core keeps its own), refusing as a whole
+   * when one refuses: a reset that left one replica warm would not be one. Every replica is
+   * asked first, so a refusal changes nothing.
+   */
+  resetPrefixCache(): { ok: true } | { ok: false; reason: string } {
+    for (const [i, replica] of this.replicas.entries()) {
+      const refused = replica.canResetPrefixCache();
+      if (refused !== undefined) {
+        return {
+          ok: false,
+          reason: this.replicas.length > 1 ? `replica ${i}: ${refused}` : refused,
+        };
+      }
+    }
+    for (const replica of this.replicas) replica.resetPrefixCache();
+    return { ok: true };
+  }
+
   /** Throws where vLLM would refuse to start (every replica has the same plan). */
   constructor(options: EngineModelOptions | EngineModel[]) {
     if (Array.isArray(options)) this.replicas = options;

@@ -11,6 +11,11 @@ export interface ServingEngine {
   validate?(request: EngineRequest): string | undefined;
   /** Prometheus text for `GET /metrics`, when the engine keeps metrics. */
   metricsText?(): string;
+  /**
+   * Empties the prefix cache, or refuses as the engine refuses (requests in flight): the
+   * simulator's `/reset_prefix_cache` and `/flush_cache`. Absent: the engine caches nothing.
+   */
+  resetPrefixCache?(): { ok: true } | { ok: false; reason: string };
   /** Facts about the engine for `GET /debug/truth` (memory plan, counters). */
   describe?(): object;
 }

@@ -505,6 +505,24 @@ export class EngineModel {
     return { ok: true };
   }
 
+  /**
+   * Leaves a prompt's full blocks in the prefix cache as a request that ended before the clock
+   * started would (`--prefix-hit-rate`'s prime phase in virtual time), with neither the time
+   * nor the counters it took. As many leading blocks as the pool holds are kept.
+   */
+  warmPrefixCache(blockHashes: readonly number[]): void {
+    // llama.cpp's slots keep what their last request left, which a prime does not model here:
+    // its run then reports the rate it reached, under the target.
+    if (this.slots || !this.config.prefixCaching) return;
+    if (blockHashes.length === 0 || blockHashes[0] < 0) return;
+    const hit = this.pool.lookup(blockHashes);
+    this.pool.acquire(blockHashes, hit);
+    const added = Math.min(blockHashes.length - hit, this.pool.available());
+    this.pool.allocate(added);
+    this.pool.publish(blockHashes, hit, hit + added);
+    this.pool.unreference(blockHashes, hit + added);
+  }
+
   /** Why resetPrefixCache would refuse now, in the engine's words; undefined when it would not. */
   canResetPrefixCache(): string | undefined {
     const waiting = this.waiting.length - this.waitingHead;

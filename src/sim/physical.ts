@@ -154,6 +154,10 @@ export class PhysicalEngine implements ServingEngine {
     return { cancel: () => this.cluster.abort(routed), replica };
   }
 
+  resetPrefixCache(): { ok: true } | { ok: false; reason: string } {
+    return this.cluster.resetPrefixCache();
+  }
+
   metricsText(): string {
     const metrics = this.options.metrics;
     if (!metrics) return '';

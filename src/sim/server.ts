@@ -74,6 +74,9 @@ const ROUTES = new Map<string, Handler>([
   ['POST /debug/truth/reset', resetTruth],
   ['GET /metrics', getMetrics],
   ['POST /tokenize', tokenize],
+  ['POST /reset_prefix_cache', resetPrefixCache],
+  ['POST /flush_cache', flushCache],
+  ['GET /flush_cache', flushCache],
 ]);
 
 /**
@@ -106,7 +109,8 @@ export function startSimServer(options: SimServerOptions): Promise<RunningSimSer
 /** Sends a request to its handler: a route, a completions endpoint, or 404. */
 async function route(s: SimServerState, req: IncomingMessage, res: ServerResponse) {
   const url = req.url ?? '/';
-  const handler = ROUTES.get(`${req.method} ${url}`);
+  // vLLM's reset takes its options as query parameters (`?reset_external=true`).
+  const handler = ROUTES.get(`${req.method} ${url.split('?', 1)[0]}`);
   // Without engine metrics there is no /metrics route.
   if (handler && (handler !== getMetrics || s.options.engine.metricsText)) {
     return handler(s, req, res);
@@ -149,6 +153,34 @@ function getMetrics(s: SimServerState, _req: IncomingMessage, res: ServerRespons
   const text = s.options.engine.metricsText?.() ?? '';
   res.writeHead(200, {
     'content-type': 'text/plain; version=0.0.4; charset=utf-8',
+    'content-length': Buffer.byteLength(text),
+  });
+  res.end(text);
+}
+
+/**
+ * vLLM's `POST /reset_prefix_cache`, as its newest releases answer it: 200 with
+ * `{"success": bool}`, false while blocks are in use (vllm/frontend/entrypoints/serve/dev/cache/
+ * api_router.py at vllm-project/vllm 055e47c2). Older releases answered 200 with no body either
+ * way (vllm/entrypoints/serve/cache/api_router.py at 09cb327f). vLLM serves it only with
+ * VLLM_SERVER_DEV_MODE=1; the simulator always does. Its query parameters
+ * (`reset_running_requests`, `reset_external`) change nothing here: nothing is preempted for it.
+ */
+function resetPrefixCache(s: SimServerState, _req: IncomingMessage, res: ServerResponse): void {
+  const reset = s.options.engine.resetPrefixCache?.() ?? { ok: true };
+  json(res, 200, { success: reset.ok });
+}
+
+/**
+ * SGLang's `/flush_cache` (GET or POST; python/sglang/srt/entrypoints/http_server.py at
+ * sgl-project/sglang 9c0549b7): 200 "Cache flushed." once done, 400 while requests are waiting
+ * or running, as text.
+ */
+function flushCache(s: SimServerState, _req: IncomingMessage, res: ServerResponse): void {
+  const reset = s.options.engine.resetPrefixCache?.() ?? { ok: true };
+  const text = reset.ok ? 'Cache flushed.\n' : `Flush cache failed. ${reset.reason}\n`;
+  res.writeHead(reset.ok ? 200 : 400, {
+    'content-type': 'text/plain; charset=utf-8',
     'content-length': Buffer.byteLength(text),
   });
   res.end(text);

@@ -51,6 +51,11 @@ export interface PromptFactoryOptions {
   /** Tokens at the start of every prompt that are the same text for all (exercises prefix caching). */
   sharedPrefixTokens?: number;
   /**
+   * Distinct shared prefixes (default 1): prompt `id` starts with prefix `id mod n`, each its
+   * own text of `sharedPrefixTokens` (`--prefix-hit-rate`, workload/hitRate.ts).
+   */
+  sharedPrefixes?: number;
+  /**
    * Count every prompt with the tokenizer's countSync and repair any difference. Off by default
    * (the calibration makes prompts exact by construction; the Llama-3 tokenizer counts 1,024
    * tokens in ~1.5 ms, so checking every prompt costs more than building it); turned on by
@@ -139,13 +144,20 @@ export async function createPromptFactory(
   const fresh = (tokens: number, rng: ReturnType<typeof createRng>): string =>
     tokens <= 0 ? '' : extend(first[rng.int(first.length)], tokens - 1, rng);
 
-  let prefix = '';
-  if (prefixTokens > 0) {
-    prefix = fresh(prefixTokens, createRng((seed ^ 0x5bd1e995) >>> 0));
-    if (countSync && countSync(prefix) !== prefixTokens) {
-      prefix = repair(prefix, prefixTokens, '', createRng(seed ^ 0x27d4eb2f));
-    }
+  const prefixCount = options.sharedPrefixes ?? 1;
+  if (!Number.isInteger(prefixCount) || prefixCount < 1) {
+    throw new RangeError(`sharedPrefixes must be a whole number >= 1, not ${prefixCount}`);
   }
+  // Prefix 0 is the one shared prefix of runs made before there were several.
+  const prefixes = Array.from({ length: prefixTokens > 0 ? prefixCount : 1 }, (_, k) => {
+    if (prefixTokens === 0) return '';
+    const mix = Math.imul(k, 0x9e3779b1);
+    const text = fresh(prefixTokens, createRng((seed ^ 0x5bd1e995 ^ mix) >>> 0));
+    if (!countSync || countSync(text) === prefixTokens) return text;
+    return repair(text, prefixTokens, '', createRng((seed ^ 0x27d4eb2f ^ mix) >>> 0));
+  });
+  const prefixOf = (id: number): string =>
+    prefixes[((id % prefixes.length) + prefixes.length) % prefixes.length];
 
   function repair(
     text: string,
@@ -184,6 +196,7 @@ export async function createPromptFactory(
       );
     }
     const rng = createRng((seed * 1_000_003 + id) >>> 0);
+    const prefix = prefixOf(id);
     const text = prefixTokens > 0 ? extend(prefix, tokens - prefixTokens, rng) : fresh(tokens, rng);
     if (!checkEach) return text;
     return repair(text, tokens, prefix, rng);

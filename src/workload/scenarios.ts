@@ -19,6 +19,8 @@ export interface Scenario {
   output: LengthDistribution;
   /** Tokens every prompt starts with (exercises prefix caching). */
   sharedPrefixTokens?: number;
+  /** Distinct shared prefixes, prompt `id` starting with prefix `id mod n` (default 1). */
+  sharedPrefixes?: number;
   /** What the scenario stands for, for plans and reports. */
   description?: string;
   /** A preset's few words in `--scenario`'s help ("256/256", "5-turn sessions"). */
@@ -207,7 +209,8 @@ export function withLengths(
 
 export function describeScenario(s: Scenario): string {
   const f = formatLengthDistribution;
-  const prefix = s.sharedPrefixTokens ? `, shared prefix ${s.sharedPrefixTokens}` : '';
+  const several = (s.sharedPrefixes ?? 1) > 1 ? ` (${s.sharedPrefixes} prefixes)` : '';
+  const prefix = s.sharedPrefixTokens ? `, shared prefix ${s.sharedPrefixTokens}${several}` : '';
   const session = s.session
     ? `; sessions of ${f(s.session.turns)} turns, think ${f(s.session.thinkTimeMs)} ms, ${s.session.history} history, system prompt ${s.session.systemPromptTokens}`
     : '';

@@ -82,6 +82,9 @@ export async function loadWorkload(source: WorkloadSource): Promise<LoadedWorklo
   const prompts = await createPromptFactory(tokenizer, {
     seed: promptStreamSeed(source.seed, source.promptSalt),
     ...(prefix ? { sharedPrefixTokens: prefix } : {}),
+    ...(prefix && scenario.sharedPrefixes !== undefined
+      ? { sharedPrefixes: scenario.sharedPrefixes }
+      : {}),
   });
   const common = {
     scenario,

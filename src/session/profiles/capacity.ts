@@ -5,6 +5,7 @@
  */
 
 import { join } from 'node:path';
+import { cacheStateOf } from '../../analysis/prefixCache.js';
 import { openaiBackend } from '../../backends/openai.js';
 import { firstListedModel, splitServerUrl, withApiKey } from '../../backends/request.js';
 import type { Endpoint } from '../../backends/types.js';
@@ -72,6 +73,7 @@ import { VERSION } from '../../version.js';
 import { MAX_PROMPT_SALT } from '../../workload/promptSalt.js';
 import { describeScenario } from '../../workload/scenarios.js';
 import { createSyntheticWorkload } from '../../workload/synthetic.js';
+import { resetTargetCache } from '../cacheReset.js';
 import type { Output, SessionEvents } from '../events.js';
 import type { PointResult, PointRunner } from '../point.js';
 import { askServerEngine, environmentFields } from '../serverEngine.js';
@@ -101,6 +103,8 @@ export interface CapacityOptions extends Record<string, unknown>, TlsOptions {
   /** --http2: auto (absent), on or off, as run takes it. */
   http2?: string;
   ignoreEos?: boolean;
+  /** --reset-cache: the server's prefix cache emptied before every step. */
+  resetCache?: boolean;
   timeScale?: string;
   seed?: string;
   promptSalt?: string;
@@ -128,6 +132,8 @@ export interface CapacitySettings {
    */
   promptSalt: number;
   ignoreEos: boolean;
+  /** --reset-cache: empty the server's prefix cache before every step (session/cacheReset.ts). */
+  resetCache: boolean;
   /** The built-in simulator's --time-scale (real seconds per simulated second). */
   timeScale?: number;
 }
@@ -203,6 +209,7 @@ export function capacitySettings(o: CapacityOptions, problems: string[]): Capaci
         ? randomPromptSalt()
         : read('--prompt-salt', o.promptSalt, 0, { min: 0, max: MAX_PROMPT_SALT, integer: true }),
     ignoreEos: o.ignoreEos === true,
+    resetCache: o.resetCache === true,
     ...(scale && 'value' in scale ? { timeScale: scale.value } : {}),
   };
 }
@@ -391,7 +398,9 @@ async function capacitySession(
         "--insecure: the server's TLS certificate is not verified, so these numbers may be another server's",
       );
     }
-    const model = c.modelName ?? (await firstModel(url, headers, tls, c.proxy));
+    const listed =
+      c.modelName === undefined ? await firstModel(url, headers, tls, c.proxy) : undefined;
+    const model = c.modelName ?? (listed as { model: string }).model;
     const { origin, prefix } = splitServerUrl(url);
     const route = proxyFor(url, c.proxy);
     const via = route?.shown;
@@ -410,10 +419,30 @@ async function capacitySession(
     }
     // What the server says it is, as run asks it (src/session/serverEngine.ts); never fails.
     const environment = environmentFields(
-      await askServerEngine(url, { headers: {}, apiKey: c.apiKey, tls, proxy: c.proxy }),
+      await askServerEngine(url, {
+        headers: {},
+        apiKey: c.apiKey,
+        tls,
+        proxy: c.proxy,
+        ...(listed ? { models: listed.models } : {}),
+      }),
       c.serverInfo,
     );
+    // A server that cannot be reset is refused before the first step; then every step resets it.
+    const reset = settings.resetCache
+      ? () =>
+          resetTargetCache({
+            url,
+            environment,
+            plan: { backend: 'openai', headers: {}, tls: tls ? { material: tls } : undefined },
+            apiKey: c.apiKey,
+            config: { proxy: c.proxy },
+          })
+      : undefined;
+    await reset?.();
     const target = capacityTarget({
+      ...(reset ? { reset } : {}),
+      freshSimulator: sim !== undefined,
       session,
       server: sim
         ? { url, builtInSimulator: true, simulator: sim.banner, protocol, ...environment }
@@ -532,7 +561,7 @@ async function firstModel(
   headers: Record<string, string>,
   tls: TlsMaterial | undefined,
   proxy: ProxySettings | undefined,
-): Promise<string> {
+): Promise<{ model: string; models: unknown }> {
   const { origin, prefix } = splitServerUrl(url);
   let response: Awaited<ReturnType<typeof requestText>>;
   try {
@@ -553,14 +582,13 @@ async function firstModel(
       `HTTP 407 from the proxy ${proxyFor(url, proxy)?.shown ?? ''}: ${PROXY_CREDENTIALS_FIX}, or ${PROXY_FIX}`,
     );
   }
-  const model =
-    response.statusCode === 200
-      ? firstListedModel(JSON.parse(response.body) as unknown)
-      : undefined;
+  const models = response.statusCode === 200 ? (JSON.parse(response.body) as unknown) : undefined;
+  const model = models !== undefined ? firstListedModel(models) : undefined;
   if (model === undefined) {
     throw new Error(`could not learn the model from ${url}/v1/models; pass --model-name NAME`);
   }
-  return model;
+  // The list's `owned_by` names most engines, where their own endpoints say nothing.
+  return { model, models };
 }
 
 /**
@@ -582,18 +610,27 @@ function capacityTarget(c: {
   protocol: WireProtocol;
   settings: CapacitySettings;
   stop: AbortSignal;
+  /** --reset-cache: empties the server's prefix cache. */
+  reset?: () => Promise<void>;
+  /** The built-in simulator, started empty for the search. */
+  freshSimulator: boolean;
 }): Pick<PointRunner, 'run'> {
   const { settings } = c;
   return {
     run: async (point) => {
       const { session } = c;
       if (point.dir !== undefined) openRunDir(point.dir);
+      await c.reset?.();
       const info = session.nextPoint({
         ...(point.dir !== undefined ? { dir: point.dir } : {}),
         load: point.load,
         scenario: point.scenario.name,
       });
       const builder = new SummaryBuilder({ load: point.load });
+      const cacheState = cacheStateOf({
+        reset: c.reset !== undefined,
+        freshSimulator: c.freshSimulator && info.index === 0,
+      });
       const clock = createRunClock();
       const progress = { sent: 0, finished: 0, failed: 0, inFlight: 0 };
       session.pointStarted({
@@ -610,6 +647,7 @@ function capacityTarget(c: {
           plan: session.info.plan,
           load: point.load,
           scenario: point.scenario.name,
+          cacheState,
           windows: {
             warmupRequests: 0,
             measuredRequests: point.requests ?? null,
@@ -673,6 +711,7 @@ function capacityTarget(c: {
         unsentRequests: result.unsentRequests,
       });
       if (c.tls?.insecure) summary.warnings.push(warning('tls_unverified', {}));
+      summary.cacheState = cacheState;
       // The step's server metrics go into capacity.json's step, not beside its summary.
       await session.pointFinished({
         point: info,

@@ -80,6 +80,7 @@ const SET_BY_PROBE: Record<string, string> = {
   inputTokens: '--input-tokens',
   outputTokens: '--output-tokens',
   sharedPrefix: '--shared-prefix',
+  prefixHitRate: '--prefix-hit-rate',
 };
 
 const INSTEAD: Record<ProbeKind, string> = {

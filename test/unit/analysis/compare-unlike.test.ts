@@ -127,6 +127,19 @@ describe('unlike comparisons (pure)', () => {
     assert.deepEqual(codes({ simulatorArgs: [] }, { simulatorArgs: [] }), []);
   });
 
+  test('runs started with the prefix cache in different states are not like for like', () => {
+    const [r] = unlikeReasons(
+      unit({ cacheState: 'flushed' }),
+      unit({ cacheState: { primed: 0.5 } }),
+    );
+    assert.equal(r.code, 'cache_state_differs');
+    assert.match(r.text, /A flushed, B primed for 50% hits/);
+    assert.deepEqual(codes({ cacheState: 'flushed' }, { cacheState: 'flushed' }), []);
+    assert.deepEqual(codes({ cacheState: { primed: 0.5 } }, { cacheState: { primed: 0.5 } }), []);
+    // A run saved before cache states were recorded says nothing either way.
+    assert.deepEqual(codes({ cacheState: 'uncontrolled' }, {}), []);
+  });
+
   test('every rendering names the reasons and qualifies the verdicts line; JSON carries the codes', () => {
     const loaded = (u: RunUnit): LoadedUnit => ({ ...u, summaries: [] });
     const a = unit({ ...live, promptSalt: 5, prefixCacheHitRate: 0 }, 100, 'runs/a');

@@ -75,6 +75,13 @@ const WORST: { [C in WarningCode]: WarningFigures<C>[] } = {
   ],
   load_not_delivered: [{ concurrency: 65_536, measured: 12_345.6, limit: 0.9 }],
   prefix_cache_uncontrolled: [{}],
+  prefix_hit_rate_missed: [
+    {
+      target: 0.5,
+      achieved: 0.0001,
+      from: 'vllm:prefix_cache_hits_total / vllm:prefix_cache_queries_total',
+    },
+  ],
   drain_tail: [
     {
       offeredPerS: 12_345.67,
