@@ -13,15 +13,20 @@ export const PREFIX_CACHE_WARN_SHARE = 0.2;
 
 /**
  * Whether the workload itself repeats prompt prefixes: a shared prefix, sessions (each turn
- * resends its history), agent tasks (a shared system prompt), or a dataset's own prompts (their
- * repeats are the data's). Then cache hits are the workload's, not a leftover of earlier runs.
+ * resends its history), agent tasks (a shared system prompt), a dataset's own prompts (their
+ * repeats are the data's), or a trace's block ids (Mooncake's `hash_ids`). Then cache hits are
+ * the workload's, not a leftover of earlier runs.
  */
-export function workloadSharesPrefixes(scenario: Scenario, o: { dataset?: boolean }): boolean {
+export function workloadSharesPrefixes(
+  scenario: Scenario,
+  o: { dataset?: boolean; traceBlockIds?: boolean },
+): boolean {
   return (
     (scenario.sharedPrefixTokens ?? 0) > 0 ||
     scenario.session !== undefined ||
     scenario.agent !== undefined ||
-    o.dataset === true
+    o.dataset === true ||
+    o.traceBlockIds === true
   );
 }
 

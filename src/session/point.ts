@@ -738,6 +738,7 @@ async function finishLive(
   if (c.target.plan.tls?.insecure) summary.warnings.push(warning('tls_unverified', {}));
   const sharing = workloadSharesPrefixes(c.point.scenario, {
     dataset: c.target.plan.dataset !== undefined,
+    traceBlockIds: c.target.plan.trace?.impliedHitRate !== undefined,
   });
   const cached = prefixCacheWarning(summary, serverMetrics, sharing);
   if (cached) summary.warnings.push(cached);

@@ -85,8 +85,10 @@ describe('identities over a real run', () => {
     });
     // The server's metrics (scraped by default) and their warnings come from telemetry.jsonl.
     // The verdict judges the warnings, client health's among them: checked against them below.
+    // The cache's state is the session's fact (it emptied or primed the cache), not the records'.
     const {
       clientHealth: _inRunOnly,
+      cacheState: _sessionFact,
       warnings,
       serverMetrics,
       validity,
