@@ -191,6 +191,40 @@ describe('llama-server (real engine, CPU)', { timeout: 20 * 60_000 }, () => {
     assert.ok(lines.every((l) => typeof JSON.parse(l).at === 'number'));
   });
 
+  test('--prefix-hit-rate 0.5: the measured requests hit half their prompt tokens on its slots', async () => {
+    // llama-server keeps each slot's last prompt (and, since its host prompt cache, earlier
+    // ones): eight prefixes over four slots hit only as its slot choice and that cache allow.
+    const out = join(dir, 'hit-rate');
+    const result = await runCli([
+      'run',
+      '--url',
+      server.url,
+      '--backend',
+      'llamacpp',
+      '--prefix-hit-rate',
+      '0.5',
+      '--input-tokens',
+      '64',
+      '--output-tokens',
+      '2',
+      '--concurrency',
+      '4',
+      '--requests',
+      '20',
+      '--no-html',
+      '--out',
+      out,
+    ]);
+    assert.equal(result.code, 0, result.stderr);
+    const summary = JSON.parse(readFileSync(join(out, 'summary.json'), 'utf8')) as RunSummary;
+    const reached = summary.prefixHitRate?.achieved ?? Number.NaN;
+    assert.ok(
+      Math.abs(reached - 0.5) <= 0.03,
+      `reached ${reached} (${summary.prefixHitRate?.from})`,
+    );
+    assert.deepEqual(summary.cacheState, { primed: 0.5 });
+  });
+
   test('multi-turn sessions: the history goes back verbatim, and llama.cpp prefills only the new turn', async () => {
     const multiTurn = findScenario('multi-turn') as Scenario;
     const workload = await loadWorkload({
