@@ -365,8 +365,10 @@ export function renderTerminalSummary(summary: RunSummary, options: TerminalOpti
     if (memory) lines.push(memory);
   }
   // Read as saved results are (a report of a hand-edited summary prints only what it knows).
+  // Said when the run set it (emptied or primed); an uncontrolled cache that mattered is a
+  // warning below (prefix_cache_uncontrolled, prefix_cache_hits), and one that did not is noise.
   const cacheState = readCacheState(summary.cacheState);
-  if (cacheState)
+  if (cacheState && cacheState !== 'uncontrolled')
     lines.push(`Prefix cache at the start: ${cacheStatePhrase(cacheState, summary.prefixHitRate)}`);
   // The server's warnings join the run's (once: a caller may already have merged them).
   const warnings = [
