@@ -275,7 +275,7 @@ export const WARNINGS = {
       message: `--prefix-hit-rate missed: the server hit ${pct(f.achieved)} of prompt tokens in its prefix cache over the measured phase, not the ${pct(f.target)} asked; read TTFT as at ${pct(f.achieved)}`,
       figure: Math.abs(f.achieved - f.target),
       threshold: 0.03,
-      detail: `From ${f.from}. Below the target: cached prefixes evicted under memory pressure (see kv_cache_full), a chat template that shifts the prefix off the engine's block boundaries, an engine that caches no blocks (llama-server's per-slot cache, TensorRT-LLM without block reuse, caching turned off), or a block size other than assumed. Above it: another client's prompts, or a --warmup whose requests are counted by the server's counters.`,
+      detail: `From ${f.from}. Below the target: cached prefixes evicted under memory pressure (see kv_cache_full), a chat template that shifts the prefix off the engine's block boundaries, an engine that caches no blocks (TensorRT-LLM without block reuse, caching turned off), llama-server with more prefixes than slots below a quarter of the prompt or without its host-memory prompt cache (--cache-ram 0), or a block size other than assumed. Above it: another client's prompts, or a --warmup whose requests are counted by the server's counters.`,
     }),
   ),
   low_sample: entry<{ completed: number }>('info', (f) => ({

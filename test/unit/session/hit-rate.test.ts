@@ -164,6 +164,20 @@ describe('--prefix-hit-rate in virtual time', () => {
     assert.ok(!summary.warnings.some((w) => w.code === 'prefix_hit_rate_missed'));
   });
 
+  // Eight prefixes over four slots: a request finds its prefix in the host-memory prompt cache,
+  // where the prime left the prompts that its later primes took the slots from (as over HTTP).
+  test("llama.cpp's slots and host-memory cache are primed as the HTTP prime leaves them", async () => {
+    const summary = await virtual('llamacpp', {
+      enginePersonality: 'llamacpp',
+      inputTokens: '256',
+      outputTokens: '8',
+      concurrency: '4',
+      requests: '100',
+    });
+    const hit = summary.prefixHitRate?.achieved ?? Number.NaN;
+    assert.ok(Math.abs(hit - 0.5) <= 0.03, `hit rate ${hit}`);
+  });
+
   test('an engine without prefix caching misses, and says so', async () => {
     const summary = await virtual('uncached', { enablePrefixCaching: false });
     const w = summary.warnings.find((x) => x.code === 'prefix_hit_rate_missed');
