@@ -120,8 +120,8 @@ export function primeEngine(engine: EngineCluster, setup: HitRateSetup, workload
 
 /**
  * The measured phase's rate beside its target in the summary, and `prefix_hit_rate_missed`
- * when it lies lies more than 3 points from the
- * target; a notice where nothing measured it (a server without prefix-cache counters).
+ * when it lies more than 3 points from the target; a notice where nothing measured it (a
+ * server without prefix-cache counters).
  */
 export function judgeHitRate(
   setup: HitRateSetup,
