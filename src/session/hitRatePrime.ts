@@ -81,11 +81,14 @@ function primeRequest(workload: LoadedWorkload, k: number) {
 /**
  * Sends each prefix once and waits for every answer, so the measured phase finds them cached.
  * A prime request that fails stops the point: its prefix would miss, and the rate with it.
+ * `cancel` (the second Ctrl-C, the session's halt) aborts the prime's requests, as it aborts a
+ * point's: against a server that does not answer, nothing else would end them before --timeout.
  */
 export async function primeServer(
-  target: LiveTarget,
+  target: Pick<LiveTarget, 'config' | 'plan'>,
   setup: HitRateSetup,
   workload: LoadedWorkload,
+  cancel?: AbortSignal,
 ): Promise<void> {
   if (setup.plan.prefixTokens === 0) return;
   const records: RequestRecord[] = [];
@@ -97,7 +100,15 @@ export async function primeServer(
     seed: target.plan.seed,
     nextRequest: (id) => primeRequest(workload, id),
     onRecord: (r) => records.push(r),
+    ...(cancel ? { stopSignal: cancel, cancelSignal: cancel } : {}),
   });
+  if (cancel?.aborted) {
+    throw new InfergaugeError(
+      '--prefix-hit-rate: cancelled during the prime phase; nothing was measured',
+      HIT_RATE_ERROR,
+      EXIT.interrupted,
+    );
+  }
   const failed = records.filter((r) => r.error !== undefined);
   if (failed.length > 0 || records.length < setup.plan.prefixes) {
     const first = failed[0]?.error?.message;

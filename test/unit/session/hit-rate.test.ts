@@ -5,6 +5,8 @@
  */
 import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
@@ -16,7 +18,7 @@ import {
 import { benchmark, parseRunPlan } from '../../../src/index.js';
 import type { RunSummary } from '../../../src/metrics/summary.js';
 import { renderTerminalSummary } from '../../../src/report/terminal.js';
-import { hitRateSetup, judgeHitRate } from '../../../src/session/hitRatePrime.js';
+import { hitRateSetup, judgeHitRate, primeServer } from '../../../src/session/hitRatePrime.js';
 import { prepareRun } from '../../../src/session/prepare.js';
 import { runPlan } from '../../../src/session/run.js';
 import { type RunningSimulator, startSimulator } from '../../../src/sim/simulator.js';
@@ -28,7 +30,9 @@ import {
   PRIME_FIRST_ID,
 } from '../../../src/workload/hitRate.js';
 import { createPromptFactory } from '../../../src/workload/prompts.js';
+import { findScenario, type Scenario } from '../../../src/workload/scenarios.js';
 import { createTokenizer } from '../../../src/workload/tokenizer.js';
+import { target } from '../../helpers/run.js';
 
 interface Saved {
   cacheState?: unknown;
@@ -184,6 +188,39 @@ describe('--prefix-hit-rate in virtual time', () => {
     assert.ok(w, summary.warnings.map((x) => x.code).join());
     assert.match(w.message, /hit 0\.0% of prompt tokens .* not the 50\.0% asked/);
   });
+});
+
+// A server that takes the prime's requests and never answers: the second Ctrl-C must end the
+// prime then, not --timeout later.
+test('a cancelled prime aborts its requests and ends the point as interrupted', async () => {
+  const server = createServer(() => {});
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  try {
+    const scenario = {
+      ...(findScenario('chat') as Scenario),
+      input: { kind: 'fixed', value: 64 },
+    } as const;
+    const setup = hitRateSetup(0.5, scenario, { blockTokens: 16, overheadTokens: 0 });
+    const workload = {
+      nextRequest: () => ({ prompt: 'x', requestedInputTokens: 64, requestedOutputTokens: 1 }),
+    };
+    const started = Date.now();
+    await assert.rejects(
+      primeServer(
+        { config: target(url, { timeoutMs: 600_000 }), plan: { seed: 1 } } as never,
+        setup,
+        workload,
+        AbortSignal.timeout(50),
+      ),
+      (err: Error & { exitCode?: number }) =>
+        err.exitCode === 130 && /cancelled during the prime phase/.test(err.message),
+    );
+    assert.ok(Date.now() - started < 30_000, 'ended long before the request timeout');
+  } finally {
+    server.closeAllConnections();
+    server.close();
+  }
 });
 
 test('the plan refuses what shapes prompts otherwise, and drawn lengths', () => {
