@@ -67,9 +67,12 @@ export function hitRateSetup(
   };
 }
 
-/** The block size a live server's prefixes are rounded to. */
+/**
+ * The block size a live server's prefixes are rounded to: the built-in simulator's own, else
+ * the one its engine is known to use.
+ */
 export function liveBlockTokens(target: LiveTarget): number {
-  return engineBlockTokens(target.environment.engine);
+  return target.simulatorBlockTokens ?? engineBlockTokens(target.environment.engine);
 }
 
 /** The prime phase's requests: one per prefix, each with text of its own after it, one token out. */

@@ -141,6 +141,28 @@ describe('--prefix-hit-rate against the simulator over HTTP', () => {
   });
 });
 
+// The built-in simulator says only `infergauge-sim`: its prefixes are rounded to its own
+// personality's blocks (TensorRT-LLM's 64), not vLLM's 16, which would cache 256 of 304 tokens.
+test("the built-in simulator over HTTP: prefixes in its personality's own blocks", async () => {
+  const out = join(dir, 'trtllm-http');
+  const prepared = prepareRun({
+    enginePersonality: 'trtllm',
+    enablePrefixCaching: true,
+    timeScale: '0.02',
+    inputTokens: '1024',
+    outputTokens: '2',
+    requests: '24',
+    concurrency: '4',
+    prefixHitRate: '0.3',
+    out,
+  });
+  assert.deepEqual(prepared.problems, []);
+  await runPlan(prepared as never, { html: false });
+  const summary = read(out, 'summary.json') as Saved;
+  const hit = summary.prefixHitRate?.achieved ?? Number.NaN;
+  assert.ok(Math.abs(hit - 0.3) <= 0.03, `hit rate ${hit}`);
+});
+
 describe('--prefix-hit-rate in virtual time', () => {
   async function virtual(name: string, o: Record<string, unknown>) {
     const out = join(dir, name);
