@@ -18,6 +18,7 @@ import { seriesName } from '../telemetry/prometheus.js';
 import type { ServerMetricsSummary } from '../telemetry/summary.js';
 import {
   engineBlockTokens,
+  HIT_RATE_TOLERANCE,
   type HitRateOutcome,
   type HitRatePlan,
   hitRateOutcome,
@@ -200,6 +201,7 @@ function hitRateWarnings(outcome: HitRateOutcome, onNotice?: (text: string) => v
       target: outcome.target,
       achieved: outcome.achieved,
       from: outcome.from ?? 'the server',
+      tolerance: HIT_RATE_TOLERANCE,
     }),
   ];
 }
