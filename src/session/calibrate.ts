@@ -509,7 +509,10 @@ async function readPoint(
   // What the reader skipped as damaged, said once per file (results/jsonl.ts ReadDamage).
   if (read.damage.damaged) warnings.push(read.damage.message() ?? read.damage.file);
   const label = relative(process.cwd(), dir) || dir;
-  const trace = traceOfRun(dir, manifest, records, warnings);
+  // A session run (an agentic trace, a trace of conversations) is replayed by its sessions,
+  // which key their own prompts: a trace of single requests' block ids is not read for it.
+  const sessionRun = records.some((r) => r.sessionId !== undefined);
+  const trace = sessionRun ? undefined : traceOfRun(dir, manifest, records, warnings);
   const point = pointFromRecords(
     label,
     load as LoadSpec,

@@ -198,4 +198,32 @@ describe('calibrate from a trace replay', () => {
       `fitted mfu ${mfu} (hidden ${HIDDEN.mfu}); warnings: ${result.warnings.join('; ')}`,
     );
   });
+
+  // An agentic trace's run names its trace too; its sessions are replayed as sessions, and the
+  // file (no trace of single requests) is not read as one, nor warned about.
+  test("a session run's trace is not read for block ids", async () => {
+    const dir = tempDir('ig-calibrate-agent-');
+    const runDir = join(dir, 'run');
+    mkdirSync(runDir);
+    writeFileSync(
+      join(runDir, 'records.jsonl'),
+      measured()
+        .map((r) => JSON.stringify({ ...r, sessionId: r.id, turn: 0 }))
+        .join('\n'),
+    );
+    writeFileSync(
+      join(runDir, 'manifest.json'),
+      JSON.stringify({
+        plan: {
+          load: traceLoad(entries),
+          trace: { path: 'test/fixtures/workload/agent-trace.jsonl' },
+        },
+      }),
+    );
+    const result = await calibrate([runDir], { flags: FIXED, fit: 'mfu' });
+    assert.deepEqual(
+      result.warnings.filter((w) => w.includes('trace')),
+      [],
+    );
+  });
 });
