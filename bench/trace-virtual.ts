@@ -12,7 +12,6 @@
  *   npm run bench:trace-virtual -- [path/to/conversation_trace.jsonl] [--model llama-3.1-8b]
  *                                  [--gpu h100] [--dp 2] [--speed 1] [--block-tokens 512]
  */
-import { readFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import { findGpuPreset, type GpuSpec } from '../src/memory/hardware.js';
@@ -20,7 +19,8 @@ import { findModelPreset, type ModelSpec } from '../src/memory/model.js';
 import { createRng } from '../src/rng.js';
 import { replayTraceVirtual } from '../src/session/sizeTrace.js';
 import { EngineCluster } from '../src/sim/cluster.js';
-import type { TraceEntry } from '../src/workload/trace.js';
+import { IMPLIED_ENGINE_BLOCK_TOKENS, traceImpliedHitRate } from '../src/workload/blockPrompts.js';
+import { readTrace, type TraceEntry } from '../src/workload/trace.js';
 
 const { values, positionals } = parseArgs({
   allowPositionals: true,
@@ -33,31 +33,6 @@ const { values, positionals } = parseArgs({
   },
 });
 const blockTokens = Number(values['block-tokens']);
-
-/** Mooncake JSONL read for its hash_ids (the product's reader is workload/trace.ts). */
-function readMooncake(path: string): TraceEntry[] {
-  const entries = readFileSync(path, 'utf8')
-    .split('\n')
-    .filter((l) => l.trim() !== '')
-    .map((l) => {
-      const j = JSON.parse(l) as {
-        timestamp: number;
-        input_length: number;
-        output_length: number;
-        hash_ids?: number[];
-      };
-      return {
-        atMs: j.timestamp,
-        inputTokens: j.input_length,
-        outputTokens: j.output_length,
-        ...(j.hash_ids ? { hashIds: j.hash_ids } : {}),
-      };
-    });
-  entries.sort((a, b) => a.atMs - b.atMs);
-  const t0 = entries[0].atMs;
-  for (const e of entries) e.atMs -= t0;
-  return entries;
-}
 
 /**
  * An hour shaped like the conversation trace: 12,031 requests (Poisson), prompts of about 12k
@@ -94,26 +69,8 @@ function generate(): TraceEntry[] {
   return entries;
 }
 
-/** The hit rate of a cache that never evicts: prompt tokens in blocks seen before. */
-function unboundedHitRate(entries: readonly TraceEntry[]): number {
-  const seen = new Set<string>();
-  let hit = 0;
-  let asked = 0;
-  for (const e of entries) {
-    asked += e.inputTokens;
-    let chain = '';
-    for (const [j, id] of (e.hashIds ?? []).entries()) {
-      chain += `${id},`;
-      const tokens = Math.max(0, Math.min(blockTokens, e.inputTokens - j * blockTokens));
-      if (seen.has(chain)) hit += tokens;
-      else seen.add(chain);
-    }
-  }
-  return asked > 0 ? hit / asked : 0;
-}
-
 const path = positionals[0];
-const entries = path ? readMooncake(path) : generate();
+const entries = path ? readTrace(path, 'mooncake', undefined, blockTokens) : generate();
 const model = findModelPreset(values.model) as ModelSpec;
 const gpu = findGpuPreset(values.gpu) as GpuSpec;
 const dp = Number(values.dp);
@@ -140,5 +97,5 @@ console.log(
   `  ${wallS.toFixed(2)} s wall for ${result.simulatedS.toFixed(0)} simulated s: ${records} records (${failed} failed), ${result.steps} steps`,
 );
 console.log(
-  `  prefix-cache hit rate: ${((result.prefixCacheHitRate ?? 0) * 100).toFixed(1)} % measured by the simulator, ${(unboundedHitRate(entries) * 100).toFixed(1)} % with a cache that never evicts`,
+  `  prefix-cache hit rate: ${((result.prefixCacheHitRate ?? 0) * 100).toFixed(1)} % measured by the simulator, ${(traceImpliedHitRate(entries, { blockTokens, engineBlockTokens: IMPLIED_ENGINE_BLOCK_TOKENS }) * 100).toFixed(1)} % implied by the ids (a cache that never evicts, as run and size say it)`,
 );

@@ -1390,9 +1390,10 @@ function traceWindowField(raw: unknown): ReturnType<Field<{ startS: number; endS
 /**
  * The trace a run replays: read with its block size, cut to --trace-window, its idle gaps capped
  * by --trace-max-gap-s, in that order (--trace-speed then divides what is left); every change is
- * said in the notes, and so is the hit rate its hash ids imply.
+ * said in the notes, and so is the hit rate its hash ids imply. `size --trace` shapes its trace
+ * here too, so that it sizes what run replays.
  */
-function shapedTrace(
+export function shapedTrace(
   path: string,
   o: {
     traceBlockTokens?: number;

@@ -51,7 +51,7 @@ import {
 } from '../sim/options.js';
 import { agentTools } from '../workload/conversations.js';
 import type { Scenario } from '../workload/scenarios.js';
-import { readTrace, TRACE_BLOCK_TOKENS, type TraceEntry } from '../workload/trace.js';
+import { readTrace, TRACE_BLOCK_TOKENS, type TraceEntry, traceWindow } from '../workload/trace.js';
 import { countWords, toolsPromptText } from '../workload/words.js';
 import type { CalibrateProgress } from './calibrateProgress.js';
 
@@ -343,10 +343,11 @@ function sharedPrefixTokens(manifest: Record<string, unknown> | undefined): numb
 
 /**
  * A trace replay's block ids, read again from the trace its manifest names (records and
- * manifests keep no prompts, nor the trace's entries): request `id` was entry `id`. Only where
- * every request's asked length is its entry's, so that a window or a changed file is never
- * taken for the run's; else, and where the file is gone, the run is replayed sharing no prefix,
- * as a run of single requests is, and said.
+ * manifests keep no prompts, nor the trace's entries) with the block size and window the run
+ * read it with (its ids are checked against that size, and request `id` was entry `id` of the
+ * window). Only where every request's asked length is its entry's, so that a changed file is
+ * never taken for the run's; else, and where the file is gone, the run is replayed sharing no
+ * prefix, as a run of single requests is, and said.
  */
 function traceOfRun(
   dir: string,
@@ -354,12 +355,22 @@ function traceOfRun(
   records: readonly { id: number; requestedInputTokens: number }[],
   warnings: string[],
 ): { hashIdsOf: (id: number) => readonly number[] | undefined; blockTokens: number } | undefined {
-  const plan = manifest?.plan as { trace?: { path?: unknown; blockTokens?: unknown } } | undefined;
+  const plan = manifest?.plan as
+    | { trace?: { path?: unknown; blockTokens?: unknown; window?: unknown } }
+    | undefined;
   const path = plan?.trace?.path;
   if (typeof path !== 'string') return undefined;
+  const saved = plan?.trace?.blockTokens;
+  const blockTokens =
+    typeof saved === 'number' && Number.isSafeInteger(saved) && saved >= 1
+      ? saved
+      : TRACE_BLOCK_TOKENS;
+  const window = savedWindow(plan?.trace?.window);
   let entries: TraceEntry[];
   try {
-    entries = readTrace(path);
+    entries = readTrace(path, undefined, undefined, blockTokens);
+    // The gap cap moves arrivals only: the window alone decides which entry a request was.
+    if (window) entries = traceWindow(entries, window.startS, window.endS);
   } catch (err) {
     warnings.push(
       `${dir}: the trace it replayed cannot be read here (${(err as Error).message.split('\n')[0]}): its requests are replayed sharing no prefix`,
@@ -373,18 +384,20 @@ function traceOfRun(
   }).length;
   if (unlike > 0) {
     warnings.push(
-      `${dir}: ${unlike} of ${records.length} requests did not ask for the lengths of ${path}'s entries (a window of it, or a changed file): its prefix sharing is not replayed`,
+      `${dir}: ${unlike} of ${records.length} requests did not ask for the lengths of ${path}'s entries (a changed file): its prefix sharing is not replayed`,
     );
     return undefined;
   }
-  const blockTokens = plan?.trace?.blockTokens;
-  return {
-    hashIdsOf: (id) => entries[id]?.hashIds,
-    blockTokens:
-      typeof blockTokens === 'number' && Number.isSafeInteger(blockTokens) && blockTokens >= 1
-        ? blockTokens
-        : TRACE_BLOCK_TOKENS,
-  };
+  return { hashIdsOf: (id) => entries[id]?.hashIds, blockTokens };
+}
+
+/** A manifest's `--trace-window` (plan.trace.window) read back, or undefined. */
+function savedWindow(raw: unknown): { startS: number; endS: number } | undefined {
+  if (typeof raw !== 'object' || raw === null) return undefined;
+  const { startS, endS } = raw as { startS?: unknown; endS?: unknown };
+  return typeof startS === 'number' && typeof endS === 'number' && startS >= 0 && endS > startS
+    ? { startS, endS }
+    : undefined;
 }
 
 /**
@@ -496,7 +509,10 @@ async function readPoint(
   // What the reader skipped as damaged, said once per file (results/jsonl.ts ReadDamage).
   if (read.damage.damaged) warnings.push(read.damage.message() ?? read.damage.file);
   const label = relative(process.cwd(), dir) || dir;
-  const trace = traceOfRun(dir, manifest, records, warnings);
+  // A session run (an agentic trace, a trace of conversations) is replayed by its sessions,
+  // which key their own prompts: a trace of single requests' block ids is not read for it.
+  const sessionRun = records.some((r) => r.sessionId !== undefined);
+  const trace = sessionRun ? undefined : traceOfRun(dir, manifest, records, warnings);
   const point = pointFromRecords(
     label,
     load as LoadSpec,

@@ -18,6 +18,7 @@ import { seriesName } from '../telemetry/prometheus.js';
 import type { ServerMetricsSummary } from '../telemetry/summary.js';
 import {
   engineBlockTokens,
+  HIT_RATE_TOLERANCE,
   type HitRateOutcome,
   type HitRatePlan,
   hitRateOutcome,
@@ -67,9 +68,12 @@ export function hitRateSetup(
   };
 }
 
-/** The block size a live server's prefixes are rounded to. */
+/**
+ * The block size a live server's prefixes are rounded to: the built-in simulator's own, else
+ * the one its engine is known to use.
+ */
 export function liveBlockTokens(target: LiveTarget): number {
-  return engineBlockTokens(target.environment.engine);
+  return target.simulatorBlockTokens ?? engineBlockTokens(target.environment.engine);
 }
 
 /** The prime phase's requests: one per prefix, each with text of its own after it, one token out. */
@@ -81,11 +85,14 @@ function primeRequest(workload: LoadedWorkload, k: number) {
 /**
  * Sends each prefix once and waits for every answer, so the measured phase finds them cached.
  * A prime request that fails stops the point: its prefix would miss, and the rate with it.
+ * `cancel` (the second Ctrl-C, the session's halt) aborts the prime's requests, as it aborts a
+ * point's: against a server that does not answer, nothing else would end them before --timeout.
  */
 export async function primeServer(
-  target: LiveTarget,
+  target: Pick<LiveTarget, 'config' | 'plan'>,
   setup: HitRateSetup,
   workload: LoadedWorkload,
+  cancel?: AbortSignal,
 ): Promise<void> {
   if (setup.plan.prefixTokens === 0) return;
   const records: RequestRecord[] = [];
@@ -97,7 +104,15 @@ export async function primeServer(
     seed: target.plan.seed,
     nextRequest: (id) => primeRequest(workload, id),
     onRecord: (r) => records.push(r),
+    ...(cancel ? { stopSignal: cancel, cancelSignal: cancel } : {}),
   });
+  if (cancel?.aborted) {
+    throw new InfergaugeError(
+      '--prefix-hit-rate: cancelled during the prime phase; nothing was measured',
+      HIT_RATE_ERROR,
+      EXIT.interrupted,
+    );
+  }
   const failed = records.filter((r) => r.error !== undefined);
   if (failed.length > 0 || records.length < setup.plan.prefixes) {
     const first = failed[0]?.error?.message;
@@ -120,8 +135,8 @@ export function primeEngine(engine: EngineCluster, setup: HitRateSetup, workload
 
 /**
  * The measured phase's rate beside its target in the summary, and `prefix_hit_rate_missed`
- * when it lies lies more than 3 points from the
- * target; a notice where nothing measured it (a server without prefix-cache counters).
+ * when it lies more than 3 points from the target; a notice where nothing measured it (a
+ * server without prefix-cache counters).
  */
 export function judgeHitRate(
   setup: HitRateSetup,
@@ -186,6 +201,7 @@ function hitRateWarnings(outcome: HitRateOutcome, onNotice?: (text: string) => v
       target: outcome.target,
       achieved: outcome.achieved,
       from: outcome.from ?? 'the server',
+      tolerance: HIT_RATE_TOLERANCE,
     }),
   ];
 }

@@ -384,7 +384,10 @@ async function measureLive(
       : {}),
   };
   // Before the clock, and so before the first scrape: the counters move for the measured phase.
-  if (hitRate) await primeServer(target, hitRate, await loadWorkload(liveWorkload(c)));
+  if (hitRate) {
+    const workload = await loadWorkload(liveWorkload(c));
+    await primeServer(target, hitRate, workload, liveSignals(c).cancelSignal);
+  }
   const timers = pointTimers(c);
   let sent: Sent;
   let serverMetrics: ServerMetricsSummary | undefined;

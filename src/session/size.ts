@@ -676,7 +676,6 @@ class Search {
       this.o.traffic.mode === 'rate'
         ? this.o.traffic.rate * outputPerUnit
         : at.summary.throughput.outputTokensPerS * dp;
-    const costPerHour = price !== undefined ? price * gpus : undefined;
     return {
       ...base,
       dp,
@@ -686,13 +685,7 @@ class Search {
       headroom: (capacity * dp) / need - 1,
       ...(fail === undefined ? { headroomAtLeast: true } : {}),
       at: pointMetrics(at),
-      ...(costPerHour !== undefined
-        ? {
-            costPerHour,
-            costPerMillionOutputTokens:
-              totalTokPerS > 0 ? (costPerHour / (totalTokPerS * 3600)) * 1e6 : undefined,
-          }
-        : {}),
+      ...costOf(price, gpus, totalTokPerS),
       binding: failTrial
         ? bindingOf(failTrial, model, 'load')
         : `none within the traffic (${stepBound(model, at)})`,
@@ -769,7 +762,6 @@ class Search {
     const price = priceOf(this.o.prices, gpuId, options.gpu.id);
     const outputTokens = entries.reduce((sum, e) => sum + Math.max(1, e.outputTokens), 0);
     const totalTokPerS = traffic.spanS > 0 ? outputTokens / traffic.spanS : 0;
-    const costPerHour = price !== undefined ? price * gpus : undefined;
     return {
       ...base,
       dp,
@@ -779,13 +771,7 @@ class Search {
       ...(chosen.prefixCacheHitRate !== undefined
         ? { prefixCacheHitRate: chosen.prefixCacheHitRate }
         : {}),
-      ...(costPerHour !== undefined
-        ? {
-            costPerHour,
-            costPerMillionOutputTokens:
-              totalTokPerS > 0 ? (costPerHour / (totalTokPerS * 3600)) * 1e6 : undefined,
-          }
-        : {}),
+      ...costOf(price, gpus, totalTokPerS),
       binding:
         failing > 0
           ? bindingOf(at(failing), model, 'load')
@@ -925,6 +911,21 @@ class Search {
       preemptions: replica.counters.preemptions,
     };
   }
+}
+
+/** A deployment's price per hour and per million output tokens, where its GPU has a price. */
+function costOf(
+  pricePerGpuHour: number | undefined,
+  gpus: number,
+  outputTokPerS: number,
+): Pick<SizedDeployment, 'costPerHour' | 'costPerMillionOutputTokens'> {
+  if (pricePerGpuHour === undefined) return {};
+  const costPerHour = pricePerGpuHour * gpus;
+  return {
+    costPerHour,
+    costPerMillionOutputTokens:
+      outputTokPerS > 0 ? (costPerHour / (outputTokPerS * 3600)) * 1e6 : undefined,
+  };
 }
 
 /**

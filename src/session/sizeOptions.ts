@@ -4,23 +4,16 @@
  * reading of a number option.
  */
 import { parseFlagNumber } from '../flagNumber.js';
+import { shapedTrace } from '../plan/runPlan.js';
 import { engineVersionProblem } from '../sim/personality.js';
-import { IMPLIED_ENGINE_BLOCK_TOKENS, traceImpliedHitRate } from '../workload/blockPrompts.js';
+import { readAgentTraceIfAny } from '../workload/agentTrace.js';
 import { isSessionScenario, parseScenarioList, withLengths } from '../workload/scenarios.js';
-import {
-  capTraceGaps,
-  parseTraceWindow,
-  readTrace,
-  TRACE_BLOCK_TOKENS,
-  type TraceEntry,
-  traceWindow,
-} from '../workload/trace.js';
+import { parseTraceWindow, TRACE_BLOCK_TOKENS, type TraceEntry } from '../workload/trace.js';
+import type { SizeOptions } from './size.js';
+import { readPriceFile } from './sizePrices.js';
 
 /** The flags that shape a trace, which need --trace. */
 const TRACE_FLAGS = ['traceSpeed', 'traceBlockTokens', 'traceWindow', 'traceMaxGapS'];
-
-import type { SizeOptions } from './size.js';
-import { readPriceFile } from './sizePrices.js';
 
 /** What the command line gives: option values as typed (strings), switches as booleans. */
 export type SizeFlags = Record<string, string | boolean | undefined>;
@@ -87,29 +80,20 @@ export function prepareSize(flags: SizeFlags): PreparedSize {
     const window = windowText === undefined ? undefined : parseTraceWindow(windowText);
     if (window && 'problem' in window) problems.push(`--trace-window ${window.problem}`);
     try {
-      trace = readTrace(tracePath, undefined, (note) => notes.push(note), blockTokens);
-      // As run replays it: the window, then the gap cap (then the speed divides what is left).
-      if (window && !('problem' in window)) {
-        trace = traceWindow(trace, window.startS, window.endS);
-        notes.push(
-          `--trace-window ${window.startS}:${window.endS}: ${trace.length} arrivals sized, the first at 0`,
+      if (readAgentTraceIfAny(tracePath)) {
+        throw new Error(
+          `${tracePath} is an agentic trace (calls that wait for other calls): size replays single requests; run it on a deployment with \`run --simulate --trace ${tracePath}\` instead`,
         );
       }
-      if (maxGapS !== undefined) {
-        const capped = capTraceGaps(trace, maxGapS * 1000);
-        trace = capped.entries;
-        if (capped.cappedGaps > 0) {
-          notes.push(
-            `--trace-max-gap-s ${maxGapS}: ${capped.cappedGaps} idle gaps cut, ${(capped.removedMs / 1000).toFixed(1)} s of trace time removed`,
-          );
-        }
-      }
-      if (trace.some((e) => e.hashIds !== undefined)) {
-        impliedHitRate = traceImpliedHitRate(trace, {
-          blockTokens,
-          engineBlockTokens: IMPLIED_ENGINE_BLOCK_TOKENS,
-        });
-      }
+      // Shaped as run shapes it: the window, then the gap cap (the speed divides what is left).
+      const shaped = shapedTrace(tracePath, {
+        traceBlockTokens: blockTokens,
+        ...(window && !('problem' in window) ? { traceWindow: window } : {}),
+        ...(maxGapS !== undefined ? { traceMaxGapS: maxGapS } : {}),
+      });
+      trace = shaped.entries;
+      notes.push(...(shaped.notes ?? []), ...(shaped.notices ?? []));
+      impliedHitRate = shaped.impliedHitRate;
       const spanMs = trace[trace.length - 1].atMs;
       traffic = {
         mode: 'trace',

@@ -28,7 +28,7 @@ import {
 } from '../proxy.js';
 import type { RequestRecord } from '../record.js';
 import { servedModelName } from '../sim/describe.js';
-import { EngineModel, type EngineModelOptions } from '../sim/engineModel.js';
+import { EngineModel, type EngineModelOptions, resolveEngineConfig } from '../sim/engineModel.js';
 import type { ServerEnvironment } from '../telemetry/environment.js';
 import { findOnPath, NVIDIA_SMI } from '../telemetry/gpu.js';
 import { probeMetrics, type TelemetrySource } from '../telemetry/scraper.js';
@@ -363,6 +363,11 @@ export interface LiveTarget {
   simulator?: string;
   /** The built-in simulator's engine flags (`--model`, `--gpu`, ...), as given. */
   simulatorArgs?: string[];
+  /**
+   * The built-in simulator's KV block size (its personality's: 16, SGLang's 1, TensorRT-LLM's
+   * 64, ...), which its `/version` (`infergauge-sim`) does not tell.
+   */
+  simulatorBlockTokens?: number;
   close(): Promise<void>;
 }
 
@@ -496,6 +501,9 @@ export async function openTarget(
       tokenizer,
       promptOverhead,
       ...(sim ? { simulator: sim.banner, simulatorArgs } : {}),
+      ...(sim && prepared.engine
+        ? { simulatorBlockTokens: resolveEngineConfig(prepared.engine).blockSize }
+        : {}),
       close: async () => {
         await sim?.stop();
       },

@@ -217,7 +217,10 @@ export class BlockPool implements KvPool {
   }
 }
 
-/** A private sequence's unreferenced blocks, `count` of them, the first `evicted` gone. */
+/**
+ * A private sequence's unreferenced blocks, `count` of them, the last `evicted` gone (freed
+ * tail first, so what is left is a prefix its holder still hits).
+ */
 interface PrivateRun {
   stamp: number;
   count: number;

@@ -367,6 +367,8 @@ export class EngineModel {
   private newTokenRatio: number = SGLANG_NEW_TOKEN_RATIO.init;
   /** llamacpp: its slots, each keeping its last request's tokens (slotCache.ts). */
   private readonly slots?: SlotPromptCache;
+  /** llamacpp: prompts the prime phase left in slots so far (warmSlot). */
+  private slotPrimes = 0;
   /** Engine time (ns). */
   now = 0;
 
@@ -511,10 +513,11 @@ export class EngineModel {
    * nor the counters it took. As many leading blocks as the pool holds are kept.
    */
   warmPrefixCache(blockHashes: readonly number[]): void {
-    // llama.cpp's slots keep what their last request left, which a prime does not model here:
-    // its run then reports the rate it reached, under the target.
-    if (this.slots || !this.config.prefixCaching) return;
-    if (blockHashes.length === 0 || blockHashes[0] < 0) return;
+    if (!this.config.prefixCaching || blockHashes.length === 0 || blockHashes[0] < 0) return;
+    if (this.slots) {
+      this.warmSlot(blockHashes);
+      return;
+    }
     const hit = this.pool.lookup(blockHashes);
     this.pool.acquire(blockHashes, hit);
     const added = Math.min(blockHashes.length - hit, this.pool.available());
@@ -757,6 +760,30 @@ export class EngineModel {
     seq.ownBlocks += Math.max(0, blocks);
     batch.scheduled.push({ seq, tokens, steps: 1 });
     batch.budget -= tokens;
+  }
+
+  /**
+   * llama-server's share of the prime: the prompt (one cell a token, `keys` one a token) takes a
+   * slot as a request does, so the slot's earlier prompt is saved to the host-memory cache as
+   * get_available_slot saves it, and is left there computed, as the HTTP prime leaves it. Its
+   * release comes before any request's and after the primes before it: llama.cpp picks the
+   * least recently used slot by that time, and equal times would give every prime one slot.
+   */
+  private warmSlot(keys: readonly number[]): void {
+    const slots = this.slots as SlotPromptCache;
+    if (this.running.length >= this.config.maxNumSeqs) return;
+    const { slot, reusedTokens, freedCells } = slots.take(keys, keys.length, this.pool.available());
+    if (freedCells >= 0) this.pool.release(freedCells);
+    else this.pool.allocate(-freedCells);
+    const need = keys.length - reusedTokens;
+    while (need > this.pool.available()) {
+      const freed = slots.purgeIdle();
+      if (freed === 0) break;
+      this.pool.release(freed);
+    }
+    const added = Math.min(need, this.pool.available());
+    this.pool.allocate(added);
+    slots.release(slot, keys, reusedTokens + added, this.now - 1 / (2 + this.slotPrimes++));
   }
 
   /**

@@ -121,7 +121,7 @@ export class SlotPromptCache {
       this.o.cachePrompt && keys && this.cells[slot] > 0
         ? this.commonPrefix(slot, keys, promptTokens)
         : 0;
-    if (reused >= promptTokens) reused = promptTokens - 1;
+    if (reused >= promptTokens) reused = Math.max(0, promptTokens - 1);
     const freedCells = held - reused;
     this.busy[slot] = true;
     this.keys[slot] = undefined;

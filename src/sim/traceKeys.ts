@@ -1,3 +1,5 @@
+import { MAX_TOKEN_COUNT } from '../backends/timeline.js';
+
 /**
  * Prefix-cache keys for requests known by a trace's block ids (Mooncake's `hash_ids`) rather than
  * by their text, so that virtual time sees the sharing an HTTP replay of the same trace shows.
@@ -41,7 +43,10 @@ export class TraceBlockKeys {
     if (!(Number.isSafeInteger(traceBlockTokens) && traceBlockTokens >= 1)) {
       throw new Error(`trace block size must be a whole number >= 1 (got ${traceBlockTokens})`);
     }
-    this.span = Math.ceil(traceBlockTokens / engineBlockTokens) + 1;
+    // No prompt is longer than MAX_TOKEN_COUNT (the trace reader refuses one), so no more engine
+    // blocks than that can end in one of its trace blocks: a larger --trace-block-tokens would
+    // hand out keys past 2^53, where distinct keys round to the same number and share blocks.
+    this.span = Math.ceil(Math.min(traceBlockTokens, MAX_TOKEN_COUNT) / engineBlockTokens) + 1;
   }
 
   /**
@@ -53,7 +58,8 @@ export class TraceBlockKeys {
     const B = this.traceBlockTokens;
     const total = Math.floor((promptTokens + maxTokens) / b);
     const out = new Array<number>(total);
-    const ids = hashIds ?? [];
+    // A prompt past what the spans hold (no reader lets one through) shares nothing.
+    const ids = promptTokens <= MAX_TOKEN_COUNT ? (hashIds ?? []) : [];
     const covered = Math.min(promptTokens, ids.length * B);
     const promptBlocks = Math.min(total, Math.floor(covered / b));
     let node = 0;

@@ -80,6 +80,7 @@ const WORST: { [C in WarningCode]: WarningFigures<C>[] } = {
       target: 0.5,
       achieved: 0.0001,
       from: 'vllm:prefix_cache_hits_total / vllm:prefix_cache_queries_total',
+      tolerance: 0.03,
     },
   ],
   drain_tail: [

@@ -5,6 +5,8 @@
  */
 import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
@@ -16,7 +18,7 @@ import {
 import { benchmark, parseRunPlan } from '../../../src/index.js';
 import type { RunSummary } from '../../../src/metrics/summary.js';
 import { renderTerminalSummary } from '../../../src/report/terminal.js';
-import { hitRateSetup, judgeHitRate } from '../../../src/session/hitRatePrime.js';
+import { hitRateSetup, judgeHitRate, primeServer } from '../../../src/session/hitRatePrime.js';
 import { prepareRun } from '../../../src/session/prepare.js';
 import { runPlan } from '../../../src/session/run.js';
 import { type RunningSimulator, startSimulator } from '../../../src/sim/simulator.js';
@@ -28,7 +30,9 @@ import {
   PRIME_FIRST_ID,
 } from '../../../src/workload/hitRate.js';
 import { createPromptFactory } from '../../../src/workload/prompts.js';
+import { findScenario, type Scenario } from '../../../src/workload/scenarios.js';
 import { createTokenizer } from '../../../src/workload/tokenizer.js';
+import { target } from '../../helpers/run.js';
 
 interface Saved {
   cacheState?: unknown;
@@ -137,6 +141,28 @@ describe('--prefix-hit-rate against the simulator over HTTP', () => {
   });
 });
 
+// The built-in simulator says only `infergauge-sim`: its prefixes are rounded to its own
+// personality's blocks (TensorRT-LLM's 64), not vLLM's 16, which would cache 256 of 304 tokens.
+test("the built-in simulator over HTTP: prefixes in its personality's own blocks", async () => {
+  const out = join(dir, 'trtllm-http');
+  const prepared = prepareRun({
+    enginePersonality: 'trtllm',
+    enablePrefixCaching: true,
+    timeScale: '0.02',
+    inputTokens: '1024',
+    outputTokens: '2',
+    requests: '24',
+    concurrency: '4',
+    prefixHitRate: '0.3',
+    out,
+  });
+  assert.deepEqual(prepared.problems, []);
+  await runPlan(prepared as never, { html: false });
+  const summary = read(out, 'summary.json') as Saved;
+  const hit = summary.prefixHitRate?.achieved ?? Number.NaN;
+  assert.ok(Math.abs(hit - 0.3) <= 0.03, `hit rate ${hit}`);
+});
+
 describe('--prefix-hit-rate in virtual time', () => {
   async function virtual(name: string, o: Record<string, unknown>) {
     const out = join(dir, name);
@@ -164,12 +190,59 @@ describe('--prefix-hit-rate in virtual time', () => {
     assert.ok(!summary.warnings.some((w) => w.code === 'prefix_hit_rate_missed'));
   });
 
+  // Eight prefixes over four slots: a request finds its prefix in the host-memory prompt cache,
+  // where the prime left the prompts that its later primes took the slots from (as over HTTP).
+  test("llama.cpp's slots and host-memory cache are primed as the HTTP prime leaves them", async () => {
+    const summary = await virtual('llamacpp', {
+      enginePersonality: 'llamacpp',
+      inputTokens: '256',
+      outputTokens: '8',
+      concurrency: '4',
+      requests: '100',
+    });
+    const hit = summary.prefixHitRate?.achieved ?? Number.NaN;
+    assert.ok(Math.abs(hit - 0.5) <= 0.03, `hit rate ${hit}`);
+  });
+
   test('an engine without prefix caching misses, and says so', async () => {
     const summary = await virtual('uncached', { enablePrefixCaching: false });
     const w = summary.warnings.find((x) => x.code === 'prefix_hit_rate_missed');
     assert.ok(w, summary.warnings.map((x) => x.code).join());
     assert.match(w.message, /hit 0\.0% of prompt tokens .* not the 50\.0% asked/);
   });
+});
+
+// A server that takes the prime's requests and never answers: the second Ctrl-C must end the
+// prime then, not --timeout later.
+test('a cancelled prime aborts its requests and ends the point as interrupted', async () => {
+  const server = createServer(() => {});
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  try {
+    const scenario = {
+      ...(findScenario('chat') as Scenario),
+      input: { kind: 'fixed', value: 64 },
+    } as const;
+    const setup = hitRateSetup(0.5, scenario, { blockTokens: 16, overheadTokens: 0 });
+    const workload = {
+      nextRequest: () => ({ prompt: 'x', requestedInputTokens: 64, requestedOutputTokens: 1 }),
+    };
+    const started = Date.now();
+    await assert.rejects(
+      primeServer(
+        { config: target(url, { timeoutMs: 600_000 }), plan: { seed: 1 } } as never,
+        setup,
+        workload,
+        AbortSignal.timeout(50),
+      ),
+      (err: Error & { exitCode?: number }) =>
+        err.exitCode === 130 && /cancelled during the prime phase/.test(err.message),
+    );
+    assert.ok(Date.now() - started < 30_000, 'ended long before the request timeout');
+  } finally {
+    server.closeAllConnections();
+    server.close();
+  }
 });
 
 test('the plan refuses what shapes prompts otherwise, and drawn lengths', () => {

@@ -220,6 +220,14 @@ describe('size --trace flags', () => {
     );
   });
 
+  test('an agentic trace is refused, naming what replays it (not a parse error of each line)', () => {
+    const p = prepareSize({ ...base, trace: 'test/fixtures/workload/agent-trace.jsonl' });
+    assert.equal(p.options, undefined);
+    assert.deepEqual(p.problems, [
+      '--trace: test/fixtures/workload/agent-trace.jsonl is an agentic trace (calls that wait for other calls): size replays single requests; run it on a deployment with `run --simulate --trace test/fixtures/workload/agent-trace.jsonl` instead',
+    ]);
+  });
+
   test('what would set the traffic, the requests or the lengths again is refused', () => {
     for (const [flag, value, words] of [
       ['rate', '2', /--rate cannot be combined with --trace: the trace sets the traffic/],

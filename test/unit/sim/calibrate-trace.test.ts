@@ -19,8 +19,13 @@ import { HIDDEN, l40sEngine } from '../../helpers/perturbed.js';
 
 const BLOCK = 512;
 
-/** Chats that grow turn by turn (each turn re-sends its chat), opening with one shared block. */
-function chatTrace(n: number): TraceEntry[] {
+/**
+ * Chats that grow turn by turn (each turn re-sends its chat), opening with one shared block;
+ * a turn adds BLOCK tokens whatever the block size, in blocks of `block`.
+ */
+function chatTrace(n: number, block = BLOCK): TraceEntry[] {
+  const perTurn = BLOCK / block;
+  const fresh = () => Array.from({ length: perTurn }, () => next++);
   const rng = createRng(5);
   const chats: number[][] = [];
   let next = 1;
@@ -30,15 +35,15 @@ function chatTrace(n: number): TraceEntry[] {
     let ids: number[];
     if (chats.length > 0 && rng.next() < 0.7) {
       const c = rng.int(chats.length);
-      ids = [...chats[c], next++];
+      ids = [...chats[c], ...fresh()];
       chats[c] = ids;
     } else {
-      ids = [0, next++];
+      ids = [0, ...fresh()];
       chats.push(ids);
     }
     out.push({
       atMs: Math.round(atMs),
-      inputTokens: (ids.length - 1) * BLOCK + 1 + rng.int(BLOCK),
+      inputTokens: (ids.length - 1) * block + 1 + rng.int(block),
       outputTokens: 8 + rng.int(40),
       hashIds: ids,
     });
@@ -51,16 +56,40 @@ const entries = chatTrace(80);
 const truth = l40sEngine({ ...HIDDEN, enablePrefixCaching: true });
 
 /** The trace run on the hidden engine, as a server's records. */
-function measured(): RequestRecord[] {
+function measured(run = entries, blockTokens = BLOCK): RequestRecord[] {
   const records: RequestRecord[] = [];
   replayTraceVirtual(new EngineCluster(truth), {
-    entries,
+    entries: run,
     speed: 1,
-    blockTokens: BLOCK,
+    blockTokens,
     onRecord: (r) => records.push(r),
   });
   return records.sort((a, b) => a.id - b.id);
 }
+
+/** Mooncake JSONL of the entries. */
+function mooncakeText(trace: readonly TraceEntry[]): string {
+  return trace
+    .map((e) =>
+      JSON.stringify({
+        timestamp: e.atMs,
+        input_length: e.inputTokens,
+        output_length: e.outputTokens,
+        hash_ids: e.hashIds,
+      }),
+    )
+    .join('\n');
+}
+
+const FIXED = {
+  model: 'llama-3-8b',
+  gpu: 'l40s',
+  enablePrefixCaching: true,
+  mbu: HIDDEN.mbu,
+  stepOverheadMs: HIDDEN.stepOverheadMs,
+  perSeqOverheadUs: HIDDEN.perSeqOverheadUs,
+  frontendLatencyMs: HIDDEN.frontendLatencyMs,
+};
 
 describe('calibrate from a trace replay', () => {
   test("the replay keys the cache by the trace's block ids: the run's own TTFT, where without them it is far off", () => {
@@ -126,6 +155,75 @@ describe('calibrate from a trace replay', () => {
     assert.ok(
       mfu !== undefined && Math.abs(mfu - HIDDEN.mfu) < 0.02,
       `fitted mfu ${mfu} (hidden ${HIDDEN.mfu}); warnings: ${result.warnings.join('; ')}`,
+    );
+  });
+
+  // A run of --trace-block-tokens 256 --trace-window 30:1000: the trace is read again with that
+  // block size (512 would refuse its ids) and cut to that window (request id = window entry id).
+  test("calibrate reads the trace with the run's block size and window", async () => {
+    const block = 256;
+    const run = chatTrace(80, block);
+    // 20 arrivals the window leaves out, then the run's entries from 30 s on.
+    const before = chatTrace(20, block).map((e, i) => ({ ...e, atMs: i * 1000 }));
+    const file = [...before, ...run.map((e) => ({ ...e, atMs: e.atMs + 30_000 }))];
+    const dir = tempDir('ig-calibrate-trace-window-');
+    const tracePath = join(dir, 'trace.jsonl');
+    writeFileSync(tracePath, mooncakeText(file));
+    const runDir = join(dir, 'run');
+    mkdirSync(runDir);
+    writeFileSync(
+      join(runDir, 'records.jsonl'),
+      measured(run, block)
+        .map((r) => JSON.stringify(r))
+        .join('\n'),
+    );
+    writeFileSync(
+      join(runDir, 'manifest.json'),
+      JSON.stringify({
+        plan: {
+          load: traceLoad(run),
+          trace: { path: tracePath, blockTokens: block, window: { startS: 30, endS: 1000 } },
+        },
+      }),
+    );
+    const result = await calibrate([runDir], { flags: FIXED, fit: 'mfu' });
+    assert.deepEqual(
+      result.warnings.filter((w) => w.includes('sharing')),
+      [],
+      'the prefix sharing is replayed',
+    );
+    const mfu = result.file.fitted.mfu?.value;
+    assert.ok(
+      mfu !== undefined && Math.abs(mfu - HIDDEN.mfu) < 0.02,
+      `fitted mfu ${mfu} (hidden ${HIDDEN.mfu}); warnings: ${result.warnings.join('; ')}`,
+    );
+  });
+
+  // An agentic trace's run names its trace too; its sessions are replayed as sessions, and the
+  // file (no trace of single requests) is not read as one, nor warned about.
+  test("a session run's trace is not read for block ids", async () => {
+    const dir = tempDir('ig-calibrate-agent-');
+    const runDir = join(dir, 'run');
+    mkdirSync(runDir);
+    writeFileSync(
+      join(runDir, 'records.jsonl'),
+      measured()
+        .map((r) => JSON.stringify({ ...r, sessionId: r.id, turn: 0 }))
+        .join('\n'),
+    );
+    writeFileSync(
+      join(runDir, 'manifest.json'),
+      JSON.stringify({
+        plan: {
+          load: traceLoad(entries),
+          trace: { path: 'test/fixtures/workload/agent-trace.jsonl' },
+        },
+      }),
+    );
+    const result = await calibrate([runDir], { flags: FIXED, fit: 'mfu' });
+    assert.deepEqual(
+      result.warnings.filter((w) => w.includes('trace')),
+      [],
     );
   });
 });

@@ -100,6 +100,10 @@ describe("llama.cpp: each slot keeps its last request's tokens", () => {
     off.take(undefined, 16);
     off.release(0, keys(w), 16, 1);
     assert.deepEqual(off.take(keys(w), 16), { slot: 0, reusedTokens: 0, freedCells: 16 });
+    // An empty prompt (the simulator counts words: "" is none) reuses nothing, and frees only
+    // what the slot held: a reuse of -1 gave back a cell more than the buffer has.
+    on.release(0, keys(w), 16, 2);
+    assert.deepEqual(on.take([], 0), { slot: 0, reusedTokens: 0, freedCells: 16 });
   });
 
   test('under pressure idle slots are purged one by one in slot order, with a unified buffer only', () => {

@@ -125,3 +125,18 @@ test('tracePrefixKeys: none for a trace without ids; entry id for request id', (
   assert.deepEqual(f(0, spec, 100), f(1, spec, 100));
   assert.equal(f(2, spec, 100).length, 6);
 });
+
+// --trace-block-tokens takes any whole number: a huge one must not hand out keys past 2^53,
+// where distinct keys round to one and unrelated prompts would share blocks.
+test('a huge trace block size keeps every key distinct and safe', () => {
+  const keys = new TraceBlockKeys(16, 1e15);
+  const seen = new Set<number>();
+  for (let r = 0; r < 300; r++) {
+    for (const key of keys.keys([r], 64, 0)) {
+      assert.ok(Number.isSafeInteger(key), `${key}`);
+      assert.ok(!seen.has(key), `key ${key} handed out twice`);
+      seen.add(key);
+    }
+  }
+  assert.deepEqual(keys.keys([7], 64, 0), keys.keys([7], 64, 0), 'the same ids, the same keys');
+});
