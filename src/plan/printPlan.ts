@@ -6,6 +6,7 @@
  */
 
 import { SECRET_NAME } from '../backends/request.js';
+import { AGENT_TRACE_SCENARIO } from '../workload/agentTrace.js';
 import { formatLengthDistribution, type LengthDistribution } from '../workload/distributions.js';
 import type { Scenario } from '../workload/scenarios.js';
 import { PLAN_KEYS } from './planFile.js';
@@ -149,5 +150,10 @@ export function planFileOf(
   if (typeof plan.proxy === 'string') set.proxy = proxyWithoutUserinfo(plan.proxy);
   const ordered: Record<string, unknown> = {};
   for (const k of PLAN_KEYS) if (set[k] !== undefined) ordered[k] = set[k];
+  // An agentic trace sets the workload itself (its scenario is no preset to write out), and a
+  // plan file's scenarios beside it are refused: the file names the trace alone.
+  if (plan.scenarios.length > 0 && plan.scenarios.every((s) => s === AGENT_TRACE_SCENARIO)) {
+    return ordered;
+  }
   return { ...ordered, scenarios: plan.scenarios.map(planScenarioOf) };
 }
