@@ -159,7 +159,8 @@ export function parseAgentTrace(
   const tasks = raw.map((r) => resolveTask(r, problems));
   problems.throwIfAny();
   if (tasks.length === 0) throw new Error(`${source}: the trace has no calls`);
-  const first = Math.min(...tasks.map((t) => t.startMs));
+  // A loop, not Math.min(...): a spread of 100,000s of tasks overflows the stack.
+  const first = tasks.reduce((m, t) => Math.min(m, t.startMs), Number.POSITIVE_INFINITY);
   for (const t of tasks) t.startMs -= first;
   // Stable: tasks starting together keep the file's order.
   tasks.sort((a, b) => a.startMs - b.startMs);
@@ -199,7 +200,8 @@ function resolveTask(task: RawTask, problems: Problems): AgentTask {
     } else byId.set(call.id, i);
   }
   const deps: number[][] = task.calls.map((call) => {
-    const out: number[] = [];
+    // A Set: a fan-in may wait for 10,000s of calls, which includes() would scan for each.
+    const out = new Set<number>();
     for (const id of call.after) {
       const j = byId.get(id);
       if (j === undefined) {
@@ -217,25 +219,26 @@ function resolveTask(task: RawTask, problems: Problems): AgentTask {
             `waits for call ${JSON.stringify(id)} (line ${dep.line}), which started later (${dep.atMs} ms > ${call.atMs} ms)`,
           );
         }
-        if (!out.includes(j)) out.push(j);
+        out.add(j);
       }
     }
-    return out;
+    return [...out];
   });
   for (const call of task.calls) {
     if (call.after.length === 0 && call.atMs === undefined) {
       problems.add(call.line, 'waits for no call, so it needs its start time (at_ms)');
     }
   }
-  // Kahn's order, lowest file index first, so a file already in order keeps it.
+  // Kahn's order, lowest file index first, so a file already in order keeps it; the ready calls
+  // in a heap, as a session may hold 10,000s of calls that wait for none.
   const indegree = deps.map((d) => d.length);
   const dependents: number[][] = task.calls.map(() => []);
   for (const [i, d] of deps.entries()) for (const j of d) dependents[j].push(i);
-  const ready = indegree.flatMap((n, i) => (n === 0 ? [i] : []));
+  const ready = new MinHeap();
+  for (const [i, n] of indegree.entries()) if (n === 0) ready.push(i);
   const order: number[] = [];
-  while (ready.length > 0) {
-    ready.sort((a, b) => a - b);
-    const i = ready.shift() as number;
+  while (ready.size > 0) {
+    const i = ready.pop();
     order.push(i);
     for (const k of dependents[i]) if (--indegree[k] === 0) ready.push(k);
   }
@@ -251,12 +254,17 @@ function resolveTask(task: RawTask, problems: Problems): AgentTask {
     return { sessionId: task.sessionId, startMs: 0, calls: [] };
   }
   const position = new Map(order.map((i, at) => [i, at]));
-  const roots = task.calls.filter((c) => c.after.length === 0 && c.atMs !== undefined);
-  const startMs = roots.length > 0 ? Math.min(...roots.map((c) => c.atMs as number)) : 0;
+  let startMs = Number.POSITIVE_INFINITY;
+  for (const c of task.calls) {
+    if (c.after.length === 0 && c.atMs !== undefined) startMs = Math.min(startMs, c.atMs);
+  }
+  if (startMs === Number.POSITIVE_INFINITY) startMs = 0;
   const calls: AgentCall[] = [];
   for (const i of order) {
     const c = task.calls[i];
     const after = deps[i].map((j) => position.get(j) as number).sort((a, b) => a - b);
+    let step = 1;
+    for (const j of after) step = Math.max(step, calls[j].step + 1);
     const call: AgentCall = {
       id: c.id,
       line: c.line,
@@ -267,11 +275,52 @@ function resolveTask(task: RawTask, problems: Problems): AgentTask {
       ...(c.inputTokens !== undefined ? { inputTokens: c.inputTokens } : {}),
       ...(c.newTokens !== undefined ? { newTokens: c.newTokens } : {}),
       outputTokens: c.outputTokens,
-      step: 1 + Math.max(0, ...after.map((j) => calls[j].step)),
+      step,
     };
     calls.push(call);
   }
   return { sessionId: task.sessionId, startMs, calls };
+}
+
+/** Whole numbers, smallest out first. */
+class MinHeap {
+  private readonly items: number[] = [];
+
+  get size(): number {
+    return this.items.length;
+  }
+
+  push(x: number): void {
+    const a = this.items;
+    a.push(x);
+    let i = a.length - 1;
+    while (i > 0) {
+      const parent = (i - 1) >> 1;
+      if (a[parent] <= x) break;
+      a[i] = a[parent];
+      i = parent;
+    }
+    a[i] = x;
+  }
+
+  pop(): number {
+    const a = this.items;
+    const top = a[0];
+    const last = a.pop() as number;
+    if (a.length > 0) {
+      let i = 0;
+      for (;;) {
+        const l = 2 * i + 1;
+        if (l >= a.length) break;
+        const c = l + 1 < a.length && a[l + 1] < a[l] ? l + 1 : l;
+        if (a[c] >= last) break;
+        a[i] = a[c];
+        i = c;
+      }
+      a[i] = last;
+    }
+    return top;
+  }
 }
 
 // ---- infergauge's own format ----

@@ -180,3 +180,35 @@ test('a Weka trace with a bad request names it by number', () => {
     },
   );
 });
+
+test('a trace of 150,000 tasks, and a session whose last call waits for 150,000 others, are read', () => {
+  // Each once overflowed the stack (a spread of every task's start into Math.min) or took
+  // minutes (a sorted ready list and a scanned wait list per call).
+  const n = 150_000;
+  const call = (session: string, id: string, at: number) =>
+    `{"session":"${session}","call":"${id}","at_ms":${at},"input_tokens":1,"output_tokens":1}`;
+  const tasks = parseAgentTrace(
+    Array.from({ length: n }, (_, i) => call(`s${i}`, 'c', i)).join('\n'),
+  );
+  assert.equal(tasks.tasks.length, n);
+  assert.equal(tasks.tasks[n - 1].startMs, n - 1);
+  const lines = Array.from({ length: n }, (_, i) => call('s', `c${i}`, n - i));
+  lines.push(
+    JSON.stringify({
+      session: 's',
+      call: 'join',
+      after: Array.from({ length: n }, (_, i) => `c${i}`),
+      new_tokens: 1,
+      output_tokens: 1,
+    }),
+  );
+  const [task] = parseAgentTrace(lines.join('\n')).tasks;
+  assert.equal(task.calls.length, n + 1);
+  const join_ = task.calls[n];
+  assert.equal(join_.id, 'join');
+  assert.equal(join_.step, 2);
+  assert.equal(join_.after.length, n);
+  // The task starts at its earliest call (the last line's at_ms, 1 ms).
+  assert.equal(task.calls[n - 1].startMs, 0);
+  assert.equal(task.calls[0].startMs, n - 1);
+});
