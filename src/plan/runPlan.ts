@@ -25,6 +25,7 @@ import {
 } from '../workload/agentTrace.js';
 import { openLoadProblems } from '../workload/arrivals.js';
 import { IMPLIED_ENGINE_BLOCK_TOKENS, traceImpliedHitRate } from '../workload/blockPrompts.js';
+import { SESSION_ID_STRIDE } from '../workload/conversations.js';
 import { type Dataset, readDataset } from '../workload/datasets.js';
 import {
   formatLengthDistribution,
@@ -636,6 +637,8 @@ export function parseRunPlan(input: RunPlanInput, env: NodeJS.ProcessEnv = {}): 
       if (!agent) trace = shapedTrace(input.trace, o);
       else {
         trace = { path: input.trace, entries: [], agent };
+        const cut = agentTasksCut(agent);
+        if (cut) trace.notes = [cut];
         for (const key of ['traceBlockTokens', 'traceMaxGapS', 'traceWindow'] as const) {
           if (input[key] !== undefined) {
             problems.push(
@@ -916,6 +919,18 @@ function agentTraceScenarios(input: RunPlanInput, problems: string[]): Scenario[
     );
   }
   return [AGENT_TRACE_SCENARIO];
+}
+
+/**
+ * A session sends at most SESSION_ID_STRIDE requests (record ids are `session x stride + call`),
+ * so a longer task is cut to its first calls in dependency order (every wait still resolves):
+ * said, as the trace then is not replayed whole.
+ */
+function agentTasksCut(agent: AgentTrace): string | undefined {
+  const long = agent.tasks.filter((t) => t.calls.length > SESSION_ID_STRIDE);
+  if (long.length === 0) return undefined;
+  const first = long[0];
+  return `${long.length} of the trace's tasks have more than ${SESSION_ID_STRIDE} calls (task ${JSON.stringify(first.sessionId)}: ${first.calls.length}): a session sends at most ${SESSION_ID_STRIDE}, so only the first ${SESSION_ID_STRIDE} calls of each, in the order they wait for each other, are sent`;
 }
 
 /** What a workload needs of an agentic trace (WorkloadSource's agentTasks, toolWaitCapMs). */

@@ -466,7 +466,8 @@ function agentTraceConversation(
   const speed = o.speed ?? 1;
   const capMs = o.toolWaitCapMs ?? Number.POSITIVE_INFINITY;
   // A session's requests number below SESSION_ID_STRIDE, or record ids would collide; calls
-  // come after those they wait for, so cutting the tail keeps every wait resolvable.
+  // come after those they wait for, so cutting the tail keeps every wait resolvable (the plan
+  // warns of it: runPlan.ts agentTasksCut).
   const traced = (task?.calls ?? []).slice(0, SESSION_ID_STRIDE);
   const perTurn = new Map<number, number>();
   const calls: GraphCall[] = traced.map((c) => {

@@ -4,9 +4,12 @@
  * are refused, and `--tool-wait-cap-s` is refused with any other trace.
  */
 import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { agentTraceSource, parseRunPlan, redactPlan } from '../../../src/plan/runPlan.js';
+import { SESSION_ID_STRIDE } from '../../../src/workload/conversations.js';
 import { REPO } from '../../../tools/repo.js';
 
 const fixture = (name: string) => join(REPO, 'test/fixtures/workload', name);
@@ -68,4 +71,30 @@ test('what would shape the workload is refused with an agentic trace; the cap ne
     () => parseRunPlan({ trace: fixture('agent-trace-cycle.jsonl') }),
     /--trace: .*has a cycle of waits/s,
   );
+});
+
+test('a task of more calls than a session sends is said to be cut, not cut silently', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'ig-agent-cut-'));
+  try {
+    const path = join(dir, 'long.jsonl');
+    const lines = [
+      '{"session":"short","call":"a","at_ms":0,"input_tokens":4,"output_tokens":1}',
+      '{"session":"long","call":"c0","at_ms":0,"input_tokens":4,"output_tokens":1}',
+    ];
+    for (let i = 1; i <= SESSION_ID_STRIDE; i++) {
+      lines.push(
+        `{"session":"long","call":"c${i}","after":["c${i - 1}"],"new_tokens":1,"output_tokens":1}`,
+      );
+    }
+    writeFileSync(path, lines.join('\n'));
+    const plan = parseRunPlan({ trace: path });
+    assert.equal(plan.trace?.notes?.length, 1);
+    assert.match(
+      plan.trace?.notes?.[0] ?? '',
+      /1 of the trace's tasks have more than 10000 calls \(task "long": 10001\).*only the first 10000/,
+    );
+    assert.equal(parseRunPlan({ trace: fixture('agent-trace.jsonl') }).trace?.notes, undefined);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });
