@@ -7,11 +7,10 @@
  * a call as soon as every call it waits for has ended.
  */
 import { closeSync, openSync, readSync } from 'node:fs';
-import { MAX_TOKEN_COUNT } from '../backends/timeline.js';
 import { jsonSyntaxProblem } from '../jsonText.js';
 import type { Scenario } from './scenarios.js';
 import { readTextFile } from './textFile.js';
-import { Problems } from './trace.js';
+import { describe, isLength, LENGTH_RULE, MAX_TIME_MS, Problems } from './trace.js';
 
 /** One model call of an agentic trace. */
 export interface AgentCall {
@@ -653,9 +652,6 @@ function idList(v: unknown, key: string, line: number, problems: Problems): stri
   return out;
 }
 
-/** Times are held to the microsecond, which a double does up to 2^53 µs (285 years). */
-const MAX_TIME_MS = 2 ** 53 / 1000;
-
 function msOf(v: unknown, key: string, line: number, problems: Problems): number | undefined {
   if (typeof v !== 'number' || !Number.isFinite(v) || v < 0 || v > MAX_TIME_MS) {
     problems.add(
@@ -673,13 +669,8 @@ function secondsOf(v: unknown, key: string, line: number, problems: Problems): n
 }
 
 function length(v: unknown, key: string, line: number, problems: Problems): number | undefined {
-  if (Number.isSafeInteger(v) && (v as number) >= 0 && (v as number) <= MAX_TOKEN_COUNT) {
-    return v as number;
-  }
-  problems.add(
-    line,
-    `${key} must be a whole number from 0 to ${MAX_TOKEN_COUNT}, got ${describe(v)}`,
-  );
+  if (isLength(v)) return v;
+  problems.add(line, `${key} must be ${LENGTH_RULE}, got ${describe(v)}`);
   return undefined;
 }
 
@@ -704,10 +695,4 @@ function promptLengths(
   }
   const n = length(o[added], added, line, problems);
   return n === undefined ? {} : { newTokens: n };
-}
-
-function describe(v: unknown): string {
-  if (v === undefined) return 'nothing';
-  const text = JSON.stringify(v);
-  return text.length > 40 ? `${text.slice(0, 40)}...` : text;
 }

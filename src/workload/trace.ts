@@ -436,13 +436,14 @@ function time(
 }
 
 /** Times are held to the microsecond, which a double does up to 2^53 µs (285 years). */
-const MAX_TIME_MS = 2 ** 53 / 1000;
+export const MAX_TIME_MS = 2 ** 53 / 1000;
 
 /** A request's length from a trace: a whole number no model's context exceeds. */
-function isLength(v: unknown): v is number {
+/** A token count a trace may give: a whole number from 0 to MAX_TOKEN_COUNT (LENGTH_RULE). */
+export function isLength(v: unknown): v is number {
   return Number.isSafeInteger(v) && (v as number) >= 0 && (v as number) <= MAX_TOKEN_COUNT;
 }
-const LENGTH_RULE = `a whole number from 0 to ${MAX_TOKEN_COUNT}`;
+export const LENGTH_RULE = `a whole number from 0 to ${MAX_TOKEN_COUNT}`;
 
 function tokens(
   o: Record<string, unknown>,
@@ -609,7 +610,8 @@ function splitCsv(line: string): string[] {
   return line.split(',').map((f) => f.trim().replace(/^"(.*)"$/, '$1'));
 }
 
-function describe(v: unknown): string {
+/** A value a trace gave, as its problems quote it (JSON, cut to 40 characters). */
+export function describe(v: unknown): string {
   if (v === undefined) return 'nothing';
   const text = JSON.stringify(v);
   return text.length > 40 ? `${text.slice(0, 40)}...` : text;
