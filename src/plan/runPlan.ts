@@ -41,15 +41,14 @@ import {
   withLengths,
 } from '../workload/scenarios.js';
 import {
-  capTraceGaps,
   parseTraceWindow,
   readTrace,
+  shapeTrace,
   TRACE_BLOCK_TOKENS,
   type TraceEntry,
   type TraceShaping,
   traceLoad,
   traceSessions,
-  traceWindow,
 } from '../workload/trace.js';
 import type { WorkloadSource } from '../workload/workload.js';
 import { noteField, serverInfoField, tagsField } from './annotations.js';
@@ -1418,31 +1417,19 @@ function shapedTrace(
   },
 ): NonNullable<RunPlan['trace']> {
   const notes: string[] = [];
-  const notices: string[] = [];
   const blockTokens = o.traceBlockTokens ?? TRACE_BLOCK_TOKENS;
-  let entries = readTrace(path, undefined, (note) => notes.push(note), blockTokens);
-  const trace: NonNullable<RunPlan['trace']> = { path, entries };
+  const shaped = shapeTrace(
+    readTrace(path, undefined, (note) => notes.push(note), blockTokens),
+    {
+      ...(o.traceWindow ? { window: o.traceWindow } : {}),
+      ...(o.traceMaxGapS !== undefined ? { maxGapS: o.traceMaxGapS } : {}),
+    },
+    'replayed',
+  );
+  const { entries } = shaped;
+  const notices = [...shaped.notices];
+  const trace: NonNullable<RunPlan['trace']> = { path, entries, ...shaped.shaping };
   if (o.traceBlockTokens !== undefined) trace.blockTokens = o.traceBlockTokens;
-  if (o.traceWindow) {
-    const all = entries.length;
-    entries = traceWindow(entries, o.traceWindow.startS, o.traceWindow.endS);
-    trace.window = o.traceWindow;
-    notices.push(
-      `--trace-window ${o.traceWindow.startS}:${o.traceWindow.endS}: ${entries.length} of ${all} arrivals replayed, the first at 0`,
-    );
-  }
-  if (o.traceMaxGapS !== undefined) {
-    const capped = capTraceGaps(entries, o.traceMaxGapS * 1000);
-    entries = capped.entries;
-    trace.maxGapS = o.traceMaxGapS;
-    trace.removedGapMs = capped.removedMs;
-    if (capped.cappedGaps > 0) {
-      notices.push(
-        `--trace-max-gap-s ${o.traceMaxGapS}: ${capped.cappedGaps} idle gaps cut to ${o.traceMaxGapS} s, ${(capped.removedMs / 1000).toFixed(1)} s of trace time removed`,
-      );
-    }
-  }
-  trace.entries = entries;
   if (entries.some((e) => e.hashIds !== undefined)) {
     // Of what is sent: warm-up and measured requests take the first entries, in order.
     const sent =

@@ -8,12 +8,11 @@ import { engineVersionProblem } from '../sim/personality.js';
 import { IMPLIED_ENGINE_BLOCK_TOKENS, traceImpliedHitRate } from '../workload/blockPrompts.js';
 import { isSessionScenario, parseScenarioList, withLengths } from '../workload/scenarios.js';
 import {
-  capTraceGaps,
   parseTraceWindow,
   readTrace,
+  shapeTrace,
   TRACE_BLOCK_TOKENS,
   type TraceEntry,
-  traceWindow,
 } from '../workload/trace.js';
 
 /** The flags that shape a trace, which need --trace. */
@@ -87,23 +86,16 @@ export function prepareSize(flags: SizeFlags): PreparedSize {
     const window = windowText === undefined ? undefined : parseTraceWindow(windowText);
     if (window && 'problem' in window) problems.push(`--trace-window ${window.problem}`);
     try {
-      trace = readTrace(tracePath, undefined, (note) => notes.push(note), blockTokens);
-      // As run replays it: the window, then the gap cap (then the speed divides what is left).
-      if (window && !('problem' in window)) {
-        trace = traceWindow(trace, window.startS, window.endS);
-        notes.push(
-          `--trace-window ${window.startS}:${window.endS}: ${trace.length} arrivals sized, the first at 0`,
-        );
-      }
-      if (maxGapS !== undefined) {
-        const capped = capTraceGaps(trace, maxGapS * 1000);
-        trace = capped.entries;
-        if (capped.cappedGaps > 0) {
-          notes.push(
-            `--trace-max-gap-s ${maxGapS}: ${capped.cappedGaps} idle gaps cut, ${(capped.removedMs / 1000).toFixed(1)} s of trace time removed`,
-          );
-        }
-      }
+      const shaped = shapeTrace(
+        readTrace(tracePath, undefined, (note) => notes.push(note), blockTokens),
+        {
+          ...(window && !('problem' in window) ? { window } : {}),
+          ...(maxGapS !== undefined ? { maxGapS } : {}),
+        },
+        'sized',
+      );
+      trace = shaped.entries;
+      notes.push(...shaped.notices);
       if (trace.some((e) => e.hashIds !== undefined)) {
         impliedHitRate = traceImpliedHitRate(trace, {
           blockTokens,

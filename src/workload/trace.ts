@@ -188,6 +188,44 @@ export function capTraceGaps(
   return { entries: out, removedMs, cappedGaps };
 }
 
+/**
+ * `--trace-window` then `--trace-max-gap-s`, as `run` and `size` both apply them (`--trace-speed`
+ * then divides what is left): the entries kept, the shaping the results record, and a notice for
+ * each change (`verb`: what the command does with the arrivals, "replayed" or "sized").
+ */
+export function shapeTrace(
+  entries: readonly TraceEntry[],
+  o: { window?: { startS: number; endS: number }; maxGapS?: number },
+  verb: string,
+): {
+  entries: TraceEntry[];
+  shaping: Pick<TraceShaping, 'window' | 'maxGapS' | 'removedGapMs'>;
+  notices: string[];
+} {
+  let kept = [...entries];
+  const shaping: Pick<TraceShaping, 'window' | 'maxGapS' | 'removedGapMs'> = {};
+  const notices: string[] = [];
+  if (o.window) {
+    kept = traceWindow(kept, o.window.startS, o.window.endS);
+    shaping.window = o.window;
+    notices.push(
+      `--trace-window ${o.window.startS}:${o.window.endS}: ${kept.length} of ${entries.length} arrivals ${verb}, the first at 0`,
+    );
+  }
+  if (o.maxGapS !== undefined) {
+    const capped = capTraceGaps(kept, o.maxGapS * 1000);
+    kept = capped.entries;
+    shaping.maxGapS = o.maxGapS;
+    shaping.removedGapMs = capped.removedMs;
+    if (capped.cappedGaps > 0) {
+      notices.push(
+        `--trace-max-gap-s ${o.maxGapS}: ${capped.cappedGaps} idle gaps cut to ${o.maxGapS} s, ${(capped.removedMs / 1000).toFixed(1)} s of trace time removed`,
+      );
+    }
+  }
+  return { entries: kept, shaping, notices };
+}
+
 /** A replay's shaping and hit rate as its JSON carries them (TraceReplayJson's optional part). */
 export type TraceShaping = Pick<
   TraceReplayJson,
