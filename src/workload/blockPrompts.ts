@@ -74,22 +74,26 @@ export function createBlockPrompts(o: BlockPromptOptions): BlockPrompts {
     );
   }
   const cap = Math.max(1, o.cacheBlocks ?? 1024);
-  const cache = new Map<string, string>();
+  /** By id and place: the longest start of the block's text built so far, and its words. */
+  const cache = new Map<string, { text: string; words: number }>();
 
-  /** Block `id`'s whole text: B - overhead words when it opens the prompt, else B. */
-  const blockText = (id: number, leading: boolean): string => {
+  /**
+   * The first `words` words of block `id`'s text (B - overhead words when it opens the prompt,
+   * else B). Only what a prompt uses is built: a block's text of n words is the start of its
+   * text of more (PromptFactory.words), so a block no request sends whole, as a trace whose
+   * prompts are all shorter than one block has, is never built whole.
+   */
+  const blockText = (id: number, leading: boolean, words: number): string => {
     const key = leading ? `f${id}` : `c${id}`;
-    const hit = cache.get(key);
-    if (hit !== undefined) {
-      // Least recently used first: move it to the end.
-      cache.delete(key);
-      cache.set(key, hit);
-      return hit;
+    let hit = cache.get(key);
+    if (hit !== undefined) cache.delete(key);
+    if (hit === undefined || hit.words < words) {
+      hit = { text: prompts.words(idKey(id), words, leading), words };
     }
-    const text = prompts.words(idKey(id), leading ? blockTokens - overhead : blockTokens, leading);
-    cache.set(key, text);
+    // Least recently used first: the block goes (back) to the end.
+    cache.set(key, hit);
     if (cache.size > cap) cache.delete(cache.keys().next().value as string);
-    return text;
+    return hit.words === words ? hit.text : firstWords(hit.text, words);
   };
 
   const contentTokens = (entry: TraceEntry) => Math.max(1, entry.inputTokens - overhead);
@@ -101,9 +105,9 @@ export function createBlockPrompts(o: BlockPromptOptions): BlockPrompts {
     for (let j = 0; j < ids.length && left > 0; j++) {
       const whole = j === 0 ? blockTokens - overhead : blockTokens;
       // Every block but the last is whole (the trace's count check); the last is cut.
-      const text = blockText(ids[j], j === 0);
-      parts.push(left >= whole ? text : firstWords(text, left));
-      left -= Math.min(left, whole);
+      const words = Math.min(left, whole);
+      parts.push(blockText(ids[j], j === 0, words));
+      left -= words;
     }
     return parts.join(' ');
   };
