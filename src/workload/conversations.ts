@@ -108,7 +108,7 @@ export class CallGraphRun {
       if (c.after.length === 0) due.push({ call: i, atUs: startUs + Math.round(c.delayMs * 1000) });
     }
     // A later first call's offset counts as waiting; the task's time starts at its first.
-    const firstUs = Math.min(...due.map((d) => d.atUs));
+    const firstUs = due.reduce((m, d) => Math.min(m, d.atUs), Number.POSITIVE_INFINITY);
     for (const d of due) this.chainWaitUs[d.call] = d.atUs - firstUs;
     return due;
   }
