@@ -6,7 +6,6 @@
  */
 
 import { SECRET_NAME } from '../backends/request.js';
-import { AGENT_TRACE_SCENARIO } from '../workload/agentTrace.js';
 import { formatLengthDistribution, type LengthDistribution } from '../workload/distributions.js';
 import type { Scenario } from '../workload/scenarios.js';
 import { PLAN_KEYS } from './planFile.js';
@@ -152,7 +151,7 @@ export function planFileOf(
   for (const k of PLAN_KEYS) if (set[k] !== undefined) ordered[k] = set[k];
   // An agentic trace sets the workload itself (its scenario is no preset to write out), and a
   // plan file's scenarios beside it are refused: the file names the trace alone.
-  if (plan.scenarios.length > 0 && plan.scenarios.every((s) => s === AGENT_TRACE_SCENARIO)) {
+  if (plan.scenarios.length > 0 && plan.scenarios.every((s) => s.shapedByTrace)) {
     return ordered;
   }
   return { ...ordered, scenarios: plan.scenarios.map(planScenarioOf) };

@@ -112,6 +112,7 @@ export function readAgentTraceIfAny(path: string): AgentTrace | undefined {
 export const AGENT_TRACE_SCENARIO: Scenario = {
   name: 'agent-trace',
   description: "an agentic trace's tasks, each call sent once the calls it waits for have ended",
+  shapedByTrace: true,
   input: { kind: 'fixed', value: 1 },
   output: { kind: 'fixed', value: 1 },
   session: {

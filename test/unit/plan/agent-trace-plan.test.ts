@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { agentTraceSource, parseRunPlan, redactPlan } from '../../../src/plan/runPlan.js';
 import { SESSION_ID_STRIDE } from '../../../src/workload/conversations.js';
+import { describeScenario } from '../../../src/workload/scenarios.js';
 import { REPO } from '../../../tools/repo.js';
 
 const fixture = (name: string) => join(REPO, 'test/fixtures/workload', name);
@@ -25,6 +26,11 @@ test('an agentic trace runs its tasks as sessions, each at its first call', () =
     ['agent-trace'],
   );
   assert.equal(plan.sessions, 2);
+  // Its placeholder lengths are not said as the workload's (the manifest's scenario, plan).
+  assert.equal(
+    describeScenario(plan.scenarios[0]),
+    "agent-trace: an agentic trace's tasks, each call sent once the calls it waits for have ended",
+  );
   assert.equal(plan.trace?.agent?.format, 'infergauge');
   assert.equal(plan.trace?.entries.length, 0);
   assert.equal(plan.load.mode, 'open');
