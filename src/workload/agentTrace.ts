@@ -394,8 +394,8 @@ function readInfergauge(text: string, problems: Problems): RawTask[] {
  * it: the main agent's calls run in order, each after the last; a sub-agent's first call waits
  * for the main agent's call before it, and the main agent's next call waits for the sub-agent's
  * last (a sub-agent with no later main call runs on in the background). A call's wait is its
- * recorded `think_time`, else the gap between the last call's end (`t + api_time`) and its
- * start. One object per file, or one per line. `hash_ids` are read past: the calls' prompts
+ * recorded `think_time`, else the gap between the latest end (`t + api_time`) of the calls it
+ * waits for and its start. One object per file, or one per line. `hash_ids` are read past: the calls' prompts
  * share what their history shares.
  */
 function readWeka(text: string, problems: Problems): RawTask[] {
@@ -434,8 +434,14 @@ function readWeka(text: string, problems: Problems): RawTask[] {
       const inputTokens = length(r.in, 'in', at, problems);
       const outputTokens = length(r.out, 'out', at, problems);
       if (problems.count > before || tS === undefined) return undefined;
-      const previous = after as (RawCall & { endS?: number }) | undefined;
-      const gapS = previous?.endS !== undefined ? Math.max(0, tS - previous.endS) : 0;
+      // Without think_time, the wait runs from the latest recorded end of the calls it waits
+      // for (a sub-agent it joins may end well after the main call before it), as the replay
+      // sends it after the last of them ends.
+      let lastEndS: number | undefined;
+      for (const dep of [...(after ? [after] : []), ...joins] as (RawCall & { endS?: number })[]) {
+        if (dep.endS !== undefined) lastEndS = Math.max(lastEndS ?? dep.endS, dep.endS);
+      }
+      const gapS = lastEndS !== undefined ? Math.max(0, tS - lastEndS) : 0;
       const apiS = typeof r.api_time === 'number' && r.api_time >= 0 ? r.api_time : undefined;
       const call: RawCall & { endS?: number } = {
         id: `${agent ?? 'main'}:${at}`,

@@ -140,6 +140,14 @@ test("Weka (AIPerf's agentic replay): the sub-agent forks after the call before 
   assert.deepEqual(last.after, [0, 1]);
   assert.equal(last.waitMs, 500);
   assert.equal(last.inputTokens, 400);
+  // Without think_time the wait is the gap after the latest end of what the call waits for: the
+  // sub-agent's (2 + 0.5 s), not the main call's before it (0 + 1 s).
+  const o = JSON.parse(text('weka-one-subagent.json'));
+  for (const r of o.requests) delete r.think_time;
+  for (const r of o.requests[1].requests) delete r.think_time;
+  const [bare] = parseAgentTrace(JSON.stringify(o)).tasks;
+  assert.equal(bare.calls[1].waitMs, 1000); // 2 s - (0 + 1 s)
+  assert.equal(bare.calls[2].waitMs, 3500); // 6 s - (2 + 0.5 s)
 });
 
 test('GuideLLM conversation graphs: parents are the waits, agent ids the sub-agents, prompt counts the new text', () => {
