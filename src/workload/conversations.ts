@@ -485,12 +485,8 @@ function agentTraceConversation(
   const answers: (string | undefined)[] = [];
   const answerTokens: number[] = [];
   const answerOf = (i: number): string => {
-    const text = (answers[i] ??= t.make(
-      sessionId,
-      i,
-      'answer',
-      Math.max(1, traced[i].outputTokens),
-    ));
+    const text = answers[i] ?? t.make(sessionId, i, 'answer', Math.max(1, traced[i].outputTokens));
+    answers[i] = text;
     answerTokens[i] ??= t.count(text);
     return text;
   };
