@@ -8,6 +8,7 @@
  */
 import { closeSync, openSync, readSync } from 'node:fs';
 import { jsonSyntaxProblem } from '../jsonText.js';
+import { MinHeap } from '../minHeap.js';
 import type { Scenario } from './scenarios.js';
 import { readTextFile } from './textFile.js';
 import { describe, isLength, LENGTH_RULE, MAX_TIME_MS, Problems } from './trace.js';
@@ -234,11 +235,11 @@ function resolveTask(task: RawTask, problems: Problems): AgentTask {
   const indegree = deps.map((d) => d.length);
   const dependents: number[][] = task.calls.map(() => []);
   for (const [i, d] of deps.entries()) for (const j of d) dependents[j].push(i);
-  const ready = new MinHeap();
+  const ready = new MinHeap<number>((i) => i);
   for (const [i, n] of indegree.entries()) if (n === 0) ready.push(i);
   const order: number[] = [];
   while (ready.size > 0) {
-    const i = ready.pop();
+    const i = ready.pop() as number;
     order.push(i);
     for (const k of dependents[i]) if (--indegree[k] === 0) ready.push(k);
   }
@@ -280,47 +281,6 @@ function resolveTask(task: RawTask, problems: Problems): AgentTask {
     calls.push(call);
   }
   return { sessionId: task.sessionId, startMs, calls };
-}
-
-/** Whole numbers, smallest out first. */
-class MinHeap {
-  private readonly items: number[] = [];
-
-  get size(): number {
-    return this.items.length;
-  }
-
-  push(x: number): void {
-    const a = this.items;
-    a.push(x);
-    let i = a.length - 1;
-    while (i > 0) {
-      const parent = (i - 1) >> 1;
-      if (a[parent] <= x) break;
-      a[i] = a[parent];
-      i = parent;
-    }
-    a[i] = x;
-  }
-
-  pop(): number {
-    const a = this.items;
-    const top = a[0];
-    const last = a.pop() as number;
-    if (a.length > 0) {
-      let i = 0;
-      for (;;) {
-        const l = 2 * i + 1;
-        if (l >= a.length) break;
-        const c = l + 1 < a.length && a[l + 1] < a[l] ? l + 1 : l;
-        if (a[c] >= last) break;
-        a[i] = a[c];
-        i = c;
-      }
-      a[i] = last;
-    }
-    return top;
-  }
 }
 
 // ---- infergauge's own format ----
