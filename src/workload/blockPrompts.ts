@@ -1,5 +1,6 @@
 import { EXIT, InfergaugeError } from '../errors.js';
 import { mix32 } from './distributions.js';
+import { engineBlockTokens } from './hitRate.js';
 import type { PromptFactory } from './prompts.js';
 import type { TraceEntry } from './trace.js';
 
@@ -162,10 +163,10 @@ function idKey(id: number): number {
 }
 
 /**
- * Engine block size the implied hit rate is told for: vLLM's and SGLang's default page of 16
- * tokens (the simulator's too); the rate moves by well under a point between 16 and 512.
+ * Engine block size the implied hit rate is told for: vLLM's 16 tokens (the simulator's too;
+ * hitRate.ts keeps each engine's); the rate moves by well under a point between 16 and 512.
  */
-export const IMPLIED_ENGINE_BLOCK_TOKENS = 16;
+export const IMPLIED_ENGINE_BLOCK_TOKENS = engineBlockTokens('vllm');
 
 /**
  * The prefix-cache hit rate (hit tokens / prompt tokens) an engine with an unbounded cache and
