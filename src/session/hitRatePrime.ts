@@ -68,8 +68,10 @@ export function hitRateSetup(
 }
 
 /** The block size a live server's prefixes are rounded to. */
-export function liveBlockTokens(target: LiveTarget): number {
-  return engineBlockTokens(target.environment.engine);
+export function liveBlockTokens(
+  target: Pick<LiveTarget, 'environment' | 'simulatorBlockTokens'>,
+): number {
+  return target.simulatorBlockTokens ?? engineBlockTokens(target.environment.engine);
 }
 
 /** The prime phase's requests: one per prefix, each with text of its own after it, one token out. */

@@ -363,6 +363,11 @@ export interface LiveTarget {
   simulator?: string;
   /** The built-in simulator's engine flags (`--model`, `--gpu`, ...), as given. */
   simulatorArgs?: string[];
+  /**
+   * The built-in simulator's cache block (its personality's: TensorRT-LLM's 64), which its
+   * engine name alone does not tell (`--prefix-hit-rate` rounds its prefixes to it).
+   */
+  simulatorBlockTokens?: number;
   close(): Promise<void>;
 }
 
@@ -496,6 +501,9 @@ export async function openTarget(
       tokenizer,
       promptOverhead,
       ...(sim ? { simulator: sim.banner, simulatorArgs } : {}),
+      ...(sim && prepared.engine
+        ? { simulatorBlockTokens: new EngineModel(prepared.engine).config.blockSize }
+        : {}),
       close: async () => {
         await sim?.stop();
       },
