@@ -610,7 +610,13 @@ function combinationProblems(input: RunPlanInput): string[] {
       );
     }
   } else {
-    for (const key of ['traceSpeed', 'traceBlockTokens', 'traceMaxGapS', 'traceWindow'] as const) {
+    for (const key of [
+      'traceSpeed',
+      'traceBlockTokens',
+      'traceMaxGapS',
+      'traceWindow',
+      'toolWaitCapS',
+    ] as const) {
       if (input[key] !== undefined) problems.push(problem(key, 'applies only with --trace'));
     }
   }

@@ -104,3 +104,11 @@ test('a task of more calls than a session sends is said to be cut, not cut silen
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+test('--tool-wait-cap-s without a trace is refused, not ignored', () => {
+  assert.throws(
+    () => parseRunPlan({ toolWaitCapS: 5 }),
+    (err: { problems?: string[] }) =>
+      /--tool-wait-cap-s applies only with --trace/.test(err.problems?.join('\n') ?? ''),
+  );
+});
