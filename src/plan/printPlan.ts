@@ -149,5 +149,10 @@ export function planFileOf(
   if (typeof plan.proxy === 'string') set.proxy = proxyWithoutUserinfo(plan.proxy);
   const ordered: Record<string, unknown> = {};
   for (const k of PLAN_KEYS) if (set[k] !== undefined) ordered[k] = set[k];
+  // An agentic trace sets the workload itself (its scenario is no preset to write out), and a
+  // plan file's scenarios beside it are refused: the file names the trace alone.
+  if (plan.scenarios.length > 0 && plan.scenarios.every((s) => s.shapedByTrace)) {
+    return ordered;
+  }
   return { ...ordered, scenarios: plan.scenarios.map(planScenarioOf) };
 }

@@ -25,6 +25,7 @@ import {
 } from '../workload/agentTrace.js';
 import { openLoadProblems } from '../workload/arrivals.js';
 import { IMPLIED_ENGINE_BLOCK_TOKENS, traceImpliedHitRate } from '../workload/blockPrompts.js';
+import { SESSION_ID_STRIDE } from '../workload/conversations.js';
 import { type Dataset, readDataset } from '../workload/datasets.js';
 import {
   formatLengthDistribution,
@@ -40,15 +41,14 @@ import {
   withLengths,
 } from '../workload/scenarios.js';
 import {
-  capTraceGaps,
   parseTraceWindow,
   readTrace,
+  shapeTrace,
   TRACE_BLOCK_TOKENS,
   type TraceEntry,
   type TraceShaping,
   traceLoad,
   traceSessions,
-  traceWindow,
 } from '../workload/trace.js';
 import type { WorkloadSource } from '../workload/workload.js';
 import { noteField, serverInfoField, tagsField } from './annotations.js';
@@ -610,7 +610,13 @@ function combinationProblems(input: RunPlanInput): string[] {
       );
     }
   } else {
-    for (const key of ['traceSpeed', 'traceBlockTokens', 'traceMaxGapS', 'traceWindow'] as const) {
+    for (const key of [
+      'traceSpeed',
+      'traceBlockTokens',
+      'traceMaxGapS',
+      'traceWindow',
+      'toolWaitCapS',
+    ] as const) {
       if (input[key] !== undefined) problems.push(problem(key, 'applies only with --trace'));
     }
   }
@@ -636,6 +642,8 @@ export function parseRunPlan(input: RunPlanInput, env: NodeJS.ProcessEnv = {}): 
       if (!agent) trace = shapedTrace(input.trace, o);
       else {
         trace = { path: input.trace, entries: [], agent };
+        const cut = agentTasksCut(agent);
+        if (cut) trace.notes = [cut];
         for (const key of ['traceBlockTokens', 'traceMaxGapS', 'traceWindow'] as const) {
           if (input[key] !== undefined) {
             problems.push(
@@ -916,6 +924,18 @@ function agentTraceScenarios(input: RunPlanInput, problems: string[]): Scenario[
     );
   }
   return [AGENT_TRACE_SCENARIO];
+}
+
+/**
+ * A session sends at most SESSION_ID_STRIDE requests (record ids are `session x stride + call`),
+ * so a longer task is cut to its first calls in dependency order (every wait still resolves):
+ * said, as the trace then is not replayed whole.
+ */
+function agentTasksCut(agent: AgentTrace): string | undefined {
+  const long = agent.tasks.filter((t) => t.calls.length > SESSION_ID_STRIDE);
+  if (long.length === 0) return undefined;
+  const first = long[0];
+  return `${long.length} of the trace's tasks have more than ${SESSION_ID_STRIDE} calls (task ${JSON.stringify(first.sessionId)}: ${first.calls.length}): a session sends at most ${SESSION_ID_STRIDE}, so only the first ${SESSION_ID_STRIDE} calls of each, in the order they wait for each other, are sent`;
 }
 
 /** What a workload needs of an agentic trace (WorkloadSource's agentTasks, toolWaitCapMs). */
@@ -1404,31 +1424,19 @@ export function shapedTrace(
   },
 ): NonNullable<RunPlan['trace']> {
   const notes: string[] = [];
-  const notices: string[] = [];
   const blockTokens = o.traceBlockTokens ?? TRACE_BLOCK_TOKENS;
-  let entries = readTrace(path, undefined, (note) => notes.push(note), blockTokens);
-  const trace: NonNullable<RunPlan['trace']> = { path, entries };
+  const shaped = shapeTrace(
+    readTrace(path, undefined, (note) => notes.push(note), blockTokens),
+    {
+      ...(o.traceWindow ? { window: o.traceWindow } : {}),
+      ...(o.traceMaxGapS !== undefined ? { maxGapS: o.traceMaxGapS } : {}),
+    },
+    'replayed',
+  );
+  const { entries } = shaped;
+  const notices = [...shaped.notices];
+  const trace: NonNullable<RunPlan['trace']> = { path, entries, ...shaped.shaping };
   if (o.traceBlockTokens !== undefined) trace.blockTokens = o.traceBlockTokens;
-  if (o.traceWindow) {
-    const all = entries.length;
-    entries = traceWindow(entries, o.traceWindow.startS, o.traceWindow.endS);
-    trace.window = o.traceWindow;
-    notices.push(
-      `--trace-window ${o.traceWindow.startS}:${o.traceWindow.endS}: ${entries.length} of ${all} arrivals replayed, the first at 0`,
-    );
-  }
-  if (o.traceMaxGapS !== undefined) {
-    const capped = capTraceGaps(entries, o.traceMaxGapS * 1000);
-    entries = capped.entries;
-    trace.maxGapS = o.traceMaxGapS;
-    trace.removedGapMs = capped.removedMs;
-    if (capped.cappedGaps > 0) {
-      notices.push(
-        `--trace-max-gap-s ${o.traceMaxGapS}: ${capped.cappedGaps} idle gaps cut to ${o.traceMaxGapS} s, ${(capped.removedMs / 1000).toFixed(1)} s of trace time removed`,
-      );
-    }
-  }
-  trace.entries = entries;
   if (entries.some((e) => e.hashIds !== undefined)) {
     // Of what is sent: warm-up and measured requests take the first entries, in order.
     const sent =

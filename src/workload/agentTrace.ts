@@ -7,11 +7,11 @@
  * a call as soon as every call it waits for has ended.
  */
 import { closeSync, openSync, readSync } from 'node:fs';
-import { MAX_TOKEN_COUNT } from '../backends/timeline.js';
 import { jsonSyntaxProblem } from '../jsonText.js';
+import { MinHeap } from '../minHeap.js';
 import type { Scenario } from './scenarios.js';
 import { readTextFile } from './textFile.js';
-import { Problems } from './trace.js';
+import { describe, isLength, LENGTH_RULE, MAX_TIME_MS, Problems } from './trace.js';
 
 /** One model call of an agentic trace. */
 export interface AgentCall {
@@ -113,6 +113,7 @@ export function readAgentTraceIfAny(path: string): AgentTrace | undefined {
 export const AGENT_TRACE_SCENARIO: Scenario = {
   name: 'agent-trace',
   description: "an agentic trace's tasks, each call sent once the calls it waits for have ended",
+  shapedByTrace: true,
   input: { kind: 'fixed', value: 1 },
   output: { kind: 'fixed', value: 1 },
   session: {
@@ -159,7 +160,8 @@ export function parseAgentTrace(
   const tasks = raw.map((r) => resolveTask(r, problems));
   problems.throwIfAny();
   if (tasks.length === 0) throw new Error(`${source}: the trace has no calls`);
-  const first = Math.min(...tasks.map((t) => t.startMs));
+  // A loop, not Math.min(...): a spread of 100,000s of tasks overflows the stack.
+  const first = tasks.reduce((m, t) => Math.min(m, t.startMs), Number.POSITIVE_INFINITY);
   for (const t of tasks) t.startMs -= first;
   // Stable: tasks starting together keep the file's order.
   tasks.sort((a, b) => a.startMs - b.startMs);
@@ -199,7 +201,8 @@ function resolveTask(task: RawTask, problems: Problems): AgentTask {
     } else byId.set(call.id, i);
   }
   const deps: number[][] = task.calls.map((call) => {
-    const out: number[] = [];
+    // A Set: a fan-in may wait for 10,000s of calls, which includes() would scan for each.
+    const out = new Set<number>();
     for (const id of call.after) {
       const j = byId.get(id);
       if (j === undefined) {
@@ -217,25 +220,26 @@ function resolveTask(task: RawTask, problems: Problems): AgentTask {
             `waits for call ${JSON.stringify(id)} (line ${dep.line}), which started later (${dep.atMs} ms > ${call.atMs} ms)`,
           );
         }
-        if (!out.includes(j)) out.push(j);
+        out.add(j);
       }
     }
-    return out;
+    return [...out];
   });
   for (const call of task.calls) {
     if (call.after.length === 0 && call.atMs === undefined) {
       problems.add(call.line, 'waits for no call, so it needs its start time (at_ms)');
     }
   }
-  // Kahn's order, lowest file index first, so a file already in order keeps it.
+  // Kahn's order, lowest file index first, so a file already in order keeps it; the ready calls
+  // in a heap, as a session may hold 10,000s of calls that wait for none.
   const indegree = deps.map((d) => d.length);
   const dependents: number[][] = task.calls.map(() => []);
   for (const [i, d] of deps.entries()) for (const j of d) dependents[j].push(i);
-  const ready = indegree.flatMap((n, i) => (n === 0 ? [i] : []));
+  const ready = new MinHeap<number>((i) => i);
+  for (const [i, n] of indegree.entries()) if (n === 0) ready.push(i);
   const order: number[] = [];
-  while (ready.length > 0) {
-    ready.sort((a, b) => a - b);
-    const i = ready.shift() as number;
+  while (ready.size > 0) {
+    const i = ready.pop() as number;
     order.push(i);
     for (const k of dependents[i]) if (--indegree[k] === 0) ready.push(k);
   }
@@ -251,12 +255,17 @@ function resolveTask(task: RawTask, problems: Problems): AgentTask {
     return { sessionId: task.sessionId, startMs: 0, calls: [] };
   }
   const position = new Map(order.map((i, at) => [i, at]));
-  const roots = task.calls.filter((c) => c.after.length === 0 && c.atMs !== undefined);
-  const startMs = roots.length > 0 ? Math.min(...roots.map((c) => c.atMs as number)) : 0;
+  let startMs = Number.POSITIVE_INFINITY;
+  for (const c of task.calls) {
+    if (c.after.length === 0 && c.atMs !== undefined) startMs = Math.min(startMs, c.atMs);
+  }
+  if (startMs === Number.POSITIVE_INFINITY) startMs = 0;
   const calls: AgentCall[] = [];
   for (const i of order) {
     const c = task.calls[i];
     const after = deps[i].map((j) => position.get(j) as number).sort((a, b) => a - b);
+    let step = 1;
+    for (const j of after) step = Math.max(step, calls[j].step + 1);
     const call: AgentCall = {
       id: c.id,
       line: c.line,
@@ -267,7 +276,7 @@ function resolveTask(task: RawTask, problems: Problems): AgentTask {
       ...(c.inputTokens !== undefined ? { inputTokens: c.inputTokens } : {}),
       ...(c.newTokens !== undefined ? { newTokens: c.newTokens } : {}),
       outputTokens: c.outputTokens,
-      step: 1 + Math.max(0, ...after.map((j) => calls[j].step)),
+      step,
     };
     calls.push(call);
   }
@@ -345,8 +354,8 @@ function readInfergauge(text: string, problems: Problems): RawTask[] {
  * it: the main agent's calls run in order, each after the last; a sub-agent's first call waits
  * for the main agent's call before it, and the main agent's next call waits for the sub-agent's
  * last (a sub-agent with no later main call runs on in the background). A call's wait is its
- * recorded `think_time`, else the gap between the last call's end (`t + api_time`) and its
- * start. One object per file, or one per line. `hash_ids` are read past: the calls' prompts
+ * recorded `think_time`, else the gap between the latest end (`t + api_time`) of the calls it
+ * waits for and its start. One object per file, or one per line. `hash_ids` are read past: the calls' prompts
  * share what their history shares.
  */
 function readWeka(text: string, problems: Problems): RawTask[] {
@@ -385,8 +394,14 @@ function readWeka(text: string, problems: Problems): RawTask[] {
       const inputTokens = length(r.in, 'in', at, problems);
       const outputTokens = length(r.out, 'out', at, problems);
       if (problems.count > before || tS === undefined) return undefined;
-      const previous = after as (RawCall & { endS?: number }) | undefined;
-      const gapS = previous?.endS !== undefined ? Math.max(0, tS - previous.endS) : 0;
+      // Without think_time, the wait runs from the latest recorded end of the calls it waits
+      // for (a sub-agent it joins may end well after the main call before it), as the replay
+      // sends it after the last of them ends.
+      let lastEndS: number | undefined;
+      for (const dep of [...(after ? [after] : []), ...joins] as (RawCall & { endS?: number })[]) {
+        if (dep.endS !== undefined) lastEndS = Math.max(lastEndS ?? dep.endS, dep.endS);
+      }
+      const gapS = lastEndS !== undefined ? Math.max(0, tS - lastEndS) : 0;
       const apiS = typeof r.api_time === 'number' && r.api_time >= 0 ? r.api_time : undefined;
       const call: RawCall & { endS?: number } = {
         id: `${agent ?? 'main'}:${at}`,
@@ -604,9 +619,6 @@ function idList(v: unknown, key: string, line: number, problems: Problems): stri
   return out;
 }
 
-/** Times are held to the microsecond, which a double does up to 2^53 µs (285 years). */
-const MAX_TIME_MS = 2 ** 53 / 1000;
-
 function msOf(v: unknown, key: string, line: number, problems: Problems): number | undefined {
   if (typeof v !== 'number' || !Number.isFinite(v) || v < 0 || v > MAX_TIME_MS) {
     problems.add(
@@ -624,13 +636,8 @@ function secondsOf(v: unknown, key: string, line: number, problems: Problems): n
 }
 
 function length(v: unknown, key: string, line: number, problems: Problems): number | undefined {
-  if (Number.isSafeInteger(v) && (v as number) >= 0 && (v as number) <= MAX_TOKEN_COUNT) {
-    return v as number;
-  }
-  problems.add(
-    line,
-    `${key} must be a whole number from 0 to ${MAX_TOKEN_COUNT}, got ${describe(v)}`,
-  );
+  if (isLength(v)) return v;
+  problems.add(line, `${key} must be ${LENGTH_RULE}, got ${describe(v)}`);
   return undefined;
 }
 
@@ -655,10 +662,4 @@ function promptLengths(
   }
   const n = length(o[added], added, line, problems);
   return n === undefined ? {} : { newTokens: n };
-}
-
-function describe(v: unknown): string {
-  if (v === undefined) return 'nothing';
-  const text = JSON.stringify(v);
-  return text.length > 40 ? `${text.slice(0, 40)}...` : text;
 }

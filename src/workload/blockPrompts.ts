@@ -1,5 +1,6 @@
 import { EXIT, InfergaugeError } from '../errors.js';
 import { mix32 } from './distributions.js';
+import { engineBlockTokens } from './hitRate.js';
 import type { PromptFactory } from './prompts.js';
 import type { TraceEntry } from './trace.js';
 
@@ -74,22 +75,26 @@ export function createBlockPrompts(o: BlockPromptOptions): BlockPrompts {
     );
   }
   const cap = Math.max(1, o.cacheBlocks ?? 1024);
-  const cache = new Map<string, string>();
+  /** By id and place: the longest start of the block's text built so far, and its words. */
+  const cache = new Map<string, { text: string; words: number }>();
 
-  /** Block `id`'s whole text: B - overhead words when it opens the prompt, else B. */
-  const blockText = (id: number, leading: boolean): string => {
+  /**
+   * The first `words` words of block `id`'s text (B - overhead words when it opens the prompt,
+   * else B). Only what a prompt uses is built: a block's text of n words is the start of its
+   * text of more (PromptFactory.words), so a block no request sends whole, as a trace whose
+   * prompts are all shorter than one block has, is never built whole.
+   */
+  const blockText = (id: number, leading: boolean, words: number): string => {
     const key = leading ? `f${id}` : `c${id}`;
-    const hit = cache.get(key);
-    if (hit !== undefined) {
-      // Least recently used first: move it to the end.
-      cache.delete(key);
-      cache.set(key, hit);
-      return hit;
+    let hit = cache.get(key);
+    if (hit !== undefined) cache.delete(key);
+    if (hit === undefined || hit.words < words) {
+      hit = { text: prompts.words(idKey(id), words, leading), words };
     }
-    const text = prompts.words(idKey(id), leading ? blockTokens - overhead : blockTokens, leading);
-    cache.set(key, text);
+    // Least recently used first: the block goes (back) to the end.
+    cache.set(key, hit);
     if (cache.size > cap) cache.delete(cache.keys().next().value as string);
-    return text;
+    return hit.words === words ? hit.text : firstWords(hit.text, words);
   };
 
   const contentTokens = (entry: TraceEntry) => Math.max(1, entry.inputTokens - overhead);
@@ -101,9 +106,9 @@ export function createBlockPrompts(o: BlockPromptOptions): BlockPrompts {
     for (let j = 0; j < ids.length && left > 0; j++) {
       const whole = j === 0 ? blockTokens - overhead : blockTokens;
       // Every block but the last is whole (the trace's count check); the last is cut.
-      const text = blockText(ids[j], j === 0);
-      parts.push(left >= whole ? text : firstWords(text, left));
-      left -= Math.min(left, whole);
+      const words = Math.min(left, whole);
+      parts.push(blockText(ids[j], j === 0, words));
+      left -= words;
     }
     return parts.join(' ');
   };
@@ -158,10 +163,10 @@ function idKey(id: number): number {
 }
 
 /**
- * Engine block size the implied hit rate is told for: vLLM's and SGLang's default page of 16
- * tokens (the simulator's too); the rate moves by well under a point between 16 and 512.
+ * Engine block size the implied hit rate is told for: vLLM's 16 tokens (the simulator's too;
+ * hitRate.ts keeps each engine's); the rate moves by well under a point between 16 and 512.
  */
-export const IMPLIED_ENGINE_BLOCK_TOKENS = 16;
+export const IMPLIED_ENGINE_BLOCK_TOKENS = engineBlockTokens('vllm');
 
 /**
  * The prefix-cache hit rate (hit tokens / prompt tokens) an engine with an unbounded cache and

@@ -108,7 +108,7 @@ export class CallGraphRun {
       if (c.after.length === 0) due.push({ call: i, atUs: startUs + Math.round(c.delayMs * 1000) });
     }
     // A later first call's offset counts as waiting; the task's time starts at its first.
-    const firstUs = Math.min(...due.map((d) => d.atUs));
+    const firstUs = due.reduce((m, d) => Math.min(m, d.atUs), Number.POSITIVE_INFINITY);
     for (const d of due) this.chainWaitUs[d.call] = d.atUs - firstUs;
     return due;
   }
@@ -466,7 +466,8 @@ function agentTraceConversation(
   const speed = o.speed ?? 1;
   const capMs = o.toolWaitCapMs ?? Number.POSITIVE_INFINITY;
   // A session's requests number below SESSION_ID_STRIDE, or record ids would collide; calls
-  // come after those they wait for, so cutting the tail keeps every wait resolvable.
+  // come after those they wait for, so cutting the tail keeps every wait resolvable (the plan
+  // warns of it: runPlan.ts agentTasksCut).
   const traced = (task?.calls ?? []).slice(0, SESSION_ID_STRIDE);
   const perTurn = new Map<number, number>();
   const calls: GraphCall[] = traced.map((c) => {
@@ -479,12 +480,15 @@ function agentTraceConversation(
   // A prompt is kept until every call that may continue it has been built.
   const usesLeft = traced.map(() => 0);
   for (const c of traced) for (const j of c.after) usesLeft[j]++;
-  const answers: string[] = [];
+  // Like prompts, an answer is dropped once every call after it is built: a task of 10,000 calls
+  // would otherwise hold them all until it ends.
+  const answers: (string | undefined)[] = [];
   const answerTokens: number[] = [];
-  const answerOf = (i: number) => {
-    answers[i] ??= t.make(sessionId, i, 'answer', Math.max(1, traced[i].outputTokens));
-    answerTokens[i] ??= t.count(answers[i]);
-    return answers[i];
+  const answerOf = (i: number): string => {
+    const text = answers[i] ?? t.make(sessionId, i, 'answer', Math.max(1, traced[i].outputTokens));
+    answers[i] = text;
+    answerTokens[i] ??= t.count(text);
+    return text;
   };
   const graph: CallGraph = {
     calls,
@@ -505,14 +509,16 @@ function agentTraceConversation(
       let tokens = 0;
       if (context !== undefined) {
         const base = prompts[context] as Prompt;
-        messages.push(...base.messages, { role: 'assistant', content: answerOf(context) });
-        texts.push(...base.texts, answers[context]);
+        const answer = answerOf(context);
+        messages.push(...base.messages, { role: 'assistant', content: answer });
+        texts.push(...base.texts, answer);
         tokens = base.tokens + answerTokens[context];
       }
       for (const j of c.after) {
         if (j === context) continue;
-        messages.push({ role: 'user', content: answerOf(j) });
-        texts.push(answers[j]);
+        const answer = answerOf(j);
+        messages.push({ role: 'user', content: answer });
+        texts.push(answer);
         tokens += answerTokens[j];
       }
       const newTokens = Math.max(1, c.newTokens ?? (c.inputTokens ?? 0) - t.overhead - tokens);
@@ -520,7 +526,11 @@ function agentTraceConversation(
       messages.push({ role: 'user', content: text });
       texts.push(text);
       tokens += t.count(text);
-      for (const j of c.after) if (--usesLeft[j] === 0) prompts[j] = undefined;
+      for (const j of c.after) {
+        if (--usesLeft[j] > 0) continue;
+        prompts[j] = undefined;
+        answers[j] = undefined;
+      }
       if (usesLeft[i] > 0) prompts[i] = { messages, texts, tokens };
       return {
         prompt: texts.join('\n'),

@@ -37,6 +37,7 @@ export interface PromptFactory {
    * first word then continuation words when `leading`, continuation words only otherwise. Each
    * adds exactly one token after a space, next to any other calibrated word, so such texts
    * joined by single spaces keep their token boundaries (blockPrompts.ts). No shared prefix.
+   * The text of n tokens is the first n words of the text of more for the same key and `leading`.
    */
   words(key: number, tokens: number, leading: boolean): string;
   /**

@@ -26,6 +26,11 @@ export interface Scenario {
   /** A preset's few words in `--scenario`'s help ("256/256", "5-turn sessions"). */
   brief?: string;
   /**
+   * A trace sets every request's lengths and waits (an agentic trace, agentTrace.ts): `input`,
+   * `output` and `session` only make it a session workload, and are not said or written out.
+   */
+  shapedByTrace?: true;
+  /**
    * Multi-turn sessions: each session is several turns, turn k sending the whole history. The
    * scenario's `input` is then each new user message, `output` each answer's max_tokens.
    */
@@ -208,6 +213,7 @@ export function withLengths(
 }
 
 export function describeScenario(s: Scenario): string {
+  if (s.shapedByTrace) return `${s.name}: ${s.description ?? "the trace's lengths and waits"}`;
   const f = formatLengthDistribution;
   const several = (s.sharedPrefixes ?? 1) > 1 ? ` (${s.sharedPrefixes} prefixes)` : '';
   const prefix = s.sharedPrefixTokens ? `, shared prefix ${s.sharedPrefixTokens}${several}` : '';

@@ -188,6 +188,44 @@ export function capTraceGaps(
   return { entries: out, removedMs, cappedGaps };
 }
 
+/**
+ * `--trace-window` then `--trace-max-gap-s`, as `run` and `size` both apply them (`--trace-speed`
+ * then divides what is left): the entries kept, the shaping the results record, and a notice for
+ * each change (`verb`: what the command does with the arrivals, "replayed" or "sized").
+ */
+export function shapeTrace(
+  entries: readonly TraceEntry[],
+  o: { window?: { startS: number; endS: number }; maxGapS?: number },
+  verb: string,
+): {
+  entries: TraceEntry[];
+  shaping: Pick<TraceShaping, 'window' | 'maxGapS' | 'removedGapMs'>;
+  notices: string[];
+} {
+  let kept = [...entries];
+  const shaping: Pick<TraceShaping, 'window' | 'maxGapS' | 'removedGapMs'> = {};
+  const notices: string[] = [];
+  if (o.window) {
+    kept = traceWindow(kept, o.window.startS, o.window.endS);
+    shaping.window = o.window;
+    notices.push(
+      `--trace-window ${o.window.startS}:${o.window.endS}: ${kept.length} of ${entries.length} arrivals ${verb}, the first at 0`,
+    );
+  }
+  if (o.maxGapS !== undefined) {
+    const capped = capTraceGaps(kept, o.maxGapS * 1000);
+    kept = capped.entries;
+    shaping.maxGapS = o.maxGapS;
+    shaping.removedGapMs = capped.removedMs;
+    if (capped.cappedGaps > 0) {
+      notices.push(
+        `--trace-max-gap-s ${o.maxGapS}: ${capped.cappedGaps} idle gaps cut to ${o.maxGapS} s, ${(capped.removedMs / 1000).toFixed(1)} s of trace time removed`,
+      );
+    }
+  }
+  return { entries: kept, shaping, notices };
+}
+
 /** A replay's shaping and hit rate as its JSON carries them (TraceReplayJson's optional part). */
 export type TraceShaping = Pick<
   TraceReplayJson,
@@ -436,13 +474,14 @@ function time(
 }
 
 /** Times are held to the microsecond, which a double does up to 2^53 µs (285 years). */
-const MAX_TIME_MS = 2 ** 53 / 1000;
+export const MAX_TIME_MS = 2 ** 53 / 1000;
 
 /** A request's length from a trace: a whole number no model's context exceeds. */
-function isLength(v: unknown): v is number {
+/** A token count a trace may give: a whole number from 0 to MAX_TOKEN_COUNT (LENGTH_RULE). */
+export function isLength(v: unknown): v is number {
   return Number.isSafeInteger(v) && (v as number) >= 0 && (v as number) <= MAX_TOKEN_COUNT;
 }
-const LENGTH_RULE = `a whole number from 0 to ${MAX_TOKEN_COUNT}`;
+export const LENGTH_RULE = `a whole number from 0 to ${MAX_TOKEN_COUNT}`;
 
 function tokens(
   o: Record<string, unknown>,
@@ -461,57 +500,28 @@ function tokens(
 const AZURE_COLUMNS = ['TIMESTAMP', 'ContextTokens', 'GeneratedTokens'] as const;
 
 function parseAzure(lines: string[], problems: Problems): TraceEntry[] {
-  const headerIndex = lines.findIndex((l) => l.trim() !== '');
-  const header = splitCsv(lines[headerIndex]);
-  const column = AZURE_COLUMNS.map((name) =>
-    header.findIndex((h) => h.toLowerCase() === name.toLowerCase()),
-  );
-  const missing = AZURE_COLUMNS.filter((_, i) => column[i] < 0);
-  if (missing.length > 0) {
-    problems.add(
-      headerIndex + 1,
-      `the header "${lines[headerIndex].trim()}" lacks ${missing.join(', ')} (expected TIMESTAMP,ContextTokens,GeneratedTokens)`,
-    );
-    return [];
-  }
   const entries: TraceEntry[] = [];
   let baseMs: number | undefined;
-  for (let i = headerIndex + 1; i < lines.length; i++) {
-    if (lines[i].trim() === '') continue;
-    const line = i + 1;
-    const fields = splitCsv(lines[i]);
-    if (fields.length < header.length) {
-      problems.add(line, `expected ${header.length} fields, got ${fields.length}`);
-      continue;
-    }
-    const stamp = parseTimestamp(fields[column[0]]);
-    const before = problems.count;
+  const table = { columns: AZURE_COLUMNS, expected: 'TIMESTAMP,ContextTokens,GeneratedTokens' };
+  readCsvRows(lines, problems, table, (row) => {
+    const text = row.field(0) ?? '';
+    const stamp = parseTimestamp(text);
     if (!stamp) {
-      problems.add(
-        line,
-        `TIMESTAMP must look like 2023-11-16 18:15:46.6805900, got ${JSON.stringify(fields[column[0]])}`,
+      row.problem(
+        `TIMESTAMP must look like 2023-11-16 18:15:46.6805900, got ${JSON.stringify(text)}`,
       );
     }
-    const count = (index: number, name: string) => {
-      const text = fields[index];
-      const n = /^\d+$/.test(text) ? Number(text) : Number.NaN;
-      if (!isLength(n)) {
-        problems.add(line, `${name} must be ${LENGTH_RULE}, got ${JSON.stringify(text)}`);
-        return 0;
-      }
-      return n;
-    };
-    const inputTokens = count(column[1], 'ContextTokens');
-    const outputTokens = count(column[2], 'GeneratedTokens');
-    if (problems.count > before || !stamp) continue;
+    const inputTokens = row.length(1);
+    const outputTokens = row.length(2);
+    if (row.bad || !stamp) return;
     // Whole ms relative to the first row, plus the fraction: exact to well under a µs.
     baseMs ??= stamp.wholeMs;
     entries.push({ atMs: stamp.wholeMs - baseMs + stamp.fractionMs, inputTokens, outputTokens });
-  }
+  });
   return entries;
 }
 
-const BURSTGPT_COLUMNS = ['Timestamp', 'Request tokens', 'Response tokens'] as const;
+const BURSTGPT_COLUMNS = ['Timestamp', 'Request tokens', 'Response tokens', 'Session ID'] as const;
 
 /**
  * BurstGPT CSV: `Timestamp` in seconds from the trace's first day, `Request tokens` and
@@ -523,20 +533,73 @@ function parseBurstGpt(
   problems: Problems,
   onFailedRows: (count: number) => void,
 ): TraceEntry[] {
+  const entries: TraceEntry[] = [];
+  let failed = 0;
+  const table = {
+    columns: BURSTGPT_COLUMNS,
+    optional: ['Session ID'],
+    expected: 'Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type',
+  };
+  readCsvRows(lines, problems, table, (row) => {
+    const text = row.field(0) ?? '';
+    const seconds = /^\d+(\.\d+)?$/.test(text) ? Number(text) : Number.NaN;
+    if (!Number.isFinite(seconds) || seconds * 1000 > MAX_TIME_MS) {
+      row.problem(`Timestamp must be seconds (a number >= 0), got ${JSON.stringify(text)}`);
+    }
+    const inputTokens = row.length(1);
+    const outputTokens = row.length(2);
+    if (row.bad) return;
+    if (outputTokens === 0) {
+      failed++;
+      return;
+    }
+    const session = row.field(3) ?? '';
+    entries.push({
+      atMs: seconds * 1000,
+      inputTokens,
+      outputTokens,
+      ...(session !== '' ? { sessionId: session } : {}),
+    });
+  });
+  if (failed > 0) onFailedRows(failed);
+  return entries;
+}
+
+/** One data row of a trace CSV, its fields by the index of their column in the reader's list. */
+interface CsvRow {
+  /** The field of column `k`; undefined for an optional column the header lacks. */
+  field(k: number): string | undefined;
+  /** Column `k` as a token count (LENGTH_RULE); 0 and a problem when it is not one. */
+  length(k: number): number;
+  problem(what: string): void;
+  /** A problem was found in this row. */
+  readonly bad: boolean;
+}
+
+/**
+ * The rows of a trace CSV whose header names `table.columns` (in any order and case; the
+ * `optional` ones may be missing, and their fields read undefined): each non-blank row with at
+ * least the header's fields goes to `onRow`. A header without a needed column is one problem,
+ * naming the header the format `expected`.
+ */
+function readCsvRows(
+  lines: string[],
+  problems: Problems,
+  table: { columns: readonly string[]; optional?: readonly string[]; expected: string },
+  onRow: (row: CsvRow) => void,
+): void {
+  const { columns, expected } = table;
   const headerIndex = lines.findIndex((l) => l.trim() !== '');
   const header = splitCsv(lines[headerIndex]).map((h) => h.toLowerCase());
-  const column = BURSTGPT_COLUMNS.map((name) => header.indexOf(name.toLowerCase()));
-  const sessionColumn = header.indexOf('session id');
-  const missing = BURSTGPT_COLUMNS.filter((_, i) => column[i] < 0);
+  const column = columns.map((name) => header.indexOf(name.toLowerCase()));
+  const missing = columns.filter((name, i) => column[i] < 0 && !table.optional?.includes(name));
   if (missing.length > 0) {
     problems.add(
       headerIndex + 1,
-      `the header "${lines[headerIndex].trim()}" lacks ${missing.join(', ')} (expected Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type)`,
+      `the header "${lines[headerIndex].trim()}" lacks ${missing.join(', ')} (expected ${expected})`,
     );
-    return [];
+    return;
   }
-  const entries: TraceEntry[] = [];
-  let failed = 0;
   for (let i = headerIndex + 1; i < lines.length; i++) {
     if (lines[i].trim() === '') continue;
     const line = i + 1;
@@ -546,41 +609,22 @@ function parseBurstGpt(
       continue;
     }
     const before = problems.count;
-    const seconds = /^\d+(\.\d+)?$/.test(fields[column[0]])
-      ? Number(fields[column[0]])
-      : Number.NaN;
-    if (!Number.isFinite(seconds) || seconds * 1000 > MAX_TIME_MS) {
-      problems.add(
-        line,
-        `Timestamp must be seconds (a number >= 0), got ${JSON.stringify(fields[column[0]])}`,
-      );
-    }
-    const count = (index: number, name: string) => {
-      const text = fields[index];
-      const n = /^\d+$/.test(text) ? Number(text) : Number.NaN;
-      if (!isLength(n)) {
-        problems.add(line, `${name} must be ${LENGTH_RULE}, got ${JSON.stringify(text)}`);
+    const field = (k: number) => (column[k] >= 0 ? fields[column[k]] : undefined);
+    onRow({
+      field,
+      length(k) {
+        const text = field(k) ?? '';
+        const n = /^\d+$/.test(text) ? Number(text) : Number.NaN;
+        if (isLength(n)) return n;
+        problems.add(line, `${columns[k]} must be ${LENGTH_RULE}, got ${JSON.stringify(text)}`);
         return 0;
-      }
-      return n;
-    };
-    const inputTokens = count(column[1], 'Request tokens');
-    const outputTokens = count(column[2], 'Response tokens');
-    if (problems.count > before) continue;
-    if (outputTokens === 0) {
-      failed++;
-      continue;
-    }
-    const session = sessionColumn >= 0 ? fields[sessionColumn] : '';
-    entries.push({
-      atMs: seconds * 1000,
-      inputTokens,
-      outputTokens,
-      ...(session !== '' ? { sessionId: session } : {}),
+      },
+      problem: (what) => problems.add(line, what),
+      get bad() {
+        return problems.count > before;
+      },
     });
   }
-  if (failed > 0) onFailedRows(failed);
-  return entries;
 }
 
 /** "2023-11-16 18:15:46.6805900" (or with T, Z, +hh:mm): whole ms since 1970 and the rest. */
@@ -609,7 +653,8 @@ function splitCsv(line: string): string[] {
   return line.split(',').map((f) => f.trim().replace(/^"(.*)"$/, '$1'));
 }
 
-function describe(v: unknown): string {
+/** A value a trace gave, as its problems quote it (JSON, cut to 40 characters). */
+export function describe(v: unknown): string {
   if (v === undefined) return 'nothing';
   const text = JSON.stringify(v);
   return text.length > 40 ? `${text.slice(0, 40)}...` : text;

@@ -4,6 +4,7 @@
  * reader and prepareRun again, and the run plan and simulated engine come out equal.
  */
 import assert from 'node:assert/strict';
+import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { parse, stringify } from 'yaml';
 import { planFileOptions } from '../../../src/plan/planFile.js';
@@ -11,6 +12,9 @@ import { planFileOf } from '../../../src/plan/printPlan.js';
 import { type RunPlan, redactPlan } from '../../../src/plan/runPlan.js';
 import type { RunOptions } from '../../../src/session/prepare.js';
 import { prepareRun } from '../../../src/session/prepare.js';
+import { REPO } from '../../../tools/repo.js';
+
+const fixture = (name: string) => join(REPO, 'test/fixtures/workload', name);
 
 /** The plan without what the printed file cannot carry: presets' one-line briefs for --help. */
 function comparable(plan: RunPlan | undefined) {
@@ -82,6 +86,20 @@ describe('plan --print reads back to the same plan', () => {
         ignoreEos: true,
         warmup: '3',
         tokenizer: 'o200k_base',
+      },
+    ],
+    [
+      'an agentic trace with its wait cap (the trace sets the scenario: none is written)',
+      { trace: fixture('agent-trace.jsonl'), toolWaitCapS: '0.5', traceSpeed: '2' },
+    ],
+    [
+      'a Mooncake trace windowed, its gaps capped, its block size given',
+      {
+        trace: fixture('mooncake-synthetic-3881.jsonl'),
+        traceWindow: '0:30',
+        traceMaxGapS: '1',
+        traceBlockTokens: '512',
+        maxConcurrency: '8',
       },
     ],
     [

@@ -245,6 +245,29 @@ test('a cancelled prime aborts its requests and ends the point as interrupted', 
   }
 });
 
+test("the built-in simulator over HTTP rounds the prefixes to its personality's block (TensorRT-LLM's 64), which its engine name does not tell", async () => {
+  const out = join(dir, 'trtllm-live');
+  const prepared = prepareRun({
+    enginePersonality: 'trtllm',
+    enablePrefixCaching: true,
+    timeScale: '0.02',
+    inputTokens: '1000',
+    outputTokens: '2',
+    requests: '24',
+    concurrency: '4',
+    prefixHitRate: '0.3',
+    out,
+  } as never);
+  assert.deepEqual(prepared.problems, []);
+  await runPlan(prepared as never, { html: false });
+  const summary = read(out, 'summary.json') as Saved;
+  // round(300 / 64) x 64 = 320 tokens of 1000 shared, all of it in whole blocks (16-token
+  // rounding asked for 304, of which the engine's 64-token blocks cached 256: 25.6 %).
+  const hit = summary.prefixHitRate?.achieved ?? Number.NaN;
+  assert.ok(Math.abs(hit - 0.32) <= 0.005, `hit rate ${hit}`);
+  assert.ok(!summary.warnings.some((w) => w.code === 'prefix_hit_rate_missed'));
+});
+
 test('the plan refuses what shapes prompts otherwise, and drawn lengths', () => {
   assert.throws(
     () => parseRunPlan({ prefixHitRate: 0.5, sharedPrefix: 64 }),

@@ -140,6 +140,14 @@ test("Weka (AIPerf's agentic replay): the sub-agent forks after the call before 
   assert.deepEqual(last.after, [0, 1]);
   assert.equal(last.waitMs, 500);
   assert.equal(last.inputTokens, 400);
+  // Without think_time the wait is the gap after the latest end of what the call waits for: the
+  // sub-agent's (2 + 0.5 s), not the main call's before it (0 + 1 s).
+  const o = JSON.parse(text('weka-one-subagent.json'));
+  for (const r of o.requests) delete r.think_time;
+  for (const r of o.requests[1].requests) delete r.think_time;
+  const [bare] = parseAgentTrace(JSON.stringify(o)).tasks;
+  assert.equal(bare.calls[1].waitMs, 1000); // 2 s - (0 + 1 s)
+  assert.equal(bare.calls[2].waitMs, 3500); // 6 s - (2 + 0.5 s)
 });
 
 test('GuideLLM conversation graphs: parents are the waits, agent ids the sub-agents, prompt counts the new text', () => {
@@ -179,4 +187,36 @@ test('a Weka trace with a bad request names it by number', () => {
       return true;
     },
   );
+});
+
+test('a trace of 150,000 tasks, and a session whose last call waits for 150,000 others, are read', () => {
+  // Each once overflowed the stack (a spread of every task's start into Math.min) or took
+  // minutes (a sorted ready list and a scanned wait list per call).
+  const n = 150_000;
+  const call = (session: string, id: string, at: number) =>
+    `{"session":"${session}","call":"${id}","at_ms":${at},"input_tokens":1,"output_tokens":1}`;
+  const tasks = parseAgentTrace(
+    Array.from({ length: n }, (_, i) => call(`s${i}`, 'c', i)).join('\n'),
+  );
+  assert.equal(tasks.tasks.length, n);
+  assert.equal(tasks.tasks[n - 1].startMs, n - 1);
+  const lines = Array.from({ length: n }, (_, i) => call('s', `c${i}`, n - i));
+  lines.push(
+    JSON.stringify({
+      session: 's',
+      call: 'join',
+      after: Array.from({ length: n }, (_, i) => `c${i}`),
+      new_tokens: 1,
+      output_tokens: 1,
+    }),
+  );
+  const [task] = parseAgentTrace(lines.join('\n')).tasks;
+  assert.equal(task.calls.length, n + 1);
+  const join_ = task.calls[n];
+  assert.equal(join_.id, 'join');
+  assert.equal(join_.step, 2);
+  assert.equal(join_.after.length, n);
+  // The task starts at its earliest call (the last line's at_ms, 1 ms).
+  assert.equal(task.calls[n - 1].startMs, 0);
+  assert.equal(task.calls[0].startMs, n - 1);
 });

@@ -133,6 +133,36 @@ describe('block-exact prompts', () => {
     for (const e of entries) assert.equal(tiny.prompt(e), roomy.prompt(e));
   });
 
+  test('a block is built only as far as a prompt uses it, and its cut and whole texts agree', async () => {
+    const words = await createTokenizer('words', { builtInSimulator: true });
+    const prompts = await createPromptFactory(words, { seed: 9 });
+    // A block of 2^24 tokens under prompts of a few: built whole it would be ~100 MB a block.
+    let mostAsked = 0;
+    const counting: PromptFactory = {
+      ...prompts,
+      words: (key, tokens, leading) => {
+        mostAsked = Math.max(mostAsked, tokens);
+        return prompts.words(key, tokens, leading);
+      },
+    };
+    const huge = createBlockPrompts({ prompts: counting, blockTokens: 2 ** 24 });
+    const short = huge.prompt(entry(5, [7]));
+    const longer = huge.prompt(entry(12, [7]));
+    assert.equal(short.split(' ').length, 5);
+    assert.equal(longer.split(' ').length, 12);
+    assert.ok(longer.startsWith(`${short} `));
+    assert.equal(mostAsked, 12);
+    // A cut built before the whole block, the whole block, then the cut again: one text.
+    const blocks = createBlockPrompts({ prompts, blockTokens: 8 });
+    const cutFirst = blocks.prompt(entry(11, [0, 1]));
+    const whole = blocks.prompt(entry(16, [0, 1]));
+    assert.equal(blocks.prompt(entry(11, [0, 1])), cutFirst);
+    assert.ok(whole.startsWith(`${cutFirst} `));
+    const fresh = createBlockPrompts({ prompts, blockTokens: 8 });
+    assert.equal(fresh.prompt(entry(16, [0, 1])), whole);
+    assert.equal(fresh.prompt(entry(11, [0, 1])), cutFirst);
+  });
+
   test('a tokenizer whose boundaries drift is refused, naming the fix', async () => {
     const words = await createTokenizer('words', { builtInSimulator: true });
     const prompts = await createPromptFactory(words, { seed: 1 });
