@@ -11,15 +11,15 @@ import { after, before, describe, test } from 'node:test';
 import { findGpuPreset, type GpuSpec } from '../../src/memory/hardware.js';
 import { findModelPreset, type ModelSpec } from '../../src/memory/model.js';
 import type { RequestRecord } from '../../src/record.js';
-import { createRng } from '../../src/rng.js';
 import { type SimulatorProcess, spawnSimulator } from '../../src/session/simulator.js';
 import { replayTraceVirtual } from '../../src/session/sizeTrace.js';
 import { EngineCluster } from '../../src/sim/cluster.js';
 import { EngineModel } from '../../src/sim/engineModel.js';
 import { findScenario, type Scenario } from '../../src/workload/scenarios.js';
-import { type TraceEntry, traceLoad } from '../../src/workload/trace.js';
+import { traceLoad } from '../../src/workload/trace.js';
 import { loadWorkload } from '../../src/workload/workload.js';
 import { runAlone } from '../helpers/alone.js';
+import { chatTrace } from '../helpers/chatTrace.js';
 import { runAgainst } from '../helpers/run.js';
 import { fetchTruth, resetTruth } from '../helpers/sim.js';
 
@@ -34,42 +34,23 @@ const TIME_SCALE = 3;
 const BLOCK = 512;
 
 /**
- * Chats that grow turn by turn, all opening with one shared block (ids chained per chat), each
- * request short and alone in the engine.
+ * Chats that grow turn by turn, each request short and alone in the engine: on an L4 a step is
+ * about 50 ms, so a request that arrived a millisecond apart from its twin beside a running
+ * batch could wait one step more and miss 2 % by far; the cache's effect on TTFT is what is
+ * compared here (the batching of virtual time against HTTP is held in simulator-engine.test.ts).
  */
-function chatTrace(n: number): TraceEntry[] {
-  const rng = createRng(11);
-  const chats: number[][] = [];
-  let next = 1;
-  let atMs = 0;
-  const out: TraceEntry[] = [];
-  for (let i = 0; i < n; i++) {
-    let ids: number[];
-    if (chats.length > 0 && rng.next() < 0.65) {
-      const c = rng.int(chats.length);
-      ids = [...chats[c], next++];
-      chats[c] = ids;
-    } else {
-      ids = [0, next++];
-      chats.push(ids);
-    }
-    out.push({
-      atMs: Math.round(atMs),
-      inputTokens: (ids.length - 1) * BLOCK + 1 + rng.int(BLOCK),
-      outputTokens: 1 + rng.int(3),
-      hashIds: ids,
-    });
-    // Each request finds the engine idle: on an L4 a step is about 50 ms, so a request that
-    // arrived a millisecond apart from its twin beside a running batch could wait one step
-    // more and miss 2 % by far; the cache's effect on TTFT is what is compared here (the
-    // batching of virtual time against HTTP is held in simulator-engine.test.ts).
-    atMs += 400 + rng.int(60);
-  }
-  return out;
-}
+const twinTrace = (n: number) =>
+  chatTrace(n, {
+    seed: 11,
+    continueChance: 0.65,
+    blockTokens: BLOCK,
+    outputTokens: { min: 1, spread: 3 },
+    gapMs: (rng) => 400 + rng.int(60),
+    gapAfter: true,
+  });
 
 describe('a trace with block ids: virtual time and the HTTP simulator agree', () => {
-  const entries = chatTrace(12);
+  const entries = twinTrace(12);
   const options = {
     model: findModelPreset('llama-3-8b') as ModelSpec,
     gpu: findGpuPreset('l4') as GpuSpec,

@@ -10,50 +10,30 @@ import { evaluateThresholds, parseThresholds } from '../../../src/analysis/thres
 import { SummaryBuilder } from '../../../src/metrics/summary.js';
 import { renderHtmlReport } from '../../../src/report/html.js';
 import { renderSize, sizeTrafficText } from '../../../src/report/sizeText.js';
-import { createRng } from '../../../src/rng.js';
 import { type SizeOptions, type SizeTraceTraffic, size } from '../../../src/session/size.js';
 import { prepareSize } from '../../../src/session/sizeOptions.js';
 import { replayTraceVirtual } from '../../../src/session/sizeTrace.js';
 import { EngineCluster } from '../../../src/sim/cluster.js';
 import { EngineModel } from '../../../src/sim/engineModel.js';
 import { resolveEngine } from '../../../src/sim/options.js';
-import { type TraceEntry, traceLoad } from '../../../src/workload/trace.js';
+import { traceLoad } from '../../../src/workload/trace.js';
+import { chatTrace } from '../../helpers/chatTrace.js';
 
 const FIXTURE = 'test/fixtures/workload/mooncake.jsonl';
 const SLO = 'ttft.p99<1500';
 const BLOCK = 512;
 
-/** Chats that grow turn by turn (a turn re-sends its chat's blocks), all opening with one block. */
-function chatTrace(n: number, ratePerS: number, seed = 3): TraceEntry[] {
-  const rng = createRng(seed);
-  const chats: number[][] = [];
-  let next = 1;
-  let atMs = 0;
-  const out: TraceEntry[] = [];
-  for (let i = 0; i < n; i++) {
-    atMs += rng.exponential(1000 / ratePerS);
-    let ids: number[];
-    if (chats.length > 0 && rng.next() < 0.6) {
-      const c = rng.int(chats.length);
-      ids = [...chats[c], next++];
-      chats[c] = ids;
-    } else {
-      ids = [0, next++];
-      chats.push(ids);
-    }
-    out.push({
-      atMs: Math.round(atMs),
-      inputTokens: (ids.length - 1) * BLOCK + 1 + rng.int(BLOCK),
-      outputTokens: 16 + rng.int(48),
-      hashIds: ids,
-    });
-  }
-  const t0 = out[0].atMs;
-  for (const e of out) e.atMs -= t0;
-  return out;
-}
+/** Chats that grow turn by turn at `ratePerS` Poisson arrivals. */
+const chatsAt = (n: number, ratePerS: number, seed = 3) =>
+  chatTrace(n, {
+    seed,
+    continueChance: 0.6,
+    blockTokens: BLOCK,
+    outputTokens: { min: 16, spread: 48 },
+    gapMs: (rng) => rng.exponential(1000 / ratePerS),
+  });
 
-const entries = chatTrace(240, 12);
+const entries = chatsAt(240, 12);
 const speed = 1;
 const options: SizeOptions = {
   model: 'llama-3-8b',

@@ -8,51 +8,30 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import type { RequestRecord } from '../../../src/record.js';
-import { createRng } from '../../../src/rng.js';
 import { calibrate } from '../../../src/session/calibrate.js';
 import { replayTraceVirtual } from '../../../src/session/sizeTrace.js';
 import { pointFromRecords, relativeErrors, replayPoint } from '../../../src/sim/calibrate.js';
 import { EngineCluster } from '../../../src/sim/cluster.js';
 import { type TraceEntry, traceLoad } from '../../../src/workload/trace.js';
+import { chatTrace } from '../../helpers/chatTrace.js';
 import { tempDir } from '../../helpers/cli.js';
 import { HIDDEN, l40sEngine } from '../../helpers/perturbed.js';
 
 const BLOCK = 512;
 
-/**
- * Chats that grow turn by turn (each turn re-sends its chat), opening with one shared block;
- * a turn adds BLOCK tokens whatever the block size, in blocks of `block`.
- */
-function chatTrace(n: number, block = BLOCK): TraceEntry[] {
-  const perTurn = BLOCK / block;
-  const fresh = () => Array.from({ length: perTurn }, () => next++);
-  const rng = createRng(5);
-  const chats: number[][] = [];
-  let next = 1;
-  let atMs = 0;
-  const out: TraceEntry[] = [];
-  for (let i = 0; i < n; i++) {
-    let ids: number[];
-    if (chats.length > 0 && rng.next() < 0.7) {
-      const c = rng.int(chats.length);
-      ids = [...chats[c], ...fresh()];
-      chats[c] = ids;
-    } else {
-      ids = [0, ...fresh()];
-      chats.push(ids);
-    }
-    out.push({
-      atMs: Math.round(atMs),
-      inputTokens: (ids.length - 1) * block + 1 + rng.int(block),
-      outputTokens: 8 + rng.int(40),
-      hashIds: ids,
-    });
-    atMs += rng.exponential(250);
-  }
-  return out;
-}
+/** Chats that grow a BLOCK a turn whatever the ids' block size `block`. */
+const chats = (n: number, block = BLOCK) =>
+  chatTrace(n, {
+    seed: 5,
+    continueChance: 0.7,
+    blockTokens: block,
+    turnTokens: BLOCK,
+    outputTokens: { min: 8, spread: 40 },
+    gapMs: (rng) => rng.exponential(250),
+    gapAfter: true,
+  });
 
-const entries = chatTrace(80);
+const entries = chats(80);
 const truth = l40sEngine({ ...HIDDEN, enablePrefixCaching: true });
 
 /** The trace run on the hidden engine, as a server's records. */
@@ -162,9 +141,9 @@ describe('calibrate from a trace replay', () => {
   // block size (512 would refuse its ids) and cut to that window (request id = window entry id).
   test("calibrate reads the trace with the run's block size and window", async () => {
     const block = 256;
-    const run = chatTrace(80, block);
+    const run = chats(80, block);
     // 20 arrivals the window leaves out, then the run's entries from 30 s on.
-    const before = chatTrace(20, block).map((e, i) => ({ ...e, atMs: i * 1000 }));
+    const before = chats(20, block).map((e, i) => ({ ...e, atMs: i * 1000 }));
     const file = [...before, ...run.map((e) => ({ ...e, atMs: e.atMs + 30_000 }))];
     const dir = tempDir('ig-calibrate-trace-window-');
     const tracePath = join(dir, 'trace.jsonl');
