@@ -7,6 +7,7 @@ import {
   listenForInterrupts,
   printNotice,
   printProblems,
+  printWarnings,
   runAction,
   useColor,
 } from './common.js';
@@ -95,10 +96,11 @@ async function capacity(o: CapacityOptions): Promise<number> {
   ]);
   outputsUnderOneName(o);
   const { output: specs, exportTimeoutS: timeout, ...rest } = o;
-  const { settings, run, problems } = prepareCapacity(rest);
+  const { settings, run, problems, warnings } = prepareCapacity(rest);
   const deadline = parseExportTimeoutS(timeout);
   if (deadline.problem) problems.push(deadline.problem);
   if (problems.length > 0) return printProblems('capacity', problems);
+  printWarnings('capacity', warnings);
   const interrupts = listenForInterrupts(() =>
     process.stderr.write('\ninfergauge capacity: stopping after the requests in flight\n'),
   );

@@ -50,6 +50,8 @@ export interface CalibrationView {
   points: PointRow[];
   medianAbsError: { fit: PointMetrics; leaveOneOut?: PointMetrics };
   simulations: number;
+  /** What the fit could not explain (sim/calibrationWarnings.ts); absent in older files. */
+  warnings?: { code: string; message: string }[];
 }
 type Fitted = FittedRow & { key: string };
 
@@ -97,8 +99,26 @@ export function renderCalibration(
     file.medianAbsError.leaveOneOut
       ? `median |error| of each run predicted from the others: ${abs(file.medianAbsError.leaveOneOut)}`
       : 'leave-one-out needs 3 runs or more: add runs to see how well the fit predicts loads it has not seen',
+    ...warningLines(file.warnings ?? []),
   ];
   return `${lines.join('\n')}\n`;
+}
+
+/**
+ * The fit's checks: each warning by its code, or that none fired. Said here and kept in the
+ * file, where every command that uses it repeats them.
+ */
+function warningLines(warnings: { code: string; message: string }[]): string[] {
+  if (warnings.length === 0) {
+    return [
+      'checks: no fitted value at a bound or unidentified, no run missed, no unmodelled cache hits',
+    ];
+  }
+  return [
+    '',
+    `The fit cannot explain everything: ${warnings.length} warning${warnings.length === 1 ? '' : 's'} (kept in the file, repeated wherever it is used):`,
+    ...warnings.map((w) => `  ${terminalSafe(w.code)}: ${terminalSafe(w.message)}`),
+  ];
 }
 
 /** The step probe's times. */

@@ -40,6 +40,11 @@ import {
   fitFlag,
   measuredStepsOf,
 } from '../sim/calibrationFile.js';
+import {
+  type CalibrationWarning,
+  heldUnidentified,
+  type PointCacheFacts,
+} from '../sim/calibrationWarnings.js';
 import { EngineModel } from '../sim/engineModel.js';
 import {
   ENGINE_FLAGS,
@@ -160,7 +165,11 @@ export async function calibrate(
   const base = measuredSteps ? { ...resolved.engine, measuredSteps } : resolved.engine;
 
   const progress = o.onProgress ?? (() => {});
-  const points: (CalibrationPoint & { source: string; loadText: string })[] = [];
+  const points: (CalibrationPoint & {
+    source: string;
+    loadText: string;
+    cache: PointCacheFacts;
+  })[] = [];
   for (const [i, dir] of runDirs.entries()) {
     const point = await readPoint(dir, maxRequests, problems, warnings);
     if (point) points.push(point);
@@ -189,6 +198,8 @@ export async function calibrate(
   let keys = (fitKeys ?? fitKeysFor(base)).filter((k) => hold[k] === undefined);
   let fit: CalibrationFit | undefined;
   let simulations = 0;
+  const held: CalibrationWarning[] = [];
+  const values = engineValues(base);
   while (!fit) {
     const parameters = keys.length;
     const onSimulated = () => {
@@ -204,11 +215,33 @@ export async function calibrate(
       }
       const refused = err.keys;
       keys = keys.filter((k) => !refused.includes(k));
-      const values = engineValues(base);
       for (const k of refused) {
         const why = err.problems.find((p) => p.includes(fitFlag(k))) ?? err.problems.join('; ');
-        warnings.push(`held ${fitFlag(k)} at the engine's ${values[k]}: ${why}`);
+        held.push(heldUnidentified(k, values[k], why));
       }
+      continue;
+    }
+    // A value whose standard error passes it passed the fit's own test (known to a factor of
+    // two on the log scale it moves on) only through its floor: with --hold-unidentified it is
+    // held as the refused are, and the rest refitted without it.
+    const loose = o.holdUnidentified
+      ? (Object.entries(fit.fitted) as [FitKey, NonNullable<CalibrationFit['fitted'][FitKey]>][])
+          .filter(([, v]) => v.stdErr > Math.abs(v.value))
+          .map(([k]) => k)
+      : [];
+    if (loose.length > 0 && loose.length < keys.length) {
+      for (const k of loose) {
+        const v = fit.fitted[k];
+        held.push(
+          heldUnidentified(
+            k,
+            values[k],
+            `fitted ${v?.value.toPrecision(3)} ± ${v?.stdErr.toPrecision(3)}, its standard error past its value`,
+          ),
+        );
+      }
+      keys = keys.filter((k) => !loose.includes(k));
+      fit = undefined;
     }
   }
   let folds = { done: 0, of: Math.min(points.length, MAX_FOLDS) };
@@ -240,9 +273,11 @@ export async function calibrate(
       load: p.loadText,
       requests: p.requests.filter((r) => !r.warmup).length,
       measured: p.measured,
+      cache: p.cache,
     })),
     loo,
     steps,
+    held,
   );
   return {
     file,
@@ -474,9 +509,12 @@ async function readPoint(
   maxRequests: number,
   problems: string[],
   warnings: string[],
-): Promise<(CalibrationPoint & { source: string; loadText: string }) | undefined> {
+): Promise<
+  (CalibrationPoint & { source: string; loadText: string; cache: PointCacheFacts }) | undefined
+> {
   const manifest = readManifest(dir);
-  const load = savedLoad(readSummary(dir), manifest);
+  const summary = readSummary(dir);
+  const load = savedLoad(summary, manifest);
   if (!load) {
     problems.push(`${dir}: neither summary.json nor manifest.json says what load it ran`);
     return undefined;
@@ -527,9 +565,51 @@ async function readPoint(
   return {
     ...point,
     source: dir,
+    cache: cacheFacts(summary, point),
     loadText:
       load.mode === 'closed'
         ? `concurrency ${load.concurrency}${point.sessions ? ' (sessions)' : ''}`
         : `${load.rate} ${point.sessions ? 'sessions/s' : 'req/s'}${load.maxConcurrency !== undefined ? ` (max ${load.maxConcurrency} in flight)` : ''}`,
+  };
+}
+
+/**
+ * What a run's summary said of the server's prefix cache: the share of its measured requests'
+ * prompt tokens the server said it served cached (usage's cached_tokens, llama.cpp's prompt
+ * tokens processed), else the server's hit rate over the run (its /metrics), and whether the
+ * replay reproduces prompt sharing at all (a shared system prompt, a trace's block ids,
+ * sessions): hits a replay without sharing did not have are warned of (calibrationWarnings.ts).
+ */
+export function cacheFacts(
+  summary: ReturnType<typeof readSummary>,
+  point: Pick<CalibrationPoint, 'sharedPrefixTokens' | 'traceBlockTokens' | 'sessions'>,
+): PointCacheFacts {
+  const share = (x: unknown) =>
+    typeof x === 'number' && Number.isFinite(x) && x >= 0 && x <= 1 ? x : undefined;
+  const usage = summary?.tokens?.cachedInput;
+  const usageRate = usage && usage.ofInput > 0 ? share(usage.cached / usage.ofInput) : undefined;
+  const server = summary?.serverMetrics?.prefixCache;
+  const serverRate = share(server?.hitRate);
+  const [hitRate, from] =
+    usageRate !== undefined
+      ? [
+          usageRate,
+          usage?.source === 'prefill'
+            ? "the server's prompt tokens processed"
+            : "usage's cached_tokens",
+        ]
+      : serverRate !== undefined
+        ? [
+            serverRate,
+            `the server's ${typeof server?.from === 'string' ? server.from : '/metrics'}`,
+          ]
+        : [undefined, undefined];
+  return {
+    replayShares:
+      (point.sharedPrefixTokens ?? 0) > 0 ||
+      point.traceBlockTokens !== undefined ||
+      (point.sessions?.length ?? 0) > 0,
+    ...(hitRate !== undefined ? { hitRate, from: from as string } : {}),
+    ...(summary?.cacheState === 'uncontrolled' ? { uncontrolled: true } : {}),
   };
 }

@@ -280,6 +280,8 @@ function describeServer(target: Target): ServerAbout {
         virtualTime: true,
         simulator,
         simulatorArgs: target.simulatorArgs,
+        // A run on a calibration its fit warned of says so beside the flags that named it.
+        ...(target.calibrationWarnings ? { calibrationWarnings: target.calibrationWarnings } : {}),
         memory,
         // The simulated engine is the tool's own, at the tool's version.
         ...environmentFields(
@@ -297,7 +299,15 @@ function describeServer(target: Target): ServerAbout {
       builtInSimulator: target.plan.url === undefined,
       // Chosen once per run (--http2): it changes latency, so the results say which.
       ...(target.config.protocol ? { protocol: target.config.protocol } : {}),
-      ...(simulator ? { simulator, simulatorArgs: target.simulatorArgs } : {}),
+      ...(simulator
+        ? {
+            simulator,
+            simulatorArgs: target.simulatorArgs,
+            ...(target.calibrationWarnings
+              ? { calibrationWarnings: target.calibrationWarnings }
+              : {}),
+          }
+        : {}),
       // A proxy adds its own latency to every request: the numbers were measured through it.
       ...(target.proxy ? { proxy: target.proxy } : {}),
       models: target.models,

@@ -119,6 +119,7 @@ export function prepareRun(options: RunOptions, command = 'run'): PreparedRun {
     notices: plan?.trace?.notices ?? [],
     ...(simulated?.engine ? { engine: simulated.engine } : {}),
     engineFlags,
+    ...(simulated?.calibration ? { calibrationWarnings: simulated.calibration.warnings } : {}),
     ...(simModel !== undefined ? { simModel } : {}),
     simulate: simulate === true,
     ...(scale && 'value' in scale ? { timeScale: scale.value } : {}),

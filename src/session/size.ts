@@ -546,7 +546,10 @@ class Search {
       ...(this.o.calibration !== undefined ? { calibration: this.o.calibration } : {}),
       dp: 1,
     });
-    for (const w of resolved.warnings) warnings.add(w);
+    // The calibration's own warnings are said once at the start (sizeOptions.ts), not per row.
+    for (const w of resolved.warnings) {
+      if (!resolved.calibration?.notices.includes(w)) warnings.add(w);
+    }
     const gpuId = c.gpu.gpu ?? c.gpu.gpuSpec ?? '?';
     const row = (extra: Partial<SizedDeployment>): SizedDeployment => ({
       gpu: gpuId,

@@ -5,6 +5,8 @@
  */
 import { parseFlagNumber } from '../flagNumber.js';
 import { shapedTrace } from '../plan/runPlan.js';
+import { readCalibrationFile } from '../sim/calibrationFile.js';
+import { calibrationFileNotices } from '../sim/calibrationWarnings.js';
 import { engineVersionProblem } from '../sim/personality.js';
 import { readAgentTraceIfAny } from '../workload/agentTrace.js';
 import { isSessionScenario, parseScenarioList, withLengths } from '../workload/scenarios.js';
@@ -166,6 +168,14 @@ export function prepareSize(flags: SizeFlags): PreparedSize {
   }
   const requestSlo = str('requestSlo');
   const calibration = str('calibration');
+  // What the calibration's fit warned of, said before the search; a file that cannot be read
+  // is each candidate's problem, said in its row.
+  if (calibration !== undefined) {
+    try {
+      const file = readCalibrationFile(calibration);
+      notes.push(...calibrationFileNotices(calibration, file.warnings));
+    } catch {}
+  }
   return {
     options: {
       model,

@@ -27,6 +27,7 @@ import {
   proxyFor,
 } from '../proxy.js';
 import type { RequestRecord } from '../record.js';
+import type { CalibrationWarning } from '../sim/calibrationWarnings.js';
 import { servedModelName } from '../sim/describe.js';
 import { EngineModel, type EngineModelOptions, resolveEngineConfig } from '../sim/engineModel.js';
 import type { ServerEnvironment } from '../telemetry/environment.js';
@@ -65,6 +66,8 @@ export interface PreparedRun {
   engine?: EngineModelOptions;
   /** Engine flags as given, to pass to the simulator process. */
   engineFlags: string[];
+  /** What the --calibration file's fit warned of, which the results record (manifest.server). */
+  calibrationWarnings?: CalibrationWarning[];
   simModel?: string;
   simulate: boolean;
   /** --time-scale, read by parseFlagNumber in prepareRun. */
@@ -363,6 +366,8 @@ export interface LiveTarget {
   simulator?: string;
   /** The built-in simulator's engine flags (`--model`, `--gpu`, ...), as given. */
   simulatorArgs?: string[];
+  /** What its --calibration file's fit warned of. */
+  calibrationWarnings?: CalibrationWarning[];
   /**
    * The built-in simulator's KV block size (its personality's: 16, SGLang's 1, TensorRT-LLM's
    * 64, ...), which its `/version` (`infergauge-sim`) does not tell.
@@ -382,6 +387,8 @@ export interface VirtualTarget {
   promptOverhead: { tokens: number; note?: string };
   /** The engine flags (`--model`, `--gpu`, ...), as given. */
   simulatorArgs: string[];
+  /** What its --calibration file's fit warned of. */
+  calibrationWarnings?: CalibrationWarning[];
   close(): Promise<void>;
 }
 
@@ -405,6 +412,9 @@ export async function openTarget(
     ...(prepared.simModel !== undefined ? ['--model', prepared.simModel] : []),
     ...prepared.engineFlags,
   ];
+  const carried = prepared.calibrationWarnings?.length
+    ? { calibrationWarnings: prepared.calibrationWarnings }
+    : {};
   if (prepared.simulate && prepared.engine) {
     const engine = prepared.engine;
     return {
@@ -415,6 +425,7 @@ export async function openTarget(
       tokenizer: await createTokenizer('words', { builtInSimulator: true }),
       promptOverhead: { tokens: 0 },
       simulatorArgs,
+      ...carried,
       close: async () => {},
     };
   }
@@ -500,7 +511,7 @@ export async function openTarget(
       config,
       tokenizer,
       promptOverhead,
-      ...(sim ? { simulator: sim.banner, simulatorArgs } : {}),
+      ...(sim ? { simulator: sim.banner, simulatorArgs, ...carried } : {}),
       ...(sim && prepared.engine
         ? { simulatorBlockTokens: resolveEngineConfig(prepared.engine).blockSize }
         : {}),

@@ -25,6 +25,12 @@ import {
   type PointMetrics,
   SIM_MODEL_VERSION,
 } from './calibrationFile.js';
+import {
+  type CalibrationWarning,
+  checkCalibration,
+  type FitBounds,
+  type PointCacheFacts,
+} from './calibrationWarnings.js';
 import { EngineCluster } from './cluster.js';
 import { type EngineModelOptions, resolveEngineConfig } from './engineModel.js';
 import { efficiencyOf } from './options.js';
@@ -132,6 +138,15 @@ const RULES: Record<FitKey, ParameterRule> = {
     fix: 'TTFT at concurrency 1 with short prompts (`run --input-tokens 32 --concurrency 1`)',
   },
 };
+
+/** Where the fit searches `key` (its checks name these bounds). */
+export function fitBounds(key: FitKey): FitBounds {
+  const { min, max, floor } = RULES[key];
+  return { min, max, floor };
+}
+
+/** The measurement that pins `key` down. */
+export const fitFix = (key: FitKey): string => RULES[key].fix;
 
 /** The engine's current value of each fit key (the personality's and GPU family's defaults). */
 export function engineValues(base: EngineModelOptions): Record<FitKey, number> {
@@ -900,7 +915,11 @@ function medianAbsErrors(errors: PointMetrics[]): PointMetrics {
   };
 }
 
-/** The file for a fit, its points' sources and leave-one-out predictions. */
+/**
+ * The file for a fit, its points' sources and leave-one-out predictions, with the fit's checks
+ * (calibrationWarnings.ts): `held` says what --hold-unidentified held, each point's `cache` what
+ * its server said of its prefix cache.
+ */
 export function buildCalibrationFile(
   engine: CalibratedEngine,
   fit: CalibrationFit,
@@ -910,10 +929,26 @@ export function buildCalibrationFile(
     load: string;
     requests: number;
     measured: PointMetrics;
+    cache?: PointCacheFacts;
   }[],
   loo: LeaveOneOut[],
   steps?: CalibrationSteps,
+  held: CalibrationWarning[] = [],
 ): CalibrationFile {
+  const warnings = [
+    ...held,
+    ...checkCalibration({
+      fitted: fit.fitted,
+      bounds: fitBounds,
+      fix: fitFix,
+      points: points.map((p, i) => ({
+        label: p.label,
+        error: fit.points[i].error,
+        ...(loo[i] ? { leaveOneOut: { error: loo[i].error } } : {}),
+        ...(p.cache ? { cache: p.cache } : {}),
+      })),
+    }),
+  ];
   return {
     format: CALIBRATION_FORMAT,
     schemaVersion: CALIBRATION_SCHEMA,
@@ -924,7 +959,7 @@ export function buildCalibrationFile(
     fitted: fit.fitted,
     held: fit.held,
     ...(steps ? { steps } : {}),
-    points: points.map((p, i) => ({
+    points: points.map(({ cache: _cache, ...p }, i) => ({
       ...p,
       predicted: fit.points[i].predicted,
       error: fit.points[i].error,
@@ -943,5 +978,6 @@ export function buildCalibrationFile(
       ...(loo.length > 0 ? { leaveOneOut: medianAbsErrors(loo.map((l) => l.error)) } : {}),
     },
     simulations: fit.simulations,
+    warnings,
   };
 }

@@ -122,6 +122,50 @@ export interface CalibrationFile {
   /** Median absolute relative error, in the fit and leaving each point out. */
   medianAbsError: { fit: PointMetrics; leaveOneOut?: PointMetrics };
   simulations: number;
+  /**
+   * What the fit could not explain (calibrationWarnings.ts), repeated by every command that uses
+   * the file; absent in files written before the checks (read as none said).
+   */
+  warnings?: CalibrationWarning[];
+}
+
+/** The checks on a fit (calibrationWarnings.ts builds them): each code keeps its meaning. */
+export const CALIBRATION_WARNING_CODES = [
+  'calibration_outside_physics',
+  'calibration_at_bound',
+  'calibration_range_crosses_bound',
+  'calibration_unidentified',
+  'calibration_held_unidentified',
+  'calibration_point_missed',
+  'calibration_leave_one_out_missed',
+  'calibration_unmodelled_cache_hits',
+  'calibration_cache_state_unknown',
+] as const;
+export type CalibrationWarningCode = (typeof CALIBRATION_WARNING_CODES)[number];
+
+/** One warning as calibration.json keeps it: code, one sentence, and the figures it names. */
+export interface CalibrationWarning {
+  code: CalibrationWarningCode;
+  message: string;
+  /** The fitted parameter, as its flag (`--mfu`). */
+  parameter?: string;
+  value?: number;
+  stdErr?: number;
+  low?: number;
+  high?: number;
+  /** The bound reached or crossed, and which. */
+  bound?: number;
+  boundKind?: 'min' | 'max' | 'physics';
+  /** The run, as calibrate's table labels it. */
+  run?: string;
+  metric?: 'ttftMs' | 'tpotMs' | 'outputTokPerS';
+  /** Relative error, simulated against measured (0.2: 20 % high). */
+  error?: number;
+  /** The limit crossed, in the figure's unit. */
+  threshold?: number;
+  /** Share of prompt tokens the server served from its prefix cache, and where it said so. */
+  hitRate?: number;
+  from?: string;
 }
 
 /** The largest calibration file read: a fit of 500 runs writes a few hundred KiB. */
@@ -230,6 +274,8 @@ function fileSchema() {
     ),
     medianAbsError: z.looseObject({ fit: metrics, leaveOneOut: metrics.optional() }),
     simulations: count(0),
+    // Codes this version does not know are kept and repeated: a newer infergauge's checks.
+    warnings: z.array(z.looseObject({ code: z.string(), message: z.string() })).optional(),
   });
 }
 

@@ -12,6 +12,7 @@ import {
   stepsMismatch,
   transferNotes,
 } from './calibrationFile.js';
+import { type CalibrationWarning, calibrationFileNotices } from './calibrationWarnings.js';
 import { ENGINE_LIMITS } from './engineLimits.js';
 import type { EngineModelOptions } from './engineModel.js';
 import {
@@ -522,7 +523,12 @@ function numberProblem(f: FlagSpec, value: unknown): number | { problem: string 
 export function engineFromFlags(
   model: string | undefined,
   flags: Record<string, unknown>,
-): { engine?: EngineModelOptions; problems: string[]; warnings: string[] } {
+): {
+  engine?: EngineModelOptions;
+  problems: string[];
+  warnings: string[];
+  calibration?: ReturnType<typeof resolveEngine>['calibration'];
+} {
   const read = engineSettingsFromFlags(flags);
   const resolved = resolveEngine({
     ...read.settings,
@@ -533,6 +539,7 @@ export function engineFromFlags(
     ...(problems.length === 0 && resolved.engine ? { engine: resolved.engine } : {}),
     problems,
     warnings: resolved.warnings,
+    ...(resolved.calibration ? { calibration: resolved.calibration } : {}),
   };
 }
 
@@ -599,15 +606,28 @@ export function resolveEngine(given: SimEngineSettings): {
   engine?: EngineModelOptions;
   problems: string[];
   warnings: string[];
+  /**
+   * The calibration file's own warnings (what its fit could not explain), for the results to
+   * record; their notice lines lead `warnings`.
+   */
+  calibration?: { path: string; warnings: CalibrationWarning[]; notices: string[] };
 } {
   const problems: string[] = [];
   const warnings: string[] = [];
   let calibration: CalibrationFile | undefined;
+  let carried: { path: string; warnings: CalibrationWarning[]; notices: string[] } | undefined;
   if (given.calibration !== undefined) {
+    const path = String(given.calibration);
     try {
-      calibration = readCalibrationFile(String(given.calibration));
+      calibration = readCalibrationFile(path);
     } catch (err) {
       problems.push(`--calibration: ${(err as Error).message}`);
+    }
+    // No silent calibration: what its fit warned of is said again wherever it is used, first.
+    if (calibration?.warnings?.length) {
+      const notices = calibrationFileNotices(path, calibration.warnings);
+      warnings.push(...notices);
+      carried = { path, warnings: calibration.warnings, notices };
     }
   }
   const s = calibration ? calibratedSettings(calibration, given) : given;
@@ -713,7 +733,9 @@ export function resolveEngine(given: SimEngineSettings): {
   if (kv !== undefined && !(KV_DTYPES as readonly string[]).includes(kv)) {
     problems.push(`--kv-cache-dtype ${kv} is not one of ${KV_DTYPES.join(', ')}`);
   }
-  if (problems.length > 0 || !resolved || !gpu || !personality) return { problems, warnings };
+  if (problems.length > 0 || !resolved || !gpu || !personality) {
+    return { problems, warnings, ...(carried ? { calibration: carried } : {}) };
+  }
   const efficiency = efficiencyOf(numbers);
   const engine: EngineModelOptions = {
     model: resolved.spec,
@@ -758,5 +780,5 @@ export function resolveEngine(given: SimEngineSettings): {
       else if (steps) engine.measuredSteps = steps;
     }
   }
-  return { engine, problems, warnings };
+  return { engine, problems, warnings, ...(carried ? { calibration: carried } : {}) };
 }

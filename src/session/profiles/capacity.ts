@@ -246,6 +246,8 @@ export function prepareCapacity(
   settings: CapacitySettings;
   run: Omit<CapacityRun, 'progress' | 'outputs' | 'onNotice'>;
   problems: string[];
+  /** What the engine's options warn of (a --calibration's transfer notes and its fit's warnings). */
+  warnings: string[];
 } {
   const problems: string[] = [];
   const settings = capacitySettings(o, problems);
@@ -254,6 +256,7 @@ export function prepareCapacity(
   const wantsPrediction = builtIn || o.model !== undefined || o.gpu !== undefined;
   const built = wantsPrediction ? engineFromFlags(o.model, o) : undefined;
   if (built) problems.push(...built.problems);
+  const warnings = built?.warnings ?? [];
   if (!builtIn && o.timeScale !== undefined) {
     problems.push('--time-scale applies to the built-in simulator (without --url)');
   }
@@ -301,14 +304,14 @@ export function prepareCapacity(
     ...(o.out !== undefined ? { out: o.out } : {}),
     ...annotations,
   };
-  if (problems.length > 0 || !built?.engine) return { settings, run, problems };
+  if (problems.length > 0 || !built?.engine) return { settings, run, problems, warnings };
   const predicted = predictDeploymentCapacity(built.engine, settings);
   if ('note' in predicted && builtIn) {
     throw new Error(`the built-in simulator cannot start: ${predicted.note}`);
   }
   if ('note' in predicted) run.predictionNote = predicted.note;
   else run.prediction = predicted.prediction;
-  return { settings, run, problems };
+  return { settings, run, problems, warnings };
 }
 
 export interface CapacityRun {

@@ -223,10 +223,13 @@ describe('measured steps', () => {
     const result = await calibrate(fitDirs, { ...o, holdUnidentified: true });
     assert.deepEqual(result.file.fitted, {});
     assert.equal(result.file.held.perSeqOverheadUs, 13);
-    assert.ok(
-      result.warnings.some((w) =>
-        /^held --per-seq-overhead-us at the engine's 13: one load level only/.test(w),
-      ),
+    // Said in the file, by its code, so that every command using it repeats it.
+    const held = result.file.warnings?.find((w) => w.code === 'calibration_held_unidentified');
+    assert.equal(held?.parameter, '--per-seq-overhead-us');
+    assert.equal(held?.value, 13);
+    assert.match(
+      held?.message ?? '',
+      /^held --per-seq-overhead-us at the engine's 13: one load level only/,
     );
     // At one sequence the steps and the measured front end are the whole cost: exact.
     for (const p of result.file.points) {
