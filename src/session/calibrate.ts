@@ -219,29 +219,6 @@ export async function calibrate(
         const why = err.problems.find((p) => p.includes(fitFlag(k))) ?? err.problems.join('; ');
         held.push(heldUnidentified(k, values[k], why));
       }
-      continue;
-    }
-    // A value whose standard error passes it passed the fit's own test (known to a factor of
-    // two on the log scale it moves on) only through its floor: with --hold-unidentified it is
-    // held as the refused are, and the rest refitted without it.
-    const loose = o.holdUnidentified
-      ? (Object.entries(fit.fitted) as [FitKey, NonNullable<CalibrationFit['fitted'][FitKey]>][])
-          .filter(([, v]) => v.stdErr > Math.abs(v.value))
-          .map(([k]) => k)
-      : [];
-    if (loose.length > 0 && loose.length < keys.length) {
-      for (const k of loose) {
-        const v = fit.fitted[k];
-        held.push(
-          heldUnidentified(
-            k,
-            values[k],
-            `fitted ${v?.value.toPrecision(3)} ± ${v?.stdErr.toPrecision(3)}, its standard error past its value`,
-          ),
-        );
-      }
-      keys = keys.filter((k) => !loose.includes(k));
-      fit = undefined;
     }
   }
   let folds = { done: 0, of: Math.min(points.length, MAX_FOLDS) };

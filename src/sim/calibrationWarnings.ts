@@ -154,7 +154,7 @@ function parameterWarnings(
   if (v.stdErr > Math.abs(v.value)) {
     out.push({
       code: 'calibration_unidentified',
-      message: `${flag} ${num(v.value)} ± ${num(v.stdErr)}: its standard error passes its value, so these runs do not identify it; hold it (give ${flag}, or calibrate --hold-unidentified)${fix ? `, or measure ${fix}` : ''}`,
+      message: `${flag} ${num(v.value)} ± ${num(v.stdErr)}: its standard error passes its value, so these runs say only that it is at most ${num(v.high)}; hold a known value with ${flag} (--hold-unidentified holds only what calibrate refuses)${fix ? `, or measure ${fix}` : ''}`,
       ...figures,
       threshold: Math.abs(v.value),
     });

@@ -5,13 +5,14 @@
  * exactly clean and a forced one is forced by a known amount.
  */
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
 import { renderCalibration } from '../../../src/report/calibrationText.js';
 import { cacheFacts } from '../../../src/session/calibrate.js';
 import { prepareRun } from '../../../src/session/prepare.js';
+import { runPlan } from '../../../src/session/run.js';
 import {
   buildCalibrationFile,
   type CalibrationPoint,
@@ -261,6 +262,30 @@ describe('calibration warnings', () => {
     assert.deepEqual(prepared.problems, []);
     assert.deepEqual(prepared.warnings.slice(0, notices.length), notices);
     assert.equal(prepared.calibrationWarnings?.length, warnings.length);
+  });
+
+  test("a calibrated run's manifest records the warnings its calibration carried", async () => {
+    const file = calibrated(l40sEngine({}), points, {
+      keys: ['mbu'],
+      hold: { ...rest, stepOverheadMs: 40 },
+    });
+    const path = join(dir, 'for-run.json');
+    writeFileSync(path, JSON.stringify(file));
+    const out = join(dir, 'run');
+    const prepared = prepareRun({
+      simulate: true,
+      calibration: path,
+      requests: '3',
+      outputTokens: '4',
+      out,
+    });
+    assert.deepEqual(prepared.problems, []);
+    await runPlan(prepared as never, { html: false });
+    const manifest = JSON.parse(readFileSync(join(out, 'manifest.json'), 'utf8'));
+    assert.deepEqual(
+      manifest.server.calibrationWarnings.map((w: { code: string }) => w.code),
+      (file.warnings ?? []).map((w) => w.code),
+    );
   });
 
   test('a file written before the checks (no warnings field) still reads, and warns of nothing', () => {
