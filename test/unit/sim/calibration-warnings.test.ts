@@ -12,7 +12,9 @@ import { after, describe, test } from 'node:test';
 import { renderCalibration } from '../../../src/report/calibrationText.js';
 import { cacheFacts } from '../../../src/session/calibrate.js';
 import { prepareRun } from '../../../src/session/prepare.js';
+import { prepareCapacity } from '../../../src/session/profiles/capacity.js';
 import { runPlan } from '../../../src/session/run.js';
+import { prepareSize } from '../../../src/session/sizeOptions.js';
 import {
   buildCalibrationFile,
   type CalibrationPoint,
@@ -262,6 +264,21 @@ describe('calibration warnings', () => {
     assert.deepEqual(prepared.problems, []);
     assert.deepEqual(prepared.warnings.slice(0, notices.length), notices);
     assert.equal(prepared.calibrationWarnings?.length, warnings.length);
+
+    // capacity says them before it starts; size before its search, and not again per candidate.
+    assert.deepEqual(
+      prepareCapacity({ calibration: path }, {}).warnings.slice(0, notices.length),
+      notices,
+    );
+    const size = prepareSize({
+      model: 'llama-3-8b',
+      rate: '2',
+      slo: 'ttft.p99<500',
+      gpu: 'l40s',
+      calibration: path,
+    });
+    assert.deepEqual(size.problems, []);
+    assert.deepEqual(size.notes?.slice(-notices.length), notices);
   });
 
   test("a calibrated run's manifest records the warnings its calibration carried", async () => {
