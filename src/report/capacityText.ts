@@ -14,7 +14,14 @@ import { terminalSafe } from './format.js';
 export interface CapacityReport {
   schemaVersion: 1;
   tool: { name: string; version: string };
-  server: { url: string; model: string; simulator: string | undefined; timeScale?: number };
+  server: {
+    url: string;
+    model: string;
+    simulator: string | undefined;
+    timeScale?: number;
+    /** What the --calibration file's fit warned of (sim/calibrationWarnings.ts). */
+    calibrationWarnings?: { code: string; message: string }[];
+  };
   workload: {
     inputTokens: number;
     outputTokens: number;

@@ -56,6 +56,7 @@ import type { CapacityReport } from '../../report/capacityText.js';
 import { nothingSucceeded } from '../../report/failures.js';
 import { writeResult } from '../../results/layout.js';
 import { openRunDir } from '../../results/runFiles.js';
+import type { CalibrationWarning } from '../../sim/calibrationWarnings.js';
 import { type EngineModelOptions, resolveEngineConfig } from '../../sim/engineModel.js';
 import { engineFlagArgs, engineFromFlags } from '../../sim/options.js';
 import { recordTelemetry } from '../../telemetry/scraper.js';
@@ -302,6 +303,7 @@ export function prepareCapacity(
     apiKey,
     ...(tls ? { tls } : {}),
     ...(o.out !== undefined ? { out: o.out } : {}),
+    ...(built?.calibration ? { calibrationWarnings: built.calibration.warnings } : {}),
     ...annotations,
   };
   if (problems.length > 0 || !built?.engine) return { settings, run, problems, warnings };
@@ -330,6 +332,8 @@ export interface CapacityRun {
   tls?: TlsSettings & { material: TlsMaterial };
   prediction?: CapacityPrediction;
   predictionNote?: string;
+  /** What the --calibration file's fit warned of (the prediction and the simulator use it). */
+  calibrationWarnings?: CalibrationWarning[];
   /** The results directory (default: a new one under infergauge-results/). */
   out?: string;
   /** --tag, --note, --server-info: the manifest's plan carries them, as a run's does. */
@@ -448,7 +452,14 @@ async function capacitySession(
       freshSimulator: sim !== undefined,
       session,
       server: sim
-        ? { url, builtInSimulator: true, simulator: sim.banner, protocol, ...environment }
+        ? {
+            url,
+            builtInSimulator: true,
+            simulator: sim.banner,
+            ...(c.calibrationWarnings ? { calibrationWarnings: c.calibrationWarnings } : {}),
+            protocol,
+            ...environment,
+          }
         : { url, protocol, ...(via ? { proxy: via } : {}), ...environment },
       protocol,
       ...(c.proxy ? { proxy: c.proxy } : {}),
@@ -473,6 +484,7 @@ async function capacitySession(
         model,
         simulator: sim?.banner,
         ...(settings.timeScale !== undefined ? { timeScale: settings.timeScale } : {}),
+        ...(c.calibrationWarnings ? { calibrationWarnings: c.calibrationWarnings } : {}),
       },
       workload: {
         inputTokens: settings.inputTokens,

@@ -266,10 +266,10 @@ describe('calibration warnings', () => {
     assert.equal(prepared.calibrationWarnings?.length, warnings.length);
 
     // capacity says them before it starts; size before its search, and not again per candidate.
-    assert.deepEqual(
-      prepareCapacity({ calibration: path }, {}).warnings.slice(0, notices.length),
-      notices,
-    );
+    const capacity = prepareCapacity({ calibration: path }, {});
+    assert.deepEqual(capacity.warnings.slice(0, notices.length), notices);
+    // ... and its results record them (capacity.json's server, each step's manifest).
+    assert.equal(capacity.run.calibrationWarnings?.length, warnings.length);
     const size = prepareSize({
       model: 'llama-3-8b',
       rate: '2',
