@@ -31,6 +31,8 @@ import {
   MAX_FOLDS,
   median,
   pointFromRecords,
+  replayedHitShare,
+  withHitShare,
 } from '../sim/calibrate.js';
 import {
   type CalibrationFile,
@@ -101,6 +103,7 @@ type Slim = Pick<
   | 'outputTokens'
   | 'inputTokens'
   | 'requestedInputTokens'
+  | 'cachedInputTokens'
   | 'error'
   | 'sessionId'
   | 'turn'
@@ -170,8 +173,9 @@ export async function calibrate(
     loadText: string;
     cache: PointCacheFacts;
   })[] = [];
+  const blockSize = new EngineModel(base).config.blockSize;
   for (const [i, dir] of runDirs.entries()) {
-    const point = await readPoint(dir, maxRequests, problems, warnings);
+    const point = await readPoint(dir, maxRequests, blockSize, problems, warnings);
     if (point) points.push(point);
     progress({ stage: 'reading', runs: i + 1, of: runDirs.length });
   }
@@ -484,6 +488,8 @@ async function readSteps(
 async function readPoint(
   dir: string,
   maxRequests: number,
+  /** The replayed engine's KV block size: the replay keeps whole cached blocks. */
+  blockSize: number,
   problems: string[],
   warnings: string[],
 ): Promise<
@@ -516,6 +522,7 @@ async function readPoint(
         ...(r.firstTokenAt !== undefined ? { firstTokenAt: r.firstTokenAt } : {}),
         ...(r.lastTokenAt !== undefined ? { lastTokenAt: r.lastTokenAt } : {}),
         ...(r.inputTokens !== undefined ? { inputTokens: r.inputTokens } : {}),
+        ...(r.cachedInputTokens !== undefined ? { cachedInputTokens: r.cachedInputTokens } : {}),
         ...(r.error ? { error: r.error } : {}),
         ...(r.sessionId !== undefined ? { sessionId: r.sessionId, turn: r.turn } : {}),
       });
@@ -539,10 +546,16 @@ async function readPoint(
     problems.push(`${dir}: no measured request succeeded; leave it out`);
     return undefined;
   }
+  const cache = cacheFacts(summary, point);
+  if (!cache.replayShares) {
+    // The server's hits, per request where its records said, else its share of each prompt.
+    withHitShare(point, cache.hitRate);
+    if (cache.hitRate !== undefined) cache.replayedHitRate = replayedHitShare(point, blockSize);
+  }
   return {
     ...point,
     source: dir,
-    cache: cacheFacts(summary, point),
+    cache,
     loadText:
       load.mode === 'closed'
         ? `concurrency ${load.concurrency}${point.sessions ? ' (sessions)' : ''}`

@@ -50,6 +50,11 @@ export interface CalibrationRequest {
   scheduledMs: number;
   /** A trace replay's request: its entry's block ids (Mooncake `hash_ids`), where it had them. */
   hashIds?: readonly number[];
+  /**
+   * Prompt tokens the server said it served from its prefix cache (usage's cached_tokens,
+   * llama.cpp's prompt tokens not processed), or the run's reported share of this prompt.
+   */
+  cachedTokens?: number;
 }
 
 /** One session of a measured session run: its steps, each one or more requests sent together. */
@@ -268,6 +273,7 @@ export function pointFromRecords(
         warmup: r.phase === 'warmup',
         scheduledMs: r.scheduledAt,
         ...(hashIds ? { hashIds } : {}),
+        ...(r.cachedInputTokens ? { cachedTokens: r.cachedInputTokens } : {}),
       };
     }),
     measured: pointMetrics(kept),
@@ -320,15 +326,68 @@ function sessionsOf(records: readonly RequestRecord[]): CalibrationSession[] {
 /**
  * Replays a point in virtual time on the engine `options` describe and measures it. Each request
  * carries only its length: records do not keep prompts, so shared prefixes of single requests
- * cannot be replayed and the engine's prefix cache is off for them (calibrate from runs of
- * random prompts, as the synthetic scenarios are), but for a trace replay's requests with block
- * ids, which name what their prompts shared. A session run is replayed session by session,
- * with the cache as the engine has it: see replaySessions.
+ * cannot be replayed, but for a trace replay's requests with block ids, which name what their
+ * prompts shared. What a request's record says the server's cache served it (its
+ * `cachedTokens`) is replayed as its own blocks already cached when it is sent: see
+ * replaysHits. A session run is replayed session by session, with the cache as the engine has
+ * it: see replaySessions.
  */
 export function replayPoint(options: EngineModelOptions, point: CalibrationPoint): PointMetrics {
   // The medians need times alone: no events (a fit replays each point hundreds of times).
   return pointMetrics(replayRecords(options, point, false), point.statistics);
 }
+
+/**
+ * Whether the replay reproduces the server's reported cache hits request by request: a point
+ * of single requests without block ids (whose sharing the replay cannot see) where some request
+ * was served cached tokens. A trace's or a session run's replay models the sharing itself.
+ */
+export function replaysHits(point: CalibrationPoint): boolean {
+  return (
+    !point.sessions &&
+    point.traceBlockTokens === undefined &&
+    point.requests.some((r) => (r.cachedTokens ?? 0) > 0)
+  );
+}
+
+/**
+ * The run's reported hit share (its summary's, over measured requests) as each measured
+ * request's `cachedTokens`, where no record said its own: the server's /metrics count hits
+ * over the run, not per request, so each prompt is taken to have hit that share.
+ */
+export function withHitShare(point: CalibrationPoint, hitRate: number | undefined): void {
+  if (hitRate === undefined || !(hitRate > 0)) return;
+  if (point.requests.some((r) => r.cachedTokens !== undefined)) return;
+  for (const r of point.requests) {
+    if (!r.warmup) r.cachedTokens = Math.round(hitRate * r.inputTokens);
+  }
+}
+
+/**
+ * The share of measured prompt tokens the replay starts cached: whole blocks only, as a prefix
+ * cache keeps them (a hit of 20 tokens on 16-token blocks replays as 16).
+ */
+export function replayedHitShare(point: CalibrationPoint, blockSize: number): number {
+  if (!replaysHits(point)) return 0;
+  let prompt = 0;
+  let cached = 0;
+  for (const r of point.requests) {
+    if (r.warmup) continue;
+    prompt += r.inputTokens;
+    cached += cachedBlocks(r, blockSize) * blockSize;
+  }
+  return prompt > 0 ? cached / prompt : 0;
+}
+
+function cachedBlocks(r: CalibrationRequest, blockSize: number): number {
+  return Math.min(
+    Math.floor((r.cachedTokens ?? 0) / blockSize),
+    Math.floor(r.inputTokens / blockSize),
+  );
+}
+
+/** Keys of one request's blocks: request i's are i * 2^21 + b, shared by no other request. */
+const REQUEST_KEY_STRIDE = 2 ** 21;
 
 /**
  * replayPoint's virtual run: the records, for a caller that reads more than the medians; with
@@ -341,7 +400,9 @@ export function replayRecords(
 ): RequestRecord[] {
   if (point.sessions) return replaySessions(options, point, point.sessions, events);
   const traced = point.traceBlockTokens !== undefined;
-  const engine = new EngineCluster(traced ? options : { ...options, prefixCaching: false });
+  const hits = replaysHits(point);
+  // Hits the server reported need a prefix cache whatever the engine's flags said: it had one.
+  const engine = new EngineCluster(traced ? options : { ...options, prefixCaching: hits });
   const warmup = point.requests.filter((r) => r.warmup);
   const measured = point.requests.filter((r) => !r.warmup);
   const ordered = [...warmup, ...measured];
@@ -350,6 +411,7 @@ export function replayRecords(
     point.traceBlockTokens !== undefined
       ? new TraceBlockKeys(engine.config.blockSize, point.traceBlockTokens)
       : undefined;
+  const blockSize = engine.config.blockSize;
   simulateRun({
     engine,
     load: replayLoad(point.load, ordered),
@@ -363,7 +425,28 @@ export function replayRecords(
           prefixKeys: (id: number, spec: RequestSpec, promptTokens: number) =>
             keys.keys(ordered[id].hashIds, promptTokens, spec.requestedOutputTokens),
         }
-      : {}),
+      : hits
+        ? {
+            // A request the server served c cached tokens finds its first c tokens' whole
+            // blocks cached as it is sent (an earlier run's prompt, or this run's warm-up,
+            // left them): keys of its own, so exactly those blocks hit and no other request
+            // shares them. Warmed at the send, not at the start, so a cache smaller than the
+            // run's prompts still holds each when it is needed, as the server's did.
+            prefixKeys: (id: number, _spec: RequestSpec, promptTokens: number) => {
+              const base = (id + 1) * REQUEST_KEY_STRIDE;
+              const own = Array.from(
+                { length: Math.floor(promptTokens / blockSize) },
+                (_, b) => base + b,
+              );
+              const warm = cachedBlocks(ordered[id], blockSize);
+              if (warm > 0) {
+                // Any replica may take it (routing is by load): each holds them.
+                for (const replica of engine.replicas) replica.warmPrefixCache(own.slice(0, warm));
+              }
+              return own;
+            },
+          }
+        : {}),
     events,
     onRecord: (record) => records.push(record),
   });

@@ -165,6 +165,8 @@ export interface CalibrationWarning {
   threshold?: number;
   /** Share of prompt tokens the server served from its prefix cache, and where it said so. */
   hitRate?: number;
+  /** Of it, the share the replay started cached (whole blocks of each request's hit). */
+  replayedHitRate?: number;
   from?: string;
 }
 

@@ -62,6 +62,11 @@ export interface PointCacheFacts {
   from?: string;
   /** Whether the replay reproduced prompt sharing (a shared system prompt, trace block ids, sessions). */
   replayShares: boolean;
+  /**
+   * Share of the prompt tokens the replay started cached, replaying the server's hits (whole
+   * blocks of each request's reported hit: calibrate.ts replaysHits); absent: none.
+   */
+  replayedHitRate?: number;
   /** The run started on a cache nobody emptied (summary.cacheState 'uncontrolled'). */
   uncontrolled?: boolean;
 }
@@ -196,12 +201,20 @@ function pointWarnings(p: CalibrationCheckInput['points'][number]): CalibrationW
   }
   const cache = p.cache;
   if (cache && !cache.replayShares) {
-    if (cache.hitRate !== undefined && cache.hitRate > UNMODELLED_CACHE_HITS_MAX) {
+    // The hits the replay had (whole blocks of each request's) are modelled; what is left
+    // (parts of blocks) read as fast prompts the fit would blame on the engine.
+    const unmodelled = (cache.hitRate ?? 0) - (cache.replayedHitRate ?? 0);
+    if (cache.hitRate !== undefined && unmodelled > UNMODELLED_CACHE_HITS_MAX) {
+      const had =
+        (cache.replayedHitRate ?? 0) > 0
+          ? `, of which the replay had ${((cache.replayedHitRate ?? 0) * 100).toFixed(1)}% (whole blocks)`
+          : ', which the replay did not';
       out.push({
         code: 'calibration_unmodelled_cache_hits',
-        message: `${p.label}: the server served ${(cache.hitRate * 100).toFixed(1)}% of prompt tokens from its prefix cache (${cache.from ?? 'reported'}), which the replay did not: its TTFT reads fast; measure each run on a fresh server or with --reset-cache`,
+        message: `${p.label}: the server served ${(cache.hitRate * 100).toFixed(1)}% of prompt tokens from its prefix cache (${cache.from ?? 'reported'})${had}: its TTFT reads fast; measure each run on a fresh server or with --reset-cache`,
         run: p.label,
         hitRate: cache.hitRate,
+        ...(cache.replayedHitRate !== undefined ? { replayedHitRate: cache.replayedHitRate } : {}),
         ...(cache.from !== undefined ? { from: cache.from } : {}),
         threshold: UNMODELLED_CACHE_HITS_MAX,
       });
