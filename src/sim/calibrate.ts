@@ -431,18 +431,19 @@ export function replayRecords(
             // blocks cached as it is sent (an earlier run's prompt, or this run's warm-up,
             // left them): keys of its own, so exactly those blocks hit and no other request
             // shares them. Warmed at the send, not at the start, so a cache smaller than the
-            // run's prompts still holds each when it is needed, as the server's did.
+            // run's prompts still holds each when it is needed, as the server's did. Only the
+            // cached blocks are keyed: the rest could be hit by no one (but a preempted
+            // request recomputing them), and keying them halves the replay's speed.
             prefixKeys: (id: number, _spec: RequestSpec, promptTokens: number) => {
-              const base = (id + 1) * REQUEST_KEY_STRIDE;
-              const own = Array.from(
-                { length: Math.floor(promptTokens / blockSize) },
-                (_, b) => base + b,
+              const warm = Math.min(
+                cachedBlocks(ordered[id], blockSize),
+                Math.floor(promptTokens / blockSize),
               );
-              const warm = cachedBlocks(ordered[id], blockSize);
-              if (warm > 0) {
-                // Any replica may take it (routing is by load): each holds them.
-                for (const replica of engine.replicas) replica.warmPrefixCache(own.slice(0, warm));
-              }
+              if (warm === 0) return [];
+              const base = (id + 1) * REQUEST_KEY_STRIDE;
+              const own = Array.from({ length: warm }, (_, b) => base + b);
+              // Any replica may take it (routing is by load): each holds them.
+              for (const replica of engine.replicas) replica.warmPrefixCache(own);
               return own;
             },
           }
