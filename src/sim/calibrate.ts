@@ -351,15 +351,24 @@ export function replaysHits(point: CalibrationPoint): boolean {
 }
 
 /**
- * The run's reported hit share (its summary's, over measured requests) as each measured
- * request's `cachedTokens`, where no record said its own: the server's /metrics count hits
- * over the run, not per request, so each prompt is taken to have hit that share.
+ * The run's reported hit share (its summary's, over measured requests) as measured requests'
+ * `cachedTokens`, where no record said its own. A run of single requests without a shared
+ * start has prompts that share nothing among themselves, so its hits are prompts the server
+ * had seen before (an earlier run with the same salt), and a repeated prompt hits whole: the
+ * share is given as whole prompts, in the order sent (prompts are seeded by request id, so a
+ * run repeats an earlier run's first ones), the last one in part. Spread evenly instead, every
+ * prompt would read half cached and the median TTFT of a run whose hits are half whole
+ * prompts, half none would replay twice as slow as measured.
  */
 export function withHitShare(point: CalibrationPoint, hitRate: number | undefined): void {
   if (hitRate === undefined || !(hitRate > 0)) return;
   if (point.requests.some((r) => r.cachedTokens !== undefined)) return;
-  for (const r of point.requests) {
-    if (!r.warmup) r.cachedTokens = Math.round(hitRate * r.inputTokens);
+  const measured = point.requests.filter((r) => !r.warmup);
+  let left = Math.round(hitRate * measured.reduce((n, r) => n + r.inputTokens, 0));
+  for (const r of measured) {
+    if (left <= 0) break;
+    r.cachedTokens = Math.min(left, r.inputTokens);
+    left -= r.cachedTokens;
   }
 }
 

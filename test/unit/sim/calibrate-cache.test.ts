@@ -142,14 +142,29 @@ describe('calibrate from runs the prefix cache served in part', () => {
     );
   });
 
-  test('a share reported for the run only is applied to each prompt; the warning goes with what the replay had', () => {
+  test('a share reported for the run only is given as whole prompts, first sent first; the warning goes with what the replay had', () => {
     const { point } = runs[2];
     const bare = cold(point);
     const prompt = bare.requests.filter((r) => !r.warmup).reduce((n, r) => n + r.inputTokens, 0);
     const cached = point.requests.reduce((n, r) => n + (r.cachedTokens ?? 0), 0);
     const hitRate = cached / prompt;
     withHitShare(bare, hitRate);
-    assert.ok(bare.requests.every((r) => r.warmup === (r.cachedTokens === undefined)));
+    // Whole prompts, in the order sent, the last in part: repeated prompts hit whole.
+    const given = bare.requests.filter((r) => r.cachedTokens !== undefined);
+    assert.ok(given.every((r) => !r.warmup));
+    assert.equal(
+      given.reduce((n, r) => n + (r.cachedTokens ?? 0), 0),
+      Math.round(hitRate * prompt),
+    );
+    assert.deepEqual(
+      given.slice(0, -1).map((r) => r.cachedTokens),
+      given.slice(0, -1).map((r) => r.inputTokens),
+    );
+    assert.deepEqual(
+      given,
+      bare.requests.filter((r) => !r.warmup).slice(0, given.length),
+      'the first ones sent',
+    );
     const replayed = replayedHitShare(bare, BLOCK);
     // Whole blocks of each request's share: at most a block a request below the rate.
     assert.ok(replayed <= hitRate && replayed > hitRate - (BLOCK * 32) / prompt, `${replayed}`);
