@@ -7,57 +7,16 @@
 import { existsSync, statSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { Command, Option } from '@commander-js/extra-typings';
-import { type CompareFlags, compareSettings } from '../analysis/compare.js';
-import { parseMetricName, ThresholdError } from '../analysis/thresholds.js';
 import { EXIT } from '../errors.js';
-import { parseFlagNumber } from '../flagNumber.js';
 import { tagsField } from '../plan/annotations.js';
 import type { HistoryEntry } from '../results/history/entry.js';
-import type { HistoryFilter } from '../results/history/query.js';
-import type { BaselineWindow, RegressMetric } from '../results/history/regress.js';
+import {
+  type HistoryOptions,
+  type HistorySettings,
+  historySettings,
+} from '../results/history/options.js';
 import { DEFAULT_RESULTS_ROOT } from '../results/layout.js';
 import { collect, printNotice, printProblems, runAction, writeOutput } from './common.js';
-
-export interface HistoryCliOptions extends CompareFlags {
-  root?: string;
-  model?: string;
-  url?: string;
-  engine?: string;
-  engineVersion?: string;
-  gpu?: string;
-  label?: string;
-  tag?: string[];
-  since?: string;
-  until?: string;
-  scenario?: string;
-  load?: string;
-  kind?: string;
-  limit?: string;
-  metric?: string[];
-  html?: string;
-  json?: boolean;
-  regress?: boolean;
-  run?: string;
-  baseline?: string;
-  baselineSince?: string;
-  summaryMargin?: string;
-  reindex?: boolean;
-  import?: string[];
-}
-
-/** A date (`2026-12-01`, the whole day) or a time (`2026-12-01T09:00Z`) as an ISO time. */
-function isoTime(text: string, flag: string, problems: string[], end = false): string | undefined {
-  const day = /^\d{4}-\d{2}-\d{2}$/.test(text);
-  const ms = Date.parse(day ? `${text}T00:00:00Z` : text);
-  if (!Number.isFinite(ms)) {
-    problems.push(
-      `${flag} takes a date or a time, e.g. 2026-12-01 or 2026-12-01T09:00:00Z (got "${text}")`,
-    );
-    return undefined;
-  }
-  // --until a day: through its end.
-  return new Date(day && end ? ms + 86_400_000 : ms).toISOString();
-}
 
 export function historyCommand() {
   const tag = new Command('tag')
@@ -143,7 +102,7 @@ export function historyCommand() {
       '\nA series is the runs with the same tag, otherwise the same model and URL; within it, the same scenario and load.\nExit codes: 0 done, 1 the root cannot be read, 2 invalid options, 3 a regression (--regress).',
     )
     .addCommand(tag)
-    .action(async (o: HistoryCliOptions) => {
+    .action(async (o: HistoryOptions) => {
       await runAction('history', () => (o.import ? runImport(o.import, o) : runHistory(o)));
     });
 }
@@ -162,129 +121,13 @@ function rootOf(o: { root?: string }): string | undefined {
   return root;
 }
 
-interface Settings {
-  filter: HistoryFilter;
-  limit?: number;
-  metrics: (RegressMetric & { unit: string })[];
-  baseline: BaselineWindow;
-  summaryMargin: number;
-  bootstrap: ReturnType<typeof compareSettings>['options'];
-}
-
-/** Every option checked; each problem named (exit 2). */
-function settingsOf(o: HistoryCliOptions): { settings: Settings; problems: string[] } {
-  const problems: string[] = [];
-  const filter: HistoryFilter = {};
-  for (const key of [
-    'model',
-    'url',
-    'engine',
-    'engineVersion',
-    'gpu',
-    'label',
-    'scenario',
-    'load',
-    'kind',
-  ] as const) {
-    if (o[key] !== undefined) filter[key] = o[key];
-  }
-  // A filter takes any tag as given (a run's may come from a plan): it only matches or not.
-  if (o.tag) filter.tags = o.tag;
-  if (o.since !== undefined) {
-    const t = isoTime(o.since, '--since', problems);
-    if (t) filter.since = t;
-  }
-  if (o.until !== undefined) {
-    const t = isoTime(o.until, '--until', problems, true);
-    if (t) filter.until = t;
-  }
-  let limit: number | undefined;
-  if (o.limit !== undefined) {
-    const n = parseFlagNumber(o.limit);
-    if ('value' in n && Number.isInteger(n.value) && n.value > 0) limit = n.value;
-    else problems.push(`--limit must be a whole number above 0 (got "${o.limit}")`);
-  }
-  const metrics: Settings['metrics'] = [];
-  for (const m of o.metric ?? []) {
-    try {
-      const p = parseMetricName(m);
-      metrics.push({
-        name: p.name,
-        metric: p.metric,
-        ...(p.stat ? { stat: p.stat } : {}),
-        unit: p.unit,
-      });
-    } catch (err) {
-      if (!(err instanceof ThresholdError)) throw err;
-      problems.push(...err.problems.map((x) => `--metric ${x}`));
-    }
-  }
-  let baseline: BaselineWindow = { runs: 5 };
-  if (o.baseline !== undefined && o.baselineSince !== undefined) {
-    problems.push('give --baseline N or --baseline-since DATE, not both');
-  } else if (o.baseline !== undefined) {
-    const n = parseFlagNumber(o.baseline);
-    if ('value' in n && Number.isInteger(n.value) && n.value > 0) baseline = { runs: n.value };
-    else problems.push(`--baseline must be a whole number of runs above 0 (got "${o.baseline}")`);
-  } else if (o.baselineSince !== undefined) {
-    const t = isoTime(o.baselineSince, '--baseline-since', problems);
-    if (t) baseline = { since: t };
-  }
-  let summaryMargin = 0.05;
-  if (o.summaryMargin !== undefined) {
-    const n = parseFlagNumber(String(o.summaryMargin).replace(/%$/, ''));
-    if ('value' in n && n.value >= 0 && n.value < 1000) summaryMargin = n.value / 100;
-    else
-      problems.push(
-        `--summary-margin must be a percentage from 0, e.g. 5 (got "${o.summaryMargin}")`,
-      );
-  }
-  // compare's own checks of its bootstrap flags (a baseline and a candidate stand for its dirs).
-  const compare = compareSettings(['baseline', 'latest'], o);
-  problems.push(...compare.problems);
-  const regressOnly = [
-    'run',
-    'baseline',
-    'baselineSince',
-    'confidence',
-    'resamples',
-    'seed',
-    'minEffect',
-    'summaryMargin',
-  ] as const;
-  if (!o.regress) {
-    for (const k of regressOnly) {
-      if (o[k] !== undefined)
-        problems.push(`--${k.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)} is for --regress`);
-    }
-  }
-  if (o.html !== undefined && metrics.length === 0)
-    problems.push('--html draws a trend: name the metric with --metric');
-  if (o.reindex && (o.regress || metrics.length > 0)) {
-    problems.push(
-      '--reindex rebuilds the database and lists it: give --metric and --regress on another call',
-    );
-  }
-  return {
-    settings: {
-      filter,
-      ...(limit !== undefined ? { limit } : {}),
-      metrics,
-      baseline,
-      summaryMargin,
-      bootstrap: compare.options,
-    },
-    problems,
-  };
-}
-
 /** Where the command prints its tables and JSON; tests pass their own. */
 export type Out = (text: string) => void;
 const stdout: Out = (text) => process.stdout.write(text);
 
 /** `infergauge history`: the exit code. */
-export async function runHistory(o: HistoryCliOptions, out: Out = stdout): Promise<number> {
-  const { settings, problems } = settingsOf(o);
+export async function runHistory(o: HistoryOptions, out: Out = stdout): Promise<number> {
+  const { settings, problems } = historySettings(o);
   if (problems.length > 0) return printProblems('history', problems);
   const root = rootOf(o);
   if (root === undefined) return EXIT.failure;
@@ -367,8 +210,8 @@ export async function runHistory(o: HistoryCliOptions, out: Out = stdout): Promi
 async function regress(
   root: string,
   runs: HistoryEntry[],
-  s: Settings,
-  o: HistoryCliOptions,
+  s: HistorySettings,
+  o: HistoryOptions,
   seriesOf: typeof import('../results/history/query.js').seriesOf,
   out: Out,
 ): Promise<number> {
