@@ -19,6 +19,20 @@ export const HIDDEN = {
   frontendLatencyMs: 6,
 };
 
+/**
+ * calibrate's flags for the hidden engine with prefix caching, every hidden constant held but
+ * the MFU: a fit of `mfu` alone.
+ */
+export const HOLD_ALL_BUT_MFU = {
+  model: 'llama-3-8b',
+  gpu: 'l40s',
+  enablePrefixCaching: true,
+  mbu: HIDDEN.mbu,
+  stepOverheadMs: HIDDEN.stepOverheadMs,
+  perSeqOverheadUs: HIDDEN.perSeqOverheadUs,
+  frontendLatencyMs: HIDDEN.frontendLatencyMs,
+};
+
 /** Llama-3-8B on an L40S with these settings; throws on any problem. */
 export function l40sEngine(settings: SimEngineSettings): EngineModelOptions {
   const r = resolveEngine({ model: 'llama-3-8b', gpu: 'l40s', ...settings });

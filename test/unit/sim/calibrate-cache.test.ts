@@ -23,7 +23,7 @@ import { checkCalibration } from '../../../src/sim/calibrationWarnings.js';
 import { EngineCluster } from '../../../src/sim/cluster.js';
 import { simulateRun } from '../../../src/sim/virtual.js';
 import { tempDir } from '../../helpers/cli.js';
-import { HIDDEN, l40sEngine } from '../../helpers/perturbed.js';
+import { HIDDEN, HOLD_ALL_BUT_MFU, l40sEngine } from '../../helpers/perturbed.js';
 
 const truth = l40sEngine({ ...HIDDEN, enablePrefixCaching: true });
 const base = l40sEngine({ enablePrefixCaching: true });
@@ -231,15 +231,7 @@ describe('calibrate from runs the prefix cache served in part', () => {
       assert.ok(rate > 0.3, `${runs[i].point.label}: ${rate}`);
     }
     const result = await calibrate([dirs[1], dirs[2], dirs[3]], {
-      flags: {
-        model: 'llama-3-8b',
-        gpu: 'l40s',
-        enablePrefixCaching: true,
-        mbu: HIDDEN.mbu,
-        stepOverheadMs: HIDDEN.stepOverheadMs,
-        perSeqOverheadUs: HIDDEN.perSeqOverheadUs,
-        frontendLatencyMs: HIDDEN.frontendLatencyMs,
-      },
+      flags: HOLD_ALL_BUT_MFU,
       fit: 'mfu',
     });
     const codes = (result.file.warnings ?? []).map((w) => w.code);

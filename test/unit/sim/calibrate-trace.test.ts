@@ -15,7 +15,7 @@ import { EngineCluster } from '../../../src/sim/cluster.js';
 import { type TraceEntry, traceLoad } from '../../../src/workload/trace.js';
 import { chatTrace } from '../../helpers/chatTrace.js';
 import { tempDir } from '../../helpers/cli.js';
-import { HIDDEN, l40sEngine } from '../../helpers/perturbed.js';
+import { HIDDEN, HOLD_ALL_BUT_MFU, l40sEngine } from '../../helpers/perturbed.js';
 
 const BLOCK = 512;
 
@@ -59,16 +59,6 @@ function mooncakeText(trace: readonly TraceEntry[]): string {
     )
     .join('\n');
 }
-
-const FIXED = {
-  model: 'llama-3-8b',
-  gpu: 'l40s',
-  enablePrefixCaching: true,
-  mbu: HIDDEN.mbu,
-  stepOverheadMs: HIDDEN.stepOverheadMs,
-  perSeqOverheadUs: HIDDEN.perSeqOverheadUs,
-  frontendLatencyMs: HIDDEN.frontendLatencyMs,
-};
 
 describe('calibrate from a trace replay', () => {
   test("the replay keys the cache by the trace's block ids: the run's own TTFT, where without them it is far off", () => {
@@ -119,15 +109,7 @@ describe('calibrate from a trace replay', () => {
       JSON.stringify({ plan: { load: traceLoad(entries), trace: { path: tracePath } } }),
     );
     const result = await calibrate([run], {
-      flags: {
-        model: 'llama-3-8b',
-        gpu: 'l40s',
-        enablePrefixCaching: true,
-        mbu: HIDDEN.mbu,
-        stepOverheadMs: HIDDEN.stepOverheadMs,
-        perSeqOverheadUs: HIDDEN.perSeqOverheadUs,
-        frontendLatencyMs: HIDDEN.frontendLatencyMs,
-      },
+      flags: HOLD_ALL_BUT_MFU,
       fit: 'mfu',
     });
     const mfu = result.file.fitted.mfu?.value;
@@ -165,7 +147,7 @@ describe('calibrate from a trace replay', () => {
         },
       }),
     );
-    const result = await calibrate([runDir], { flags: FIXED, fit: 'mfu' });
+    const result = await calibrate([runDir], { flags: HOLD_ALL_BUT_MFU, fit: 'mfu' });
     assert.deepEqual(
       result.warnings.filter((w) => w.includes('sharing')),
       [],
@@ -199,7 +181,7 @@ describe('calibrate from a trace replay', () => {
         },
       }),
     );
-    const result = await calibrate([runDir], { flags: FIXED, fit: 'mfu' });
+    const result = await calibrate([runDir], { flags: HOLD_ALL_BUT_MFU, fit: 'mfu' });
     assert.deepEqual(
       result.warnings.filter((w) => w.includes('trace')),
       [],
