@@ -1,8 +1,8 @@
-import { existsSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
-import { basename, dirname, join } from 'node:path';
+import { statSync } from 'node:fs';
+import { basename } from 'node:path';
 import { Command, Option } from '@commander-js/extra-typings';
 import { evaluateThresholds, parseThresholds, type Threshold } from '../analysis/thresholds.js';
-import { EXIT, InfergaugeError } from '../errors.js';
+import { EXIT } from '../errors.js';
 import type { RunSummary } from '../metrics/summary.js';
 import { resultPath } from '../results/layout.js';
 import { writeSummary } from '../results/runFiles.js';
@@ -109,45 +109,15 @@ interface ReportOptions {
 }
 
 /**
- * Why `dir` cannot take the import of `file`: it holds something else than an earlier import
- * of the same file (a run, another file's import, anything a user keeps), which is never
- * overwritten.
- */
-function importTargetProblem(dir: string, file: string): string | undefined {
-  if (!existsSync(dir) || (statSync(dir).isDirectory() && readdirSync(dir).length === 0)) {
-    return undefined;
-  }
-  const manifests = [join(dir, 'manifest.json'), join(dir, 'benchmark-1', 'manifest.json')];
-  for (const path of manifests) {
-    try {
-      const imported = (
-        JSON.parse(readFileSync(path, 'utf8')) as { imported?: { source?: unknown } }
-      ).imported;
-      const source = typeof imported?.source === 'string' ? imported.source : '';
-      if (source === file || source.startsWith(`${file} benchmarks[`)) return undefined;
-    } catch {
-      // not ours
-    }
-  }
-  return `${dir} exists and is not an earlier import of ${file}: give another --out`;
-}
-
-/**
  * Another tool's result file made a run directory (results/foreign/materialise.ts), which the
  * report then reads as its own; what does not translate is said once, on stderr.
  */
 async function importForReport(file: string, out: string | undefined): Promise<string> {
-  const [{ readForeign, FOREIGN_FORMAT_NAMES }, { writeForeignRuns }] = await Promise.all([
+  const [{ FOREIGN_FORMAT_NAMES }, { importAsRunDirectory }] = await Promise.all([
     import('../results/foreign/index.js'),
     import('../results/foreign/materialise.js'),
   ]);
-  const runs = await readForeign(file);
-  const dir = out ?? join(dirname(file), `${basename(file)}.infergauge`);
-  const problem = importTargetProblem(dir, file);
-  if (problem) throw new InfergaugeError(problem, 'IG_REPORT_OUT', EXIT.invalidOptions);
-  // An earlier import of the same file is derived data: written again whole, nothing stale kept.
-  rmSync(dir, { recursive: true, force: true });
-  writeForeignRuns(runs, dir);
+  const { dir, runs } = await importAsRunDirectory(file, out);
   for (const run of runs) {
     const how = run.perRequest
       ? 'per request'

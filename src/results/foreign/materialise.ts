@@ -4,11 +4,20 @@
  * the file had per-request figures, summary.json, and manifest.json saying where it came from
  * (`imported`).
  */
-import { mkdirSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import {
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
+import { basename, dirname, join } from 'node:path';
+import { EXIT, InfergaugeError } from '../../errors.js';
 import { resultPath } from '../layout.js';
 import { newId, writeManifest, writeScenarios, writeSummary } from '../runFiles.js';
-import { FOREIGN_FORMAT_NAMES } from './index.js';
+import { FOREIGN_FORMAT_NAMES, readForeign } from './index.js';
 import type { ForeignRun } from './types.js';
 
 /** What manifest.json's `imported` says. */
@@ -82,4 +91,46 @@ export function writeForeignRuns(runs: readonly ForeignRun[], dir: string): stri
     names.map((scenario, i) => ({ scenario, source: runs[i]?.source })),
   );
   return names.map((name) => join(dir, name));
+}
+
+/**
+ * `report FILE`: another tool's result file read and written as a run directory, `out` or
+ * `<file>.infergauge` beside it. An earlier import of the same file there is derived data,
+ * written again whole; anything else there is never overwritten (IG_REPORT_OUT, exit 2).
+ */
+export async function importAsRunDirectory(
+  file: string,
+  out: string | undefined,
+): Promise<{ dir: string; runs: ForeignRun[] }> {
+  const runs = await readForeign(file);
+  const dir = out ?? join(dirname(file), `${basename(file)}.infergauge`);
+  const problem = importTargetProblem(dir, file);
+  if (problem) throw new InfergaugeError(problem, 'IG_REPORT_OUT', EXIT.invalidOptions);
+  rmSync(dir, { recursive: true, force: true });
+  writeForeignRuns(runs, dir);
+  return { dir, runs };
+}
+
+/**
+ * Why `dir` cannot take the import of `file`: it holds something else than an earlier import
+ * of the same file (a run, another file's import, anything a user keeps), which is never
+ * overwritten.
+ */
+function importTargetProblem(dir: string, file: string): string | undefined {
+  if (!existsSync(dir) || (statSync(dir).isDirectory() && readdirSync(dir).length === 0)) {
+    return undefined;
+  }
+  const manifests = [join(dir, 'manifest.json'), join(dir, 'benchmark-1', 'manifest.json')];
+  for (const path of manifests) {
+    try {
+      const imported = (
+        JSON.parse(readFileSync(path, 'utf8')) as { imported?: { source?: unknown } }
+      ).imported;
+      const source = typeof imported?.source === 'string' ? imported.source : '';
+      if (source === file || source.startsWith(`${file} benchmarks[`)) return undefined;
+    } catch {
+      // not ours
+    }
+  }
+  return `${dir} exists and is not an earlier import of ${file}: give another --out`;
 }
