@@ -39,6 +39,7 @@ import {
   intervalOf,
   PREDICTION_LEVEL,
   type PredictionInterval,
+  type PredictionModel,
   predictFigures,
   predictionModel,
 } from './prediction.js';
@@ -156,6 +157,21 @@ const RULES: Record<FitKey, ParameterRule> = {
 export function fitBounds(key: FitKey): FitBounds {
   const { min, max, floor } = RULES[key];
   return { min, max, floor };
+}
+
+/**
+ * The prediction model of a calibration (prediction.ts): its fitted values and covariance, and
+ * its runs' errors in the fit as the residual scatter.
+ */
+export function predictionModelOf(
+  file: Pick<CalibrationFile, 'fitted' | 'covariance' | 'points'>,
+): PredictionModel {
+  return predictionModel({
+    fitted: file.fitted,
+    ...(file.covariance ? { covariance: file.covariance } : {}),
+    pointErrors: file.points.map((p) => p.error),
+    bounds: fitBounds,
+  });
 }
 
 /** The measurement that pins `key` down. */
