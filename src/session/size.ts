@@ -7,7 +7,12 @@
  * latency at that operating point. A trace is sized whole instead: the fewest replicas that
  * serve its replay (traceCandidate). The cost/latency Pareto front is marked.
  */
-import { evaluateThresholds, parseThresholds, type Threshold } from '../analysis/thresholds.js';
+import {
+  evaluateThresholds,
+  parseThresholds,
+  type Threshold,
+  thresholdValue,
+} from '../analysis/thresholds.js';
 import type { BackendOptions } from '../backends/types.js';
 import type { LoadSpec } from '../load.js';
 import { EngineStartError } from '../memory/footprint.js';
@@ -15,15 +20,25 @@ import { catalogMetric, type LatencyKey } from '../metrics/catalog.js';
 import { parseSlo, type SloCondition } from '../metrics/slo.js';
 import { type RunSummary, SummaryBuilder } from '../metrics/summary.js';
 import type { RequestRecord } from '../record.js';
+import { predictionModelOf, withValues } from '../sim/calibrate.js';
+import { type FitKey, readCalibrationFile } from '../sim/calibrationFile.js';
 import { EngineCluster } from '../sim/cluster.js';
 import { EngineModel, type EngineModelOptions } from '../sim/engineModel.js';
 import { resolveEngine, type SimEngineSettings } from '../sim/options.js';
+import { PREDICTION_DRAWS } from '../sim/prediction.js';
 import { simulateRun } from '../sim/virtual.js';
 import type { ConversationWorkload } from '../workload/conversations.js';
 import { meanOf, sampleLength, streamSeed } from '../workload/distributions.js';
 import { isSessionScenario, type Scenario, withReasoning } from '../workload/scenarios.js';
 import { type TraceEntry, traceLoad } from '../workload/trace.js';
 import { loadWorkload } from '../workload/workload.js';
+import {
+  DEFAULT_INTERVAL_ROWS,
+  predictSize,
+  type SizePointOutcome,
+  type SizePredictionSummary,
+  type SizeRowPrediction,
+} from './sizePrediction.js';
 import { type PriceTable, priceOf, pricesProblems } from './sizePrices.js';
 import { replayTraceVirtual } from './sizeTrace.js';
 
@@ -88,6 +103,18 @@ export interface SizeOptions {
   prices?: PriceTable;
   /** A calibration.json: the simulator runs with its fitted values. */
   calibration?: string;
+  /**
+   * With a calibration: draws of its fitted values run at each predicted row's operating point
+   * (default PREDICTION_DRAWS; 0: no predictions).
+   */
+  predictionDraws?: number;
+  /** With a calibration: feasible rows by rank predicted beside the Pareto front (default 5). */
+  intervalRows?: number;
+  /**
+   * With a calibration, 0.5 to 0.99: each predicted row gets the replicas that meet every SLO
+   * with this chance, and is ranked at their cost (sizePrediction.ts).
+   */
+  confidence?: number;
   /** Other engine settings every candidate shares (`--max-model-len`, ...). */
   engine?: SimEngineSettings;
   /** Requests per virtual run (default 300; a tenth more run first as warm-up). */
@@ -152,6 +179,11 @@ export interface SizedDeployment {
   prefixCacheHitRate?: number;
   /** On the cost/latency Pareto front (no other deployment is both cheaper and faster). */
   pareto?: boolean;
+  /**
+   * With a calibration, on the front or in the top rows: intervals on `at`, each SLO's chance
+   * and all of them at once, what --confidence added, and the rows it cannot be told from.
+   */
+  prediction?: SizeRowPrediction;
 }
 
 export interface SizeResult {
@@ -163,6 +195,8 @@ export interface SizeResult {
   deployments: SizedDeployment[];
   /** A trace's implied prefix-cache hit rate (SizeOptions.traceImpliedHitRate), when given. */
   traceImpliedHitRate?: number;
+  /** With a calibration: the predictions' level, draws and rows, and the top rows they cannot tell apart. */
+  prediction?: SizePredictionSummary;
   /** Virtual runs made, and the wall time of the whole search. */
   simulations: number;
   wallS: number;
@@ -231,6 +265,7 @@ function optionProblems(o: SizeOptions): string[] {
   if (o.maxDp !== undefined && !whole(o.maxDp, 1)) {
     problems.push(`maxDp must be a whole number >= 1 (got ${String(o.maxDp)})`);
   }
+  problems.push(...predictionProblems(o));
   if (o.seed !== undefined && !whole(o.seed, 0)) {
     problems.push(`seed must be a whole number >= 0 (got ${String(o.seed)})`);
   }
@@ -309,7 +344,93 @@ export async function size(o: SizeOptions): Promise<SizeResult> {
     // A candidate is synchronous: between two, let a stop be heard.
     if (o.signal) await new Promise((resolve) => setImmediate(resolve));
   }
-  return finish(o, combos.length, deployments, search.simulations, [...warnings], started);
+  const candidateOf = new Map(deployments.map((d, i) => [d, combos[i]] as const));
+  const result = finish(o, combos.length, deployments, search.simulations, [...warnings], started);
+  return withPredictions(o, result, { search, thresholds, candidateOf, started });
+}
+
+/** A search's rows with what the predictions need to run their operating points again. */
+interface PredictionInput {
+  search: Search;
+  thresholds: Threshold[];
+  candidateOf: ReadonlyMap<SizedDeployment, Candidate>;
+  started: number;
+}
+
+/**
+ * The result with a calibrated search's predictions on its front and top rows
+ * (sizePrediction.ts), run in this thread after the search: none without a calibration, for a
+ * stopped search, or with predictionDraws 0.
+ */
+function withPredictions(o: SizeOptions, result: SizeResult, input: PredictionInput): SizeResult {
+  if (o.calibration === undefined || result.interrupted || o.predictionDraws === 0) return result;
+  let model: ReturnType<typeof predictionModelOf>;
+  try {
+    model = predictionModelOf(readCalibrationFile(o.calibration));
+  } catch {
+    // A file that cannot be read is every row's problem already.
+    return result;
+  }
+  const { search, candidateOf } = input;
+  const before = search.simulations;
+  const prediction = predictSize(result.deployments, {
+    model,
+    thresholds: input.thresholds,
+    draws: o.predictionDraws ?? PREDICTION_DRAWS,
+    intervalRows: o.intervalRows ?? DEFAULT_INTERVAL_ROWS,
+    ...(o.confidence !== undefined ? { confidence: o.confidence } : {}),
+    maxDp: o.maxDp ?? DEFAULT_MAX_DP,
+    point: (row, dp, values) => {
+      const c = candidateOf.get(row);
+      if (!c) throw new Error(`size: no candidate behind the row ${row.gpu} TP${row.tp}`);
+      return search.operatingPoint(c, row, dp, values);
+    },
+    order: (rows) => {
+      markPareto(rows);
+      rows.sort(rank);
+    },
+    stopped: () => o.signal?.aborted === true,
+  });
+  return {
+    ...result,
+    prediction,
+    simulations: result.simulations + search.simulations - before,
+    wallS: (performance.now() - input.started) / 1000,
+  };
+}
+
+/** The prediction options' problems: each needs a calibration, and its own range. */
+function predictionProblems(o: SizeOptions): string[] {
+  const problems: string[] = [];
+  const whole = (v: unknown, min: number) => Number.isSafeInteger(v) && (v as number) >= min;
+  const named = (
+    [
+      ['predictionDraws', '--prediction-draws'],
+      ['intervalRows', '--interval-rows'],
+      ['confidence', '--confidence'],
+    ] as const
+  ).filter(([k]) => o[k] !== undefined);
+  if (o.calibration === undefined && named.length > 0) {
+    problems.push(
+      `${named.map(([, flag]) => flag).join(', ')} ${named.length > 1 ? 'need' : 'needs'} --calibration: intervals come from a fit's uncertainty (infergauge calibrate)`,
+    );
+  }
+  if (o.predictionDraws !== undefined && !whole(o.predictionDraws, 0)) {
+    problems.push(`predictionDraws must be a whole number >= 0 (got ${String(o.predictionDraws)})`);
+  }
+  if (o.intervalRows !== undefined && !whole(o.intervalRows, 0)) {
+    problems.push(`intervalRows must be a whole number >= 0 (got ${String(o.intervalRows)})`);
+  }
+  if (
+    o.confidence !== undefined &&
+    !(typeof o.confidence === 'number' && o.confidence >= 0.5 && o.confidence <= 0.99)
+  ) {
+    problems.push(`confidence must be a number from 0.5 to 0.99 (got ${String(o.confidence)})`);
+  }
+  if (o.confidence !== undefined && o.predictionDraws === 0) {
+    problems.push('confidence needs the predictions: predictionDraws 0 turns them off');
+  }
+  return problems;
 }
 
 /** Ranks the rows, marks the Pareto front and says which GPUs had no price. */
@@ -355,7 +476,7 @@ function finish(
  */
 export async function sizeInParallel(o: SizeOptions, threads: number): Promise<SizeResult> {
   const started = performance.now();
-  checkOptions(o);
+  const { thresholds, requestSlo } = checkOptions(o);
   const combos = candidates(o.space);
   const inThread = threads <= 1 || combos.length < 4 * threads;
   if (combos.length === 0 || (inThread && !o.signal)) return size(o);
@@ -413,7 +534,13 @@ export async function sizeInParallel(o: SizeOptions, threads: number): Promise<S
     }
   });
   const evaluated = rows.filter((r): r is SizedDeployment => r !== undefined);
-  return finish(o, combos.length, evaluated, simulations, [...warnings], started);
+  const candidateOf = new Map(
+    rows.flatMap((r, i) => (r !== undefined ? [[r, combos[i]] as const] : [])),
+  );
+  const result = finish(o, combos.length, evaluated, simulations, [...warnings], started);
+  // The predictions run in this thread: a few rows, each its draws in turn.
+  const search = new Search(o, thresholds, requestSlo, await sessionsOf(o));
+  return withPredictions(o, result, { search, thresholds, candidateOf, started });
 }
 
 /** What a size worker thread posts: each candidate's row with its virtual runs and warnings, then that it is done. */
@@ -503,6 +630,8 @@ interface Trial {
 
 class Search {
   simulations = 0;
+  /** Each predicted candidate's engine, resolved once for its many draws. */
+  private readonly engines = new Map<Candidate, EngineModelOptions>();
   private readonly requests: number;
   private readonly meanInput: number;
   private readonly meanOutput: number;
@@ -530,10 +659,11 @@ class Search {
     this.latencyKeys = [...new Set<LatencyKey>(['ttftMs', 'itlMs', 'tpotMs', ...named])];
   }
 
-  candidate(c: Candidate, warnings: Set<string>): SizedDeployment {
+  /** A candidate's engine, the calibration's values under it. */
+  private resolve(c: Candidate): ReturnType<typeof resolveEngine> {
     // The vLLM release is vllm-v1's setting: the other engines' candidates start without it.
     const { engineVersion, ...engine } = this.o.engine ?? {};
-    const resolved = resolveEngine({
+    return resolveEngine({
       ...engine,
       ...(engineVersion !== undefined && c.personality === 'vllm-v1' ? { engineVersion } : {}),
       model: this.o.model,
@@ -546,6 +676,80 @@ class Search {
       ...(this.o.calibration !== undefined ? { calibration: this.o.calibration } : {}),
       dp: 1,
     });
+  }
+
+  /**
+   * The deployment `row` of candidate `c` at `dp` replicas with `values` set over its engine's
+   * fitted ones, run as the search runs an operating point (each replica at its share, or the
+   * whole trace over them; the same workload and seed): the outcome, and the row placed there.
+   */
+  operatingPoint(
+    c: Candidate,
+    row: SizedDeployment,
+    dp: number,
+    values: Partial<Record<FitKey, number>>,
+  ): { outcome: SizePointOutcome; placed: SizedDeployment } {
+    let options = this.engines.get(c);
+    if (!options) {
+      const resolved = this.resolve(c);
+      if (!resolved.engine) throw new Error(resolved.problems.join('; '));
+      options = resolved.engine;
+      this.engines.set(c, options);
+    }
+    const drawn = withValues(options, values);
+    const traffic = this.o.traffic;
+    const need =
+      traffic.mode === 'rate' ? traffic.rate : traffic.mode === 'users' ? traffic.users : 0;
+    const t =
+      traffic.mode === 'trace'
+        ? this.traceTrial(drawn, dp, traffic)
+        : this.trial(drawn, this.share(need, dp));
+    const at = pointMetrics(t);
+    const gpus = dp * row.tp;
+    const { costPerHour: _h, costPerMillionOutputTokens: _m, ...rest } = row;
+    return {
+      outcome: {
+        at,
+        slo: this.thresholds.map((th) => thresholdValue(t.summary, th) ?? null),
+        failedRequests: t.summary.requests.failed,
+      },
+      placed: {
+        ...rest,
+        dp,
+        gpus,
+        at,
+        ...(row.capacityPerReplica !== undefined && need > 0
+          ? { headroom: (row.capacityPerReplica * dp) / need - 1 }
+          : {}),
+        ...costOf(priceOf(this.o.prices, row.gpu, options.gpu.id), gpus, this.servedTokPerS(t, dp)),
+      },
+    };
+  }
+
+  /**
+   * The output tokens/s the deployment serves: an open loop's offered traffic (a short trial's
+   * own span includes its drain, which is no part of the traffic); a closed loop's users get
+   * what they measured; a trace its tokens over its span.
+   */
+  private servedTokPerS(at: Trial, dp: number): number {
+    const traffic = this.o.traffic;
+    if (traffic.mode === 'trace') {
+      const outputTokens = (this.o.trace ?? []).reduce(
+        (sum, e) => sum + Math.max(1, e.outputTokens),
+        0,
+      );
+      return traffic.spanS > 0 ? outputTokens / traffic.spanS : 0;
+    }
+    const sessionsRun = at.summary.sessions?.started ?? 0;
+    const outputPerUnit =
+      this.sessions && sessionsRun > 0 ? at.summary.tokens.output / sessionsRun : this.meanOutput;
+    return traffic.mode === 'rate'
+      ? traffic.rate * outputPerUnit
+      : at.summary.throughput.outputTokensPerS * dp;
+  }
+
+  candidate(c: Candidate, warnings: Set<string>): SizedDeployment {
+    const resolved = this.resolve(c);
     // The calibration's own warnings are said once at the start (sizeOptions.ts), not per row.
     for (const w of resolved.warnings) {
       if (!resolved.calibration?.notices.includes(w)) warnings.add(w);
@@ -617,8 +821,11 @@ class Search {
     const limit = 2 * need;
     let x = this.o.traffic.mode === 'rate' ? Math.min(need, bound) : need;
     let fail: number | undefined;
+    // The trial at the whole traffic, where the growth ran one: one replica's operating point.
+    let atNeed: Trial | undefined;
     while (x > ok) {
       const t = this.trial(options, x);
+      if (x === need) atNeed = t;
       if (!t.ok) {
         fail = x;
         failTrial = t;
@@ -657,8 +864,9 @@ class Search {
         ...(failTrial ? { binding: bindingOf(failTrial, model, 'load') } : {}),
       };
     }
-    // The operating point: each replica at its share (a closed loop's users rounded up).
-    let at = dp === 1 && capacity >= need ? okTrial : this.trial(options, this.share(need, dp));
+    // The operating point: each replica at its share (a closed loop's users rounded up); one
+    // replica at the traffic itself, not at the capacity the growth reached above it.
+    let at = dp === 1 && atNeed ? atNeed : this.trial(options, this.share(need, dp));
     for (let extra = 0; !at.ok && extra < 2 && dp < maxDp; extra++) {
       dp++;
       at = this.trial(options, this.share(need, dp));
@@ -670,15 +878,7 @@ class Search {
       };
     const gpus = dp * model.config.tp;
     const price = priceOf(this.o.prices, gpuId, options.gpu.id);
-    // The tokens served: an open loop's offered traffic (a short trial's own span includes its
-    // drain, which is no part of the traffic); a closed loop's users get what they measured.
-    const sessionsRun = at.summary.sessions?.started ?? 0;
-    const outputPerUnit =
-      this.sessions && sessionsRun > 0 ? at.summary.tokens.output / sessionsRun : this.meanOutput;
-    const totalTokPerS =
-      this.o.traffic.mode === 'rate'
-        ? this.o.traffic.rate * outputPerUnit
-        : at.summary.throughput.outputTokensPerS * dp;
+    const totalTokPerS = this.servedTokPerS(at, dp);
     return {
       ...base,
       dp,
@@ -763,8 +963,7 @@ class Search {
     const chosen = at(dp);
     const gpus = dp * model.config.tp;
     const price = priceOf(this.o.prices, gpuId, options.gpu.id);
-    const outputTokens = entries.reduce((sum, e) => sum + Math.max(1, e.outputTokens), 0);
-    const totalTokPerS = traffic.spanS > 0 ? outputTokens / traffic.spanS : 0;
+    const totalTokPerS = this.servedTokPerS(chosen, dp);
     return {
       ...base,
       dp,

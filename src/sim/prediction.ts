@@ -28,7 +28,7 @@ export const PREDICTION_DRAWS = 32;
  * The least residual scatter taken (a median's run-to-run noise, as the fit's own floor): three
  * runs fitted by five values may leave almost none.
  */
-const MIN_SCATTER = 0.02;
+export const MIN_SCATTER = 0.02;
 
 /** The fitted metrics whose residual scatter a figure takes. */
 export type ScatterMetric = keyof PointMetrics;
@@ -234,6 +234,20 @@ export function probabilityAtMost(
 ): number {
   if (!(value > 0) || !(limit > 0)) return value <= limit ? 1 : 0;
   return mixtureCdf(deltas.length > 0 ? deltas : [0], sigma, Math.log(limit / value));
+}
+
+/**
+ * The probability that a figure predicted at `value` is at least `limit` (a throughput or an
+ * attainment floor), over the same mixture as intervalOf: probabilityAtMost's complement.
+ */
+export function probabilityAtLeast(
+  value: number,
+  limit: number,
+  deltas: readonly number[],
+  sigma: number,
+): number {
+  if (!(value > 0) || !(limit > 0)) return value >= limit ? 1 : 0;
+  return 1 - mixtureCdf(deltas.length > 0 ? deltas : [0], sigma, Math.log(limit / value));
 }
 
 function mixtureCdf(deltas: readonly number[], sigma: number, x: number): number {
