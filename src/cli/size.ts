@@ -79,6 +79,18 @@ export function sizeCommand(): Command {
     )
     .option('--no-enable-prefix-caching', 'no engine caches prompt prefixes')
     .option('--calibration <file>', 'calibration.json from infergauge calibrate')
+    .option(
+      '--prediction-draws <n>',
+      'with --calibration: draws of its fitted values run at each predicted deployment (default: 32; 0: no intervals)',
+    )
+    .option(
+      '--interval-rows <n>',
+      'with --calibration: the best deployments given intervals beside the Pareto front (default: 5)',
+    )
+    .option(
+      '--confidence <c>',
+      'with --calibration, 0.5 to 0.99: add replicas until every SLO holds with this chance, and rank at that cost',
+    )
     .option('--requests <n>', 'requests per virtual run (default: 300)')
     .option('--max-dp <n>', 'most data-parallel replicas (default: 64)')
     .option('--threads <n>', 'worker threads (default: the cores, at most 4)')

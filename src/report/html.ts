@@ -53,7 +53,15 @@ import {
 import { catalogDistributions, escapeHtml, metricLabel } from './format.js';
 import { noReliableFit } from './probeText.js';
 import { describeReasoning, sessionFacts, TURN_COLUMNS } from './sessionsText.js';
-import { sizeTrafficText } from './sizeText.js';
+import {
+  chanceText,
+  type SizePredictionView,
+  type SizeRowPredictionView,
+  type SizeView,
+  sizePredictionLines,
+  sizeTrafficText,
+  tightestText,
+} from './sizeText.js';
 import { htmlTable, htmlTableOf as table } from './table.js';
 import {
   describeClientHealth,
@@ -1414,6 +1422,89 @@ function capacityReport(input: Extract<ReportInput, { kind: 'capacity' }>, chart
 // ---------------------------------------------------------------------------------------------
 // Sizing
 
+/** A row's prediction as size.json holds it, read defensively (a file may be another version's). */
+function rowPredictionView(v: unknown): SizeRowPredictionView | undefined {
+  const p = obj(v);
+  const level = num(p?.level);
+  const sloChance = num(p?.sloChance);
+  if (!p || level === undefined || sloChance === undefined) return undefined;
+  const slos = arr(p.slos).flatMap((x) => {
+    const s = obj(x);
+    const slo = str(s?.slo);
+    if (!s || slo === undefined) return [];
+    const i = obj(s.interval);
+    const low = num(i?.low);
+    const high = num(i?.high);
+    return [
+      {
+        slo,
+        value: num(s.value) ?? null,
+        ...(low !== undefined && high !== undefined ? { interval: { low, high } } : {}),
+      },
+    ];
+  });
+  const tightest = str(p.tightest);
+  const centralDp = num(p.centralDp);
+  return {
+    level,
+    slos,
+    sloChance,
+    ...(tightest !== undefined ? { tightest } : {}),
+    ...(centralDp !== undefined ? { centralDp } : {}),
+  };
+}
+
+/** What sizePredictionLines reads, from size.json read defensively. */
+function sizeViewOf(
+  z: Json,
+  rows: Json[],
+  predictions: (SizeRowPredictionView | undefined)[],
+): SizeView {
+  const p = obj(z.prediction);
+  const level = num(p?.level);
+  const first = obj(p?.centralFirst);
+  const prediction: SizePredictionView | undefined =
+    p && level !== undefined
+      ? {
+          level,
+          draws: num(p.draws) ?? 0,
+          intervalRows: num(p.intervalRows) ?? 0,
+          rows: num(p.rows) ?? 0,
+          ...(num(p.confidence) !== undefined ? { confidence: num(p.confidence) } : {}),
+          ...(first
+            ? {
+                centralFirst: {
+                  label: str(first.label) ?? '',
+                  dp: num(first.dp) ?? 0,
+                  sloChance: num(first.sloChance) ?? Number.NaN,
+                },
+              }
+            : {}),
+          leaders: arr(p.leaders).flatMap((x) => num(x) ?? []),
+          ...(p.interrupted === true ? { interrupted: true } : {}),
+        }
+      : undefined;
+  return {
+    candidates: num(z.candidates) ?? rows.length,
+    simulations: num(z.simulations) ?? 0,
+    wallS: num(z.wallS) ?? 0,
+    ...(str(z.calibration) !== undefined ? { calibration: str(z.calibration) } : {}),
+    ...(prediction ? { prediction } : {}),
+    deployments: rows.map((d, i) => ({
+      gpu: str(d.gpu) ?? '',
+      tp: num(d.tp) ?? 0,
+      dp: num(d.dp) ?? 0,
+      gpus: num(d.gpus) ?? 0,
+      dtype: str(d.dtype) ?? '',
+      kvCacheDtype: str(d.kvCacheDtype) ?? '',
+      maxNumSeqs: num(d.maxNumSeqs) ?? 0,
+      personality: str(d.personality) ?? '',
+      feasible: d.feasible === true,
+      ...(predictions[i] ? { prediction: predictions[i] } : {}),
+    })),
+  };
+}
+
 /**
  * `infergauge size`: the deployments that serve the traffic, ranked by cost, with the
  * cost/latency scatter and its Pareto front; those ruled out below with their reasons.
@@ -1470,12 +1561,16 @@ function sizeReport(input: Extract<ReportInput, { kind: 'size' }>, charts: Chart
     v === undefined ? '-' : `$${fmtNumber(v, digits)}`;
   // A trace's sizing says the prefix-cache hit rate each deployment ran at.
   const hitRates = feasible.some((d) => num(d.prefixCacheHitRate) !== undefined);
+  // A calibrated sizing's predictions: each row's chance and tightest SLO, the lines below.
+  const predictions = rows.map((d) => rowPredictionView(d.prediction));
+  const predicted = feasible.some((d) => rowPredictionView(d.prediction) !== undefined);
+  const predictionLines = sizePredictionLines(sizeViewOf(z, rows, predictions));
   const implied = num(z.traceImpliedHitRate);
   const tableRows = feasible.map((d, i) => [
     `${i + 1}${d.pareto === true ? '*' : ''}`,
     str(d.gpu) ?? '',
     fmtNumber(num(d.tp) ?? 0),
-    fmtNumber(num(d.dp) ?? 0),
+    `${fmtNumber(num(d.dp) ?? 0)}${((c) => (c !== undefined ? ` (+${(num(d.dp) ?? 0) - c})` : ''))(rowPredictionView(d.prediction)?.centralDp)}`,
     fmtNumber(num(d.gpus) ?? 0),
     str(d.dtype) ?? '',
     str(d.kvCacheDtype) ?? '',
@@ -1486,6 +1581,11 @@ function sizeReport(input: Extract<ReportInput, { kind: 'size' }>, charts: Chart
     ms(ttft(d)),
     ms(num(obj(d.at)?.itlP99Ms)),
     `${d.headroomAtLeast === true ? '>=' : ''}${pct(num(d.headroom))}`,
+    ...(predicted
+      ? ((p) => [p ? chanceText(p.sloChance) : '-', tightestText(p)])(
+          rowPredictionView(d.prediction),
+        )
+      : []),
     ...(hitRates ? [pct(num(d.prefixCacheHitRate), 1)] : []),
     str(d.binding) ?? '',
   ]);
@@ -1521,18 +1621,19 @@ function sizeReport(input: Extract<ReportInput, { kind: 'size' }>, charts: Chart
           'p99 TTFT',
           'p99 ITL',
           'headroom',
+          ...(predicted ? ['P(SLOs)', 'tightest SLO'] : []),
           ...(hitRates ? ['hit rate'] : []),
           'what binds one replica',
         ],
         tableRows.map((row) => row.map(esc)),
-        [1, 5, 6, 8, hitRates ? 15 : 14],
+        [1, 5, 6, 8, ...(predicted ? [15] : []), 14 + (predicted ? 2 : 0) + (hitRates ? 1 : 0)],
       )}<p class="caption">* on the Pareto front. Latency and headroom are each replica at its share of the traffic.${
         hitRates
           ? esc(
               ` Hit rate: the trace's prompt tokens the simulator served from the prefix cache at that deployment (the rate it assumed; replicas split the sharing)${implied !== undefined ? `; the trace's block ids imply ${pct(implied, 1)} with a cache that never evicts` : ''}.`,
             )
           : ''
-      }</p>`,
+      }</p>${predictionLines.map((line) => `<p class="caption">${esc(line)}</p>`).join('')}`,
     },
     {
       kind: 'ruled-out',

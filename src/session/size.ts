@@ -195,6 +195,8 @@ export interface SizeResult {
   deployments: SizedDeployment[];
   /** A trace's implied prefix-cache hit rate (SizeOptions.traceImpliedHitRate), when given. */
   traceImpliedHitRate?: number;
+  /** The calibration.json the simulator ran with. */
+  calibration?: string;
   /** With a calibration: the predictions' level, draws and rows, and the top rows they cannot tell apart. */
   prediction?: SizePredictionSummary;
   /** Virtual runs made, and the wall time of the whole search. */
@@ -362,8 +364,10 @@ interface PredictionInput {
  * (sizePrediction.ts), run in this thread after the search: none without a calibration, for a
  * stopped search, or with predictionDraws 0.
  */
-function withPredictions(o: SizeOptions, result: SizeResult, input: PredictionInput): SizeResult {
-  if (o.calibration === undefined || result.interrupted || o.predictionDraws === 0) return result;
+function withPredictions(o: SizeOptions, found: SizeResult, input: PredictionInput): SizeResult {
+  if (o.calibration === undefined) return found;
+  const result = { ...found, calibration: o.calibration };
+  if (result.interrupted || o.predictionDraws === 0) return result;
   let model: ReturnType<typeof predictionModelOf>;
   try {
     model = predictionModelOf(readCalibrationFile(o.calibration));
@@ -815,7 +819,6 @@ class Search {
     // Grow from the analytic bound (doubling while it holds) to the first load that fails, or to
     // the whole traffic on one replica; then bisect one replica's capacity between the two.
     let ok = lightLoad;
-    let okTrial = light;
     let failTrial: Trial | undefined;
     // Up to twice the traffic, so that a deployment of one replica shows its headroom too.
     const limit = 2 * need;
@@ -832,7 +835,6 @@ class Search {
         break;
       }
       ok = x;
-      okTrial = t;
       if (x >= limit) break;
       x = Math.min(limit, x * 2);
     }
@@ -844,7 +846,6 @@ class Search {
         const t = this.trial(options, mid);
         if (t.ok) {
           ok = mid;
-          okTrial = t;
         } else {
           hi = mid;
           failTrial = t;

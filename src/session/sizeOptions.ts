@@ -41,7 +41,10 @@ export function prepareSize(flags: SizeFlags): PreparedSize {
       .split(',')
       .map((s) => s.trim())
       .filter(Boolean);
-  const number = (k: string, rule: { min?: number; above?: number; integer?: boolean }) => {
+  const number = (
+    k: string,
+    rule: { min?: number; above?: number; max?: number; integer?: boolean },
+  ) => {
     const text = str(k);
     if (text === undefined) return undefined;
     const read = parseFlagNumber(text, rule);
@@ -137,6 +140,22 @@ export function prepareSize(flags: SizeFlags): PreparedSize {
   const maxDp = number('maxDp', { integer: true, min: 1 });
   const threads = number('threads', { integer: true, min: 1 });
   const seed = number('seed', { integer: true, min: 0 });
+  const predictionDraws = number('predictionDraws', { integer: true, min: 0 });
+  const intervalRows = number('intervalRows', { integer: true, min: 0 });
+  const confidence = number('confidence', { min: 0.5, max: 0.99 });
+  // Intervals come from a fit's uncertainty: without a calibration there is none to draw from.
+  if (str('calibration') === undefined) {
+    const named = ['predictionDraws', 'intervalRows', 'confidence'].filter(
+      (k) => str(k) !== undefined,
+    );
+    if (named.length > 0) {
+      problems.push(
+        `${named.map(flagOf).join(', ')} ${named.length > 1 ? 'need' : 'needs'} --calibration FILE: intervals come from a calibration's uncertainty (infergauge calibrate)`,
+      );
+    }
+  } else if (confidence !== undefined && predictionDraws === 0) {
+    problems.push('--confidence ranks by the predictions, which --prediction-draws 0 turns off');
+  }
   const top = number('top', { integer: true, min: 1 }) ?? 15;
   const maxModelLen = number('maxModelLen', { integer: true, min: 1 });
   const engineVersion = str('engineVersion');
@@ -211,6 +230,9 @@ export function prepareSize(flags: SizeFlags): PreparedSize {
       ...(requests !== undefined ? { requests } : {}),
       ...(maxDp !== undefined ? { maxDp } : {}),
       ...(seed !== undefined ? { seed } : {}),
+      ...(predictionDraws !== undefined ? { predictionDraws } : {}),
+      ...(intervalRows !== undefined ? { intervalRows } : {}),
+      ...(confidence !== undefined ? { confidence } : {}),
     },
     ...(threads !== undefined ? { threads } : {}),
     top,

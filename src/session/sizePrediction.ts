@@ -28,6 +28,7 @@
  */
 import type { Threshold } from '../analysis/thresholds.js';
 import { holds } from '../metrics/catalog.js';
+import { sizeRowLabel } from '../report/sizeText.js';
 import type { FitKey } from '../sim/calibrationFile.js';
 import {
   centralValues,
@@ -75,10 +76,11 @@ export interface SizeRowPrediction {
   /** The SLO least sure to hold. */
   tightest?: string;
   /**
-   * With --confidence: the replicas the central figures needed, where the row now has more to
-   * hold at the confidence.
+   * With --confidence, where the row fell short of it at the replicas the central figures
+   * needed: those replicas, and the chance it held at them.
    */
   centralDp?: number;
+  centralSloChance?: number;
   /** The ranks (1-based, in `deployments`) of other rows with a prediction this one cannot be told apart from. */
   sameAs?: number[];
 }
@@ -157,7 +159,7 @@ export function predictSize(
   const draws = host.model.keys.length > 0 ? drawValues(host.model, host.draws) : [];
   const central = centralValues(host.model);
   const firstBefore = rows.find((r) => r.feasible);
-  const before = firstBefore ? { label: sizeLabel(firstBefore), dp: firstBefore.dp } : undefined;
+  const before = firstBefore ? { label: sizeRowLabel(firstBefore), dp: firstBefore.dp } : undefined;
   const analysed = new Map<SizedDeployment, Analysed>();
   let interrupted = false;
   for (;;) {
@@ -198,7 +200,10 @@ export function predictSize(
       ? {
           centralFirst: {
             ...before,
-            sloChance: analysed.get(firstBefore)?.prediction.sloChance ?? Number.NaN,
+            sloChance:
+              firstBefore.prediction?.centralSloChance ??
+              firstBefore.prediction?.sloChance ??
+              Number.NaN,
           },
         }
       : {}),
@@ -211,18 +216,6 @@ export function predictSize(
 function wanted(rows: readonly SizedDeployment[], top: number): SizedDeployment[] {
   const feasible = rows.filter((r) => r.feasible);
   return feasible.filter((r, i) => i < top || r.pareto === true);
-}
-
-/** `h100 TP1 x4 fp8/fp8 vllm-v1`: a deployment as the lines about it name it. */
-export function sizeLabel(r: {
-  gpu: string;
-  tp: number;
-  dp: number;
-  dtype: string;
-  kvCacheDtype: string;
-  personality: string;
-}): string {
-  return `${r.gpu} TP${r.tp} x${r.dp} ${r.dtype}/${r.kvCacheDtype} ${r.personality}`;
 }
 
 /** The row at `dp`, run at the fitted values and at each draw, and read against the SLOs. */
@@ -344,14 +337,13 @@ function raise(
     below = dp;
   }
   if (holding === undefined) {
-    const last = at(below);
     const best = Math.max(...[...tried.values()].map((a) => a.prediction.sloChance));
     Object.assign(row, {
       feasible: false,
       reason: `under --confidence ${want}: meets the SLOs with chance ${percent(atCentral.prediction.sloChance)} at ${centralDp} replicas and at most ${percent(best)} ${stalled ? `with more (${below} replicas add nothing)` : `at --max-dp ${host.maxDp}`}`,
     });
     delete row.pareto;
-    return { ...last, prediction: { ...atCentral.prediction, centralDp } };
+    return atCentral;
   }
   while (holding - below > 1) {
     const mid = Math.floor((below + holding) / 2);
@@ -360,7 +352,14 @@ function raise(
   }
   const chosen = at(holding);
   Object.assign(row, chosen.placed);
-  return { ...chosen, prediction: { ...chosen.prediction, centralDp } };
+  return {
+    ...chosen,
+    prediction: {
+      ...chosen.prediction,
+      centralDp,
+      centralSloChance: atCentral.prediction.sloChance,
+    },
+  };
 }
 
 const percent = (p: number) => `${Math.round(p * 100)} %`;
