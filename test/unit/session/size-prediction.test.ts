@@ -1,0 +1,311 @@
+/**
+ * `size --calibration` with prediction intervals (issue 56): the front and the top rows get
+ * intervals around their figures and a chance of meeting the SLOs, from a hand-built calibration
+ * whose uncertainty is known; `--confidence` adds replicas to a row that only barely meets an
+ * SLO and ranks it at their cost; the top rows the draws cannot tell apart are said.
+ */
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { renderHtmlReport } from '../../../src/report/html.js';
+import { renderSize } from '../../../src/report/sizeText.js';
+import {
+  type SizedDeployment,
+  SizeError,
+  type SizeOptions,
+  type SizeResult,
+  size,
+} from '../../../src/session/size.js';
+import { prepareSize } from '../../../src/session/sizeOptions.js';
+import { betterShare } from '../../../src/session/sizePrediction.js';
+import {
+  CALIBRATION_FORMAT,
+  CALIBRATION_SCHEMA,
+  type CalibrationFile,
+  SIM_MODEL_VERSION,
+} from '../../../src/sim/calibrationFile.js';
+
+const dir = mkdtempSync(join(tmpdir(), 'ig-size-prediction-'));
+after(() => rmSync(dir, { recursive: true, force: true }));
+
+/** A fitted value with a standard error of `rel` on the log scale. */
+const fitted = (value: number, rel: number) => ({
+  value,
+  stdErr: value * rel,
+  low: value * Math.exp(-rel),
+  high: value * Math.exp(rel),
+  before: value,
+});
+const metrics = { ttftMs: 50, tpotMs: 20, outputTokPerS: 100 };
+/** Llama-3-8B on an L40S, the bandwidth and compute shares each known to 5 %. */
+const calibration: CalibrationFile = {
+  format: CALIBRATION_FORMAT,
+  schemaVersion: CALIBRATION_SCHEMA,
+  infergauge: '0.1.0',
+  simulatorModelVersion: SIM_MODEL_VERSION,
+  createdAt: '2026-12-06T00:00:00.000Z',
+  engine: {
+    args: ['--model', 'llama-3-8b', '--gpu', 'l40s'],
+    personality: 'vllm-v1',
+    model: 'Llama-3-8B',
+    gpu: 'L40S 48GB',
+    gpuFamily: 'ada',
+    tp: 1,
+    dp: 1,
+    dtype: 'bf16',
+  },
+  fitted: { mbu: fitted(0.6, 0.05), mfu: fitted(0.45, 0.05) },
+  held: {},
+  covariance: {
+    keys: ['mbu', 'mfu'],
+    matrix: [
+      [0.0025, 0],
+      [0, 0.0025],
+    ],
+  },
+  points: [
+    {
+      label: 'c1',
+      source: 'runs/c1',
+      load: 'concurrency 1',
+      requests: 40,
+      measured: metrics,
+      predicted: metrics,
+      error: { ttftMs: 0.03, tpotMs: -0.02, outputTokPerS: 0.01 },
+    },
+  ],
+  medianAbsError: { fit: { ttftMs: 0.03, tpotMs: 0.02, outputTokPerS: 0.01 } },
+  simulations: 1,
+};
+const calibrationPath = join(dir, 'calibration.json');
+writeFileSync(calibrationPath, JSON.stringify(calibration));
+
+/**
+ * One request a second: one L40S replica meets ITL p99 < 54 ms at about 52 ms (the SLO binds it
+ * barely), an H100 at about 13 ms; the A100 costs most and is slower than the H100 (off the front).
+ */
+const options: SizeOptions = {
+  model: 'llama-3-8b',
+  traffic: { mode: 'rate', rate: 1 },
+  scenario: {
+    name: 'test',
+    input: { kind: 'uniform', min: 128, max: 512 },
+    output: { kind: 'uniform', min: 32, max: 96 },
+  },
+  slo: 'ttft.p99<1000,itl.p99<54',
+  space: {
+    gpus: [{ gpu: 'l40s' }, { gpu: 'h100' }, { gpu: 'a100-80' }],
+    tps: [1],
+    dtypes: [undefined],
+    kvCacheDtypes: [undefined],
+    maxNumSeqs: [undefined, 128],
+    personalities: ['vllm-v1'],
+  },
+  prices: { l40s: 1, h100: 1.5, 'a100-80': 5 },
+  engine: { maxModelLen: 2048 },
+  requests: 120,
+  calibration: calibrationPath,
+};
+
+const feasible = (r: SizeResult) => r.deployments.filter((d) => d.feasible);
+
+describe('size: prediction intervals', () => {
+  let central: SizeResult;
+  let confident: SizeResult;
+  before(async () => {
+    central = await size({ ...options, intervalRows: 3 });
+    confident = await size({ ...options, intervalRows: 3, confidence: 0.9 });
+  });
+
+  test('the front and the top rows get intervals around their figures, and the chance of meeting every SLO', () => {
+    const rows = feasible(central);
+    assert.equal(rows.length, 6);
+    const predicted = rows.filter((d) => d.prediction);
+    assert.equal(central.prediction?.rows, predicted.length);
+    rows.forEach((d, i) => {
+      // Every row on the front or among the first three has one; no other.
+      assert.equal(d.prediction !== undefined, i < 3 || d.pareto === true, `row ${i + 1}`);
+    });
+    assert.ok(
+      rows.some((d) => !d.prediction),
+      'the dear A100s are neither top nor on the front',
+    );
+    for (const d of predicted) {
+      const p = d.prediction as NonNullable<SizedDeployment['prediction']>;
+      assert.equal(p.level, 0.9);
+      assert.equal(p.draws, 32);
+      for (const f of ['ttftP99Ms', 'itlP99Ms', 'tpotP99Ms', 'outputTokPerS'] as const) {
+        const value = d.at?.[f] as number;
+        const range = p.at[f];
+        assert.ok(
+          range && range.low < value && value < range.high,
+          `${f}: ${JSON.stringify(range)}`,
+        );
+        // Two shares known to 5 % and a few per cent of scatter: tens of per cent at most.
+        assert.ok(range.high / range.low < 1.6, `${f}: ${range.low}-${range.high}`);
+      }
+      assert.deepEqual(
+        p.slos.map((s) => s.slo),
+        ['ttft.p99<1000', 'itl.p99<54'],
+      );
+      assert.equal(p.slos[1].value, d.at?.itlP99Ms);
+      // Every SLO at once is no surer than the least sure of them.
+      assert.ok(p.sloChance <= Math.min(...p.slos.map((s) => s.chance)) + 1e-12);
+    }
+    const l40s = rows.filter((d) => d.gpu === 'l40s');
+    assert.deepEqual(
+      l40s.map((d) => d.dp),
+      [1, 1],
+    );
+    for (const d of l40s) {
+      // 52 ms against 54: it meets the SLO at the fitted values, but not surely.
+      assert.equal(d.prediction?.tightest, 'itl.p99<54');
+      const chance = d.prediction?.sloChance as number;
+      assert.ok(chance > 0.3 && chance < 0.9, `${chance}`);
+    }
+    for (const d of rows.filter((x) => x.gpu === 'h100')) {
+      assert.ok((d.prediction?.sloChance as number) > 0.99);
+    }
+  });
+
+  test('--confidence 0.9 adds replicas to the row that barely meets the SLO, and ranks it at their cost', () => {
+    const rows = feasible(confident);
+    const l40s = rows.filter((d) => d.gpu === 'l40s');
+    assert.equal(l40s.length, 2);
+    for (const d of l40s) {
+      const p = d.prediction as NonNullable<SizedDeployment['prediction']>;
+      assert.equal(p.centralDp, 1);
+      assert.ok(d.dp > 1);
+      assert.ok((p.centralSloChance as number) < 0.9 && p.sloChance >= 0.9);
+      assert.equal(d.costPerHour, d.dp * 1);
+      assert.equal(d.gpus, d.dp);
+      // Half the load on each replica: a shorter ITL than at one.
+      const before = feasible(central).find(
+        (c) => c.maxNumSeqs === d.maxNumSeqs && c.gpu === 'l40s',
+      );
+      assert.ok((d.at?.itlP99Ms as number) < (before?.at?.itlP99Ms as number));
+      assert.equal(d.pareto, false, 'dearer and slower than an H100');
+    }
+    // The H100s are now cheapest: first, and the recommendation is said to have changed.
+    assert.equal(feasible(central)[0].gpu, 'l40s');
+    assert.equal(rows[0].gpu, 'h100');
+    assert.match(confident.prediction?.centralFirst?.label ?? '', /^l40s TP1 x1 /);
+    assert.ok((confident.prediction?.centralFirst?.sloChance as number) < 0.9);
+    for (const d of rows.filter((x) => x.prediction)) {
+      assert.ok((d.prediction?.sloChance as number) >= 0.9);
+    }
+  });
+
+  test('says which top rows the draws cannot tell apart', () => {
+    // Central: the L40S may miss its ITL SLO (a chance under 90 %), so it is not surely better
+    // than the dearer H100, nor the H100 than it: the first rows cannot be told apart.
+    const leaders = central.prediction?.leaders ?? [];
+    assert.equal(leaders[0], 1);
+    assert.ok(leaders.some((rank) => central.deployments[rank - 1].gpu === 'h100'));
+    // At 90 %: the H100s are cheaper and sure, told apart from the L40Ss; the two H100s (the
+    // same engine at two max-num-seqs that the load never reaches) are not told apart.
+    const ranks = confident.prediction?.leaders ?? [];
+    assert.deepEqual(
+      ranks.map((rank) => confident.deployments[rank - 1].gpu),
+      ['h100', 'h100'],
+    );
+    assert.deepEqual(confident.deployments[0].prediction?.sameAs, [2]);
+    const table = renderSize(confident, 15, '1 req/s');
+    assert.match(table, /P\(SLOs\)/);
+    assert.match(table, /itl\.p99 \d+\.\d \(\d+\.\d-\d+\.\d\)/);
+    assert.match(table, / 2 \(\+1\) /);
+    assert.match(
+      table,
+      /--confidence changed the recommendation: the central ranking's first, l40s/,
+    );
+    assert.match(table, /Top 2 cannot be told apart within the calibration's uncertainty/);
+  });
+
+  test('a row better in the draws: cheaper while meeting the SLOs, or as cheap and faster beyond the run-to-run noise', () => {
+    const sure = { z: [[5], [5]], ttft: [100, 100] };
+    const unsure = { z: [[5], [-5]], ttft: [100, 100] };
+    // Cheaper and sure: better in every draw; cheaper and missing in one draw of two: half.
+    assert.ok(
+      betterShare({ costPerHour: 1, gpus: 1 }, sure, { costPerHour: 2, gpus: 2 }, sure) > 0.99,
+    );
+    const half = betterShare(
+      { costPerHour: 1, gpus: 1 },
+      unsure,
+      { costPerHour: 2, gpus: 2 },
+      sure,
+    );
+    assert.ok(Math.abs(half - 0.5) < 0.01);
+    // Dearer: better only where the cheaper one misses and it does not.
+    const dear = betterShare(
+      { costPerHour: 2, gpus: 2 },
+      sure,
+      { costPerHour: 1, gpus: 1 },
+      unsure,
+    );
+    assert.ok(Math.abs(dear - 0.5) < 0.01);
+    // The same cost: 1 % faster is within the noise, 20 % faster is not.
+    const same = { costPerHour: 1, gpus: 1 };
+    const faster = (ms: number) => ({ z: [[5], [5]], ttft: [ms, ms] });
+    assert.ok(betterShare(same, faster(99), same, faster(100)) < 0.9);
+    assert.ok(betterShare(same, faster(80), same, faster(100)) > 0.99);
+  });
+
+  test('report.html shows the chances and the lines about them, escaped', () => {
+    const json = { schemaVersion: 1, traffic: options.traffic, slo: options.slo, ...confident };
+    json.deployments = json.deployments.map((d, i) => (i === 0 ? { ...d, gpu: '<b>h100' } : d));
+    const html = renderHtmlReport({ kind: 'size', dir, size: json });
+    assert.match(html, /<th[^>]*>P\(SLOs\)<\/th>/);
+    assert.match(html, /changed the recommendation/);
+    assert.ok(html.includes('#1 &lt;b&gt;h100 TP1 x1'), 'a GPU id is escaped in the lines');
+    assert.ok(!html.includes('<b>h100'));
+  });
+});
+
+describe('size: prediction options', () => {
+  test('need a calibration, and their ranges', async () => {
+    const flags = {
+      model: 'llama-3-8b',
+      rate: '1',
+      slo: 'ttft.p99<500',
+      gpu: 'l40s',
+    };
+    assert.match(
+      prepareSize({ ...flags, confidence: '0.9', intervalRows: '3' }).problems.join('\n'),
+      /--interval-rows, --confidence need --calibration FILE/,
+    );
+    const ranges = prepareSize({
+      ...flags,
+      calibration: calibrationPath,
+      confidence: '0.999',
+      predictionDraws: '-1',
+    }).problems.join('\n');
+    assert.match(ranges, /--confidence must be a number >= 0.5 and <= 0.99 \(got 0.999\)/);
+    assert.match(ranges, /--prediction-draws must be a whole number >= 0/);
+    assert.equal(
+      prepareSize({ ...flags, calibration: calibrationPath, confidence: '0.8' }).options
+        ?.confidence,
+      0.8,
+    );
+    const { calibration: _, ...uncalibrated } = options;
+    await assert.rejects(
+      size({ ...uncalibrated, confidence: 0.9 }),
+      (err: unknown) => err instanceof SizeError && /needs --calibration/.test(err.message),
+    );
+  });
+
+  test('without a calibration there are no intervals, and the table says why', async () => {
+    const { calibration: _, ...uncalibrated } = options;
+    const r = await size({
+      ...uncalibrated,
+      space: { ...options.space, gpus: [{ gpu: 'h100' }], maxNumSeqs: [undefined] },
+    });
+    assert.equal(r.prediction, undefined);
+    assert.ok(r.deployments.every((d) => d.prediction === undefined));
+    assert.match(
+      renderSize(r, 15, '1 req/s'),
+      /No intervals: they come from a calibration's uncertainty/,
+    );
+  });
+});
