@@ -353,7 +353,8 @@ export async function size(o: SizeOptions): Promise<SizeResult> {
 
 /** A search's rows with what the predictions need to run their operating points again. */
 interface PredictionInput {
-  search: Search;
+  /** Absent without a calibration: nothing to predict with. */
+  search?: Search;
   thresholds: Threshold[];
   candidateOf: ReadonlyMap<SizedDeployment, Candidate>;
   started: number;
@@ -365,7 +366,8 @@ interface PredictionInput {
  * stopped search, or with predictionDraws 0.
  */
 function withPredictions(o: SizeOptions, found: SizeResult, input: PredictionInput): SizeResult {
-  if (o.calibration === undefined) return found;
+  const { search, candidateOf } = input;
+  if (o.calibration === undefined || !search) return found;
   const result = { ...found, calibration: o.calibration };
   if (result.interrupted || o.predictionDraws === 0) return result;
   let model: ReturnType<typeof predictionModelOf>;
@@ -375,8 +377,8 @@ function withPredictions(o: SizeOptions, found: SizeResult, input: PredictionInp
     // A file that cannot be read is every row's problem already.
     return result;
   }
-  const { search, candidateOf } = input;
   const before = search.simulations;
+  const startedPredictions = performance.now();
   const prediction = predictSize(result.deployments, {
     model,
     thresholds: input.thresholds,
@@ -397,7 +399,11 @@ function withPredictions(o: SizeOptions, found: SizeResult, input: PredictionInp
   });
   return {
     ...result,
-    prediction,
+    prediction: {
+      ...prediction,
+      simulations: search.simulations - before,
+      wallS: (performance.now() - startedPredictions) / 1000,
+    },
     simulations: result.simulations + search.simulations - before,
     wallS: (performance.now() - input.started) / 1000,
   };
@@ -543,7 +549,10 @@ export async function sizeInParallel(o: SizeOptions, threads: number): Promise<S
   );
   const result = finish(o, combos.length, evaluated, simulations, [...warnings], started);
   // The predictions run in this thread: a few rows, each its draws in turn.
-  const search = new Search(o, thresholds, requestSlo, await sessionsOf(o));
+  const search =
+    o.calibration !== undefined
+      ? new Search(o, thresholds, requestSlo, await sessionsOf(o))
+      : undefined;
   return withPredictions(o, result, { search, thresholds, candidateOf, started });
 }
 

@@ -106,6 +106,9 @@ export interface SizePredictionSummary {
   leaders: number[];
   /** The predictions were stopped (Ctrl-C): rows after the stop have none. */
   interrupted?: true;
+  /** Virtual runs the predictions made, and their wall time (within the result's). */
+  simulations?: number;
+  wallS?: number;
 }
 
 /** A row's operating point in one draw: `at`'s figures, each SLO's figure, failed requests. */
