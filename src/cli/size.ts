@@ -171,5 +171,5 @@ async function sizeAction(o: Record<string, string | boolean | undefined>): Prom
     );
     if (out) printNotice('size', `results: ${out}/size.json, ${out}/report.html`);
   }
-  return result.interrupted ? EXIT.interrupted : EXIT.ok;
+  return result.interrupted || result.prediction?.interrupted ? EXIT.interrupted : EXIT.ok;
 }

@@ -365,7 +365,11 @@ interface PredictionInput {
  * (sizePrediction.ts), run in this thread after the search: none without a calibration, for a
  * stopped search, or with predictionDraws 0.
  */
-function withPredictions(o: SizeOptions, found: SizeResult, input: PredictionInput): SizeResult {
+async function withPredictions(
+  o: SizeOptions,
+  found: SizeResult,
+  input: PredictionInput,
+): Promise<SizeResult> {
   const { search, candidateOf } = input;
   if (o.calibration === undefined || !search) return found;
   const result = { ...found, calibration: o.calibration };
@@ -379,7 +383,7 @@ function withPredictions(o: SizeOptions, found: SizeResult, input: PredictionInp
   }
   const before = search.simulations;
   const startedPredictions = performance.now();
-  const prediction = predictSize(result.deployments, {
+  const prediction = await predictSize(result.deployments, {
     model,
     thresholds: input.thresholds,
     draws: o.predictionDraws ?? PREDICTION_DRAWS,
@@ -395,7 +399,7 @@ function withPredictions(o: SizeOptions, found: SizeResult, input: PredictionInp
       markPareto(rows);
       rows.sort(rank);
     },
-    stopped: () => o.signal?.aborted === true,
+    ...(o.signal ? { stopped: () => o.signal?.aborted === true } : {}),
   });
   return {
     ...result,

@@ -138,6 +138,7 @@ export interface SizePredictionHost {
   ): { outcome: SizePointOutcome; placed: SizedDeployment };
   /** Ranks the rows (in place) and marks the Pareto front again. */
   order(rows: SizedDeployment[]): void;
+  /** Whether to stop (Ctrl-C); asked between rows, after letting a stop be heard. */
   stopped?: () => boolean;
 }
 
@@ -155,10 +156,10 @@ interface Analysed {
  * hold at it), ranks `rows` again where that moved them, and says which top rows the draws
  * cannot tell apart. Mutates the rows.
  */
-export function predictSize(
+export async function predictSize(
   rows: SizedDeployment[],
   host: SizePredictionHost,
-): SizePredictionSummary {
+): Promise<SizePredictionSummary> {
   const draws = host.model.keys.length > 0 ? drawValues(host.model, host.draws) : [];
   const central = centralValues(host.model);
   const firstBefore = rows.find((r) => r.feasible);
@@ -169,6 +170,8 @@ export function predictSize(
     const todo = wanted(rows, host.intervalRows).filter((r) => !analysed.has(r));
     if (todo.length === 0) break;
     for (const row of todo) {
+      // A row's draws are synchronous: between two, let a stop be heard.
+      if (host.stopped) await new Promise((resolve) => setImmediate(resolve));
       if (host.stopped?.()) {
         interrupted = true;
         break;
