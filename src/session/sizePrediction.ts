@@ -183,10 +183,11 @@ export async function predictSize(
       row.prediction = a.prediction;
       analysed.set(row, a);
     }
-    if (interrupted) break;
-    // Only a confidence moves rows: their costs changed, and with them the ranking and front.
+    // Only a confidence moves rows: their costs changed, and with them the ranking and front
+    // (also where a stop left the rest unpredicted).
     if (host.confidence === undefined) break;
     host.order(rows);
+    if (interrupted) break;
   }
   const leaders = distinguish(rows, analysed, host.intervalRows);
   const first = rows.find((r) => r.feasible);
