@@ -66,11 +66,14 @@ export interface SizeView {
   prediction?: SizePredictionView;
 }
 
-/** A chance as a share, never rounded to a certainty it is not: `>99%`, `67%`, `<1%`. */
+/**
+ * A chance as a share, never a certainty: `>99%`, `67%`, `<1%` (a model's tails are thinner
+ * than a server's, so even a chance it computes as 1 is not shown as 100 %).
+ */
 export function chanceText(p: number): string {
   if (!Number.isFinite(p)) return '-';
-  if (p >= 0.995 && p < 1) return '>99%';
-  if (p > 0 && p < 0.005) return '<1%';
+  if (p >= 0.995) return '>99%';
+  if (p <= 0.005) return '<1%';
   return `${Math.round(p * 100)}%`;
 }
 
