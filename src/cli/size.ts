@@ -125,6 +125,7 @@ async function sizeAction(o: Record<string, string | boolean | undefined>): Prom
         ...prepared.options,
         onStart: progress.started,
         onCandidate: progress.candidate,
+        onPredictions: progress.predicting,
         signal: interrupts.stop,
       },
       prepared.threads ?? Math.min(4, availableParallelism()),

@@ -126,6 +126,8 @@ export interface SizeOptions {
   onStart?: (total: number, threads: number) => void;
   /** Called after each candidate, for a progress line. */
   onCandidate?: (done: number, total: number) => void;
+  /** Called as the predictions begin on `rows` (more) deployments, each at `draws` draws. */
+  onPredictions?: (rows: number, draws: number) => void;
   /**
    * Stops the search (Ctrl-C): the candidates evaluated so far are ranked and returned, the
    * result marked `interrupted`. With a signal, `sizeInParallel` searches on worker threads
@@ -400,6 +402,7 @@ async function withPredictions(
       rows.sort(rank);
     },
     ...(o.signal ? { stopped: () => o.signal?.aborted === true } : {}),
+    ...(o.onPredictions ? { onRows: o.onPredictions } : {}),
   });
   return {
     ...result,
@@ -494,7 +497,7 @@ export async function sizeInParallel(o: SizeOptions, threads: number): Promise<S
   const combos = candidates(o.space);
   const inThread = threads <= 1 || combos.length < 4 * threads;
   if (combos.length === 0 || (inThread && !o.signal)) return size(o);
-  const { onCandidate, onStart, signal, ...data } = o;
+  const { onCandidate, onStart, onPredictions, signal, ...data } = o;
   const count = Math.min(threads, combos.length);
   onStart?.(combos.length, count);
   const { Worker } = await import('node:worker_threads');

@@ -140,6 +140,8 @@ export interface SizePredictionHost {
   order(rows: SizedDeployment[]): void;
   /** Whether to stop (Ctrl-C); asked between rows, after letting a stop be heard. */
   stopped?: () => boolean;
+  /** Told as the predictions begin on `rows` (more) rows, each at `draws` draws. */
+  onRows?: (rows: number, draws: number) => void;
 }
 
 /** A row's draws as compared: each draw's standardised margin per SLO, and its p99 TTFT. */
@@ -169,6 +171,7 @@ export async function predictSize(
   for (;;) {
     const todo = wanted(rows, host.intervalRows).filter((r) => !analysed.has(r));
     if (todo.length === 0) break;
+    host.onRows?.(todo.length, draws.length);
     for (const row of todo) {
       // A row's draws are synchronous: between two, let a stop be heard.
       if (host.stopped) await new Promise((resolve) => setImmediate(resolve));

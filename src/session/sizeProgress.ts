@@ -21,6 +21,8 @@ export interface SizeProgressOptions {
 export interface SizeProgress {
   started(total: number, threads: number): void;
   candidate(done: number, total: number): void;
+  /** The calibrated predictions begin on `rows` more deployments (the front and top rows). */
+  predicting(rows: number, draws: number): void;
   /** Ends the redrawn line (call once, whatever happened). */
   finished(): void;
 }
@@ -81,6 +83,13 @@ export function sizeProgress(o: SizeProgressOptions): SizeProgress {
         write(`\r\x1b[Kinfergauge size: ${line}`);
         drawn = true;
       } else say(line);
+    },
+    predicting(rows, draws) {
+      if (drawn) write('\n');
+      drawn = false;
+      say(
+        `predicting ${fmtNumber(rows)} deployment${rows === 1 ? '' : 's'} (the Pareto front and the top rows) at ${fmtNumber(draws)} draws of the calibration each`,
+      );
     },
     finished() {
       if (drawn) write('\n');

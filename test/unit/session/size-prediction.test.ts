@@ -20,6 +20,7 @@ import {
 } from '../../../src/session/size.js';
 import { prepareSize } from '../../../src/session/sizeOptions.js';
 import { betterShare } from '../../../src/session/sizePrediction.js';
+import { sizeProgress } from '../../../src/session/sizeProgress.js';
 import {
   CALIBRATION_FORMAT,
   CALIBRATION_SCHEMA,
@@ -114,8 +115,13 @@ const feasible = (r: SizeResult) => r.deployments.filter((d) => d.feasible);
 describe('size: prediction intervals', () => {
   let central: SizeResult;
   let confident: SizeResult;
+  const told: number[][] = [];
   before(async () => {
-    central = await size({ ...options, intervalRows: 3 });
+    central = await size({
+      ...options,
+      intervalRows: 3,
+      onPredictions: (rows, draws) => told.push([rows, draws]),
+    });
     confident = await size({ ...options, intervalRows: 3, confidence: 0.9 });
   });
 
@@ -124,6 +130,13 @@ describe('size: prediction intervals', () => {
     assert.equal(rows.length, 6);
     const predicted = rows.filter((d) => d.prediction);
     assert.equal(central.prediction?.rows, predicted.length);
+    // Told once, before the draws: the central ranking does not move.
+    assert.deepEqual(told, [[predicted.length, 32]]);
+    const lines: string[] = [];
+    sizeProgress({ terminal: false, write: (t) => lines.push(t) }).predicting(4, 32);
+    assert.deepEqual(lines, [
+      'infergauge size: predicting 4 deployments (the Pareto front and the top rows) at 32 draws of the calibration each\n',
+    ]);
     rows.forEach((d, i) => {
       // Every row on the front or among the first three has one; no other.
       assert.equal(d.prediction !== undefined, i < 3 || d.pareto === true, `row ${i + 1}`);
