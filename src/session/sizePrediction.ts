@@ -350,7 +350,7 @@ function raise(
     const best = Math.max(...[...tried.values()].map((a) => a.prediction.sloChance));
     Object.assign(row, {
       feasible: false,
-      reason: `under --confidence ${want}: meets the SLOs with chance ${percent(atCentral.prediction.sloChance)} at ${centralDp} replicas and at most ${percent(best)} ${stalled ? `with more (${below} replicas add nothing)` : `at --max-dp ${host.maxDp}`}`,
+      reason: `under --confidence ${want}: meets the SLOs with chance ${percent(atCentral.prediction.sloChance)} at ${centralDp} replicas, and at most ${percent(best)} ${stalled ? `with more (at ${below}, more replicas no longer raise it)` : `up to --max-dp ${host.maxDp}`}`,
     });
     delete row.pareto;
     return atCentral;
