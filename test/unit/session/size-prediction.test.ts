@@ -236,6 +236,35 @@ describe('size: prediction intervals', () => {
     assert.match(table, /Top 2 cannot be told apart within the calibration's uncertainty/);
   });
 
+  test('a row more replicas do not bring to the confidence is ruled out, saying how far they took it', async () => {
+    const alone = { ...options.space, gpus: [{ gpu: 'l40s' }], maxNumSeqs: [undefined] };
+    const light = await size({
+      ...options,
+      space: alone,
+      traffic: { mode: 'rate', rate: 0.05 },
+      slo: 'itl.p99<1000',
+      predictionDraws: 0,
+    });
+    // An ITL SLO 3 % above an idle replica's: the fitted values meet it, their draws often not,
+    // and no number of replicas goes below an idle one.
+    const idle = light.deployments[0].at?.itlP99Ms as number;
+    const r = await size({
+      ...options,
+      space: alone,
+      traffic: { mode: 'rate', rate: 0.5 },
+      slo: `itl.p99<${(idle * 1.03).toFixed(1)}`,
+      confidence: 0.95,
+    });
+    const [row] = r.deployments;
+    assert.equal(row.feasible, false);
+    assert.match(
+      row.reason ?? '',
+      /^under --confidence 0\.95: meets the SLOs with chance \d+ % at \d+ replicas, and at most \d+ % with more \(at \d+, more replicas no longer raise it\)$/,
+    );
+    assert.ok((row.prediction?.sloChance as number) < 0.95);
+    assert.equal(row.pareto, undefined);
+  });
+
   test('a row better in the draws: cheaper while meeting the SLOs, or as cheap and faster beyond the run-to-run noise', () => {
     const sure = { z: [[5], [5]], ttft: [100, 100] };
     const unsure = { z: [[5], [-5]], ttft: [100, 100] };
