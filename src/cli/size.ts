@@ -84,6 +84,13 @@ export function sizeCommand(): Command {
     .option('--threads <n>', 'worker threads (default: the cores, at most 4)')
     .option('--seed <n>', 'seed of lengths and arrivals (default: 42)')
     .option('--top <n>', 'deployments shown (default: 15)')
+    .option(
+      '--verify <url>',
+      'after the search, measure one replica of the recommendation (or the nearest deployment the server runs) on this server at its share of the traffic and compare it with the calibrated prediction; the check is added to the calibration (refitted when contradicted); needs --calibration and --out',
+    )
+    .option('--verify-requests <n>', 'requests measured by --verify (default: 300)')
+    .option('--verify-model <name>', "the served model's name (default: the server's /v1/models)")
+    .option('--verify-no-refit', 'record a contradicting check with a warning instead of refitting')
     .option('--out <dir>', 'also write size.json and report.html here')
     .option('--json', 'print size.json to stdout instead of the table');
   return command.action((o) => runAction('size', () => sizeAction(o))) as unknown as Command;
@@ -131,12 +138,18 @@ async function sizeAction(o: Record<string, string | boolean | undefined>): Prom
     );
   }
   printWarnings('size', result.warnings);
+  // The loop closed on the server: after a whole search only (a stopped one recommends nothing).
+  let verification: Awaited<ReturnType<typeof verifyOn>> | undefined;
+  if (prepared.verify && !result.interrupted) {
+    verification = await verifyOn(prepared.options, result, prepared.verify);
+  }
   // A trace sets every request's lengths: no scenario is sized.
   const json = {
     traffic,
     ...(traffic.mode === 'trace' ? {} : { scenario: describeScenario(scenario) }),
     slo,
     ...result,
+    ...(verification ? { verification } : {}),
   };
   const out = typeof o.out === 'string' ? o.out : undefined;
   if (out) {
@@ -157,7 +170,31 @@ async function sizeAction(o: Record<string, string | boolean | undefined>): Prom
         traffic.mode === 'trace' ? trafficText : `${trafficText} of ${describeScenario(scenario)}`,
       ),
     );
+    if (verification) {
+      const { renderVerification } = await import('../report/sizeVerifyText.js');
+      process.stdout.write(renderVerification(verification));
+    }
     if (out) printNotice('size', `results: ${out}/size.json, ${out}/report.html`);
   }
-  return result.interrupted ? EXIT.interrupted : EXIT.ok;
+  if (result.interrupted) return EXIT.interrupted;
+  // A server that could not be measured fails the command as it fails `run` (the size result is
+  // written); a prediction the server contradicts is an answer, said, not a failure.
+  if (verification?.error !== undefined) {
+    printNotice('size', `--verify: ${verification.error}`);
+    return EXIT.failure;
+  }
+  return EXIT.ok;
+}
+
+async function verifyOn(
+  options: import('../session/size.js').SizeOptions,
+  result: import('../session/size.js').SizeResult,
+  verify: import('../session/sizeVerify.js').SizeVerifyOptions,
+) {
+  const { verifySize } = await import('../session/sizeVerify.js');
+  return verifySize(options, result, {
+    ...verify,
+    env: process.env,
+    onNotice: (message) => printNotice('size', message),
+  });
 }

@@ -5,7 +5,7 @@
  * (sim/calibrate.ts) and predicts each run from the others.
  */
 import { realpathSync } from 'node:fs';
-import { relative } from 'node:path';
+import { dirname, relative, resolve } from 'node:path';
 import { parseFlagNumber } from '../flagNumber.js';
 import type { LoadSpec } from '../load.js';
 import type { RequestRecord } from '../record.js';
@@ -267,6 +267,47 @@ export async function calibrate(
     warnings,
     wallS: (performance.now() - started) / 1000,
   };
+}
+
+/**
+ * The calibration fitted again on its own runs (points[].source, and the runs of its earlier
+ * verifications) and `added`, the way it was fitted: the engine of its args, the same values
+ * held, the same keys fitted (what --hold-unidentified held is offered to the fit again and held
+ * again if still unidentified), the same step probe. Sources are found from the working
+ * directory, else beside the file; one that is gone refuses the refit (CalibrationRefused).
+ */
+export async function refitCalibration(
+  file: CalibrationFile,
+  path: string,
+  added: readonly string[],
+): Promise<CalibrationFile> {
+  const problems: string[] = [];
+  const locate = (source: string) => {
+    for (const dir of [source, resolve(dirname(path), source)]) if (isDirectory(dir)) return dir;
+    problems.push(`${source}: the calibration's run is not there (from here or beside ${path})`);
+    return source;
+  };
+  const earlier = [
+    ...file.points.map((p) => p.source),
+    ...(file.verifications ?? []).flatMap((v) => (typeof v.dir === 'string' ? [v.dir] : [])),
+  ].map(locate);
+  const steps = file.steps?.sources.map(locate);
+  if (problems.length > 0) throw new CalibrationRefused(problems);
+  const unidentified = (file.warnings ?? []).flatMap((w) => {
+    const key = FIT_KEYS.find((k) => fitFlag(k) === w.parameter);
+    return w.code === 'calibration_held_unidentified' && key ? [key] : [];
+  });
+  const held = Object.fromEntries(
+    Object.entries(file.held).filter(([k]) => !unidentified.includes(k as FitKey)),
+  );
+  const fit = [...(Object.keys(file.fitted) as FitKey[]), ...unidentified];
+  const result = await calibrate([...earlier, ...added], {
+    flags: { ...engineSettingsFromArgs(file.engine.args), ...held },
+    fit: fit.map((k) => fitFlag(k).slice(2)).join(','),
+    ...(steps?.length ? { steps } : {}),
+    ...(unidentified.length > 0 ? { holdUnidentified: true } : {}),
+  });
+  return result.file;
 }
 
 /** `--fit mbu,step-overhead-ms` as keys; undefined when not given. */
