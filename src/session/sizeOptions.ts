@@ -4,7 +4,7 @@
  * reading of a number option.
  */
 import { parseFlagNumber } from '../flagNumber.js';
-import { shapedTrace } from '../plan/runPlan.js';
+import { PlanError, parseRunPlan, shapedTrace } from '../plan/runPlan.js';
 import { readCalibrationFile } from '../sim/calibrationFile.js';
 import { calibrationFileNotices } from '../sim/calibrationWarnings.js';
 import { engineVersionProblem } from '../sim/personality.js';
@@ -264,6 +264,14 @@ function verifyFlags(
   if (!parsed || (parsed.protocol !== 'http:' && parsed.protocol !== 'https:')) {
     // Never the URL itself: it may carry credentials.
     problems.push('--verify must be the http:// or https:// base URL of the server');
+  } else {
+    // What `run --url` refuses (credentials in the URL, ...) is refused before the search.
+    try {
+      parseRunPlan({ url });
+    } catch (err) {
+      if (!(err instanceof PlanError)) throw err;
+      problems.push(...err.problems.map((p) => `--verify: ${p.replace(/^--url /, '')}`));
+    }
   }
   const requests = number('verifyRequests', { integer: true, min: 20 });
   const model = str('verifyModel');

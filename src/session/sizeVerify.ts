@@ -447,8 +447,13 @@ export async function verifySize(
     if (nothingSucceeded(summaries)) throw new Error(failedToRun(summaries));
     measured = summaries[0];
   } catch (err) {
-    // The URL as given may carry credentials: messages name the server without them.
-    const message = describeError(err).split(v.url).join(server);
+    // The URL as given may carry credentials (a query's key): messages name it without them,
+    // and the flag to pass is size's.
+    const bare = v.url.endsWith('/') ? server : server.replace(/\/$/, '');
+    const message = describeError(err)
+      .split(v.url)
+      .join(bare)
+      .replace('pass --model NAME', 'pass --verify-model NAME');
     return {
       ...base,
       figures: metrics.map((t) => ({
