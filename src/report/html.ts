@@ -1415,6 +1415,79 @@ function capacityReport(input: Extract<ReportInput, { kind: 'capacity' }>, chart
 // Sizing
 
 /**
+ * `size --verify`: the point measured on the server, each figure predicted against measured,
+ * the SLOs on the server and what became of the calibration. All of it is file text: escaped.
+ */
+function verificationSection(v: Json | undefined): Section[] {
+  if (!v) return [];
+  const figure = (n: number | undefined) => (n === undefined ? '-' : fmtSig(n));
+  const load = obj(v.load);
+  const loadText =
+    load?.mode === 'rate'
+      ? `${fmtSig(num(load.rate) ?? 0)} req/s`
+      : `${fmtNumber(num(load?.users) ?? 0)} users`;
+  const head = `<h2>Verified on the server</h2><p>${esc(`${str(v.deployment) ?? ''} at ${loadText}, ${fmtNumber(num(v.requests) ?? 0)} requests on ${str(v.server) ?? 'the server'}: ${str(v.chosen) ?? ''}`)}</p>`;
+  const error = str(v.error);
+  if (error !== undefined) {
+    return [
+      {
+        kind: 'verification',
+        id: 'verification',
+        nav: 'Verification',
+        html: `${head}<p>${esc(`The server could not be measured: ${error}`)}</p>`,
+      },
+    ];
+  }
+  const rows = arr(v.figures).flatMap((f) => {
+    const o = obj(f);
+    if (!o) return [];
+    const interval = obj(o.interval);
+    const low = num(interval?.low);
+    const high = num(interval?.high);
+    const error = num(o.error);
+    const tolerance = num(o.tolerance);
+    return [
+      [
+        str(o.metric) ?? '',
+        `${figure(num(o.predicted))}${low !== undefined && high !== undefined ? ` (${fmtSig(low)}-${fmtSig(high)})` : ''}`,
+        figure(num(o.measured)),
+        error === undefined ? '-' : `${error >= 0 ? '+' : ''}${pct(error)}`,
+        o.inside === undefined
+          ? '-'
+          : interval
+            ? o.inside === true
+              ? 'inside'
+              : 'outside'
+            : `${o.inside === true ? 'within' : 'off by more than'} ${pct(tolerance)}`,
+      ],
+    ];
+  });
+  const slo = arr(v.slo)
+    .map(obj)
+    .flatMap((s) => (s ? [str(s.message) ?? ''] : []))
+    .join('; ');
+  const calibration = str(v.calibration) ?? 'the calibration';
+  const outcome =
+    v.inside === true
+      ? `The server agrees with the prediction; the check is recorded in ${calibration}.`
+      : v.refitted === true
+        ? `The server contradicts the prediction: ${calibration} was refitted with this run.`
+        : `The server contradicts the prediction (${str(v.refitProblem) ?? 'not refitted'}): ${calibration} warns of it (calibration_verify_contradicted).`;
+  return [
+    {
+      kind: 'verification',
+      id: 'verification',
+      nav: 'Verification',
+      html: `${head}${table(
+        ['figure', 'predicted', 'measured', 'error', 'verdict'],
+        rows.map((r) => r.map(esc)),
+        [0, 4],
+      )}<p>${esc(`SLOs on the server: ${v.sloHeld === true ? 'hold' : 'missed'} (${slo}). ${outcome} Run: ${str(v.dir) ?? ''}`)}</p>`,
+    },
+  ];
+}
+
+/**
  * `infergauge size`: the deployments that serve the traffic, ranked by cost, with the
  * cost/latency scatter and its Pareto front; those ruled out below with their reasons.
  */
@@ -1500,7 +1573,16 @@ function sizeReport(input: Extract<ReportInput, { kind: 'size' }>, charts: Chart
 <h1>${esc(headline)}</h1>
 <p class="facts">${esc(`${[str(z.scenario), `${fmtNumber(num(z.simulations) ?? 0)} virtual runs in ${fmtNumber(num(z.wallS) ?? 0, 1)} s.`].filter((x) => x !== undefined).join('; ')}`)}</p>`,
     },
-    ...warningsSection(arr(z.warnings).map((w) => ({ message: String(w) }))),
+    ...warningsSection([
+      ...arr(z.warnings).map((w) => ({ message: String(w) })),
+      // The calibration's own (its fit's, a check's that contradicted it), as the file keeps them.
+      ...arr(z.calibrationWarnings).flatMap((w) => {
+        const o = obj(w);
+        return o
+          ? [{ where: 'calibration', message: `[${str(o.code) ?? '?'}] ${str(o.message) ?? ''}` }]
+          : [];
+      }),
+    ]),
     {
       kind: 'size',
       id: 'deployments',
@@ -1534,6 +1616,7 @@ function sizeReport(input: Extract<ReportInput, { kind: 'size' }>, charts: Chart
           : ''
       }</p>`,
     },
+    ...verificationSection(obj(z.verification)),
     {
       kind: 'ruled-out',
       id: 'ruled-out',
