@@ -140,8 +140,17 @@ async function sizeAction(o: Record<string, string | boolean | undefined>): Prom
   printWarnings('size', result.warnings);
   // The loop closed on the server: after a whole search only (a stopped one recommends nothing).
   let verification: Awaited<ReturnType<typeof verifyOn>> | undefined;
-  if (prepared.verify && !result.interrupted) {
-    verification = await verifyOn(prepared.options, result, prepared.verify);
+  // What stops the check itself (a calibration file that cannot be read) is thrown after the
+  // search's result is written.
+  let verifyFailure: unknown;
+  if (prepared.verify && result.interrupted) {
+    printNotice('size', '--verify: not run, the search was stopped before it recommended anything');
+  } else if (prepared.verify) {
+    try {
+      verification = await verifyOn(prepared.options, result, prepared.verify);
+    } catch (err) {
+      verifyFailure = err;
+    }
   }
   // A trace sets every request's lengths: no scenario is sized.
   const json = {
@@ -176,6 +185,7 @@ async function sizeAction(o: Record<string, string | boolean | undefined>): Prom
     }
     if (out) printNotice('size', `results: ${out}/size.json, ${out}/report.html`);
   }
+  if (verifyFailure !== undefined) throw verifyFailure;
   if (result.interrupted) return EXIT.interrupted;
   // A server that could not be measured fails the command as it fails `run` (the size result is
   // written); a prediction the server contradicts is an answer, said, not a failure.

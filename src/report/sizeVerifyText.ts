@@ -26,6 +26,7 @@ export interface VerificationView {
   inside: boolean;
   sloHeld: boolean;
   slo: { metric: string; ok: boolean; message: string }[];
+  validity?: { verdict: string; reasons: string[] };
   refitted: boolean;
   refitProblem?: string;
   dir: string;
@@ -85,12 +86,19 @@ export function renderVerification(v: VerificationView): string {
       : `  SLOs on the server: MISSED (${missed.map((s) => terminalSafe(s.message)).join('; ')})`,
   );
   const file = terminalSafe(v.calibration);
+  if (v.validity && v.validity.verdict !== 'valid') {
+    lines.push(
+      `  The measured run is ${v.validity.verdict.toUpperCase()} (${terminalSafe(v.validity.reasons.join(', '))}): see its summary`,
+    );
+  }
   lines.push(
     v.inside
       ? `  Calibration: the server agrees with the prediction; the check is recorded in ${file}`
       : v.refitted
         ? `  Calibration: the server contradicts the prediction; ${file} was refitted with this run`
-        : `  Calibration: the server contradicts the prediction; ${terminalSafe(v.refitProblem ?? 'not refitted')}: ${file} now warns of it (calibration_verify_contradicted)`,
+        : v.validity?.verdict === 'invalid'
+          ? `  Calibration: ${terminalSafe(v.refitProblem ?? 'not refitted')}; the check is recorded in ${file}`
+          : `  Calibration: the server contradicts the prediction; ${terminalSafe(v.refitProblem ?? 'not refitted')}: ${file} now warns of it (calibration_verify_contradicted)`,
   );
   lines.push(`  Results: ${terminalSafe(v.dir)}`, '');
   return lines.join('\n');

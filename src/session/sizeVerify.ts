@@ -15,6 +15,7 @@ import {
 } from '../analysis/thresholds.js';
 import { describeError } from '../errors.js';
 import type { RunSummary } from '../metrics/summary.js';
+import { validityOf } from '../metrics/validity.js';
 import { parseRunPlan } from '../plan/runPlan.js';
 import { failedToRun, nothingSucceeded } from '../report/failures.js';
 import { claimNewDir } from '../results/runFiles.js';
@@ -475,6 +476,7 @@ export async function verifySize(
     ok: r.ok,
     message: r.message,
   }));
+  const validity = validityOf(measured.warnings);
   const verification: SizeVerification = {
     ...base,
     at: new Date().toISOString(),
@@ -482,9 +484,13 @@ export async function verifySize(
     inside,
     sloHeld: slo.every((s) => s.ok),
     slo,
+    validity: {
+      verdict: validity.verdict,
+      reasons: [...new Set(validity.reasons.map((r) => r.code))],
+    },
     refitted: false,
   };
-  await record(path, file, verification, v);
+  await recordVerification(path, file, verification, v);
   return verification;
 }
 
@@ -493,14 +499,19 @@ export async function verifySize(
  * calibration on its runs and this one (the same held values and fitted keys), or, not refitted
  * (`noRefit`, a refit refused), leaves a warning every command using the file repeats.
  */
-async function record(
+export async function recordVerification(
   path: string,
   file: CalibrationFile,
   verification: SizeVerification,
   v: SizeVerifyOptions,
 ): Promise<void> {
   let next = file;
-  if (!verification.inside) {
+  // A run its own checks call invalid (the load not delivered, requests failing) is no evidence
+  // against the calibration: kept in the history, said, and nothing more.
+  const invalid = verification.validity?.verdict === 'invalid';
+  if (!verification.inside && invalid) {
+    verification.refitProblem = `not refitted: the measurement is invalid (${verification.validity?.reasons.join(', ')}); measure again`;
+  } else if (!verification.inside) {
     if (v.noRefit) verification.refitProblem = 'not refitted: --verify-no-refit';
     else {
       try {
@@ -523,12 +534,15 @@ async function record(
     figures: verification.figures,
     inside: verification.inside,
     sloHeld: verification.sloHeld,
+    ...(verification.validity ? { validity: verification.validity } : {}),
     refitted: verification.refitted,
     ...(verification.refitProblem ? { refitProblem: verification.refitProblem } : {}),
     dir: verification.dir,
   };
   const warnings: CalibrationWarning[] = [...(next.warnings ?? [])];
-  if (!verification.inside && !verification.refitted) warnings.push(contradicted(verification));
+  if (!verification.inside && !verification.refitted && !invalid) {
+    warnings.push(contradicted(verification));
+  }
   const written: CalibrationFile = {
     ...next,
     ...(warnings.length > 0 ? { warnings } : {}),

@@ -168,6 +168,11 @@ export interface CalibrationVerification {
   inside: boolean;
   /** The SLOs held on the server at this load. */
   sloHeld: boolean;
+  /**
+   * The measured run's verdict (docs/metrics.md) and its reasons' codes: an invalid run is
+   * recorded but neither refits the calibration nor warns of it.
+   */
+  validity?: { verdict: 'valid' | 'caution' | 'invalid'; reasons: string[] };
   /** The calibration was refitted with this run; or why not. */
   refitted: boolean;
   refitProblem?: string;

@@ -5,7 +5,10 @@
  * warning a contradicted calibration carries, the flags, and the terminal's view.
  */
 import assert from 'node:assert/strict';
-import { describe, test } from 'node:test';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, describe, test } from 'node:test';
 import { SummaryBuilder } from '../../../src/metrics/summary.js';
 import type { RequestRecord } from '../../../src/record.js';
 import { renderVerification } from '../../../src/report/sizeVerifyText.js';
@@ -15,10 +18,19 @@ import {
   chooseVerifyPoint,
   compareFigures,
   contradicted,
+  recordVerification,
   type ServedEngine,
+  type SizeVerification,
   scatterOf,
   verifiedMetrics,
 } from '../../../src/session/sizeVerify.js';
+import {
+  CALIBRATION_FORMAT,
+  CALIBRATION_SCHEMA,
+  type CalibrationFile,
+  readCalibrationFile,
+  SIM_MODEL_VERSION,
+} from '../../../src/sim/calibrationFile.js';
 
 const SERVED: ServedEngine = {
   model: 'Llama-3-8B',
@@ -288,4 +300,93 @@ test('the terminal view: predicted with its interval, measured, the verdict; ser
   assert.match(text, /OFF BY MORE THAN 8%/);
   assert.match(text, /refitted with this run/);
   assert.ok(!text.includes('\u001b'));
+});
+
+describe('the check into calibration.json', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'ig-size-verify-record-'));
+  after(() => rmSync(dir, { recursive: true, force: true }));
+  const metrics = { ttftMs: 40, tpotMs: 12, outputTokPerS: 900 };
+  const FILE: CalibrationFile = {
+    format: CALIBRATION_FORMAT,
+    schemaVersion: CALIBRATION_SCHEMA,
+    infergauge: '0.1.0',
+    simulatorModelVersion: SIM_MODEL_VERSION,
+    createdAt: '2026-12-06T00:00:00.000Z',
+    engine: {
+      args: ['--model', 'llama-3-8b', '--gpu', 'l40s'],
+      personality: 'vllm-v1',
+      model: 'Llama-3-8B',
+      gpu: 'L40S 48GB',
+      tp: 1,
+      dp: 1,
+      dtype: 'bf16',
+    },
+    fitted: { mfu: { value: 0.4, stdErr: 0.01, low: 0.39, high: 0.41, before: 0.65 } },
+    held: { mbu: 0.55 },
+    points: [
+      {
+        label: 'c1',
+        source: join(dir, 'gone'),
+        load: 'concurrency 1',
+        requests: 8,
+        measured: metrics,
+        predicted: metrics,
+        error: { ttftMs: 0, tpotMs: 0, outputTokPerS: 0 },
+      },
+    ],
+    medianAbsError: { fit: { ttftMs: 0, tpotMs: 0, outputTokPerS: 0 } },
+    simulations: 3,
+  };
+  const verification = (o: Partial<SizeVerification>): SizeVerification => ({
+    at: '2026-12-06T01:00:00.000Z',
+    calibration: 'cal.json',
+    how: 'recommended' as const,
+    deployment: 'L40S TP1 x 1',
+    chosen: 'the recommendation',
+    load: { mode: 'users' as const, users: 4 },
+    server: 'http://127.0.0.1:8000/',
+    requests: 20,
+    dir: join(dir, 'verify'),
+    figures: [
+      { metric: 'ttft.p50', predicted: 40, measured: 80, error: 1, inside: false, tolerance: 0.05 },
+    ],
+    inside: false,
+    sloHeld: true,
+    slo: [],
+    refitted: false,
+    ...o,
+  });
+  const write = (name: string) => {
+    const path = join(dir, name);
+    writeFileSync(path, JSON.stringify(FILE));
+    return path;
+  };
+
+  test('an invalid measurement is recorded, neither refitting nor warning', async () => {
+    const path = write('invalid.json');
+    const v = verification({ validity: { verdict: 'invalid', reasons: ['requests_failed'] } });
+    await recordVerification(path, FILE, v, { url: 'http://x', out: dir });
+    const file = readCalibrationFile(path);
+    assert.equal(file.verifications?.length, 1);
+    assert.equal(file.verifications?.[0].refitted, false);
+    assert.match(v.refitProblem ?? '', /invalid \(requests_failed\)/);
+    assert.equal(file.warnings, undefined);
+  });
+
+  test('a refit whose runs are gone is refused, and the file warns of the contradiction', async () => {
+    const path = write('gone.json');
+    const v = verification({ validity: { verdict: 'caution', reasons: [] } });
+    await recordVerification(path, FILE, v, { url: 'http://x', out: dir });
+    const file = JSON.parse(readFileSync(path, 'utf8')) as CalibrationFile;
+    assert.equal(v.refitted, false);
+    assert.match(
+      v.refitProblem ?? '',
+      /the refit was refused: .*gone: the calibration's run is not there/,
+    );
+    assert.deepEqual(
+      file.warnings?.map((w) => w.code),
+      ['calibration_verify_contradicted'],
+    );
+    assert.deepEqual(file.fitted, FILE.fitted, 'the fit is kept');
+  });
 });
