@@ -1469,7 +1469,7 @@ function verificationSection(v: Json | undefined): Section[] {
   const calibration = str(v.calibration) ?? 'the calibration';
   const outcome =
     v.inside === true
-      ? `The server agrees with the prediction; the check is recorded in ${calibration}.`
+      ? `The server agrees with the prediction; the check is recorded in ${calibration}${v.addedAsPoint === true ? ', its run added as a point' : ''}.`
       : v.refitted === true
         ? `The server contradicts the prediction: ${calibration} was refitted with this run.`
         : `The server contradicts the prediction (${str(v.refitProblem) ?? 'not refitted'}): ${calibration} warns of it (calibration_verify_contradicted).`;

@@ -28,6 +28,7 @@ export interface VerificationView {
   slo: { metric: string; ok: boolean; message: string }[];
   validity?: { verdict: string; reasons: string[] };
   refitted: boolean;
+  addedAsPoint?: boolean;
   refitProblem?: string;
   dir: string;
   error?: string;
@@ -93,7 +94,7 @@ export function renderVerification(v: VerificationView): string {
   }
   lines.push(
     v.inside
-      ? `  Calibration: the server agrees with the prediction; the check is recorded in ${file}`
+      ? `  Calibration: the server agrees with the prediction; the check is recorded in ${file}${v.addedAsPoint ? ', its run added as a point' : ''}`
       : v.refitted
         ? `  Calibration: the server contradicts the prediction; ${file} was refitted with this run`
         : v.validity?.verdict === 'invalid'

@@ -31,7 +31,9 @@ import {
   MAX_FOLDS,
   median,
   pointFromRecords,
+  relativeErrors,
   replayedHitShare,
+  replayPoint,
   withHitShare,
 } from '../sim/calibrate.js';
 import {
@@ -270,8 +272,45 @@ export async function calibrate(
 }
 
 /**
- * The calibration fitted again on its own runs (points[].source, and the runs of its earlier
- * verifications) and `added`, the way it was fitted: the engine of its args, the same values
+ * A measured run joined to a calibration without refitting it (a `size --verify` that agreed):
+ * a point replayed on the calibrated engine, whose prediction is from the fit that did not see
+ * it, so it is the point's leave-one-out too; the fit's values and medians stay as they were, and
+ * a later refit takes the run as one of the calibration's own.
+ */
+export async function withCalibrationPoint(
+  file: CalibrationFile,
+  path: string,
+  dir: string,
+): Promise<CalibrationFile> {
+  const resolved = resolveEngine({ calibration: path });
+  if (!resolved.engine) throw new CalibrationRefused(resolved.problems);
+  const problems: string[] = [];
+  const warnings: string[] = [];
+  const blockSize = new EngineModel(resolved.engine).config.blockSize;
+  const point = await readPoint(dir, DEFAULT_MAX_REQUESTS, blockSize, problems, warnings);
+  if (!point || problems.length > 0) throw new CalibrationRefused(problems);
+  const predicted = replayPoint(resolved.engine, point);
+  const error = relativeErrors(predicted, point.measured);
+  return {
+    ...file,
+    points: [
+      ...file.points,
+      {
+        label: point.label,
+        source: dir,
+        load: point.loadText,
+        requests: point.requests.filter((r) => !r.warmup).length,
+        measured: point.measured,
+        predicted,
+        error,
+        leaveOneOut: { predicted, error, heldKeys: [] },
+      },
+    ],
+  };
+}
+
+/**
+ * The calibration fitted again on its own runs (points[].source) and `added`, the way it was fitted: the engine of its args, the same values
  * held, the same keys fitted (what --hold-unidentified held is offered to the fit again and held
  * again if still unidentified), the same step probe. Sources are found from the working
  * directory, else beside the file; one that is gone refuses the refit (CalibrationRefused).
@@ -287,10 +326,9 @@ export async function refitCalibration(
     problems.push(`${source}: the calibration's run is not there (from here or beside ${path})`);
     return source;
   };
-  const earlier = [
-    ...file.points.map((p) => p.source),
-    ...(file.verifications ?? []).flatMap((v) => (typeof v.dir === 'string' ? [v.dir] : [])),
-  ].map(locate);
+  // The points include the runs of earlier checks that agreed (withCalibrationPoint); an
+  // invalid measurement never became one.
+  const earlier = file.points.map((p) => locate(p.source));
   const steps = file.steps?.sources.map(locate);
   if (problems.length > 0) throw new CalibrationRefused(problems);
   const unidentified = (file.warnings ?? []).flatMap((w) => {

@@ -31,7 +31,7 @@ import { LEAVE_ONE_OUT_MISS_MAX } from '../sim/calibrationWarnings.js';
 import { EngineModel, type EngineModelOptions } from '../sim/engineModel.js';
 import { resolveEngine } from '../sim/options.js';
 import { formatLengthDistribution } from '../workload/distributions.js';
-import { refitCalibration } from './calibrate.js';
+import { refitCalibration, withCalibrationPoint } from './calibrate.js';
 import { redactUrl } from './outputs/otlp.js';
 import { benchmark } from './run.js';
 import {
@@ -509,7 +509,19 @@ export async function recordVerification(
   // A run its own checks call invalid (the load not delivered, requests failing) is no evidence
   // against the calibration: kept in the history, said, and nothing more.
   const invalid = verification.validity?.verdict === 'invalid';
-  if (!verification.inside && invalid) {
+  if (verification.inside && !invalid) {
+    // An agreeing run is evidence too: one more point, without a refit.
+    try {
+      next = await withCalibrationPoint(file, path, verification.dir);
+      verification.addedAsPoint = true;
+    } catch (err) {
+      v.onNotice?.(
+        `--verify: the run is recorded but not added as a calibration point: ${
+          err instanceof CalibrationRefused ? err.problems.join('; ') : describeError(err)
+        }`,
+      );
+    }
+  } else if (!verification.inside && invalid) {
     verification.refitProblem = `not refitted: the measurement is invalid (${verification.validity?.reasons.join(', ')}); measure again`;
   } else if (!verification.inside) {
     if (v.noRefit) verification.refitProblem = 'not refitted: --verify-no-refit';
@@ -536,6 +548,7 @@ export async function recordVerification(
     sloHeld: verification.sloHeld,
     ...(verification.validity ? { validity: verification.validity } : {}),
     refitted: verification.refitted,
+    ...(verification.addedAsPoint ? { addedAsPoint: true } : {}),
     ...(verification.refitProblem ? { refitProblem: verification.refitProblem } : {}),
     dir: verification.dir,
   };

@@ -175,6 +175,8 @@ export interface CalibrationVerification {
   validity?: { verdict: 'valid' | 'caution' | 'invalid'; reasons: string[] };
   /** The calibration was refitted with this run; or why not. */
   refitted: boolean;
+  /** An agreeing run joined the calibration's points without a refit. */
+  addedAsPoint?: boolean;
   refitProblem?: string;
   /** The run's results directory. */
   dir: string;
