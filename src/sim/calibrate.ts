@@ -42,6 +42,7 @@ import {
   type PredictionModel,
   predictFigures,
   predictionModel,
+  residualOf,
 } from './prediction.js';
 import { gemmFormat } from './roofline.js';
 import { TraceBlockKeys } from './traceKeys.js';
@@ -164,13 +165,22 @@ export function fitBounds(key: FitKey): FitBounds {
  * its runs' errors in the fit as the residual scatter.
  */
 export function predictionModelOf(
-  file: Pick<CalibrationFile, 'fitted' | 'covariance' | 'points'>,
+  file: Pick<CalibrationFile, 'fitted' | 'covariance' | 'points' | 'warnings' | 'held'>,
 ): PredictionModel {
+  // What --hold-unidentified held is drawn as unidentified (its warning names it by flag).
+  const unidentified: Partial<Record<FitKey, number>> = {};
+  for (const w of file.warnings ?? []) {
+    const key = FIT_KEYS.find((k) => fitFlag(k) === w.parameter);
+    if (w.code === 'calibration_held_unidentified' && key) {
+      unidentified[key] = file.held[key] ?? w.value;
+    }
+  }
   return predictionModel({
     fitted: file.fitted,
     ...(file.covariance ? { covariance: file.covariance } : {}),
     pointErrors: file.points.map((p) => p.error),
     bounds: fitBounds,
+    unidentified,
   });
 }
 
@@ -959,6 +969,8 @@ export interface LeaveOneOutOptions {
   onSimulated?: () => void;
   /** Draws of each fold's values for its prediction intervals (0: none). */
   intervalDraws?: number;
+  /** Keys the full fit held because its runs could not tell them (--hold-unidentified). */
+  unidentified?: FitKey[];
 }
 
 /**
@@ -1016,13 +1028,21 @@ export function leaveOneOut(
     for (const [k, v] of Object.entries(fit?.fitted ?? {})) values[k as FitKey] = v.value;
     const options = withValues(base, values);
     const draws = o.intervalDraws ?? LEAVE_ONE_OUT_DRAWS;
+    // What this fold could not tell, and what the full fit held as unidentified: drawn too.
+    const unidentified = Object.fromEntries(
+      [...heldKeys, ...(o.unidentified ?? [])].map((k) => [k, values[k] ?? prior[k]]),
+    );
     const model =
-      fit && draws > 0 && Object.keys(fit.fitted).length > 0
+      draws > 0 && Object.keys({ ...fit?.fitted, ...unidentified }).length > 0
         ? predictionModel({
-            fitted: fit.fitted,
-            ...(fit.covariance ? { covariance: fit.covariance } : {}),
-            pointErrors: fit.points.map((p) => p.error),
+            fitted: fit?.fitted ?? {},
+            ...(fit?.covariance ? { covariance: fit.covariance } : {}),
+            // A fold that fitted nothing: its runs' errors at the values it predicts with.
+            pointErrors: fit
+              ? fit.points.map((p) => p.error)
+              : others.map((p) => relativeErrors(replayPoint(options, p), p.measured)),
             bounds: fitBounds,
+            unidentified,
           })
         : undefined;
     for (let i = fold; i < points.length; i += folds) {
@@ -1048,7 +1068,7 @@ export function leaveOneOut(
         };
         interval = {};
         for (const m of METRIC_KEYS) {
-          const range = intervalOf(predicted[m], figures.deltas[m], drawn.scatter[m]);
+          const range = intervalOf(predicted[m], figures.deltas[m], residualOf(drawn, m));
           if (range) interval[m] = range;
         }
       } else {
