@@ -28,9 +28,9 @@ import {
 } from '../proxy.js';
 import type { RequestRecord } from '../record.js';
 import type { CalibrationWarning } from '../sim/calibrationWarnings.js';
-import type { OutsideValidation } from '../sim/validatedRange.js';
 import { servedModelName } from '../sim/describe.js';
 import { EngineModel, type EngineModelOptions, resolveEngineConfig } from '../sim/engineModel.js';
+import type { OutsideValidation } from '../sim/validatedRange.js';
 import type { ServerEnvironment } from '../telemetry/environment.js';
 import { findOnPath, NVIDIA_SMI } from '../telemetry/gpu.js';
 import { probeMetrics, type TelemetrySource } from '../telemetry/scraper.js';

@@ -13,7 +13,6 @@ import {
   transferNotes,
 } from './calibrationFile.js';
 import { type CalibrationWarning, calibrationFileNotices } from './calibrationWarnings.js';
-import { type OutsideValidation, outsideValidation } from './validatedRange.js';
 import { ENGINE_LIMITS } from './engineLimits.js';
 import type { EngineModelOptions } from './engineModel.js';
 import {
@@ -27,6 +26,7 @@ import {
   VLLM_0110_CHAT_TEMPLATE_S,
 } from './personality.js';
 import { DEFAULT_EFFICIENCY, STEP_OVERHEAD_PER_LAYER_S } from './roofline.js';
+import { type OutsideValidation, outsideValidation } from './validatedRange.js';
 
 /**
  * The simulated engine's options, shared by `infergauge sim` and `infergauge run` (which starts

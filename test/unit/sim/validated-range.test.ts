@@ -116,8 +116,14 @@ describe('outside the validated range: one notice, naming what is outside and wh
 
   test('a vLLM V1 release before the validated ones, an MoE model, a GPU with no family', () => {
     const old = outsideValidation({ gpu: h100, model: llama8b, engineVersion: '0.7.3' });
-    assert.match(old?.message ?? '', /vllm-v1 with release 0\.7\.3; validated on .*vLLM 0\.8\.5 to 0\.19\.1/);
-    assert.equal(outsideValidation({ gpu: h100, model: llama8b, engineVersion: '0.19.1' }), undefined);
+    assert.match(
+      old?.message ?? '',
+      /vllm-v1 with release 0\.7\.3; validated on .*vLLM 0\.8\.5 to 0\.19\.1/,
+    );
+    assert.equal(
+      outsideValidation({ gpu: h100, model: llama8b, engineVersion: '0.19.1' }),
+      undefined,
+    );
     const mixtral = preset(findModelPreset('mixtral-8x7b'), 'mixtral');
     assert.match(
       outsideValidation({ gpu: h100, model: mixtral })?.message ?? '',
@@ -155,7 +161,7 @@ describe('the run records it', () => {
   const dir = mkdtempSync(join(tmpdir(), 'infergauge-validated-'));
   after(() => rmSync(dir, { recursive: true, force: true }));
 
-  test("run --simulate with llamacpp on an H100: manifest.server.simulatorWarnings holds the notice", async () => {
+  test('run --simulate with llamacpp on an H100: manifest.server.simulatorWarnings holds the notice', async () => {
     const out = join(dir, 'run');
     const prepared = prepareRun({
       simulate: true,
