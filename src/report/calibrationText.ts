@@ -49,6 +49,7 @@ export interface CalibrationView {
   steps?: StepsView;
   points: PointRow[];
   medianAbsError: { fit: PointMetrics; leaveOneOut?: PointMetrics };
+  leaveOneOutCoverage?: { level: number; inside: number; figures: number };
   simulations: number;
   /** What the fit could not explain (sim/calibrationWarnings.ts); absent in older files. */
   warnings?: { code: string; message: string }[];
@@ -99,6 +100,7 @@ export function renderCalibration(
     file.medianAbsError.leaveOneOut
       ? `median |error| of each run predicted from the others: ${abs(file.medianAbsError.leaveOneOut)}`
       : 'leave-one-out needs 3 runs or more: add runs to see how well the fit predicts loads it has not seen',
+    ...(file.leaveOneOutCoverage ? [coverageLine(file.leaveOneOutCoverage)] : []),
     ...warningLines(file.warnings ?? []),
   ];
   return `${lines.join('\n')}\n`;
@@ -119,6 +121,11 @@ function warningLines(warnings: { code: string; message: string }[]): string[] {
     `The fit cannot explain everything: ${warnings.length} warning${warnings.length === 1 ? '' : 's'} (kept in the file, repeated wherever it is used):`,
     ...warnings.map((w) => `  ${terminalSafe(w.code)}: ${terminalSafe(w.message)}`),
   ];
+}
+
+/** The prediction intervals checked on the runs each fold left out. */
+function coverageLine(c: { level: number; inside: number; figures: number }): string {
+  return `prediction intervals checked on the left-out runs: ${c.inside} of ${c.figures} measured figures inside their ${Math.round(c.level * 100)} % intervals (docs/metrics.md, "Prediction intervals")`;
 }
 
 /** The step probe's times. */

@@ -229,6 +229,10 @@ export async function calibrate(
   }
   let folds = { done: 0, of: Math.min(points.length, MAX_FOLDS) };
   const loo = leaveOneOut(base, points, fit, {
+    unidentified: held.flatMap((w) => {
+      const key = FIT_KEYS.find((k) => fitFlag(k) === w.parameter);
+      return key ? [key] : [];
+    }),
     onFold: (done, of) => {
       folds = { done, of };
     },

@@ -282,6 +282,7 @@ function describeServer(target: Target): ServerAbout {
         simulatorArgs: target.simulatorArgs,
         // A run on a calibration its fit warned of says so beside the flags that named it.
         ...(target.calibrationWarnings ? { calibrationWarnings: target.calibrationWarnings } : {}),
+        ...(target.simulatorWarnings ? { simulatorWarnings: target.simulatorWarnings } : {}),
         memory,
         // The simulated engine is the tool's own, at the tool's version.
         ...environmentFields(
@@ -306,6 +307,7 @@ function describeServer(target: Target): ServerAbout {
             ...(target.calibrationWarnings
               ? { calibrationWarnings: target.calibrationWarnings }
               : {}),
+            ...(target.simulatorWarnings ? { simulatorWarnings: target.simulatorWarnings } : {}),
           }
         : {}),
       // A proxy adds its own latency to every request: the numbers were measured through it.

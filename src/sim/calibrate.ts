@@ -19,6 +19,7 @@ import {
   type CalibrationFile,
   type CalibrationSteps,
   FIT_KEYS,
+  type FitCovariance,
   type FitKey,
   type FittedValue,
   fitFlag,
@@ -34,6 +35,15 @@ import {
 import { EngineCluster } from './cluster.js';
 import { type EngineModelOptions, resolveEngineConfig } from './engineModel.js';
 import { efficiencyOf } from './options.js';
+import {
+  intervalOf,
+  PREDICTION_LEVEL,
+  type PredictionInterval,
+  type PredictionModel,
+  predictFigures,
+  predictionModel,
+  residualOf,
+} from './prediction.js';
 import { gemmFormat } from './roofline.js';
 import { TraceBlockKeys } from './traceKeys.js';
 import { simulateRun } from './virtual.js';
@@ -148,6 +158,30 @@ const RULES: Record<FitKey, ParameterRule> = {
 export function fitBounds(key: FitKey): FitBounds {
   const { min, max, floor } = RULES[key];
   return { min, max, floor };
+}
+
+/**
+ * The prediction model of a calibration (prediction.ts): its fitted values and covariance, and
+ * its runs' errors in the fit as the residual scatter.
+ */
+export function predictionModelOf(
+  file: Pick<CalibrationFile, 'fitted' | 'covariance' | 'points' | 'warnings' | 'held'>,
+): PredictionModel {
+  // What --hold-unidentified held is drawn as unidentified (its warning names it by flag).
+  const unidentified: Partial<Record<FitKey, number>> = {};
+  for (const w of file.warnings ?? []) {
+    const key = FIT_KEYS.find((k) => fitFlag(k) === w.parameter);
+    if (w.code === 'calibration_held_unidentified' && key) {
+      unidentified[key] = file.held[key] ?? w.value;
+    }
+  }
+  return predictionModel({
+    fitted: file.fitted,
+    ...(file.covariance ? { covariance: file.covariance } : {}),
+    pointErrors: file.points.map((p) => p.error),
+    bounds: fitBounds,
+    unidentified,
+  });
 }
 
 /** The measurement that pins `key` down. */
@@ -561,6 +595,8 @@ export function relativeErrors(simulated: PointMetrics, measured: PointMetrics):
 
 export interface CalibrationFit {
   fitted: Partial<Record<FitKey, FittedValue>>;
+  /** The fitted values' covariance on the scale they are fitted on (FitCovariance). */
+  covariance?: FitCovariance;
   /** Keys not fitted: held at the user's value or the engine's. */
   held: Partial<Record<FitKey, number>>;
   points: {
@@ -724,11 +760,10 @@ export function fitCalibration(
   }
   const { a } = normalEquations(columns, r, w);
   const inverse = invert(a);
+  const variance = Math.max(s2, NOISE * NOISE);
   const fitted: Partial<Record<FitKey, FittedValue>> = {};
   keys.forEach((k, j) => {
-    const sd = inverse
-      ? Math.sqrt(Math.max(0, inverse[j][j]) * Math.max(s2, NOISE * NOISE))
-      : Number.NaN;
+    const sd = inverse ? Math.sqrt(Math.max(0, inverse[j][j]) * variance) : Number.NaN;
     const floor = RULES[k].floor;
     const value = Math.exp(theta[j]) - floor;
     fitted[k] = {
@@ -743,6 +778,9 @@ export function fitCalibration(
   return {
     fitted,
     held,
+    ...(inverse
+      ? { covariance: { keys, matrix: inverse.map((row) => row.map((x) => x * variance)) } }
+      : {}),
     points: points.map((p) => {
       const predicted = replayPoint(options, p);
       return { label: p.label, predicted, error: relativeErrors(predicted, p.measured) };
@@ -906,6 +944,11 @@ export interface LeaveOneOut {
   predicted: PointMetrics;
   error: PointMetrics;
   /**
+   * The prediction's intervals from the fold's own fit (prediction.ts), where it fitted anything:
+   * whether the measured figures fall inside them is the intervals' coverage, checked.
+   */
+  interval?: Partial<Record<MetricKey, PredictionInterval>>;
+  /**
    * Keys the other points could not identify, held at the engine's value before any fit (the
    * full fit's value would carry the left-out point in).
    */
@@ -924,7 +967,17 @@ export interface LeaveOneOutOptions {
   /** Told as each fold's fit ends, with the folds done and their number. */
   onFold?: (done: number, folds: number) => void;
   onSimulated?: () => void;
+  /** Draws of each fold's values for its prediction intervals (0: none). */
+  intervalDraws?: number;
+  /** Keys the full fit held because its runs could not tell them (--hold-unidentified). */
+  unidentified?: FitKey[];
 }
+
+/**
+ * Draws per left-out prediction's interval: fewer than a prediction's own (the residual scatter
+ * smooths the mixture), since every fold pays them for each point it leaves out.
+ */
+const LEAVE_ONE_OUT_DRAWS = 16;
 
 /**
  * Each point predicted by a fit to the others (started from the full fit's values): how well
@@ -974,20 +1027,96 @@ export function leaveOneOut(
     for (const k of heldKeys) values[k] = prior[k];
     for (const [k, v] of Object.entries(fit?.fitted ?? {})) values[k as FitKey] = v.value;
     const options = withValues(base, values);
+    const draws = o.intervalDraws ?? LEAVE_ONE_OUT_DRAWS;
+    // What this fold could not tell, and what the full fit held as unidentified: drawn too.
+    const unidentified = Object.fromEntries(
+      [...heldKeys, ...(o.unidentified ?? [])].map((k) => [k, values[k] ?? prior[k]]),
+    );
+    const model =
+      draws > 0 && Object.keys({ ...fit?.fitted, ...unidentified }).length > 0
+        ? predictionModel({
+            fitted: fit?.fitted ?? {},
+            ...(fit?.covariance ? { covariance: fit.covariance } : {}),
+            // A fold that fitted nothing: its runs' errors at the values it predicts with.
+            pointErrors: fit
+              ? fit.points.map((p) => p.error)
+              : others.map((p) => relativeErrors(replayPoint(options, p), p.measured)),
+            bounds: fitBounds,
+            unidentified,
+          })
+        : undefined;
     for (let i = fold; i < points.length; i += folds) {
       const point = points[i];
-      const predicted = replayPoint(options, point);
-      o.onSimulated?.();
+      // Past MAX_FOLDS points a fold leaves out many: its first one's interval is drawn, so that
+      // the check's cost stays that of MAX_FOLDS predictions.
+      const drawn = model && i === fold ? model : undefined;
+      let predicted: PointMetrics;
+      let interval: LeaveOneOut['interval'];
+      if (drawn) {
+        const figures = predictFigures<MetricKey>(
+          drawn,
+          (v) => {
+            o.onSimulated?.();
+            return nullIfNaN(replayPoint(withValues(base, { ...values, ...v }), point));
+          },
+          { draws },
+        );
+        predicted = {
+          ttftMs: figures.central.ttftMs ?? Number.NaN,
+          tpotMs: figures.central.tpotMs ?? Number.NaN,
+          outputTokPerS: figures.central.outputTokPerS ?? Number.NaN,
+        };
+        interval = {};
+        for (const m of METRIC_KEYS) {
+          const range = intervalOf(predicted[m], figures.deltas[m], residualOf(drawn, m));
+          if (range) interval[m] = range;
+        }
+      } else {
+        predicted = replayPoint(options, point);
+        o.onSimulated?.();
+      }
       out[i] = {
         label: point.label,
         predicted,
         error: relativeErrors(predicted, point.measured),
         heldKeys,
+        ...(interval ? { interval } : {}),
       };
     }
     o.onFold?.(fold + 1, folds);
   }
   return out;
+}
+
+/** A run's metrics as figures to draw (a median of no value is null). */
+const nullIfNaN = (m: PointMetrics): Record<MetricKey, number | null> => ({
+  ttftMs: Number.isFinite(m.ttftMs) ? m.ttftMs : null,
+  tpotMs: Number.isFinite(m.tpotMs) ? m.tpotMs : null,
+  outputTokPerS: Number.isFinite(m.outputTokPerS) ? m.outputTokPerS : null,
+});
+
+/**
+ * How many measured figures of the left-out runs fall inside their prediction intervals: the
+ * intervals' coverage, which at their level should be about that share.
+ */
+export function leaveOneOutCoverage(
+  points: readonly { measured: PointMetrics }[],
+  loo: readonly LeaveOneOut[],
+): { level: number; inside: number; figures: number } | undefined {
+  let inside = 0;
+  let figures = 0;
+  let level = PREDICTION_LEVEL;
+  loo.forEach((l, i) => {
+    for (const m of METRIC_KEYS) {
+      const range = l?.interval?.[m];
+      const measured = points[i].measured[m];
+      if (!range || !Number.isFinite(measured)) continue;
+      level = range.level;
+      figures++;
+      if (measured >= range.low && measured <= range.high) inside++;
+    }
+  });
+  return figures > 0 ? { level, inside, figures } : undefined;
 }
 
 const medianAbs = (values: number[]): number => {
@@ -1028,6 +1157,7 @@ export function buildCalibrationFile(
   steps?: CalibrationSteps,
   held: CalibrationWarning[] = [],
 ): CalibrationFile {
+  const coverage = leaveOneOutCoverage(points, loo);
   const warnings = [
     ...held,
     ...checkCalibration({
@@ -1051,6 +1181,7 @@ export function buildCalibrationFile(
     engine,
     fitted: fit.fitted,
     held: fit.held,
+    ...(fit.covariance ? { covariance: fit.covariance } : {}),
     ...(steps ? { steps } : {}),
     points: points.map(({ cache: _cache, ...p }, i) => ({
       ...p,
@@ -1062,6 +1193,7 @@ export function buildCalibrationFile(
               predicted: loo[i].predicted,
               error: loo[i].error,
               heldKeys: loo[i].heldKeys,
+              ...(loo[i].interval ? { interval: loo[i].interval } : {}),
             },
           }
         : {}),
@@ -1070,6 +1202,7 @@ export function buildCalibrationFile(
       fit: medianAbsErrors(fit.points.map((p) => p.error)),
       ...(loo.length > 0 ? { leaveOneOut: medianAbsErrors(loo.map((l) => l.error)) } : {}),
     },
+    ...(coverage ? { leaveOneOutCoverage: coverage } : {}),
     simulations: fit.simulations,
     warnings,
   };

@@ -61,6 +61,18 @@ export interface FittedValue {
   before: number;
 }
 
+/**
+ * The fitted values' covariance on the scale the fit moves them on, ln(value + floor) (the
+ * floors are calibrate.ts fitBounds'): Gauss-Newton's (JᵀWJ)⁻¹ times the residual variance, this
+ * taken as at least 2 % squared. Prediction intervals sample it (prediction.ts); without it (a
+ * file from before intervals) each value's own standard error is taken as independent.
+ */
+export interface FitCovariance {
+  /** The order of the matrix's rows and columns. */
+  keys: FitKey[];
+  matrix: number[][];
+}
+
 /** The engine a calibration was fitted on, as `--calibration` compares it. */
 export interface CalibratedEngine {
   /** The engine flags it was fitted with (`--model`, `--gpu`, ...), for the record. */
@@ -84,7 +96,13 @@ export interface CalibrationPointReport {
   measured: PointMetrics;
   predicted: PointMetrics;
   error: PointMetrics;
-  leaveOneOut?: { predicted: PointMetrics; error: PointMetrics; heldKeys: FitKey[] };
+  leaveOneOut?: {
+    predicted: PointMetrics;
+    error: PointMetrics;
+    heldKeys: FitKey[];
+    /** The prediction's intervals from the fit without this run (prediction.ts). */
+    interval?: Partial<Record<keyof PointMetrics, { low: number; high: number; level: number }>>;
+  };
 }
 
 /**
@@ -116,11 +134,17 @@ export interface CalibrationFile {
   fitted: Partial<Record<FitKey, FittedValue>>;
   /** Values not fitted (the user's flags or the engine's defaults). */
   held: Partial<Record<FitKey, number>>;
+  covariance?: FitCovariance;
   /** Step times measured on the server, used in the fit and wherever the engine is the same. */
   steps?: CalibrationSteps;
   points: CalibrationPointReport[];
   /** Median absolute relative error, in the fit and leaving each point out. */
   medianAbsError: { fit: PointMetrics; leaveOneOut?: PointMetrics };
+  /**
+   * Of the left-out runs' measured figures, how many fell inside the intervals predicted without
+   * them, at what level: the intervals checked against runs they did not see.
+   */
+  leaveOneOutCoverage?: { level: number; inside: number; figures: number };
   simulations: number;
   /**
    * What the fit could not explain (calibrationWarnings.ts), repeated by every command that uses
@@ -298,6 +322,18 @@ function fileSchema() {
     }),
     fitted: keyed(fittedValue),
     held: keyed(bounded),
+    covariance: z
+      .looseObject({
+        keys: z.array(z.enum(FIT_KEYS)),
+        matrix: z.array(z.array(finite)),
+      })
+      .refine(
+        (c) =>
+          c.matrix.length === c.keys.length &&
+          c.matrix.every((row, i) => row.length === c.keys.length && row[i] >= 0),
+        { error: 'must be a square matrix over its keys with no negative variance' },
+      )
+      .optional(),
     steps: z
       .looseObject({
         sources: z.array(z.string()),

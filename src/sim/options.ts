@@ -26,6 +26,7 @@ import {
   VLLM_0110_CHAT_TEMPLATE_S,
 } from './personality.js';
 import { DEFAULT_EFFICIENCY, STEP_OVERHEAD_PER_LAYER_S } from './roofline.js';
+import { type OutsideValidation, outsideValidation } from './validatedRange.js';
 
 /**
  * The simulated engine's options, shared by `infergauge sim` and `infergauge run` (which starts
@@ -528,6 +529,7 @@ export function engineFromFlags(
   problems: string[];
   warnings: string[];
   calibration?: ReturnType<typeof resolveEngine>['calibration'];
+  outsideValidation?: OutsideValidation;
 } {
   const read = engineSettingsFromFlags(flags);
   const resolved = resolveEngine({
@@ -539,6 +541,7 @@ export function engineFromFlags(
     ...(problems.length === 0 && resolved.engine ? { engine: resolved.engine } : {}),
     problems,
     warnings: resolved.warnings,
+    ...(resolved.outsideValidation ? { outsideValidation: resolved.outsideValidation } : {}),
     ...(resolved.calibration ? { calibration: resolved.calibration } : {}),
   };
 }
@@ -611,6 +614,8 @@ export function resolveEngine(given: SimEngineSettings): {
    * record; their notice lines lead `warnings`.
    */
   calibration?: { path: string; warnings: CalibrationWarning[]; notices: string[] };
+  /** The setup lies outside the personality's validated range (validatedRange.ts); its line is in `warnings`. */
+  outsideValidation?: OutsideValidation;
 } {
   const problems: string[] = [];
   const warnings: string[] = [];
@@ -780,5 +785,15 @@ export function resolveEngine(given: SimEngineSettings): {
       else if (steps) engine.measuredSteps = steps;
     }
   }
-  return { engine, problems, warnings, ...(carried ? { calibration: carried } : {}) };
+  // A calibration fitted on the user's own server is that setup's validation; without one, a
+  // setup the published points never covered says so.
+  const outside = calibration ? undefined : outsideValidation(engine);
+  if (outside) warnings.push(outside.message);
+  return {
+    engine,
+    problems,
+    warnings,
+    ...(outside ? { outsideValidation: outside } : {}),
+    ...(carried ? { calibration: carried } : {}),
+  };
 }

@@ -16,6 +16,7 @@ import {
   CalibrationRefused,
   fitCalibration,
   leaveOneOut,
+  leaveOneOutCoverage,
   pointFromRecords,
   pointMetrics,
   replayPoint,
@@ -83,6 +84,16 @@ describe('calibrate', () => {
     }
     const loo = leaveOneOut(base, points, fit);
     assert.equal(loo.length, points.length);
+    // Each left-out run's figures against the intervals the others predicted: the c1 32/256 run
+    // alone tells the front end (held at the default without it, so its TTFT may fall outside).
+    const coverage = leaveOneOutCoverage(points, loo);
+    assert.ok(
+      coverage &&
+        coverage.level === 0.9 &&
+        coverage.figures >= 12 &&
+        coverage.inside >= coverage.figures - 2,
+      JSON.stringify(coverage),
+    );
     for (const l of loo) {
       // Only the run at concurrency 1 with short prompts sees the front end (and the step cost
       // apart from the bandwidth): without it the others hold them at the engine's defaults
