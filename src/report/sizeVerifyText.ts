@@ -37,7 +37,10 @@ export interface VerificationView {
 /** Three significant figures (1000 and over: whole), a missing value as a dash. */
 const num = (v: number | null | undefined) =>
   v == null ? '-' : Math.abs(v) >= 1000 ? v.toFixed(0) : String(Number(v.toPrecision(3)));
-const pct = (e: number) => `${e >= 0 ? '+' : ''}${(e * 100).toFixed(0)}%`;
+const pct = (e: number) => {
+  const r = Math.round(e * 100);
+  return `${r >= 0 ? '+' : ''}${r}%`;
+};
 
 export function renderVerification(v: VerificationView): string {
   const load = v.load.mode === 'rate' ? `${num(v.load.rate)} req/s` : `${v.load.users} users`;

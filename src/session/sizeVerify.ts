@@ -19,7 +19,7 @@ import { validityOf } from '../metrics/validity.js';
 import { parseRunPlan } from '../plan/runPlan.js';
 import { failedToRun, nothingSucceeded } from '../report/failures.js';
 import { claimNewDir } from '../results/runFiles.js';
-import { CalibrationRefused } from '../sim/calibrate.js';
+import { CalibrationRefused, predictionModelOf, withValues } from '../sim/calibrate.js';
 import {
   type CalibrationFile,
   type CalibrationVerification,
@@ -30,6 +30,7 @@ import {
 import { LEAVE_ONE_OUT_MISS_MAX } from '../sim/calibrationWarnings.js';
 import { EngineModel, type EngineModelOptions } from '../sim/engineModel.js';
 import { resolveEngine } from '../sim/options.js';
+import { intervalOf, predictFigures, residualOf } from '../sim/prediction.js';
 import { formatLengthDistribution } from '../workload/distributions.js';
 import { refitCalibration, withCalibrationPoint } from './calibrate.js';
 import { redactUrl } from './outputs/otlp.js';
@@ -335,10 +336,7 @@ function rowEngine(o: SizeOptions, row: SizedDeployment): EngineModelOptions {
   return resolved.engine;
 }
 
-/**
- * The figures of one simulated run, by name. Predictions with intervals come from sampling the
- * fit (sim/prediction.ts); until a model of the fit is there, the calibrated values alone.
- */
+/** The figures of one simulated run, by name. */
 function figuresOf(
   summary: RunSummary,
   metrics: readonly Threshold[],
@@ -348,14 +346,28 @@ function figuresOf(
   );
 }
 
+/**
+ * The point predicted with its intervals: the calibrated engine's virtual run, and the same run
+ * at draws of the fitted values (sim/prediction.ts), each figure's interval the draws' spread
+ * with the fit's residual scatter around it.
+ */
 function predict(
   simulate: SizePointSimulator,
   engine: EngineModelOptions,
   load: VerifyLoad,
   metrics: readonly Threshold[],
+  file: CalibrationFile,
 ): Prediction {
   const x = load.mode === 'rate' ? load.rate : load.users;
-  return { central: figuresOf(simulate(engine, x).summary, metrics), intervals: {} };
+  const model = predictionModelOf(file);
+  const predicted = predictFigures(model, (values) =>
+    figuresOf(simulate(withValues(engine, values), x).summary, metrics),
+  );
+  const intervals: Prediction['intervals'] = {};
+  for (const [name, value] of Object.entries(predicted.central)) {
+    intervals[name] = intervalOf(value, predicted.deltas[name] ?? [], residualOf(model, name));
+  }
+  return { central: predicted.central, intervals };
 }
 
 /**
@@ -417,6 +429,7 @@ export async function verifySize(
     point.row ? rowEngine(o, point.row) : servedEngine,
     point.load,
     metrics,
+    file,
   );
   let measured: RunSummary;
   try {
