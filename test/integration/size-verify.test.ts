@@ -130,6 +130,12 @@ describe('size --verify on the HTTP simulator', () => {
     assert.deepEqual(v.load, { mode: 'users', users: 4 });
     const ttft = v.figures.find((f) => f.metric === 'ttft.p50');
     assert.ok(ttft?.predicted && ttft.measured, JSON.stringify(ttft));
+    // Each prediction with its 90 % interval around it.
+    assert.ok(
+      ttft.interval && ttft.interval.low < ttft.predicted && ttft.predicted < ttft.interval.high,
+      JSON.stringify(ttft),
+    );
+    assert.equal(ttft.interval.level, 0.9);
     // The right calibration predicts its own server's median TTFT closely.
     assert.ok(Math.abs(ttft.measured / ttft.predicted - 1) < 0.5, JSON.stringify(ttft));
     const file = read(path);
