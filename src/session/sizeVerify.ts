@@ -240,8 +240,8 @@ export function verifiedMetrics(slo: string): Threshold[] {
   });
 }
 
-/** Which of the fit's figures a metric's scatter is read from: TTFT's, TPOT's or throughput's. */
-export function scatterOf(metric: string): 'ttftMs' | 'tpotMs' | 'outputTokPerS' | undefined {
+/** Which of the fit's figures (its leave-one-out errors) a metric is judged by: TTFT's, TPOT's or throughput's. */
+export function fittedMetricOf(metric: string): 'ttftMs' | 'tpotMs' | 'outputTokPerS' | undefined {
   const base = metric.split('.')[0];
   if (base === 'ttft') return 'ttftMs';
   if (base === 'tpot' || base === 'itl' || base === 'e2e') return 'tpotMs';
@@ -283,7 +283,7 @@ export function compareFigures(
       figure.inside = value >= interval.low && value <= interval.high;
       return figure;
     }
-    const key = scatterOf(metric);
+    const key = fittedMetricOf(metric);
     if (key === undefined || figure.error === undefined) return figure;
     const stated = loo?.[key];
     const tolerance = Math.max(

@@ -18,10 +18,10 @@ import {
   chooseVerifyPoint,
   compareFigures,
   contradicted,
+  fittedMetricOf,
   recordVerification,
   type ServedEngine,
   type SizeVerification,
-  scatterOf,
   verifiedMetrics,
 } from '../../../src/session/sizeVerify.js';
 import {
@@ -159,8 +159,8 @@ describe('compareFigures', () => {
       metrics.map((t) => `${t.metric}.${t.stat}`),
       ['ttft.p50', 'tpot.p50', 'itl.p50', 'ttft.p99', 'itl.p99'],
     );
-    assert.equal(scatterOf('itl.p99'), 'tpotMs');
-    assert.equal(scatterOf('sloAttainment'), undefined);
+    assert.equal(fittedMetricOf('itl.p99'), 'tpotMs');
+    assert.equal(fittedMetricOf('sloAttainment'), undefined);
   });
 
   test('without an interval: within the leave-one-out error, taken as at least 5 %', () => {
