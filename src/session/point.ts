@@ -896,25 +896,27 @@ async function measureVirtual(
     // Virtual time has no live clock: the whole run takes as long as the engine model needs.
     nowUs: () => 0,
   });
-  const workload = point.nextRequest
-    ? { nextRequest: point.nextRequest }
-    : await loadWorkload({
-        scenario,
-        // The built-in simulator counts words: exact, and what its HTTP runs use too.
-        tokenizer: 'words',
-        tokenizerOptions: { builtInSimulator: true },
-        seed: plan.seed,
-        promptSalt: promptSaltOf(target, info),
-        promptOverheadTokens: 0,
-        wordsAreTokens: true,
-        ...(plan.trace ? { trace: plan.trace.entries } : {}),
-        ...(plan.trace?.speed !== undefined ? { traceSpeed: plan.trace.speed } : {}),
-        ...(plan.trace?.blockTokens !== undefined
-          ? { traceBlockTokens: plan.trace.blockTokens }
-          : {}),
-        ...agentTraceSource(plan),
-        ...(plan.dataset ? { dataset: plan.dataset.data } : {}),
-      });
+  const makeWorkload = () =>
+    point.nextRequest
+      ? Promise.resolve({ nextRequest: point.nextRequest })
+      : loadWorkload({
+          scenario,
+          // The built-in simulator counts words: exact, and what its HTTP runs use too.
+          tokenizer: 'words',
+          tokenizerOptions: { builtInSimulator: true },
+          seed: plan.seed,
+          promptSalt: promptSaltOf(target, info),
+          promptOverheadTokens: 0,
+          wordsAreTokens: true,
+          ...(plan.trace ? { trace: plan.trace.entries } : {}),
+          ...(plan.trace?.speed !== undefined ? { traceSpeed: plan.trace.speed } : {}),
+          ...(plan.trace?.blockTokens !== undefined
+            ? { traceBlockTokens: plan.trace.blockTokens }
+            : {}),
+          ...agentTraceSource(plan),
+          ...(plan.dataset ? { dataset: plan.dataset.data } : {}),
+        });
+  const workload = await makeWorkload();
   // Sessions, reasoning and tool calls go through the wire shapes (sim/wire.ts); plain
   // answers skip them, which is most of a sweep's cost.
   const shaped = 'nextSession' in workload || point.scenario.reasoning !== undefined;
@@ -931,19 +933,23 @@ async function measureVirtual(
   const builder = new SummaryBuilder(summaryContext(plan, point.load));
   const until = plan.until ? new UntilTracker(plan.until) : undefined;
   const startedMs = performance.now();
-  const result = simulateRun({
-    engine,
+  // What every replay of this point runs as the point did (the prediction's draws too).
+  const runOptions = {
     load: point.load,
     ...(point.requests !== undefined ? { requests: point.requests } : {}),
     ...(point.durationS !== undefined ? { durationS: point.durationS } : {}),
     warmupRequests,
     seed: plan.seed,
     endpoint: plan.endpoint,
-    ...workload,
     ...(traceKeys ? { prefixKeys: traceKeys } : {}),
     ...(shaped
       ? { wire: { options: withReasoning(requestOptions(plan, target.model), point.scenario) } }
       : {}),
+  };
+  const result = simulateRun({
+    engine,
+    ...runOptions,
+    ...workload,
     onRecord: (r) => {
       session.record(info, r);
       builder.add(r);
@@ -955,6 +961,22 @@ async function measureVirtual(
   const summary = builder.build({ unsentRequests: result.unsentRequests });
   if (until) summary.until = until.outcome(summary.latency);
   summary.cacheState = cacheState;
+  let predictionNote = '';
+  if (target.calibrated && summary.requests.completed > 0 && !summary.interrupted) {
+    const { predictRun } = await import('./predictVirtual.js');
+    const predictedMs = performance.now();
+    const replays = await predictRun(summary, {
+      engine: target.engine,
+      calibrated: target.calibrated,
+      run: runOptions,
+      workload: makeWorkload,
+      ...(hitRate ? { prime: (e, w) => primeEngine(e, hitRate, w) } : {}),
+      ...(plan.predictionDraws !== undefined ? { draws: plan.predictionDraws } : {}),
+    });
+    if (replays > 0) {
+      predictionNote = `; prediction intervals: ${replays} replays in ${((performance.now() - predictedMs) / 1000).toFixed(2)} s`;
+    }
+  }
   summary.warnings.push(...(hooks.warnings?.(summary) ?? []));
   // The engine's own state stands in for scraped metrics: peak KV and preemptions.
   const serverMetrics = engineMetrics(engine, result.simulatedS, target.model);
@@ -983,7 +1005,7 @@ async function measureVirtual(
     summary,
     point: info,
     serverMetrics,
-    virtualRun: `${result.simulatedS.toFixed(1)} simulated s in ${wallS.toFixed(2)} s, ${virtualRunCounts(engine)}`,
+    virtualRun: `${result.simulatedS.toFixed(1)} simulated s in ${wallS.toFixed(2)} s, ${virtualRunCounts(engine)}${predictionNote}`,
   };
 }
 

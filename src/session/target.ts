@@ -30,6 +30,7 @@ import type { RequestRecord } from '../record.js';
 import type { CalibrationWarning } from '../sim/calibrationWarnings.js';
 import { servedModelName } from '../sim/describe.js';
 import { EngineModel, type EngineModelOptions, resolveEngineConfig } from '../sim/engineModel.js';
+import type { CalibratedEngine } from '../sim/options.js';
 import type { ServerEnvironment } from '../telemetry/environment.js';
 import { findOnPath, NVIDIA_SMI } from '../telemetry/gpu.js';
 import { probeMetrics, type TelemetrySource } from '../telemetry/scraper.js';
@@ -68,6 +69,8 @@ export interface PreparedRun {
   engineFlags: string[];
   /** What the --calibration file's fit warned of, which the results record (manifest.server). */
   calibrationWarnings?: CalibrationWarning[];
+  /** The --calibration file the engine was built on: a run on it predicts, with intervals. */
+  calibrated?: CalibratedEngine;
   simModel?: string;
   simulate: boolean;
   /** --time-scale, read by parseFlagNumber in prepareRun. */
@@ -368,6 +371,8 @@ export interface LiveTarget {
   simulatorArgs?: string[];
   /** What its --calibration file's fit warned of. */
   calibrationWarnings?: CalibrationWarning[];
+  /** The --calibration file its engine was built on (prediction intervals). */
+  calibrated?: CalibratedEngine;
   /**
    * The built-in simulator's KV block size (its personality's: 16, SGLang's 1, TensorRT-LLM's
    * 64, ...), which its `/version` (`infergauge-sim`) does not tell.
@@ -389,6 +394,8 @@ export interface VirtualTarget {
   simulatorArgs: string[];
   /** What its --calibration file's fit warned of. */
   calibrationWarnings?: CalibrationWarning[];
+  /** The --calibration file its engine was built on (prediction intervals). */
+  calibrated?: CalibratedEngine;
   close(): Promise<void>;
 }
 
@@ -412,9 +419,12 @@ export async function openTarget(
     ...(prepared.simModel !== undefined ? ['--model', prepared.simModel] : []),
     ...prepared.engineFlags,
   ];
-  const carried = prepared.calibrationWarnings?.length
-    ? { calibrationWarnings: prepared.calibrationWarnings }
-    : {};
+  const carried = {
+    ...(prepared.calibrationWarnings?.length
+      ? { calibrationWarnings: prepared.calibrationWarnings }
+      : {}),
+    ...(prepared.calibrated ? { calibrated: prepared.calibrated } : {}),
+  };
   if (prepared.simulate && prepared.engine) {
     const engine = prepared.engine;
     return {

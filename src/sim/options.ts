@@ -7,6 +7,8 @@ import type { ModelSpec } from '../memory/model.js';
 import {
   type CalibrationFile,
   calibratedValues,
+  FIT_KEYS,
+  type FitKey,
   measuredStepsOf,
   readCalibrationFile,
   stepsMismatch,
@@ -528,6 +530,7 @@ export function engineFromFlags(
   problems: string[];
   warnings: string[];
   calibration?: ReturnType<typeof resolveEngine>['calibration'];
+  calibrated?: CalibratedEngine;
 } {
   const read = engineSettingsFromFlags(flags);
   const resolved = resolveEngine({
@@ -540,7 +543,16 @@ export function engineFromFlags(
     problems,
     warnings: resolved.warnings,
     ...(resolved.calibration ? { calibration: resolved.calibration } : {}),
+    ...(resolved.calibrated ? { calibrated: resolved.calibrated } : {}),
   };
+}
+
+/** An engine built on a calibration: the file, and the fitted values that flags replaced. */
+export interface CalibratedEngine {
+  path: string;
+  file: CalibrationFile;
+  /** Fit keys given as flags beside --calibration: theirs win, taken as exact in predictions. */
+  flagKeys: FitKey[];
 }
 
 /** The efficiency flags' values (`mbu`, `stepOverheadMs`, ...) in the engine's units (seconds). */
@@ -611,6 +623,8 @@ export function resolveEngine(given: SimEngineSettings): {
    * record; their notice lines lead `warnings`.
    */
   calibration?: { path: string; warnings: CalibrationWarning[]; notices: string[] };
+  /** The --calibration file read, for the runs that predict with it (their intervals). */
+  calibrated?: CalibratedEngine;
 } {
   const problems: string[] = [];
   const warnings: string[] = [];
@@ -780,5 +794,19 @@ export function resolveEngine(given: SimEngineSettings): {
       else if (steps) engine.measuredSteps = steps;
     }
   }
-  return { engine, problems, warnings, ...(carried ? { calibration: carried } : {}) };
+  return {
+    engine,
+    problems,
+    warnings,
+    ...(carried ? { calibration: carried } : {}),
+    ...(calibration
+      ? {
+          calibrated: {
+            path: String(given.calibration),
+            file: calibration,
+            flagKeys: FIT_KEYS.filter((k) => given[k] !== undefined),
+          },
+        }
+      : {}),
+  };
 }
