@@ -485,6 +485,21 @@ const LATENCY_ROWS: [string, keyof Summary['latency']][] = [
   [metricLabel('e2eMs'), 'e2eMs'],
 ];
 
+/**
+ * Under a figure of a calibrated simulated run, in small text, its prediction interval
+ * (summary.json's `prediction`: the median's at its top, the others under `statistics`).
+ */
+function predictedCell(
+  d: Distribution,
+  q: 'mean' | 'p50' | 'p90' | 'p95' | 'p99' | 'p99_9',
+): string {
+  const p = d.prediction;
+  if (!p || q === 'p99_9') return '';
+  const range = q === 'p50' ? p : p.statistics?.[q];
+  if (!range) return '';
+  return `<br><small class="prediction" title="${esc(fmtNumber(p.level * 100, 0))}% prediction interval from the calibration">predicted ${esc(fmtNumber(range.low, 2))}-${esc(fmtNumber(range.high, 2))}</small>`;
+}
+
 function latencyTable(s: Summary): string {
   const rows: [string, keyof Summary['latency']][] = [...LATENCY_ROWS];
   if (s.latency.chunkGapMs?.count > 0 && s.streaming?.tokensPerEvent > 1.05) {
@@ -499,18 +514,18 @@ function latencyTable(s: Summary): string {
   const cell = (d: Distribution, q: 'p50' | 'p90' | 'p95' | 'p99' | 'p99_9') => {
     const figure = `${q !== 'p50' && d.lowConfidence?.includes(q) ? '~' : ''}${fmtNumber(d[q], 2)}`;
     const interval = d.intervals?.[q];
-    if (!interval) return figure;
+    if (!interval) return `${figure}${predictedCell(d, q)}`;
     const side = (v: number | null) => (v === null ? 'open' : fmtNumber(v, 2));
     const range = `${side(interval.low)}-${side(interval.high)}`;
     const how = interval.method === 'block-bootstrap' ? 'block bootstrap' : 'order statistics';
-    return `${figure}<br><small class="interval" title="${fmtNumber(interval.level * 100, 0)}% interval, ${how}">${range}</small>`;
+    return `${figure}<br><small class="interval" title="${fmtNumber(interval.level * 100, 0)}% interval, ${how}">${range}</small>${predictedCell(d, q)}`;
   };
   const body = rows
     .map(([name, key]) => [name, s.latency[key]] as const)
     .filter(([, d]) => d && d.count > 0)
     .map(([name, d]) => [
       esc(name),
-      fmtNumber(d.mean, 2),
+      `${fmtNumber(d.mean, 2)}${predictedCell(d, 'mean')}`,
       cell(d, 'p50'),
       cell(d, 'p90'),
       cell(d, 'p95'),
@@ -521,7 +536,10 @@ function latencyTable(s: Summary): string {
     ]);
   const low = rows.some(([, k]) => s.latency[k]?.lowConfidence?.includes('p99'));
   const intervals = rows.some(([, k]) => s.latency[k]?.intervals);
-  return `${table(['latency (ms)', 'mean', 'p50', 'p90', 'p95', 'p99', 'p99.9', 'max', 'n'], body)}${low ? '<p class="caption">~ marks a percentile with too few samples to resolve it.</p>' : ''}${intervals ? '<p class="caption">Under a percentile, its 95% interval (docs/metrics.md, "Intervals"); open: the samples cannot bound that side.</p>' : ''}${s.until ? `<p>${esc(describeUntil(s.until, s.requests.completed))}</p>` : ''}`;
+  const predicted = s.prediction
+    ? `<p class="caption">predicted: the figure's ${esc(fmtNumber(s.prediction.level * 100, 0))}% prediction interval from the calibration ${esc(s.prediction.calibration)}, ${esc(fmtNumber(s.prediction.draws))} draws of its fitted values (docs/metrics.md, "Prediction intervals"); it leaves out the run's own sampling error, which the interval above it is.</p>`
+    : '';
+  return `${table(['latency (ms)', 'mean', 'p50', 'p90', 'p95', 'p99', 'p99.9', 'max', 'n'], body)}${low ? '<p class="caption">~ marks a percentile with too few samples to resolve it.</p>' : ''}${intervals ? '<p class="caption">Under a percentile, its 95% interval (docs/metrics.md, "Intervals"); open: the samples cannot bound that side.</p>' : ''}${predicted}${s.until ? `<p>${esc(describeUntil(s.until, s.requests.completed))}</p>` : ''}`;
 }
 
 /**
@@ -552,6 +570,15 @@ ${table(['metric', 'name', 'unit', 'mean', 'p50', 'p90', 'p99', 'max', 'n'], row
 </details>`;
 }
 
+/** A calibrated run's throughput prediction: each range, and its level (escaped where shown). */
+function throughputPredicted(t: Summary['throughput']): string {
+  const p = t.prediction;
+  if (!p) return '';
+  const range = (r: { low: number; high: number } | undefined, digits: number, unit: string) =>
+    r ? [`${fmtNumber(r.low, digits)}-${fmtNumber(r.high, digits)} ${unit}`] : [];
+  return `${[...range(p.outputTokensPerS, 1, 'output tok/s'), ...range(p.requestsPerS, 2, 'req/s')].join(', ')} (${fmtNumber(p.level * 100, 0)}% prediction intervals from the calibration)`;
+}
+
 function numbersHtml(s: Summary): string {
   const t = s.throughput;
   const lat = s.latency;
@@ -564,6 +591,7 @@ function numbersHtml(s: Summary): string {
       'system throughput',
       `${fmtNumber(t.outputTokensPerS, 1)} output tok/s, ${fmtNumber(t.totalTokensPerS, 1)} total tok/s, ${fmtNumber(t.requestsPerS, 2)} req/s`,
     ],
+    ...(t.prediction ? [['predicted', throughputPredicted(t)] as [string, string]] : []),
     ...(steady ? [['steady state', steady] as [string, string]] : []),
     ...(transient ? [['warm-up transient', transient] as [string, string]] : []),
     [
