@@ -373,6 +373,8 @@ export interface LiveTarget {
   calibrationWarnings?: CalibrationWarning[];
   /** The --calibration file its engine was built on (prediction intervals). */
   calibrated?: CalibratedEngine;
+  /** The built-in simulator's engine, where a --calibration's intervals replay it. */
+  engine?: EngineModelOptions;
   /**
    * The built-in simulator's KV block size (its personality's: 16, SGLang's 1, TensorRT-LLM's
    * 64, ...), which its `/version` (`infergauge-sim`) does not tell.
@@ -522,6 +524,8 @@ export async function openTarget(
       tokenizer,
       promptOverhead,
       ...(sim ? { simulator: sim.banner, simulatorArgs, ...carried } : {}),
+      // Its engine, for the virtual replays behind a calibrated run's prediction intervals.
+      ...(sim && prepared.engine && prepared.calibrated ? { engine: prepared.engine } : {}),
       ...(sim && prepared.engine
         ? { simulatorBlockTokens: resolveEngineConfig(prepared.engine).blockSize }
         : {}),
