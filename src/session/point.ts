@@ -47,7 +47,7 @@ import { type ManifestAbout, openRunDir } from '../results/runFiles.js';
 import type { EngineCluster } from '../sim/cluster.js';
 import { describeEngine, perReplica } from '../sim/describe.js';
 import { type EngineCounters, EngineModel, type EngineModelOptions } from '../sim/engineModel.js';
-import type { CalibratedEngine } from '../sim/options.js';
+import type { EngineCalibration } from '../sim/options.js';
 import { seriesKey } from '../telemetry/prometheus.js';
 import { recordTelemetry } from '../telemetry/scraper.js';
 import type { ServerMetricsSummary } from '../telemetry/summary.js';
@@ -974,7 +974,7 @@ async function predictPoint(
   o: {
     plan: RunPlan;
     engine: EngineModelOptions;
-    calibrated: CalibratedEngine;
+    calibrated: EngineCalibration;
     replay: VirtualReplayParts;
     hitRate?: HitRateSetup;
   },

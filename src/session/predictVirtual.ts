@@ -10,7 +10,7 @@ import { predictionModelOf, withValues } from '../sim/calibrate.js';
 import type { FitKey } from '../sim/calibrationFile.js';
 import { EngineCluster } from '../sim/cluster.js';
 import type { EngineModelOptions } from '../sim/engineModel.js';
-import type { CalibratedEngine } from '../sim/options.js';
+import type { EngineCalibration } from '../sim/options.js';
 import { PREDICTION_DRAWS, predictFigures } from '../sim/prediction.js';
 import {
   addRunPrediction,
@@ -25,7 +25,7 @@ import type { LoadedWorkload } from '../workload/workload.js';
 /** How to replay a run in virtual time: its engine, its calibration and what simulateRun takes. */
 export interface VirtualReplay {
   engine: EngineModelOptions;
-  calibrated: CalibratedEngine;
+  calibrated: EngineCalibration;
   /** simulateRun's options, less the engine, the workload and the records. */
   run: Omit<
     VirtualRunOptions,

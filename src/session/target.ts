@@ -30,7 +30,7 @@ import type { RequestRecord } from '../record.js';
 import type { CalibrationWarning } from '../sim/calibrationWarnings.js';
 import { servedModelName } from '../sim/describe.js';
 import { EngineModel, type EngineModelOptions, resolveEngineConfig } from '../sim/engineModel.js';
-import type { CalibratedEngine } from '../sim/options.js';
+import type { EngineCalibration } from '../sim/options.js';
 import type { ServerEnvironment } from '../telemetry/environment.js';
 import { findOnPath, NVIDIA_SMI } from '../telemetry/gpu.js';
 import { probeMetrics, type TelemetrySource } from '../telemetry/scraper.js';
@@ -70,7 +70,7 @@ export interface PreparedRun {
   /** What the --calibration file's fit warned of, which the results record (manifest.server). */
   calibrationWarnings?: CalibrationWarning[];
   /** The --calibration file the engine was built on: a run on it predicts, with intervals. */
-  calibrated?: CalibratedEngine;
+  calibrated?: EngineCalibration;
   simModel?: string;
   simulate: boolean;
   /** --time-scale, read by parseFlagNumber in prepareRun. */
@@ -372,7 +372,7 @@ export interface LiveTarget {
   /** What its --calibration file's fit warned of. */
   calibrationWarnings?: CalibrationWarning[];
   /** The --calibration file its engine was built on (prediction intervals). */
-  calibrated?: CalibratedEngine;
+  calibrated?: EngineCalibration;
   /** The built-in simulator's engine, where a --calibration's intervals replay it. */
   engine?: EngineModelOptions;
   /**
@@ -397,7 +397,7 @@ export interface VirtualTarget {
   /** What its --calibration file's fit warned of. */
   calibrationWarnings?: CalibrationWarning[];
   /** The --calibration file its engine was built on (prediction intervals). */
-  calibrated?: CalibratedEngine;
+  calibrated?: EngineCalibration;
   close(): Promise<void>;
 }
 

@@ -530,7 +530,7 @@ export function engineFromFlags(
   problems: string[];
   warnings: string[];
   calibration?: ReturnType<typeof resolveEngine>['calibration'];
-  calibrated?: CalibratedEngine;
+  calibrated?: EngineCalibration;
 } {
   const read = engineSettingsFromFlags(flags);
   const resolved = resolveEngine({
@@ -548,7 +548,7 @@ export function engineFromFlags(
 }
 
 /** An engine built on a calibration: the file, and the fitted values that flags replaced. */
-export interface CalibratedEngine {
+export interface EngineCalibration {
   path: string;
   file: CalibrationFile;
   /** Fit keys given as flags beside --calibration: theirs win, taken as exact in predictions. */
@@ -624,7 +624,7 @@ export function resolveEngine(given: SimEngineSettings): {
    */
   calibration?: { path: string; warnings: CalibrationWarning[]; notices: string[] };
   /** The --calibration file read, for the runs that predict with it (their intervals). */
-  calibrated?: CalibratedEngine;
+  calibrated?: EngineCalibration;
 } {
   const problems: string[] = [];
   const warnings: string[] = [];
