@@ -331,7 +331,7 @@ export interface MaxLoadSearch {
   best: number;
   /**
    * A calibrated simulated search: the interval of `best` from its points' prediction
-   * intervals (capacityInterval).
+   * intervals (maxLoadInterval).
    */
   prediction?: { low: number; high: number; level: number };
   bestPoint?: SweepPoint;
@@ -397,7 +397,7 @@ export async function searchMaxLoad(
  * (a level with failures is past); above the highest level measured it is not extrapolated.
  * Undefined when no point has a prediction.
  */
-export function capacityInterval(
+export function maxLoadInterval(
   points: readonly SweepPoint[],
   slos: readonly AggregateSlo[],
   o: { best: number; integer: boolean },

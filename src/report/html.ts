@@ -1329,6 +1329,18 @@ function probeReport(input: Extract<ReportInput, { kind: 'probe' }>, charts: Cha
 // ---------------------------------------------------------------------------------------------
 // Capacity
 
+/** A calibrated capacity's prediction interval, escaped, as a clause; '' without one. */
+function capacityRange(value: unknown): string {
+  const r = obj(value);
+  const low = num(r?.low);
+  const high = num(r?.high);
+  const level = num(r?.level);
+  if (low === undefined || high === undefined || level === undefined) return '';
+  return esc(
+    ` (${fmtNumber(level * 100, 0)}% prediction interval from the calibration: ${fmtNumber(low)}-${fmtNumber(high)}; docs/metrics.md, "Prediction intervals")`,
+  );
+}
+
 function capacityReport(input: Extract<ReportInput, { kind: 'capacity' }>, charts: Charts): string {
   const c = obj(input.capacity) ?? {};
   const server = obj(c.server);
@@ -1382,7 +1394,7 @@ function capacityReport(input: Extract<ReportInput, { kind: 'capacity' }>, chart
       ? `<b>Limit</b> at batch ${esc(fmtNumber(limit.batch))} (${esc(limit.reason.replace(/_/g, ' '))}): ${esc(limit.detail)}`
       : undefined,
     capacity !== undefined
-      ? `<b>Capacity</b>: ${esc(fmtNumber(capacity))} concurrent requests, the last batch before the limit.`
+      ? `<b>Capacity</b>: ${esc(fmtNumber(capacity))} concurrent requests, the last batch before the limit${capacityRange(c.capacityPredictionInterval)}.`
       : undefined,
     prediction
       ? `<b>Prediction</b>: ${esc(`${fmtNumber(prediction.maxBatch)} sequences (${fmtNumber(prediction.numGpuBlocks)} KV blocks / ${fmtNumber(prediction.blocksPerSequence)} per sequence)`)}.`

@@ -6,11 +6,11 @@ import { join } from 'node:path';
 import {
   type AggregateSlo,
   averageRepeats,
-  capacityInterval,
   checkSlos,
   DEFAULT_TRIANGLE,
   findCliff,
   findKnee,
+  maxLoadInterval,
   parseAggregateSlos,
   recommend,
   type SweepPoint,
@@ -542,7 +542,7 @@ async function* scenarioProfile(
         ? checkSlos(search.bestPoint, s.slos).binding.text
         : undefined;
       // A calibrated search's answer, with the interval its points' predictions give it.
-      const prediction = capacityInterval([...searched, ...points], s.slos, {
+      const prediction = maxLoadInterval([...searched, ...points], s.slos, {
         best: search.best,
         integer: s.mode === 'concurrency',
       });

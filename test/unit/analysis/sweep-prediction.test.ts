@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import {
   averageRepeats,
-  capacityInterval,
+  maxLoadInterval,
   parseAggregateSlos,
   type SweepPoint,
 } from '../../../src/analysis/sweep.js';
@@ -49,7 +49,7 @@ describe('a calibrated sweep’s predictions', () => {
   test('the capacity’s interval: where each end of the binding figure crosses its limit', () => {
     // TTFT p99 100, 280, 320, 400 ms at 1 to 4: the search found 2 within 300 ms.
     const points = [point(1, 100), point(2, 280), point(3, 320), point(4, 400)];
-    const r = capacityInterval(points, slos, { best: 2, integer: false });
+    const r = maxLoadInterval(points, slos, { best: 2, integer: false });
     assert.ok(r);
     assert.equal(r.level, 0.9);
     // High ends 120, 336: 300 is crossed between 1 and 2, on the log of the figure.
@@ -59,10 +59,10 @@ describe('a calibrated sweep’s predictions', () => {
     const high = 3 + Math.log(300 / 288) / Math.log(360 / 288);
     assert.ok(Math.abs(r.high - high) < 1e-9, `${r.high}`);
     // Whole users for a concurrency.
-    const whole = capacityInterval(points, slos, { best: 2, integer: true });
+    const whole = maxLoadInterval(points, slos, { best: 2, integer: true });
     assert.deepEqual(whole, { low: 1, high: 3, level: 0.9 });
     // The capacity found always lies inside.
-    const tight = capacityInterval([point(1, 100), point(2, 200), point(3, 320)], slos, {
+    const tight = maxLoadInterval([point(1, 100), point(2, 200), point(3, 320)], slos, {
       best: 2,
       integer: true,
     });
@@ -71,17 +71,17 @@ describe('a calibrated sweep’s predictions', () => {
 
   test('failures are past every limit, nothing is extrapolated, none without predictions', () => {
     const failing = [point(1, 100), point(2, 150, 3)];
-    assert.deepEqual(capacityInterval(failing, slos, { best: 1, integer: true }), {
+    assert.deepEqual(maxLoadInterval(failing, slos, { best: 1, integer: true }), {
       low: 1,
       high: 1,
       level: 0.9,
     });
     const within = [point(1, 100), point(2, 150)];
-    assert.equal(capacityInterval(within, slos, { best: 2, integer: true })?.high, 2);
+    assert.equal(maxLoadInterval(within, slos, { best: 2, integer: true })?.high, 2);
     const first = [point(1, 280), point(2, 500)];
-    assert.equal(capacityInterval(first, slos, { best: 1, integer: true })?.low, 0);
+    assert.equal(maxLoadInterval(first, slos, { best: 1, integer: true })?.low, 0);
     const plain = within.map(({ prediction: _, ...p }) => p);
-    assert.equal(capacityInterval(plain, slos, { best: 2, integer: true }), undefined);
+    assert.equal(maxLoadInterval(plain, slos, { best: 2, integer: true }), undefined);
   });
 
   test('repeats average their ranges end by end', () => {
