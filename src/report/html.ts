@@ -9,7 +9,7 @@
 
 import { createHash } from 'node:crypto';
 import { cacheStatePhrase, readCacheState } from '../analysis/prefixCache.js';
-import type { Recommendation, SweepPoint } from '../analysis/sweep.js';
+import type { PredictedPointField, Recommendation, SweepPoint } from '../analysis/sweep.js';
 import {
   type CapacityLimit,
   type CapacityPrediction,
@@ -1031,19 +1031,33 @@ ${body.map((b) => `<div data-block="${esc(b.kind)}" id="${esc(b.id)}">${b.html}<
 // ---------------------------------------------------------------------------------------------
 // Sweeps
 
+/**
+ * Under a calibrated sweep point's figure, in small text, its prediction interval (sweep.json's
+ * `points[].prediction`, read as untrusted: numbers only).
+ */
+function pointPredicted(p: SweepPoint, field: PredictedPointField, digits: number): string {
+  const prediction = obj(p.prediction);
+  const range = obj(obj(prediction?.ranges)?.[field]);
+  const low = num(range?.low);
+  const high = num(range?.high);
+  const level = num(prediction?.level);
+  if (low === undefined || high === undefined || level === undefined) return '';
+  return `<br><small class="prediction" title="${esc(fmtNumber(level * 100, 0))}% prediction interval from the calibration">predicted ${esc(fmtNumber(low, digits))}-${esc(fmtNumber(high, digits))}</small>`;
+}
+
 function sweepPointsTable(points: SweepPoint[], mode: string): string {
   const rows = [...points]
     .sort((a, b) => a.level - b.level)
     .map((p) => [
       fmtSig(p.level),
       fmtNumber(p.meanConcurrency, 1),
-      fmtNumber(p.outputTokensPerS),
+      `${fmtNumber(p.outputTokensPerS)}${pointPredicted(p, 'outputTokensPerS', 0)}`,
       fmtNumber(p.perUserTokensPerS, 1),
-      fmtNumber(p.ttftP50Ms, 1),
-      fmtNumber(p.ttftP99Ms, 1),
-      fmtNumber(p.itlP50Ms, 2),
-      fmtNumber(p.itlP99Ms, 2),
-      fmtNumber(p.e2eP99Ms, 0),
+      `${fmtNumber(p.ttftP50Ms, 1)}${pointPredicted(p, 'ttftP50Ms', 1)}`,
+      `${fmtNumber(p.ttftP99Ms, 1)}${pointPredicted(p, 'ttftP99Ms', 1)}`,
+      `${fmtNumber(p.itlP50Ms, 2)}${pointPredicted(p, 'itlP50Ms', 2)}`,
+      `${fmtNumber(p.itlP99Ms, 2)}${pointPredicted(p, 'itlP99Ms', 2)}`,
+      `${fmtNumber(p.e2eP99Ms, 0)}${pointPredicted(p, 'e2eP99Ms', 0)}`,
       p.kvCacheUsageMax !== undefined ? pct(p.kvCacheUsageMax, 1) : '-',
       fmtNumber(p.failed),
       p.validity
@@ -1087,7 +1101,7 @@ function sweepFindings(s: ScenarioSweepJson, mode: string): string {
     const best = s.search.bestPoint;
     items.push(
       s.search.best > 0 && best
-        ? `<b>Capacity</b> under ${esc(s.search.slos.join(', '))}: ${esc(fmtSig(s.search.best))} ${unit} (${esc(fmtNumber(best.outputTokensPerS))} output tok/s, ${esc(fmtSig(best.perUserTokensPerS))} tok/s per user${best.goodputRequestsPerS !== undefined ? `, goodput ${esc(fmtNumber(best.goodputRequestsPerS, 2))} req/s` : ''})${s.search.binding ? `; binding SLO ${esc(s.search.binding)}` : ''}${s.search.failedAt !== undefined ? `; fails at ${esc(fmtSig(s.search.failedAt))}` : ''}. Tried ${esc(s.search.tried.map((t) => `${fmtSig(t.level)}${t.ok ? '' : ' (missed)'}`).join(', '))}.`
+        ? `<b>Capacity</b> under ${esc(s.search.slos.join(', '))}: ${esc(fmtSig(s.search.best))} ${unit} (${esc(fmtNumber(best.outputTokensPerS))} output tok/s, ${esc(fmtSig(best.perUserTokensPerS))} tok/s per user${best.goodputRequestsPerS !== undefined ? `, goodput ${esc(fmtNumber(best.goodputRequestsPerS, 2))} req/s` : ''})${s.search.binding ? `; binding SLO ${esc(s.search.binding)}` : ''}${s.search.failedAt !== undefined ? `; fails at ${esc(fmtSig(s.search.failedAt))}` : ''}${searchRange(s.search.prediction)}. Tried ${esc(s.search.tried.map((t) => `${fmtSig(t.level)}${t.ok ? '' : ' (missed)'}`).join(', '))}.`
         : `<b>Capacity</b> under ${esc(s.search.slos.join(', '))}: no load met them (tried ${esc(s.search.tried.map((t) => fmtSig(t.level)).join(', '))}).`,
     );
   }
@@ -1328,6 +1342,18 @@ function probeReport(input: Extract<ReportInput, { kind: 'probe' }>, charts: Cha
 
 // ---------------------------------------------------------------------------------------------
 // Capacity
+
+/** A calibrated --find-max capacity's prediction interval, escaped, as a clause; '' without one. */
+function searchRange(value: unknown): string {
+  const r = obj(value);
+  const low = num(r?.low);
+  const high = num(r?.high);
+  const level = num(r?.level);
+  if (low === undefined || high === undefined || level === undefined) return '';
+  return esc(
+    `; ${fmtNumber(level * 100, 0)}% prediction interval ${fmtSig(low)}-${fmtSig(high)} (docs/metrics.md, "Prediction intervals")`,
+  );
+}
 
 /** A calibrated capacity's prediction interval, escaped, as a clause; '' without one. */
 function capacityRange(value: unknown): string {
