@@ -3,6 +3,8 @@
  * the --find-max capacity's interval from them, and the table's lines that show them.
  */
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import {
   averageRepeats,
@@ -10,7 +12,12 @@ import {
   parseAggregateSlos,
   type SweepPoint,
 } from '../../../src/analysis/sweep.js';
-import { renderSweep } from '../../../src/report/sweepText.js';
+import type { RunPlan } from '../../../src/plan/runPlan.js';
+import { renderSweep, type ScenarioSweep } from '../../../src/report/sweepText.js';
+import { prepareSweep, runSweep } from '../../../src/session/profiles/sweep.js';
+import type { PreparedRun } from '../../../src/session/target.js';
+import { writeCalibration } from '../../helpers/calibration.js';
+import { tempDir } from '../../helpers/cli.js';
 
 /** A point whose TTFT p99 is `ttft` ms, predicted within -10 % and +20 % of it. */
 function point(level: number, ttft: number, failed = 0): SweepPoint {
@@ -122,5 +129,40 @@ describe('a calibrated sweep’s predictions', () => {
       text,
       /Capacity under ttft\.p99<300: 2 concurrent users \(90% prediction interval 2-3\)/,
     );
+  });
+
+  test('sweep --simulate --calibration: sweep.json’s points and --find-max capacity carry them', async () => {
+    const dir = tempDir('ig-sweep-prediction-');
+    const out = join(dir, 'sweep');
+    const { settings, prepared, problems } = prepareSweep({
+      simulate: true,
+      calibration: writeCalibration(dir),
+      levels: '1,8',
+      requests: '24',
+      inputTokens: '1024',
+      outputTokens: '8',
+      slo: 'ttft.p99<400',
+      findMax: true,
+      maxLevel: '16',
+      predictionDraws: '8',
+      out,
+    });
+    assert.deepEqual(problems, []);
+    await runSweep(prepared as PreparedRun & { plan: RunPlan }, settings, {
+      stop: new AbortController().signal,
+      say: () => {},
+      html: false,
+    });
+    const saved = JSON.parse(readFileSync(join(out, 'sweep.json'), 'utf8')) as {
+      scenarios: ScenarioSweep[];
+    };
+    const [sweep] = saved.scenarios;
+    for (const p of sweep.points) {
+      const r = p.prediction?.ranges.ttftP99Ms;
+      assert.ok(r && r.low <= p.ttftP99Ms && p.ttftP99Ms <= r.high, `level ${p.level}`);
+    }
+    const search = sweep.search;
+    assert.ok(search?.prediction, 'the capacity has an interval');
+    assert.ok(search.prediction.low <= search.best && search.best <= search.prediction.high);
   });
 });
