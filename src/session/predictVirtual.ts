@@ -49,18 +49,22 @@ export async function predictRun(summary: RunSummary, r: VirtualReplay): Promise
   const draws = r.draws ?? PREDICTION_DRAWS;
   if (model.keys.length === 0 || draws === 0) return 0;
   const { load } = r.run;
+  const first = await r.workload();
+  // Single requests are made by id whatever the order: one workload serves every replay.
+  const sessions = 'nextSession' in first;
+  // What the run counted, not only what it planned: a duration, or --until, ends it sooner. A
+  // session scenario's count is of sessions, which the summary does not count.
+  const counted = summary.requests.completed + summary.requests.failed;
+  const ran = sessions ? r.run.requests : Math.min(r.run.requests ?? counted, counted);
   const requests =
-    r.run.requests === undefined
+    ran === undefined
       ? undefined
       : drawRequestsFor({
-          requests: r.run.requests,
+          requests: ran,
           ...(load.mode === 'closed' ? { concurrency: load.concurrency } : {}),
         });
   // Flags given beside --calibration won over its values: a draw does not move them.
   const byFlags = new Set<FitKey>(r.calibrated.flagKeys);
-  const first = await r.workload();
-  // Single requests are made by id whatever the order: one workload serves every replay.
-  const sessions = 'nextSession' in first;
   const workloads = sessions
     ? [first, ...(await Promise.all(Array.from({ length: draws }, () => r.workload())))]
     : [first];
@@ -92,7 +96,7 @@ export async function predictRun(summary: RunSummary, r: VirtualReplay): Promise
   );
   addRunPrediction(summary, predicted, model, {
     calibration: r.calibrated.path,
-    ...(requests !== undefined && requests < (r.run.requests ?? 0)
+    ...(requests !== undefined && requests < (r.run.requests ?? Number.POSITIVE_INFINITY)
       ? { drawRequests: requests }
       : {}),
     ...(byFlags.size > 0 ? { heldByFlags: [...byFlags] } : {}),
