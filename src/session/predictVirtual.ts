@@ -64,7 +64,7 @@ export async function predictRun(summary: RunSummary, r: VirtualReplay): Promise
           ...(load.mode === 'closed' ? { concurrency: load.concurrency } : {}),
         });
   // Flags given beside --calibration won over its values: a draw does not move them.
-  const byFlags = new Set<FitKey>(r.calibrated.flagKeys);
+  const byFlags = new Set<FitKey>(r.calibrated.flagKeys.filter((k) => model.keys.includes(k)));
   const workloads = sessions
     ? [first, ...(await Promise.all(Array.from({ length: draws }, () => r.workload())))]
     : [first];
