@@ -30,6 +30,7 @@ import type { RequestRecord } from '../record.js';
 import type { CalibrationWarning } from '../sim/calibrationWarnings.js';
 import { servedModelName } from '../sim/describe.js';
 import { EngineModel, type EngineModelOptions, resolveEngineConfig } from '../sim/engineModel.js';
+import type { EngineCalibration } from '../sim/options.js';
 import type { OutsideValidation } from '../sim/validatedRange.js';
 import type { ServerEnvironment } from '../telemetry/environment.js';
 import { findOnPath, NVIDIA_SMI } from '../telemetry/gpu.js';
@@ -71,6 +72,8 @@ export interface PreparedRun {
   calibrationWarnings?: CalibrationWarning[];
   /** The built-in simulator's own notices (outside its validated range), for manifest.server. */
   simulatorWarnings?: OutsideValidation[];
+  /** The --calibration file the engine was built on: a run on it predicts, with intervals. */
+  calibrated?: EngineCalibration;
   simModel?: string;
   simulate: boolean;
   /** --time-scale, read by parseFlagNumber in prepareRun. */
@@ -373,6 +376,10 @@ export interface LiveTarget {
   calibrationWarnings?: CalibrationWarning[];
   /** The simulator's own notices (outside its validated range). */
   simulatorWarnings?: OutsideValidation[];
+  /** The --calibration file its engine was built on (prediction intervals). */
+  calibrated?: EngineCalibration;
+  /** The built-in simulator's engine, where a --calibration's intervals replay it. */
+  engine?: EngineModelOptions;
   /**
    * The built-in simulator's KV block size (its personality's: 16, SGLang's 1, TensorRT-LLM's
    * 64, ...), which its `/version` (`infergauge-sim`) does not tell.
@@ -396,6 +403,8 @@ export interface VirtualTarget {
   calibrationWarnings?: CalibrationWarning[];
   /** The simulator's own notices (outside its validated range). */
   simulatorWarnings?: OutsideValidation[];
+  /** The --calibration file its engine was built on (prediction intervals). */
+  calibrated?: EngineCalibration;
   close(): Promise<void>;
 }
 
@@ -426,6 +435,7 @@ export async function openTarget(
     ...(prepared.simulatorWarnings?.length
       ? { simulatorWarnings: prepared.simulatorWarnings }
       : {}),
+    ...(prepared.calibrated ? { calibrated: prepared.calibrated } : {}),
   };
   if (prepared.simulate && prepared.engine) {
     const engine = prepared.engine;
@@ -524,6 +534,8 @@ export async function openTarget(
       tokenizer,
       promptOverhead,
       ...(sim ? { simulator: sim.banner, simulatorArgs, ...carried } : {}),
+      // Its engine, for the virtual replays behind a calibrated run's prediction intervals.
+      ...(sim && prepared.engine && prepared.calibrated ? { engine: prepared.engine } : {}),
       ...(sim && prepared.engine
         ? { simulatorBlockTokens: resolveEngineConfig(prepared.engine).blockSize }
         : {}),

@@ -7,6 +7,8 @@ import type { ModelSpec } from '../memory/model.js';
 import {
   type CalibrationFile,
   calibratedValues,
+  FIT_KEYS,
+  type FitKey,
   measuredStepsOf,
   readCalibrationFile,
   stepsMismatch,
@@ -530,6 +532,7 @@ export function engineFromFlags(
   warnings: string[];
   calibration?: ReturnType<typeof resolveEngine>['calibration'];
   outsideValidation?: OutsideValidation;
+  calibrated?: EngineCalibration;
 } {
   const read = engineSettingsFromFlags(flags);
   const resolved = resolveEngine({
@@ -543,7 +546,16 @@ export function engineFromFlags(
     warnings: resolved.warnings,
     ...(resolved.outsideValidation ? { outsideValidation: resolved.outsideValidation } : {}),
     ...(resolved.calibration ? { calibration: resolved.calibration } : {}),
+    ...(resolved.calibrated ? { calibrated: resolved.calibrated } : {}),
   };
+}
+
+/** An engine built on a calibration: the file, and the fitted values that flags replaced. */
+export interface EngineCalibration {
+  path: string;
+  file: CalibrationFile;
+  /** Fit keys given as flags beside --calibration: theirs win, taken as exact in predictions. */
+  flagKeys: FitKey[];
 }
 
 /** The efficiency flags' values (`mbu`, `stepOverheadMs`, ...) in the engine's units (seconds). */
@@ -616,6 +628,8 @@ export function resolveEngine(given: SimEngineSettings): {
   calibration?: { path: string; warnings: CalibrationWarning[]; notices: string[] };
   /** The setup lies outside the personality's validated range (validatedRange.ts); its line is in `warnings`. */
   outsideValidation?: OutsideValidation;
+  /** The --calibration file read, for the runs that predict with it (their intervals). */
+  calibrated?: EngineCalibration;
 } {
   const problems: string[] = [];
   const warnings: string[] = [];
@@ -795,5 +809,14 @@ export function resolveEngine(given: SimEngineSettings): {
     warnings,
     ...(outside ? { outsideValidation: outside } : {}),
     ...(carried ? { calibration: carried } : {}),
+    ...(calibration
+      ? {
+          calibrated: {
+            path: String(given.calibration),
+            file: calibration,
+            flagKeys: FIT_KEYS.filter((k) => given[k] !== undefined),
+          },
+        }
+      : {}),
   };
 }
