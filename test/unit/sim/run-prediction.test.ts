@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import type { RunSummary } from '../../../src/metrics/summary.js';
 import { fitBounds } from '../../../src/sim/calibrate.js';
-import { predictionModel } from '../../../src/sim/prediction.js';
+import { predictionModel, studentTCdf } from '../../../src/sim/prediction.js';
 import {
   addRunPrediction,
   drawRequestsFor,
@@ -51,9 +51,26 @@ const model = predictionModel({
   ],
   bounds: fitBounds,
 });
-const Z90 = 1.6448536;
+/** The 95th percentile of the residual's t (its degrees of freedom: 6 residuals, 1 value fitted). */
+const Z90 = tQuantile(0.95, model.dof);
+
+function tQuantile(p: number, dof: number): number {
+  let lo = 0;
+  let hi = 50;
+  for (let i = 0; i < 100; i++) {
+    const mid = (lo + hi) / 2;
+    if (studentTCdf(mid, dof) < p) lo = mid;
+    else hi = mid;
+  }
+  return lo;
+}
 
 describe('a calibrated run’s prediction fields', () => {
+  test('the residual is a t of the fit’s degrees of freedom', () => {
+    assert.equal(model.dof, 5);
+    assert.ok(Math.abs(Z90 - 2.015) < 1e-3, `${Z90}`);
+  });
+
   test('draws replay a sixteenth of the run, at least 64 requests and four per request in flight', () => {
     assert.equal(drawRequestsFor({ requests: 200, concurrency: 16 }), 64);
     assert.equal(drawRequestsFor({ requests: 40, concurrency: 4 }), 40, 'never more than the run');
