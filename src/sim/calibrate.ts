@@ -69,6 +69,20 @@ export interface CalibrationSession {
   }[];
 }
 
+/**
+ * One user of a measured closed loop: the requests it sent, in its order, each after its
+ * previous one ended plus the client's turnaround (userChains).
+ */
+export interface CalibrationUser {
+  /** When its first request was sent, ms from the run's start (the client ramps connections). */
+  startMs: number;
+  /**
+   * Its requests: where each is in the point's `requests`, and how long after its previous
+   * one's end it was sent (the first: 0).
+   */
+  requests: { index: number; gapMs: number }[];
+}
+
 /** One measured run: its load, its requests and what it measured. */
 export interface CalibrationPoint {
   label: string;
@@ -81,6 +95,11 @@ export interface CalibrationPoint {
   requests: CalibrationRequest[];
   /** A session run's sessions (multi-turn chat, agent tasks), in the order started. */
   sessions?: CalibrationSession[];
+  /**
+   * A closed loop of single requests: each user's own sequence, rebuilt from the records'
+   * times (userChains), replayed at the recorded offsets and gaps. Absent: the idealised loop.
+   */
+  users?: CalibrationUser[];
   /**
    * Tokens every session's prompts begin with (tool schemas, the system prompt), which a prefix
    * cache shares across sessions.
@@ -282,8 +301,57 @@ export function pointFromRecords(
   if (records.some((r) => r.sessionId !== undefined)) {
     point.sessions = sessionsOf(records);
     if (sharedPrefixTokens) point.sharedPrefixTokens = sharedPrefixTokens;
+  } else if (load.mode === 'closed' && point.traceBlockTokens === undefined) {
+    // A failed request's slot was freed too, but it is not replayed (its length is unknown):
+    // the chains would have holes, so a run with failures keeps the idealised loop.
+    const users = kept.length === records.length ? userChains(kept, load.concurrency) : undefined;
+    if (users) point.users = users;
   }
   return point;
+}
+
+/**
+ * A closed loop's users, rebuilt from its records (in the order sent: by scheduledAt, then id),
+ * which carry no user: the first `concurrency` sends start the users; each later one was
+ * scheduled when a user's request ended (the client schedules the next as the last ends), so it
+ * goes to the user whose last request ended latest at or before it was scheduled; its gap is
+ * from that end to its own send (the client's turnaround). Undefined where the records do not
+ * fit that loop (an older infergauge's records without send or end times, a send that no end
+ * freed, a user longer than the replay's session ids allow): the caller keeps the idealised
+ * loop then.
+ */
+export function userChains(
+  records: readonly Pick<RequestRecord, 'scheduledAt' | 'sentAt' | 'endAt'>[],
+  concurrency: number,
+): CalibrationUser[] | undefined {
+  if (records.length === 0 || !(concurrency >= 1)) return undefined;
+  const users: CalibrationUser[] = [];
+  const lastEnd: number[] = [];
+  for (const [index, r] of records.entries()) {
+    const { scheduledAt, sentAt, endAt } = r;
+    if (
+      !Number.isFinite(scheduledAt) ||
+      !Number.isFinite(sentAt) ||
+      !Number.isFinite(endAt) ||
+      endAt < sentAt ||
+      (index > 0 && scheduledAt < records[index - 1].scheduledAt)
+    ) {
+      return undefined;
+    }
+    if (users.length < concurrency) {
+      users.push({ startMs: sentAt, requests: [{ index, gapMs: 0 }] });
+      lastEnd.push(endAt);
+      continue;
+    }
+    let user = -1;
+    for (let u = 0; u < users.length; u++) {
+      if (lastEnd[u] <= scheduledAt && (user < 0 || lastEnd[u] > lastEnd[user])) user = u;
+    }
+    if (user < 0 || users[user].requests.length >= SESSION_ID_STRIDE) return undefined;
+    users[user].requests.push({ index, gapMs: Math.max(0, sentAt - lastEnd[user]) });
+    lastEnd[user] = endAt;
+  }
+  return users.sort((a, b) => a.startMs - b.startMs);
 }
 
 /** A session run's sessions, in the order started, each step to its first failed request. */
@@ -408,6 +476,7 @@ export function replayRecords(
   events = true,
 ): RequestRecord[] {
   if (point.sessions) return replaySessions(options, point, point.sessions, events);
+  if (point.users) return replayUsers(options, point, point.users, events);
   const traced = point.traceBlockTokens !== undefined;
   const hits = replaysHits(point);
   // Hits the server reported need a prefix cache whatever the engine's flags said: it had one.
@@ -420,7 +489,7 @@ export function replayRecords(
     point.traceBlockTokens !== undefined
       ? new TraceBlockKeys(engine.config.blockSize, point.traceBlockTokens)
       : undefined;
-  const blockSize = engine.config.blockSize;
+  const warmed = hits ? warmedKeys(engine) : undefined;
   simulateRun({
     engine,
     load: replayLoad(point.load, ordered),
@@ -434,31 +503,105 @@ export function replayRecords(
           prefixKeys: (id: number, spec: RequestSpec, promptTokens: number) =>
             keys.keys(ordered[id].hashIds, promptTokens, spec.requestedOutputTokens),
         }
-      : hits
-        ? {
-            // A request the server served c cached tokens finds its first c tokens' whole
-            // blocks cached as it is sent (an earlier run's prompt, or this run's warm-up,
-            // left them): keys of its own, so exactly those blocks hit and no other request
-            // shares them. Warmed at the send, not at the start, so a cache smaller than the
-            // run's prompts still holds each when it is needed, as the server's did. Only the
-            // cached blocks are keyed: the rest could be hit by no one (but a preempted
-            // request recomputing them), and keying them halves the replay's speed.
-            prefixKeys: (id: number, _spec: RequestSpec, promptTokens: number) => {
-              const warm = Math.min(
-                cachedBlocks(ordered[id], blockSize),
-                Math.floor(promptTokens / blockSize),
-              );
-              if (warm === 0) return [];
-              const base = (id + 1) * REQUEST_KEY_STRIDE;
-              const own = Array.from({ length: warm }, (_, b) => base + b);
-              // Any replica may take it (routing is by load): each holds them.
-              for (const replica of engine.replicas) replica.warmPrefixCache(own);
-              return own;
-            },
-          }
+      : warmed
+        ? { prefixKeys: (id: number, _spec: RequestSpec, n: number) => warmed(ordered[id], id, n) }
         : {}),
     events,
     onRecord: (record) => records.push(record),
+  });
+  return records;
+}
+
+/**
+ * A request the server served c cached tokens finds its first c tokens' whole blocks cached as
+ * it is sent (an earlier run's prompt, or this run's warm-up, left them): keys of its own
+ * (request `key`'s), so exactly those blocks hit and no other request shares them. Warmed at
+ * the send, not at the start, so a cache smaller than the run's prompts still holds each when
+ * it is needed, as the server's did. Only the cached blocks are keyed: the rest could be hit
+ * by no one (but a preempted request recomputing them), and keying them halves the replay's
+ * speed.
+ */
+function warmedKeys(engine: EngineCluster) {
+  const blockSize = engine.config.blockSize;
+  return (r: CalibrationRequest, key: number, promptTokens: number): number[] => {
+    const warm = Math.min(cachedBlocks(r, blockSize), Math.floor(promptTokens / blockSize));
+    if (warm === 0) return [];
+    const base = (key + 1) * REQUEST_KEY_STRIDE;
+    const own = Array.from({ length: warm }, (_, b) => base + b);
+    // Any replica may take it (routing is by load): each holds them.
+    for (const replica of engine.replicas) replica.warmPrefixCache(own);
+    return own;
+  };
+}
+
+/**
+ * A closed loop replayed user by user (point.users): each user's first request at its recorded
+ * offset, each later one after the same user's previous one ended in the replay plus the gap
+ * the client left. The idealised loop (the next request to whichever slot frees first, at once)
+ * runs more requests at a time than a client whose turnaround or connection ramp leaves slots
+ * idle, and gives a user's long and short requests to others. Each user is a session of
+ * one-request steps (the seam session runs use, whose pause is counted from the step's end);
+ * its requests are independent, so none shares a prefix with another (unlike replaySessions'
+ * growing conversation), and the server's reported hits are warmed per request as in
+ * replayRecords. The records come back as single requests': each its own phase and its index
+ * in `point.requests` as id.
+ */
+function replayUsers(
+  options: EngineModelOptions,
+  point: CalibrationPoint,
+  users: readonly CalibrationUser[],
+  events: boolean,
+): RequestRecord[] {
+  const hits = replaysHits(point);
+  const engine = new EngineCluster({ ...options, prefixCaching: hits });
+  const warmed = hits ? warmedKeys(engine) : undefined;
+  const requestOf = (id: number) =>
+    users[Math.floor(id / SESSION_ID_STRIDE)].requests[id % SESSION_ID_STRIDE].index;
+  const records: RequestRecord[] = [];
+  simulateRun({
+    engine,
+    load: {
+      mode: 'open',
+      rate: users.length,
+      arrival: 'trace',
+      trace: { timesMs: users.map((u) => u.startMs), speed: 1 },
+    },
+    requests: users.length,
+    warmupRequests: 0,
+    seed: 1,
+    endpoint: 'completions',
+    nextSession: (u) => {
+      const own = users[u].requests;
+      let k = 0;
+      return {
+        next: () => {
+          const step = own[k++];
+          return (
+            step && {
+              pauseMs: step.gapMs,
+              requests: [lengthsOnly(point.requests[step.index])],
+            }
+          );
+        },
+      };
+    },
+    ...(warmed
+      ? {
+          prefixKeys: (id: number, _spec: RequestSpec, n: number) => {
+            const index = requestOf(id);
+            return warmed(point.requests[index], index, n);
+          },
+        }
+      : {}),
+    events,
+    onRecord: ({ sessionId: _user, turn: _turn, sessionDone: _done, ...record }) => {
+      const index = requestOf(record.id);
+      records.push({
+        ...record,
+        id: index,
+        phase: point.requests[index].warmup ? 'warmup' : 'measure',
+      });
+    },
   });
   return records;
 }
