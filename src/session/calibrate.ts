@@ -175,7 +175,7 @@ export async function calibrate(
   })[] = [];
   const blockSize = new EngineModel(base).config.blockSize;
   for (const [i, dir] of runDirs.entries()) {
-    const point = await readPoint(dir, maxRequests, blockSize, problems, warnings);
+    const point = await readCalibrationPoint(dir, maxRequests, blockSize, problems, warnings);
     if (point) points.push(point);
     progress({ stage: 'reading', runs: i + 1, of: runDirs.length });
   }
@@ -484,8 +484,11 @@ async function readSteps(
   };
 }
 
-/** A run directory as a calibration point, or a problem saying why it cannot be one. */
-async function readPoint(
+/**
+ * A run directory as a calibration point, as calibrate reads it (its server's reported hits
+ * included), or a problem saying why it cannot be one.
+ */
+export async function readCalibrationPoint(
   dir: string,
   maxRequests: number,
   /** The replayed engine's KV block size: the replay keeps whole cached blocks. */
