@@ -735,6 +735,13 @@ export interface FitOptions {
   hold?: Partial<Record<FitKey, number>>;
   /** Where to start (default: the engine's values). */
   start?: Partial<Record<FitKey, number>>;
+  /**
+   * Held keys whose values are the engine's guesses, not the user's (held as unidentified):
+   * each known only to a factor of 2 (GUESS_LOG_SD), which the keys fitted beside it carry in
+   * their intervals. A key that trades off against a guess is fitted as what the two do
+   * together: its interval, taken as if the guess were exact, missed the truth.
+   */
+  guessed?: FitKey[];
   /** Check that each key can be told from the data, else refuse (default true). */
   checkIdentifiable?: boolean;
   maxIterations?: number;
@@ -867,10 +874,43 @@ export function fitCalibration(
   }
   const { a } = normalEquations(columns, r, w);
   const inverse = invert(a);
+  // A held guess's own uncertainty, carried into the keys fitted beside it: the guess is moved
+  // to either end of its 90 % range (GUESS_LOG_SD, Z90 of them), and the fitted keys follow as
+  // one Gauss-Newton step does (-(JᵀWJ)⁻¹ JᵀW Δr); the larger shift of each, over Z90, adds to
+  // its variance. Moved rather than differentiated, and that far, because a guess's effect is
+  // far from linear on its log scale: a step cost held at 1.5 ms adds 3.2 ms to every step at
+  // its 90 % end, where a derivative at 1.5 ms extrapolates 2.5 ms (the hidden server's 4 ms
+  // fell outside the bandwidth share's interval so).
+  const guessVariance = new Array<number>(keys.length).fill(0);
+  for (const h of o.guessed ?? []) {
+    if (!inverse || held[h] === undefined) continue;
+    const floor = RULES[h].floor;
+    const largest = new Array<number>(keys.length).fill(0);
+    for (const sign of [1, -1]) {
+      const options = withValues(base, {
+        ...valuesOf(theta),
+        [h]: Math.exp(Math.log((held[h] as number) + floor) + sign * Z90 * GUESS_LOG_SD) - floor,
+      });
+      const moved: number[] = [];
+      for (const p of points) {
+        simulations++;
+        moved.push(...logErrors(replayPoint(options, p), p.measured));
+        o.onSimulated?.();
+      }
+      const b = columns.map((c) => c.reduce((s, x, i) => s + x * w[i] * (moved[i] - r[i]), 0));
+      keys.forEach((_, j) => {
+        const shift = inverse[j].reduce((s, x, m) => s + x * b[m], 0) / Z90;
+        largest[j] = Math.max(largest[j], shift * shift);
+      });
+    }
+    keys.forEach((_, j) => {
+      guessVariance[j] += largest[j];
+    });
+  }
   const fitted: Partial<Record<FitKey, FittedValue>> = {};
   keys.forEach((k, j) => {
     const sd = inverse
-      ? Math.sqrt(Math.max(0, inverse[j][j]) * Math.max(s2, NOISE * NOISE))
+      ? Math.sqrt(Math.max(0, inverse[j][j]) * Math.max(s2, NOISE * NOISE) + guessVariance[j])
       : Number.NaN;
     const floor = RULES[k].floor;
     const value = Math.exp(theta[j]) - floor;
@@ -938,11 +978,20 @@ function dataProblems(
 const NOISE = 0.02;
 /** A key known only to a factor of 2 either way (one standard error) is not identified. */
 const MAX_LOG_SD = Math.LN2;
+/**
+ * What a held engine default is taken to be known to (one standard error, log scale): a factor
+ * of 2, the most a key may be unsure of and still count as identified; a GPU family's defaults
+ * are typical values, not measurements of this server.
+ */
+const GUESS_LOG_SD = MAX_LOG_SD;
+/** Standard errors to either end of a two-sided 90 % range (of a normal). */
+const Z90 = 1.645;
 
 /**
  * The keys the data cannot tell: those whose standard error, at the fit and with residuals of
  * at least NOISE, exceeds MAX_LOG_SD. Such a key barely moves any measured median, or moves
- * them as another key does (its partner is named when their correlation passes 0.9).
+ * them as another key does (its partner is named when their correlation passes 0.9). In order
+ * of their standard errors, the least known last.
  */
 function identifiabilityProblems(
   keys: FitKey[],
@@ -968,7 +1017,7 @@ function identifiabilityProblems(
     }));
   }
   const variance = Math.max(s2, NOISE * NOISE);
-  const problems: { key: FitKey; problem: string }[] = [];
+  const problems: { key: FitKey; problem: string; sd: number }[] = [];
   keys.forEach((k, j) => {
     const sd = Math.sqrt(Math.max(0, inverse[j][j]) * variance);
     if (sd <= MAX_LOG_SD) return;
@@ -988,10 +1037,12 @@ function identifiabilityProblems(
         : '';
     problems.push({
       key: k,
+      sd,
       problem: `${fitFlag(k)} cannot be fitted from these runs (known only to a factor of ${Math.exp(sd) > 100 ? '>100' : Math.exp(sd).toFixed(1)}${trade}): measure ${RULES[k].fix}, or hold it (give ${fitFlag(k)} a value, or leave it out of --fit)`,
     });
   });
-  return problems;
+  // The least known last: a caller that holds one key at a time holds that one first.
+  return problems.sort((a, b) => a.sd - b.sd);
 }
 
 /** JᵀWJ and JᵀWr, with J given by columns. */
