@@ -23,13 +23,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { parseRunPlan } from '../src/plan/runPlan.js';
+import { readSummary } from '../src/results/reader.js';
 import { calibrate, readCalibrationPoint } from '../src/session/calibrate.js';
 import { benchmark } from '../src/session/run.js';
 import { spawnSimulator } from '../src/session/simulator.js';
 import { fitBounds, relativeErrors, replayPoint } from '../src/sim/calibrate.js';
 import { type FitKey, fitFlag } from '../src/sim/calibrationFile.js';
 import { EngineModel } from '../src/sim/engineModel.js';
-import { readSummary } from '../src/results/reader.js';
 import { resolveEngine } from '../src/sim/options.js';
 
 const { values: args } = parseArgs({
@@ -83,6 +83,8 @@ interface Repeat {
   /** The server's prefix-cache hit rate in each run (the runs share one server and salt). */
   hitRates: string;
   calibrateS: number;
+  /** Each run replayed on the true constants, against its measurement. */
+  atTruth: string[];
 }
 
 async function measure(url: string, dir: string, load: { concurrency: number; requests: number }) {
@@ -145,13 +147,26 @@ async function repeat(root: string): Promise<Repeat> {
   const point = await readCalibrationPoint(heldOut, 500, blockSize, problems, []);
   if (!point) throw new Error(problems.join('; '));
   const error = relativeErrors(replayPoint(resolved.engine, point), point.measured);
+  // Each run replayed on the server's own constants: what the replay cannot reproduce of the
+  // server (the client, the HTTP stack, real-time steps) whatever the fit does.
+  const truth = resolveEngine({
+    ...ENGINE,
+    ...Object.fromEntries(KEYS.map((k) => [k, TRUTH[k]])),
+  }).engine;
+  if (!truth) throw new Error('the true engine cannot be set up');
+  const atTruth: string[] = [];
+  for (const dir of [...dirs, heldOut]) {
+    const p = await readCalibrationPoint(dir, 500, blockSize, problems, []);
+    if (!p) continue;
+    const e = relativeErrors(replayPoint(truth, p), p.measured);
+    atTruth.push(
+      `${dir.split('/').at(-1)} TTFT ${pct(e.ttftMs)} TPOT ${pct(e.tpotMs)} throughput ${pct(e.outputTokPerS)}`,
+    );
+  }
   return {
     constants,
     error,
-    warnings: [
-      ...result.warnings,
-      ...(file.warnings ?? []).map((w) => `${w.code}: ${w.message}`),
-    ],
+    warnings: [...result.warnings, ...(file.warnings ?? []).map((w) => `${w.code}: ${w.message}`)],
     hitRates: [...dirs, heldOut]
       .map((dir) => {
         const rate = readSummary(dir)?.serverMetrics?.prefixCache?.hitRate;
@@ -159,6 +174,7 @@ async function repeat(root: string): Promise<Repeat> {
       })
       .join(', '),
     calibrateS,
+    atTruth,
   };
 }
 
@@ -185,6 +201,7 @@ for (let i = 0; i < repeats; i++) {
     console.log(
       `repeat ${i + 1} (calibrate ${r.calibrateS.toFixed(1)} s; server cache hits: ${r.hitRates})`,
     );
+    for (const line of r.atTruth) console.log(`  replayed at the truth: ${line}`);
     for (const c of r.constants) {
       console.log(
         c.held
