@@ -14,7 +14,7 @@
  * floor); 90 % is 1.645 of them), whether the truth lies inside; the held-out TPOT, TTFT and
  * throughput errors against the targets 10 / 25 / 10 %; calibrate's warnings.
  *
- *   npm run bench:twin-http [-- --repeats 3]
+ *   npm run bench:twin-http [-- --repeats 3] [--keep]
  *
  * Takes about a minute a repeat on 2 cores (the runs are real time).
  */
@@ -33,7 +33,11 @@ import { EngineModel } from '../src/sim/engineModel.js';
 import { resolveEngine } from '../src/sim/options.js';
 
 const { values: args } = parseArgs({
-  options: { repeats: { type: 'string', default: '3' } },
+  options: {
+    repeats: { type: 'string', default: '3' },
+    /** Keep each repeat's run directories (their paths are printed) to calibrate them again. */
+    keep: { type: 'boolean', default: false },
+  },
 });
 const repeats = Number(args.repeats);
 
@@ -216,7 +220,8 @@ for (let i = 0; i < repeats; i++) {
     for (const w of r.warnings) console.log(`  warning: ${w.replace(/\s+/g, ' ').slice(0, 240)}`);
     console.log('');
   } finally {
-    rmSync(root, { recursive: true, force: true });
+    if (args.keep) console.log(`  runs kept in ${root}\n`);
+    else rmSync(root, { recursive: true, force: true });
   }
 }
 
