@@ -406,6 +406,38 @@ export function replayPoint(options: EngineModelOptions, point: CalibrationPoint
 }
 
 /**
+ * How far a closed loop's measured figures may scatter from run to run for want of when the
+ * server admitted its first requests: the log ratio of each figure replayed with the users
+ * started together to it replayed at the client's recorded starts (its connection ramp). The
+ * client knows when it sent, not when the server took each request in: a server whose event
+ * loop reads the first requests of a ramp in one turn admits them together, one that keeps up
+ * admits them a ramp's gap apart, and with equal lengths every later wave of a closed loop
+ * repeats the first one's pattern. Three real-time runs of the HTTP simulator at concurrency 16
+ * measured a median TTFT of 518, 521 and 558 ms, the replay 556 at the recorded starts; the
+ * first two had their first two requests prefilled together. Undefined where the ramp cannot
+ * matter (no users, or all started at once).
+ */
+export function rampScatter(
+  options: EngineModelOptions,
+  point: CalibrationPoint,
+): PointMetrics | undefined {
+  const users = point.users;
+  if (!users || users.every((u) => u.startMs === users[0].startMs)) return undefined;
+  const together = users.map((u) => ({ ...u, startMs: users[0].startMs }));
+  const ramped = replayPoint(options, point);
+  const at = replayPoint(options, { ...point, users: together });
+  const scatter = (m: MetricKey) => {
+    const r = Math.abs(Math.log(at[m] / ramped[m]));
+    return Number.isFinite(r) ? r : 0;
+  };
+  return {
+    ttftMs: scatter('ttftMs'),
+    tpotMs: scatter('tpotMs'),
+    outputTokPerS: scatter('outputTokPerS'),
+  };
+}
+
+/**
  * Whether the replay reproduces the server's reported cache hits request by request: a point
  * of single requests without block ids (whose sharing the replay cannot see) where some request
  * was served cached tokens. A trace's or a session run's replay models the sharing itself.
@@ -799,15 +831,26 @@ export function fitCalibration(
     return v;
   };
   let simulations = 0;
+  // Each figure in units of the run-to-run scatter: a figure that the server's admission of
+  // the ramp decides (rampScatter) counts for as much less as it scatters more than NOISE.
+  const startOptions = withValues(
+    base,
+    valuesOf(clamp(keys.map((k) => toTheta(k, o.start?.[k] ?? defaults[k])))),
+  );
+  const scale = points.map((p) => {
+    const scatter = rampScatter(startOptions, p);
+    if (scatter) simulations += 2;
+    return METRIC_KEYS.map((m) => NOISE / Math.max(NOISE, scatter?.[m] ?? 0));
+  });
+  const scaledErrors = (options: EngineModelOptions, i: number): number[] => {
+    simulations++;
+    const e = logErrors(replayPoint(options, points[i]), points[i].measured);
+    o.onSimulated?.();
+    return e.map((x, m) => x * scale[i][m]);
+  };
   const residuals = (theta: number[]): number[] => {
     const options = withValues(base, valuesOf(theta));
-    const out: number[] = [];
-    for (const p of points) {
-      simulations++;
-      out.push(...logErrors(replayPoint(options, p), p.measured));
-      o.onSimulated?.();
-    }
-    return out;
+    return points.flatMap((_, i) => scaledErrors(options, i));
   };
   const weightsOf = (r: number[]) => r.map((x) => (Math.abs(x) <= HUBER ? 1 : HUBER / Math.abs(x)));
   const costOf = (r: number[]) =>
@@ -891,12 +934,7 @@ export function fitCalibration(
         ...valuesOf(theta),
         [h]: Math.exp(Math.log((held[h] as number) + floor) + sign * Z90 * GUESS_LOG_SD) - floor,
       });
-      const moved: number[] = [];
-      for (const p of points) {
-        simulations++;
-        moved.push(...logErrors(replayPoint(options, p), p.measured));
-        o.onSimulated?.();
-      }
+      const moved = points.flatMap((_, i) => scaledErrors(options, i));
       const b = columns.map((c) => c.reduce((s, x, i) => s + x * w[i] * (moved[i] - r[i]), 0));
       keys.forEach((_, j) => {
         const shift = inverse[j].reduce((s, x, m) => s + x * b[m], 0) / Z90;

@@ -11,6 +11,7 @@ import type { RequestRecord } from '../../../src/record.js';
 import {
   type CalibrationPoint,
   pointFromRecords,
+  rampScatter,
   relativeErrors,
   replayPoint,
   replayRecords,
@@ -18,7 +19,7 @@ import {
 } from '../../../src/sim/calibrate.js';
 import { EngineCluster } from '../../../src/sim/cluster.js';
 import { simulateRun } from '../../../src/sim/virtual.js';
-import { HIDDEN, l40sEngine } from '../../helpers/perturbed.js';
+import { HIDDEN, l40sEngine, measurePerturbed } from '../../helpers/perturbed.js';
 
 const truth = l40sEngine(HIDDEN);
 
@@ -33,7 +34,11 @@ const PER_USER = 10;
 const WARMUP_PER_USER = 2;
 
 /** The measured run's records, as the client writes a closed loop's: no user id. */
-function measureUsers(): RequestRecord[] {
+function measureUsers(
+  users: readonly (typeof USERS)[number][] = USERS,
+  warmupPerUser = WARMUP_PER_USER,
+  perUser = PER_USER,
+): RequestRecord[] {
   const records: RequestRecord[] = [];
   simulateRun({
     engine: new EngineCluster(truth),
@@ -41,18 +46,18 @@ function measureUsers(): RequestRecord[] {
       mode: 'open',
       rate: 1,
       arrival: 'trace',
-      trace: { timesMs: USERS.map((u) => u.startMs), speed: 1 },
+      trace: { timesMs: users.map((u) => u.startMs), speed: 1 },
     },
-    requests: USERS.length,
+    requests: users.length,
     warmupRequests: 0,
     seed: 1,
     endpoint: 'completions',
     nextSession: (u) => {
-      const { gapMs, input, output } = USERS[u];
+      const { gapMs, input, output } = users[u];
       let k = 0;
       return {
         next: () =>
-          k++ < PER_USER
+          k++ < perUser
             ? {
                 pauseMs: k === 1 ? 0 : gapMs,
                 requests: [
@@ -75,7 +80,7 @@ function measureUsers(): RequestRecord[] {
   const byTurn = [...records].sort((a, b) => (a.turn as number) - (b.turn as number));
   for (const r of byTurn) {
     r.scheduledAt = previousEnd.get(r.sessionId as number) ?? r.sentAt;
-    r.phase = (r.turn as number) <= WARMUP_PER_USER ? 'warmup' : 'measure';
+    r.phase = (r.turn as number) <= warmupPerUser ? 'warmup' : 'measure';
     previousEnd.set(r.sessionId as number, r.endAt);
   }
   const sent = records.sort((a, b) => a.scheduledAt - b.scheduledAt || a.sentAt - b.sentAt);
@@ -131,6 +136,25 @@ describe('calibrate replays a closed loop user by user', () => {
       USERS.length * WARMUP_PER_USER,
     );
     assert.ok(replayed.every((r) => r.sessionId === undefined));
+  });
+
+  test("the ramp's scatter: where the server admitted the first requests decides a figure", () => {
+    // Four users of four requests of equal lengths sent as the client ramps its connections
+    // (the HTTP simulator's concurrency 4: 0.8, 1.2 and 6.4 ms apart): replayed at those starts the first
+    // prompt is prefilled alone; started together, the first two share a step, and every later
+    // wave repeats the pattern. (Warm-up requests would keep the first waves out of the
+    // medians.)
+    const ramp = [0, 0.8, 1.2, 6.4].map((startMs) => ({
+      startMs,
+      gapMs: 0.7,
+      input: 1024,
+      output: 64,
+    }));
+    const point = pointFromRecords('ramp', load, measureUsers(ramp, 0, 4));
+    const scatter = rampScatter(truth, point);
+    assert.ok(scatter && scatter.ttftMs > 0.1, JSON.stringify(scatter));
+    // A loop whose users all started at once has no ramp to scatter.
+    assert.equal(rampScatter(truth, measurePerturbed(4, 16, 512, 64)), undefined);
   });
 
   test('hand-made records: a send goes to the user whose last request ended latest before it', () => {
