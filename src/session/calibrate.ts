@@ -177,7 +177,7 @@ export async function calibrate(
   })[] = [];
   const blockSize = new EngineModel(base).config.blockSize;
   for (const [i, dir] of runDirs.entries()) {
-    const point = await readPoint(dir, maxRequests, blockSize, problems, warnings);
+    const point = await readCalibrationPoint(dir, maxRequests, blockSize, problems, warnings);
     if (point) points.push(point);
     progress({ stage: 'reading', runs: i + 1, of: runDirs.length });
   }
@@ -205,6 +205,8 @@ export async function calibrate(
   let fit: CalibrationFit | undefined;
   let simulations = 0;
   const held: CalibrationWarning[] = [];
+  /** Held by --hold-unidentified at the engine's values, which the fit takes as guesses. */
+  const guessed: FitKey[] = [];
   const values = engineValues(base);
   while (!fit) {
     const parameters = keys.length;
@@ -213,18 +215,25 @@ export async function calibrate(
       progress({ stage: 'fitting', runs: points.length, parameters, simulations });
     };
     try {
-      fit = fitCalibration(base, points, { keys, hold, onSimulated });
+      fit = fitCalibration(base, points, { keys, hold, guessed, onSimulated });
     } catch (err) {
-      // --hold-unidentified: what the runs cannot tell is held at the engine's value, and said.
+      // --hold-unidentified: what the runs cannot tell is held at the engine's value, and said;
+      // one key at a time, the least known first (the refusal names it last). Keys that trade
+      // off against each other are each unidentified, but what they do together is not:
+      // holding one lets the fit find the other. Held together, the runs' decode time stayed at
+      // the engine's defaults (three real-time loads of the HTTP simulator: TPOT -33 %).
       if (!(err instanceof CalibrationRefused) || !o.holdUnidentified || err.keys.length === 0) {
         throw err;
       }
-      const refused = err.keys;
-      keys = keys.filter((k) => !refused.includes(k));
-      for (const k of refused) {
-        const why = err.problems.find((p) => p.includes(fitFlag(k))) ?? err.problems.join('; ');
-        held.push(heldUnidentified(k, values[k], why));
-      }
+      const k = err.keys[err.keys.length - 1];
+      keys = keys.filter((x) => x !== k);
+      guessed.push(k);
+      const flag = fitFlag(k);
+      const why =
+        err.problems.find((p) => p.startsWith(`${flag} `)) ??
+        err.problems.find((p) => p.includes(flag)) ??
+        err.problems.join('; ');
+      held.push(heldUnidentified(k, values[k], why));
     }
   }
   let folds = { done: 0, of: Math.min(points.length, MAX_FOLDS) };
@@ -291,7 +300,13 @@ export async function withCalibrationPoint(
   const problems: string[] = [];
   const warnings: string[] = [];
   const blockSize = new EngineModel(resolved.engine).config.blockSize;
-  const point = await readPoint(dir, DEFAULT_MAX_REQUESTS, blockSize, problems, warnings);
+  const point = await readCalibrationPoint(
+    dir,
+    DEFAULT_MAX_REQUESTS,
+    blockSize,
+    problems,
+    warnings,
+  );
   if (!point || problems.length > 0) throw new CalibrationRefused(problems);
   const predicted = replayPoint(resolved.engine, point);
   const error = relativeErrors(predicted, point.measured);
@@ -567,8 +582,11 @@ async function readSteps(
   };
 }
 
-/** A run directory as a calibration point, or a problem saying why it cannot be one. */
-async function readPoint(
+/**
+ * A run directory as a calibration point, as calibrate reads it (its server's reported hits
+ * included), or a problem saying why it cannot be one.
+ */
+export async function readCalibrationPoint(
   dir: string,
   maxRequests: number,
   /** The replayed engine's KV block size: the replay keeps whole cached blocks. */

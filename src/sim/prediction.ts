@@ -94,18 +94,22 @@ export function predictionModel(input: {
   );
   const lo = keys.map((k, j) => Math.log(input.bounds(k).min + floors[j]));
   const hi = keys.map((k, j) => Math.log(input.bounds(k).max + floors[j]));
+  // The fit's covariance: over every key drawn (a guess held jointly with what it moves), over
+  // the fitted ones (an unidentified value then drawn on its own), or none (an older file).
   const c = input.covariance;
-  const matching =
-    c !== undefined &&
-    c.keys.length === fittedKeys.length &&
-    fittedKeys.every((k) => c.keys.includes(k));
-  const at = fittedKeys.map((k) => c?.keys.indexOf(k) ?? -1);
+  const covers = (list: FitKey[]) =>
+    c !== undefined && list.every((k) => c.keys.includes(k)) && c.matrix.length === c.keys.length;
+  const joint = covers(keys);
+  const matching = joint || covers(fittedKeys);
+  const at = keys.map((k) => c?.keys.indexOf(k) ?? -1);
   const sigma = keys.map((k, i) =>
     keys.map((_, j) => {
+      if (joint || (matching && i < fittedKeys.length && j < fittedKeys.length)) {
+        return (c as FitCovariance).matrix[at[i]][at[j]];
+      }
       if (i >= fittedKeys.length || j >= fittedKeys.length) {
         return i === j ? UNIDENTIFIED_LOG_SD * UNIDENTIFIED_LOG_SD : 0;
       }
-      if (matching) return c.matrix[at[i]][at[j]];
       // Each value's own standard error on the log scale (its file's one-s.e. range), uncorrelated.
       if (i !== j) return 0;
       const sd = Math.log((input.fitted[k] as FittedValue).high + floors[i]) - center[i];
