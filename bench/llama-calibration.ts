@@ -98,6 +98,8 @@ async function rounds(n: number) {
   const held: PointMetrics[] = [];
   const extra: PointMetrics[] = [];
   const fits: string[] = [];
+  // Prediction intervals checked: measured figures inside the 90 % intervals, of those given.
+  const coverage = { looInside: 0, looFigures: 0, heldInside: 0, heldFigures: 0 };
   for (let round = 0; round < n; round++) {
     const dir = join(root, `round-${round}`);
     const started = performance.now();
@@ -148,11 +150,26 @@ async function rounds(n: number) {
         console.log(`    left out:   ${errs(p.leaveOneOut.error)}${heldKeys}`);
       }
     }
+    if (result.file.leaveOneOutCoverage) {
+      coverage.looInside += result.file.leaveOneOutCoverage.inside;
+      coverage.looFigures += result.file.leaveOneOutCoverage.figures;
+    }
     for (const [i, l] of [...HELD_OUT_LOADS, ...EXTRA_HELD_OUT].entries()) {
       const p = await predictFromCalibration(calibration, heldDirs[i], l);
       (i < HELD_OUT_LOADS.length ? held : extra).push(p.error);
       console.log(`  held out ${l.name}: measured ${row(p.measured)}`);
       console.log(`    predicted ${row(p.predicted)}: ${errs(p.error)}`);
+      const ranges = (['ttftMs', 'tpotMs', 'outputTokPerS'] as const).flatMap((k) => {
+        const range = p.interval[k];
+        if (!range || !Number.isFinite(p.measured[k])) return [];
+        const inside = p.measured[k] >= range.low && p.measured[k] <= range.high;
+        coverage.heldFigures++;
+        if (inside) coverage.heldInside++;
+        return [
+          `${k} ${range.low.toPrecision(3)}-${range.high.toPrecision(3)}${inside ? '' : ' (outside)'}`,
+        ];
+      });
+      if (ranges.length > 0) console.log(`    90 % intervals: ${ranges.join(', ')}`);
     }
   }
   const median = (list: PointMetrics[], k: keyof PointMetrics) =>
@@ -169,6 +186,11 @@ async function rounds(n: number) {
   );
   console.log(
     `  ${EXTRA_HELD_OUT.map((l) => l.name).join(', ')} median |error|: ${medians(extra)}`,
+  );
+  const share = (inside: number, of: number) =>
+    of > 0 ? `${inside} of ${of} (${((100 * inside) / of).toFixed(0)} %)` : 'none';
+  console.log(
+    `  90 % prediction intervals covering the measured figure: left out ${share(coverage.looInside, coverage.looFigures)}, held out ${share(coverage.heldInside, coverage.heldFigures)} (target 80-100 %)`,
   );
   console.log(
     `  held-out worst |error|: ${(['ttftMs', 'tpotMs', 'outputTokPerS'] as const).map((k) => `${k} ${pct(Math.max(...held.map((e) => Math.abs(e[k]))))}`).join(', ')}`,

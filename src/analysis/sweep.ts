@@ -1,4 +1,5 @@
 import { findMetric, readCondition } from '../metrics/catalog.js';
+import type { Distribution, PredictionRange } from '../metrics/distribution.js';
 import type { RunSummary } from '../metrics/summary.js';
 import { VERDICT_RANK, type Verdict, validityOf } from '../metrics/validity.js';
 import type { ServerMetricsSummary } from '../telemetry/summary.js';
@@ -38,6 +39,50 @@ export interface SweepPoint {
   /** The point's validity verdict and its reasons' codes (src/metrics/validity.ts). */
   validity?: Verdict;
   validityCodes?: string[];
+  /** A calibrated simulated point: its figures' prediction intervals (docs/metrics.md). */
+  prediction?: PointPrediction;
+}
+
+/** The point's figures a calibrated point predicts, by their SweepPoint names. */
+export const PREDICTED_POINT_FIELDS = [
+  'ttftP50Ms',
+  'ttftP99Ms',
+  'itlP50Ms',
+  'itlP99Ms',
+  'tpotP50Ms',
+  'e2eP50Ms',
+  'e2eP99Ms',
+  'outputTokensPerS',
+  'requestsPerS',
+] as const;
+export type PredictedPointField = (typeof PREDICTED_POINT_FIELDS)[number];
+
+/** A sweep point's prediction intervals: each figure's range, at one level. */
+export interface PointPrediction {
+  level: number;
+  ranges: Partial<Record<PredictedPointField, PredictionRange>>;
+}
+
+/** The point's ranges from its summary's `prediction` fields (sim/runPrediction.ts). */
+function pointPrediction(s: RunSummary): PointPrediction | undefined {
+  if (!s.prediction) return undefined;
+  const ranges: PointPrediction['ranges'] = {};
+  const latency = (field: PredictedPointField, d: Distribution | undefined, p99: boolean) => {
+    const p = d?.prediction;
+    const range = p99 ? p?.statistics?.p99 : p;
+    if (range) ranges[field] = { low: range.low, high: range.high };
+  };
+  latency('ttftP50Ms', s.latency.ttftMs, false);
+  latency('ttftP99Ms', s.latency.ttftMs, true);
+  latency('itlP50Ms', s.latency.itlMs, false);
+  latency('itlP99Ms', s.latency.itlMs, true);
+  latency('tpotP50Ms', s.latency.tpotMs, false);
+  latency('e2eP50Ms', s.latency.e2eMs, false);
+  latency('e2eP99Ms', s.latency.e2eMs, true);
+  const t = s.throughput.prediction;
+  if (t?.outputTokensPerS) ranges.outputTokensPerS = { ...t.outputTokensPerS };
+  if (t?.requestsPerS) ranges.requestsPerS = { ...t.requestsPerS };
+  return { level: s.prediction.level, ranges };
 }
 
 export function sweepPoint(
@@ -73,6 +118,8 @@ export function sweepPoint(
   if (m?.kvCacheUsage) point.kvCacheUsageMax = m.kvCacheUsage.max;
   if (m?.preemptions !== undefined) point.preemptions = m.preemptions;
   if (m?.gpuMemoryUsedBytes) point.gpuMemoryUsedMaxBytes = m.gpuMemoryUsedBytes.max;
+  const prediction = pointPrediction(s);
+  if (prediction) point.prediction = prediction;
   const validity = validityOf(s.warnings);
   point.validity = validity.verdict;
   if (validity.reasons.length > 0) {
@@ -109,6 +156,17 @@ export function averageRepeats(points: SweepPoint[]): SweepPoint[] {
           (p) => p[key] as number | undefined,
         );
       }
+    }
+    // The repeats' ranges averaged end by end, as their figures are.
+    const first = group[0].prediction;
+    if (first) {
+      const ranges: PointPrediction['ranges'] = {};
+      for (const f of PREDICTED_POINT_FIELDS) {
+        const low = mean((p) => p.prediction?.ranges[f]?.low);
+        const high = mean((p) => p.prediction?.ranges[f]?.high);
+        if (low !== undefined && high !== undefined) ranges[f] = { low, high };
+      }
+      out.prediction = { level: first.level, ranges };
     }
     return out;
   });
@@ -271,6 +329,11 @@ export function checkSlos(point: SweepPoint, slos: AggregateSlo[]): SloCheck {
 export interface MaxLoadSearch {
   /** The largest level that met every SLO (0 when even the first failed). */
   best: number;
+  /**
+   * A calibrated simulated search: the interval of `best` from its points' prediction
+   * intervals (maxLoadInterval).
+   */
+  prediction?: { low: number; high: number; level: number };
   bestPoint?: SweepPoint;
   /** The smallest level seen to fail. */
   failedAt?: number;
@@ -322,6 +385,57 @@ export async function searchMaxLoad(
     ...(failedAt !== undefined ? { failedAt } : {}),
     tried,
   };
+}
+
+/**
+ * The interval of the largest level within every SLO, from the prediction intervals of the
+ * points measured (the sweep's and the search's): its low end with each SLO figure at the high
+ * end of its range, its high end with each at the low end. One draw of the fitted values moves
+ * a figure the same way at every load, so the figures' ends at each load are taken to move
+ * together. At each end, the capacity is where the binding SLO's figure crosses its limit,
+ * interpolated on the log of the figure between the last level within and the first past it
+ * (a level with failures is past); above the highest level measured it is not extrapolated.
+ * Undefined when no point has a prediction.
+ */
+export function maxLoadInterval(
+  points: readonly SweepPoint[],
+  slos: readonly AggregateSlo[],
+  o: { best: number; integer: boolean },
+): { low: number; high: number; level: number } | undefined {
+  const predicted = points.filter((p) => p.prediction);
+  if (predicted.length === 0 || slos.length === 0) return undefined;
+  const byLevel = new Map<number, SweepPoint>();
+  for (const p of predicted) if (!byLevel.has(p.level)) byLevel.set(p.level, p);
+  const sorted = [...byLevel.values()].sort((a, b) => a.level - b.level);
+  const at = (end: 'low' | 'high') => {
+    // The binding SLO's figure over its limit, at each level: < 1 is within.
+    const ratio = (p: SweepPoint) => {
+      if (p.failed > 0 || p.completed === 0) return Number.POSITIVE_INFINITY;
+      let worst = 0;
+      for (const slo of slos) {
+        const field = pointField(slo);
+        const value = p.prediction?.ranges[field]?.[end] ?? p[field];
+        worst = Math.max(worst, Number.isFinite(value) ? value / slo.limitMs : Infinity);
+      }
+      return worst;
+    };
+    let last: { level: number; r: number } | undefined;
+    for (const p of sorted) {
+      const r = ratio(p);
+      if (r < 1) {
+        last = { level: p.level, r };
+        continue;
+      }
+      if (!last) return 0;
+      if (!Number.isFinite(r) || !(last.r > 0)) return last.level;
+      const share = -Math.log(last.r) / (Math.log(r) - Math.log(last.r));
+      const level = last.level + share * (p.level - last.level);
+      return o.integer ? Math.max(last.level, Math.floor(level)) : level;
+    }
+    return last?.level ?? 0;
+  };
+  const level = predicted[0].prediction?.level as number;
+  return { low: Math.min(o.best, at('high')), high: Math.max(o.best, at('low')), level };
 }
 
 /** Thresholds of the three corners of the triangle. */

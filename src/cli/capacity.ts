@@ -62,6 +62,10 @@ export function capacityCommand(): Command {
     .option('--time-scale <x>', 'built-in simulator: real seconds per simulated second')
     .option('--seed <n>', 'seed for prompts (default: 42)')
     .option(
+      '--prediction-draws <n>',
+      'built-in simulator with --calibration: draws of the fitted values behind the prediction intervals (default: 32; 0: none)',
+    )
+    .option(
       '--prompt-salt <n>',
       "mixed into every prompt with --seed, as the search's manifest.json records it (default: a fresh one per search)",
     )

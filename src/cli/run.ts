@@ -189,6 +189,10 @@ export function addRunOptions(command: Command): Command {
     .option('--slo <list>', "per-request SLOs for goodput, e.g. 'ttft<500,tpot<50,e2e<10000' (ms)")
     .option('--seed <n>', `seed for prompts and arrivals (default: ${d.seed})`)
     .option(
+      '--prediction-draws <n>',
+      'with --calibration on the simulator: draws of the fitted values behind the prediction intervals (default: 32; 0: none)',
+    )
+    .option(
       '--prompt-salt <n>',
       "mixed into every prompt with --seed; repeats a run's prompts exactly as its manifest.json records (default: a fresh one per run, so no run reads a prefix cache another filled)",
     )

@@ -96,6 +96,13 @@ export function sizeCommand(): Command {
     .option('--threads <n>', 'worker threads (default: the cores, at most 4)')
     .option('--seed <n>', 'seed of lengths and arrivals (default: 42)')
     .option('--top <n>', 'deployments shown (default: 15)')
+    .option(
+      '--verify <url>',
+      'after the search, measure one replica of the recommendation (or the nearest deployment the server runs) on this server at its share of the traffic and compare it with the calibrated prediction; the check is added to the calibration (refitted when contradicted); needs --calibration and --out',
+    )
+    .option('--verify-requests <n>', 'requests measured by --verify (default: 300)')
+    .option('--verify-model <name>', "the served model's name (default: the server's /v1/models)")
+    .option('--verify-no-refit', 'record a contradicting check with a warning instead of refitting')
     .option('--out <dir>', 'also write size.json and report.html here')
     .option('--json', 'print size.json to stdout instead of the table');
   return command.action((o) => runAction('size', () => sizeAction(o))) as unknown as Command;
@@ -144,12 +151,27 @@ async function sizeAction(o: Record<string, string | boolean | undefined>): Prom
     );
   }
   printWarnings('size', result.warnings);
+  // The loop closed on the server: after a whole search only (a stopped one recommends nothing).
+  let verification: Awaited<ReturnType<typeof verifyOn>> | undefined;
+  // What stops the check itself (a calibration file that cannot be read) is thrown after the
+  // search's result is written.
+  let verifyFailure: unknown;
+  if (prepared.verify && result.interrupted) {
+    printNotice('size', '--verify: not run, the search was stopped before it recommended anything');
+  } else if (prepared.verify) {
+    try {
+      verification = await verifyOn(prepared.options, result, prepared.verify);
+    } catch (err) {
+      verifyFailure = err;
+    }
+  }
   // A trace sets every request's lengths: no scenario is sized.
   const json = {
     traffic,
     ...(traffic.mode === 'trace' ? {} : { scenario: describeScenario(scenario) }),
     slo,
     ...result,
+    ...(verification ? { verification } : {}),
   };
   const out = typeof o.out === 'string' ? o.out : undefined;
   if (out) {
@@ -170,7 +192,32 @@ async function sizeAction(o: Record<string, string | boolean | undefined>): Prom
         traffic.mode === 'trace' ? trafficText : `${trafficText} of ${describeScenario(scenario)}`,
       ),
     );
+    if (verification) {
+      const { renderVerification } = await import('../report/sizeVerifyText.js');
+      process.stdout.write(renderVerification(verification));
+    }
     if (out) printNotice('size', `results: ${out}/size.json, ${out}/report.html`);
   }
-  return result.interrupted || result.prediction?.interrupted ? EXIT.interrupted : EXIT.ok;
+  if (verifyFailure !== undefined) throw verifyFailure;
+  if (result.interrupted || result.prediction?.interrupted) return EXIT.interrupted;
+  // A server that could not be measured fails the command as it fails `run` (the size result is
+  // written); a prediction the server contradicts is an answer, said, not a failure.
+  if (verification?.error !== undefined) {
+    printNotice('size', `--verify: ${verification.error}`);
+    return EXIT.failure;
+  }
+  return EXIT.ok;
+}
+
+async function verifyOn(
+  options: import('../session/size.js').SizeOptions,
+  result: import('../session/size.js').SizeResult,
+  verify: import('../session/sizeVerify.js').SizeVerifyOptions,
+) {
+  const { verifySize } = await import('../session/sizeVerify.js');
+  return verifySize(options, result, {
+    ...verify,
+    env: process.env,
+    onNotice: (message) => printNotice('size', message),
+  });
 }

@@ -41,6 +41,62 @@ export interface CapacityStep {
    * capacity rests on it; its figures are what finished.
    */
   interrupted?: true;
+  /**
+   * The built-in simulator on a --calibration: the step's figures' prediction intervals
+   * (docs/metrics.md, "Prediction intervals"), at the modelled hardware's speed as its figures.
+   */
+  predictionIntervals?: StepPrediction;
+}
+
+/** The step figures a calibrated step predicts. */
+export const PREDICTED_STEP_FIELDS = [
+  'outputTokensPerS',
+  'ttftP50Ms',
+  'ttftP99Ms',
+  'tpotMeanMs',
+  'itlP99Ms',
+] as const;
+export type PredictedStepField = (typeof PREDICTED_STEP_FIELDS)[number];
+
+/** A step's prediction intervals: each figure's range, at one level. */
+export interface StepPrediction {
+  level: number;
+  ranges: Partial<Record<PredictedStepField, { low: number; high: number }>>;
+}
+
+/**
+ * The interval of a capacity search's answer from its steps' prediction intervals: the search
+ * judged again (capacityLimit) with every step's figures at the low end of their ranges, and
+ * again at the high end. One draw of the fitted values moves a figure the same way at every
+ * batch, so the ends are taken together; the memory limits (failures, preemptions, a full KV
+ * cache) do not move with the fitted values, only a latency cliff does. A judgement that finds
+ * no limit among the steps measured gives the last step (the search went no further).
+ * Undefined when no step has a prediction.
+ */
+export function capacityInterval(
+  steps: readonly CapacityStep[],
+  cliffFactor: number,
+  capacity: number,
+): { low: number; high: number; level: number } | undefined {
+  const whole = steps.filter((s) => !s.interrupted);
+  const level = whole.find((s) => s.predictionIntervals)?.predictionIntervals?.level;
+  if (level === undefined) return undefined;
+  const judged = (end: 'low' | 'high') => {
+    const at = whole.map((s) => {
+      const r = s.predictionIntervals?.ranges;
+      return {
+        ...s,
+        ttftP99Ms: r?.ttftP99Ms?.[end] ?? s.ttftP99Ms,
+        tpotMeanMs: r?.tpotMeanMs?.[end] ?? s.tpotMeanMs,
+      };
+    });
+    for (let i = 0; i < at.length; i++) {
+      if (capacityLimit(at[i], at[i - 1], cliffFactor)) return at[i - 1]?.batch ?? 0;
+    }
+    return at[at.length - 1]?.batch ?? 0;
+  };
+  const ends = [judged('low'), judged('high'), capacity];
+  return { low: Math.min(...ends), high: Math.max(...ends), level };
 }
 
 /** A step's figures that a --time-scale stretches or shrinks. */

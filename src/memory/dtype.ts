@@ -20,6 +20,19 @@ export interface WeightFormat {
   dtype: Dtype;
   /** int4 group size: each group of this many weights carries an fp16 scale and a 4-bit zero. */
   groupSize?: number;
+  /** Linear layers the checkpoint keeps unquantised (its quantization_config's ignore list). */
+  unquantised?: UnquantisedWeights;
+}
+
+/** The weights a quantised checkpoint keeps unquantised, at `dtype` (its config's torch_dtype). */
+export interface UnquantisedWeights {
+  dtype: Dtype;
+  /** Parameters of kept linear layers outside the routed experts (attention, dense MLPs, shared experts). */
+  denseParams: number;
+  /** Parameters of kept routed experts (whole layers' experts). */
+  expertParams: number;
+  /** Linear modules kept (a layer's routed experts count as one). */
+  modules: number;
 }
 
 export const DEFAULT_INT4_GROUP_SIZE = 128;

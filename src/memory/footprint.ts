@@ -15,15 +15,33 @@ export interface WeightBytes {
   embedding: number;
   /** Linear layers and norms. */
   body: number;
+  /** The routed experts' share of `body` (0 for dense models). */
+  experts: number;
 }
 
+/**
+ * Bytes of the weights in `format`. A quantised format stores the linear layers at its width,
+ * less what the checkpoint keeps unquantised (`format.unquantised`, from its ignore list) and the
+ * MoE routers, which the engines build unquantised whatever the checkpoint says.
+ */
 export function weightBytes(model: ModelSpec, format: WeightFormat): WeightBytes {
   const p = paramCounts(model);
   // fp32 models keep fp32 embeddings; quantised ones keep them in 16 bit.
   const embeddingBytesPerParam = format.dtype === 'fp32' ? 4 : 2;
   const embedding = p.embedding * embeddingBytesPerParam;
-  const body = p.body * weightBytesPerParam(format);
-  return { total: embedding + body, embedding, body };
+  const perParam = weightBytesPerParam(format);
+  const keep = format.unquantised;
+  const keptPerParam = DTYPE_BYTES[keep?.dtype ?? 'bf16'];
+  const quantised = perParam < DTYPE_BYTES.fp16;
+  const allExperts = p.moeLayers * (model.moe?.experts ?? 0) * p.perExpert;
+  const router = quantised ? p.router : 0;
+  const keptExperts = quantised ? Math.min(keep?.expertParams ?? 0, allExperts) : 0;
+  const keptDense = quantised ? Math.min(keep?.denseParams ?? 0, p.body - allExperts - router) : 0;
+  const experts = (allExperts - keptExperts) * perParam + keptExperts * keptPerParam;
+  const dense =
+    (p.body - allExperts - keptDense - router) * perParam + (keptDense + router) * keptPerParam;
+  const body = dense + experts;
+  return { total: embedding + body, embedding, body, experts };
 }
 
 /** KV heads one TP rank holds: `ceil(n_kv / tp)`, so KV is replicated when n_kv < tp. */

@@ -13,8 +13,9 @@ import { existsSync, readFileSync, statSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { EXIT, InfergaugeError } from '../errors.js';
 import { parseJsonText } from '../jsonText.js';
-import type { Dtype, WeightFormat } from './dtype.js';
+import { DTYPE_BYTES, type Dtype, type WeightFormat } from './dtype.js';
 import { findModelPreset, MODEL_PRESETS, type ModelSpec, type MoeSpec } from './model.js';
+import { readIgnoreList, unquantisedWeights } from './quantIgnore.js';
 
 /** A model read from a Hugging Face config.json, with the weight format its quantization_config / torch_dtype implies when present. */
 export interface HfModel {
@@ -311,13 +312,57 @@ function int4(groupSize: unknown, r: Reader, method: string, hidden: number): We
   );
 }
 
-/** The weight format the quantization config or dtype implies, or undefined (with a warning). */
-function readWeights(r: Reader, top: Json, hidden: number): WeightFormat | undefined {
-  const q = isObject(top.quantization_config)
+const quantizationConfig = (r: Reader, top: Json): Json | undefined =>
+  isObject(top.quantization_config)
     ? top.quantization_config
     : isObject(r.cfg.quantization_config)
       ? r.cfg.quantization_config
       : undefined;
+
+/** The config's 16-bit (or fp32) dtype: what a quantised checkpoint's kept modules are stored in. */
+function torchDtype(r: Reader, top: Json): Dtype | undefined {
+  const dtype = top.torch_dtype ?? top.dtype ?? r.cfg.torch_dtype ?? r.cfg.dtype;
+  if (typeof dtype !== 'string') return undefined;
+  const key = dtype.toLowerCase().replace(/^torch\./, '');
+  return Object.hasOwn(TORCH_DTYPES, key) ? TORCH_DTYPES[key] : undefined;
+}
+
+/**
+ * The modules a quantised checkpoint keeps unquantised (quantization_config's ignore list, by
+ * the engine's rule: quantIgnore.ts), added to its weight format so the weights, the KV pool
+ * beside them and the bytes read per step count them at their own width.
+ */
+function withIgnoreList(
+  r: Reader,
+  top: Json,
+  spec: ModelSpec,
+  modelType: string,
+  weights: WeightFormat,
+): WeightFormat {
+  const q = quantizationConfig(r, top);
+  if (!q || DTYPE_BYTES[weights.dtype] >= DTYPE_BYTES.fp16) return weights;
+  const method = String(q.quant_method ?? '').toLowerCase();
+  const list = readIgnoreList(q, method);
+  if (!list) return weights;
+  const keptDtype = torchDtype(r, top) ?? 'bf16';
+  const { weights: kept, unreadable } = unquantisedWeights(spec, modelType, list, keptDtype);
+  for (const e of unreadable) {
+    r.warnings.push(
+      `${list.key}: the pattern ${show(e)} is not one this reader can match; ignored`,
+    );
+  }
+  if (!kept) return weights;
+  const params = kept.denseParams + kept.expertParams;
+  r.warnings.push(
+    `${list.key} keeps ${kept.modules} linear module(s) (${(params / 1e9).toFixed(2)}B parameters) ` +
+      `unquantised: counted in ${keptDtype}`,
+  );
+  return { ...weights, unquantised: kept };
+}
+
+/** The weight format the quantization config or dtype implies, or undefined (with a warning). */
+function readWeights(r: Reader, top: Json, hidden: number): WeightFormat | undefined {
+  const q = quantizationConfig(r, top);
   if (q) {
     const method = String(q.quant_method ?? '').toLowerCase();
     switch (method) {
@@ -338,7 +383,9 @@ function readWeights(r: Reader, top: Json, hidden: number): WeightFormat | undef
       case 'fbgemm_fp8':
         return { dtype: 'fp8' };
       case 'modelopt': {
-        const algo = String(q.quant_algo ?? '').toUpperCase();
+        // config.json's form holds quant_algo; hf_quant_config.json's nests it in `quantization`.
+        const nested = isObject(q.quantization) ? q.quantization.quant_algo : undefined;
+        const algo = String(q.quant_algo ?? nested ?? '').toUpperCase();
         if (algo === 'FP8') return { dtype: 'fp8' };
         r.warnings.push(`modelopt quant_algo ${show(q.quant_algo)} is not modelled; weights unset`);
         return undefined;
@@ -367,11 +414,10 @@ function readWeights(r: Reader, top: Json, hidden: number): WeightFormat | undef
         return undefined;
     }
   }
+  const d = torchDtype(r, top);
+  if (d) return { dtype: d };
   const dtype = top.torch_dtype ?? top.dtype ?? r.cfg.torch_dtype ?? r.cfg.dtype;
   if (typeof dtype === 'string') {
-    const key = dtype.toLowerCase().replace(/^torch\./, '');
-    const d = Object.hasOwn(TORCH_DTYPES, key) ? TORCH_DTYPES[key] : undefined;
-    if (d) return { dtype: d };
     r.warnings.push(`torch_dtype ${show(dtype)} is not one this reader maps; weights unset`);
   }
   return undefined;
@@ -534,7 +580,7 @@ function fromConfig(config: unknown, id: string, file: string): HfModel {
 
   const moe = readMoe(r, modelType, layers);
   const slidingWindow = readSlidingWindow(r, modelType, layers, maxContext);
-  const weights = readWeights(r, top, hiddenSize);
+  const format = readWeights(r, top, hiddenSize);
 
   const spec: ModelSpec = {
     id,
@@ -553,6 +599,7 @@ function fromConfig(config: unknown, id: string, file: string): HfModel {
     ...(mla ? { mla } : {}),
     ...(slidingWindow !== undefined ? { slidingWindow } : {}),
   };
+  const weights = format && withIgnoreList(r, top, spec, modelType, format);
   return { spec, ...(weights ? { weights } : {}), warnings: r.warnings };
 }
 

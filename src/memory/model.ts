@@ -67,6 +67,8 @@ export interface ParamCounts {
   perExpert: number;
   /** MoE layers (0 for dense models). */
   moeLayers: number;
+  /** MoE routers' parameters, all layers (0 for dense models); engines keep them unquantised. */
+  router: number;
 }
 
 export function paramCounts(m: ModelSpec): ParamCounts {
@@ -97,13 +99,15 @@ export function paramCounts(m: ModelSpec): ParamCounts {
   let activeBody = d;
   let perExpert = 0;
   let moeLayers = 0;
+  let router = 0;
   if (m.moe) {
     const e = m.moe;
     perExpert = 3 * d * e.expertFfnSize;
     moeLayers = m.layers - e.denseLayers;
-    const router = d * e.experts;
-    const moeLayer = attention + norms + router + (e.experts + e.sharedExperts) * perExpert;
-    const moeActive = attention + norms + router + (e.topK + e.sharedExperts) * perExpert;
+    const layerRouter = d * e.experts;
+    router = moeLayers * layerRouter;
+    const moeLayer = attention + norms + layerRouter + (e.experts + e.sharedExperts) * perExpert;
+    const moeActive = attention + norms + layerRouter + (e.topK + e.sharedExperts) * perExpert;
     const denseLayer = attention + norms + denseMlp;
     body += e.denseLayers * denseLayer + moeLayers * moeLayer;
     activeBody += e.denseLayers * denseLayer + moeLayers * moeActive;
@@ -120,6 +124,7 @@ export function paramCounts(m: ModelSpec): ParamCounts {
     activeBody,
     perExpert,
     moeLayers,
+    router,
   };
 }
 

@@ -1,4 +1,4 @@
-import type { Distribution } from './distribution.js';
+import type { Distribution, PredictionRange } from './distribution.js';
 import type { RequestMetrics } from './requestMetrics.js';
 
 /**
@@ -25,6 +25,12 @@ export interface RunNumbers {
     totalTokensPerS: number;
     /** Output tokens after each request's first, per second. */
     decodeTokensPerS: number;
+    /** A calibrated simulated run's prediction intervals (docs/metrics.md, "Prediction intervals"). */
+    prediction?: {
+      level: number;
+      outputTokensPerS?: PredictionRange;
+      requestsPerS?: PredictionRange;
+    };
   };
   goodput?: { requestsPerS: number; sloAttainment: number };
   /** Session runs (multi-turn, agent tasks): distributions over sessions, not requests. */

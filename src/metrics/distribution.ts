@@ -25,6 +25,24 @@ export interface Distribution {
    * older summaries and for metrics that have none.
    */
   intervals?: Partial<Record<PercentileName, PercentileInterval>>;
+  /**
+   * A calibrated simulated run's prediction interval (src/sim/runPrediction.ts; docs/metrics.md,
+   * "Prediction intervals"): the median's at the top, the other headline statistics' under
+   * `statistics`. Not the run's own sampling error, which is `intervals`.
+   */
+  prediction?: FigurePrediction;
+}
+
+/** Where a predicted figure lies, at its prediction's level. */
+export interface PredictionRange {
+  low: number;
+  high: number;
+}
+
+/** A figure's prediction interval: the median's, and the other statistics' at the same level. */
+export interface FigurePrediction extends PredictionRange {
+  level: number;
+  statistics: Partial<Record<'mean' | 'p90' | 'p95' | 'p99', PredictionRange>>;
 }
 
 /**

@@ -156,12 +156,35 @@ export interface RunSummary {
    * server's prefix-cache counters (or, in virtual time, the simulated engine's), where known.
    */
   prefixHitRate?: { target: number; achieved?: number; from?: string };
+  /**
+   * A calibrated simulated run (`--calibration`): how its figures' prediction intervals were
+   * made, said once (docs/metrics.md, "Prediction intervals"); the intervals are each figure's
+   * `prediction`.
+   */
+  prediction?: RunPredictionInfo;
   warnings: Warning[];
   /**
    * The verdict of the warnings (src/metrics/validity.ts), set when the point is finished and
    * when a summary is saved; readers judge `warnings` again rather than trust an older copy.
    */
   validity?: Validity;
+}
+
+/** How a calibrated run's prediction intervals were made (src/sim/runPrediction.ts). */
+export interface RunPredictionInfo {
+  /** The calibration.json the run's engine took its fitted values from, as given. */
+  calibration: string;
+  /** The statistic each `prediction`'s top `low`/`high` is of: the one the calibration fits. */
+  statistic: 'p50';
+  level: number;
+  /** Draws of the fitted values, each a replay of the run's workload with its seed. */
+  draws: number;
+  /** Measured requests each draw replayed (the run's first); absent: the whole run. */
+  drawRequests?: number;
+  /** The fit's covariance, or (older calibration files) each value's own standard error. */
+  covarianceFrom: 'fit' | 'standard-errors';
+  /** Fitted values that flags given beside --calibration replaced: taken as exact. */
+  heldByFlags?: string[];
 }
 
 /**
@@ -223,6 +246,11 @@ export interface SummaryContext {
    * of every distribution was most of their cost. Default: all.
    */
   latencyKeys?: readonly LatencyKey[];
+  /**
+   * false: no sampling intervals (a prediction's replays read their figures, not their
+   * sampling error; the bootstrap was much of a short replay's cost). Default: computed.
+   */
+  samplingIntervals?: boolean;
 }
 
 /** What is known only once the run is over. */
@@ -607,7 +635,7 @@ export class SummaryBuilder {
     const latency = Object.fromEntries(
       Object.entries(this.samples).map(([k, set]) => [k, set.describe()]),
     ) as unknown as LatencySummary;
-    fillIntervals(latency, this.samples);
+    if (context.samplingIntervals !== false) fillIntervals(latency, this.samples);
     const summary: RunSummary = {
       schemaVersion: SUMMARY_SCHEMA_VERSION,
       load: {

@@ -146,6 +146,7 @@ export const PLAN_KEYS = [
   'ubatch-size',
   'kv-unified',
   'calibration',
+  'prediction-draws',
   'threshold',
   'outputs',
   'export',

@@ -152,6 +152,11 @@ export interface RunPlan {
   slo?: SloCondition[];
   seed: number;
   /**
+   * A run on the simulator with --calibration: draws of the fitted values behind its prediction
+   * intervals (docs/metrics.md, "Prediction intervals"); absent is PREDICTION_DRAWS, 0 none.
+   */
+  predictionDraws?: number;
+  /**
    * Mixed into every prompt text with the seed (workload/promptSalt.ts), so that no two runs
    * send the same prompts to a server that caches prefixes. Absent until the run starts, which
    * draws a fresh one (a printed plan run twice must not repeat its prompts); the manifest's
@@ -276,6 +281,7 @@ export interface RunPlanInput extends TlsOptions {
   grace?: string | number;
   slo?: string;
   seed?: string | number;
+  predictionDraws?: string | number;
   promptSalt?: string | number;
   apiKeyEnv?: string;
   header?: string[];
@@ -360,6 +366,7 @@ const FLAGS: Record<string, { flag: string; example: string }> = {
   grace: { flag: '--grace', example: '--grace 10' },
   slo: { flag: '--slo', example: "--slo 'ttft<500,tpot<50'" },
   seed: { flag: '--seed', example: '--seed 42' },
+  predictionDraws: { flag: '--prediction-draws', example: '--prediction-draws 32 (0: none)' },
   promptSalt: {
     flag: '--prompt-salt',
     example: '--prompt-salt 1234 (as manifest.json records it)',
@@ -473,6 +480,7 @@ const OPTIONS = {
   grace: number({ min: 0 }),
   slo: text(),
   seed: int(0),
+  predictionDraws: number({ min: 0, max: 1000, integer: true }),
   promptSalt: number({ min: 0, max: MAX_PROMPT_SALT, integer: true }),
   apiKeyEnv: matching(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be an environment variable name'),
   header: listOf(text()),
@@ -849,6 +857,7 @@ export function parseRunPlan(input: RunPlanInput, env: NodeJS.ProcessEnv = {}): 
   if (o.serverInfo !== undefined) plan.serverInfo = o.serverInfo;
   if (o.url !== undefined) plan.url = o.url;
   if (o.promptSalt !== undefined) plan.promptSalt = o.promptSalt;
+  if (o.predictionDraws !== undefined) plan.predictionDraws = o.predictionDraws;
   if (o.maxAnswerMb !== undefined) plan.maxAnswerMb = o.maxAnswerMb;
   if (o.model !== undefined) plan.model = o.model;
   if (requests !== undefined) plan.requests = requests;

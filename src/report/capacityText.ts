@@ -5,10 +5,12 @@ import {
   type CapacityLimit,
   type CapacityPrediction,
   type CapacityStep,
+  type PredictedStepField,
   timeScaleNote,
 } from '../memory/capacity.js';
 import { failedCell } from './failures.js';
 import { terminalSafe } from './format.js';
+import { predictedFigure } from './terminal.js';
 
 /** capacity.json. */
 export interface CapacityReport {
@@ -34,10 +36,40 @@ export interface CapacityReport {
   steps: CapacityStep[];
   limit: CapacityLimit | null;
   capacity: number;
+  /**
+   * The built-in simulator on a --calibration: the capacity's prediction interval, from its
+   * steps' (memory/capacity.ts capacityInterval; docs/metrics.md, "Prediction intervals").
+   */
+  capacityPredictionInterval?: { low: number; high: number; level: number };
   interrupted: boolean;
 }
 
 const BAR_WIDTH = 40;
+
+/**
+ * Under the table, each calibrated step's predicted figures as `515 (465-559)` (docs/metrics.md,
+ * "Prediction intervals"): output tok/s, TTFT p99 and mean TPOT, the figures the limit reads.
+ */
+function predictionLines(steps: readonly CapacityStep[]): string[] {
+  const predicted = steps.filter((s) => s.predictionIntervals);
+  if (predicted.length === 0) return [];
+  const shown: [PredictedStepField, string][] = [
+    ['outputTokensPerS', 'out tok/s'],
+    ['ttftP99Ms', 'TTFT p99'],
+    ['tpotMeanMs', 'TPOT'],
+  ];
+  const level = predicted[0].predictionIntervals?.level ?? 0.9;
+  return [
+    `${Math.round(level * 100)}% prediction intervals from the calibration (docs/metrics.md, "Prediction intervals"):`,
+    ...predicted.map((s) => {
+      const parts = shown.flatMap(([field, label]) => {
+        const r = s.predictionIntervals?.ranges[field];
+        return r ? [`${label} ${predictedFigure(s[field], r)}`] : [];
+      });
+      return `  batch ${s.batch}: ${parts.join(', ')}`;
+    }),
+  ];
+}
 
 /** The steps' table, the KV-usage bars against the prediction, the limit and the capacity. */
 export function renderCapacity(result: CapacityReport, color: boolean): string {
@@ -115,6 +147,7 @@ export function renderCapacity(result: CapacityReport, color: boolean): string {
   lines.push(
     `(latency in ms, throughput in output tokens/s at the measured concurrency${result.server.timeScale !== undefined ? `; ${timeScaleNote(result.server.timeScale)}` : ''})`,
   );
+  lines.push(...predictionLines(steps));
   lines.push('');
   lines.push(
     `KV cache usage by batch: ${c.bold('█')} measured peak, ${c.cyan('|')} analytic prediction (100% at the right edge)`,
@@ -150,12 +183,18 @@ export function renderCapacity(result: CapacityReport, color: boolean): string {
   const predicted = prediction
     ? ` (analytic prediction: ${f(prediction.maxBatch)}, ${f(prediction.numGpuBlocks)} KV blocks / ${f(prediction.blocksPerSequence)} per sequence)`
     : '';
+  const range = result.capacityPredictionInterval;
+  const interval = !range
+    ? ''
+    : range.low === range.high
+      ? ` (${f(range.level * 100)}% prediction interval: ${f(range.low)} at both ends)`
+      : ` (${f(range.level * 100)}% prediction interval ${f(range.low)}-${f(range.high)})`;
   if (lastWhole === undefined && !limit) {
     lines.push(c.bold(`Capacity: not measured${predicted}.`));
   } else {
     lines.push(
       c.bold(
-        `Capacity: ${f(result.capacity)} concurrent sequences of ${f(result.workload.sequenceTokens)} tokens${limit ? '' : ' or more'}${predicted}.`,
+        `Capacity: ${f(result.capacity)} concurrent sequences of ${f(result.workload.sequenceTokens)} tokens${limit ? '' : ' or more'}${interval}${predicted}.`,
       ),
     );
   }

@@ -9,7 +9,7 @@
 
 import { createHash } from 'node:crypto';
 import { cacheStatePhrase, readCacheState } from '../analysis/prefixCache.js';
-import type { Recommendation, SweepPoint } from '../analysis/sweep.js';
+import type { PredictedPointField, Recommendation, SweepPoint } from '../analysis/sweep.js';
 import {
   type CapacityLimit,
   type CapacityPrediction,
@@ -493,6 +493,21 @@ const LATENCY_ROWS: [string, keyof Summary['latency']][] = [
   [metricLabel('e2eMs'), 'e2eMs'],
 ];
 
+/**
+ * Under a figure of a calibrated simulated run, in small text, its prediction interval
+ * (summary.json's `prediction`: the median's at its top, the others under `statistics`).
+ */
+function predictedCell(
+  d: Distribution,
+  q: 'mean' | 'p50' | 'p90' | 'p95' | 'p99' | 'p99_9',
+): string {
+  const p = d.prediction;
+  if (!p || q === 'p99_9') return '';
+  const range = q === 'p50' ? p : p.statistics?.[q];
+  if (!range) return '';
+  return `<br><small class="prediction" title="${esc(fmtNumber(p.level * 100, 0))}% prediction interval from the calibration">predicted ${esc(fmtNumber(range.low, 2))}-${esc(fmtNumber(range.high, 2))}</small>`;
+}
+
 function latencyTable(s: Summary): string {
   const rows: [string, keyof Summary['latency']][] = [...LATENCY_ROWS];
   if (s.latency.chunkGapMs?.count > 0 && s.streaming?.tokensPerEvent > 1.05) {
@@ -507,18 +522,18 @@ function latencyTable(s: Summary): string {
   const cell = (d: Distribution, q: 'p50' | 'p90' | 'p95' | 'p99' | 'p99_9') => {
     const figure = `${q !== 'p50' && d.lowConfidence?.includes(q) ? '~' : ''}${fmtNumber(d[q], 2)}`;
     const interval = d.intervals?.[q];
-    if (!interval) return figure;
+    if (!interval) return `${figure}${predictedCell(d, q)}`;
     const side = (v: number | null) => (v === null ? 'open' : fmtNumber(v, 2));
     const range = `${side(interval.low)}-${side(interval.high)}`;
     const how = interval.method === 'block-bootstrap' ? 'block bootstrap' : 'order statistics';
-    return `${figure}<br><small class="interval" title="${fmtNumber(interval.level * 100, 0)}% interval, ${how}">${range}</small>`;
+    return `${figure}<br><small class="interval" title="${fmtNumber(interval.level * 100, 0)}% interval, ${how}">${range}</small>${predictedCell(d, q)}`;
   };
   const body = rows
     .map(([name, key]) => [name, s.latency[key]] as const)
     .filter(([, d]) => d && d.count > 0)
     .map(([name, d]) => [
       esc(name),
-      fmtNumber(d.mean, 2),
+      `${fmtNumber(d.mean, 2)}${predictedCell(d, 'mean')}`,
       cell(d, 'p50'),
       cell(d, 'p90'),
       cell(d, 'p95'),
@@ -529,7 +544,10 @@ function latencyTable(s: Summary): string {
     ]);
   const low = rows.some(([, k]) => s.latency[k]?.lowConfidence?.includes('p99'));
   const intervals = rows.some(([, k]) => s.latency[k]?.intervals);
-  return `${table(['latency (ms)', 'mean', 'p50', 'p90', 'p95', 'p99', 'p99.9', 'max', 'n'], body)}${low ? '<p class="caption">~ marks a percentile with too few samples to resolve it.</p>' : ''}${intervals ? '<p class="caption">Under a percentile, its 95% interval (docs/metrics.md, "Intervals"); open: the samples cannot bound that side.</p>' : ''}${s.until ? `<p>${esc(describeUntil(s.until, s.requests.completed))}</p>` : ''}`;
+  const predicted = s.prediction
+    ? `<p class="caption">predicted: the figure's ${esc(fmtNumber(s.prediction.level * 100, 0))}% prediction interval from the calibration ${esc(s.prediction.calibration)}, ${esc(fmtNumber(s.prediction.draws))} draws of its fitted values (docs/metrics.md, "Prediction intervals"); it leaves out the run's own sampling error, which the interval above it is.</p>`
+    : '';
+  return `${table(['latency (ms)', 'mean', 'p50', 'p90', 'p95', 'p99', 'p99.9', 'max', 'n'], body)}${low ? '<p class="caption">~ marks a percentile with too few samples to resolve it.</p>' : ''}${intervals ? '<p class="caption">Under a percentile, its 95% interval (docs/metrics.md, "Intervals"); open: the samples cannot bound that side.</p>' : ''}${predicted}${s.until ? `<p>${esc(describeUntil(s.until, s.requests.completed))}</p>` : ''}`;
 }
 
 /**
@@ -560,6 +578,15 @@ ${table(['metric', 'name', 'unit', 'mean', 'p50', 'p90', 'p99', 'max', 'n'], row
 </details>`;
 }
 
+/** A calibrated run's throughput prediction: each range, and its level (escaped where shown). */
+function throughputPredicted(t: Summary['throughput']): string {
+  const p = t.prediction;
+  if (!p) return '';
+  const range = (r: { low: number; high: number } | undefined, digits: number, unit: string) =>
+    r ? [`${fmtNumber(r.low, digits)}-${fmtNumber(r.high, digits)} ${unit}`] : [];
+  return `${[...range(p.outputTokensPerS, 1, 'output tok/s'), ...range(p.requestsPerS, 2, 'req/s')].join(', ')} (${fmtNumber(p.level * 100, 0)}% prediction intervals from the calibration)`;
+}
+
 function numbersHtml(s: Summary): string {
   const t = s.throughput;
   const lat = s.latency;
@@ -572,6 +599,7 @@ function numbersHtml(s: Summary): string {
       'system throughput',
       `${fmtNumber(t.outputTokensPerS, 1)} output tok/s, ${fmtNumber(t.totalTokensPerS, 1)} total tok/s, ${fmtNumber(t.requestsPerS, 2)} req/s`,
     ],
+    ...(t.prediction ? [['predicted', throughputPredicted(t)] as [string, string]] : []),
     ...(steady ? [['steady state', steady] as [string, string]] : []),
     ...(transient ? [['warm-up transient', transient] as [string, string]] : []),
     [
@@ -1011,19 +1039,33 @@ ${body.map((b) => `<div data-block="${esc(b.kind)}" id="${esc(b.id)}">${b.html}<
 // ---------------------------------------------------------------------------------------------
 // Sweeps
 
+/**
+ * Under a calibrated sweep point's figure, in small text, its prediction interval (sweep.json's
+ * `points[].prediction`, read as untrusted: numbers only).
+ */
+function pointPredicted(p: SweepPoint, field: PredictedPointField, digits: number): string {
+  const prediction = obj(p.prediction);
+  const range = obj(obj(prediction?.ranges)?.[field]);
+  const low = num(range?.low);
+  const high = num(range?.high);
+  const level = num(prediction?.level);
+  if (low === undefined || high === undefined || level === undefined) return '';
+  return `<br><small class="prediction" title="${esc(fmtNumber(level * 100, 0))}% prediction interval from the calibration">predicted ${esc(fmtNumber(low, digits))}-${esc(fmtNumber(high, digits))}</small>`;
+}
+
 function sweepPointsTable(points: SweepPoint[], mode: string): string {
   const rows = [...points]
     .sort((a, b) => a.level - b.level)
     .map((p) => [
       fmtSig(p.level),
       fmtNumber(p.meanConcurrency, 1),
-      fmtNumber(p.outputTokensPerS),
+      `${fmtNumber(p.outputTokensPerS)}${pointPredicted(p, 'outputTokensPerS', 0)}`,
       fmtNumber(p.perUserTokensPerS, 1),
-      fmtNumber(p.ttftP50Ms, 1),
-      fmtNumber(p.ttftP99Ms, 1),
-      fmtNumber(p.itlP50Ms, 2),
-      fmtNumber(p.itlP99Ms, 2),
-      fmtNumber(p.e2eP99Ms, 0),
+      `${fmtNumber(p.ttftP50Ms, 1)}${pointPredicted(p, 'ttftP50Ms', 1)}`,
+      `${fmtNumber(p.ttftP99Ms, 1)}${pointPredicted(p, 'ttftP99Ms', 1)}`,
+      `${fmtNumber(p.itlP50Ms, 2)}${pointPredicted(p, 'itlP50Ms', 2)}`,
+      `${fmtNumber(p.itlP99Ms, 2)}${pointPredicted(p, 'itlP99Ms', 2)}`,
+      `${fmtNumber(p.e2eP99Ms, 0)}${pointPredicted(p, 'e2eP99Ms', 0)}`,
       p.kvCacheUsageMax !== undefined ? pct(p.kvCacheUsageMax, 1) : '-',
       fmtNumber(p.failed),
       p.validity
@@ -1067,7 +1109,7 @@ function sweepFindings(s: ScenarioSweepJson, mode: string): string {
     const best = s.search.bestPoint;
     items.push(
       s.search.best > 0 && best
-        ? `<b>Capacity</b> under ${esc(s.search.slos.join(', '))}: ${esc(fmtSig(s.search.best))} ${unit} (${esc(fmtNumber(best.outputTokensPerS))} output tok/s, ${esc(fmtSig(best.perUserTokensPerS))} tok/s per user${best.goodputRequestsPerS !== undefined ? `, goodput ${esc(fmtNumber(best.goodputRequestsPerS, 2))} req/s` : ''})${s.search.binding ? `; binding SLO ${esc(s.search.binding)}` : ''}${s.search.failedAt !== undefined ? `; fails at ${esc(fmtSig(s.search.failedAt))}` : ''}. Tried ${esc(s.search.tried.map((t) => `${fmtSig(t.level)}${t.ok ? '' : ' (missed)'}`).join(', '))}.`
+        ? `<b>Capacity</b> under ${esc(s.search.slos.join(', '))}: ${esc(fmtSig(s.search.best))} ${unit} (${esc(fmtNumber(best.outputTokensPerS))} output tok/s, ${esc(fmtSig(best.perUserTokensPerS))} tok/s per user${best.goodputRequestsPerS !== undefined ? `, goodput ${esc(fmtNumber(best.goodputRequestsPerS, 2))} req/s` : ''})${s.search.binding ? `; binding SLO ${esc(s.search.binding)}` : ''}${s.search.failedAt !== undefined ? `; fails at ${esc(fmtSig(s.search.failedAt))}` : ''}${searchRange(s.search.prediction)}. Tried ${esc(s.search.tried.map((t) => `${fmtSig(t.level)}${t.ok ? '' : ' (missed)'}`).join(', '))}.`
         : `<b>Capacity</b> under ${esc(s.search.slos.join(', '))}: no load met them (tried ${esc(s.search.tried.map((t) => fmtSig(t.level)).join(', '))}).`,
     );
   }
@@ -1309,6 +1351,30 @@ function probeReport(input: Extract<ReportInput, { kind: 'probe' }>, charts: Cha
 // ---------------------------------------------------------------------------------------------
 // Capacity
 
+/** A calibrated --find-max capacity's prediction interval, escaped, as a clause; '' without one. */
+function searchRange(value: unknown): string {
+  const r = obj(value);
+  const low = num(r?.low);
+  const high = num(r?.high);
+  const level = num(r?.level);
+  if (low === undefined || high === undefined || level === undefined) return '';
+  return esc(
+    `; ${fmtNumber(level * 100, 0)}% prediction interval ${fmtSig(low)}-${fmtSig(high)} (docs/metrics.md, "Prediction intervals")`,
+  );
+}
+
+/** A calibrated capacity's prediction interval, escaped, as a clause; '' without one. */
+function capacityRange(value: unknown): string {
+  const r = obj(value);
+  const low = num(r?.low);
+  const high = num(r?.high);
+  const level = num(r?.level);
+  if (low === undefined || high === undefined || level === undefined) return '';
+  return esc(
+    ` (${fmtNumber(level * 100, 0)}% prediction interval from the calibration: ${fmtNumber(low)}-${fmtNumber(high)}; docs/metrics.md, "Prediction intervals")`,
+  );
+}
+
 function capacityReport(input: Extract<ReportInput, { kind: 'capacity' }>, charts: Charts): string {
   const c = obj(input.capacity) ?? {};
   const server = obj(c.server);
@@ -1362,7 +1428,7 @@ function capacityReport(input: Extract<ReportInput, { kind: 'capacity' }>, chart
       ? `<b>Limit</b> at batch ${esc(fmtNumber(limit.batch))} (${esc(limit.reason.replace(/_/g, ' '))}): ${esc(limit.detail)}`
       : undefined,
     capacity !== undefined
-      ? `<b>Capacity</b>: ${esc(fmtNumber(capacity))} concurrent requests, the last batch before the limit.`
+      ? `<b>Capacity</b>: ${esc(fmtNumber(capacity))} concurrent requests, the last batch before the limit${capacityRange(c.capacityPredictionInterval)}.`
       : undefined,
     prediction
       ? `<b>Prediction</b>: ${esc(`${fmtNumber(prediction.maxBatch)} sequences (${fmtNumber(prediction.numGpuBlocks)} KV blocks / ${fmtNumber(prediction.blocksPerSequence)} per sequence)`)}.`
@@ -1506,6 +1572,79 @@ function sizeViewOf(
 }
 
 /**
+ * `size --verify`: the point measured on the server, each figure predicted against measured,
+ * the SLOs on the server and what became of the calibration. All of it is file text: escaped.
+ */
+function verificationSection(v: Json | undefined): Section[] {
+  if (!v) return [];
+  const figure = (n: number | undefined) => (n === undefined ? '-' : fmtSig(n));
+  const load = obj(v.load);
+  const loadText =
+    load?.mode === 'rate'
+      ? `${fmtSig(num(load.rate) ?? 0)} req/s`
+      : `${fmtNumber(num(load?.users) ?? 0)} users`;
+  const head = `<h2>Verified on the server</h2><p>${esc(`${str(v.deployment) ?? ''} at ${loadText}, ${fmtNumber(num(v.requests) ?? 0)} requests on ${str(v.server) ?? 'the server'}: ${str(v.chosen) ?? ''}`)}</p>`;
+  const error = str(v.error);
+  if (error !== undefined) {
+    return [
+      {
+        kind: 'verification',
+        id: 'verification',
+        nav: 'Verification',
+        html: `${head}<p>${esc(`The server could not be measured: ${error}`)}</p>`,
+      },
+    ];
+  }
+  const rows = arr(v.figures).flatMap((f) => {
+    const o = obj(f);
+    if (!o) return [];
+    const interval = obj(o.interval);
+    const low = num(interval?.low);
+    const high = num(interval?.high);
+    const error = num(o.error);
+    const tolerance = num(o.tolerance);
+    return [
+      [
+        str(o.metric) ?? '',
+        `${figure(num(o.predicted))}${low !== undefined && high !== undefined ? ` (${fmtSig(low)}-${fmtSig(high)})` : ''}`,
+        figure(num(o.measured)),
+        error === undefined ? '-' : `${error >= 0 ? '+' : ''}${pct(error)}`,
+        o.inside === undefined
+          ? '-'
+          : interval
+            ? o.inside === true
+              ? 'inside'
+              : 'outside'
+            : `${o.inside === true ? 'within' : 'off by more than'} ${pct(tolerance)}`,
+      ],
+    ];
+  });
+  const slo = arr(v.slo)
+    .map(obj)
+    .flatMap((s) => (s ? [str(s.message) ?? ''] : []))
+    .join('; ');
+  const calibration = str(v.calibration) ?? 'the calibration';
+  const outcome =
+    v.inside === true
+      ? `The server agrees with the prediction; the check is recorded in ${calibration}${v.addedAsPoint === true ? ', its run added as a point' : ''}.`
+      : v.refitted === true
+        ? `The server contradicts the prediction: ${calibration} was refitted with this run.`
+        : `The server contradicts the prediction (${str(v.refitProblem) ?? 'not refitted'}): ${calibration} warns of it (calibration_verify_contradicted).`;
+  return [
+    {
+      kind: 'verification',
+      id: 'verification',
+      nav: 'Verification',
+      html: `${head}${table(
+        ['figure', 'predicted', 'measured', 'error', 'verdict'],
+        rows.map((r) => r.map(esc)),
+        [0, 4],
+      )}<p>${esc(`SLOs on the server: ${v.sloHeld === true ? 'hold' : 'missed'} (${slo}). ${outcome} Run: ${str(v.dir) ?? ''}`)}</p>`,
+    },
+  ];
+}
+
+/**
  * `infergauge size`: the deployments that serve the traffic, ranked by cost, with the
  * cost/latency scatter and its Pareto front; those ruled out below with their reasons.
  */
@@ -1600,7 +1739,16 @@ function sizeReport(input: Extract<ReportInput, { kind: 'size' }>, charts: Chart
 <h1>${esc(headline)}</h1>
 <p class="facts">${esc(`${[str(z.scenario), `${fmtNumber(num(z.simulations) ?? 0)} virtual runs in ${fmtNumber(num(z.wallS) ?? 0, 1)} s.`].filter((x) => x !== undefined).join('; ')}`)}</p>`,
     },
-    ...warningsSection(arr(z.warnings).map((w) => ({ message: String(w) }))),
+    ...warningsSection([
+      ...arr(z.warnings).map((w) => ({ message: String(w) })),
+      // The calibration's own (its fit's, a check's that contradicted it), as the file keeps them.
+      ...arr(z.calibrationWarnings).flatMap((w) => {
+        const o = obj(w);
+        return o
+          ? [{ where: 'calibration', message: `[${str(o.code) ?? '?'}] ${str(o.message) ?? ''}` }]
+          : [];
+      }),
+    ]),
     {
       kind: 'size',
       id: 'deployments',
@@ -1635,6 +1783,7 @@ function sizeReport(input: Extract<ReportInput, { kind: 'size' }>, charts: Chart
           : ''
       }</p>${predictionLines.map((line) => `<p class="caption">${esc(line)}</p>`).join('')}`,
     },
+    ...verificationSection(obj(z.verification)),
     {
       kind: 'ruled-out',
       id: 'ruled-out',

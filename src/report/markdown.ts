@@ -10,7 +10,12 @@ import { errorKindLines, nothingSucceeded } from './failures.js';
 import { markdownCell as cell, escapeMarkdown, metricLabel } from './format.js';
 import { describeReasoning, sessionFacts, TURN_COLUMNS } from './sessionsText.js';
 import { type Column, markdownTable } from './table.js';
-import { describeLoad, describeSteadyState, describeWarmupTransient } from './terminal.js';
+import {
+  describeLoad,
+  describeSteadyState,
+  describeWarmupTransient,
+  predictedFigure,
+} from './terminal.js';
 
 const fmt = (n: number, digits = 1) => fmtNumber(n, digits);
 
@@ -67,6 +72,25 @@ function connectionsMarkdown(s: RunSummary): string[] {
 }
 
 /**
+ * A calibrated simulated run's prediction intervals in one line: each latency median and the
+ * throughput as `21.4 (19.8-23.3)` (docs/metrics.md, "Prediction intervals").
+ */
+function predictionMarkdown(s: RunSummary): string | undefined {
+  if (!s.prediction) return undefined;
+  const parts: string[] = [];
+  for (const key of ['ttftMs', 'itlMs', 'tpotMs', 'e2eMs'] as const) {
+    const d = s.latency[key];
+    if (d.prediction && d.count > 0) {
+      parts.push(`${metricLabel(key)} p50 ${predictedFigure(d.p50, d.prediction)}`);
+    }
+  }
+  const t = s.throughput.prediction?.outputTokensPerS;
+  if (t) parts.push(`${predictedFigure(s.throughput.outputTokensPerS, t)} output tok/s`);
+  if (parts.length === 0) return undefined;
+  return `**Predicted** (${fmt(s.prediction.level * 100, 0)}% prediction intervals from the calibration): ${cell(parts.join(', '))}`;
+}
+
+/**
  * A compact summary for a CI job summary or a pull-request comment: the load first, latency
  * percentiles, throughput with its load, failures and warnings. `runs` holds one or more
  * named summaries (scenarios, sweep points).
@@ -107,6 +131,8 @@ export function markdownSummary(
         [metricLabel('e2eMs'), s.latency.e2eMs],
       ]),
     );
+    const predicted = predictionMarkdown(s);
+    if (predicted) lines.push('', predicted);
     lines.push(
       '',
       `**Throughput** at ${cell(describeLoad(s))}: ${fmt(s.throughput.outputTokensPerS, 0)} output tok/s, ${fmt(s.throughput.requestsPerS, 2)} req/s${s.goodput ? `, goodput ${fmt(s.goodput.requestsPerS, 2)} req/s (${fmt(s.goodput.sloAttainment * 100, 1)}% within SLO)` : ''}`,

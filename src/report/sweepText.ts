@@ -2,11 +2,19 @@
 
 import Table from 'cli-table3';
 import pc from 'picocolors';
-import type { Cliff, Knee, MaxLoadSearch, Recommendation, SweepPoint } from '../analysis/sweep.js';
+import type {
+  Cliff,
+  Knee,
+  MaxLoadSearch,
+  PredictedPointField,
+  Recommendation,
+  SweepPoint,
+} from '../analysis/sweep.js';
 import { fmtNumber } from '../metrics/format.js';
 import type { Warning } from '../metrics/summary.js';
 import { failedCell } from './failures.js';
 import { terminalSafe } from './format.js';
+import { predictedFigure } from './terminal.js';
 
 /** One scenario's sweep, as saved in sweep.json. */
 export interface ScenarioSweep {
@@ -77,6 +85,7 @@ export function renderSweep(
       );
     }
     lines.push('(latency in ms; throughput in output tokens/s at the measured concurrency)');
+    lines.push(...predictionLines(r.points, mode, lv));
     lines.push(
       r.knee
         ? c.yellow(`Saturation: at ${mode} ${lv(r.knee.saturatesAt)}: ${r.knee.why}.`)
@@ -89,7 +98,7 @@ export function renderSweep(
       lines.push(
         c.bold(
           best
-            ? `Capacity under ${r.search.slos.join(', ')}: ${lv(r.search.best)} ${mode === 'concurrency' ? 'concurrent users' : 'requests/s'} (next tried: ${lv(r.search.failedAt)}, which fails); goodput ${f(best.goodputRequestsPerS ?? best.requestsPerS, 2)} req/s, ${f(best.outputTokensPerS)} output tok/s, ${f(best.perUserTokensPerS, 1)} tok/s per user; binding SLO: ${r.search.binding}.`
+            ? `Capacity under ${r.search.slos.join(', ')}: ${lv(r.search.best)} ${mode === 'concurrency' ? 'concurrent users' : 'requests/s'}${r.search.prediction ? ` (${f(r.search.prediction.level * 100)}% prediction interval ${lv(r.search.prediction.low)}-${lv(r.search.prediction.high)})` : ''} (next tried: ${lv(r.search.failedAt)}, which fails); goodput ${f(best.goodputRequestsPerS ?? best.requestsPerS, 2)} req/s, ${f(best.outputTokensPerS)} output tok/s, ${f(best.perUserTokensPerS, 1)} tok/s per user; binding SLO: ${r.search.binding}.`
             : `Capacity under ${r.search.slos.join(', ')}: none: even ${mode} ${lv(r.search.tried[0]?.level)} misses them.`,
         ),
       );
@@ -101,6 +110,37 @@ export function renderSweep(
     lines.push('');
   }
   return lines.join('\n');
+}
+
+/**
+ * Under the table, each calibrated point's predicted figures as `515 (465-559)` (docs/metrics.md,
+ * "Prediction intervals"): output tok/s, TTFT p50 and p99, ITL p99, E2E p99.
+ */
+function predictionLines(
+  points: readonly SweepPoint[],
+  mode: string,
+  lv: (level: number) => string,
+): string[] {
+  const predicted = points.filter((p) => p.prediction);
+  if (predicted.length === 0) return [];
+  const shown: [PredictedPointField, string][] = [
+    ['outputTokensPerS', 'out tok/s'],
+    ['ttftP50Ms', 'TTFT p50'],
+    ['ttftP99Ms', 'TTFT p99'],
+    ['itlP99Ms', 'ITL p99'],
+    ['e2eP99Ms', 'E2E p99'],
+  ];
+  const level = predicted[0].prediction?.level ?? 0.9;
+  return [
+    `${fmtNumber(level * 100, 0)}% prediction intervals from the calibration (docs/metrics.md, "Prediction intervals"):`,
+    ...predicted.map((p) => {
+      const parts = shown.flatMap(([field, label]) => {
+        const range = p.prediction?.ranges[field];
+        return range ? [`${label} ${predictedFigure(p[field], range)}`] : [];
+      });
+      return `  ${mode} ${lv(p.level)}: ${parts.join(', ')}`;
+    }),
+  ];
 }
 
 /** A point's verdict, painted, with its first reason's code: `caution: output_short +1`. */

@@ -313,6 +313,7 @@ export function renderTerminalSummary(summary: RunSummary, options: TerminalOpti
   const low = rows.some(([, d]) => d.lowConfidence?.includes('p99'));
   if (low) lines.push(c.dim('  ~ marks a percentile with too few samples to resolve it'));
   lines.push(...intervalLines(rows, c.dim));
+  lines.push(...predictionLines(summary, rows));
   if (summary.until) lines.push(`  ${describeUntil(summary.until, summary.requests.completed)}`);
   lines.push('');
 
@@ -321,6 +322,7 @@ export function renderTerminalSummary(summary: RunSummary, options: TerminalOpti
   lines.push(
     `Throughput at ${describeLoad(summary)}, over ${fmt(summary.durationS, 1)} s:`,
     `  system       ${fmtNumber(t.outputTokensPerS, 1)} output tok/s, ${fmtNumber(t.totalTokensPerS, 1)} total tok/s, ${fmt(t.requestsPerS, 2)} req/s`,
+    ...(t.prediction ? [`  predicted    ${throughputPrediction(summary)}`] : []),
     ...(steady ? [`  steady state ${steady}`] : []),
     `  per request  output speed mean ${fmtNumber(latency.outputSpeedTokS.mean, 1)} tok/s, p50 ${fmtNumber(latency.outputSpeedTokS.p50, 1)}, slowest ${fmtNumber(latency.outputSpeedTokS.min, 1)}`,
     `  input/decode input ${fmtNumber(t.inputTokensPerS, 1)} tok/s, decode ${fmtNumber(t.decodeTokensPerS, 1)} tok/s`,
@@ -426,6 +428,50 @@ function intervalLines(rows: [string, Distribution][], dim: (text: string) => st
     ...lines,
     ...(bootstrap ? [dim('  * samples correlated in time: block bootstrap')] : []),
   ];
+}
+
+/**
+ * Under the latency table, a calibrated simulated run's prediction intervals (sim/runPrediction.ts)
+ * as `p50 21.4 (19.8-23.3)`, the median (what the calibration fits) and p99, digits as
+ * intervalLines gives them; led by what the range is and where it came from.
+ */
+function predictionLines(summary: RunSummary, rows: [string, Distribution][]): string[] {
+  const p = summary.prediction;
+  if (!p) return [];
+  const width = Math.max(...rows.map(([name]) => name.length));
+  const lines: string[] = [];
+  for (const [name, d] of rows) {
+    const range = d.prediction;
+    if (!range || d.count === 0) continue;
+    const shown = [`p50 ${predictedFigure(d.p50, range)}`];
+    const p99 = range.statistics?.p99;
+    if (p99) shown.push(`p99 ${predictedFigure(d.p99, p99)}`);
+    lines.push(`  ${name.padEnd(width)}  ${shown.join(', ')}`);
+  }
+  if (lines.length === 0) return [];
+  return [
+    `  ${fmt(p.level * 100, 0)}% prediction intervals (calibration ${terminalSafe(p.calibration)}, ${fmtNumber(p.draws)} draws; docs/metrics.md, "Prediction intervals"):`,
+    ...lines,
+  ];
+}
+
+/** `21.4 (19.8-23.3)`: a predicted figure and its range, digits by its size. */
+export function predictedFigure(value: number, range: { low: number; high: number }): string {
+  const digits = Math.abs(value) >= 1000 ? 0 : Math.abs(value) >= 100 ? 1 : 2;
+  return `${fmt(value, digits)} (${fmt(range.low, digits)}-${fmt(range.high, digits)})`;
+}
+
+/** The throughput line's prediction: output tok/s and req/s with their ranges, and the level. */
+function throughputPrediction(summary: RunSummary): string {
+  const t = summary.throughput;
+  const p = t.prediction;
+  if (!p) return '';
+  const parts: string[] = [];
+  if (p.outputTokensPerS) {
+    parts.push(`${predictedFigure(t.outputTokensPerS, p.outputTokensPerS)} output tok/s`);
+  }
+  if (p.requestsPerS) parts.push(`${predictedFigure(t.requestsPerS, p.requestsPerS)} req/s`);
+  return `${parts.join(', ')}: ${fmt(p.level * 100, 0)}% prediction intervals`;
 }
 
 /**

@@ -12,6 +12,7 @@ import { parseSlo, type SloCondition } from '../metrics/slo.js';
 import type { RunSummary, SummaryContext, Warning } from '../metrics/summary.js';
 import { validityOf } from '../metrics/validity.js';
 import type { RequestRecord } from '../record.js';
+import { keepRunPrediction } from '../sim/runPrediction.js';
 import type { TelemetrySnapshot } from '../telemetry/snapshot.js';
 import type { ServerMetricsSummary } from '../telemetry/summary.js';
 import { readTelemetry } from './jsonl.js';
@@ -209,6 +210,8 @@ export function withSavedFacts(summary: RunSummary, saved: SavedSummary | undefi
   if (cacheState) summary.cacheState = cacheState;
   const reached = readPrefixHitRate(facts.prefixHitRate);
   if (reached) summary.prefixHitRate = reached;
+  // A calibrated run's prediction intervals came from replays, not from its records.
+  keepRunPrediction(summary, saved);
   const key = (w: Warning) => `${w.code}\u0000${w.message}`;
   const have = new Set(summary.warnings.map(key));
   for (const w of saved.warnings) if (!have.has(key(w))) summary.warnings.push(w);

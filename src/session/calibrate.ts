@@ -5,7 +5,7 @@
  * (sim/calibrate.ts) and predicts each run from the others.
  */
 import { realpathSync } from 'node:fs';
-import { relative } from 'node:path';
+import { dirname, relative, resolve } from 'node:path';
 import { parseFlagNumber } from '../flagNumber.js';
 import type { LoadSpec } from '../load.js';
 import type { RequestRecord } from '../record.js';
@@ -31,7 +31,9 @@ import {
   MAX_FOLDS,
   median,
   pointFromRecords,
+  relativeErrors,
   replayedHitShare,
+  replayPoint,
   withHitShare,
 } from '../sim/calibrate.js';
 import {
@@ -175,7 +177,7 @@ export async function calibrate(
   })[] = [];
   const blockSize = new EngineModel(base).config.blockSize;
   for (const [i, dir] of runDirs.entries()) {
-    const point = await readPoint(dir, maxRequests, blockSize, problems, warnings);
+    const point = await readCalibrationPoint(dir, maxRequests, blockSize, problems, warnings);
     if (point) points.push(point);
     progress({ stage: 'reading', runs: i + 1, of: runDirs.length });
   }
@@ -203,6 +205,8 @@ export async function calibrate(
   let fit: CalibrationFit | undefined;
   let simulations = 0;
   const held: CalibrationWarning[] = [];
+  /** Held by --hold-unidentified at the engine's values, which the fit takes as guesses. */
+  const guessed: FitKey[] = [];
   const values = engineValues(base);
   while (!fit) {
     const parameters = keys.length;
@@ -211,22 +215,33 @@ export async function calibrate(
       progress({ stage: 'fitting', runs: points.length, parameters, simulations });
     };
     try {
-      fit = fitCalibration(base, points, { keys, hold, onSimulated });
+      fit = fitCalibration(base, points, { keys, hold, guessed, onSimulated });
     } catch (err) {
-      // --hold-unidentified: what the runs cannot tell is held at the engine's value, and said.
+      // --hold-unidentified: what the runs cannot tell is held at the engine's value, and said;
+      // one key at a time, the least known first (the refusal names it last). Keys that trade
+      // off against each other are each unidentified, but what they do together is not:
+      // holding one lets the fit find the other. Held together, the runs' decode time stayed at
+      // the engine's defaults (three real-time loads of the HTTP simulator: TPOT -33 %).
       if (!(err instanceof CalibrationRefused) || !o.holdUnidentified || err.keys.length === 0) {
         throw err;
       }
-      const refused = err.keys;
-      keys = keys.filter((k) => !refused.includes(k));
-      for (const k of refused) {
-        const why = err.problems.find((p) => p.includes(fitFlag(k))) ?? err.problems.join('; ');
-        held.push(heldUnidentified(k, values[k], why));
-      }
+      const k = err.keys[err.keys.length - 1];
+      keys = keys.filter((x) => x !== k);
+      guessed.push(k);
+      const flag = fitFlag(k);
+      const why =
+        err.problems.find((p) => p.startsWith(`${flag} `)) ??
+        err.problems.find((p) => p.includes(flag)) ??
+        err.problems.join('; ');
+      held.push(heldUnidentified(k, values[k], why));
     }
   }
   let folds = { done: 0, of: Math.min(points.length, MAX_FOLDS) };
   const loo = leaveOneOut(base, points, fit, {
+    unidentified: held.flatMap((w) => {
+      const key = FIT_KEYS.find((k) => fitFlag(k) === w.parameter);
+      return key ? [key] : [];
+    }),
     onFold: (done, of) => {
       folds = { done, of };
     },
@@ -267,6 +282,89 @@ export async function calibrate(
     warnings,
     wallS: (performance.now() - started) / 1000,
   };
+}
+
+/**
+ * A measured run joined to a calibration without refitting it (a `size --verify` that agreed):
+ * a point replayed on the calibrated engine, whose prediction is from the fit that did not see
+ * it, so it is the point's leave-one-out too; the fit's values and medians stay as they were, and
+ * a later refit takes the run as one of the calibration's own.
+ */
+export async function withCalibrationPoint(
+  file: CalibrationFile,
+  path: string,
+  dir: string,
+): Promise<CalibrationFile> {
+  const resolved = resolveEngine({ calibration: path });
+  if (!resolved.engine) throw new CalibrationRefused(resolved.problems);
+  const problems: string[] = [];
+  const warnings: string[] = [];
+  const blockSize = new EngineModel(resolved.engine).config.blockSize;
+  const point = await readCalibrationPoint(
+    dir,
+    DEFAULT_MAX_REQUESTS,
+    blockSize,
+    problems,
+    warnings,
+  );
+  if (!point || problems.length > 0) throw new CalibrationRefused(problems);
+  const predicted = replayPoint(resolved.engine, point);
+  const error = relativeErrors(predicted, point.measured);
+  return {
+    ...file,
+    points: [
+      ...file.points,
+      {
+        label: point.label,
+        source: dir,
+        load: point.loadText,
+        requests: point.requests.filter((r) => !r.warmup).length,
+        measured: point.measured,
+        predicted,
+        error,
+        leaveOneOut: { predicted, error, heldKeys: [] },
+      },
+    ],
+  };
+}
+
+/**
+ * The calibration fitted again on its own runs (points[].source) and `added`, the way it was fitted: the engine of its args, the same values
+ * held, the same keys fitted (what --hold-unidentified held is offered to the fit again and held
+ * again if still unidentified), the same step probe. Sources are found from the working
+ * directory, else beside the file; one that is gone refuses the refit (CalibrationRefused).
+ */
+export async function refitCalibration(
+  file: CalibrationFile,
+  path: string,
+  added: readonly string[],
+): Promise<CalibrationFile> {
+  const problems: string[] = [];
+  const locate = (source: string) => {
+    for (const dir of [source, resolve(dirname(path), source)]) if (isDirectory(dir)) return dir;
+    problems.push(`${source}: the calibration's run is not there (from here or beside ${path})`);
+    return source;
+  };
+  // The points include the runs of earlier checks that agreed (withCalibrationPoint); an
+  // invalid measurement never became one.
+  const earlier = file.points.map((p) => locate(p.source));
+  const steps = file.steps?.sources.map(locate);
+  if (problems.length > 0) throw new CalibrationRefused(problems);
+  const unidentified = (file.warnings ?? []).flatMap((w) => {
+    const key = FIT_KEYS.find((k) => fitFlag(k) === w.parameter);
+    return w.code === 'calibration_held_unidentified' && key ? [key] : [];
+  });
+  const held = Object.fromEntries(
+    Object.entries(file.held).filter(([k]) => !unidentified.includes(k as FitKey)),
+  );
+  const fit = [...(Object.keys(file.fitted) as FitKey[]), ...unidentified];
+  const result = await calibrate([...earlier, ...added], {
+    flags: { ...engineSettingsFromArgs(file.engine.args), ...held },
+    fit: fit.map((k) => fitFlag(k).slice(2)).join(','),
+    ...(steps?.length ? { steps } : {}),
+    ...(unidentified.length > 0 ? { holdUnidentified: true } : {}),
+  });
+  return result.file;
 }
 
 /** `--fit mbu,step-overhead-ms` as keys; undefined when not given. */
@@ -484,8 +582,11 @@ async function readSteps(
   };
 }
 
-/** A run directory as a calibration point, or a problem saying why it cannot be one. */
-async function readPoint(
+/**
+ * A run directory as a calibration point, as calibrate reads it (its server's reported hits
+ * included), or a problem saying why it cannot be one.
+ */
+export async function readCalibrationPoint(
   dir: string,
   maxRequests: number,
   /** The replayed engine's KV block size: the replay keeps whole cached blocks. */

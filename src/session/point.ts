@@ -46,7 +46,8 @@ import { hasResult, resultPath } from '../results/layout.js';
 import { type ManifestAbout, openRunDir } from '../results/runFiles.js';
 import type { EngineCluster } from '../sim/cluster.js';
 import { describeEngine, perReplica } from '../sim/describe.js';
-import { type EngineCounters, EngineModel } from '../sim/engineModel.js';
+import { type EngineCounters, EngineModel, type EngineModelOptions } from '../sim/engineModel.js';
+import type { EngineCalibration } from '../sim/options.js';
 import { seriesKey } from '../telemetry/prometheus.js';
 import { recordTelemetry } from '../telemetry/scraper.js';
 import type { ServerMetricsSummary } from '../telemetry/summary.js';
@@ -61,7 +62,7 @@ import {
 } from '../workload/scenarios.js';
 import type { Tokenizer } from '../workload/tokenizer.js';
 import { TRACE_BLOCK_TOKENS, traceSessions } from '../workload/trace.js';
-import { loadWorkload } from '../workload/workload.js';
+import { type LoadedWorkload, loadWorkload } from '../workload/workload.js';
 import { resetTargetCache } from './cacheReset.js';
 import { type PointInfo, type SessionEvents, SNAPSHOT_INTERVAL_MS } from './events.js';
 import {
@@ -72,6 +73,7 @@ import {
   primeEngine,
   primeServer,
 } from './hitRatePrime.js';
+import type { VirtualReplay } from './predictVirtual.js';
 import { environmentFields } from './serverEngine.js';
 import { inSession } from './session.js';
 import {
@@ -282,6 +284,7 @@ function describeServer(target: Target): ServerAbout {
         simulatorArgs: target.simulatorArgs,
         // A run on a calibration its fit warned of says so beside the flags that named it.
         ...(target.calibrationWarnings ? { calibrationWarnings: target.calibrationWarnings } : {}),
+        ...(target.simulatorWarnings ? { simulatorWarnings: target.simulatorWarnings } : {}),
         memory,
         // The simulated engine is the tool's own, at the tool's version.
         ...environmentFields(
@@ -306,6 +309,7 @@ function describeServer(target: Target): ServerAbout {
             ...(target.calibrationWarnings
               ? { calibrationWarnings: target.calibrationWarnings }
               : {}),
+            ...(target.simulatorWarnings ? { simulatorWarnings: target.simulatorWarnings } : {}),
           }
         : {}),
       // A proxy adds its own latency to every request: the numbers were measured through it.
@@ -343,6 +347,7 @@ async function measureLive(
           overheadTokens: target.promptOverhead.tokens,
         })
       : undefined;
+  const asked = point.scenario;
   if (hitRate) point = { ...point, scenario: hitRate.scenario };
   const warmupRequests = point.warmupRequests ?? 0;
   const whole = wholeRun(point.load, warmupRequests, point.requests);
@@ -370,6 +375,7 @@ async function measureLive(
       ...(hitRate ? { primedHitRate: hitRate.plan.rate } : {}),
     }),
     ...(hitRate ? { hitRate } : {}),
+    askedScenario: asked,
     session,
     hooks,
     part,
@@ -421,6 +427,8 @@ interface LiveContext {
   cacheState: CacheState;
   /** `--prefix-hit-rate`: how the point's prompts reach it. */
   hitRate?: HitRateSetup;
+  /** The point's scenario as asked, before a --prefix-hit-rate made it its own. */
+  askedScenario: Scenario;
   session: SessionEvents;
   hooks: PointHooks;
   /** What this process sends of the point (its shard, or all of it). */
@@ -760,6 +768,7 @@ async function finishLive(
     summary.warnings.push(warning('prefix_cache_uncontrolled', {}));
   }
   if (c.hitRate) judgeHitRate(c.hitRate, serverMetrics, summary, c.hooks.onNotice);
+  await predictLive(c, summary);
   summary.warnings.push(...(c.hooks.warnings?.(summary) ?? []));
   finalSnapshot(c);
   await c.session.pointFinished({
@@ -770,6 +779,36 @@ async function finishLive(
     threads: health,
   });
   return { summary, point: c.info, ...(serverMetrics ? { serverMetrics } : {}) };
+}
+
+/**
+ * The built-in simulator on a calibration, in real time: the prediction intervals come from
+ * virtual replays of the same plan on the same engine (their ratios, set on the measured figures).
+ */
+async function predictLive(c: LiveContext, summary: RunSummary): Promise<void> {
+  const { target, point } = c;
+  if (!target.calibrated || !target.engine) return;
+  const { plan } = target;
+  const blockTokens = new EngineModel(target.engine).config.blockSize;
+  const hitRate =
+    plan.prefixHitRate !== undefined && !point.nextRequest
+      ? hitRateSetup(plan.prefixHitRate, c.askedScenario, { blockTokens, overheadTokens: 0 })
+      : undefined;
+  const replay = await virtualReplay({
+    plan,
+    model: target.model,
+    point,
+    scenario: hitRate?.scenario ?? c.askedScenario,
+    promptSalt: promptSaltOf(target, c.info),
+    blockTokens,
+  });
+  await predictPoint(summary, {
+    plan,
+    engine: target.engine,
+    calibrated: target.calibrated,
+    replay,
+    ...(hitRate ? { hitRate } : {}),
+  });
 }
 
 /** The point's last live snapshot, with every thread's last counts in: what its end shows. */
@@ -856,6 +895,108 @@ function scheduleClock(point: Point, onNotice: Notify | undefined): RunClock {
   return clock;
 }
 
+/** How to run a point in virtual time again: its workload made afresh, and simulateRun's options. */
+interface VirtualReplayParts {
+  workload: () => Promise<LoadedWorkload>;
+  runOptions: VirtualReplay['run'];
+}
+
+/**
+ * A point as virtual time runs it (the built-in simulator's words, its seed and salt, a trace's
+ * shared blocks, the wire shapes where answers need them): the run itself, and the replays its
+ * prediction intervals draw (session/predictVirtual.ts), of a virtual or a real-time run.
+ */
+async function virtualReplay(o: {
+  plan: RunPlan;
+  model: string;
+  point: Point;
+  /** The point's scenario as sent (a --prefix-hit-rate scenario's own). */
+  scenario: Scenario;
+  promptSalt: number;
+  blockTokens: number;
+}): Promise<VirtualReplayParts> {
+  const { plan, point, scenario } = o;
+  const workload = (): Promise<LoadedWorkload> =>
+    point.nextRequest
+      ? Promise.resolve({ nextRequest: point.nextRequest })
+      : loadWorkload({
+          scenario,
+          // The built-in simulator counts words: exact, and what its HTTP runs use too.
+          tokenizer: 'words',
+          tokenizerOptions: { builtInSimulator: true },
+          seed: plan.seed,
+          promptSalt: o.promptSalt,
+          promptOverheadTokens: 0,
+          wordsAreTokens: true,
+          ...(plan.trace ? { trace: plan.trace.entries } : {}),
+          ...(plan.trace?.speed !== undefined ? { traceSpeed: plan.trace.speed } : {}),
+          ...(plan.trace?.blockTokens !== undefined
+            ? { traceBlockTokens: plan.trace.blockTokens }
+            : {}),
+          ...agentTraceSource(plan),
+          ...(plan.dataset ? { dataset: plan.dataset.data } : {}),
+        });
+  // Sessions, reasoning and tool calls go through the wire shapes (sim/wire.ts); plain
+  // answers skip them, which is most of a sweep's cost.
+  const sessions = !point.nextRequest && isSessionScenario(scenario);
+  const shaped = sessions || point.scenario.reasoning !== undefined;
+  // A trace's block ids share prompt blocks as its HTTP replay's texts do (sim/traceKeys.ts).
+  const { tracePrefixKeys } = await import('../sim/traceKeys.js');
+  const traceKeys =
+    plan.trace && !point.nextRequest && !sessions
+      ? tracePrefixKeys(
+          plan.trace.entries,
+          o.blockTokens,
+          plan.trace.blockTokens ?? TRACE_BLOCK_TOKENS,
+        )
+      : undefined;
+  return {
+    workload,
+    runOptions: {
+      load: point.load,
+      ...(point.requests !== undefined ? { requests: point.requests } : {}),
+      ...(point.durationS !== undefined ? { durationS: point.durationS } : {}),
+      warmupRequests: point.warmupRequests ?? 0,
+      seed: plan.seed,
+      endpoint: plan.endpoint,
+      ...(traceKeys ? { prefixKeys: traceKeys } : {}),
+      ...(shaped
+        ? { wire: { options: withReasoning(requestOptions(plan, o.model), point.scenario) } }
+        : {}),
+    },
+  };
+}
+
+/**
+ * A calibrated point's prediction intervals (session/predictVirtual.ts), set on its summary;
+ * returns the clause the simulator line adds (how many replays, how long), or ''.
+ */
+async function predictPoint(
+  summary: RunSummary,
+  o: {
+    plan: RunPlan;
+    engine: EngineModelOptions;
+    calibrated: EngineCalibration;
+    replay: VirtualReplayParts;
+    hitRate?: HitRateSetup;
+  },
+): Promise<string> {
+  if (summary.requests.completed === 0 || summary.interrupted) return '';
+  const { predictRun } = await import('./predictVirtual.js');
+  const startedMs = performance.now();
+  const { hitRate } = o;
+  const replays = await predictRun(summary, {
+    engine: o.engine,
+    calibrated: o.calibrated,
+    run: o.replay.runOptions,
+    workload: o.replay.workload,
+    ...(hitRate ? { prime: (e, w) => primeEngine(e, hitRate, w) } : {}),
+    ...(o.plan.predictionDraws !== undefined ? { draws: o.plan.predictionDraws } : {}),
+  });
+  if (replays === 0) return '';
+  return `; prediction intervals: ${replays} replays in ${((performance.now() - startedMs) / 1000).toFixed(2)} s`;
+}
+
 /** In virtual time: a fresh engine model per point, no HTTP, no waiting. */
 async function measureVirtual(
   target: VirtualTarget,
@@ -866,10 +1007,9 @@ async function measureVirtual(
 ): Promise<Measured> {
   const { plan } = target;
   // The engine model is loaded only for virtual time: a live run never needs it.
-  const [{ EngineCluster }, { simulateRun }, { tracePrefixKeys }] = await Promise.all([
+  const [{ EngineCluster }, { simulateRun }] = await Promise.all([
     import('../sim/cluster.js'),
     import('../sim/virtual.js'),
-    import('../sim/traceKeys.js'),
   ]);
   const engine = new EngineCluster(target.engine);
   const hitRate =
@@ -896,54 +1036,24 @@ async function measureVirtual(
     // Virtual time has no live clock: the whole run takes as long as the engine model needs.
     nowUs: () => 0,
   });
-  const workload = point.nextRequest
-    ? { nextRequest: point.nextRequest }
-    : await loadWorkload({
-        scenario,
-        // The built-in simulator counts words: exact, and what its HTTP runs use too.
-        tokenizer: 'words',
-        tokenizerOptions: { builtInSimulator: true },
-        seed: plan.seed,
-        promptSalt: promptSaltOf(target, info),
-        promptOverheadTokens: 0,
-        wordsAreTokens: true,
-        ...(plan.trace ? { trace: plan.trace.entries } : {}),
-        ...(plan.trace?.speed !== undefined ? { traceSpeed: plan.trace.speed } : {}),
-        ...(plan.trace?.blockTokens !== undefined
-          ? { traceBlockTokens: plan.trace.blockTokens }
-          : {}),
-        ...agentTraceSource(plan),
-        ...(plan.dataset ? { dataset: plan.dataset.data } : {}),
-      });
-  // Sessions, reasoning and tool calls go through the wire shapes (sim/wire.ts); plain
-  // answers skip them, which is most of a sweep's cost.
-  const shaped = 'nextSession' in workload || point.scenario.reasoning !== undefined;
-  // A trace's block ids share prompt blocks as its HTTP replay's texts do (sim/traceKeys.ts).
-  const traceKeys =
-    plan.trace && !point.nextRequest && 'nextRequest' in workload
-      ? tracePrefixKeys(
-          plan.trace.entries,
-          engine.config.blockSize,
-          plan.trace.blockTokens ?? TRACE_BLOCK_TOKENS,
-        )
-      : undefined;
+  const replay = await virtualReplay({
+    plan,
+    model: target.model,
+    point,
+    scenario,
+    promptSalt: promptSaltOf(target, info),
+    blockTokens: engine.config.blockSize,
+  });
+  const { runOptions } = replay;
+  const workload = await replay.workload();
   if (hitRate) primeEngine(engine, hitRate, workload);
   const builder = new SummaryBuilder(summaryContext(plan, point.load));
   const until = plan.until ? new UntilTracker(plan.until) : undefined;
   const startedMs = performance.now();
   const result = simulateRun({
     engine,
-    load: point.load,
-    ...(point.requests !== undefined ? { requests: point.requests } : {}),
-    ...(point.durationS !== undefined ? { durationS: point.durationS } : {}),
-    warmupRequests,
-    seed: plan.seed,
-    endpoint: plan.endpoint,
+    ...runOptions,
     ...workload,
-    ...(traceKeys ? { prefixKeys: traceKeys } : {}),
-    ...(shaped
-      ? { wire: { options: withReasoning(requestOptions(plan, target.model), point.scenario) } }
-      : {}),
     onRecord: (r) => {
       session.record(info, r);
       builder.add(r);
@@ -955,6 +1065,15 @@ async function measureVirtual(
   const summary = builder.build({ unsentRequests: result.unsentRequests });
   if (until) summary.until = until.outcome(summary.latency);
   summary.cacheState = cacheState;
+  const predictionNote = target.calibrated
+    ? await predictPoint(summary, {
+        plan,
+        engine: target.engine,
+        calibrated: target.calibrated,
+        replay,
+        ...(hitRate ? { hitRate } : {}),
+      })
+    : '';
   summary.warnings.push(...(hooks.warnings?.(summary) ?? []));
   // The engine's own state stands in for scraped metrics: peak KV and preemptions.
   const serverMetrics = engineMetrics(engine, result.simulatedS, target.model);
@@ -983,7 +1102,7 @@ async function measureVirtual(
     summary,
     point: info,
     serverMetrics,
-    virtualRun: `${result.simulatedS.toFixed(1)} simulated s in ${wallS.toFixed(2)} s, ${virtualRunCounts(engine)}`,
+    virtualRun: `${result.simulatedS.toFixed(1)} simulated s in ${wallS.toFixed(2)} s, ${virtualRunCounts(engine)}${predictionNote}`,
   };
 }
 

@@ -120,6 +120,8 @@ export function prepareRun(options: RunOptions, command = 'run'): PreparedRun {
     ...(simulated?.engine ? { engine: simulated.engine } : {}),
     engineFlags,
     ...(simulated?.calibration ? { calibrationWarnings: simulated.calibration.warnings } : {}),
+    ...(simulated?.outsideValidation ? { simulatorWarnings: [simulated.outsideValidation] } : {}),
+    ...(simulated?.calibrated ? { calibrated: simulated.calibrated } : {}),
     ...(simModel !== undefined ? { simModel } : {}),
     simulate: simulate === true,
     ...(scale && 'value' in scale ? { timeScale: scale.value } : {}),

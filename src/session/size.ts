@@ -21,7 +21,11 @@ import { parseSlo, type SloCondition } from '../metrics/slo.js';
 import { type RunSummary, SummaryBuilder } from '../metrics/summary.js';
 import type { RequestRecord } from '../record.js';
 import { predictionModelOf, withValues } from '../sim/calibrate.js';
-import { type FitKey, readCalibrationFile } from '../sim/calibrationFile.js';
+import {
+  type CalibrationWarning,
+  type FitKey,
+  readCalibrationFile,
+} from '../sim/calibrationFile.js';
 import { EngineCluster } from '../sim/cluster.js';
 import { EngineModel, type EngineModelOptions } from '../sim/engineModel.js';
 import { resolveEngine, type SimEngineSettings } from '../sim/options.js';
@@ -205,6 +209,8 @@ export interface SizeResult {
   simulations: number;
   wallS: number;
   warnings: string[];
+  /** What the calibration's fit warned of (calibration.json `warnings`), as the file keeps them. */
+  calibrationWarnings?: CalibrationWarning[];
 }
 
 const DEFAULT_REQUESTS = 300;
@@ -483,7 +489,19 @@ function finish(
     simulations,
     wallS: (performance.now() - started) / 1000,
     warnings: [...warnings],
+    ...calibrationWarningsOf(o.calibration),
   };
+}
+
+/** The calibration file's warnings for size.json (a file that cannot be read is each row's reason). */
+function calibrationWarningsOf(path: string | undefined): Pick<SizeResult, 'calibrationWarnings'> {
+  if (path === undefined) return {};
+  try {
+    const warnings = readCalibrationFile(path).warnings;
+    return warnings?.length ? { calibrationWarnings: warnings } : {};
+  } catch {
+    return {};
+  }
 }
 
 /**
@@ -1077,7 +1095,7 @@ class Search {
     return 1 / ((this.meanOutput * decode) / batch + prefill);
   }
 
-  private trial(options: EngineModelOptions, load: number): Trial {
+  trial(options: EngineModelOptions, load: number): Trial {
     this.simulations++;
     const engine = new EngineCluster(options);
     const spec: LoadSpec =
@@ -1130,6 +1148,23 @@ class Search {
       preemptions: replica.counters.preemptions,
     };
   }
+}
+
+/** One replica's virtual run at a load: its summary, and whether it held the SLOs (else which missed). */
+export type SizePointSimulator = (
+  engine: EngineModelOptions,
+  load: number,
+) => { summary: RunSummary; ok: boolean; failed: string[] };
+
+/**
+ * One replica of an engine at a load (req/s, or users), as the search tries each candidate:
+ * `size --verify` predicts the point it measures with the same virtual run. The workload is
+ * built once; each call is a fresh engine in virtual time.
+ */
+export async function sizePointSimulator(o: SizeOptions): Promise<SizePointSimulator> {
+  const { thresholds, requestSlo } = checkOptions(o);
+  const search = new Search(o, thresholds, requestSlo, await sessionsOf(o));
+  return (engine, load) => search.trial(engine, load);
 }
 
 /** A deployment's price per hour and per million output tokens, where its GPU has a price. */

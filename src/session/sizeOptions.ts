@@ -4,7 +4,7 @@
  * reading of a number option.
  */
 import { parseFlagNumber } from '../flagNumber.js';
-import { shapedTrace } from '../plan/runPlan.js';
+import { PlanError, parseRunPlan, shapedTrace } from '../plan/runPlan.js';
 import { readCalibrationFile } from '../sim/calibrationFile.js';
 import { calibrationFileNotices } from '../sim/calibrationWarnings.js';
 import { engineVersionProblem } from '../sim/personality.js';
@@ -13,6 +13,7 @@ import { isSessionScenario, parseScenarioList, withLengths } from '../workload/s
 import { parseTraceWindow, TRACE_BLOCK_TOKENS, type TraceEntry } from '../workload/trace.js';
 import type { SizeOptions } from './size.js';
 import { readPriceFile } from './sizePrices.js';
+import type { SizeVerifyOptions } from './sizeVerify.js';
 
 /** The flags that shape a trace, which need --trace. */
 const TRACE_FLAGS = ['traceSpeed', 'traceBlockTokens', 'traceWindow', 'traceMaxGapS'];
@@ -29,7 +30,12 @@ export interface PreparedSize {
   problems: string[];
   /** What reading the trace did to it (sorted, shifted), to tell the user. */
   notes?: string[];
+  /** `--verify URL`: the recommendation measured on the server after the search. */
+  verify?: Omit<SizeVerifyOptions, 'env' | 'onNotice'>;
 }
+
+/** The flags that shape a verification, which need --verify. */
+const VERIFY_FLAGS = ['verifyRequests', 'verifyModel', 'verifyNoRefit'];
 
 const flagOf = (key: string) => `--${key.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`;
 
@@ -178,6 +184,24 @@ export function prepareSize(flags: SizeFlags): PreparedSize {
   } catch (err) {
     problems.push((err as Error).message);
   }
+  const verify = verifyFlags(flags, str, number, problems);
+  if (verify) {
+    if (str('calibration') === undefined) {
+      problems.push(
+        '--verify checks a calibration against its server: give the calibration with --calibration FILE',
+      );
+    }
+    if (verify.out === '') {
+      problems.push(
+        '--verify keeps its run under the results directory (the calibration takes it as a point): give --out DIR',
+      );
+    }
+    if (tracePath !== undefined || (scenario && isSessionScenario(scenario))) {
+      problems.push(
+        `--verify measures one replica at its share of --rate or --users: ${tracePath !== undefined ? 'a trace is sized whole over the replicas' : "a session scenario's sessions are not"} verified`,
+      );
+    }
+  }
   if (problems.length > 0 || !model || !traffic || !slo || !scenario) {
     return { top, problems, ...(notes.length > 0 ? { notes } : {}) };
   }
@@ -238,5 +262,46 @@ export function prepareSize(flags: SizeFlags): PreparedSize {
     top,
     problems,
     ...(notes.length > 0 ? { notes } : {}),
+    ...(verify ? { verify } : {}),
+  };
+}
+
+/** `--verify URL` and its flags read (`out` empty when --out is missing); undefined without it. */
+function verifyFlags(
+  flags: SizeFlags,
+  str: (k: string) => string | undefined,
+  number: (k: string, rule: { min?: number; integer?: boolean }) => number | undefined,
+  problems: string[],
+): PreparedSize['verify'] {
+  const url = str('verify');
+  if (url === undefined) {
+    const k = VERIFY_FLAGS.find((f) => flags[f] !== undefined && flags[f] !== false);
+    if (k) problems.push(`${flagOf(k)} applies only with --verify URL`);
+    return undefined;
+  }
+  let parsed: URL | undefined;
+  try {
+    parsed = new URL(url);
+  } catch {}
+  if (!parsed || (parsed.protocol !== 'http:' && parsed.protocol !== 'https:')) {
+    // Never the URL itself: it may carry credentials.
+    problems.push('--verify must be the http:// or https:// base URL of the server');
+  } else {
+    // What `run --url` refuses (credentials in the URL, ...) is refused before the search.
+    try {
+      parseRunPlan({ url });
+    } catch (err) {
+      if (!(err instanceof PlanError)) throw err;
+      problems.push(...err.problems.map((p) => `--verify: ${p.replace(/^--url /, '')}`));
+    }
+  }
+  const requests = number('verifyRequests', { integer: true, min: 20 });
+  const model = str('verifyModel');
+  return {
+    url,
+    out: str('out') ?? '',
+    ...(requests !== undefined ? { requests } : {}),
+    ...(model !== undefined ? { model } : {}),
+    ...(flags.verifyNoRefit === true ? { noRefit: true } : {}),
   };
 }

@@ -41,7 +41,8 @@ import {
   type PredictionModel,
   probabilityAtLeast,
   probabilityAtMost,
-  scatterOf,
+  residualOf,
+  studentTCdf,
 } from '../sim/prediction.js';
 import type { SizedDeployment, SizePointMetrics } from './size.js';
 
@@ -150,6 +151,8 @@ interface Analysed {
   placed: SizedDeployment;
   /** Per draw, per SLO: the margin over the SLO's residual scatter (+-Infinity: sure either way). */
   z: number[][];
+  /** The residual's degrees of freedom (prediction.ts: a Student t; absent, a normal). */
+  dof?: number;
   ttft: (number | null)[];
 }
 
@@ -244,13 +247,14 @@ function analyse(
   const at: SizeRowPrediction['at'] = {};
   for (const f of INTERVAL_FIGURES) {
     const deltas = outcomes.flatMap((o) => logRatio(o.at[f], c.at[f]) ?? []);
-    const range = intervalOf(c.at[f], deltas, scatterOf(host.model, f));
+    const range = intervalOf(c.at[f], deltas, residualOf(host.model, f));
     if (range) at[f] = range;
   }
   const z = outcomes.map(() => [] as number[]);
   const slos = host.thresholds.map((t, k): SizeSloPrediction => {
     const value = c.slo[k];
-    const sigma = scatterOf(host.model, t.metric);
+    const residual = residualOf(host.model, t.metric);
+    const { sigma } = residual;
     const upper = t.op === '<' || t.op === '<=';
     const logScale = t.unit !== 'verdict' && t.limit > 0 && value != null && value > 0;
     outcomes.forEach((o, i) => {
@@ -268,17 +272,18 @@ function analyse(
     if (logScale && usable.every((o) => (o.slo[k] as number) > 0)) {
       const deltas = usable.map((o) => Math.log((o.slo[k] as number) / (value as number)));
       const within = upper
-        ? probabilityAtMost(value as number, t.limit, deltas, sigma)
-        : probabilityAtLeast(value as number, t.limit, deltas, sigma);
+        ? probabilityAtMost(value as number, t.limit, deltas, residual)
+        : probabilityAtLeast(value as number, t.limit, deltas, residual);
       chance = usable.length > 0 ? (within * usable.length) / outcomes.length : 0;
     } else {
       chance = z.reduce((s, row) => s + (row[k] > 0 ? 1 : 0), 0) / outcomes.length;
     }
     const deltas = outcomes.flatMap((o) => logRatio(o.slo[k], value) ?? []);
-    const interval = t.unit === 'verdict' ? undefined : intervalOf(value, deltas, sigma);
+    const interval = t.unit === 'verdict' ? undefined : intervalOf(value, deltas, residual);
     return { slo: t.text, value, ...(interval ? { interval } : {}), chance };
   });
-  const sloChance = z.reduce((s, row) => s + meets(row), 0) / outcomes.length;
+  const { dof } = host.model;
+  const sloChance = z.reduce((s, row) => s + meets(row, dof), 0) / outcomes.length;
   const tightest = slos.reduce<SizeSloPrediction | undefined>(
     (least, s) => (least === undefined || s.chance < least.chance ? s : least),
     undefined,
@@ -294,17 +299,24 @@ function analyse(
     },
     placed,
     z,
+    dof,
     ttft: outcomes.map((o) => o.at.ttftP99Ms),
   };
 }
 
-/** The chance every SLO holds in one draw, each under its own scatter (taken as independent). */
-function meets(z: readonly number[]): number {
-  return z.reduce((p, m) => p * phi(m), 1);
+/**
+ * The chance every SLO holds in one draw, each under its own scatter (taken as independent), a
+ * Student t of the fit's degrees of freedom as prediction.ts takes the residual.
+ */
+function meets(z: readonly number[], dof: number | undefined): number {
+  return z.reduce((p, m) => p * residualCdf(m, dof), 1);
 }
 
-const phi = (m: number) =>
-  m === Number.POSITIVE_INFINITY ? 1 : m === Number.NEGATIVE_INFINITY ? 0 : normalCdf(m);
+function residualCdf(m: number, dof: number | undefined): number {
+  if (m === Number.POSITIVE_INFINITY) return 1;
+  if (m === Number.NEGATIVE_INFINITY) return 0;
+  return dof === undefined ? normalCdf(m) : studentTCdf(m, dof);
+}
 
 /**
  * Replicas added to a row below the confidence: one, two, four, ... more until one count holds
@@ -411,7 +423,7 @@ function apart(ra: SizedDeployment, a: Analysed, rb: SizedDeployment, b: Analyse
 /** The share of the draws (with the shared residual scatter) in which row A is better than B. */
 export function betterShare(
   ra: Pick<SizedDeployment, 'costPerHour' | 'gpus'>,
-  a: Pick<Analysed, 'z' | 'ttft'>,
+  a: Pick<Analysed, 'z' | 'ttft' | 'dof'>,
   rb: Pick<SizedDeployment, 'costPerHour' | 'gpus'>,
   b: Pick<Analysed, 'z' | 'ttft'>,
 ): number {
@@ -422,9 +434,12 @@ export function betterShare(
   if (n === 0) return 0;
   let sum = 0;
   for (let i = 0; i < n; i++) {
-    const pa = meets(a.z[i]);
+    const pa = meets(a.z[i], a.dof);
     // Both meet every SLO where the shared scatter is under both margins.
-    const both = meets(a.z[i].map((m, k) => Math.min(m, b.z[i][k])));
+    const both = meets(
+      a.z[i].map((m, k) => Math.min(m, b.z[i][k])),
+      a.dof,
+    );
     // The same cost: the faster p99 TTFT, where the two ratios' run-to-run noise (not shared,
     // each at least the scatter's floor) cannot swap them.
     const ta = a.ttft[i];

@@ -30,6 +30,8 @@ import type { RequestRecord } from '../record.js';
 import type { CalibrationWarning } from '../sim/calibrationWarnings.js';
 import { servedModelName } from '../sim/describe.js';
 import { EngineModel, type EngineModelOptions, resolveEngineConfig } from '../sim/engineModel.js';
+import type { EngineCalibration } from '../sim/options.js';
+import type { OutsideValidation } from '../sim/validatedRange.js';
 import type { ServerEnvironment } from '../telemetry/environment.js';
 import { findOnPath, NVIDIA_SMI } from '../telemetry/gpu.js';
 import { probeMetrics, type TelemetrySource } from '../telemetry/scraper.js';
@@ -68,6 +70,10 @@ export interface PreparedRun {
   engineFlags: string[];
   /** What the --calibration file's fit warned of, which the results record (manifest.server). */
   calibrationWarnings?: CalibrationWarning[];
+  /** The built-in simulator's own notices (outside its validated range), for manifest.server. */
+  simulatorWarnings?: OutsideValidation[];
+  /** The --calibration file the engine was built on: a run on it predicts, with intervals. */
+  calibrated?: EngineCalibration;
   simModel?: string;
   simulate: boolean;
   /** --time-scale, read by parseFlagNumber in prepareRun. */
@@ -368,6 +374,12 @@ export interface LiveTarget {
   simulatorArgs?: string[];
   /** What its --calibration file's fit warned of. */
   calibrationWarnings?: CalibrationWarning[];
+  /** The simulator's own notices (outside its validated range). */
+  simulatorWarnings?: OutsideValidation[];
+  /** The --calibration file its engine was built on (prediction intervals). */
+  calibrated?: EngineCalibration;
+  /** The built-in simulator's engine, where a --calibration's intervals replay it. */
+  engine?: EngineModelOptions;
   /**
    * The built-in simulator's KV block size (its personality's: 16, SGLang's 1, TensorRT-LLM's
    * 64, ...), which its `/version` (`infergauge-sim`) does not tell.
@@ -389,6 +401,10 @@ export interface VirtualTarget {
   simulatorArgs: string[];
   /** What its --calibration file's fit warned of. */
   calibrationWarnings?: CalibrationWarning[];
+  /** The simulator's own notices (outside its validated range). */
+  simulatorWarnings?: OutsideValidation[];
+  /** The --calibration file its engine was built on (prediction intervals). */
+  calibrated?: EngineCalibration;
   close(): Promise<void>;
 }
 
@@ -412,9 +428,15 @@ export async function openTarget(
     ...(prepared.simModel !== undefined ? ['--model', prepared.simModel] : []),
     ...prepared.engineFlags,
   ];
-  const carried = prepared.calibrationWarnings?.length
-    ? { calibrationWarnings: prepared.calibrationWarnings }
-    : {};
+  const carried = {
+    ...(prepared.calibrationWarnings?.length
+      ? { calibrationWarnings: prepared.calibrationWarnings }
+      : {}),
+    ...(prepared.simulatorWarnings?.length
+      ? { simulatorWarnings: prepared.simulatorWarnings }
+      : {}),
+    ...(prepared.calibrated ? { calibrated: prepared.calibrated } : {}),
+  };
   if (prepared.simulate && prepared.engine) {
     const engine = prepared.engine;
     return {
@@ -512,6 +534,8 @@ export async function openTarget(
       tokenizer,
       promptOverhead,
       ...(sim ? { simulator: sim.banner, simulatorArgs, ...carried } : {}),
+      // Its engine, for the virtual replays behind a calibrated run's prediction intervals.
+      ...(sim && prepared.engine && prepared.calibrated ? { engine: prepared.engine } : {}),
       ...(sim && prepared.engine
         ? { simulatorBlockTokens: resolveEngineConfig(prepared.engine).blockSize }
         : {}),

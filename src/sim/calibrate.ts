@@ -42,6 +42,7 @@ import {
   type PredictionModel,
   predictFigures,
   predictionModel,
+  residualOf,
 } from './prediction.js';
 import { gemmFormat } from './roofline.js';
 import { TraceBlockKeys } from './traceKeys.js';
@@ -78,6 +79,20 @@ export interface CalibrationSession {
   }[];
 }
 
+/**
+ * One user of a measured closed loop: the requests it sent, in its order, each after its
+ * previous one ended plus the client's turnaround (userChains).
+ */
+export interface CalibrationUser {
+  /** When its first request was sent, ms from the run's start (the client ramps connections). */
+  startMs: number;
+  /**
+   * Its requests: where each is in the point's `requests`, and how long after its previous
+   * one's end it was sent (the first: 0).
+   */
+  requests: { index: number; gapMs: number }[];
+}
+
 /** One measured run: its load, its requests and what it measured. */
 export interface CalibrationPoint {
   label: string;
@@ -90,6 +105,11 @@ export interface CalibrationPoint {
   requests: CalibrationRequest[];
   /** A session run's sessions (multi-turn chat, agent tasks), in the order started. */
   sessions?: CalibrationSession[];
+  /**
+   * A closed loop of single requests: each user's own sequence, rebuilt from the records'
+   * times (userChains), replayed at the recorded offsets and gaps. Absent: the idealised loop.
+   */
+  users?: CalibrationUser[];
   /**
    * Tokens every session's prompts begin with (tool schemas, the system prompt), which a prefix
    * cache shares across sessions.
@@ -164,13 +184,22 @@ export function fitBounds(key: FitKey): FitBounds {
  * its runs' errors in the fit as the residual scatter.
  */
 export function predictionModelOf(
-  file: Pick<CalibrationFile, 'fitted' | 'covariance' | 'points'>,
+  file: Pick<CalibrationFile, 'fitted' | 'covariance' | 'points' | 'warnings' | 'held'>,
 ): PredictionModel {
+  // What --hold-unidentified held is drawn as unidentified (its warning names it by flag).
+  const unidentified: Partial<Record<FitKey, number>> = {};
+  for (const w of file.warnings ?? []) {
+    const key = FIT_KEYS.find((k) => fitFlag(k) === w.parameter);
+    if (w.code === 'calibration_held_unidentified' && key) {
+      unidentified[key] = file.held[key] ?? w.value;
+    }
+  }
   return predictionModel({
     fitted: file.fitted,
     ...(file.covariance ? { covariance: file.covariance } : {}),
     pointErrors: file.points.map((p) => p.error),
     bounds: fitBounds,
+    unidentified,
   });
 }
 
@@ -306,8 +335,57 @@ export function pointFromRecords(
   if (records.some((r) => r.sessionId !== undefined)) {
     point.sessions = sessionsOf(records);
     if (sharedPrefixTokens) point.sharedPrefixTokens = sharedPrefixTokens;
+  } else if (load.mode === 'closed' && point.traceBlockTokens === undefined) {
+    // A failed request's slot was freed too, but it is not replayed (its length is unknown):
+    // the chains would have holes, so a run with failures keeps the idealised loop.
+    const users = kept.length === records.length ? userChains(kept, load.concurrency) : undefined;
+    if (users) point.users = users;
   }
   return point;
+}
+
+/**
+ * A closed loop's users, rebuilt from its records (in the order sent: by scheduledAt, then id),
+ * which carry no user: the first `concurrency` sends start the users; each later one was
+ * scheduled when a user's request ended (the client schedules the next as the last ends), so it
+ * goes to the user whose last request ended latest at or before it was scheduled; its gap is
+ * from that end to its own send (the client's turnaround). Undefined where the records do not
+ * fit that loop (an older infergauge's records without send or end times, a send that no end
+ * freed, a user longer than the replay's session ids allow): the caller keeps the idealised
+ * loop then.
+ */
+export function userChains(
+  records: readonly Pick<RequestRecord, 'scheduledAt' | 'sentAt' | 'endAt'>[],
+  concurrency: number,
+): CalibrationUser[] | undefined {
+  if (records.length === 0 || !(concurrency >= 1)) return undefined;
+  const users: CalibrationUser[] = [];
+  const lastEnd: number[] = [];
+  for (const [index, r] of records.entries()) {
+    const { scheduledAt, sentAt, endAt } = r;
+    if (
+      !Number.isFinite(scheduledAt) ||
+      !Number.isFinite(sentAt) ||
+      !Number.isFinite(endAt) ||
+      endAt < sentAt ||
+      (index > 0 && scheduledAt < records[index - 1].scheduledAt)
+    ) {
+      return undefined;
+    }
+    if (users.length < concurrency) {
+      users.push({ startMs: sentAt, requests: [{ index, gapMs: 0 }] });
+      lastEnd.push(endAt);
+      continue;
+    }
+    let user = -1;
+    for (let u = 0; u < users.length; u++) {
+      if (lastEnd[u] <= scheduledAt && (user < 0 || lastEnd[u] > lastEnd[user])) user = u;
+    }
+    if (user < 0 || users[user].requests.length >= SESSION_ID_STRIDE) return undefined;
+    users[user].requests.push({ index, gapMs: Math.max(0, sentAt - lastEnd[user]) });
+    lastEnd[user] = endAt;
+  }
+  return users.sort((a, b) => a.startMs - b.startMs);
 }
 
 /** A session run's sessions, in the order started, each step to its first failed request. */
@@ -359,6 +437,38 @@ function sessionsOf(records: readonly RequestRecord[]): CalibrationSession[] {
 export function replayPoint(options: EngineModelOptions, point: CalibrationPoint): PointMetrics {
   // The medians need times alone: no events (a fit replays each point hundreds of times).
   return pointMetrics(replayRecords(options, point, false), point.statistics);
+}
+
+/**
+ * How far a closed loop's measured figures may scatter from run to run for want of when the
+ * server admitted its first requests: the log ratio of each figure replayed with the users
+ * started together to it replayed at the client's recorded starts (its connection ramp). The
+ * client knows when it sent, not when the server took each request in: a server whose event
+ * loop reads the first requests of a ramp in one turn admits them together, one that keeps up
+ * admits them a ramp's gap apart, and with equal lengths every later wave of a closed loop
+ * repeats the first one's pattern. Three real-time runs of the HTTP simulator at concurrency 16
+ * measured a median TTFT of 518, 521 and 558 ms, the replay 556 at the recorded starts; the
+ * first two had their first two requests prefilled together. Undefined where the ramp cannot
+ * matter (no users, or all started at once).
+ */
+export function rampScatter(
+  options: EngineModelOptions,
+  point: CalibrationPoint,
+): PointMetrics | undefined {
+  const users = point.users;
+  if (!users || users.every((u) => u.startMs === users[0].startMs)) return undefined;
+  const together = users.map((u) => ({ ...u, startMs: users[0].startMs }));
+  const ramped = replayPoint(options, point);
+  const at = replayPoint(options, { ...point, users: together });
+  const scatter = (m: MetricKey) => {
+    const r = Math.abs(Math.log(at[m] / ramped[m]));
+    return Number.isFinite(r) ? r : 0;
+  };
+  return {
+    ttftMs: scatter('ttftMs'),
+    tpotMs: scatter('tpotMs'),
+    outputTokPerS: scatter('outputTokPerS'),
+  };
 }
 
 /**
@@ -432,6 +542,7 @@ export function replayRecords(
   events = true,
 ): RequestRecord[] {
   if (point.sessions) return replaySessions(options, point, point.sessions, events);
+  if (point.users) return replayUsers(options, point, point.users, events);
   const traced = point.traceBlockTokens !== undefined;
   const hits = replaysHits(point);
   // Hits the server reported need a prefix cache whatever the engine's flags said: it had one.
@@ -444,7 +555,7 @@ export function replayRecords(
     point.traceBlockTokens !== undefined
       ? new TraceBlockKeys(engine.config.blockSize, point.traceBlockTokens)
       : undefined;
-  const blockSize = engine.config.blockSize;
+  const warmed = hits ? warmedKeys(engine) : undefined;
   simulateRun({
     engine,
     load: replayLoad(point.load, ordered),
@@ -458,31 +569,105 @@ export function replayRecords(
           prefixKeys: (id: number, spec: RequestSpec, promptTokens: number) =>
             keys.keys(ordered[id].hashIds, promptTokens, spec.requestedOutputTokens),
         }
-      : hits
-        ? {
-            // A request the server served c cached tokens finds its first c tokens' whole
-            // blocks cached as it is sent (an earlier run's prompt, or this run's warm-up,
-            // left them): keys of its own, so exactly those blocks hit and no other request
-            // shares them. Warmed at the send, not at the start, so a cache smaller than the
-            // run's prompts still holds each when it is needed, as the server's did. Only the
-            // cached blocks are keyed: the rest could be hit by no one (but a preempted
-            // request recomputing them), and keying them halves the replay's speed.
-            prefixKeys: (id: number, _spec: RequestSpec, promptTokens: number) => {
-              const warm = Math.min(
-                cachedBlocks(ordered[id], blockSize),
-                Math.floor(promptTokens / blockSize),
-              );
-              if (warm === 0) return [];
-              const base = (id + 1) * REQUEST_KEY_STRIDE;
-              const own = Array.from({ length: warm }, (_, b) => base + b);
-              // Any replica may take it (routing is by load): each holds them.
-              for (const replica of engine.replicas) replica.warmPrefixCache(own);
-              return own;
-            },
-          }
+      : warmed
+        ? { prefixKeys: (id: number, _spec: RequestSpec, n: number) => warmed(ordered[id], id, n) }
         : {}),
     events,
     onRecord: (record) => records.push(record),
+  });
+  return records;
+}
+
+/**
+ * A request the server served c cached tokens finds its first c tokens' whole blocks cached as
+ * it is sent (an earlier run's prompt, or this run's warm-up, left them): keys of its own
+ * (request `key`'s), so exactly those blocks hit and no other request shares them. Warmed at
+ * the send, not at the start, so a cache smaller than the run's prompts still holds each when
+ * it is needed, as the server's did. Only the cached blocks are keyed: the rest could be hit
+ * by no one (but a preempted request recomputing them), and keying them halves the replay's
+ * speed.
+ */
+function warmedKeys(engine: EngineCluster) {
+  const blockSize = engine.config.blockSize;
+  return (r: CalibrationRequest, key: number, promptTokens: number): number[] => {
+    const warm = Math.min(cachedBlocks(r, blockSize), Math.floor(promptTokens / blockSize));
+    if (warm === 0) return [];
+    const base = (key + 1) * REQUEST_KEY_STRIDE;
+    const own = Array.from({ length: warm }, (_, b) => base + b);
+    // Any replica may take it (routing is by load): each holds them.
+    for (const replica of engine.replicas) replica.warmPrefixCache(own);
+    return own;
+  };
+}
+
+/**
+ * A closed loop replayed user by user (point.users): each user's first request at its recorded
+ * offset, each later one after the same user's previous one ended in the replay plus the gap
+ * the client left. The idealised loop (the next request to whichever slot frees first, at once)
+ * runs more requests at a time than a client whose turnaround or connection ramp leaves slots
+ * idle, and gives a user's long and short requests to others. Each user is a session of
+ * one-request steps (the seam session runs use, whose pause is counted from the step's end);
+ * its requests are independent, so none shares a prefix with another (unlike replaySessions'
+ * growing conversation), and the server's reported hits are warmed per request as in
+ * replayRecords. The records come back as single requests': each its own phase and its index
+ * in `point.requests` as id.
+ */
+function replayUsers(
+  options: EngineModelOptions,
+  point: CalibrationPoint,
+  users: readonly CalibrationUser[],
+  events: boolean,
+): RequestRecord[] {
+  const hits = replaysHits(point);
+  const engine = new EngineCluster({ ...options, prefixCaching: hits });
+  const warmed = hits ? warmedKeys(engine) : undefined;
+  const requestOf = (id: number) =>
+    users[Math.floor(id / SESSION_ID_STRIDE)].requests[id % SESSION_ID_STRIDE].index;
+  const records: RequestRecord[] = [];
+  simulateRun({
+    engine,
+    load: {
+      mode: 'open',
+      rate: users.length,
+      arrival: 'trace',
+      trace: { timesMs: users.map((u) => u.startMs), speed: 1 },
+    },
+    requests: users.length,
+    warmupRequests: 0,
+    seed: 1,
+    endpoint: 'completions',
+    nextSession: (u) => {
+      const own = users[u].requests;
+      let k = 0;
+      return {
+        next: () => {
+          const step = own[k++];
+          return (
+            step && {
+              pauseMs: step.gapMs,
+              requests: [lengthsOnly(point.requests[step.index])],
+            }
+          );
+        },
+      };
+    },
+    ...(warmed
+      ? {
+          prefixKeys: (id: number, _spec: RequestSpec, n: number) => {
+            const index = requestOf(id);
+            return warmed(point.requests[index], index, n);
+          },
+        }
+      : {}),
+    events,
+    onRecord: ({ sessionId: _user, turn: _turn, sessionDone: _done, ...record }) => {
+      const index = requestOf(record.id);
+      records.push({
+        ...record,
+        id: index,
+        phase: point.requests[index].warmup ? 'warmup' : 'measure',
+      });
+    },
   });
   return records;
 }
@@ -618,6 +803,13 @@ export interface FitOptions {
   hold?: Partial<Record<FitKey, number>>;
   /** Where to start (default: the engine's values). */
   start?: Partial<Record<FitKey, number>>;
+  /**
+   * Held keys whose values are the engine's guesses, not the user's (held as unidentified):
+   * each known only to a factor of 2 (GUESS_LOG_SD), which the keys fitted beside it carry in
+   * their intervals. A key that trades off against a guess is fitted as what the two do
+   * together: its interval, taken as if the guess were exact, missed the truth.
+   */
+  guessed?: FitKey[];
   /** Check that each key can be told from the data, else refuse (default true). */
   checkIdentifiable?: boolean;
   maxIterations?: number;
@@ -675,15 +867,36 @@ export function fitCalibration(
     return v;
   };
   let simulations = 0;
+  // Each figure in units of the run-to-run scatter: a figure that the server's admission of
+  // the ramp decides (rampScatter) counts for as much less as it scatters more than NOISE. The
+  // scatter depends on the engine (its steps against the ramp's gaps: at the defaults a c16
+  // run's TTFT scattered 1 %, at the truth 6 %): taken at the start and again at the fit, the
+  // larger kept, and the fit resumed once where it grew.
+  const scale = points.map(() => METRIC_KEYS.map(() => 1));
+  const scatterAt = (theta: number[]): boolean => {
+    const options = withValues(base, valuesOf(theta));
+    let grew = false;
+    points.forEach((p, i) => {
+      const scatter = rampScatter(options, p);
+      if (!scatter) return;
+      simulations += 2;
+      METRIC_KEYS.forEach((m, k) => {
+        const s = NOISE / Math.max(NOISE, scatter[m]);
+        if (s < scale[i][k] / 1.5) grew = true;
+        scale[i][k] = Math.min(scale[i][k], s);
+      });
+    });
+    return grew;
+  };
+  const scaledErrors = (options: EngineModelOptions, i: number): number[] => {
+    simulations++;
+    const e = logErrors(replayPoint(options, points[i]), points[i].measured);
+    o.onSimulated?.();
+    return e.map((x, m) => x * scale[i][m]);
+  };
   const residuals = (theta: number[]): number[] => {
     const options = withValues(base, valuesOf(theta));
-    const out: number[] = [];
-    for (const p of points) {
-      simulations++;
-      out.push(...logErrors(replayPoint(options, p), p.measured));
-      o.onSimulated?.();
-    }
-    return out;
+    return points.flatMap((_, i) => scaledErrors(options, i));
   };
   const weightsOf = (r: number[]) => r.map((x) => (Math.abs(x) <= HUBER ? 1 : HUBER / Math.abs(x)));
   const costOf = (r: number[]) =>
@@ -699,41 +912,52 @@ export function fitCalibration(
     });
 
   let theta = clamp(keys.map((k) => toTheta(k, o.start?.[k] ?? defaults[k])));
+  scatterAt(theta);
   let r = residuals(theta);
   let cost = costOf(r);
   let lambda = 1e-2;
   let columns = jacobian(theta, r);
   let converged = false;
-  for (let iteration = 0; iteration < (o.maxIterations ?? 25) && !converged; iteration++) {
-    const w = weightsOf(r);
-    const { a, g } = normalEquations(columns, r, w);
-    let accepted = false;
-    for (let attempt = 0; attempt < 6 && !accepted; attempt++) {
-      const damped = a.map((row, i) => row.map((x, j) => (i === j ? x * (1 + lambda) + 1e-9 : x)));
-      const delta = solve(
-        damped,
-        g.map((x) => -x),
-      );
-      if (!delta) {
-        lambda *= 10;
-        continue;
+  for (let pass = 0; ; pass++) {
+    for (let iteration = 0; iteration < (o.maxIterations ?? 25) && !converged; iteration++) {
+      const w = weightsOf(r);
+      const { a, g } = normalEquations(columns, r, w);
+      let accepted = false;
+      for (let attempt = 0; attempt < 6 && !accepted; attempt++) {
+        const damped = a.map((row, i) =>
+          row.map((x, j) => (i === j ? x * (1 + lambda) + 1e-9 : x)),
+        );
+        const delta = solve(
+          damped,
+          g.map((x) => -x),
+        );
+        if (!delta) {
+          lambda *= 10;
+          continue;
+        }
+        const next = clamp(theta.map((x, j) => x + delta[j]));
+        const rNext = residuals(next);
+        const costNext = costOf(rNext);
+        if (costNext < cost) {
+          const gain = cost - costNext;
+          const moved = Math.max(...next.map((x, j) => Math.abs(x - theta[j])));
+          theta = next;
+          r = rNext;
+          cost = costNext;
+          lambda = Math.max(lambda / 3, 1e-6);
+          accepted = true;
+          converged = gain < 1e-6 || moved < 1e-3;
+        } else lambda *= 4;
       }
-      const next = clamp(theta.map((x, j) => x + delta[j]));
-      const rNext = residuals(next);
-      const costNext = costOf(rNext);
-      if (costNext < cost) {
-        const gain = cost - costNext;
-        const moved = Math.max(...next.map((x, j) => Math.abs(x - theta[j])));
-        theta = next;
-        r = rNext;
-        cost = costNext;
-        lambda = Math.max(lambda / 3, 1e-6);
-        accepted = true;
-        converged = gain < 1e-6 || moved < 1e-3;
-      } else lambda *= 4;
+      if (!accepted) break;
+      columns = jacobian(theta, r);
     }
-    if (!accepted) break;
+    if (pass > 0 || !scatterAt(theta)) break;
+    r = residuals(theta);
+    cost = costOf(r);
+    lambda = 1e-2;
     columns = jacobian(theta, r);
+    converged = false;
   }
 
   const w = weightsOf(r);
@@ -751,9 +975,45 @@ export function fitCalibration(
   const { a } = normalEquations(columns, r, w);
   const inverse = invert(a);
   const variance = Math.max(s2, NOISE * NOISE);
+  // A held guess's own uncertainty, carried into the keys fitted beside it: the guess is moved
+  // to either end of its 90 % range (GUESS_LOG_SD, Z90 of them), and the fitted keys follow as
+  // one Gauss-Newton step does (-(JᵀWJ)⁻¹ JᵀW Δr); the larger shift of each, over Z90, adds to
+  // its variance. Moved rather than differentiated, and that far, because a guess's effect is
+  // far from linear on its log scale: a step cost held at 1.5 ms adds 3.2 ms to every step at
+  // its 90 % end, where a derivative at 1.5 ms extrapolates 2.5 ms (the hidden server's 4 ms
+  // fell outside the bandwidth share's interval so).
+  const guessVariance = new Array<number>(keys.length).fill(0);
+  // Per guess, the fitted keys' shift per standard deviation of it (the two ends' mean slope):
+  // the covariance prediction draws from holds the guess jointly with what it moves.
+  const guessSlopes: { key: FitKey; slope: number[] }[] = [];
+  for (const h of o.guessed ?? []) {
+    if (!inverse || held[h] === undefined) continue;
+    const floor = RULES[h].floor;
+    const largest = new Array<number>(keys.length).fill(0);
+    const slope = new Array<number>(keys.length).fill(0);
+    for (const sign of [1, -1]) {
+      const options = withValues(base, {
+        ...valuesOf(theta),
+        [h]: Math.exp(Math.log((held[h] as number) + floor) + sign * Z90 * GUESS_LOG_SD) - floor,
+      });
+      const moved = points.flatMap((_, i) => scaledErrors(options, i));
+      const b = columns.map((c) => c.reduce((s, x, i) => s + x * w[i] * (moved[i] - r[i]), 0));
+      keys.forEach((_, j) => {
+        const shift = inverse[j].reduce((s, x, m) => s + x * b[m], 0) / Z90;
+        largest[j] = Math.max(largest[j], shift * shift);
+        slope[j] += (sign * shift) / 2;
+      });
+    }
+    guessSlopes.push({ key: h, slope });
+    keys.forEach((_, j) => {
+      guessVariance[j] += largest[j];
+    });
+  }
   const fitted: Partial<Record<FitKey, FittedValue>> = {};
   keys.forEach((k, j) => {
-    const sd = inverse ? Math.sqrt(Math.max(0, inverse[j][j]) * variance) : Number.NaN;
+    const sd = inverse
+      ? Math.sqrt(Math.max(0, inverse[j][j]) * variance + guessVariance[j])
+      : Number.NaN;
     const floor = RULES[k].floor;
     const value = Math.exp(theta[j]) - floor;
     fitted[k] = {
@@ -768,9 +1028,7 @@ export function fitCalibration(
   return {
     fitted,
     held,
-    ...(inverse
-      ? { covariance: { keys, matrix: inverse.map((row) => row.map((x) => x * variance)) } }
-      : {}),
+    ...(inverse ? { covariance: jointCovariance(keys, inverse, variance, guessSlopes) } : {}),
     points: points.map((p) => {
       const predicted = replayPoint(options, p);
       return { label: p.label, predicted, error: relativeErrors(predicted, p.measured) };
@@ -778,6 +1036,33 @@ export function fitCalibration(
     cost,
     simulations: simulations + points.length,
   };
+}
+
+/**
+ * The covariance prediction draws from (FitCovariance): the fitted keys' (JᵀWJ)⁻¹ times the
+ * residual variance, and each held guess jointly with the fitted keys it moves (their shift per
+ * standard deviation of it, `slope`, linear where the standard errors take each end's larger
+ * shift), so that a draw of the guess moves them as the fit would have.
+ */
+function jointCovariance(
+  keys: FitKey[],
+  inverse: number[][],
+  variance: number,
+  guesses: { key: FitKey; slope: number[] }[],
+): FitCovariance {
+  const n = keys.length;
+  const all = [...keys, ...guesses.map((g) => g.key)];
+  const matrix = all.map((_, a) =>
+    all.map((_, b) => {
+      if (a < n && b < n) {
+        return inverse[a][b] * variance + guesses.reduce((s, g) => s + g.slope[a] * g.slope[b], 0);
+      }
+      if (a >= n && b >= n) return a === b ? GUESS_LOG_SD * GUESS_LOG_SD : 0;
+      const [fitted, guess] = a < n ? [a, b - n] : [b, a - n];
+      return guesses[guess].slope[fitted] * GUESS_LOG_SD;
+    }),
+  );
+  return { keys: all, matrix };
 }
 
 /** Before any simulation: too few points or load levels for the keys asked (`unfit`: which). */
@@ -823,11 +1108,20 @@ function dataProblems(
 const NOISE = 0.02;
 /** A key known only to a factor of 2 either way (one standard error) is not identified. */
 const MAX_LOG_SD = Math.LN2;
+/**
+ * What a held engine default is taken to be known to (one standard error, log scale): a factor
+ * of 2, the most a key may be unsure of and still count as identified; a GPU family's defaults
+ * are typical values, not measurements of this server.
+ */
+const GUESS_LOG_SD = MAX_LOG_SD;
+/** Standard errors to either end of a two-sided 90 % range (of a normal). */
+const Z90 = 1.645;
 
 /**
  * The keys the data cannot tell: those whose standard error, at the fit and with residuals of
  * at least NOISE, exceeds MAX_LOG_SD. Such a key barely moves any measured median, or moves
- * them as another key does (its partner is named when their correlation passes 0.9).
+ * them as another key does (its partner is named when their correlation passes 0.9). In order
+ * of their standard errors, the least known last.
  */
 function identifiabilityProblems(
   keys: FitKey[],
@@ -853,7 +1147,7 @@ function identifiabilityProblems(
     }));
   }
   const variance = Math.max(s2, NOISE * NOISE);
-  const problems: { key: FitKey; problem: string }[] = [];
+  const problems: { key: FitKey; problem: string; sd: number }[] = [];
   keys.forEach((k, j) => {
     const sd = Math.sqrt(Math.max(0, inverse[j][j]) * variance);
     if (sd <= MAX_LOG_SD) return;
@@ -873,10 +1167,12 @@ function identifiabilityProblems(
         : '';
     problems.push({
       key: k,
+      sd,
       problem: `${fitFlag(k)} cannot be fitted from these runs (known only to a factor of ${Math.exp(sd) > 100 ? '>100' : Math.exp(sd).toFixed(1)}${trade}): measure ${RULES[k].fix}, or hold it (give ${fitFlag(k)} a value, or leave it out of --fit)`,
     });
   });
-  return problems;
+  // The least known last: a caller that holds one key at a time holds that one first.
+  return problems.sort((a, b) => a.sd - b.sd);
 }
 
 /** JᵀWJ and JᵀWr, with J given by columns. */
@@ -959,6 +1255,8 @@ export interface LeaveOneOutOptions {
   onSimulated?: () => void;
   /** Draws of each fold's values for its prediction intervals (0: none). */
   intervalDraws?: number;
+  /** Keys the full fit held because its runs could not tell them (--hold-unidentified). */
+  unidentified?: FitKey[];
 }
 
 /**
@@ -1001,6 +1299,8 @@ export function leaveOneOut(
           keys: tryKeys,
           hold,
           start,
+          // What this fold holds unidentified moves its fitted values' covariance (joint draws).
+          guessed: [...heldKeys, ...(o.unidentified ?? [])],
           maxIterations: 12,
           ...(o.onSimulated ? { onSimulated: o.onSimulated } : {}),
         });
@@ -1016,13 +1316,21 @@ export function leaveOneOut(
     for (const [k, v] of Object.entries(fit?.fitted ?? {})) values[k as FitKey] = v.value;
     const options = withValues(base, values);
     const draws = o.intervalDraws ?? LEAVE_ONE_OUT_DRAWS;
+    // What this fold could not tell, and what the full fit held as unidentified: drawn too.
+    const unidentified = Object.fromEntries(
+      [...heldKeys, ...(o.unidentified ?? [])].map((k) => [k, values[k] ?? prior[k]]),
+    );
     const model =
-      fit && draws > 0 && Object.keys(fit.fitted).length > 0
+      draws > 0 && Object.keys({ ...fit?.fitted, ...unidentified }).length > 0
         ? predictionModel({
-            fitted: fit.fitted,
-            ...(fit.covariance ? { covariance: fit.covariance } : {}),
-            pointErrors: fit.points.map((p) => p.error),
+            fitted: fit?.fitted ?? {},
+            ...(fit?.covariance ? { covariance: fit.covariance } : {}),
+            // A fold that fitted nothing: its runs' errors at the values it predicts with.
+            pointErrors: fit
+              ? fit.points.map((p) => p.error)
+              : others.map((p) => relativeErrors(replayPoint(options, p), p.measured)),
             bounds: fitBounds,
+            unidentified,
           })
         : undefined;
     for (let i = fold; i < points.length; i += folds) {
@@ -1048,7 +1356,7 @@ export function leaveOneOut(
         };
         interval = {};
         for (const m of METRIC_KEYS) {
-          const range = intervalOf(predicted[m], figures.deltas[m], drawn.scatter[m]);
+          const range = intervalOf(predicted[m], figures.deltas[m], residualOf(drawn, m));
           if (range) interval[m] = range;
         }
       } else {

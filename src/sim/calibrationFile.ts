@@ -151,6 +151,59 @@ export interface CalibrationFile {
    * the file; absent in files written before the checks (read as none said).
    */
   warnings?: CalibrationWarning[];
+  /**
+   * `size --verify`'s checks of this calibration against the server, oldest first (absent in
+   * files never checked). A refit keeps them: they are the file's history, not its fit's.
+   */
+  verifications?: CalibrationVerification[];
+}
+
+/** One figure of a verification: the calibrated simulator's prediction and the server's. */
+export interface VerifiedFigure {
+  /** `ttft.p50`, `itl.p99`, `sloAttainment`, as `--slo` names it. */
+  metric: string;
+  predicted: number | null;
+  /** The prediction interval, where one was drawn (sim/prediction.ts). */
+  interval?: { low: number; high: number; level: number };
+  measured: number | null;
+  /** measured / predicted - 1. */
+  error?: number;
+  /** Whether the measured value is inside the interval (or within `tolerance` without one). */
+  inside?: boolean;
+  /** Without an interval: the relative error allowed (the calibration's leave-one-out error). */
+  tolerance?: number;
+}
+
+/** `size --verify`: one recommendation measured on the server and set against its prediction. */
+export interface CalibrationVerification {
+  /** ISO time the check ended. */
+  at: string;
+  /** The deployment measured one replica of: `h100 TP1 bf16 vllm-v1 x 3`. */
+  deployment: string;
+  /** How the operating point was chosen, and why there (the recommendation's, the nearest one). */
+  chosen: string;
+  /** One replica's load as measured: an open loop's rate, or a closed loop's users. */
+  load: { mode: 'rate'; rate: number } | { mode: 'users'; users: number };
+  /** The server, with no credentials (no user, password or query). */
+  server: string;
+  requests: number;
+  figures: VerifiedFigure[];
+  /** Every figure with a verdict was inside. */
+  inside: boolean;
+  /** The SLOs held on the server at this load. */
+  sloHeld: boolean;
+  /**
+   * The measured run's verdict (docs/metrics.md) and its reasons' codes: an invalid run is
+   * recorded but neither refits the calibration nor warns of it.
+   */
+  validity?: { verdict: 'valid' | 'caution' | 'invalid'; reasons: string[] };
+  /** The calibration was refitted with this run; or why not. */
+  refitted: boolean;
+  /** An agreeing run joined the calibration's points without a refit. */
+  addedAsPoint?: boolean;
+  refitProblem?: string;
+  /** The run's results directory. */
+  dir: string;
 }
 
 /** The checks on a fit (calibrationWarnings.ts builds them): each code keeps its meaning. */
@@ -164,6 +217,7 @@ export const CALIBRATION_WARNING_CODES = [
   'calibration_leave_one_out_missed',
   'calibration_unmodelled_cache_hits',
   'calibration_cache_state_unknown',
+  'calibration_verify_contradicted',
 ] as const;
 export type CalibrationWarningCode = (typeof CALIBRATION_WARNING_CODES)[number];
 
@@ -314,6 +368,9 @@ function fileSchema() {
     simulations: count(0),
     // Codes this version does not know are kept and repeated: a newer infergauge's checks.
     warnings: z.array(z.looseObject({ code: z.string(), message: z.string() })).optional(),
+    // The history is for people and later checks: an entry this version cannot read is kept,
+    // never a reason to refuse the fit.
+    verifications: z.array(z.looseObject({})).optional(),
   });
 }
 

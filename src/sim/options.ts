@@ -7,6 +7,8 @@ import type { ModelSpec } from '../memory/model.js';
 import {
   type CalibrationFile,
   calibratedValues,
+  FIT_KEYS,
+  type FitKey,
   measuredStepsOf,
   readCalibrationFile,
   stepsMismatch,
@@ -26,6 +28,7 @@ import {
   VLLM_0110_CHAT_TEMPLATE_S,
 } from './personality.js';
 import { DEFAULT_EFFICIENCY, STEP_OVERHEAD_PER_LAYER_S } from './roofline.js';
+import { type OutsideValidation, outsideValidation } from './validatedRange.js';
 
 /**
  * The simulated engine's options, shared by `infergauge sim` and `infergauge run` (which starts
@@ -528,6 +531,8 @@ export function engineFromFlags(
   problems: string[];
   warnings: string[];
   calibration?: ReturnType<typeof resolveEngine>['calibration'];
+  outsideValidation?: OutsideValidation;
+  calibrated?: EngineCalibration;
 } {
   const read = engineSettingsFromFlags(flags);
   const resolved = resolveEngine({
@@ -539,8 +544,18 @@ export function engineFromFlags(
     ...(problems.length === 0 && resolved.engine ? { engine: resolved.engine } : {}),
     problems,
     warnings: resolved.warnings,
+    ...(resolved.outsideValidation ? { outsideValidation: resolved.outsideValidation } : {}),
     ...(resolved.calibration ? { calibration: resolved.calibration } : {}),
+    ...(resolved.calibrated ? { calibrated: resolved.calibrated } : {}),
   };
+}
+
+/** An engine built on a calibration: the file, and the fitted values that flags replaced. */
+export interface EngineCalibration {
+  path: string;
+  file: CalibrationFile;
+  /** Fit keys given as flags beside --calibration: theirs win, taken as exact in predictions. */
+  flagKeys: FitKey[];
 }
 
 /** The efficiency flags' values (`mbu`, `stepOverheadMs`, ...) in the engine's units (seconds). */
@@ -611,6 +626,10 @@ export function resolveEngine(given: SimEngineSettings): {
    * record; their notice lines lead `warnings`.
    */
   calibration?: { path: string; warnings: CalibrationWarning[]; notices: string[] };
+  /** The setup lies outside the personality's validated range (validatedRange.ts); its line is in `warnings`. */
+  outsideValidation?: OutsideValidation;
+  /** The --calibration file read, for the runs that predict with it (their intervals). */
+  calibrated?: EngineCalibration;
 } {
   const problems: string[] = [];
   const warnings: string[] = [];
@@ -780,5 +799,24 @@ export function resolveEngine(given: SimEngineSettings): {
       else if (steps) engine.measuredSteps = steps;
     }
   }
-  return { engine, problems, warnings, ...(carried ? { calibration: carried } : {}) };
+  // A calibration fitted on the user's own server is that setup's validation; without one, a
+  // setup the published points never covered says so.
+  const outside = calibration ? undefined : outsideValidation(engine);
+  if (outside) warnings.push(outside.message);
+  return {
+    engine,
+    problems,
+    warnings,
+    ...(outside ? { outsideValidation: outside } : {}),
+    ...(carried ? { calibration: carried } : {}),
+    ...(calibration
+      ? {
+          calibrated: {
+            path: String(given.calibration),
+            file: calibration,
+            flagKeys: FIT_KEYS.filter((k) => given[k] !== undefined),
+          },
+        }
+      : {}),
+  };
 }

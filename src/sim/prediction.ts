@@ -10,13 +10,16 @@
  *   (its run-to-run noise and what the model misses), on the log scale, taken as at least 2 %
  *   and widened by the fit's degrees of freedom.
  *
- * A figure's predictive distribution is then the mixture over draws of a log-normal centred on
- * the draw, and its interval the mixture's quantiles. Held values (the user's, or what
- * --hold-unidentified held) are taken as exact: their uncertainty is not in the interval.
- * Pure: the caller says how to simulate a set of values.
+ * A figure's predictive distribution is then the mixture over draws of the residual's
+ * distribution centred on the draw (a Student t of the residuals' degrees of freedom, since the
+ * scatter is estimated from few runs), and its interval the mixture's quantiles. A value held
+ * because the runs could not tell it (--hold-unidentified, or a leave-one-out fold's) is drawn
+ * too, known to a factor of 2 (one standard deviation: where the fit calls a value
+ * unidentified); a value the user held is taken as exact. Pure: the caller says how to
+ * simulate a set of values.
  */
 import { createRng } from '../rng.js';
-import { normalDeviate } from '../workload/distributions.js';
+import { logGamma, normalDeviate } from '../workload/distributions.js';
 import type { FitCovariance, FitKey, FittedValue, PointMetrics } from './calibrationFile.js';
 import type { FitBounds } from './calibrationWarnings.js';
 
@@ -24,6 +27,11 @@ import type { FitBounds } from './calibrationWarnings.js';
 export const PREDICTION_LEVEL = 0.9;
 /** Draws of the fitted values per prediction: 32 runs of the workload beside the central one. */
 export const PREDICTION_DRAWS = 32;
+/**
+ * A value held because the runs could not tell it is known to this factor either way (one
+ * standard deviation on the log scale): the fit calls a value unidentified past it.
+ */
+const UNIDENTIFIED_LOG_SD = Math.LN2;
 /**
  * The least residual scatter taken (a median's run-to-run noise, as the fit's own floor): three
  * runs fitted by five values may leave almost none.
@@ -52,8 +60,10 @@ export interface PredictionModel {
   factor: number[][];
   /** Whether the covariance is the fit's, or each value's own standard error (older files). */
   covarianceFrom: 'fit' | 'standard-errors';
-  /** Each metric's residual scatter (log scale, one standard deviation). */
+  /** Each metric's residual scatter (log scale, the residuals' root mean square, widened). */
   scatter: Record<ScatterMetric, number>;
+  /** The residuals' degrees of freedom (runs' figures less values fitted, at least 1). */
+  dof: number;
 }
 
 /**
@@ -65,30 +75,47 @@ export function predictionModel(input: {
   covariance?: FitCovariance;
   pointErrors: readonly PointMetrics[];
   bounds: (key: FitKey) => FitBounds;
+  /** Values held because the runs could not tell them, at the values held. */
+  unidentified?: Partial<Record<FitKey, number>>;
 }): PredictionModel {
-  const keys = Object.keys(input.fitted) as FitKey[];
+  const fittedKeys = Object.keys(input.fitted) as FitKey[];
+  const unidentified = Object.entries(input.unidentified ?? {}).filter(
+    ([k, v]) =>
+      input.fitted[k as FitKey] === undefined && typeof v === 'number' && Number.isFinite(v),
+  ) as [FitKey, number][];
+  const keys = [...fittedKeys, ...unidentified.map(([k]) => k)];
   const floors = keys.map((k) => input.bounds(k).floor);
-  const center = keys.map((k, j) => Math.log((input.fitted[k] as FittedValue).value + floors[j]));
+  const center = keys.map((k, j) =>
+    Math.log(
+      (j < fittedKeys.length
+        ? (input.fitted[k] as FittedValue).value
+        : (input.unidentified?.[k] as number)) + floors[j],
+    ),
+  );
   const lo = keys.map((k, j) => Math.log(input.bounds(k).min + floors[j]));
   const hi = keys.map((k, j) => Math.log(input.bounds(k).max + floors[j]));
+  // The fit's covariance: over every key drawn (a guess held jointly with what it moves), over
+  // the fitted ones (an unidentified value then drawn on its own), or none (an older file).
   const c = input.covariance;
-  const matching =
-    c !== undefined && c.keys.length === keys.length && keys.every((k) => c.keys.includes(k));
-  let sigma: number[][];
-  if (matching) {
-    const at = keys.map((k) => c.keys.indexOf(k));
-    sigma = keys.map((_, i) => keys.map((_, j) => c.matrix[at[i]][at[j]]));
-  } else {
-    // Each value's own standard error on the log scale (its file's one-s.e. range), uncorrelated.
-    sigma = keys.map((k, i) =>
-      keys.map((_, j) => {
-        if (i !== j) return 0;
-        const f = input.fitted[k] as FittedValue;
-        const sd = Math.log(f.high + floors[i]) - center[i];
-        return Number.isFinite(sd) ? sd * sd : 0;
-      }),
-    );
-  }
+  const covers = (list: FitKey[]) =>
+    c !== undefined && list.every((k) => c.keys.includes(k)) && c.matrix.length === c.keys.length;
+  const joint = covers(keys);
+  const matching = joint || covers(fittedKeys);
+  const at = keys.map((k) => c?.keys.indexOf(k) ?? -1);
+  const sigma = keys.map((k, i) =>
+    keys.map((_, j) => {
+      if (joint || (matching && i < fittedKeys.length && j < fittedKeys.length)) {
+        return (c as FitCovariance).matrix[at[i]][at[j]];
+      }
+      if (i >= fittedKeys.length || j >= fittedKeys.length) {
+        return i === j ? UNIDENTIFIED_LOG_SD * UNIDENTIFIED_LOG_SD : 0;
+      }
+      // Each value's own standard error on the log scale (its file's one-s.e. range), uncorrelated.
+      if (i !== j) return 0;
+      const sd = Math.log((input.fitted[k] as FittedValue).high + floors[i]) - center[i];
+      return Number.isFinite(sd) ? sd * sd : 0;
+    }),
+  );
   return {
     keys,
     center,
@@ -96,8 +123,8 @@ export function predictionModel(input: {
     lo,
     hi,
     factor: cholesky(sigma),
-    covarianceFrom: matching ? 'fit' : 'standard-errors',
-    scatter: residualScatter(input.pointErrors, keys.length),
+    covarianceFrom: matching || fittedKeys.length === 0 ? 'fit' : 'standard-errors',
+    ...residualScatter(input.pointErrors, fittedKeys.length),
   };
 }
 
@@ -109,7 +136,7 @@ export function predictionModel(input: {
 function residualScatter(
   errors: readonly PointMetrics[],
   fittedKeys: number,
-): Record<ScatterMetric, number> {
+): { scatter: Record<ScatterMetric, number>; dof: number } {
   const metrics: ScatterMetric[] = ['ttftMs', 'tpotMs', 'outputTokPerS'];
   const logs = metrics.map((m) =>
     errors.map((e) => Math.log(1 + e[m])).filter((x) => Number.isFinite(x)),
@@ -122,7 +149,7 @@ function residualScatter(
     const rms = l.length > 0 ? Math.sqrt(l.reduce((s, x) => s + x * x, 0) / l.length) : 0;
     out[m] = Math.max(MIN_SCATTER, rms * Math.sqrt(widen));
   });
-  return out;
+  return { scatter: out, dof: Math.max(1, residuals - fittedKeys) };
 }
 
 /** The residual scatter a figure takes: TTFT's for TTFT, TPOT's for ITL and TPOT, both for E2E. */
@@ -203,23 +230,37 @@ export function predictFigures<K extends string>(
 
 /**
  * The interval of a figure predicted at `value`: the mixture over the draws' log ratios of a
- * normal of the residual scatter `sigma`, its (1 -+ level) / 2 quantiles, on `value`'s scale.
+ * the figure's residual (residualOf), its (1 -+ level) / 2 quantiles, on `value`'s scale.
  * Undefined for a value that is not a positive number.
  */
 export function intervalOf(
   value: number | null | undefined,
   deltas: readonly number[],
-  sigma: number,
+  residual: Residual,
   level = PREDICTION_LEVEL,
 ): PredictionInterval | undefined {
   if (value == null || !(value > 0) || !Number.isFinite(value)) return undefined;
   const d = deltas.length > 0 ? deltas : [0];
   const tail = (1 - level) / 2;
   return {
-    low: value * Math.exp(mixtureQuantile(d, sigma, tail)),
-    high: value * Math.exp(mixtureQuantile(d, sigma, 1 - tail)),
+    low: value * Math.exp(mixtureQuantile(d, residual, tail)),
+    high: value * Math.exp(mixtureQuantile(d, residual, 1 - tail)),
     level,
   };
+}
+
+/**
+ * A figure's residual: its scatter (log scale) and, for a scatter estimated from few runs, the
+ * degrees of freedom of its Student t (absent: a normal).
+ */
+export interface Residual {
+  sigma: number;
+  dof?: number;
+}
+
+/** The residual a figure of the model takes (scatterOf's scatter, the model's degrees of freedom). */
+export function residualOf(model: PredictionModel, figure: string): Residual {
+  return { sigma: scatterOf(model, figure), dof: model.dof };
 }
 
 /**
@@ -230,10 +271,10 @@ export function probabilityAtMost(
   value: number,
   limit: number,
   deltas: readonly number[],
-  sigma: number,
+  residual: Residual,
 ): number {
   if (!(value > 0) || !(limit > 0)) return value <= limit ? 1 : 0;
-  return mixtureCdf(deltas.length > 0 ? deltas : [0], sigma, Math.log(limit / value));
+  return mixtureCdf(deltas.length > 0 ? deltas : [0], residual, Math.log(limit / value));
 }
 
 /**
@@ -244,25 +285,33 @@ export function probabilityAtLeast(
   value: number,
   limit: number,
   deltas: readonly number[],
-  sigma: number,
+  residual: Residual,
 ): number {
   if (!(value > 0) || !(limit > 0)) return value >= limit ? 1 : 0;
-  return 1 - mixtureCdf(deltas.length > 0 ? deltas : [0], sigma, Math.log(limit / value));
+  return 1 - mixtureCdf(deltas.length > 0 ? deltas : [0], residual, Math.log(limit / value));
 }
 
-function mixtureCdf(deltas: readonly number[], sigma: number, x: number): number {
+function mixtureCdf(deltas: readonly number[], residual: Residual, x: number): number {
+  const { sigma, dof } = residual;
   let sum = 0;
-  for (const d of deltas) sum += sigma > 0 ? normalCdf((x - d) / sigma) : x >= d ? 1 : 0;
+  for (const d of deltas) {
+    if (!(sigma > 0)) sum += x >= d ? 1 : 0;
+    else sum += dof === undefined ? normalCdf((x - d) / sigma) : studentTCdf((x - d) / sigma, dof);
+  }
   return sum / deltas.length;
 }
 
-/** The q-quantile of the mixture, by bisection (it is monotone; 60 halvings reach 1e-15 of the bracket). */
-function mixtureQuantile(deltas: readonly number[], sigma: number, q: number): number {
-  let lo = Math.min(...deltas) - 8 * sigma - 1e-9;
-  let hi = Math.max(...deltas) + 8 * sigma + 1e-9;
-  for (let i = 0; i < 60; i++) {
+/**
+ * The q-quantile of the mixture, by bisection (it is monotone; 80 halvings narrow even the wide
+ * bracket a t of one or two degrees of freedom needs to 1e-20 of it).
+ */
+function mixtureQuantile(deltas: readonly number[], residual: Residual, q: number): number {
+  const reach = residual.sigma * (residual.dof !== undefined && residual.dof < 3 ? 400 : 12);
+  let lo = Math.min(...deltas) - reach - 1e-9;
+  let hi = Math.max(...deltas) + reach + 1e-9;
+  for (let i = 0; i < 80; i++) {
     const mid = (lo + hi) / 2;
-    if (mixtureCdf(deltas, sigma, mid) < q) lo = mid;
+    if (mixtureCdf(deltas, residual, mid) < q) lo = mid;
     else hi = mid;
   }
   return (lo + hi) / 2;
@@ -292,6 +341,42 @@ export function normalCdf(z: number): number {
                                 t * (1.48851587 + t * (-0.82215223 + t * 0.17087277)))))))),
     );
   return z >= 0 ? 1 - erfc / 2 : erfc / 2;
+}
+
+/** Student's t distribution function with `dof` degrees of freedom (through the incomplete beta). */
+export function studentTCdf(t: number, dof: number): number {
+  const tail = 0.5 * incompleteBeta(dof / (dof + t * t), dof / 2, 0.5);
+  return t >= 0 ? 1 - tail : tail;
+}
+
+/** The regularised incomplete beta I_x(a, b) (Lentz's continued fraction, Numerical Recipes 6.4). */
+function incompleteBeta(x: number, a: number, b: number): number {
+  if (x <= 0) return 0;
+  if (x >= 1) return 1;
+  // The fraction converges fast below (a + 1) / (a + b + 2); above, by symmetry.
+  if (x > (a + 1) / (a + b + 2)) return 1 - incompleteBeta(1 - x, b, a);
+  const front = Math.exp(
+    logGamma(a + b) - logGamma(a) - logGamma(b) + a * Math.log(x) + b * Math.log(1 - x),
+  );
+  const tiny = 1e-300;
+  const guard = (v: number) => (Math.abs(v) < tiny ? tiny : v);
+  let c = 1;
+  let d = 1 / guard(1 - ((a + b) * x) / (a + 1));
+  let h = d;
+  for (let m = 1; m <= 300; m++) {
+    const m2 = 2 * m;
+    const even = (m * (b - m) * x) / ((a + m2 - 1) * (a + m2));
+    d = 1 / guard(1 + even * d);
+    c = guard(1 + even / c);
+    h *= d * c;
+    const odd = (-(a + m) * (a + b + m) * x) / ((a + m2) * (a + m2 + 1));
+    d = 1 / guard(1 + odd * d);
+    c = guard(1 + odd / c);
+    const step = d * c;
+    h *= step;
+    if (Math.abs(step - 1) < 1e-12) break;
+  }
+  return (front * h) / a;
 }
 
 /**

@@ -226,22 +226,34 @@ export class StepCostModel {
     this.measured = options.measuredSteps;
     this.attentionKernels = options.attentionKernels;
     const format = gemmFormat(weights, gpu);
-    this.peakGemm = gpu.peakFlops[format] ?? gpu.peakFlops.bf16;
     this.peak16 = gpu.peakFlops.bf16;
     this.mfuMax = format === 'bf16' ? efficiency.mfuMax16 : efficiency.mfuMax8;
     this.effBandwidth = gpu.bandwidthBytesPerS * efficiency.mbu;
     const p = paramCounts(model);
+    const peak = gpu.peakFlops[format] ?? gpu.peakFlops.bf16;
+    const keep = weights.unquantised;
+    if (format !== 'bf16' && keep && p.activeBody > 0) {
+      // The layers the checkpoint keeps unquantised run 16-bit GEMMs: the 8-bit peak is blended
+      // with the 16-bit one by their share of a token's FLOPs (experts by top-k of E).
+      const expertShare = model.moe ? model.moe.topK / model.moe.experts : 0;
+      const kept = Math.min(1, (keep.denseParams + keep.expertParams * expertShare) / p.activeBody);
+      const secondsPerFlop =
+        (1 - kept) / (peak * this.mfuMax) + kept / (this.peak16 * efficiency.mfuMax16);
+      this.peakGemm = 1 / (secondsPerFlop * this.mfuMax);
+    } else {
+      this.peakGemm = peak;
+    }
     const w = weightBytes(model, weights);
-    const bodyBytesPerParam = p.body > 0 ? w.body / p.body : 0;
     this.flopsPerTokenLinear = (2 * p.activeBody) / tp;
     this.flopsPerSampledRow = (2 * p.lmHead) / tp;
     this.lmHeadShare =
       this.flopsPerSampledRow / (this.flopsPerTokenLinear + this.flopsPerSampledRow || 1);
     // The input embedding is a row lookup, not a full read; lm_head is read every step.
     const lmHeadBytes = p.lmHead * (w.embedding / p.embedding);
-    const expertBytes = p.perExpert * bodyBytesPerParam;
-    const allExpertBytes = p.moeLayers * (model.moe?.experts ?? 0) * expertBytes;
-    this.denseWeightBytes = (w.body - allExpertBytes + lmHeadBytes) / tp;
+    // Experts a checkpoint keeps unquantised make the average expert heavier.
+    const expertCount = p.moeLayers * (model.moe?.experts ?? 0);
+    const expertBytes = expertCount > 0 ? w.experts / expertCount : 0;
+    this.denseWeightBytes = (w.body - w.experts + lmHeadBytes) / tp;
     this.expertBytesPerLayer = expertBytes / tp;
     this.moeLayers = p.moeLayers;
     // Attention FLOPs per (query token, context token) pair: QK^T and PV, 2 FLOPs each.

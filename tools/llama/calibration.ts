@@ -17,11 +17,19 @@ import { benchmark } from '../../src/session/run.js';
 import {
   type CalibrationPoint,
   pointFromRecords,
+  predictionModelOf,
   relativeErrors,
   replayPoint,
+  withValues,
 } from '../../src/sim/calibrate.js';
-import type { PointMetrics } from '../../src/sim/calibrationFile.js';
+import { type PointMetrics, readCalibrationFile } from '../../src/sim/calibrationFile.js';
 import { resolveEngine } from '../../src/sim/options.js';
+import {
+  intervalOf,
+  type PredictionInterval,
+  predictFigures,
+  residualOf,
+} from '../../src/sim/prediction.js';
 import { localCpu } from './cpu-spec.js';
 import { buildVocabulary, LLAMA_PRESETS, type LlamaPreset } from './model.js';
 import { type CpuSnapshot, type CpuUse, cpuSnapshot, cpuUse } from './server.js';
@@ -296,6 +304,8 @@ export interface Prediction {
   measured: PointMetrics;
   predicted: PointMetrics;
   error: PointMetrics;
+  /** The prediction's intervals (src/sim/prediction.ts), where the calibration fitted values. */
+  interval: Partial<Record<keyof PointMetrics, PredictionInterval>>;
 }
 
 /**
@@ -310,11 +320,32 @@ export async function predictFromCalibration(
   const engine = resolveEngine({ calibration: calibrationPath });
   if (!engine.engine) throw new Error(engine.problems.join('; '));
   const point = await readPoint(dir, load);
-  const predicted = replayPoint(engine.engine, point);
+  const options = engine.engine;
+  const model = predictionModelOf(readCalibrationFile(calibrationPath));
+  const figures = predictFigures(model, (values) => {
+    const m = replayPoint(withValues(options, values), point);
+    const figure = (x: number) => (Number.isFinite(x) ? x : null);
+    return {
+      ttftMs: figure(m.ttftMs),
+      tpotMs: figure(m.tpotMs),
+      outputTokPerS: figure(m.outputTokPerS),
+    };
+  });
+  const predicted = {
+    ttftMs: figures.central.ttftMs ?? Number.NaN,
+    tpotMs: figures.central.tpotMs ?? Number.NaN,
+    outputTokPerS: figures.central.outputTokPerS ?? Number.NaN,
+  };
+  const interval: Prediction['interval'] = {};
+  for (const k of ['ttftMs', 'tpotMs', 'outputTokPerS'] as const) {
+    const range = intervalOf(predicted[k], figures.deltas[k], residualOf(model, k));
+    if (range) interval[k] = range;
+  }
   return {
     name: load.name,
     measured: point.measured,
     predicted,
     error: relativeErrors(predicted, point.measured),
+    interval,
   };
 }

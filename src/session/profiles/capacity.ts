@@ -32,13 +32,17 @@ import {
   type CapacityLimit,
   type CapacityPrediction,
   type CapacityStep,
+  capacityInterval,
   capacityLimit,
   doublingBatches,
+  PREDICTED_STEP_FIELDS,
+  type PredictedStepField,
   predictCapacity,
   predictedKvUsage,
+  type StepPrediction,
 } from '../../memory/capacity.js';
 import { EngineStartError, planVllmMemory } from '../../memory/footprint.js';
-import { SummaryBuilder } from '../../metrics/summary.js';
+import { type RunSummary, SummaryBuilder } from '../../metrics/summary.js';
 import { warning } from '../../metrics/warnings.js';
 import { noteField, serverInfoField, tagsField } from '../../plan/annotations.js';
 import type { Field } from '../../plan/fields.js';
@@ -58,7 +62,7 @@ import { writeResult } from '../../results/layout.js';
 import { openRunDir } from '../../results/runFiles.js';
 import type { CalibrationWarning } from '../../sim/calibrationWarnings.js';
 import { type EngineModelOptions, resolveEngineConfig } from '../../sim/engineModel.js';
-import { engineFlagArgs, engineFromFlags } from '../../sim/options.js';
+import { type EngineCalibration, engineFlagArgs, engineFromFlags } from '../../sim/options.js';
 import { recordTelemetry } from '../../telemetry/scraper.js';
 import type { ServerMetricsSummary } from '../../telemetry/summary.js';
 import {
@@ -76,7 +80,7 @@ import { describeScenario } from '../../workload/scenarios.js';
 import { createSyntheticWorkload } from '../../workload/synthetic.js';
 import { resetTargetCache } from '../cacheReset.js';
 import type { Output, SessionEvents } from '../events.js';
-import type { PointResult, PointRunner } from '../point.js';
+import type { Point, PointResult, PointRunner } from '../point.js';
 import { askServerEngine, environmentFields } from '../serverEngine.js';
 import { inSession, resultsRoot } from '../session.js';
 import { type SimulatorProcess, spawnSimulator } from '../simulator.js';
@@ -109,6 +113,8 @@ export interface CapacityOptions extends Record<string, unknown>, TlsOptions {
   timeScale?: string;
   seed?: string;
   promptSalt?: string;
+  /** --prediction-draws: the built-in simulator on a --calibration, its intervals' draws. */
+  predictionDraws?: string;
   out?: string;
   json?: boolean;
   /** Repeatable --tag, --note and repeatable --server-info, as run takes them. */
@@ -304,8 +310,21 @@ export function prepareCapacity(
     ...(tls ? { tls } : {}),
     ...(o.out !== undefined ? { out: o.out } : {}),
     ...(built?.calibration ? { calibrationWarnings: built.calibration.warnings } : {}),
+    // The built-in simulator on a calibration predicts: its steps get intervals by replays.
+    ...(builtIn && built?.calibrated && built.engine
+      ? { calibrated: built.calibrated, engine: built.engine }
+      : {}),
     ...annotations,
   };
+  if (o.predictionDraws !== undefined) {
+    const draws = checkedFlagNumber(
+      o.predictionDraws,
+      { min: 0, max: 1000, integer: true },
+      problems,
+      `--prediction-draws must be a whole number >= 0 and <= 1000 (got "${o.predictionDraws}")`,
+    );
+    if (draws !== undefined) run.predictionDraws = draws;
+  }
   if (problems.length > 0 || !built?.engine) return { settings, run, problems, warnings };
   const predicted = predictDeploymentCapacity(built.engine, settings);
   if ('note' in predicted && builtIn) {
@@ -334,6 +353,11 @@ export interface CapacityRun {
   predictionNote?: string;
   /** What the --calibration file's fit warned of (the prediction and the simulator use it). */
   calibrationWarnings?: CalibrationWarning[];
+  /** The --calibration the built-in simulator runs on, and its engine: the steps' replays. */
+  calibrated?: EngineCalibration;
+  engine?: EngineModelOptions;
+  /** Draws behind the steps' prediction intervals (default PREDICTION_DRAWS; 0: none). */
+  predictionDraws?: number;
   /** The results directory (default: a new one under infergauge-results/). */
   out?: string;
   /** --tag, --note, --server-info: the manifest's plan carries them, as a run's does. */
@@ -447,8 +471,31 @@ async function capacitySession(
           })
       : undefined;
     await reset?.();
+    const { calibrated, engine } = c;
     const target = capacityTarget({
       ...(reset ? { reset } : {}),
+      ...(sim && calibrated && engine
+        ? {
+            predict: async (summary: RunSummary, point: Point) => {
+              const { predictRun } = await import('../predictVirtual.js');
+              await predictRun(summary, {
+                engine,
+                calibrated,
+                run: {
+                  load: point.load,
+                  ...(point.requests !== undefined ? { requests: point.requests } : {}),
+                  warmupRequests: 0,
+                  seed: settings.seed,
+                  endpoint: settings.endpoint,
+                },
+                workload: async () => ({
+                  nextRequest: point.nextRequest as NonNullable<Point['nextRequest']>,
+                }),
+                ...(c.predictionDraws !== undefined ? { draws: c.predictionDraws } : {}),
+              });
+            },
+          }
+        : {}),
       freshSimulator: sim !== undefined,
       session,
       server: sim
@@ -500,6 +547,8 @@ async function capacitySession(
       capacity: lastGood?.batch ?? 0,
       interrupted: stop.aborted || steps.some((step) => step.interrupted),
     };
+    const interval = capacityInterval(steps, settings.cliffFactor, report.capacity);
+    if (interval) report.capacityPredictionInterval = interval;
     writeResult(c.out, 'capacity', report);
     return report;
   } finally {
@@ -534,6 +583,8 @@ async function* capacityProfile(
     // Judged and reported at the modelled hardware's speed, whatever the simulator's scale.
     const measured = capacityStep(batch, result);
     const step = s.timeScale !== undefined ? atModelledSpeed(measured, s.timeScale) : measured;
+    const intervals = stepPrediction(step, result.summary);
+    if (intervals) step.predictionIntervals = intervals;
     if (c.prediction) step.predictedKvCacheUsage = predictedKvUsage(c.prediction, batch);
     steps.push(step);
     // A step cut short is reported as it stands, and judged on nothing: the search ends there.
@@ -542,6 +593,32 @@ async function* capacityProfile(
     if (limit) break;
   }
   return { steps, limit };
+}
+
+/**
+ * A step's prediction intervals from its summary's: each range as a ratio to the summary's own
+ * figure, set on the step's (which a --time-scale has put at the modelled hardware's speed).
+ */
+function stepPrediction(step: CapacityStep, summary: RunSummary): StepPrediction | undefined {
+  if (!summary.prediction) return undefined;
+  const { latency, throughput } = summary;
+  const of: Record<PredictedStepField, [number, { low: number; high: number } | undefined]> = {
+    outputTokensPerS: [throughput.outputTokensPerS, throughput.prediction?.outputTokensPerS],
+    ttftP50Ms: [latency.ttftMs.p50, latency.ttftMs.prediction],
+    ttftP99Ms: [latency.ttftMs.p99, latency.ttftMs.prediction?.statistics?.p99],
+    tpotMeanMs: [latency.tpotMs.mean, latency.tpotMs.prediction?.statistics?.mean],
+    itlP99Ms: [latency.itlMs.p99, latency.itlMs.prediction?.statistics?.p99],
+  };
+  const ranges: StepPrediction['ranges'] = {};
+  for (const field of PREDICTED_STEP_FIELDS) {
+    const [figure, range] = of[field];
+    if (!range || !(figure > 0)) continue;
+    ranges[field] = {
+      low: (step[field] * range.low) / figure,
+      high: (step[field] * range.high) / figure,
+    };
+  }
+  return { level: summary.prediction.level, ranges };
 }
 
 function capacityStep(batch: number, { summary, serverMetrics }: PointResult): CapacityStep {
@@ -629,6 +706,8 @@ function capacityTarget(c: {
   reset?: () => Promise<void>;
   /** The built-in simulator, started empty for the search. */
   freshSimulator: boolean;
+  /** Sets a step's prediction intervals on its summary, before it is saved. */
+  predict?: (summary: RunSummary, point: Point) => Promise<void>;
 }): Pick<PointRunner, 'run'> {
   const { settings } = c;
   return {
@@ -727,6 +806,9 @@ function capacityTarget(c: {
       });
       if (c.tls?.insecure) summary.warnings.push(warning('tls_unverified', {}));
       summary.cacheState = cacheState;
+      if (summary.requests.completed > 0 && !summary.interrupted) {
+        await c.predict?.(summary, point);
+      }
       // The step's server metrics go into capacity.json's step, not beside its summary.
       await session.pointFinished({
         point: info,

@@ -10,6 +10,7 @@ import {
   DEFAULT_TRIANGLE,
   findCliff,
   findKnee,
+  maxLoadInterval,
   parseAggregateSlos,
   recommend,
   type SweepPoint,
@@ -518,11 +519,13 @@ async function* scenarioProfile(
   const cliff = findCliff(points, s.cliffFactor);
   if (cliff) result.cliff = cliff;
   if (s.findMax && !stopped) {
+    const searched: SweepPoint[] = [];
     const search = yield* searchSteps(
       (measure: (level: number) => Promise<PointResult>) =>
         searchMaxLoad(
           async (level) => {
             const point = measured(level, 0, await measure(level));
+            searched.push(point);
             return { ok: checkSlos(point, s.slos).ok, point };
           },
           {
@@ -538,8 +541,14 @@ async function* scenarioProfile(
       const binding = search.bestPoint
         ? checkSlos(search.bestPoint, s.slos).binding.text
         : undefined;
+      // A calibrated search's answer, with the interval its points' predictions give it.
+      const prediction = maxLoadInterval([...searched, ...points], s.slos, {
+        best: search.best,
+        integer: s.mode === 'concurrency',
+      });
       result.search = {
         ...search,
+        ...(prediction ? { prediction } : {}),
         slos: s.slos.map((x) => x.text),
         ...(binding ? { binding } : {}),
       };

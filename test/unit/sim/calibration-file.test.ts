@@ -105,6 +105,17 @@ const refusal = (value: unknown): CalibrationFileError => {
 };
 
 describe('calibration file: the schema', () => {
+  test("size --verify's history is optional, and an entry this version cannot read is kept", () => {
+    const history = [
+      { at: '2026-12-06T00:00:00.000Z', inside: true, dir: 'sizing/verify' },
+      { future: 1 },
+    ];
+    const file = readCalibrationFile(fileOf(withField(['verifications'], history)));
+    assert.deepEqual(file.verifications, history);
+    assert.equal(readCalibrationFile(fileOf(VALID)).verifications, undefined);
+    assert.match(refusal(withField(['verifications'], 'none')).message, /verifications/);
+  });
+
   test('a file as calibrate writes it loads', () => {
     assert.deepEqual(readCalibrationFile(fileOf(VALID)), VALID);
     const r = resolveEngine({ calibration: fileOf(VALID) });
