@@ -8,10 +8,11 @@
  * - Each figure of `at` gets the interval of prediction.ts (the draws' spread mixed with the
  *   figure's residual scatter).
  * - Each SLO gets the chance it holds (probabilityAtMost / probabilityAtLeast over the draws);
- *   the row's `sloChance` is the chance every SLO holds at once: per draw, the product of each
- *   SLO's chance under its residual scatter (the scatters of different metrics taken as
- *   independent, which is at or below the least of the SLOs' own chances), averaged over the
- *   draws. A draw with failed requests, or without the SLO's figure, misses.
+ *   the row's `sloChance` is the chance every SLO holds at once: per draw, the chance each
+ *   residual falls within its SLOs' margins (SLOs on one fitted metric share its residual;
+ *   different metrics' residuals are taken as independent, which is at or below the least of
+ *   the SLOs' own chances), their product averaged over the draws. A draw with failed
+ *   requests, or without the SLO's figure, misses.
  * - With a confidence C, a row whose sloChance is below C gets replicas until it holds at C (its
  *   cost is then that of those replicas), or is ruled out where --max-dp or a chance that more
  *   replicas no longer raise stop it; the rows are ranked again and the front marked again, and
@@ -151,6 +152,8 @@ interface Analysed {
   placed: SizedDeployment;
   /** Per draw, per SLO: the margin over the SLO's residual scatter (+-Infinity: sure either way). */
   z: number[][];
+  /** Per SLO: the residual it takes and its side (the same for every row). */
+  layout: SloResidual[];
   /** The residual's degrees of freedom (prediction.ts: a Student t; absent, a normal). */
   dof?: number;
   ttft: (number | null)[];
@@ -251,6 +254,12 @@ function analyse(
     if (range) at[f] = range;
   }
   const z = outcomes.map(() => [] as number[]);
+  const layout = host.thresholds.map(
+    (t, k): SloResidual => ({
+      group: residualGroup(t.metric, k),
+      upper: t.op === '<' || t.op === '<=',
+    }),
+  );
   const slos = host.thresholds.map((t, k): SizeSloPrediction => {
     const value = c.slo[k];
     const residual = residualOf(host.model, t.metric);
@@ -283,7 +292,7 @@ function analyse(
     return { slo: t.text, value, ...(interval ? { interval } : {}), chance };
   });
   const { dof } = host.model;
-  const sloChance = z.reduce((s, row) => s + meets(row, dof), 0) / outcomes.length;
+  const sloChance = z.reduce((s, row) => s + meets(row, layout, dof), 0) / outcomes.length;
   const tightest = slos.reduce<SizeSloPrediction | undefined>(
     (least, s) => (least === undefined || s.chance < least.chance ? s : least),
     undefined,
@@ -299,17 +308,58 @@ function analyse(
     },
     placed,
     z,
+    layout,
     dof,
     ttft: outcomes.map((o) => o.at.ttftP99Ms),
   };
 }
 
+/** An SLO's residual: SLOs of one group share it (one draw of it moves them together). */
+interface SloResidual {
+  group: string;
+  /** An upper limit (`<`): it holds where the residual is under its margin; a lower one, over. */
+  upper: boolean;
+}
+
 /**
- * The chance every SLO holds in one draw, each under its own scatter (taken as independent), a
- * Student t of the fit's degrees of freedom as prediction.ts takes the residual.
+ * The residual an SLO's figure takes, as prediction.ts scatterOf picks its scatter: SLOs on one
+ * fitted metric (ttft.p50 and ttft.p99; itl and tpot) share it. The rest (E2E, attainment,
+ * goodput) each get their own, taken as independent: their chance together is then lower than
+ * if they moved with the others.
  */
-function meets(z: readonly number[], dof: number | undefined): number {
-  return z.reduce((p, m) => p * residualCdf(m, dof), 1);
+function residualGroup(metric: string, k: number): string {
+  if (metric.startsWith('ttft')) return 'ttftMs';
+  if (metric.startsWith('itl') || metric.startsWith('tpot')) return 'tpotMs';
+  if (/tok|throughput|PerS/i.test(metric)) return 'outputTokPerS';
+  return `slo ${k}`;
+}
+
+/**
+ * The chance every SLO holds in one draw: per residual, the chance it falls between its SLOs'
+ * margins (under the least upper one, over the least lower one), a Student t of the fit's
+ * degrees of freedom as prediction.ts takes it; different residuals taken as independent.
+ */
+function meets(
+  z: readonly number[],
+  layout: readonly SloResidual[],
+  dof: number | undefined,
+): number {
+  const margins = new Map<string, { upper: number; lower: number }>();
+  z.forEach((m, k) => {
+    const { group, upper } = layout[k];
+    const g = margins.get(group) ?? {
+      upper: Number.POSITIVE_INFINITY,
+      lower: Number.POSITIVE_INFINITY,
+    };
+    if (upper) g.upper = Math.min(g.upper, m);
+    else g.lower = Math.min(g.lower, m);
+    margins.set(group, g);
+  });
+  let p = 1;
+  for (const g of margins.values()) {
+    p *= Math.max(0, residualCdf(g.upper, dof) - residualCdf(-g.lower, dof));
+  }
+  return p;
 }
 
 function residualCdf(m: number, dof: number | undefined): number {
@@ -423,9 +473,10 @@ function apart(ra: SizedDeployment, a: Analysed, rb: SizedDeployment, b: Analyse
 /** The share of the draws (with the shared residual scatter) in which row A is better than B. */
 export function betterShare(
   ra: Pick<SizedDeployment, 'costPerHour' | 'gpus'>,
-  a: Pick<Analysed, 'z' | 'ttft' | 'dof'>,
+  a: Pick<Analysed, 'z' | 'ttft' | 'dof' | 'layout'>,
   rb: Pick<SizedDeployment, 'costPerHour' | 'gpus'>,
-  b: Pick<Analysed, 'z' | 'ttft'>,
+  /** Run with the same SLOs (its layout is a's). */
+  b: Pick<Analysed, 'z' | 'ttft' | 'layout'>,
 ): number {
   const ca = ra.costPerHour ?? Number.POSITIVE_INFINITY;
   const cb = rb.costPerHour ?? Number.POSITIVE_INFINITY;
@@ -434,10 +485,11 @@ export function betterShare(
   if (n === 0) return 0;
   let sum = 0;
   for (let i = 0; i < n; i++) {
-    const pa = meets(a.z[i], a.dof);
+    const pa = meets(a.z[i], a.layout, a.dof);
     // Both meet every SLO where the shared scatter is under both margins.
     const both = meets(
       a.z[i].map((m, k) => Math.min(m, b.z[i][k])),
+      a.layout,
       a.dof,
     );
     // The same cost: the faster p99 TTFT, where the two ratios' run-to-run noise (not shared,

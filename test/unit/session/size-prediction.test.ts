@@ -265,32 +265,30 @@ describe('size: prediction intervals', () => {
   });
 
   test('a row better in the draws: cheaper while meeting the SLOs, or as cheap and faster beyond the run-to-run noise', () => {
-    const sure = { z: [[5], [5]], ttft: [100, 100] };
-    const unsure = { z: [[5], [-5]], ttft: [100, 100] };
+    const one = [{ group: 'ttftMs', upper: true }];
+    const sure = { z: [[5], [5]], ttft: [100, 100], layout: one };
+    const unsure = { z: [[5], [-5]], ttft: [100, 100], layout: one };
+    const cheap = { costPerHour: 1, gpus: 1 };
+    const dear = { costPerHour: 2, gpus: 2 };
     // Cheaper and sure: better in every draw; cheaper and missing in one draw of two: half.
-    assert.ok(
-      betterShare({ costPerHour: 1, gpus: 1 }, sure, { costPerHour: 2, gpus: 2 }, sure) > 0.99,
-    );
-    const half = betterShare(
-      { costPerHour: 1, gpus: 1 },
-      unsure,
-      { costPerHour: 2, gpus: 2 },
-      sure,
-    );
-    assert.ok(Math.abs(half - 0.5) < 0.01);
+    assert.ok(betterShare(cheap, sure, dear, sure) > 0.99);
+    assert.ok(Math.abs(betterShare(cheap, unsure, dear, sure) - 0.5) < 0.01);
     // Dearer: better only where the cheaper one misses and it does not.
-    const dear = betterShare(
-      { costPerHour: 2, gpus: 2 },
-      sure,
-      { costPerHour: 1, gpus: 1 },
-      unsure,
-    );
-    assert.ok(Math.abs(dear - 0.5) < 0.01);
+    assert.ok(Math.abs(betterShare(dear, sure, cheap, unsure) - 0.5) < 0.01);
     // The same cost: 1 % faster is within the noise, 20 % faster is not.
-    const same = { costPerHour: 1, gpus: 1 };
-    const faster = (ms: number) => ({ z: [[5], [5]], ttft: [ms, ms] });
-    assert.ok(betterShare(same, faster(99), same, faster(100)) < 0.9);
-    assert.ok(betterShare(same, faster(80), same, faster(100)) > 0.99);
+    const faster = (ms: number) => ({ z: [[5], [5]], ttft: [ms, ms], layout: one });
+    assert.ok(betterShare(cheap, faster(99), cheap, faster(100)) < 0.9);
+    assert.ok(betterShare(cheap, faster(80), cheap, faster(100)) > 0.99);
+    // Two SLOs at their limits: on one metric they share its residual (a half), on two
+    // metrics they are independent (a quarter); an upper and a lower limit a scatter either
+    // side of the figure hold together where the residual is between them.
+    const twice = (layout: { group: string; upper: boolean }[], z: number[]) =>
+      betterShare(cheap, { z: [z], ttft: [1], layout }, dear, { z: [z], ttft: [1], layout });
+    const up = (group: string) => ({ group, upper: true });
+    assert.ok(Math.abs(twice([up('ttftMs'), up('ttftMs')], [0, 0]) - 0.5) < 1e-6);
+    assert.ok(Math.abs(twice([up('ttftMs'), up('tpotMs')], [0, 0]) - 0.25) < 1e-6);
+    const between = twice([up('ttftMs'), { group: 'ttftMs', upper: false }], [1, 1]);
+    assert.ok(Math.abs(between - 0.6827) < 1e-3, `${between}`);
   });
 
   test('report.html shows the chances and the lines about them, escaped', () => {
