@@ -27,10 +27,17 @@ import { readSummary } from '../src/results/reader.js';
 import { calibrate, readCalibrationPoint } from '../src/session/calibrate.js';
 import { benchmark } from '../src/session/run.js';
 import { spawnSimulator } from '../src/session/simulator.js';
-import { fitBounds, relativeErrors, replayPoint } from '../src/sim/calibrate.js';
+import {
+  fitBounds,
+  predictionModelOf,
+  relativeErrors,
+  replayPoint,
+  withValues,
+} from '../src/sim/calibrate.js';
 import { type FitKey, fitFlag } from '../src/sim/calibrationFile.js';
 import { EngineModel } from '../src/sim/engineModel.js';
 import { resolveEngine } from '../src/sim/options.js';
+import { intervalOf, predictFigures, residualOf } from '../src/sim/prediction.js';
 
 const { values: args } = parseArgs({
   options: {
@@ -83,6 +90,11 @@ interface Constant {
 interface Repeat {
   constants: Constant[];
   error: { tpotMs: number; ttftMs: number; outputTokPerS: number };
+  /** The held-out figures' 90 % prediction intervals (prediction.ts), and whether each holds it. */
+  intervals: string[];
+  inside: number;
+  /** calibration.json's check of its intervals on the runs each fold left out. */
+  leaveOneOut?: { inside: number; figures: number };
   warnings: string[];
   /** The server's prefix-cache hit rate in each run (the runs share one server and salt). */
   hitRates: string;
@@ -150,7 +162,31 @@ async function repeat(root: string): Promise<Repeat> {
   const blockSize = new EngineModel(resolved.engine).config.blockSize;
   const point = await readCalibrationPoint(heldOut, 500, blockSize, problems, []);
   if (!point) throw new Error(problems.join('; '));
-  const error = relativeErrors(replayPoint(resolved.engine, point), point.measured);
+  const engine = resolved.engine;
+  const figures = predictFigures(predictionModelOf(file), (values) => {
+    const m = replayPoint(withValues(engine, values), point);
+    const figure = (x: number) => (Number.isFinite(x) ? x : null);
+    return {
+      ttftMs: figure(m.ttftMs),
+      tpotMs: figure(m.tpotMs),
+      outputTokPerS: figure(m.outputTokPerS),
+    };
+  });
+  const model = predictionModelOf(file);
+  const predicted = {
+    ttftMs: figures.central.ttftMs ?? Number.NaN,
+    tpotMs: figures.central.tpotMs ?? Number.NaN,
+    outputTokPerS: figures.central.outputTokPerS ?? Number.NaN,
+  };
+  const error = relativeErrors(predicted, point.measured);
+  let inside = 0;
+  const intervals = (['tpotMs', 'ttftMs', 'outputTokPerS'] as const).map((k) => {
+    const range = intervalOf(predicted[k], figures.deltas[k], residualOf(model, k));
+    const measured = point.measured[k];
+    const holds = range !== undefined && measured >= range.low && measured <= range.high;
+    if (holds) inside++;
+    return `${k} ${num(measured)} in ${range ? `${num(range.low)}-${num(range.high)}` : 'none'}${holds ? '' : ' (OUTSIDE)'}`;
+  });
   // Each run replayed on the server's own constants: what the replay cannot reproduce of the
   // server (the client, the HTTP stack, real-time steps) whatever the fit does.
   const truth = resolveEngine({
@@ -170,6 +206,9 @@ async function repeat(root: string): Promise<Repeat> {
   return {
     constants,
     error,
+    intervals,
+    inside,
+    ...(file.leaveOneOutCoverage ? { leaveOneOut: file.leaveOneOutCoverage } : {}),
     warnings: [...result.warnings, ...(file.warnings ?? []).map((w) => `${w.code}: ${w.message}`)],
     hitRates: [...dirs, heldOut]
       .map((dir) => {
@@ -217,6 +256,12 @@ for (let i = 0; i < repeats; i++) {
     console.log(
       `  held-out c${HELD_OUT.concurrency}: TPOT ${pct(e.tpotMs)}, TTFT ${pct(e.ttftMs)}, throughput ${pct(e.outputTokPerS)}`,
     );
+    console.log(`  held-out 90 % prediction intervals: ${r.intervals.join(', ')}`);
+    if (r.leaveOneOut) {
+      console.log(
+        `  leave-one-out: ${r.leaveOneOut.inside} of ${r.leaveOneOut.figures} figures inside their 90 % intervals`,
+      );
+    }
     for (const w of r.warnings) console.log(`  warning: ${w.replace(/\s+/g, ' ').slice(0, 240)}`);
     console.log('');
   } finally {
@@ -240,4 +285,9 @@ for (const [k, limit] of Object.entries(TARGETS) as [keyof typeof TARGETS, numbe
     `  held-out ${k.padEnd(13)} median ${pct(m)} (|error| ${pct(absMedian).slice(1)}), target ${(limit * 100).toFixed(0)} %: ${absMedian <= limit ? 'met' : 'NOT met'}`,
   );
 }
+const looInside = results.reduce((n, r) => n + (r.leaveOneOut?.inside ?? 0), 0);
+const looFigures = results.reduce((n, r) => n + (r.leaveOneOut?.figures ?? 0), 0);
+console.log(
+  `  90 % prediction intervals covering the measured figure: held out ${results.reduce((n, r) => n + r.inside, 0)} of ${3 * results.length}, left out ${looInside} of ${looFigures}`,
+);
 console.log(`\nwall time ${((performance.now() - started) / 1000).toFixed(0)} s`);

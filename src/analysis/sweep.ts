@@ -63,7 +63,7 @@ export interface PointPrediction {
   ranges: Partial<Record<PredictedPointField, PredictionRange>>;
 }
 
-/** The point's ranges from its summary's `prediction` fields (sim/runPrediction.ts). */
+/** The point's ranges from its summary's `prediction` fields (metrics/runPrediction.ts). */
 function pointPrediction(s: RunSummary): PointPrediction | undefined {
   if (!s.prediction) return undefined;
   const ranges: PointPrediction['ranges'] = {};

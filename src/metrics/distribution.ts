@@ -26,7 +26,7 @@ export interface Distribution {
    */
   intervals?: Partial<Record<PercentileName, PercentileInterval>>;
   /**
-   * A calibrated simulated run's prediction interval (src/sim/runPrediction.ts; docs/metrics.md,
+   * A calibrated simulated run's prediction interval (src/metrics/runPrediction.ts; docs/metrics.md,
    * "Prediction intervals"): the median's at the top, the other headline statistics' under
    * `statistics`. Not the run's own sampling error, which is `intervals`.
    */

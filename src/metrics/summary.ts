@@ -170,7 +170,7 @@ export interface RunSummary {
   validity?: Validity;
 }
 
-/** How a calibrated run's prediction intervals were made (src/sim/runPrediction.ts). */
+/** How a calibrated run's prediction intervals were made (src/metrics/runPrediction.ts). */
 export interface RunPredictionInfo {
   /** The calibration.json the run's engine took its fitted values from, as given. */
   calibration: string;

@@ -431,7 +431,7 @@ function intervalLines(rows: [string, Distribution][], dim: (text: string) => st
 }
 
 /**
- * Under the latency table, a calibrated simulated run's prediction intervals (sim/runPrediction.ts)
+ * Under the latency table, a calibrated simulated run's prediction intervals (metrics/runPrediction.ts)
  * as `p50 21.4 (19.8-23.3)`, the median (what the calibration fits) and p99, digits as
  * intervalLines gives them; led by what the range is and where it came from.
  */

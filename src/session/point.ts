@@ -916,6 +916,7 @@ async function virtualReplay(o: {
   blockTokens: number;
 }): Promise<VirtualReplayParts> {
   const { plan, point, scenario } = o;
+  const { CLIENT_TURNAROUND_MS } = await import('../sim/virtual.js');
   const workload = (): Promise<LoadedWorkload> =>
     point.nextRequest
       ? Promise.resolve({ nextRequest: point.nextRequest })
@@ -958,6 +959,8 @@ async function virtualReplay(o: {
       ...(point.durationS !== undefined ? { durationS: point.durationS } : {}),
       warmupRequests: point.warmupRequests ?? 0,
       seed: plan.seed,
+      // A closed loop's sends straggle as the real client's do (no lockstep of equal requests).
+      clientTurnaroundMs: CLIENT_TURNAROUND_MS,
       endpoint: plan.endpoint,
       ...(traceKeys ? { prefixKeys: traceKeys } : {}),
       ...(shaped

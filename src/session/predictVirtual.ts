@@ -2,23 +2,34 @@
  * A calibrated simulated run's prediction intervals (docs/metrics.md, "Prediction intervals"):
  * the calibration's fitted values drawn from their covariance, each draw a virtual replay of the
  * run's first requests with the run's seed (common random numbers), and the draws' log ratios
- * set on the run's own figures (sim/runPrediction.ts). Loaded only for such runs: it brings the
+ * set on the run's own figures (addRunPrediction; the figures: metrics/runPrediction.ts). Loaded only for such runs: it brings the
  * engine model and the calibration code.
  */
-import { type RunSummary, SummaryBuilder } from '../metrics/summary.js';
+
+import type { FigurePrediction, PredictionRange } from '../metrics/distribution.js';
+import {
+  drawRequestsFor,
+  PREDICTED_LATENCY,
+  PREDICTED_STATISTICS,
+  PREDICTED_THROUGHPUT,
+  type RunFigure,
+  runFigures,
+} from '../metrics/runPrediction.js';
+import { type RunPredictionInfo, type RunSummary, SummaryBuilder } from '../metrics/summary.js';
 import { predictionModelOf, withValues } from '../sim/calibrate.js';
 import type { FitKey } from '../sim/calibrationFile.js';
 import { EngineCluster } from '../sim/cluster.js';
 import type { EngineModelOptions } from '../sim/engineModel.js';
 import type { EngineCalibration } from '../sim/options.js';
-import { PREDICTION_DRAWS, predictFigures } from '../sim/prediction.js';
 import {
-  addRunPrediction,
-  drawRequestsFor,
-  PREDICTED_LATENCY,
-  type RunFigure,
-  runFigures,
-} from '../sim/runPrediction.js';
+  intervalOf,
+  PREDICTION_DRAWS,
+  PREDICTION_LEVEL,
+  type PredictedFigures,
+  type PredictionModel,
+  predictFigures,
+  residualOf,
+} from '../sim/prediction.js';
 import { simulateRun, type VirtualRunOptions } from '../sim/virtual.js';
 import type { LoadedWorkload } from '../workload/workload.js';
 
@@ -102,4 +113,59 @@ export async function predictRun(summary: RunSummary, r: VirtualReplay): Promise
     ...(byFlags.size > 0 ? { heldByFlags: [...byFlags] } : {}),
   });
   return replays;
+}
+
+/**
+ * Sets `latency.<metric>.prediction`, `throughput.prediction` and `prediction` on `summary`:
+ * each figure's interval at `level`, from the draws' log ratios (taken on the replays) applied to
+ * the summary's own figure, widened by its metric's residual scatter.
+ */
+export function addRunPrediction(
+  summary: RunSummary,
+  predicted: Pick<PredictedFigures<RunFigure>, 'deltas' | 'draws'>,
+  model: PredictionModel,
+  about: Omit<RunPredictionInfo, 'level' | 'draws' | 'covarianceFrom' | 'statistic'> & {
+    level?: number;
+  },
+): void {
+  const level = about.level ?? PREDICTION_LEVEL;
+  const range = (name: RunFigure, value: number): PredictionRange | undefined => {
+    const r = intervalOf(value, predicted.deltas[name] ?? [], residualOf(model, name), level);
+    return r ? { low: r.low, high: r.high } : undefined;
+  };
+  let any = false;
+  for (const m of PREDICTED_LATENCY) {
+    const d = summary.latency[m];
+    if (d.count === 0) continue;
+    const median = range(`${m}.p50`, d.p50);
+    if (!median) continue;
+    const statistics: FigurePrediction['statistics'] = {};
+    for (const s of PREDICTED_STATISTICS) {
+      if (s === 'p50') continue;
+      const r = range(`${m}.${s}`, d[s]);
+      if (r) statistics[s] = r;
+    }
+    d.prediction = { ...median, level, statistics };
+    any = true;
+  }
+  const throughput: NonNullable<RunSummary['throughput']['prediction']> = { level };
+  for (const t of PREDICTED_THROUGHPUT) {
+    const r = range(`throughput.${t}`, summary.throughput[t]);
+    if (r) {
+      throughput[t] = r;
+      any = true;
+    }
+  }
+  if (throughput.outputTokensPerS || throughput.requestsPerS) {
+    summary.throughput.prediction = throughput;
+  }
+  if (!any) return;
+  const { level: _, ...rest } = about;
+  summary.prediction = {
+    ...rest,
+    statistic: 'p50',
+    level,
+    draws: predicted.draws,
+    covarianceFrom: model.covarianceFrom,
+  };
 }

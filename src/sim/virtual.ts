@@ -11,6 +11,7 @@ import {
   SESSION_ID_STRIDE,
   type TurnOutcome,
 } from '../workload/conversations.js';
+import { requestRng, streamSeed } from '../workload/distributions.js';
 import { countWords, simWordLength, splitWords } from '../workload/words.js';
 import { type AnswerOptions, DEFAULT_ANSWER_OPTIONS } from './answer.js';
 import { EngineCluster } from './cluster.js';
@@ -27,6 +28,14 @@ export interface VirtualRunOptions {
   durationS?: number;
   warmupRequests: number;
   seed: number;
+  /**
+   * A closed loop's client turnaround, ms: each unit is sent this long on average (exponential,
+   * seeded by its id) after its slot frees, as a real client's sends straggle. Without it a
+   * closed loop's users all send at the same instants, and equal requests run in lockstep for
+   * ever (every prompt in one step, none beside another's decode), which no server sees: its
+   * p99 ITL reads a tenth of the server's. Absent: none (replays of recorded sends).
+   */
+  clientTurnaroundMs?: number;
   /** Request `id` of a single-request workload; exactly one of it and `nextSession`. */
   nextRequest?: (id: number) => RequestSpec;
   /**
@@ -116,6 +125,15 @@ class InFlight implements SequenceListener {
     if (last) this.finished.push(this);
   }
 }
+
+/**
+ * The closed-loop client turnaround a virtual run models where it stands for a measurement
+ * (`run`/`sweep --simulate`, size's trials): infergauge's own, from a request's end to its
+ * user's next send against the built-in simulator on loopback, read p10 / p50 / p90 0.17-0.27 /
+ * 0.77-0.81 / 2.3-3.0 ms (2-core VM, concurrency 4 and 16), which an exponential of mean 1 ms
+ * (0.11 / 0.69 / 2.3) follows.
+ */
+export const CLIENT_TURNAROUND_MS = 1;
 
 /**
  * Runs a workload through the engine model in virtual time: no HTTP, no waiting. The load is
@@ -249,8 +267,8 @@ export function simulateRun(o: VirtualRunOptions): VirtualRunResult {
     },
     later: (atNs, run) => timers.push(atNs, run),
   };
+  /** Starts a unit already counted in flight. */
   const start = (unit: Pending, atNs: number) => {
-    inFlight++;
     if (!o.nextSession) send(unit, atNs);
     else {
       const conversation = o.nextSession(unit.id);
@@ -268,12 +286,23 @@ export function simulateRun(o: VirtualRunOptions): VirtualRunResult {
   const nextArrival = () => (schedule ? Math.round(schedule() * 1000) * 1000 : Infinity);
   let nextArrivalNs = schedule ? nextArrival() : Infinity;
 
-  /** Fills free slots at `atNs`: the next units (closed loop) or the oldest waiting ones. */
+  const turnaroundNs = load.mode === 'closed' ? (o.clientTurnaroundMs ?? 0) * 1e6 : 0;
+  const turnaroundSeed = streamSeed(o.seed, 'client turnaround');
+  /**
+   * Fills free slots at `atNs`: the next units (closed loop) or the oldest waiting ones; a closed
+   * loop's each after its client turnaround (clientTurnaroundMs), in whole ns.
+   */
   const fill = (atNs: number) => {
     while (inFlight < cap) {
       const next = load.mode === 'closed' ? nextPending(atNs) : waiting.shift();
       if (!next) return;
-      start(next, atNs);
+      inFlight++;
+      const delayNs =
+        turnaroundNs > 0
+          ? Math.round(requestRng(turnaroundSeed, next.id).exponential(turnaroundNs))
+          : 0;
+      if (delayNs === 0) start(next, atNs);
+      else timers.push(atNs + delayNs, (at) => start(next, at));
     }
   };
   fill(0);

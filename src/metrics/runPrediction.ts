@@ -1,19 +1,11 @@
 /**
  * Prediction intervals on a calibrated simulated run (issue 56, docs/metrics.md "Prediction
  * intervals"): which figures of a summary get one, how a replay's figures are read, and how the
- * draws' log ratios (prediction.ts predictFigures) become `prediction` fields beside the
- * figures. Pure: the session runs the replays (session/point.ts).
+ * draws' log ratios (sim/prediction.ts predictFigures) become `prediction` fields beside the
+ * figures (session/predictVirtual.ts addRunPrediction), and how a summary made again keeps them.
+ * Pure.
  */
-import type { FigurePrediction, PredictionRange } from '../metrics/distribution.js';
-import type { RunPredictionInfo, RunSummary } from '../metrics/summary.js';
-import {
-  type Figures,
-  intervalOf,
-  PREDICTION_LEVEL,
-  type PredictedFigures,
-  type PredictionModel,
-  residualOf,
-} from './prediction.js';
+import type { RunSummary } from './summary.js';
 
 /** The latency metrics a calibrated run predicts (the fit's TTFT and TPOT, and what follows from them). */
 export const PREDICTED_LATENCY = ['ttftMs', 'itlMs', 'tpotMs', 'e2eMs'] as const;
@@ -56,8 +48,8 @@ export function drawRequestsFor(o: {
 /** A run's figures that get a prediction; null where the run has none (no TPOT of one-token answers). */
 export function runFigures(
   summary: Pick<RunSummary, 'latency' | 'throughput'>,
-): Figures<RunFigure> {
-  const out = {} as Figures<RunFigure>;
+): Record<RunFigure, number | null> {
+  const out = {} as Record<RunFigure, number | null>;
   for (const m of PREDICTED_LATENCY) {
     const d = summary.latency[m];
     for (const s of PREDICTED_STATISTICS) {
@@ -70,61 +62,6 @@ export function runFigures(
     out[`throughput.${t}`] = Number.isFinite(v) && v > 0 ? v : null;
   }
   return out;
-}
-
-/**
- * Sets `latency.<metric>.prediction`, `throughput.prediction` and `prediction` on `summary`:
- * each figure's interval at `level`, from the draws' log ratios (taken on the replays) applied to
- * the summary's own figure, widened by its metric's residual scatter.
- */
-export function addRunPrediction(
-  summary: RunSummary,
-  predicted: Pick<PredictedFigures<RunFigure>, 'deltas' | 'draws'>,
-  model: PredictionModel,
-  about: Omit<RunPredictionInfo, 'level' | 'draws' | 'covarianceFrom' | 'statistic'> & {
-    level?: number;
-  },
-): void {
-  const level = about.level ?? PREDICTION_LEVEL;
-  const range = (name: RunFigure, value: number): PredictionRange | undefined => {
-    const r = intervalOf(value, predicted.deltas[name] ?? [], residualOf(model, name), level);
-    return r ? { low: r.low, high: r.high } : undefined;
-  };
-  let any = false;
-  for (const m of PREDICTED_LATENCY) {
-    const d = summary.latency[m];
-    if (d.count === 0) continue;
-    const median = range(`${m}.p50`, d.p50);
-    if (!median) continue;
-    const statistics: FigurePrediction['statistics'] = {};
-    for (const s of PREDICTED_STATISTICS) {
-      if (s === 'p50') continue;
-      const r = range(`${m}.${s}`, d[s]);
-      if (r) statistics[s] = r;
-    }
-    d.prediction = { ...median, level, statistics };
-    any = true;
-  }
-  const throughput: NonNullable<RunSummary['throughput']['prediction']> = { level };
-  for (const t of PREDICTED_THROUGHPUT) {
-    const r = range(`throughput.${t}`, summary.throughput[t]);
-    if (r) {
-      throughput[t] = r;
-      any = true;
-    }
-  }
-  if (throughput.outputTokensPerS || throughput.requestsPerS) {
-    summary.throughput.prediction = throughput;
-  }
-  if (!any) return;
-  const { level: _, ...rest } = about;
-  summary.prediction = {
-    ...rest,
-    statistic: 'p50',
-    level,
-    draws: predicted.draws,
-    covarianceFrom: model.covarianceFrom,
-  };
 }
 
 /**

@@ -1,19 +1,19 @@
 /**
- * A calibrated run's prediction fields (sim/runPrediction.ts): which figures get one, the shape
+ * A calibrated run's prediction fields (metrics/runPrediction.ts, session/predictVirtual.ts addRunPrediction): which figures get one, the shape
  * summary.json keeps, and what a summary rebuilt from its records keeps of them.
  */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import type { RunSummary } from '../../../src/metrics/summary.js';
-import { fitBounds } from '../../../src/sim/calibrate.js';
-import { predictionModel, studentTCdf } from '../../../src/sim/prediction.js';
 import {
-  addRunPrediction,
   drawRequestsFor,
   keepRunPrediction,
   type RunFigure,
   runFigures,
-} from '../../../src/sim/runPrediction.js';
+} from '../../../src/metrics/runPrediction.js';
+import type { RunSummary } from '../../../src/metrics/summary.js';
+import { addRunPrediction } from '../../../src/session/predictVirtual.js';
+import { fitBounds } from '../../../src/sim/calibrate.js';
+import { predictionModel, studentTCdf } from '../../../src/sim/prediction.js';
 
 const dist = (p50: number, count = 100) => ({
   count,
