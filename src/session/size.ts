@@ -41,9 +41,9 @@ import {
   predictSize,
   type SizePointOutcome,
   type SizePredictionSummary,
-  type SizeRowPrediction,
 } from './sizePrediction.js';
 import { type PriceTable, priceOf, pricesProblems } from './sizePrices.js';
+import type { SizedDeployment, SizePointMetrics } from './sizeRows.js';
 import { replayTraceVirtual } from './sizeTrace.js';
 
 /**
@@ -141,56 +141,7 @@ export interface SizeOptions {
   signal?: AbortSignal;
 }
 
-/** One replica's latency and load at a point. */
-export interface SizePointMetrics {
-  ttftP99Ms: number | null;
-  itlP99Ms: number | null;
-  tpotP99Ms: number | null;
-  /** Output tokens/s of one replica. */
-  outputTokPerS: number;
-  /** Largest share of the KV cache in use at once. */
-  kvPeak: number;
-  preemptions: number;
-}
-
-export interface SizedDeployment {
-  gpu: string;
-  gpuName: string;
-  tp: number;
-  dp: number;
-  gpus: number;
-  dtype: string;
-  kvCacheDtype: string;
-  maxNumSeqs: number;
-  personality: string;
-  feasible: boolean;
-  /** Why not, for a candidate that cannot serve the traffic. */
-  reason?: string;
-  /** One replica's most load within the SLOs (req/s or users), at the search's resolution. */
-  capacityPerReplica?: number;
-  /** Load the deployment holds within the SLOs over the traffic, minus 1 (0.2: 20 % spare). */
-  headroom?: number;
-  /** The search stopped at twice the traffic without failing: the headroom is at least this. */
-  headroomAtLeast?: boolean;
-  /** Each replica at its share of the traffic. */
-  at?: SizePointMetrics;
-  costPerHour?: number;
-  costPerMillionOutputTokens?: number;
-  /** What stops one replica from taking more: an SLO, KV memory, or its step's bound. */
-  binding?: string;
-  /**
-   * A trace's prompt tokens served from the prefix cache at this deployment, all replicas
-   * together (the simulator's measure over the replay: it falls as replicas split the sharing).
-   */
-  prefixCacheHitRate?: number;
-  /** On the cost/latency Pareto front (no other deployment is both cheaper and faster). */
-  pareto?: boolean;
-  /**
-   * With a calibration, on the front or in the top rows: intervals on `at`, each SLO's chance
-   * and all of them at once, what --confidence added, and the rows it cannot be told from.
-   */
-  prediction?: SizeRowPrediction;
-}
+export type { SizedDeployment, SizePointMetrics } from './sizeRows.js';
 
 export interface SizeResult {
   candidates: number;

@@ -38,55 +38,24 @@ import {
   MIN_SCATTER,
   normalCdf,
   PREDICTION_LEVEL,
-  type PredictionInterval,
   type PredictionModel,
   probabilityAtLeast,
   probabilityAtMost,
   residualOf,
   studentTCdf,
 } from '../sim/prediction.js';
-import type { SizedDeployment, SizePointMetrics } from './size.js';
+import {
+  INTERVAL_FIGURES,
+  type SizedDeployment,
+  type SizePointMetrics,
+  type SizeRowPrediction,
+  type SizeSloPrediction,
+} from './sizeRows.js';
 
 /** Feasible rows by rank that get intervals beside the Pareto front (`--interval-rows`). */
 export const DEFAULT_INTERVAL_ROWS = 5;
 /** More replicas that raise the chance of meeting the SLOs by less than this are not worth adding. */
 const LEAST_GAIN = 0.005;
-/** The figures of `at` that get an interval. */
-export const INTERVAL_FIGURES = ['ttftP99Ms', 'itlP99Ms', 'tpotP99Ms', 'outputTokPerS'] as const;
-export type IntervalFigure = (typeof INTERVAL_FIGURES)[number];
-
-/** One SLO at a row: its predicted figure with its interval, and the chance it holds. */
-export interface SizeSloPrediction {
-  /** As written in --slo (`itl.p99<50`). */
-  slo: string;
-  value: number | null;
-  interval?: PredictionInterval;
-  chance: number;
-}
-
-/** A row's prediction (size.json `deployments[].prediction`). */
-export interface SizeRowPrediction {
-  level: number;
-  /** Draws of the fitted values run (0: the calibration fitted nothing; the scatter alone). */
-  draws: number;
-  /** An interval for each of `at`'s figures that has one. */
-  at: Partial<Record<IntervalFigure, PredictionInterval>>;
-  /** Each SLO, in --slo's order. */
-  slos: SizeSloPrediction[];
-  /** The chance every SLO holds at once at this row's replicas. */
-  sloChance: number;
-  /** The SLO least sure to hold. */
-  tightest?: string;
-  /**
-   * With --confidence, where the row fell short of it at the replicas the central figures
-   * needed: those replicas, and the chance it held at them.
-   */
-  centralDp?: number;
-  centralSloChance?: number;
-  /** The ranks (1-based, in `deployments`) of other rows with a prediction this one cannot be told apart from. */
-  sameAs?: number[];
-}
-
 /** What size.json says of the predictions (`prediction`). */
 export interface SizePredictionSummary {
   level: number;
