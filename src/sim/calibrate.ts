@@ -999,7 +999,8 @@ export function fitCalibration(
       const moved = points.flatMap((_, i) => scaledErrors(options, i));
       const b = columns.map((c) => c.reduce((s, x, i) => s + x * w[i] * (moved[i] - r[i]), 0));
       keys.forEach((_, j) => {
-        const shift = inverse[j].reduce((s, x, m) => s + x * b[m], 0) / Z90;
+        // The Gauss-Newton step the moved residuals ask for: -(JᵀWJ)⁻¹ JᵀW Δr.
+        const shift = -inverse[j].reduce((s, x, m) => s + x * b[m], 0) / Z90;
         largest[j] = Math.max(largest[j], shift * shift);
         slope[j] += (sign * shift) / 2;
       });

@@ -62,7 +62,10 @@ export interface PredictionModel {
   covarianceFrom: 'fit' | 'standard-errors';
   /** Each metric's residual scatter (log scale, the residuals' root mean square, widened). */
   scatter: Record<ScatterMetric, number>;
-  /** The residuals' degrees of freedom (runs' figures less values fitted, at least 1). */
+  /**
+   * The residual scatter's degrees of freedom: a metric's runs less its share (a third) of the
+   * values fitted, the fewest of any metric's, at least 1.
+   */
   dof: number;
 }
 
@@ -138,10 +141,15 @@ function residualScatter(
   fittedKeys: number,
 ): { scatter: Record<ScatterMetric, number>; dof: number } {
   const metrics: ScatterMetric[] = ['ttftMs', 'tpotMs', 'outputTokPerS'];
+  // A run with no figure (no TPOT of one-token answers) has none: JSON keeps NaN as null.
   const logs = metrics.map((m) =>
-    errors.map((e) => Math.log(1 + e[m])).filter((x) => Number.isFinite(x)),
+    errors.flatMap((e) => {
+      const v = e[m];
+      return typeof v === 'number' && Number.isFinite(v) && v > -1 ? [Math.log(1 + v)] : [];
+    }),
   );
   const residuals = logs.reduce((n, l) => n + l.length, 0);
+  // The mean square widened by N / (N - p) (the RMS by its square root).
   const widen = residuals / Math.max(1, residuals - fittedKeys);
   const out = {} as Record<ScatterMetric, number>;
   metrics.forEach((m, i) => {
@@ -149,7 +157,14 @@ function residualScatter(
     const rms = l.length > 0 ? Math.sqrt(l.reduce((s, x) => s + x * x, 0) / l.length) : 0;
     out[m] = Math.max(MIN_SCATTER, rms * Math.sqrt(widen));
   });
-  return { scatter: out, dof: Math.max(1, residuals - fittedKeys) };
+  // Each metric's scatter is the mean square of its own runs' residuals, which the fit spent
+  // a third of its values on: its degrees of freedom are its runs less that share (three runs
+  // and five values: 1.3), the fewest of any metric's.
+  const runs = Math.min(...logs.filter((l) => l.length > 0).map((l) => l.length));
+  return {
+    scatter: out,
+    dof: Number.isFinite(runs) ? Math.max(1, runs - fittedKeys / logs.length) : 1,
+  };
 }
 
 /** The residual scatter a figure takes: TTFT's for TTFT, TPOT's for ITL and TPOT, both for E2E. */

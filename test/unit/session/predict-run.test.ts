@@ -125,11 +125,11 @@ describe('a calibrated simulated run predicts with intervals', () => {
     const p = d.prediction;
     assert.ok(p);
     // Nothing drawn moves: TPOT's interval is exp(-+t sigma), sigma the RMS of its residuals
-    // (-5 %, 0, +5 %) widened by 9 residuals over 8 degrees of freedom, t the 95th percentile of
-    // Student's t with those 8 (tables: 1.8595).
+    // (-5 %, 0, +5 %) widened by 9 residuals over 8, t the 95th percentile of Student's t with
+    // the 3 runs less a third of the 1 value fitted, 8/3 degrees of freedom (2.4783).
     const rms = Math.sqrt((Math.log(0.95) ** 2 + Math.log(1.05) ** 2) / 3);
     const sigma = rms * Math.sqrt(9 / 8);
-    const z = 1.8595;
+    const z = 2.4783;
     assert.ok(Math.abs(p.high / d.p50 - Math.exp(z * sigma)) < 1e-3, `${p.high / d.p50}`);
     assert.ok(Math.abs(d.p50 / p.low - Math.exp(z * sigma)) < 1e-3, `${d.p50 / p.low}`);
   });

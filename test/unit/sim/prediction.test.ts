@@ -25,6 +25,31 @@ const fitted = (value: number, logSd: number, floor = 0): FittedValue => ({
 const noErrors = [{ ttftMs: 0, tpotMs: 0, outputTokPerS: 0 }];
 
 describe('prediction intervals', () => {
+  test('a held guess is drawn with the values it moves: more step cost, a larger bandwidth share', () => {
+    const base = l40sEngine({});
+    const points = [
+      measurePerturbed(1, 6, 32, 256),
+      measurePerturbed(1, 4, 4096, 16),
+      measurePerturbed(16, 32, 1024, 192),
+      measurePerturbed(64, 128, 2048, 128),
+    ];
+    const fit = fitCalibration(base, points, {
+      keys: ['mbu', 'mfu', 'frontendLatencyMs'],
+      hold: { stepOverheadMs: 1.5, perSeqOverheadUs: 40 },
+      guessed: ['stepOverheadMs'],
+    });
+    const c = fit.covariance;
+    assert.ok(c, 'a covariance');
+    const at = (k: string) => c.keys.indexOf(k as never);
+    assert.deepEqual(c.keys.slice(-1), ['stepOverheadMs'], 'the guess joins the fitted keys');
+    // A step that costs more leaves less time for the weights' reads: the fit would have raised
+    // the bandwidth share to keep the decode points' TPOT, so the two move together.
+    assert.ok(c.matrix[at('mbu')][at('stepOverheadMs')] > 0, JSON.stringify(c));
+    assert.ok(
+      Math.abs(c.matrix[at('stepOverheadMs')][at('stepOverheadMs')] - Math.LN2 ** 2) < 1e-12,
+    );
+  });
+
   test('the normal and Student t distribution functions', () => {
     assert.ok(Math.abs(normalCdf(0) - 0.5) < 1e-7);
     assert.ok(Math.abs(normalCdf(1.6448536) - 0.95) < 1e-6);
