@@ -156,8 +156,11 @@ async function sizeAction(o: Record<string, string | boolean | undefined>): Prom
   // What stops the check itself (a calibration file that cannot be read) is thrown after the
   // search's result is written.
   let verifyFailure: unknown;
-  if (prepared.verify && result.interrupted) {
-    printNotice('size', '--verify: not run, the search was stopped before it recommended anything');
+  if (prepared.verify && (result.interrupted || result.prediction?.interrupted)) {
+    printNotice(
+      'size',
+      `--verify: not run, the ${result.interrupted ? 'search' : 'predictions'} stopped before the recommendation was settled`,
+    );
   } else if (prepared.verify) {
     try {
       verification = await verifyOn(prepared.options, result, prepared.verify);
@@ -203,7 +206,8 @@ async function sizeAction(o: Record<string, string | boolean | undefined>): Prom
   // A server that could not be measured fails the command as it fails `run` (the size result is
   // written); a prediction the server contradicts is an answer, said, not a failure.
   if (verification?.error !== undefined) {
-    printNotice('size', `--verify: ${verification.error}`);
+    // Said by renderVerification; with --json, here.
+    if (o.json) printNotice('size', `--verify: ${verification.error}`);
     return EXIT.failure;
   }
   return EXIT.ok;

@@ -1624,12 +1624,23 @@ function verificationSection(v: Json | undefined): Section[] {
     .flatMap((s) => (s ? [str(s.message) ?? ''] : []))
     .join('; ');
   const calibration = str(v.calibration) ?? 'the calibration';
-  const outcome =
+  const validity = obj(v.validity);
+  const verdict = str(validity?.verdict);
+  const invalid = verdict === 'invalid';
+  const outcome = [
+    ...(verdict && verdict !== 'valid'
+      ? [
+          `The measured run is ${verdict.toUpperCase()} (${arr(validity?.reasons).map(str).join(', ')}): see its summary.`,
+        ]
+      : []),
     v.inside === true
       ? `The server agrees with the prediction; the check is recorded in ${calibration}${v.addedAsPoint === true ? ', its run added as a point' : ''}.`
       : v.refitted === true
         ? `The server contradicts the prediction: ${calibration} was refitted with this run.`
-        : `The server contradicts the prediction (${str(v.refitProblem) ?? 'not refitted'}): ${calibration} warns of it (calibration_verify_contradicted).`;
+        : invalid
+          ? `${str(v.refitProblem) ?? 'Not refitted'}; the check is recorded in ${calibration}.`
+          : `The server contradicts the prediction (${str(v.refitProblem) ?? 'not refitted'}): ${calibration} warns of it (calibration_verify_contradicted).`,
+  ].join(' ');
   return [
     {
       kind: 'verification',

@@ -24,6 +24,7 @@ export interface VerificationView {
     tolerance?: number;
   }[];
   inside: boolean;
+  decidedBy?: { figures: string[]; level: number };
   sloHeld: boolean;
   slo: { metric: string; ok: boolean; message: string }[];
   validity?: { verdict: string; reasons: string[] };
@@ -95,14 +96,17 @@ export function renderVerification(v: VerificationView): string {
       `  The measured run is ${v.validity.verdict.toUpperCase()} (${terminalSafe(v.validity.reasons.join(', '))}): see its summary`,
     );
   }
+  const judged = v.decidedBy
+    ? ` (judged on ${v.decidedBy.figures.join(' and ')}, the medians it is fitted on, each against its ${Math.round(v.decidedBy.level * 100)} % interval; the rest are shown, not judged)`
+    : '';
   lines.push(
     v.inside
-      ? `  Calibration: the server agrees with the prediction; the check is recorded in ${file}${v.addedAsPoint ? ', its run added as a point' : ''}`
+      ? `  Calibration: the server agrees with the prediction${judged}; the check is recorded in ${file}${v.addedAsPoint ? ', its run added as a point' : ''}`
       : v.refitted
-        ? `  Calibration: the server contradicts the prediction; ${file} was refitted with this run`
+        ? `  Calibration: the server contradicts the prediction${judged}; ${file} was refitted with this run`
         : v.validity?.verdict === 'invalid'
           ? `  Calibration: ${terminalSafe(v.refitProblem ?? 'not refitted')}; the check is recorded in ${file}`
-          : `  Calibration: the server contradicts the prediction; ${terminalSafe(v.refitProblem ?? 'not refitted')}: ${file} now warns of it (calibration_verify_contradicted)`,
+          : `  Calibration: the server contradicts the prediction${judged}; ${terminalSafe(v.refitProblem ?? 'not refitted')}: ${file} now warns of it (calibration_verify_contradicted)`,
   );
   lines.push(`  Results: ${terminalSafe(v.dir)}`, '');
   return lines.join('\n');

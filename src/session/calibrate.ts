@@ -323,6 +323,8 @@ export async function withCalibrationPoint(
         predicted,
         error,
         leaveOneOut: { predicted, error, heldKeys: [] },
+        // Not fitted on: its error is a held-out one, no residual of the fit's.
+        fromVerification: true,
       },
     ],
   };

@@ -768,7 +768,14 @@ async function finishLive(
     summary.warnings.push(warning('prefix_cache_uncontrolled', {}));
   }
   if (c.hitRate) judgeHitRate(c.hitRate, serverMetrics, summary, c.hooks.onNotice);
-  await predictLive(c, summary);
+  try {
+    await predictLive(c, summary);
+  } catch (err) {
+    // The measured run is what counts: a prediction that cannot be made is said, not fatal.
+    c.hooks.onNotice?.(
+      `--calibration: no prediction intervals for this run (${(err as Error).message})`,
+    );
+  }
   summary.warnings.push(...(c.hooks.warnings?.(summary) ?? []));
   finalSnapshot(c);
   await c.session.pointFinished({

@@ -52,13 +52,14 @@ export interface VirtualReplay {
 
 /**
  * Sets the prediction fields on `summary` (the run's own figures, measured or simulated) from
- * replays of its plan; nothing where the calibration fitted nothing or no draw is asked for.
+ * replays of its plan; nothing where no draw is asked for (`--prediction-draws 0`).
  * Returns the replays' count, for the caller's cost line.
  */
 export async function predictRun(summary: RunSummary, r: VirtualReplay): Promise<number> {
   const model = predictionModelOf(r.calibrated.file);
   const draws = r.draws ?? PREDICTION_DRAWS;
-  if (model.keys.length === 0 || draws === 0) return 0;
+  // Nothing fitted (every value held): the central replay alone, the intervals the scatter's.
+  if (draws === 0) return 0;
   const { load } = r.run;
   const first = await r.workload();
   // Single requests are made by id whatever the order: one workload serves every replay.

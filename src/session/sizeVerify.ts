@@ -30,7 +30,7 @@ import {
 import { LEAVE_ONE_OUT_MISS_MAX } from '../sim/calibrationWarnings.js';
 import { EngineModel, type EngineModelOptions } from '../sim/engineModel.js';
 import { resolveEngine } from '../sim/options.js';
-import { intervalOf, predictFigures, residualOf } from '../sim/prediction.js';
+import { intervalOf, PREDICTION_LEVEL, predictFigures, residualOf } from '../sim/prediction.js';
 import { formatLengthDistribution } from '../workload/distributions.js';
 import { refitCalibration, withCalibrationPoint } from './calibrate.js';
 import { redactUrl } from './outputs/otlp.js';
@@ -253,6 +253,34 @@ export function fittedMetricOf(metric: string): 'ttftMs' | 'tpotMs' | 'outputTok
 export interface Prediction {
   central: Record<string, number | null>;
   intervals: Record<string, { low: number; high: number; level: number } | undefined>;
+  /** The deciding figures' intervals at the check's per-figure level (DECIDING). */
+  decision?: Record<string, { low: number; high: number; level: number } | undefined>;
+}
+
+/**
+ * The figures a check is decided on: the medians the calibration is fitted on (ITL's median is
+ * TPOT's, not a third witness). Each at 1 - (1 - level) / 2, so that a right calibration passes
+ * both at about the prediction's level.
+ */
+export const DECIDING = ['ttft.p50', 'tpot.p50'] as const;
+const DECISION_LEVEL = 1 - (1 - PREDICTION_LEVEL) / DECIDING.length;
+
+/** Whether the check agrees: every deciding figure measured inside its decision interval. */
+export function agrees(
+  figures: readonly VerifiedFigure[],
+  decision: Prediction['decision'],
+): boolean {
+  const deciding = figures.filter((f) => decision?.[f.metric]);
+  if (deciding.length === 0) return figures.every((f) => f.inside !== false);
+  return deciding.every((f) => {
+    const range = decision?.[f.metric];
+    return (
+      range !== undefined &&
+      f.measured !== null &&
+      f.measured >= range.low &&
+      f.measured <= range.high
+    );
+  });
 }
 
 /**
@@ -364,10 +392,15 @@ function predict(
     figuresOf(simulate(withValues(engine, values), x).summary, metrics),
   );
   const intervals: Prediction['intervals'] = {};
+  const decision: Prediction['decision'] = {};
   for (const [name, value] of Object.entries(predicted.central)) {
-    intervals[name] = intervalOf(value, predicted.deltas[name] ?? [], residualOf(model, name));
+    const residual = residualOf(model, name);
+    intervals[name] = intervalOf(value, predicted.deltas[name] ?? [], residual);
+    if ((DECIDING as readonly string[]).includes(name)) {
+      decision[name] = intervalOf(value, predicted.deltas[name] ?? [], residual, DECISION_LEVEL);
+    }
   }
-  return { central: predicted.central, intervals };
+  return { central: predicted.central, intervals, decision };
 }
 
 /**
@@ -480,8 +513,10 @@ export async function verifySize(
       error: message,
     };
   }
-  const figures = compareFigures(metrics, await prediction(), measured, file);
-  const inside = figures.every((f) => f.inside !== false);
+  const predicted = await prediction();
+  const figures = compareFigures(metrics, predicted, measured, file);
+  const inside = agrees(figures, predicted.decision);
+  const decidedBy = DECIDING.filter((m) => predicted.decision?.[m]);
   const slo = evaluateThresholds(measured, parseThresholds([o.slo])).results.map((r) => ({
     metric: thresholdName(r.threshold),
     ok: r.ok,
@@ -493,6 +528,7 @@ export async function verifySize(
     at: new Date().toISOString(),
     figures,
     inside,
+    ...(decidedBy.length > 0 ? { decidedBy: { figures: decidedBy, level: DECISION_LEVEL } } : {}),
     sloHeld: slo.every((s) => s.ok),
     slo,
     validity: {
@@ -556,6 +592,7 @@ export async function recordVerification(
     requests: verification.requests,
     figures: verification.figures,
     inside: verification.inside,
+    ...(verification.decidedBy ? { decidedBy: verification.decidedBy } : {}),
     sloHeld: verification.sloHeld,
     ...(verification.validity ? { validity: verification.validity } : {}),
     refitted: verification.refitted,
@@ -563,8 +600,10 @@ export async function recordVerification(
     ...(verification.refitProblem ? { refitProblem: verification.refitProblem } : {}),
     dir: verification.dir,
   };
-  const warnings: CalibrationWarning[] = [...(next.warnings ?? [])];
+  let warnings: CalibrationWarning[] = [...(next.warnings ?? [])];
   if (!verification.inside && !verification.refitted && !invalid) {
+    // The latest contradiction stands for the earlier ones (their runs are in the history).
+    warnings = warnings.filter((w) => w.code !== 'calibration_verify_contradicted');
     warnings.push(contradicted(verification));
   }
   const written: CalibrationFile = {
@@ -580,9 +619,15 @@ export async function recordVerification(
 
 /** The warning a contradicted, unrefitted calibration carries: its worst figure, and where. */
 export function contradicted(
-  verification: Pick<SizeVerification, 'figures' | 'dir' | 'deployment' | 'load' | 'refitProblem'>,
+  verification: Pick<
+    SizeVerification,
+    'figures' | 'dir' | 'deployment' | 'load' | 'refitProblem' | 'decidedBy'
+  >,
 ): CalibrationWarning {
-  const outside = verification.figures.filter((f) => f.inside === false);
+  const deciding = verification.decidedBy?.figures;
+  const outside = verification.figures.filter(
+    (f) => f.inside === false && (deciding === undefined || deciding.includes(f.metric)),
+  );
   const worst = [...outside].sort((a, b) => Math.abs(b.error ?? 0) - Math.abs(a.error ?? 0))[0];
   const said = outside
     .map(

@@ -197,7 +197,7 @@ export function predictionModelOf(
   return predictionModel({
     fitted: file.fitted,
     ...(file.covariance ? { covariance: file.covariance } : {}),
-    pointErrors: file.points.map((p) => p.error),
+    pointErrors: file.points.flatMap((p) => (p.fromVerification ? [] : [p.error])),
     bounds: fitBounds,
     unidentified,
   });

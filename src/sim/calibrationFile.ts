@@ -96,6 +96,11 @@ export interface CalibrationPointReport {
   measured: PointMetrics;
   predicted: PointMetrics;
   error: PointMetrics;
+  /**
+   * A `size --verify` run added without a refit: its error is a prediction's, not a residual of
+   * the fit (prediction.ts leaves it out of the residual scatter).
+   */
+  fromVerification?: true;
   leaveOneOut?: {
     predicted: PointMetrics;
     error: PointMetrics;
@@ -188,8 +193,15 @@ export interface CalibrationVerification {
   server: string;
   requests: number;
   figures: VerifiedFigure[];
-  /** Every figure with a verdict was inside. */
+  /**
+   * The medians the calibration is fitted on (TTFT's and TPOT's) each inside its interval at
+   * `decidedBy.level`, so that the check together is at the prediction's level (two figures at
+   * 95 %: a right calibration is contradicted about one time in ten, not one in two as five
+   * figures at 90 % each would be); the tails are shown, not judged. Older entries: every
+   * figure inside its 90 % interval.
+   */
   inside: boolean;
+  decidedBy?: { figures: string[]; level: number };
   /** The SLOs held on the server at this load. */
   sloHeld: boolean;
   /**
