@@ -30,14 +30,13 @@ import { spawnSimulator } from '../src/session/simulator.js';
 import {
   fitBounds,
   predictionModelOf,
+  predictWithIntervals,
   relativeErrors,
   replayPoint,
-  withValues,
 } from '../src/sim/calibrate.js';
 import { type FitKey, fitFlag } from '../src/sim/calibrationFile.js';
 import { EngineModel } from '../src/sim/engineModel.js';
 import { resolveEngine } from '../src/sim/options.js';
-import { intervalOf, predictFigures, residualOf } from '../src/sim/prediction.js';
 
 const { values: args } = parseArgs({
   options: {
@@ -162,26 +161,15 @@ async function repeat(root: string): Promise<Repeat> {
   const blockSize = new EngineModel(resolved.engine).config.blockSize;
   const point = await readCalibrationPoint(heldOut, 500, blockSize, problems, []);
   if (!point) throw new Error(problems.join('; '));
-  const engine = resolved.engine;
-  const figures = predictFigures(predictionModelOf(file), (values) => {
-    const m = replayPoint(withValues(engine, values), point);
-    const figure = (x: number) => (Number.isFinite(x) ? x : null);
-    return {
-      ttftMs: figure(m.ttftMs),
-      tpotMs: figure(m.tpotMs),
-      outputTokPerS: figure(m.outputTokPerS),
-    };
-  });
-  const model = predictionModelOf(file);
-  const predicted = {
-    ttftMs: figures.central.ttftMs ?? Number.NaN,
-    tpotMs: figures.central.tpotMs ?? Number.NaN,
-    outputTokPerS: figures.central.outputTokPerS ?? Number.NaN,
-  };
+  const { predicted, interval } = predictWithIntervals(
+    predictionModelOf(file),
+    resolved.engine,
+    point,
+  );
   const error = relativeErrors(predicted, point.measured);
   let inside = 0;
   const intervals = (['tpotMs', 'ttftMs', 'outputTokPerS'] as const).map((k) => {
-    const range = intervalOf(predicted[k], figures.deltas[k], residualOf(model, k));
+    const range = interval[k];
     const measured = point.measured[k];
     const holds = range !== undefined && measured >= range.low && measured <= range.high;
     if (holds) inside++;

@@ -450,7 +450,7 @@ function predictionLines(summary: RunSummary, rows: [string, Distribution][]): s
   }
   if (lines.length === 0) return [];
   return [
-    `  ${fmt(p.level * 100, 0)}% prediction intervals (calibration ${terminalSafe(p.calibration)}, ${fmtNumber(p.draws)} draws; docs/metrics.md, "Prediction intervals"):`,
+    `  ${fmt(p.level * 100, 0)}% prediction intervals (calibration ${terminalSafe(p.calibration)}, ${fmtNumber(p.draws)} draws; p99 takes the median's scatter; docs/metrics.md, "Prediction intervals"):`,
     ...lines,
   ];
 }

@@ -1342,24 +1342,10 @@ export function leaveOneOut(
       let predicted: PointMetrics;
       let interval: LeaveOneOut['interval'];
       if (drawn) {
-        const figures = predictFigures<MetricKey>(
-          drawn,
-          (v) => {
-            o.onSimulated?.();
-            return nullIfNaN(replayPoint(withValues(base, { ...values, ...v }), point));
-          },
-          { draws },
-        );
-        predicted = {
-          ttftMs: figures.central.ttftMs ?? Number.NaN,
-          tpotMs: figures.central.tpotMs ?? Number.NaN,
-          outputTokPerS: figures.central.outputTokPerS ?? Number.NaN,
-        };
-        interval = {};
-        for (const m of METRIC_KEYS) {
-          const range = intervalOf(predicted[m], figures.deltas[m], residualOf(drawn, m));
-          if (range) interval[m] = range;
-        }
+        ({ predicted, interval } = predictWithIntervals(drawn, options, point, {
+          draws,
+          ...(o.onSimulated ? { onSimulated: o.onSimulated } : {}),
+        }));
       } else {
         predicted = replayPoint(options, point);
         o.onSimulated?.();
@@ -1375,6 +1361,38 @@ export function leaveOneOut(
     o.onFold?.(fold + 1, folds);
   }
   return out;
+}
+
+/**
+ * A point predicted on `options` (the fitted values set) with its intervals: the central replay
+ * and `draws` replays at draws of the model's values, each metric's interval at the prediction's
+ * level (prediction.ts).
+ */
+export function predictWithIntervals(
+  model: PredictionModel,
+  options: EngineModelOptions,
+  point: CalibrationPoint,
+  o: { draws?: number; onSimulated?: () => void } = {},
+): { predicted: PointMetrics; interval: Partial<Record<MetricKey, PredictionInterval>> } {
+  const figures = predictFigures<MetricKey>(
+    model,
+    (values) => {
+      o.onSimulated?.();
+      return nullIfNaN(replayPoint(withValues(options, values), point));
+    },
+    o.draws !== undefined ? { draws: o.draws } : {},
+  );
+  const predicted = {
+    ttftMs: figures.central.ttftMs ?? Number.NaN,
+    tpotMs: figures.central.tpotMs ?? Number.NaN,
+    outputTokPerS: figures.central.outputTokPerS ?? Number.NaN,
+  };
+  const interval: Partial<Record<MetricKey, PredictionInterval>> = {};
+  for (const m of METRIC_KEYS) {
+    const range = intervalOf(predicted[m], figures.deltas[m], residualOf(model, m));
+    if (range) interval[m] = range;
+  }
+  return { predicted, interval };
 }
 
 /** A run's metrics as figures to draw (a median of no value is null). */

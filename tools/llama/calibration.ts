@@ -18,18 +18,12 @@ import {
   type CalibrationPoint,
   pointFromRecords,
   predictionModelOf,
+  predictWithIntervals,
   relativeErrors,
-  replayPoint,
-  withValues,
 } from '../../src/sim/calibrate.js';
 import { type PointMetrics, readCalibrationFile } from '../../src/sim/calibrationFile.js';
 import { resolveEngine } from '../../src/sim/options.js';
-import {
-  intervalOf,
-  type PredictionInterval,
-  predictFigures,
-  residualOf,
-} from '../../src/sim/prediction.js';
+import type { PredictionInterval } from '../../src/sim/prediction.js';
 import { localCpu } from './cpu-spec.js';
 import { buildVocabulary, LLAMA_PRESETS, type LlamaPreset } from './model.js';
 import { type CpuSnapshot, type CpuUse, cpuSnapshot, cpuUse } from './server.js';
@@ -320,27 +314,11 @@ export async function predictFromCalibration(
   const engine = resolveEngine({ calibration: calibrationPath });
   if (!engine.engine) throw new Error(engine.problems.join('; '));
   const point = await readPoint(dir, load);
-  const options = engine.engine;
-  const model = predictionModelOf(readCalibrationFile(calibrationPath));
-  const figures = predictFigures(model, (values) => {
-    const m = replayPoint(withValues(options, values), point);
-    const figure = (x: number) => (Number.isFinite(x) ? x : null);
-    return {
-      ttftMs: figure(m.ttftMs),
-      tpotMs: figure(m.tpotMs),
-      outputTokPerS: figure(m.outputTokPerS),
-    };
-  });
-  const predicted = {
-    ttftMs: figures.central.ttftMs ?? Number.NaN,
-    tpotMs: figures.central.tpotMs ?? Number.NaN,
-    outputTokPerS: figures.central.outputTokPerS ?? Number.NaN,
-  };
-  const interval: Prediction['interval'] = {};
-  for (const k of ['ttftMs', 'tpotMs', 'outputTokPerS'] as const) {
-    const range = intervalOf(predicted[k], figures.deltas[k], residualOf(model, k));
-    if (range) interval[k] = range;
-  }
+  const { predicted, interval } = predictWithIntervals(
+    predictionModelOf(readCalibrationFile(calibrationPath)),
+    engine.engine,
+    point,
+  );
   return {
     name: load.name,
     measured: point.measured,
