@@ -19,7 +19,7 @@
  * simulate a set of values.
  */
 import { createRng } from '../rng.js';
-import { logGamma, normalDeviate } from '../workload/distributions.js';
+import { erfc, logGamma, normalDeviate } from '../workload/distributions.js';
 import type { FitCovariance, FitKey, FittedValue, PointMetrics } from './calibrationFile.js';
 import type { FitBounds } from './calibrationWarnings.js';
 
@@ -332,30 +332,9 @@ function mixtureQuantile(deltas: readonly number[], residual: Residual, q: numbe
   return (lo + hi) / 2;
 }
 
-/** The standard normal's distribution function (erfc by Numerical Recipes' Chebyshev fit, |error| < 1.2e-7). */
+/** The standard normal's distribution function. */
 export function normalCdf(z: number): number {
-  const x = Math.abs(z) / Math.SQRT2;
-  const t = 1 / (1 + 0.5 * x);
-  const erfc =
-    t *
-    Math.exp(
-      -x * x -
-        1.26551223 +
-        t *
-          (1.00002368 +
-            t *
-              (0.37409196 +
-                t *
-                  (0.09678418 +
-                    t *
-                      (-0.18628806 +
-                        t *
-                          (0.27886807 +
-                            t *
-                              (-1.13520398 +
-                                t * (1.48851587 + t * (-0.82215223 + t * 0.17087277)))))))),
-    );
-  return z >= 0 ? 1 - erfc / 2 : erfc / 2;
+  return 0.5 * erfc(-z / Math.SQRT2);
 }
 
 /** Student's t distribution function with `dof` degrees of freedom (through the incomplete beta). */

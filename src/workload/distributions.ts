@@ -393,7 +393,7 @@ export function logGamma(x: number): number {
 }
 
 /** Complementary error function, relative error below 1.2e-7 everywhere (Chebyshev fit). */
-function erfc(x: number): number {
+export function erfc(x: number): number {
   const z = Math.abs(x);
   const t = 1 / (1 + 0.5 * z);
   const r =
