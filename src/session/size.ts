@@ -416,7 +416,7 @@ function finish(
   found: string[],
   started: number,
 ): SizeResult {
-  const warnings = new Set(found);
+  const warnings = new Set(mergeOutsideValidation(found));
   markPareto(deployments);
   const feasible = deployments.filter((d) => d.feasible);
   const unpriced = [
@@ -453,6 +453,21 @@ function calibrationWarningsOf(path: string | undefined): Pick<SizeResult, 'cali
   } catch {
     return {};
   }
+}
+
+/**
+ * The simulator's notices that a setup lies outside its validated range (validatedRange.ts), one
+ * per GPU and engine a search tried, as one line: what was outside, setup by setup.
+ */
+function mergeOutsideValidation(found: readonly string[]): string[] {
+  const prefix = 'simulator outside its validation: ';
+  const outside = found.filter((w) => w.startsWith(prefix));
+  if (outside.length <= 1) return [...found];
+  const setups = outside.map((w) => w.slice(prefix.length).split('; validated on')[0]);
+  return [
+    ...found.filter((w) => !w.startsWith(prefix)),
+    `${prefix}${setups.join('; ')} (where each engine was validated: docs/simulator-validation.md)`,
+  ];
 }
 
 /**
