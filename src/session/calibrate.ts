@@ -275,6 +275,8 @@ export async function calibrate(
     steps,
     held,
   );
+  // What a refit (size --verify) must read again as this fit did.
+  if (maxRequests !== DEFAULT_MAX_REQUESTS) file.maxRequests = maxRequests;
   return {
     file,
     engine: `${model.model.name} ${model.weights.dtype} on ${model.tp > 1 ? `TP${model.tp} ` : ''}${model.dp > 1 ? `DP${model.dp} ` : ''}${model.gpu.name}, ${model.personality}`,
@@ -302,7 +304,7 @@ export async function withCalibrationPoint(
   const blockSize = new EngineModel(resolved.engine).config.blockSize;
   const point = await readCalibrationPoint(
     dir,
-    DEFAULT_MAX_REQUESTS,
+    file.maxRequests ?? DEFAULT_MAX_REQUESTS,
     blockSize,
     problems,
     warnings,
@@ -365,6 +367,7 @@ export async function refitCalibration(
     fit: fit.map((k) => fitFlag(k).slice(2)).join(','),
     ...(steps?.length ? { steps } : {}),
     ...(unidentified.length > 0 ? { holdUnidentified: true } : {}),
+    ...(file.maxRequests !== undefined ? { maxRequests: file.maxRequests } : {}),
   });
   return result.file;
 }

@@ -140,6 +140,8 @@ export interface CalibrationFile {
   /** Values not fitted (the user's flags or the engine's defaults). */
   held: Partial<Record<FitKey, number>>;
   covariance?: FitCovariance;
+  /** calibrate's `--max-requests` where not its default: a refit reads the runs as the fit did. */
+  maxRequests?: number;
   /** Step times measured on the server, used in the fit and wherever the engine is the same. */
   steps?: CalibrationSteps;
   points: CalibrationPointReport[];
@@ -334,6 +336,7 @@ function fileSchema() {
     }),
     fitted: keyed(fittedValue),
     held: keyed(bounded),
+    maxRequests: count(1).optional(),
     covariance: z
       .looseObject({
         keys: z.array(z.enum(FIT_KEYS)),
