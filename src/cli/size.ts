@@ -118,7 +118,7 @@ async function sizeAction(o: Record<string, string | boolean | undefined>): Prom
   const prepared = prepareSize(o);
   for (const note of prepared.notes ?? []) printNotice('size', note);
   if (!prepared.options) return printProblems('size', prepared.problems);
-  const { traffic, scenario, slo } = prepared.options;
+  const { traffic, scenario } = prepared.options;
   const progress = sizeProgress({
     terminal: process.stderr.isTTY === true,
     write: (text) => process.stderr.write(text),
@@ -151,36 +151,19 @@ async function sizeAction(o: Record<string, string | boolean | undefined>): Prom
     );
   }
   printWarnings('size', result.warnings);
-  // The loop closed on the server: after a whole search only (a stopped one recommends nothing).
-  let verification: Awaited<ReturnType<typeof verifyOn>> | undefined;
-  // What stops the check itself (a calibration file that cannot be read) is thrown after the
-  // search's result is written.
-  let verifyFailure: unknown;
-  if (prepared.verify && (result.interrupted || result.prediction?.interrupted)) {
-    printNotice(
-      'size',
-      `--verify: not run, the ${result.interrupted ? 'search' : 'predictions'} stopped before the recommendation was settled`,
-    );
-  } else if (prepared.verify) {
-    try {
-      verification = await verifyOn(prepared.options, result, prepared.verify);
-    } catch (err) {
-      verifyFailure = err;
-    }
-  }
-  // A trace sets every request's lengths: no scenario is sized.
-  const json = {
-    traffic,
-    ...(traffic.mode === 'trace' ? {} : { scenario: describeScenario(scenario) }),
-    slo,
-    ...result,
-    ...(verification ? { verification } : {}),
-  };
+  // The loop closed on the server, after a whole search.
+  const { verification, skipped, failure } = prepared.verify
+    ? await (await import('../session/sizeVerify.js')).verifyAfterSearch(prepared.options, result, {
+        ...prepared.verify,
+        env: process.env,
+        onNotice: (message) => printNotice('size', message),
+      })
+    : {};
+  if (skipped) printNotice('size', `--verify: ${skipped}`);
+  const { sizeDocument, writeSizeResults } = await import('../session/sizeResults.js');
+  const json = sizeDocument(prepared.options, result, verification);
   const out = typeof o.out === 'string' ? o.out : undefined;
-  if (out) {
-    const { writeSizeResults } = await import('../session/sizeResults.js');
-    await writeSizeResults(out, json);
-  }
+  if (out) await writeSizeResults(out, json);
   if (o.json) process.stdout.write(`${JSON.stringify(json, null, 2)}\n`);
   else {
     const [{ renderSize, sizeTrafficText }, { terminalSafe }] = await Promise.all([
@@ -201,7 +184,7 @@ async function sizeAction(o: Record<string, string | boolean | undefined>): Prom
     }
     if (out) printNotice('size', `results: ${out}/size.json, ${out}/report.html`);
   }
-  if (verifyFailure !== undefined) throw verifyFailure;
+  if (failure !== undefined) throw failure;
   if (result.interrupted || result.prediction?.interrupted) return EXIT.interrupted;
   // A server that could not be measured fails the command as it fails `run` (the size result is
   // written); a prediction the server contradicts is an answer, said, not a failure.
@@ -211,17 +194,4 @@ async function sizeAction(o: Record<string, string | boolean | undefined>): Prom
     return EXIT.failure;
   }
   return EXIT.ok;
-}
-
-async function verifyOn(
-  options: import('../session/size.js').SizeOptions,
-  result: import('../session/size.js').SizeResult,
-  verify: import('../session/sizeVerify.js').SizeVerifyOptions,
-) {
-  const { verifySize } = await import('../session/sizeVerify.js');
-  return verifySize(options, result, {
-    ...verify,
-    env: process.env,
-    onNotice: (message) => printNotice('size', message),
-  });
 }

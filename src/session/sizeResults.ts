@@ -2,6 +2,9 @@
 import { writeFileSync } from 'node:fs';
 import { resultPath, writeJson } from '../results/layout.js';
 import { newId, openRunDir, writeManifest } from '../results/runFiles.js';
+import { describeScenario } from '../workload/scenarios.js';
+import type { SizeOptions, SizeResult } from './size.js';
+import type { SizeVerification } from './sizeVerify.js';
 
 export async function writeSizeResults(dir: string, size: Record<string, unknown>): Promise<void> {
   openRunDir(dir);
@@ -20,4 +23,22 @@ export async function writeSizeResults(dir: string, size: Record<string, unknown
     resultPath(dir, 'report'),
     renderHtmlReport({ kind: 'size', dir, size: { schemaVersion: 1, ...size } }),
   );
+}
+
+/**
+ * size.json's content: the traffic, the scenario sized (none for a trace, which sets every
+ * request's lengths), the SLOs, the result and the check on the server.
+ */
+export function sizeDocument(
+  o: Pick<SizeOptions, 'traffic' | 'scenario' | 'slo'>,
+  result: SizeResult,
+  verification: SizeVerification | undefined,
+): Record<string, unknown> {
+  return {
+    traffic: o.traffic,
+    ...(o.traffic.mode === 'trace' ? {} : { scenario: describeScenario(o.scenario) }),
+    slo: o.slo,
+    ...result,
+    ...(verification ? { verification } : {}),
+  };
 }

@@ -404,6 +404,29 @@ function predict(
 }
 
 /**
+ * The check after a search: run only after a whole one (a stopped search or stopped predictions
+ * settle no recommendation: `skipped` says which). What stops the check itself (a calibration
+ * file that cannot be read) is `failure`, for the caller to throw once the search's result is
+ * written.
+ */
+export async function verifyAfterSearch(
+  o: SizeOptions,
+  result: SizeResult,
+  v: SizeVerifyOptions,
+): Promise<{ verification?: SizeVerification; skipped?: string; failure?: unknown }> {
+  if (result.interrupted || result.prediction?.interrupted) {
+    return {
+      skipped: `not run, the ${result.interrupted ? 'search' : 'predictions'} stopped before the recommendation was settled`,
+    };
+  }
+  try {
+    return { verification: await verifySize(o, result, v) };
+  } catch (failure) {
+    return { failure };
+  }
+}
+
+/**
  * Verifies a size result on the server: chooses the point, measures it, predicts it, compares,
  * and records the check in the calibration (refitting it when contradicted, unless `noRefit`).
  * Throws only on what the caller got wrong (no calibration, a trace); a server that cannot be
