@@ -14,6 +14,25 @@ import {
   SIM_MODEL_VERSION,
 } from '../../src/sim/calibrationFile.js';
 
+/** What calibration.json says of itself and of its engine: Llama-3-8B bf16 on one L40S, vLLM V1. */
+export const L40S_CALIBRATION = {
+  format: CALIBRATION_FORMAT,
+  schemaVersion: CALIBRATION_SCHEMA,
+  infergauge: '0.1.0',
+  simulatorModelVersion: SIM_MODEL_VERSION,
+  createdAt: '2026-12-06T00:00:00.000Z',
+  engine: {
+    args: ['--model', 'llama-3-8b', '--gpu', 'l40s'],
+    personality: 'vllm-v1',
+    model: 'Llama-3-8B',
+    gpu: 'L40S 48GB',
+    gpuFamily: 'ada',
+    tp: 1,
+    dp: 1,
+    dtype: 'bf16',
+  },
+} satisfies Partial<CalibrationFile>;
+
 /** A fitted value with a relative standard error `logSd` (its one-s.e. range on the log scale). */
 const fitted = (value: number, logSd: number): FittedValue => ({
   value,
@@ -46,21 +65,7 @@ export function calibrationFixture(
   );
   const measured = { ttftMs: 30, tpotMs: 20, outputTokPerS: 100 };
   return {
-    format: CALIBRATION_FORMAT,
-    schemaVersion: CALIBRATION_SCHEMA,
-    infergauge: '0.1.0',
-    simulatorModelVersion: SIM_MODEL_VERSION,
-    createdAt: '2026-12-06T00:00:00.000Z',
-    engine: {
-      args: ['--model', 'llama-3-8b', '--gpu', 'l40s'],
-      personality: 'vllm-v1',
-      model: 'Llama-3-8B',
-      gpu: 'L40S 48GB',
-      gpuFamily: 'ada',
-      tp: 1,
-      dp: 1,
-      dtype: 'bf16',
-    },
+    ...L40S_CALIBRATION,
     fitted: Object.fromEntries(keys.map((k) => [k, fitted(...(values[k] as [number, number]))])),
     held: {},
     covariance: { keys, matrix },

@@ -21,12 +21,8 @@ import {
 import { prepareSize } from '../../../src/session/sizeOptions.js';
 import { betterShare } from '../../../src/session/sizePrediction.js';
 import { sizeProgress } from '../../../src/session/sizeProgress.js';
-import {
-  CALIBRATION_FORMAT,
-  CALIBRATION_SCHEMA,
-  type CalibrationFile,
-  SIM_MODEL_VERSION,
-} from '../../../src/sim/calibrationFile.js';
+import type { CalibrationFile } from '../../../src/sim/calibrationFile.js';
+import { L40S_CALIBRATION } from '../../helpers/calibration.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'ig-size-prediction-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
@@ -42,21 +38,7 @@ const fitted = (value: number, rel: number) => ({
 const metrics = { ttftMs: 50, tpotMs: 20, outputTokPerS: 100 };
 /** Llama-3-8B on an L40S, the bandwidth and compute shares each known to 5 %. */
 const calibration: CalibrationFile = {
-  format: CALIBRATION_FORMAT,
-  schemaVersion: CALIBRATION_SCHEMA,
-  infergauge: '0.1.0',
-  simulatorModelVersion: SIM_MODEL_VERSION,
-  createdAt: '2026-12-06T00:00:00.000Z',
-  engine: {
-    args: ['--model', 'llama-3-8b', '--gpu', 'l40s'],
-    personality: 'vllm-v1',
-    model: 'Llama-3-8B',
-    gpu: 'L40S 48GB',
-    gpuFamily: 'ada',
-    tp: 1,
-    dp: 1,
-    dtype: 'bf16',
-  },
+  ...L40S_CALIBRATION,
   fitted: { mbu: fitted(0.6, 0.05), mfu: fitted(0.45, 0.05) },
   held: {},
   covariance: {

@@ -24,13 +24,8 @@ import {
   type SizeVerification,
   verifiedMetrics,
 } from '../../../src/session/sizeVerify.js';
-import {
-  CALIBRATION_FORMAT,
-  CALIBRATION_SCHEMA,
-  type CalibrationFile,
-  readCalibrationFile,
-  SIM_MODEL_VERSION,
-} from '../../../src/sim/calibrationFile.js';
+import { type CalibrationFile, readCalibrationFile } from '../../../src/sim/calibrationFile.js';
+import { L40S_CALIBRATION } from '../../helpers/calibration.js';
 
 const SERVED: ServedEngine = {
   model: 'Llama-3-8B',
@@ -307,20 +302,7 @@ describe('the check into calibration.json', () => {
   after(() => rmSync(dir, { recursive: true, force: true }));
   const metrics = { ttftMs: 40, tpotMs: 12, outputTokPerS: 900 };
   const FILE: CalibrationFile = {
-    format: CALIBRATION_FORMAT,
-    schemaVersion: CALIBRATION_SCHEMA,
-    infergauge: '0.1.0',
-    simulatorModelVersion: SIM_MODEL_VERSION,
-    createdAt: '2026-12-06T00:00:00.000Z',
-    engine: {
-      args: ['--model', 'llama-3-8b', '--gpu', 'l40s'],
-      personality: 'vllm-v1',
-      model: 'Llama-3-8B',
-      gpu: 'L40S 48GB',
-      tp: 1,
-      dp: 1,
-      dtype: 'bf16',
-    },
+    ...L40S_CALIBRATION,
     fitted: { mfu: { value: 0.4, stdErr: 0.01, low: 0.39, high: 0.41, before: 0.65 } },
     held: { mbu: 0.55 },
     points: [

@@ -10,17 +10,15 @@ import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
 import fc from 'fast-check';
 import {
-  CALIBRATION_FORMAT,
-  CALIBRATION_SCHEMA,
   type CalibrationFile,
   CalibrationFileError,
   calibrationFromValue,
   readCalibrationFile,
-  SIM_MODEL_VERSION,
 } from '../../../src/sim/calibrationFile.js';
 import { ENGINE_LIMITS } from '../../../src/sim/engineLimits.js';
 import { engineSettingsFromFlags, resolveEngine } from '../../../src/sim/options.js';
 import { parseSimulatorArgs, simulatorOptionProblems } from '../../../src/sim/simulatorOptions.js';
+import { L40S_CALIBRATION } from '../../helpers/calibration.js';
 import { FUZZ_SEED } from '../../helpers/fuzzProperties.js';
 
 const metrics = { ttftMs: 40, tpotMs: 12, outputTokPerS: 900 };
@@ -34,21 +32,7 @@ const fittedValue = (value: number) => ({
 
 /** A file as calibrate writes it (sim/calibrate.ts buildCalibrationFile). */
 const VALID: CalibrationFile = {
-  format: CALIBRATION_FORMAT,
-  schemaVersion: CALIBRATION_SCHEMA,
-  infergauge: '0.1.0',
-  simulatorModelVersion: SIM_MODEL_VERSION,
-  createdAt: '2026-12-06T00:00:00.000Z',
-  engine: {
-    args: ['--model', 'llama-3-8b', '--gpu', 'l40s'],
-    personality: 'vllm-v1',
-    model: 'Llama-3-8B',
-    gpu: 'L40S 48GB',
-    gpuFamily: 'ada',
-    tp: 1,
-    dp: 1,
-    dtype: 'bf16',
-  },
+  ...L40S_CALIBRATION,
   fitted: { mbu: fittedValue(0.7), mfu: fittedValue(0.5), stepOverheadMs: fittedValue(2.5) },
   held: { perSeqOverheadUs: 13, frontendLatencyMs: 20 },
   steps: {
