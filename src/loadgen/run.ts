@@ -300,7 +300,7 @@ export async function runLoadgen(
   let measuredSent = 0;
   let closedWindowUs: number | undefined;
   const nextClosed = (atUs: number): Unit | undefined => {
-    if (stoppedBySignal) return undefined;
+    if (stoppedBySignal || requests.failure) return undefined;
     const warmupId = idAt(ids.warmup, warmupSent);
     if (warmupId !== undefined) {
       warmupSent++;
@@ -322,7 +322,7 @@ export async function runLoadgen(
   const lastMeasured = lastId(ids.measured);
   let openWindowUs: number | undefined;
   const nextOpen = (k: number, atUs: number): Unit | 'skip' | undefined => {
-    if (stoppedBySignal) return undefined;
+    if (stoppedBySignal || requests.failure) return undefined;
     if (k < ids.measureFromId) {
       if (inSequence(ids.warmup, k)) return request(k, 'warmup', atUs);
       return k > lastWarmup && lastMeasured < ids.measureFromId ? undefined : 'skip';
@@ -381,21 +381,28 @@ export async function runLoadgen(
   };
   options.cancelSignal?.addEventListener('abort', onCancel, { once: true });
   try {
-    if (load.mode === 'closed') {
-      await runClosedLoop(load.concurrency, clock, nextClosed, startUnit);
-    } else {
-      unsentRequests = await runOpenLoop(
-        load,
-        options,
-        clock,
-        options.startAtUs ?? clock.nowUs(),
-        nextOpen,
-        startUnit,
-        sendSlipMs,
-        () => stoppedBySignal,
-        fine,
-      );
+    try {
+      if (load.mode === 'closed') {
+        await runClosedLoop(load.concurrency, clock, nextClosed, startUnit);
+      } else {
+        unsentRequests = await runOpenLoop(
+          load,
+          options,
+          clock,
+          options.startAtUs ?? clock.nowUs(),
+          nextOpen,
+          startUnit,
+          sendSlipMs,
+          () => stoppedBySignal,
+          fine,
+        );
+      }
+    } finally {
+      // The last requests' records wait for their turns (RequestSlot); a turn queued now is
+      // served after them.
+      await nextTurn();
     }
+    if (requests.failure) throw requests.failure.err;
   } finally {
     options.stopSignal?.removeEventListener('abort', onStop);
     options.cancelSignal?.removeEventListener('abort', onCancel);
@@ -490,12 +497,13 @@ function watchGcPauses(): {
 
 /**
  * Resolves on a later turn of the event loop, one waiter per turn, first come first served.
- * A request finishes inside the read that brought its last event; what follows (its record,
- * the summary, the next request: a few hundred microseconds) would run before any other read
- * of that turn is stamped, and a closed loop's requests finish in waves: at 256 streams a wave
- * held every other stream's events for 50-140 ms (bench:peer's per-event stamp error). With one
- * finished request per turn, libuv polls the sockets between them, so a waiting read is
- * stamped after at most one request's work.
+ * A request finishes inside the read that brought its last event; its record and what follows
+ * it (the summary, a session's next step: a hundred microseconds and more) would run before any
+ * other read of that turn is stamped, and a closed loop's requests finish in waves: at 256
+ * streams a wave held every other stream's events for 50-140 ms (bench:peer's per-event stamp
+ * error). With one finished request per turn, libuv polls the sockets between them, so a
+ * waiting read is stamped after at most one request's work. (A plain request's next one goes
+ * out before its turn: RequestSlot.)
  */
 function afterTurn(callback: () => void): void {
   turnWaiters.push(callback);
@@ -605,11 +613,24 @@ type StartUnit = (unit: Unit, done: UnitDone) => void;
 interface RequestContext extends RequestRoute {
   progress: LoadgenProgress;
   onRecord: (record: RequestRecord) => void;
+  /**
+   * A record that could not be written after its user had gone on (RequestSlot): nothing more
+   * is sent, and the run fails with it once the requests in flight have ended.
+   */
+  failure?: { err: unknown };
 }
 
-/** Counts a request as finished and, unless `hold`, writes its record. */
-function recordFinished(c: RequestContext, record: RequestRecord, hold: boolean): void {
-  c.progress.inFlight--;
+/**
+ * Counts a request as finished and, unless `hold`, writes its record. `left`: its user already
+ * went on, and it was counted out of flight then.
+ */
+function recordFinished(
+  c: RequestContext,
+  record: RequestRecord,
+  hold: boolean,
+  left = false,
+): void {
+  if (!left) c.progress.inFlight--;
   c.progress.finished++;
   if (record.error) c.progress.failed++;
   if (!hold) c.onRecord(record);
@@ -630,6 +651,8 @@ function plainRequests(c: RequestContext, nextRequest: (id: number) => RequestSp
 class RequestSlot {
   private record: RequestRecord | undefined;
   private done: UnitDone | undefined;
+  /** The unit's end, called from a microtask once the read that ended its request is parsed. */
+  private leaving: UnitDone | undefined;
 
   constructor(
     private readonly c: RequestContext,
@@ -658,26 +681,47 @@ class RequestSlot {
     startRequest(c, pending, this.finished);
   }
 
-  // Its record and the next request wait for a turn of their own: the reads already waiting
-  // are stamped first (afterTurn).
+  // An answer's end frees its user at once: the next request goes out when the read that ended
+  // this one has been parsed (a microtask, by when its connection is back in the pool), as a
+  // closed loop's user sends as soon as its answer ends. Its record waits for a turn of its own
+  // (afterTurn), so that the reads already waiting are stamped before it is written. Sent on that
+  // turn too, a wave's next requests were spread over as many turns, tens of milliseconds at 256
+  // streams: fewer requests in flight than the concurrency asked while they waited, and against a
+  // server that paces each stream from its request, the streams' events out of phase, read in
+  // several times as many wake-ups (docs/benchmarks.md, "engine-paced"). A failed request (refused,
+  // unsendable: maybe before any read, and the next one at once again) frees its user only with
+  // its record, a turn later: sent at once, a run of such failures would never yield to the loop.
   private readonly finished = (record: RequestRecord): void => {
     this.record = record;
+    if (record.error === undefined) {
+      this.leaving = this.done;
+      this.done = undefined;
+      this.c.progress.inFlight--;
+      queueMicrotask(this.leave);
+    }
     afterTurn(this.recorded);
+  };
+
+  private readonly leave = (): void => {
+    const leaving = this.leaving as UnitDone;
+    this.leaving = undefined;
+    leaving(undefined);
   };
 
   private readonly recorded = (): void => {
     const record = this.record as RequestRecord;
-    const done = this.done as UnitDone;
+    const done = this.done;
     this.record = undefined;
     this.done = undefined;
     let failure: { err: unknown } | undefined;
     try {
-      recordFinished(this.c, record, false);
+      recordFinished(this.c, record, false, done === undefined);
     } catch (err) {
       failure = { err };
     }
     this.free.push(this);
-    done(failure);
+    if (done) done(failure);
+    else if (failure) this.c.failure ??= failure;
   };
 }
 
