@@ -25,8 +25,9 @@
  * `vllm bench serve`, read from its --save-result JSON. docs/benchmarks.md, "Side by side with
  * vLLM's client", has the commands of the issue's tables.
  *
- *   npm run bench:peer -- [--regime client-bound|paced|own-write]
+ *   npm run bench:peer -- [--regime client-bound|paced|own-write|engine-paced]
  *     [--levels 16,64,256] [--tokens-per-event 1] [--ttft-ms 0] [--itl-ms 0] [--events-per-s 0]
+ *     [--step-ms 0]
  *     [--requests 10000] [--repeats 3] [--workers default,0,1] [--clients infergauge,vllm,floor]
  *     [--floor-objects 0,0] [--peer PATH|vllm] [--peer-tokenizer NAME] [--python /usr/bin/python3]
  *     [--infergauge-args 'ARGS;ARGS...']
@@ -68,11 +69,25 @@ const PEER_IMPORTS = 'import aiohttp, numpy, pandas, PIL, tqdm';
  *   events/s), each read one event;
  * - own-write: each event in a write of its own at 15,000 events/s over 64 streams, below either
  *   client's pace, so each read is one event and the kernel's share per event is the largest.
+ * - engine-paced: paced's timing in an engine's 10 ms steps (fake-openai --step-ms): every stream
+ *   gets its token at the same step's end, whatever the phase its client's sends gave it. In
+ *   `paced` a client that sends a wave's next requests together (the floor) keeps its streams
+ *   in phase, and reads their events in a few wake-ups a step; one that spreads its sends
+ *   spreads the events and wakes several times as often: a difference of the fake server's
+ *   pacing, not of the clients' reading, which this regime removes.
  */
 const REGIMES = {
   'client-bound': { levels: '64', ttftMs: '0', itlMs: '0', eventsPerS: '0', requests: '10000' },
   paced: { levels: '256', ttftMs: '50', itlMs: '10', eventsPerS: '0', requests: '3000' },
   'own-write': { levels: '64', ttftMs: '0', itlMs: '0', eventsPerS: '15000', requests: '2000' },
+  'engine-paced': {
+    levels: '256',
+    ttftMs: '50',
+    itlMs: '10',
+    eventsPerS: '0',
+    stepMs: '10',
+    requests: '3000',
+  },
 } as const;
 
 /** Without a regime: concurrency 16, 64, 256 as fast as the client reads. */
@@ -94,6 +109,8 @@ interface Options {
   itlMs: number;
   /** The server's cap on token events a second (fake-openai --events-per-s); 0: none. */
   eventsPerS: number;
+  /** The server's engine step (fake-openai --step-ms); 0: each stream keeps its own phase. */
+  stepMs: number;
   requests: number;
   repeats: number;
   /** infergauge --workers values; "default" leaves the flag out. */
@@ -134,6 +151,7 @@ function parseOptions(): Options {
       'ttft-ms': { type: 'string' },
       'itl-ms': { type: 'string' },
       'events-per-s': { type: 'string' },
+      'step-ms': { type: 'string' },
       requests: { type: 'string' },
       repeats: { type: 'string', default: '3' },
       workers: { type: 'string', default: 'default' },
@@ -179,6 +197,12 @@ function parseOptions(): Options {
     ttftMs: numberArg('--ttft-ms', values['ttft-ms'] ?? preset.ttftMs, 0, false),
     itlMs: numberArg('--itl-ms', values['itl-ms'] ?? preset.itlMs, 0, false),
     eventsPerS: numberArg('--events-per-s', values['events-per-s'] ?? preset.eventsPerS, 0, false),
+    stepMs: numberArg(
+      '--step-ms',
+      values['step-ms'] ?? ('stepMs' in preset ? String(preset.stepMs) : '0'),
+      0,
+      false,
+    ),
     requests: numberArg('--requests', values.requests ?? preset.requests, 1, true),
     repeats: numberArg('--repeats', values.repeats, 1, true),
     workers,
@@ -582,6 +606,7 @@ async function runOnce(
     ttftMs: options.ttftMs,
     itlMs: options.itlMs,
     eventsPerS: options.eventsPerS,
+    stepMs: options.stepMs,
     tokensPerEvent,
     model: MODEL,
     statsPath: join(dir, 'server-log.f64'),
@@ -746,7 +771,7 @@ function report(rows: RunRow[], options: Options): string {
   const medianNote =
     options.repeats > 1 ? `median (min..max) of ${options.repeats} runs` : 'one run';
   return [
-    `${options.requests} requests of ${INPUT_TOKENS}/${OUTPUT_TOKENS} tokens, ${options.regime ? `regime ${options.regime}: ` : ''}server TTFT ${options.ttftMs} ms, ITL ${options.itlMs} ms${options.eventsPerS > 0 ? `, at most ${options.eventsPerS} events/s` : ''}, server on CPU ${options.pinServer ?? 'any'}, client on CPU ${options.pinClient ?? 'any'}; ${medianNote}`,
+    `${options.requests} requests of ${INPUT_TOKENS}/${OUTPUT_TOKENS} tokens, ${options.regime ? `regime ${options.regime}: ` : ''}server TTFT ${options.ttftMs} ms, ITL ${options.itlMs} ms${options.eventsPerS > 0 ? `, at most ${options.eventsPerS} events/s` : ''}${options.stepMs > 0 ? `, in ${options.stepMs} ms steps` : ''}, server on CPU ${options.pinServer ?? 'any'}, client on CPU ${options.pinClient ?? 'any'}; ${medianNote}`,
     '',
     table(['load', 'client', ...CPU_COLUMNS.map(([header]) => header)], cpuRows, options.markdown),
     '',

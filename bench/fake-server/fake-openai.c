@@ -3,6 +3,7 @@
  * cheap enough per event that the client under test, not the server, is what a run measures.
  *
  *   fake-openai [--port 0] [--ttft-ms 0] [--itl-ms 0] [--tokens-per-event 1] [--events-per-s 0]
+ *               [--step-ms 0]
  *               [--model NAME] [--stats FILE]
  *
  * POST /v1/completions and /v1/chat/completions answer `max_tokens` tokens exactly (as
@@ -18,6 +19,14 @@
  * write of its own: below the client's pace every read then carries one event, as when a real
  * engine (or a server slower than the client) paces them, but at a rate a fixed schedule of
  * hundreds of streams would need. A stream held back by the cap counts as late (its lag).
+ *
+ * --step-ms N paces like an engine that runs its batch in steps: every due time is moved up to
+ * the next multiple of N ms on the server's clock, so a request's first token comes at the first
+ * step end at least --ttft-ms after it was read, and (with --itl-ms N) every stream in flight
+ * gets its next token at the same step's end, as a continuous-batching engine writes them.
+ * Without it each stream keeps its own phase, set by when its request came: a client whose
+ * requests go out together then gets its events together, one whose requests are spread gets
+ * them spread, and the two are not measured against the same arrivals.
  *
  * Stdout: "port N" once listening, "first" when the first completion request has been read (the
  * harness reads the client's CPU then). On SIGTERM it writes --stats (below) and exits 0.
@@ -50,12 +59,19 @@
 #define MAX_MODEL_CHARS 200
 
 static int64_t ttft_ns, itl_ns;
+/* --step-ms: the engine step every due time is moved up to (0: none). */
+static int64_t step_ns;
 /* --events-per-s: the least time between two token events of the whole server (0: no cap), and
    when the next may go. */
 static int64_t event_gap_ns, next_event_ns;
 static int tokens_per_event = 1;
 static const char *default_model = "fake-model";
 static const char *stats_path;
+
+/* The first step end at or after `due_ns` (itself without --step-ms). */
+static int64_t on_step(int64_t due_ns) {
+  return step_ns > 0 ? (due_ns + step_ns - 1) / step_ns * step_ns : due_ns;
+}
 
 static int64_t now_ns(void) {
   struct timespec ts;
@@ -445,7 +461,7 @@ static void start_stream(struct conn *c, const char *body, size_t body_len, int 
                    "Transfer-Encoding: chunked\r\n%s\r\n",
                    c->close_after ? "Connection: close\r\n" : "");
   queue_bytes(c, head, (size_t)k);
-  s->due_ns = t + ttft_ns;
+  s->due_ns = on_step(t + ttft_ns);
   heap_push(s);
   if (requests_seen++ == 0) {
     printf("first\n");
@@ -592,6 +608,7 @@ int main(int argc, char **argv) {
     if (!strcmp(a, "--port")) port = (int)number_flag(a, v), i++;
     else if (!strcmp(a, "--ttft-ms")) ttft_ns = (int64_t)(number_flag(a, v) * 1e6), i++;
     else if (!strcmp(a, "--itl-ms")) itl_ns = (int64_t)(number_flag(a, v) * 1e6), i++;
+    else if (!strcmp(a, "--step-ms")) step_ns = (int64_t)(number_flag(a, v) * 1e6), i++;
     else if (!strcmp(a, "--tokens-per-event")) tokens_per_event = (int)number_flag(a, v), i++;
     else if (!strcmp(a, "--events-per-s")) {
       double rate = number_flag(a, v);
@@ -714,7 +731,7 @@ int main(int argc, char **argv) {
         s->done = 1;
         if (c->out_len == 0) r = end_response(c);
       } else if (r == 0 && itl_ns > 0) {
-        s->due_ns += itl_ns;
+        s->due_ns = on_step(s->due_ns + itl_ns);
         heap_push(s);
       } else if (r == 0 && c->out_len == 0) {
         s->due_ns = write_start;

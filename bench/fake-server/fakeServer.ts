@@ -55,6 +55,8 @@ export interface FakeServerOptions {
   tokensPerEvent: number;
   /** A cap on the server's token events a second, each in a write of its own (0 or absent: none). */
   eventsPerS?: number;
+  /** Engine steps: every due time moved up to a multiple of this (fake-openai --step-ms; 0: none). */
+  stepMs?: number;
   model: string;
   /** Where the server writes its send log when stopped. */
   statsPath: string;
@@ -84,6 +86,8 @@ export async function startFakeServer(options: FakeServerOptions): Promise<FakeS
     String(options.tokensPerEvent),
     '--events-per-s',
     String(options.eventsPerS ?? 0),
+    '--step-ms',
+    String(options.stepMs ?? 0),
     '--model',
     options.model,
     '--stats',
