@@ -162,6 +162,36 @@ const FAMILY_EFFICIENCY: Record<GpuFamily, Partial<Efficiency>> = {
   cpu: {},
 };
 
+/**
+ * The most of each peak a GEMM reaches on the family's chips: the measured best matmul (MAMF,
+ * above; MI300X fp8 from the Azure harness's best hipBLASLt GEMM). No serving GEMM beats the
+ * best matmul the chip runs, so an engine's share is held to it; a family not measured has none.
+ * The A100's (bf16 86.9 %) is above every share in use and is left out with its serving figures.
+ */
+const GEMM_SHARE_CEILING: Partial<Record<GpuFamily, { mfuMax16: number; mfuMax8?: number }>> = {
+  hopper: { mfuMax16: MAMF_SHARE.h100Bf16, mfuMax8: MAMF_SHARE.h100Fp8 },
+  blackwell: { mfuMax16: MAMF_SHARE.b200Bf16, mfuMax8: MAMF_SHARE.b200Fp8 },
+  cdna3: { mfuMax16: MAMF_SHARE.mi300xBf16, mfuMax8: 1159.5 / 2615 },
+};
+
+/**
+ * An engine's cost constants with its GEMM shares held to the chip's best matmul
+ * (GEMM_SHARE_CEILING). TensorRT-LLM's fp8 share, 0.75, was fitted on an H100 whose best fp8
+ * matmul reaches 0.709 of the peak: beyond it the fit stood for costs the step left out (the
+ * sampled rows' logits among them), not for a GEMM. A user's flags are not held: a calibration
+ * may fold other costs into its share on purpose.
+ */
+export function heldToGemmCeiling(e: Partial<Efficiency>, gpu: GpuSpec): Partial<Efficiency> {
+  const c = gpu.family ? GEMM_SHARE_CEILING[gpu.family] : undefined;
+  if (!c) return e;
+  const held = { ...e };
+  if (held.mfuMax16 !== undefined) held.mfuMax16 = Math.min(held.mfuMax16, c.mfuMax16);
+  if (held.mfuMax8 !== undefined && c.mfuMax8 !== undefined) {
+    held.mfuMax8 = Math.min(held.mfuMax8, c.mfuMax8);
+  }
+  return held;
+}
+
 /** The GPU family's efficiencies: DEFAULT_EFFICIENCY <- this <- a personality's <- user flags. */
 export function familyEfficiency(gpu: GpuSpec): Partial<Efficiency> {
   return gpu.family ? FAMILY_EFFICIENCY[gpu.family] : {};
@@ -389,8 +419,7 @@ export class StepCostModel {
           : 0;
       const overheadS = e.perSeqOverheadS * Math.max(0, s.sequences - 1);
       // The probe sampled one row; the others' logits are this step's own.
-      const logitsS =
-        s.sampledRows > 1 ? this.logitsTime(s.sampledRows) - this.logitsTime(1) : 0;
+      const logitsS = s.sampledRows > 1 ? this.logitsTime(s.sampledRows) - this.logitsTime(1) : 0;
       const totalS = Math.max(
         0,
         measured -
