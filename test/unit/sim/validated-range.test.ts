@@ -66,7 +66,9 @@ describe('each personality declares what its validation sets hold', () => {
       const spans: Record<string, string[]> = {};
       for (const c of mine) {
         const v = c.engine.engineVersion && parseEngineVersion(c.engine.engineVersion);
-        if (v && c.engine.gpu.family) (spans[c.engine.gpu.family] ??= []).push(v.join('.'));
+        const family = c.engine.gpu.family;
+        if (!v || !family) continue;
+        spans[family] = [...(spans[family] ?? []), v.join('.')];
       }
       const order = (a: string, b: string) =>
         a.split('.').reduce((d, x, i) => d || Number(x) - Number(b.split('.')[i]), 0);
