@@ -410,7 +410,8 @@ export function personalityEfficiency(
       // FITTED, as no published figure fixes them (docs/cli.md "Validation"): the Triton /
       // trtllm-serve front end, 4.5 ms, from the fit point trt014-online-l31-8b-h100-tp1-467-256-qps2
       // (mean TTFT 23 ms at 2 req/s), and the share of the fp8 peak its fp8 GEMMs reach, 0.75,
-      // from trt014-l31-8b-h100-fp8-tp1-128-128 (26,933 output tok/s offline).
+      // from trt014-l31-8b-h100-fp8-tp1-128-128 (26,933 output tok/s offline). The share is above
+      // the H100's best fp8 matmul (0.709): on Hopper it is held there (`heldToGemmCeiling`).
       return { frontendLatencyS: 4.5e-3, mfuMax8: 0.75 };
     case 'llamacpp':
       return LLAMACPP_EFFICIENCY;
