@@ -299,6 +299,7 @@ async function steps() {
         frontendLatencyS: 0,
         frontendChatCpuS: 0,
         scheduleOverheadS: 0,
+        samplerBytesPerLogit: 0,
       },
       singleRowGemv: true,
     });

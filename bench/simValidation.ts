@@ -201,10 +201,12 @@ export function engineOptions(p: ValidationPoint): EngineModelOptions | string {
     const value = p.engine.settings?.[key];
     if (value !== null && value !== undefined) options[option] = value;
   }
-  // vLLM V1 releases differ in start-up memory (`vllmRelease`): the stated release, as a user
-  // would give it with --engine-version.
+  // vLLM V1 releases differ in start-up memory (`vllmRelease`), and both vLLM personalities'
+  // validated ranges are per release: the stated release, as a user would give it with
+  // --engine-version.
   const version = p.engine.version ? parseEngineVersion(p.engine.version) : undefined;
-  if (p.engine.personality === 'vllm-v1' && version) options.engineVersion = version.join('.');
+  const versioned = p.engine.personality === 'vllm-v1' || p.engine.personality === 'vllm-v0';
+  if (versioned && version) options.engineVersion = version.join('.');
   // An engine-only benchmark (trtllm-bench, gptSessionBenchmark) has no HTTP front end.
   const frontendMs = p.engine.settings?.frontendLatencyMs;
   if (typeof frontendMs === 'number') options.efficiency = { frontendLatencyS: frontendMs / 1e3 };

@@ -49,6 +49,19 @@ export function ringAllReduceS(link: Interconnect, ranks: number, bytes: number)
   return NCCL_RING_BASE_S + steps * link.latencyS + ((steps / ranks) * bytes) / link.busBytesPerS;
 }
 
+/**
+ * NCCL ring all-gather of `bytes` in all (each rank holding 1/p of them): p-1 steps of latency,
+ * (p-1)/p of the message over the bus bandwidth, half a ring all-reduce's traffic. The logits'
+ * gather over the vocab shards is one (vLLM's `LogitsProcessor._gather_logits`: NCCL all-gather,
+ * or a gather to rank 0, which moves the same bytes into that rank).
+ */
+export function ringAllGatherS(paired: Interconnect, ranks: number, bytes: number): number {
+  if (ranks <= 1) return 0;
+  const link = linkFor(paired, ranks);
+  const steps = ranks - 1;
+  return NCCL_RING_BASE_S + steps * link.latencyS + ((steps / ranks) * bytes) / link.busBytesPerS;
+}
+
 /** The link `ranks` GPUs all-reduce over: beyond a pair, a paired link's slower one. */
 function linkFor(link: Interconnect, ranks: number): Interconnect {
   return ranks > 2 && link.beyondPair ? link.beyondPair : link;

@@ -1,7 +1,7 @@
 import { type ProfileSampler, vllmDefaults } from '../memory/footprint.js';
 import type { GpuSpec } from '../memory/hardware.js';
 import type { ModelSpec } from '../memory/model.js';
-import { DEFAULT_EFFICIENCY, type Efficiency } from './roofline.js';
+import { DEFAULT_EFFICIENCY, type Efficiency, SAMPLER_BYTES_PER_LOGIT } from './roofline.js';
 
 /**
  * Serving-engine personalities: which engine's defaults, memory rule, scheduler and costs the
@@ -378,7 +378,7 @@ export function personalityEfficiency(
       // source gives what is left, so this one constant is FITTED: 1.8 ms makes the fit point
       // ip-h100-llama31-8b-v0-090-rate40 (test/fixtures/sim-validation/points.json: vLLM 0.9 V0,
       // 40 req/s) read its published mean TPOT (17.0 ms).
-      return { scheduleOverheadS: 1.8e-3 };
+      return { scheduleOverheadS: 1.8e-3, samplerBytesPerLogit: SAMPLER_BYTES_PER_LOGIT.vllmV0 };
     case 'vllm-v0.5':
       // vLLM 0.5.x processed each step's outputs on the CPU in step with the GPU (async output
       // processing, PR 7049, first shipped in 0.6.0): the 3.8 ms of scheduling and output
@@ -390,6 +390,7 @@ export function personalityEfficiency(
       return {
         scheduleOverheadS: 3.8e-3,
         perSeqOverheadS: DEFAULT_EFFICIENCY.perSeqOverheadS + (3.4e-3 - 0.2e-3) / 31,
+        samplerBytesPerLogit: SAMPLER_BYTES_PER_LOGIT.vllmV0,
       };
     case 'sglang':
       // Front end: SGLang's CPU path measured against a mock forward (tenstorrent/
@@ -400,12 +401,17 @@ export function personalityEfficiency(
       // 13.2 ms) reads right at 1.0 ms; older versions' points need it, newer ones may be faster.
       // It grows with the layers as the default does (STEP_OVERHEAD_PER_LAYER_S): 1.0 ms is
       // that 32-layer model's.
-      return { frontendLatencyS: 9.54e-3 - 2.63e-3, stepOverheadS: (1.0e-3 / 32) * model.layers };
+      return {
+        frontendLatencyS: 9.54e-3 - 2.63e-3,
+        stepOverheadS: (1.0e-3 / 32) * model.layers,
+        samplerBytesPerLogit: SAMPLER_BYTES_PER_LOGIT.sglang03,
+      };
     case 'trtllm':
       // FITTED, as no published figure fixes them (docs/cli.md "Validation"): the Triton /
       // trtllm-serve front end, 4.5 ms, from the fit point trt014-online-l31-8b-h100-tp1-467-256-qps2
       // (mean TTFT 23 ms at 2 req/s), and the share of the fp8 peak its fp8 GEMMs reach, 0.75,
-      // from trt014-l31-8b-h100-fp8-tp1-128-128 (26,933 output tok/s offline).
+      // from trt014-l31-8b-h100-fp8-tp1-128-128 (26,933 output tok/s offline). The share is above
+      // the H100's best fp8 matmul (0.709): on Hopper it is held there (`heldToGemmCeiling`).
       return { frontendLatencyS: 4.5e-3, mfuMax8: 0.75 };
     case 'llamacpp':
       return LLAMACPP_EFFICIENCY;
@@ -437,6 +443,9 @@ const LLAMACPP_EFFICIENCY: Partial<Efficiency> = {
   frontendLatencyS: 3e-3,
   stepOverheadS: 0.5e-3,
   perSeqOverheadS: 50e-6,
+  // llama-server samples each slot on the CPU after ggml's graph (`common_sampler`): that work is
+  // per sequence, in the per-sequence overhead calibrate fits, not a GPU pass over the logits.
+  samplerBytesPerLogit: 0,
 };
 
 /**

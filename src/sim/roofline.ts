@@ -2,7 +2,7 @@ import { DTYPE_BYTES, type KvDtype, type WeightFormat } from '../memory/dtype.js
 import { kvBytesPerToken, weightBytes } from '../memory/footprint.js';
 import type { ComputeFormat, GpuFamily, GpuSpec, Interconnect } from '../memory/hardware.js';
 import { type ModelSpec, paramCounts } from '../memory/model.js';
-import { allReduce } from './interconnect.js';
+import { allReduce, ringAllGatherS } from './interconnect.js';
 
 /**
  * Efficiency factors of the roofline (REFERENCE-memory-and-simulator.md sections 3 and 6).
@@ -42,6 +42,14 @@ export interface Efficiency {
    * per schedule: multi-step scheduling spreads it over its steps. 0 where it overlaps the GPU.
    */
   scheduleOverheadS: number;
+  /**
+   * Bytes each sampled row moves through memory per vocabulary entry between lm_head's GEMM
+   * and the sampled token: lm_head's output written, then the sampler's passes over the row
+   * (a cast to fp32, temperature, softmax, the pick), each a full read or write of the vocab at
+   * the memory bandwidth. The engine's sampler code fixes it (SAMPLER_BYTES_PER_LOGIT); it is
+   * small at one row and grows with the batch.
+   */
+  samplerBytesPerLogit: number;
 }
 
 /**
@@ -55,6 +63,40 @@ export interface Efficiency {
  * gpt-fast reads 43-63). The all-reduces are `allReduce`'s, apart.
  */
 export const STEP_OVERHEAD_PER_LAYER_S = 1.5e-3 / 32;
+
+/**
+ * Bytes per vocabulary entry per sampled row, by the sampler's code path (greedy requests: the
+ * simulated engine does not see a request's sampling parameters, and infergauge and `vllm bench
+ * serve` send temperature 0). Each pass is counted as it touches memory: a fp32 element read is
+ * 4 bytes, a 16-bit one 2; PyTorch's softmax over a row longer than a thread block's shared
+ * memory (`cunn_SoftMaxForward`, aten/src/ATen/native/cuda/SoftMax.cu: a 128k-entry fp32 row is
+ * 512 KB) reads the row three times (max, sum of exponentials, output) and writes it once, 16.
+ * At a batch of hundreds the rows (hundreds of MB) do not stay in L2, so the passes run at
+ * memory speed.
+ */
+export const SAMPLER_BYTES_PER_LOGIT = {
+  /**
+   * vLLM V1 (`vllm/v1/sample/sampler.py` at 3e34265: `Sampler.forward` casts to fp32, `sample`
+   * takes `greedy_sample`'s argmax and returns when `all_greedy`): lm_head's 16-bit write 2,
+   * the cast 2 + 4, the argmax 4. The same path since V1's first sampler (00ec978). Random
+   * sampling (temperature > 0, no top-k/top-p: `TopKTopPSampler.forward_native`, 01fa3fe) adds
+   * temperature 8, softmax 16 and the exponential race 4 + 12 + 4, 52 in all: not modelled.
+   */
+  vllmV1Greedy: 2 + 6 + 4,
+  /**
+   * vLLM V0 (`vllm/model_executor/layers/sampler.py` at 00f5ff3, as in 0.6 to 0.9): every row,
+   * greedy or not, is cast to fp32 and divided by its temperature, and both `torch.softmax` and
+   * `torch.log_softmax` run before `_sample` takes the greedy argmax: 2 + 6 + 8 + 16 + 16 + 4.
+   */
+  vllmV0: 2 + 6 + 8 + 16 + 16 + 4,
+  /**
+   * SGLang 0.3 (`python/sglang/srt/layers/sampler.py` at 001733e: greedy is top_k 1 at
+   * temperature 1, through the same path as sampling): the logits processor's fp32 copy 2 + 6,
+   * `logits.div_` 8, `torch.softmax` 16, FlashInfer's `top_k_top_p_sampling_from_probs` reading
+   * the probabilities at least once, 4. Later releases' greedy shortcut was not read.
+   */
+  sglang03: 2 + 6 + 8 + 16 + 4,
+} as const;
 
 /** Rows of one tensor-core MMA instruction (mma.m16n8k16): what an attention tile's queries fill. */
 const ATTENTION_MMA_ROWS = 16;
@@ -70,6 +112,9 @@ export const DEFAULT_EFFICIENCY: Efficiency = {
   frontendLatencyS: 20e-3,
   frontendChatCpuS: 0,
   scheduleOverheadS: 0,
+  // TensorRT-LLM's and TGI's samplers were not read: they are given vLLM V1's greedy path, the
+  // least any engine read does (lm_head's write, one fp32 copy, one read).
+  samplerBytesPerLogit: SAMPLER_BYTES_PER_LOGIT.vllmV1Greedy,
 };
 
 /**
@@ -117,6 +162,36 @@ const FAMILY_EFFICIENCY: Record<GpuFamily, Partial<Efficiency>> = {
   cpu: {},
 };
 
+/**
+ * The most of each peak a GEMM reaches on the family's chips: the measured best matmul (MAMF,
+ * above; MI300X fp8 from the Azure harness's best hipBLASLt GEMM). No serving GEMM beats the
+ * best matmul the chip runs, so an engine's share is held to it; a family not measured has none.
+ * The A100's (bf16 86.9 %) is above every share in use and is left out with its serving figures.
+ */
+const GEMM_SHARE_CEILING: Partial<Record<GpuFamily, { mfuMax16: number; mfuMax8?: number }>> = {
+  hopper: { mfuMax16: MAMF_SHARE.h100Bf16, mfuMax8: MAMF_SHARE.h100Fp8 },
+  blackwell: { mfuMax16: MAMF_SHARE.b200Bf16, mfuMax8: MAMF_SHARE.b200Fp8 },
+  cdna3: { mfuMax16: MAMF_SHARE.mi300xBf16, mfuMax8: 1159.5 / 2615 },
+};
+
+/**
+ * An engine's cost constants with its GEMM shares held to the chip's best matmul
+ * (GEMM_SHARE_CEILING). TensorRT-LLM's fp8 share, 0.75, was fitted on an H100 whose best fp8
+ * matmul reaches 0.709 of the peak: beyond it the fit stood for costs the step left out (the
+ * sampled rows' logits among them), not for a GEMM. A user's flags are not held: a calibration
+ * may fold other costs into its share on purpose.
+ */
+export function heldToGemmCeiling(e: Partial<Efficiency>, gpu: GpuSpec): Partial<Efficiency> {
+  const c = gpu.family ? GEMM_SHARE_CEILING[gpu.family] : undefined;
+  if (!c) return e;
+  const held = { ...e };
+  if (held.mfuMax16 !== undefined) held.mfuMax16 = Math.min(held.mfuMax16, c.mfuMax16);
+  if (held.mfuMax8 !== undefined && c.mfuMax8 !== undefined) {
+    held.mfuMax8 = Math.min(held.mfuMax8, c.mfuMax8);
+  }
+  return held;
+}
+
 /** The GPU family's efficiencies: DEFAULT_EFFICIENCY <- this <- a personality's <- user flags. */
 export function familyEfficiency(gpu: GpuSpec): Partial<Efficiency> {
   return gpu.family ? FAMILY_EFFICIENCY[gpu.family] : {};
@@ -161,6 +236,11 @@ export interface StepTime {
   gemmS: number;
   attentionS: number;
   commS: number;
+  /**
+   * The sampled rows' logits past lm_head's GEMM: their gather over the TP ranks' vocab shards
+   * and the sampler's passes over them (`samplerBytesPerLogit`).
+   */
+  logitsS: number;
   overheadS: number;
   /** The linear layers were bound by compute (else by weight reads). */
   gemmComputeBound: boolean;
@@ -169,7 +249,8 @@ export interface StepTime {
 /**
  * Per-step time of a transformer forward pass on one TP rank (all ranks run in lock step):
  * linear layers max(FLOPs / (peak x mfu(T)), weight bytes / (bandwidth x mbu)), attention the
- * same over the KV actually read, the TP all-reduces, and a fixed plus per-sequence overhead.
+ * same over the KV actually read, the TP all-reduces, the sampled rows' logits (gather and
+ * sampler), and a fixed plus per-sequence overhead.
  */
 export class StepCostModel {
   private readonly peakGemm: number;
@@ -197,6 +278,8 @@ export class StepCostModel {
   private readonly attentionKernels: { tileRows: number; perRowShare: number } | undefined;
   /** lm_head's share of a token's linear FLOPs: what an extra sampled row adds. */
   private readonly lmHeadShare: number;
+  /** Vocabulary entries of one sampled row (lm_head's output width). */
+  private readonly vocab: number;
 
   constructor(options: {
     model: ModelSpec;
@@ -267,6 +350,19 @@ export class StepCostModel {
     this.allReducesPerStep = 2 * model.layers;
     this.link = gpu.interconnect;
     this.tp = tp;
+    this.vocab = model.vocabSize;
+  }
+
+  /**
+   * The logits of `rows` sampled rows past lm_head: each rank's 16-bit vocab shard gathered
+   * into whole rows under TP (every engine read: vLLM's and SGLang's `LogitsProcessor`), then
+   * the sampler's passes over the whole vocab at the memory bandwidth, on every rank alike.
+   */
+  private logitsTime(rows: number): number {
+    if (rows <= 0) return 0;
+    const gatherS =
+      this.tp > 1 ? ringAllGatherS(this.link, this.tp, rows * this.vocab * DTYPE_BYTES.bf16) : 0;
+    return gatherS + (rows * this.vocab * this.efficiency.samplerBytesPerLogit) / this.effBandwidth;
   }
 
   /** mfu(T) = mfuMax x T / (T + halfTokens); mfuMax at one token with `singleRowGemv`. */
@@ -322,26 +418,36 @@ export class StepCostModel {
           ? this.lmHeadShare * (this.interpolated(s.sampledRows) - this.interpolated(1))
           : 0;
       const overheadS = e.perSeqOverheadS * Math.max(0, s.sequences - 1);
+      // The probe sampled one row; the others' logits are this step's own.
+      const logitsS = s.sampledRows > 1 ? this.logitsTime(s.sampledRows) - this.logitsTime(1) : 0;
       const totalS = Math.max(
         0,
-        measured - this.attentionTime(n, 1, (n * n) / 2, n) + attentionS + otherRowsS + overheadS,
+        measured -
+          this.attentionTime(n, 1, (n * n) / 2, n) +
+          attentionS +
+          otherRowsS +
+          logitsS +
+          overheadS,
       );
       return {
         totalS,
-        gemmS: Math.max(0, totalS - attentionS - overheadS),
+        gemmS: Math.max(0, totalS - attentionS - logitsS - overheadS),
         attentionS,
         commS: 0,
+        logitsS,
         overheadS,
         gemmComputeBound,
       };
     }
     const overheadS = e.stepOverheadS + e.perSeqOverheadS * s.sequences;
     const gemmS = Math.max(gemmCompute, gemmMemory);
+    const logitsS = this.logitsTime(s.sampledRows);
     return {
-      totalS: gemmS + attentionS + commS + overheadS,
+      totalS: gemmS + attentionS + commS + logitsS + overheadS,
       gemmS,
       attentionS,
       commS,
+      logitsS,
       overheadS,
       gemmComputeBound,
     };

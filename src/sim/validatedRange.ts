@@ -20,10 +20,12 @@ export interface ValidatedRange {
   /** The releases the points ran, in words. */
   releases: string;
   /**
-   * The lowest and highest release, where the personality takes a release (`--engine-version`:
-   * vllm-v1): a run naming one outside them is outside. The others have one version each.
+   * Per GPU family, the lowest and highest release its points ran, where the personality takes
+   * a release (`--engine-version`: vllm-v1, vllm-v0): a run naming one outside its family's
+   * span is outside. Releases differ by platform (vLLM on ROCm before its 2025 kernels is far
+   * slower than on CUDA), so a span seen on one family says nothing of another's.
    */
-  releaseSpan?: readonly [string, string];
+  releaseSpans?: Partial<Record<GpuFamily, readonly [string, string]>>;
   /** Total parameters of the smallest and largest model compared, billions; absent: none. */
   paramsB?: readonly [number, number];
   /** Whether any compared model was a mixture of experts. */
@@ -38,7 +40,13 @@ export const VALIDATED_RANGES: Record<PersonalityId, ValidatedRange> = {
     families: ['hopper', 'ampere', 'ada', 'blackwell', 'cdna3'],
     gpus: ['h100', 'h100-nvl', 'a100-80', 'rtx4090', 'b200', 'mi300x'],
     releases: 'vLLM 0.8.5 to 0.19.1',
-    releaseSpan: ['0.8.5', '0.19.1'],
+    releaseSpans: {
+      hopper: ['0.8.5', '0.19.1'],
+      ampere: ['0.11.0', '0.11.0'],
+      ada: ['0.19.0', '0.19.0'],
+      blackwell: ['0.19.1', '0.19.1'],
+      cdna3: ['0.9.1', '0.9.1'],
+    },
     paramsB: [7.6, 405.9],
     moe: false,
   },
@@ -46,6 +54,12 @@ export const VALIDATED_RANGES: Record<PersonalityId, ValidatedRange> = {
     families: ['hopper', 'ampere', 'cdna3'],
     gpus: ['h100', 'a100-80', 'a100-40', 'a6000', 'rtx3090', 'mi300x'],
     releases: 'vLLM 0.2.5 to 0.9.0 (V0 engine)',
+    // Only the points that name a release: on ROCm, vLLM 0.4.3 (MLPerf) and 0.6.2 (AMD's blog).
+    releaseSpans: {
+      hopper: ['0.6.0', '0.9.0'],
+      ampere: ['0.6.0', '0.6.0'],
+      cdna3: ['0.4.3', '0.6.2'],
+    },
     paramsB: [6.7, 405.9],
     moe: false,
   },
@@ -116,12 +130,15 @@ export function outsideValidation(s: SimulatedSetup): OutsideValidation | undefi
   } else if (!s.gpu.family || !range.families.includes(s.gpu.family)) {
     outside.push(`GPU ${s.gpu.id} (${s.gpu.family ?? 'no family stated'})`);
   }
-  if (range.releaseSpan && s.engineVersion !== undefined) {
+  const family = s.gpu.family;
+  if (range.releaseSpans && s.engineVersion !== undefined && family) {
+    const span = range.releaseSpans[family];
     const v = parseEngineVersion(s.engineVersion);
-    const lo = parseEngineVersion(range.releaseSpan[0]);
-    const hi = parseEngineVersion(range.releaseSpan[1]);
-    if (v && lo && hi && (older(v, lo) || older(hi, v))) {
-      outside.push(`release ${s.engineVersion}`);
+    const lo = span && parseEngineVersion(span[0]);
+    const hi = span && parseEngineVersion(span[1]);
+    if (span && v && lo && hi && (older(v, lo) || older(hi, v))) {
+      const there = span[0] === span[1] ? span[0] : `${span[0]} to ${span[1]}`;
+      outside.push(`release ${s.engineVersion} on ${family} (validated there: ${there})`);
     }
   }
   if (range.families.length > 0) {

@@ -106,11 +106,19 @@ describe('measured steps', () => {
     // of 8 tokens over 1.
     const p = paramCounts(config.model);
     const rows = (p.lmHead / (p.activeBody + p.lmHead)) * (0.047 - 0.021);
+    // And their logits through the sampler (one TP rank: no gather), at the memory bandwidth.
+    const e = config.efficiency;
+    const logits =
+      (7 * config.model.vocabSize * e.samplerBytesPerLogit) /
+      (config.gpu.bandwidthBytesPerS * e.mbu);
+    assert.equal(config.tp, 1);
     assert.ok(attention > 10 * probeAttention);
     assert.ok(
-      Math.abs(got.totalS - (0.047 + attention - probeAttention + rows + 7 * perSeq)) < 1e-9,
+      Math.abs(got.totalS - (0.047 + attention - probeAttention + rows + logits + 7 * perSeq)) <
+        1e-9,
       `${got.totalS}`,
     );
+    assert.ok(Math.abs(got.logitsS - logits) < 1e-15);
     // Beyond the table: the roofline's.
     assert.equal(measured.stepTime(prompt(4096)).totalS, roofline.stepTime(prompt(4096)).totalS);
   });

@@ -105,8 +105,15 @@ describe('reading the flags', () => {
     assert.match(
       engineFromFlags('llama-3-8b', { engineVersion: '0.5.5', enginePersonality: 'sglang' })
         .problems[0] as string,
-      /--engine-version is vllm-v1's setting/,
+      /--engine-version is vllm-v1's and vllm-v0's setting/,
     );
+    // vllm-v0 takes one for its validated range.
+    const v0 = engineFromFlags('llama-3-8b', {
+      engineVersion: '0.6.2',
+      enginePersonality: 'vllm-v0',
+    });
+    assert.deepEqual(v0.problems, []);
+    assert.equal(v0.engine?.engineVersion, '0.6.2');
   });
 
   test('engineFromFlags is the flags read, then resolveEngine of the typed settings', () => {

@@ -61,19 +61,31 @@ describe('each personality declares what its validation sets hold', () => {
       // Rounded to a tenth, outward.
       assert.ok(lo <= Math.min(...sizes) && Math.min(...sizes) - lo < 0.1, `${id} smallest`);
       assert.ok(hi >= Math.max(...sizes) && hi - Math.max(...sizes) < 0.1, `${id} largest`);
-      if (range.releaseSpan) {
-        const versions = mine.flatMap((c) => {
-          const v = c.engine.engineVersion && parseEngineVersion(c.engine.engineVersion);
-          return v ? [v.join('.')] : [];
-        });
-        const order = (a: string, b: string) =>
-          a.split('.').reduce((d, x, i) => d || Number(x) - Number(b.split('.')[i]), 0);
-        versions.sort(order);
-        assert.deepEqual(
-          [versions[0], versions.at(-1)],
-          range.releaseSpan.map((v) => parseEngineVersion(v)?.join('.')),
-        );
+      // Per GPU family, the span of the releases its points name (where the personality takes
+      // one): vLLM on ROCm is not vLLM on CUDA.
+      const spans: Record<string, string[]> = {};
+      for (const c of mine) {
+        const v = c.engine.engineVersion && parseEngineVersion(c.engine.engineVersion);
+        const family = c.engine.gpu.family;
+        if (!v || !family) continue;
+        spans[family] = [...(spans[family] ?? []), v.join('.')];
       }
+      const order = (a: string, b: string) =>
+        a.split('.').reduce((d, x, i) => d || Number(x) - Number(b.split('.')[i]), 0);
+      const derived = Object.fromEntries(
+        Object.entries(spans).map(([family, versions]) => {
+          versions.sort(order);
+          return [family, [versions[0], versions.at(-1)]];
+        }),
+      );
+      const declared = Object.fromEntries(
+        Object.entries(range.releaseSpans ?? {}).map(([family, span]) => [
+          family,
+          span.map((v) => parseEngineVersion(v)?.join('.')),
+        ]),
+      );
+      assert.deepEqual(declared, derived);
+      assert.equal(range.releaseSpans !== undefined, id === 'vllm-v1' || id === 'vllm-v0');
     });
   }
 });
@@ -118,10 +130,37 @@ describe('outside the validated range: one notice, naming what is outside and wh
     const old = outsideValidation({ gpu: h100, model: llama8b, engineVersion: '0.7.3' });
     assert.match(
       old?.message ?? '',
-      /vllm-v1 with release 0\.7\.3; validated on .*vLLM 0\.8\.5 to 0\.19\.1/,
+      /vllm-v1 with release 0\.7\.3 on hopper \(validated there: 0\.8\.5 to 0\.19\.1\); validated on .*vLLM 0\.8\.5 to 0\.19\.1/,
     );
     assert.equal(
       outsideValidation({ gpu: h100, model: llama8b, engineVersion: '0.19.1' }),
+      undefined,
+    );
+    // Per GPU family: 0.8.5 was compared on an H100, not on ROCm (only 0.9.1 there).
+    const mi300x = preset(findGpuPreset('mi300x'), 'mi300x');
+    assert.match(
+      outsideValidation({ gpu: mi300x, model: llama8b, engineVersion: '0.8.5' })?.message ?? '',
+      /vllm-v1 with release 0\.8\.5 on cdna3 \(validated there: 0\.9\.1\)/,
+    );
+    assert.equal(
+      outsideValidation({ gpu: mi300x, model: llama8b, engineVersion: '0.9.1' }),
+      undefined,
+    );
+    // vLLM V0 on ROCm: 0.4.3 and 0.6.2 were compared (and read TTFT -59 %); a later 0.6 is not.
+    const v0 = (engineVersion: string) =>
+      outsideValidation({ personality: 'vllm-v0', gpu: mi300x, model: llama8b, engineVersion });
+    assert.match(
+      v0('0.6.4')?.message ?? '',
+      /vllm-v0 with release 0\.6\.4 on cdna3 \(validated there: 0\.4\.3 to 0\.6\.2\)/,
+    );
+    assert.equal(v0('0.6.2'), undefined);
+    assert.equal(
+      outsideValidation({
+        personality: 'vllm-v0',
+        gpu: h100,
+        model: llama8b,
+        engineVersion: '0.6.4',
+      }),
       undefined,
     );
     const mixtral = preset(findModelPreset('mixtral-8x7b'), 'mixtral');
