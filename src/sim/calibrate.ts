@@ -911,6 +911,18 @@ export function fitCalibration(
       return r.map((x, i) => (x - r0[i]) / h);
     });
 
+  const centralJacobian = (theta: number[]): number[][] =>
+    keys.map((_, j) => {
+      const up = [...theta];
+      const down = [...theta];
+      up[j] = Math.min(hi[j], theta[j] + 2 * STEP);
+      down[j] = Math.max(lo[j], theta[j] - 2 * STEP);
+      const ru = residuals(up);
+      const rd = residuals(down);
+      return ru.map((x, i) => (x - rd[i]) / (up[j] - down[j]));
+    });
+  let central = false;
+
   let theta = clamp(keys.map((k) => toTheta(k, o.start?.[k] ?? defaults[k])));
   scatterAt(theta);
   let r = residuals(theta);
@@ -949,7 +961,15 @@ export function fitCalibration(
           converged = gain < 1e-6 || moved < 1e-3;
         } else lambda *= 4;
       }
-      if (!accepted) break;
+      if (!accepted) {
+        // Stuck: a forward difference over a simulation's discrete steps can point nowhere
+        // downhill. Once, a central difference twice as wide before giving up.
+        if (central) break;
+        central = true;
+        columns = centralJacobian(theta);
+        lambda = 1e-2;
+        continue;
+      }
       columns = jacobian(theta, r);
     }
     if (pass > 0 || !scatterAt(theta)) break;
