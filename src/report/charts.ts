@@ -18,7 +18,7 @@ import {
   sortedSamples,
   weightedSamples,
 } from '../metrics/distribution.js';
-import { fmtNumber, fmtSig } from '../metrics/format.js';
+import { enUsNumber, fmtNumber, fmtSig } from '../metrics/format.js';
 import type { RunSummary, Warning } from '../metrics/summary.js';
 import { ERROR_KINDS } from '../record.js';
 import { REQUEST_STATE, type RunCharts } from '../results/runView.js';
@@ -172,7 +172,7 @@ function fmtTick(v: number): string {
   if (a >= 1e9) return `${fmtTick(v / 1e9)}G`;
   if (a >= 1e6) return `${fmtTick(v / 1e6)}M`;
   if (a >= 1e4) return `${fmtTick(v / 1e3)}k`;
-  return v.toLocaleString('en-US', { maximumFractionDigits: 4 });
+  return enUsNumber(v, 0, 4);
 }
 
 function fmtAxisValue(axis: Axis, value: number): string {
