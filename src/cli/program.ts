@@ -28,14 +28,16 @@ const COMMANDS: readonly (readonly [string, () => Promise<CommandUnknownOpts>])[
 
 /**
  * The command line. Given the command a command line names (`run` in `infergauge run ...`), only
- * that command is built: it parses and runs as it would among all the others. Without one (help,
- * --version, a mistyped name, which help answers with every command) all are built.
+ * that command is built: it parses and runs as it would among all the others; given --version,
+ * none. Otherwise (help, a mistyped name, which help answers with every command) all are built.
  */
 export async function program(named?: string): Promise<Command> {
   const chosen = COMMANDS.filter(([name]) => name === named);
-  const commands = await Promise.all(
-    (chosen.length > 0 ? chosen : COMMANDS).map(([, build]) => build()),
-  );
+  // `--version` first answers before any command is looked at.
+  const none = named === '--version' || named === '-V';
+  const commands = none
+    ? []
+    : await Promise.all((chosen.length > 0 ? chosen : COMMANDS).map(([, build]) => build()));
   const root = new Command('infergauge')
     .description(
       'Measure LLM serving endpoints: throughput, latency (TTFT, ITL, TPOT, E2E with p95/p99) and memory.\nWithout --url, `run` benchmarks the built-in simulated server.',
