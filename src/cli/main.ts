@@ -2,8 +2,8 @@
 import { CommanderError } from '@commander-js/extra-typings';
 import { program } from './program.js';
 
-program()
-  .parseAsync(process.argv)
+program(process.argv[2])
+  .then((root) => root.parseAsync(process.argv))
   .catch((err: Error) => {
     // Commander has printed its own message; program.ts chose the exit code.
     if (err instanceof CommanderError) {

@@ -6,6 +6,7 @@
  * the reports (HTML, Markdown) and summary.json carry and the terminal does not print.
  * docs/metrics.md ("Warnings") lists the codes; tools filter on them, so a code keeps its meaning.
  */
+import { enUsNumber } from './format.js';
 
 /**
  * - `info`: context for reading a number; the numbers stand as printed.
@@ -57,7 +58,7 @@ const entry = <F>(severity: WarningSeverity, build: (f: F) => Text): Entry<F> =>
 });
 
 const pct = (share: number) => `${(share * 100).toFixed(1)}%`;
-const n = (x: number) => Math.round(x).toLocaleString('en-US');
+const n = (x: number) => enUsNumber(Math.round(x), 0, 3);
 const rate = (x: number) => `${x.toFixed(2)} req/s`;
 const plural = (k: number, word: string) => `${n(k)} ${word}${k === 1 ? '' : 's'}`;
 /** Server or system text inside a sentence: its first `max` characters, whole in `detail`. */

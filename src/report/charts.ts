@@ -10,6 +10,7 @@
 import { createRequire } from 'node:module';
 import type * as EChartsCore from 'echarts/core';
 import type { Cliff, Knee, MaxLoadSearch, Recommendation, SweepPoint } from '../analysis/sweep.js';
+import { requireCached } from '../codeCache.js';
 import type { CapacityLimit, CapacityPrediction, CapacityStep } from '../memory/capacity.js';
 import {
   type Distribution,
@@ -18,7 +19,7 @@ import {
   sortedSamples,
   weightedSamples,
 } from '../metrics/distribution.js';
-import { fmtNumber, fmtSig } from '../metrics/format.js';
+import { enUsNumber, fmtNumber, fmtSig } from '../metrics/format.js';
 import type { RunSummary, Warning } from '../metrics/summary.js';
 import { ERROR_KINDS } from '../record.js';
 import { REQUEST_STATE, type RunCharts } from '../results/runView.js';
@@ -32,11 +33,13 @@ import { metricLabel, metricUnit } from './format.js';
  * guide loads a one-file build. Its whole build took 0.12 s more CPU at the end of every run
  * that writes a report (a one-request run: 0.70 -> 0.57 s, bench:startup), for the same SVG to
  * the byte on every report fixture; the ES modules of `echarts/core` are some 600 files and
- * cost about 1 s on Node 20's module loader.
+ * cost about 1 s on Node 20's module loader. It is compiled from a V8 code cache (codeCache.ts),
+ * saved once a chart is drawn, so that the cache holds the functions drawing compiled.
  */
-const echarts = createRequire(import.meta.url)(
-  'echarts/dist/echarts.common.min',
-) as typeof EChartsCore;
+const echartsBundle = requireCached(
+  createRequire(import.meta.url).resolve('echarts/dist/echarts.common.min'),
+);
+const echarts = echartsBundle.exports as typeof EChartsCore;
 
 /**
  * echarts writes the family into each text's style attribute as it is; the report turns that
@@ -172,7 +175,7 @@ function fmtTick(v: number): string {
   if (a >= 1e9) return `${fmtTick(v / 1e9)}G`;
   if (a >= 1e6) return `${fmtTick(v / 1e6)}M`;
   if (a >= 1e4) return `${fmtTick(v / 1e3)}k`;
-  return v.toLocaleString('en-US', { maximumFractionDigits: 4 });
+  return enUsNumber(v, 0, 4);
 }
 
 function fmtAxisValue(axis: Axis, value: number): string {
@@ -196,6 +199,7 @@ export function renderChart(spec: ChartSpec): RenderedChart {
     const { option, tips } = spec.kind === 'xy' ? xyOption(spec) : barOption(spec);
     chart.setOption(option);
     const svg = chart.renderToSVGString();
+    echartsBundle.save();
     return {
       id: spec.id,
       title: spec.title,

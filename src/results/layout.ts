@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import {
   existsSync,
   readdirSync,
@@ -6,7 +7,7 @@ import {
   statSync,
   writeFileSync,
 } from 'node:fs';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { InfergaugeError } from '../errors.js';
 import { jsonSyntaxProblem } from '../jsonText.js';
 import type { RecordsFormat } from '../record.js';
@@ -172,8 +173,17 @@ export function kindOfFileName(name: string): ResultKind | undefined {
   return RESULT_KINDS.find((kind) => RESULT_FILES[MARKER[kind]] === name);
 }
 
+/**
+ * The digest of the text this process last wrote to each JSON file (by absolute path): a file
+ * read back with those bytes is the value its typed writer made, and needs no schema check.
+ */
+const ownWrites = new Map<string, string>();
+const digest = (text: string) => createHash('sha1').update(text).digest('base64');
+
 export function writeJson(path: string, value: unknown): void {
-  writeFileSync(path, `${JSON.stringify(value, null, 2)}\n`);
+  const text = `${JSON.stringify(value, null, 2)}\n`;
+  writeFileSync(path, text);
+  ownWrites.set(resolve(path), digest(text));
 }
 
 /** Writes `dir`'s file of a role as indented JSON. */
@@ -197,6 +207,14 @@ export class ResultFileError extends InfergaugeError {
  * cannot be read or is not JSON.
  */
 export function readJson(path: string): unknown {
+  return readOwnJson(path)?.value;
+}
+
+/**
+ * readJson, and whether the file holds the very bytes this process last wrote there
+ * (writeJson): a run reads its own summary and manifest back for report.html and the history.
+ */
+export function readOwnJson(path: string): { value: unknown; ownWrite: boolean } | undefined {
   if (!existsSync(path)) return undefined;
   let text: string;
   try {
@@ -208,10 +226,13 @@ export function readJson(path: string): unknown {
       `cannot read ${path}: ${(err as Error).message}`,
     );
   }
+  let value: unknown;
   try {
-    return JSON.parse(text) as unknown;
+    value = JSON.parse(text) as unknown;
   } catch (err) {
     const problem = jsonSyntaxProblem(err, text);
     throw new ResultFileError(path, problem, `${path} is ${problem}`);
   }
+  const own = ownWrites.get(resolve(path));
+  return { value, ownWrite: own !== undefined && own === digest(text) };
 }

@@ -20,45 +20,39 @@ import {
   hasResult,
   RESULT_FILES,
   type ResultFile,
-  readJson,
+  readOwnJson,
   recordsPath,
   resultPath,
   walkResultsTree,
 } from './layout.js';
 import { type RunCharts, RunViewBuilder, type RunViewParts, streamRecords } from './runView.js';
-import {
-  capacitySchema,
-  type Manifest,
-  manifestSchema,
-  parseResult,
-  probeSchema,
-  type ScenariosTable,
-  scenariosSchema,
-  sizeSchema,
-  summarySchema,
-  sweepSchema,
-} from './schemas.js';
+import { type Manifest, parseResult, resultSchemas, type ScenariosTable } from './schemas.js';
 
 /** summary.json: the run summary, with the server's metrics when they were scraped. */
 export type SavedSummary = RunSummary & { serverMetrics?: ServerMetricsSummary };
 
 const SCHEMAS = {
-  summary: [summarySchema, 'a run summary'],
-  manifest: [manifestSchema, 'a run manifest'],
-  scenarios: [scenariosSchema, 'a scenario table'],
-  sweep: [sweepSchema, 'a sweep result'],
-  probe: [probeSchema, 'a probe result'],
-  capacity: [capacitySchema, 'a capacity result'],
-  size: [sizeSchema, 'a sizing result'],
+  summary: ['summarySchema', 'a run summary'],
+  manifest: ['manifestSchema', 'a run manifest'],
+  scenarios: ['scenariosSchema', 'a scenario table'],
+  sweep: ['sweepSchema', 'a sweep result'],
+  probe: ['probeSchema', 'a probe result'],
+  capacity: ['capacitySchema', 'a capacity result'],
+  size: ['sizeSchema', 'a sizing result'],
 } as const;
 
-/** `dir`'s JSON file of a role, checked against its schema; undefined when there is none. */
+/**
+ * `dir`'s JSON file of a role, checked against its schema; undefined when there is none. A file
+ * this process wrote and reads back unchanged (a run's own summary, for its report and history)
+ * is as its typed writer made it: it is not checked again, and zod is not loaded for it.
+ */
 function readChecked(dir: string, file: keyof typeof SCHEMAS & ResultFile): unknown {
   const path = resultPath(dir, file);
-  const value = readJson(path);
-  if (value === undefined) return undefined;
+  const read = readOwnJson(path);
+  if (read === undefined) return undefined;
+  if (read.ownWrite) return read.value;
   const [schema, what] = SCHEMAS[file];
-  return parseResult(schema, value, path, what);
+  return parseResult(resultSchemas()[schema], read.value, path, what);
 }
 
 export const readSummary = (dir: string) => readChecked(dir, 'summary') as SavedSummary | undefined;

@@ -46,8 +46,10 @@ function parseHelp(text: string): Help {
 }
 
 /** The help text `infergauge <path> --help` prints, read from the program itself (no process). */
+const root = (await program()) as unknown as Command;
+
 function help(path: string[]): Help {
-  let command = program() as unknown as Command;
+  let command = root;
   for (const name of path) {
     const sub = command.commands.find((c) => c.name() === name);
     assert.ok(sub, `infergauge ${path.join(' ')}: no such command`);

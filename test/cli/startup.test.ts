@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { pathToFileURL } from 'node:url';
@@ -130,6 +130,10 @@ test('run --url loads no charts, YAML, schemas, progress line or tables before i
     // After the run, report.html was rendered: the charts were loaded then, where they are used.
     const all = packagesIn(readFileSync(log, 'utf8').split('\n'));
     assert.ok(all.has('echarts'), 'report.html rendered without loading echarts?');
+    // Issue 51: the run reads back only files it wrote (summary, manifest), which need no schema
+    // check: zod never loads, and no history.db goes missing for it.
+    assert.ok(!all.has('zod'), 'zod was loaded to check files the run wrote itself');
+    assert.ok(existsSync(join(dir, 'history.db')), 'the run was not indexed');
     // Issue 52: the exporters and the OpenTelemetry SDK load only when an --output names them.
     const whole = readFileSync(log, 'utf8').split('\n');
     assert.deepEqual(

@@ -15,7 +15,7 @@ import {
   type WarningFigures,
   warning,
 } from '../../../src/metrics/warnings.js';
-import { summarySchema } from '../../../src/results/schemas.js';
+import { resultSchemas } from '../../../src/results/schemas.js';
 
 /**
  * Realistic worst cases: the largest counts, the longest reasons and advice the builders print
@@ -216,11 +216,11 @@ describe('the warning catalogue', () => {
     const w = warning('low_sample', { completed: 12 });
     const { severity: _, ...old } = w;
     for (const saved of [old, w]) {
-      const parsed = summarySchema.shape.warnings.parse([saved]);
+      const parsed = resultSchemas().summarySchema.shape.warnings.parse([saved]);
       assert.deepEqual(parsed, [saved]);
     }
     const detailed = warning('resent_requests', { resent: 1, counted: 2 });
     assert.ok(detailed.detail);
-    assert.deepEqual(summarySchema.shape.warnings.parse([detailed]), [detailed]);
+    assert.deepEqual(resultSchemas().summarySchema.shape.warnings.parse([detailed]), [detailed]);
   });
 });

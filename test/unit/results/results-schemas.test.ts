@@ -9,7 +9,10 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { runCompare } from '../../../src/cli/compare.js';
 import { loadReportInput } from '../../../src/results/load.js';
-import {
+import { resultSchemas } from '../../../src/results/schemas.js';
+import { REPO } from '../../../tools/repo.js';
+
+const {
   capacitySchema,
   compareReportSchema,
   manifestSchema,
@@ -17,8 +20,7 @@ import {
   scenariosSchema,
   summarySchema,
   sweepSchema,
-} from '../../../src/results/schemas.js';
-import { REPO } from '../../../tools/repo.js';
+} = resultSchemas();
 
 const FIXTURES = join(REPO, 'test/fixtures/report/');
 const read = (path: string) => JSON.parse(readFileSync(join(FIXTURES, path), 'utf8')) as unknown;

@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
 import { EXIT } from '../../../src/errors.js';
 import type { RunPlan } from '../../../src/plan/runPlan.js';
-import { manifestSchema } from '../../../src/results/schemas.js';
+import { resultSchemas } from '../../../src/results/schemas.js';
 import { type Output, SessionEvents, type SessionInfo } from '../../../src/session/events.js';
 import { measurePoint, type Point, type PointResult } from '../../../src/session/point.js';
 import { prepareRun, type RunOptions } from '../../../src/session/prepare.js';
@@ -185,7 +185,7 @@ describe('a point and its session', () => {
     // The results directory is an output too: the same run, on disk.
     const manifest = JSON.parse(readFileSync(join(dir, 'run', 'manifest.json'), 'utf8'));
     assert.equal(manifest.schemaVersion, 2);
-    assert.ok(manifestSchema.safeParse(manifest).success);
+    assert.ok(resultSchemas().manifestSchema.safeParse(manifest).success);
     assert.equal(manifest.kind, 'run');
     assert.equal(manifest.command, 'run');
     assert.equal(typeof manifest.endedAt, 'string');
