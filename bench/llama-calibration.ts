@@ -297,6 +297,8 @@ async function steps() {
         stepOverheadS: 0,
         perSeqOverheadS: 0,
         frontendLatencyS: 0,
+        engineHopS: 0,
+        tokenizeSPerPromptToken: 0,
         frontendChatCpuS: 0,
         scheduleOverheadS: 0,
       },

@@ -215,7 +215,9 @@ export function engineValues(base: EngineModelOptions): Record<FitKey, number> {
     mfu8bit: e.mfuMax8,
     stepOverheadMs: e.stepOverheadS * 1e3,
     perSeqOverheadUs: e.perSeqOverheadS * 1e6,
-    frontendLatencyMs: e.frontendLatencyS * 1e3,
+    // A fitted or held front end is the whole request path (resolveEngineConfig): its fixed
+    // parts are where the fit starts; the fit's value takes the prompts' tokenising in too.
+    frontendLatencyMs: (e.frontendLatencyS + e.engineHopS) * 1e3,
   };
 }
 
