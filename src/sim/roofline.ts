@@ -132,6 +132,8 @@ export const REQUEST_PATH = {
   sglangHttpS: httpShare(9.54e-3 - 2.63e-3, 3, 128),
   /** TensorRT-LLM behind Triton: the FITTED whole of 4.5 ms at 467 prompt tokens. */
   tritonHttpS: httpShare(4.5e-3, 4, 467),
+  /** The prompt lengths those wholes were measured at (vLLM's parts serve TGI too). */
+  wholeAtTokens: { vllm: 201, sglang: 128, trtllm: 467 },
 } as const;
 
 /** The defaults; `stepOverheadS` is a 32-layer model's (resolveEngineConfig scales it by layer). */
