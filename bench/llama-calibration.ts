@@ -298,6 +298,7 @@ async function steps() {
         perSeqOverheadS: 0,
         frontendLatencyS: 0,
         engineHopS: 0,
+        entryPointHopS: 0,
         tokenizeSPerPromptToken: 0,
         frontendChatCpuS: 0,
         scheduleOverheadS: 0,

@@ -120,7 +120,7 @@ export function resolveEngineConfig(o: EngineModelOptions): EngineModelConfig {
       // setting) is the whole request path, the meaning it had before the path had parts and
       // the one calibrations were fitted in: the other parts go unless given too.
       ...(o.efficiency?.frontendLatencyS !== undefined
-        ? { engineHopS: 0, tokenizeSPerPromptToken: 0 }
+        ? { engineHopS: 0, entryPointHopS: 0, tokenizeSPerPromptToken: 0 }
         : {}),
       ...o.efficiency,
     },
@@ -444,19 +444,18 @@ export class EngineModel {
   }
 
   /**
-   * A request's way to the scheduler (REQUEST_PATH), ns: the HTTP layer for an HTTP client,
-   * the hops to the engine's process and the prompt's tokenising for it and for the engine's
-   * own entry point, nothing for token ids given to the scheduler. Alone, a request's TTFT is
+   * A request's way to the scheduler (REQUEST_PATH), ns: for an HTTP client the HTTP layer,
+   * the server's hops to the engine's process and the prompt's tokenising; for the engine's own
+   * entry point its hops (fewer where it runs the engine in its own process) and tokenising;
+   * nothing for token ids given to the scheduler. Alone, a request's TTFT is
    * this, the wait for the step under way to end, and its prefill.
    */
   requestPathNs(input: Pick<SequenceInput, 'promptTokens'>): number {
     const e = this.config.efficiency;
     const client = this.config.clientPath ?? 'http';
     if (client === 'none') return 0;
-    const httpS = client === 'http' ? e.frontendLatencyS : 0;
-    return Math.round(
-      (httpS + e.engineHopS + input.promptTokens * e.tokenizeSPerPromptToken) * 1e9,
-    );
+    const beforeS = client === 'http' ? e.frontendLatencyS + e.engineHopS : e.entryPointHopS;
+    return Math.round((beforeS + input.promptTokens * e.tokenizeSPerPromptToken) * 1e9);
   }
 
   private enterWaiting(seq: Sequence, readyNs: number): void {

@@ -249,14 +249,14 @@ export const ENGINE_FLAGS: readonly FlagSpec[] = [
     key: 'frontendLatencyMs',
     kind: 'number',
     ...ENGINE_LIMITS.frontendLatencyMs,
-    help: `the request path's HTTP layer (default: ${(e.frontendLatencyS * 1e3).toFixed(2)}); given, the whole request path, arrival to scheduler (--engine-hop-ms and --tokenize-us-per-token then 0 unless given)`,
+    help: `the request path's HTTP layer (default: the personality's, ${(e.frontendLatencyS * 1e3).toFixed(2)} for vLLM); given, the whole request path, arrival to scheduler (--engine-hop-ms and --tokenize-us-per-token then 0 unless given)`,
   },
   {
     flag: '--engine-hop-ms <ms>',
     key: 'engineHopMs',
     kind: 'number',
     ...ENGINE_LIMITS.engineHopMs,
-    help: `the request's hops to the engine's process and its first output back (default: ${(e.engineHopS * 1e3).toFixed(2)}, the personality's)`,
+    help: `the request's hops to the engine's process and its first output back, on the --client-path taken (default: the personality's, ${(e.engineHopS * 1e3).toFixed(2)} for vLLM V1)`,
   },
   {
     flag: '--tokenize-us-per-token <us>',
@@ -605,7 +605,11 @@ export function efficiencyOf(values: {
   if (values.stepOverheadMs !== undefined) e.stepOverheadS = values.stepOverheadMs / 1e3;
   if (values.perSeqOverheadUs !== undefined) e.perSeqOverheadS = values.perSeqOverheadUs / 1e6;
   if (values.frontendLatencyMs !== undefined) e.frontendLatencyS = values.frontendLatencyMs / 1e3;
-  if (values.engineHopMs !== undefined) e.engineHopS = values.engineHopMs / 1e3;
+  // The hops of whichever client path the engine is given (`--client-path`).
+  if (values.engineHopMs !== undefined) {
+    e.engineHopS = values.engineHopMs / 1e3;
+    e.entryPointHopS = values.engineHopMs / 1e3;
+  }
   if (values.tokenizeUsPerToken !== undefined) {
     e.tokenizeSPerPromptToken = values.tokenizeUsPerToken / 1e6;
   }

@@ -388,7 +388,8 @@ export function personalityEfficiency(
       // source gives what is left, so this one constant is FITTED: 1.8 ms makes the fit point
       // ip-h100-llama31-8b-v0-090-rate40 (test/fixtures/sim-validation/points.json: vLLM 0.9 V0,
       // 40 req/s) read its published mean TPOT (17.0 ms).
-      return { scheduleOverheadS: 1.8e-3 };
+      // Its LLM and AsyncLLMEngine run the engine in the caller's process (REQUEST_PATH).
+      return { scheduleOverheadS: 1.8e-3, entryPointHopS: 0 };
     case 'vllm-v0.5':
       // vLLM 0.5.x processed each step's outputs on the CPU in step with the GPU (async output
       // processing, PR 7049, first shipped in 0.6.0): the 3.8 ms of scheduling and output
@@ -403,6 +404,7 @@ export function personalityEfficiency(
         scheduleOverheadS: 3.8e-3,
         perSeqOverheadS: DEFAULT_EFFICIENCY.perSeqOverheadS + (3.4e-3 - 0.2e-3) / 31,
         engineHopS: 0,
+        entryPointHopS: 0,
       };
     case 'sglang':
       // Request path: SGLang's CPU path measured against a mock forward (tenstorrent/
@@ -418,6 +420,7 @@ export function personalityEfficiency(
       return {
         frontendLatencyS: REQUEST_PATH.sglangHttpS,
         engineHopS: REQUEST_PATH.sglangHops * REQUEST_PATH.hopS,
+        entryPointHopS: REQUEST_PATH.sglangHops * REQUEST_PATH.hopS,
         stepOverheadS: (1.0e-3 / 32) * model.layers,
       };
     case 'trtllm':
@@ -431,6 +434,8 @@ export function personalityEfficiency(
       return {
         frontendLatencyS: REQUEST_PATH.tritonHttpS,
         engineHopS: REQUEST_PATH.tritonHops * REQUEST_PATH.hopS,
+        // The LLM API's proxy to its executor worker and back (REQUEST_PATH).
+        entryPointHopS: 2 * REQUEST_PATH.hopS,
         mfuMax8: 0.75,
       };
     case 'llamacpp':
@@ -463,6 +468,7 @@ const LLAMACPP_EFFICIENCY: Partial<Efficiency> = {
   // Its whole request path: llama-server tokenises in C++ in its own process.
   frontendLatencyS: 3e-3,
   engineHopS: 0,
+  entryPointHopS: 0,
   tokenizeSPerPromptToken: 0,
   stepOverheadS: 0.5e-3,
   perSeqOverheadS: 50e-6,

@@ -42,6 +42,12 @@ export interface Efficiency {
    * the engine runs in the serving process.
    */
   engineHopS: number;
+  /**
+   * The same hops when the engine's own Python entry point sends the request (`clientPath`
+   * `engine`), seconds: where that entry point runs the engine in the caller's process (vLLM
+   * V0's LLM and AsyncLLMEngine), fewer than the HTTP server's.
+   */
+  entryPointHopS: number;
   /** Tokenising the prompt, seconds per prompt token (one Hugging Face fast tokenizer call). */
   tokenizeSPerPromptToken: number;
   /**
@@ -111,6 +117,15 @@ const ATTENTION_MMA_ROWS = 16;
  *   - TensorRT-LLM: its 4.5 ms whole is FITTED (personality.ts); the parts are taken from it
  *     the same way at the fit point's 467-token prompts. No measurement of the Python backend's
  *     shared-memory hop was found: the ZMQ hop's figure stands in for it.
+ * The engines' own Python entry points (`clientPath` `engine`) have no HTTP layer; their hops:
+ * vLLM V1's LLM and AsyncLLM run EngineCore in its own process by default, the same two hops
+ * (`vllm/v1/engine/llm_engine.py` EngineCoreClient.make_client with multiprocess_mode from
+ * VLLM_ENABLE_V1_MULTIPROCESSING, vllm-project/vllm@001999d2); V0's LLM and AsyncLLMEngine run
+ * the engine in the caller's process (`vllm/engine/async_llm_engine.py`, @9700a6aa): none;
+ * sgl.Engine keeps the tokenizer manager in the caller and starts the scheduler and detokenizer
+ * processes, the same three (`python/sglang/srt/entrypoints/engine.py`, sgl-project/sglang@
+ * 18bfdd16); TensorRT-LLM's LLM API sends to its executor worker over ZMQ and back
+ * (`tensorrt_llm/executor/proxy.py` GenerationExecutorProxy, NVIDIA/TensorRT-LLM@b93e14ca): two.
  * A request alone therefore waits HTTP + hops + tokens x tokenising before the scheduler sees
  * it; the first token's way back is counted there too (at light load TTFT is the same).
  */
@@ -146,6 +161,7 @@ export const DEFAULT_EFFICIENCY: Efficiency = {
   perSeqOverheadS: 13e-6,
   frontendLatencyS: REQUEST_PATH.vllmHttpS,
   engineHopS: REQUEST_PATH.vllmHops * REQUEST_PATH.hopS,
+  entryPointHopS: REQUEST_PATH.vllmHops * REQUEST_PATH.hopS,
   tokenizeSPerPromptToken: REQUEST_PATH.tokenizeSPerToken,
   frontendChatCpuS: 0,
   scheduleOverheadS: 0,

@@ -78,17 +78,37 @@ describe('request path', () => {
     close(alone(base, 20_201).pathMs, 20 + 20_000 * tokS * 1e3, 'vLLM, 20k tokens more');
   });
 
-  test("the engine's own entry point drops only the HTTP layer; token ids drop the whole path", () => {
+  test("the engine's own entry point has no HTTP layer and its own hops; token ids drop the whole path", () => {
     for (const personality of ['vllm-v1', 'sglang', 'trtllm'] as const) {
       const http = alone({ ...base, personality }, 1000);
       const engine = alone({ ...base, personality, clientPath: 'engine' }, 1000);
       const none = alone({ ...base, personality, clientPath: 'none' }, 1000);
-      const httpS = new EngineModel({ ...base, personality }).config.efficiency.frontendLatencyS;
-      close(http.pathMs - engine.pathMs, httpS * 1e3, `${personality}: HTTP layer only`);
+      const e = new EngineModel({ ...base, personality }).config.efficiency;
+      close(
+        http.pathMs - engine.pathMs,
+        (e.frontendLatencyS + e.engineHopS - e.entryPointHopS) * 1e3,
+        `${personality}: the HTTP layer and the server's hops less the entry point's`,
+      );
       assert.ok(engine.pathMs > 1000 * tokS * 1e3, `${personality}: still tokenises`);
       assert.equal(none.pathMs, 0);
       close(none.ttftMs, none.prefillMs, `${personality}: TTFT is the prefill`);
     }
+  });
+
+  test('entry points: vLLM V1 and SGLang keep their hops, V0 runs the engine in the caller, the LLM API has two', () => {
+    const entry = (personality: EngineModelOptions['personality']) =>
+      alone({ ...base, personality, clientPath: 'engine' }, 1000).pathMs - 1000 * tokS * 1e3;
+    close(entry('vllm-v1'), 2 * hopS * 1e3, 'V1 LLM/AsyncLLM to EngineCore');
+    close(entry('vllm-v0'), 0, 'V0 LLMEngine in the caller');
+    close(entry('vllm-v0.5'), 0, 'V0.5 likewise');
+    close(entry('sglang'), 3 * hopS * 1e3, 'sgl.Engine: scheduler and detokenizer processes');
+    close(entry('trtllm'), 2 * hopS * 1e3, 'LLM API proxy and worker');
+    // vLLM V1 through its entry point: only the HTTP layer goes.
+    close(
+      alone(base, 1000).pathMs - alone({ ...base, clientPath: 'engine' }, 1000).pathMs,
+      REQUEST_PATH.vllmHttpS * 1e3,
+      'V1: HTTP layer only',
+    );
   });
 
   test('releases: vLLM 0.5 ran its engine in the API server (no hop), 0.6 on behind ZMQ (two)', () => {
