@@ -33,7 +33,7 @@ export interface Efficiency {
    * The request path's HTTP/API layer, seconds: the server parsing and validating the OpenAI
    * request and writing the first streamed chunk (REQUEST_PATH, below). A value given
    * by the user (a flag, a calibration) is the whole request path, as it was before the path
-   * had parts: `engineHopS` and `tokenizeSPerPromptToken` are then 0 unless given too.
+   * had parts: the hops and `tokenizeSPerPromptToken` are then 0 unless given too.
    */
   frontendLatencyS: number;
   /**
