@@ -21,7 +21,12 @@ import {
   type EngineModelOptions,
   resolveEngineConfig,
 } from '../src/sim/engineModel.js';
-import { isPersonalityId, parseEngineVersion } from '../src/sim/personality.js';
+import {
+  CLIENT_PATHS,
+  type ClientPath,
+  isPersonalityId,
+  parseEngineVersion,
+} from '../src/sim/personality.js';
 import type { Efficiency } from '../src/sim/roofline.js';
 import { simulateRun } from '../src/sim/virtual.js';
 import {
@@ -207,7 +212,8 @@ export function engineOptions(p: ValidationPoint): EngineModelOptions | string {
   const version = p.engine.version ? parseEngineVersion(p.engine.version) : undefined;
   const versioned = p.engine.personality === 'vllm-v1' || p.engine.personality === 'vllm-v0';
   if (versioned && version) options.engineVersion = version.join('.');
-  // An engine-only benchmark (trtllm-bench, gptSessionBenchmark) has no HTTP front end.
+  // Who sent the requests (`clientPathOf`); a front end the point states is its whole path.
+  options.clientPath = clientPathOf(p);
   const frontendMs = p.engine.settings?.frontendLatencyMs;
   if (typeof frontendMs === 'number') options.efficiency = { frontendLatencyS: frontendMs / 1e3 };
   // A user sets max_model_len to fit the workload where the model's context is longer; a
@@ -220,6 +226,35 @@ export function engineOptions(p: ValidationPoint): EngineModelOptions | string {
     options.maxModelLen = Math.min(model.maxContext, Math.max(4096, longest));
   }
   return options as unknown as EngineModelOptions;
+}
+
+/**
+ * Who sent a point's requests, from what its source names (its engine settings' `clientPath`
+ * where a point states it): the engine's own Python entry point (vLLM's benchmark_latency.py and
+ * benchmark_throughput.py run the offline LLM class, AsyncLLMEngine, sgl.Engine and SGLang's
+ * bench_offline_throughput), which tokenises and hands requests to the engine's process without
+ * an HTTP layer; token ids straight to the scheduler (trtllm-bench, gptSessionBenchmark and
+ * gptManagerBenchmark run C++ or pre-tokenised data sets; a stated front end of 0 says the
+ * same); else a client of the HTTP server.
+ */
+export function clientPathOf(p: ValidationPoint): ClientPath {
+  const stated = p.engine.settings?.clientPath;
+  if (typeof stated === 'string' && (CLIENT_PATHS as readonly string[]).includes(stated)) {
+    return stated as ClientPath;
+  }
+  if (p.engine.settings?.frontendLatencyMs === 0) return 'none';
+  const said = `${p.engine.name} ${p.source.quote ?? ''}`;
+  if (/trtllm-bench|gptSessionBenchmark|gptManagerBenchmark|bench_one_batch\b/.test(said)) {
+    return 'none';
+  }
+  if (
+    /benchmark_latency|benchmark_throughput|offline LLM|LLM\.generate|AsyncLLMEngine|sgl\.Engine|bench_offline_throughput/.test(
+      said,
+    )
+  ) {
+    return 'engine';
+  }
+  return 'http';
 }
 
 /**

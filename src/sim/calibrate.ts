@@ -44,7 +44,7 @@ import {
   predictionModel,
   residualOf,
 } from './prediction.js';
-import { gemmFormat } from './roofline.js';
+import { gemmFormat, REQUEST_PATH } from './roofline.js';
 import { TraceBlockKeys } from './traceKeys.js';
 import { simulateRun } from './virtual.js';
 
@@ -215,8 +215,20 @@ export function engineValues(base: EngineModelOptions): Record<FitKey, number> {
     mfu8bit: e.mfuMax8,
     stepOverheadMs: e.stepOverheadS * 1e3,
     perSeqOverheadUs: e.perSeqOverheadS * 1e6,
-    frontendLatencyMs: e.frontendLatencyS * 1e3,
+    // A fitted or held front end is the whole request path (resolveEngineConfig). The fit
+    // starts from the personality's whole at the prompt length its parts were measured at,
+    // the value the one constant had (20 ms for vLLM): the fit is piecewise flat in it.
+    frontendLatencyMs:
+      (e.frontendLatencyS + e.engineHopS + wholeAtTokens(base) * e.tokenizeSPerPromptToken) * 1e3,
   };
+}
+
+/** The prompt length at which the personality's request path was measured as a whole. */
+function wholeAtTokens(base: EngineModelOptions): number {
+  const at = REQUEST_PATH.wholeAtTokens;
+  if (base.personality === 'sglang') return at.sglang;
+  if (base.personality === 'trtllm') return at.trtllm;
+  return at.vllm;
 }
 
 /**

@@ -32,7 +32,10 @@ export const ENGINE_LIMITS = {
    * measured; a minute is past every client's default timeout.
    */
   frontendLatencyMs: { min: 0, max: 60_000 },
+  engineHopMs: { min: 0, max: 60_000 },
   frontendChatCpuMs: { min: 0, max: 60_000 },
+  /** Tokenising a prompt token takes about a microsecond; a millisecond is a thousand times that. */
+  tokenizeUsPerToken: { min: 0, max: 1_000 },
   /** Activations and runtime memory beside the KV cache: no accelerator holds a terabyte. */
   nonKvOverheadGb: { min: 0, max: 1_000 },
 } as const satisfies Record<string, NumberRule>;

@@ -11,6 +11,7 @@ import { FrontEndLoop } from './frontEnd.js';
 import type { KvPool } from './kvPool.js';
 import { type BatchEntry, planUbatches } from './llamacppBatch.js';
 import {
+  type ClientPath,
   DEFAULT_PERSONALITY,
   isVllmV0,
   LLAMACPP,
@@ -63,6 +64,8 @@ export interface EngineModelConfig extends VllmMemoryInput {
   measuredSteps?: MeasuredSteps;
   /** vllm-v1: the release (`0.11.0`; `vllmRelease`), the latest where absent. */
   engineVersion?: string;
+  /** Who sends the requests (CLIENT_PATHS): which parts of the request path they take; `http` where absent. */
+  clientPath?: ClientPath;
 }
 
 export type EngineModelOptions = Pick<EngineModelConfig, 'model' | 'gpu'> &
@@ -114,6 +117,12 @@ export function resolveEngineConfig(o: EngineModelOptions): EngineModelConfig {
       stepOverheadS: STEP_OVERHEAD_PER_LAYER_S * o.model.layers,
       ...familyEfficiency(o.gpu),
       ...heldToGemmCeiling(personalityEfficiency(personality, o.model, version), o.gpu),
+      // A front-end latency the user gives (a flag, calibration.json, a validation point's
+      // setting) is the whole request path, the meaning it had before the path had parts and
+      // the one calibrations were fitted in: the other parts go unless given too.
+      ...(o.efficiency?.frontendLatencyS !== undefined
+        ? { engineHopS: 0, entryPointHopS: 0, tokenizeSPerPromptToken: 0 }
+        : {}),
       ...o.efficiency,
     },
     ...(o.nonKvOverheadBytes !== undefined ? { nonKvOverheadBytes: o.nonKvOverheadBytes } : {}),
@@ -121,6 +130,7 @@ export function resolveEngineConfig(o: EngineModelOptions): EngineModelConfig {
     ...(o.cacheRamMiB !== undefined ? { cacheRamMiB: o.cacheRamMiB } : {}),
     ...d.release,
     ...(o.engineVersion !== undefined ? { engineVersion: o.engineVersion } : {}),
+    ...(o.clientPath !== undefined ? { clientPath: o.clientPath } : {}),
     ...(o.numGpuBlocksOverride !== undefined
       ? { numGpuBlocksOverride: o.numGpuBlocksOverride }
       : {}),
@@ -351,13 +361,17 @@ export class EngineModel {
     peakRunning: 0,
   };
   private readonly pool: KvPool;
-  private readonly frontendNs: number;
   /** The API server's loop that chat requests pass first, where it costs CPU time. */
   private readonly chatFrontEnd?: FrontEndLoop<Sequence>;
   private readonly leftFrontEnd = (seq: Sequence, atNs: number): void => {
-    seq.readyNs = atNs + this.frontendNs;
-    this.waiting.push(seq);
+    this.enterWaiting(seq, atNs + this.requestPathNs(seq.input));
   };
+  /**
+   * When the last request to enter the waiting queue reaches the scheduler: requests pass the
+   * request path in order (one loop each side of every hop), so none overtakes an earlier one
+   * with a longer prompt to tokenise.
+   */
+  private lastReadyNs = 0;
   private readonly waiting: Sequence[] = [];
   private waitingHead = 0;
   private running: Sequence[] = [];
@@ -422,9 +436,33 @@ export class EngineModel {
         llama ? (c.ubatchSize ?? LLAMACPP.nUbatch) : c.maxNumBatchedTokens,
       ),
     });
-    this.frontendNs = Math.round(c.efficiency.frontendLatencyS * 1e9);
     const chatCpuNs = Math.round(c.efficiency.frontendChatCpuS * 1e9);
-    if (chatCpuNs > 0) this.chatFrontEnd = new FrontEndLoop(chatCpuNs);
+    // The chat template is rendered by the HTTP server; the engine's entry point has its own
+    // (LLM.chat) but no validation point or user of --client-path engine has asked for it.
+    if (chatCpuNs > 0 && (c.clientPath ?? 'http') === 'http') {
+      this.chatFrontEnd = new FrontEndLoop(chatCpuNs);
+    }
+  }
+
+  /**
+   * A request's way to the scheduler (REQUEST_PATH), ns: for an HTTP client the HTTP layer,
+   * the server's hops to the engine's process and the prompt's tokenising; for the engine's own
+   * entry point its hops (fewer where it runs the engine in its own process) and tokenising;
+   * nothing for token ids given to the scheduler. Alone, a request's TTFT is
+   * this, the wait for the step under way to end, and its prefill.
+   */
+  requestPathNs(input: Pick<SequenceInput, 'promptTokens'>): number {
+    const e = this.config.efficiency;
+    const client = this.config.clientPath ?? 'http';
+    if (client === 'none') return 0;
+    const beforeS = client === 'http' ? e.frontendLatencyS + e.engineHopS : e.entryPointHopS;
+    return Math.round((beforeS + input.promptTokens * e.tokenizeSPerPromptToken) * 1e9);
+  }
+
+  private enterWaiting(seq: Sequence, readyNs: number): void {
+    seq.readyNs = Math.max(readyNs, this.lastReadyNs);
+    this.lastReadyNs = seq.readyNs;
+    this.waiting.push(seq);
   }
 
   /** Why a request cannot be served at all (vLLM answers HTTP 400), or undefined. */
@@ -454,11 +492,11 @@ export class EngineModel {
       const room = this.config.maxModelLen - input.promptTokens;
       if (input.maxTokens > room) input = { ...input, maxTokens: Math.max(1, room) };
     }
-    const seq = new Sequence(this.nextId++, input, this.frontendNs, listener);
+    const seq = new Sequence(this.nextId++, input, 0, listener);
     if (input.chat && this.chatFrontEnd) {
       this.chatFrontEnd.enter(seq, input.arrivalNs);
     } else {
-      this.waiting.push(seq);
+      this.enterWaiting(seq, input.arrivalNs + this.requestPathNs(input));
     }
     return seq;
   }
@@ -568,7 +606,9 @@ export class EngineModel {
   /** When the next chat request leaves the front end for the scheduler, if one is inside. */
   frontEndLeaveNs(): number | undefined {
     const leaves = this.chatFrontEnd?.nextLeaveNs();
-    return leaves === undefined ? undefined : leaves + this.frontendNs;
+    const head = this.chatFrontEnd?.peek();
+    if (leaves === undefined || head === undefined) return leaves;
+    return Math.max(leaves + this.requestPathNs(head.input), this.lastReadyNs);
   }
 
   /** Moves an idle engine's clock forward (never back). */

@@ -55,6 +55,14 @@ export class FrontEndLoop<T> {
     }
   }
 
+  /** The first request inside whose client is still there, or undefined. */
+  peek(): T | undefined {
+    for (let i = this.head; i < this.inside.length; i++) {
+      if (!this.inside[i].gone) return this.inside[i].item;
+    }
+    return undefined;
+  }
+
   /** When the first request inside leaves if no other comes, or undefined when empty. */
   nextLeaveNs(): number | undefined {
     return this.head < this.inside.length ? this.leaveNs() : undefined;

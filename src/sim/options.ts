@@ -18,6 +18,8 @@ import { type CalibrationWarning, calibrationFileNotices } from './calibrationWa
 import { ENGINE_LIMITS } from './engineLimits.js';
 import type { EngineModelOptions } from './engineModel.js';
 import {
+  CLIENT_PATHS,
+  type ClientPath,
   DEFAULT_PERSONALITY,
   engineVersionProblem,
   isPersonalityId,
@@ -247,7 +249,27 @@ export const ENGINE_FLAGS: readonly FlagSpec[] = [
     key: 'frontendLatencyMs',
     kind: 'number',
     ...ENGINE_LIMITS.frontendLatencyMs,
-    help: `HTTP front end, arrival to scheduler (default: ${e.frontendLatencyS * 1e3})`,
+    help: `the request path's HTTP layer (default: the personality's, ${(e.frontendLatencyS * 1e3).toFixed(2)} for vLLM); given, the whole request path, arrival to scheduler (--engine-hop-ms and --tokenize-us-per-token then 0 unless given)`,
+  },
+  {
+    flag: '--engine-hop-ms <ms>',
+    key: 'engineHopMs',
+    kind: 'number',
+    ...ENGINE_LIMITS.engineHopMs,
+    help: `the request's hops to the engine's process and its first output back, on the --client-path taken (default: the personality's, ${(e.engineHopS * 1e3).toFixed(2)} for vLLM V1)`,
+  },
+  {
+    flag: '--tokenize-us-per-token <us>',
+    key: 'tokenizeUsPerToken',
+    kind: 'number',
+    ...ENGINE_LIMITS.tokenizeUsPerToken,
+    help: `tokenising the prompt, per prompt token (default: ${e.tokenizeSPerPromptToken * 1e6})`,
+  },
+  {
+    flag: '--client-path <path>',
+    key: 'clientPath',
+    kind: 'string',
+    help: `who sends the requests: ${CLIENT_PATHS.join(', ')} (http: the OpenAI API; engine: the engine's own Python entry point, no HTTP layer but tokenising and the hops; none: token ids to the scheduler) (default: http)`,
   },
   {
     flag: '--frontend-chat-cpu-ms <ms>',
@@ -428,6 +450,10 @@ export interface SimEngineSettings {
   stepOverheadMs?: number;
   perSeqOverheadUs?: number;
   frontendLatencyMs?: number;
+  engineHopMs?: number;
+  tokenizeUsPerToken?: number;
+  /** Who sends the requests (CLIENT_PATHS). */
+  clientPath?: ClientPath;
   frontendChatCpuMs?: number;
   /** vllm-v0 */
   numSchedulerSteps?: number;
@@ -567,6 +593,8 @@ export function efficiencyOf(values: {
   stepOverheadMs?: number;
   perSeqOverheadUs?: number;
   frontendLatencyMs?: number;
+  engineHopMs?: number;
+  tokenizeUsPerToken?: number;
   frontendChatCpuMs?: number;
 }): Partial<typeof DEFAULT_EFFICIENCY> {
   const e: Partial<typeof DEFAULT_EFFICIENCY> = {};
@@ -577,6 +605,14 @@ export function efficiencyOf(values: {
   if (values.stepOverheadMs !== undefined) e.stepOverheadS = values.stepOverheadMs / 1e3;
   if (values.perSeqOverheadUs !== undefined) e.perSeqOverheadS = values.perSeqOverheadUs / 1e6;
   if (values.frontendLatencyMs !== undefined) e.frontendLatencyS = values.frontendLatencyMs / 1e3;
+  // The hops of whichever client path the engine is given (`--client-path`).
+  if (values.engineHopMs !== undefined) {
+    e.engineHopS = values.engineHopMs / 1e3;
+    e.entryPointHopS = values.engineHopMs / 1e3;
+  }
+  if (values.tokenizeUsPerToken !== undefined) {
+    e.tokenizeSPerPromptToken = values.tokenizeUsPerToken / 1e6;
+  }
   if (values.frontendChatCpuMs !== undefined) e.frontendChatCpuS = values.frontendChatCpuMs / 1e3;
   return e;
 }
@@ -691,6 +727,10 @@ export function resolveEngine(given: SimEngineSettings): {
       if (problem) problems.push(problem);
     }
   }
+  const clientPath = s.clientPath === undefined ? undefined : (String(s.clientPath) as ClientPath);
+  if (clientPath !== undefined && !CLIENT_PATHS.includes(clientPath)) {
+    problems.push(`--client-path ${clientPath} is not one; choose ${CLIENT_PATHS.join(', ')}`);
+  }
   const loadBalancer = String(s.loadBalancer ?? 'round-robin') as LoadBalancer;
   if (!LOAD_BALANCERS.includes(loadBalancer)) {
     problems.push(
@@ -765,6 +805,7 @@ export function resolveEngine(given: SimEngineSettings): {
     kvDtype: (kv as KvDtype | undefined) ?? (weights?.dtype === 'fp16' ? 'fp16' : 'bf16'),
     personality,
     ...(engineVersion !== undefined ? { engineVersion } : {}),
+    ...(clientPath !== undefined ? { clientPath } : {}),
     loadBalancer,
     ...(numbers.tp !== undefined ? { tp: numbers.tp } : {}),
     ...(numbers.dp !== undefined ? { dp: numbers.dp } : {}),

@@ -1,7 +1,12 @@
 import { type ProfileSampler, vllmDefaults } from '../memory/footprint.js';
 import type { GpuSpec } from '../memory/hardware.js';
 import type { ModelSpec } from '../memory/model.js';
-import { DEFAULT_EFFICIENCY, type Efficiency, SAMPLER_BYTES_PER_LOGIT } from './roofline.js';
+import {
+  DEFAULT_EFFICIENCY,
+  type Efficiency,
+  REQUEST_PATH,
+  SAMPLER_BYTES_PER_LOGIT,
+} from './roofline.js';
 
 /**
  * Serving-engine personalities: which engine's defaults, memory rule, scheduler and costs the
@@ -25,6 +30,16 @@ export const DEFAULT_PERSONALITY: PersonalityId = 'vllm-v1';
 /** How a data-parallel front end picks a replica for each request. */
 export const LOAD_BALANCERS = ['round-robin', 'least-loaded'] as const;
 export type LoadBalancer = (typeof LOAD_BALANCERS)[number];
+
+/**
+ * Who sends the requests, and so which parts of the request path (roofline.ts REQUEST_PATH)
+ * they take: `http`, a client of the server's OpenAI API (all of them); `engine`, the engine's
+ * own Python entry point (vLLM's LLM.generate and AsyncLLMEngine, sgl.Engine, TensorRT-LLM's
+ * LLM API), which still tokenises and hands the request to the engine's process, but has no
+ * HTTP layer; `none`, token ids straight to the scheduler (trtllm-bench, gptSessionBenchmark).
+ */
+export const CLIENT_PATHS = ['http', 'engine', 'none'] as const;
+export type ClientPath = (typeof CLIENT_PATHS)[number];
 
 /** vLLM's V0 engine, of any version (its scheduler, memory rule and block watermark). */
 export const isVllmV0 = (id: PersonalityId): boolean => id === 'vllm-v0' || id === 'vllm-v0.5';
@@ -378,7 +393,12 @@ export function personalityEfficiency(
       // source gives what is left, so this one constant is FITTED: 1.8 ms makes the fit point
       // ip-h100-llama31-8b-v0-090-rate40 (test/fixtures/sim-validation/points.json: vLLM 0.9 V0,
       // 40 req/s) read its published mean TPOT (17.0 ms).
-      return { scheduleOverheadS: 1.8e-3, samplerBytesPerLogit: SAMPLER_BYTES_PER_LOGIT.vllmV0 };
+      // Its LLM and AsyncLLMEngine run the engine in the caller's process (REQUEST_PATH).
+      return {
+        scheduleOverheadS: 1.8e-3,
+        samplerBytesPerLogit: SAMPLER_BYTES_PER_LOGIT.vllmV0,
+        entryPointHopS: 0,
+      };
     case 'vllm-v0.5':
       // vLLM 0.5.x processed each step's outputs on the CPU in step with the GPU (async output
       // processing, PR 7049, first shipped in 0.6.0): the 3.8 ms of scheduling and output
@@ -387,32 +407,50 @@ export function personalityEfficiency(
       // sequences (RFC 6913, Llama 70B on 4x H100): about 0.1 ms more per sequence. No
       // multi-step scheduling (0.6.0). The API server's share (33 % of that step, in the same
       // process before 0.6) is not modelled.
+      // Its AsyncLLMEngine ran inside the API server's process (the ZMQ front end came with
+      // 0.5.4's frontend multiprocessing and 0.6's MQLLMEngine): no hop to an engine process.
       return {
         scheduleOverheadS: 3.8e-3,
         perSeqOverheadS: DEFAULT_EFFICIENCY.perSeqOverheadS + (3.4e-3 - 0.2e-3) / 31,
         samplerBytesPerLogit: SAMPLER_BYTES_PER_LOGIT.vllmV0,
+        engineHopS: 0,
+        entryPointHopS: 0,
       };
     case 'sglang':
-      // Front end: SGLang's CPU path measured against a mock forward (tenstorrent/
-      // tt-inference-server issue 3560: batch-1 TTFT 9.54 ms over a 2.63 ms forward), about
-      // 7 ms for its tokenizer manager. The time per step not hidden behind the GPU is FITTED:
+      // Request path: SGLang's CPU path measured against a mock forward (tenstorrent/
+      // tt-inference-server issue 3560: batch-1 TTFT 9.54 ms over a 2.63 ms forward), 6.9 ms
+      // for 128-token prompts, in parts (REQUEST_PATH): its HTTP layer, three hops (tokenizer
+      // manager, scheduler, detokenizer) and tokenising. The time per step not hidden behind
+      // the GPU is FITTED:
       // that measurement's 0.31 ms per token is today's overlap scheduler (on by default since
       // 0.4), and the fit point sgl030-l31-8b-a100-tp1-sharegpt-rps4 (SGLang 0.3.0, median TPOT
       // 13.2 ms) reads right at 1.0 ms; older versions' points need it, newer ones may be faster.
       // It grows with the layers as the default does (STEP_OVERHEAD_PER_LAYER_S): 1.0 ms is
       // that 32-layer model's.
       return {
-        frontendLatencyS: 9.54e-3 - 2.63e-3,
+        frontendLatencyS: REQUEST_PATH.sglangHttpS,
+        engineHopS: REQUEST_PATH.sglangHops * REQUEST_PATH.hopS,
+        entryPointHopS: REQUEST_PATH.sglangHops * REQUEST_PATH.hopS,
         stepOverheadS: (1.0e-3 / 32) * model.layers,
         samplerBytesPerLogit: SAMPLER_BYTES_PER_LOGIT.sglang03,
       };
     case 'trtllm':
-      // FITTED, as no published figure fixes them (docs/cli.md "Validation"): the Triton /
-      // trtllm-serve front end, 4.5 ms, from the fit point trt014-online-l31-8b-h100-tp1-467-256-qps2
-      // (mean TTFT 23 ms at 2 req/s), and the share of the fp8 peak its fp8 GEMMs reach, 0.75,
-      // from trt014-l31-8b-h100-fp8-tp1-128-128 (26,933 output tok/s offline). The share is above
-      // the H100's best fp8 matmul (0.709): on Hopper it is held there (`heldToGemmCeiling`).
-      return { frontendLatencyS: 4.5e-3, mfuMax8: 0.75 };
+      // FITTED, as no published figure fixes them (docs/cli.md "Validation"): the Triton
+      // request path, 4.5 ms in all for 467-token prompts, from the fit point
+      // trt014-online-l31-8b-h100-tp1-467-256-qps2 (mean TTFT 23 ms at 2 req/s), in parts
+      // (REQUEST_PATH: the ensemble's four Python-backend hops and tokenising, the rest its HTTP
+      // layer; the parts' split is sourced, their sum still the fit's), and the share of the
+      // fp8 peak its fp8 GEMMs reach, 0.75, from trt014-l31-8b-h100-fp8-tp1-128-128 (26,933
+      // output tok/s offline). The share is above the H100's best fp8 matmul (0.709): on Hopper
+      // it is held there (`heldToGemmCeiling`). trtllm-serve's Python server is another path,
+      // not modelled.
+      return {
+        frontendLatencyS: REQUEST_PATH.tritonHttpS,
+        engineHopS: REQUEST_PATH.tritonHops * REQUEST_PATH.hopS,
+        // The LLM API's proxy to its executor worker and back (REQUEST_PATH).
+        entryPointHopS: 2 * REQUEST_PATH.hopS,
+        mfuMax8: 0.75,
+      };
     case 'llamacpp':
       return LLAMACPP_EFFICIENCY;
     default:
@@ -440,7 +478,11 @@ export function personalityEfficiency(
  */
 const LLAMACPP_EFFICIENCY: Partial<Efficiency> = {
   mfuHalfTokens: 6,
+  // Its whole request path: llama-server tokenises in C++ in its own process.
   frontendLatencyS: 3e-3,
+  engineHopS: 0,
+  entryPointHopS: 0,
+  tokenizeSPerPromptToken: 0,
   stepOverheadS: 0.5e-3,
   perSeqOverheadS: 50e-6,
   // llama-server samples each slot on the CPU after ggml's graph (`common_sampler`): that work is

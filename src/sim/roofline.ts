@@ -29,8 +29,27 @@ export interface Efficiency {
   stepOverheadS: number;
   /** Extra time per sequence in a step (input preparation, detokenisation), seconds. */
   perSeqOverheadS: number;
-  /** HTTP front end: from request arrival to the scheduler seeing it, seconds (20-30 ms). */
+  /**
+   * The request path's HTTP/API layer, seconds: the server parsing and validating the OpenAI
+   * request and writing the first streamed chunk (REQUEST_PATH, below). A value given
+   * by the user (a flag, a calibration) is the whole request path, as it was before the path
+   * had parts: the hops and `tokenizeSPerPromptToken` are then 0 unless given too.
+   */
   frontendLatencyS: number;
+  /**
+   * The request's hops between processes, seconds: to the engine process and its first output
+   * back (serialising, the socket, the receiving loop, detokenising the first token). 0 where
+   * the engine runs in the serving process.
+   */
+  engineHopS: number;
+  /**
+   * The same hops when the engine's own Python entry point sends the request (`clientPath`
+   * `engine`), seconds: where that entry point runs the engine in the caller's process (vLLM
+   * V0's LLM and AsyncLLMEngine), fewer than the HTTP server's.
+   */
+  entryPointHopS: number;
+  /** Tokenising the prompt, seconds per prompt token (one Hugging Face fast tokenizer call). */
+  tokenizeSPerPromptToken: number;
   /**
    * CPU time the API server's one loop spends on each chat request before the engine sees it
    * (rendering its template), one request at a time (`FrontEndLoop`), seconds. 0 where the
@@ -101,6 +120,79 @@ export const SAMPLER_BYTES_PER_LOGIT = {
 /** Rows of one tensor-core MMA instruction (mma.m16n8k16): what an attention tile's queries fill. */
 const ATTENTION_MMA_ROWS = 16;
 
+/**
+ * What a request's way to its first token costs outside the engine's steps, by part (issue 57).
+ * The engines' paths, from their sources:
+ * - vLLM V1: the API server (FastAPI/uvicorn, the OpenAI request's pydantic model) tokenises in
+ *   its own process (AsyncLLM's input processor), sends the request to EngineCore over ZMQ as
+ *   msgpack, and EngineCore's output thread sends each step's tokens back the same way, which
+ *   AsyncLLM's output handler detokenises before the SSE write: two hops (`vllm/v1/engine/
+ *   core_client.py` AsyncMPClient, vllm-project/vllm@364631ab). V0 from 0.6 (MQLLMEngine) has the
+ *   same two, pickled over ZMQ PUSH/PULL sockets (`vllm/engine/multiprocessing/client.py`
+ *   MQLLMEngineClient._process_request, vllm-project/vllm@01750be4); 0.5's AsyncLLMEngine ran in
+ *   the API server's process: none.
+ * - SGLang: TokenizerManager (in the HTTP process) tokenises and sends to the Scheduler over
+ *   ZMQ; the Scheduler sends tokens to the DetokenizerManager, which sends text back to the
+ *   TokenizerManager: three hops (`python/sglang/srt/managers/detokenizer_manager.py`,
+ *   sgl-project/sglang@1e890341).
+ * - TensorRT-LLM behind Triton: the ensemble runs `preprocessing` (a Python-backend model that
+ *   tokenises), `tensorrt_llm` (C++) and `postprocessing` (Python, detokenises) for each
+ *   response (`all_models/inflight_batcher_llm/ensemble/config.pbtxt`,
+ *   triton-inference-server/tensorrtllm_backend@039e5b4a); each Python-backend model runs in its
+ *   own stub process: a request crosses into and out of two of them, four hops.
+ * What each part costs, measured:
+ * - Tokenising: Hugging Face's fast tokenizer (Rust) on one input takes 1.1 s for a 4 MB
+ *   document of about a million tokens, 1.1 us a token (charlesxu.io/parallel-tokenizer). Two
+ *   more measurements agree: tokenizers 0.21 from Python, 2.7 MiB/s on English prose (GPT-2
+ *   vocabulary, one thread; gist benvanik/9090b155, Feb 2026), 1.5 us a token at about 4 bytes
+ *   a token; and Llama 3.1's tokenizer on single sentences, 1.93 MB/s (huggingface/tokenizers
+ *   PR #1582), about 2 us.
+ * - A hop: pickling and the ZMQ transport between SGLang's TokenizerManager and Scheduler,
+ *   measured at 0.1 to 0.2 ms (uw-syfi/vibesys PR #421, the "ipc-hop" span): 0.15 ms each.
+ * - The HTTP layer is what is left of a measured whole at light load:
+ *   - SGLang: 9.54 ms TTFT over a 2.63 ms mock forward for 128-token chat prompts at
+ *     concurrency 1 (tenstorrent/tt-inference-server issue 3560): 6.91 ms, less three hops and
+ *     128 tokens' tokenising, is 6.32 ms.
+ *   - vLLM: 20 ms in all (REFERENCE-memory-and-simulator.md section 4.3: TTFT 33 ms for
+ *     201-token prompts at 1 req/s, vLLM 0.11 on an H100 in a Kubernetes cluster, kubernetes-sigs/
+ *     inference-perf), less two hops and 201 tokens' tokenising: 19.48 ms.
+ *   - TensorRT-LLM: its 4.5 ms whole is FITTED (personality.ts); the parts are taken from it
+ *     the same way at the fit point's 467-token prompts. No measurement of the Python backend's
+ *     shared-memory hop was found: the ZMQ hop's figure stands in for it.
+ * The engines' own Python entry points (`clientPath` `engine`) have no HTTP layer; their hops:
+ * vLLM V1's LLM and AsyncLLM run EngineCore in its own process by default, the same two hops
+ * (`vllm/v1/engine/llm_engine.py` EngineCoreClient.make_client with multiprocess_mode from
+ * VLLM_ENABLE_V1_MULTIPROCESSING, vllm-project/vllm@001999d2); V0's LLM and AsyncLLMEngine run
+ * the engine in the caller's process (`vllm/engine/async_llm_engine.py`, @9700a6aa): none;
+ * sgl.Engine keeps the tokenizer manager in the caller and starts the scheduler and detokenizer
+ * processes, the same three (`python/sglang/srt/entrypoints/engine.py`, sgl-project/sglang@
+ * 18bfdd16); TensorRT-LLM's LLM API sends to its executor worker over ZMQ and back
+ * (`tensorrt_llm/executor/proxy.py` GenerationExecutorProxy, NVIDIA/TensorRT-LLM@b93e14ca): two.
+ * A request alone therefore waits HTTP + hops + tokens x tokenising before the scheduler sees
+ * it; the first token's way back is counted there too (at light load TTFT is the same).
+ */
+const TOKENIZE_S_PER_TOKEN = 1.1e-6;
+const HOP_S = 0.15e-3;
+/** What a measured whole leaves to the HTTP layer once its hops and tokenising are taken out. */
+const httpShare = (wholeS: number, hops: number, tokens: number): number =>
+  wholeS - hops * HOP_S - tokens * TOKENIZE_S_PER_TOKEN;
+
+export const REQUEST_PATH = {
+  tokenizeSPerToken: TOKENIZE_S_PER_TOKEN,
+  hopS: HOP_S,
+  vllmHops: 2,
+  sglangHops: 3,
+  tritonHops: 4,
+  /** vLLM: the whole of 20 ms at 201 prompt tokens. */
+  vllmHttpS: httpShare(20e-3, 2, 201),
+  /** SGLang: the whole of 6.91 ms measured at 128 prompt tokens. */
+  sglangHttpS: httpShare(9.54e-3 - 2.63e-3, 3, 128),
+  /** TensorRT-LLM behind Triton: the FITTED whole of 4.5 ms at 467 prompt tokens. */
+  tritonHttpS: httpShare(4.5e-3, 4, 467),
+  /** The prompt lengths those wholes were measured at (vLLM's parts serve TGI too). */
+  wholeAtTokens: { vllm: 201, sglang: 128, trtllm: 467 },
+} as const;
+
 /** The defaults; `stepOverheadS` is a 32-layer model's (resolveEngineConfig scales it by layer). */
 export const DEFAULT_EFFICIENCY: Efficiency = {
   mbu: 0.8,
@@ -109,7 +201,10 @@ export const DEFAULT_EFFICIENCY: Efficiency = {
   mfuHalfTokens: 128,
   stepOverheadS: STEP_OVERHEAD_PER_LAYER_S * 32,
   perSeqOverheadS: 13e-6,
-  frontendLatencyS: 20e-3,
+  frontendLatencyS: REQUEST_PATH.vllmHttpS,
+  engineHopS: REQUEST_PATH.vllmHops * REQUEST_PATH.hopS,
+  entryPointHopS: REQUEST_PATH.vllmHops * REQUEST_PATH.hopS,
+  tokenizeSPerPromptToken: REQUEST_PATH.tokenizeSPerToken,
   frontendChatCpuS: 0,
   scheduleOverheadS: 0,
   // TensorRT-LLM's and TGI's samplers were not read: they are given vLLM V1's greedy path, the
