@@ -445,18 +445,20 @@ export class EngineModel {
   }
 
   /**
-   * A request's way to the scheduler (REQUEST_PATH), ns: for an HTTP client the HTTP layer,
-   * the server's hops to the engine's process and the prompt's tokenising; for the engine's own
-   * entry point its hops (fewer where it runs the engine in its own process) and tokenising;
-   * nothing for token ids given to the scheduler. Alone, a request's TTFT is
-   * this, the wait for the step under way to end, and its prefill.
+   * A request's way to the scheduler (REQUEST_PATH), ns: the path's fixed part, the hops to the
+   * engine's process (the server's for an HTTP client, the entry point's own for the engine's:
+   * fewer where it runs the engine in its own process) and the prompt's tokenising; nothing for
+   * token ids given to the scheduler. Alone, a request's TTFT is this, the wait for the step
+   * under way to end, and its prefill.
    */
   requestPathNs(input: Pick<SequenceInput, 'promptTokens'>): number {
     const e = this.config.efficiency;
     const client = this.config.clientPath ?? 'http';
     if (client === 'none') return 0;
-    const beforeS = client === 'http' ? e.frontendLatencyS + e.engineHopS : e.entryPointHopS;
-    return Math.round((beforeS + input.promptTokens * e.tokenizeSPerPromptToken) * 1e9);
+    const hopsS = client === 'http' ? e.engineHopS : e.entryPointHopS;
+    return Math.round(
+      (e.frontendLatencyS + hopsS + input.promptTokens * e.tokenizeSPerPromptToken) * 1e9,
+    );
   }
 
   private enterWaiting(seq: Sequence, readyNs: number): void {

@@ -249,7 +249,7 @@ export const ENGINE_FLAGS: readonly FlagSpec[] = [
     key: 'frontendLatencyMs',
     kind: 'number',
     ...ENGINE_LIMITS.frontendLatencyMs,
-    help: `the request path's HTTP layer (default: the personality's, ${(e.frontendLatencyS * 1e3).toFixed(2)} for vLLM); given, the whole request path, arrival to scheduler (--engine-hop-ms and --tokenize-us-per-token then 0 unless given)`,
+    help: `the request path's fixed part, the API server's and the engine's per-request CPU (default: the personality's, ${(e.frontendLatencyS * 1e3).toFixed(2)} for vLLM); given, the whole request path, arrival to scheduler (--engine-hop-ms and --tokenize-us-per-token then 0 unless given)`,
   },
   {
     flag: '--engine-hop-ms <ms>',
@@ -269,7 +269,7 @@ export const ENGINE_FLAGS: readonly FlagSpec[] = [
     flag: '--client-path <path>',
     key: 'clientPath',
     kind: 'string',
-    help: `who sends the requests: ${CLIENT_PATHS.join(', ')} (http: the OpenAI API; engine: the engine's own Python entry point, no HTTP layer but tokenising and the hops; none: token ids to the scheduler) (default: http)`,
+    help: `who sends the requests: ${CLIENT_PATHS.join(', ')} (http: the OpenAI API; engine: the engine's own Python entry point, with its own hops; none: token ids to the scheduler) (default: http)`,
   },
   {
     flag: '--frontend-chat-cpu-ms <ms>',

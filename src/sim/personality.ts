@@ -35,8 +35,9 @@ export type LoadBalancer = (typeof LOAD_BALANCERS)[number];
  * Who sends the requests, and so which parts of the request path (roofline.ts REQUEST_PATH)
  * they take: `http`, a client of the server's OpenAI API (all of them); `engine`, the engine's
  * own Python entry point (vLLM's LLM.generate and AsyncLLMEngine, sgl.Engine, TensorRT-LLM's
- * LLM API), which still tokenises and hands the request to the engine's process, but has no
- * HTTP layer; `none`, token ids straight to the scheduler (trtllm-bench, gptSessionBenchmark).
+ * LLM API), which still tokenises and hands the request to the engine's process over its own
+ * hops, and keeps the path's fixed part (no source splits the HTTP layer out of it); `none`,
+ * token ids straight to the scheduler (trtllm-bench, gptSessionBenchmark).
  */
 export const CLIENT_PATHS = ['http', 'engine', 'none'] as const;
 export type ClientPath = (typeof CLIENT_PATHS)[number];
@@ -419,7 +420,7 @@ export function personalityEfficiency(
     case 'sglang':
       // Request path: SGLang's CPU path measured against a mock forward (tenstorrent/
       // tt-inference-server issue 3560: batch-1 TTFT 9.54 ms over a 2.63 ms forward), 6.9 ms
-      // for 128-token prompts, in parts (REQUEST_PATH): its HTTP layer, three hops (tokenizer
+      // for 128-token prompts, in parts (REQUEST_PATH): its fixed part, three hops (tokenizer
       // manager, scheduler, detokenizer) and tokenising. The time per step not hidden behind
       // the GPU is FITTED:
       // that measurement's 0.31 ms per token is today's overlap scheduler (on by default since
@@ -428,7 +429,7 @@ export function personalityEfficiency(
       // It grows with the layers as the default does (STEP_OVERHEAD_PER_LAYER_S): 1.0 ms is
       // that 32-layer model's.
       return {
-        frontendLatencyS: REQUEST_PATH.sglangHttpS,
+        frontendLatencyS: REQUEST_PATH.sglangFixedS,
         engineHopS: REQUEST_PATH.sglangHops * REQUEST_PATH.hopS,
         entryPointHopS: REQUEST_PATH.sglangHops * REQUEST_PATH.hopS,
         stepOverheadS: (1.0e-3 / 32) * model.layers,
@@ -438,14 +439,14 @@ export function personalityEfficiency(
       // FITTED, as no published figure fixes them (docs/cli.md "Validation"): the Triton
       // request path, 4.5 ms in all for 467-token prompts, from the fit point
       // trt014-online-l31-8b-h100-tp1-467-256-qps2 (mean TTFT 23 ms at 2 req/s), in parts
-      // (REQUEST_PATH: the ensemble's four Python-backend hops and tokenising, the rest its HTTP
-      // layer; the parts' split is sourced, their sum still the fit's), and the share of the
+      // (REQUEST_PATH: the ensemble's four Python-backend hops and tokenising, the rest its fixed
+      // part; the parts' split is sourced, their sum still the fit's), and the share of the
       // fp8 peak its fp8 GEMMs reach, 0.75, from trt014-l31-8b-h100-fp8-tp1-128-128 (26,933
       // output tok/s offline). The share is above the H100's best fp8 matmul (0.709): on Hopper
       // it is held there (`heldToGemmCeiling`). trtllm-serve's Python server is another path,
       // not modelled.
       return {
-        frontendLatencyS: REQUEST_PATH.tritonHttpS,
+        frontendLatencyS: REQUEST_PATH.tritonFixedS,
         engineHopS: REQUEST_PATH.tritonHops * REQUEST_PATH.hopS,
         // The LLM API's proxy to its executor worker and back (REQUEST_PATH).
         entryPointHopS: 2 * REQUEST_PATH.hopS,

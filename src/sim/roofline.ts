@@ -30,10 +30,11 @@ export interface Efficiency {
   /** Extra time per sequence in a step (input preparation, detokenisation), seconds. */
   perSeqOverheadS: number;
   /**
-   * The request path's HTTP/API layer, seconds: the server parsing and validating the OpenAI
-   * request and writing the first streamed chunk (REQUEST_PATH, below). A value given
-   * by the user (a flag, a calibration) is the whole request path, as it was before the path
-   * had parts: the hops and `tokenizeSPerPromptToken` are then 0 unless given too.
+   * The request path's fixed part, seconds: what a measured whole leaves once the hops and the
+   * tokenising are taken out (REQUEST_PATH, below): the API server's and the engine's
+   * per-request CPU, which no source splits further, the engine's own entry point included. A
+   * value given by the user (a flag, a calibration) is the whole request path, as it was before
+   * the path had parts: the hops and `tokenizeSPerPromptToken` are then 0 unless given too.
    */
   frontendLatencyS: number;
   /**
@@ -149,7 +150,7 @@ const ATTENTION_MMA_ROWS = 16;
  *   PR #1582), about 2 us.
  * - A hop: pickling and the ZMQ transport between SGLang's TokenizerManager and Scheduler,
  *   measured at 0.1 to 0.2 ms (uw-syfi/vibesys PR #421, the "ipc-hop" span): 0.15 ms each.
- * - The HTTP layer is what is left of a measured whole at light load:
+ * - The fixed part is what is left of a measured whole at light load:
  *   - SGLang: 9.54 ms TTFT over a 2.63 ms mock forward for 128-token chat prompts at
  *     concurrency 1 (tenstorrent/tt-inference-server issue 3560): 6.91 ms, less three hops and
  *     128 tokens' tokenising, is 6.32 ms.
@@ -159,7 +160,11 @@ const ATTENTION_MMA_ROWS = 16;
  *   - TensorRT-LLM: its 4.5 ms whole is FITTED (personality.ts); the parts are taken from it
  *     the same way at the fit point's 467-token prompts. No measurement of the Python backend's
  *     shared-memory hop was found: the ZMQ hop's figure stands in for it.
- * The engines' own Python entry points (`clientPath` `engine`) have no HTTP layer; their hops:
+ * No source splits that fixed part into the HTTP layer (FastAPI, the OpenAI request's
+ * validation, the SSE write) and the engine's own per-request CPU, so an engine's own Python
+ * entry point (`clientPath` `engine`) keeps it whole. (First taken for the HTTP layer alone and
+ * dropped for those clients: round three's entry-point points then read TTFT 47 % fast for
+ * vLLM V0, and the issue's held-out ones fast too; docs/simulator-validation.md.) Their hops:
  * vLLM V1's LLM and AsyncLLM run EngineCore in its own process by default, the same two hops
  * (`vllm/v1/engine/llm_engine.py` EngineCoreClient.make_client with multiprocess_mode from
  * VLLM_ENABLE_V1_MULTIPROCESSING, vllm-project/vllm@001999d2); V0's LLM and AsyncLLMEngine run
@@ -173,8 +178,8 @@ const ATTENTION_MMA_ROWS = 16;
  */
 const TOKENIZE_S_PER_TOKEN = 1.1e-6;
 const HOP_S = 0.15e-3;
-/** What a measured whole leaves to the HTTP layer once its hops and tokenising are taken out. */
-const httpShare = (wholeS: number, hops: number, tokens: number): number =>
+/** What a measured whole leaves to the fixed part once its hops and tokenising are taken out. */
+const fixedShare = (wholeS: number, hops: number, tokens: number): number =>
   wholeS - hops * HOP_S - tokens * TOKENIZE_S_PER_TOKEN;
 
 export const REQUEST_PATH = {
@@ -184,11 +189,11 @@ export const REQUEST_PATH = {
   sglangHops: 3,
   tritonHops: 4,
   /** vLLM: the whole of 20 ms at 201 prompt tokens. */
-  vllmHttpS: httpShare(20e-3, 2, 201),
+  vllmFixedS: fixedShare(20e-3, 2, 201),
   /** SGLang: the whole of 6.91 ms measured at 128 prompt tokens. */
-  sglangHttpS: httpShare(9.54e-3 - 2.63e-3, 3, 128),
+  sglangFixedS: fixedShare(9.54e-3 - 2.63e-3, 3, 128),
   /** TensorRT-LLM behind Triton: the FITTED whole of 4.5 ms at 467 prompt tokens. */
-  tritonHttpS: httpShare(4.5e-3, 4, 467),
+  tritonFixedS: fixedShare(4.5e-3, 4, 467),
   /** The prompt lengths those wholes were measured at (vLLM's parts serve TGI too). */
   wholeAtTokens: { vllm: 201, sglang: 128, trtllm: 467 },
 } as const;
@@ -201,7 +206,7 @@ export const DEFAULT_EFFICIENCY: Efficiency = {
   mfuHalfTokens: 128,
   stepOverheadS: STEP_OVERHEAD_PER_LAYER_S * 32,
   perSeqOverheadS: 13e-6,
-  frontendLatencyS: REQUEST_PATH.vllmHttpS,
+  frontendLatencyS: REQUEST_PATH.vllmFixedS,
   engineHopS: REQUEST_PATH.vllmHops * REQUEST_PATH.hopS,
   entryPointHopS: REQUEST_PATH.vllmHops * REQUEST_PATH.hopS,
   tokenizeSPerPromptToken: REQUEST_PATH.tokenizeSPerToken,

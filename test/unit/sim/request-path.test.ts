@@ -1,5 +1,5 @@
 /**
- * The request path at light load (roofline.ts REQUEST_PATH): HTTP layer, hops to the engine's
+ * The request path at light load (roofline.ts REQUEST_PATH): its fixed part, hops to the engine's
  * process, tokenising; who sends the requests (`clientPath`); per personality and release.
  */
 
@@ -52,11 +52,11 @@ const close = (actual: number, expected: number, what: string) =>
 describe('request path', () => {
   test("a light-load request's TTFT is HTTP + hops + tokenising + its prefill, per personality", () => {
     const parts = {
-      'vllm-v1': [REQUEST_PATH.vllmHttpS, 2],
-      'vllm-v0': [REQUEST_PATH.vllmHttpS, 2],
-      'vllm-v0.5': [REQUEST_PATH.vllmHttpS, 0],
-      sglang: [REQUEST_PATH.sglangHttpS, 3],
-      trtllm: [REQUEST_PATH.tritonHttpS, 4],
+      'vllm-v1': [REQUEST_PATH.vllmFixedS, 2],
+      'vllm-v0': [REQUEST_PATH.vllmFixedS, 2],
+      'vllm-v0.5': [REQUEST_PATH.vllmFixedS, 0],
+      sglang: [REQUEST_PATH.sglangFixedS, 3],
+      trtllm: [REQUEST_PATH.tritonFixedS, 4],
     } as const;
     for (const [personality, [httpS, hops]] of Object.entries(parts)) {
       for (const tokens of [16, 2000]) {
@@ -78,7 +78,7 @@ describe('request path', () => {
     close(alone(base, 20_201).pathMs, 20 + 20_000 * tokS * 1e3, 'vLLM, 20k tokens more');
   });
 
-  test("the engine's own entry point has no HTTP layer and its own hops; token ids drop the whole path", () => {
+  test("the engine's own entry point keeps the fixed part and takes its own hops; token ids drop the whole path", () => {
     for (const personality of ['vllm-v1', 'sglang', 'trtllm'] as const) {
       const http = alone({ ...base, personality }, 1000);
       const engine = alone({ ...base, personality, clientPath: 'engine' }, 1000);
@@ -86,8 +86,8 @@ describe('request path', () => {
       const e = new EngineModel({ ...base, personality }).config.efficiency;
       close(
         http.pathMs - engine.pathMs,
-        (e.frontendLatencyS + e.engineHopS - e.entryPointHopS) * 1e3,
-        `${personality}: the HTTP layer and the server's hops less the entry point's`,
+        (e.engineHopS - e.entryPointHopS) * 1e3,
+        `${personality}: the server's hops less the entry point's`,
       );
       assert.ok(engine.pathMs > 1000 * tokS * 1e3, `${personality}: still tokenises`);
       assert.equal(none.pathMs, 0);
@@ -96,18 +96,24 @@ describe('request path', () => {
   });
 
   test('entry points: vLLM V1 and SGLang keep their hops, V0 runs the engine in the caller, the LLM API has two', () => {
-    const entry = (personality: EngineModelOptions['personality']) =>
-      alone({ ...base, personality, clientPath: 'engine' }, 1000).pathMs - 1000 * tokS * 1e3;
+    // The entry point's path less its fixed part and tokenising: its hops.
+    const entry = (personality: EngineModelOptions['personality']) => {
+      const e = new EngineModel({ ...base, personality }).config.efficiency;
+      return (
+        alone({ ...base, personality, clientPath: 'engine' }, 1000).pathMs -
+        (e.frontendLatencyS + 1000 * tokS) * 1e3
+      );
+    };
     close(entry('vllm-v1'), 2 * hopS * 1e3, 'V1 LLM/AsyncLLM to EngineCore');
     close(entry('vllm-v0'), 0, 'V0 LLMEngine in the caller');
     close(entry('vllm-v0.5'), 0, 'V0.5 likewise');
     close(entry('sglang'), 3 * hopS * 1e3, 'sgl.Engine: scheduler and detokenizer processes');
     close(entry('trtllm'), 2 * hopS * 1e3, 'LLM API proxy and worker');
-    // vLLM V1 through its entry point: only the HTTP layer goes.
+    // vLLM V1 through its entry point: the same fixed part and hops as through its server.
     close(
-      alone(base, 1000).pathMs - alone({ ...base, clientPath: 'engine' }, 1000).pathMs,
-      REQUEST_PATH.vllmHttpS * 1e3,
-      'V1: HTTP layer only',
+      alone(base, 1000).pathMs,
+      alone({ ...base, clientPath: 'engine' }, 1000).pathMs,
+      'V1: the same path',
     );
   });
 
