@@ -129,11 +129,13 @@ class InFlight implements SequenceListener {
 /**
  * The closed-loop client turnaround a virtual run models where it stands for a measurement
  * (`run`/`sweep --simulate`, size's trials): infergauge's own, from a request's end to its
- * user's next send against the built-in simulator on loopback, read p10 / p50 / p90 0.17-0.27 /
- * 0.77-0.81 / 2.3-3.0 ms (2-core VM, concurrency 4 and 16), which an exponential of mean 1 ms
- * (0.11 / 0.69 / 2.3) follows.
+ * user's next send against the built-in simulator on loopback. Since a user's next request goes
+ * out as soon as its answer ends (loadgen RequestSlot) it reads p10 / p50 / p90 0.05-0.11 /
+ * 0.10-0.25 / 0.26-0.33 ms, mean 0.17-0.26 (2-core VM, quiet, concurrency 4 and 16, two runs
+ * each); an exponential of mean 0.2 ms (0.02 / 0.14 / 0.46) stands for it. Any value above 0
+ * breaks the lockstep of equal requests sent at one instant.
  */
-export const CLIENT_TURNAROUND_MS = 1;
+export const CLIENT_TURNAROUND_MS = 0.2;
 
 /**
  * Runs a workload through the engine model in virtual time: no HTTP, no waiting. The load is
