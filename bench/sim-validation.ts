@@ -1,11 +1,12 @@
 /**
  * Prints the simulator against every published point (test/fixtures/sim-validation/points.json):
  * each metric's published and simulated figure and error, then the median absolute errors per
- * set (fit, validation), per personality and per GPU, against the issue's targets.
+ * set (fit, validation), per personality, per GPU family and per GPU, against the issue's targets.
  *
  *   node --import tsx bench/sim-validation.ts [--points FILE] [--markdown]
  */
 import { parseArgs } from 'node:util';
+import { findGpuPreset } from '../src/memory/hardware.js';
 import {
   type Group,
   groupErrors,
@@ -94,5 +95,7 @@ const by = (key: (r: PointResult) => string) => {
 };
 console.log('validation set per personality:');
 by((r) => r.point.engine.personality);
+console.log('validation set per GPU family:');
+by((r) => findGpuPreset(r.point.hardware.gpu)?.family ?? 'unknown');
 console.log('validation set per GPU:');
 by((r) => r.point.hardware.gpu);

@@ -60,6 +60,12 @@ export interface ValidationPoint {
     version?: string | null;
     personality: string;
     settings?: Record<string, unknown>;
+    /**
+     * Who sent the requests, where it was not an HTTP client: the engine's own entry point, in
+     * the source's words (round three's points: `LLM.generate ... token ids given`,
+     * `AsyncLLMEngine.generate`, `trtllm-bench`, TensorRT-LLM's `ModelRunner.generate`).
+     */
+    entryPoint?: string;
   };
   hardware: { gpu: string; tp: number; dp?: number };
   model: { id: string; preset: string | null; weights: string; kvCache?: string | null };
@@ -216,6 +222,11 @@ export function engineOptions(p: ValidationPoint): EngineModelOptions | string {
   options.clientPath = clientPathOf(p);
   const frontendMs = p.engine.settings?.frontendLatencyMs;
   if (typeof frontendMs === 'number') options.efficiency = { frontendLatencyS: frontendMs / 1e3 };
+  // An entry point handed token ids (vLLM's benchmark_throughput.py, LLM.generate on ids)
+  // tokenises nothing; its hops to the engine's process stay.
+  else if (/token ids given|token-id prompts/.test(p.engine.entryPoint ?? '')) {
+    options.efficiency = { tokenizeSPerPromptToken: 0 };
+  }
   // A user sets max_model_len to fit the workload where the model's context is longer; a
   // start-up log without one had the model's.
   if (options.maxModelLen === undefined && p.load.kind === 'startup') {
@@ -243,8 +254,14 @@ export function clientPathOf(p: ValidationPoint): ClientPath {
     return stated as ClientPath;
   }
   if (p.engine.settings?.frontendLatencyMs === 0) return 'none';
-  const said = `${p.engine.name} ${p.source.quote ?? ''}`;
-  if (/trtllm-bench|gptSessionBenchmark|gptManagerBenchmark|bench_one_batch\b/.test(said)) {
+  const said = `${p.engine.name} ${p.engine.entryPoint ?? ''} ${p.source.quote ?? ''}`;
+  // TensorRT-LLM's ModelRunner (examples/run.py) drives the C++ runtime in the caller's process
+  // on token ids, with no executor or proxy between.
+  if (
+    /trtllm-bench|gptSessionBenchmark|gptManagerBenchmark|bench_one_batch\b|ModelRunner\.generate/.test(
+      said,
+    )
+  ) {
     return 'none';
   }
   if (
