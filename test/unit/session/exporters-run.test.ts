@@ -361,7 +361,9 @@ test('a plain run never loads the exporters: no static import reaches them', () 
   // The sources themselves (the suite runs these tests compiled, beside compiled sources).
   const src = join(REPO, 'src');
   const seen = new Set<string>();
-  const stack = [join(src, 'cli/main.ts')];
+  // A run loads the command line and, when named, the run command (program.ts imports each
+  // command only when it is the one asked for).
+  const stack = [join(src, 'cli/main.ts'), join(src, 'cli/run.ts')];
   const external = new Set<string>();
   while (stack.length > 0) {
     const file = stack.pop() as string;
