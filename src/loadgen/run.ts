@@ -333,6 +333,8 @@ export async function runLoadgen(
     return inSequence(ids.measured, k) ? request(k, 'measure', atUs) : 'skip';
   };
 
+  /** Aborted when a record cannot be written after its user went on (RequestContext.fail). */
+  const recordFailed = new AbortController();
   const requests: RequestContext = {
     pool,
     target,
@@ -342,6 +344,10 @@ export async function runLoadgen(
     inFlight,
     progress,
     onRecord: options.onRecord,
+    fail(failure) {
+      requests.failure ??= failure;
+      recordFailed.abort();
+    },
   };
   /** A session's request; its record goes out at once unless `hold` (a session emits its own). */
   const send = async (pending: PendingRequest, hold = false): Promise<RequestRecord> => {
@@ -393,8 +399,9 @@ export async function runLoadgen(
           nextOpen,
           startUnit,
           sendSlipMs,
-          () => stoppedBySignal,
+          () => stoppedBySignal || requests.failure !== undefined,
           fine,
+          recordFailed.signal,
         );
       }
     } finally {
@@ -502,8 +509,9 @@ function watchGcPauses(): {
  * other read of that turn is stamped, and a closed loop's requests finish in waves: at 256
  * streams a wave held every other stream's events for 50-140 ms (bench:peer's per-event stamp
  * error). With one finished request per turn, libuv polls the sockets between them, so a
- * waiting read is stamped after at most one request's work. (A plain request's next one goes
- * out before its turn: RequestSlot.)
+ * waiting read is stamped after at most one request's work. A plain request's next one goes out
+ * before its turn (RequestSlot), in the read that ended it: a read of the same poll waits for
+ * the sends of the answers that ended before it, some tens of microseconds each.
  */
 function afterTurn(callback: () => void): void {
   turnWaiters.push(callback);
@@ -618,6 +626,8 @@ interface RequestContext extends RequestRoute {
    * is sent, and the run fails with it once the requests in flight have ended.
    */
   failure?: { err: unknown };
+  /** Sets `failure` (the first) and stops the sending at once. */
+  fail(failure: { err: unknown }): void;
 }
 
 /**
@@ -682,8 +692,9 @@ class RequestSlot {
   }
 
   // An answer's end frees its user at once: the next request goes out when the read that ended
-  // this one has been parsed (a microtask, by when its connection is back in the pool), as a
-  // closed loop's user sends as soon as its answer ends. Its record waits for a turn of its own
+  // this one has been parsed (a microtask: by then the connection is back in the pool where that
+  // read held the answer's last bytes; else the request waits for a connection, as any does), as
+  // a closed loop's user sends as soon as its answer ends. Its record waits for a turn of its own
   // (afterTurn), so that the reads already waiting are stamped before it is written. Sent on that
   // turn too, a wave's next requests were spread over as many turns, tens of milliseconds at 256
   // streams: fewer requests in flight than the concurrency asked while they waited, and against a
@@ -721,7 +732,7 @@ class RequestSlot {
     }
     this.free.push(this);
     if (done) done(failure);
-    else if (failure) this.c.failure ??= failure;
+    else if (failure) this.c.fail(failure);
   };
 }
 
@@ -884,6 +895,8 @@ function runOpenLoop(
   sendSlipMs: number[],
   stopped: () => boolean,
   started: FineTimer | undefined,
+  /** Stops the sending as the stop signal does (a record that could not be written). */
+  halted: AbortSignal,
 ): Promise<number> {
   const schedule = arrivalScheduleForLoad(load, options.seed);
   const cap = load.maxConcurrency ?? Number.POSITIVE_INFINITY;
@@ -929,9 +942,11 @@ function runOpenLoop(
       if (ownFine) fine?.close();
       else fine?.cancel();
       options.stopSignal?.removeEventListener('abort', stopScheduling);
+      halted.removeEventListener('abort', stopScheduling);
       settleIfDone();
     };
     options.stopSignal?.addEventListener('abort', stopScheduling, { once: true });
+    halted.addEventListener('abort', stopScheduling, { once: true });
     const tick = () => {
       timer = undefined;
       const nowUs = clock.nowUs();

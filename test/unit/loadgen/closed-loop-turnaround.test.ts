@@ -81,3 +81,41 @@ describe('closed-loop turnaround', () => {
     assert.equal(progress.inFlight, 0);
   });
 });
+
+describe('open-loop record failure', () => {
+  const open = (ratePerS: number, maxConcurrency: number, onRecord: (r: RequestRecord) => void) => {
+    const progress: LoadgenProgress = { sent: 0, finished: 0, failed: 0, inFlight: 0 };
+    const result = runLoadgen(
+      {
+        target: target(sim.url),
+        load: { mode: 'open', arrival: 'constant', rate: ratePerS, maxConcurrency },
+        requests: 40,
+        warmupRequests: 0,
+        seed: 7,
+        nextRequest: createSyntheticWorkload({ inputTokens: 16, outputTokens: 4, seed: 7 }),
+        onRecord,
+      },
+      progress,
+    );
+    return { progress, result };
+  };
+
+  test('arrivals waiting over the cap are not sent once a record cannot be written', async () => {
+    let calls = 0;
+    const { progress, result } = open(2000, 1, () => {
+      if (++calls === 1) throw new Error('disk full');
+    });
+    await assert.rejects(result, /disk full/);
+    assert.ok(progress.sent <= 3, `sent ${progress.sent} of 40`);
+  });
+
+  test('the run fails as the record fails, not at the next arrival', async () => {
+    const startedAt = performance.now();
+    const { result } = open(0.2, 4, () => {
+      throw new Error('disk full');
+    });
+    await assert.rejects(result, /disk full/);
+    // The next arrival was 5 s away.
+    assert.ok(performance.now() - startedAt < 4000, `${performance.now() - startedAt} ms`);
+  });
+});
