@@ -16,8 +16,10 @@ import { createHash } from 'node:crypto';
 import {
   chmodSync,
   mkdirSync,
+  readdirSync,
   readFileSync,
   renameSync,
+  rmSync,
   type Stats,
   statSync,
   writeFileSync,
@@ -93,9 +95,21 @@ export function requireCached(path: string, cacheDir = defaultCodeCacheDir()): C
         if (!private_(statSync(cacheDir))) return;
         // Whole or not at all: another process may read it while this one writes.
         const tmp = `${file}.${process.pid}.tmp`;
-        writeFileSync(tmp, script.createCachedData(), { mode: 0o600 });
-        chmodSync(tmp, 0o600);
-        renameSync(tmp, file);
+        try {
+          writeFileSync(tmp, script.createCachedData(), { mode: 0o600 });
+          chmodSync(tmp, 0o600);
+          renameSync(tmp, file);
+        } catch (error) {
+          rmSync(tmp, { force: true });
+          throw error;
+        }
+        // The caches of other builds, Node versions or flags are never read again.
+        const prefix = `${basename(path)}-`;
+        for (const name of readdirSync(cacheDir)) {
+          if (name.startsWith(prefix) && name.endsWith('.v8') && join(cacheDir, name) !== file) {
+            rmSync(join(cacheDir, name), { force: true });
+          }
+        }
       } catch {
         // A cache that cannot be written costs the next run the compile, nothing else.
       }

@@ -20,10 +20,11 @@
  * engine (or a server slower than the client) paces them, but at a rate a fixed schedule of
  * hundreds of streams would need. A stream held back by the cap counts as late (its lag).
  *
- * --step-ms N paces like an engine that runs its batch in steps: every due time is moved up to
- * the next multiple of N ms on the server's clock, so a request's first token comes at the first
- * step end at least --ttft-ms after it was read, and (with --itl-ms N) every stream in flight
- * gets its next token at the same step's end, as a continuous-batching engine writes them.
+ * --step-ms N paces like an engine that runs its batch in steps: a request's first token comes at
+ * the first step end (a multiple of N ms on the server's clock) at least --ttft-ms after it was
+ * read, and with --itl-ms > 0 each next one at the first step end at least --itl-ms after the
+ * last was due, so (with --itl-ms N) every stream in flight gets its token at the same step's
+ * end, as a continuous-batching engine writes them. With --itl-ms 0 only the first is moved.
  * Without it each stream keeps its own phase, set by when its request came: a client whose
  * requests go out together then gets its events together, one whose requests are spread gets
  * them spread, and the two are not measured against the same arrivals.
