@@ -222,9 +222,13 @@ export function engineOptions(p: ValidationPoint): EngineModelOptions | string {
   options.clientPath = clientPathOf(p);
   const frontendMs = p.engine.settings?.frontendLatencyMs;
   if (typeof frontendMs === 'number') options.efficiency = { frontendLatencyS: frontendMs / 1e3 };
-  // An entry point handed token ids (vLLM's benchmark_throughput.py, LLM.generate on ids)
-  // tokenises nothing; its hops to the engine's process stay.
-  else if (/token ids given|token-id prompts/.test(p.engine.entryPoint ?? '')) {
+  // An entry point handed token ids tokenises nothing; its hops to the engine's process stay:
+  // what a point's entry point says (round three), and vLLM's benchmark_latency.py, whose
+  // prompts are random token ids (`dummy_prompt_token_ids`).
+  else if (
+    /token ids given|token-id prompts/.test(p.engine.entryPoint ?? '') ||
+    /benchmark_latency/.test(`${p.engine.name} ${p.source.quote ?? ''}`)
+  ) {
     options.efficiency = { tokenizeSPerPromptToken: 0 };
   }
   // A user sets max_model_len to fit the workload where the model's context is longer; a

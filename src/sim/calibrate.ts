@@ -217,7 +217,8 @@ export function engineValues(base: EngineModelOptions): Record<FitKey, number> {
     perSeqOverheadUs: e.perSeqOverheadS * 1e6,
     // A fitted or held front end is the whole request path (resolveEngineConfig). The fit
     // starts from the personality's whole at the prompt length its parts were measured at,
-    // the value the one constant had (20 ms for vLLM): the fit is piecewise flat in it.
+    // the value the one constant had (20 ms for vLLM V1): the fit is piecewise flat in it.
+    // calibrate's runs are an HTTP client's, so the server's hops.
     frontendLatencyMs:
       (e.frontendLatencyS + e.engineHopS + wholeAtTokens(base) * e.tokenizeSPerPromptToken) * 1e3,
   };
@@ -975,11 +976,13 @@ export function fitCalibration(
       }
       if (!accepted) {
         // Stuck: a forward difference over a simulation's discrete steps can point nowhere
-        // downhill. Once, a central difference twice as wide before giving up.
+        // downhill. Once a pass, a central difference twice as wide before giving up (its
+        // iteration not counted against the limit).
         if (central) break;
         central = true;
         columns = centralJacobian(theta);
         lambda = 1e-2;
+        iteration--;
         continue;
       }
       columns = jacobian(theta, r);
@@ -990,6 +993,7 @@ export function fitCalibration(
     lambda = 1e-2;
     columns = jacobian(theta, r);
     converged = false;
+    central = false;
   }
 
   const w = weightsOf(r);

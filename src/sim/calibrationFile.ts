@@ -17,7 +17,9 @@ import type { MeasuredSteps } from './roofline.js';
  * "the share of bandwidth that makes *this* model's step times right": when the step model
  * changes, an old calibration means something else and is refused (refit it).
  */
-export const SIM_MODEL_VERSION = 1;
+// 2 (issue 57): the sampled rows' logits and the GEMM ceiling entered the step, the request path
+// its parts: a share or step cost fitted under 1 had absorbed the logits.
+export const SIM_MODEL_VERSION = 2;
 export const CALIBRATION_FORMAT = 'infergauge-calibration';
 export const CALIBRATION_SCHEMA = 1;
 

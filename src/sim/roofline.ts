@@ -100,7 +100,8 @@ export const SAMPLER_BYTES_PER_LOGIT = {
    * takes `greedy_sample`'s argmax and returns when `all_greedy`): lm_head's 16-bit write 2,
    * the cast 2 + 4, the argmax 4. The same path since V1's first sampler (00ec978). Random
    * sampling (temperature > 0, no top-k/top-p: `TopKTopPSampler.forward_native`, 01fa3fe) adds
-   * temperature 8, softmax 16 and the exponential race 4 + 12 + 4, 52 in all: not modelled.
+   * temperature 8, softmax 16 and the exponential race 4 + 12 + 4: 52 for the whole random path, not
+   * modelled.
    */
   vllmV1Greedy: 2 + 6 + 4,
   /**
@@ -229,6 +230,8 @@ const MAMF_SHARE = {
   b200Bf16: 0.776,
   b200Fp8: 0.763,
   mi300xBf16: 0.514,
+  /** MI300X fp8: the Azure harness's best hipBLASLt GEMM, 1,159.5 of 2,615 TF (FAMILY_EFFICIENCY). */
+  mi300xFp8: 1159.5 / 2615,
 };
 
 /**
@@ -252,7 +255,7 @@ const FAMILY_EFFICIENCY: Record<GpuFamily, Partial<Efficiency>> = {
   // 1,979 (70 %). The defaults scale by each ratio.
   cdna3: {
     mfuMax16: (DEFAULT_EFFICIENCY.mfuMax16 * MAMF_SHARE.mi300xBf16) / MAMF_SHARE.h100Bf16,
-    mfuMax8: (DEFAULT_EFFICIENCY.mfuMax8 * (1159.5 / 2615)) / (1382.2 / 1979),
+    mfuMax8: (DEFAULT_EFFICIENCY.mfuMax8 * MAMF_SHARE.mi300xFp8) / (1382.2 / 1979),
     mbu: (DEFAULT_EFFICIENCY.mbu * (4.09 / 5.3)) / (2.97 / 3.35),
   },
   // No MAMF measurement of an Ada part (L4, L40, L40S, RTX 4090) was found: the defaults.
@@ -271,7 +274,7 @@ const FAMILY_EFFICIENCY: Record<GpuFamily, Partial<Efficiency>> = {
 const GEMM_SHARE_CEILING: Partial<Record<GpuFamily, { mfuMax16: number; mfuMax8?: number }>> = {
   hopper: { mfuMax16: MAMF_SHARE.h100Bf16, mfuMax8: MAMF_SHARE.h100Fp8 },
   blackwell: { mfuMax16: MAMF_SHARE.b200Bf16, mfuMax8: MAMF_SHARE.b200Fp8 },
-  cdna3: { mfuMax16: MAMF_SHARE.mi300xBf16, mfuMax8: 1159.5 / 2615 },
+  cdna3: { mfuMax16: MAMF_SHARE.mi300xBf16, mfuMax8: MAMF_SHARE.mi300xFp8 },
 };
 
 /**
