@@ -7,6 +7,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+import type { LoadSpec } from '../../../src/load.js';
 import { type LoadgenProgress, runLoadgen } from '../../../src/loadgen/run.js';
 import type { RequestRecord } from '../../../src/record.js';
 import { type RunningSimulator, startSimulator } from '../../../src/sim/simulator.js';
@@ -24,12 +25,13 @@ before(async () => {
 });
 after(() => sim.stop());
 
-function run(concurrency: number, requests: number, onRecord: (r: RequestRecord) => void) {
+/** Runs `load` (a closed loop of `concurrency` users) against the simulator; its progress, live. */
+function run(load: number | LoadSpec, requests: number, onRecord: (r: RequestRecord) => void) {
   const progress: LoadgenProgress = { sent: 0, finished: 0, failed: 0, inFlight: 0 };
   const result = runLoadgen(
     {
       target: target(sim.url),
-      load: { mode: 'closed', concurrency },
+      load: typeof load === 'number' ? { mode: 'closed', concurrency: load } : load,
       requests,
       warmupRequests: 0,
       seed: 7,
@@ -83,22 +85,8 @@ describe('closed-loop turnaround', () => {
 });
 
 describe('open-loop record failure', () => {
-  const open = (ratePerS: number, maxConcurrency: number, onRecord: (r: RequestRecord) => void) => {
-    const progress: LoadgenProgress = { sent: 0, finished: 0, failed: 0, inFlight: 0 };
-    const result = runLoadgen(
-      {
-        target: target(sim.url),
-        load: { mode: 'open', arrival: 'constant', rate: ratePerS, maxConcurrency },
-        requests: 40,
-        warmupRequests: 0,
-        seed: 7,
-        nextRequest: createSyntheticWorkload({ inputTokens: 16, outputTokens: 4, seed: 7 }),
-        onRecord,
-      },
-      progress,
-    );
-    return { progress, result };
-  };
+  const open = (rate: number, maxConcurrency: number, onRecord: (r: RequestRecord) => void) =>
+    run({ mode: 'open', arrival: 'constant', rate, maxConcurrency }, 40, onRecord);
 
   test('arrivals waiting over the cap are not sent once a record cannot be written', async () => {
     let calls = 0;
