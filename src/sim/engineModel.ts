@@ -279,13 +279,13 @@ export class Sequence {
   slot = -1;
   done = false;
 
+  /** `readyNs` starts at the arrival; the request path moves it (EngineModel.enterWaiting). */
   constructor(
     readonly id: number,
     readonly input: SequenceInput,
-    frontendNs: number,
     readonly listener: SequenceListener,
   ) {
-    this.readyNs = input.arrivalNs + frontendNs;
+    this.readyNs = input.arrivalNs;
   }
 
   /** Tokens whose KV must exist before the next token can be sampled. */
@@ -494,7 +494,7 @@ export class EngineModel {
       const room = this.config.maxModelLen - input.promptTokens;
       if (input.maxTokens > room) input = { ...input, maxTokens: Math.max(1, room) };
     }
-    const seq = new Sequence(this.nextId++, input, 0, listener);
+    const seq = new Sequence(this.nextId++, input, listener);
     if (input.chat && this.chatFrontEnd) {
       this.chatFrontEnd.enter(seq, input.arrivalNs);
     } else {
