@@ -1351,13 +1351,22 @@ function probeReport(input: Extract<ReportInput, { kind: 'probe' }>, charts: Cha
 // ---------------------------------------------------------------------------------------------
 // Capacity
 
-/** A calibrated --find-max capacity's prediction interval, escaped, as a clause; '' without one. */
-function searchRange(value: unknown): string {
+/** A saved prediction interval (`{ low, high, level }`), read defensively; undefined when not whole. */
+function savedInterval(value: unknown): { low: number; high: number; level: number } | undefined {
   const r = obj(value);
   const low = num(r?.low);
   const high = num(r?.high);
   const level = num(r?.level);
-  if (low === undefined || high === undefined || level === undefined) return '';
+  return low === undefined || high === undefined || level === undefined
+    ? undefined
+    : { low, high, level };
+}
+
+/** A calibrated --find-max capacity's prediction interval, escaped, as a clause; '' without one. */
+function searchRange(value: unknown): string {
+  const i = savedInterval(value);
+  if (!i) return '';
+  const { low, high, level } = i;
   return esc(
     `; ${fmtNumber(level * 100, 0)}% prediction interval ${fmtSig(low)}-${fmtSig(high)} (docs/metrics.md, "Prediction intervals")`,
   );
@@ -1365,11 +1374,9 @@ function searchRange(value: unknown): string {
 
 /** A calibrated capacity's prediction interval, escaped, as a clause; '' without one. */
 function capacityRange(value: unknown): string {
-  const r = obj(value);
-  const low = num(r?.low);
-  const high = num(r?.high);
-  const level = num(r?.level);
-  if (low === undefined || high === undefined || level === undefined) return '';
+  const i = savedInterval(value);
+  if (!i) return '';
+  const { low, high, level } = i;
   return esc(
     ` (${fmtNumber(level * 100, 0)}% prediction interval from the calibration: ${fmtNumber(low)}-${fmtNumber(high)}; docs/metrics.md, "Prediction intervals")`,
   );
