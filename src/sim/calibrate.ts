@@ -33,7 +33,7 @@ import {
   type PointCacheFacts,
 } from './calibrationWarnings.js';
 import { EngineCluster } from './cluster.js';
-import { type EngineModelOptions, resolveEngineConfig } from './engineModel.js';
+import { type EngineModelOptions, requestPathS, resolveEngineConfig } from './engineModel.js';
 import { efficiencyOf } from './options.js';
 import {
   intervalOf,
@@ -219,8 +219,7 @@ export function engineValues(base: EngineModelOptions): Record<FitKey, number> {
     // starts from the personality's whole at the prompt length its parts were measured at,
     // the value the one constant had (20 ms for vLLM V1): the fit is piecewise flat in it.
     // calibrate's runs are an HTTP client's, so the server's hops.
-    frontendLatencyMs:
-      (e.frontendLatencyS + e.engineHopS + wholeAtTokens(base) * e.tokenizeSPerPromptToken) * 1e3,
+    frontendLatencyMs: requestPathS(e, 'http', wholeAtTokens(base)) * 1e3,
   };
 }
 

@@ -294,6 +294,24 @@ export class Sequence {
   }
 }
 
+/**
+ * A request's way to the scheduler, seconds (REQUEST_PATH): the path's fixed part, the hops to
+ * the engine's process (the server's for an HTTP client, the entry point's own for the engine's)
+ * and the prompt's tokenising; nothing for token ids given to the scheduler.
+ */
+export function requestPathS(
+  e: Pick<
+    Efficiency,
+    'frontendLatencyS' | 'engineHopS' | 'entryPointHopS' | 'tokenizeSPerPromptToken'
+  >,
+  client: ClientPath,
+  promptTokens: number,
+): number {
+  if (client === 'none') return 0;
+  const hopsS = client === 'http' ? e.engineHopS : e.entryPointHopS;
+  return e.frontendLatencyS + hopsS + promptTokens * e.tokenizeSPerPromptToken;
+}
+
 /** What one step did. */
 export interface StepResult {
   startNs: number;
@@ -445,20 +463,12 @@ export class EngineModel {
   }
 
   /**
-   * A request's way to the scheduler (REQUEST_PATH), ns: the path's fixed part, the hops to the
-   * engine's process (the server's for an HTTP client, the entry point's own for the engine's:
-   * fewer where it runs the engine in its own process) and the prompt's tokenising; nothing for
-   * token ids given to the scheduler. Alone, a request's TTFT is this, the wait for the step
-   * under way to end, and its prefill.
+   * A request's way to the scheduler, ns (`requestPathS`, for this engine's client). Alone, a
+   * request's TTFT is this, the wait for the step under way to end, and its prefill.
    */
   requestPathNs(input: Pick<SequenceInput, 'promptTokens'>): number {
-    const e = this.config.efficiency;
-    const client = this.config.clientPath ?? 'http';
-    if (client === 'none') return 0;
-    const hopsS = client === 'http' ? e.engineHopS : e.entryPointHopS;
-    return Math.round(
-      (e.frontendLatencyS + hopsS + input.promptTokens * e.tokenizeSPerPromptToken) * 1e9,
-    );
+    const { efficiency, clientPath } = this.config;
+    return Math.round(requestPathS(efficiency, clientPath ?? 'http', input.promptTokens) * 1e9);
   }
 
   private enterWaiting(seq: Sequence, readyNs: number): void {
