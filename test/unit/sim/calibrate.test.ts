@@ -28,6 +28,7 @@ import type { EngineModelOptions } from '../../../src/sim/engineModel.js';
 import { resolveEngine } from '../../../src/sim/options.js';
 import { simulateRun } from '../../../src/sim/virtual.js';
 import { loadWorkload } from '../../../src/workload/workload.js';
+import { L40S_CALIBRATION } from '../../helpers/calibration.js';
 import { HIDDEN, l40sEngine, measurePerturbed } from '../../helpers/perturbed.js';
 
 const truth = l40sEngine(HIDDEN);
@@ -239,16 +240,7 @@ describe('calibrate', () => {
       hold: { stepOverheadMs: 1.5, perSeqOverheadUs: 13 },
     });
     const file = buildCalibrationFile(
-      {
-        args: ['--model', 'llama-3-8b', '--gpu', 'l40s'],
-        personality: 'vllm-v1',
-        model: 'Llama-3-8B',
-        gpu: 'L40S 48GB',
-        gpuFamily: 'ada',
-        tp: 1,
-        dp: 1,
-        dtype: 'bf16',
-      },
+      L40S_CALIBRATION.engine,
       fit,
       points.map((p) => ({ ...p, source: p.label, load: 'c', requests: p.requests.length })),
       [],
