@@ -5,7 +5,7 @@
 
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { clientPathOf, type ValidationPoint } from '../../../bench/simValidation.js';
+import { clientPathOf, engineOptions, type ValidationPoint } from '../../../bench/simValidation.js';
 import { findGpuPreset, type GpuSpec } from '../../../src/memory/hardware.js';
 import { findModelPreset, type ModelSpec } from '../../../src/memory/model.js';
 import { EngineModel, type EngineModelOptions } from '../../../src/sim/engineModel.js';
@@ -195,5 +195,40 @@ describe('request path', () => {
     assert.equal(clientPathOf(point('TensorRT-LLM', { frontendLatencyMs: 0 })), 'none');
     assert.equal(clientPathOf(point('vLLM', { clientPath: 'engine' })), 'engine');
     assert.equal(clientPathOf(point('vLLM')), 'http');
+  });
+});
+
+describe('validation points served from a checkpoint the repository holds', () => {
+  const point = (id: string): ValidationPoint =>
+    ({
+      id: 'p',
+      role: 'validation',
+      source: { title: 't' },
+      engine: { name: 'vLLM', version: '0.6.3', personality: 'vllm-v0' },
+      hardware: { gpu: 'h100', tp: 8 },
+      model: { id, preset: 'llama-3.1-405b', weights: 'fp8' },
+      workload: {
+        inputTokens: { kind: 'fixed', value: 128 },
+        outputTokens: { kind: 'fixed', value: 128 },
+      },
+      load: { kind: 'batch1', value: 1 },
+      measured: {},
+    }) as unknown as ValidationPoint;
+  const weightsOf = (id: string) => {
+    const o = engineOptions(point(id));
+    assert.ok(typeof o !== 'string' && o.weights, id);
+    return o.weights;
+  };
+
+  test("Meta's FP8 405B, base and instruct, keep their attention and two MLPs in bf16", () => {
+    for (const id of ['meta-llama/Llama-3.1-405B-FP8', 'meta-llama/Llama-3.1-405B-Instruct-FP8']) {
+      const kept = weightsOf(id).unquantised;
+      assert.equal(kept?.dtype, 'bf16', id);
+      assert.equal(kept?.modules, 126 * 4 + 2 * 3, id);
+    }
+  });
+
+  test('any other checkpoint of the preset is read as its stated format alone', () => {
+    assert.equal(weightsOf('neuralmagic/Meta-Llama-3.1-405B-Instruct-FP8').unquantised, undefined);
   });
 });
