@@ -16,9 +16,10 @@ export interface Efficiency {
   /** The same for fp8/int8 GEMMs against their own peak (H100 FP8 serving: 0.40-0.46). */
   mfuMax8: number;
   /**
-   * Tokens per step at which GEMM efficiency reaches half its maximum:
-   * mfu(T) = mfuMax x T / (T + mfuHalfTokens) (reference: 128-256). Small batches are mostly
-   * bound by weight reads anyway; this ramp covers tile and wave quantisation of small GEMMs.
+   * Tokens per step at which a GEMM of large (128-row) tiles reaches half its best share:
+   * mfu(T) = mfuMax x T / (T + mfuHalfTokens) (reference: 128-256), the tile and wave
+   * quantisation and pipeline fill of the prefill-sized GEMMs it was set on. A step small enough
+   * for a smaller M tile pays it in that tile's proportion (`gemmHalfTokens`).
    */
   mfuHalfTokens: number;
   /**
@@ -123,6 +124,44 @@ export const SAMPLER_BYTES_PER_LOGIT = {
 const ATTENTION_MMA_ROWS = 16;
 
 /**
+ * The M tile of the large GEMM kernels (rows of the step a thread block computes), the one the
+ * ramp's `mfuHalfTokens` was measured with: vLLM's CUTLASS `scaled_mm` takes 128-row tiles above
+ * 128 rows on sm80 (`sm80_config_default`, 128x128x64) and sm90 (`sm90_fp8_config_default`,
+ * 128x128x128), as cuBLAS's large-GEMM kernels do.
+ */
+const LARGE_GEMM_TILE_ROWS = 128;
+
+/**
+ * The most rows a step may have for the GEMM dispatch to give all of a layer's GEMMs a tile
+ * smaller than LARGE_GEMM_TILE_ROWS. vLLM's `cutlass_gemm_sm90_fp8_dispatch`
+ * (`csrc/quantization/cutlass_w8a8/c3x/scaled_mm_sm90_fp8_dispatch.cuh` at
+ * vllm-project/vllm@44d638a8) tiles M in [1, 64] with 64 rows; `cutlass_gemm_sm80_dispatch`
+ * (`scaled_mm_c2x_sm80_dispatch.cuh` at @0c790eba, also run on sm86 and sm89) M in (32, 64]
+ * with 64. From 65 to 128 rows sm80 keeps 64-row tiles only where N < 8192: the MLP's gate and
+ * up projection (N 28,672 for Llama 3 8B), over half a layer's FLOPs, takes the 128-row tile,
+ * so such a step keeps the ramp's whole h.
+ */
+const MID_GEMM_TILE_ROWS = 64;
+
+/**
+ * The smallest M tile the family's small-M GEMM kernels use: the rows of its tensor-core
+ * instruction. Below MID_GEMM_TILE_ROWS the dispatch takes the next power of two of the step's
+ * rows, down to this one: vLLM's sm80 dispatch (above) tiles M in [1, 16] with 16 rows and
+ * (16, 32] with 32 (mma.sync m16n8k32); its sm90 one starts at 64 (wgmma's M is 64).
+ * Blackwell's tcgen05.mma takes M 64 or 128 on one SM (PTX ISA); the RTX 5090 (sm120) runs the
+ * warp-level mma of 16 rows but is counted with its family, which only pads its small steps
+ * more. CDNA3's MFMA (v_mfma_f32_16x16x16_bf16) is 16 rows. A CPU's kernels have no such tile:
+ * ggml's ramp was measured whole (personality.ts).
+ */
+const GEMM_SMALL_TILE_ROWS: Partial<Record<GpuFamily, number>> = {
+  ampere: 16,
+  ada: 16,
+  hopper: 64,
+  blackwell: 64,
+  cdna3: 16,
+};
+
+/**
  * What a request's way to its first token costs outside the engine's steps, by part (issue 57).
  * The engines' paths, from their sources:
  * - vLLM V1: the API server (FastAPI/uvicorn, the OpenAI request's pydantic model) tokenises in
@@ -198,6 +237,29 @@ export const REQUEST_PATH = {
   /** The prompt lengths those wholes were measured at (vLLM's parts serve TGI too). */
   wholeAtTokens: { vllm: 201, sglang: 128, trtllm: 467 },
 } as const;
+
+/**
+ * The GEMM ramp's h for a step of `tokens` rows: `mfuHalfTokens` (h, set with 128-row tiles)
+ * in proportion to the M tile the kernels take for that many rows. The ramp's loss is counted
+ * in tiles: the last tile's padded rows, the last wave's idle SMs and each tile's pipeline fill
+ * are all a tile's work, so a kernel of 16-row tiles loses an eighth of what one of 128 does.
+ * The prefill figures h was set on (A100, H100, 2k tokens) ran 128-row tiles; a decode of a
+ * few rows runs the dispatch's small-M kernels, which stream the weights. Held to
+ * the large tile's h, a step of one row cost as much compute as 129 rows at the best share:
+ * on chips whose tensor peak over bandwidth is low (A10G, RTX 3090) a batch-1 decode read as
+ * compute-bound, 21-25 % and 111 % slow in round three (docs/simulator-validation.md). Steps
+ * above 64 rows keep h: a prefill of more is unchanged. No tile (a CPU): h at every size.
+ */
+export function gemmHalfTokens(
+  halfTokens: number,
+  smallTileRows: number | undefined,
+  tokens: number,
+): number {
+  if (smallTileRows === undefined || tokens > MID_GEMM_TILE_ROWS) return halfTokens;
+  let tile = smallTileRows;
+  while (tile < tokens && tile < MID_GEMM_TILE_ROWS) tile *= 2;
+  return (halfTokens * tile) / LARGE_GEMM_TILE_ROWS;
+}
 
 /** The defaults; `stepOverheadS` is a 32-layer model's (resolveEngineConfig scales it by layer). */
 export const DEFAULT_EFFICIENCY: Efficiency = {
@@ -383,6 +445,8 @@ export class StepCostModel {
   private readonly lmHeadShare: number;
   /** Vocabulary entries of one sampled row (lm_head's output width). */
   private readonly vocab: number;
+  /** The smallest M tile of the chip's small-M GEMM kernels (GEMM_SMALL_TILE_ROWS). */
+  private readonly smallTileRows: number | undefined;
 
   constructor(options: {
     model: ModelSpec;
@@ -454,6 +518,7 @@ export class StepCostModel {
     this.link = gpu.interconnect;
     this.tp = tp;
     this.vocab = model.vocabSize;
+    this.smallTileRows = gpu.family ? GEMM_SMALL_TILE_ROWS[gpu.family] : undefined;
   }
 
   /**
@@ -468,10 +533,16 @@ export class StepCostModel {
     return gatherS + (rows * this.vocab * this.efficiency.samplerBytesPerLogit) / this.effBandwidth;
   }
 
-  /** mfu(T) = mfuMax x T / (T + halfTokens); mfuMax at one token with `singleRowGemv`. */
+  /**
+   * mfu(T) = mfuMax x T / (T + h(T)), h(T) = `gemmHalfTokens`; mfuMax at one token with
+   * `singleRowGemv`.
+   */
   mfu(tokens: number): number {
     if (tokens === 1 && this.singleRowGemv) return this.mfuMax;
-    return (this.mfuMax * tokens) / (tokens + this.efficiency.mfuHalfTokens);
+    return (
+      (this.mfuMax * tokens) /
+      (tokens + gemmHalfTokens(this.efficiency.mfuHalfTokens, this.smallTileRows, tokens))
+    );
   }
 
   /**
