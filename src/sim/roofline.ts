@@ -635,8 +635,12 @@ export class StepCostModel {
    * rows of an MMA instruction (mma.m16n8k16) and split the context over the SMs: a decode (4
    * heads a KV head for Llama 3 8B, 8 for 70B) fills a quarter to a half of them and reads its
    * KV at memory speed; more sequences add KV, not rows. Prefill kernels tile 128 query rows per
-   * block over the heads, so a short prompt fills few SMs: the GEMM ramp over its rows. (ggml's
-   * CPU kernel, `attentionKernels`, tiles the whole ubatch's rows together.)
+   * block over the heads, so a short prompt fills few SMs: the GEMM ramp over its rows, with the
+   * whole h at every length (not `gemmHalfTokens`): the kernel's query block is fixed by head
+   * dimension and architecture, not by the prompt's length, unlike the linear layers' M-bucket
+   * dispatch (FlashAttention-2 `run_mha_fwd_hdim128`, `flash_fwd_launch_template.h`: 128 rows on
+   * sm80, 64 for causal on sm86/sm89). (ggml's CPU kernel, `attentionKernels`, tiles the whole
+   * ubatch's rows together.)
    */
   private attentionTime(
     tokens: number,
