@@ -247,7 +247,9 @@ export const REQUEST_PATH = {
  * few rows runs the dispatch's small-M kernels, which stream the weights. Held to
  * the large tile's h, a step of one row cost as much compute as 129 rows at the best share:
  * on chips whose tensor peak over bandwidth is low (A10G, RTX 3090) a batch-1 decode read as
- * compute-bound, 21-25 % and 111 % slow in round three (docs/simulator-validation.md). Steps
+ * compute-bound, 21-25 % and 111 % slow in round three (docs/simulator-validation.md), though
+ * one row streams at 81 % of an RTX 3090's bandwidth (llama.cpp's CUDA llama-bench, Llama 3 8B
+ * f16 at 47.40 tokens/s: XiongjieDai/GPU-Benchmarks-on-LLM-Inference README at 00dd2bde). Steps
  * above 64 rows keep h: a prefill of more is unchanged. No tile (a CPU): h at every size.
  */
 export function gemmHalfTokens(
