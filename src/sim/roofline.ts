@@ -132,33 +132,26 @@ const ATTENTION_MMA_ROWS = 16;
 const LARGE_GEMM_TILE_ROWS = 128;
 
 /**
- * The most rows a step may have for the GEMM dispatch to give all of a layer's GEMMs a tile
- * smaller than LARGE_GEMM_TILE_ROWS. vLLM's `cutlass_gemm_sm90_fp8_dispatch`
- * (`csrc/quantization/cutlass_w8a8/c3x/scaled_mm_sm90_fp8_dispatch.cuh` at
- * vllm-project/vllm@44d638a8) tiles M in [1, 64] with 64 rows; `cutlass_gemm_sm80_dispatch`
- * (`scaled_mm_c2x_sm80_dispatch.cuh` at @0c790eba, also run on sm86 and sm89) M in (32, 64]
- * with 64. From 65 to 128 rows sm80 keeps 64-row tiles only where N < 8192: the MLP's gate and
- * up projection (N 28,672 for Llama 3 8B), over half a layer's FLOPs, takes the 128-row tile,
- * so such a step keeps the ramp's whole h.
+ * The M tiles the engines' GEMM dispatch gives a step of few rows, by chip family, smallest
+ * first: a step takes the first that holds its rows; one of more rows than the last takes the
+ * large tile. vLLM's `cutlass_gemm_sm80_dispatch`
+ * (`csrc/quantization/cutlass_w8a8/scaled_mm_c2x_sm80_dispatch.cuh` at vllm-project/vllm@0c790eba,
+ * also run on sm86 and sm89) tiles M in [1, 16] with 16 rows, (16, 32] with 32 and (32, 64] with
+ * 64 (mma.sync's 16 rows); its `cutlass_gemm_sm90_fp8_dispatch`
+ * (`csrc/quantization/w8a8/cutlass/c3x/scaled_mm_sm90_fp8_dispatch.cuh` at @68f442eb) swaps A and
+ * B below 65 rows, so the step's rows fill the wgmma's N, 16 for M in [1, 16] and 64 for (16, 64]
+ * (an earlier release, @44d638a8, tiled all of [1, 64] with 64). From 65 rows sm80 gives wide-N
+ * GEMMs (the MLP's gate and up projection, N 28,672 for Llama 3 8B: over half a layer's FLOPs)
+ * 128-row tiles, so such a step keeps the ramp's whole h. Families whose small-M dispatch was not
+ * read keep the whole h at every size: Blackwell (vLLM's sm100 fp8 dispatch at @2bed1868 has one
+ * 256x128 tile for every M; later releases and the RTX 5090's sm120 path were not read), CDNA3
+ * (ROCm's hipBLASLt picks its own tiles) and a CPU (ggml's ramp was measured whole:
+ * personality.ts).
  */
-const MID_GEMM_TILE_ROWS = 64;
-
-/**
- * The smallest M tile the family's small-M GEMM kernels use: the rows of its tensor-core
- * instruction. Below MID_GEMM_TILE_ROWS the dispatch takes the next power of two of the step's
- * rows, down to this one: vLLM's sm80 dispatch (above) tiles M in [1, 16] with 16 rows and
- * (16, 32] with 32 (mma.sync m16n8k32); its sm90 one starts at 64 (wgmma's M is 64).
- * Blackwell's tcgen05.mma takes M 64 or 128 on one SM (PTX ISA); the RTX 5090 (sm120) runs the
- * warp-level mma of 16 rows but is counted with its family, which only pads its small steps
- * more. CDNA3's MFMA (v_mfma_f32_16x16x16_bf16) is 16 rows. A CPU's kernels have no such tile:
- * ggml's ramp was measured whole (personality.ts).
- */
-const GEMM_SMALL_TILE_ROWS: Partial<Record<GpuFamily, number>> = {
-  ampere: 16,
-  ada: 16,
-  hopper: 64,
-  blackwell: 64,
-  cdna3: 16,
+const GEMM_SMALL_TILES: Partial<Record<GpuFamily, readonly number[]>> = {
+  ampere: [16, 32, 64],
+  ada: [16, 32, 64],
+  hopper: [16, 64],
 };
 
 /**
@@ -250,17 +243,20 @@ export const REQUEST_PATH = {
  * compute-bound, 21-25 % and 111 % slow in round three (docs/simulator-validation.md), though
  * one row streams at 81 % of an RTX 3090's bandwidth (llama.cpp's CUDA llama-bench, Llama 3 8B
  * f16 at 47.40 tokens/s: XiongjieDai/GPU-Benchmarks-on-LLM-Inference README at 00dd2bde). Steps
- * above 64 rows keep h: a prefill of more is unchanged. No tile (a CPU): h at every size.
+ * above 64 rows keep h: a prefill of more is unchanged. No tiles read: h at every size.
  */
 export function gemmHalfTokens(
   halfTokens: number,
-  smallTileRows: number | undefined,
+  smallTiles: readonly number[] | undefined,
   tokens: number,
 ): number {
-  if (smallTileRows === undefined || tokens > MID_GEMM_TILE_ROWS) return halfTokens;
-  let tile = smallTileRows;
-  while (tile < tokens && tile < MID_GEMM_TILE_ROWS) tile *= 2;
-  return (halfTokens * tile) / LARGE_GEMM_TILE_ROWS;
+  // A loop, not find(): the engine's step loop calls this and stays allocation-free.
+  if (smallTiles) {
+    for (const rows of smallTiles) {
+      if (rows >= tokens) return (halfTokens * rows) / LARGE_GEMM_TILE_ROWS;
+    }
+  }
+  return halfTokens;
 }
 
 /** The defaults; `stepOverheadS` is a 32-layer model's (resolveEngineConfig scales it by layer). */
@@ -447,8 +443,8 @@ export class StepCostModel {
   private readonly lmHeadShare: number;
   /** Vocabulary entries of one sampled row (lm_head's output width). */
   private readonly vocab: number;
-  /** The smallest M tile of the chip's small-M GEMM kernels (GEMM_SMALL_TILE_ROWS). */
-  private readonly smallTileRows: number | undefined;
+  /** The M tiles of the chip's small-M GEMM kernels (GEMM_SMALL_TILES). */
+  private readonly smallTiles: readonly number[] | undefined;
 
   constructor(options: {
     model: ModelSpec;
@@ -520,7 +516,7 @@ export class StepCostModel {
     this.link = gpu.interconnect;
     this.tp = tp;
     this.vocab = model.vocabSize;
-    this.smallTileRows = gpu.family ? GEMM_SMALL_TILE_ROWS[gpu.family] : undefined;
+    this.smallTiles = gpu.family ? GEMM_SMALL_TILES[gpu.family] : undefined;
   }
 
   /**
@@ -543,7 +539,7 @@ export class StepCostModel {
     if (tokens === 1 && this.singleRowGemv) return this.mfuMax;
     return (
       (this.mfuMax * tokens) /
-      (tokens + gemmHalfTokens(this.efficiency.mfuHalfTokens, this.smallTileRows, tokens))
+      (tokens + gemmHalfTokens(this.efficiency.mfuHalfTokens, this.smallTiles, tokens))
     );
   }
 

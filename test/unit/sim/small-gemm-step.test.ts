@@ -24,26 +24,29 @@ const decode = (batch: number) => ({
 
 describe('small-GEMM steps', () => {
   test("h follows the dispatch's M tile up to 64 rows, then stays the 128-row tile's", () => {
-    // Ampere: 16-row MMA tiles, doubling to 64; past 64 rows, the large tile's h.
-    const ampere = [1, 16, 17, 32, 33, 64, 65, 128, 2048].map((t) => gemmHalfTokens(128, 16, t));
-    assert.deepEqual(ampere, [16, 16, 32, 32, 64, 64, 128, 128, 128]);
-    // Hopper's wgmma starts at 64 rows.
+    // Ampere: 16-row MMA tiles, then 32 and 64; past 64 rows, the large tile's h.
+    const ampere = [16, 32, 64];
     assert.deepEqual(
-      [1, 64, 65].map((t) => gemmHalfTokens(128, 64, t)),
-      [64, 64, 128],
+      [1, 16, 17, 32, 33, 64, 65, 128, 2048].map((t) => gemmHalfTokens(128, ampere, t)),
+      [16, 16, 32, 32, 64, 64, 128, 128, 128],
+    );
+    // Hopper's swapped-AB fp8 dispatch: 16, then 64.
+    assert.deepEqual(
+      [1, 16, 17, 64, 65].map((t) => gemmHalfTokens(128, [16, 64], t)),
+      [16, 16, 64, 64, 128],
     );
     // A user's h is the large tile's: the small tiles keep their share of it.
-    assert.equal(gemmHalfTokens(256, 16, 1), 32);
-    // No tile (a CPU): the measured ramp at every size.
+    assert.equal(gemmHalfTokens(256, ampere, 1), 32);
+    // No tiles read (a CPU, CDNA3, Blackwell): the measured ramp at every size.
     assert.equal(gemmHalfTokens(6, undefined, 1), 6);
   });
 
   test('the compute a step is charged never falls as its rows grow', () => {
-    for (const tile of [16, 64, undefined]) {
+    for (const tiles of [[16, 32, 64], [16, 64], undefined]) {
       let last = 0;
       for (let t = 1; t <= 4096; t++) {
-        const rows = t + gemmHalfTokens(128, tile, t);
-        assert.ok(rows >= last, `tile ${tile}: ${t} rows charged ${rows} after ${last}`);
+        const rows = t + gemmHalfTokens(128, tiles, t);
+        assert.ok(rows >= last, `tiles ${tiles}: ${t} rows charged ${rows} after ${last}`);
         last = rows;
       }
     }
