@@ -228,7 +228,7 @@ export const ENGINE_FLAGS: readonly FlagSpec[] = [
     key: 'mfuHalfTokens',
     kind: 'number',
     ...ENGINE_LIMITS.mfuHalfTokens,
-    help: `tokens per step at half the best MFU (default: ${e.mfuHalfTokens})`,
+    help: `tokens per step at half the best MFU, for 128-row GEMM tiles (default: ${e.mfuHalfTokens})`,
   },
   {
     flag: '--step-overhead-ms <ms>',

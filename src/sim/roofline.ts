@@ -16,9 +16,10 @@ export interface Efficiency {
   /** The same for fp8/int8 GEMMs against their own peak (H100 FP8 serving: 0.40-0.46). */
   mfuMax8: number;
   /**
-   * Tokens per step at which GEMM efficiency reaches half its maximum:
-   * mfu(T) = mfuMax x T / (T + mfuHalfTokens) (reference: 128-256). Small batches are mostly
-   * bound by weight reads anyway; this ramp covers tile and wave quantisation of small GEMMs.
+   * Tokens per step at which a GEMM of large (128-row) tiles reaches half its best share:
+   * mfu(T) = mfuMax x T / (T + mfuHalfTokens) (reference: 128-256), the tile and wave
+   * quantisation and pipeline fill of the prefill-sized GEMMs it was set on. A step small enough
+   * for a smaller M tile pays it in that tile's proportion (`gemmHalfTokens`).
    */
   mfuHalfTokens: number;
   /**
@@ -123,6 +124,37 @@ export const SAMPLER_BYTES_PER_LOGIT = {
 const ATTENTION_MMA_ROWS = 16;
 
 /**
+ * The M tile of the large GEMM kernels (rows of the step a thread block computes), the one the
+ * ramp's `mfuHalfTokens` was measured with: vLLM's CUTLASS `scaled_mm` takes 128-row tiles above
+ * 128 rows on sm80 (`sm80_config_default`, 128x128x64) and sm90 (`sm90_fp8_config_default`,
+ * 128x128x128), as cuBLAS's large-GEMM kernels do.
+ */
+const LARGE_GEMM_TILE_ROWS = 128;
+
+/**
+ * The M tiles the engines' GEMM dispatch gives a step of few rows, by chip family, smallest
+ * first: a step takes the first that holds its rows; one of more rows than the last takes the
+ * large tile. vLLM's `cutlass_gemm_sm80_dispatch`
+ * (`csrc/quantization/cutlass_w8a8/scaled_mm_c2x_sm80_dispatch.cuh` at vllm-project/vllm@0c790eba,
+ * also run on sm86 and sm89) tiles M in [1, 16] with 16 rows, (16, 32] with 32 and (32, 64] with
+ * 64 (mma.sync's 16 rows); its `cutlass_gemm_sm90_fp8_dispatch`
+ * (`csrc/quantization/w8a8/cutlass/c3x/scaled_mm_sm90_fp8_dispatch.cuh` at @68f442eb) swaps A and
+ * B below 65 rows, so the step's rows fill the wgmma's N, 16 for M in [1, 16] and 64 for (16, 64]
+ * (an earlier release, @44d638a8, tiled all of [1, 64] with 64). From 65 rows sm80 gives wide-N
+ * GEMMs (the MLP's gate and up projection, N 28,672 for Llama 3 8B: over half a layer's FLOPs)
+ * 128-row tiles, so such a step keeps the ramp's whole h. Families whose small-M dispatch was not
+ * read keep the whole h at every size: Blackwell (vLLM's sm100 fp8 dispatch at @2bed1868 has one
+ * 256x128 tile for every M; later releases and the RTX 5090's sm120 path were not read), CDNA3
+ * (ROCm's hipBLASLt picks its own tiles) and a CPU (ggml's ramp was measured whole:
+ * personality.ts).
+ */
+const GEMM_SMALL_TILES: Partial<Record<GpuFamily, readonly number[]>> = {
+  ampere: [16, 32, 64],
+  ada: [16, 32, 64],
+  hopper: [16, 64],
+};
+
+/**
  * What a request's way to its first token costs outside the engine's steps, by part (issue 57).
  * The engines' paths, from their sources:
  * - vLLM V1: the API server (FastAPI/uvicorn, the OpenAI request's pydantic model) tokenises in
@@ -198,6 +230,34 @@ export const REQUEST_PATH = {
   /** The prompt lengths those wholes were measured at (vLLM's parts serve TGI too). */
   wholeAtTokens: { vllm: 201, sglang: 128, trtllm: 467 },
 } as const;
+
+/**
+ * The GEMM ramp's h for a step of `tokens` rows: `mfuHalfTokens` (h, set with 128-row tiles)
+ * in proportion to the M tile the kernels take for that many rows. The ramp's loss is counted
+ * in tiles: the last tile's padded rows, the last wave's idle SMs and each tile's pipeline fill
+ * are all a tile's work, so a kernel of 16-row tiles loses an eighth of what one of 128 does.
+ * The prefill figures h was set on (A100, H100, 2k tokens) ran 128-row tiles; a decode of a
+ * few rows runs the dispatch's small-M kernels, which stream the weights. Held to
+ * the large tile's h, a step of one row cost as much compute as 129 rows at the best share:
+ * on chips whose tensor peak over bandwidth is low (A10G, RTX 3090) a batch-1 decode read as
+ * compute-bound, 21-25 % and 111 % slow in round three (docs/simulator-validation.md), though
+ * one row streams at 81 % of an RTX 3090's bandwidth (llama.cpp's CUDA llama-bench, Llama 3 8B
+ * f16 at 47.40 tokens/s: XiongjieDai/GPU-Benchmarks-on-LLM-Inference README at 00dd2bde). Steps
+ * above 64 rows keep h: a prefill of more is unchanged. No tiles read: h at every size.
+ */
+export function gemmHalfTokens(
+  halfTokens: number,
+  smallTiles: readonly number[] | undefined,
+  tokens: number,
+): number {
+  // A loop, not find(): the engine's step loop calls this and stays allocation-free.
+  if (smallTiles) {
+    for (const rows of smallTiles) {
+      if (rows >= tokens) return (halfTokens * rows) / LARGE_GEMM_TILE_ROWS;
+    }
+  }
+  return halfTokens;
+}
 
 /** The defaults; `stepOverheadS` is a 32-layer model's (resolveEngineConfig scales it by layer). */
 export const DEFAULT_EFFICIENCY: Efficiency = {
@@ -383,6 +443,8 @@ export class StepCostModel {
   private readonly lmHeadShare: number;
   /** Vocabulary entries of one sampled row (lm_head's output width). */
   private readonly vocab: number;
+  /** The M tiles of the chip's small-M GEMM kernels (GEMM_SMALL_TILES). */
+  private readonly smallTiles: readonly number[] | undefined;
 
   constructor(options: {
     model: ModelSpec;
@@ -454,6 +516,7 @@ export class StepCostModel {
     this.link = gpu.interconnect;
     this.tp = tp;
     this.vocab = model.vocabSize;
+    this.smallTiles = gpu.family ? GEMM_SMALL_TILES[gpu.family] : undefined;
   }
 
   /**
@@ -468,10 +531,16 @@ export class StepCostModel {
     return gatherS + (rows * this.vocab * this.efficiency.samplerBytesPerLogit) / this.effBandwidth;
   }
 
-  /** mfu(T) = mfuMax x T / (T + halfTokens); mfuMax at one token with `singleRowGemv`. */
+  /**
+   * mfu(T) = mfuMax x T / (T + h(T)), h(T) = `gemmHalfTokens`; mfuMax at one token with
+   * `singleRowGemv`.
+   */
   mfu(tokens: number): number {
     if (tokens === 1 && this.singleRowGemv) return this.mfuMax;
-    return (this.mfuMax * tokens) / (tokens + this.efficiency.mfuHalfTokens);
+    return (
+      (this.mfuMax * tokens) /
+      (tokens + gemmHalfTokens(this.efficiency.mfuHalfTokens, this.smallTiles, tokens))
+    );
   }
 
   /**
@@ -564,8 +633,12 @@ export class StepCostModel {
    * rows of an MMA instruction (mma.m16n8k16) and split the context over the SMs: a decode (4
    * heads a KV head for Llama 3 8B, 8 for 70B) fills a quarter to a half of them and reads its
    * KV at memory speed; more sequences add KV, not rows. Prefill kernels tile 128 query rows per
-   * block over the heads, so a short prompt fills few SMs: the GEMM ramp over its rows. (ggml's
-   * CPU kernel, `attentionKernels`, tiles the whole ubatch's rows together.)
+   * block over the heads, so a short prompt fills few SMs: the GEMM ramp over its rows, with the
+   * whole h at every length (not `gemmHalfTokens`): the kernel's query block is fixed by head
+   * dimension and architecture, not by the prompt's length, unlike the linear layers' M-bucket
+   * dispatch (FlashAttention-2 `run_mha_fwd_hdim128`, `flash_fwd_launch_template.h`: 128 rows on
+   * sm80, 64 for causal on sm86/sm89). (ggml's CPU kernel, `attentionKernels`, tiles the whole
+   * ubatch's rows together.)
    */
   private attentionTime(
     tokens: number,
