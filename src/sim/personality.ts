@@ -425,14 +425,16 @@ export function personalityEfficiency(
       // the GPU is FITTED:
       // that measurement's 0.31 ms per token is today's overlap scheduler (on by default since
       // 0.4), and the fit point sgl030-l31-8b-a100-tp1-sharegpt-rps4 (SGLang 0.3.0, median TPOT
-      // 13.2 ms) reads right at 1.0 ms; older versions' points need it, newer ones may be faster.
-      // It grows with the layers as the default does (STEP_OVERHEAD_PER_LAYER_S): 1.0 ms is
-      // that 32-layer model's.
+      // 13.2 ms) reads right at 2.1 ms; older versions' points need it, newer ones may be faster.
+      // (It read right at 1.0 ms while the GEMM ramp charged its 8-30-row decodes the compute of
+      // 128-row tiles; refitted on the same point once the small tiles came: roofline.ts
+      // gemmHalfTokens.) It grows with the layers as the default does
+      // (STEP_OVERHEAD_PER_LAYER_S): 2.1 ms is that 32-layer model's.
       return {
         frontendLatencyS: REQUEST_PATH.sglangFixedS,
         engineHopS: REQUEST_PATH.sglangHops * REQUEST_PATH.hopS,
         entryPointHopS: REQUEST_PATH.sglangHops * REQUEST_PATH.hopS,
-        stepOverheadS: (1.0e-3 / 32) * model.layers,
+        stepOverheadS: (2.1e-3 / 32) * model.layers,
         samplerBytesPerLogit: SAMPLER_BYTES_PER_LOGIT.sglang03,
       };
     case 'trtllm':
