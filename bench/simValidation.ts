@@ -243,11 +243,11 @@ export function engineOptions(p: ValidationPoint): EngineModelOptions | string {
     const value = p.engine.settings?.[key];
     if (value !== null && value !== undefined) options[option] = value;
   }
-  // vLLM V1 releases differ in start-up memory (`vllmRelease`), and both vLLM personalities'
-  // validated ranges are per release: the stated release, as a user would give it with
-  // --engine-version.
+  // vLLM V1 releases differ in start-up memory (`vllmRelease`), SGLang's in its scheduler loop
+  // (`sglangOverlap`), and both vLLM personalities' validated ranges are per release: the
+  // stated release, as a user would give it with --engine-version.
   const version = p.engine.version ? parseEngineVersion(p.engine.version) : undefined;
-  const versioned = p.engine.personality === 'vllm-v1' || p.engine.personality === 'vllm-v0';
+  const versioned = ['vllm-v1', 'vllm-v0', 'sglang'].includes(p.engine.personality);
   if (versioned && version) options.engineVersion = version.join('.');
   // Who sent the requests (`clientPathOf`); a front end the point states is its whole path.
   options.clientPath = clientPathOf(p);

@@ -62,8 +62,13 @@ export interface EngineModelConfig extends VllmMemoryInput {
   cacheRamMiB?: number;
   /** Step times measured on the served engine (a calibration's `--steps`), over the roofline's. */
   measuredSteps?: MeasuredSteps;
-  /** vllm-v1: the release (`0.11.0`; `vllmRelease`), the latest where absent. */
+  /** vLLM's and SGLang's release (`0.11.0`; `vllmRelease`, `sglangOverlap`), the latest where absent. */
   engineVersion?: string;
+  /**
+   * SGLang's overlap scheduler (`sglangOverlap`): a prefill's first token leaves when the
+   * engine's next step ends, not its own.
+   */
+  firstTokenAfterNextStep?: boolean;
   /** Who sends the requests (CLIENT_PATHS): which parts of the request path they take; `http` where absent. */
   clientPath?: ClientPath;
 }
@@ -129,6 +134,7 @@ export function resolveEngineConfig(o: EngineModelOptions): EngineModelConfig {
     ...(o.measuredSteps ? { measuredSteps: o.measuredSteps } : {}),
     ...(o.cacheRamMiB !== undefined ? { cacheRamMiB: o.cacheRamMiB } : {}),
     ...d.release,
+    ...(d.firstTokenAfterNextStep ? { firstTokenAfterNextStep: true } : {}),
     ...(o.engineVersion !== undefined ? { engineVersion: o.engineVersion } : {}),
     ...(o.clientPath !== undefined ? { clientPath: o.clientPath } : {}),
     ...(o.numGpuBlocksOverride !== undefined
@@ -402,6 +408,12 @@ export class EngineModel {
   private readonly slots?: SlotPromptCache;
   /** llamacpp: prompts the prime phase left in slots so far (warmSlot). */
   private slotPrimes = 0;
+  /**
+   * `firstTokenAfterNextStep`: sequences whose first token was sampled in the step that ended at
+   * `deferredAtNs` and leaves when the next one ends (or then, if none follows at once).
+   */
+  private deferredFirst: Sequence[] = [];
+  private deferredAtNs = 0;
   /** Engine time (ns). */
   now = 0;
 
@@ -511,6 +523,21 @@ export class EngineModel {
       this.enterWaiting(seq, input.arrivalNs + this.requestPathNs(input));
     }
     return seq;
+  }
+
+  /**
+   * Sends the first tokens held back for the next step (`firstTokenAfterNextStep`) at `atNs`;
+   * a request aborted meanwhile gets none.
+   */
+  private sendDeferredFirst(atNs: number): void {
+    const held = this.deferredFirst;
+    if (held.length === 0) return;
+    this.deferredFirst = [];
+    for (const seq of held) {
+      if (seq.done && seq.finishedNs === undefined) continue;
+      seq.firstTokenNs = atNs;
+      seq.listener.onToken(atNs, 0, false);
+    }
   }
 
   /** Removes a request (client went away), freeing its blocks. */
@@ -636,6 +663,9 @@ export class EngineModel {
   step(): StepResult | undefined {
     const c = this.config;
     const startNs = this.now;
+    // No step followed at once (its sequence went back to waiting, the engine idled): the held
+    // first tokens leave when the step that sampled them ended.
+    if (startNs > this.deferredAtNs) this.sendDeferredFirst(this.deferredAtNs);
     this.chatFrontEnd?.advance(startNs, this.leftFrontEnd);
     if (this.running.length === 0) this.newTokenRatio = SGLANG_NEW_TOKEN_RATIO.init;
     const batch: Batch = { scheduled: [], budget: c.maxNumBatchedTokens, preempted: 0 };
@@ -667,7 +697,10 @@ export class EngineModel {
       if (batch.preempted === 0) this.admitWaiting(batch, startNs);
     }
     const scheduled = batch.scheduled;
-    if (scheduled.length === 0) return undefined;
+    if (scheduled.length === 0) {
+      this.sendDeferredFirst(this.deferredAtNs);
+      return undefined;
+    }
 
     // Step time from the batch's composition, per sub-step of a multi-step window.
     let totalS = c.efficiency.scheduleOverheadS;
@@ -725,6 +758,8 @@ export class EngineModel {
 
     // Apply: advance computed tokens, publish full prompt blocks, sample, finish. A window's
     // tokens all come out at its end (V0's multi-step output processing streams in bunches).
+    // First tokens held back by the step before leave now, ahead of this step's tokens.
+    this.sendDeferredFirst(endNs);
     let finished = 0;
     for (const { seq, tokens: n, steps } of scheduled) {
       for (let k = 0; k < steps && !seq.done; k++) {
@@ -736,8 +771,13 @@ export class EngineModel {
         }
         const index = seq.generated++;
         this.counters.generationTokens++;
-        if (index === 0) seq.firstTokenNs = endNs;
         const last = seq.generated >= seq.input.maxTokens;
+        if (index === 0 && c.firstTokenAfterNextStep && !last) {
+          this.deferredFirst.push(seq);
+          this.deferredAtNs = endNs;
+          continue;
+        }
+        if (index === 0) seq.firstTokenNs = endNs;
         if (last) {
           seq.done = true;
           seq.finishedNs = endNs;

@@ -87,7 +87,7 @@ export const ENGINE_FLAGS: readonly FlagSpec[] = [
     flag: '--engine-version <x.y.z>',
     key: 'engineVersion',
     kind: 'string',
-    help: "vllm-v1: the vLLM release, where start-up memory differs (the profiling sampler: FlashInfer's to 0.11.0, PyTorch's sort 0.11.1-0.16, fused again from 0.17; CUDA graphs and a 0.92 default memory share from 0.21); vllm-v0: the release, for the validated range only (default: the latest)",
+    help: "vllm-v1: the vLLM release, where start-up memory differs (the profiling sampler: FlashInfer's to 0.11.0, PyTorch's sort 0.11.1-0.16, fused again from 0.17; CUDA graphs and a 0.92 default memory share from 0.21); vllm-v0: the release, for the validated range only; sglang: the release (the overlap scheduler, whose first token waits for the next step, from 0.3.6) (default: the latest)",
   },
   {
     flag: '--tp <n>',
@@ -718,9 +718,14 @@ export function resolveEngine(given: SimEngineSettings): {
   }
   const engineVersion = s.engineVersion === undefined ? undefined : String(s.engineVersion);
   if (engineVersion !== undefined) {
-    if (personality && personality !== 'vllm-v1' && personality !== 'vllm-v0') {
+    if (
+      personality &&
+      personality !== 'vllm-v1' &&
+      personality !== 'vllm-v0' &&
+      personality !== 'sglang'
+    ) {
       problems.push(
-        `--engine-version is vllm-v1's and vllm-v0's setting; vLLM 0.5 is its own personality (vllm-v0.5), the other engines have none`,
+        `--engine-version is vllm-v1's, vllm-v0's and sglang's setting; vLLM 0.5 is its own personality (vllm-v0.5), the other engines have none`,
       );
     } else {
       const problem = engineVersionProblem(engineVersion);

@@ -144,6 +144,28 @@ export interface PersonalityDefaults {
   prefixCaching: boolean;
   /** vLLM's: its release's profiling sampler and CUDA-graph accounting (`vllmRelease`). */
   release?: Omit<VllmRelease, 'gpuMemoryUtilization'>;
+  /** SGLang's overlap scheduler: a prefill's first token leaves at the next step's end (`sglangOverlap`). */
+  firstTokenAfterNextStep?: boolean;
+}
+
+/**
+ * Whether an SGLang release runs its overlap scheduler by default (`event_loop_overlap`,
+ * python/sglang/srt/managers/scheduler.py), absent: today's. PR #2067 turned it on (merged
+ * 2024-11-19, so from 0.3.6; the v0.4 release post of 2024-12-04 presents it as the
+ * zero-overhead batch scheduler). It launches a batch before it processes the one before, so a
+ * prefill's first token is sent on once the next batch has gone out: "we delayed the
+ * processing of the first batch in favor of launching the kernels for the next batch first"
+ * (the PR's author, on why the CI's median TTFT bound rose from 80 to 86 ms), and "the TTFT ...
+ * includes an additional decode latency" without prefill/decode disaggregation (PR #25772,
+ * May 2026, closed unmerged). PR #11856 (Oct 2025) processes a prefill before launching a second
+ * prefill after it, behind an environment variable its reviewer kept from the default ("Do not
+ * make it a default behavior"). Later tokens come out as their steps end: the next batch's
+ * launch overlaps the running one.
+ */
+export function sglangOverlap(version: readonly [number, number, number] | undefined): boolean {
+  if (!version) return true;
+  const [major, minor, patch] = version;
+  return major > 0 || minor > 3 || (minor === 3 && patch >= 6);
 }
 
 const MiB = 1024 * 1024;
@@ -160,7 +182,7 @@ export function personalityDefaults(
     tp: number;
     maxModelLen: number;
     chunkedPrefill?: boolean;
-    /** vLLM V1's release (`vllmRelease`); the latest where absent. */
+    /** The release (vLLM's: `vllmRelease`; SGLang's: `sglangOverlap`); the latest where absent. */
     version?: [number, number, number];
   },
 ): PersonalityDefaults {
@@ -216,6 +238,7 @@ export function personalityDefaults(
         maxNumBatchedTokens: chunked ? chunk : Math.max(16384, s.maxModelLen),
         chunkedPrefill: chunked,
         prefixCaching: true,
+        firstTokenAfterNextStep: sglangOverlap(s.version),
       };
     }
     case 'trtllm': {

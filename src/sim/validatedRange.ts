@@ -21,7 +21,7 @@ export interface ValidatedRange {
   releases: string;
   /**
    * Per GPU family, the lowest and highest release its points ran, where the personality takes
-   * a release (`--engine-version`: vllm-v1, vllm-v0): a run naming one outside its family's
+   * a release (`--engine-version`: vllm-v1, vllm-v0, sglang): a run naming one outside its family's
    * span is outside. Releases differ by platform (vLLM on ROCm before its 2025 kernels is far
    * slower than on CUDA), so a span seen on one family says nothing of another's.
    */
@@ -68,6 +68,10 @@ export const VALIDATED_RANGES: Record<PersonalityId, ValidatedRange> = {
     families: ['hopper', 'ampere'],
     gpus: ['h100', 'a100-80'],
     releases: 'SGLang 0.3.0 to 0.5.5',
+    releaseSpans: {
+      hopper: ['0.3.0', '0.5.5'],
+      ampere: ['0.3.0', '0.5.5'],
+    },
     paramsB: [8.0, 405.9],
     moe: false,
   },

@@ -38,11 +38,13 @@ function alone(options: EngineModelOptions, promptTokens: number, arrivalMs = 0)
     const r = engine.step();
     if (r) steps.push(r);
   }
-  assert.ok(firstNs !== undefined && steps.length > 0);
+  assert.ok(firstNs !== undefined && steps.length > 1);
   return {
     pathMs: (seq.readyNs - arrivalMs * MS) / MS,
     ttftMs: (firstNs - arrivalMs * MS) / MS,
     prefillMs: (steps[0].endNs - steps[0].startNs) / MS,
+    /** The step after the prefill (its one decode). */
+    nextStepMs: (steps[1].endNs - steps[1].startNs) / MS,
   };
 }
 
@@ -63,7 +65,9 @@ describe('request path', () => {
         const r = alone({ ...base, personality: personality as keyof typeof parts }, tokens);
         const expectedMs = (httpS + hops * hopS + tokens * tokS) * 1e3;
         close(r.pathMs, expectedMs, `${personality} at ${tokens} tokens`);
-        close(r.ttftMs, expectedMs + r.prefillMs, `${personality} TTFT`);
+        // SGLang's overlap scheduler sends the first token on once the next step is out.
+        const lagMs = personality === 'sglang' ? r.nextStepMs : 0;
+        close(r.ttftMs, expectedMs + r.prefillMs + lagMs, `${personality} TTFT`);
       }
     }
     // llama-server tokenises in C++ in its own process: its front end is one figure.
@@ -91,8 +95,42 @@ describe('request path', () => {
       );
       assert.ok(engine.pathMs > 1000 * tokS * 1e3, `${personality}: still tokenises`);
       assert.equal(none.pathMs, 0);
-      close(none.ttftMs, none.prefillMs, `${personality}: TTFT is the prefill`);
+      const lagMs = personality === 'sglang' ? none.nextStepMs : 0;
+      close(none.ttftMs, none.prefillMs + lagMs, `${personality}: TTFT is the prefill`);
     }
+  });
+
+  test("SGLang's overlap scheduler: the first token leaves when the next step ends, from 0.3.6", () => {
+    const sglang = { ...base, personality: 'sglang' as const, clientPath: 'none' as const };
+    for (const [engineVersion, lags] of [
+      [undefined, true],
+      ['0.4.6', true],
+      ['0.3.6', true],
+      ['0.3.5', false],
+      ['0.3.0', false],
+    ] as const) {
+      const r = alone({ ...sglang, ...(engineVersion ? { engineVersion } : {}) }, 1000);
+      close(
+        r.ttftMs,
+        r.prefillMs + (lags ? r.nextStepMs : 0),
+        `SGLang ${engineVersion ?? 'latest'}`,
+      );
+      assert.ok(r.nextStepMs > 1, 'a decode step takes time');
+    }
+    // A request of one output token has no next step of its own: it leaves with its prefill.
+    const engine = new EngineModel(sglang);
+    let firstNs: number | undefined;
+    const seq = engine.add(
+      { arrivalNs: 0, promptTokens: 1000, maxTokens: 1 },
+      {
+        onToken: (at, index) => {
+          if (index === 0) firstNs = at;
+        },
+      },
+    );
+    const step = engine.step();
+    assert.ok(seq.done && step);
+    assert.equal(firstNs, step.endNs);
   });
 
   test('entry points: vLLM V1 and SGLang keep their hops, V0 runs the engine in the caller, the LLM API has two', () => {

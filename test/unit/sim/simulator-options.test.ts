@@ -91,7 +91,7 @@ describe('reading the flags', () => {
     assert.match(parseSimulatorArgs(['--gpus', 'h100']).problems[0] as string, /--gpus/);
   });
 
-  test('--engine-version: a vLLM V1 release, refused elsewhere and when it is no release', () => {
+  test('--engine-version: a vLLM or SGLang release, refused elsewhere and when it is no release', () => {
     const ok = engineFromFlags('llama-3-8b', { engineVersion: 'v0.14.1' });
     assert.deepEqual(ok.problems, []);
     assert.equal(ok.engine?.engineVersion, 'v0.14.1');
@@ -103,10 +103,17 @@ describe('reading the flags', () => {
       /--engine-version latest is not a release; give one as 0.11.0/,
     );
     assert.match(
-      engineFromFlags('llama-3-8b', { engineVersion: '0.5.5', enginePersonality: 'sglang' })
+      engineFromFlags('llama-3-8b', { engineVersion: '2.1.0', enginePersonality: 'tgi' })
         .problems[0] as string,
-      /--engine-version is vllm-v1's and vllm-v0's setting/,
+      /--engine-version is vllm-v1's, vllm-v0's and sglang's setting/,
     );
+    // sglang takes one for its scheduler loop (`sglangOverlap`).
+    const sglang = engineFromFlags('llama-3-8b', {
+      engineVersion: '0.3.0',
+      enginePersonality: 'sglang',
+    });
+    assert.deepEqual(sglang.problems, []);
+    assert.equal(sglang.engine?.engineVersion, '0.3.0');
     // vllm-v0 takes one for its validated range.
     const v0 = engineFromFlags('llama-3-8b', {
       engineVersion: '0.6.2',

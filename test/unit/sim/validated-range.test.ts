@@ -85,7 +85,10 @@ describe('each personality declares what its validation sets hold', () => {
         ]),
       );
       assert.deepEqual(declared, derived);
-      assert.equal(range.releaseSpans !== undefined, id === 'vllm-v1' || id === 'vllm-v0');
+      assert.equal(
+        range.releaseSpans !== undefined,
+        id === 'vllm-v1' || id === 'vllm-v0' || id === 'sglang',
+      );
     });
   }
 });
