@@ -8,7 +8,7 @@
  * simulator-validation.test.ts holds the targets.
  */
 import { readFileSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import type { RequestSpec } from '../src/backends/types.js';
 import type { LoadSpec } from '../src/load.js';
 import { parseWeightFormat, type WeightFormat } from '../src/memory/dtype.js';
@@ -39,6 +39,7 @@ import {
 } from '../src/workload/distributions.js';
 import { findScenario, type Scenario } from '../src/workload/scenarios.js';
 import { WORDS } from '../src/workload/synthetic.js';
+import { REPO } from '../tools/repo.js';
 
 type Stat = { mean?: number | null; median?: number | null; p99?: number | null };
 
@@ -211,9 +212,7 @@ function checkpointModel(
 ): { model: ModelSpec; weights?: WeightFormat } | undefined {
   const file = CHECKPOINT_CONFIGS[p.model.id.toLowerCase()];
   if (!file) return undefined;
-  const read = readHfConfig(
-    fileURLToPath(new URL(`../test/fixtures/hf-configs/${file}`, import.meta.url)),
-  );
+  const read = readHfConfig(join(REPO, 'test/fixtures/hf-configs', file));
   return { model: read.spec, weights: read.weights };
 }
 

@@ -412,7 +412,7 @@ export class EngineModel {
    * `firstTokenAfterNextStep`: sequences whose first token was sampled in the step that ended at
    * `deferredAtNs` and leaves when the next one ends (or then, if none follows at once).
    */
-  private deferredFirst: Sequence[] = [];
+  private readonly deferredFirst: Sequence[] = [];
   private deferredAtNs = 0;
   /** Engine time (ns). */
   now = 0;
@@ -531,13 +531,13 @@ export class EngineModel {
    */
   private sendDeferredFirst(atNs: number): void {
     const held = this.deferredFirst;
-    if (held.length === 0) return;
-    this.deferredFirst = [];
     for (const seq of held) {
       if (seq.done && seq.finishedNs === undefined) continue;
       seq.firstTokenNs = atNs;
       seq.listener.onToken(atNs, 0, false);
     }
+    // Emptied, not replaced: the step loop stays allocation-free (only a step's apply adds).
+    held.length = 0;
   }
 
   /** Removes a request (client went away), freeing its blocks. */

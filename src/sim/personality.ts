@@ -447,7 +447,7 @@ export function personalityEfficiency(
       // manager, scheduler, detokenizer) and tokenising. The time per step not hidden behind
       // the GPU is FITTED:
       // that measurement's 0.31 ms per token is today's overlap scheduler (on by default since
-      // 0.4), and the fit point sgl030-l31-8b-a100-tp1-sharegpt-rps4 (SGLang 0.3.0, median TPOT
+      // 0.3.6: `sglangOverlap`), and the fit point sgl030-l31-8b-a100-tp1-sharegpt-rps4 (SGLang 0.3.0, median TPOT
       // 13.2 ms) reads right at 2.1 ms; older versions' points need it, newer ones may be faster.
       // (It read right at 1.0 ms while the GEMM ramp charged its 8-30-row decodes the compute of
       // 128-row tiles; refitted on the same point once the small tiles came: roofline.ts

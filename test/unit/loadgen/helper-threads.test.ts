@@ -25,9 +25,11 @@ test('on one usable core the helper threads drop to nice 19; the main thread and
   skip: existsSync('/proc/self/task') ? false : 'no /proc/self/task on this system',
 }, async () => {
   const before = threads();
-  // A worker started after the module loaded, as a program's (or infergauge's) own would be.
+  // A worker started after the module loaded, as a program's (or infergauge's) own would be. It
+  // stays alive until terminated: a worker whose script ends exits, and its thread id with it
+  // (getPriority then failed with ESRCH when the worker ended first).
   const worker = new Worker(
-    "require('node:worker_threads').parentPort.postMessage(require('node:fs').readlinkSync('/proc/thread-self'))",
+    "require('node:worker_threads').parentPort.postMessage(require('node:fs').readlinkSync('/proc/thread-self')); setInterval(() => {}, 1000)",
     { eval: true },
   );
   const workerTid = Number(
