@@ -58,7 +58,7 @@ const entry = <F>(severity: WarningSeverity, build: (f: F) => Text): Entry<F> =>
 });
 
 const pct = (share: number) => `${(share * 100).toFixed(1)}%`;
-const n = (x: number) => enUsNumber(Math.round(x), 0, 3);
+const n = (x: number) => enUsNumber(Math.round(x), 0, 0);
 const rate = (x: number) => `${x.toFixed(2)} req/s`;
 const plural = (k: number, word: string) => `${n(k)} ${word}${k === 1 ? '' : 's'}`;
 /** Server or system text inside a sentence: its first `max` characters, whole in `detail`. */

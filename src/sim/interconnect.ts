@@ -42,11 +42,14 @@ export interface AllReduceCost {
   algorithm: AllReduceAlgorithm;
 }
 
+/** An NCCL ring of `steps` steps over `ranks`: a latency each, steps/p of the message over the bus. */
+function ringS(link: Interconnect, ranks: number, steps: number, bytes: number): number {
+  return NCCL_RING_BASE_S + steps * link.latencyS + ((steps / ranks) * bytes) / link.busBytesPerS;
+}
+
 /** NCCL ring: 2 (p-1) steps of latency, 2 (p-1)/p of the message over the bus bandwidth. */
 export function ringAllReduceS(link: Interconnect, ranks: number, bytes: number): number {
-  if (ranks <= 1) return 0;
-  const steps = 2 * (ranks - 1);
-  return NCCL_RING_BASE_S + steps * link.latencyS + ((steps / ranks) * bytes) / link.busBytesPerS;
+  return ranks <= 1 ? 0 : ringS(link, ranks, 2 * (ranks - 1), bytes);
 }
 
 /**
@@ -56,10 +59,7 @@ export function ringAllReduceS(link: Interconnect, ranks: number, bytes: number)
  * or a gather to rank 0, which moves the same bytes into that rank).
  */
 export function ringAllGatherS(paired: Interconnect, ranks: number, bytes: number): number {
-  if (ranks <= 1) return 0;
-  const link = linkFor(paired, ranks);
-  const steps = ranks - 1;
-  return NCCL_RING_BASE_S + steps * link.latencyS + ((steps / ranks) * bytes) / link.busBytesPerS;
+  return ranks <= 1 ? 0 : ringS(linkFor(paired, ranks), ranks, ranks - 1, bytes);
 }
 
 /** The link `ranks` GPUs all-reduce over: beyond a pair, a paired link's slower one. */

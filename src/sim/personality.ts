@@ -67,7 +67,8 @@ export const engineVersionProblem = (text: string): string | undefined =>
     ? undefined
     : `--engine-version ${text} is not a release; give one as 0.11.0`;
 
-const atLeast = (v: readonly number[], w: readonly number[]): boolean => {
+/** Whether release `v` is `w` or later (missing parts read 0). */
+export const atLeast = (v: readonly number[], w: readonly number[]): boolean => {
   for (let i = 0; i < 3; i++) if ((v[i] ?? 0) !== (w[i] ?? 0)) return (v[i] ?? 0) > (w[i] ?? 0);
   return true;
 };
@@ -163,9 +164,7 @@ export interface PersonalityDefaults {
  * launch overlaps the running one.
  */
 export function sglangOverlap(version: readonly [number, number, number] | undefined): boolean {
-  if (!version) return true;
-  const [major, minor, patch] = version;
-  return major > 0 || minor > 3 || (minor === 3 && patch >= 6);
+  return !version || atLeast(version, [0, 3, 6]);
 }
 
 const MiB = 1024 * 1024;

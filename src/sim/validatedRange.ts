@@ -10,7 +10,7 @@
  */
 import type { GpuFamily, GpuSpec } from '../memory/hardware.js';
 import { type ModelSpec, paramCounts } from '../memory/model.js';
-import { type PersonalityId, parseEngineVersion } from './personality.js';
+import { atLeast, type PersonalityId, parseEngineVersion } from './personality.js';
 
 export interface ValidatedRange {
   /** GPU families with a compared point; empty: none. */
@@ -115,10 +115,6 @@ export interface OutsideValidation {
   detail: string;
 }
 
-const older = (a: readonly number[], b: readonly number[]) => {
-  for (let i = 0; i < 3; i++) if (a[i] !== b[i]) return a[i] < b[i];
-  return false;
-};
 const size = (b: number) => `${b < 10 ? b.toFixed(1) : b.toFixed(0)}B`;
 
 /**
@@ -140,7 +136,7 @@ export function outsideValidation(s: SimulatedSetup): OutsideValidation | undefi
     const v = parseEngineVersion(s.engineVersion);
     const lo = span && parseEngineVersion(span[0]);
     const hi = span && parseEngineVersion(span[1]);
-    if (span && v && lo && hi && (older(v, lo) || older(hi, v))) {
+    if (span && v && lo && hi && (!atLeast(v, lo) || !atLeast(hi, v))) {
       const there = span[0] === span[1] ? span[0] : `${span[0]} to ${span[1]}`;
       outside.push(`release ${s.engineVersion} on ${family} (validated there: ${there})`);
     }
