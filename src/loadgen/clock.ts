@@ -7,6 +7,8 @@ import { performance } from 'node:perf_hooks';
 export interface RunClock {
   /** Microseconds since the origin, rounded to an integer (negative before it). */
   nowUs(): number;
+  /** A `performance.now()` reading (ms) as microseconds since the origin, as nowUs rounds it. */
+  usAt(perfMs: number): number;
   /** Wall-clock time of the origin, as an ISO string. */
   readonly originIso: string;
   /** The origin on process.hrtime's clock (ns), which every thread of the process shares. */
@@ -30,6 +32,7 @@ export function createRunClock(
   const origin = nowPerf + offsetMs;
   return {
     nowUs: () => Math.round((performance.now() - origin) * 1000),
+    usAt: (perfMs) => Math.round((perfMs - origin) * 1000),
     originIso:
       at.originIso ?? new Date(at.originEpochMs ?? Math.round(Date.now() + offsetMs)).toISOString(),
     originHrNs: nowHrNs + BigInt(Math.round(offsetMs * 1e6)),

@@ -1,5 +1,6 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import { connect, type Socket } from 'node:net';
+import { performance } from 'node:perf_hooks';
 import type { Dispatcher } from 'undici';
 import { type ProxyRoute, proxyUnreachable } from '../proxy.js';
 import { type ConnectionTiming, timeConnection } from './phases.js';
@@ -29,6 +30,9 @@ import { type ConnectionTiming, timeConnection } from './phases.js';
 
 /** Every read of every socket of this thread lands here; handlers get views, never keep them. */
 const READ_BUFFER = Buffer.allocUnsafe(64 * 1024);
+/** The reads waiting to be parsed start in this much room, and are parsed at once past the most. */
+const PENDING_START_BYTES = 256 * 1024;
+const PENDING_MAX_BYTES = 4 * 1024 * 1024;
 /**
  * A response head past this is not an answer (undici's default maxHeaderSize is 16 KiB). Counted
  * on each head's own bytes, its blank line included (a 1xx head and the answer's each on its
@@ -206,8 +210,7 @@ class Connection {
       onread: {
         buffer: READ_BUFFER,
         callback: (bytes: number, buffer: Uint8Array) => {
-          this.pool.reads++;
-          this.read(buffer as Buffer, bytes);
+          this.pool.defer(this, buffer as Buffer, bytes);
           return true;
         },
       },
@@ -225,8 +228,12 @@ class Connection {
       this.pool.connected(this);
     });
     this.socket.on('end', () => this.ended());
-    this.socket.on('error', (err) => this.fail(err));
+    this.socket.on('error', (err) => {
+      this.pool.flushReads();
+      this.fail(err);
+    });
     this.socket.on('close', () => {
+      this.pool.flushReads();
       clearTimeout(this.idleTimer);
       this.fail(new H1Error('UND_ERR_SOCKET', 'other side closed'));
       this.pool.closed(this);
@@ -312,8 +319,8 @@ class Connection {
     this.socket.destroy(new H1Error('UND_ERR_SOCKET', 'idle keep-alive timeout'));
   }
 
-  private read(buffer: Buffer, bytes: number): void {
-    let at = 0;
+  /** Parses `buffer[at, bytes)`, one socket read. */
+  read(buffer: Buffer, at: number, bytes: number): void {
     while (at < bytes) {
       const request = this.request;
       if (!request || this.state === State.Idle || this.state === State.Done) {
@@ -567,9 +574,10 @@ class Connection {
 
   /** The server ended its side: the end of a close-delimited body, else a cut. */
   private ended(): void {
+    // What came before the end is parsed first; the end is a read of its own (ReadTracker).
+    this.pool.flushReads();
     const request = this.request;
-    // The end of the stream is a read of its own (ReadTracker).
-    this.pool.reads++;
+    this.pool.stampRead();
     if (request && this.state === State.UntilClose) this.complete(request);
     this.keepAlive = false;
     this.socket.destroy();
@@ -696,6 +704,21 @@ export class H1Pool {
   private connecting = 0;
   /** Socket reads so far, over all connections: each read's callbacks see one number (ReadTracker). */
   reads = 0;
+  /** When the read being parsed arrived (`performance.now()`, ms): its stamp (ReadTracker). */
+  readAtMs = 0;
+  /**
+   * Reads wait for the end of the poll phase to be parsed: every socket ready in one wake is read
+   * and stamped first, then parsed in order, so a read's stamp never waits for the parsing of
+   * the reads before it (issue 51: at 256 streams that wait was most of the late stamps). Their
+   * bytes are copied here, as the next read reuses READ_BUFFER.
+   */
+  private pending = Buffer.allocUnsafe(PENDING_START_BYTES);
+  private pendingBytes = 0;
+  private readonly pendingReads: Connection[] = [];
+  /** Per pending read: its end in `pending`, then its arrival (ms). */
+  private readonly pendingMarks: number[] = [];
+  private flushing = false;
+  private readonly flushSoon = () => this.flushReads();
   /** The set-up timings of the connections `warm` opened, before the run's clock started. */
   readonly preopened: ConnectionTiming[] = [];
 
@@ -758,6 +781,61 @@ export class H1Pool {
     }
     await Promise.all(opening);
     return this.free.length;
+  }
+
+  /** Counts and stamps a read parsed now (the end of a stream). */
+  stampRead(): void {
+    this.reads++;
+    this.readAtMs = performance.now();
+  }
+
+  /** Holds a socket read until the poll phase ends (pending above). */
+  defer(connection: Connection, buffer: Buffer, bytes: number): void {
+    const atMs = performance.now();
+    if (this.pendingBytes + bytes > this.pending.length) {
+      if (this.pendingBytes + bytes > PENDING_MAX_BYTES) {
+        // Past the cap, what waits is parsed now, and this read with it.
+        this.flushReads();
+        this.reads++;
+        this.readAtMs = atMs;
+        connection.read(buffer, 0, bytes);
+        return;
+      }
+      const grown = Buffer.allocUnsafe(
+        Math.min(PENDING_MAX_BYTES, 2 ** Math.ceil(Math.log2(this.pendingBytes + bytes))),
+      );
+      this.pending.copy(grown, 0, 0, this.pendingBytes);
+      this.pending = grown;
+    }
+    buffer.copy(this.pending, this.pendingBytes, 0, bytes);
+    this.pendingBytes += bytes;
+    if (this.pendingReads.length === 0 && !this.flushing) setImmediate(this.flushSoon);
+    this.pendingReads.push(connection);
+    this.pendingMarks.push(this.pendingBytes, atMs);
+  }
+
+  /** Parses the reads waiting, in the order they came. */
+  flushReads(): void {
+    if (this.flushing) return;
+    this.flushing = true;
+    try {
+      const reads = this.pendingReads;
+      const marks = this.pendingMarks;
+      let start = 0;
+      for (let i = 0; i < reads.length; i++) {
+        const end = marks[2 * i];
+        this.reads++;
+        this.readAtMs = marks[2 * i + 1];
+        const connection = reads[i];
+        if (!connection.socket.destroyed) connection.read(this.pending, start, end);
+        start = end;
+      }
+    } finally {
+      this.pendingReads.length = 0;
+      this.pendingMarks.length = 0;
+      this.pendingBytes = 0;
+      this.flushing = false;
+    }
   }
 
   /** Closes every connection; requests still waiting or in flight fail. */

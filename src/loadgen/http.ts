@@ -76,14 +76,14 @@ export class ReadTracker {
     this.open = false;
   };
 
-  constructor(private readonly counted?: { readonly reads: number }) {}
+  constructor(private readonly counted?: { readonly reads: number; readonly readAtMs: number }) {}
 
-  /** The current read's arrival time on `clock` (read from it once per read). */
+  /** The current read's arrival time on `clock`: the pool's stamp, else the clock once per read. */
   nowUs(clock: RunClock): number {
     const epoch = this.currentRead();
     if (this.stampedEpoch !== epoch) {
       this.stampedEpoch = epoch;
-      this.atUs = clock.nowUs();
+      this.atUs = this.counted ? clock.usAt(this.counted.readAtMs) : clock.nowUs();
     }
     return this.atUs;
   }
@@ -491,7 +491,7 @@ class Exchange implements H1Handler {
     statusCode: number,
     headers: IncomingHttpHeaders,
   ): void {
-    this.headersAtUs = this.clock.nowUs();
+    this.headersAtUs = this.reads.nowUs(this.clock);
     this.status = statusCode;
     this.bodyText = new BodyText();
     const encoding = bodyEncoding(headerText(headers['content-encoding']));

@@ -5,7 +5,9 @@
  */
 import assert from 'node:assert/strict';
 import type { Socket } from 'node:net';
+import { performance } from 'node:perf_hooks';
 import { describe, test } from 'node:test';
+import { Worker } from 'node:worker_threads';
 import type { Dispatcher } from 'undici';
 import { H1Pool } from '../../../src/loadgen/h1.js';
 import { rawServer } from '../../helpers/rawServer.js';
@@ -584,6 +586,68 @@ describe('H1Pool against hostile servers', () => {
     } finally {
       await p.destroy();
       await server.close();
+    }
+  });
+});
+
+describe('H1Pool read stamps', () => {
+  test("reads that arrive together are stamped before any is parsed: a slow handler never delays the other's stamp", async () => {
+    // The server runs on its own thread, so this one can block until both answers are in its
+    // sockets: the next poll then finds both reads ready at once, as under load.
+    const written = new Int32Array(new SharedArrayBuffer(4));
+    const server = new Worker(
+      `const { createServer } = require('node:net');
+      const { parentPort, workerData } = require('node:worker_threads');
+      const waiting = [];
+      const server = createServer((socket) => {
+        socket.once('data', () => {
+          waiting.push(socket);
+          if (waiting.length < 2) return;
+          let left = 2;
+          for (const s of waiting) {
+            s.write('HTTP/1.1 200 OK\\r\\ncontent-length: 1\\r\\n\\r\\nx', () => {
+              if (--left > 0) return;
+              Atomics.store(workerData.written, 0, 1);
+              Atomics.notify(workerData.written, 0);
+            });
+          }
+        });
+      });
+      server.listen(0, '127.0.0.1', () => parentPort.postMessage(server.address().port));`,
+      { eval: true, workerData: { written } },
+    );
+    const port = await new Promise<number>((resolve) => server.once('message', resolve));
+    const p = pool(`http://127.0.0.1:${port}`, 2);
+    try {
+      assert.equal(await p.warm(2), 2);
+      const seen: { stampMs: number; parsedAtMs: number }[] = [];
+      const answers = [0, 1].map(
+        () =>
+          new Promise<void>((resolve, reject) => {
+            p.dispatch(
+              { path: '/', method: 'POST', body: '{}', headers: {} },
+              {
+                onResponseData() {
+                  seen.push({ stampMs: p.readAtMs, parsedAtMs: performance.now() });
+                  // The first answer parsed holds the thread, as a burst of work would.
+                  if (seen.length === 1) while (performance.now() - seen[0].parsedAtMs < 40);
+                },
+                onResponseEnd: () => resolve(),
+                onResponseError: (_c, err) => reject(err),
+              },
+            );
+          }),
+      );
+      assert.equal(Atomics.wait(written, 0, 0, 10_000), 'ok', 'the server wrote both answers');
+      await Promise.all(answers);
+      assert.equal(seen.length, 2);
+      const [first, second] = seen;
+      assert.ok(second.parsedAtMs - first.parsedAtMs >= 40, 'the second was parsed after the hold');
+      assert.ok(first.stampMs <= first.parsedAtMs && second.stampMs <= first.parsedAtMs);
+      assert.ok(second.stampMs - first.stampMs < 20, `stamps ${first.stampMs}, ${second.stampMs}`);
+    } finally {
+      await p.destroy();
+      await server.terminate();
     }
   });
 });
