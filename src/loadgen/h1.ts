@@ -11,8 +11,9 @@ import { type ConnectionTiming, timeConnection } from './phases.js';
  * Why not undici for this: per token event undici copies each socket read into its WASM parser
  * and calls back through several layers per HTTP chunk; at tens of thousands of events a second
  * that was most of the client's CPU (issue 18's profile). Here each socket reads into one shared
- * buffer (`onread`: no Buffer per read, no stream machinery), the response is parsed in place,
- * and the body's bytes go to the handler as views of that buffer. autocannon carries its own
+ * buffer (`onread`: no Buffer per read, no stream machinery), each read is stamped and copied to
+ * a shared pending buffer, the reads of a wake are parsed there once the poll phase ends
+ * (H1Pool.defer), and the body's bytes go to the handler as ranges of that buffer. autocannon carries its own
  * HTTP client for the same reason. undici stays for https:// (loaded only then).
  *
  * It implements the part of undici's `Dispatcher.dispatch` the load generator uses, with the
