@@ -11,10 +11,10 @@ import { type ConnectionTiming, timeConnection } from './phases.js';
  * Why not undici for this: per token event undici copies each socket read into its WASM parser
  * and calls back through several layers per HTTP chunk; at tens of thousands of events a second
  * that was most of the client's CPU (issue 18's profile). Here each socket reads into one shared
- * buffer (`onread`: no Buffer per read, no stream machinery), each read is stamped and copied to
- * a shared pending buffer, the reads of a wake are parsed there once the poll phase ends
- * (H1Pool.defer), and the body's bytes go to the handler as ranges of that buffer. autocannon carries its own
- * HTTP client for the same reason. undici stays for https:// (loaded only then).
+ * buffer (`onread`: no Buffer per read, no stream machinery), each read is stamped and copied
+ * to one pending buffer, the reads of a wake are parsed there once the poll phase ends
+ * (H1Pool.defer), and the body's bytes go to the handler as ranges of that buffer. autocannon
+ * carries its own HTTP client for the same reason. undici stays for https:// (loaded only then).
  *
  * It implements the part of undici's `Dispatcher.dispatch` the load generator uses, with the
  * same handler callbacks and the same error codes for the same failures (UND_ERR_SOCKET for a
@@ -29,9 +29,9 @@ import { type ConnectionTiming, timeConnection } from './phases.js';
  * `connection: close` (HTTP/1.0: with `connection: keep-alive`).
  */
 
-/** Every read of every socket of this thread lands here; handlers get views, never keep them. */
+/** Every read of every socket of this thread lands here, to be copied out (H1Pool.defer). */
 const READ_BUFFER = Buffer.allocUnsafe(64 * 1024);
-/** The reads waiting to be parsed start in this much room, and are parsed at once past the most. */
+/** Reads waiting to be parsed start in this much room; past the most, they are parsed at once. */
 const PENDING_START_BYTES = 256 * 1024;
 const PENDING_MAX_BYTES = 4 * 1024 * 1024;
 /**
