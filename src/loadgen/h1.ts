@@ -219,7 +219,7 @@ class Connection {
     this.timing = timeConnection(this.socket);
     this.socket.setTimeout(CONNECT_TIMEOUT_MS);
     this.socket.on('timeout', () => {
-      this.socket.destroy(
+      this.drop(
         new H1Error('UND_ERR_CONNECT_TIMEOUT', `connect timeout (${CONNECT_TIMEOUT_MS} ms)`),
       );
     });
@@ -239,6 +239,19 @@ class Connection {
       this.fail(new H1Error('UND_ERR_SOCKET', 'other side closed'));
       this.pool.closed(this);
     });
+  }
+
+  /**
+   * This client gave the connection up (an abort, a parse error, an idle close): reads still
+   * waiting for it are not parsed, as the socket would have delivered none after. A connection
+   * the peer closed or reset is not dropped: what it sent before is parsed first.
+   */
+  dropped = false;
+
+  /** Gives the connection up (dropped) and closes its socket. */
+  drop(err?: Error): void {
+    this.dropped = true;
+    this.socket.destroy(err);
   }
 
   /** The socket can carry a request (not closed, nor closing: a write would only fail). */
@@ -294,7 +307,7 @@ class Connection {
     // Before its write (from onRequestStart), send() puts the clean connection back itself.
     if (this.request !== request || !this.written) return;
     this.fail(reason);
-    this.socket.destroy();
+    this.drop();
   }
 
   /** Marks the connection idle; it closes if still idle after the keep-alive time. */
@@ -317,7 +330,7 @@ class Connection {
   idleTimedOut(): void {
     if (this.state !== State.Idle || this.request || !this.usable) return;
     this.pool.closing(this);
-    this.socket.destroy(new H1Error('UND_ERR_SOCKET', 'idle keep-alive timeout'));
+    this.drop(new H1Error('UND_ERR_SOCKET', 'idle keep-alive timeout'));
   }
 
   /** Parses `buffer[at, bytes)`, one socket read. */
@@ -327,7 +340,7 @@ class Connection {
       if (!request || this.state === State.Idle || this.state === State.Done) {
         // Bytes nobody asked for (after a complete answer, or on an idle connection): the
         // server and this client no longer agree where answers start.
-        this.socket.destroy();
+        this.drop();
         return;
       }
       switch (this.state) {
@@ -409,7 +422,7 @@ class Connection {
     // next request's answer.
     if (this.state === State.Done) {
       if (this.keepAlive && !this.socket.destroyed) this.pool.released(this);
-      else this.socket.destroy();
+      else this.drop();
     }
   }
 
@@ -581,11 +594,11 @@ class Connection {
     this.pool.stampRead();
     if (request && this.state === State.UntilClose) this.complete(request);
     this.keepAlive = false;
-    this.socket.destroy();
+    this.drop();
   }
 
   private protocolError(code: string, message: string): false {
-    this.socket.destroy(new H1Error(code, `Parse Error: ${message}`));
+    this.drop(new H1Error(code, `Parse Error: ${message}`));
     return false;
   }
 
@@ -828,7 +841,7 @@ export class H1Pool {
         this.reads++;
         this.readAtMs = marks[2 * i + 1];
         const connection = reads[i];
-        if (!connection.socket.destroyed) connection.read(this.pending, start, end);
+        if (!connection.dropped) connection.read(this.pending, start, end);
         start = end;
       }
     } finally {
@@ -851,7 +864,7 @@ export class H1Pool {
     const closing = [...this.all].map(
       (c) => new Promise<void>((resolve) => c.socket.once('close', () => resolve())),
     );
-    for (const connection of this.all) connection.socket.destroy();
+    for (const connection of this.all) connection.drop();
     await Promise.all(closing);
   }
 
@@ -950,7 +963,7 @@ export class H1Pool {
     const limit = this.options.connections ?? Number.POSITIVE_INFINITY;
     // At the limit, an idle connection makes room for a request that needs a new one.
     if (this.freshQueue.length > this.connecting && this.all.size >= limit) {
-      this.free.shift()?.socket.destroy();
+      this.free.shift()?.drop();
     }
     const waiting = () => this.queue.length + this.freshQueue.length;
     while (waiting() > this.connecting && this.all.size < limit) this.open();

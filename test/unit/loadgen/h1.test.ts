@@ -4,7 +4,7 @@
  * has a raw TCP server write exactly the bytes under test.
  */
 import assert from 'node:assert/strict';
-import type { Socket } from 'node:net';
+import { connect, type Socket } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import { describe, test } from 'node:test';
 import { Worker } from 'node:worker_threads';
@@ -646,6 +646,72 @@ describe('H1Pool read stamps', () => {
       assert.ok(first.stampMs <= first.parsedAtMs && second.stampMs <= first.parsedAtMs);
       assert.ok(second.stampMs - first.stampMs < 20, `stamps ${first.stampMs}, ${second.stampMs}`);
     } finally {
+      await p.destroy();
+      await server.terminate();
+    }
+  });
+});
+
+describe('H1Pool reads and resets', () => {
+  test('an answer read before its connection fails is parsed first: the request completes', async () => {
+    // The peer's reset, as the pool sees it: its socket fails in the same wake as the read that
+    // brought the whole answer, before that read is parsed. A second connection, readable in that
+    // wake after the pool's, fails the pool's socket from its 'data' handler. The server runs on
+    // its own thread, so this one can block until both writes are in its sockets.
+    const written = new Int32Array(new SharedArrayBuffer(4));
+    const server = new Worker(
+      `const { createServer } = require('node:net');
+      const { parentPort, workerData } = require('node:worker_threads');
+      let helper;
+      const server = createServer((socket) => {
+        socket.once('data', (data) => {
+          if (data.toString() === 'helper') {
+            helper = socket;
+            parentPort.postMessage('helper');
+            return;
+          }
+          socket.write('HTTP/1.1 200 OK\\r\\ncontent-length: 5\\r\\n\\r\\nhello', () => {
+            helper.write('x', () => {
+              Atomics.store(workerData.written, 0, 1);
+              Atomics.notify(workerData.written, 0);
+            });
+          });
+        });
+      });
+      server.listen(0, '127.0.0.1', () => parentPort.postMessage(server.address().port));`,
+      { eval: true, workerData: { written } },
+    );
+    const port = await new Promise<number>((resolve) => server.once('message', resolve));
+    const helper = connect({ port, host: '127.0.0.1' });
+    helper.write('helper');
+    await new Promise((resolve) => server.once('message', resolve));
+    const p = pool(`http://127.0.0.1:${port}`, 1);
+    try {
+      assert.equal(await p.warm(1), 1);
+      let socket: Socket | undefined;
+      helper.on('data', () =>
+        socket?.destroy(Object.assign(new Error('read ECONNRESET'), { code: 'ECONNRESET' })),
+      );
+      const answer = new Promise<{ body: string; error?: string }>((resolve) => {
+        let body = '';
+        p.dispatch(
+          { path: '/', method: 'POST', body: '{}', headers: {} },
+          {
+            onRequestStart(c) {
+              socket = (c as unknown as { connection: { socket: Socket } }).connection.socket;
+            },
+            onResponseData: (_c, chunk) => {
+              body += chunk.toString();
+            },
+            onResponseEnd: () => resolve({ body }),
+            onResponseError: (_c, err) => resolve({ body, error: err.message }),
+          },
+        );
+      });
+      assert.equal(Atomics.wait(written, 0, 0, 10_000), 'ok', 'the server wrote both');
+      assert.deepEqual(await answer, { body: 'hello' });
+    } finally {
+      helper.destroy();
       await p.destroy();
       await server.terminate();
     }
