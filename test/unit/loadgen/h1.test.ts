@@ -590,34 +590,55 @@ describe('H1Pool against hostile servers', () => {
   });
 });
 
-describe('H1Pool read stamps', () => {
-  test("reads that arrive together are stamped before any is parsed: a slow handler never delays the other's stamp", async () => {
-    // The server runs on its own thread, so this one can block until both answers are in its
-    // sockets: the next poll then finds both reads ready at once, as under load.
-    const written = new Int32Array(new SharedArrayBuffer(4));
-    const server = new Worker(
-      `const { createServer } = require('node:net');
-      const { parentPort, workerData } = require('node:worker_threads');
-      const waiting = [];
-      const server = createServer((socket) => {
+/**
+ * A raw TCP server on a thread of its own, so that this one can block (`untilWritten`) until all
+ * it wrote is in this thread's sockets: the next poll then finds every read ready at once, as
+ * under load. `code` runs there with `serve(onConnection)` to listen, `written()` to say all is
+ * written, and `parentPort`.
+ */
+async function threadServer(code: string) {
+  const flag = new Int32Array(new SharedArrayBuffer(4));
+  const worker = new Worker(
+    `const { createServer } = require('node:net');
+    const { parentPort, workerData } = require('node:worker_threads');
+    const written = () => {
+      Atomics.store(workerData.flag, 0, 1);
+      Atomics.notify(workerData.flag, 0);
+    };
+    const serve = (onConnection) => {
+      const server = createServer(onConnection);
+      server.listen(0, '127.0.0.1', () => parentPort.postMessage(server.address().port));
+    };
+    ${code}`,
+    { eval: true, workerData: { flag } },
+  );
+  const port = await new Promise<number>((resolve) => worker.once('message', resolve));
+  return {
+    worker,
+    port,
+    url: `http://127.0.0.1:${port}`,
+    untilWritten: () => Atomics.wait(flag, 0, 0, 10_000),
+  };
+}
+
+describe('H1Pool reads that arrive in one wake', () => {
+  test("they are stamped before any is parsed: a slow handler never delays the other's stamp", async () => {
+    const server = await threadServer(
+      `const waiting = [];
+      serve((socket) => {
         socket.once('data', () => {
           waiting.push(socket);
           if (waiting.length < 2) return;
           let left = 2;
           for (const s of waiting) {
             s.write('HTTP/1.1 200 OK\\r\\ncontent-length: 1\\r\\n\\r\\nx', () => {
-              if (--left > 0) return;
-              Atomics.store(workerData.written, 0, 1);
-              Atomics.notify(workerData.written, 0);
+              if (--left === 0) written();
             });
           }
         });
-      });
-      server.listen(0, '127.0.0.1', () => parentPort.postMessage(server.address().port));`,
-      { eval: true, workerData: { written } },
+      });`,
     );
-    const port = await new Promise<number>((resolve) => server.once('message', resolve));
-    const p = pool(`http://127.0.0.1:${port}`, 2);
+    const p = pool(server.url, 2);
     try {
       assert.equal(await p.warm(2), 2);
       const seen: { stampMs: number; parsedAtMs: number }[] = [];
@@ -638,7 +659,7 @@ describe('H1Pool read stamps', () => {
             );
           }),
       );
-      assert.equal(Atomics.wait(written, 0, 0, 10_000), 'ok', 'the server wrote both answers');
+      assert.equal(server.untilWritten(), 'ok', 'the server wrote both answers');
       await Promise.all(answers);
       assert.equal(seen.length, 2);
       const [first, second] = seen;
@@ -647,45 +668,33 @@ describe('H1Pool read stamps', () => {
       assert.ok(second.stampMs - first.stampMs < 20, `stamps ${first.stampMs}, ${second.stampMs}`);
     } finally {
       await p.destroy();
-      await server.terminate();
+      await server.worker.terminate();
     }
   });
-});
 
-describe('H1Pool reads and resets', () => {
   test('an answer read before its connection fails is parsed first: the request completes', async () => {
     // The peer's reset, as the pool sees it: its socket fails in the same wake as the read that
     // brought the whole answer, before that read is parsed. A second connection, readable in that
-    // wake after the pool's, fails the pool's socket from its 'data' handler. The server runs on
-    // its own thread, so this one can block until both writes are in its sockets.
-    const written = new Int32Array(new SharedArrayBuffer(4));
-    const server = new Worker(
-      `const { createServer } = require('node:net');
-      const { parentPort, workerData } = require('node:worker_threads');
-      let helper;
-      const server = createServer((socket) => {
+    // wake after the pool's, fails the pool's socket from its 'data' handler.
+    const server = await threadServer(
+      `let helper;
+      serve((socket) => {
         socket.once('data', (data) => {
           if (data.toString() === 'helper') {
             helper = socket;
             parentPort.postMessage('helper');
             return;
           }
-          socket.write('HTTP/1.1 200 OK\\r\\ncontent-length: 5\\r\\n\\r\\nhello', () => {
-            helper.write('x', () => {
-              Atomics.store(workerData.written, 0, 1);
-              Atomics.notify(workerData.written, 0);
-            });
-          });
+          socket.write('HTTP/1.1 200 OK\\r\\ncontent-length: 5\\r\\n\\r\\nhello', () =>
+            helper.write('x', written),
+          );
         });
-      });
-      server.listen(0, '127.0.0.1', () => parentPort.postMessage(server.address().port));`,
-      { eval: true, workerData: { written } },
+      });`,
     );
-    const port = await new Promise<number>((resolve) => server.once('message', resolve));
-    const helper = connect({ port, host: '127.0.0.1' });
+    const helper = connect({ port: server.port, host: '127.0.0.1' });
     helper.write('helper');
-    await new Promise((resolve) => server.once('message', resolve));
-    const p = pool(`http://127.0.0.1:${port}`, 1);
+    await new Promise((resolve) => server.worker.once('message', resolve));
+    const p = pool(server.url, 1);
     try {
       assert.equal(await p.warm(1), 1);
       let socket: Socket | undefined;
@@ -708,12 +717,12 @@ describe('H1Pool reads and resets', () => {
           },
         );
       });
-      assert.equal(Atomics.wait(written, 0, 0, 10_000), 'ok', 'the server wrote both');
+      assert.equal(server.untilWritten(), 'ok', 'the server wrote both');
       assert.deepEqual(await answer, { body: 'hello' });
     } finally {
       helper.destroy();
       await p.destroy();
-      await server.terminate();
+      await server.worker.terminate();
     }
   });
 });
