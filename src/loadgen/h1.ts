@@ -797,10 +797,10 @@ export class H1Pool {
     return this.free.length;
   }
 
-  /** Counts and stamps a read parsed now (the end of a stream). */
-  stampRead(): void {
+  /** Counts the read about to be parsed and stamps it: arrived at `atMs`, by default now. */
+  stampRead(atMs = performance.now()): void {
     this.reads++;
-    this.readAtMs = performance.now();
+    this.readAtMs = atMs;
   }
 
   /** Holds a socket read until the poll phase ends (pending above). */
@@ -810,8 +810,7 @@ export class H1Pool {
       if (this.pendingBytes + bytes > PENDING_MAX_BYTES) {
         // Past the cap, what waits is parsed now, and this read with it.
         this.flushReads();
-        this.reads++;
-        this.readAtMs = atMs;
+        this.stampRead(atMs);
         connection.read(buffer, 0, bytes);
         return;
       }
@@ -838,8 +837,7 @@ export class H1Pool {
       let start = 0;
       for (let i = 0; i < reads.length; i++) {
         const end = marks[2 * i];
-        this.reads++;
-        this.readAtMs = marks[2 * i + 1];
+        this.stampRead(marks[2 * i + 1]);
         const connection = reads[i];
         if (!connection.dropped) connection.read(this.pending, start, end);
         start = end;
