@@ -806,14 +806,9 @@ export class H1Pool {
   /** Holds a socket read until the poll phase ends (pending above). */
   defer(connection: Connection, buffer: Buffer, bytes: number): void {
     const atMs = performance.now();
+    // Past the cap, what waits is parsed now; this read (64 KiB at most) then waits alone.
+    if (this.pendingBytes + bytes > PENDING_MAX_BYTES) this.flushReads();
     if (this.pendingBytes + bytes > this.pending.length) {
-      if (this.pendingBytes + bytes > PENDING_MAX_BYTES) {
-        // Past the cap, what waits is parsed now, and this read with it.
-        this.flushReads();
-        this.stampRead(atMs);
-        connection.read(buffer, 0, bytes);
-        return;
-      }
       const grown = Buffer.allocUnsafe(
         Math.min(PENDING_MAX_BYTES, 2 ** Math.ceil(Math.log2(this.pendingBytes + bytes))),
       );

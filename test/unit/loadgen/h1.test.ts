@@ -745,3 +745,44 @@ async function holdingFirst() {
   });
   return { server, firstArrived, held: () => socket };
 }
+
+describe('H1Pool reads waiting past the cap', () => {
+  test('over 4 MiB waiting, the earlier reads are parsed at once, the rest later: each whole, in order', async () => {
+    const pool = new H1Pool('http://127.0.0.1:1', { connections: 1, keepAliveTimeoutMs: 1000 });
+    // Stand-ins for connections: defer only asks whether one was dropped and hands it its bytes.
+    const parsed: { id: number; fill: number; length: number; sync: boolean }[] = [];
+    let sync = true;
+    const reader = (id: number) => ({
+      dropped: false,
+      read(buffer: Buffer, at: number, end: number) {
+        const fill = buffer[at];
+        // A read's bytes reach its reader unchanged, however the pending buffer grew or reset.
+        assert.ok(
+          buffer.subarray(at, end).every((b) => b === fill),
+          `read ${id} intact`,
+        );
+        parsed.push({ id, fill, length: end - at, sync });
+      },
+    });
+    const READ = 64 * 1024;
+    const reads = 70; // 4.375 MiB: the 65th read passes the 4 MiB cap
+    const shared = Buffer.alloc(READ);
+    for (let id = 0; id < reads; id++) {
+      shared.fill(id % 251); // the socket's read buffer, reused by every read
+      pool.defer(reader(id) as never, shared, READ);
+    }
+    sync = false;
+    await new Promise((resolve) => setImmediate(resolve));
+    assert.deepEqual(
+      parsed.map((p) => p.id),
+      Array.from({ length: reads }, (_, i) => i),
+    );
+    assert.ok(parsed.every((p) => p.fill === p.id % 251 && p.length === READ));
+    // No more than 4 MiB ever waited: the 64 reads that filled it were parsed at the cap, and
+    // the last read still waited for the loop's turn.
+    assert.ok(parsed.filter((p) => p.sync).length >= 64);
+    assert.equal(parsed.at(-1)?.sync, false);
+    assert.equal(pool.reads, reads);
+    await pool.destroy();
+  });
+});
