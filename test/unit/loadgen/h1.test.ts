@@ -750,8 +750,9 @@ describe('H1Pool reads waiting past the cap', () => {
   test('over 4 MiB waiting, the earlier reads are parsed at once, the rest later: each whole, in order', async () => {
     const pool = new H1Pool('http://127.0.0.1:1', { connections: 1, keepAliveTimeoutMs: 1000 });
     // Stand-ins for connections: defer only asks whether one was dropped and hands it its bytes.
-    const parsed: { id: number; fill: number; length: number; sync: boolean }[] = [];
-    let sync = true;
+    // `during`: the read being deferred when this one was parsed (-1: at the loop's turn).
+    const parsed: { id: number; fill: number; length: number; during: number }[] = [];
+    let during = 0;
     const reader = (id: number) => ({
       dropped: false,
       read(buffer: Buffer, at: number, end: number) {
@@ -761,7 +762,7 @@ describe('H1Pool reads waiting past the cap', () => {
           buffer.subarray(at, end).every((b) => b === fill),
           `read ${id} intact`,
         );
-        parsed.push({ id, fill, length: end - at, sync });
+        parsed.push({ id, fill, length: end - at, during });
       },
     });
     const READ = 64 * 1024;
@@ -769,19 +770,22 @@ describe('H1Pool reads waiting past the cap', () => {
     const shared = Buffer.alloc(READ);
     for (let id = 0; id < reads; id++) {
       shared.fill(id % 251); // the socket's read buffer, reused by every read
+      during = id;
       pool.defer(reader(id) as never, shared, READ);
     }
-    sync = false;
+    during = -1;
     await new Promise((resolve) => setImmediate(resolve));
     assert.deepEqual(
       parsed.map((p) => p.id),
       Array.from({ length: reads }, (_, i) => i),
     );
     assert.ok(parsed.every((p) => p.fill === p.id % 251 && p.length === READ));
-    // No more than 4 MiB ever waited: the 64 reads that filled it were parsed at the cap, and
-    // the last read still waited for the loop's turn.
-    assert.ok(parsed.filter((p) => p.sync).length >= 64);
-    assert.equal(parsed.at(-1)?.sync, false);
+    // No more than 4 MiB ever waited, and no less was flushed: the 64 reads that filled it were
+    // parsed when the 65th came, and the rest waited for the loop's turn.
+    assert.deepEqual(
+      parsed.map((p) => p.during),
+      Array.from({ length: reads }, (_, i) => (i < 64 ? 64 : -1)),
+    );
     assert.equal(pool.reads, reads);
     await pool.destroy();
   });
