@@ -43,6 +43,25 @@ export interface Interconnect {
    * TP above 2 runs over (its slowest hop).
    */
   beyondPair?: Interconnect;
+  /** NCCL's (RCCL's) all-reduce as measured on this link at one rank count, where one was found. */
+  measuredAllReduce?: MeasuredAllReduce;
+}
+
+/**
+ * nccl-tests' (rccl-tests') `all_reduce_perf` on one node: the out-of-place time per message
+ * size. A ring of S bytes does not reach the bus bandwidth until S is large: the measured time
+ * at 8-128 MB is 1.1-2x what latency plus S over the plateau's busBw gives, as NCCL splits a
+ * message over channels and pipeline slices.
+ */
+export interface MeasuredAllReduce {
+  ranks: number;
+  /**
+   * [bytes per rank, seconds], sizes ascending, from 1 MiB up: below it vLLM runs its own
+   * kernels on these links, and nccl-tests times each call eagerly (a kernel launch each).
+   */
+  points: readonly (readonly [bytes: number, seconds: number])[];
+  /** Where the figures come from. */
+  source: string;
 }
 
 export interface GpuSpec {
@@ -108,18 +127,74 @@ const geforce = (l: Interconnect): Interconnect => ({
   name: `${l.name}, no peer access`,
   peerAccess: false,
 });
+/** A measured curve from sizes in bytes and times in microseconds. */
+const measured = (
+  ranks: number,
+  source: string,
+  points: readonly (readonly [bytes: number, us: number])[],
+): MeasuredAllReduce => ({
+  ranks,
+  source,
+  points: points.map(([bytes, us]) => [bytes, us * 1e-6] as const),
+});
+const MB = 1024 * 1024;
+
+/**
+ * NVLink 4 through NVSwitch (HGX H100 and H200 boards, 18 links a GPU). All-reduce over 8 GPUs
+ * measured by NVIDIA: the sample all_reduce_perf output of NVIDIA/exemplar-performance
+ * microbenchmarks/nccl/README.md (b4ac983; 8x H100 80GB HBM3 on one node, graph 0). At 8 MB
+ * it takes 83 us where latency plus the plateau's busBw gives 42; at 128 MB 586 against 520.
+ */
+const HGX_NVLINK4: Interconnect = {
+  ...nvlink('NVLink 4 (900 GB/s)', 450),
+  measuredAllReduce: measured(8, 'NVIDIA/exemplar-performance microbenchmarks/nccl (8x H100)', [
+    [1 * MB, 27.37],
+    [2 * MB, 42.21],
+    [4 * MB, 54.19],
+    [8 * MB, 83.04],
+    [16 * MB, 123.8],
+    [32 * MB, 199.3],
+    [64 * MB, 324.7],
+    [128 * MB, 586.4],
+    [256 * MB, 1112.5],
+    [512 * MB, 2151.0],
+    [1024 * MB, 4029.4],
+    [2048 * MB, 7939.1],
+    [4096 * MB, 15749],
+    [8192 * MB, 31307],
+    [16384 * MB, 62648],
+  ]),
+};
+
 /**
  * AMD Infinity Fabric (xGMI) on MI300X/MI325X: 7 links of 64 GB/s per direction to the 7 peers
- * (AMD Instinct MI300X datasheet: 896 GB/s aggregate bidirectional). No rccl-tests busBw found:
- * the per-direction aggregate x the NVLink measured share. RCCL keeps NCCL's tuning tables, so
- * the NVLink step latency.
+ * (AMD Instinct MI300X datasheet: 896 GB/s aggregate bidirectional), about 48 GB/s usable each
+ * after CRC and protocol overhead (AMD ROCm blog "Understanding RCCL Bandwidth and xGMI
+ * Performance on AMD Instinct MI300X", 2025-03-02). rccl-tests all_reduce_perf on one node of
+ * 8 MI300X (hisohara/ai-scripts training/01_rccl-smoketest/README.md at 3ae89cf, cluster AAC8,
+ * rccl-tests develop a7809b3, graph 0) plateaus at a busBw of 315 GB/s (313.7 at 1 GB, 315.7
+ * at 8 GB; 8 MI325X on AAC11 316.9-319.1 at 4-16 GB). RCCL keeps NCCL's tuning tables, so the
+ * NVLink step latency.
  */
-const XGMI = link(
-  'xgmi',
-  'Infinity Fabric xGMI (448 GB/s)',
-  448 * NVLINK_MEASURED_SHARE,
-  NVLINK_STEP_S,
-);
+const XGMI: Interconnect = {
+  ...link('xgmi', 'Infinity Fabric xGMI (448 GB/s)', 315, NVLINK_STEP_S),
+  measuredAllReduce: measured(8, 'hisohara/ai-scripts rccl-smoketest, AAC8 (8x MI300X)', [
+    [1 * MB, 28.39],
+    [2 * MB, 36.68],
+    [4 * MB, 52.96],
+    [8 * MB, 84.78],
+    [16 * MB, 149.9],
+    [32 * MB, 246.3],
+    [64 * MB, 432.5],
+    [128 * MB, 800.3],
+    [256 * MB, 1540.4],
+    [512 * MB, 3027.1],
+    [1024 * MB, 5990.7],
+    [2048 * MB, 11940],
+    [4096 * MB, 23841],
+    [8192 * MB, 47617],
+  ]),
+};
 
 export const GPU_PRESETS: readonly GpuSpec[] = [
   {
@@ -133,7 +208,7 @@ export const GPU_PRESETS: readonly GpuSpec[] = [
     smiMemoryMiB: 81559,
     bandwidthBytesPerS: 3.35 * T,
     peakFlops: { bf16: 989 * T, fp8: 1979 * T, int8: 1979 * T },
-    interconnect: nvlink('NVLink 4 (900 GB/s)', 450),
+    interconnect: HGX_NVLINK4,
   },
   {
     id: 'h100-pcie',
@@ -170,7 +245,7 @@ export const GPU_PRESETS: readonly GpuSpec[] = [
     memoryBytes: 143771 * MiB,
     bandwidthBytesPerS: 4.8 * T,
     peakFlops: { bf16: 989 * T, fp8: 1979 * T, int8: 1979 * T },
-    interconnect: nvlink('NVLink 4 (900 GB/s)', 450),
+    interconnect: HGX_NVLINK4,
   },
   {
     // NVIDIA H20 (China export part): 96 GB HBM3, 4.0 TB/s, BF16 148 TF, FP8 296 TF dense,

@@ -1,4 +1,4 @@
-import type { Interconnect } from '../memory/hardware.js';
+import type { Interconnect, MeasuredAllReduce } from '../memory/hardware.js';
 
 /**
  * Time of one tensor-parallel all-reduce, as vLLM runs it: its custom all-reduce where that
@@ -47,9 +47,35 @@ function ringS(link: Interconnect, ranks: number, steps: number, bytes: number):
   return NCCL_RING_BASE_S + steps * link.latencyS + ((steps / ranks) * bytes) / link.busBytesPerS;
 }
 
-/** NCCL ring: 2 (p-1) steps of latency, 2 (p-1)/p of the message over the bus bandwidth. */
+/**
+ * NCCL ring: 2 (p-1) steps of latency, 2 (p-1)/p of the message over the bus bandwidth; or,
+ * where the link's all-reduce was measured at these ranks, the measurement.
+ */
 export function ringAllReduceS(link: Interconnect, ranks: number, bytes: number): number {
-  return ranks <= 1 ? 0 : ringS(link, ranks, 2 * (ranks - 1), bytes);
+  if (ranks <= 1) return 0;
+  const curve = link.measuredAllReduce;
+  const measuredS =
+    curve !== undefined && curve.ranks === ranks ? measuredAllReduceS(curve, bytes) : undefined;
+  return measuredS ?? ringS(link, ranks, 2 * (ranks - 1), bytes);
+}
+
+/**
+ * The measured time at `bytes`: log-log between the two sizes around it (time grows as a power
+ * of size between neighbouring sizes), proportional to size past the largest (the plateau).
+ * Undefined below the smallest.
+ */
+export function measuredAllReduceS(curve: MeasuredAllReduce, bytes: number): number | undefined {
+  const { points } = curve;
+  const first = points[0];
+  if (first === undefined || bytes < first[0]) return undefined;
+  for (let i = 1; i < points.length; i++) {
+    const [b1, t1] = points[i] as readonly [number, number];
+    if (bytes > b1) continue;
+    const [b0, t0] = points[i - 1] as readonly [number, number];
+    return t0 * (bytes / b0) ** (Math.log(t1 / t0) / Math.log(b1 / b0));
+  }
+  const [bLast, tLast] = points[points.length - 1] as readonly [number, number];
+  return (tLast * bytes) / bLast;
 }
 
 /**

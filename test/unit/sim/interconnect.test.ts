@@ -15,6 +15,11 @@ const gpu = (id: string): GpuSpec => findGpuPreset(id) as GpuSpec;
 const link = (id: string): Interconnect => gpu(id).interconnect;
 const KiB = 1024;
 const MiB = 1024 * KiB;
+/** The ring's model over 8 ranks, without a measurement: latency plus bytes over busBw. */
+const ringS8 = (l: Interconnect, bytes: number): number =>
+  ringAllReduceS({ ...l, measuredAllReduce: undefined }, 8, bytes);
+const near = (actual: number, expected: number): void =>
+  assert.ok(Math.abs(actual / expected - 1) < 1e-12, `${actual} against ${expected}`);
 
 describe('all-reduce cost', () => {
   test('a small message costs latency, not bandwidth, and more of it at more ranks', () => {
@@ -39,6 +44,7 @@ describe('all-reduce cost', () => {
     for (const id of ['h100', 'a100-80', 'h100-pcie', 'mi300x']) {
       const l = link(id);
       for (const tp of [2, 4, 8]) {
+        if (l.measuredAllReduce?.ranks === tp) continue; // the measurement's, below
         const cost = allReduce(l, tp, bytes);
         assert.equal(cost.algorithm, 'ring');
         const bandwidthS = ((2 * (tp - 1)) / tp) * (bytes / l.busBytesPerS);
@@ -59,6 +65,30 @@ describe('all-reduce cost', () => {
         assert.ok(pcie > nvlink, `TP ${tp}, ${bytes} B: PCIe ${pcie} s, NVLink ${nvlink} s`);
       }
     }
+  });
+
+  test('where the ring was measured at these ranks, its time is the measurement', () => {
+    const nv = link('h100');
+    const model = (bytes: number) => ringS8(nv, bytes);
+    // nccl-tests on 8 H100s: 83.04 us at 8 MiB, twice latency plus the plateau's busBw.
+    near(allReduce(nv, 8, 8 * MiB).seconds, 83.04e-6);
+    assert.ok(83.04e-6 > 1.9 * model(8 * MiB), `${model(8 * MiB)} s from the bus bandwidth`);
+    // Between two measured sizes: between their times, and rising with size.
+    let previous = allReduce(nv, 8, 8 * MiB).seconds;
+    for (const mib of [9, 10, 12, 15, 16]) {
+      const s = allReduce(nv, 8, mib * MiB).seconds;
+      assert.ok(s > previous && s <= 123.8e-6 + 1e-15, `${mib} MiB: ${s} s`);
+      previous = s;
+    }
+    // Past the largest measured size, time in proportion to size (the plateau).
+    const last = 62648e-6;
+    near(allReduce(nv, 8, 32 * 1024 * MiB).seconds, 2 * last);
+    // Below the smallest measured size, and at other ranks, the ring's model.
+    assert.equal(ringAllReduceS(nv, 8, 512 * KiB), model(512 * KiB));
+    assert.ok(ringAllReduceS(nv, 4, 64 * MiB) < ringAllReduceS(nv, 8, 64 * MiB));
+    // RCCL on 8 MI300X plateaus at a lower busBw than NCCL on 8 H100s: 800 against 586 us at 128 MiB.
+    near(allReduce(link('mi300x'), 8, 128 * MiB).seconds, 800.3e-6);
+    near(allReduce(nv, 8, 128 * MiB).seconds, 586.4e-6);
   });
 
   test("vLLM's choice: custom one-shot/two-shot by world size, size and link; NCCL otherwise", () => {
