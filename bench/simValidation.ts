@@ -86,6 +86,12 @@ export interface ValidationPoint {
      * get_sampling_params). Without it the stated lengths are fixed.
      */
     rangeRatio?: number | null;
+    /**
+     * How many times the source sends its `requests`, in the same order, to one running engine
+     * (AccelMark's loadgen: each of a suite's `num_runs` runs resends the same prompts). With
+     * prefix caching on, every pass after the first finds each prompt's blocks cached. Absent: 1.
+     */
+    passes?: number | null;
   };
   load: {
     /** `startup`: what the engine printed when it started (its KV pool), no load. */
@@ -340,7 +346,7 @@ function lengths(p: ValidationPoint): { input: LengthDistribution; output: Lengt
 function maxLength(p: ValidationPoint): number {
   const { input, output } = lengths(p);
   let longest = 0;
-  for (let id = 0; id < requestCount(p); id++) {
+  for (let id = 0; id < distinctRequests(p); id++) {
     longest = Math.max(
       longest,
       sampleLength(input, streamSeed(1, 'input'), id) +
@@ -350,8 +356,13 @@ function maxLength(p: ValidationPoint): number {
   return longest;
 }
 
-/** Requests a point sends: the source's count, else enough for the load to settle. */
+/** Requests a point sends: each pass of its distinct requests. */
 function requestCount(p: ValidationPoint): number {
+  return distinctRequests(p) * (p.workload.passes ?? 1);
+}
+
+/** Distinct requests: the source's count, else enough for the load to settle. */
+function distinctRequests(p: ValidationPoint): number {
   if (p.workload.requests) return p.workload.requests;
   switch (p.load.kind) {
     case 'batch1':
@@ -373,31 +384,37 @@ function loadOf(p: ValidationPoint): LoadSpec {
       return { mode: 'open', rate: p.load.value ?? 1, arrival: p.load.arrival ?? 'poisson' };
     case 'offline':
       // Every request at once, as trtllm-bench and MLPerf offline submit them.
-      return { mode: 'closed', concurrency: requestCount(p) };
+      return { mode: 'closed', concurrency: distinctRequests(p) };
     case 'startup':
       throw new Error(`${p.id}: a start-up point has no load`);
   }
 }
 
-/** Variable-length synthetic requests with distinct prompts (no shared prefixes). */
+/**
+ * Variable-length synthetic requests with distinct prompts (no shared prefixes); where the source
+ * sends them in several passes, a later pass repeats the first's prompts and lengths.
+ */
 function workload(p: ValidationPoint): (id: number) => RequestSpec {
   const { input, output } = lengths(p);
+  const distinct = distinctRequests(p);
+  const repeated = (p.workload.passes ?? 1) > 1;
   return (id) => {
-    const inputTokens = sampleLength(input, streamSeed(1, 'input'), id);
+    const k = id % distinct;
+    const inputTokens = sampleLength(input, streamSeed(1, 'input'), k);
     let prompt: string | undefined;
     return {
       get prompt(): string {
         if (prompt === undefined) {
-          prompt = `r${id}`;
-          for (let i = 1; i < inputTokens; i++) prompt += ` ${WORDS[(id * 7919 + i * 31) % 97]}`;
+          prompt = `r${k}`;
+          for (let i = 1; i < inputTokens; i++) prompt += ` ${WORDS[(k * 7919 + i * 31) % 97]}`;
         }
         return prompt;
       },
       promptWords: inputTokens,
-      // "r<id>" leads every prompt: none shares a block with another.
-      distinctPrefixTokens: 1,
+      // "r<k>" leads every prompt: none shares a block with another, but its own repeats do.
+      ...(repeated ? {} : { distinctPrefixTokens: 1 }),
       requestedInputTokens: inputTokens,
-      requestedOutputTokens: sampleLength(output, streamSeed(1, 'output'), id),
+      requestedOutputTokens: sampleLength(output, streamSeed(1, 'output'), k),
     };
   };
 }

@@ -5,7 +5,12 @@
 
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { clientPathOf, engineOptions, type ValidationPoint } from '../../../bench/simValidation.js';
+import {
+  clientPathOf,
+  engineOptions,
+  simulatePoint,
+  type ValidationPoint,
+} from '../../../bench/simValidation.js';
 import { findGpuPreset, type GpuSpec } from '../../../src/memory/hardware.js';
 import { findModelPreset, type ModelSpec } from '../../../src/memory/model.js';
 import { EngineModel, type EngineModelOptions } from '../../../src/sim/engineModel.js';
@@ -268,5 +273,45 @@ describe('validation points served from a checkpoint the repository holds', () =
 
   test('any other checkpoint of the preset is read as its stated format alone', () => {
     assert.equal(weightsOf('neuralmagic/Meta-Llama-3.1-405B-Instruct-FP8').unquantised, undefined);
+  });
+});
+
+describe('validation points whose source resends its prompts', () => {
+  // Batch 1, vLLM V1 on an A100: 20 prompts of 240 tokens, sent once or three times over.
+  const ttftMedian = (passes: number, prefixCaching: boolean): number => {
+    const result = simulatePoint({
+      id: 'p',
+      role: 'validation',
+      source: { title: 't' },
+      engine: {
+        name: 'vLLM (AsyncLLMEngine)',
+        version: '0.20.1',
+        personality: 'vllm-v1',
+        settings: { prefixCaching },
+      },
+      hardware: { gpu: 'a100-80', tp: 1 },
+      model: { id: 'meta-llama/Meta-Llama-3-8B-Instruct', preset: 'llama-3-8b', weights: 'bf16' },
+      workload: {
+        inputTokens: { kind: 'mean', value: 240 },
+        outputTokens: { kind: 'mean', value: 32 },
+        requests: 20,
+        passes,
+      },
+      load: { kind: 'batch1', value: 1 },
+      measured: { ttftMs: { median: 30 } },
+    } as unknown as ValidationPoint);
+    const c = result.comparisons.find((x) => x.metric === 'ttftMs.median');
+    assert.ok(c, 'TTFT compared');
+    return c.simulated;
+  };
+
+  test('with prefix caching, the later passes find each prompt cached: the median TTFT falls', () => {
+    const once = ttftMedian(1, true);
+    const thrice = ttftMedian(3, true);
+    // Two of three requests skip all but the last block of their prefill.
+    assert.ok(thrice < 0.9 * once, `${thrice} ms over three passes, ${once} ms over one`);
+    // Without the cache a repeat costs what the first did.
+    const uncached = ttftMedian(3, false);
+    assert.ok(Math.abs(uncached / ttftMedian(1, false) - 1) < 0.02, `${uncached} ms uncached`);
   });
 });
