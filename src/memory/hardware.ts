@@ -50,7 +50,7 @@ export interface Interconnect {
 /**
  * nccl-tests' (rccl-tests') `all_reduce_perf` on one node: the out-of-place time per message
  * size. A ring of S bytes does not reach the bus bandwidth until S is large: the measured time
- * at 8-128 MB is 1.1-2x what latency plus S over the plateau's busBw gives, as NCCL splits a
+ * at 8-128 MiB is 1.1-2x what latency plus S over the plateau's busBw gives, as NCCL splits a
  * message over channels and pipeline slices.
  */
 export interface MeasuredAllReduce {
@@ -60,8 +60,6 @@ export interface MeasuredAllReduce {
    * kernels on these links, and nccl-tests times each call eagerly (a kernel launch each).
    */
   points: readonly (readonly [bytes: number, seconds: number])[];
-  /** Where the figures come from. */
-  source: string;
 }
 
 export interface GpuSpec {
@@ -130,39 +128,36 @@ const geforce = (l: Interconnect): Interconnect => ({
 /** A measured curve from sizes in bytes and times in microseconds. */
 const measured = (
   ranks: number,
-  source: string,
   points: readonly (readonly [bytes: number, us: number])[],
 ): MeasuredAllReduce => ({
   ranks,
-  source,
   points: points.map(([bytes, us]) => [bytes, us * 1e-6] as const),
 });
-const MB = 1024 * 1024;
 
 /**
  * NVLink 4 through NVSwitch (HGX H100 and H200 boards, 18 links a GPU). All-reduce over 8 GPUs
  * measured by NVIDIA: the sample all_reduce_perf output of NVIDIA/exemplar-performance
- * microbenchmarks/nccl/README.md (b4ac983; 8x H100 80GB HBM3 on one node, graph 0). At 8 MB
- * it takes 83 us where latency plus the plateau's busBw gives 42; at 128 MB 586 against 520.
+ * microbenchmarks/nccl/README.md (b4ac983; 8x H100 80GB HBM3 on one node, graph 0). At 8 MiB
+ * it takes 83 us where latency plus the plateau's busBw gives 42; at 128 MiB 586 against 521.
  */
 const HGX_NVLINK4: Interconnect = {
   ...nvlink('NVLink 4 (900 GB/s)', 450),
-  measuredAllReduce: measured(8, 'NVIDIA/exemplar-performance microbenchmarks/nccl (8x H100)', [
-    [1 * MB, 27.37],
-    [2 * MB, 42.21],
-    [4 * MB, 54.19],
-    [8 * MB, 83.04],
-    [16 * MB, 123.8],
-    [32 * MB, 199.3],
-    [64 * MB, 324.7],
-    [128 * MB, 586.4],
-    [256 * MB, 1112.5],
-    [512 * MB, 2151.0],
-    [1024 * MB, 4029.4],
-    [2048 * MB, 7939.1],
-    [4096 * MB, 15749],
-    [8192 * MB, 31307],
-    [16384 * MB, 62648],
+  measuredAllReduce: measured(8, [
+    [1 * MiB, 27.37],
+    [2 * MiB, 42.21],
+    [4 * MiB, 54.19],
+    [8 * MiB, 83.04],
+    [16 * MiB, 123.8],
+    [32 * MiB, 199.3],
+    [64 * MiB, 324.7],
+    [128 * MiB, 586.4],
+    [256 * MiB, 1112.5],
+    [512 * MiB, 2151.0],
+    [1024 * MiB, 4029.4],
+    [2048 * MiB, 7939.1],
+    [4096 * MiB, 15749],
+    [8192 * MiB, 31307],
+    [16384 * MiB, 62648],
   ]),
 };
 
@@ -178,21 +173,21 @@ const HGX_NVLINK4: Interconnect = {
  */
 const XGMI: Interconnect = {
   ...link('xgmi', 'Infinity Fabric xGMI (448 GB/s)', 315, NVLINK_STEP_S),
-  measuredAllReduce: measured(8, 'hisohara/ai-scripts rccl-smoketest, AAC8 (8x MI300X)', [
-    [1 * MB, 28.39],
-    [2 * MB, 36.68],
-    [4 * MB, 52.96],
-    [8 * MB, 84.78],
-    [16 * MB, 149.9],
-    [32 * MB, 246.3],
-    [64 * MB, 432.5],
-    [128 * MB, 800.3],
-    [256 * MB, 1540.4],
-    [512 * MB, 3027.1],
-    [1024 * MB, 5990.7],
-    [2048 * MB, 11940],
-    [4096 * MB, 23841],
-    [8192 * MB, 47617],
+  measuredAllReduce: measured(8, [
+    [1 * MiB, 28.39],
+    [2 * MiB, 36.68],
+    [4 * MiB, 52.96],
+    [8 * MiB, 84.78],
+    [16 * MiB, 149.9],
+    [32 * MiB, 246.3],
+    [64 * MiB, 432.5],
+    [128 * MiB, 800.3],
+    [256 * MiB, 1540.4],
+    [512 * MiB, 3027.1],
+    [1024 * MiB, 5990.7],
+    [2048 * MiB, 11940],
+    [4096 * MiB, 23841],
+    [8192 * MiB, 47617],
   ]),
 };
 
