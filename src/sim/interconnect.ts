@@ -64,7 +64,7 @@ export function ringAllReduceS(link: Interconnect, ranks: number, bytes: number)
  * of size between neighbouring sizes), proportional to size past the largest (the plateau).
  * Undefined below the smallest.
  */
-export function measuredAllReduceS(curve: MeasuredAllReduce, bytes: number): number | undefined {
+function measuredAllReduceS(curve: MeasuredAllReduce, bytes: number): number | undefined {
   const { points } = curve;
   const first = points[0];
   if (first === undefined || bytes < first[0]) return undefined;
